@@ -1,0 +1,38 @@
+package queue
+
+import "errors"
+
+// Sentinel errors. Every error returned by this package that stems from one
+// of these wraps it, so callers test with errors.Is.
+var (
+	// ErrNotFound means no timer with that ID exists in the namespace (it was
+	// never scheduled, or it settled and its retention has passed).
+	ErrNotFound = errors.New("timerq: timer not found")
+	// ErrAlreadyFired means the operation needs a scheduled timer but this one
+	// has fired.
+	ErrAlreadyFired = errors.New("timerq: timer already fired")
+	// ErrCancelled means the timer was cancelled: Wait returns it, and so do
+	// operations that need a scheduled timer.
+	ErrCancelled = errors.New("timerq: timer cancelled")
+
+	// ErrInvalidID means a timer ID is empty, longer than 256 bytes, not
+	// UTF-8, or contains control characters.
+	ErrInvalidID = errors.New("timerq: invalid timer ID")
+	// ErrInvalidNamespace means a namespace is not 1-64 characters of
+	// [A-Za-z0-9_.-].
+	ErrInvalidNamespace = errors.New("timerq: invalid namespace")
+	// ErrInvalidDue means a due time is zero or outside 1970-01-01 to
+	// 9999-12-31 (UTC).
+	ErrInvalidDue = errors.New("timerq: invalid due time")
+	// ErrPayloadTooLarge means a payload exceeds Options.MaxPayloadBytes.
+	ErrPayloadTooLarge = errors.New("timerq: payload too large")
+	// ErrInvalidOptions means an Options field or an argument is out of range.
+	ErrInvalidOptions = errors.New("timerq: invalid options")
+	// ErrNilClient means New was given a nil Redis client.
+	ErrNilClient = errors.New("timerq: nil Redis client")
+	// ErrWrongType means one of the namespace's keys holds a value of another
+	// type: something else writes there.
+	ErrWrongType = errors.New("timerq: a namespace key holds the wrong type")
+	// ErrClosed means the Queue was closed.
+	ErrClosed = errors.New("timerq: queue closed")
+)

@@ -1,0 +1,112 @@
+package queue
+
+import (
+	"fmt"
+	"time"
+)
+
+// Limits and defaults of Options.
+const (
+	// DefaultNamespace is used when Options.Namespace is empty.
+	DefaultNamespace = "default"
+	// DefaultMaxPayloadBytes is the payload limit when Options.MaxPayloadBytes is 0.
+	DefaultMaxPayloadBytes = 64 << 10
+	// MaxPayloadLimit is the largest Options.MaxPayloadBytes accepted.
+	MaxPayloadLimit = 1 << 20
+	// DefaultRetention is how long settled records are kept when
+	// Options.Retention is 0.
+	DefaultRetention = 7 * 24 * time.Hour
+	// KeepForever, as Options.Retention, keeps settled records until deleted
+	// by hand.
+	KeepForever time.Duration = -1
+	// DefaultStreamMaxLen bounds the fire stream when Options.StreamMaxLen is 0.
+	DefaultStreamMaxLen = 1_000_000
+	// DefaultRecheckInterval is how often Wait re-reads timer state when
+	// Options.RecheckInterval is 0.
+	DefaultRecheckInterval = 10 * time.Second
+	// MaxBatch is the most timers one Claim, List or Purge call handles.
+	MaxBatch = 1000
+)
+
+// Options configures a Queue. The zero value is valid and selects every
+// default.
+type Options struct {
+	// Namespace separates independent sets of timers in one Redis; it is
+	// 1-64 characters of [A-Za-z0-9_.-]. Default "default".
+	Namespace string
+
+	// MaxPayloadBytes caps a timer's payload. Default 64 KiB, at most 1 MiB.
+	MaxPayloadBytes int
+
+	// Retention is how long fired and cancelled records stay readable (and
+	// keep their ID from being scheduled again) before Purge removes them.
+	// 0 means DefaultRetention (7 days); KeepForever keeps them.
+	Retention time.Duration
+
+	// StreamMaxLen approximately bounds the fire stream, which Claim appends
+	// to. 0 means DefaultStreamMaxLen; -1 leaves it unbounded.
+	StreamMaxLen int64
+
+	// RecheckInterval is how often Wait re-reads the state of every waited
+	// timer, so that a pub/sub message lost in transit delays a waiter by at
+	// most this long. 0 means DefaultRecheckInterval.
+	RecheckInterval time.Duration
+}
+
+// withDefaults validates o and fills in its defaults.
+func (o Options) withDefaults() (Options, error) {
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if err := ValidateNamespace(o.Namespace); err != nil {
+		return o, err
+	}
+	switch {
+	case o.MaxPayloadBytes == 0:
+		o.MaxPayloadBytes = DefaultMaxPayloadBytes
+	case o.MaxPayloadBytes < 0 || o.MaxPayloadBytes > MaxPayloadLimit:
+		return o, fmt.Errorf("%w: MaxPayloadBytes %d is outside 1..%d; use 0 for the 64 KiB default",
+			ErrInvalidOptions, o.MaxPayloadBytes, MaxPayloadLimit)
+	}
+	switch {
+	case o.Retention == 0:
+		o.Retention = DefaultRetention
+	case o.Retention < 0 && o.Retention != KeepForever:
+		return o, fmt.Errorf("%w: Retention %v is negative; use a positive duration, 0 for the 7-day default or KeepForever",
+			ErrInvalidOptions, o.Retention)
+	case o.Retention > 0 && o.Retention < time.Millisecond:
+		return o, fmt.Errorf("%w: Retention %v is under a millisecond, the resolution of timerq's clock",
+			ErrInvalidOptions, o.Retention)
+	}
+	switch {
+	case o.StreamMaxLen == 0:
+		o.StreamMaxLen = DefaultStreamMaxLen
+	case o.StreamMaxLen < -1:
+		return o, fmt.Errorf("%w: StreamMaxLen %d is negative; use a positive bound, 0 for the default or -1 for unbounded",
+			ErrInvalidOptions, o.StreamMaxLen)
+	}
+	switch {
+	case o.RecheckInterval == 0:
+		o.RecheckInterval = DefaultRecheckInterval
+	case o.RecheckInterval < 0:
+		return o, fmt.Errorf("%w: RecheckInterval %v is negative; use a positive duration or 0 for the default",
+			ErrInvalidOptions, o.RecheckInterval)
+	}
+	return o, nil
+}
+
+// retentionMillis is the retention as the scripts take it: 0 keeps forever.
+func (o Options) retentionMillis() int64 {
+	if o.Retention == KeepForever {
+		return 0
+	}
+	return o.Retention.Milliseconds()
+}
+
+// streamMaxLen is the bound as the claim script takes it: 0 is unbounded.
+func (o Options) streamMaxLen() int64 {
+	if o.StreamMaxLen < 0 {
+		return 0
+	}
+	return o.StreamMaxLen
+}

@@ -1,0 +1,386 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Wait blocks until the timer id has fired and returns nil, at once if it
+// already has. It returns an error wrapping ErrCancelled for a cancelled
+// timer, ErrNotFound for an unknown one, ErrClosed after Close, and the
+// context's error when ctx ends first.
+//
+// All waiters of one Queue share one pub/sub connection. Pub/sub is only a
+// hint: the timer's state in Redis decides, and it is re-read after every
+// (re)subscription and every Options.RecheckInterval, so a lost wakeup
+// delays a waiter by at most that interval.
+func (q *Queue) Wait(ctx context.Context, id string) error {
+	if err := ValidateID(id); err != nil {
+		return err
+	}
+	h, err := q.waitHub()
+	if err != nil {
+		return err
+	}
+	w := h.add(id)
+	select {
+	case err := <-w.result:
+		return err
+	case <-ctx.Done():
+		h.remove(w)
+		select {
+		case err := <-w.result: // settled while we were leaving
+			return err
+		default:
+		}
+		return fmt.Errorf("timerq: wait %q: %w", id, ctx.Err())
+	}
+}
+
+// SleepUntil schedules the timer id (see Schedule) and waits for it (see
+// Wait). A replaying caller that passes the same ID returns at once when
+// the timer has already fired, whatever due and payload it passes.
+func (q *Queue) SleepUntil(ctx context.Context, id string, due time.Time, payload []byte) error {
+	res, err := q.Schedule(ctx, id, due, payload)
+	if err != nil {
+		return err
+	}
+	switch res.Timer.State {
+	case StateFired:
+		return nil
+	case StateCancelled:
+		return fmt.Errorf("%w: %q", ErrCancelled, id)
+	}
+	return q.Wait(ctx, id)
+}
+
+func (q *Queue) waitHub() (*hub, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil, ErrClosed
+	}
+	if q.hub == nil {
+		q.hub = newHub(q)
+	}
+	return q.hub, nil
+}
+
+// hub multiplexes every waiter of a Queue over one pub/sub connection.
+//
+// A waiter subscribes to its timer's channel and only then has its state
+// read, so that a firing cannot fall between the read and the subscription.
+// "Then" means after Redis confirmed the SUBSCRIBE: go-redis returns from
+// Subscribe once the command is written, not once it took effect.
+type hub struct {
+	q     *Queue
+	ps    *redis.PubSub
+	ops   chan subOp
+	check chan struct{} // wakes the checker; capacity 1
+	done  chan struct{}
+	wg    sync.WaitGroup
+
+	mu          sync.Mutex
+	entries     map[string]*entry // by channel
+	outstanding map[string]int    // SUBSCRIBEs sent but not yet confirmed, by channel
+	pending     map[string]bool   // channels whose timers need a state read
+	epoch       uint64            // bumped as each state read starts
+	closed      bool
+}
+
+// entry is one subscribed timer channel and the waiters on it.
+type entry struct {
+	id        string
+	waiters   map[*waiter]bool
+	confirmed bool
+}
+
+type waiter struct {
+	channel string
+	epoch   uint64     // hub.epoch when the waiter arrived
+	result  chan error // receives the outcome once; capacity 1
+}
+
+type subOp struct {
+	channel   string
+	subscribe bool
+}
+
+// maxSubBatch bounds the channels in one SUBSCRIBE or one state read.
+const maxSubBatch = 1000
+
+func newHub(q *Queue) *hub {
+	h := &hub{
+		q:           q,
+		ps:          q.rdb.Subscribe(context.Background()),
+		ops:         make(chan subOp, 4096),
+		check:       make(chan struct{}, 1),
+		done:        make(chan struct{}),
+		entries:     map[string]*entry{},
+		outstanding: map[string]int{},
+		pending:     map[string]bool{},
+	}
+	msgs := h.ps.ChannelWithSubscriptions(redis.WithChannelSize(10000))
+	h.wg.Add(3)
+	go h.receive(msgs)
+	go h.subscribe()
+	go h.checker()
+	return h
+}
+
+// add registers a waiter for id, subscribing to its channel if it is the
+// first one.
+func (h *hub) add(id string) *waiter {
+	ch := h.q.TimerChannel(id)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w := &waiter{channel: ch, epoch: h.epoch, result: make(chan error, 1)}
+	if h.closed {
+		w.result <- ErrClosed
+		return w
+	}
+	e := h.entries[ch]
+	if e == nil {
+		e = &entry{id: id, waiters: map[*waiter]bool{}}
+		h.entries[ch] = e
+		h.outstanding[ch]++
+		h.send(subOp{ch, true})
+	} else if e.confirmed {
+		h.markPending(ch)
+	}
+	e.waiters[w] = true
+	return w
+}
+
+// remove drops a waiter that gave up, unsubscribing when it was the last.
+func (h *hub) remove(w *waiter) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.entries[w.channel]; e != nil && e.waiters[w] {
+		delete(e.waiters, w)
+		if len(e.waiters) == 0 {
+			h.drop(w.channel)
+		}
+	}
+}
+
+// settle hands err to the waiters on ch that arrived before epoch and drops
+// the channel once none is left. Callers hold h.mu.
+func (h *hub) settle(ch string, before uint64, err error) {
+	e := h.entries[ch]
+	if e == nil {
+		return
+	}
+	for w := range e.waiters {
+		if w.epoch < before {
+			w.result <- err
+			delete(e.waiters, w)
+		}
+	}
+	if len(e.waiters) == 0 {
+		h.drop(ch)
+	}
+}
+
+func (h *hub) drop(ch string) {
+	delete(h.entries, ch)
+	delete(h.pending, ch)
+	h.send(subOp{ch, false})
+}
+
+// send queues a subscription change. Callers hold h.mu; the queue is large,
+// and blocking here only applies back-pressure from a slow connection.
+func (h *hub) send(op subOp) {
+	select {
+	case h.ops <- op:
+	case <-h.done:
+	}
+}
+
+func (h *hub) markPending(ch string) {
+	h.pending[ch] = true
+	select {
+	case h.check <- struct{}{}:
+	default:
+	}
+}
+
+// receive handles pub/sub traffic until the connection is closed.
+func (h *hub) receive(msgs <-chan any) {
+	defer h.wg.Done()
+	for m := range msgs {
+		h.mu.Lock()
+		switch m := m.(type) {
+		case *redis.Subscription:
+			if m.Kind != "subscribe" {
+				break
+			}
+			// A confirmation, or a resubscription after a reconnect, during
+			// which wakeups may have been lost: read the state either way.
+			if n := h.outstanding[m.Channel]; n > 1 {
+				h.outstanding[m.Channel] = n - 1
+				break
+			}
+			delete(h.outstanding, m.Channel)
+			if e := h.entries[m.Channel]; e != nil {
+				e.confirmed = true
+				h.markPending(m.Channel)
+			}
+		case *redis.Message:
+			switch m.Payload {
+			case "fired":
+				h.settle(m.Channel, ^uint64(0), nil)
+			case "cancelled":
+				h.settle(m.Channel, ^uint64(0), h.cancelled(m.Channel))
+			default:
+				h.markPending(m.Channel)
+			}
+		}
+		h.mu.Unlock()
+	}
+}
+
+func (h *hub) cancelled(ch string) error {
+	return fmt.Errorf("%w: %q", ErrCancelled, ch[len(h.q.timerChannels):])
+}
+
+// subscribe applies queued subscription changes, batching runs of one kind
+// into one command.
+func (h *hub) subscribe() {
+	defer h.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-h.done; cancel() }()
+	for {
+		var op subOp
+		select {
+		case op = <-h.ops:
+		case <-h.done:
+			return
+		}
+		batch := []string{op.channel}
+		kind := op.subscribe
+	drain:
+		for len(batch) < maxSubBatch {
+			select {
+			case next := <-h.ops:
+				if next.subscribe != kind {
+					h.apply(ctx, kind, batch)
+					batch, kind = nil, next.subscribe
+				}
+				batch = append(batch, next.channel)
+			default:
+				break drain
+			}
+		}
+		h.apply(ctx, kind, batch)
+	}
+}
+
+// apply sends one SUBSCRIBE or UNSUBSCRIBE. An error needs no retry:
+// go-redis remembers the channels and resubscribes when it reconnects.
+func (h *hub) apply(ctx context.Context, subscribe bool, channels []string) {
+	if !subscribe {
+		_ = h.ps.Unsubscribe(ctx, channels...)
+		return
+	}
+	if err := h.ps.Subscribe(ctx, channels...); err != nil {
+		// No confirmation will come for this SUBSCRIBE; the resubscription
+		// after the reconnect confirms instead.
+		h.mu.Lock()
+		for _, ch := range channels {
+			delete(h.outstanding, ch)
+		}
+		h.mu.Unlock()
+	}
+}
+
+// checker reads the state of pending timers, and of every waited timer each
+// RecheckInterval, settling the waiters of those no longer scheduled.
+func (h *hub) checker() {
+	defer h.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tick := time.NewTicker(h.q.opts.RecheckInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-h.check:
+		case <-tick.C:
+			// Every waited timer, confirmed or not: a SUBSCRIBE lost with a
+			// dropped connection is never confirmed, but its state still is
+			// the truth.
+			h.mu.Lock()
+			for ch := range h.entries {
+				h.pending[ch] = true
+			}
+			h.mu.Unlock()
+		case <-h.done:
+			return
+		}
+		for h.readPending(ctx) {
+		}
+	}
+}
+
+// readPending reads up to maxSubBatch pending timers in one HMGET and
+// reports whether more are pending.
+func (h *hub) readPending(ctx context.Context) bool {
+	h.mu.Lock()
+	h.epoch++
+	epoch := h.epoch
+	var chans, ids []string
+	for ch := range h.pending {
+		if e := h.entries[ch]; e != nil {
+			chans, ids = append(chans, ch), append(ids, e.id)
+		}
+		delete(h.pending, ch)
+		if len(chans) == maxSubBatch {
+			break
+		}
+	}
+	more := len(h.pending) > 0
+	h.mu.Unlock()
+	if len(ids) == 0 {
+		return more
+	}
+	recs, err := h.q.rdb.HMGet(ctx, h.q.keys[1], ids...).Result()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err != nil {
+		// Redis is unreachable or closing: the next tick reads these again.
+		return false
+	}
+	for i, rec := range recs {
+		s, _ := rec.(string)
+		switch {
+		case rec == nil:
+			h.settle(chans[i], epoch, fmt.Errorf("%w: %q in namespace %q", ErrNotFound, ids[i], h.q.opts.Namespace))
+		case len(s) > 0 && s[0] == 'f':
+			h.settle(chans[i], epoch, nil)
+		case len(s) > 0 && s[0] == 'c':
+			h.settle(chans[i], epoch, h.cancelled(chans[i]))
+		}
+	}
+	return more
+}
+
+// close ends every wait with ErrClosed and stops the hub's goroutines.
+func (h *hub) close() {
+	h.mu.Lock()
+	h.closed = true
+	for _, e := range h.entries {
+		for w := range e.waiters {
+			w.result <- ErrClosed
+		}
+	}
+	h.entries = map[string]*entry{}
+	h.mu.Unlock()
+	close(h.done)
+	_ = h.ps.Close()
+	h.wg.Wait()
+}

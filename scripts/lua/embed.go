@@ -1,0 +1,49 @@
+// Package lua holds timerq's Redis scripts, one file per script, and embeds
+// them so the queue package can load them. Each exported source is the shared
+// prelude followed by the script; see each .lua file's header for its KEYS,
+// ARGV, reply and complexity.
+package lua
+
+import _ "embed"
+
+//go:embed prelude.lua
+var prelude string
+
+//go:embed schedule.lua
+var schedule string
+
+//go:embed claim.lua
+var claim string
+
+//go:embed cancel.lua
+var cancel string
+
+//go:embed reschedule.lua
+var reschedule string
+
+//go:embed purge.lua
+var purge string
+
+//go:embed stats.lua
+var stats string
+
+//go:embed list.lua
+var list string
+
+// Script sources, each with the prelude prepended.
+var (
+	// Schedule creates timers that do not exist yet (schedule.lua).
+	Schedule = prelude + schedule
+	// Claim fires due timers exactly once (claim.lua).
+	Claim = prelude + claim
+	// Cancel cancels a scheduled timer (cancel.lua).
+	Cancel = prelude + cancel
+	// Reschedule moves a scheduled timer (reschedule.lua).
+	Reschedule = prelude + reschedule
+	// Purge removes settled timers past their retention (purge.lua).
+	Purge = prelude + purge
+	// Stats reports counts and the overdue backlog (stats.lua).
+	Stats = prelude + stats
+	// List pages through timers in due order (list.lua).
+	List = prelude + list
+)

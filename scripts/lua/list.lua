@@ -1,0 +1,94 @@
+-- list.lua: one page of timers ordered by (due_ms, id), optionally one state.
+--
+-- KEYS: the namespace's six keys (see prelude.lua).
+-- ARGV[1] state: 's', 'f', 'c', or '' for every state
+-- ARGV[2] min due_ms, ARGV[3] max due_ms (inclusive)
+-- ARGV[4] limit (1..1000)
+-- ARGV[5] cursor due_ms and ARGV[6] cursor id: the page starts strictly after
+--         them; both empty for the first page
+-- Reply: {next_due_ms, next_id, id_1, record_1, ...}; next_* are empty on the
+--        last page.
+-- Complexity: O(log N + limit) per source set, plus the ties at the cursor's
+--        due time when the cursor's timer has left that set.
+
+local err = check_types()
+if err then return err end
+
+local sources = {s = {KEYS[1]}, f = {KEYS[3]}, c = {KEYS[4]}}
+sources[''] = {KEYS[1], KEYS[3], KEYS[4]}
+local keys = sources[ARGV[1]]
+local min, max, limit = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local cursor_due, cursor_id = tonumber(ARGV[5]), ARGV[6]
+
+-- Byte order, as sorted sets order members: Lua's '<' uses strcoll, which
+-- follows the server's locale.
+local function bytes_less(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+
+local function less(a, b)
+  if a[2] ~= b[2] then return a[2] < b[2] end
+  return bytes_less(a[1], b[1])
+end
+
+-- page returns up to n members of key after the cursor, within [min, max].
+local function page(key, n)
+  local out = {}
+  if cursor_id ~= '' then
+    local score = redis.call('ZSCORE', key, cursor_id)
+    if score and tonumber(score) == cursor_due then
+      local rank = redis.call('ZRANK', key, cursor_id)
+      local r = redis.call('ZRANGE', key, rank + 1, rank + n, 'WITHSCORES')
+      for i = 1, #r, 2 do
+        local s = tonumber(r[i + 1])
+        if s > max then break end
+        out[#out + 1] = {r[i], s}
+      end
+      return out
+    end
+  end
+  local from = min
+  if cursor_due and cursor_due > from then from = cursor_due end
+  local offset = 0
+  while #out < n do
+    local r = redis.call('ZRANGEBYSCORE', key, from, max, 'WITHSCORES', 'LIMIT', offset, n)
+    if #r == 0 then break end
+    for i = 1, #r, 2 do
+      local item = {r[i], tonumber(r[i + 1])}
+      if cursor_id == '' or less({cursor_id, cursor_due}, item) then
+        out[#out + 1] = item
+        if #out == n then break end
+      end
+    end
+    offset = offset + #r / 2
+  end
+  return out
+end
+
+local all = {}
+for _, key in ipairs(keys) do
+  for _, item in ipairs(page(key, limit + 1)) do all[#all + 1] = item end
+end
+table.sort(all, less)
+
+local reply = {'', ''}
+local n = math.min(#all, limit)
+if #all > limit then
+  reply[1] = fmt(all[n][2])
+  reply[2] = all[n][1]
+end
+if n == 0 then return reply end
+local ids = {}
+for i = 1, n do ids[i] = all[i][1] end
+local recs = redis.call('HMGET', KEYS[2], unpack(ids))
+for i = 1, n do
+  if recs[i] then
+    reply[#reply + 1] = ids[i]
+    reply[#reply + 1] = recs[i]
+  end
+end
+return reply

@@ -1,0 +1,53 @@
+-- prelude.lua: helpers shared by every timerq script. scripts.go prepends it
+-- to each script before loading, so every script sees these locals.
+--
+-- Every script receives the same six keys of one namespace, all sharing one
+-- hash tag so that a script never crosses a Cluster slot:
+--   KEYS[1] due        ZSET  id -> due_ms, scheduled timers only
+--   KEYS[2] timers     HASH  id -> record (see encode below)
+--   KEYS[3] fired      ZSET  id -> due_ms, fired timers awaiting purge
+--   KEYS[4] cancelled  ZSET  id -> due_ms, cancelled timers awaiting purge
+--   KEYS[5] expire     ZSET  id -> purge_at_ms, settled timers with a retention
+--   KEYS[6] fires      STREAM one entry per fired timer
+--
+-- Numbers are formatted with '%.0f', never tostring or '..': real Redis
+-- prints Lua numbers with %.14g, which would corrupt a 15-digit millisecond
+-- timestamp (any instant after 2286).
+
+local KEY_TYPES = {'zset', 'hash', 'zset', 'zset', 'zset', 'stream'}
+
+local function fmt(n)
+  return string.format('%.0f', n)
+end
+
+-- now_ms is the Redis server's clock: the only clock timerq trusts.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- check_types returns an error reply when a key holds a foreign type. It runs
+-- before any write because a script that fails half way does not roll back.
+local function check_types()
+  for i, want in ipairs(KEY_TYPES) do
+    local got = redis.call('TYPE', KEYS[i])
+    if type(got) == 'table' then got = got['ok'] end
+    if got ~= 'none' and got ~= want then
+      return redis.error_reply('WRONGTYPE key ' .. KEYS[i] .. ' holds a ' .. got ..
+        ' where timerq keeps a ' .. want)
+    end
+  end
+  return nil
+end
+
+-- A record is "<state>:<due_ms>:<created_ms>:<settled_ms>:<payload>", state
+-- being s (scheduled), f (fired) or c (cancelled); settled_ms is empty while
+-- scheduled. The payload goes last so it may hold any bytes.
+local function encode(state, due, created, settled, payload)
+  return state .. ':' .. due .. ':' .. created .. ':' .. settled .. ':' .. payload
+end
+
+local function decode(rec)
+  local state, due, created, settled, at = string.match(rec, '^(%a):(%d+):(%d+):(%d*):()')
+  return state, due, created, settled, string.sub(rec, at)
+end

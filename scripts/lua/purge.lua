@@ -1,0 +1,22 @@
+-- purge.lua: remove settled (fired or cancelled) timers whose retention ended.
+--
+-- KEYS: the namespace's six keys (see prelude.lua).
+-- ARGV[1] limit: most records to remove in this call
+-- Reply: {removed, remaining_expired}: remaining_expired > 0 means call again.
+-- Complexity: O(k log N) for k removed records.
+--
+-- Idempotent: two maintenance holders overlapping remove each record once.
+
+local err = check_types()
+if err then return err end
+
+local now = now_ms()
+local ids = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
+local n = #ids
+if n > 0 then
+  redis.call('HDEL', KEYS[2], unpack(ids))
+  redis.call('ZREM', KEYS[3], unpack(ids))
+  redis.call('ZREM', KEYS[4], unpack(ids))
+  redis.call('ZREMRANGEBYRANK', KEYS[5], 0, n - 1)
+end
+return {n, redis.call('ZCOUNT', KEYS[5], '-inf', now)}

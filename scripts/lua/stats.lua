@@ -1,0 +1,21 @@
+-- stats.lua: counts per state and the overdue backlog, by the server clock.
+--
+-- KEYS: the namespace's six keys (see prelude.lua).
+-- ARGV: none.
+-- Reply: {now_ms, scheduled, fired, cancelled, earliest_ms_or_empty, overdue}
+--        where fired and cancelled count records not yet purged.
+-- Complexity: O(log N).
+
+local err = check_types()
+if err then return err end
+
+local now = now_ms()
+local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {
+  fmt(now),
+  redis.call('ZCARD', KEYS[1]),
+  redis.call('ZCARD', KEYS[3]),
+  redis.call('ZCARD', KEYS[4]),
+  head[2] or '',
+  redis.call('ZCOUNT', KEYS[1], '-inf', now),
+}
