@@ -38,6 +38,7 @@ var (
 	purgeScript      = redis.NewScript(lua.Purge)
 	statsScript      = redis.NewScript(lua.Stats)
 	listScript       = redis.NewScript(lua.List)
+	getScript        = redis.NewScript(lua.Get)
 )
 
 // New returns a Queue over rdb, which may be a standalone, Sentinel or
@@ -168,13 +169,14 @@ func (q *Queue) Get(ctx context.Context, id string) (Timer, error) {
 	if err := ValidateID(id); err != nil {
 		return Timer{}, err
 	}
-	rec, err := q.rdb.HGet(ctx, q.keys[1], id).Result()
+	reply, err := q.run(ctx, getScript, id)
 	if errors.Is(err, redis.Nil) {
 		return Timer{}, fmt.Errorf("%w: %q in namespace %q", ErrNotFound, id, q.opts.Namespace)
 	}
 	if err != nil {
-		return Timer{}, fmt.Errorf("timerq: get %q: %w", id, q.redisError(err))
+		return Timer{}, fmt.Errorf("timerq: get %q: %w", id, err)
 	}
+	rec, _ := reply.(string)
 	return decodeRecord(id, rec)
 }
 

@@ -14,11 +14,12 @@ if err then return err end
 local id = ARGV[1]
 local rec = redis.call('HGET', KEYS[2], id)
 if not rec then return {'notfound', ''} end
-local state, due, created, _, payload = decode(rec)
+local state, _, created, _, payload = decode(rec)
 if state == 'f' then return {'fired', rec} end
 if state == 'c' then return {'cancelled', rec} end
 
 local now = now_ms()
+local due = due_of(id)
 rec = encode('c', due, created, fmt(now), payload)
 redis.call('HSET', KEYS[2], id, rec)
 redis.call('ZREM', KEYS[1], id)

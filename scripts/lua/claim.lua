@@ -24,20 +24,23 @@ local retention = tonumber(ARGV[2])
 local maxlen = tonumber(ARGV[3])
 local prefix = ARGV[4]
 
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
-local n = #due
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+local n = #due / 2
 local reply = {now_s, ''}
 if n > 0 then
   -- The due members are exactly the lowest ranks, so removing by rank is
   -- O(log N + n) instead of n separate ZREMs.
   redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
-  local recs = redis.call('HMGET', KEYS[2], unpack(due))
+  local ids = {}
+  for i = 1, n do ids[i] = due[2 * i - 1] end
+  local recs = redis.call('HMGET', KEYS[2], unpack(ids))
   local hset, fired, expire = {}, {}, {}
   local purge_at = fmt(now + retention)
   for i = 1, n do
-    local id, rec = due[i], recs[i]
+    local id, rec = ids[i], recs[i]
     if rec then
-      local _, due_ms, created, _, payload = decode(rec)
+      local due_ms = fmt(tonumber(due[2 * i]))
+      local _, _, created, _, payload = decode(rec)
       hset[#hset + 1] = id
       hset[#hset + 1] = encode('f', due_ms, created, now_s, payload)
       fired[#fired + 1] = due_ms

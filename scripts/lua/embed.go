@@ -30,6 +30,9 @@ var stats string
 //go:embed list.lua
 var list string
 
+//go:embed get.lua
+var get string
+
 // Script sources, each with the prelude prepended.
 var (
 	// Schedule creates timers that do not exist yet (schedule.lua).
@@ -46,4 +49,6 @@ var (
 	Stats = prelude + stats
 	// List pages through timers in due order (list.lua).
 	List = prelude + list
+	// Get reads one timer (get.lua).
+	Get = prelude + get
 )

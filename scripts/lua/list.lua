@@ -88,7 +88,7 @@ local recs = redis.call('HMGET', KEYS[2], unpack(ids))
 for i = 1, n do
   if recs[i] then
     reply[#reply + 1] = ids[i]
-    reply[#reply + 1] = recs[i]
+    reply[#reply + 1] = full(ids[i], recs[i])
   end
 end
 return reply

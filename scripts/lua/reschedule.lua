@@ -6,7 +6,7 @@
 -- ARGV[3] wake channel, told the new earliest due_ms when it moves earlier
 -- Reply: {status, record}: status 'ok', 'fired', 'cancelled' or 'notfound';
 --        the record is the updated one on 'ok', the current one otherwise.
--- Complexity: O(log N).
+-- Complexity: O(log N); the record is not rewritten.
 
 local err = check_types()
 if err then return err end
@@ -14,7 +14,7 @@ if err then return err end
 local id = ARGV[1]
 local rec = redis.call('HGET', KEYS[2], id)
 if not rec then return {'notfound', ''} end
-local state, _, created, _, payload = decode(rec)
+local state = decode(rec)
 if state == 'f' then return {'fired', rec} end
 if state == 'c' then return {'cancelled', rec} end
 
@@ -23,10 +23,9 @@ if due == 'now' then due = fmt(now_ms()) end
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local earliest = tonumber(head[2])
 
-rec = encode('s', due, created, '', payload)
-redis.call('HSET', KEYS[2], id, rec)
+-- The record does not hold a scheduled timer's due time: the set is enough.
 redis.call('ZADD', KEYS[1], due, id)
 if earliest == nil or tonumber(due) < earliest then
   redis.call('PUBLISH', ARGV[3], due)
 end
-return {'ok', rec}
+return {'ok', full(id, rec)}

@@ -24,8 +24,9 @@ for i = 2, #ARGV, 3 do
   local rec = redis.call('HGET', KEYS[2], id)
   if rec then
     reply[#reply + 1] = 0
+    rec = full(id, rec)
   else
-    rec = encode('s', due, now, '', payload)
+    rec = encode('s', '', now, '', payload)
     redis.call('HSET', KEYS[2], id, rec)
     redis.call('ZADD', KEYS[1], due, id)
     local d = tonumber(due)
@@ -34,6 +35,7 @@ for i = 2, #ARGV, 3 do
       moved_earlier = true
     end
     reply[#reply + 1] = 1
+    rec = encode('s', due, now, '', payload)
   end
   reply[#reply + 1] = rec
 end

@@ -1,0 +1,219 @@
+// Package redistest runs the same tests against miniredis and a real,
+// throwaway redis-server, which it starts on a free port and stops by pid.
+package redistest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+const hint = "install it (apt-get install redis-server); TIMERQ_REQUIRE_REDIS=1 turns this skip into a failure"
+
+// Require returns the path of redis-server, skipping the test when there is
+// none, or failing it when TIMERQ_REQUIRE_REDIS=1 (as in CI).
+func Require(t testing.TB) string {
+	t.Helper()
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("TIMERQ_REQUIRE_REDIS") == "1" {
+			t.Fatalf("redistest: redis-server not found on PATH; %s", hint)
+		}
+		t.Skipf("redistest: redis-server not found on PATH; %s", hint)
+	}
+	return path
+}
+
+// Config adds redis-server arguments, such as "--appendonly", "yes".
+type Config struct {
+	Args []string
+}
+
+// Server is a redis-server owned by one test.
+type Server struct {
+	t    testing.TB
+	bin  string
+	args []string
+	port int
+	dir  string
+	cmd  *exec.Cmd
+	// exited closes when cmd has been reaped.
+	exited chan struct{}
+}
+
+// Start starts a redis-server on a free port with its own data directory
+// and stops it by pid when the test ends.
+func Start(t testing.TB, cfg Config) *Server {
+	t.Helper()
+	s := &Server{t: t, bin: Require(t), dir: t.TempDir()}
+	var lastErr error
+	for range 5 {
+		s.port = freePort(t)
+		s.args = append([]string{
+			"--port", fmt.Sprint(s.port), "--bind", "127.0.0.1", "--dir", s.dir,
+			"--save", "", "--appendonly", "no", "--logfile", filepath.Join(s.dir, "redis.log"),
+		}, cfg.Args...)
+		if lastErr = s.start(); lastErr == nil {
+			t.Cleanup(s.Stop)
+			return s
+		}
+	}
+	t.Fatalf("redistest: redis-server did not start: %v\n%s", lastErr, s.logTail())
+	return nil
+}
+
+func freePort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("redistest: no free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func (s *Server) start() error {
+	s.cmd = exec.Command(s.bin, s.args...)
+	if err := s.cmd.Start(); err != nil {
+		return err
+	}
+	// One goroutine reaps the process; signal waits on it.
+	s.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan struct{}) { _ = cmd.Wait(); close(exited) }(s.cmd, s.exited)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.exited:
+			s.cmd = nil
+			return fmt.Errorf("redis-server exited")
+		default:
+		}
+		// LOADING while replaying the AOF fails PING: not yet started.
+		if c.Ping(context.Background()).Err() == nil {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("no PING answer within 10s")
+}
+
+func (s *Server) logTail() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Addr is the server's host:port.
+func (s *Server) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
+
+// URL is the server's redis:// URL.
+func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
+
+// Dir is the server's data directory.
+func (s *Server) Dir() string { return s.dir }
+
+// Client returns a client of the server, closed when the test ends.
+func (s *Server) Client(t testing.TB) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// signal sends sig and waits up to d for the process to exit.
+func (s *Server) signal(sig syscall.Signal, d time.Duration) bool {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return true
+	}
+	_ = s.cmd.Process.Signal(sig)
+	select {
+	case <-s.exited:
+		s.cmd = nil
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// Kill9 kills the server with SIGKILL, as a crash would.
+func (s *Server) Kill9() {
+	if !s.signal(syscall.SIGKILL, 10*time.Second) {
+		s.t.Fatalf("redistest: redis-server did not die on SIGKILL")
+	}
+}
+
+// Stop stops the server gracefully, killing it if it takes over 3 s.
+func (s *Server) Stop() {
+	if !s.signal(syscall.SIGTERM, 3*time.Second) {
+		s.Kill9()
+	}
+}
+
+// Restart starts the server again on the same port and data directory.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	if err := s.start(); err != nil {
+		s.t.Fatalf("redistest: restart: %v\n%s", err, s.logTail())
+	}
+}
+
+// Mini returns a fresh miniredis and a client of it.
+func Mini(t testing.TB) (*miniredis.Miniredis, *redis.Client) {
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { c.Close() })
+	return m, c
+}
+
+// Backend is one Redis a behavioural test runs against.
+type Backend struct {
+	Name   string
+	Client redis.UniversalClient
+	Mini   *miniredis.Miniredis // nil on a real server
+	Real   *Server              // nil on miniredis
+}
+
+// ForEach runs fn against a fresh miniredis ("mini") and a fresh real
+// redis-server ("real"), where real Redis decides when they disagree.
+func ForEach(t *testing.T, fn func(t *testing.T, b *Backend)) {
+	t.Run("mini", func(t *testing.T) {
+		m, c := Mini(t)
+		fn(t, &Backend{Name: "mini", Client: c, Mini: m})
+	})
+	t.Run("real", func(t *testing.T) {
+		s := Start(t, Config{})
+		fn(t, &Backend{Name: "real", Client: s.Client(t), Real: s})
+	})
+}
+
+// Namespace returns a timerq namespace unique to the test.
+func Namespace(t testing.TB) string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	name := []byte(t.Name())
+	for i, c := range name {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.') {
+			name[i] = '_'
+		}
+	}
+	if len(name) > 50 {
+		name = name[len(name)-50:]
+	}
+	return string(name) + "-" + hex.EncodeToString(b[:])
+}

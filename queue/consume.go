@@ -1,0 +1,461 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults of ConsumeOptions.
+const (
+	// DefaultClaimIdle is ConsumeOptions.ClaimIdle when it is 0.
+	DefaultClaimIdle = 30 * time.Second
+	// DefaultMaxAttempts is ConsumeOptions.MaxAttempts when it is 0.
+	DefaultMaxAttempts = 5
+	// DefaultRetryDelay is ConsumeOptions.RetryDelay when it is 0 (but at
+	// most half of ClaimIdle).
+	DefaultRetryDelay = time.Second
+	// DefaultBlock is ConsumeOptions.Block when it is 0.
+	DefaultBlock = time.Second
+	// DefaultConsumeCount is ConsumeOptions.Count when it is 0.
+	DefaultConsumeCount = 16
+	// MaxConsumerNameLen is the longest group or consumer name.
+	MaxConsumerNameLen = 128
+)
+
+// Event is one fire event, as Consume hands it to a handler.
+type Event struct {
+	// ID is the timer's ID: deduplicate side effects by it.
+	ID string
+	// Due and FiredAt are the timer's due and fired times, by the Redis
+	// server's clock.
+	Due     time.Time
+	FiredAt time.Time
+	Payload []byte
+	// StreamID is the entry's ID in the fire stream.
+	StreamID string
+	// Attempt is 1 on the first delivery to this group, and counts every
+	// redelivery since (retries after errors, and reclaims from consumers
+	// that died), as Redis's delivery counter does.
+	Attempt int
+}
+
+// ConsumeOptions configures Consume. The zero value selects every default.
+type ConsumeOptions struct {
+	// ClaimIdle is how long a delivery may stay unacknowledged with a
+	// consumer before another consumer of the group reclaims it (XAUTOCLAIM):
+	// it must exceed the longest time a handler runs. Default 30 s.
+	ClaimIdle time.Duration
+
+	// MaxAttempts is how many deliveries an event gets before it goes to the
+	// dead-letter stream (DeadLetterKey). Default 5.
+	MaxAttempts int
+
+	// RetryDelay is the wait before the first retry of an event whose
+	// handler failed; it doubles with each attempt, capped at half of
+	// ClaimIdle. Default 1 s, and at most ClaimIdle/2.
+	RetryDelay time.Duration
+
+	// Block is the longest XREADGROUP BLOCK. A Redis client without
+	// ContextTimeoutEnabled cannot interrupt a block, so it also bounds how
+	// long Consume takes to return once ctx ends. Default 1 s.
+	Block time.Duration
+
+	// Count is the most entries read per call. Default 16.
+	Count int
+
+	// OnError, if set, is told of every Redis error, after which Consume
+	// backs off and retries. Handler errors are not reported here.
+	OnError func(error)
+}
+
+func (o ConsumeOptions) withDefaults() (ConsumeOptions, error) {
+	bad := func(format string, args ...any) (ConsumeOptions, error) {
+		return o, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+	}
+	if o.ClaimIdle < 0 || o.RetryDelay < 0 || o.Block < 0 || o.MaxAttempts < 0 || o.Count < 0 {
+		return bad("ConsumeOptions fields must not be negative; use 0 for the defaults")
+	}
+	if o.ClaimIdle == 0 {
+		o.ClaimIdle = DefaultClaimIdle
+	}
+	if o.ClaimIdle < 10*time.Millisecond {
+		return bad("ClaimIdle %v is too short; use at least 10ms, longer than any handler runs", o.ClaimIdle)
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.RetryDelay == 0 {
+		o.RetryDelay = min(DefaultRetryDelay, o.ClaimIdle/2)
+	}
+	if o.RetryDelay >= o.ClaimIdle {
+		// A delivery waiting for its retry would be reclaimed by another
+		// consumer first.
+		return bad("RetryDelay %v must be below ClaimIdle %v", o.RetryDelay, o.ClaimIdle)
+	}
+	if o.Block == 0 {
+		o.Block = DefaultBlock
+	}
+	if o.Count == 0 {
+		o.Count = DefaultConsumeCount
+	}
+	return o, nil
+}
+
+// DeadLetterKey returns the key of the dead-letter stream, where Consume
+// moves events whose handler failed ConsumeOptions.MaxAttempts times. Each
+// entry has the fire event's fields (id, due, fired, payload) plus error,
+// attempts, group, consumer and stream_id (the fire stream entry's ID).
+// Operators read it with XRANGE and may re-schedule or drop entries; timerq
+// never trims or reads it.
+func (q *Queue) DeadLetterKey() string { return "timerq:{" + q.opts.Namespace + "}:dead" }
+
+// ValidateConsumerName reports whether name can be a consumer group or
+// consumer name: 1-128 characters of [A-Za-z0-9_.:@-]. The error wraps
+// ErrInvalidOptions.
+func ValidateConsumerName(kind, name string) error {
+	const want = "use 1-128 characters of A-Z, a-z, 0-9, '_', '.', ':', '@' and '-'"
+	if name == "" || len(name) > MaxConsumerNameLen {
+		return fmt.Errorf("%w: %s name %q is %d characters long; %s", ErrInvalidOptions, kind, name, len(name), want)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("_.:@-", c) >= 0) {
+			return fmt.Errorf("%w: %s name %q has %q at position %d; %s", ErrInvalidOptions, kind, name, c, i, want)
+		}
+	}
+	return nil
+}
+
+// Consume delivers the namespace's fire events to handler, as consumer
+// within the consumer group group, until ctx ends; then it returns nil. The
+// group is created on first use and starts at the beginning of the fire
+// stream, so it sees every event still in the stream (see
+// Options.StreamMaxLen).
+//
+// Firing is exactly once: each timer has one fire event. Delivery to a
+// handler is at least once: an event is acknowledged only after handler
+// returns nil, so a consumer that crashes or is stopped mid-handler leaves
+// it pending, and another consumer of the group reclaims it once it has
+// been idle for ConsumeOptions.ClaimIdle. Handlers must therefore be
+// idempotent: deduplicate side effects by Event.ID.
+//
+// A handler error makes Consume retry the event after RetryDelay (doubling
+// per attempt); once an event has been delivered MaxAttempts times without
+// success it is appended to the dead-letter stream (DeadLetterKey) and
+// acknowledged. Events are handled one at a time, in stream order except
+// for retries; run several consumers for parallelism.
+//
+// Redis errors are passed to ConsumeOptions.OnError and retried with
+// backoff; Consume returns an error only for invalid arguments.
+func (q *Queue) Consume(ctx context.Context, group, consumer string, handler func(context.Context, Event) error, opts ConsumeOptions) error {
+	if err := ValidateConsumerName("group", group); err != nil {
+		return err
+	}
+	if err := ValidateConsumerName("consumer", consumer); err != nil {
+		return err
+	}
+	if handler == nil {
+		return fmt.Errorf("%w: the handler is nil", ErrInvalidOptions)
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return err
+	}
+	c := &consumerLoop{
+		q: q, group: group, name: consumer, handler: handler, opts: opts,
+		retries: map[string]retryState{}, cursor: "0-0",
+	}
+	failures := 0
+	for ctx.Err() == nil {
+		if err := c.step(ctx); err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			if redis.HasErrorPrefix(err, "NOGROUP") || strings.Contains(err.Error(), "NOGROUP") {
+				c.grouped = false // the stream or group was deleted: recreate
+			}
+			if opts.OnError != nil {
+				opts.OnError(fmt.Errorf("timerq: consume %s/%s: %w", group, consumer, err))
+			}
+			failures++
+			d := min(50*time.Millisecond<<min(failures-1, 10), 5*time.Second)
+			if !sleepCtx(ctx, d/2+rand.N(d/2+1)) {
+				break
+			}
+			continue
+		}
+		failures = 0
+	}
+	return nil
+}
+
+type retryState struct {
+	at time.Time // when to redeliver
+}
+
+type consumerLoop struct {
+	q       *Queue
+	group   string
+	name    string
+	handler func(context.Context, Event) error
+	opts    ConsumeOptions
+
+	grouped     bool
+	ownChecked  bool                  // pending entries of an earlier run of this consumer are queued for retry
+	retries     map[string]retryState // failed deliveries held by this consumer, by stream ID
+	cursor      string                // XAUTOCLAIM cursor
+	nextReclaim time.Time
+}
+
+// step does one round: create the group if needed, pick up this consumer's
+// old pending entries, reclaim idle ones from others, redeliver due
+// retries, and read new entries. It returns only Redis errors.
+func (c *consumerLoop) step(ctx context.Context) error {
+	rdb, stream := c.q.rdb, c.q.StreamKey()
+	if !c.grouped {
+		err := rdb.XGroupCreateMkStream(ctx, stream, c.group, "0").Err()
+		if err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") && !strings.Contains(err.Error(), "BUSYGROUP") {
+			return err
+		}
+		c.grouped = true
+	}
+	if !c.ownChecked {
+		// Entries delivered to an earlier run of this consumer name and never
+		// acknowledged: retry them now rather than wait for ClaimIdle.
+		pend, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+			Stream: stream, Group: c.group, Start: "-", End: "+", Count: 1000, Consumer: c.name,
+		}).Result()
+		if err != nil {
+			return err
+		}
+		for _, p := range pend {
+			c.retries[p.ID] = retryState{}
+		}
+		c.ownChecked = true
+	}
+
+	if now := time.Now(); !now.Before(c.nextReclaim) {
+		msgs, next, err := rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+			Stream: stream, Group: c.group, Consumer: c.name,
+			MinIdle: c.opts.ClaimIdle, Start: c.cursor, Count: int64(c.opts.Count),
+		}).Result()
+		if err != nil {
+			return err
+		}
+		c.cursor = next
+		if next == "0-0" || next == "" {
+			// A full scan is done; rescan after a fraction of ClaimIdle, so a
+			// dead consumer's deliveries wait at most about 1.25 ClaimIdle.
+			c.cursor = "0-0"
+			c.nextReclaim = now.Add(c.opts.ClaimIdle / 4)
+		}
+		if err := c.handleClaimed(ctx, msgs); err != nil {
+			return err
+		}
+	}
+
+	if due := c.dueRetries(); len(due) > 0 {
+		// XCLAIM to ourselves counts a delivery, as a reclaim would.
+		msgs, err := rdb.XClaim(ctx, &redis.XClaimArgs{
+			Stream: stream, Group: c.group, Consumer: c.name, MinIdle: 0, Messages: due,
+		}).Result()
+		if err != nil {
+			return err
+		}
+		for _, id := range due {
+			delete(c.retries, id) // re-added by handle if it fails again; gone if trimmed
+		}
+		if err := c.handleClaimed(ctx, msgs); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+
+	block := c.opts.Block
+	if t := c.nextWake(); !t.IsZero() {
+		block = min(block, time.Until(t))
+	}
+	if block < time.Millisecond {
+		block = -1 // no BLOCK at all: BLOCK 0 would wait forever
+	}
+	res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group: c.group, Consumer: c.name, Streams: []string{stream, ">"},
+		Count: int64(c.opts.Count), Block: block,
+	}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, s := range res {
+		for _, m := range s.Messages {
+			if err := c.handle(ctx, m, 1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// handleClaimed handles reclaimed entries, reading each one's delivery count.
+func (c *consumerLoop) handleClaimed(ctx context.Context, msgs []redis.XMessage) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	cmds := make([]*redis.XPendingExtCmd, len(msgs))
+	_, err := c.q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, m := range msgs {
+			cmds[i] = p.XPendingExt(ctx, &redis.XPendingExtArgs{
+				Stream: c.q.StreamKey(), Group: c.group, Start: m.ID, End: m.ID, Count: 1,
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i, m := range msgs {
+		pend := cmds[i].Val()
+		if len(pend) == 0 || pend[0].Consumer != c.name {
+			continue // acknowledged or reclaimed by another consumer meanwhile
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err := c.handle(ctx, m, int(pend[0].RetryCount)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handle runs the handler on one delivery and acknowledges, schedules a
+// retry or dead-letters it. It returns only Redis errors.
+func (c *consumerLoop) handle(ctx context.Context, m redis.XMessage, attempt int) error {
+	ev, perr := parseEvent(m, attempt)
+	switch {
+	case perr != nil:
+		// Retrying cannot fix a malformed entry.
+		return c.deadLetter(ctx, m, perr, attempt)
+	case attempt > c.opts.MaxAttempts:
+		// Delivered that often without a verdict: its consumers died
+		// mid-handler each time, perhaps because of this very event.
+		return c.deadLetter(ctx, m, fmt.Errorf("delivered %d times without an acknowledgement (consumers crashed or stopped mid-handler)", attempt), attempt)
+	}
+	err := c.handler(ctx, ev)
+	if err == nil {
+		return c.q.rdb.XAck(ctx, c.q.StreamKey(), c.group, m.ID).Err()
+	}
+	if ctx.Err() != nil {
+		// Stopping: leave it pending for a restart or another consumer.
+		return nil
+	}
+	if attempt >= c.opts.MaxAttempts {
+		return c.deadLetter(ctx, m, err, attempt)
+	}
+	delay := min(c.opts.RetryDelay<<min(attempt-1, 20), c.opts.ClaimIdle/2)
+	c.retries[m.ID] = retryState{at: time.Now().Add(delay)}
+	return nil
+}
+
+// deadLetter appends the entry to the dead-letter stream and acknowledges
+// it, atomically: a crash in between would neither lose it nor copy it twice.
+func (c *consumerLoop) deadLetter(ctx context.Context, m redis.XMessage, cause error, attempt int) error {
+	values := make([]any, 0, 2*len(m.Values)+10)
+	known := []string{"id", "due", "fired", "payload"}
+	for _, k := range known {
+		if v, ok := m.Values[k]; ok {
+			values = append(values, k, v)
+		}
+	}
+	var rest []string
+	for k := range m.Values {
+		if !slices.Contains(known, k) {
+			rest = append(rest, k)
+		}
+	}
+	slices.Sort(rest)
+	for _, k := range rest {
+		values = append(values, k, m.Values[k])
+	}
+	values = append(values,
+		"error", cause.Error(), "attempts", attempt,
+		"group", c.group, "consumer", c.name, "stream_id", m.ID)
+	args := &redis.XAddArgs{Stream: c.q.DeadLetterKey(), Values: values}
+	if n := c.q.opts.streamMaxLen(); n > 0 {
+		args.MaxLen, args.Approx = n, true
+	}
+	_, err := c.q.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.XAdd(ctx, args)
+		p.XAck(ctx, c.q.StreamKey(), c.group, m.ID)
+		return nil
+	})
+	if err == nil {
+		delete(c.retries, m.ID)
+	}
+	return err
+}
+
+// dueRetries lists the retries whose time has come.
+func (c *consumerLoop) dueRetries() []string {
+	now := time.Now()
+	var ids []string
+	for id, r := range c.retries {
+		if !r.at.After(now) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// nextWake is the earliest retry or reclaim time, so the read does not
+// block past it.
+func (c *consumerLoop) nextWake() time.Time {
+	t := c.nextReclaim
+	for _, r := range c.retries {
+		if r.at.Before(t) {
+			t = r.at
+		}
+	}
+	return t
+}
+
+// parseEvent decodes a fire stream entry written by claim.lua.
+func parseEvent(m redis.XMessage, attempt int) (Event, error) {
+	str := func(k string) string { s, _ := m.Values[k].(string); return s }
+	ev := Event{ID: str("id"), Payload: []byte(str("payload")), StreamID: m.ID, Attempt: attempt}
+	if err := ValidateID(ev.ID); err != nil {
+		return ev, fmt.Errorf("malformed fire event %s: %w", m.ID, err)
+	}
+	due, err1 := strconv.ParseInt(str("due"), 10, 64)
+	fired, err2 := strconv.ParseInt(str("fired"), 10, 64)
+	if err1 != nil || err2 != nil {
+		return ev, fmt.Errorf("malformed fire event %s: due %q or fired %q is not a millisecond timestamp", m.ID, str("due"), str("fired"))
+	}
+	ev.Due, ev.FiredAt = fromMillis(due), fromMillis(fired)
+	return ev, nil
+}
+
+// sleepCtx sleeps d and reports whether ctx is still live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,268 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/queue"
+)
+
+// consumeAsync runs Consume until the returned stop is called, which waits
+// for it to return and checks that it returned nil.
+func consumeAsync(t *testing.T, q *queue.Queue, group, consumer string, h func(context.Context, queue.Event) error, o queue.ConsumeOptions) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- q.Consume(ctx, group, consumer, h, o) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Consume(%s) = %v, want nil", consumer, err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Errorf("Consume(%s) did not return within 5s of cancellation", consumer)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// fireN schedules n timers already due and claims them.
+func fireN(t *testing.T, q *queue.Queue, prefix string, n int) {
+	t.Helper()
+	var batch []queue.NewTimer
+	for i := range n {
+		batch = append(batch, queue.NewTimer{ID: fmt.Sprint(prefix, i), Due: time.Now().Add(-time.Second), Payload: []byte("p-" + fmt.Sprint(i))})
+	}
+	if _, err := q.ScheduleBatch(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	if got := claimAll(t, q); len(got) != n {
+		t.Fatalf("claimed %d, want %d", len(got), n)
+	}
+}
+
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestConsumeDeliversEveryEventOnce(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		q := newQueue(t, b, queue.Options{})
+		const n = 300
+		fireN(t, q, "e", n/2) // before the group exists: the group starts at 0
+		var mu sync.Mutex
+		seen := map[string]queue.Event{}
+		dups := 0
+		h := func(_ context.Context, ev queue.Event) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if _, ok := seen[ev.ID]; ok {
+				dups++
+			}
+			seen[ev.ID] = ev
+			return nil
+		}
+		o := queue.ConsumeOptions{Block: 50 * time.Millisecond}
+		consumeAsync(t, q, "g", "c1", h, o)
+		consumeAsync(t, q, "g", "c2", h, o)
+		fireN(t, q, "f", n/2)
+		waitUntil(t, 5*time.Second, "every event", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == n })
+		time.Sleep(100 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		if dups != 0 {
+			t.Errorf("%d duplicate deliveries without any failure", dups)
+		}
+		ev := seen["e7"]
+		if string(ev.Payload) != "p-7" || ev.Attempt != 1 || ev.StreamID == "" || ev.FiredAt.Before(ev.Due) || ev.Due.IsZero() {
+			t.Errorf("event e7 = %+v", ev)
+		}
+		pend, err := b.Client.XPending(context.Background(), q.StreamKey(), "g").Result()
+		if err != nil || pend.Count != 0 {
+			t.Errorf("XPENDING = %+v, %v; want nothing pending after every handler returned nil", pend, err)
+		}
+	})
+}
+
+// TestConsumeRedeliversFromKilledConsumer: a consumer is stopped mid-handler
+// (its ctx cancelled, no ack); another consumer reclaims the event after
+// ClaimIdle, as delivery 2, and no event is lost.
+func TestConsumeRedeliversFromKilledConsumer(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		q := newQueue(t, b, queue.Options{})
+		o := queue.ConsumeOptions{ClaimIdle: 300 * time.Millisecond, Block: 50 * time.Millisecond}
+		entered := make(chan string, 100)
+		stopA := consumeAsync(t, q, "g", "a", func(ctx context.Context, ev queue.Event) error {
+			entered <- ev.ID
+			<-ctx.Done() // hangs until "killed"
+			return ctx.Err()
+		}, o)
+		fireN(t, q, "k", 1)
+		select {
+		case <-entered:
+		case <-time.After(5 * time.Second):
+			t.Fatal("consumer a never got the event")
+		}
+		stopA()
+
+		var mu sync.Mutex
+		var got []queue.Event
+		killedAt := time.Now()
+		consumeAsync(t, q, "g", "b", func(_ context.Context, ev queue.Event) error {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, ev)
+			return nil
+		}, o)
+		fireN(t, q, "n", 5)
+		waitUntil(t, 5*time.Second, "the reclaimed event and the new ones", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 6 })
+		mu.Lock()
+		defer mu.Unlock()
+		var reclaimed *queue.Event
+		for i := range got {
+			if got[i].ID == "k0" {
+				reclaimed = &got[i]
+			}
+		}
+		switch {
+		case reclaimed == nil:
+			t.Fatalf("k0 was not redelivered; got %+v", got)
+		case reclaimed.Attempt != 2:
+			t.Errorf("redelivered k0 has Attempt %d, want 2", reclaimed.Attempt)
+		}
+		if d := time.Since(killedAt); d < o.ClaimIdle/2 {
+			t.Errorf("redelivered after %v, before ClaimIdle %v", d, o.ClaimIdle)
+		}
+	})
+}
+
+// TestConsumeDeadLetters: a handler failing on one event gets it MaxAttempts
+// times, then it lands in the dead-letter stream, acknowledged; the other
+// events are unaffected.
+func TestConsumeDeadLetters(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		var mu sync.Mutex
+		attempts := map[string][]int{}
+		boom := errors.New("boom: cannot handle poison")
+		o := queue.ConsumeOptions{MaxAttempts: 3, RetryDelay: 20 * time.Millisecond, ClaimIdle: 5 * time.Second, Block: 20 * time.Millisecond}
+		consumeAsync(t, q, "g", "c", func(_ context.Context, ev queue.Event) error {
+			mu.Lock()
+			defer mu.Unlock()
+			attempts[ev.ID] = append(attempts[ev.ID], ev.Attempt)
+			if ev.ID == "x1" {
+				return boom
+			}
+			return nil
+		}, o)
+		fireN(t, q, "x", 3)
+		var dead []map[string]any
+		waitUntil(t, 5*time.Second, "a dead letter", func() bool {
+			msgs, err := b.Client.XRange(ctx, q.DeadLetterKey(), "-", "+").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			dead = nil
+			for _, m := range msgs {
+				dead = append(dead, m.Values)
+			}
+			return len(dead) > 0
+		})
+		time.Sleep(200 * time.Millisecond) // would show a 4th attempt or a 2nd dead letter
+		mu.Lock()
+		defer mu.Unlock()
+		if fmt.Sprint(attempts["x1"]) != "[1 2 3]" {
+			t.Errorf("poison attempts = %v, want [1 2 3]", attempts["x1"])
+		}
+		if fmt.Sprint(attempts["x0"], attempts["x2"]) != "[1] [1]" {
+			t.Errorf("healthy events attempts = %v %v", attempts["x0"], attempts["x2"])
+		}
+		if n, _ := b.Client.XLen(ctx, q.DeadLetterKey()).Result(); n != 1 {
+			t.Fatalf("%d dead letters, want 1", n)
+		}
+		d := dead[0]
+		if d["id"] != "x1" || d["payload"] != "p-1" || d["error"] != boom.Error() || d["attempts"] != "3" || d["group"] != "g" || d["stream_id"] == "" || d["due"] == "" || d["fired"] == "" {
+			t.Errorf("dead letter = %v", d)
+		}
+		pend, err := b.Client.XPending(ctx, q.StreamKey(), "g").Result()
+		if err != nil || pend.Count != 0 {
+			t.Errorf("XPENDING = %+v, %v; the dead-lettered event should be acknowledged", pend, err)
+		}
+	})
+}
+
+// TestConsumeResumesOwnPending: a consumer restarted under the same name
+// retries what it left unacknowledged at once, without waiting for
+// ClaimIdle.
+func TestConsumeResumesOwnPending(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		q := newQueue(t, b, queue.Options{})
+		o := queue.ConsumeOptions{ClaimIdle: time.Hour, Block: 20 * time.Millisecond}
+		var first atomic.Int32
+		stop := consumeAsync(t, q, "g", "same", func(context.Context, queue.Event) error {
+			first.Add(1)
+			return errors.New("fail once")
+		}, o)
+		fireN(t, q, "r", 1)
+		waitUntil(t, 5*time.Second, "the first delivery", func() bool { return first.Load() >= 1 })
+		stop()
+		got := make(chan queue.Event, 10)
+		consumeAsync(t, q, "g", "same", func(_ context.Context, ev queue.Event) error { got <- ev; return nil }, o)
+		select {
+		case ev := <-got:
+			if ev.ID != "r0" || ev.Attempt < 2 {
+				t.Errorf("resumed event = %+v, want r0 with Attempt >= 2", ev)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatal("restarted consumer did not retry its own pending event")
+		}
+	})
+}
+
+func TestConsumeValidatesArguments(t *testing.T) {
+	_, rdb := redistest.Mini(t)
+	q, err := queue.New(rdb, queue.Options{Namespace: "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := func(context.Context, queue.Event) error { return nil }
+	ctx := context.Background()
+	for _, tc := range []struct {
+		group, consumer string
+		h               func(context.Context, queue.Event) error
+		o               queue.ConsumeOptions
+	}{
+		{"", "c", h, queue.ConsumeOptions{}},
+		{"g", "", h, queue.ConsumeOptions{}},
+		{"g g", "c", h, queue.ConsumeOptions{}},
+		{"g", "c\n", h, queue.ConsumeOptions{}},
+		{"g", string(make([]byte, 129)), h, queue.ConsumeOptions{}},
+		{"g", "c", nil, queue.ConsumeOptions{}},
+		{"g", "c", h, queue.ConsumeOptions{MaxAttempts: -1}},
+		{"g", "c", h, queue.ConsumeOptions{ClaimIdle: time.Second, RetryDelay: 2 * time.Second}},
+	} {
+		if err := q.Consume(ctx, tc.group, tc.consumer, tc.h, tc.o); !errors.Is(err, queue.ErrInvalidOptions) {
+			t.Errorf("Consume(%q, %q, %+v) = %v, want ErrInvalidOptions", tc.group, tc.consumer, tc.o, err)
+		}
+	}
+}

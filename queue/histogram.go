@@ -1,0 +1,47 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DueHistogram counts the scheduled timers in consecutive due-time buckets
+// around now. With edges e1 < e2 < … < en (offsets from now), it returns
+// n+2 counts: due at or before now (overdue, as Stats counts it), then due
+// in (now, now+e1], (now+e1, now+e2], …, and last due after now+en.
+//
+// The counts come from one pipelined round trip of ZCOUNTs; they are read
+// only, O(log N) each, but not one atomic snapshot, so a claim running
+// meanwhile may shift a timer between buckets. Pass Stats().Now as now to
+// count by the server clock.
+func (q *Queue) DueHistogram(ctx context.Context, now time.Time, edges []time.Duration) ([]int64, error) {
+	for i, e := range edges {
+		if e <= 0 || i > 0 && e <= edges[i-1] {
+			return nil, fmt.Errorf("%w: histogram edges must be positive and increasing, got %v", ErrInvalidOptions, edges)
+		}
+	}
+	n := millis(now)
+	cmds := make([]*redis.IntCmd, 0, len(edges)+2)
+	_, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		lo := "-inf"
+		hi := fmt.Sprint(n)
+		cmds = append(cmds, p.ZCount(ctx, q.keys[0], lo, hi))
+		for _, e := range edges {
+			lo, hi = "("+hi, fmt.Sprint(n+e.Milliseconds())
+			cmds = append(cmds, p.ZCount(ctx, q.keys[0], lo, hi))
+		}
+		cmds = append(cmds, p.ZCount(ctx, q.keys[0], "("+hi, "+inf"))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("timerq: due histogram: %w", q.redisError(err))
+	}
+	out := make([]int64, len(cmds))
+	for i, c := range cmds {
+		out[i] = c.Val()
+	}
+	return out, nil
+}

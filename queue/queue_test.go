@@ -1,0 +1,655 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/queue"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// newQueue returns a queue in a namespace of its own, closed at cleanup.
+func newQueue(t *testing.T, b *redistest.Backend, opts queue.Options) *queue.Queue {
+	t.Helper()
+	if opts.Namespace == "" {
+		opts.Namespace = redistest.Namespace(t)
+	}
+	q, err := queue.New(b.Client, opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
+}
+
+// nsKeys lists every key of the queue's namespace.
+func nsKeys(t *testing.T, b *redistest.Backend, q *queue.Queue) []string {
+	t.Helper()
+	keys, err := b.Client.Keys(context.Background(), "timerq:{"+q.Namespace()+"}:*").Result()
+	if err != nil {
+		t.Fatalf("KEYS: %v", err)
+	}
+	return keys
+}
+
+// serverNow reads the Redis server's clock.
+func serverNow(t *testing.T, b *redistest.Backend) time.Time {
+	t.Helper()
+	now, err := b.Client.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatalf("TIME: %v", err)
+	}
+	return now
+}
+
+// claimAll claims until nothing is due and returns what fired.
+func claimAll(t *testing.T, q *queue.Queue) []queue.Fired {
+	t.Helper()
+	var all []queue.Fired
+	for {
+		res, err := q.Claim(context.Background(), queue.MaxBatch)
+		if err != nil {
+			t.Fatalf("Claim: %v", err)
+		}
+		all = append(all, res.Fired...)
+		if len(res.Fired) < queue.MaxBatch {
+			return all
+		}
+	}
+}
+
+func TestScheduleIsIdempotent(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		before := serverNow(t, b).Truncate(time.Millisecond)
+		due := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+
+		first, err := q.Schedule(ctx, "order-1", due, []byte("p1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !first.Created || first.Timer.State != queue.StateScheduled || !first.Timer.Due.Equal(due) ||
+			string(first.Timer.Payload) != "p1" {
+			t.Fatalf("first schedule = %+v", first)
+		}
+		if first.Timer.CreatedAt.Before(before) || first.Timer.CreatedAt.After(serverNow(t, b)) {
+			t.Fatalf("CreatedAt %v is not the server clock (server was %v)", first.Timer.CreatedAt, before)
+		}
+
+		again, err := q.Schedule(ctx, "order-1", due.Add(time.Minute), []byte("other"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Created || !again.Timer.Due.Equal(due) || string(again.Timer.Payload) != "p1" {
+			t.Fatalf("second schedule changed the timer: %+v", again)
+		}
+		got, err := q.Get(ctx, "order-1")
+		if err != nil || !got.Due.Equal(due) || string(got.Payload) != "p1" || !got.CreatedAt.Equal(first.Timer.CreatedAt) {
+			t.Fatalf("Get = %+v, %v", got, err)
+		}
+	})
+}
+
+func TestFiredTimerIsNeverRearmed(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		past := time.Now().Add(-time.Second)
+		if _, err := q.Schedule(ctx, "replay", past, nil); err != nil {
+			t.Fatal(err)
+		}
+		if fired := claimAll(t, q); len(fired) != 1 || fired[0].ID != "replay" {
+			t.Fatalf("fired %+v, want just replay", fired)
+		}
+		res, err := q.Schedule(ctx, "replay", time.Now().Add(time.Hour), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Created || res.Timer.State != queue.StateFired || res.Timer.FiredAt.IsZero() {
+			t.Fatalf("re-schedule of a fired timer = %+v, want the fired record", res)
+		}
+		if fired := claimAll(t, q); len(fired) != 0 {
+			t.Fatalf("fired again: %+v", fired)
+		}
+		// SleepUntil on the replay returns at once.
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if err := q.SleepUntil(cctx, "replay", time.Now().Add(time.Hour), nil); err != nil {
+			t.Fatalf("SleepUntil on a fired timer: %v", err)
+		}
+	})
+}
+
+func TestScheduleBatch(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		due := time.Now().Add(time.Hour)
+		if _, err := q.Schedule(ctx, "t-5", due, []byte("old")); err != nil {
+			t.Fatal(err)
+		}
+		// More than one script call's worth, with a repeat inside the batch.
+		var batch []queue.NewTimer
+		for i := range 1203 {
+			batch = append(batch, queue.NewTimer{ID: fmt.Sprintf("t-%d", i), Due: due.Add(time.Duration(i) * time.Millisecond), Payload: []byte("new")})
+		}
+		batch = append(batch, queue.NewTimer{ID: "t-7", Due: due})
+		res, err := q.ScheduleBatch(ctx, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) != len(batch) {
+			t.Fatalf("%d results for %d timers", len(res), len(batch))
+		}
+		for i, r := range res {
+			wantCreated := i != 5 && i != len(batch)-1
+			if r.Created != wantCreated || r.Timer.ID != batch[i].ID {
+				t.Fatalf("result %d = %+v, want created=%v", i, r, wantCreated)
+			}
+		}
+		if string(res[5].Timer.Payload) != "old" {
+			t.Fatalf("existing timer's payload became %q", res[5].Timer.Payload)
+		}
+		st, err := q.Stats(ctx)
+		if err != nil || st.Scheduled != 1203 {
+			t.Fatalf("Stats = %+v, %v; want 1203 scheduled", st, err)
+		}
+	})
+}
+
+func TestCancel(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		if _, err := q.Schedule(ctx, "c", time.Now().Add(-time.Millisecond), nil); err != nil {
+			t.Fatal(err)
+		}
+		tm, err := q.Cancel(ctx, "c")
+		if err != nil || tm.State != queue.StateCancelled || tm.CancelledAt.IsZero() {
+			t.Fatalf("Cancel = %+v, %v", tm, err)
+		}
+		if again, err := q.Cancel(ctx, "c"); err != nil || !again.CancelledAt.Equal(tm.CancelledAt) {
+			t.Fatalf("second Cancel = %+v, %v; want a no-op", again, err)
+		}
+		if fired := claimAll(t, q); len(fired) != 0 {
+			t.Fatalf("a cancelled timer fired: %+v", fired)
+		}
+		if _, err := q.Cancel(ctx, "nope"); !errors.Is(err, queue.ErrNotFound) {
+			t.Fatalf("Cancel unknown = %v, want ErrNotFound", err)
+		}
+		if _, err := q.Schedule(ctx, "f", time.Now().Add(-time.Millisecond), nil); err != nil {
+			t.Fatal(err)
+		}
+		claimAll(t, q)
+		if _, err := q.Cancel(ctx, "f"); !errors.Is(err, queue.ErrAlreadyFired) {
+			t.Fatalf("Cancel fired = %v, want ErrAlreadyFired", err)
+		}
+	})
+}
+
+func TestReschedule(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		if _, err := q.Schedule(ctx, "r", time.Now().Add(time.Hour), []byte("keep")); err != nil {
+			t.Fatal(err)
+		}
+		if fired := claimAll(t, q); len(fired) != 0 {
+			t.Fatalf("fired early: %+v", fired)
+		}
+		later := time.Now().Add(2 * time.Hour).Truncate(time.Millisecond)
+		tm, err := q.Reschedule(ctx, "r", later)
+		if err != nil || !tm.Due.Equal(later) || string(tm.Payload) != "keep" {
+			t.Fatalf("Reschedule = %+v, %v", tm, err)
+		}
+		if _, err := q.FireNow(ctx, "r"); err != nil {
+			t.Fatal(err)
+		}
+		fired := claimAll(t, q)
+		if len(fired) != 1 || fired[0].ID != "r" || fired[0].Lateness() < 0 {
+			t.Fatalf("after FireNow fired %+v", fired)
+		}
+		if _, err := q.Reschedule(ctx, "r", later); !errors.Is(err, queue.ErrAlreadyFired) {
+			t.Fatalf("Reschedule fired = %v", err)
+		}
+		if _, err := q.Schedule(ctx, "c", later, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Cancel(ctx, "c"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Reschedule(ctx, "c", later); !errors.Is(err, queue.ErrCancelled) {
+			t.Fatalf("Reschedule cancelled = %v", err)
+		}
+		if _, err := q.Reschedule(ctx, "missing", later); !errors.Is(err, queue.ErrNotFound) {
+			t.Fatalf("Reschedule unknown = %v", err)
+		}
+	})
+}
+
+func TestClaimReportsNextDueAndStream(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		now := serverNow(t, b)
+		future := now.Add(time.Hour).Truncate(time.Millisecond)
+		for i, due := range []time.Time{now.Add(-2 * time.Second), now.Add(-time.Second), future} {
+			if _, err := q.Schedule(ctx, fmt.Sprint("id-", i), due, []byte(fmt.Sprint("pl-", i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := q.Claim(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Fired) != 2 || res.Fired[0].ID != "id-0" || res.Fired[1].ID != "id-1" ||
+			string(res.Fired[1].Payload) != "pl-1" {
+			t.Fatalf("Claim fired %+v", res.Fired)
+		}
+		if !res.NextDue.Equal(future) {
+			t.Fatalf("NextDue = %v, want %v", res.NextDue, future)
+		}
+		tm, err := q.Get(ctx, "id-0")
+		if err != nil || tm.State != queue.StateFired || !tm.FiredAt.Equal(res.Now) {
+			t.Fatalf("Get after claim = %+v, %v", tm, err)
+		}
+		entries, err := b.Client.XRange(ctx, q.StreamKey(), "-", "+").Result()
+		if err != nil || len(entries) != 2 {
+			t.Fatalf("stream = %v, %v", entries, err)
+		}
+		if e := entries[0].Values; e["id"] != "id-0" || e["payload"] != "pl-0" ||
+			e["fired"] != fmt.Sprint(res.Now.UnixMilli()) {
+			t.Fatalf("stream entry = %v", e)
+		}
+	})
+}
+
+func TestFarFutureDueKeepsMillisecondPrecision(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		// 15 digits of milliseconds: Lua's tostring would round this on real Redis.
+		due := time.Date(9999, 12, 31, 23, 59, 59, 987_000_000, time.UTC)
+		if _, err := q.Schedule(ctx, "far", due, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Reschedule(ctx, "far", due); err != nil {
+			t.Fatal(err)
+		}
+		got, err := q.Get(ctx, "far")
+		if err != nil || !got.Due.Equal(due) {
+			t.Fatalf("Get = %v, %v; want due %v", got.Due, err, due)
+		}
+		page, err := q.List(ctx, queue.ListOptions{})
+		if err != nil || len(page.Timers) != 1 || !page.Timers[0].Due.Equal(due) {
+			t.Fatalf("List = %+v, %v", page, err)
+		}
+	})
+}
+
+func TestNeverEarly(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		var batch []queue.NewTimer
+		start := serverNow(t, b)
+		for i := range 20 {
+			batch = append(batch, queue.NewTimer{ID: fmt.Sprint(i), Due: start.Add(time.Duration(20+i*5) * time.Millisecond)})
+		}
+		if _, err := q.ScheduleBatch(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		fired := 0
+		for fired < len(batch) {
+			res, err := q.Claim(ctx, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range res.Fired {
+				if f.FiredAt.Before(f.Due) || res.Now.Before(f.Due) {
+					t.Fatalf("%s fired at %v, before its due time %v", f.ID, f.FiredAt, f.Due)
+				}
+				fired++
+			}
+			// Whatever is still pending must not be due yet by the server clock.
+			if !res.NextDue.IsZero() && !res.NextDue.After(res.Now) {
+				t.Fatalf("claim left %v pending at %v though it was due", res.NextDue, res.Now)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+}
+
+func TestConcurrentClaimersFireEachTimerOnce(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		const n, claimers = 20_000, 8
+		q := newQueue(t, b, queue.Options{})
+		due := time.Now().Add(-time.Second)
+		batch := make([]queue.NewTimer, n)
+		for i := range batch {
+			batch[i] = queue.NewTimer{ID: fmt.Sprintf("timer-%05d", i), Due: due.Add(time.Duration(i%50) * time.Microsecond * 10)}
+		}
+		if _, err := q.ScheduleBatch(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, claimers)
+		for range claimers {
+			// Each claimer gets its own Queue, as separate workers would.
+			cq, err := queue.New(b.Client, queue.Options{Namespace: q.Namespace()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				for {
+					res, err := cq.Claim(ctx, 64)
+					if err != nil || len(res.Fired) == 0 {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		for range claimers {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		entries, err := b.Client.XRange(ctx, q.StreamKey(), "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]int{}
+		for _, e := range entries {
+			seen[e.Values["id"].(string)]++
+		}
+		for _, tm := range batch {
+			if seen[tm.ID] != 1 {
+				t.Fatalf("%s fired %d times", tm.ID, seen[tm.ID])
+			}
+		}
+		if len(entries) != n {
+			t.Fatalf("%d fire events for %d timers", len(entries), n)
+		}
+	})
+}
+
+func TestRetentionLeavesOnlyFixedKeys(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{Retention: 50 * time.Millisecond})
+		for i := range 30 {
+			if _, err := q.Schedule(ctx, fmt.Sprint("k", i), time.Now().Add(-time.Millisecond), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := q.Schedule(ctx, "to-cancel", time.Now().Add(time.Hour), nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Cancel(ctx, "to-cancel"); err != nil {
+			t.Fatal(err)
+		}
+		claimAll(t, q)
+		if n, _, err := q.Purge(ctx, 100); err != nil || n != 0 {
+			t.Fatalf("Purge before retention removed %d, %v", n, err)
+		}
+		time.Sleep(60 * time.Millisecond)
+		n, more, err := q.Purge(ctx, 20)
+		if err != nil || n != 20 || !more {
+			t.Fatalf("Purge = %d, %v, %v; want 20 and more", n, more, err)
+		}
+		if n, more, err = q.Purge(ctx, 100); err != nil || n != 11 || more {
+			t.Fatalf("second Purge = %d, %v, %v; want 11, no more", n, more, err)
+		}
+		if _, err := q.Get(ctx, "k1"); !errors.Is(err, queue.ErrNotFound) {
+			t.Fatalf("Get of a purged timer = %v", err)
+		}
+		if keys := nsKeys(t, b, q); len(keys) != 1 || keys[0] != q.StreamKey() {
+			t.Fatalf("namespace keys after purge = %v, want only the fire stream", keys)
+		}
+	})
+}
+
+func TestKeepForeverNeverPurges(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{Retention: queue.KeepForever})
+		if _, err := q.Schedule(ctx, "x", time.Now().Add(-time.Millisecond), nil); err != nil {
+			t.Fatal(err)
+		}
+		claimAll(t, q)
+		if n, _, err := q.Purge(ctx, 10); err != nil || n != 0 {
+			t.Fatalf("Purge = %d, %v", n, err)
+		}
+		if tm, err := q.Get(ctx, "x"); err != nil || tm.State != queue.StateFired {
+			t.Fatalf("Get = %+v, %v", tm, err)
+		}
+	})
+}
+
+func TestStats(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		now := serverNow(t, b)
+		for i, d := range []time.Duration{-3 * time.Second, -time.Second, time.Hour, 2 * time.Hour} {
+			if _, err := q.Schedule(ctx, fmt.Sprint("s", i), now.Add(d), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := q.Cancel(ctx, "s3"); err != nil {
+			t.Fatal(err)
+		}
+		st, err := q.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Scheduled != 3 || st.Cancelled != 1 || st.Fired != 0 || st.Overdue != 2 {
+			t.Fatalf("Stats = %+v", st)
+		}
+		if !st.EarliestDue.Equal(now.Add(-3*time.Second).Truncate(time.Millisecond)) || st.OldestOverdueAge < 3*time.Second {
+			t.Fatalf("Stats earliest/age = %v / %v", st.EarliestDue, st.OldestOverdueAge)
+		}
+	})
+}
+
+func TestListPagesInDueOrder(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		base := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+		// Ties at one due time, mixed states.
+		var want []string
+		for i := range 25 {
+			id := fmt.Sprintf("L%02d", i)
+			due := base.Add(time.Duration(i/5) * time.Hour)
+			if _, err := q.Schedule(ctx, id, due, nil); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, id)
+		}
+		claimAll(t, q) // L00-L04 were due: fired
+		if _, err := q.Cancel(ctx, "L07"); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		cursor := ""
+		for pages := 0; ; pages++ {
+			page, err := q.List(ctx, queue.ListOptions{Limit: 3, Cursor: cursor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tm := range page.Timers {
+				got = append(got, tm.ID)
+			}
+			if page.NextCursor == "" {
+				break
+			}
+			cursor = page.NextCursor
+			if pages > 20 {
+				t.Fatal("List does not terminate")
+			}
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("List order\n got %v\nwant %v", got, want)
+		}
+		fired, err := q.List(ctx, queue.ListOptions{State: queue.StateFired})
+		if err != nil || len(fired.Timers) != 5 || fired.Timers[0].ID != "L00" || fired.Timers[0].State != queue.StateFired {
+			t.Fatalf("fired list = %+v, %v", fired, err)
+		}
+		window, err := q.List(ctx, queue.ListOptions{State: queue.StateScheduled, DueFrom: base.Add(time.Hour), DueTo: base.Add(2 * time.Hour)})
+		if err != nil || len(window.Timers) != 9 { // L05-L14 less the cancelled L07
+			t.Fatalf("window = %+v, %v", window, err)
+		}
+		if _, err := q.List(ctx, queue.ListOptions{Cursor: "garbage"}); !errors.Is(err, queue.ErrInvalidOptions) {
+			t.Fatalf("bad cursor = %v", err)
+		}
+	})
+}
+
+func TestBadInputWritesNothing(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{MaxPayloadBytes: 10})
+		ok := time.Now().Add(time.Hour)
+		cases := []struct {
+			name string
+			tm   queue.NewTimer
+			want error
+		}{
+			{"empty ID", queue.NewTimer{ID: "", Due: ok}, queue.ErrInvalidID},
+			{"long ID", queue.NewTimer{ID: strings.Repeat("x", 257), Due: ok}, queue.ErrInvalidID},
+			{"control ID", queue.NewTimer{ID: "a\nb", Due: ok}, queue.ErrInvalidID},
+			{"invalid UTF-8", queue.NewTimer{ID: "a\xffb", Due: ok}, queue.ErrInvalidID},
+			{"zero due", queue.NewTimer{ID: "a"}, queue.ErrInvalidDue},
+			{"pre-1970", queue.NewTimer{ID: "a", Due: time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC)}, queue.ErrInvalidDue},
+			{"after 9999", queue.NewTimer{ID: "a", Due: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}, queue.ErrInvalidDue},
+			{"big payload", queue.NewTimer{ID: "a", Due: ok, Payload: make([]byte, 11)}, queue.ErrPayloadTooLarge},
+		}
+		for _, c := range cases {
+			_, err := q.Schedule(ctx, c.tm.ID, c.tm.Due, c.tm.Payload)
+			if !errors.Is(err, c.want) {
+				t.Errorf("%s: err = %v, want %v", c.name, err, c.want)
+			}
+			// In a batch, one bad item keeps the good ones out too.
+			_, err = q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "good", Due: ok}, c.tm})
+			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), "batch item 1") {
+				t.Errorf("%s in a batch: err = %v", c.name, err)
+			}
+		}
+		for _, err := range []error{
+			func() error { _, err := q.Get(ctx, ""); return err }(),
+			func() error { _, err := q.Cancel(ctx, "a\x00"); return err }(),
+			func() error { _, err := q.Reschedule(ctx, "a", time.Time{}); return err }(),
+			func() error { _, err := q.Claim(ctx, 0); return err }(),
+			func() error { _, err := q.Claim(ctx, queue.MaxBatch+1); return err }(),
+			func() error { _, _, err := q.Purge(ctx, -1); return err }(),
+			func() error { _, err := q.List(ctx, queue.ListOptions{Limit: -1}); return err }(),
+			func() error { _, err := q.List(ctx, queue.ListOptions{State: "done"}); return err }(),
+			q.Wait(ctx, ""),
+		} {
+			if err == nil {
+				t.Errorf("an invalid call succeeded")
+			}
+		}
+		if keys := nsKeys(t, b, q); len(keys) != 0 {
+			t.Fatalf("bad input wrote keys %v", keys)
+		}
+	})
+}
+
+func TestWrongTypeKeyIsReportedAndNothingWritten(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		due := q.Keys()[0]
+		if err := b.Client.Set(ctx, due, "not a zset", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := q.Schedule(ctx, "x", time.Now(), nil)
+		if !errors.Is(err, queue.ErrWrongType) || !strings.Contains(err.Error(), due) {
+			t.Fatalf("Schedule over a string key: %v", err)
+		}
+		if _, err := q.Claim(ctx, 10); !errors.Is(err, queue.ErrWrongType) {
+			t.Fatalf("Claim over a string key: %v", err)
+		}
+		if keys := nsKeys(t, b, q); len(keys) != 1 {
+			t.Fatalf("keys = %v, want only the foreign one", keys)
+		}
+		if err := b.Client.Del(ctx, due).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Client.Set(ctx, q.Keys()[1], "x", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Get(ctx, "x"); !errors.Is(err, queue.ErrWrongType) {
+			t.Fatalf("Get over a string hash key: %v", err)
+		}
+	})
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	_, c := redistest.Mini(t)
+	if _, err := queue.New(nil, queue.Options{}); !errors.Is(err, queue.ErrNilClient) {
+		t.Errorf("nil client: %v", err)
+	}
+	for _, o := range []queue.Options{
+		{Namespace: "has space"},
+		{Namespace: "brace{"},
+		{Namespace: strings.Repeat("n", 65)},
+	} {
+		if _, err := queue.New(c, o); !errors.Is(err, queue.ErrInvalidNamespace) {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+	for _, o := range []queue.Options{
+		{MaxPayloadBytes: -1},
+		{MaxPayloadBytes: queue.MaxPayloadLimit + 1},
+		{Retention: -time.Second},
+		{StreamMaxLen: -2},
+		{RecheckInterval: -time.Second},
+	} {
+		if _, err := queue.New(c, o); !errors.Is(err, queue.ErrInvalidOptions) {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+	q, err := queue.New(c, queue.Options{})
+	if err != nil || q.Namespace() != queue.DefaultNamespace || q.Options().Retention != queue.DefaultRetention {
+		t.Fatalf("zero Options: %v, %+v", err, q.Options())
+	}
+}
+
+func TestDeriveIDIsPinned(t *testing.T) {
+	// Changing these breaks every replaying caller: never update them.
+	for _, c := range []struct {
+		exec string
+		step uint64
+		want string
+	}{
+		{"order-42", 0, "1fd946b2-c26b-8a97-b19e-7a0f6dc0ec7b"},
+		{"order-42", 1, "bc62e4cd-649d-8c8d-8ad1-b0fb618ae142"},
+		{"", 0, "d583c932-1d0e-813c-9f96-71be420cd4de"},
+	} {
+		if got := queue.DeriveID(c.exec, c.step); got != c.want {
+			t.Errorf("DeriveID(%q, %d) = %s, want %s", c.exec, c.step, got, c.want)
+		}
+	}
+	if queue.DeriveID("a", 12) == queue.DeriveID("a1", 2) {
+		t.Error("DeriveID is ambiguous across the execution/step boundary")
+	}
+	if err := queue.ValidateID(queue.DeriveID("x", 1)); err != nil {
+		t.Error(err)
+	}
+}
+
+var _ redis.UniversalClient = (*redis.Client)(nil)
