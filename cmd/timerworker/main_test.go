@@ -1,0 +1,383 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/queue"
+)
+
+// bin is the timerworker binary, built once by TestMain.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "timerworker-test")
+	if err != nil {
+		panic(err)
+	}
+	bin = filepath.Join(dir, "timerworker")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(cleanupM{m, dir})
+}
+
+// cleanupM removes the build directory once the tests ran, before goleak
+// checks and exits.
+type cleanupM struct {
+	m   *testing.M
+	dir string
+}
+
+func (c cleanupM) Run() int {
+	defer os.RemoveAll(c.dir)
+	return c.m.Run()
+}
+
+// proc is one timerworker process.
+type proc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+	log  string
+}
+
+func startWorker(t *testing.T, args ...string) *proc {
+	t.Helper()
+	logf, err := os.CreateTemp(t.TempDir(), "worker-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{t: t, cmd: exec.Command(bin, args...), done: make(chan struct{}), log: logf.Name()}
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// term sends SIGTERM and returns the exit code and how long the exit took.
+func (p *proc) term() (int, time.Duration) {
+	p.t.Helper()
+	began := time.Now()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.t.Fatalf("worker did not exit within 10s of SIGTERM; log:\n%s", p.logText())
+	}
+	return p.cmd.ProcessState.ExitCode(), time.Since(began)
+}
+
+func (p *proc) kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+func (p *proc) logText() string {
+	b, _ := os.ReadFile(p.log)
+	return string(b)
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func httpStatus(url string) int {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// fireCounts counts fire stream entries per timer ID, failing on any fired
+// before its due time.
+func fireCounts(t *testing.T, rdb redis.UniversalClient, q *queue.Queue) map[string]int {
+	t.Helper()
+	counts := map[string]int{}
+	start := "-"
+	for {
+		msgs, err := rdb.XRangeN(context.Background(), q.StreamKey(), start, "+", 5000).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			id, _ := m.Values["id"].(string)
+			due, _ := strconv.ParseInt(m.Values["due"].(string), 10, 64)
+			fired, _ := strconv.ParseInt(m.Values["fired"].(string), 10, 64)
+			if fired < due {
+				t.Errorf("timer %s fired at %d, %d ms before its due time", id, fired, due-fired)
+			}
+			counts[id]++
+		}
+		if len(msgs) < 5000 {
+			return counts
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+}
+
+// TestWorkerExactlyOnceUnderKills: 4 replicas, 20,000 timers due over 5 s, a
+// random replica SIGKILLed and restarted every ~0.5 s. Every timer fires
+// exactly once and none early.
+func TestWorkerExactlyOnceUnderKills(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	rdb := srv.Client(t)
+	ns := redistest.Namespace(t)
+	q, err := queue.New(rdb, queue.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	const n = 20000
+	base := time.Now().Add(500 * time.Millisecond)
+	batch := make([]queue.NewTimer, n)
+	for i := range batch {
+		batch[i] = queue.NewTimer{ID: fmt.Sprint("t", i), Due: base.Add(time.Duration(i) * 5 * time.Second / n)}
+	}
+	if _, err := q.ScheduleBatch(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--redis", srv.URL(), "--namespace", ns}
+	workers := make([]*proc, 4)
+	for i := range workers {
+		workers[i] = startWorker(t, args...)
+	}
+	kills := 0
+	for time.Now().Before(base.Add(5500 * time.Millisecond)) {
+		time.Sleep(time.Duration(400+rand.IntN(200)) * time.Millisecond)
+		i := rand.IntN(len(workers))
+		workers[i].kill()
+		kills++
+		workers[i] = startWorker(t, args...)
+	}
+	waitFor(t, 10*time.Second, "every timer to fire", func() bool {
+		s, err := q.Stats(context.Background())
+		return err == nil && s.Scheduled == 0
+	})
+	for i, w := range workers {
+		// A SIGTERM before the signal handler is installed kills outright.
+		waitFor(t, 5*time.Second, "the worker to start", func() bool { return strings.Contains(w.logText(), "worker started") })
+		if code, took := w.term(); code != 0 || took > 5*time.Second {
+			t.Errorf("worker %d: exit %d after %v on SIGTERM, want 0 within 5s; log:\n%s", i, code, took, w.logText())
+		}
+	}
+	counts := fireCounts(t, rdb, q)
+	missing, dup := 0, 0
+	for _, tm := range batch {
+		switch c := counts[tm.ID]; {
+		case c == 0:
+			missing++
+		case c > 1:
+			dup++
+		}
+	}
+	t.Logf("%d kills; %d fire entries for %d timers", kills, len(counts), n)
+	if missing != 0 || dup != 0 || len(counts) != n {
+		t.Fatalf("%d timers never fired, %d fired more than once, %d distinct IDs in the stream (want %d)", missing, dup, len(counts), n)
+	}
+}
+
+// TestWorkerSurvivesRedisOutage: Redis (appendonly) stops for a few seconds
+// and restarts on the same data; the worker stays up, /readyz follows the
+// outage, and the timers that came due meanwhile fire afterwards.
+func TestWorkerSurvivesRedisOutage(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
+	rdb := srv.Client(t)
+	ns := redistest.Namespace(t)
+	q, err := queue.New(rdb, queue.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	metrics := freeAddr(t)
+	w := startWorker(t, "--redis", srv.URL(), "--namespace", ns, "--metrics-addr", metrics)
+	ready := "http://" + metrics + "/readyz"
+	waitFor(t, 5*time.Second, "/readyz 200", func() bool { return httpStatus(ready) == 200 })
+	if got := httpStatus("http://" + metrics + "/healthz"); got != 200 {
+		t.Errorf("/healthz = %d", got)
+	}
+
+	var batch []queue.NewTimer
+	for i := range 500 {
+		batch = append(batch, queue.NewTimer{ID: fmt.Sprint("o", i), Due: time.Now().Add(time.Second)})
+	}
+	if _, err := q.ScheduleBatch(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	waitFor(t, 5*time.Second, "/readyz 503 during the outage", func() bool { return httpStatus(ready) == 503 })
+	if got := httpStatus("http://" + metrics + "/healthz"); got != 200 {
+		t.Errorf("/healthz = %d during the outage, want 200", got)
+	}
+	time.Sleep(2 * time.Second) // the timers come due while Redis is down
+	if w.exited() {
+		t.Fatalf("worker exited during the outage; log:\n%s", w.logText())
+	}
+	srv.Restart()
+	waitFor(t, 10*time.Second, "/readyz 200 after the outage", func() bool { return httpStatus(ready) == 200 })
+	waitFor(t, 5*time.Second, "the backlog to fire", func() bool {
+		s, err := q.Stats(context.Background())
+		return err == nil && s.Scheduled == 0
+	})
+	counts := fireCounts(t, rdb, q)
+	if len(counts) != len(batch) {
+		t.Errorf("%d timers fired, want %d", len(counts), len(batch))
+	}
+	resp, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	for _, want := range []string{"timerq_timers_fired_total 500", "timerq_claim_errors_total", "timerq_fire_lateness_seconds_bucket", "timerq_claim_batch_size_bucket", "timerq_redis_pool_conns"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(text, "timerq_claim_errors_total 0\n") {
+		t.Error("timerq_claim_errors_total is 0 after an outage")
+	}
+	logs := w.logText()
+	if n := strings.Count(logs, "claim failed; retrying"); n < 1 || n > 30 {
+		t.Errorf("%d 'claim failed' lines for a ~3 s outage, want a few (one per backoff step); log:\n%s", n, logs)
+	}
+	if code, took := w.term(); code != 0 || took > 5*time.Second {
+		t.Errorf("exit %d after %v on SIGTERM, want 0 within 5s", code, took)
+	}
+}
+
+// TestWorkerStartupErrors: each mistake gives one line naming the problem
+// and the fix, a non-zero exit, and never the password.
+func TestWorkerStartupErrors(t *testing.T) {
+	// Set after start: redistest's readiness PING has no password.
+	srv := redistest.Start(t, redistest.Config{})
+	if err := srv.Client(t).ConfigSet(context.Background(), "requirepass", "right-pw").Err(); err != nil {
+		t.Fatal(err)
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"malformed URL", []string{"--redis", "127.0.0.1:6379"}, "is not a URL"},
+		{"unknown URL option", []string{"--redis", "redis://:s3cret-pw@" + srv.Addr() + "/0?bogus=1"}, "unexpected option"},
+		{"unreachable", []string{"--redis", "redis://:s3cret-pw@" + freeAddr(t) + "/0"}, "cannot reach Redis"},
+		{"wrong password", []string{"--redis", "redis://:s3cret-pw@" + srv.Addr() + "/0"}, "rejected the username or password"},
+		{"no password", []string{"--redis", "redis://" + srv.Addr() + "/0"}, "requires a password"},
+		{"bad flag", []string{"--bogus"}, "flag provided but not defined"},
+		{"bad log level", []string{"--log-level", "loud"}, "--log-level"},
+		{"bad batch size", []string{"--redis", "redis://:right-pw@" + srv.Addr() + "/0", "--batch-size", "5000"}, "BatchSize"},
+		{"dev port taken", []string{"--dev", "--dev-addr", taken.Addr().String()}, "--dev-addr"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(bin, tc.args...)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("exit 0, want non-zero; output:\n%s", out)
+			}
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], "timerworker: ") || !strings.Contains(lines[0], tc.want) {
+				t.Errorf("output %q, want one line 'timerworker: ...' mentioning %q", out, tc.want)
+			}
+			if strings.Count(lines[0], ": ") < 2 {
+				t.Errorf("%q does not say what to do", lines[0])
+			}
+			if strings.Contains(string(out), "s3cret-pw") || strings.Contains(string(out), "right-pw") {
+				t.Errorf("output leaks the password: %q", out)
+			}
+		})
+	}
+}
+
+// TestWorkerDevMode: --dev serves an embedded Redis, fires a timer scheduled
+// through it, and exits 0 on SIGTERM.
+func TestWorkerDevMode(t *testing.T) {
+	addr := freeAddr(t)
+	w := startWorker(t, "--dev", "--dev-addr", addr)
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	waitFor(t, 5*time.Second, "the dev Redis", func() bool { return rdb.Ping(context.Background()).Err() == nil })
+	q, err := queue.New(rdb, queue.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := q.SleepUntil(ctx, "dev", time.Now().Add(100*time.Millisecond), nil); err != nil {
+		t.Fatalf("timer did not fire in dev mode: %v; log:\n%s", err, w.logText())
+	}
+	if code, took := w.term(); code != 0 || took > 5*time.Second {
+		t.Errorf("exit %d after %v on SIGTERM", code, took)
+	}
+	logs := w.logText()
+	if !strings.Contains(logs, "nothing persists") || !strings.Contains(logs, "redis://"+addr) {
+		t.Errorf("dev mode log lacks the URL or the warning:\n%s", logs)
+	}
+}

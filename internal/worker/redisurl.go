@@ -1,0 +1,136 @@
+package worker
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ParseRedisURL turns a --redis URL into client options. It accepts the
+// forms go-redis parses:
+//
+//   - redis://[user:pass@]host:port/db, rediss://... (TLS) and unix://path:
+//     a single server (redis.ParseURL);
+//   - any of those with master_name=NAME: Sentinel, the host and addr=
+//     parameters being the sentinels (redis.ParseFailoverURL);
+//   - redis://host:port?addr=host2:port2...: Redis Cluster seeds
+//     (redis.ParseClusterURL); add cluster=1 for a single seed.
+//
+// Errors never contain the password.
+func ParseRedisURL(raw string) (*redis.UniversalOptions, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		return nil, &Error{
+			Problem: fmt.Sprintf("--redis %q is not a URL", Redact(raw)),
+			Fix:     "use redis://[user:password@]host:port/db, rediss:// for TLS, or unix:///path/to/redis.sock",
+		}
+	}
+	q := u.Query()
+	cluster := q.Get("cluster")
+	if cluster != "" {
+		// Our own parameter: go-redis rejects parameters it does not know.
+		q.Del("cluster")
+		u.RawQuery = q.Encode()
+	}
+	bad := func(err error) error {
+		return &Error{
+			Problem: fmt.Sprintf("--redis %s: %s", Redact(raw), redactErr(err, u)),
+			Fix:     "see https://pkg.go.dev/github.com/redis/go-redis/v9#ParseURL for the accepted URL forms and parameters",
+		}
+	}
+	switch {
+	case q.Has("master_name"):
+		o, err := redis.ParseFailoverURL(u.String())
+		if err != nil {
+			return nil, bad(err)
+		}
+		return &redis.UniversalOptions{
+			Addrs: o.SentinelAddrs, MasterName: o.MasterName, ClientName: o.ClientName, DB: o.DB,
+			Protocol: o.Protocol, Username: o.Username, Password: o.Password,
+			SentinelUsername: o.SentinelUsername, SentinelPassword: o.SentinelPassword,
+			MaxRetries: o.MaxRetries, MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff,
+			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+			PoolFIFO: o.PoolFIFO, PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout,
+			MinIdleConns: o.MinIdleConns, MaxIdleConns: o.MaxIdleConns, MaxActiveConns: o.MaxActiveConns,
+			ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime, TLSConfig: o.TLSConfig,
+		}, nil
+	case q.Has("addr") || cluster == "1" || cluster == "true":
+		o, err := redis.ParseClusterURL(u.String())
+		if err != nil {
+			return nil, bad(err)
+		}
+		return &redis.UniversalOptions{
+			Addrs: o.Addrs, IsClusterMode: true, ClientName: o.ClientName,
+			Protocol: o.Protocol, Username: o.Username, Password: o.Password,
+			MaxRetries: o.MaxRetries, MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff,
+			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+			PoolFIFO: o.PoolFIFO, PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout,
+			MinIdleConns: o.MinIdleConns, MaxIdleConns: o.MaxIdleConns, MaxActiveConns: o.MaxActiveConns,
+			ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime, TLSConfig: o.TLSConfig,
+			MaxRedirects: o.MaxRedirects, ReadOnly: o.ReadOnly, RouteByLatency: o.RouteByLatency, RouteRandomly: o.RouteRandomly,
+		}, nil
+	}
+	o, err := redis.ParseURL(u.String())
+	if err != nil {
+		return nil, bad(err)
+	}
+	return &redis.UniversalOptions{
+		Addrs: []string{o.Addr}, ClientName: o.ClientName, DB: o.DB,
+		Protocol: o.Protocol, Username: o.Username, Password: o.Password,
+		MaxRetries: o.MaxRetries, MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff,
+		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+		PoolFIFO: o.PoolFIFO, PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout,
+		MinIdleConns: o.MinIdleConns, MaxIdleConns: o.MaxIdleConns, MaxActiveConns: o.MaxActiveConns,
+		ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime, TLSConfig: o.TLSConfig,
+		Dialer: o.Dialer,
+	}, nil
+}
+
+// Redact returns raw with its password, and the value of every query
+// parameter whose name mentions "password", replaced by "xxxxx". A string
+// that does not parse as a URL is cut after "://" so that nothing in it can
+// leak.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		if i := strings.Index(raw, "://"); i >= 0 {
+			return raw[:i+3] + "…"
+		}
+		return "…"
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	q := u.Query()
+	changed := false
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "password") {
+			q.Set(k, "xxxxx")
+			changed = true
+		}
+	}
+	if changed {
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// redactErr removes the URL's secrets from an error text.
+func redactErr(err error, u *url.URL) string {
+	s := err.Error()
+	if pw, ok := u.User.Password(); ok && pw != "" {
+		s = strings.ReplaceAll(s, pw, "xxxxx")
+	}
+	for k, vs := range u.Query() {
+		if strings.Contains(strings.ToLower(k), "password") {
+			for _, v := range vs {
+				if v != "" {
+					s = strings.ReplaceAll(s, v, "xxxxx")
+				}
+			}
+		}
+	}
+	return s
+}

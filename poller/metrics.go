@@ -1,0 +1,189 @@
+package poller
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/queue"
+)
+
+// Metrics are the Prometheus collectors of a Poller. Create them with
+// NewMetrics, register them with Register and pass Hooks to Options.Hooks.
+type Metrics struct {
+	// Fired counts timers fired by this process (timerq_timers_fired_total).
+	Fired prometheus.Counter
+	// ClaimErrors counts failed claims (timerq_claim_errors_total).
+	ClaimErrors prometheus.Counter
+	// ClaimBatchSize observes how many timers each claim fired
+	// (timerq_claim_batch_size).
+	ClaimBatchSize prometheus.Histogram
+	// FireLateness observes FiredAt - Due of each fired timer, both server
+	// times (timerq_fire_lateness_seconds).
+	FireLateness prometheus.Histogram
+	// Purged counts records removed by maintenance (timerq_purged_total).
+	Purged prometheus.Counter
+	// MaintenanceHolder is 1 while this process holds the maintenance lock
+	// (timerq_maintenance_holder).
+	MaintenanceHolder prometheus.Gauge
+
+	stats *statsCollector
+}
+
+// NewMetrics returns unregistered collectors.
+func NewMetrics() *Metrics {
+	return &Metrics{
+		Fired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "timerq_timers_fired_total", Help: "Timers fired by this process's claims.",
+		}),
+		ClaimErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "timerq_claim_errors_total", Help: "Claims that failed (Redis errors or timeouts).",
+		}),
+		ClaimBatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "timerq_claim_batch_size", Help: "Timers fired per successful claim.",
+			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000},
+		}),
+		FireLateness: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "timerq_fire_lateness_seconds", Help: "Fired time minus due time, both by the Redis server clock.",
+			Buckets: []float64{0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
+		}),
+		Purged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "timerq_purged_total", Help: "Settled timer records purged by this process's maintenance.",
+		}),
+		MaintenanceHolder: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "timerq_maintenance_holder", Help: "1 while this process holds the namespace's maintenance lock.",
+		}),
+		stats: newStatsCollector(),
+	}
+}
+
+// Register registers every collector with reg.
+func (m *Metrics) Register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.Fired, m.ClaimErrors, m.ClaimBatchSize, m.FireLateness, m.Purged, m.MaintenanceHolder, m.stats} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Hooks returns the hooks that feed m.
+func (m *Metrics) Hooks() Hooks {
+	return Hooks{
+		Claimed: func(res queue.ClaimResult) {
+			m.ClaimBatchSize.Observe(float64(len(res.Fired)))
+			m.Fired.Add(float64(len(res.Fired)))
+			for _, f := range res.Fired {
+				m.FireLateness.Observe(f.Lateness().Seconds())
+			}
+		},
+		ClaimFailed: func(error) { m.ClaimErrors.Inc() },
+		Maintenance: func(held bool) {
+			if held {
+				m.MaintenanceHolder.Set(1)
+				return
+			}
+			m.MaintenanceHolder.Set(0)
+			m.stats.clear()
+		},
+		Stats:  m.stats.set,
+		Purged: func(n int) { m.Purged.Add(float64(n)) },
+	}
+}
+
+// statsCollector exports the last stats sample, and only while this process
+// holds the maintenance lock: the holder alone samples, so the other
+// replicas export no series rather than stale ones, and sum() or max()
+// across replicas gives the namespace's value.
+type statsCollector struct {
+	pending, overdue, overdueAge *prometheus.Desc
+
+	mu    sync.Mutex
+	s     queue.Stats
+	valid bool
+}
+
+func newStatsCollector() *statsCollector {
+	return &statsCollector{
+		pending:    prometheus.NewDesc("timerq_timers_pending", "Scheduled timers, sampled by the maintenance holder.", nil, nil),
+		overdue:    prometheus.NewDesc("timerq_timers_overdue", "Scheduled timers past their due time, sampled by the maintenance holder.", nil, nil),
+		overdueAge: prometheus.NewDesc("timerq_overdue_oldest_age_seconds", "How long ago the oldest overdue timer came due (0 if none), by the server clock.", nil, nil),
+	}
+}
+
+func (c *statsCollector) set(s queue.Stats) {
+	c.mu.Lock()
+	c.s, c.valid = s, true
+	c.mu.Unlock()
+}
+
+func (c *statsCollector) clear() {
+	c.mu.Lock()
+	c.valid = false
+	c.mu.Unlock()
+}
+
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.pending
+	ch <- c.overdue
+	ch <- c.overdueAge
+}
+
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	s, valid := c.s, c.valid
+	c.mu.Unlock()
+	if !valid {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(s.Scheduled))
+	ch <- prometheus.MustNewConstMetric(c.overdue, prometheus.GaugeValue, float64(s.Overdue))
+	ch <- prometheus.MustNewConstMetric(c.overdueAge, prometheus.GaugeValue, s.OldestOverdueAge.Seconds())
+}
+
+// PoolStatser is what NewPoolCollector reads: every go-redis client.
+type PoolStatser interface {
+	PoolStats() *redis.PoolStats
+}
+
+// NewPoolCollector returns a collector of the client's connection pool
+// stats, as timerq_redis_pool_* metrics.
+func NewPoolCollector(rdb PoolStatser) prometheus.Collector {
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc("timerq_redis_pool_"+name, help, nil, nil)
+	}
+	return &poolCollector{
+		rdb:      rdb,
+		hits:     d("hits_total", "Times a free connection was found in the pool."),
+		misses:   d("misses_total", "Times no free connection was found in the pool."),
+		timeouts: d("timeouts_total", "Times waiting for a connection timed out."),
+		total:    d("conns", "Connections in the pool."),
+		idle:     d("idle_conns", "Idle connections in the pool."),
+		stale:    d("stale_conns_total", "Stale connections removed from the pool."),
+	}
+}
+
+type poolCollector struct {
+	rdb                                        PoolStatser
+	hits, misses, timeouts, total, idle, stale *prometheus.Desc
+}
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.hits, c.misses, c.timeouts, c.total, c.idle, c.stale} {
+		ch <- d
+	}
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.rdb.PoolStats()
+	if s == nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.hits, prometheus.CounterValue, float64(s.Hits))
+	ch <- prometheus.MustNewConstMetric(c.misses, prometheus.CounterValue, float64(s.Misses))
+	ch <- prometheus.MustNewConstMetric(c.timeouts, prometheus.CounterValue, float64(s.Timeouts))
+	ch <- prometheus.MustNewConstMetric(c.total, prometheus.GaugeValue, float64(s.TotalConns))
+	ch <- prometheus.MustNewConstMetric(c.idle, prometheus.GaugeValue, float64(s.IdleConns))
+	ch <- prometheus.MustNewConstMetric(c.stale, prometheus.CounterValue, float64(s.StaleConns))
+}

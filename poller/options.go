@@ -1,0 +1,153 @@
+package poller
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/timerq/timerq/queue"
+)
+
+// Defaults of Options.
+const (
+	// DefaultBatchSize is how many timers one claim fires when
+	// Options.BatchSize is 0.
+	DefaultBatchSize = 256
+	// DefaultMaxPollInterval caps an idle poller's sleep when
+	// Options.MaxPollInterval is 0.
+	DefaultMaxPollInterval = time.Second
+	// DefaultClaimTimeout bounds one claim when Options.ClaimTimeout is 0.
+	DefaultClaimTimeout = 2 * time.Second
+	// DefaultBackoffMin is the first retry delay after a Redis error.
+	DefaultBackoffMin = 100 * time.Millisecond
+	// DefaultBackoffMax caps the retry delay after Redis errors.
+	DefaultBackoffMax = 5 * time.Second
+	// DefaultLockExpiry is the maintenance lock's expiry.
+	DefaultLockExpiry = 8 * time.Second
+	// DefaultPurgeInterval is how often the maintenance holder purges.
+	DefaultPurgeInterval = 30 * time.Second
+	// DefaultStatsInterval is how often the maintenance holder samples stats.
+	DefaultStatsInterval = 5 * time.Second
+)
+
+// Options configures a Poller. The zero value selects every default.
+type Options struct {
+	// BatchSize is the most timers one claim fires, 1..queue.MaxBatch.
+	// Default 256. A full batch is followed at once by another claim.
+	BatchSize int
+
+	// MaxPollInterval caps how long an idle poller sleeps between claims,
+	// and so bounds the delay a lost wake message can cause. An idle
+	// poller costs Redis about one call per interval. Default 1 s.
+	MaxPollInterval time.Duration
+
+	// ClaimTimeout bounds one claim, including the claim still running when
+	// Run's context ends (it is not cancelled by that context, so that a
+	// claim in flight completes). It only bounds socket I/O when the Redis
+	// client has ContextTimeoutEnabled. Default 2 s.
+	ClaimTimeout time.Duration
+
+	// BackoffMin and BackoffMax bound the capped exponential backoff, with
+	// jitter, between retries after Redis errors. Defaults 100 ms and 5 s.
+	BackoffMin, BackoffMax time.Duration
+
+	// Logger receives one line per backoff step and maintenance events.
+	// Default slog.Default().
+	Logger *slog.Logger
+
+	// Maintenance configures the tasks run by one replica at a time.
+	Maintenance MaintenanceOptions
+
+	// Hooks are called on claims, errors and maintenance events, for
+	// metrics. Every field may be nil.
+	Hooks Hooks
+}
+
+// MaintenanceOptions configures the maintenance that one poller at a time
+// runs, under a redsync lock: purging settled records past their retention
+// and sampling queue.Stats.
+type MaintenanceOptions struct {
+	// Disabled turns maintenance off for this poller; the other replicas
+	// still compete for it.
+	Disabled bool
+
+	// LockExpiry is the maintenance lock's expiry: after its holder dies,
+	// another poller takes over within about this long. The holder extends
+	// the lock every third of it. Default 8 s.
+	LockExpiry time.Duration
+
+	// AcquireInterval is how often a poller that does not hold the lock
+	// tries to take it. Default LockExpiry/4.
+	AcquireInterval time.Duration
+
+	// PurgeInterval is how often the holder purges. Default 30 s.
+	PurgeInterval time.Duration
+
+	// StatsInterval is how often the holder samples queue.Stats for
+	// Hooks.Stats. Default 5 s.
+	StatsInterval time.Duration
+}
+
+// Hooks observe a Poller, typically to feed metrics (see Metrics). They are
+// called from the poller's goroutines and must not block.
+type Hooks struct {
+	// Claimed is called after each successful claim.
+	Claimed func(res queue.ClaimResult)
+	// ClaimFailed is called after each failed claim.
+	ClaimFailed func(err error)
+	// Maintenance is called with true when this poller takes the
+	// maintenance lock, and with false when it loses or releases it.
+	Maintenance func(held bool)
+	// Stats is called with each stats sample taken by the lock holder.
+	Stats func(s queue.Stats)
+	// Purged is called after each purge pass with how many records it removed.
+	Purged func(removed int)
+}
+
+// withDefaults validates o and fills in its defaults.
+func (o Options) withDefaults() (Options, error) {
+	bad := func(format string, args ...any) (Options, error) {
+		return o, fmt.Errorf("poller: %w: "+format, append([]any{queue.ErrInvalidOptions}, args...)...)
+	}
+	switch {
+	case o.BatchSize == 0:
+		o.BatchSize = DefaultBatchSize
+	case o.BatchSize < 0 || o.BatchSize > queue.MaxBatch:
+		return bad("BatchSize %d is outside 1..%d; use 0 for the default %d", o.BatchSize, queue.MaxBatch, DefaultBatchSize)
+	}
+	durations := []struct {
+		name string
+		p    *time.Duration
+		def  time.Duration
+	}{
+		{"MaxPollInterval", &o.MaxPollInterval, DefaultMaxPollInterval},
+		{"ClaimTimeout", &o.ClaimTimeout, DefaultClaimTimeout},
+		{"BackoffMin", &o.BackoffMin, DefaultBackoffMin},
+		{"BackoffMax", &o.BackoffMax, DefaultBackoffMax},
+		{"Maintenance.LockExpiry", &o.Maintenance.LockExpiry, DefaultLockExpiry},
+		{"Maintenance.PurgeInterval", &o.Maintenance.PurgeInterval, DefaultPurgeInterval},
+		{"Maintenance.StatsInterval", &o.Maintenance.StatsInterval, DefaultStatsInterval},
+		{"Maintenance.AcquireInterval", &o.Maintenance.AcquireInterval, 0},
+	}
+	for _, d := range durations {
+		if *d.p < 0 {
+			return bad("%s %v is negative; use a positive duration or 0 for the default", d.name, *d.p)
+		}
+		if *d.p == 0 {
+			*d.p = d.def
+		}
+	}
+	if o.Maintenance.AcquireInterval == 0 {
+		o.Maintenance.AcquireInterval = o.Maintenance.LockExpiry / 4
+	}
+	if o.BackoffMax < o.BackoffMin {
+		return bad("BackoffMax %v is below BackoffMin %v", o.BackoffMax, o.BackoffMin)
+	}
+	if o.Maintenance.LockExpiry < 30*time.Millisecond {
+		return bad("Maintenance.LockExpiry %v is too short to extend in time; use at least 30ms", o.Maintenance.LockExpiry)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}

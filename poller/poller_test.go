@@ -1,0 +1,296 @@
+package poller_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/poller"
+	"github.com/timerq/timerq/queue"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// logBuf is a goroutine-safe log sink.
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) count(substr string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), substr)
+}
+
+func (l *logBuf) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func newQueue(t *testing.T, rdb redis.UniversalClient, ns string) *queue.Queue {
+	t.Helper()
+	q, err := queue.New(rdb, queue.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
+}
+
+// start runs p until the test ends (or stop is called) and checks that Run
+// returns nil promptly.
+func start(t *testing.T, p *poller.Poller) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run = %v, want nil", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Errorf("Run did not return within 5s of cancellation")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// fireEntries counts fire stream entries per timer ID and checks none fired
+// before its due time.
+func fireEntries(t *testing.T, rdb redis.UniversalClient, q *queue.Queue) map[string]int {
+	t.Helper()
+	msgs, err := rdb.XRange(context.Background(), q.StreamKey(), "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, m := range msgs {
+		id, _ := m.Values["id"].(string)
+		due, _ := m.Values["due"].(string)
+		fired, _ := m.Values["fired"].(string)
+		if fired < due && len(fired) == len(due) {
+			t.Errorf("timer %s fired at %s before its due time %s", id, fired, due)
+		}
+		out[id]++
+	}
+	return out
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestPollerFiresBacklogAndUpcoming(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b.Client, redistest.Namespace(t))
+		var batch []queue.NewTimer
+		// 1000 overdue (several full batches) and 50 due shortly.
+		for i := range 1000 {
+			batch = append(batch, queue.NewTimer{ID: fmt.Sprint("old", i), Due: time.Now().Add(-time.Minute)})
+		}
+		for i := range 50 {
+			batch = append(batch, queue.NewTimer{ID: fmt.Sprint("new", i), Due: time.Now().Add(time.Duration(100+4*i) * time.Millisecond)})
+		}
+		if _, err := q.ScheduleBatch(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		var claims, fired atomic.Int64
+		p, err := poller.New(q, b.Client, poller.Options{
+			BatchSize: 100,
+			Hooks: poller.Hooks{Claimed: func(r queue.ClaimResult) {
+				claims.Add(1)
+				fired.Add(int64(len(r.Fired)))
+			}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start(t, p)
+		waitFor(t, 5*time.Second, "every timer to fire", func() bool { return fired.Load() == int64(len(batch)) })
+		got := fireEntries(t, b.Client, q)
+		if len(got) != len(batch) {
+			t.Fatalf("%d distinct timers in the fire stream, want %d", len(got), len(batch))
+		}
+		for id, n := range got {
+			if n != 1 {
+				t.Errorf("timer %s fired %d times", id, n)
+			}
+		}
+		// Idle: with the due set empty the poller sleeps MaxPollInterval (1s),
+		// so about one claim per second, not a busy loop.
+		before := claims.Load()
+		time.Sleep(1500 * time.Millisecond)
+		if n := claims.Load() - before; n > 3 {
+			t.Errorf("%d claims in 1.5s while idle, want at most 3", n)
+		}
+	})
+}
+
+// TestPollerWakesEarly: the poller sleeps towards a timer an hour away (and
+// MaxPollInterval is an hour too), so only the wake message can make it
+// fire a timer scheduled 50 ms ahead in time.
+func TestPollerWakesEarly(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	q := newQueue(t, rdb, redistest.Namespace(t))
+	if _, err := q.Schedule(ctx, "far", time.Now().Add(time.Hour), nil); err != nil {
+		t.Fatal(err)
+	}
+	var claims atomic.Int64
+	p, err := poller.New(q, rdb, poller.Options{
+		MaxPollInterval: time.Hour,
+		Hooks:           poller.Hooks{Claimed: func(queue.ClaimResult) { claims.Add(1) }},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, p)
+	// The first claim, then the one after the subscription is confirmed.
+	waitFor(t, 5*time.Second, "the poller to subscribe and sleep", func() bool { return claims.Load() >= 2 })
+	time.Sleep(100 * time.Millisecond)
+	sleeping := claims.Load()
+
+	for i := range 3 {
+		id := fmt.Sprint("soon", i)
+		if _, err := q.Schedule(ctx, id, time.Now().Add(50*time.Millisecond), nil); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := q.Wait(wctx, id)
+		cancel()
+		if err != nil {
+			t.Fatalf("timer 50ms ahead did not fire within 2s: %v", err)
+		}
+		tm, err := q.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		late := tm.FiredAt.Sub(tm.Due)
+		if late < 0 || late > 100*time.Millisecond {
+			t.Errorf("%s fired %v after its due time, want 0..100ms", id, late)
+		}
+	}
+	// Woken by messages, not by polling: a handful of claims, not hundreds.
+	if n := claims.Load() - sleeping; n > 9 {
+		t.Errorf("%d claims for 3 early timers, want few", n)
+	}
+}
+
+func TestPollerBacksOffAndRecovers(t *testing.T) {
+	m, rdb := redistest.Mini(t)
+	ctx := context.Background()
+	q := newQueue(t, rdb, redistest.Namespace(t))
+	var logs logBuf
+	var failed atomic.Int64
+	p, err := poller.New(q, rdb, poller.Options{
+		BackoffMin:  20 * time.Millisecond,
+		BackoffMax:  200 * time.Millisecond,
+		Logger:      logs.logger(),
+		Maintenance: poller.MaintenanceOptions{Disabled: true},
+		Hooks:       poller.Hooks{ClaimFailed: func(error) { failed.Add(1) }},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetError("LOADING Redis is loading the dataset in memory")
+	start(t, p)
+	time.Sleep(1200 * time.Millisecond)
+	lines := logs.count("claim failed; retrying")
+	// 20, 40, 80, 160 ms then ~100-200 ms each: about 8-14 attempts in
+	// 1.2 s. A flood (no backoff) would be hundreds.
+	if lines < 4 || lines > 20 {
+		t.Errorf("%d 'claim failed' log lines in 1.2s, want 4..20 (one per backoff step)", lines)
+	}
+	if int(failed.Load()) != lines {
+		t.Errorf("ClaimFailed called %d times, %d log lines", failed.Load(), lines)
+	}
+	m.SetError("")
+	if _, err := q.Schedule(ctx, "after", time.Now(), nil); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := q.Wait(wctx, "after"); err != nil {
+		t.Fatalf("no fire after recovery: %v", err)
+	}
+	waitFor(t, time.Second, "the recovery log line", func() bool { return logs.count("claims succeed again") == 1 })
+}
+
+func TestPollerGracefulStop(t *testing.T) {
+	_, rdb := redistest.Mini(t)
+	q := newQueue(t, rdb, redistest.Namespace(t))
+	p, err := poller.New(q, rdb, poller.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, p)
+	waitFor(t, 2*time.Second, "a claim", func() bool { return !p.LastClaim().IsZero() })
+	waitFor(t, 2*time.Second, "the maintenance lock", p.HoldsMaintenance)
+	if err := p.Run(context.Background()); !errors.Is(err, poller.ErrRunning) {
+		t.Errorf("second Run = %v, want ErrRunning", err)
+	}
+	began := time.Now()
+	stop()
+	if d := time.Since(began); d > time.Second {
+		t.Errorf("Run took %v to return after cancellation", d)
+	}
+	if p.HoldsMaintenance() {
+		t.Error("still holds maintenance after Run returned")
+	}
+	// The lock was released, not left to expire.
+	if n, _ := rdb.Exists(context.Background(), p.MaintenanceLockKey()).Result(); n != 0 {
+		t.Error("maintenance lock key still exists after a graceful stop")
+	}
+}
+
+func TestOptionsValidation(t *testing.T) {
+	_, rdb := redistest.Mini(t)
+	q := newQueue(t, rdb, "v")
+	for _, o := range []poller.Options{
+		{BatchSize: -1},
+		{BatchSize: queue.MaxBatch + 1},
+		{MaxPollInterval: -time.Second},
+		{BackoffMin: time.Second, BackoffMax: time.Millisecond},
+		{Maintenance: poller.MaintenanceOptions{LockExpiry: time.Millisecond}},
+	} {
+		if _, err := poller.New(q, rdb, o); !errors.Is(err, queue.ErrInvalidOptions) {
+			t.Errorf("New(%+v) = %v, want ErrInvalidOptions", o, err)
+		}
+	}
+	if _, err := poller.New(nil, rdb, poller.Options{}); err == nil {
+		t.Error("New(nil queue) succeeded")
+	}
+}
