@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/queue"
+)
+
+// bin is the timerctl binary, built once by TestMain.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "timerctl-test")
+	if err != nil {
+		panic(err)
+	}
+	bin = filepath.Join(dir, "timerctl")
+	if out, err := exec.Command("go", "build", "-ldflags", "-X main.version=v9.9.9-test", "-o", bin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := func() int {
+		defer os.RemoveAll(dir)
+		return m.Run()
+	}()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// env is the binary's environment: the test's Redis and namespace come
+// from the env vars, as an operator's shell would set them.
+type env struct {
+	t   *testing.T
+	srv *redistest.Server
+	ns  string
+}
+
+func newEnv(t *testing.T) *env {
+	return &env{t: t, srv: redistest.Start(t, redistest.Config{}), ns: redistest.Namespace(t)}
+}
+
+func (e *env) cmd(ctx context.Context, stdin string, args ...string) *exec.Cmd {
+	c := exec.CommandContext(ctx, bin, args...)
+	c.Env = append(os.Environ(), "TIMERQ_REDIS_URL="+e.srv.URL(), "TIMERQ_NAMESPACE="+e.ns, "TIMERQ_OUTPUT=")
+	c.Stdin = strings.NewReader(stdin)
+	return c
+}
+
+// run runs the binary and returns its exit code and output.
+func (e *env) run(args ...string) (int, string, string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := e.cmd(ctx, "", args...)
+	var out, errOut bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errOut
+	err := c.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		e.t.Fatalf("timerctl %q: %v", args, err)
+	}
+	return c.ProcessState.ExitCode(), out.String(), errOut.String()
+}
+
+func (e *env) expect(code int, args ...string) string {
+	e.t.Helper()
+	got, out, errOut := e.run(args...)
+	if got != code {
+		e.t.Fatalf("timerctl %q: exit %d, want %d\nstdout: %s\nstderr: %s", args, got, code, out, errOut)
+	}
+	if code != 0 && (!strings.HasPrefix(errOut, "timerctl: ") || out != "") {
+		e.t.Fatalf("timerctl %q: a failure must print only 'timerctl: …' on stderr; stdout %q stderr %q", args, out, errOut)
+	}
+	return out + errOut
+}
+
+func (e *env) queue() *queue.Queue {
+	q, err := queue.New(e.srv.Client(e.t), queue.Options{Namespace: e.ns})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { q.Close() })
+	return q
+}
+
+// TestEveryCommandAndExitCode runs each command of the binary against a
+// real redis-server, reaching each documented exit code.
+func TestEveryCommandAndExitCode(t *testing.T) {
+	e := newEnv(t)
+	q := e.queue()
+	ctx := context.Background()
+
+	// 0: schedule, idempotently.
+	out := e.expect(0, "schedule", "hello", "--in", "1h", "--payload", "hi")
+	if !strings.Contains(out, "result   created") {
+		t.Fatalf("schedule:\n%s", out)
+	}
+	out = e.expect(0, "schedule", "hello", "--in", "2h", "-o", "json")
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(out), &rec); err != nil || rec["created"] != false {
+		t.Fatalf("second schedule: %v %s", err, out)
+	}
+	e.expect(0, "get", "hello")
+	e.expect(0, "reschedule", "hello", "--in", "3h")
+	e.expect(0, "list")
+	e.expect(0, "stats")
+	e.expect(0, "export", "--state", "scheduled")
+	e.expect(0, "version")
+	e.expect(0, "completion", "bash")
+
+	// 2: usage errors.
+	e.expect(2, "schedule", "x", "--at", "garbage")
+	e.expect(2, "schedule", "x", "--in", "-1s")
+	e.expect(2, "schedule", "x", "--in", "1s", "--at", "1")
+	e.expect(2, "schedule", "x")
+	e.expect(2, "schedule", strings.Repeat("i", 257), "--in", "1s")
+	e.expect(2, "schedule", "x", "--in", "1s", "--payload-file", "/no/such/file")
+	e.expect(2, "nosuchcommand")
+	e.expect(2, "--nosuchflag", "list")
+	e.expect(2, "get")
+	e.expect(2, "--namespace", "has space", "list")
+
+	// 3: not found.
+	e.expect(3, "get", "nope")
+	e.expect(3, "cancel", "nope")
+
+	// 5: wait timed out.
+	out = e.expect(5, "wait", "hello", "--timeout", "200ms")
+	if !strings.Contains(out, "did not fire within 200ms") {
+		t.Fatalf("wait timeout: %s", out)
+	}
+
+	// 0: fire and wait; the claim stands in for a timerworker.
+	e.expect(0, "fire", "hello")
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_, _ = q.Claim(ctx, 10)
+	}()
+	if out := e.expect(0, "wait", "hello", "--timeout", "20s", "-o", "json"); !strings.Contains(out, `"state": "fired"`) {
+		t.Fatalf("wait: %s", out)
+	}
+
+	// 4: conflicts.
+	e.expect(4, "cancel", "hello")
+	e.expect(4, "reschedule", "hello", "--in", "1m")
+	e.expect(0, "schedule", "c", "--in", "1h")
+	e.expect(0, "cancel", "c")
+	e.expect(4, "reschedule", "c", "--in", "1m")
+	e.expect(4, "wait", "c")
+
+	// 2: import with a broken line still imports the rest.
+	c := e.cmd(ctx, `{"id":"i1","in":"1h"}`+"\n"+`{"id":`+"\n"+`{"id":"i2","in":"1h"}`+"\n", "import")
+	var so, se bytes.Buffer
+	c.Stdout, c.Stderr = &so, &se
+	if err := c.Run(); c.ProcessState.ExitCode() != 2 || !strings.Contains(se.String(), "line 2:") || !strings.Contains(so.String(), "created 2, existing 0, rejected 1") {
+		t.Fatalf("import: %v %q %q", err, so.String(), se.String())
+	}
+
+	// 1: Redis unreachable, with the password redacted.
+	code, _, errOut := e.run("--redis", "redis://admin:s3cret@127.0.0.1:1/0", "--timeout", "1s", "list")
+	if code != 1 || strings.Contains(errOut, "s3cret") || !strings.Contains(errOut, "xxxxx") {
+		t.Fatalf("unreachable: exit %d %q", code, errOut)
+	}
+	// go-redis's own log lines stay out of the operator's way.
+	if strings.Count(errOut, "\n") != 1 {
+		t.Fatalf("more than one line on stderr: %q", errOut)
+	}
+}
+
+func TestVersionIsStampedAtBuild(t *testing.T) {
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil || string(out) != "timerctl v9.9.9-test\n" {
+		t.Fatalf("version: %v %q", err, out)
+	}
+}
+
+func TestCompletionOfCommandNames(t *testing.T) {
+	out, err := exec.Command(bin, "--generate-bash-completion").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"schedule", "wait", "watch", "import"} {
+		if !strings.Contains(string(out), name+"\n") {
+			t.Errorf("completion lacks %q:\n%s", name, out)
+		}
+	}
+}
+
+// TestWatchEndsOnInterruptWithZero: Ctrl-C is how an operator ends watch,
+// so it is a success.
+func TestWatchEndsOnInterruptWithZero(t *testing.T) {
+	e := newEnv(t)
+	q := e.queue()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := e.cmd(ctx, "", "watch")
+	var out, errOut bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errOut
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if _, err := q.Schedule(ctx, "seen", time.Now().Add(-time.Second), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Claim(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if err := c.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Wait()
+	if err != nil {
+		t.Fatalf("watch after Ctrl-C: %v, want exit 0; stderr %q", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "seen") || !strings.Contains(out.String(), "late ") {
+		t.Fatalf("watch printed %q", out.String())
+	}
+}

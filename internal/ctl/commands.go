@@ -1,0 +1,429 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/timerq/timerq/queue"
+)
+
+func (r *runner) commands() []*cli.Command {
+	// Fresh flags per command: urfave/cli flags carry parse state.
+	when := func(more ...cli.Flag) []cli.Flag {
+		return append([]cli.Flag{
+			&cli.StringFlag{Name: "at", Usage: "due `TIME`: RFC 3339 or Unix milliseconds"},
+			&cli.StringFlag{Name: "in", Usage: "due `DURATION` from now, e.g. 90s, 5m, 1h30m"},
+		}, more...)
+	}
+	return []*cli.Command{
+		{
+			Name: "schedule", Usage: "create a timer (idempotent: an existing ID is left as it is)",
+			ArgsUsage: "ID (--at TIME | --in DURATION) [--payload TEXT | --payload-file PATH|-]",
+			Flags: when(
+				&cli.StringFlag{Name: "payload", Aliases: []string{"p"}, Usage: "payload `TEXT`"},
+				&cli.StringFlag{Name: "payload-file", Usage: "read the payload from `PATH`, or stdin for -"},
+			),
+			Action: r.schedule,
+		},
+		{Name: "get", Usage: "show a timer", ArgsUsage: "ID", Action: r.get},
+		{
+			Name: "list", Usage: "list timers by due time", ArgsUsage: " ",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "state", Usage: "only `STATE`: scheduled, fired or cancelled"},
+				&cli.StringFlag{Name: "due-from", Usage: "only due at or after `TIME`"},
+				&cli.StringFlag{Name: "due-to", Usage: "only due at or before `TIME`"},
+				&cli.IntFlag{Name: "limit", Value: 100, Usage: "page size, 1-1000"},
+				&cli.StringFlag{Name: "cursor", Usage: "continue from the cursor `C` a previous page printed"},
+			},
+			Action: r.list,
+		},
+		{Name: "cancel", Usage: "cancel a scheduled timer (a cancelled one is left as it is)", ArgsUsage: "ID", Action: r.cancel},
+		{
+			Name: "reschedule", Usage: "move a scheduled timer to another due time",
+			ArgsUsage: "ID (--at TIME | --in DURATION)", Flags: when(), Action: r.reschedule,
+		},
+		{Name: "fire", Usage: "make a scheduled timer due now", ArgsUsage: "ID", Action: r.fire},
+		{
+			Name: "wait", Usage: "block until a timer fires", ArgsUsage: "ID [--timeout D]",
+			Flags: []cli.Flag{
+				&cli.DurationFlag{Name: "timeout", Usage: "give up after `D` with exit code 5 (0: wait forever)"},
+			},
+			Action: r.wait,
+		},
+		{Name: "stats", Usage: "counts per state, the overdue backlog and a histogram of due times", ArgsUsage: " ", Action: r.stats},
+		{
+			Name: "import", Usage: "schedule timers from JSON Lines", ArgsUsage: "[FILE|-]",
+			Description: `Each line is {"id": ID, "due_at": TIME | "in": DURATION, "payload": BASE64 | "payload_text": TEXT}.
+Bad lines are reported with their line number and skipped; the exit code is then 2.`,
+			Action: r.importCmd,
+		},
+		{
+			Name: "export", Usage: "print timers as JSON Lines that import accepts", ArgsUsage: " ",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "state", Usage: "only `STATE`: scheduled, fired or cancelled"},
+			},
+			Action: r.export,
+		},
+		{Name: "watch", Usage: "follow fire events live until Ctrl-C", ArgsUsage: " ", Action: r.watch},
+		{Name: "version", Usage: "print the version", ArgsUsage: " ", Action: r.version},
+		{
+			Name: "completion", Usage: "print a shell completion script", ArgsUsage: "bash|zsh",
+			Description: "bash: source <(timerctl completion bash)\n   zsh:  source <(timerctl completion zsh)",
+			BashComplete: func(c *cli.Context) {
+				fmt.Fprintln(c.App.Writer, "bash\nzsh")
+			},
+			Action: r.completion,
+		},
+	}
+}
+
+// oneID returns the command's single ID argument.
+func oneID(c *cli.Context) (string, error) {
+	switch c.NArg() {
+	case 0:
+		return "", usageErr("missing the timer ID", helpFix(c))
+	case 1:
+	default:
+		return "", usageErr(fmt.Sprintf("too many arguments: %q", c.Args().Slice()), helpFix(c))
+	}
+	id := c.Args().First()
+	if err := queue.ValidateID(id); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+func noArgs(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usageErr(fmt.Sprintf("unexpected arguments: %q", c.Args().Slice()), helpFix(c))
+	}
+	return nil
+}
+
+// parseTime parses RFC 3339 or Unix milliseconds.
+func parseTime(flag, s string) (time.Time, error) {
+	bad := func() (time.Time, error) {
+		return time.Time{}, usageErr(fmt.Sprintf("--%s %q is not a time", flag, s),
+			"use RFC 3339 (2025-01-02T15:04:05Z) or Unix milliseconds")
+	}
+	var t time.Time
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		t = time.UnixMilli(ms).UTC()
+	} else if t, err = time.Parse(time.RFC3339Nano, s); err != nil {
+		return bad()
+	}
+	if err := queue.ValidateDue(t); err != nil {
+		return time.Time{}, usageErr(fmt.Sprintf("--%s %q is outside 1970-01-01 to 9999-12-31", flag, s), "use a time in that range")
+	}
+	return t, nil
+}
+
+// parseIn parses a non-negative Go duration.
+func parseIn(flag, s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, usageErr(fmt.Sprintf("--%s %q is not a duration", flag, s), "use Go's syntax, e.g. 90s, 5m or 1h30m")
+	}
+	if d < 0 {
+		return 0, usageErr(fmt.Sprintf("--%s %q is negative", flag, s), "use a duration of 0 or more, or --at for a time in the past")
+	}
+	return d, nil
+}
+
+// dueFlag reads exactly one of --at and --in.
+func (r *runner) dueFlag(c *cli.Context) (time.Time, error) {
+	at, in := c.IsSet("at"), c.IsSet("in")
+	switch {
+	case at && in:
+		return time.Time{}, usageErr("both --at and --in are given", "give one of them")
+	case at:
+		return parseTime("at", c.String("at"))
+	case in:
+		d, err := parseIn("in", c.String("in"))
+		if err != nil {
+			return time.Time{}, err
+		}
+		t := r.o.Now().Add(d)
+		if err := queue.ValidateDue(t); err != nil {
+			return time.Time{}, usageErr(fmt.Sprintf("--in %q is past 9999-12-31", c.String("in")), "use a shorter duration")
+		}
+		return t, nil
+	}
+	return time.Time{}, usageErr("missing the due time", "give --at TIME or --in DURATION")
+}
+
+// payload reads --payload or --payload-file.
+func (r *runner) payload(c *cli.Context) ([]byte, error) {
+	text, file := c.IsSet("payload"), c.IsSet("payload-file")
+	switch {
+	case text && file:
+		return nil, usageErr("both --payload and --payload-file are given", "give one of them")
+	case text:
+		return []byte(c.String("payload")), nil
+	case !file:
+		return nil, nil
+	}
+	path := c.String("payload-file")
+	limit := int64(queue.MaxPayloadLimit) + 1 // the queue checks its own, lower limit
+	var rd io.Reader
+	if path == "-" {
+		rd = r.o.Stdin
+	} else {
+		f, err := os.Open(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, usageErr(fmt.Sprintf("--payload-file %q does not exist", path), "check the path, or use - to read stdin")
+		}
+		if err != nil {
+			return nil, &Error{Code: ExitFailure, Problem: fmt.Sprintf("--payload-file: %v", err), Fix: "check the file's permissions", Err: err}
+		}
+		defer f.Close()
+		rd = f
+	}
+	b, err := io.ReadAll(io.LimitReader(rd, limit))
+	if err != nil {
+		return nil, &Error{Code: ExitFailure, Problem: fmt.Sprintf("reading --payload-file %s: %v", path, err), Fix: "check the file", Err: err}
+	}
+	return b, nil
+}
+
+// recordOut prints one timer in the chosen format.
+func (r *runner) recordOut(s *session, t queue.Timer, created *bool) error {
+	if s.g.json {
+		j := toJSON(t)
+		j.Created = created
+		return writeJSON(r.o.Stdout, j)
+	}
+	note := ""
+	if created != nil {
+		note = "created"
+		if !*created {
+			note = "already existed, left unchanged"
+		}
+	}
+	return writeRecord(r.o.Stdout, t, r.o.Now(), note)
+}
+
+func (r *runner) schedule(c *cli.Context) error {
+	id, err := oneID(c)
+	if err != nil {
+		return err
+	}
+	due, err := r.dueFlag(c)
+	if err != nil {
+		return err
+	}
+	p, err := r.payload(c)
+	if err != nil {
+		return err
+	}
+	return r.once(c, func(ctx context.Context, s *session) error {
+		res, err := s.q.Schedule(ctx, id, due, p)
+		if err != nil {
+			return s.redisErr(err)
+		}
+		return r.recordOut(s, res.Timer, &res.Created)
+	})
+}
+
+// once opens a session, runs fn with a context bounded by --timeout, and
+// closes the session.
+func (r *runner) once(c *cli.Context, fn func(context.Context, *session) error) error {
+	s, err := r.open(c)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	ctx, cancel := s.ctx(c)
+	defer cancel()
+	return fn(ctx, s)
+}
+
+// byID runs one of the queue's single-timer operations and prints the
+// timer it returns.
+func (r *runner) byID(c *cli.Context, op func(context.Context, *queue.Queue, string) (queue.Timer, error)) error {
+	id, err := oneID(c)
+	if err != nil {
+		return err
+	}
+	return r.once(c, func(ctx context.Context, s *session) error {
+		t, err := op(ctx, s.q, id)
+		if err != nil {
+			return s.redisErr(err)
+		}
+		return r.recordOut(s, t, nil)
+	})
+}
+
+func (r *runner) get(c *cli.Context) error {
+	return r.byID(c, func(ctx context.Context, q *queue.Queue, id string) (queue.Timer, error) { return q.Get(ctx, id) })
+}
+
+func (r *runner) cancel(c *cli.Context) error {
+	return r.byID(c, func(ctx context.Context, q *queue.Queue, id string) (queue.Timer, error) { return q.Cancel(ctx, id) })
+}
+
+func (r *runner) fire(c *cli.Context) error {
+	return r.byID(c, func(ctx context.Context, q *queue.Queue, id string) (queue.Timer, error) { return q.FireNow(ctx, id) })
+}
+
+func (r *runner) reschedule(c *cli.Context) error {
+	if _, err := oneID(c); err != nil {
+		return err
+	}
+	due, err := r.dueFlag(c)
+	if err != nil {
+		return err
+	}
+	return r.byID(c, func(ctx context.Context, q *queue.Queue, id string) (queue.Timer, error) {
+		return q.Reschedule(ctx, id, due)
+	})
+}
+
+// listOptions reads list's and export's filters.
+func listOptions(c *cli.Context) (queue.ListOptions, error) {
+	var o queue.ListOptions
+	if c.IsSet("state") {
+		st, err := queue.ParseState(c.String("state"))
+		if err != nil {
+			return o, usageErr(fmt.Sprintf("--state %q is not a state", c.String("state")), "use scheduled, fired or cancelled")
+		}
+		o.State = st
+	}
+	var err error
+	if c.IsSet("due-from") {
+		if o.DueFrom, err = parseTime("due-from", c.String("due-from")); err != nil {
+			return o, err
+		}
+	}
+	if c.IsSet("due-to") {
+		if o.DueTo, err = parseTime("due-to", c.String("due-to")); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+func (r *runner) list(c *cli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	o, err := listOptions(c)
+	if err != nil {
+		return err
+	}
+	o.Limit = c.Int("limit")
+	if o.Limit < 1 || o.Limit > queue.MaxBatch {
+		return usageErr(fmt.Sprintf("--limit %d is outside 1-%d", o.Limit, queue.MaxBatch), "use a page size in that range, and --cursor for the next page")
+	}
+	o.Cursor = c.String("cursor")
+	return r.once(c, func(ctx context.Context, s *session) error {
+		page, err := s.q.List(ctx, o)
+		if err != nil {
+			if errors.Is(err, queue.ErrInvalidOptions) {
+				return usageErr(fmt.Sprintf("--cursor %q is not a cursor that list printed", o.Cursor), "copy it from list's output, or leave it out to start over")
+			}
+			return s.redisErr(err)
+		}
+		return r.printPage(s, page)
+	})
+}
+
+// printPage prints one page of list.
+func (r *runner) printPage(s *session, page queue.ListPage) error {
+	if s.g.json {
+		out := make([]timerJSON, 0, len(page.Timers))
+		for _, t := range page.Timers {
+			out = append(out, toJSON(t))
+		}
+		if err := writeJSON(r.o.Stdout, out); err != nil {
+			return err
+		}
+		// stdout stays one JSON array; the cursor goes beside it.
+		if page.NextCursor != "" {
+			fmt.Fprintf(r.o.Stderr, "next cursor: %s\n", page.NextCursor)
+		}
+		return nil
+	}
+	if err := writeList(r.o.Stdout, page.Timers, r.o.Now()); err != nil {
+		return err
+	}
+	if page.NextCursor != "" {
+		fmt.Fprintf(r.o.Stdout, "\nmore: timerctl list --cursor %s\n", shellQuote(page.NextCursor))
+	}
+	return nil
+}
+
+// shellQuote quotes s for pasting into a POSIX shell.
+func shellQuote(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:/@%+=", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func (r *runner) wait(c *cli.Context) error {
+	id, err := oneID(c)
+	if err != nil {
+		return err
+	}
+	limit := c.Duration("timeout")
+	if limit < 0 {
+		return usageErr(fmt.Sprintf("--timeout %v is negative", limit), "use a positive duration, or 0 to wait forever")
+	}
+	s, err := r.open(c)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	// One bounded read first: an unknown timer or an unreachable Redis fails
+	// at once instead of looking like a long wait.
+	ctx, cancel := s.ctx(c)
+	t, err := s.q.Get(ctx, id)
+	cancel()
+	if err != nil {
+		return s.redisErr(err)
+	}
+	if t.State == queue.StateScheduled {
+		wctx := c.Context
+		if limit > 0 {
+			var stop context.CancelFunc
+			wctx, stop = context.WithTimeoutCause(wctx, limit, errWaitTimeout)
+			defer stop()
+		}
+		err = s.q.Wait(wctx, id)
+		if err != nil && errors.Is(context.Cause(wctx), errWaitTimeout) {
+			return &Error{Code: ExitTimeout, Problem: fmt.Sprintf("timer %q did not fire within %v", id, limit),
+				Fix: "wait longer with --timeout, or check that a timerworker runs for this namespace"}
+		}
+		if err != nil {
+			return s.redisErr(err)
+		}
+		ctx, cancel := s.ctx(c)
+		defer cancel()
+		if t, err = s.q.Get(ctx, id); err != nil {
+			return s.redisErr(err)
+		}
+	}
+	if t.State == queue.StateCancelled {
+		return classify(fmt.Errorf("%w: %q was cancelled at %s", queue.ErrCancelled, id, fmtJSONTime(t.CancelledAt)))
+	}
+	return r.recordOut(s, t, nil)
+}
+
+func (r *runner) version(c *cli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(r.o.Stdout, "timerctl %s\n", r.o.Version)
+	return err
+}

@@ -1,0 +1,172 @@
+package ctl
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/timerq/timerq/queue"
+)
+
+// jsonTime is the one time layout of JSON output: RFC 3339, milliseconds, UTC.
+const jsonTime = "2006-01-02T15:04:05.000Z07:00"
+
+// timerJSON is a timer in JSON output; docs/timerctl.md documents it, and
+// the field names are stable.
+type timerJSON struct {
+	ID          string  `json:"id"`
+	State       string  `json:"state"`
+	DueAt       string  `json:"due_at"`
+	CreatedAt   *string `json:"created_at"`
+	FiredAt     *string `json:"fired_at"`
+	CancelledAt *string `json:"cancelled_at"`
+	Payload     []byte  `json:"payload"` // base64, as encoding/json writes []byte
+	Created     *bool   `json:"created,omitempty"`
+}
+
+func fmtJSONTime(t time.Time) string { return t.UTC().Format(jsonTime) }
+
+// optTime is nil, hence null, for the zero time.
+func optTime(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := fmtJSONTime(t)
+	return &s
+}
+
+func toJSON(t queue.Timer) timerJSON {
+	p := t.Payload
+	if p == nil {
+		p = []byte{} // "" rather than null
+	}
+	return timerJSON{
+		ID: t.ID, State: string(t.State), DueAt: fmtJSONTime(t.Due),
+		CreatedAt: optTime(t.CreatedAt), FiredAt: optTime(t.FiredAt), CancelledAt: optTime(t.CancelledAt),
+		Payload: p,
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// fmtTime is a time for tables: RFC 3339 UTC and, beside it, how far it is
+// from now.
+func fmtTime(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339) + " (" + relative(t, now) + ")"
+}
+
+// relative says "in 4m12s", "3h ago" or "now", with at most two units so
+// that it reads at a glance.
+func relative(t, now time.Time) string {
+	d := t.Sub(now)
+	switch {
+	case d >= -500*time.Millisecond && d < 500*time.Millisecond:
+		return "now"
+	case d > 0:
+		return "in " + short(d)
+	}
+	return short(-d) + " ago"
+}
+
+// short formats d with its two largest units: 42s, 4m12s, 3h, 3h5m, 2d4h.
+func short(d time.Duration) string {
+	d = d.Round(time.Second)
+	if d < time.Second {
+		d = time.Second
+	}
+	units := []struct {
+		size time.Duration
+		name string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}}
+	for i, u := range units {
+		if d < u.size {
+			continue
+		}
+		s := strconv.FormatInt(int64(d/u.size), 10) + u.name
+		if i+1 < len(units) {
+			next := units[i+1]
+			if n := (d % u.size) / next.size; n > 0 {
+				s += strconv.FormatInt(int64(n), 10) + next.name
+			}
+		}
+		return s
+	}
+	return "0s"
+}
+
+// maxPayloadCell bounds a payload in a table cell, in runes.
+const maxPayloadCell = 48
+
+// fmtPayload shows a payload as text when it is printable on one line,
+// otherwise as its length.
+func fmtPayload(p []byte) string {
+	if len(p) == 0 {
+		return "-"
+	}
+	if !utf8.Valid(p) {
+		return fmt.Sprintf("<%d bytes>", len(p))
+	}
+	s := string(p)
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return fmt.Sprintf("<%d bytes>", len(p))
+		}
+	}
+	if utf8.RuneCountInString(s) > maxPayloadCell {
+		s = string([]rune(s)[:maxPayloadCell-1]) + "…"
+	}
+	return s
+}
+
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+// writeRecord prints one timer as a two-column table; note, if set, is an
+// extra "result" row (schedule says whether it created the timer).
+func writeRecord(w io.Writer, t queue.Timer, now time.Time, note string) error {
+	tw := newTable(w)
+	fmt.Fprintf(tw, "id\t%s\n", t.ID)
+	fmt.Fprintf(tw, "state\t%s\n", t.State)
+	fmt.Fprintf(tw, "due\t%s\n", fmtTime(t.Due, now))
+	fmt.Fprintf(tw, "created\t%s\n", fmtTime(t.CreatedAt, now))
+	if !t.FiredAt.IsZero() {
+		fmt.Fprintf(tw, "fired\t%s\n", fmtTime(t.FiredAt, now))
+	}
+	if !t.CancelledAt.IsZero() {
+		fmt.Fprintf(tw, "cancelled\t%s\n", fmtTime(t.CancelledAt, now))
+	}
+	fmt.Fprintf(tw, "payload\t%s\n", fmtPayload(t.Payload))
+	if note != "" {
+		fmt.Fprintf(tw, "result\t%s\n", note)
+	}
+	return tw.Flush()
+}
+
+// writeList prints timers as a table, one per row.
+func writeList(w io.Writer, ts []queue.Timer, now time.Time) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "ID\tSTATE\tDUE\tPAYLOAD")
+	for _, t := range ts {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, t.State, fmtTime(t.Due, now), fmtPayload(t.Payload))
+	}
+	return tw.Flush()
+}
+
+// jsonLine encodes v as one compact line.
+func jsonLine(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	return append(b, '\n'), err
+}

@@ -1,0 +1,100 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/urfave/cli/v2"
+)
+
+// watchBlock is how long one XREAD blocks; short enough that a vanished
+// Redis is noticed, long enough to cost nothing when idle.
+const watchBlock = 2 * time.Second
+
+type fireJSON struct {
+	ID        string `json:"id"`
+	DueAt     string `json:"due_at"`
+	FiredAt   string `json:"fired_at"`
+	LatenessM int64  `json:"lateness_ms"`
+	Payload   []byte `json:"payload"`
+}
+
+// watch follows the fire stream from its current end. It is the one
+// command that reads Redis itself: queue has no API to tail the stream
+// without joining a consumer group, which would change what workers see.
+func (r *runner) watch(c *cli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	s, err := r.open(c)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	key := s.q.StreamKey()
+
+	// Resolve "$" to an ID once: re-sending "$" after an idle XREAD would
+	// skip an entry added between two calls.
+	ctx, cancel := s.ctx(c)
+	last, err := s.rdb.XRevRangeN(ctx, key, "+", "-", 1).Result()
+	cancel()
+	if err != nil {
+		return s.redisErr(err)
+	}
+	from := "0-0"
+	if len(last) > 0 {
+		from = last[0].ID
+	}
+	if !s.g.json {
+		fmt.Fprintf(r.o.Stderr, "watching fires in namespace %q; Ctrl-C to stop\n", s.g.namespace)
+	}
+	for {
+		ctx, cancel := context.WithTimeout(c.Context, watchBlock+s.g.timeout)
+		res, err := s.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{key, from}, Block: watchBlock, Count: 1000}).Result()
+		cancel()
+		if c.Context.Err() != nil {
+			return nil // Ctrl-C: a normal end
+		}
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return s.redisErr(err)
+		}
+		for _, st := range res {
+			for _, m := range st.Messages {
+				from = m.ID
+				if err := r.printFire(s.g.json, m); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+func (r *runner) printFire(asJSON bool, m redis.XMessage) error {
+	field := func(k string) string { v, _ := m.Values[k].(string); return v }
+	ms := func(k string) time.Time {
+		n, _ := strconv.ParseInt(field(k), 10, 64)
+		return time.UnixMilli(n).UTC()
+	}
+	due, fired := ms("due"), ms("fired")
+	late := fired.Sub(due)
+	if asJSON {
+		// One compact object per line, so the output is JSON Lines.
+		line, err := jsonLine(fireJSON{ID: field("id"), DueAt: fmtJSONTime(due), FiredAt: fmtJSONTime(fired),
+			LatenessM: late.Milliseconds(), Payload: []byte(field("payload"))})
+		if err != nil {
+			return err
+		}
+		_, err = r.o.Stdout.Write(line)
+		return err
+	}
+	_, err := fmt.Fprintf(r.o.Stdout, "%-24s  due %s  fired %s  late %s\n",
+		field("id"), due.Format(jsonTime), fired.Format(jsonTime), late.Round(time.Millisecond))
+	return err
+}
