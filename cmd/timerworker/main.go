@@ -61,7 +61,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			return err
 		},
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "redis", Value: "redis://127.0.0.1:6379/0", EnvVars: []string{"TIMERQ_REDIS"},
+			&cli.StringFlag{Name: "redis", Value: "redis://127.0.0.1:6379/0", EnvVars: []string{"TIMERQ_REDIS_URL", "TIMERQ_REDIS"},
 				Usage: "Redis URL: redis://[user:password@]host:port/db, rediss:// (TLS), unix://, Sentinel (?master_name=NAME&addr=...) or Cluster (?addr=host2:port...)"},
 			&cli.StringFlag{Name: "namespace", Value: "default", EnvVars: []string{"TIMERQ_NAMESPACE"},
 				Usage: "timer namespace (1-64 characters of A-Z a-z 0-9 _ . -)"},

@@ -93,7 +93,8 @@ const exitCodeHelp = `Exit codes:
       or duration, invalid ID or namespace); also import with rejected lines
    3  not found
    4  conflict (cancel or reschedule of a fired timer, reschedule of a
-      cancelled timer, wait on a timer that got cancelled)
+      cancelled timer, fire of a settled timer, wait on a timer that got
+      cancelled)
    5  wait timed out
 
 TIME is RFC 3339 (2025-01-02T15:04:05Z) or Unix milliseconds; DURATION is

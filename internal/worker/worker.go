@@ -159,16 +159,16 @@ func ping(ctx context.Context, rdb redis.UniversalClient, timeout time.Duration,
 	switch {
 	case strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "invalid password") || strings.Contains(msg, "invalid username-password"):
 		return &Error{Problem: fmt.Sprintf("Redis at %s rejected the username or password", redacted),
-			Fix: "correct the credentials in --redis (TIMERQ_REDIS), e.g. redis://user:password@host:6379/0", Err: err}
+			Fix: "correct the credentials in --redis (TIMERQ_REDIS_URL), e.g. redis://user:password@host:6379/0", Err: err}
 	case strings.Contains(msg, "NOAUTH"):
 		return &Error{Problem: fmt.Sprintf("Redis at %s requires a password", redacted),
-			Fix: "put it in --redis (TIMERQ_REDIS), e.g. redis://:password@host:6379/0", Err: err}
+			Fix: "put it in --redis (TIMERQ_REDIS_URL), e.g. redis://:password@host:6379/0", Err: err}
 	case strings.Contains(msg, "without any password configured"):
 		return &Error{Problem: fmt.Sprintf("Redis at %s has no password, but --redis gives one", redacted),
 			Fix: "remove the password from --redis, or configure requirepass on the server", Err: err}
 	}
 	return &Error{Problem: fmt.Sprintf("cannot reach Redis at %s (start-up check, %v timeout): %s", redacted, timeout, msg),
-		Fix: "start Redis there, fix --redis (TIMERQ_REDIS), or run with --dev for a throwaway in-memory Redis", Err: err}
+		Fix: "start Redis there, fix --redis (TIMERQ_REDIS_URL), or run with --dev for a throwaway in-memory Redis", Err: err}
 }
 
 func listenHTTP(addr string, h http.Handler) (*http.Server, net.Listener, error) {
