@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/poller"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -236,4 +237,112 @@ func TestWatchEndsOnInterruptWithZero(t *testing.T) {
 	if !strings.Contains(out.String(), "seen") || !strings.Contains(out.String(), "late ") {
 		t.Fatalf("watch printed %q", out.String())
 	}
+}
+
+// TestReadmeSession runs the timerctl session that README.md shows, with a
+// poller as the worker, and checks that each command succeeds and prints
+// the rows the README shows (times aside).
+func TestReadmeSession(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "<!-- session")
+	block, _, ok2 := strings.Cut(block, "<!-- end session -->")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no <!-- session --> … <!-- end session --> block")
+	}
+	block = block[strings.Index(block, "```")+3 : strings.LastIndex(block, "```")]
+
+	type step struct {
+		args []string
+		want []string // the first column of each line shown
+	}
+	var steps []step
+	for _, line := range strings.Split(strings.Trim(block, "\n"), "\n") {
+		if cmd, ok := strings.CutPrefix(line, "$ timerctl "); ok {
+			steps = append(steps, step{args: shellWords(t, cmd)})
+			continue
+		}
+		if len(steps) == 0 {
+			t.Fatalf("README session starts with %q, not a $ timerctl command", line)
+		}
+		s := &steps[len(steps)-1]
+		s.want = append(s.want, firstColumn(line))
+	}
+	for _, want := range []string{"schedule", "list", "wait", "stats"} {
+		found := false
+		for _, s := range steps {
+			found = found || s.args[0] == want
+		}
+		if !found {
+			t.Errorf("the README session does not show %q", want)
+		}
+	}
+
+	e := newEnv(t)
+	q := e.queue()
+	p, err := poller.New(q, e.srv.Client(t), poller.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("poller: %v", err)
+		}
+	}()
+
+	for _, s := range steps {
+		out := e.expect(0, s.args...)
+		var got []string
+		for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+			got = append(got, firstColumn(line))
+		}
+		if strings.Join(got, "|") != strings.Join(s.want, "|") {
+			t.Errorf("timerctl %q printed rows %q; README shows %q\n%s", s.args, got, s.want, out)
+		}
+	}
+}
+
+// firstColumn is a line's text up to its first run of two spaces: the
+// row's label, or its ID.
+func firstColumn(line string) string {
+	if i := strings.Index(line, "  "); i >= 0 {
+		return line[:i]
+	}
+	return line
+}
+
+// shellWords splits a command line as a POSIX shell would, for the
+// single-quoted words the README uses.
+func shellWords(t *testing.T, s string) []string {
+	var words []string
+	var cur strings.Builder
+	quoted, inWord := false, false
+	for _, r := range s {
+		switch {
+		case r == '\'':
+			quoted, inWord = !quoted, true
+		case r == ' ' && !quoted:
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+			}
+			inWord = false
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quoted {
+		t.Fatalf("unbalanced quote in %q", s)
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words
 }

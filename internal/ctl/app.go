@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/internal/redisurl"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -322,15 +323,19 @@ func (r *runner) open(c *cli.Context) (*session, error) {
 	if err := queue.ValidateNamespace(g.namespace); err != nil {
 		return nil, err
 	}
-	opts, err := redis.ParseURL(g.redisURL)
+	opts, err := redisurl.Parse(g.redisURL)
 	if err != nil {
-		return nil, usageErr(fmt.Sprintf("--redis %s: %s", redactURL(g.redisURL), redactText(err.Error(), []string{g.redisURL})),
-			"use redis://[user:password@]host:port/db, rediss:// for TLS, or unix:///path/to/redis.sock")
+		var e *redisurl.Error
+		if errors.As(err, &e) {
+			return nil, usageErr(e.Problem, e.Fix)
+		}
+		return nil, usageErr(err.Error(), "fix --redis (TIMERQ_REDIS_URL)")
 	}
 	// Without this go-redis ignores context deadlines on reads and writes,
 	// and --timeout would not bite on a hung server.
 	opts.ContextTimeoutEnabled = true
-	var rdb redis.UniversalClient = redis.NewClient(opts)
+	// Standalone, Sentinel or Cluster, as the URL says (as timerworker).
+	rdb := redis.NewUniversalClient(opts)
 	q, err := queue.New(rdb, queue.Options{Namespace: g.namespace})
 	if err != nil {
 		rdb.Close()
@@ -355,10 +360,10 @@ func (s *session) redisErr(err error) error {
 	if errors.As(err, &e) || isQueueSentinel(err) || errors.Is(err, context.Canceled) {
 		return err
 	}
-	fix := fmt.Sprintf("check that Redis is reachable at %s and that --redis (TIMERQ_REDIS_URL) is right", redactURL(s.g.redisURL))
+	fix := fmt.Sprintf("check that Redis is reachable at %s and that --redis (TIMERQ_REDIS_URL) is right", redisurl.Redact(s.g.redisURL))
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		fix = fmt.Sprintf("Redis at %s did not answer within --timeout %v; check it, or raise --timeout", redactURL(s.g.redisURL), s.g.timeout)
+		fix = fmt.Sprintf("Redis at %s did not answer within --timeout %v; check it, or raise --timeout", redisurl.Redact(s.g.redisURL), s.g.timeout)
 	case strings.Contains(err.Error(), "WRONGPASS") || strings.Contains(err.Error(), "NOAUTH"):
 		fix = "check the user name and password in --redis (TIMERQ_REDIS_URL)"
 	}

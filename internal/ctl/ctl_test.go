@@ -341,6 +341,9 @@ func TestWait(t *testing.T) {
 		if got := decode[timerJSON](t, r.stdout); got.State != "fired" || got.FiredAt == nil {
 			t.Fatalf("wait printed %+v, want the fired timer", got)
 		}
+		if out := c.ok("get", "soon").stdout; !strings.Contains(out, "\nlate ") || !strings.Contains(out, "ms\n") {
+			t.Fatalf("a fired timer's table does not show its lateness in ms:\n%s", out)
+		}
 		// A fired timer: at once.
 		if r := c.run("wait", "soon", "--timeout", "1ms"); r.code != 0 {
 			t.Fatalf("wait on a fired timer: exit %d %q", r.code, r.stderr)

@@ -104,29 +104,6 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
 }
 
-// redactURL returns a Redis URL with its password replaced, for messages.
-// Text that does not parse keeps only its scheme, so nothing in it leaks.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		if i := strings.Index(raw, "://"); i >= 0 {
-			return raw[:i+3] + "…"
-		}
-		return "…"
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	q := u.Query()
-	for k := range q {
-		if strings.Contains(strings.ToLower(k), "password") {
-			q.Set(k, "xxxxx")
-			u.RawQuery = q.Encode()
-		}
-	}
-	return u.String()
-}
-
 // redactText removes from s every password found in a URL among args: a
 // last line of defence for error texts that quote a URL we did not build.
 func redactText(s string, args []string) string {

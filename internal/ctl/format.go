@@ -106,6 +106,15 @@ func short(d time.Duration) string {
 	return "0s"
 }
 
+// lateness prints d in milliseconds below a second ("3ms", "0ms"), and in
+// Go's form above ("1.25s").
+func lateness(d time.Duration) string {
+	if d > -time.Second && d < time.Second {
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
 // maxPayloadCell bounds a payload in a table cell, in runes.
 const maxPayloadCell = 48
 
@@ -144,6 +153,9 @@ func writeRecord(w io.Writer, t queue.Timer, now time.Time, note string) error {
 	fmt.Fprintf(tw, "created\t%s\n", fmtTime(t.CreatedAt, now))
 	if !t.FiredAt.IsZero() {
 		fmt.Fprintf(tw, "fired\t%s\n", fmtTime(t.FiredAt, now))
+		// Seconds in the times above would hide it: timers fire
+		// milliseconds late, by the server's clock.
+		fmt.Fprintf(tw, "late\t%s\n", lateness(t.FiredAt.Sub(t.Due)))
 	}
 	if !t.CancelledAt.IsZero() {
 		fmt.Fprintf(tw, "cancelled\t%s\n", fmtTime(t.CancelledAt, now))

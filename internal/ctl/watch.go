@@ -95,6 +95,6 @@ func (r *runner) printFire(asJSON bool, m redis.XMessage) error {
 		return err
 	}
 	_, err := fmt.Fprintf(r.o.Stdout, "%-24s  due %s  fired %s  late %s\n",
-		field("id"), due.Format(jsonTime), fired.Format(jsonTime), late.Round(time.Millisecond))
+		field("id"), due.Format(jsonTime), fired.Format(jsonTime), lateness(late))
 	return err
 }

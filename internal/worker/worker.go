@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/timerq/timerq/internal/redisurl"
 	"github.com/timerq/timerq/poller"
 	"github.com/timerq/timerq/queue"
 )
@@ -76,8 +77,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			"url", cfg.RedisURL)
 	}
 
-	opts, err := ParseRedisURL(cfg.RedisURL)
+	opts, err := redisurl.Parse(cfg.RedisURL)
 	if err != nil {
+		var e *redisurl.Error
+		if errors.As(err, &e) {
+			return &Error{Problem: e.Problem, Fix: e.Fix, Err: err}
+		}
 		return err
 	}
 	// Deadlines must bound calls (the poller's claim timeout, redsync's
@@ -91,7 +96,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	opts.DialerRetries = 2
 	rdb := redis.NewUniversalClient(opts)
 	defer rdb.Close()
-	redacted := Redact(cfg.RedisURL)
+	redacted := redisurl.Redact(cfg.RedisURL)
 	if err := ping(ctx, rdb, cfg.StartupTimeout, redacted); err != nil {
 		return err
 	}

@@ -1,4 +1,6 @@
-package worker
+// Package redisurl parses the Redis URLs that timerworker and timerctl take
+// in --redis (TIMERQ_REDIS_URL), and redacts them for messages.
+package redisurl
 
 import (
 	"fmt"
@@ -8,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ParseRedisURL turns a --redis URL into client options. It accepts the
+// Parse turns a --redis URL into client options. It accepts the
 // forms go-redis parses:
 //
 //   - redis://[user:pass@]host:port/db, rediss://... (TLS) and unix://path:
@@ -18,8 +20,8 @@ import (
 //   - redis://host:port?addr=host2:port2...: Redis Cluster seeds
 //     (redis.ParseClusterURL); add cluster=1 for a single seed.
 //
-// Errors never contain the password.
-func ParseRedisURL(raw string) (*redis.UniversalOptions, error) {
+// Its errors are *Error, and never contain the password.
+func Parse(raw string) (*redis.UniversalOptions, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme == "" {
 		return nil, &Error{
@@ -87,6 +89,15 @@ func ParseRedisURL(raw string) (*redis.UniversalOptions, error) {
 		Dialer: o.Dialer,
 	}, nil
 }
+
+// Error is a URL that does not parse: what is wrong with it, and what to do.
+type Error struct {
+	Problem string
+	Fix     string
+}
+
+// Error returns "<Problem>: <Fix>".
+func (e *Error) Error() string { return e.Problem + ": " + e.Fix }
 
 // Redact returns raw with its password, and the value of every query
 // parameter whose name mentions "password", replaced by "xxxxx". A string

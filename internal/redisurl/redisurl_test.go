@@ -1,0 +1,54 @@
+package redisurl
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseForms(t *testing.T) {
+	cases := []struct {
+		url     string
+		addrs   string
+		master  string
+		cluster bool
+		db      int
+	}{
+		{"redis://127.0.0.1:6379/2", "127.0.0.1:6379", "", false, 2},
+		{"redis://:pw@s1:26379/0?master_name=mymaster&addr=s2:26379", "s1:26379,s2:26379", "mymaster", false, 0},
+		{"redis://n1:7000?addr=n2:7000&addr=n3:7000", "n1:7000,n2:7000,n3:7000", "", true, 0},
+		{"redis://n1:7000?cluster=1", "n1:7000", "", true, 0},
+	}
+	for _, c := range cases {
+		o, err := Parse(c.url)
+		if err != nil {
+			t.Fatalf("%s: %v", c.url, err)
+		}
+		if got := strings.Join(o.Addrs, ","); got != c.addrs || o.MasterName != c.master || o.IsClusterMode != c.cluster || o.DB != c.db {
+			t.Errorf("%s: addrs %s master %q cluster %v db %d", c.url, got, o.MasterName, o.IsClusterMode, o.DB)
+		}
+	}
+}
+
+func TestParseErrorsNeverShowThePassword(t *testing.T) {
+	for _, raw := range []string{"redis://u:topsecret@host:6379/notadb", "127.0.0.1:6379", "redis://u:topsecret@host:6379/0?bogus=1"} {
+		_, err := Parse(raw)
+		var e *Error
+		if !errors.As(err, &e) || e.Fix == "" {
+			t.Fatalf("%s: %v, want an *Error saying what to do", raw, err)
+		}
+		if strings.Contains(err.Error(), "topsecret") {
+			t.Fatalf("%s: the password leaked: %v", raw, err)
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	got := Redact("redis://ops:topsecret@host:6379/0?sentinel_password=alsosecret")
+	if strings.Contains(got, "secret") || !strings.Contains(got, "ops:xxxxx@host") {
+		t.Fatalf("Redact: %s", got)
+	}
+	if got := Redact("not a url ://x:y@%%"); strings.Contains(got, "y@") {
+		t.Fatalf("Redact of garbage: %s", got)
+	}
+}
