@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/timerq/timerq/internal/bench"
+	"github.com/timerq/timerq/internal/redistest"
+)
+
+// TestSmoke runs every scenario through the CLI with tiny sizes against a
+// throwaway redis-server, with real timerworker processes. It asserts only
+// correctness (nothing fired early, twice or never) and well-formed JSON,
+// never speed.
+func TestSmoke(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	plot := filepath.Join(t.TempDir(), "lateness.png")
+	var stdout, stderr bytes.Buffer
+	args := []string{"timerbench", "all", "--json", "--redis", srv.URL(), "--workers", "2",
+		"--timers", "500", "--lead", "2s",
+		"--rate", "500", "--duration", "1s", "--steady-lead", "1s", "--wake-every", "5", "--plot", plot,
+		"--ceiling-timers", "500",
+		"--memory-timers", "2000",
+		"--pending", "100,1000", "--due", "500",
+		"--waiters", "500", "--waiters-lead", "3s", "--spread", "500ms",
+	}
+	if err := newApp(&stdout, &stderr).RunContext(context.Background(), args); err != nil {
+		t.Fatalf("timerbench all: %v\n%s", err, stderr.String())
+	}
+	var seen []string
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		var r map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("line %q is not a JSON object: %v", sc.Text(), err)
+		}
+		name, _ := r["scenario"].(string)
+		seen = append(seen, name)
+		want := map[string][]string{
+			"burst":   {"schedule_per_s", "fire_per_s", "lateness_p50_ms", "lateness_p99_ms", "lateness_max_ms", "ceiling_ratio"},
+			"steady":  {"lateness_p50_ms", "lateness_p99_ms", "lateness_p999_ms", "lateness_max_ms", "wake_p50_ms", "wake_p99_ms", "wake_max_ms"},
+			"ceiling": {"fire_per_s"},
+			"memory":  {"bytes_per_timer", "memory_ratio"},
+			"scale":   {"levels", "flat_ratio"},
+			"waiters": {"redis_connections", "heap_bytes_per_waiter", "fire_to_return_p99_ms"},
+		}[name]
+		if want == nil {
+			t.Errorf("unexpected scenario %q in %s", name, sc.Text())
+			continue
+		}
+		for _, f := range want {
+			if _, ok := r[f]; !ok {
+				t.Errorf("%s: no field %q in %s", name, f, sc.Text())
+			}
+		}
+		for _, f := range []string{"fired_early", "duplicates", "lost", "wake_errors", "wait_errors", "scheduled_late"} {
+			if v, ok := r[f]; ok && v != float64(0) {
+				t.Errorf("%s: %s = %v, want 0", name, f, v)
+			} else if !ok && slices.Contains([]string{"fired_early", "duplicates", "lost"}, f) && name != "memory" {
+				t.Errorf("%s: no field %q", name, f)
+			}
+		}
+	}
+	if want := []string{"burst", "steady", "ceiling", "memory", "scale", "waiters"}; !slices.Equal(seen, want) {
+		t.Errorf("scenarios %v, want %v", seen, want)
+	}
+	if fi, err := os.Stat(plot); err != nil || fi.Size() == 0 {
+		t.Errorf("steady wrote no plot: %v", err)
+	}
+}
+
+// TestRefusesNonEmpty checks that the bench does not wipe a database that
+// holds keys unless told to.
+func TestRefusesNonEmpty(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	ctx := context.Background()
+	if err := srv.Client(t).Set(ctx, "precious", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := bench.Open(ctx, bench.Config{RedisURL: srv.URL()})
+	if !errors.Is(err, bench.ErrNotEmpty) || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("Open on a non-empty database = %v, want ErrNotEmpty naming --force", err)
+	}
+	if n, _ := srv.Client(t).Exists(ctx, "precious").Result(); n != 1 {
+		t.Fatal("the key was wiped")
+	}
+}

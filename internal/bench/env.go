@@ -1,0 +1,343 @@
+// Package bench is the logic behind cmd/timerbench: it measures timerq
+// against a Redis it may wipe, one scenario per function, with real
+// timerworker processes doing the firing. The binary only parses flags, so
+// tests drive the scenarios directly.
+//
+// Every clock comparison uses the Redis server's clock (the only clock
+// timerq trusts): lateness comes from the fire stream's due and fired
+// fields, and local instants (a waiter returning) are converted to server
+// time with an offset measured against TIME.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/queue"
+)
+
+// ErrNotEmpty is returned by Open when the database holds keys and Force is
+// not set.
+var ErrNotEmpty = errors.New("bench: the Redis database is not empty")
+
+// Config is what every scenario shares.
+type Config struct {
+	// RedisURL is a redis:// URL of a database the bench may wipe. Empty
+	// starts a private redis-server (RedisServer) on a free port.
+	RedisURL string
+	// RedisServer is the redis-server binary used when RedisURL is empty.
+	// Default "redis-server" from PATH.
+	RedisServer string
+	// Force lets the bench wipe a database that holds keys.
+	Force bool
+	// Namespace is the timerq namespace the scenarios use. Default "bench".
+	Namespace string
+	// WorkerBin is the timerworker binary. Empty builds one with go build
+	// into a temporary directory (the working directory must be inside the
+	// timerq module).
+	WorkerBin string
+	// Workers is how many timerworker processes fire timers. Default 4.
+	Workers int
+	// BatchSize is the workers' --batch-size. Default 256, timerworker's own.
+	BatchSize int
+	// Log receives progress lines. Default io.Discard.
+	Log io.Writer
+}
+
+// Env is an open bench environment: a Redis it owns and the worker binary.
+// Close it to stop what it started.
+type Env struct {
+	cfg     Config
+	url     string
+	rdb     *redis.Client
+	server  *exec.Cmd
+	exited  chan struct{}
+	tmpDir  string
+	offset  time.Duration // server clock minus local clock
+	workers string
+}
+
+// Open connects to (or starts) the Redis, refuses a non-empty database
+// unless cfg.Force, and wipes it. The first scenario that needs workers
+// builds timerworker unless cfg.WorkerBin names one.
+func Open(ctx context.Context, cfg Config) (_ *Env, err error) {
+	if cfg.Namespace == "" {
+		cfg.Namespace = "bench"
+	}
+	if err := queue.ValidateNamespace(cfg.Namespace); err != nil {
+		return nil, fmt.Errorf("bench: --namespace: %w", err)
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = 4
+	}
+	if cfg.Workers < 0 {
+		return nil, fmt.Errorf("bench: --workers %d is negative; use 1 or more", cfg.Workers)
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = 256
+	}
+	if cfg.BatchSize < 1 || cfg.BatchSize > queue.MaxBatch {
+		return nil, fmt.Errorf("bench: --batch-size %d is outside 1..%d", cfg.BatchSize, queue.MaxBatch)
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	e := &Env{cfg: cfg, url: cfg.RedisURL}
+	defer func() {
+		if err != nil {
+			e.Close()
+		}
+	}()
+	e.tmpDir, err = os.MkdirTemp("", "timerbench-")
+	if err != nil {
+		return nil, fmt.Errorf("bench: temporary directory: %w; set TMPDIR to a writable directory", err)
+	}
+	if e.url == "" {
+		if err := e.startRedis(ctx); err != nil {
+			return nil, err
+		}
+	}
+	opts, err := redis.ParseURL(e.url)
+	if err != nil {
+		return nil, fmt.Errorf("bench: --redis %q: %w; use redis://host:port/db", e.url, err)
+	}
+	opts.ClientName = "timerbench-main"
+	// FLUSHDB of ten million timers takes longer than go-redis's 5 s.
+	opts.ReadTimeout = 2 * time.Minute
+	e.rdb = redis.NewClient(opts)
+	n, err := e.rdb.DBSize(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("bench: cannot reach Redis at %s: %w; start it or fix --redis", opts.Addr, err)
+	}
+	if n > 0 && !cfg.Force {
+		return nil, fmt.Errorf("%w: database %d at %s holds %d keys; point --redis at an empty database, or pass --force to let timerbench wipe it",
+			ErrNotEmpty, opts.DB, opts.Addr, n)
+	}
+	if err := e.wipe(ctx); err != nil {
+		return nil, err
+	}
+	if err := e.measureOffset(ctx); err != nil {
+		return nil, err
+	}
+	e.workers = cfg.WorkerBin
+	return e, nil
+}
+
+// URL is the Redis URL the bench runs against.
+func (e *Env) URL() string { return e.url }
+
+// Client is the bench's own Redis client.
+func (e *Env) Client() *redis.Client { return e.rdb }
+
+// Close stops the redis-server the bench started, if any, and removes its
+// temporary files.
+func (e *Env) Close() {
+	if e.rdb != nil {
+		_ = e.rdb.Close()
+	}
+	if e.server != nil && e.server.Process != nil {
+		_ = e.server.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-e.exited:
+		case <-time.After(5 * time.Second):
+			_ = e.server.Process.Kill()
+			<-e.exited
+		}
+	}
+	if e.tmpDir != "" {
+		_ = os.RemoveAll(e.tmpDir)
+	}
+}
+
+func (e *Env) logf(format string, args ...any) {
+	fmt.Fprintf(e.cfg.Log, "timerbench: "+format+"\n", args...)
+}
+
+// startRedis starts a private redis-server without persistence on a free
+// port; Close stops it by pid.
+func (e *Env) startRedis(ctx context.Context) error {
+	bin := e.cfg.RedisServer
+	if bin == "" {
+		bin = "redis-server"
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return fmt.Errorf("bench: %w; install redis-server, pass --redis-server PATH, or pass --redis URL", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("bench: no free port: %w", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	dir := filepath.Join(e.tmpDir, "redis")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	e.server = exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+		"--save", "", "--appendonly", "no", "--logfile", filepath.Join(dir, "redis.log"))
+	if err := e.server.Start(); err != nil {
+		e.server = nil
+		return fmt.Errorf("bench: starting %s: %w", path, err)
+	}
+	e.exited = make(chan struct{})
+	go func(c *exec.Cmd, done chan struct{}) { _ = c.Wait(); close(done) }(e.server, e.exited)
+	e.url = fmt.Sprintf("redis://127.0.0.1:%d/0", port)
+	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-e.exited:
+			return fmt.Errorf("bench: redis-server exited at start; see %s", filepath.Join(dir, "redis.log"))
+		default:
+		}
+		if c.Ping(ctx).Err() == nil {
+			e.logf("started redis-server pid %d on %s", e.server.Process.Pid, e.url)
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("bench: redis-server on port %d gave no PING answer within 10s; see %s", port, filepath.Join(dir, "redis.log"))
+}
+
+// buildWorker builds cmd/timerworker into the temporary directory.
+func (e *Env) buildWorker(ctx context.Context) error {
+	out := filepath.Join(e.tmpDir, "timerworker")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "github.com/timerq/timerq/cmd/timerworker")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("bench: go build timerworker: %w: %s; run timerbench inside the timerq module or pass --worker-bin",
+			err, strings.TrimSpace(string(b)))
+	}
+	e.workers = out
+	return nil
+}
+
+// wipe empties the database; Open made sure the bench may.
+func (e *Env) wipe(ctx context.Context) error {
+	if err := e.rdb.FlushDB(ctx).Err(); err != nil {
+		return fmt.Errorf("bench: FLUSHDB: %w", err)
+	}
+	return nil
+}
+
+// measureOffset estimates the server clock minus the local clock from the
+// fastest of a few TIME round trips.
+func (e *Env) measureOffset(ctx context.Context) error {
+	best := time.Duration(1 << 62)
+	for range 20 {
+		t0 := time.Now()
+		st, err := e.rdb.Time(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("bench: TIME: %w", err)
+		}
+		rtt := time.Since(t0)
+		if rtt < best {
+			best = rtt
+			e.offset = st.Sub(t0.Add(rtt / 2))
+		}
+	}
+	return nil
+}
+
+// serverNow is the local clock converted to the server's.
+func (e *Env) serverNow() time.Time { return time.Now().Add(e.offset) }
+
+// toServerMs converts a local instant to server Unix milliseconds, with a
+// fraction.
+func (e *Env) toServerMs(t time.Time) float64 {
+	return float64(t.Add(e.offset).UnixNano()) / 1e6
+}
+
+func (e *Env) queue(rdb redis.UniversalClient) (*queue.Queue, error) {
+	q, err := queue.New(rdb, queue.Options{Namespace: e.cfg.Namespace})
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	return q, nil
+}
+
+// client returns a new client of the bench's Redis named name.
+func (e *Env) client(name string, pool int) (*redis.Client, error) {
+	opts, err := redis.ParseURL(e.url)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	opts.ClientName = name
+	if pool > 0 {
+		opts.PoolSize = pool
+	}
+	return redis.NewClient(opts), nil
+}
+
+// info returns one numeric field of INFO section.
+func (e *Env) info(ctx context.Context, section, field string) (float64, error) {
+	s, err := e.rdb.Info(ctx, section).Result()
+	if err != nil {
+		return 0, fmt.Errorf("bench: INFO %s: %w", section, err)
+	}
+	for line := range strings.SplitSeq(s, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && k == field {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, fmt.Errorf("bench: INFO %s %s = %q: %w", section, field, v, err)
+			}
+			return f, nil
+		}
+	}
+	return 0, fmt.Errorf("bench: INFO %s has no %s", section, field)
+}
+
+// redisCPU returns the server's user+system CPU seconds so far.
+func (e *Env) redisCPU(ctx context.Context) float64 {
+	u, err1 := e.info(ctx, "cpu", "used_cpu_user")
+	s, err2 := e.info(ctx, "cpu", "used_cpu_sys")
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return u + s
+}
+
+// selfCPU returns this process's user+system CPU seconds so far.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// waitUntil polls cond every interval until it holds or d passes.
+func waitUntil(ctx context.Context, d, interval time.Duration, cond func() (bool, error)) error {
+	deadline := time.Now().Add(d)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return context.DeadlineExceeded
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+}

@@ -1,0 +1,91 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// timerID returns the i-th timer ID of a run: 36 characters shaped like a
+// UUID, as timerq.DeriveID makes them, so memory figures match real IDs.
+func timerID(run uint32, i int) string {
+	return fmt.Sprintf("%08x-0000-4000-8000-%012x", run, i)
+}
+
+// payload16 is the 16-byte payload of every bench timer.
+var payload16 = []byte("0123456789abcdef")
+
+// fireCheck is what the fire stream says about a set of expected timers.
+type fireCheck struct {
+	// lateness of each expected timer's first fire, fired - due, server ms.
+	lateness []int64
+	firstDue int64 // smallest due among expected, server ms
+	lastFire int64 // largest fired among expected, server ms
+	fired    map[string]int64
+	early    int64
+	dups     int64
+	lost     int64
+	foreign  int64 // entries for IDs not expected
+}
+
+// checkFires reads the whole fire stream and compares it with the expected
+// IDs: every expected timer must appear exactly once, never before its due.
+func checkFires(ctx context.Context, rdb *redis.Client, stream string, expected map[string]bool) (*fireCheck, error) {
+	fc := &fireCheck{fired: make(map[string]int64, len(expected)), firstDue: math.MaxInt64, lastFire: math.MinInt64}
+	seen := make(map[string]int, len(expected))
+	start := "-"
+	for {
+		msgs, err := rdb.XRangeN(ctx, stream, start, "+", 10000).Result()
+		if err != nil {
+			return nil, fmt.Errorf("bench: XRANGE %s: %w", stream, err)
+		}
+		for _, m := range msgs {
+			id, _ := m.Values["id"].(string)
+			due, err1 := strconv.ParseInt(fmt.Sprint(m.Values["due"]), 10, 64)
+			fired, err2 := strconv.ParseInt(fmt.Sprint(m.Values["fired"]), 10, 64)
+			if id == "" || err1 != nil || err2 != nil {
+				return nil, fmt.Errorf("bench: fire stream entry %s is malformed: %v", m.ID, m.Values)
+			}
+			if !expected[id] {
+				fc.foreign++
+				continue
+			}
+			seen[id]++
+			if seen[id] > 1 {
+				fc.dups++
+				continue
+			}
+			if fired < due {
+				fc.early++
+			}
+			fc.fired[id] = fired
+			fc.lateness = append(fc.lateness, fired-due)
+			fc.firstDue = min(fc.firstDue, due)
+			fc.lastFire = max(fc.lastFire, fired)
+		}
+		if len(msgs) < 10000 {
+			break
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+	fc.lost = int64(len(expected) - len(seen))
+	slices.Sort(fc.lateness)
+	return fc, nil
+}
+
+// pct returns the q-quantile (0..1) of sorted s by the nearest-rank method.
+func pct[T int64 | float64](s []T, q float64) T {
+	if len(s) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func round1(f float64) float64 { return math.Round(f*10) / 10 }
+
+func round3(f float64) float64 { return math.Round(f*1000) / 1000 }

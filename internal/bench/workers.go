@@ -1,0 +1,117 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// workers is a set of running timerworker processes.
+type workers struct {
+	procs []*workerProc
+}
+
+type workerProc struct {
+	cmd    *exec.Cmd
+	done   chan struct{}
+	stderr *syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer safe for the writer goroutine of exec and
+// the reader here.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.b.Len() > 64<<10 {
+		return len(p), nil // keep the start, where start-up errors are
+	}
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startWorkers starts cfg.Workers timerworker processes against the bench's
+// Redis and namespace, and returns once each has subscribed to the wake
+// channel (so that none misses the first schedule's wake message).
+func (e *Env) startWorkers(ctx context.Context) (*workers, error) {
+	if e.workers == "" {
+		if err := e.buildWorker(ctx); err != nil {
+			return nil, err
+		}
+	}
+	ws := &workers{}
+	for range e.cfg.Workers {
+		cmd := exec.Command(e.workers,
+			"--redis", e.url,
+			"--namespace", e.cfg.Namespace,
+			"--batch-size", strconv.Itoa(e.cfg.BatchSize),
+			"--log-level", "warn")
+		p := &workerProc{cmd: cmd, done: make(chan struct{}), stderr: &syncBuffer{}}
+		cmd.Stderr = p.stderr
+		if err := cmd.Start(); err != nil {
+			ws.stop()
+			return nil, fmt.Errorf("bench: starting %s: %w; pass --worker-bin with a working timerworker", e.workers, err)
+		}
+		go func() { _ = cmd.Wait(); close(p.done) }()
+		ws.procs = append(ws.procs, p)
+	}
+	wake := "timerq:{" + e.cfg.Namespace + "}:wake"
+	err := waitUntil(ctx, 20*time.Second, 20*time.Millisecond, func() (bool, error) {
+		for _, p := range ws.procs {
+			select {
+			case <-p.done:
+				return false, fmt.Errorf("bench: timerworker exited at start: %s", p.stderr.String())
+			default:
+			}
+		}
+		n, err := e.rdb.PubSubNumSub(ctx, wake).Result()
+		if err != nil {
+			return false, fmt.Errorf("bench: PUBSUB NUMSUB: %w", err)
+		}
+		return n[wake] >= int64(len(ws.procs)), nil
+	})
+	if err != nil {
+		ws.stop()
+		return nil, fmt.Errorf("bench: waiting for %d timerworkers to subscribe: %w", len(ws.procs), err)
+	}
+	e.logf("%d timerworker processes running (batch size %d)", len(ws.procs), e.cfg.BatchSize)
+	return ws, nil
+}
+
+// stop stops every worker with SIGTERM (SIGKILL after 10 s) and returns
+// their total CPU seconds and the stderr of any that failed.
+func (ws *workers) stop() (cpu float64, errs string) {
+	for _, p := range ws.procs {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range ws.procs {
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if st := p.cmd.ProcessState; st != nil {
+			cpu += (st.UserTime() + st.SystemTime()).Seconds()
+			if !st.Success() {
+				errs += fmt.Sprintf("pid %d: %s: %s\n", st.Pid(), st, p.stderr.String())
+			}
+		}
+	}
+	ws.procs = nil
+	return cpu, errs
+}
