@@ -8,7 +8,7 @@
 -- Reply: {now_ms, earliest_ms_or_empty, id_1, due_1, payload_1, id_2, ...};
 --        every timer of one claim has fired_at = now_ms.
 -- Complexity: O(log N + k) for k claimed timers in a set of N, plus one
---        PUBLISH and one XADD per claimed timer.
+--        PUBLISH and one XADD per claimed timer, and one XTRIM per claim.
 --
 -- A timer is due when due_ms <= now_ms of the server clock, never earlier.
 -- Removing it from the due set and marking it fired happen in this one
@@ -47,13 +47,8 @@ if n > 0 then
       fired[#fired + 1] = id
       expire[#expire + 1] = purge_at
       expire[#expire + 1] = id
-      if maxlen > 0 then
-        redis.call('XADD', KEYS[6], 'MAXLEN', '~', maxlen, '*',
-          'id', id, 'due', due_ms, 'fired', now_s, 'payload', payload)
-      else
-        redis.call('XADD', KEYS[6], '*',
-          'id', id, 'due', due_ms, 'fired', now_s, 'payload', payload)
-      end
+      redis.call('XADD', KEYS[6], '*',
+        'id', id, 'due', due_ms, 'fired', now_s, 'payload', payload)
       redis.call('PUBLISH', prefix .. id, 'fired')
       reply[#reply + 1] = id
       reply[#reply + 1] = due_ms
@@ -61,6 +56,12 @@ if n > 0 then
     end
   end
   if #hset > 0 then
+    -- One approximate trim per claim rather than per entry (1.6 us a timer
+    -- in BENCHMARKS.md); the script is atomic, so no reader sees the
+    -- stream past its bound.
+    if maxlen > 0 then
+      redis.call('XTRIM', KEYS[6], 'MAXLEN', '~', maxlen)
+    end
     redis.call('HSET', KEYS[2], unpack(hset))
     redis.call('ZADD', KEYS[3], unpack(fired))
     if retention > 0 then
