@@ -41,3 +41,62 @@ func Example() {
 	// wait: <nil>
 	// replay: false fired
 }
+
+// A workflow step sleeps durably: the ID comes from (execution, step), so a
+// re-run of the step after a crash finds the same timer, and once it has
+// fired SleepUntil returns at once.
+func ExampleQueue_SleepUntil() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	q, _ := queue.New(rdb, queue.Options{Namespace: "workflows"})
+	defer q.Close()
+
+	id := queue.DeriveID("exec-7", 3) // step 3 of execution exec-7
+	// A worker fires it in the background (here, a claim after 50 ms).
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_, _ = q.Claim(context.Background(), 100)
+	}()
+	fmt.Println("first run:", q.SleepUntil(ctx, id, time.Now(), nil))
+
+	// The replay after a crash: same ID, already fired, no wait.
+	start := time.Now()
+	err := q.SleepUntil(ctx, id, time.Now().Add(time.Hour), nil)
+	fmt.Println("replay:", err, time.Since(start) < time.Second)
+	// Output:
+	// first run: <nil>
+	// replay: <nil> true
+}
+
+// ScheduleBatch schedules many timers in one script call per 500, and
+// reports for each whether it was new.
+func ExampleQueue_ScheduleBatch() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	q, _ := queue.New(rdb, queue.Options{Namespace: "reminders"})
+	defer q.Close()
+
+	due := time.Now().Add(time.Hour)
+	_, _ = q.Schedule(ctx, "r-2", due, nil)
+	res, err := q.ScheduleBatch(ctx, []queue.NewTimer{
+		{ID: "r-1", Due: due, Payload: []byte("call mum")},
+		{ID: "r-2", Due: due},
+		{ID: "r-3", Due: due.Add(time.Minute)},
+	})
+	if err != nil {
+		panic(err)
+	}
+	for _, r := range res {
+		fmt.Println(r.Timer.ID, r.Created)
+	}
+	// Output:
+	// r-1 true
+	// r-2 false
+	// r-3 true
+}
