@@ -57,12 +57,21 @@ func (p *Poller) hold(ctx context.Context, mu *redsync.Mutex) {
 	if h := p.opts.Hooks.Maintenance; h != nil {
 		h(true)
 	}
-	defer func() {
+	// stopHolding reports the end of maintenance once. On a graceful stop it
+	// runs before the release, so that no observer sees this poller still
+	// holding after another has taken the lock.
+	stopped := false
+	stopHolding := func() {
+		if stopped {
+			return
+		}
+		stopped = true
 		p.holding.Store(false)
 		if h := p.opts.Hooks.Maintenance; h != nil {
 			h(false)
 		}
-	}()
+	}
+	defer stopHolding()
 
 	extendEvery := m.LockExpiry / 3
 	lastExtend := time.Now()
@@ -93,6 +102,7 @@ func (p *Poller) hold(ctx context.Context, mu *redsync.Mutex) {
 	for {
 		select {
 		case <-ctx.Done():
+			stopHolding()
 			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 			_, err := mu.UnlockContext(uctx)
 			cancel()

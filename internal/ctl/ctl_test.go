@@ -607,12 +607,11 @@ func TestWatchFollowsFiresUntilInterrupted(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		// Through the queue, not timerctl: two Runs in one process race
 		// on urfave/cli's shared help flag.
-		for id, p := range map[string]string{"w1": "hi", "w2": ""} {
-			due := time.Now().Add(-time.Second)
-			if id == "w2" {
-				due = due.Add(time.Millisecond) // fires after w1
-			}
-			if _, err := c.q.Schedule(context.Background(), id, due, []byte(p)); err != nil {
+		due := time.Now().Add(-time.Second)
+		for i, id := range []string{"w1", "w2"} {
+			p := map[string]string{"w1": "hi"}[id]
+			// w2 is due 1 ms later, so it fires after w1 in the claim.
+			if _, err := c.q.Schedule(context.Background(), id, due.Add(time.Duration(i)*time.Millisecond), []byte(p)); err != nil {
 				t.Fatal(err)
 			}
 		}
