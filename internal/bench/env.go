@@ -269,6 +269,21 @@ func (e *Env) queue(rdb redis.UniversalClient) (*queue.Queue, error) {
 	return q, nil
 }
 
+// ownQueue returns a queue on a client of its own, named name, with a pool
+// of pool connections (0: go-redis's default), and a func closing both.
+func (e *Env) ownQueue(name string, pool int) (*queue.Queue, func(), error) {
+	rdb, err := e.client(name, pool)
+	if err != nil {
+		return nil, nil, err
+	}
+	q, err := e.queue(rdb)
+	if err != nil {
+		rdb.Close()
+		return nil, nil, err
+	}
+	return q, func() { q.Close(); rdb.Close() }, nil
+}
+
 // client returns a new client of the bench's Redis named name.
 func (e *Env) client(name string, pool int) (*redis.Client, error) {
 	opts, err := redis.ParseURL(e.url)

@@ -88,16 +88,11 @@ func (e *Env) Ceiling(ctx context.Context, cfg CeilingConfig) (*CeilingResult, e
 	if err := e.wipe(ctx); err != nil {
 		return nil, err
 	}
-	rdb, err := e.client("timerbench-ceiling", 1)
+	q, closeQ, err := e.ownQueue("timerbench-ceiling", 1)
 	if err != nil {
 		return nil, err
 	}
-	defer rdb.Close()
-	q, err := e.queue(rdb)
-	if err != nil {
-		return nil, err
-	}
-	defer q.Close()
+	defer closeQ()
 	if _, err := q.Claim(ctx, 1); err != nil { // loads the script
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -312,16 +307,11 @@ func (e *Env) Steady(ctx context.Context, cfg SteadyConfig) (*SteadyResult, erro
 		return nil, err
 	}
 	defer q.Close()
-	wrdb, err := e.client("timerbench-waiters", 0)
+	wq, closeQ, err := e.ownQueue("timerbench-waiters", 0)
 	if err != nil {
 		return nil, err
 	}
-	defer wrdb.Close()
-	wq, err := e.queue(wrdb)
-	if err != nil {
-		return nil, err
-	}
-	defer wq.Close()
+	defer closeQ()
 	ws, err := e.startWorkers(ctx)
 	if err != nil {
 		return nil, err
@@ -572,16 +562,11 @@ func (e *Env) Scale(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) 
 	if err := e.wipe(ctx); err != nil {
 		return nil, err
 	}
-	rdb, err := e.client("timerbench-scale", 1)
+	q, closeQ, err := e.ownQueue("timerbench-scale", 1)
 	if err != nil {
 		return nil, err
 	}
-	defer rdb.Close()
-	q, err := e.queue(rdb)
-	if err != nil {
-		return nil, err
-	}
-	defer q.Close()
+	defer closeQ()
 	fq, err := e.queue(e.rdb)
 	if err != nil {
 		return nil, err
@@ -715,16 +700,11 @@ func (e *Env) Waiters(ctx context.Context, cfg WaitersConfig) (*WaitersResult, e
 	}
 	defer q.Close()
 	const name = "timerbench-waiters"
-	wrdb, err := e.client(name, 0)
+	wq, closeQ, err := e.ownQueue(name, 0)
 	if err != nil {
 		return nil, err
 	}
-	defer wrdb.Close()
-	wq, err := e.queue(wrdb)
-	if err != nil {
-		return nil, err
-	}
-	defer wq.Close()
+	defer closeQ()
 	ws, err := e.startWorkers(ctx)
 	if err != nil {
 		return nil, err

@@ -215,6 +215,8 @@ func TestBadInputWritesNothing(t *testing.T) {
 			{[]string{"schedule", long, "--in", "5s"}, "invalid timer ID"},
 			{[]string{"schedule", "a", "--in", "5s", "--payload-file", "/does/not/exist"}, `--payload-file "/does/not/exist" does not exist`},
 			{[]string{"schedule", "a", "b", "--in", "5s"}, "too many arguments"},
+			{[]string{"schedule", "a", "--in", "5s", "--payload", strings.Repeat("p", 70<<10)}, "payload"},
+			{[]string{"schedule", "a", "--in", "5s", "--payload", "x", "--payload-file", "-"}, "both --payload and --payload-file are given"},
 			{[]string{"schedule", "a", "--in", "5s", "--bogus"}, "flag provided but not defined: -bogus"},
 			{[]string{"--namespace", "bad ns", "schedule", "a", "--in", "5s"}, "namespace"},
 			{[]string{"-o", "yaml", "schedule", "a", "--in", "5s"}, `--output "yaml" is not a format`},
