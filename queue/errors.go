@@ -33,6 +33,15 @@ var (
 	// ErrWrongType means one of the namespace's keys holds a value of another
 	// type: something else writes there.
 	ErrWrongType = errors.New("timerq: a namespace key holds the wrong type")
+	// ErrPermission means Redis refused a command for lack of an ACL right
+	// (NOPERM): a key, a channel or a command the user may not use. The
+	// operation changed nothing. docs/security.md lists the rights each role
+	// needs.
+	ErrPermission = errors.New("timerq: Redis refused a command: permission denied")
+	// ErrOutOfMemory means Redis is at maxmemory with the noeviction policy
+	// and refused a write (OOM). The operation changed nothing; claims keep
+	// firing and purges free memory.
+	ErrOutOfMemory = errors.New("timerq: Redis is out of memory")
 	// ErrClosed means the Queue was closed.
 	ErrClosed = errors.New("timerq: queue closed")
 )

@@ -307,13 +307,42 @@ func (q *Queue) runMany(ctx context.Context, s *redis.Script, calls [][]any) ([]
 	}
 }
 
-// redisError adds what to do to the errors a user can meet from Redis.
+// redisError adds what to do to the errors a user can meet from Redis, and
+// wraps the sentinel that names the cause. Redis 7 keeps a refused
+// command's error code when a script fails, so the code is found in the
+// message whether the command ran alone or inside a script.
 func (q *Queue) redisError(err error) error {
-	if redis.HasErrorPrefix(err, "WRONGTYPE") || strings.Contains(err.Error(), "WRONGTYPE") {
+	switch {
+	case hasRedisCode(err, "WRONGTYPE"):
 		return fmt.Errorf("%w: %w; another program writes under timerq:{%s}:*, so use another namespace or remove those keys",
 			ErrWrongType, err, q.opts.Namespace)
+	case hasRedisCode(err, "NOPERM") || isScriptACLError(err):
+		return fmt.Errorf("%w: %w; grant the user the key, channel and command rights that docs/security.md lists for namespace %q",
+			ErrPermission, err, q.opts.Namespace)
+	case hasRedisCode(err, "OOM"):
+		return fmt.Errorf("%w: %w; raise maxmemory, lower Options.Retention so purges free more, or cancel timers you no longer need",
+			ErrOutOfMemory, err)
 	}
 	return err
+}
+
+// isScriptACLError reports whether err is an ACL refusal of a command run
+// inside a script: Redis 7.0 reports those as ERR, not NOPERM, in words
+// that name what was refused (a command, a key or a channel).
+func isScriptACLError(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && strings.Contains(rerr.Error(), "The user executing the script can't")
+}
+
+// hasRedisCode reports whether err is a Redis error reply carrying code,
+// either as its prefix or inside a script's error message.
+func hasRedisCode(err error, code string) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	return strings.HasPrefix(msg, code+" ") || strings.Contains(msg, " "+code+" ") || strings.Contains(msg, "-"+code+" ")
 }
 
 // replyStrings flattens a script's array reply into strings.
