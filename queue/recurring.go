@@ -1,0 +1,749 @@
+package queue
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/schedule"
+	"github.com/timerq/timerq/scripts/lua"
+)
+
+var (
+	recurLoadScript = redis.NewScript(lua.RecurLoad)
+	recurArmScript  = redis.NewScript(lua.RecurArm)
+	recurPutScript  = redis.NewScript(lua.RecurPut)
+)
+
+// ErrRecurringNotFound means no recurring schedule with that ID exists in
+// the namespace.
+var ErrRecurringNotFound = errors.New("timerq: recurring schedule not found")
+
+// Bounds and defaults of recurring schedules.
+const (
+	// MaxRecurringIDBytes is the longest schedule ID: an occurrence's ID
+	// appends "@" and up to 15 digits and must stay within MaxIDBytes.
+	MaxRecurringIDBytes = MaxIDBytes - 16
+	// DefaultAhead is how many occurrences are kept armed when
+	// Recurring.Ahead is 0.
+	DefaultAhead = 2
+	// MaxAhead bounds Recurring.Ahead.
+	MaxAhead = 100
+	// DefaultCatchUpLimit is Recurring.CatchUpLimit when it is 0.
+	DefaultCatchUpLimit = 10
+	// maxMissedScan bounds how many missed occurrences one arming examines;
+	// older ones are skipped unexamined.
+	maxMissedScan = 100_000
+)
+
+// CatchUp says what happens to the occurrences a schedule missed because
+// no worker ran (or Redis was down) when they were due, beyond those
+// already armed: armed occurrences are ordinary timers and fire late.
+type CatchUp string
+
+// Catch-up policies.
+const (
+	// CatchUpOnce fires one occurrence, the latest missed, for all of them
+	// (the default).
+	CatchUpOnce CatchUp = "once"
+	// CatchUpSkip skips every missed occurrence and fires the next one.
+	CatchUpSkip CatchUp = "skip"
+	// CatchUpAll fires each missed occurrence, the latest CatchUpLimit.
+	CatchUpAll CatchUp = "all"
+)
+
+// Recurring is a recurring schedule: a spec (cron) or an interval, a
+// payload and its policies. Each occurrence is an ordinary timer with ID
+// OccurrenceID(ID, nominal time), so it fires exactly once, through the
+// fire stream, its own wakeup channel and a record that Get and List show.
+type Recurring struct {
+	// ID names the schedule: 1-240 bytes of UTF-8 without control characters.
+	ID string
+	// Spec is a cron spec (see schedule.Parse): 5 fields, 6 with seconds
+	// first, or a descriptor such as @daily. Set Spec or Every, not both.
+	Spec string
+	// Location is the time zone Spec is read in; nil means UTC.
+	Location *time.Location
+	// Every is a fixed interval, at least 1 ms.
+	Every time.Duration
+	// Anchor places an interval's occurrences at Anchor + k*Every; zero
+	// means the time of creation (by the Redis server's clock), so the first
+	// occurrence is one interval after it.
+	Anchor time.Time
+	// Payload is each occurrence's payload.
+	Payload []byte
+
+	// CatchUp is the policy for missed occurrences; "" means CatchUpOnce.
+	CatchUp CatchUp
+	// CatchUpLimit caps CatchUpAll; 0 means DefaultCatchUpLimit.
+	CatchUpLimit int
+	// Jitter delays each occurrence by a spread in [0, Jitter), seeded by
+	// the schedule ID and the occurrence's nominal time (Jitter of
+	// JitterOf), so every worker computes the same delay. 0 means none.
+	Jitter time.Duration
+	// End, if set, is the last instant an occurrence may be nominally due.
+	End time.Time
+	// MaxCount, if above 0, is how many occurrences fire in all.
+	MaxCount int64
+	// Ahead is how many occurrences are kept armed ahead of time, 1..100;
+	// 0 means DefaultAhead (2). With 2 or more, a worker dying between
+	// firing one occurrence and arming the next leaves the next one armed.
+	Ahead int
+}
+
+// RecurringState is where a schedule is in its life.
+type RecurringState string
+
+// The states of a schedule.
+const (
+	RecurringActive RecurringState = "active"
+	RecurringPaused RecurringState = "paused"
+	// RecurringEnded means nothing more will be armed: its End passed, its
+	// MaxCount was reached, or its spec has no further occurrence. Armed
+	// occurrences still fire.
+	RecurringEnded RecurringState = "ended"
+)
+
+// Occurrence is one armed occurrence of a schedule.
+type Occurrence struct {
+	// ID is the occurrence's timer ID, OccurrenceID(schedule, Nominal).
+	ID string
+	// Nominal is when the spec says it occurs; Due adds the jitter.
+	Nominal time.Time
+	Due     time.Time
+}
+
+// RecurringInfo is a schedule as stored, with its state.
+type RecurringInfo struct {
+	Recurring
+	State RecurringState
+	// Version counts creations, updates, pauses and resumes.
+	Version int64
+	// Count is how many occurrences were armed and not cancelled: those
+	// fired plus those pending.
+	Count int64
+	// Last is the nominal time of the last occurrence armed or skipped.
+	Last time.Time
+	// Pending are the armed occurrences not yet fired, in due order.
+	Pending []Occurrence
+	// Next are the next occurrences' nominal times after Now (up to 5;
+	// none unless active).
+	Next []time.Time
+	// Now is the Redis server's clock when the schedule was read.
+	Now                  time.Time
+	CreatedAt, UpdatedAt time.Time
+}
+
+// OccurrenceID returns the timer ID of the occurrence of schedule
+// scheduleID nominally due at nominal: "<scheduleID>@<Unix ms>", e.g.
+// "report@1767258000000". The form is fixed, so a consumer sees the schedule
+// in a fire event's ID and a waiter can Wait for the 09:00 occurrence. The
+// nominal time is the one the spec gives, before jitter.
+func OccurrenceID(scheduleID string, nominal time.Time) string {
+	return scheduleID + "@" + strconv.FormatInt(nominal.UnixMilli(), 10)
+}
+
+// ParseOccurrenceID splits an occurrence's timer ID into its schedule ID
+// and nominal time. ok is false when id does not have the form
+// "<scheduleID>@<Unix ms>". A timer you schedule yourself with an ID of
+// that form is indistinguishable; avoid such IDs in a namespace with
+// schedules.
+func ParseOccurrenceID(id string) (scheduleID string, nominal time.Time, ok bool) {
+	i := strings.LastIndexByte(id, '@')
+	if i <= 0 || i == len(id)-1 || len(id)-i-1 > 15 {
+		return "", time.Time{}, false
+	}
+	ms, err := strconv.ParseInt(id[i+1:], 10, 64)
+	if err != nil || ms < 0 || id[i+1] == '+' {
+		return "", time.Time{}, false
+	}
+	return id[:i], fromMillis(ms), true
+}
+
+// JitterOf returns the delay of the occurrence of scheduleID nominally due
+// at nominal under a jitter of j: the first 8 bytes of
+// SHA-256("timerq.jitter.v1\x00" + scheduleID + "\x00" + decimal nominal
+// Unix ms), big-endian, modulo j in milliseconds. It is fixed across
+// releases, so every worker arms the same due time.
+func JitterOf(scheduleID string, nominal time.Time, j time.Duration) time.Duration {
+	if j < 2*time.Millisecond {
+		return 0
+	}
+	h := sha256.Sum256([]byte("timerq.jitter.v1\x00" + scheduleID + "\x00" + strconv.FormatInt(nominal.UnixMilli(), 10)))
+	return time.Duration(binary.BigEndian.Uint64(h[:8])%uint64(j.Milliseconds())) * time.Millisecond
+}
+
+// body is the JSON part of a schedule record, which no script reads.
+type body struct {
+	Spec         string `json:"spec,omitempty"`
+	TZ           string `json:"tz,omitempty"`
+	EveryMs      int64  `json:"every_ms,omitempty"`
+	AnchorMs     int64  `json:"anchor_ms,omitempty"`
+	Payload      []byte `json:"payload,omitempty"`
+	CatchUp      string `json:"catch_up"`
+	CatchUpLimit int    `json:"catch_up_limit"`
+	JitterMs     int64  `json:"jitter_ms,omitempty"`
+	EndMs        int64  `json:"end_ms,omitempty"`
+	MaxCount     int64  `json:"max_count,omitempty"`
+	Ahead        int    `json:"ahead"`
+	CreatedMs    int64  `json:"created_ms"`
+	UpdatedMs    int64  `json:"updated_ms"`
+}
+
+// validateRecurring checks r and fills in its defaults.
+func (q *Queue) validateRecurring(r Recurring) (Recurring, error) {
+	if err := ValidateID(r.ID); err != nil {
+		return r, err
+	}
+	if len(r.ID) > MaxRecurringIDBytes {
+		return r, fmt.Errorf("%w: schedule ID is %d bytes long; use at most %d, so that its occurrences' IDs fit", ErrInvalidID, len(r.ID), MaxRecurringIDBytes)
+	}
+	bad := func(format string, args ...any) (Recurring, error) {
+		return r, fmt.Errorf("%w: schedule %q: "+format, append([]any{schedule.ErrInvalidSchedule, r.ID}, args...)...)
+	}
+	switch {
+	case r.Spec == "" && r.Every == 0:
+		return bad("set a cron Spec or an Every interval")
+	case r.Spec != "" && r.Every != 0:
+		return bad("set a cron Spec or an Every interval, not both")
+	case r.Every != 0 && r.Location != nil:
+		return bad("a Location applies to a cron Spec only; an interval is elapsed time")
+	case r.Every != 0 && r.Every < time.Millisecond:
+		return bad("interval %v is below 1ms", r.Every)
+	case r.Spec == "" && !r.Anchor.IsZero() && ValidateDue(r.Anchor) != nil:
+		return bad("Anchor %v is outside 1970-9999", r.Anchor)
+	case r.Spec != "" && !r.Anchor.IsZero():
+		return bad("Anchor applies to an Every interval only")
+	}
+	if r.Spec != "" {
+		if _, err := schedule.Parse(r.Spec, r.Location); err != nil {
+			return r, err
+		}
+	}
+	switch r.CatchUp {
+	case "":
+		r.CatchUp = CatchUpOnce
+	case CatchUpOnce, CatchUpSkip, CatchUpAll:
+	default:
+		return bad("catch-up policy %q is not one of once, skip, all", r.CatchUp)
+	}
+	switch {
+	case r.CatchUpLimit < 0:
+		return bad("CatchUpLimit %d is negative; use 0 for the default %d", r.CatchUpLimit, DefaultCatchUpLimit)
+	case r.CatchUpLimit == 0:
+		r.CatchUpLimit = DefaultCatchUpLimit
+	}
+	switch {
+	case r.Ahead < 0 || r.Ahead > MaxAhead:
+		return bad("Ahead %d is outside 1..%d; use 0 for the default %d", r.Ahead, MaxAhead, DefaultAhead)
+	case r.Ahead == 0:
+		r.Ahead = DefaultAhead
+	}
+	if r.Jitter < 0 || r.MaxCount < 0 {
+		return bad("Jitter and MaxCount must not be negative")
+	}
+	if !r.End.IsZero() && ValidateDue(r.End) != nil {
+		return bad("End %v is outside 1970-9999", r.End)
+	}
+	if len(r.Payload) > q.opts.MaxPayloadBytes {
+		return r, fmt.Errorf("%w: schedule %q has %d bytes of payload, over the limit of %d; store large data elsewhere and keep a reference",
+			ErrPayloadTooLarge, r.ID, len(r.Payload), q.opts.MaxPayloadBytes)
+	}
+	return r, nil
+}
+
+func (r Recurring) body(created, updated int64) body {
+	b := body{Spec: r.Spec, EveryMs: r.Every.Milliseconds(), Payload: r.Payload,
+		CatchUp: string(r.CatchUp), CatchUpLimit: r.CatchUpLimit, JitterMs: r.Jitter.Milliseconds(),
+		MaxCount: r.MaxCount, Ahead: r.Ahead, CreatedMs: created, UpdatedMs: updated}
+	if r.Every%time.Millisecond != 0 {
+		b.EveryMs = 0 // refused by validate; keep ms resolution honest
+	}
+	if r.Location != nil {
+		b.TZ = r.Location.String()
+	}
+	if !r.Anchor.IsZero() {
+		b.AnchorMs = r.Anchor.UnixMilli()
+	}
+	if !r.End.IsZero() {
+		b.EndMs = r.End.UnixMilli()
+	}
+	return b
+}
+
+func (b body) recurring(id string) (Recurring, error) {
+	r := Recurring{ID: id, Spec: b.Spec, Every: time.Duration(b.EveryMs) * time.Millisecond, Payload: b.Payload,
+		CatchUp: CatchUp(b.CatchUp), CatchUpLimit: b.CatchUpLimit, Jitter: time.Duration(b.JitterMs) * time.Millisecond,
+		MaxCount: b.MaxCount, Ahead: b.Ahead}
+	if b.TZ != "" {
+		loc, err := time.LoadLocation(b.TZ)
+		if err != nil {
+			return r, fmt.Errorf("timerq: schedule %q: time zone %q: %w; install the tz database (tzdata) on this host", id, b.TZ, err)
+		}
+		r.Location = loc
+	}
+	if b.AnchorMs != 0 {
+		r.Anchor = fromMillis(b.AnchorMs)
+	}
+	if b.EndMs != 0 {
+		r.End = fromMillis(b.EndMs)
+	}
+	return r, nil
+}
+
+// Schedule returns the schedule r describes.
+func (r Recurring) Schedule() (schedule.Schedule, error) {
+	if r.Every > 0 {
+		return schedule.Every(r.Every, r.Anchor)
+	}
+	return schedule.Parse(r.Spec, r.Location)
+}
+
+// record is a decoded schedule record.
+type record struct {
+	version int64
+	state   byte
+	count   int64
+	last    string // nominal ms, or ""
+	body    body
+	r       Recurring
+	pending []Occurrence
+}
+
+func decodeSchedule(id, rec, pending string) (*record, error) {
+	bad := func(why string) (*record, error) {
+		return nil, fmt.Errorf("timerq: schedule %q has a malformed record (%s): was it written by something other than timerq?", id, why)
+	}
+	f := strings.SplitN(rec, ":", 6)
+	if len(f) != 6 || len(f[1]) != 1 {
+		return bad("field count")
+	}
+	s := &record{state: f[1][0], last: f[3]}
+	var err error
+	if s.version, err = strconv.ParseInt(f[0], 10, 64); err != nil {
+		return bad("version")
+	}
+	if s.count, err = strconv.ParseInt(f[2], 10, 64); err != nil {
+		return bad("count")
+	}
+	if err := json.Unmarshal([]byte(f[5]), &s.body); err != nil {
+		return bad("body")
+	}
+	if s.r, err = s.body.recurring(id); err != nil {
+		return nil, err
+	}
+	for _, p := range strings.Split(pending, ",") {
+		n, d, ok := strings.Cut(p, "=")
+		if !ok {
+			continue
+		}
+		nominal, due := fromMillis(atoi(n)), fromMillis(atoi(d))
+		s.pending = append(s.pending, Occurrence{ID: OccurrenceID(id, nominal), Nominal: nominal, Due: due})
+	}
+	return s, nil
+}
+
+func (s *record) info(now time.Time) RecurringInfo {
+	in := RecurringInfo{Recurring: s.r, Version: s.version, Count: s.count, Pending: s.pending, Now: now,
+		CreatedAt: fromMillis(s.body.CreatedMs), UpdatedAt: fromMillis(s.body.UpdatedMs)}
+	switch s.state {
+	case 'a':
+		in.State = RecurringActive
+	case 'p':
+		in.State = RecurringPaused
+	default:
+		in.State = RecurringEnded
+	}
+	if s.last != "" {
+		in.Last = fromMillis(atoi(s.last))
+	}
+	if in.State == RecurringActive {
+		if sch, err := s.r.Schedule(); err == nil {
+			left := int64(-1)
+			if s.r.MaxCount > 0 {
+				left = s.r.MaxCount - s.count + int64(len(s.pending))
+			}
+			for t := now; len(in.Next) < 5 && left != 0; left-- {
+				if t = sch.Next(t); t.IsZero() || (!s.r.End.IsZero() && t.After(s.r.End)) {
+					break
+				}
+				in.Next = append(in.Next, t.UTC())
+			}
+		}
+	}
+	return in
+}
+
+// plan is what to arm for one schedule.
+type plan struct {
+	arms  []Occurrence
+	last  time.Time // the last nominal time armed or skipped; zero if none
+	ended bool
+}
+
+// planFrom computes the occurrences to arm after base so that want of them
+// are pending in the future, given count already armed, applying the
+// catch-up policy to those due at or before now.
+func planFrom(r Recurring, base, now time.Time, count int64, want int) (plan, error) {
+	sch, err := r.Schedule()
+	if err != nil {
+		return plan{}, err
+	}
+	var p plan
+	var missed []time.Time
+	keepMissed := 1
+	switch r.CatchUp {
+	case CatchUpSkip:
+		keepMissed = 0
+	case CatchUpAll:
+		keepMissed = r.CatchUpLimit
+	}
+	future := 0
+	t := base
+	for scanned := 0; future < want; {
+		n := sch.Next(t)
+		if n.IsZero() || (!r.End.IsZero() && n.After(r.End)) || ValidateDue(n) != nil {
+			p.ended = true
+			break
+		}
+		t = n
+		if !n.After(now) {
+			p.last = n
+			if keepMissed > 0 {
+				missed = append(missed, n)
+				if len(missed) > keepMissed {
+					missed = missed[1:]
+				}
+			}
+			if scanned++; scanned >= maxMissedScan {
+				t = now // skip the rest unexamined
+			}
+			continue
+		}
+		// Missed ones are armed before future ones, oldest first.
+		if len(missed) > 0 {
+			p.arms, missed = append(p.arms, occurrences(r, missed)...), nil
+		}
+		p.arms = append(p.arms, occurrence(r, n))
+		p.last = n
+		future++
+	}
+	if len(missed) > 0 {
+		p.arms = append(p.arms, occurrences(r, missed)...)
+	}
+	if r.MaxCount > 0 && count+int64(len(p.arms)) >= r.MaxCount {
+		p.arms = p.arms[:max(r.MaxCount-count, 0)]
+		if len(p.arms) > 0 {
+			p.last = p.arms[len(p.arms)-1].Nominal
+		}
+		p.ended = true
+	}
+	return p, nil
+}
+
+func occurrences(r Recurring, ts []time.Time) []Occurrence {
+	out := make([]Occurrence, len(ts))
+	for i, t := range ts {
+		out[i] = occurrence(r, t)
+	}
+	return out
+}
+
+func occurrence(r Recurring, nominal time.Time) Occurrence {
+	nominal = nominal.Truncate(time.Millisecond).UTC()
+	return Occurrence{ID: OccurrenceID(r.ID, nominal), Nominal: nominal, Due: nominal.Add(JitterOf(r.ID, nominal, r.Jitter))}
+}
+
+func lastArg(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(t.UnixMilli(), 10)
+}
+
+// load reads schedules by ID with the server clock.
+func (q *Queue) load(ctx context.Context, args ...any) (time.Time, []string, map[string]*record, error) {
+	v, err := recurLoadScript.Run(ctx, q.rdb, q.recurringKeys(), args...).Result()
+	if err != nil {
+		return time.Time{}, nil, nil, q.redisError(err)
+	}
+	r, err := replyStrings(v)
+	if err != nil || len(r)%3 != 1 {
+		return time.Time{}, nil, nil, fmt.Errorf("unexpected reply %v", v)
+	}
+	now := fromMillis(atoi(r[0]))
+	ids := make([]string, 0, len(r)/3)
+	recs := make(map[string]*record, len(r)/3)
+	for i := 1; i < len(r); i += 3 {
+		ids = append(ids, r[i])
+		if r[i+1] == "" {
+			continue
+		}
+		s, err := decodeSchedule(r[i], r[i+1], r[i+2])
+		if err != nil {
+			return now, nil, nil, err
+		}
+		recs[r[i]] = s
+	}
+	return now, ids, recs, nil
+}
+
+// put runs recur_put.lua.
+func (q *Queue) put(ctx context.Context, op, id, expected, bodyJSON, state, last string, payload []byte, arms []Occurrence) (string, time.Time, string, error) {
+	args := []any{op, id, expected, bodyJSON, state, last, payload, q.wakeChannel, q.timerChannels, q.opts.retentionMillis()}
+	for _, o := range arms {
+		args = append(args, o.Nominal.UnixMilli(), o.Due.UnixMilli())
+	}
+	v, err := recurPutScript.Run(ctx, q.rdb, q.recurringKeys(), args...).Result()
+	if err != nil {
+		return "", time.Time{}, "", q.redisError(err)
+	}
+	r, err := replyStrings(v)
+	if err != nil || len(r) != 3 {
+		return "", time.Time{}, "", fmt.Errorf("unexpected reply %v", v)
+	}
+	return r[0], fromMillis(atoi(r[1])), r[2], nil
+}
+
+func stateCode(ended bool) string {
+	if ended {
+		return "e"
+	}
+	return "a"
+}
+
+// PutRecurring creates the schedule r and arms its first occurrences,
+// unless a schedule with that ID exists, in which case it returns the
+// existing one with created false and changes nothing (use UpdateRecurring
+// to change it). Occurrence times are computed from the Redis server's clock.
+func (q *Queue) PutRecurring(ctx context.Context, r Recurring) (info RecurringInfo, created bool, err error) {
+	if r, err = q.validateRecurring(r); err != nil {
+		return RecurringInfo{}, false, err
+	}
+	now, _, recs, err := q.load(ctx, "ids", r.ID)
+	if err != nil {
+		return RecurringInfo{}, false, fmt.Errorf("timerq: put schedule %q: %w", r.ID, err)
+	}
+	if s := recs[r.ID]; s != nil {
+		return s.info(now), false, nil
+	}
+	if r.Every > 0 && r.Anchor.IsZero() {
+		r.Anchor = now
+	}
+	p, err := planFrom(r, now, now, 0, r.Ahead)
+	if err != nil {
+		return RecurringInfo{}, false, err
+	}
+	b, _ := json.Marshal(r.body(now.UnixMilli(), now.UnixMilli()))
+	status, now, rec, err := q.put(ctx, "create", r.ID, "", string(b), stateCode(p.ended), lastArg(p.last), r.Payload, p.arms)
+	if err != nil {
+		return RecurringInfo{}, false, fmt.Errorf("timerq: put schedule %q: %w", r.ID, err)
+	}
+	info, err = q.afterPut(ctx, r.ID, now, rec)
+	return info, status == "created", err
+}
+
+// afterPut reads a schedule back for the reply, with its pending occurrences.
+func (q *Queue) afterPut(ctx context.Context, id string, now time.Time, rec string) (RecurringInfo, error) {
+	info, err := q.GetRecurring(ctx, id)
+	if err != nil && rec != "" {
+		s, derr := decodeSchedule(id, rec, "")
+		if derr == nil {
+			return s.info(now), err
+		}
+	}
+	return info, err
+}
+
+// UpdateRecurring replaces the spec, payload and policies of the existing
+// schedule r.ID, atomically: its pending occurrences are cancelled, except
+// those the new spec also has, which are rewritten with the new payload and
+// jitter, and the next occurrences after the server's now are armed. A
+// paused schedule stays paused; an ended one becomes active again if the
+// new spec has occurrences left. Missed occurrences are not caught up.
+func (q *Queue) UpdateRecurring(ctx context.Context, r Recurring) (RecurringInfo, error) {
+	var err error
+	if r, err = q.validateRecurring(r); err != nil {
+		return RecurringInfo{}, err
+	}
+	return q.modify(ctx, "update", r.ID, func(s *record, now time.Time) (string, string, string, []byte, []Occurrence, error) {
+		if r.Every > 0 && r.Anchor.IsZero() {
+			r.Anchor = now
+			if s.r.Every > 0 && !s.r.Anchor.IsZero() {
+				r.Anchor = s.r.Anchor
+			}
+		}
+		b, _ := json.Marshal(r.body(s.body.CreatedMs, now.UnixMilli()))
+		if s.state == 'p' {
+			return string(b), "p", "-", r.Payload, nil, nil
+		}
+		p, err := planFrom(r, now, now, s.count-int64(len(s.pending)), r.Ahead)
+		if err != nil {
+			return "", "", "", nil, nil, err
+		}
+		return string(b), stateCode(p.ended), lastArg(p.last), r.Payload, p.arms, nil
+	})
+}
+
+// PauseRecurring pauses the schedule id: its pending occurrences are
+// cancelled and nothing is armed until ResumeRecurring. Pausing a paused
+// schedule changes nothing but its version.
+func (q *Queue) PauseRecurring(ctx context.Context, id string) (RecurringInfo, error) {
+	return q.modify(ctx, "pause", id, func(s *record, now time.Time) (string, string, string, []byte, []Occurrence, error) {
+		if s.state == 'e' {
+			return "", "e", "-", nil, nil, nil
+		}
+		return "", "p", "-", nil, nil, nil
+	})
+}
+
+// ResumeRecurring resumes a paused schedule from the server's now: the
+// occurrences that fell in the pause are skipped, whatever the catch-up
+// policy (a pause is not downtime), and the next ones are armed. Resuming
+// an active or ended schedule changes nothing.
+func (q *Queue) ResumeRecurring(ctx context.Context, id string) (RecurringInfo, error) {
+	return q.modify(ctx, "resume", id, func(s *record, now time.Time) (string, string, string, []byte, []Occurrence, error) {
+		if s.state != 'p' {
+			return "", "", "", nil, nil, errNoChange
+		}
+		r := s.r
+		r.CatchUp = CatchUpSkip
+		p, err := planFrom(r, now, now, s.count, r.Ahead)
+		if err != nil {
+			return "", "", "", nil, nil, err
+		}
+		return "", stateCode(p.ended), lastArg(p.last), s.r.Payload, p.arms, nil
+	})
+}
+
+var errNoChange = errors.New("no change")
+
+// DeleteRecurring deletes the schedule id and cancels its pending
+// occurrences. Fired occurrences stay until their retention passes.
+func (q *Queue) DeleteRecurring(ctx context.Context, id string) error {
+	if err := ValidateID(id); err != nil {
+		return err
+	}
+	status, _, _, err := q.put(ctx, "delete", id, "", "", "", "-", nil, nil)
+	if err != nil {
+		return fmt.Errorf("timerq: delete schedule %q: %w", id, err)
+	}
+	if status == "notfound" {
+		return fmt.Errorf("%w: %q in namespace %q", ErrRecurringNotFound, id, q.opts.Namespace)
+	}
+	return nil
+}
+
+// modify reads a schedule, lets fn plan the change from it, and writes it
+// if the schedule has not changed meanwhile, retrying a few times if it has.
+func (q *Queue) modify(ctx context.Context, op, id string, fn func(s *record, now time.Time) (bodyJSON, state, last string, payload []byte, arms []Occurrence, err error)) (RecurringInfo, error) {
+	if err := ValidateID(id); err != nil {
+		return RecurringInfo{}, err
+	}
+	for range 5 {
+		now, _, recs, err := q.load(ctx, "ids", id)
+		if err != nil {
+			return RecurringInfo{}, fmt.Errorf("timerq: %s schedule %q: %w", op, id, err)
+		}
+		s := recs[id]
+		if s == nil {
+			return RecurringInfo{}, fmt.Errorf("%w: %q in namespace %q; 'timerctl schedules list' shows them", ErrRecurringNotFound, id, q.opts.Namespace)
+		}
+		b, state, last, payload, arms, err := fn(s, now)
+		if errors.Is(err, errNoChange) {
+			return s.info(now), nil
+		}
+		if err != nil {
+			return RecurringInfo{}, err
+		}
+		status, now, rec, err := q.put(ctx, op, id, strconv.FormatInt(s.version, 10), b, state, last, payload, arms)
+		if err != nil {
+			return RecurringInfo{}, fmt.Errorf("timerq: %s schedule %q: %w", op, id, err)
+		}
+		switch status {
+		case "ok":
+			return q.afterPut(ctx, id, now, rec)
+		case "notfound":
+			return RecurringInfo{}, fmt.Errorf("%w: %q in namespace %q", ErrRecurringNotFound, id, q.opts.Namespace)
+		}
+	}
+	return RecurringInfo{}, fmt.Errorf("timerq: %s schedule %q: it kept changing under concurrent updates; retry", op, id)
+}
+
+// GetRecurring returns the schedule id with its pending occurrences and the
+// next 5 nominal occurrence times, or an error wrapping ErrRecurringNotFound.
+func (q *Queue) GetRecurring(ctx context.Context, id string) (RecurringInfo, error) {
+	if err := ValidateID(id); err != nil {
+		return RecurringInfo{}, err
+	}
+	now, _, recs, err := q.load(ctx, "ids", id)
+	if err != nil {
+		return RecurringInfo{}, fmt.Errorf("timerq: get schedule %q: %w", id, err)
+	}
+	s := recs[id]
+	if s == nil {
+		return RecurringInfo{}, fmt.Errorf("%w: %q in namespace %q; 'timerctl schedules list' shows them", ErrRecurringNotFound, id, q.opts.Namespace)
+	}
+	return s.info(now), nil
+}
+
+// RecurringPage is one page of ListRecurring.
+type RecurringPage struct {
+	Schedules []RecurringInfo
+	// NextCursor fetches the next page; empty on the last page.
+	NextCursor string
+}
+
+// ListRecurring returns a page of schedules, in no particular order, about
+// limit (1..MaxBatch, 0 means 100) at a time. Start with an empty cursor.
+// Like HSCAN, which it uses, a schedule present for the whole listing is
+// listed at least once.
+func (q *Queue) ListRecurring(ctx context.Context, cursor string, limit int) (RecurringPage, error) {
+	if limit == 0 {
+		limit = 100
+	}
+	if limit < 1 || limit > MaxBatch {
+		return RecurringPage{}, fmt.Errorf("%w: list limit %d is outside 1..%d", ErrInvalidOptions, limit, MaxBatch)
+	}
+	var cur uint64
+	if cursor != "" {
+		var err error
+		if cur, err = strconv.ParseUint(cursor, 10, 64); err != nil {
+			return RecurringPage{}, fmt.Errorf("%w: cursor %q is not one that ListRecurring returned; start with an empty cursor", ErrInvalidOptions, cursor)
+		}
+	}
+	kv, next, err := q.rdb.HScan(ctx, q.RecurringKeys()[0], cur, "", int64(limit)).Result()
+	if err != nil {
+		return RecurringPage{}, fmt.Errorf("timerq: list schedules: %w", q.redisError(err))
+	}
+	page := RecurringPage{}
+	if next != 0 {
+		page.NextCursor = strconv.FormatUint(next, 10)
+	}
+	if len(kv) == 0 {
+		return page, nil
+	}
+	ids := make([]any, 0, 1+len(kv)/2)
+	ids = append(ids, "ids")
+	for i := 0; i < len(kv); i += 2 {
+		ids = append(ids, kv[i])
+	}
+	now, order, recs, err := q.load(ctx, ids...)
+	if err != nil {
+		return RecurringPage{}, fmt.Errorf("timerq: list schedules: %w", err)
+	}
+	for _, id := range order {
+		if s := recs[id]; s != nil {
+			page.Schedules = append(page.Schedules, s.info(now))
+		}
+	}
+	return page, nil
+}

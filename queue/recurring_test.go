@@ -1,0 +1,518 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/queue"
+	"github.com/timerq/timerq/schedule"
+)
+
+// clock drives the Redis server's clock: miniredis's is set (SetTime moves
+// the clock the scripts read); a real server's can only be waited for.
+type clock struct {
+	b   *redistest.Backend
+	now time.Time
+}
+
+func newClock(b *redistest.Backend, start time.Time) *clock {
+	c := &clock{b: b, now: start}
+	if b.Mini != nil {
+		b.Mini.SetTime(start)
+	}
+	return c
+}
+
+func (c *clock) advance(d time.Duration) {
+	if c.b.Mini != nil {
+		c.now = c.now.Add(d)
+		c.b.Mini.SetTime(c.now)
+		return
+	}
+	time.Sleep(d)
+}
+
+// fireAndArm claims everything due and arms what follows, as a poller does.
+func fireAndArm(t *testing.T, q *queue.Queue) []queue.Fired {
+	t.Helper()
+	fired := claimAll(t, q)
+	if _, err := q.ArmFired(context.Background(), fired); err != nil {
+		t.Fatalf("ArmFired: %v", err)
+	}
+	return fired
+}
+
+func getRec(t *testing.T, q *queue.Queue, id string) queue.RecurringInfo {
+	t.Helper()
+	info, err := q.GetRecurring(context.Background(), id)
+	if err != nil {
+		t.Fatalf("GetRecurring(%q): %v", id, err)
+	}
+	return info
+}
+
+func nominals(os []queue.Occurrence) []time.Time {
+	var out []time.Time
+	for _, o := range os {
+		out = append(out, o.Nominal)
+	}
+	return out
+}
+
+func TestRecurringFixedInterval(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		c := newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		info, created, err := q.PutRecurring(ctx, queue.Recurring{ID: "tick", Every: 300 * time.Millisecond, Payload: []byte("p")})
+		if err != nil || !created {
+			t.Fatalf("PutRecurring = %+v, %v, %v", info, created, err)
+		}
+		anchor := info.Anchor
+		if len(info.Pending) != queue.DefaultAhead {
+			t.Fatalf("pending %v, want %d armed ahead", info.Pending, queue.DefaultAhead)
+		}
+		for i, o := range info.Pending {
+			want := anchor.Add(time.Duration(i+1) * 300 * time.Millisecond)
+			if !o.Nominal.Equal(want) || o.ID != queue.OccurrenceID("tick", want) || !o.Due.Equal(want) {
+				t.Fatalf("pending[%d] = %+v, want nominal %v", i, o, want)
+			}
+		}
+		// Creating again is idempotent, even with another spec, and racing
+		// creators create it once.
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		creations := 0
+		for i := range 6 {
+			wg.Go(func() {
+				_, created, err := q.PutRecurring(ctx, queue.Recurring{ID: "race", Every: time.Duration(i+1) * time.Hour})
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					t.Error(err)
+				}
+				if created {
+					creations++
+				}
+			})
+		}
+		wg.Wait()
+		if race := getRec(t, q, "race"); creations != 1 || race.Version != 1 || race.Count != 2 {
+			t.Fatalf("racing creators: %d created, version %d count %d; want 1, 1, 2", creations, race.Version, race.Count)
+		}
+		again, created, err := q.PutRecurring(ctx, queue.Recurring{ID: "tick", Every: time.Hour})
+		if err != nil || created || again.Every != 300*time.Millisecond {
+			t.Fatalf("second PutRecurring = %+v, %v, %v; want the existing schedule unchanged", again.Recurring, created, err)
+		}
+
+		seen := map[string]bool{}
+		for range 5 {
+			c.advance(300 * time.Millisecond)
+			for _, f := range fireAndArm(t, q) {
+				sid, nominal, ok := queue.ParseOccurrenceID(f.ID)
+				if !ok || sid != "tick" || seen[f.ID] || string(f.Payload) != "p" || f.FiredAt.Before(f.Due) || !f.Due.Equal(nominal) {
+					t.Fatalf("fired %+v (schedule %q, nominal %v, seen before %v)", f, sid, nominal, seen[f.ID])
+				}
+				seen[f.ID] = true
+			}
+			info := getRec(t, q, "tick")
+			if len(info.Pending) != queue.DefaultAhead {
+				t.Fatalf("after a fire, pending = %v; want %d armed again", info.Pending, queue.DefaultAhead)
+			}
+		}
+		if len(seen) < 4 {
+			t.Fatalf("fired %d occurrences over 1.5s of a 300ms interval", len(seen))
+		}
+		// The fired occurrences form an unbroken series from the anchor.
+		for k := 1; k <= len(seen); k++ {
+			if id := queue.OccurrenceID("tick", anchor.Add(time.Duration(k)*300*time.Millisecond)); !seen[id] {
+				t.Fatalf("occurrence %d (%s) missing from %v", k, id, seen)
+			}
+		}
+	})
+}
+
+func TestRecurringCronWithSeconds(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		c := newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 500_000_000, time.UTC))
+		info, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "even", Spec: "*/2 * * * * *"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := info.Pending
+		if len(p) != 2 || p[1].Nominal.Sub(p[0].Nominal) != 2*time.Second {
+			t.Fatalf("pending %v, want two occurrences 2s apart", nominals(p))
+		}
+		for _, o := range p {
+			if o.Nominal.Unix()%2 != 0 || o.Nominal.Nanosecond() != 0 || !o.Nominal.After(info.Now) {
+				t.Fatalf("occurrence %v is not a future even second (now %v)", o.Nominal, info.Now)
+			}
+		}
+		if b.Mini != nil && !p[0].Nominal.Equal(time.Date(2026, 1, 1, 0, 0, 2, 0, time.UTC)) {
+			t.Fatalf("first occurrence %v, want 00:00:02", p[0].Nominal)
+		}
+		if len(info.Next) != 5 || !info.Next[0].Equal(p[0].Nominal) || info.Next[4].Sub(info.Next[0]) != 8*time.Second {
+			t.Fatalf("Next = %v, want the next 5 even seconds", info.Next)
+		}
+		c.advance(p[0].Nominal.Sub(info.Now) + 10*time.Millisecond)
+		fired := fireAndArm(t, q)
+		if len(fired) != 1 || fired[0].ID != p[0].ID {
+			t.Fatalf("fired %+v, want %s", fired, p[0].ID)
+		}
+		if got := getRec(t, q, "even").Pending; len(got) != 2 || !got[0].Nominal.Equal(p[1].Nominal) || got[1].Nominal.Sub(p[1].Nominal) != 2*time.Second {
+			t.Fatalf("after the fire pending = %v", nominals(got))
+		}
+	})
+}
+
+// TestRecurringTimeZoneAndDST runs on miniredis only: it sets the server
+// clock to the transitions, which a real server cannot do. The times are
+// computed in Go (package schedule, whose tests cover both transitions), so
+// Redis only stores them.
+func TestRecurringTimeZoneAndDST(t *testing.T) {
+	loc, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Skip(err)
+	}
+	m, rdb := redistest.Mini(t)
+	b := &redistest.Backend{Name: "mini", Client: rdb, Mini: m}
+	ctx := context.Background()
+	q := newQueue(t, b, queue.Options{})
+	utc := func(s string) time.Time { tm, _ := time.Parse(time.RFC3339, s); return tm }
+	for _, tc := range []struct {
+		name, start string
+		want        []string
+	}{
+		{"spring-forward", "2026-03-28T12:00:00Z", []string{"2026-03-29T01:30:00Z", "2026-03-30T00:30:00Z", "2026-03-31T00:30:00Z"}},
+		{"fall-back", "2026-10-24T12:00:00Z", []string{"2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z", "2026-10-27T01:30:00Z"}},
+	} {
+		c := newClock(b, utc(tc.start))
+		id := "nightly-" + tc.name
+		info, _, err := q.PutRecurring(ctx, queue.Recurring{ID: id, Spec: "30 2 * * *", Location: loc, Ahead: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fired []time.Time
+		for range len(tc.want) {
+			c.advance(info.Pending[0].Due.Sub(c.now) + time.Minute)
+			for _, f := range fireAndArm(t, q) {
+				fired = append(fired, f.Due)
+			}
+			info = getRec(t, q, id)
+		}
+		// Run on past the transition day: nothing else fired.
+		c.advance(time.Hour)
+		for _, f := range fireAndArm(t, q) {
+			fired = append(fired, f.Due)
+		}
+		if err := q.DeleteRecurring(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if len(fired) != len(tc.want) {
+			t.Fatalf("%s: fired at %v, want %v", tc.name, fired, tc.want)
+		}
+		for i, w := range tc.want {
+			if !fired[i].Equal(utc(w)) {
+				t.Fatalf("%s: fired at %v, want %v", tc.name, fired, tc.want)
+			}
+		}
+	}
+}
+
+func TestRecurringCatchUpPolicies(t *testing.T) {
+	const every = 200 * time.Millisecond
+	for _, tc := range []struct {
+		policy queue.CatchUp
+		limit  int
+		want   int // catch-up fires after the two armed ones
+	}{
+		{queue.CatchUpSkip, 0, 0},
+		{queue.CatchUpOnce, 0, 1},
+		{queue.CatchUpAll, 2, 2},
+	} {
+		t.Run(string(tc.policy), func(t *testing.T) {
+			redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+				ctx := context.Background()
+				q := newQueue(t, b, queue.Options{})
+				c := newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+				info, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "s", Every: every, CatchUp: tc.policy, CatchUpLimit: tc.limit})
+				if err != nil {
+					t.Fatal(err)
+				}
+				armedB := info.Pending[1].Nominal
+				// Downtime: no worker for 1.1 s, so at least occurrences 3, 4
+				// and 5 were never armed.
+				c.advance(1100 * time.Millisecond)
+				first := fireAndArm(t, q)
+				if len(first) != 2 || !first[1].Due.Equal(armedB) {
+					t.Fatalf("the armed occurrences fired as %+v; want both, late", first)
+				}
+				catchUp := fireAndArm(t, q)
+				if len(catchUp) != tc.want {
+					t.Fatalf("%s fired %d missed occurrences %+v, want %d", tc.policy, len(catchUp), catchUp, tc.want)
+				}
+				after := getRec(t, q, "s")
+				next := after.Pending[0].Nominal
+				if !next.After(after.Now) || len(after.Pending) != 2 {
+					t.Fatalf("pending after catch-up %v, want 2 in the future (now %v)", nominals(after.Pending), after.Now)
+				}
+				for i, f := range catchUp {
+					// The latest missed ones, back to back, up to the first future one.
+					if want := next.Add(-time.Duration(len(catchUp)-i) * every); !f.Due.Equal(want) {
+						t.Fatalf("catch-up %d due %v, want %v (the latest missed)", i, f.Due, want)
+					}
+				}
+				if tc.policy == queue.CatchUpSkip && next.Sub(armedB) < 3*every {
+					t.Fatalf("skip: next %v follows %v; the missed ones were not skipped", next, armedB)
+				}
+			})
+		})
+	}
+}
+
+func TestRecurringPauseResume(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		info, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "hourly", Every: time.Hour, Payload: []byte("x")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending := info.Pending
+		paused, err := q.PauseRecurring(ctx, "hourly")
+		if err != nil || paused.State != queue.RecurringPaused || len(paused.Pending) != 0 {
+			t.Fatalf("PauseRecurring = %+v, %v", paused, err)
+		}
+		for _, o := range pending {
+			if tm, err := q.Get(ctx, o.ID); err != nil || tm.State != queue.StateCancelled {
+				t.Fatalf("occurrence %s after pause = %+v, %v; want cancelled", o.ID, tm, err)
+			}
+		}
+		// Neither the materializer nor the repair arms a paused schedule.
+		if n, err := q.ArmFired(ctx, []queue.Fired{{ID: pending[0].ID}}); err != nil || n != 0 {
+			t.Fatalf("ArmFired on a paused schedule armed %d, %v", n, err)
+		}
+		if n, _, err := q.RepairRecurring(ctx, 100, time.Millisecond); err != nil || n != 0 {
+			t.Fatalf("RepairRecurring armed %d, %v", n, err)
+		}
+		resumed, err := q.ResumeRecurring(ctx, "hourly")
+		if err != nil || resumed.State != queue.RecurringActive || len(resumed.Pending) != 2 {
+			t.Fatalf("ResumeRecurring = %+v, %v", resumed, err)
+		}
+		// Resumed within the hour: the same occurrences are armed again,
+		// under the same IDs.
+		for i, o := range resumed.Pending {
+			tm, err := q.Get(ctx, o.ID)
+			if o.ID != pending[i].ID || err != nil || tm.State != queue.StateScheduled || string(tm.Payload) != "x" {
+				t.Fatalf("occurrence %d after resume = %+v (%+v, %v), want %s scheduled", i, o, tm, err, pending[i].ID)
+			}
+		}
+		if resumed.Count != 2 || resumed.Version != 3 {
+			t.Fatalf("after resume Count %d Version %d, want 2 and 3", resumed.Count, resumed.Version)
+		}
+	})
+}
+
+func TestRecurringUpdate(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		info, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "u", Every: time.Hour, Payload: []byte("old")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h1, h2 := info.Pending[0], info.Pending[1]
+		up, err := q.UpdateRecurring(ctx, queue.Recurring{ID: "u", Every: 30 * time.Minute, Payload: []byte("new")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if up.Every != 30*time.Minute || !up.Anchor.Equal(info.Anchor) || up.Version != 2 {
+			t.Fatalf("updated = %+v", up)
+		}
+		// New occurrences: +30m and +1h; +1h is the old one rewritten, +2h is cancelled.
+		if len(up.Pending) != 2 || up.Pending[0].Nominal != info.Anchor.Add(30*time.Minute) || up.Pending[1].ID != h1.ID {
+			t.Fatalf("pending after update %v", nominals(up.Pending))
+		}
+		for _, o := range up.Pending {
+			tm, err := q.Get(ctx, o.ID)
+			if err != nil || tm.State != queue.StateScheduled || string(tm.Payload) != "new" {
+				t.Fatalf("occurrence %s = %+v, %v; want scheduled with the new payload", o.ID, tm, err)
+			}
+		}
+		if tm, err := q.Get(ctx, h2.ID); err != nil || tm.State != queue.StateCancelled {
+			t.Fatalf("dropped occurrence %s = %+v, %v; want cancelled", h2.ID, tm, err)
+		}
+		if _, err := q.UpdateRecurring(ctx, queue.Recurring{ID: "nope", Every: time.Hour}); !errors.Is(err, queue.ErrRecurringNotFound) {
+			t.Fatalf("update of a missing schedule: %v", err)
+		}
+		if err := q.DeleteRecurring(ctx, "u"); err != nil {
+			t.Fatal(err)
+		}
+		if tm, _ := q.Get(ctx, h1.ID); tm.State != queue.StateCancelled {
+			t.Fatalf("after delete occurrence %s is %s", h1.ID, tm.State)
+		}
+		if _, err := q.GetRecurring(ctx, "u"); !errors.Is(err, queue.ErrRecurringNotFound) {
+			t.Fatalf("get after delete: %v", err)
+		}
+	})
+}
+
+func TestRecurringEndAndMaxCount(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		c := newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "three", Every: 100 * time.Millisecond, MaxCount: 3}); err != nil {
+			t.Fatal(err)
+		}
+		now := getRec(t, q, "three").Now
+		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "until", Every: 100 * time.Millisecond, End: now.Add(450 * time.Millisecond)}); err != nil {
+			t.Fatal(err)
+		}
+		one, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "one", Every: 100 * time.Millisecond, MaxCount: 1})
+		if err != nil || len(one.Pending) != 1 || one.State != queue.RecurringEnded {
+			t.Fatalf("MaxCount 1 armed %v (state %s, %v); want one occurrence and nothing more", nominals(one.Pending), one.State, err)
+		}
+		count := map[string]int{}
+		for range 8 {
+			c.advance(100 * time.Millisecond)
+			for _, f := range fireAndArm(t, q) {
+				sid, nominal, _ := queue.ParseOccurrenceID(f.ID)
+				count[sid]++
+				if sid == "until" && nominal.After(now.Add(450*time.Millisecond)) {
+					t.Fatalf("occurrence %s is after End", f.ID)
+				}
+			}
+		}
+		if count["one"] != 1 || count["three"] != 3 || count["until"] < 3 || count["until"] > 4 {
+			t.Fatalf("fired %v; want 3 of three and the 3-4 of until before its End", count)
+		}
+		for _, id := range []string{"three", "until"} {
+			if info := getRec(t, q, id); info.State != queue.RecurringEnded || len(info.Pending) != 0 || len(info.Next) != 0 {
+				t.Fatalf("%s = %+v, want ended with nothing pending", id, info)
+			}
+		}
+	})
+}
+
+func TestRecurringRepairArmsAfterACrash(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		c := newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "r", Every: 300 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		// A worker fires the first occurrence and dies before ArmFired.
+		c.advance(300 * time.Millisecond)
+		if fired := claimAll(t, q); len(fired) != 1 {
+			t.Fatalf("fired %+v", fired)
+		}
+		info := getRec(t, q, "r")
+		if len(info.Pending) != 1 {
+			t.Fatalf("pending %v; the next occurrence must still be armed", nominals(info.Pending))
+		}
+		if n, _, err := q.RepairRecurring(ctx, 100, time.Hour); err != nil || n != 0 {
+			t.Fatalf("repair within the grace armed %d, %v", n, err)
+		}
+		c.advance(100 * time.Millisecond)
+		n, more, err := q.RepairRecurring(ctx, 100, 50*time.Millisecond)
+		if err != nil || n != 1 || more {
+			t.Fatalf("repair armed %d (more %v), %v; want 1", n, more, err)
+		}
+		// Racing repairs and materializers arm nothing twice.
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				_, _, _ = q.RepairRecurring(ctx, 100, time.Millisecond)
+				_, _ = q.ArmFired(ctx, []queue.Fired{{ID: info.Pending[0].ID}})
+			})
+		}
+		wg.Wait()
+		after := getRec(t, q, "r")
+		if len(after.Pending) != 2 || after.Pending[0].ID != info.Pending[0].ID || after.Count != 3 {
+			t.Fatalf("after repair pending %v count %d; want the armed one and its successor, 3 armed in all", nominals(after.Pending), after.Count)
+		}
+	})
+}
+
+func TestRecurringJitterIsSeeded(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		info, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "j", Spec: "@hourly", Jitter: 10 * time.Minute, Ahead: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spread := false
+		for _, o := range info.Pending {
+			d := o.Due.Sub(o.Nominal)
+			if d < 0 || d >= 10*time.Minute || d != queue.JitterOf("j", o.Nominal, 10*time.Minute) {
+				t.Fatalf("occurrence %+v delayed %v", o, d)
+			}
+			if tm, _ := q.Get(ctx, o.ID); !tm.Due.Equal(o.Due) {
+				t.Fatalf("timer %s due %v, want %v", o.ID, tm.Due, o.Due)
+			}
+			spread = spread || d != info.Pending[0].Due.Sub(info.Pending[0].Nominal)
+		}
+		if !spread {
+			t.Fatal("every occurrence got the same delay")
+		}
+	})
+}
+
+func TestRecurringBadInputWritesNothing(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		for _, r := range []queue.Recurring{
+			{ID: "x"},
+			{ID: "x", Spec: "not cron"},
+			{ID: "x", Spec: "@daily", Every: time.Hour},
+			{ID: "x", Every: time.Hour, CatchUp: "sometimes"},
+			{ID: "", Every: time.Hour},
+		} {
+			if _, _, err := q.PutRecurring(ctx, r); err == nil {
+				t.Fatalf("PutRecurring(%+v) succeeded", r)
+			} else if !errors.Is(err, schedule.ErrInvalidSchedule) && !errors.Is(err, queue.ErrInvalidID) {
+				t.Fatalf("PutRecurring(%+v) = %v, want ErrInvalidSchedule or ErrInvalidID", r, err)
+			}
+		}
+		if err := b.Client.Set(ctx, q.RecurringKeys()[1], "junk", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "x", Every: time.Hour}); !errors.Is(err, queue.ErrWrongType) {
+			t.Fatalf("PutRecurring over a foreign key = %v, want ErrWrongType", err)
+		}
+		if keys := nsKeys(t, b, q); len(keys) != 1 {
+			t.Fatalf("keys after refused puts: %v", keys)
+		}
+	})
+}
+
+func TestOccurrenceIDRoundTrip(t *testing.T) {
+	nominal := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	id := queue.OccurrenceID("team@example.com", nominal)
+	if id != fmt.Sprintf("team@example.com@%d", nominal.UnixMilli()) {
+		t.Fatalf("OccurrenceID = %q", id)
+	}
+	sid, n, ok := queue.ParseOccurrenceID(id)
+	if !ok || sid != "team@example.com" || !n.Equal(nominal) {
+		t.Fatalf("ParseOccurrenceID(%q) = %q, %v, %v", id, sid, n, ok)
+	}
+	for _, bad := range []string{"plain", "@123", "x@", "x@12a", "x@+12", "x@1234567890123456"} {
+		if _, _, ok := queue.ParseOccurrenceID(bad); ok {
+			t.Errorf("ParseOccurrenceID(%q) ok", bad)
+		}
+	}
+}

@@ -1,0 +1,94 @@
+-- recur_arm.lua: top up active schedules with occurrences Go computed, for
+-- the materializer after a fire and for the repair pass. Idempotent: an
+-- occurrence that exists in any state is never created again, and a plan
+-- made from a record that has changed since is refused.
+--
+-- KEYS: the namespace's six keys, then schedules and sched-due.
+-- ARGV[1] wake channel, told the new earliest due_ms when it moves earlier
+-- ARGV[2..] per schedule: id, version, last_ms (both as read), new_last_ms,
+--         new state ('a', or 'e' when nothing follows), payload, k, then k
+--         pairs nominal_ms, due_ms.
+-- Reply: {now_ms, status_1, status_2, ...}: 'ok', 'stale' (the record moved
+--        on: another worker armed it, or it was updated, paused or ended)
+--        or 'gone' (deleted).
+-- Complexity: O((a + k) log N) per schedule.
+--
+-- Every read and check runs before the first write and the PUBLISH before
+-- the writes too, so a refused command (ACL, OOM) leaves everything as it was.
+
+local err = check_recur_types()
+if err then return err end
+
+local now = now_ms()
+local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local earliest = tonumber(head[2])
+local moved_earlier = false
+
+local reply = {fmt(now)}
+local plans = {}
+local i = 2
+while i <= #ARGV do
+  local sid, version, last, new_last, new_state, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
+  local k = tonumber(ARGV[i + 6])
+  local pairs_at = i + 7
+  i = pairs_at + 2 * k
+  local rec = redis.call('HGET', KEYS[7], sid)
+  if not rec then
+    reply[#reply + 1] = 'gone'
+  else
+    local v, st, cnt, rlast, armed, body = sdecode(rec)
+    if fmt(v) ~= version or rlast ~= last or st ~= 'a' then
+      reply[#reply + 1] = 'stale'
+    else
+      local keep, min_due, create = {}, nil, {}
+      for _, n in ipairs(split(armed)) do
+        local due = redis.call('ZSCORE', KEYS[1], occ_id(sid, n))
+        if due then
+          keep[#keep + 1] = n
+          due = tonumber(due)
+          if min_due == nil or due < min_due then min_due = due end
+        end
+      end
+      for j = 0, k - 1 do
+        local n, due = ARGV[pairs_at + 2 * j], ARGV[pairs_at + 2 * j + 1]
+        local oid = occ_id(sid, n)
+        if redis.call('ZSCORE', KEYS[1], oid) then
+          local seen = false
+          for _, m in ipairs(keep) do if m == n then seen = true end end
+          if not seen then keep[#keep + 1] = n end
+        elseif redis.call('HEXISTS', KEYS[2], oid) == 0 then
+          create[#create + 1] = {oid, due}
+          keep[#keep + 1] = n
+          local d = tonumber(due)
+          if min_due == nil or d < min_due then min_due = d end
+          if earliest == nil or d < earliest then
+            earliest = d
+            moved_earlier = true
+          end
+        end
+      end
+      plans[#plans + 1] = {sid = sid, create = create, payload = payload,
+        rec = sencode(v, new_state, cnt + #create, new_last, table.concat(keep, ','), body),
+        state = new_state, min_due = min_due}
+      reply[#reply + 1] = 'ok'
+    end
+  end
+end
+
+if moved_earlier then
+  redis.call('PUBLISH', ARGV[1], fmt(earliest))
+end
+local now_s = fmt(now)
+for _, p in ipairs(plans) do
+  for _, c in ipairs(p.create) do
+    redis.call('HSET', KEYS[2], c[1], encode('s', '', now_s, '', p.payload))
+    redis.call('ZADD', KEYS[1], c[2], c[1])
+  end
+  redis.call('HSET', KEYS[7], p.sid, p.rec)
+  if p.state == 'a' then
+    redis.call('ZADD', KEYS[8], fmt(p.min_due or now), p.sid)
+  else
+    redis.call('ZREM', KEYS[8], p.sid)
+  end
+end
+return reply

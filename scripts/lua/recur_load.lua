@@ -1,0 +1,40 @@
+-- recur_load.lua: read schedules with the server clock and their pending
+-- occurrences, for Go to plan what to arm next.
+--
+-- KEYS: the namespace's six keys, then schedules and sched-due (see
+--       recur_prelude.lua).
+-- ARGV[1] 'ids' then ARGV[2..] schedule ids; or 'due', ARGV[2] grace_ms,
+--         ARGV[3] limit: the schedules whose earliest pending occurrence was
+--         due more than grace_ms ago (the repair pass).
+-- Reply: {now_ms, id_1, record_1, pending_1, id_2, ...}; record is '' when
+--        the schedule does not exist; pending is a comma list of
+--        "<nominal_ms>=<due_ms>" for armed occurrences still scheduled.
+-- Complexity: O(k * (1 + a) * log N) for k schedules with a armed each.
+
+local err = check_recur_types()
+if err then return err end
+
+local now = now_ms()
+local ids = {}
+if ARGV[1] == 'due' then
+  ids = redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', now - tonumber(ARGV[2]), 'LIMIT', 0, tonumber(ARGV[3]))
+else
+  for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
+end
+
+local reply = {fmt(now)}
+for _, sid in ipairs(ids) do
+  local rec = redis.call('HGET', KEYS[7], sid)
+  local pending = {}
+  if rec then
+    local _, _, _, _, armed = sdecode(rec)
+    for _, n in ipairs(split(armed)) do
+      local due = redis.call('ZSCORE', KEYS[1], occ_id(sid, n))
+      if due then pending[#pending + 1] = n .. '=' .. fmt(tonumber(due)) end
+    end
+  end
+  reply[#reply + 1] = sid
+  reply[#reply + 1] = rec or ''
+  reply[#reply + 1] = table.concat(pending, ',')
+end
+return reply

@@ -1,0 +1,51 @@
+-- recur_prelude.lua: helpers of the recurring-schedule scripts, prepended
+-- after prelude.lua (see recurring.go). Those scripts take the namespace's
+-- six keys and two more, with the same hash tag:
+--   KEYS[7] schedules  HASH  schedule id -> schedule record (below)
+--   KEYS[8] sched-due  ZSET  schedule id -> due ms of its earliest pending
+--                      occurrence: once that is well past, the occurrence
+--                      fired without its successor being armed, and the
+--                      repair pass tops the schedule up. Active schedules only.
+--
+-- A schedule record is "<version>:<state>:<count>:<last_ms>:<armed>:<body>":
+-- version counts puts, updates, pauses and resumes (the arm script refuses a
+-- plan made from another version); state is a (active), p (paused) or e
+-- (ended: nothing more to arm); count is how many occurrences were armed and
+-- not cancelled (fired plus pending), for a maximum count; last_ms is the
+-- nominal time of the last occurrence armed or skipped, from which Go
+-- computes the next; armed is a comma list of the nominal ms of occurrences
+-- armed and maybe still pending; body is JSON from Go that no script reads.
+-- An occurrence is an ordinary timer with ID "<schedule id>@<nominal ms>".
+
+local function check_recur_types()
+  local err = check_types()
+  if err then return err end
+  for i, want in pairs({[7] = 'hash', [8] = 'zset'}) do
+    local got = redis.call('TYPE', KEYS[i])
+    if type(got) == 'table' then got = got['ok'] end
+    if got ~= 'none' and got ~= want then
+      return redis.error_reply('WRONGTYPE key ' .. KEYS[i] .. ' holds a ' .. got ..
+        ' where timerq keeps a ' .. want)
+    end
+  end
+  return nil
+end
+
+local function sdecode(rec)
+  local v, st, cnt, last, armed, at = string.match(rec, '^(%d+):(%a):(%d+):(%d*):([%d,]*):()')
+  return tonumber(v), st, tonumber(cnt), last, armed, string.sub(rec, at)
+end
+
+local function sencode(v, st, cnt, last, armed, body)
+  return fmt(v) .. ':' .. st .. ':' .. fmt(cnt) .. ':' .. last .. ':' .. armed .. ':' .. body
+end
+
+local function split(csv)
+  local t = {}
+  for n in string.gmatch(csv, '%d+') do t[#t + 1] = n end
+  return t
+end
+
+local function occ_id(sid, nominal)
+  return sid .. '@' .. nominal
+end

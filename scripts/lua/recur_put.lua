@@ -1,0 +1,152 @@
+-- recur_put.lua: create, update, pause, resume or delete one schedule, with
+-- its pending occurrences, in one atomic step.
+--
+-- KEYS: the namespace's six keys, then schedules and sched-due.
+-- ARGV[1] op: 'create' | 'update' | 'pause' | 'resume' | 'delete'
+-- ARGV[2] schedule id
+-- ARGV[3] expected version, or '' for any (create ignores it)
+-- ARGV[4] body: the record's JSON, or '' to keep it
+-- ARGV[5] state after: 'a', 'p' or 'e' (ignored by delete)
+-- ARGV[6] last_ms after, or '-' to keep it
+-- ARGV[7] occurrence payload
+-- ARGV[8] wake channel
+-- ARGV[9] prefix of the timers' own channels
+-- ARGV[10] retention_ms of cancelled occurrences; 0 = forever
+-- ARGV[11..] pairs nominal_ms, due_ms: occurrences to arm
+-- Reply: {status, now_ms, record}: status 'created', 'exists' (create of an
+--        existing ID: record unchanged), 'ok', 'notfound' or 'conflict'
+--        (the version differs; record returned as it is).
+-- Complexity: O((a + k) log N) for a armed and k new occurrences.
+--
+-- Every op but create first cancels the schedule's pending occurrences,
+-- except those it arms again in the same call, which are rewritten in place
+-- (new payload and due time) without a 'cancelled' wakeup. An occurrence
+-- that a pause or update cancelled is revived if a later resume or update
+-- arms the same nominal time; a fired occurrence is never armed again.
+-- All reads and checks, then the PUBLISHes, run before the first write, so
+-- a refused command (ACL, OOM) leaves everything as it was.
+
+local err = check_recur_types()
+if err then return err end
+
+local op, sid, expected = ARGV[1], ARGV[2], ARGV[3]
+local now = now_ms()
+local now_s = fmt(now)
+local rec = redis.call('HGET', KEYS[7], sid)
+
+local v, st, cnt, last, armed, body = 0, 'a', 0, '', '', ''
+if op == 'create' then
+  if rec then return {'exists', now_s, rec} end
+else
+  if not rec then return {'notfound', now_s, ''} end
+  v, st, cnt, last, armed, body = sdecode(rec)
+  if expected ~= '' and fmt(v) ~= expected then return {'conflict', now_s, rec} end
+end
+if ARGV[4] ~= '' then body = ARGV[4] end
+if ARGV[6] ~= '-' then last = ARGV[6] end
+local new_state = ARGV[5]
+local payload = ARGV[7]
+local retention = tonumber(ARGV[10])
+
+-- Pending occurrences, by nominal ms: cancelled unless armed again below.
+local pending = {}
+for _, n in ipairs(split(armed)) do
+  local oid = occ_id(sid, n)
+  local due = redis.call('ZSCORE', KEYS[1], oid)
+  if due then pending[n] = {oid = oid, due = fmt(tonumber(due)), rec = redis.call('HGET', KEYS[2], oid)} end
+end
+
+local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local earliest = tonumber(head[2])
+local moved_earlier = false
+local writes, keep, min_due = {}, {}, nil
+if op ~= 'pause' and op ~= 'delete' then
+  for i = 11, #ARGV, 2 do
+    local n, due = ARGV[i], ARGV[i + 1]
+    local oid = occ_id(sid, n)
+    local p = pending[n]
+    local orec = p and p.rec or redis.call('HGET', KEYS[2], oid)
+    local created = now_s
+    local kind = nil
+    if p then
+      kind = 'rewrite'
+      pending[n] = nil
+      local _, _, c = decode(orec)
+      created = c
+    elseif not orec then
+      kind = 'create'
+      cnt = cnt + 1
+    else
+      local ost, _, c = decode(orec)
+      if ost == 'c' then
+        kind = 'revive'
+        created = c
+        cnt = cnt + 1
+      elseif ost == 's' then
+        kind = 'keep'
+      end
+      -- fired: that occurrence happened; it is never armed again
+    end
+    if kind then
+      keep[#keep + 1] = n
+      local d = tonumber(due)
+      if kind == 'keep' then d = tonumber(redis.call('ZSCORE', KEYS[1], oid)) end
+      if min_due == nil or d < min_due then min_due = d end
+      if kind ~= 'keep' then
+        writes[#writes + 1] = {kind = kind, oid = oid, due = due, created = created}
+        if earliest == nil or d < earliest then
+          earliest = d
+          moved_earlier = true
+        end
+      end
+    end
+  end
+end
+
+-- What is left in pending is cancelled.
+local cancels = {}
+for _, p in pairs(pending) do
+  cancels[#cancels + 1] = p
+  cnt = cnt - 1
+end
+
+for _, c in ipairs(cancels) do
+  redis.call('PUBLISH', ARGV[9] .. c.oid, 'cancelled')
+end
+if moved_earlier then
+  redis.call('PUBLISH', ARGV[8], fmt(earliest))
+end
+
+local purge_at = fmt(now + retention)
+for _, c in ipairs(cancels) do
+  local _, _, created, _, opayload = decode(c.rec)
+  redis.call('HSET', KEYS[2], c.oid, encode('c', c.due, created, now_s, opayload))
+  redis.call('ZREM', KEYS[1], c.oid)
+  redis.call('ZADD', KEYS[4], c.due, c.oid)
+  if retention > 0 then redis.call('ZADD', KEYS[5], purge_at, c.oid) end
+end
+for _, w in ipairs(writes) do
+  if w.kind == 'revive' then
+    redis.call('ZREM', KEYS[4], w.oid)
+    redis.call('ZREM', KEYS[5], w.oid)
+  end
+  redis.call('HSET', KEYS[2], w.oid, encode('s', '', w.created, '', payload))
+  redis.call('ZADD', KEYS[1], w.due, w.oid)
+end
+
+if op == 'delete' then
+  redis.call('HDEL', KEYS[7], sid)
+  redis.call('ZREM', KEYS[8], sid)
+  return {'ok', now_s, ''}
+end
+
+if op == 'create' then v = 1 else v = v + 1 end
+rec = sencode(v, new_state, cnt, last, table.concat(keep, ','), body)
+redis.call('HSET', KEYS[7], sid, rec)
+if new_state == 'a' then
+  redis.call('ZADD', KEYS[8], fmt(min_due or now), sid)
+else
+  redis.call('ZREM', KEYS[8], sid)
+end
+if op == 'create' then return {'created', now_s, rec} end
+return {'ok', now_s, rec}
