@@ -102,6 +102,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	if !p.opts.Maintenance.Disabled {
 		wg.Go(func() { p.maintain(ctx) })
 	}
+	wg.Go(func() { p.repairRecurring(ctx) })
 	p.poll(ctx)
 	wg.Wait()
 	return nil
@@ -186,6 +187,7 @@ func (p *Poller) poll(ctx context.Context) {
 				failures = 0
 			}
 			refServer, refLocal = res.Now.UnixMilli(), time.Now()
+			p.armFired(ctx, res)
 			if len(res.Fired) >= p.opts.BatchSize {
 				target = 0 // backlog: claim again at once
 				timer.Reset(0)
