@@ -25,14 +25,15 @@ func (r *runner) commands() []*cli.Command {
 	}
 	return []*cli.Command{
 		{
-			Name: "schedule", Usage: "create a timer (idempotent: an existing ID is left as it is)",
-			ArgsUsage: "ID (--at TIME | --in DURATION) [--payload TEXT | --payload-file PATH|-]",
-			Flags: when(
+			Name: "schedule", Usage: "create a timer, or a recurring schedule (idempotent: an existing ID is left as it is)",
+			ArgsUsage: "ID (--at TIME | --in DURATION | --every DURATION | --cron SPEC [--tz ZONE]) [--payload TEXT | --payload-file PATH|-]",
+			Flags: append(when(
 				&cli.StringFlag{Name: "payload", Aliases: []string{"p"}, Usage: "payload `TEXT`"},
 				&cli.StringFlag{Name: "payload-file", Usage: "read the payload from `PATH`, or stdin for -"},
-			),
+			), recurringFlags()...),
 			Action: r.schedule,
 		},
+		r.schedulesCommand(),
 		{Name: "get", Usage: "show a timer", ArgsUsage: "ID", Action: r.get},
 		{
 			Name: "list", Usage: "list timers by due time", ArgsUsage: " ",
@@ -212,6 +213,9 @@ func (r *runner) recordOut(s *session, t queue.Timer, created *bool) error {
 }
 
 func (r *runner) schedule(c *cli.Context) error {
+	if isRecurring(c) {
+		return r.scheduleRecurring(c)
+	}
 	id, err := oneID(c)
 	if err != nil {
 		return err

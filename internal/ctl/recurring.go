@@ -1,0 +1,331 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/timerq/timerq/queue"
+	"github.com/timerq/timerq/schedule"
+)
+
+// recurringFlags are the schedule command's flags that make it create (or,
+// with --update, change) a recurring schedule instead of a one-shot timer.
+func recurringFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "every", Usage: "recurring: a fixed interval `DURATION`, e.g. 90s"},
+		&cli.StringFlag{Name: "anchor", Usage: "recurring: --every occurrences fall on `TIME` + k*interval (default: now)"},
+		&cli.StringFlag{Name: "cron", Usage: "recurring: a cron `SPEC`: 5 fields, 6 with seconds first, or @daily etc."},
+		&cli.StringFlag{Name: "tz", Usage: "recurring: the IANA time `ZONE` of --cron, e.g. Europe/Berlin (default UTC)"},
+		&cli.StringFlag{Name: "catch-up", Usage: "recurring: after downtime, `POLICY` once (default), skip or all"},
+		&cli.IntFlag{Name: "catch-up-limit", Usage: "recurring: with --catch-up all, fire at most `N` missed (default 10)"},
+		&cli.StringFlag{Name: "jitter", Usage: "recurring: delay each occurrence by a seeded spread in [0, `DURATION`)"},
+		&cli.StringFlag{Name: "end", Usage: "recurring: no occurrence after `TIME`"},
+		&cli.Int64Flag{Name: "max-count", Usage: "recurring: fire `N` occurrences in all"},
+		&cli.IntFlag{Name: "ahead", Usage: "recurring: keep `N` occurrences armed ahead (default 2)"},
+		&cli.BoolFlag{Name: "update", Usage: "recurring: change an existing schedule (without it, an existing ID is left as it is)"},
+	}
+}
+
+// isRecurring reports whether the schedule command was asked for a
+// recurring schedule.
+func isRecurring(c *cli.Context) bool { return c.IsSet("every") || c.IsSet("cron") }
+
+func (r *runner) scheduleRecurring(c *cli.Context) error {
+	id, err := oneID(c)
+	if err != nil {
+		return err
+	}
+	if c.IsSet("at") || c.IsSet("in") {
+		return usageErr("--at/--in and --every/--cron are both given", "a recurring schedule takes --every or --cron; a one-shot timer --at or --in")
+	}
+	rec := queue.Recurring{ID: id, Spec: c.String("cron"), CatchUp: queue.CatchUp(c.String("catch-up")),
+		CatchUpLimit: c.Int("catch-up-limit"), MaxCount: c.Int64("max-count"), Ahead: c.Int("ahead")}
+	if c.IsSet("every") && c.IsSet("cron") {
+		return usageErr("both --every and --cron are given", "give one of them")
+	}
+	if c.IsSet("every") {
+		if rec.Every, err = parseIn("every", c.String("every")); err != nil {
+			return err
+		}
+	}
+	if c.IsSet("jitter") {
+		if rec.Jitter, err = parseIn("jitter", c.String("jitter")); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct {
+		name string
+		dst  *time.Time
+	}{{"anchor", &rec.Anchor}, {"end", &rec.End}} {
+		if c.IsSet(f.name) {
+			if *f.dst, err = parseTime(f.name, c.String(f.name)); err != nil {
+				return err
+			}
+		}
+	}
+	if c.IsSet("tz") {
+		if rec.Location, err = time.LoadLocation(c.String("tz")); err != nil {
+			return usageErr(fmt.Sprintf("--tz %q is not a time zone", c.String("tz")), "use an IANA name such as Europe/Berlin or UTC")
+		}
+	}
+	if rec.Payload, err = r.payload(c); err != nil {
+		return err
+	}
+	return r.once(c, func(ctx context.Context, s *session) error {
+		if c.Bool("update") {
+			info, err := s.q.UpdateRecurring(ctx, rec)
+			if err != nil {
+				return recurringErr(s, err)
+			}
+			return r.scheduleOut(s, info, "updated")
+		}
+		info, created, err := s.q.PutRecurring(ctx, rec)
+		if err != nil {
+			return recurringErr(s, err)
+		}
+		note := "created"
+		if !created {
+			note = "already existed, left unchanged (use --update to change it)"
+		}
+		return r.scheduleOut(s, info, note)
+	})
+}
+
+// recurringErr maps the recurring API's errors to exit codes, keeping
+// queue's own "; <what to do>" as the fix when it has one.
+func recurringErr(s *session, err error) error {
+	own := func(code int, fix string) *Error {
+		msg := strings.TrimPrefix(err.Error(), "timerq: ")
+		if i := strings.LastIndex(msg, "; "); i >= 0 {
+			return &Error{Code: code, Problem: msg[:i], Fix: msg[i+2:], Err: err}
+		}
+		return &Error{Code: code, Problem: msg, Fix: fix, Err: err}
+	}
+	switch {
+	case errors.Is(err, queue.ErrRecurringNotFound):
+		return own(ExitNotFound, "check the ID and --namespace; 'timerctl schedules list' shows the schedules")
+	case errors.Is(err, schedule.ErrInvalidSchedule):
+		return own(ExitUsage, "see 'timerctl schedule --help'")
+	}
+	return s.redisErr(err)
+}
+
+// schedulesCommand is `timerctl schedules list|get|pause|resume|delete`.
+// The verb is an argument rather than a subcommand, so that global flags
+// after it (`schedules get ID -o json`) work as they do for every command.
+func (r *runner) schedulesCommand() *cli.Command {
+	return &cli.Command{
+		Name: "schedules", Usage: "list, show, pause, resume or delete recurring schedules",
+		ArgsUsage: "list | get ID | pause ID | resume ID | delete ID",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "limit", Value: 100, Usage: "list: page size, 1-1000"},
+			&cli.StringFlag{Name: "cursor", Usage: "list: continue from the cursor `C` a previous page printed"},
+		},
+		Action: r.schedules,
+	}
+}
+
+func (r *runner) schedules(c *cli.Context) error {
+	args := c.Args().Slice()
+	if len(args) == 0 {
+		return usageErr("missing the action", "use one of: list, get ID, pause ID, resume ID, delete ID")
+	}
+	verb, rest := args[0], args[1:]
+	if verb == "list" {
+		if len(rest) > 0 {
+			return usageErr(fmt.Sprintf("unexpected arguments: %q", rest), "schedules list takes no ID")
+		}
+		return r.once(c, func(ctx context.Context, s *session) error {
+			page, err := s.q.ListRecurring(ctx, c.String("cursor"), c.Int("limit"))
+			if err != nil {
+				return recurringErr(s, err)
+			}
+			return r.schedulesOut(s, page)
+		})
+	}
+	ops := map[string]func(*queue.Queue, context.Context, string) (queue.RecurringInfo, error){
+		"get":    (*queue.Queue).GetRecurring,
+		"pause":  (*queue.Queue).PauseRecurring,
+		"resume": (*queue.Queue).ResumeRecurring,
+	}
+	op, ok := ops[verb]
+	if !ok && verb != "delete" {
+		return usageErr(fmt.Sprintf("unknown action %q", verb), "use one of: list, get ID, pause ID, resume ID, delete ID")
+	}
+	if len(rest) != 1 {
+		return usageErr(fmt.Sprintf("schedules %s takes one ID, got %d arguments", verb, len(rest)), "e.g. timerctl schedules "+verb+" nightly-report")
+	}
+	id := rest[0]
+	return r.once(c, func(ctx context.Context, s *session) error {
+		if verb == "delete" {
+			if err := s.q.DeleteRecurring(ctx, id); err != nil {
+				return recurringErr(s, err)
+			}
+			if s.g.json {
+				return writeJSON(r.o.Stdout, map[string]any{"id": id, "deleted": true})
+			}
+			_, err := fmt.Fprintf(r.o.Stdout, "deleted schedule %s; its pending occurrences are cancelled\n", id)
+			return err
+		}
+		info, err := op(s.q, ctx, id)
+		if err != nil {
+			return recurringErr(s, err)
+		}
+		return r.scheduleOut(s, info, "")
+	})
+}
+
+// scheduleJSON is a schedule in JSON output (docs/timerctl.md); the field
+// names are stable.
+type scheduleJSON struct {
+	ID           string           `json:"id"`
+	Cron         string           `json:"cron,omitempty"`
+	TZ           string           `json:"tz,omitempty"`
+	Every        string           `json:"every,omitempty"`
+	Anchor       *string          `json:"anchor,omitempty"`
+	State        string           `json:"state"`
+	Version      int64            `json:"version"`
+	Payload      []byte           `json:"payload"`
+	CatchUp      string           `json:"catch_up"`
+	CatchUpLimit int              `json:"catch_up_limit"`
+	Jitter       string           `json:"jitter"`
+	End          *string          `json:"end"`
+	MaxCount     int64            `json:"max_count"`
+	Ahead        int              `json:"ahead"`
+	Count        int64            `json:"count"`
+	Pending      []occurrenceJSON `json:"pending"`
+	Next         []string         `json:"next"`
+	CreatedAt    string           `json:"created_at"`
+	UpdatedAt    string           `json:"updated_at"`
+	Note         string           `json:"note,omitempty"`
+}
+
+type occurrenceJSON struct {
+	ID      string `json:"id"`
+	Nominal string `json:"nominal"`
+	DueAt   string `json:"due_at"`
+}
+
+func toScheduleJSON(in queue.RecurringInfo) scheduleJSON {
+	j := scheduleJSON{ID: in.ID, Cron: in.Spec, State: string(in.State), Version: in.Version, Payload: in.Payload,
+		CatchUp: string(in.CatchUp), CatchUpLimit: in.CatchUpLimit, Jitter: in.Jitter.String(), End: optTime(in.End),
+		MaxCount: in.MaxCount, Ahead: in.Ahead, Count: in.Count, Pending: []occurrenceJSON{}, Next: []string{},
+		CreatedAt: fmtJSONTime(in.CreatedAt), UpdatedAt: fmtJSONTime(in.UpdatedAt)}
+	if j.Payload == nil {
+		j.Payload = []byte{}
+	}
+	if in.Spec != "" && in.Location != nil {
+		j.TZ = in.Location.String()
+	}
+	if in.Every > 0 {
+		j.Every, j.Anchor = in.Every.String(), optTime(in.Anchor)
+	}
+	for _, o := range in.Pending {
+		j.Pending = append(j.Pending, occurrenceJSON{ID: o.ID, Nominal: fmtJSONTime(o.Nominal), DueAt: fmtJSONTime(o.Due)})
+	}
+	for _, t := range in.Next {
+		j.Next = append(j.Next, fmtJSONTime(t))
+	}
+	return j
+}
+
+func specText(in queue.RecurringInfo) string {
+	if in.Every > 0 {
+		return "every " + in.Every.String() + " from " + in.Anchor.UTC().Format(time.RFC3339Nano)
+	}
+	tz := "UTC"
+	if in.Location != nil {
+		tz = in.Location.String()
+	}
+	return fmt.Sprintf("cron %q in %s", in.Spec, tz)
+}
+
+func (r *runner) scheduleOut(s *session, in queue.RecurringInfo, note string) error {
+	if s.g.json {
+		j := toScheduleJSON(in)
+		j.Note = note
+		return writeJSON(r.o.Stdout, j)
+	}
+	now := r.o.Now()
+	w := newTable(r.o.Stdout)
+	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
+	row("id", in.ID)
+	row("spec", specText(in))
+	row("state", fmt.Sprintf("%s (version %d)", in.State, in.Version))
+	row("payload", fmtPayload(in.Payload))
+	limits := []string{"catch-up " + string(in.CatchUp), "ahead " + fmt.Sprint(in.Ahead)}
+	if in.CatchUp == queue.CatchUpAll {
+		limits[0] += fmt.Sprintf(" (at most %d)", in.CatchUpLimit)
+	}
+	if in.Jitter > 0 {
+		limits = append(limits, "jitter "+in.Jitter.String())
+	}
+	if !in.End.IsZero() {
+		limits = append(limits, "end "+in.End.UTC().Format(time.RFC3339))
+	}
+	if in.MaxCount > 0 {
+		limits = append(limits, fmt.Sprintf("max count %d", in.MaxCount))
+	}
+	row("policies", strings.Join(limits, ", "))
+	row("count", fmt.Sprintf("%d armed (fired and pending)", in.Count))
+	if len(in.Pending) == 0 {
+		row("pending", "-")
+	}
+	for i, o := range in.Pending {
+		k := ""
+		if i == 0 {
+			k = "pending"
+		}
+		row(k, o.ID+"  due "+fmtTime(o.Due, now))
+	}
+	if len(in.Next) == 0 {
+		row("next", "-")
+	}
+	for i, t := range in.Next {
+		k := ""
+		if i == 0 {
+			k = "next"
+		}
+		row(k, fmtTime(t, now))
+	}
+	if note != "" {
+		row("note", note)
+	}
+	return w.Flush()
+}
+
+func (r *runner) schedulesOut(s *session, page queue.RecurringPage) error {
+	if s.g.json {
+		out := struct {
+			Schedules  []scheduleJSON `json:"schedules"`
+			NextCursor string         `json:"next_cursor"`
+		}{Schedules: []scheduleJSON{}, NextCursor: page.NextCursor}
+		for _, in := range page.Schedules {
+			out.Schedules = append(out.Schedules, toScheduleJSON(in))
+		}
+		return writeJSON(r.o.Stdout, out)
+	}
+	now := r.o.Now()
+	w := newTable(r.o.Stdout)
+	fmt.Fprintln(w, "ID\tSTATE\tSPEC\tNEXT\tCOUNT")
+	for _, in := range page.Schedules {
+		next := "-"
+		if len(in.Next) > 0 {
+			next = fmtTime(in.Next[0], now)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\n", in.ID, in.State, specText(in), next, in.Count)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if page.NextCursor != "" {
+		_, err := fmt.Fprintf(r.o.Stdout, "more: timerctl schedules list --cursor %s\n", page.NextCursor)
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,136 @@
+package ctl_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/timerq/timerq/internal/ctl"
+	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/queue"
+)
+
+// scheduleJSON is the documented JSON schema of a schedule (docs/timerctl.md).
+type scheduleJSON struct {
+	ID           string  `json:"id"`
+	Cron         string  `json:"cron"`
+	TZ           string  `json:"tz"`
+	Every        string  `json:"every"`
+	Anchor       *string `json:"anchor"`
+	State        string  `json:"state"`
+	Version      int64   `json:"version"`
+	Payload      []byte  `json:"payload"`
+	CatchUp      string  `json:"catch_up"`
+	CatchUpLimit int     `json:"catch_up_limit"`
+	Jitter       string  `json:"jitter"`
+	End          *string `json:"end"`
+	MaxCount     int64   `json:"max_count"`
+	Ahead        int     `json:"ahead"`
+	Count        int64   `json:"count"`
+	Pending      []struct {
+		ID      string `json:"id"`
+		Nominal string `json:"nominal"`
+		DueAt   string `json:"due_at"`
+	} `json:"pending"`
+	Next      []string `json:"next"`
+	CreatedAt string   `json:"created_at"`
+	UpdatedAt string   `json:"updated_at"`
+	Note      string   `json:"note"`
+}
+
+func TestRecurringSchedulesCommands(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		c := newCLI(t, b)
+		s := decode[scheduleJSON](t, c.ok("schedule", "report", "--cron", "0 9 * * MON-FRI", "--tz", "Europe/Berlin",
+			"--catch-up", "all", "--catch-up-limit", "3", "--max-count", "10", "-p", "go", "-o", "json").stdout)
+		if s.ID != "report" || s.Cron != "0 9 * * MON-FRI" || s.TZ != "Europe/Berlin" || s.State != "active" ||
+			s.CatchUp != "all" || s.CatchUpLimit != 3 || s.MaxCount != 10 || string(s.Payload) != "go" || s.Note != "created" {
+			t.Fatalf("created schedule = %+v", s)
+		}
+		if len(s.Next) != 5 || len(s.Pending) != 2 {
+			t.Fatalf("next %v pending %v; want 5 next and 2 armed", s.Next, s.Pending)
+		}
+		for i, n := range s.Next {
+			tm := mustTime(t, n).In(mustLoc(t, "Europe/Berlin"))
+			if tm.Hour() != 9 || tm.Minute() != 0 || tm.Weekday() == time.Saturday || tm.Weekday() == time.Sunday {
+				t.Fatalf("next[%d] = %v, not 09:00 on a weekday in Berlin", i, tm)
+			}
+		}
+		if s.Pending[0].ID != queue.OccurrenceID("report", mustTime(t, s.Next[0])) {
+			t.Fatalf("first pending %s is not the first next occurrence %s", s.Pending[0].ID, s.Next[0])
+		}
+
+		// Idempotent without --update; changed with it.
+		again := decode[scheduleJSON](t, c.ok("schedule", "report", "--every", "1h", "-o", "json").stdout)
+		if again.Cron != "0 9 * * MON-FRI" || again.Every != "" || !strings.Contains(again.Note, "left unchanged") {
+			t.Fatalf("second schedule without --update = %+v", again)
+		}
+		up := decode[scheduleJSON](t, c.ok("schedule", "report", "--every", "1h", "--update", "-o", "json").stdout)
+		if up.Every != "1h0m0s" || up.Cron != "" || up.Version != 2 || up.Note != "updated" {
+			t.Fatalf("update = %+v", up)
+		}
+
+		c.ok("schedule", "tick", "--every", "90s")
+		list := decode[struct {
+			Schedules  []scheduleJSON `json:"schedules"`
+			NextCursor string         `json:"next_cursor"`
+		}](t, c.ok("schedules", "list", "-o", "json").stdout)
+		if len(list.Schedules) != 2 {
+			t.Fatalf("list = %+v", list)
+		}
+		if r := c.ok("schedules", "list"); !strings.Contains(r.stdout, "tick") || !strings.Contains(r.stdout, "every 1m30s") {
+			t.Fatalf("list table:\n%s", r.stdout)
+		}
+
+		p := decode[scheduleJSON](t, c.ok("schedules", "pause", "tick", "-o", "json").stdout)
+		if p.State != "paused" || len(p.Pending) != 0 {
+			t.Fatalf("pause = %+v", p)
+		}
+		if r := c.ok("schedules", "get", "tick"); !strings.Contains(r.stdout, "paused") {
+			t.Fatalf("get after pause:\n%s", r.stdout)
+		}
+		if p := decode[scheduleJSON](t, c.ok("schedules", "resume", "tick", "-o", "json").stdout); p.State != "active" || len(p.Pending) != 2 {
+			t.Fatalf("resume = %+v", p)
+		}
+		c.ok("schedules", "delete", "tick")
+		for _, args := range [][]string{{"schedules", "get", "tick"}, {"schedules", "delete", "tick"}, {"schedules", "pause", "nope"},
+			{"schedule", "nope", "--every", "1m", "--update"}} {
+			if r := c.run(args...); r.code != ctl.ExitNotFound || !strings.Contains(r.stderr, "schedules list") {
+				t.Errorf("%q: exit %d, stderr %q; want %d and a hint", args, r.code, r.stderr, ctl.ExitNotFound)
+			}
+		}
+	})
+}
+
+func TestRecurringScheduleBadInput(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		c := newCLI(t, b)
+		for _, args := range [][]string{
+			{"schedule", "x", "--cron", "61 * * * *"},
+			{"schedule", "x", "--cron", "@daily", "--every", "1h"},
+			{"schedule", "x", "--every", "1h", "--in", "5m"},
+			{"schedule", "x", "--every", "soon"},
+			{"schedule", "x", "--cron", "@daily", "--tz", "Mars/Olympus"},
+			{"schedule", "x", "--every", "1h", "--catch-up", "maybe"},
+			{"schedules"},
+			{"schedules", "frobnicate", "x"},
+			{"schedules", "get"},
+		} {
+			if r := c.run(args...); r.code != ctl.ExitUsage || !strings.HasPrefix(r.stderr, "timerctl: ") {
+				t.Errorf("%q: exit %d, stderr %q; want %d", args, r.code, r.stderr, ctl.ExitUsage)
+			}
+		}
+		if keys := c.keys(); len(keys) != 0 {
+			t.Fatalf("bad input wrote keys: %v", keys)
+		}
+	})
+}
+
+func mustLoc(t *testing.T, name string) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		t.Skip(err)
+	}
+	return loc
+}
