@@ -40,6 +40,7 @@ type Poller struct {
 	running   atomic.Bool
 	lastClaim atomic.Int64 // local Unix nanoseconds of the last successful claim
 	holding   atomic.Bool
+	arms      chan []queue.Fired // fired occurrences, to armLoop (recurring.go)
 }
 
 // New returns a Poller for q. rdb must be the client q was created with (or
@@ -102,7 +103,9 @@ func (p *Poller) Run(ctx context.Context) error {
 	if !p.opts.Maintenance.Disabled {
 		wg.Go(func() { p.maintain(ctx) })
 	}
+	p.arms = make(chan []queue.Fired, 16)
 	wg.Go(func() { p.repairRecurring(ctx) })
+	wg.Go(func() { p.armLoop(ctx) })
 	p.poll(ctx)
 	wg.Wait()
 	return nil

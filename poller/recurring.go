@@ -21,23 +21,69 @@ const (
 	recurringRepairBatch = 256
 )
 
-// armFired arms what follows the occurrences res fired. Like a claim it is
-// not cancelled with Run's context (its work is idempotent and short), but
-// ClaimTimeout bounds it. A failure is logged: the repair pass catches up.
+// armFired hands the occurrences res fired to the arming goroutine, so the
+// next claim does not wait for two more round trips. Ahead (2 by default)
+// leaves at least one interval of slack, and the repair pass covers a crash
+// in between. When the arming falls behind, the claim loop waits for room:
+// back-pressure rather than a growing backlog of unarmed schedules.
 func (p *Poller) armFired(ctx context.Context, res queue.ClaimResult) {
-	occurrence := false
+	var occ []queue.Fired
 	for _, f := range res.Fired {
 		if _, _, ok := queue.ParseOccurrenceID(f.ID); ok {
-			occurrence = true
-			break
+			occ = append(occ, f)
 		}
 	}
-	if !occurrence {
+	if len(occ) == 0 {
 		return
 	}
+	select {
+	case p.arms <- occ:
+	case <-ctx.Done():
+		p.armNow(ctx, occ) // Run is stopping: arm before returning
+	}
+}
+
+// armLoop arms what the claim loop fired, merging whatever has queued up
+// into one call, until ctx ends; then it arms what is left and returns.
+func (p *Poller) armLoop(ctx context.Context) {
+	for {
+		var batch []queue.Fired
+		select {
+		case <-ctx.Done():
+			for {
+				select {
+				case f := <-p.arms:
+					batch = append(batch, f...)
+				default:
+					if len(batch) > 0 {
+						p.armNow(ctx, batch)
+					}
+					return
+				}
+			}
+		case f := <-p.arms:
+			batch = f
+		}
+	more:
+		for len(batch) < 4*recurringRepairBatch {
+			select {
+			case f := <-p.arms:
+				batch = append(batch, f...)
+			default:
+				break more
+			}
+		}
+		p.armNow(ctx, batch)
+	}
+}
+
+// armNow arms what follows fired. Like a claim it is not cancelled with
+// Run's context (its work is idempotent and short), but ClaimTimeout bounds
+// it. A failure is logged: the repair pass catches up.
+func (p *Poller) armNow(ctx context.Context, fired []queue.Fired) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.ClaimTimeout)
 	defer cancel()
-	if _, err := p.q.ArmFired(cctx, res.Fired); err != nil {
+	if _, err := p.q.ArmFired(cctx, fired); err != nil {
 		p.log.Warn("timerq: arming the next occurrences failed; the repair pass will", "err", err)
 	}
 }

@@ -79,6 +79,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		&cli.DurationFlag{Name: "waiters-lead", Value: 10 * time.Second, Usage: "waiters: time to subscribe before the first is due"},
 		&cli.DurationFlag{Name: "spread", Value: 5 * time.Second, Usage: "waiters: due times spread over this long"},
 	}
+	recurring := []cli.Flag{
+		&cli.IntFlag{Name: "schedules", Value: 10_000, Usage: "recurring: schedules, each every --every"},
+		&cli.DurationFlag{Name: "every", Value: time.Second, Usage: "recurring: each schedule's interval"},
+		&cli.DurationFlag{Name: "recurring-duration", Value: 20 * time.Second, Usage: "recurring: the measured window"},
+	}
 	type scenario struct {
 		name, usage string
 		flags       []cli.Flag
@@ -105,6 +110,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			}
 			return e.Scale(c.Context, bench.ScaleConfig{Pending: pending, Due: c.Int("due")})
 		},
+		"recurring": func(c *cli.Context, e *bench.Env) (any, error) {
+			return e.Recurring(c.Context, bench.RecurringConfig{Schedules: c.Int("schedules"), Every: c.Duration("every"),
+				Duration: c.Duration("recurring-duration")})
+		},
 		"waiters": func(c *cli.Context, e *bench.Env) (any, error) {
 			return e.Waiters(c.Context, bench.WaitersConfig{Waiters: c.Int("waiters"),
 				Lead: c.Duration("waiters-lead"), Spread: c.Duration("spread")})
@@ -116,6 +125,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		{"ceiling", "claim.lua back to back from one connection, no worker logic", ceiling, runs["ceiling"]},
 		{"memory", "Redis bytes per pending timer, and per member of a bare sorted set", memory, runs["memory"]},
 		{"scale", "claim throughput with 10k, 1M and 10M timers pending", scale, runs["scale"]},
+		{"recurring", "interval schedules fired by --workers timerworkers: occurrences/s, lateness, memory", recurring, runs["recurring"]},
 		{"waiters", "many concurrent Wait calls in one process: connections, heap, latency", waiters, runs["waiters"]},
 	}
 	open := func(c *cli.Context) (*bench.Env, error) {

@@ -31,6 +31,7 @@ func TestSmoke(t *testing.T) {
 		"--memory-timers", "2000",
 		"--pending", "100,1000", "--due", "500",
 		"--waiters", "500", "--waiters-lead", "3s", "--spread", "500ms",
+		"--schedules", "200", "--recurring-duration", "3s",
 	}
 	if err := newApp(&stdout, &stderr).RunContext(context.Background(), args); err != nil {
 		t.Fatalf("timerbench all: %v\n%s", err, stderr.String())
@@ -45,12 +46,13 @@ func TestSmoke(t *testing.T) {
 		name, _ := r["scenario"].(string)
 		seen = append(seen, name)
 		want := map[string][]string{
-			"burst":   {"schedule_per_s", "fire_per_s", "lateness_p50_ms", "lateness_p99_ms", "lateness_max_ms", "ceiling_ratio"},
-			"steady":  {"lateness_p50_ms", "lateness_p99_ms", "lateness_p999_ms", "lateness_max_ms", "wake_p50_ms", "wake_p99_ms", "wake_max_ms"},
-			"ceiling": {"fire_per_s"},
-			"memory":  {"bytes_per_timer", "memory_ratio"},
-			"scale":   {"levels", "flat_ratio"},
-			"waiters": {"redis_connections", "heap_bytes_per_waiter", "fire_to_return_p99_ms"},
+			"burst":     {"schedule_per_s", "fire_per_s", "lateness_p50_ms", "lateness_p99_ms", "lateness_max_ms", "ceiling_ratio"},
+			"steady":    {"lateness_p50_ms", "lateness_p99_ms", "lateness_p999_ms", "lateness_max_ms", "wake_p50_ms", "wake_p99_ms", "wake_max_ms"},
+			"ceiling":   {"fire_per_s"},
+			"memory":    {"bytes_per_timer", "memory_ratio"},
+			"scale":     {"levels", "flat_ratio"},
+			"waiters":   {"redis_connections", "heap_bytes_per_waiter", "fire_to_return_p99_ms"},
+			"recurring": {"fire_per_s", "lateness_p50_ms", "lateness_p99_ms", "bytes_per_schedule", "redis_us_per_fire", "gaps"},
 		}[name]
 		if want == nil {
 			t.Errorf("unexpected scenario %q in %s", name, sc.Text())
@@ -61,7 +63,7 @@ func TestSmoke(t *testing.T) {
 				t.Errorf("%s: no field %q in %s", name, f, sc.Text())
 			}
 		}
-		for _, f := range []string{"fired_early", "duplicates", "lost", "wake_errors", "wait_errors", "scheduled_late"} {
+		for _, f := range []string{"fired_early", "duplicates", "lost", "wake_errors", "wait_errors", "scheduled_late", "gaps"} {
 			if v, ok := r[f]; ok && v != float64(0) {
 				t.Errorf("%s: %s = %v, want 0", name, f, v)
 			} else if !ok && slices.Contains([]string{"fired_early", "duplicates", "lost"}, f) && name != "memory" {
@@ -69,7 +71,7 @@ func TestSmoke(t *testing.T) {
 			}
 		}
 	}
-	if want := []string{"burst", "steady", "ceiling", "memory", "scale", "waiters"}; !slices.Equal(seen, want) {
+	if want := []string{"burst", "steady", "ceiling", "memory", "scale", "recurring", "waiters"}; !slices.Equal(seen, want) {
 		t.Errorf("scenarios %v, want %v", seen, want)
 	}
 	if fi, err := os.Stat(plot); err != nil || fi.Size() == 0 {
