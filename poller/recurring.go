@@ -92,6 +92,7 @@ func (p *Poller) armNow(ctx context.Context, fired []queue.Fired) {
 func (p *Poller) repairRecurring(ctx context.Context) {
 	t := time.NewTimer(jittered(RecurringRepairInterval))
 	defer t.Stop()
+	failures := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -103,11 +104,13 @@ func (p *Poller) repairRecurring(ctx context.Context) {
 			n, more, err := p.q.RepairRecurring(cctx, recurringRepairBatch, queue.DefaultRepairGrace)
 			cancel()
 			if err != nil {
-				if ctx.Err() == nil {
-					p.log.Warn("timerq: recurring repair failed; retrying", "err", err)
+				failures++
+				if ctx.Err() == nil && failures == 1 {
+					p.log.Warn("timerq: recurring repair failed; retrying with backoff", "err", err)
 				}
 				break
 			}
+			failures = 0
 			if n > 0 {
 				p.log.Info("timerq: repaired recurring schedules whose next occurrence was not armed", "armed", n)
 			}
@@ -115,10 +118,18 @@ func (p *Poller) repairRecurring(ctx context.Context) {
 				break
 			}
 		}
-		t.Reset(jittered(RecurringRepairInterval))
+		// Back off like claims do, so an outage logs once, not every second.
+		t.Reset(jittered(RecurringRepairInterval) + p.backoffOrZero(failures))
 	}
 }
 
 func jittered(d time.Duration) time.Duration {
 	return d*4/5 + rand.N(d*2/5)
+}
+
+func (p *Poller) backoffOrZero(failures int) time.Duration {
+	if failures == 0 {
+		return 0
+	}
+	return p.backoff(failures)
 }
