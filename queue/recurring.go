@@ -471,29 +471,36 @@ func lastArg(t time.Time) string {
 
 // load reads schedules by ID with the server clock.
 func (q *Queue) load(ctx context.Context, args ...any) (time.Time, []string, map[string]*record, error) {
+	now, ids, recs, _, err := q.loadScanned(ctx, args...)
+	return now, ids, recs, err
+}
+
+// loadScanned is load, also telling how many schedules the script looked
+// at (in repair mode it returns only those that need arming).
+func (q *Queue) loadScanned(ctx context.Context, args ...any) (time.Time, []string, map[string]*record, int, error) {
 	v, err := recurLoadScript.Run(ctx, q.rdb, q.recurringKeys(), args...).Result()
 	if err != nil {
-		return time.Time{}, nil, nil, q.redisError(err)
+		return time.Time{}, nil, nil, 0, q.redisError(err)
 	}
 	r, err := replyStrings(v)
-	if err != nil || len(r)%3 != 1 {
-		return time.Time{}, nil, nil, fmt.Errorf("unexpected reply %v", v)
+	if err != nil || len(r)%3 != 2 {
+		return time.Time{}, nil, nil, 0, fmt.Errorf("unexpected reply %v", v)
 	}
-	now := fromMillis(atoi(r[0]))
+	now, scanned := fromMillis(atoi(r[0])), int(atoi(r[1]))
 	ids := make([]string, 0, len(r)/3)
 	recs := make(map[string]*record, len(r)/3)
-	for i := 1; i < len(r); i += 3 {
+	for i := 2; i < len(r); i += 3 {
 		ids = append(ids, r[i])
 		if r[i+1] == "" {
 			continue
 		}
 		s, err := decodeSchedule(r[i], r[i+1], r[i+2])
 		if err != nil {
-			return now, nil, nil, err
+			return now, nil, nil, 0, err
 		}
 		recs[r[i]] = s
 	}
-	return now, ids, recs, nil
+	return now, ids, recs, scanned, nil
 }
 
 // put runs recur_put.lua.

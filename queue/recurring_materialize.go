@@ -70,7 +70,7 @@ func (q *Queue) topUp(ctx context.Context, loadArgs []any) (int, error) {
 // topUpCounted loads schedules, plans each in Go and arms them all in one
 // script call: two round trips however many schedules.
 func (q *Queue) topUpCounted(ctx context.Context, loadArgs []any) (armed, seen int, err error) {
-	now, ids, recs, err := q.load(ctx, loadArgs...)
+	now, ids, recs, scanned, err := q.loadScanned(ctx, loadArgs...)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -87,7 +87,7 @@ func (q *Queue) topUpCounted(ctx context.Context, loadArgs []any) (armed, seen i
 		}
 		p, err := planFrom(s.r, base, now, s.count, s.r.Ahead-len(s.pending))
 		if err != nil {
-			return 0, len(ids), err
+			return 0, scanned, err
 		}
 		last := s.last
 		if !p.last.IsZero() {
@@ -100,14 +100,14 @@ func (q *Queue) topUpCounted(ctx context.Context, loadArgs []any) (armed, seen i
 		planned += len(p.arms)
 	}
 	if len(args) == 1 {
-		return 0, len(ids), nil
+		return 0, scanned, nil
 	}
 	v, err := recurArmScript.Run(ctx, q.rdb, q.recurringKeys(), args...).Result()
 	if err != nil {
-		return 0, len(ids), q.redisError(err)
+		return 0, scanned, q.redisError(err)
 	}
 	if _, err := replyStrings(v); err != nil {
-		return 0, len(ids), fmt.Errorf("unexpected reply %v", v)
+		return 0, scanned, fmt.Errorf("unexpected reply %v", v)
 	}
-	return planned, len(ids), nil
+	return planned, scanned, nil
 }

@@ -445,6 +445,37 @@ func TestRecurringRepairArmsAfterACrash(t *testing.T) {
 	})
 }
 
+// When claims are behind (the armed occurrences are overdue but still
+// pending), the repair pass leaves the schedule alone: firing them will arm
+// what follows. Repairing them would only add load to an overloaded Redis.
+func TestRecurringRepairLeavesSchedulesThatClaimsAreBehindOn(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		c := newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "behind", Every: 200 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		c.advance(700 * time.Millisecond)
+		before := serverNow(t, b).UnixMilli()
+		n, more, err := q.RepairRecurring(ctx, 100, 50*time.Millisecond)
+		if err != nil || n != 0 || more {
+			t.Fatalf("repair of a schedule whose occurrences are pending armed %d (more %v), %v; want 0", n, more, err)
+		}
+		score, err := b.Client.ZScore(ctx, q.RecurringKeys()[1], "behind").Result()
+		now := getRec(t, q, "behind").Now.UnixMilli()
+		if err != nil || int64(score) < before || int64(score) > now {
+			t.Fatalf("sched-due score %.0f (%v), want moved to the repair's now, in [%d, %d]", score, err, before, now)
+		}
+		// Once they fire without arming, the pass does top it up.
+		claimAll(t, q)
+		c.advance(100 * time.Millisecond)
+		if n, _, err := q.RepairRecurring(ctx, 100, 50*time.Millisecond); err != nil || n == 0 {
+			t.Fatalf("repair after the fires armed %d, %v", n, err)
+		}
+	})
+}
+
 func TestRecurringJitterIsSeeded(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
