@@ -55,25 +55,31 @@ func (q *Queue) RepairRecurring(ctx context.Context, limit int, grace time.Durat
 	if grace <= 0 {
 		grace = DefaultRepairGrace
 	}
-	armed, seen, err := q.topUpCounted(ctx, []any{"due", grace.Milliseconds(), limit})
+	armed, scanned, needy, err := q.topUpCounted(ctx, []any{"due", grace.Milliseconds(), limit})
 	if err != nil {
 		return armed, false, fmt.Errorf("timerq: repair schedules: %w", err)
 	}
-	return armed, seen == limit, nil
+	// A full page of schedules that were only behind (claims lagging, not
+	// a dead worker) ends the pass: going on would scan the whole backlog
+	// every second exactly when Redis is short of time.
+	return armed, scanned == limit && needy > 0, nil
 }
 
 func (q *Queue) topUp(ctx context.Context, loadArgs []any) (int, error) {
-	n, _, err := q.topUpCounted(ctx, loadArgs)
+	n, _, _, err := q.topUpCounted(ctx, loadArgs)
 	return n, err
 }
 
 // topUpCounted loads schedules, plans each in Go and arms them all in one
-// script call: two round trips however many schedules.
-func (q *Queue) topUpCounted(ctx context.Context, loadArgs []any) (armed, seen int, err error) {
+// script call: two round trips however many schedules. It returns how many
+// occurrences it armed, how many schedules the script looked at, and how
+// many of those it returned as needing a top-up.
+func (q *Queue) topUpCounted(ctx context.Context, loadArgs []any) (armed, scanned, needy int, err error) {
 	now, ids, recs, scanned, err := q.loadScanned(ctx, loadArgs...)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
+	needy = len(ids)
 	args := []any{q.wakeChannel}
 	planned := 0
 	for _, id := range ids {
@@ -87,7 +93,7 @@ func (q *Queue) topUpCounted(ctx context.Context, loadArgs []any) (armed, seen i
 		}
 		p, err := planFrom(s.r, base, now, s.count, s.r.Ahead-len(s.pending))
 		if err != nil {
-			return 0, scanned, err
+			return 0, scanned, needy, err
 		}
 		last := s.last
 		if !p.last.IsZero() {
@@ -100,14 +106,14 @@ func (q *Queue) topUpCounted(ctx context.Context, loadArgs []any) (armed, seen i
 		planned += len(p.arms)
 	}
 	if len(args) == 1 {
-		return 0, scanned, nil
+		return 0, scanned, needy, nil
 	}
 	v, err := recurArmScript.Run(ctx, q.rdb, q.recurringKeys(), args...).Result()
 	if err != nil {
-		return 0, scanned, q.redisError(err)
+		return 0, scanned, needy, q.redisError(err)
 	}
 	if _, err := replyStrings(v); err != nil {
-		return 0, scanned, fmt.Errorf("unexpected reply %v", v)
+		return 0, scanned, needy, fmt.Errorf("unexpected reply %v", v)
 	}
-	return planned, scanned, nil
+	return planned, scanned, needy, nil
 }

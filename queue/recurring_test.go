@@ -453,10 +453,16 @@ func TestRecurringRepairLeavesSchedulesThatClaimsAreBehindOn(t *testing.T) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		c := newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "behind", Every: 200 * time.Millisecond}); err != nil {
-			t.Fatal(err)
+		for _, id := range []string{"behind", "behind-too"} {
+			if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: id, Every: 200 * time.Millisecond}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		c.advance(700 * time.Millisecond)
+		// A full page of schedules that are only behind ends the pass.
+		if n, more, err := q.RepairRecurring(ctx, 1, 50*time.Millisecond); err != nil || n != 0 || more {
+			t.Fatalf("repair page of 1 behind schedule: armed %d, more %v, %v; want 0 and no more", n, more, err)
+		}
 		before := serverNow(t, b).UnixMilli()
 		n, more, err := q.RepairRecurring(ctx, 100, 50*time.Millisecond)
 		if err != nil || n != 0 || more {

@@ -125,7 +125,8 @@ func (e *Env) Recurring(ctx context.Context, cfg RecurringConfig) (*RecurringRes
 		return nil, err
 	}
 	defer ws.stop()
-	time.Sleep(time.Until(began.Add(put)) + cfg.Warmup)
+	// The window starts Warmup after the first occurrence is due.
+	time.Sleep(max(base.Sub(e.serverNow()), 0) + cfg.Warmup)
 	from := e.serverNow()
 	w := e.startWindow(ctx)
 	time.Sleep(cfg.Duration)
