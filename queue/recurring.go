@@ -316,6 +316,7 @@ type record struct {
 	body    body
 	r       Recurring
 	pending []Occurrence
+	err     error // set instead of the rest when the record cannot be read
 }
 
 func decodeSchedule(id, rec, pending string) (*record, error) {
@@ -472,7 +473,18 @@ func lastArg(t time.Time) string {
 // load reads schedules by ID with the server clock.
 func (q *Queue) load(ctx context.Context, args ...any) (time.Time, []string, map[string]*record, error) {
 	now, ids, recs, _, err := q.loadScanned(ctx, args...)
-	return now, ids, recs, err
+	if err != nil {
+		return now, ids, recs, err
+	}
+	for id, s := range recs {
+		if s.err != nil {
+			if len(ids) == 1 {
+				return now, ids, nil, s.err
+			}
+			delete(recs, id) // a listing shows the readable ones
+		}
+	}
+	return now, ids, recs, nil
 }
 
 // loadScanned is load, also telling how many schedules the script looked
@@ -496,7 +508,9 @@ func (q *Queue) loadScanned(ctx context.Context, args ...any) (time.Time, []stri
 		}
 		s, err := decodeSchedule(r[i], r[i+1], r[i+2])
 		if err != nil {
-			return now, nil, nil, 0, err
+			// One unreadable schedule (say, a time zone this host lacks)
+			// must not stop the others from being armed.
+			s = &record{err: err}
 		}
 		recs[r[i]] = s
 	}

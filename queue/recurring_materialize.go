@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -82,8 +83,13 @@ func (q *Queue) topUpCounted(ctx context.Context, loadArgs []any) (armed, scanne
 	needy = len(ids)
 	args := []any{q.wakeChannel}
 	planned := 0
+	var bad error // the first schedule that could not be planned
 	for _, id := range ids {
 		s := recs[id]
+		if s != nil && s.err != nil {
+			bad = cmp.Or(bad, s.err)
+			continue
+		}
 		if s == nil || s.state != 'a' {
 			continue
 		}
@@ -93,7 +99,8 @@ func (q *Queue) topUpCounted(ctx context.Context, loadArgs []any) (armed, scanne
 		}
 		p, err := planFrom(s.r, base, now, s.count, s.r.Ahead-len(s.pending))
 		if err != nil {
-			return 0, scanned, needy, err
+			bad = cmp.Or(bad, fmt.Errorf("schedule %q: %w", id, err))
+			continue
 		}
 		last := s.last
 		if !p.last.IsZero() {
@@ -106,7 +113,7 @@ func (q *Queue) topUpCounted(ctx context.Context, loadArgs []any) (armed, scanne
 		planned += len(p.arms)
 	}
 	if len(args) == 1 {
-		return 0, scanned, needy, nil
+		return 0, scanned, needy, bad
 	}
 	v, err := recurArmScript.Run(ctx, q.rdb, q.recurringKeys(), args...).Result()
 	if err != nil {
@@ -115,5 +122,5 @@ func (q *Queue) topUpCounted(ctx context.Context, loadArgs []any) (armed, scanne
 	if _, err := replyStrings(v); err != nil {
 		return 0, scanned, needy, fmt.Errorf("unexpected reply %v", v)
 	}
-	return planned, scanned, needy, nil
+	return planned, scanned, needy, bad
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -459,11 +460,11 @@ func TestRecurringRepairLeavesSchedulesThatClaimsAreBehindOn(t *testing.T) {
 			}
 		}
 		c.advance(700 * time.Millisecond)
+		before := serverNow(t, b).UnixMilli()
 		// A full page of schedules that are only behind ends the pass.
 		if n, more, err := q.RepairRecurring(ctx, 1, 50*time.Millisecond); err != nil || n != 0 || more {
 			t.Fatalf("repair page of 1 behind schedule: armed %d, more %v, %v; want 0 and no more", n, more, err)
 		}
-		before := serverNow(t, b).UnixMilli()
 		n, more, err := q.RepairRecurring(ctx, 100, 50*time.Millisecond)
 		if err != nil || n != 0 || more {
 			t.Fatalf("repair of a schedule whose occurrences are pending armed %d (more %v), %v; want 0", n, more, err)
@@ -552,4 +553,44 @@ func TestOccurrenceIDRoundTrip(t *testing.T) {
 			t.Errorf("ParseOccurrenceID(%q) ok", bad)
 		}
 	}
+}
+
+// One unreadable schedule (a time zone this host lacks) does not stop the
+// others of the batch from being armed, and the error names it.
+func TestRecurringUnreadableScheduleDoesNotBlockOthers(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		c := newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		berlin, err := time.LoadLocation("Europe/Berlin")
+		if err != nil {
+			t.Skip(err)
+		}
+		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "good", Every: 200 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "bad", Spec: "@hourly", Location: berlin}); err != nil {
+			t.Fatal(err)
+		}
+		key := q.RecurringKeys()[0]
+		rec, err := b.Client.HGet(ctx, key, "bad").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Client.HSet(ctx, key, "bad", strings.Replace(rec, "Europe/Berlin", "Mars/Olympus", 1)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		c.advance(250 * time.Millisecond)
+		fired := claimAll(t, q)
+		n, err := q.ArmFired(ctx, append(fired, queue.Fired{ID: "bad@1767229200000"}))
+		if n != 1 || err == nil || !strings.Contains(err.Error(), "Mars/Olympus") {
+			t.Fatalf("ArmFired = %d, %v; want the good schedule armed and an error naming the bad zone", n, err)
+		}
+		if p := getRec(t, q, "good").Pending; len(p) != 2 {
+			t.Fatalf("good pending %v", nominals(p))
+		}
+		if _, err := q.GetRecurring(ctx, "bad"); err == nil || !strings.Contains(err.Error(), "Mars/Olympus") {
+			t.Fatalf("GetRecurring(bad) = %v", err)
+		}
+	})
 }
