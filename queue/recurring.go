@@ -768,3 +768,42 @@ func (q *Queue) ListRecurring(ctx context.Context, cursor string, limit int) (Re
 	}
 	return page, nil
 }
+
+// RestoreRecurring recreates a schedule from a RecurringInfo that
+// GetRecurring or ListRecurring returned (timerctl's `schedules export`
+// writes them, `schedules import` restores them): its spec, policies, payload, state, count,
+// last armed time and creation time, and arms its pending occurrences under
+// their IDs (an occurrence that already exists, say restored by a timer
+// import, is kept). Then workers top it up as usual; occurrences missed
+// since the export are caught up by its policy. Like PutRecurring it
+// changes nothing when the ID exists, and reports created false.
+func (q *Queue) RestoreRecurring(ctx context.Context, in RecurringInfo) (created bool, err error) {
+	r, err := q.validateRecurring(in.Recurring)
+	if err != nil {
+		return false, err
+	}
+	state := map[RecurringState]string{RecurringActive: "a", RecurringPaused: "p", RecurringEnded: "e"}[in.State]
+	if state == "" {
+		return false, fmt.Errorf("%w: schedule %q: state %q is not one of active, paused, ended", schedule.ErrInvalidSchedule, r.ID, in.State)
+	}
+	if r.Every > 0 && r.Anchor.IsZero() {
+		return false, fmt.Errorf("%w: schedule %q: an exported interval schedule needs its anchor", schedule.ErrInvalidSchedule, r.ID)
+	}
+	arms := in.Pending
+	if state == "p" {
+		arms = nil
+	}
+	for _, o := range arms {
+		if ValidateDue(o.Nominal) != nil || ValidateDue(o.Due) != nil || o.Due.Before(o.Nominal) {
+			return false, fmt.Errorf("%w: schedule %q: pending occurrence %v is out of range", schedule.ErrInvalidSchedule, r.ID, o.Nominal)
+		}
+	}
+	base := max(in.Count-int64(len(arms)), 0)
+	created0, updated0 := in.CreatedAt.UnixMilli(), in.UpdatedAt.UnixMilli()
+	b, _ := json.Marshal(r.body(created0, updated0))
+	status, _, _, err := q.put(ctx, "create", r.ID, strconv.FormatInt(base, 10), string(b), state, lastArg(in.Last), r.Payload, arms)
+	if err != nil {
+		return false, fmt.Errorf("timerq: restore schedule %q: %w", r.ID, err)
+	}
+	return status == "created", nil
+}

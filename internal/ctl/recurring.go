@@ -1,9 +1,14 @@
 package ctl
 
 import (
+	"bufio"
+	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -121,7 +126,7 @@ func recurringErr(s *session, err error) error {
 func (r *runner) schedulesCommand() *cli.Command {
 	return &cli.Command{
 		Name: "schedules", Usage: "list, show, pause, resume or delete recurring schedules",
-		ArgsUsage: "list | get ID | pause ID | resume ID | delete ID",
+		ArgsUsage: "list | get ID | pause ID | resume ID | delete ID | export | import [FILE|-]",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "limit", Value: 100, Usage: "list: page size, 1-1000"},
 			&cli.StringFlag{Name: "cursor", Usage: "list: continue from the cursor `C` a previous page printed"},
@@ -133,9 +138,15 @@ func (r *runner) schedulesCommand() *cli.Command {
 func (r *runner) schedules(c *cli.Context) error {
 	args := c.Args().Slice()
 	if len(args) == 0 {
-		return usageErr("missing the action", "use one of: list, get ID, pause ID, resume ID, delete ID")
+		return usageErr("missing the action", "use one of: list, get ID, pause ID, resume ID, delete ID, export, import [FILE|-]")
 	}
 	verb, rest := args[0], args[1:]
+	switch verb {
+	case "export":
+		return r.exportSchedules(c, rest)
+	case "import":
+		return r.importSchedules(c, rest)
+	}
 	if verb == "list" {
 		if len(rest) > 0 {
 			return usageErr(fmt.Sprintf("unexpected arguments: %q", rest), "schedules list takes no ID")
@@ -155,7 +166,7 @@ func (r *runner) schedules(c *cli.Context) error {
 	}
 	op, ok := ops[verb]
 	if !ok && verb != "delete" {
-		return usageErr(fmt.Sprintf("unknown action %q", verb), "use one of: list, get ID, pause ID, resume ID, delete ID")
+		return usageErr(fmt.Sprintf("unknown action %q", verb), "use one of: list, get ID, pause ID, resume ID, delete ID, export, import [FILE|-]")
 	}
 	if len(rest) != 1 {
 		return usageErr(fmt.Sprintf("schedules %s takes one ID, got %d arguments", verb, len(rest)), "e.g. timerctl schedules "+verb+" nightly-report")
@@ -198,6 +209,7 @@ type scheduleJSON struct {
 	MaxCount     int64            `json:"max_count"`
 	Ahead        int              `json:"ahead"`
 	Count        int64            `json:"count"`
+	Last         *string          `json:"last"`
 	Pending      []occurrenceJSON `json:"pending"`
 	Next         []string         `json:"next"`
 	CreatedAt    string           `json:"created_at"`
@@ -215,7 +227,7 @@ func toScheduleJSON(in queue.RecurringInfo) scheduleJSON {
 	j := scheduleJSON{ID: in.ID, Cron: in.Spec, State: string(in.State), Version: in.Version, Payload: in.Payload,
 		CatchUp: string(in.CatchUp), CatchUpLimit: in.CatchUpLimit, Jitter: in.Jitter.String(), End: optTime(in.End),
 		MaxCount: in.MaxCount, Ahead: in.Ahead, Count: in.Count, Pending: []occurrenceJSON{}, Next: []string{},
-		CreatedAt: fmtJSONTime(in.CreatedAt), UpdatedAt: fmtJSONTime(in.UpdatedAt)}
+		CreatedAt: fmtJSONTime(in.CreatedAt), UpdatedAt: fmtJSONTime(in.UpdatedAt), Last: optTime(in.Last)}
 	if j.Payload == nil {
 		j.Payload = []byte{}
 	}
@@ -328,4 +340,152 @@ func (r *runner) schedulesOut(s *session, page queue.RecurringPage) error {
 		return err
 	}
 	return nil
+}
+
+// exportSchedules prints every schedule as one JSON line (the schedule JSON
+// of `schedules get -o json`), which importSchedules restores: spec,
+// policies, payload, state, count, last armed time, pending occurrences.
+func (r *runner) exportSchedules(c *cli.Context, rest []string) error {
+	if len(rest) > 0 {
+		return usageErr(fmt.Sprintf("unexpected arguments: %q", rest), "schedules export takes none; it writes to stdout")
+	}
+	s, err := r.open(c)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	cursor := ""
+	for {
+		ctx, cancel := s.ctx(c)
+		page, err := s.q.ListRecurring(ctx, cursor, 0)
+		cancel()
+		if err != nil {
+			return recurringErr(s, err)
+		}
+		for _, in := range page.Schedules {
+			line, err := json.Marshal(toScheduleJSON(in))
+			if err != nil {
+				return err
+			}
+			if _, err := fmt.Fprintf(r.o.Stdout, "%s\n", line); err != nil {
+				return err
+			}
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			return nil
+		}
+	}
+}
+
+// importSchedules restores the schedules exportSchedules wrote. Existing
+// IDs are left as they are. A bad line is reported and skipped; the exit
+// code is then 2, as for import.
+func (r *runner) importSchedules(c *cli.Context, rest []string) error {
+	if len(rest) > 1 {
+		return usageErr(fmt.Sprintf("unexpected arguments: %q", rest), "give one FILE, or - for stdin")
+	}
+	in := r.o.Stdin
+	if len(rest) == 1 && rest[0] != "-" {
+		f, err := os.Open(rest[0])
+		if err != nil {
+			return usageErr(fmt.Sprintf("cannot open %q: %v", rest[0], err), "check the path, or use - to read stdin")
+		}
+		defer f.Close()
+		in = f
+	}
+	s, err := r.open(c)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64*1024), 4*queue.MaxPayloadLimit)
+	created, existing, rejected := 0, 0, 0
+	for n := 1; sc.Scan(); n++ {
+		if strings.TrimSpace(sc.Text()) == "" {
+			continue
+		}
+		info, err := fromScheduleJSON(sc.Bytes())
+		if err == nil {
+			ctx, cancel := s.ctx(c)
+			var ok bool
+			ok, err = s.q.RestoreRecurring(ctx, info)
+			cancel()
+			if err == nil && ok {
+				created++
+				continue
+			}
+			if err == nil {
+				existing++
+				continue
+			}
+			if !errors.Is(err, schedule.ErrInvalidSchedule) && !isQueueSentinel(err) {
+				return recurringErr(s, err)
+			}
+		}
+		rejected++
+		fmt.Fprintf(r.o.Stderr, "timerctl: line %d: %v\n", n, err)
+	}
+	if err := sc.Err(); err != nil {
+		return &Error{Code: ExitFailure, Problem: fmt.Sprintf("reading the schedules: %v", err), Fix: "check the input", Err: err}
+	}
+	if s.g.json {
+		err = writeJSON(r.o.Stdout, map[string]int{"created": created, "existing": existing, "rejected": rejected})
+	} else {
+		_, err = fmt.Fprintf(r.o.Stdout, "schedules: %d created, %d already existed, %d rejected\n", created, existing, rejected)
+	}
+	if err == nil && rejected > 0 {
+		return errRejected
+	}
+	return err
+}
+
+// fromScheduleJSON parses one exported schedule.
+func fromScheduleJSON(line []byte) (queue.RecurringInfo, error) {
+	var j scheduleJSON
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return queue.RecurringInfo{}, fmt.Errorf("not an exported schedule: %v", err)
+	}
+	in := queue.RecurringInfo{State: queue.RecurringState(j.State), Count: j.Count}
+	in.Recurring = queue.Recurring{ID: j.ID, Spec: j.Cron, Payload: j.Payload, CatchUp: queue.CatchUp(j.CatchUp),
+		CatchUpLimit: j.CatchUpLimit, MaxCount: j.MaxCount, Ahead: j.Ahead}
+	var err error
+	if j.TZ != "" {
+		if in.Location, err = time.LoadLocation(j.TZ); err != nil {
+			return in, fmt.Errorf("tz %q: %v", j.TZ, err)
+		}
+	}
+	durs := []struct {
+		s   string
+		dst *time.Duration
+	}{{j.Every, &in.Every}, {j.Jitter, &in.Jitter}}
+	for _, d := range durs {
+		if d.s != "" {
+			if *d.dst, err = time.ParseDuration(d.s); err != nil {
+				return in, fmt.Errorf("duration %q: %v", d.s, err)
+			}
+		}
+	}
+	times := []struct {
+		s   *string
+		dst *time.Time
+	}{{j.Anchor, &in.Anchor}, {j.End, &in.End}, {j.Last, &in.Last}, {&j.CreatedAt, &in.CreatedAt}, {&j.UpdatedAt, &in.UpdatedAt}}
+	for _, t := range times {
+		if t.s != nil && *t.s != "" {
+			if *t.dst, err = time.Parse(time.RFC3339Nano, *t.s); err != nil {
+				return in, fmt.Errorf("time %q: %v", *t.s, err)
+			}
+		}
+	}
+	for _, o := range j.Pending {
+		nominal, err1 := time.Parse(time.RFC3339Nano, o.Nominal)
+		due, err2 := time.Parse(time.RFC3339Nano, o.DueAt)
+		if err := cmp.Or(err1, err2); err != nil {
+			return in, fmt.Errorf("pending occurrence %q: %v", o.ID, err)
+		}
+		in.Pending = append(in.Pending, queue.Occurrence{ID: o.ID, Nominal: nominal, Due: due})
+	}
+	return in, nil
 }

@@ -4,7 +4,8 @@
 -- KEYS: the namespace's six keys, then schedules and sched-due.
 -- ARGV[1] op: 'create' | 'update' | 'pause' | 'resume' | 'delete'
 -- ARGV[2] schedule id
--- ARGV[3] expected version, or '' for any (create ignores it)
+-- ARGV[3] expected version, or '' for any; for create, the count to start
+--         from ('' = 0), which a restore of an exported schedule sets
 -- ARGV[4] body: the record's JSON, or '' to keep it
 -- ARGV[5] state after: 'a', 'p' or 'e' (ignored by delete)
 -- ARGV[6] last_ms after, or '-' to keep it
@@ -37,6 +38,7 @@ local rec = redis.call('HGET', KEYS[7], sid)
 local v, st, cnt, last, armed, body = 0, 'a', 0, '', '', ''
 if op == 'create' then
   if rec then return {'exists', now_s, rec} end
+  cnt = tonumber(expected) or 0
 else
   if not rec then return {'notfound', now_s, ''} end
   v, st, cnt, last, armed, body = sdecode(rec)
