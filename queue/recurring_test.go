@@ -594,3 +594,31 @@ func TestRecurringUnreadableScheduleDoesNotBlockOthers(t *testing.T) {
 		}
 	})
 }
+
+func TestRestoreRecurringKeepsCountAndPending(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		src := newQueue(t, b, queue.Options{})
+		newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		in, _, err := src.PutRecurring(ctx, queue.Recurring{ID: "r", Every: time.Hour, MaxCount: 6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Count = 5 // as if 3 had fired before the export
+		dst := newQueue(t, b, queue.Options{})
+		if created, err := dst.RestoreRecurring(ctx, in); err != nil || !created {
+			t.Fatalf("RestoreRecurring = %v, %v", created, err)
+		}
+		got := getRec(t, dst, "r")
+		if got.Count != 5 || len(got.Pending) != 2 || got.Pending[1].ID != in.Pending[1].ID || !got.Last.Equal(in.Last) {
+			t.Fatalf("restored %+v, want count 5 and the same pending occurrences and last", got)
+		}
+		// MaxCount 6 with 5 armed (2 of them pending): 3 occurrences to come.
+		if len(got.Next) != 3 {
+			t.Fatalf("next %v, want the 2 pending and 1 more under MaxCount", got.Next)
+		}
+		if created, err := dst.RestoreRecurring(ctx, in); err != nil || created {
+			t.Fatalf("second restore = %v, %v; want left as it is", created, err)
+		}
+	})
+}
