@@ -20,7 +20,7 @@ import (
 type Queue struct {
 	rdb  redis.UniversalClient
 	opts Options
-	keys []string // the six keys every script takes; see scripts/lua/prelude.lua
+	keys []string // the seven keys every script takes; see scripts/lua/prelude.lua
 
 	wakeChannel   string // pollers listen here for earlier due times
 	timerChannels string // prefix of each timer's own wakeup channel
@@ -39,6 +39,7 @@ var (
 	statsScript      = redis.NewScript(lua.Stats)
 	listScript       = redis.NewScript(lua.List)
 	getScript        = redis.NewScript(lua.Get)
+	checkScript      = redis.NewScript(lua.Check)
 )
 
 // New returns a Queue over rdb, which may be a standalone, Sentinel or
@@ -59,6 +60,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 		keys: []string{
 			prefix + "due", prefix + "timers", prefix + "fired",
 			prefix + "cancelled", prefix + "expire", prefix + "fires",
+			prefix + "counters",
 		},
 		wakeChannel:   prefix + "wake",
 		timerChannels: prefix + "t:",
@@ -72,7 +74,7 @@ func (q *Queue) Namespace() string { return q.opts.Namespace }
 func (q *Queue) Options() Options { return q.opts }
 
 // Keys returns the Redis keys of the namespace, in the order the scripts
-// take them: due, timers, fired, cancelled, expire, fires.
+// take them: due, timers, fired, cancelled, expire, fires, counters.
 func (q *Queue) Keys() []string { return append([]string(nil), q.keys...) }
 
 // StreamKey returns the key of the fire stream, to which every claim appends
@@ -317,13 +319,37 @@ func (q *Queue) redisError(err error) error {
 		return fmt.Errorf("%w: %w; another program writes under timerq:{%s}:*, so use another namespace or remove those keys",
 			ErrWrongType, err, q.opts.Namespace)
 	case hasRedisCode(err, "NOPERM") || isScriptACLError(err):
-		return fmt.Errorf("%w: %w; grant the user the key, channel and command rights that docs/security.md lists for namespace %q",
-			ErrPermission, err, q.opts.Namespace)
+		return fmt.Errorf("%w: %w%s", ErrPermission, err, q.permissionHint(err.Error()))
 	case hasRedisCode(err, "OOM"):
 		return fmt.Errorf("%w: %w; raise maxmemory, lower Options.Retention so purges free more, or cancel timers you no longer need",
 			ErrOutOfMemory, err)
+	case hasRedisCode(err, "TIMERQ_MALFORMED"):
+		return fmt.Errorf("%w: %w", ErrMalformedRecord, err)
 	}
 	return err
+}
+
+// permissionHint says which ACL rule grants what Redis refused. The
+// scripts' own refusals (prelude.lua) already name the right and the rule;
+// Redis's words are mapped here for the rest: a command refused outside a
+// script names itself, a key or channel only its kind.
+func (q *Queue) permissionHint(msg string) string {
+	const more = " (docs/redis-layout.md, \"ACL rights\", lists every right timerq needs)"
+	prefix := "timerq:{" + q.opts.Namespace + "}:"
+	switch {
+	case strings.Contains(msg, "NOPERM timerq:"):
+		return more
+	case strings.Contains(msg, "channel"):
+		return "; grant the namespace's channels with the ACL rule &" + prefix + "*" + more
+	case strings.Contains(msg, "key"):
+		return "; grant the namespace's keys with the ACL rule ~" + prefix + "*" + more
+	}
+	if _, rest, ok := strings.Cut(msg, "to run the '"); ok {
+		if cmd, _, ok := strings.Cut(rest, "'"); ok {
+			return "; grant it with the ACL rule +" + strings.ToLower(cmd) + more
+		}
+	}
+	return "; grant the commands timerq runs" + more
 }
 
 // isScriptACLError reports whether err is an ACL refusal of a command run
