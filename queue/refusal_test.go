@@ -193,8 +193,9 @@ func TestRefusedCommandChangesNothing(t *testing.T) {
 			run := map[string]func() error{
 				"schedule": func() error { _, err := uq.Schedule(ctx, "s1", time.Now().Add(time.Minute), []byte("x")); return err },
 				"batch": func() error {
+					// Two script calls in one pipeline (500 timers each at most).
 					var b []queue.NewTimer
-					for i := range 3 {
+					for i := range 600 {
 						b = append(b, queue.NewTimer{ID: fmt.Sprint("b-", i), Due: time.Now().Add(time.Minute), Payload: []byte("y")})
 					}
 					_, err := uq.ScheduleBatch(ctx, b)

@@ -23,6 +23,8 @@
 -- LATE_MS; change both together.
 
 local LATE_MS = {1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000}
+local LATE_FIELDS = {}
+for i, le in ipairs(LATE_MS) do LATE_FIELDS[i] = 'late_le_' .. le end
 
 local err = check_types()
 if err then return err end
@@ -64,8 +66,8 @@ if n > 0 then
         local late = now - tonumber(due_ms)
         late_sum = late_sum + late
         local b = 'late_le_inf'
-        for _, le in ipairs(LATE_MS) do
-          if late <= le then b = 'late_le_' .. le; break end
+        for j = 1, #LATE_MS do
+          if late <= LATE_MS[j] then b = LATE_FIELDS[j]; break end
         end
         buckets[b] = (buckets[b] or 0) + 1
         reply[#reply + 1] = id
