@@ -409,6 +409,12 @@ func TestMalformedRecordChangesNothing(t *testing.T) {
 		if _, err := q.Cancel(ctx, "legacy"); !errors.Is(err, queue.ErrMalformedRecord) {
 			t.Errorf("cancel of a scheduled record without due time: %v", err)
 		}
+		if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "new", Due: past}, {ID: "legacy", Due: past}}); !errors.Is(err, queue.ErrMalformedRecord) {
+			t.Errorf("schedule of a scheduled record without due time: %v", err)
+		}
+		if _, err := q.Get(ctx, "new"); !errors.Is(err, queue.ErrNotFound) {
+			t.Errorf("the batch with the bad record created its other timer: %v", err)
+		}
 		if _, err := q.Reschedule(ctx, "legacy", time.Now().Add(time.Hour)); err != nil {
 			t.Errorf("reschedule of a scheduled record without due time: %v", err)
 		}

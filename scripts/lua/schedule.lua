@@ -31,7 +31,11 @@ for k, id in ipairs(ids) do
   local due, payload = ARGV[2 + 3 * k - 2], ARGV[2 + 3 * k - 1]
   local rec = recs[k]
   if rec then
-    if not decode(rec) then return malformed(id, 'has a malformed record') end
+    local state = decode(rec)
+    if not state then return malformed(id, 'has a malformed record') end
+    if state == 's' and not due_of(id) then
+      return malformed(id, 'is scheduled but has no due time in ' .. KEYS[1])
+    end
     reply[#reply + 1] = 0
     reply[#reply + 1] = full(id, rec)
   elseif created[id] then
