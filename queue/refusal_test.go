@@ -456,3 +456,22 @@ func TestWaitTreatsMessagesAsHints(t *testing.T) {
 		}
 	})
 }
+
+// TestReadOnlyReplicaIsNotAPermissionError: a replica refuses the first
+// write with READONLY ("You can't write…"), which is neither an ACL
+// refusal nor a half-write.
+func TestReadOnlyReplicaIsNotAPermissionError(t *testing.T) {
+	primary := redistest.Start(t, redistest.Config{})
+	host, port, _ := strings.Cut(primary.Addr(), ":")
+	replica := redistest.Start(t, redistest.Config{Args: []string{"--replicaof", host, port}})
+	rdb := replica.Client(t)
+	q, err := queue.New(rdb, queue.Options{Namespace: redistest.Namespace(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	_, err = q.Schedule(context.Background(), "x", time.Now(), nil)
+	if err == nil || errors.Is(err, queue.ErrPermission) || !strings.Contains(err.Error(), "READONLY") {
+		t.Fatalf("Schedule on a replica = %v, want READONLY and not ErrPermission", err)
+	}
+}

@@ -77,7 +77,9 @@ end
 -- refusal (OOM, READONLY, MISCONF) keeps Redis's own code. access is 'read'
 -- or, by default, 'write': what cmd does to the key target.
 local function refusal(err, cmd, target, access)
-  if not string.find(err, "can't", 1, true) and string.sub(err, 1, 7) ~= 'NOPERM ' then
+  -- Not just "can't": READONLY says "You can't write against a read only
+  -- replica".
+  if not string.find(err, 'The user executing the script', 1, true) and string.sub(err, 1, 7) ~= 'NOPERM ' then
     return redis.error_reply(err)
   end
   local what, rule
