@@ -388,7 +388,9 @@ func TestConcurrentClaimersFireEachTimerOnce(t *testing.T) {
 func TestRetentionLeavesOnlyFixedKeys(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		q := newQueue(t, b, queue.Options{Retention: 50 * time.Millisecond})
+		// Long enough that a loaded machine (-race, miniredis) cancels,
+		// claims and purges within it.
+		q := newQueue(t, b, queue.Options{Retention: 400 * time.Millisecond})
 		for i := range 30 {
 			if _, err := q.Schedule(ctx, fmt.Sprint("k", i), time.Now().Add(-time.Millisecond), nil); err != nil {
 				t.Fatal(err)
@@ -404,7 +406,7 @@ func TestRetentionLeavesOnlyFixedKeys(t *testing.T) {
 		if n, _, err := q.Purge(ctx, 100); err != nil || n != 0 {
 			t.Fatalf("Purge before retention removed %d, %v", n, err)
 		}
-		time.Sleep(60 * time.Millisecond)
+		time.Sleep(450 * time.Millisecond)
 		n, more, err := q.Purge(ctx, 20)
 		if err != nil || n != 20 || !more {
 			t.Fatalf("Purge = %d, %v, %v; want 20 and more", n, more, err)
