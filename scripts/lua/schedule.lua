@@ -2,7 +2,9 @@
 --
 -- KEYS: the namespace's six keys (see prelude.lua).
 -- ARGV[1]        wake channel, told the new earliest due_ms when it moves earlier
--- ARGV[2+3i..]   triples: id, due_ms, payload (validated by the client)
+-- ARGV[2+3i..]   triples: id, due, payload (validated by the client); due is
+--                due_ms, or '+<ms>.<us>' for that long after the server's
+--                clock (see resolve_due in prelude.lua)
 -- Reply: {now_ms, created_1, record_1, created_2, record_2, ...}; created is
 --        1 for a new timer and 0 when the ID already existed in any state.
 -- Complexity: O(k log N) for k timers in a set of N.
@@ -26,6 +28,7 @@ for i = 2, #ARGV, 3 do
     reply[#reply + 1] = 0
     rec = full(id, rec)
   else
+    due = resolve_due(due)
     rec = encode('s', '', now, '', payload)
     redis.call('HSET', KEYS[2], id, rec)
     redis.call('ZADD', KEYS[1], due, id)
