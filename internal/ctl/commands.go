@@ -59,13 +59,17 @@ func (r *runner) commands() []*cli.Command {
 		},
 		{Name: "stats", Usage: "counts per state, the overdue backlog and a histogram of due times", ArgsUsage: " ", Action: r.stats},
 		{
-			Name: "import", Usage: "schedule timers from JSON Lines", ArgsUsage: "[FILE|-]",
-			Description: `Each line is {"id": ID, "due_at": TIME | "in": DURATION, "payload": BASE64 | "payload_text": TEXT}.
+			Name: "import", Usage: "schedule new timers and restore exported ones from JSON Lines", ArgsUsage: "[FILE|-]",
+			Description: `Each line is a timer as export writes it, restored with its state and times:
+   {"id": ID, "state": STATE, "due_at": TIME, "created_at": TIME, ["fired_at" | "cancelled_at": TIME,] "payload": BASE64}
+or a new timer to schedule:
+   {"id": ID, "due_at": TIME | "in": DURATION, "payload": BASE64 | "payload_text": TEXT}
+TIME is a string: RFC 3339, "1796238000s" or "1796238000000ms". An existing ID is left as it is.
 Bad lines are reported with their line number and skipped; the exit code is then 2.`,
 			Action: r.importCmd,
 		},
 		{
-			Name: "export", Usage: "print timers as JSON Lines that import accepts", ArgsUsage: " ",
+			Name: "export", Usage: "print timers, every field, as JSON Lines that import restores", ArgsUsage: " ",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "state", Usage: "only `STATE`: scheduled, fired or cancelled"},
 			},
