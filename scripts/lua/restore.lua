@@ -22,8 +22,12 @@
 --
 -- Every check and read runs first, then the one PUBLISH (which Redis may
 -- refuse for want of a channel right), then the writes, whose first one is
--- the one Redis checks for OOM. A malformed argument, a key of the wrong type
--- or a refused PUBLISH leaves the namespace untouched: all or nothing.
+-- the one Redis checks for OOM. Where Redis has redis.acl_check_cmd (7.0+;
+-- not miniredis), every command the writes will use is checked against the
+-- user's ACL first, so that a user who may write some keys but not others
+-- gets NOPERM before any write. A malformed argument, a key of the wrong
+-- type, a missing right or a refused PUBLISH leaves the namespace untouched:
+-- all or nothing.
 
 local err = check_types()
 if err then return err end
@@ -76,6 +80,26 @@ for i = 3, #ARGV, 6 do
     reply[#reply + 1] = 1
   end
   reply[#reply + 1] = rec
+end
+
+-- may reports whether the user may run cmd with args; true where Redis
+-- cannot tell (miniredis).
+local function may(cmd, ...)
+  if not redis.acl_check_cmd then return true end
+  return redis.acl_check_cmd(cmd, ...)
+end
+local needs = {}
+if moved_earlier then needs[#needs + 1] = {'PUBLISH', ARGV[2], '0'} end
+if #hset > 0 then needs[#needs + 1] = {'HSET', KEYS[2], 'f', 'v'} end
+for state, z in pairs(zadd) do
+  if #z > 0 then needs[#needs + 1] = {'ZADD', sets[state], '0', 'm'} end
+end
+if #expire > 0 then needs[#needs + 1] = {'ZADD', KEYS[5], '0', 'm'} end
+for _, n in ipairs(needs) do
+  if not may(unpack(n)) then
+    return redis.error_reply('NOPERM this user has no permission to run ' .. n[1] .. ' on ' .. n[2] ..
+      ', which restoring these timers needs; nothing was written')
+  end
 end
 
 if moved_earlier then
