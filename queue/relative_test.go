@@ -112,6 +112,18 @@ func TestSubMillisecondDueIsRoundedUp(t *testing.T) {
 		if err != nil || !got.Due.Equal(base.Add(time.Millisecond)) {
 			t.Fatalf("Reschedule back = %+v, %v", got, err)
 		}
+		// List from +0.5 ms starts at the timer stored at +1 ms, not at one
+		// due at +0 ms, which is before it.
+		if _, err := q.Schedule(ctx, "zero", base, nil); err != nil {
+			t.Fatal(err)
+		}
+		page, err := q.List(ctx, queue.ListOptions{DueFrom: base.Add(500 * time.Microsecond)})
+		if err != nil || len(page.Timers) != 1 || page.Timers[0].ID != "half" {
+			t.Fatalf("List from +0.5 ms = %+v, %v; want only half", page.Timers, err)
+		}
+		if _, err := q.Cancel(ctx, "zero"); err != nil {
+			t.Fatal(err)
+		}
 		if b.Mini == nil {
 			return
 		}
