@@ -32,11 +32,14 @@ end
 -- microseconds and rounded up to the millisecond, so it is never early, even
 -- below a millisecond; the parts are added separately so that each stays an
 -- exact integer in a double.
+-- Every relative due time of one call counts from the same TIME, read once.
+local relative_base
 local function resolve_due(arg)
   if arg == 'now' then return fmt(now_ms()) end
   local ms, us = string.match(arg, '^%+(%d+)%.(%d%d%d)$')
   if not ms then return arg end
-  local t = redis.call('TIME')
+  relative_base = relative_base or redis.call('TIME')
+  local t = relative_base
   local sec, usec = tonumber(t[1]), tonumber(t[2])
   local sub = usec % 1000 + tonumber(us)
   return fmt(sec * 1000 + math.floor(usec / 1000) + tonumber(ms) + math.ceil(sub / 1000))
