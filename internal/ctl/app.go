@@ -36,8 +36,9 @@ const (
 type Options struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
-	// Now is the clock that --in durations and the relative times in table
-	// output ("in 4m12s", "3h ago") are measured from.
+	// Now is the clock that the relative times in table output ("in 4m12s",
+	// "3h ago") are measured from. Due times never read it: --in and
+	// import's "in" are added to the Redis server's clock inside the script.
 	Now func() time.Time
 	// IsTerminal reports whether w is a terminal; import draws its progress
 	// bar on stderr only then.
@@ -98,8 +99,10 @@ const exitCodeHelp = `Exit codes:
       cancelled)
    5  wait timed out
 
-TIME is RFC 3339 (2025-01-02T15:04:05Z) or Unix milliseconds; DURATION is
-Go's syntax (90s, 5m, 1h30m). Flags may follow the arguments. See
+TIME is RFC 3339 (2026-12-02T19:00:00Z) or Unix time with its unit
+(1796238000s, 1796238000000ms); a bare number is refused. DURATION is Go's
+syntax (90s, 5m, 1h30m), counted from the Redis server's clock. Flags may
+follow the arguments. See
 docs/timerctl.md for the JSON schema.`
 
 // NewApp returns the timerctl application. Run it with Run, which turns its

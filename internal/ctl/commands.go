@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,8 +18,8 @@ func (r *runner) commands() []*cli.Command {
 	// Fresh flags per command: urfave/cli flags carry parse state.
 	when := func(more ...cli.Flag) []cli.Flag {
 		return append([]cli.Flag{
-			&cli.StringFlag{Name: "at", Usage: "due `TIME`: RFC 3339 or Unix milliseconds"},
-			&cli.StringFlag{Name: "in", Usage: "due `DURATION` from now, e.g. 90s, 5m, 1h30m"},
+			&cli.StringFlag{Name: "at", Usage: "due `TIME`: RFC 3339, or Unix time with its unit: 1796238000s, 1796238000000ms"},
+			&cli.StringFlag{Name: "in", Usage: "due `DURATION` from now by the Redis server's clock, e.g. 90s, 5m, 1h30m"},
 		}, more...)
 	}
 	return []*cli.Command{
@@ -60,13 +59,17 @@ func (r *runner) commands() []*cli.Command {
 		},
 		{Name: "stats", Usage: "counts per state, the overdue backlog and a histogram of due times", ArgsUsage: " ", Action: r.stats},
 		{
-			Name: "import", Usage: "schedule timers from JSON Lines", ArgsUsage: "[FILE|-]",
-			Description: `Each line is {"id": ID, "due_at": TIME | "in": DURATION, "payload": BASE64 | "payload_text": TEXT}.
+			Name: "import", Usage: "schedule new timers and restore exported ones from JSON Lines", ArgsUsage: "[FILE|-]",
+			Description: `Each line is a timer as export writes it, restored with its state and times:
+   {"id": ID, "state": STATE, "due_at": TIME, "created_at": TIME, ["fired_at" | "cancelled_at": TIME,] "payload": BASE64}
+or a new timer to schedule:
+   {"id": ID, "due_at": TIME | "in": DURATION, "payload": BASE64 | "payload_text": TEXT}
+TIME is a string: RFC 3339, "1796238000s" or "1796238000000ms". An existing ID is left as it is.
 Bad lines are reported with their line number and skipped; the exit code is then 2.`,
 			Action: r.importCmd,
 		},
 		{
-			Name: "export", Usage: "print timers as JSON Lines that import accepts", ArgsUsage: " ",
+			Name: "export", Usage: "print timers, every field, as JSON Lines that import restores", ArgsUsage: " ",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "state", Usage: "only `STATE`: scheduled, fired or cancelled"},
 			},
@@ -108,56 +111,49 @@ func noArgs(c *cli.Context) error {
 	return nil
 }
 
-// parseTime parses RFC 3339 or Unix milliseconds.
+// parseTime parses the TIME of --flag (see parseInstant).
 func parseTime(flag, s string) (time.Time, error) {
-	bad := func() (time.Time, error) {
-		return time.Time{}, usageErr(fmt.Sprintf("--%s %q is not a time", flag, s),
-			"use RFC 3339 (2025-01-02T15:04:05Z) or Unix milliseconds")
-	}
-	var t time.Time
-	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
-		t = time.UnixMilli(ms).UTC()
-	} else if t, err = time.Parse(time.RFC3339Nano, s); err != nil {
-		return bad()
-	}
-	if err := queue.ValidateDue(t); err != nil {
-		return time.Time{}, usageErr(fmt.Sprintf("--%s %q is outside 1970-01-01 to 9999-12-31", flag, s), "use a time in that range")
+	t, err := parseInstant(s)
+	if err != nil {
+		e := err.(*timeError)
+		return time.Time{}, usageErr(fmt.Sprintf("--%s %q %s", flag, s, e.problem), e.fix)
 	}
 	return t, nil
 }
 
-// parseIn parses a non-negative Go duration.
+// parseIn parses the DURATION of --flag (see parseDelay).
 func parseIn(flag, s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
+	d, err := parseDelay(s)
 	if err != nil {
-		return 0, usageErr(fmt.Sprintf("--%s %q is not a duration", flag, s), "use Go's syntax, e.g. 90s, 5m or 1h30m")
-	}
-	if d < 0 {
-		return 0, usageErr(fmt.Sprintf("--%s %q is negative", flag, s), "use a duration of 0 or more, or --at for a time in the past")
+		e := err.(*timeError)
+		return 0, usageErr(fmt.Sprintf("--%s %q %s", flag, s, e.problem), e.fix)
 	}
 	return d, nil
 }
 
+// due is a due time from the command line: an instant (--at), or a delay
+// (--in) that Redis adds to its own clock, so the client's clock plays no
+// part.
+type due struct {
+	at       time.Time
+	in       time.Duration
+	relative bool
+}
+
 // dueFlag reads exactly one of --at and --in.
-func (r *runner) dueFlag(c *cli.Context) (time.Time, error) {
+func (r *runner) dueFlag(c *cli.Context) (due, error) {
 	at, in := c.IsSet("at"), c.IsSet("in")
 	switch {
 	case at && in:
-		return time.Time{}, usageErr("both --at and --in are given", "give one of them")
+		return due{}, usageErr("both --at and --in are given", "give one of them")
 	case at:
-		return parseTime("at", c.String("at"))
+		t, err := parseTime("at", c.String("at"))
+		return due{at: t}, err
 	case in:
 		d, err := parseIn("in", c.String("in"))
-		if err != nil {
-			return time.Time{}, err
-		}
-		t := r.o.Now().Add(d)
-		if err := queue.ValidateDue(t); err != nil {
-			return time.Time{}, usageErr(fmt.Sprintf("--in %q is past 9999-12-31", c.String("in")), "use a shorter duration")
-		}
-		return t, nil
+		return due{in: d, relative: true}, err
 	}
-	return time.Time{}, usageErr("missing the due time", "give --at TIME or --in DURATION")
+	return due{}, usageErr("missing the due time", "give --at TIME or --in DURATION")
 }
 
 // payload reads --payload or --payload-file.
@@ -225,7 +221,12 @@ func (r *runner) schedule(c *cli.Context) error {
 		return err
 	}
 	return r.once(c, func(ctx context.Context, s *session) error {
-		res, err := s.q.Schedule(ctx, id, due, p)
+		var res queue.ScheduleResult
+		if due.relative {
+			res, err = s.q.ScheduleIn(ctx, id, due.in, p)
+		} else {
+			res, err = s.q.Schedule(ctx, id, due.at, p)
+		}
 		if err != nil {
 			return s.redisErr(err)
 		}
@@ -283,7 +284,10 @@ func (r *runner) reschedule(c *cli.Context) error {
 		return err
 	}
 	return r.byID(c, func(ctx context.Context, q *queue.Queue, id string) (queue.Timer, error) {
-		return q.Reschedule(ctx, id, due)
+		if due.relative {
+			return q.RescheduleIn(ctx, id, due.in)
+		}
+		return q.Reschedule(ctx, id, due.at)
 	})
 }
 

@@ -207,6 +207,12 @@ func TestBadInputWritesNothing(t *testing.T) {
 			want string
 		}{
 			{[]string{"schedule", "a", "--at", "next tuesday"}, `--at "next tuesday" is not a time: use RFC 3339`},
+			{[]string{"schedule", "a", "--at", "1796238000"}, `--at "1796238000" is a number without a unit: write 1796238000s for Unix seconds (2026-12-02T19:00:00.000Z) or 1796238000ms for Unix milliseconds (1970-01-21T18:57:18.000Z)`},
+			{[]string{"schedule", "a", "--at", "1796238000000"}, `1796238000000ms for Unix milliseconds (2026-12-02T19:00:00.000Z)`},
+			{[]string{"schedule", "a", "--at", "-5s"}, `--at "-5s" is not a time`},
+			{[]string{"schedule", "a", "--at", "99999999999999s"}, `is outside 1970-01-01 to 9999-12-31`},
+			{[]string{"reschedule", "a", "--at", "1796238000"}, `is a number without a unit`},
+			{[]string{"list", "--due-to", "1796238000"}, `--due-to "1796238000" is a number without a unit`},
 			{[]string{"schedule", "a", "--in", "-5s"}, `--in "-5s" is negative`},
 			{[]string{"schedule", "a", "--in", "soon"}, `--in "soon" is not a duration`},
 			{[]string{"schedule", "a", "--in", "5s", "--at", "2030-01-01T00:00:00Z"}, "both --at and --in are given: give one of them"},
@@ -276,9 +282,13 @@ func TestCancelRescheduleFireAndConflicts(t *testing.T) {
 
 		// reschedule moves the due time.
 		at := time.Now().Add(2 * time.Hour).UTC().Truncate(time.Millisecond)
-		got := decode[timerJSON](t, c.ok("-o", "json", "reschedule", "a", "--at", fmt.Sprint(at.UnixMilli())).stdout)
+		got := decode[timerJSON](t, c.ok("-o", "json", "reschedule", "a", "--at", fmt.Sprintf("%dms", at.UnixMilli())).stdout)
 		if !mustTime(t, got.DueAt).Equal(at) || got.State != "scheduled" {
 			t.Fatalf("reschedule --at ms: %+v, want due %v", got, at)
+		}
+		got = decode[timerJSON](t, c.ok("-o", "json", "reschedule", "a", "--at", fmt.Sprintf("%ds", at.Unix())).stdout)
+		if !mustTime(t, got.DueAt).Equal(at.Truncate(time.Second)) {
+			t.Fatalf("reschedule --at s: %+v, want due %v", got, at.Truncate(time.Second))
 		}
 
 		// cancel, and cancel again: idempotent.
@@ -496,7 +506,7 @@ func TestImportExport(t *testing.T) {
 		due := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
 		input := strings.Join([]string{
 			fmt.Sprintf(`{"id":"a","due_at":%q,"payload":%q}`, due.Format(time.RFC3339Nano), base64.StdEncoding.EncodeToString([]byte("pa"))),
-			fmt.Sprintf(`{"id":"b","due_at":%d,"payload_text":"pb"}`, due.Add(time.Minute).UnixMilli()),
+			fmt.Sprintf(`{"id":"b","due_at":"%dms","payload_text":"pb"}`, due.Add(time.Minute).UnixMilli()),
 			`{"id":"c","in":"2h"}`,
 			`{"id":"broken",`,
 			``,

@@ -36,6 +36,9 @@ var get string
 //go:embed check.lua
 var check string
 
+//go:embed restore.lua
+var restore string
+
 // Script sources, each with the prelude prepended.
 var (
 	// Schedule creates timers that do not exist yet (schedule.lua).
@@ -57,4 +60,6 @@ var (
 	// Check checks, changing nothing, that the Redis user may run what the
 	// other scripts run (check.lua).
 	Check = prelude + check
+	// Restore writes exported timers with their states and times (restore.lua).
+	Restore = prelude + restore
 )
