@@ -111,19 +111,27 @@ func Redact(raw string) string {
 		}
 		return "…"
 	}
+	// Return what was typed unless there is something to hide: re-encoding
+	// would change an operator's URL in ways that have nothing to do with
+	// secrets.
+	changed := false
 	if _, has := u.User.Password(); has {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		changed = true
 	}
 	q := u.Query()
-	changed := false
+	query := false
 	for k := range q {
 		if strings.Contains(strings.ToLower(k), "password") {
 			q.Set(k, "xxxxx")
-			changed = true
+			query = true
 		}
 	}
-	if changed {
+	if query {
 		u.RawQuery = q.Encode()
+	}
+	if !changed && !query {
+		return raw
 	}
 	return u.String()
 }
