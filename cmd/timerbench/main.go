@@ -27,12 +27,20 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
 	"github.com/timerq/timerq/internal/bench"
 )
 
+// quietRedis drops go-redis's own log lines (a failed dial each time chaos
+// kills Redis, on purpose); every error that matters reaches the caller.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
 func main() {
+	redis.SetLogger(quietRedis{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newApp(os.Stdout, os.Stderr).RunContext(ctx, os.Args)
 	stop()

@@ -46,6 +46,8 @@ type ChaosResult struct {
 	Common
 	Timers  int `json:"timers"`
 	Workers int `json:"workers"`
+	// AppendFsync is the private redis-server's AOF policy ("off": none).
+	AppendFsync string `json:"appendfsync"`
 	// Fired is how many of the timers have a fire entry in the stream at
 	// the end.
 	Fired int64 `json:"fired"`
@@ -137,7 +139,12 @@ func (e *Env) Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) 
 	if err != nil {
 		return nil, err
 	}
-	r := &ChaosResult{Timers: cfg.Timers, Workers: e.cfg.Workers}
+	r := &ChaosResult{Timers: cfg.Timers, Workers: e.cfg.Workers, AppendFsync: e.cfg.AppendFsync}
+	if e.server == nil {
+		r.AppendFsync = "unknown (--redis)"
+	} else if r.AppendFsync == "" {
+		r.AppendFsync = "off"
+	}
 	var workerCPU float64
 	defer func() { ws.stop() }()
 
@@ -205,10 +212,21 @@ func (e *Env) Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) 
 		ws.procs[i] = p
 		return nil
 	}
+	type crashOutcome struct {
+		down time.Duration
+		err  error
+	}
+	crashDone := make(chan crashOutcome, 1)
+	crashing := false
+	defer func() { // Close must not race a restart in flight
+		if crashing {
+			<-crashDone
+		}
+	}()
 	var schedErr error
-	for scheduling || time.Now().Before(end) {
+	for scheduling || crashing || time.Now().Before(end) {
 		var crash <-chan time.Time
-		if len(crashAt) > 0 {
+		if len(crashAt) > 0 && !crashing {
 			crash = time.After(time.Until(crashAt[0]))
 		}
 		select {
@@ -234,14 +252,22 @@ func (e *Env) Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) 
 				return nil, err
 			}
 		case <-crash:
+			// Crash in the background, so that workers keep being killed
+			// and started while Redis is down.
 			crashAt = crashAt[1:]
 			redisCPU += e.redisCPU(ctx)
-			t := time.Now()
-			if err := e.crashRedis(ctx, cfg.RedisDown); err != nil {
-				return nil, err
+			crashing = true
+			go func(t time.Time) {
+				err := e.crashRedis(ctx, cfg.RedisDown)
+				crashDone <- crashOutcome{time.Since(t), err}
+			}(time.Now())
+		case c := <-crashDone:
+			crashing = false
+			if c.err != nil {
+				return nil, c.err
 			}
 			r.RedisCrashes++
-			r.RedisDownMs += time.Since(t).Milliseconds()
+			r.RedisDownMs += c.down.Milliseconds()
 		case <-supervise.C:
 			for i, p := range ws.procs {
 				if p.exited() {
