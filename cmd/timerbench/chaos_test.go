@@ -28,7 +28,7 @@ func runChaos(t *testing.T, workerBin string, extra ...string) map[string]float6
 	}
 	out := make(map[string]float64)
 	for _, f := range []string{"timers", "fired", "lost", "duplicates", "fired_early", "vanished", "mismatches",
-		"wake_duplicates", "worker_kills", "redis_crashes", "lateness_p99_ms", "lateness_max_ms"} {
+		"wake_duplicates", "worker_kills", "worker_restarts", "redis_crashes", "lateness_p99_ms", "lateness_max_ms"} {
 		v, ok := r[f].(float64)
 		if !ok {
 			t.Fatalf("no numeric field %q in %s", f, stdout.String())
@@ -42,12 +42,13 @@ func runChaos(t *testing.T, workerBin string, extra ...string) map[string]float6
 // TestChaos kills a timerworker every second and redis-server once while
 // 2,000 timers come due, with the AOF at appendfsync always: every
 // acknowledged timer must fire exactly once, never early, with its payload.
-// Then it runs the same chaos without an AOF, where the crash must show as
+// Redis crashes alone must find the workers reconnecting by themselves.
+// Then it runs the first chaos without an AOF, where the crash must show as
 // lost fires, so that the zeros above cannot come from a check that sees
 // nothing.
 func TestChaos(t *testing.T) {
 	if testing.Short() {
-		t.Skip("chaos starts processes and takes ~20 s")
+		t.Skip("chaos starts processes and takes ~30 s")
 	}
 	redistest.Require(t)
 	bin := filepath.Join(t.TempDir(), "timerworker")
@@ -66,6 +67,13 @@ func TestChaos(t *testing.T) {
 	}
 	if r["worker_kills"] < 1 || r["redis_crashes"] != 1 {
 		t.Errorf("worker_kills %v redis_crashes %v: the chaos did not happen", r["worker_kills"], r["redis_crashes"])
+	}
+
+	// Without worker kills, the same workers must reconnect by themselves
+	// after each restart of Redis and fire everything.
+	calm := runChaos(t, bin, "--kill-every", "0", "--redis-crashes", "2", "--timers", "1000", "--window", "3s")
+	if calm["fired"] != 1000 || calm["lost"] != 0 || calm["redis_crashes"] != 2 || calm["worker_kills"] != 0 || calm["worker_restarts"] != 0 {
+		t.Errorf("Redis crashes alone: %v; want all 1,000 fired by the workers that were there from the start", calm)
 	}
 
 	broken := runChaos(t, bin, "--appendfsync", "off", "--settle", "3s")
