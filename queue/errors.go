@@ -33,6 +33,9 @@ var (
 	// ErrWrongType means one of the namespace's keys holds a value of another
 	// type: something else writes there.
 	ErrWrongType = errors.New("timerq: a namespace key holds the wrong type")
+	// ErrMalformedRecord means a timer's stored record does not parse:
+	// something other than timerq wrote it.
+	ErrMalformedRecord = errors.New("timerq: malformed timer record")
 	// ErrPermission means Redis refused a command for lack of an ACL right
 	// (NOPERM): a key, a channel or a command the user may not use. The
 	// operation changed nothing. docs/security.md lists the rights each role

@@ -107,6 +107,10 @@ func (q *Queue) Close() error {
 // with Created false and changes nothing. A due time in the past is
 // allowed: the timer fires on the next claim.
 func (q *Queue) Schedule(ctx context.Context, id string, due time.Time, payload []byte) (ScheduleResult, error) {
+	// Validated here too, so that the error does not speak of a batch.
+	if err := q.validateTimer(NewTimer{ID: id, Due: due, Payload: payload}); err != nil {
+		return ScheduleResult{}, err
+	}
 	res, err := q.ScheduleBatch(ctx, []NewTimer{{ID: id, Due: due, Payload: payload}})
 	if err != nil {
 		return ScheduleResult{}, err

@@ -324,22 +324,30 @@ func TestWorkerStartupErrors(t *testing.T) {
 		name string
 		args []string
 		want string
+		code int // 2: usage; 1: runtime
 	}{
-		{"malformed URL", []string{"--redis", "127.0.0.1:6379"}, "is not a URL"},
-		{"unknown URL option", []string{"--redis", "redis://:s3cret-pw@" + srv.Addr() + "/0?bogus=1"}, "unexpected option"},
-		{"unreachable", []string{"--redis", "redis://:s3cret-pw@" + freeAddr(t) + "/0"}, "cannot reach Redis"},
-		{"wrong password", []string{"--redis", "redis://:s3cret-pw@" + srv.Addr() + "/0"}, "rejected the username or password"},
-		{"no password", []string{"--redis", "redis://" + srv.Addr() + "/0"}, "requires a password"},
-		{"bad flag", []string{"--bogus"}, "flag provided but not defined"},
-		{"bad log level", []string{"--log-level", "loud"}, "--log-level"},
-		{"bad batch size", []string{"--redis", "redis://:right-pw@" + srv.Addr() + "/0", "--batch-size", "5000"}, "BatchSize"},
-		{"dev port taken", []string{"--dev", "--dev-addr", taken.Addr().String()}, "--dev-addr"},
+		{"malformed URL", []string{"--redis", "127.0.0.1:6379"}, "is not a URL", 2},
+		{"unknown URL option", []string{"--redis", "redis://:s3cret-pw@" + srv.Addr() + "/0?bogus=1"}, "unexpected option", 2},
+		{"unreachable", []string{"--redis", "redis://:s3cret-pw@" + freeAddr(t) + "/0"}, "cannot reach Redis", 1},
+		{"wrong password", []string{"--redis", "redis://:s3cret-pw@" + srv.Addr() + "/0"}, "rejected the username or password", 1},
+		{"no password", []string{"--redis", "redis://" + srv.Addr() + "/0"}, "requires a password", 1},
+		{"bad flag", []string{"--bogus"}, "flag provided but not defined", 2},
+		{"argument", []string{"serve"}, `unexpected argument "serve"`, 2},
+		{"bad log level", []string{"--log-level", "loud"}, "--log-level", 2},
+		{"batch size too big", []string{"--redis", "redis://:right-pw@" + srv.Addr() + "/0", "--batch-size", "5000"}, "--batch-size 5000 is outside 1-1000", 2},
+		{"batch size zero", []string{"--redis", "redis://:right-pw@" + srv.Addr() + "/0", "--batch-size", "0"}, "--batch-size 0 is outside 1-1000", 2},
+		{"duration without unit", []string{"--max-poll-interval", "5"}, `--max-poll-interval "5" is not a duration: give it a unit, e.g. --max-poll-interval 5s`, 2},
+		{"retention without unit", []string{"--retention", "7"}, `--retention "7" is not a duration`, 2},
+		{"bad namespace", []string{"--namespace", "ok,bad ns"}, `--namespace (TIMERQ_NAMESPACE) "bad ns" has ' '`, 2},
+		{"repeated namespace", []string{"--namespace", "a", "--namespace", "a"}, `--namespace names "a" twice`, 2},
+		{"tls flag without rediss", []string{"--tls-ca-file", "ca.pem"}, "does not use TLS: use the rediss:// scheme", 2},
+		{"dev port taken", []string{"--dev", "--dev-addr", taken.Addr().String()}, "timerctl --redis redis://127.0.0.1:6390/0", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(bin, tc.args...)
-			out, err := cmd.CombinedOutput()
-			if err == nil {
-				t.Fatalf("exit 0, want non-zero; output:\n%s", out)
+			out, _ := cmd.CombinedOutput()
+			if code := cmd.ProcessState.ExitCode(); code != tc.code {
+				t.Errorf("exit %d, want %d; output:\n%s", code, tc.code, out)
 			}
 			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 			if len(lines) != 1 || !strings.HasPrefix(lines[0], "timerworker: ") || !strings.Contains(lines[0], tc.want) {
@@ -379,5 +387,84 @@ func TestWorkerDevMode(t *testing.T) {
 	logs := w.logText()
 	if !strings.Contains(logs, "nothing persists") || !strings.Contains(logs, "redis://"+addr) {
 		t.Errorf("dev mode log lacks the URL or the warning:\n%s", logs)
+	}
+}
+
+// TestWorkerHelpAndEnvironment: --help states the exit codes and the TLS
+// flags, and a bad TIMERQ_* value is a usage error (2) naming variable,
+// flag and an example.
+func TestWorkerHelpAndEnvironment(t *testing.T) {
+	out, err := exec.Command(bin, "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("--help: %v", err)
+	}
+	for _, want := range []string{"Exit codes:", "2  usage error", "1  runtime failure", "--tls-ca-file", "TIMERQ_TLS_CA_FILE",
+		"--tls-cert-file", "--tls-key-file", "--tls-server-name", "--tls-insecure-skip-verify", "TIMERQ_NAMESPACE"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+	for _, tc := range []struct{ env, want string }{
+		{"TIMERQ_MAX_POLL_INTERVAL=5", `TIMERQ_MAX_POLL_INTERVAL (--max-poll-interval) "5" is not a duration: give it a unit, e.g. --max-poll-interval 5s`},
+		{"TIMERQ_BATCH_SIZE=0", "--batch-size 0 is outside 1-1000"},
+		{"TIMERQ_BATCH_SIZE=lots", `TIMERQ_BATCH_SIZE (--batch-size) "lots" is not a whole number`},
+	} {
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(), tc.env)
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("%s: exit %d %q, want 2 and %q", tc.env, code, out, tc.want)
+		}
+	}
+}
+
+// TestWorkerServesSeveralNamespaces: one process fires the timers of each
+// namespace it is given (by a list and by a repeated flag), reports each in
+// /metrics with a namespace label, and is ready only while every one claims.
+func TestWorkerServesSeveralNamespaces(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	rdb := srv.Client(t)
+	a, b, c := redistest.Namespace(t)+"a", redistest.Namespace(t)+"b", redistest.Namespace(t)+"c"
+	metrics := freeAddr(t)
+	w := startWorker(t, "--redis", srv.URL(), "--namespace", a+","+b, "--namespace", c, "--metrics-addr", metrics)
+	waitFor(t, 5*time.Second, "/readyz 200", func() bool { return httpStatus("http://"+metrics+"/readyz") == 200 })
+	for _, ns := range []string{a, b, c} {
+		q, err := queue.New(rdb, queue.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := q.SleepUntil(ctx, "t-"+ns, time.Now().Add(50*time.Millisecond), nil); err != nil {
+			t.Errorf("namespace %s: the timer did not fire: %v", ns, err)
+		}
+		cancel()
+		q.Close()
+	}
+	resp, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, ns := range []string{a, b, c} {
+		if want := `timerq_timers_fired_total{namespace="` + ns + `"} 1`; !strings.Contains(string(raw), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	// Connections are shared: one pool, plus one pub/sub connection per
+	// namespace, not a client per namespace.
+	info, err := rdb.ClientList(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(info, "\n"); n > 12 {
+		t.Errorf("%d client connections for 3 namespaces, want a shared pool:\n%s", n, info)
+	}
+	logs := w.logText()
+	if !strings.Contains(logs, "namespaces="+a+","+b+","+c) {
+		t.Errorf("start-up log does not list the namespaces:\n%s", logs)
+	}
+	if code, _ := w.term(); code != 0 {
+		t.Errorf("exit %d on SIGTERM", code)
 	}
 }
