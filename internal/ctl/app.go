@@ -115,10 +115,10 @@ func NewApp(o Options) *cli.App {
 	}
 	r := &runner{o: o}
 	app := &cli.App{
-		Name:                 "timerctl",
-		Usage:                "inspect and operate the durable timers of a timerq namespace",
-		Description:          exitCodeHelp,
-		Version:              o.Version,
+		Name:        "timerctl",
+		Usage:       "inspect and operate the durable timers of a timerq namespace",
+		Description: exitCodeHelp,
+		Version:     o.Version,
 		// --version prints "timerctl version X"; the version command does
 		// the same, and -o json.
 		Reader:               o.Stdin,
