@@ -78,8 +78,12 @@ func Explain(err error, t Target) *Error {
 		if t.Timeout > 0 {
 			wait = fmt.Sprintf(" within --timeout %v", t.Timeout)
 		}
-		return out(ExitFailure, fmt.Sprintf("Redis at %s did not answer%s", t.Redis, wait),
-			"check that Redis is reachable and not overloaded (SLOWLOG GET), or raise --timeout")
+		fix := "check that Redis is reachable and not overloaded (SLOWLOG GET), or raise --timeout"
+		if strings.HasPrefix(t.Redis, "rediss://") {
+			// A plain server reads a TLS hello as a command, and waits.
+			fix += "; if that port does not speak TLS, use redis://"
+		}
+		return out(ExitFailure, fmt.Sprintf("Redis at %s did not answer%s", t.Redis, wait), fix)
 	}
 	if ex := explainTLS(err, msg, t); ex != nil {
 		return ex
