@@ -2,6 +2,7 @@ package cliconf
 
 import (
 	"context"
+	"crypto/sha1"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/timerq/timerq/queue"
+	lua "github.com/timerq/timerq/scripts/lua"
 )
 
 // Target is what a failed command was talking to, for the hints.
@@ -60,8 +63,8 @@ func Explain(err error, t Target) *Error {
 		return out(ExitUsage, problem, fix)
 	case errors.Is(err, queue.ErrInvalidNamespace):
 		return out(ExitUsage, problem, "fix --namespace (TIMERQ_NAMESPACE): "+fix)
-	case errors.Is(err, queue.ErrPermission):
-		return out(ExitFailure, problem+" (missing right: "+MissingRight(msg, ns)+")",
+	case errors.Is(err, queue.ErrPermission) || redis.HasErrorPrefix(err, "NOPERM"):
+		return out(ExitFailure, problem+" (missing right: "+MissingRight(replyText(err), ns)+")",
 			fmt.Sprintf("grant the Redis user that right, as docs/security.md shows for each role (worker, application, operator) of namespace %q", ns))
 	case errors.Is(err, queue.ErrOutOfMemory):
 		more := ""
@@ -201,7 +204,46 @@ func IsTransient(err error) bool {
 
 var (
 	commandRe = regexp.MustCompile(`(?i)permissions? to run the '([^']+)' command`)
+	// Redis 7.0 names the script and line of a command it refused
+	// inside a script, not the command.
+	scriptLineRe = regexp.MustCompile(`script: ([0-9a-f]{40}), on @user_script:(\d+)`)
+	callRe       = regexp.MustCompile(`redis\.p?call\(\s*'([A-Za-z]+)'`)
 )
+
+// replyText is the Redis error reply inside err, or err's text.
+func replyText(err error) string {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return rerr.Error()
+	}
+	return err.Error()
+}
+
+// scriptSources maps the SHA1 of each timerq script to its source.
+var scriptSources = func() map[string]string {
+	m := map[string]string{}
+	for _, src := range []string{lua.Schedule, lua.Claim, lua.Cancel, lua.Reschedule, lua.Purge, lua.Stats, lua.List, lua.Get} {
+		m[fmt.Sprintf("%x", sha1.Sum([]byte(src)))] = src
+	}
+	return m
+}()
+
+// scriptCommand finds the command a script ran at the line Redis names.
+func scriptCommand(msg string) string {
+	m := scriptLineRe.FindStringSubmatch(msg)
+	if m == nil {
+		return ""
+	}
+	lines := strings.Split(scriptSources[m[1]], "\n")
+	n, _ := strconv.Atoi(m[2])
+	if n < 1 || n > len(lines) {
+		return ""
+	}
+	if c := callRe.FindStringSubmatch(lines[n-1]); c != nil {
+		return strings.ToLower(c[1])
+	}
+	return ""
+}
 
 // MissingRight names the ACL right a refusal message points to, as it
 // would appear in an ACL SETUSER line for namespace ns: a command (+evalsha),
@@ -217,6 +259,9 @@ func MissingRight(msg, ns string) string {
 	case strings.Contains(lower, "key"):
 		return fmt.Sprintf("~timerq:{%s}:*", ns)
 	case strings.Contains(lower, "can't run this command"):
+		if cmd := scriptCommand(msg); cmd != "" {
+			return "+" + cmd
+		}
 		return "a command the script runs (see docs/security.md)"
 	}
 	return "see docs/security.md"

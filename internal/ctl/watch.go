@@ -76,14 +76,14 @@ func (r *runner) watch(c *cli.Context) error {
 			// with backoff and resume after the last entry printed, so
 			// that no fire is shown twice or skipped (the stream keeps
 			// them while Redis is away).
-			if failures == 0 {
-				fmt.Fprintf(r.o.Stderr, "timerctl: watch: lost Redis (%s); reconnecting, resuming after stream ID %s\n", oneLine(err.Error()), from)
-			}
 			failures++
 			select {
 			case <-c.Context.Done():
-				return nil
+				return nil // Ctrl-C, whose deadline may have failed the read
 			case <-time.After(min(watchRetryMin<<min(failures-1, 5), watchRetryMax)):
+			}
+			if failures == 1 {
+				fmt.Fprintf(r.o.Stderr, "timerctl: watch: lost Redis (%s); reconnecting, resuming after stream ID %s\n", oneLine(err.Error()), from)
 			}
 			continue
 		}
