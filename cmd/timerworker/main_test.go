@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/timerq/timerq/internal/ctl"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
 )
@@ -466,5 +468,125 @@ func TestWorkerServesSeveralNamespaces(t *testing.T) {
 	}
 	if code, _ := w.term(); code != 0 {
 		t.Errorf("exit %d on SIGTERM", code)
+	}
+}
+
+// TestWorkerAndTimerctlOverMutualTLS: both binaries take the same TLS
+// settings from the same TIMERQ_TLS_* variables, against a TLS-only
+// server that requires client certificates: timerctl schedules and waits,
+// the worker fires.
+func TestWorkerAndTimerctlOverMutualTLS(t *testing.T) {
+	pki := redistest.NewPKI(t)
+	cfg := pki.ServerTLS(true, "127.0.0.1")
+	srv := redistest.Start(t, redistest.Config{TLS: cfg})
+	ns := redistest.Namespace(t)
+	t.Setenv("TIMERQ_REDIS_URL", srv.URL())
+	t.Setenv("TIMERQ_NAMESPACE", ns)
+	t.Setenv("TIMERQ_TLS_CA_FILE", pki.CAFile)
+	t.Setenv("TIMERQ_TLS_CERT_FILE", cfg.ClientCertFile)
+	t.Setenv("TIMERQ_TLS_KEY_FILE", cfg.ClientKeyFile)
+
+	metrics := freeAddr(t)
+	w := startWorker(t, "--metrics-addr", metrics)
+	waitFor(t, 10*time.Second, "/readyz 200 over mTLS", func() bool { return httpStatus("http://"+metrics+"/readyz") == 200 })
+
+	run := func(args ...string) (int, string) {
+		var out, errOut strings.Builder
+		code := ctl.Run(context.Background(), append([]string{"timerctl"}, args...), ctl.Options{Stdout: &out, Stderr: &errOut})
+		return code, out.String() + errOut.String()
+	}
+	if code, out := run("schedule", "over-tls", "--in", "300ms"); code != 0 {
+		t.Fatalf("timerctl schedule over mTLS: exit %d %s", code, out)
+	}
+	if code, out := run("wait", "over-tls", "--timeout", "10s"); code != 0 || !strings.Contains(out, "fired") {
+		t.Fatalf("timerctl wait over mTLS: exit %d %s\nworker log:\n%s", code, out, w.logText())
+	}
+	if code, _ := w.term(); code != 0 {
+		t.Errorf("worker exit %d", code)
+	}
+
+	// Without the client certificate, the worker refuses to start and
+	// says which flags to pass; so does timerctl.
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "TIMERQ_TLS_CERT_FILE=", "TIMERQ_TLS_KEY_FILE=")
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), "--tls-cert-file and --tls-key-file") {
+		t.Errorf("worker without a client certificate: exit %d %q", code, out)
+	}
+	t.Setenv("TIMERQ_TLS_CERT_FILE", "")
+	t.Setenv("TIMERQ_TLS_KEY_FILE", "")
+	if code, out := run("get", "over-tls"); code != 1 || !strings.Contains(out, "--tls-cert-file and --tls-key-file") {
+		t.Errorf("timerctl without a client certificate: exit %d %q", code, out)
+	}
+	// --tls-insecure-skip-verify is loud.
+	cmd = exec.Command(bin, "--tls-insecure-skip-verify", "--redis", "rediss://"+freeAddr(t)+"/0")
+	out, _ = cmd.CombinedOutput()
+	if !strings.Contains(string(out), "INSECURE") {
+		t.Errorf("--tls-insecure-skip-verify is not announced: %q", out)
+	}
+}
+
+// TestWorkerRefusesTooOldRedis: the start-up check reads INFO server and
+// stops with exit 1 on a server older than 5.0, naming both versions. The
+// "server" is a few lines of RESP that claim to be Redis 4.0.14.
+func TestWorkerRefusesTooOldRedis(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go fakeOldRedis(c)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--redis", "redis://"+ln.Addr().String()+"/0")
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), "is version 4.0.14, too old") ||
+		!strings.Contains(string(out), "needs Redis 5.0 or later: upgrade Redis to 5.0") {
+		t.Fatalf("exit %d %q, want 1 and a message naming 4.0.14 and 5.0", code, out)
+	}
+}
+
+// fakeOldRedis answers RESP2 commands as a Redis 4.0.14 would, enough for
+// a client's handshake, PING and INFO.
+func fakeOldRedis(c net.Conn) {
+	defer c.Close()
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		if !strings.HasPrefix(line, "*") {
+			continue
+		}
+		n, _ := strconv.Atoi(strings.TrimSpace(line[1:]))
+		var args []string
+		for range n {
+			if _, err := r.ReadString('\n'); err != nil { // $len
+				return
+			}
+			a, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			args = append(args, strings.ToLower(strings.TrimSpace(a)))
+		}
+		switch args[0] {
+		case "ping":
+			fmt.Fprint(c, "+PONG\r\n")
+		case "info":
+			body := "# Server\r\nredis_version:4.0.14\r\n"
+			fmt.Fprintf(c, "$%d\r\n%s\r\n", len(body), body)
+		default: // HELLO, CLIENT SETINFO: not in 4.0
+			fmt.Fprintf(c, "-ERR unknown command '%s'\r\n", args[0])
+		}
 	}
 }
