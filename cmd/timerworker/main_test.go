@@ -390,6 +390,21 @@ func TestWorkerDevMode(t *testing.T) {
 	if !strings.Contains(logs, "nothing persists") || !strings.Contains(logs, "redis://"+addr) {
 		t.Errorf("dev mode log lacks the URL or the warning:\n%s", logs)
 	}
+
+	// Without --dev-addr it listens where TIMERQ_REDIS_URL points, so one
+	// variable serves both binaries (the README's walkthrough when 6379
+	// is taken).
+	addr = freeAddr(t)
+	t.Setenv("TIMERQ_REDIS_URL", "redis://"+addr+"/0")
+	w = startWorker(t, "--dev")
+	var out strings.Builder
+	waitFor(t, 5*time.Second, "timerctl to reach the dev Redis", func() bool {
+		out.Reset()
+		return ctl.Run(context.Background(), []string{"timerctl", "stats"}, ctl.Options{Stdout: &out, Stderr: &out}) == 0
+	})
+	if code, _ := w.term(); code != 0 {
+		t.Errorf("exit %d", code)
+	}
 }
 
 // TestWorkerHelpAndEnvironment: --help states the exit codes and the TLS
