@@ -57,6 +57,9 @@ type Config struct {
 	Bind string
 	// TLS, when set, makes the server speak TLS only (--port 0 --tls-port).
 	TLS *TLS
+	// Sentinel starts a Sentinel (redis-server CONF --sentinel) with an
+	// empty configuration; tell it what to monitor with SENTINEL MONITOR.
+	Sentinel bool
 }
 
 // TLS is a TLS-only server's certificates (PEM files; see NewPKI).
@@ -129,6 +132,13 @@ func Start(t testing.TB, cfg Config) *Server {
 		s.args = append(s.args, "--bind", s.bind, "--dir", s.dir,
 			"--save", "", "--appendonly", "no", "--logfile", filepath.Join(s.dir, "redis.log"))
 		s.args = append(s.args, cfg.Args...)
+		if cfg.Sentinel {
+			conf := filepath.Join(s.dir, "sentinel.conf")
+			if err := os.WriteFile(conf, nil, 0o600); err != nil {
+				t.Fatalf("redistest: %v", err)
+			}
+			s.args = append(append([]string{conf}, s.args...), "--sentinel")
+		}
 		if lastErr = s.start(); lastErr == nil {
 			t.Cleanup(s.Stop)
 			return s
