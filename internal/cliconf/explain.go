@@ -98,7 +98,7 @@ func Explain(err error, t Target) *Error {
 		return out(ExitFailure, fmt.Sprintf("cannot reach Redis at %s: %s", t.Redis, msg),
 			"check that Redis is reachable there and that --redis (TIMERQ_REDIS_URL) is right; if that port speaks TLS only, use rediss://")
 	}
-	return out(ExitFailure, problem, cmpOr(fix, "this is unexpected; run again with --log-level debug (timerworker) and report it with the message above"))
+	return out(ExitFailure, problem, cmpOr(fix, "this is unexpected: report it, with the message above, to the timerq maintainers"))
 }
 
 // explainTLS explains handshake failures, each by the flag that fixes it.

@@ -119,7 +119,7 @@ func TestPlannedFailoverProcedureLosesNothing(t *testing.T) {
 	waitUntil(t, 30*time.Second, "100 schedules", func() bool { return acked.Load() >= 100 })
 
 	// The procedure.
-	if err := mc.Do(ctx, "CLIENT", "PAUSE", 15000, "WRITE").Err(); err != nil {
+	if err := mc.Do(ctx, "CLIENT", "PAUSE", 30000, "WRITE").Err(); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, 10*time.Second, "the replica to reach the master's offset", func() bool {
@@ -132,6 +132,17 @@ func TestPlannedFailoverProcedureLosesNothing(t *testing.T) {
 		addr, err := sc.Do(ctx, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", "m").StringSlice()
 		return err == nil && len(addr) == 2 && net.JoinHostPort(addr[0], addr[1]) == replica.Addr()
 	})
+	// Writes paused on the old master would be acknowledged there if it
+	// were unpaused while still a master, and then discarded: unpause only
+	// once Sentinel has made it a replica (they then fail with READONLY,
+	// and the application retries them on the new master).
+	// Sentinel does it at its next look at the old master, which can take
+	// many seconds of paused writes; do it now.
+	host, port, _ := net.SplitHostPort(replica.Addr())
+	if err := mc.Do(ctx, "REPLICAOF", host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 30*time.Second, "the old master to be a replica", func() bool { return replField(t, mc, "role") == "slave" })
 	_ = mc.Do(ctx, "CLIENT", "UNPAUSE").Err()
 	before := acked.Load()
 	waitUntil(t, 30*time.Second, "100 schedules on the new master", func() bool { return acked.Load() >= before+100 })

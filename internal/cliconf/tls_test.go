@@ -129,6 +129,12 @@ func TestTLSWithAPrivateCA(t *testing.T) {
 	if !strings.Contains(e.Error(), "--tls-server-name") {
 		t.Errorf("wrong name: %q", e)
 	}
+	// --tls-server-name checks a certificate that lists a name, not the
+	// address dialled.
+	named := redistest.Start(t, redistest.Config{TLS: pki.ServerTLS(false, "redis.test")})
+	if err := connect(t, cliconf.Conn{RedisURL: named.URL(), TLS: cliconf.TLS{CAFile: pki.CAFile, ServerName: "redis.test"}}).Ping(context.Background()).Err(); err != nil {
+		t.Errorf("--tls-server-name redis.test: %v", err)
+	}
 	// Skipping verification works, and is announced.
 	conn := cliconf.Conn{RedisURL: srv.URL(), TLS: cliconf.TLS{InsecureSkipVerify: true}}
 	if err := connect(t, conn).Ping(context.Background()).Err(); err != nil {

@@ -108,6 +108,10 @@ func (p *PKI) ServerTLS(authClients bool, hosts ...string) *TLS {
 	p.t.Helper()
 	cert, key := p.Issue("server-"+hosts[0], hosts...)
 	ccert, ckey := p.Issue("client")
+	name := ""
+	if net.ParseIP(hosts[0]) == nil {
+		name = hosts[0] // a certificate without the address dialled
+	}
 	return &TLS{CAFile: p.CAFile, CertFile: cert, KeyFile: key, AuthClients: authClients,
-		ClientCertFile: ccert, ClientKeyFile: ckey}
+		ClientCertFile: ccert, ClientKeyFile: ckey, ServerName: name}
 }

@@ -70,6 +70,9 @@ type TLS struct {
 	// ClientCertFile and ClientKeyFile.
 	AuthClients                   bool
 	ClientCertFile, ClientKeyFile string
+	// ServerName is the name redistest's own clients check the server's
+	// certificate against; empty means the address they dial.
+	ServerName string
 }
 
 // ClientConfig is a tls.Config that trusts CAFile and presents the client
@@ -82,7 +85,7 @@ func (c *TLS) ClientConfig(t testing.TB) *tls.Config {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pem)
-	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, ServerName: c.ServerName}
 	if c.ClientCertFile != "" {
 		pair, err := tls.LoadX509KeyPair(c.ClientCertFile, c.ClientKeyFile)
 		if err != nil {
