@@ -247,3 +247,35 @@ func TestClusterTLSChecksEachNodeByItsOwnName(t *testing.T) {
 		t.Fatalf("one ServerName for all nodes: %v, want an x509 name mismatch on some node", refused)
 	}
 }
+
+// TestSentinelTLSChecksEachNodeByItsOwnName: through a TLS Sentinel on
+// 127.0.0.1, the client reaches a TLS master on 127.0.0.2 whose certificate
+// lists only 127.0.0.2. go-redis's own URL parser would check the master
+// against the Sentinel's name.
+func TestSentinelTLSChecksEachNodeByItsOwnName(t *testing.T) {
+	pki := redistest.NewPKI(t)
+	master := redistest.Start(t, redistest.Config{Bind: "127.0.0.2", TLS: pki.ServerTLS(false, "127.0.0.2")})
+	sentinel := redistest.Start(t, redistest.Config{Sentinel: true, TLS: pki.ServerTLS(false, "127.0.0.1"),
+		Args: []string{"--tls-replication", "yes"}})
+	host, port, _ := strings.Cut(master.Addr(), ":")
+	if err := sentinel.Client(t).Do(context.Background(), "SENTINEL", "MONITOR", "m", host, port, 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	url := "rediss://" + sentinel.Addr() + "/0?master_name=m"
+	conn := cliconf.Conn{RedisURL: url, TLS: cliconf.TLS{CAFile: pki.CAFile}}
+	keyOperations(t, connect(t, conn), redistest.Namespace(t))
+
+	// The bug this guards against: the Sentinel's name for every node.
+	opts, err := conn.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.TLSConfig = &tls.Config{RootCAs: opts.TLSConfig.RootCAs, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+	bad := redis.NewUniversalClient(opts)
+	defer bad.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := bad.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "certificate is valid for 127.0.0.2") {
+		t.Fatalf("one ServerName for Sentinel and master: %v, want an x509 name mismatch on the master", err)
+	}
+}
