@@ -809,6 +809,17 @@ func TestRedisFailuresExitOneWithoutThePassword(t *testing.T) {
 	}
 }
 
+// TestBadEnvironmentValuesAreUsageErrors: a TIMERQ_* value that does not
+// parse is a usage error naming the variable, the flag and an example.
+func TestBadEnvironmentValuesAreUsageErrors(t *testing.T) {
+	t.Setenv("TIMERQ_TIMEOUT", "5")
+	var out, errOut bytes.Buffer
+	code := ctl.Run(context.Background(), []string{"timerctl", "get", "a"}, ctl.Options{Stdout: &out, Stderr: &errOut})
+	if want := `TIMERQ_TIMEOUT (--timeout) "5" is not a duration: give it a unit, e.g. --timeout 5s`; code != ctl.ExitUsage || !strings.Contains(errOut.String(), want) {
+		t.Fatalf("exit %d %q, want 2 and %q", code, errOut.String(), want)
+	}
+}
+
 func TestEnvironmentAndFlagPrecedence(t *testing.T) {
 	m, _ := redistest.Mini(t)
 	t.Setenv("TIMERQ_REDIS_URL", "redis://127.0.0.1:1/0")
@@ -834,7 +845,8 @@ func TestHelpVersionAndCompletion(t *testing.T) {
 	if code := ctl.Run(context.Background(), []string{"timerctl", "--help"}, o); code != 0 {
 		t.Fatalf("--help: exit %d", code)
 	}
-	for _, want := range []string{"Exit codes:", "5  wait timed out", "schedule", "watch", "TIMERQ_REDIS_URL"} {
+	for _, want := range []string{"Exit codes:", "5  wait timed out", "schedule", "watch", "TIMERQ_REDIS_URL",
+		"--tls-ca-file", "TIMERQ_TLS_CA_FILE", "--tls-cert-file", "--tls-key-file", "--tls-server-name", "--tls-insecure-skip-verify"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("--help lacks %q", want)
 		}
