@@ -180,8 +180,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	run.Wait()
 	log.Info("timerq: worker stopped")
-	if err := errors.Join(errs...); err != nil {
-		return cliconf.Explain(err, target)
+	for i, err := range errs {
+		if err != nil {
+			// The hint names that namespace's rights, not the list's.
+			t := target
+			t.Namespace = all[i].q.Namespace()
+			return cliconf.Explain(err, t)
+		}
 	}
 	return nil
 }
