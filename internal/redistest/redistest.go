@@ -40,10 +40,14 @@ func Require(t testing.TB) string {
 	}
 	path, err := exec.LookPath(name)
 	if err != nil {
-		if os.Getenv("TIMERQ_REQUIRE_REDIS") == "1" {
-			t.Fatalf("redistest: redis-server not found on PATH; %s", hint)
+		where := "redis-server not found on PATH"
+		if name != "redis-server" {
+			where = fmt.Sprintf("%s=%s: %v", ServerEnv, name, err)
 		}
-		t.Skipf("redistest: redis-server not found on PATH; %s", hint)
+		if os.Getenv("TIMERQ_REQUIRE_REDIS") == "1" {
+			t.Fatalf("redistest: %s; %s", where, hint)
+		}
+		t.Skipf("redistest: %s; %s", where, hint)
 	}
 	return path
 }
