@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/timerq/timerq/internal/aclright"
 	"github.com/timerq/timerq/scripts/lua"
 )
 
@@ -321,8 +322,8 @@ func (q *Queue) redisError(err error) error {
 		return fmt.Errorf("%w: %w; another program writes under timerq:{%s}:*, so use another namespace or remove those keys",
 			ErrWrongType, err, q.opts.Namespace)
 	case hasRedisCode(err, "NOPERM") || isScriptACLError(err):
-		return fmt.Errorf("%w: %w; grant the user the key, channel and command rights that docs/security.md lists for namespace %q",
-			ErrPermission, err, q.opts.Namespace)
+		return fmt.Errorf("%w: %w (missing right: %s); grant the user the key, channel and command rights that docs/security.md lists for namespace %q",
+			ErrPermission, err, aclright.Missing(err.Error(), q.opts.Namespace), q.opts.Namespace)
 	case hasRedisCode(err, "OOM"):
 		return fmt.Errorf("%w: %w; raise maxmemory, lower Options.Retention so purges free more, or cancel timers you no longer need",
 			ErrOutOfMemory, err)

@@ -96,6 +96,12 @@ func refused(t *testing.T, what string, err error) {
 		t.Errorf("%s on another namespace: %v, want queue.ErrPermission", what, err)
 		return
 	}
+	t.Logf("%s refused: %v", what, err)
+	// The Go error names the right, for library users...
+	if !strings.Contains(err.Error(), "(missing right: ") || strings.Contains(err.Error(), "missing right: see") {
+		t.Errorf("%s: %q does not name the missing right", what, err)
+	}
+	// ...and both binaries print it with the hint.
 	e := cliconf.Explain(err, cliconf.Target{Namespace: "theirs"})
 	if !strings.Contains(e.Error(), "missing right: ") || strings.Contains(e.Error(), "missing right: see") ||
 		!strings.Contains(e.Error(), "docs/security.md") || e.ExitCode() != cliconf.ExitFailure {

@@ -2,23 +2,20 @@ package cliconf
 
 import (
 	"context"
-	"crypto/sha1"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/timerq/timerq/internal/aclright"
 	"github.com/timerq/timerq/queue"
-	lua "github.com/timerq/timerq/scripts/lua"
 )
 
 // Target is what a failed command was talking to, for the hints.
@@ -64,7 +61,10 @@ func Explain(err error, t Target) *Error {
 	case errors.Is(err, queue.ErrInvalidNamespace):
 		return out(ExitUsage, problem, "fix --namespace (TIMERQ_NAMESPACE): "+fix)
 	case errors.Is(err, queue.ErrPermission) || redis.HasErrorPrefix(err, "NOPERM"):
-		return out(ExitFailure, problem+" (missing right: "+MissingRight(replyText(err), ns)+")",
+		if !strings.Contains(problem, "(missing right: ") { // queue names it; raw replies do not
+			problem += " (missing right: " + aclright.Missing(replyText(err), ns) + ")"
+		}
+		return out(ExitFailure, problem,
 			fmt.Sprintf("grant the Redis user that right, as docs/security.md shows for each role (worker, application, operator) of namespace %q", ns))
 	case errors.Is(err, queue.ErrOutOfMemory):
 		more := ""
@@ -99,6 +99,15 @@ func Explain(err error, t Target) *Error {
 			"check that Redis is reachable there and that --redis (TIMERQ_REDIS_URL) is right; if that port speaks TLS only, use rediss://")
 	}
 	return out(ExitFailure, problem, cmpOr(fix, "this is unexpected: report it, with the message above, to the timerq maintainers"))
+}
+
+// replyText is the Redis error reply inside err, or err's text.
+func replyText(err error) string {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return rerr.Error()
+	}
+	return err.Error()
 }
 
 // explainTLS explains handshake failures, each by the flag that fixes it.
@@ -200,71 +209,6 @@ func IsTransient(err error) bool {
 		return false
 	}
 	return errors.Is(err, context.DeadlineExceeded) || isConnError(err)
-}
-
-var (
-	commandRe = regexp.MustCompile(`(?i)permissions? to run the '([^']+)' command`)
-	// Redis 7.0 names the script and line of a command it refused
-	// inside a script, not the command.
-	scriptLineRe = regexp.MustCompile(`script: ([0-9a-f]{40}), on @user_script:(\d+)`)
-	callRe       = regexp.MustCompile(`redis\.p?call\(\s*'([A-Za-z]+)'`)
-)
-
-// replyText is the Redis error reply inside err, or err's text.
-func replyText(err error) string {
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		return rerr.Error()
-	}
-	return err.Error()
-}
-
-// scriptSources maps the SHA1 of each timerq script to its source.
-var scriptSources = func() map[string]string {
-	m := map[string]string{}
-	for _, src := range []string{lua.Schedule, lua.Claim, lua.Cancel, lua.Reschedule, lua.Purge, lua.Stats, lua.List, lua.Get} {
-		m[fmt.Sprintf("%x", sha1.Sum([]byte(src)))] = src
-	}
-	return m
-}()
-
-// scriptCommand finds the command a script ran at the line Redis names.
-func scriptCommand(msg string) string {
-	m := scriptLineRe.FindStringSubmatch(msg)
-	if m == nil {
-		return ""
-	}
-	lines := strings.Split(scriptSources[m[1]], "\n")
-	n, _ := strconv.Atoi(m[2])
-	if n < 1 || n > len(lines) {
-		return ""
-	}
-	if c := callRe.FindStringSubmatch(lines[n-1]); c != nil {
-		return strings.ToLower(c[1])
-	}
-	return ""
-}
-
-// MissingRight names the ACL right a refusal message points to, as it
-// would appear in an ACL SETUSER line for namespace ns: a command (+evalsha),
-// the namespace's keys (~timerq:{ns}:*) or its channels (&timerq:{ns}:*).
-// Redis names the command it refused, but not the key or channel.
-func MissingRight(msg, ns string) string {
-	lower := strings.ToLower(msg)
-	switch {
-	case commandRe.MatchString(msg):
-		return "+" + strings.ToLower(commandRe.FindStringSubmatch(msg)[1])
-	case strings.Contains(lower, "channel"):
-		return fmt.Sprintf("&timerq:{%s}:*", ns)
-	case strings.Contains(lower, "key"):
-		return fmt.Sprintf("~timerq:{%s}:*", ns)
-	case strings.Contains(lower, "can't run this command"):
-		if cmd := scriptCommand(msg); cmd != "" {
-			return "+" + cmd
-		}
-		return "a command the script runs (see docs/security.md)"
-	}
-	return "see docs/security.md"
 }
 
 func cmpOr(a, b string) string {
