@@ -605,3 +605,25 @@ func fakeOldRedis(c net.Conn) {
 		}
 	}
 }
+
+// TestWorkerRefusesAClusterNodeAsASingleServer: a --redis URL of one
+// Cluster node without ?cluster=1 stops at start with that hint, instead
+// of retrying MOVED forever.
+func TestWorkerRefusesAClusterNodeAsASingleServer(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--redis", cl.Nodes[0].URL())
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), "add ?cluster=1 to --redis") {
+		t.Fatalf("exit %d %q, want 1 and the ?cluster=1 hint", code, out)
+	}
+	w := startWorker(t, "--redis", cl.URL(), "--metrics-addr", freeAddr(t))
+	time.Sleep(time.Second)
+	if w.exited() {
+		t.Fatalf("worker with the Cluster URL exited:\n%s", w.logText())
+	}
+	if code, _ := w.term(); code != 0 {
+		t.Errorf("exit %d:\n%s", code, w.logText())
+	}
+}

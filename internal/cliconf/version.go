@@ -31,18 +31,20 @@ func (r Requirement) String() string {
 	return fmt.Sprintf("%s needs Redis %d.%d or later", r.Feature, r.Major, r.Minor)
 }
 
-// ServerVersion asks INFO server for the server's Redis version (Valkey
-// reports the Redis version it is compatible with, as redis_version). ok is
-// false when the server does not say (miniredis, or INFO refused): the
-// caller cannot check, and goes on.
-func ServerVersion(ctx context.Context, rdb redis.UniversalClient) (major, minor int, version string, ok bool, err error) {
-	info, err := rdb.Info(ctx, "server").Result()
-	if err != nil {
-		if _, isReply := err.(redis.Error); isReply {
-			return 0, 0, "", false, nil // refused or unsupported: no answer
+// infoField returns one field of an INFO reply.
+func infoField(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, found := strings.CutPrefix(strings.TrimSpace(line), name+":"); found {
+			return v
 		}
-		return 0, 0, "", false, err
 	}
+	return ""
+}
+
+// parseVersion reads redis_version from an INFO server reply (Valkey
+// reports the Redis version it is compatible with there). ok is false when
+// the server does not say (miniredis).
+func parseVersion(info string) (major, minor int, version string, ok bool, err error) {
 	for _, line := range strings.Split(info, "\n") {
 		v, found := strings.CutPrefix(strings.TrimSpace(line), "redis_version:")
 		if !found {
@@ -66,10 +68,25 @@ func ServerVersion(ctx context.Context, rdb redis.UniversalClient) (major, minor
 // runtime error (exit code 1) that names the feature, the version found
 // and the version needed. A server that does not report its version
 // passes. Errors reaching Redis are returned as they are, for Explain.
+//
+// It also refuses a Cluster node reached by a single-server URL, which
+// would otherwise fail each command with MOVED.
 func CheckServer(ctx context.Context, rdb redis.UniversalClient, redacted string, need ...Requirement) error {
-	major, minor, v, ok, err := ServerVersion(ctx, rdb)
-	if err != nil || !ok {
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		if _, isReply := err.(redis.Error); isReply {
+			return nil // refused or unsupported: cannot check
+		}
 		return err
+	}
+	if _, isCluster := rdb.(*redis.ClusterClient); infoField(info, "redis_mode") == "cluster" && !isCluster {
+		return &Error{Code: ExitFailure,
+			Problem: fmt.Sprintf("Redis at %s is a Cluster node, and --redis treats it as a single server", redacted),
+			Fix:     "add ?cluster=1 to --redis, or list the nodes: redis://node1:6379?addr=node2:6379&addr=node3:6379"}
+	}
+	major, minor, v, ok, _ := parseVersion(info)
+	if !ok {
+		return nil
 	}
 	for _, r := range need {
 		if major < r.Major || major == r.Major && minor < r.Minor {

@@ -69,6 +69,18 @@ func TestCheckServerRefusesOldRedis(t *testing.T) {
 	if err := cliconf.CheckServer(ctx, mc, "", cliconf.NeedCore); err != nil {
 		t.Errorf("miniredis (no version): %v", err)
 	}
+	// A Cluster node through a single-server client: refused with the
+	// ?cluster=1 hint; through a Cluster client: accepted.
+	cl := redistest.StartCluster(t, 3, nil)
+	err := cliconf.CheckServer(ctx, cl.Nodes[0].Client(t), "redis://node", cliconf.NeedCore)
+	if err == nil || !strings.Contains(err.Error(), "add ?cluster=1 to --redis") {
+		t.Errorf("Cluster node as a single server: %v", err)
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{cl.Nodes[0].Addr()}})
+	defer cc.Close()
+	if err := cliconf.CheckServer(ctx, cc, "", cliconf.NeedCore); err != nil {
+		t.Errorf("Cluster client: %v", err)
+	}
 	// Unreachable: the error comes back for Explain, not as a version.
 	dead := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1})
 	defer dead.Close()
