@@ -91,24 +91,42 @@ func (p *Poller) MaintenanceLockKey() string {
 }
 
 // Run claims due timers until ctx ends, then lets the claim in flight finish,
-// releases the maintenance lock if held, and returns nil. It never returns
-// because of a Redis error: those are logged and retried with backoff. It
-// returns ErrRunning if the Poller is already running.
+// releases the maintenance lock if held, and returns nil. Redis errors are
+// logged and retried with backoff (an outage, LOADING, a timeout), except a
+// refusal for lack of an ACL right, which no retry can fix: then Run stops
+// as if ctx ended and returns that error, wrapping queue.ErrPermission and
+// naming the right. It returns ErrRunning if the Poller is already running.
 func (p *Poller) Run(ctx context.Context) error {
 	if !p.running.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
 	defer p.running.Store(false)
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	var wg sync.WaitGroup
 	if !p.opts.Maintenance.Disabled {
-		wg.Go(func() { p.maintain(ctx) })
+		wg.Go(func() { p.maintain(ctx, stop) })
 	}
 	p.arms = make(chan []queue.Fired, 16)
 	wg.Go(func() { p.repairRecurring(ctx) })
 	wg.Go(func() { p.armLoop(ctx) })
-	p.poll(ctx)
+	p.poll(ctx, stop)
 	wg.Wait()
+	if err := context.Cause(ctx); errors.Is(err, queue.ErrPermission) {
+		return err
+	}
 	return nil
+}
+
+// fatal reports whether err is one that stops Run (see Run), and if so
+// stops it.
+func (p *Poller) fatal(err error, stop context.CancelCauseFunc, what string) bool {
+	if !errors.Is(err, queue.ErrPermission) {
+		return false
+	}
+	p.log.Error("timerq: Redis refused a "+what+" for lack of an ACL right; stopping, as retrying cannot help", "err", err)
+	stop(err)
+	return true
 }
 
 // poll is the claim loop.
@@ -118,7 +136,7 @@ func (p *Poller) Run(ctx context.Context) error {
 // instant the reply arrived, so that a wake message (a server due time) can
 // be compared with, and converted to, a local sleep without ever trusting
 // the local wall clock.
-func (p *Poller) poll(ctx context.Context) {
+func (p *Poller) poll(ctx context.Context, stop context.CancelCauseFunc) {
 	// Subscribe first: the SUBSCRIBE is sent before the first claim, and its
 	// confirmation triggers another claim, so a wake published between the
 	// two cannot be missed.
@@ -178,6 +196,9 @@ func (p *Poller) poll(ctx context.Context) {
 			}
 		case <-timer.C:
 			res, err := p.claim(ctx)
+			if err != nil && p.fatal(err, stop, "claim") {
+				return
+			}
 			if err != nil {
 				failures++
 				d := p.backoff(failures)

@@ -3,8 +3,12 @@ package queue_test
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
@@ -23,13 +27,41 @@ var benchPayload = []byte("0123456789abcdef")
 
 func benchQueue(b *testing.B) *queue.Queue {
 	b.Helper()
+	q, _ := benchQueueClient(b)
+	return q
+}
+
+func benchQueueClient(b *testing.B) (*queue.Queue, *redis.Client) {
+	b.Helper()
 	srv := redistest.Start(b, redistest.Config{})
-	q, err := queue.New(srv.Client(b), queue.Options{Namespace: "bench"})
+	rdb := srv.Client(b)
+	q, err := queue.New(rdb, queue.Options{Namespace: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { q.Close() })
-	return q
+	return q, rdb
+}
+
+// redisCPU reads the CPU time the Redis server has used so far, in
+// microseconds (INFO cpu, user + system). Unlike the wall clock, it leaves
+// out the time Redis waited for a CPU, so it stays comparable on a loaded,
+// shared machine; it includes reading requests and writing replies.
+func redisCPU(b *testing.B, rdb *redis.Client) float64 {
+	b.Helper()
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
+			n, _ := strconv.ParseFloat(v, 64)
+			total += n
+		}
+	}
+	return total * 1e6
 }
 
 func benchID(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012x", i) }
@@ -69,10 +101,51 @@ func BenchmarkScheduleBatch(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "timers/s")
 }
 
+// BenchmarkScheduleBatchIn is BenchmarkScheduleBatch with delays that the
+// script adds to the server's TIME (NewTimerIn) instead of instants.
+func BenchmarkScheduleBatchIn(b *testing.B) {
+	q := benchQueue(b)
+	ctx := context.Background()
+	const chunk = 10_000
+	batch := make([]queue.NewTimer, 0, chunk)
+	b.ResetTimer()
+	for start := 0; start < b.N; start += chunk {
+		batch = batch[:0]
+		for i := start; i < min(b.N, start+chunk); i++ {
+			batch = append(batch, queue.NewTimerIn(benchID(i), time.Hour, benchPayload))
+		}
+		if _, err := q.ScheduleBatch(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "timers/s")
+}
+
+// BenchmarkRestore restores fired timers, queue.MaxBatch per Restore call
+// (one script each), as timerctl import does with an export (it uses 500).
+func BenchmarkRestore(b *testing.B) {
+	q := benchQueue(b)
+	ctx := context.Background()
+	now := time.Now()
+	batch := make([]queue.Timer, 0, queue.MaxBatch)
+	b.ResetTimer()
+	for start := 0; start < b.N; start += queue.MaxBatch {
+		batch = batch[:0]
+		for i := start; i < min(b.N, start+queue.MaxBatch); i++ {
+			batch = append(batch, queue.Timer{ID: benchID(i), State: queue.StateFired, Due: now, CreatedAt: now,
+				FiredAt: now, Payload: benchPayload})
+		}
+		if _, err := q.Restore(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "timers/s")
+}
+
 // BenchmarkClaim claims b.N timers that are already due, queue.MaxBatch
 // per Claim, from one connection: the ceiling of the claim script.
 func BenchmarkClaim(b *testing.B) {
-	q := benchQueue(b)
+	q, rdb := benchQueueClient(b)
 	ctx := context.Background()
 	due := time.Now().Add(-time.Minute)
 	const chunk = 10_000
@@ -89,6 +162,7 @@ func BenchmarkClaim(b *testing.B) {
 	if _, err := q.Claim(ctx, 1); err != nil { // loads the script
 		b.Fatal(err)
 	}
+	cpu := redisCPU(b, rdb)
 	b.ResetTimer()
 	fired := 1
 	for fired < b.N {
@@ -102,4 +176,5 @@ func BenchmarkClaim(b *testing.B) {
 		fired += len(res.Fired)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "timers/s")
+	b.ReportMetric((redisCPU(b, rdb)-cpu)/float64(b.N-1), "redis-cpu-us/timer")
 }

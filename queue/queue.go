@@ -20,7 +20,7 @@ import (
 type Queue struct {
 	rdb  redis.UniversalClient
 	opts Options
-	keys []string // the six keys every script takes; see scripts/lua/prelude.lua
+	keys []string // the seven keys every script takes; see scripts/lua/prelude.lua
 
 	wakeChannel   string // pollers listen here for earlier due times
 	timerChannels string // prefix of each timer's own wakeup channel
@@ -39,6 +39,8 @@ var (
 	statsScript      = redis.NewScript(lua.Stats)
 	listScript       = redis.NewScript(lua.List)
 	getScript        = redis.NewScript(lua.Get)
+	checkScript      = redis.NewScript(lua.Check)
+	restoreScript    = redis.NewScript(lua.Restore)
 )
 
 // New returns a Queue over rdb, which may be a standalone, Sentinel or
@@ -59,6 +61,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 		keys: []string{
 			prefix + "due", prefix + "timers", prefix + "fired",
 			prefix + "cancelled", prefix + "expire", prefix + "fires",
+			prefix + "counters",
 		},
 		wakeChannel:   prefix + "wake",
 		timerChannels: prefix + "t:",
@@ -72,7 +75,7 @@ func (q *Queue) Namespace() string { return q.opts.Namespace }
 func (q *Queue) Options() Options { return q.opts }
 
 // Keys returns the Redis keys of the namespace, in the order the scripts
-// take them: due, timers, fired, cancelled, expire, fires.
+// take them: due, timers, fired, cancelled, expire, fires, counters.
 func (q *Queue) Keys() []string { return append([]string(nil), q.keys...) }
 
 // StreamKey returns the key of the fire stream, to which every claim appends
@@ -105,8 +108,13 @@ func (q *Queue) Close() error {
 // Schedule creates the timer id, due at due, unless a timer with that ID
 // already exists in any state, in which case it returns the existing record
 // with Created false and changes nothing. A due time in the past is
-// allowed: the timer fires on the next claim.
+// allowed: the timer fires on the next claim. A due time between two
+// milliseconds is rounded up to the later one, so it is never early.
 func (q *Queue) Schedule(ctx context.Context, id string, due time.Time, payload []byte) (ScheduleResult, error) {
+	// Validated here too, so that the error does not speak of a batch.
+	if err := q.validateTimer(NewTimer{ID: id, Due: due, Payload: payload}); err != nil {
+		return ScheduleResult{}, err
+	}
 	res, err := q.ScheduleBatch(ctx, []NewTimer{{ID: id, Due: due, Payload: payload}})
 	if err != nil {
 		return ScheduleResult{}, err
@@ -138,7 +146,7 @@ func (q *Queue) ScheduleBatch(ctx context.Context, timers []NewTimer) ([]Schedul
 		args := make([]any, 0, 1+3*len(chunk))
 		args = append(args, q.wakeChannel)
 		for _, t := range chunk {
-			args = append(args, t.ID, millis(t.Due), t.Payload)
+			args = append(args, t.ID, t.dueArg(), t.Payload)
 		}
 		calls = append(calls, args)
 	}
@@ -160,6 +168,76 @@ func (q *Queue) ScheduleBatch(ctx context.Context, timers []NewTimer) ([]Schedul
 			}
 			out = append(out, ScheduleResult{Timer: t, Created: r[j] == "1"})
 		}
+	}
+	return out, nil
+}
+
+// ScheduleIn is Schedule with a due time d after the Redis server's clock,
+// read inside the script that creates the timer, so the client's clock plays
+// no part: a client whose clock is a minute slow still gets a timer due d
+// from now. The due time is rounded up to the millisecond; d may be 0 (due
+// at once) but not negative.
+func (q *Queue) ScheduleIn(ctx context.Context, id string, d time.Duration, payload []byte) (ScheduleResult, error) {
+	res, err := q.ScheduleBatch(ctx, []NewTimer{NewTimerIn(id, d, payload)})
+	if err != nil {
+		return ScheduleResult{}, err
+	}
+	return res[0], nil
+}
+
+// Restore writes timers as they were exported from another namespace (or
+// Redis), with their states and times: a scheduled timer is scheduled at its
+// due time, and a fired or cancelled one is written settled, with its fired
+// or cancelled time, so it never fires again. It is kept for the queue's
+// Retention counted from the time it settled, as in its old namespace.
+//
+// Restore adds no fire-stream entry and publishes no wakeup for a settled
+// timer: it fired (or was cancelled) where it came from, and the consumers of
+// this namespace must not see it again. Like Schedule it is idempotent by ID:
+// an ID that exists in any state is left unchanged and its result has
+// Created false, as has a repeat of an ID within timers.
+//
+// Each call is all or nothing: at most MaxBatch timers, checked before any
+// write, in one script. CreatedAt, FiredAt and CancelledAt are kept to the
+// millisecond; Due is rounded up to it.
+func (q *Queue) Restore(ctx context.Context, timers []Timer) ([]ScheduleResult, error) {
+	if len(timers) > MaxBatch {
+		return nil, fmt.Errorf("%w: %d timers to restore, over the limit of %d a call; restore them in batches",
+			ErrInvalidOptions, len(timers), MaxBatch)
+	}
+	args := make([]any, 0, 2+6*len(timers))
+	args = append(args, q.opts.retentionMillis(), q.wakeChannel)
+	for i, t := range timers {
+		if err := q.validateRestored(t); err != nil {
+			return nil, fmt.Errorf("restore item %d: %w", i, err)
+		}
+		settled := ""
+		switch t.State {
+		case StateFired:
+			settled = strconv.FormatInt(millis(t.FiredAt), 10)
+		case StateCancelled:
+			settled = strconv.FormatInt(millis(t.CancelledAt), 10)
+		}
+		args = append(args, t.ID, t.State.code(), dueMillis(t.Due), millis(t.CreatedAt), settled, t.Payload)
+	}
+	if len(timers) == 0 {
+		return nil, nil
+	}
+	reply, err := q.run(ctx, restoreScript, args...)
+	if err != nil {
+		return nil, fmt.Errorf("timerq: restore: %w", err)
+	}
+	r, err := replyStrings(reply)
+	if err != nil || len(r) != 2*len(timers) {
+		return nil, fmt.Errorf("timerq: restore: unexpected reply %v", reply)
+	}
+	out := make([]ScheduleResult, len(timers))
+	for i := range timers {
+		t, err := decodeRecord(timers[i].ID, r[2*i+1])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = ScheduleResult{Timer: t, Created: r[2*i] == "1"}
 	}
 	return out, nil
 }
@@ -203,7 +281,8 @@ func (q *Queue) Cancel(ctx context.Context, id string) (Timer, error) {
 
 // Reschedule moves the scheduled timer id to fire at due. It gives
 // ErrAlreadyFired, ErrCancelled or ErrNotFound when the timer is not
-// scheduled, and returns the timer as it now is.
+// scheduled, and returns the timer as it now is. A due time between two
+// milliseconds is rounded up to the later one.
 func (q *Queue) Reschedule(ctx context.Context, id string, due time.Time) (Timer, error) {
 	if err := ValidateID(id); err != nil {
 		return Timer{}, err
@@ -211,7 +290,19 @@ func (q *Queue) Reschedule(ctx context.Context, id string, due time.Time) (Timer
 	if err := ValidateDue(due); err != nil {
 		return Timer{}, fmt.Errorf("timer %q: %w", id, err)
 	}
-	return q.reschedule(ctx, id, millis(due))
+	return q.reschedule(ctx, id, dueMillis(due))
+}
+
+// RescheduleIn is Reschedule to d after the Redis server's clock, read
+// inside the script, rounded up to the millisecond (see ScheduleIn).
+func (q *Queue) RescheduleIn(ctx context.Context, id string, d time.Duration) (Timer, error) {
+	if err := ValidateID(id); err != nil {
+		return Timer{}, err
+	}
+	if err := validateIn(d); err != nil {
+		return Timer{}, fmt.Errorf("timer %q: %w", id, err)
+	}
+	return q.reschedule(ctx, id, relativeArg(d))
 }
 
 // FireNow makes the scheduled timer id due at the Redis server's current
@@ -317,13 +408,37 @@ func (q *Queue) redisError(err error) error {
 		return fmt.Errorf("%w: %w; another program writes under timerq:{%s}:*, so use another namespace or remove those keys",
 			ErrWrongType, err, q.opts.Namespace)
 	case hasRedisCode(err, "NOPERM") || isScriptACLError(err):
-		return fmt.Errorf("%w: %w; grant the user the key, channel and command rights that docs/security.md lists for namespace %q",
-			ErrPermission, err, q.opts.Namespace)
+		return fmt.Errorf("%w: %w%s", ErrPermission, err, q.permissionHint(err.Error()))
 	case hasRedisCode(err, "OOM"):
 		return fmt.Errorf("%w: %w; raise maxmemory, lower Options.Retention so purges free more, or cancel timers you no longer need",
 			ErrOutOfMemory, err)
+	case hasRedisCode(err, "TIMERQ_MALFORMED"):
+		return fmt.Errorf("%w: %w", ErrMalformedRecord, err)
 	}
 	return err
+}
+
+// permissionHint says which ACL rule grants what Redis refused. The
+// scripts' own refusals (prelude.lua) already name the right and the rule;
+// Redis's words are mapped here for the rest: a command refused outside a
+// script names itself, a key or channel only its kind.
+func (q *Queue) permissionHint(msg string) string {
+	const more = " (docs/security.md lists the rights of each role)"
+	prefix := "timerq:{" + q.opts.Namespace + "}:"
+	switch {
+	case strings.Contains(msg, "NOPERM timerq:"):
+		return more
+	case strings.Contains(msg, "channel"):
+		return "; grant the namespace's channels with the ACL rule &" + prefix + "*" + more
+	case strings.Contains(msg, "key"):
+		return "; grant the namespace's keys with the ACL rule ~" + prefix + "*" + more
+	}
+	if _, rest, ok := strings.Cut(msg, "to run the '"); ok {
+		if cmd, _, ok := strings.Cut(rest, "'"); ok {
+			return "; grant it with the ACL rule +" + strings.ToLower(cmd) + more
+		}
+	}
+	return "; grant the commands timerq runs" + more
 }
 
 // isScriptACLError reports whether err is an ACL refusal of a command run

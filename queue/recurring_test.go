@@ -11,7 +11,7 @@ import (
 
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
-	"github.com/timerq/timerq/schedule"
+	sched "github.com/timerq/timerq/schedule"
 )
 
 // clock drives the Redis server's clock: miniredis's is set (SetTime moves
@@ -522,7 +522,7 @@ func TestRecurringBadInputWritesNothing(t *testing.T) {
 		} {
 			if _, _, err := q.PutRecurring(ctx, r); err == nil {
 				t.Fatalf("PutRecurring(%+v) succeeded", r)
-			} else if !errors.Is(err, schedule.ErrInvalidSchedule) && !errors.Is(err, queue.ErrInvalidID) {
+			} else if !errors.Is(err, sched.ErrInvalidSchedule) && !errors.Is(err, queue.ErrInvalidID) {
 				t.Fatalf("PutRecurring(%+v) = %v, want ErrInvalidSchedule or ErrInvalidID", r, err)
 			}
 		}

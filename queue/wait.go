@@ -15,9 +15,10 @@ import (
 // context's error when ctx ends first.
 //
 // All waiters of one Queue share one pub/sub connection. Pub/sub is only a
-// hint: the timer's state in Redis decides, and it is re-read after every
-// (re)subscription and every Options.RecheckInterval, so a lost wakeup
-// delays a waiter by at most that interval.
+// hint: the timer's state in Redis decides. It is read on every message,
+// after every (re)subscription and every Options.RecheckInterval, so a lost
+// wakeup delays a waiter by at most that interval and a stray one does
+// nothing.
 func (q *Queue) Wait(ctx context.Context, id string) error {
 	if err := ValidateID(id); err != nil {
 		return err
@@ -149,6 +150,11 @@ func (h *hub) add(id string) *waiter {
 		h.entries[ch] = e
 		h.outstanding[ch]++
 		h.send(subOp{ch, true})
+		// Read its state at once too: a timer that already settled, or a
+		// user without the rights to read it, answers now rather than
+		// after the subscription (which an ACL refuses without a reply
+		// a waiter would see).
+		h.markPending(ch)
 	} else if e.confirmed {
 		h.markPending(ch)
 	}
@@ -231,14 +237,11 @@ func (h *hub) receive(msgs <-chan any) {
 				h.markPending(m.Channel)
 			}
 		case *redis.Message:
-			switch m.Payload {
-			case "fired":
-				h.settle(m.Channel, ^uint64(0), nil)
-			case "cancelled":
-				h.settle(m.Channel, ^uint64(0), h.cancelled(m.Channel))
-			default:
-				h.markPending(m.Channel)
-			}
+			// A hint, never the outcome: read the state. A script that
+			// publishes and is then refused a later command sent its message
+			// but changed nothing (scripts/lua/prelude.lua), and anyone
+			// allowed to publish could send "fired".
+			h.markPending(m.Channel)
 		}
 		h.mu.Unlock()
 	}
@@ -351,6 +354,13 @@ func (h *hub) readPending(ctx context.Context) bool {
 	recs, err := h.q.rdb.HMGet(ctx, h.q.keys[1], ids...).Result()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if err != nil && hasRedisCode(err, "NOPERM") {
+		// Retrying cannot grant a right: end these waits with the reason.
+		for i := range chans {
+			h.settle(chans[i], epoch, fmt.Errorf("timerq: wait %q: %w", ids[i], h.q.redisError(err)))
+		}
+		return more
+	}
 	if err != nil {
 		// Redis is unreachable or closing: the next tick reads these again.
 		return false

@@ -419,7 +419,7 @@ func (r *runner) importSchedules(c *cli.Context, rest []string) error {
 				existing++
 				continue
 			}
-			if !errors.Is(err, schedule.ErrInvalidSchedule) && !isQueueSentinel(err) {
+			if !isBadInput(err) {
 				return recurringErr(s, err)
 			}
 		}
@@ -488,4 +488,15 @@ func fromScheduleJSON(line []byte) (queue.RecurringInfo, error) {
 		in.Pending = append(in.Pending, queue.Occurrence{ID: o.ID, Nominal: nominal, Due: due})
 	}
 	return in, nil
+}
+
+// isBadInput reports whether err is about the input line, not about Redis.
+func isBadInput(err error) bool {
+	for _, s := range []error{schedule.ErrInvalidSchedule, queue.ErrInvalidID, queue.ErrInvalidDue,
+		queue.ErrInvalidOptions, queue.ErrPayloadTooLarge} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
 }

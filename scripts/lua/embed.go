@@ -33,6 +33,12 @@ var list string
 //go:embed get.lua
 var get string
 
+//go:embed check.lua
+var check string
+
+//go:embed restore.lua
+var restore string
+
 // Script sources, each with the prelude prepended.
 var (
 	// Schedule creates timers that do not exist yet (schedule.lua).
@@ -51,4 +57,9 @@ var (
 	List = prelude + list
 	// Get reads one timer (get.lua).
 	Get = prelude + get
+	// Check checks, changing nothing, that the Redis user may run what the
+	// other scripts run (check.lua).
+	Check = prelude + check
+	// Restore writes exported timers with their states and times (restore.lua).
+	Restore = prelude + restore
 )
