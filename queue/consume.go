@@ -183,7 +183,7 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 				c.grouped = false // the stream or group was deleted: recreate
 			}
 			if opts.OnError != nil {
-				opts.OnError(fmt.Errorf("timerq: consume %s/%s: %w", group, consumer, err))
+				opts.OnError(fmt.Errorf("timerq: consume %s/%s: %w", group, consumer, q.redisError(err)))
 			}
 			failures++
 			d := min(50*time.Millisecond<<min(failures-1, 10), 5*time.Second)

@@ -111,6 +111,10 @@ func (q *Queue) Close() error {
 // allowed: the timer fires on the next claim. A due time between two
 // milliseconds is rounded up to the later one, so it is never early.
 func (q *Queue) Schedule(ctx context.Context, id string, due time.Time, payload []byte) (ScheduleResult, error) {
+	// Validated here too, so that the error does not speak of a batch.
+	if err := q.validateTimer(NewTimer{ID: id, Due: due, Payload: payload}); err != nil {
+		return ScheduleResult{}, err
+	}
 	res, err := q.ScheduleBatch(ctx, []NewTimer{{ID: id, Due: due, Payload: payload}})
 	if err != nil {
 		return ScheduleResult{}, err
@@ -419,7 +423,7 @@ func (q *Queue) redisError(err error) error {
 // Redis's words are mapped here for the rest: a command refused outside a
 // script names itself, a key or channel only its kind.
 func (q *Queue) permissionHint(msg string) string {
-	const more = " (docs/redis-layout.md, \"ACL rights\", lists every right timerq needs)"
+	const more = " (docs/security.md lists the rights of each role)"
 	prefix := "timerq:{" + q.opts.Namespace + "}:"
 	switch {
 	case strings.Contains(msg, "NOPERM timerq:"):

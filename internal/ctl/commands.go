@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -184,10 +185,28 @@ func (r *runner) payload(c *cli.Context) ([]byte, error) {
 		rd = f
 	}
 	b, err := io.ReadAll(io.LimitReader(rd, limit))
+	if err == nil && int64(len(b)) == limit {
+		// Over any limit: count the rest, without keeping it, so that
+		// the error reports the payload's real size.
+		var rest int64
+		rest, err = io.Copy(io.Discard, rd)
+		if err == nil {
+			return nil, payloadTooLarge(int64(len(b))+rest, "--payload-file "+path)
+		}
+	}
 	if err != nil {
 		return nil, &Error{Code: ExitFailure, Problem: fmt.Sprintf("reading --payload-file %s: %v", path, err), Fix: "check the file", Err: err}
 	}
 	return b, nil
+}
+
+// payloadTooLarge is the usage error of a payload over the limit of the
+// namespace's queue (timerctl uses queue's default).
+func payloadTooLarge(size int64, what string) error {
+	return &Error{Code: ExitUsage,
+		Problem: fmt.Sprintf("%s is %d bytes, over the payload limit of %d bytes", what, size, queue.DefaultMaxPayloadBytes),
+		Fix:     "store large data elsewhere and put a reference (a key or URL) in the payload",
+		Err:     queue.ErrPayloadTooLarge}
 }
 
 // recordOut prints one timer in the chosen format.
@@ -219,6 +238,13 @@ func (r *runner) schedule(c *cli.Context) error {
 	p, err := r.payload(c)
 	if err != nil {
 		return err
+	}
+	if len(p) > queue.DefaultMaxPayloadBytes {
+		what := "--payload"
+		if c.IsSet("payload-file") {
+			what = "--payload-file " + c.String("payload-file")
+		}
+		return payloadTooLarge(int64(len(p)), what)
 	}
 	return r.once(c, func(ctx context.Context, s *session) error {
 		var res queue.ScheduleResult
@@ -336,12 +362,12 @@ func (r *runner) list(c *cli.Context) error {
 			}
 			return s.redisErr(err)
 		}
-		return r.printPage(s, page)
+		return r.printPage(c, s, page)
 	})
 }
 
 // printPage prints one page of list.
-func (r *runner) printPage(s *session, page queue.ListPage) error {
+func (r *runner) printPage(c *cli.Context, s *session, page queue.ListPage) error {
 	if s.g.json {
 		out := make([]timerJSON, 0, len(page.Timers))
 		for _, t := range page.Timers {
@@ -360,9 +386,26 @@ func (r *runner) printPage(s *session, page queue.ListPage) error {
 		return err
 	}
 	if page.NextCursor != "" {
-		fmt.Fprintf(r.o.Stdout, "\nmore: timerctl list --cursor %s\n", shellQuote(page.NextCursor))
+		fmt.Fprintf(r.o.Stdout, "\nmore: %s\n", nextPageCommand(c, s.g.namespace, page.NextCursor))
 	}
 	return nil
+}
+
+// nextPageCommand is the list command that prints the next page of the
+// same query: the namespace, the filters and the page size, with the new
+// cursor. --redis stays out (it may hold a password); the one in use comes
+// from TIMERQ_REDIS_URL or has to be added.
+func nextPageCommand(c *cli.Context, ns, cursor string) string {
+	cmd := "timerctl -n " + shellQuote(ns) + " list"
+	for _, f := range []string{"state", "due-from", "due-to"} {
+		if c.IsSet(f) {
+			cmd += " --" + f + " " + shellQuote(c.String(f))
+		}
+	}
+	if c.IsSet("limit") {
+		cmd += fmt.Sprintf(" --limit %d", c.Int("limit"))
+	}
+	return cmd + " --cursor " + shellQuote(cursor)
 }
 
 // shellQuote quotes s for pasting into a POSIX shell.
@@ -419,7 +462,7 @@ func (r *runner) wait(c *cli.Context) error {
 		}
 	}
 	if t.State == queue.StateCancelled {
-		return classify(fmt.Errorf("%w: %q was cancelled at %s", queue.ErrCancelled, id, fmtJSONTime(t.CancelledAt)))
+		return s.redisErr(fmt.Errorf("%w: %q was cancelled at %s", queue.ErrCancelled, id, fmtJSONTime(t.CancelledAt)))
 	}
 	return r.recordOut(s, t, nil)
 }
@@ -428,6 +471,19 @@ func (r *runner) version(c *cli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(r.o.Stdout, "timerctl %s\n", r.o.Version)
+	g, err := r.globals()
+	if err != nil {
+		return err
+	}
+	if g.json {
+		return writeJSON(r.o.Stdout, versionJSON{Version: r.o.Version, Go: runtime.Version()})
+	}
+	_, err = fmt.Fprintf(r.o.Stdout, "timerctl %s\n", r.o.Version)
 	return err
+}
+
+// versionJSON is `timerctl version -o json`.
+type versionJSON struct {
+	Version string `json:"version"`
+	Go      string `json:"go"`
 }
