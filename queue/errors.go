@@ -42,6 +42,9 @@ var (
 	// and refused a write (OOM). The operation changed nothing; claims keep
 	// firing and purges free memory.
 	ErrOutOfMemory = errors.New("timerq: Redis is out of memory")
+	// ErrDeadLetterNotFound means Requeue was given the ID of a dead letter
+	// that is not (or no longer) in the dead-letter stream.
+	ErrDeadLetterNotFound = errors.New("timerq: dead letter not found")
 	// ErrClosed means the Queue was closed.
 	ErrClosed = errors.New("timerq: queue closed")
 )

@@ -33,6 +33,9 @@ var list string
 //go:embed get.lua
 var get string
 
+//go:embed requeue.lua
+var requeue string
+
 // Script sources, each with the prelude prepended.
 var (
 	// Schedule creates timers that do not exist yet (schedule.lua).
@@ -51,4 +54,6 @@ var (
 	List = prelude + list
 	// Get reads one timer (get.lua).
 	Get = prelude + get
+	// Requeue moves a dead letter back onto the fire stream (requeue.lua).
+	Requeue = prelude + requeue
 )
