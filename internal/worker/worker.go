@@ -39,6 +39,8 @@ type Config struct {
 	DevAddr     string
 	// StartupTimeout bounds the start-up PING. Default 5 s.
 	StartupTimeout time.Duration
+	// Version labels timerq_build_info; empty reads "unknown".
+	Version string
 }
 
 // Error is a start-up error an operator can fix; it prints as
@@ -122,11 +124,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer wg.Wait()
 	if cfg.MetricsAddr != "" {
 		reg := prometheus.NewRegistry()
-		if err := metrics.Register(reg); err != nil {
+		if err := registerMetrics(reg, q, rdb, metrics, cfg.Version); err != nil {
 			return fmt.Errorf("registering metrics: %w", err)
 		}
-		reg.MustRegister(poller.NewPoolCollector(rdb),
-			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		srv, ln, err := listenHTTP(cfg.MetricsAddr, handler(reg, rdb, p))
 		if err != nil {
 			return err
@@ -219,4 +220,25 @@ func notReady(ctx context.Context, rdb redis.UniversalClient, p *poller.Poller, 
 		return fmt.Sprintf("last successful claim %v ago", age.Round(time.Millisecond))
 	}
 	return ""
+}
+
+// registerMetrics registers timerq's collectors with a namespace label, so
+// one Prometheus can scrape the workers of many namespaces: the poller's
+// counters, the pool, the build info and the backlog gauges that every
+// worker reads at scrape time (so alerts on them survive the loss of the
+// maintenance holder).
+func registerMetrics(reg prometheus.Registerer, q *queue.Queue, rdb redis.UniversalClient, m *poller.Metrics, version string) error {
+	ns := prometheus.WrapRegistererWith(prometheus.Labels{"namespace": q.Namespace()}, reg)
+	if err := m.Register(ns); err != nil {
+		return err
+	}
+	if version == "" {
+		version = "unknown"
+	}
+	for _, c := range []prometheus.Collector{poller.NewPoolCollector(rdb), poller.NewBacklogCollector(q, 0), poller.NewBuildInfo(version)} {
+		if err := ns.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
