@@ -2,6 +2,8 @@ package ui_test
 
 import (
 	"context"
+	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/timerq/timerq/internal/redistest"
@@ -231,4 +234,113 @@ func TestEscaping(t *testing.T) {
 			}
 		}
 	})
+}
+
+// confirmAndPost opens a confirmation page, then submits its form.
+func (e *env) confirmAndPost(t *testing.T, confirmPath string) (*http.Response, string) {
+	t.Helper()
+	resp, body := e.get(t, confirmPath)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s = %d\n%s", confirmPath, resp.StatusCode, body)
+	}
+	action := regexp.MustCompile(`<form method="post" action="([^"]+)"`).FindStringSubmatch(body)
+	if action == nil {
+		t.Fatalf("confirmation page has no POST form:\n%s", body)
+	}
+	form := url.Values{}
+	for _, m := range regexp.MustCompile(`<input type="hidden" name="(\w+)" value="([^"]*)"`).FindAllStringSubmatch(body, -1) {
+		form.Set(m[1], html.UnescapeString(m[2]))
+	}
+	return e.post(t, html.UnescapeString(action[1]), form, nil)
+}
+
+// TestActions: fire-now, reschedule and requeue through their confirmation
+// pages change Redis, and an action on a settled timer says why it failed.
+func TestActions(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		e := newEnv(t, b, ui.Options{AllowWrites: true})
+		schedule(t, e.q, "f-1", time.Hour, "")
+		schedule(t, e.q, "r-1", time.Hour, "")
+
+		resp, _ := e.confirmAndPost(t, "/timer/confirm?id=f-1&action=fire")
+		if resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Location"), "done=fired") {
+			t.Fatalf("fire: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+		}
+		if tm, _ := e.q.Get(ctx, "f-1"); !tm.Due.Before(time.Now().Add(time.Minute)) {
+			t.Errorf("fire-now left f-1 due at %v", tm.Due)
+		}
+		if res, _ := e.q.Claim(ctx, 10); len(res.Fired) != 1 || res.Fired[0].ID != "f-1" {
+			t.Errorf("claim after fire-now = %+v", res.Fired)
+		}
+
+		want := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+		resp, _ = e.confirmAndPost(t, "/timer/confirm?id=r-1&action=reschedule&due=2031-05-06T07:08:09")
+		if resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("reschedule: %d", resp.StatusCode)
+		}
+		if tm, _ := e.q.Get(ctx, "r-1"); !tm.Due.Equal(want) {
+			t.Errorf("r-1 due %v, want %v", tm.Due, want)
+		}
+
+		// f-1 has fired: cancelling it is a conflict, shown as such.
+		resp, body := e.confirmAndPost(t, "/timer/confirm?id=f-1&action=cancel")
+		if resp.StatusCode != http.StatusConflict || !strings.Contains(body, "fired") {
+			t.Errorf("cancel of a fired timer: %d\n%s", resp.StatusCode, body)
+		}
+
+		// A dead letter is listed and requeued.
+		if err := b.Client.XAdd(ctx, &redis.XAddArgs{Stream: e.q.DeadLetterKey(), Values: []any{
+			"id", "f-1", "due", "1", "fired", "2", "payload", "", "error", "handler <b>broke</b>", "attempts", "5", "group", "billing", "consumer", "c1", "stream_id", "1-0",
+		}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		_, body = e.get(t, "/groups")
+		link := regexp.MustCompile(`href="(/dead/confirm\?id=[0-9-]+)"`).FindStringSubmatch(body)
+		if link == nil || !strings.Contains(body, "handler &lt;b&gt;broke&lt;/b&gt;") {
+			t.Fatalf("groups page lacks the dead letter or escapes badly:\n%s", body)
+		}
+		resp, _ = e.confirmAndPost(t, html.UnescapeString(link[1]))
+		if resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("requeue: %d", resp.StatusCode)
+		}
+		if n, _ := e.q.DeadLetterCount(ctx); n != 0 {
+			t.Errorf("%d dead letters after requeue", n)
+		}
+		evs, _ := e.q.RecentFires(ctx, 1)
+		if len(evs) != 1 || evs[0].ID != "f-1" {
+			t.Errorf("newest fire stream entry = %+v, want the requeued f-1", evs)
+		}
+	})
+}
+
+// TestPrefixFilterIsBounded: an ID prefix is matched within at most the
+// budget of timers per page, with a cursor to go on, while an exact ID is
+// found at once wherever it is due.
+func TestPrefixFilterIsBounded(t *testing.T) {
+	_, rdb := redistest.Mini(t)
+	b := &redistest.Backend{Name: "mini", Client: rdb}
+	e := newEnv(t, b, ui.Options{})
+	var batch []queue.NewTimer
+	now := time.Now()
+	for i := range 6000 {
+		batch = append(batch, queue.NewTimer{ID: fmt.Sprintf("bulk-%05d", i), Due: now.Add(time.Duration(i) * time.Second)})
+	}
+	batch = append(batch, queue.NewTimer{ID: "needle-1", Due: now.Add(48 * time.Hour)})
+	if _, err := e.q.ScheduleBatch(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	_, body := e.get(t, "/timers?prefix=needle-")
+	if !strings.Contains(body, "(5000 examined here)") || !strings.Contains(body, `id="next-page"`) || strings.Contains(body, ">needle-1<") {
+		t.Fatalf("first prefix page should examine 5000 timers, find nothing and offer Next:\n%s", body)
+	}
+	next := html.UnescapeString(regexp.MustCompile(`href="([^"]+)" id="next-page"`).FindStringSubmatch(body)[1])
+	_, body = e.get(t, next)
+	if !strings.Contains(body, ">needle-1<") || strings.Contains(body, `id="next-page"`) {
+		t.Errorf("second prefix page should find needle-1 and end:\n%s", body)
+	}
+	_, body = e.get(t, "/timers?prefix=needle-1")
+	if !strings.Contains(body, `Exact match: <a href="/timer?id=needle-1"`) {
+		t.Errorf("an exact ID is not found at once:\n%s", body)
+	}
 }
