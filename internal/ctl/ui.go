@@ -196,7 +196,7 @@ func (r *runner) ui(c *cli.Context) error {
 // which is how a browser sends it.
 func authMiddleware(a uiAuth, next http.Handler) http.Handler {
 	if a.none() {
-		return next
+		return loopbackHostOnly(next)
 	}
 	eq := func(got, want string) bool {
 		// Hash first so the comparison takes the same time whatever the length.
@@ -219,6 +219,26 @@ func authMiddleware(a uiAuth, next http.Handler) http.Handler {
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Basic realm="timerq", charset="UTF-8"`)
 			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// loopbackHostOnly guards a dashboard without auth against DNS rebinding:
+// a web page whose name an attacker re-points at 127.0.0.1 reaches the
+// port, but its requests carry the attacker's host name, which is refused.
+func loopbackHostOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.Trim(host, "[]")
+		ip := net.ParseIP(host)
+		if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			http.Error(w, "this dashboard has no auth, so it answers only to a loopback address or localhost; "+
+				"set a token or basic auth to reach it by another name", http.StatusMisdirectedRequest)
 			return
 		}
 		next.ServeHTTP(w, r)

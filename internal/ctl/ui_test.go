@@ -190,3 +190,21 @@ func TestUIAuthReadOnlyAndNoPassword(t *testing.T) {
 		t.Errorf("start-up line: %q", stderr)
 	}
 }
+
+// TestUILoopbackRefusesOtherHostNames: without auth, a request naming
+// another host (DNS rebinding) is refused; loopback names work.
+func TestUILoopbackRefusesOtherHostNames(t *testing.T) {
+	t.Setenv("TIMERQ_UI_TOKEN", "")
+	t.Setenv("TIMERQ_UI_BASIC_AUTH", "")
+	m, _ := redistest.Mini(t)
+	base, _ := uiServer(t, "redis://"+m.Addr()+"/0", "default")
+	if code, _ := httpGet(t, base+"/", nil); code != 200 {
+		t.Errorf("loopback: %d, want 200", code)
+	}
+	if code, _ := httpGet(t, base+"/", func(r *http.Request) { r.Host = "localhost:8080" }); code != 200 {
+		t.Errorf("localhost: %d, want 200", code)
+	}
+	if code, body := httpGet(t, base+"/", func(r *http.Request) { r.Host = "rebind.attacker.example:8080" }); code != http.StatusMisdirectedRequest || !strings.Contains(body, "loopback") {
+		t.Errorf("foreign Host: %d, want 421 saying why:\n%.200s", code, body)
+	}
+}
