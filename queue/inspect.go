@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -108,6 +109,8 @@ func (q *Queue) Groups(ctx context.Context) ([]GroupInfo, error) {
 	for i, g := range gs {
 		out[i] = GroupInfo{Name: g.Name, Consumers: g.Consumers, Pending: g.Pending, LastDeliveredID: g.LastDeliveredID, Lag: g.Lag}
 	}
+	// Redis lists groups by name; miniredis in creation order.
+	slices.SortFunc(out, func(a, b GroupInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
