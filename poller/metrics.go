@@ -2,7 +2,6 @@ package poller
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,8 +31,6 @@ type Metrics struct {
 	// MaintenanceHolder is 1 while this process holds the maintenance lock
 	// (timerq_maintenance_holder).
 	MaintenanceHolder prometheus.Gauge
-
-	stats *statsCollector
 }
 
 // NewMetrics returns unregistered collectors.
@@ -61,13 +58,12 @@ func NewMetrics() *Metrics {
 		MaintenanceHolder: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "timerq_maintenance_holder", Help: "1 while this process holds the namespace's maintenance lock.",
 		}),
-		stats: newStatsCollector(),
 	}
 }
 
 // Register registers every collector with reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.Fired, m.ClaimErrors, m.ClaimBatchSize, m.FireLateness, m.Purged, m.MaintenanceHolder, m.stats} {
+	for _, c := range []prometheus.Collector{m.Fired, m.ClaimErrors, m.ClaimBatchSize, m.FireLateness, m.Purged, m.MaintenanceHolder} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -92,61 +88,9 @@ func (m *Metrics) Hooks() Hooks {
 				return
 			}
 			m.MaintenanceHolder.Set(0)
-			m.stats.clear()
 		},
-		Stats:  m.stats.set,
 		Purged: func(n int) { m.Purged.Add(float64(n)) },
 	}
-}
-
-// statsCollector exports the last stats sample, and only while this process
-// holds the maintenance lock: the holder alone samples, so the other
-// replicas export no series rather than stale ones, and sum() or max()
-// across replicas gives the namespace's value.
-type statsCollector struct {
-	pending, overdue, overdueAge *prometheus.Desc
-
-	mu    sync.Mutex
-	s     queue.Stats
-	valid bool
-}
-
-func newStatsCollector() *statsCollector {
-	return &statsCollector{
-		pending:    prometheus.NewDesc("timerq_timers_pending", "Scheduled timers, sampled by the maintenance holder.", nil, nil),
-		overdue:    prometheus.NewDesc("timerq_timers_overdue", "Scheduled timers past their due time, sampled by the maintenance holder.", nil, nil),
-		overdueAge: prometheus.NewDesc("timerq_overdue_oldest_age_seconds", "How long ago the oldest overdue timer came due (0 if none), by the server clock.", nil, nil),
-	}
-}
-
-func (c *statsCollector) set(s queue.Stats) {
-	c.mu.Lock()
-	c.s, c.valid = s, true
-	c.mu.Unlock()
-}
-
-func (c *statsCollector) clear() {
-	c.mu.Lock()
-	c.valid = false
-	c.mu.Unlock()
-}
-
-func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.pending
-	ch <- c.overdue
-	ch <- c.overdueAge
-}
-
-func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	s, valid := c.s, c.valid
-	c.mu.Unlock()
-	if !valid {
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(s.Scheduled))
-	ch <- prometheus.MustNewConstMetric(c.overdue, prometheus.GaugeValue, float64(s.Overdue))
-	ch <- prometheus.MustNewConstMetric(c.overdueAge, prometheus.GaugeValue, s.OldestOverdueAge.Seconds())
 }
 
 func latenessBuckets() []float64 {

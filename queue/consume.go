@@ -343,6 +343,11 @@ func (c *consumerLoop) handleClaimed(ctx context.Context, msgs []redis.XMessage)
 // handle runs the handler on one delivery and acknowledges, schedules a
 // retry or dead-letters it. It returns only Redis errors.
 func (c *consumerLoop) handle(ctx context.Context, m redis.XMessage, attempt int) error {
+	if g, ok := m.Values["for_group"].(string); ok && g != c.group {
+		// Requeued for another group (Queue.Requeue): this group handled
+		// the event the first time round.
+		return c.q.rdb.XAck(ctx, c.q.StreamKey(), c.group, m.ID).Err()
+	}
 	ev, perr := parseEvent(m, attempt)
 	switch {
 	case perr != nil:

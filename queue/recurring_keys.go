@@ -1,7 +1,7 @@
 package queue
 
 // recurringKeys returns the keys every recurring-schedule script takes: the
-// namespace's six timer keys, then the schedules hash and the sched-due set
+// namespace's timer keys (Keys), then the schedules hash and the sched-due set
 // (scripts/lua/recur_prelude.lua). It is the one place that names the
 // schedule keys, so that the sharded layout can move them into
 // internal/keyspace in one step; they carry the namespace's hash tag, so a
@@ -14,4 +14,7 @@ func (q *Queue) recurringKeys() []string {
 // RecurringKeys returns the two keys that hold the namespace's recurring
 // schedules: the schedules hash and the sched-due sorted set. Occurrences
 // are ordinary timers in the keys Keys returns.
-func (q *Queue) RecurringKeys() []string { return q.recurringKeys()[6:] }
+func (q *Queue) RecurringKeys() []string {
+	k := q.recurringKeys()
+	return k[len(k)-2:]
+}

@@ -622,3 +622,32 @@ func TestRestoreRecurringKeepsCountAndPending(t *testing.T) {
 		}
 	})
 }
+
+// The schedules live in their own two keys, whatever number of keys the
+// timer scripts take before them.
+func TestRecurringKeysAreTheirOwn(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "k", Every: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		prefix := "timerq:{" + q.Namespace() + "}:"
+		if got := q.RecurringKeys(); len(got) != 2 || got[0] != prefix+"schedules" || got[1] != prefix+"sched-due" {
+			t.Fatalf("RecurringKeys = %v", got)
+		}
+		if n, err := b.Client.HLen(ctx, prefix+"schedules").Result(); err != nil || n != 1 {
+			t.Fatalf("schedules hash has %d fields, %v", n, err)
+		}
+		if n, err := b.Client.ZCard(ctx, prefix+"sched-due").Result(); err != nil || n != 1 {
+			t.Fatalf("sched-due has %d members, %v", n, err)
+		}
+		for _, k := range q.Keys() {
+			if typ, _ := b.Client.Type(ctx, k).Result(); typ == "hash" {
+				if ok, _ := b.Client.HExists(ctx, k, "k").Result(); ok {
+					t.Fatalf("the schedule was written into %s", k)
+				}
+			}
+		}
+	})
+}

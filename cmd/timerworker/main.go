@@ -143,6 +143,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				MetricsAddr:     c.String("metrics-addr"),
 				Dev:             c.Bool("dev"),
 				DevAddr:         c.String("dev-addr"),
+				Version:         buildVersion(),
 			}, log)
 		},
 	}

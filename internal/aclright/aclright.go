@@ -16,6 +16,7 @@ import (
 )
 
 var (
+	ruleRe    = regexp.MustCompile(`grant it with the ACL rule (\S+)`)
 	commandRe = regexp.MustCompile(`(?i)permissions? to run the '([^']+)' command`)
 	// Redis 7.0 names the script and line of a command it refused
 	// inside a script, not the command.
@@ -56,6 +57,9 @@ func scriptCommand(msg string) string {
 func Missing(msg, ns string) string {
 	lower := strings.ToLower(msg)
 	switch {
+	case ruleRe.MatchString(msg):
+		// timerq's scripts name the rule themselves (prelude.lua, refusal).
+		return ruleRe.FindStringSubmatch(msg)[1]
 	case commandRe.MatchString(msg):
 		return "+" + strings.ToLower(commandRe.FindStringSubmatch(msg)[1])
 	case strings.Contains(lower, "can't run this command"):

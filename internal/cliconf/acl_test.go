@@ -98,7 +98,8 @@ func refused(t *testing.T, what string, err error) {
 	}
 	t.Logf("%s refused: %v", what, err)
 	// The Go error names the right, for library users...
-	if !strings.Contains(err.Error(), "(missing right: ") || strings.Contains(err.Error(), "missing right: see") {
+	named := strings.Contains(err.Error(), "(missing right: ") || strings.Contains(err.Error(), "with the ACL rule ")
+	if !named || strings.Contains(err.Error(), "missing right: see") {
 		t.Errorf("%s: %q does not name the missing right", what, err)
 	}
 	// ...and both binaries print it with the hint.

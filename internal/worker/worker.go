@@ -45,6 +45,8 @@ type Config struct {
 	DevAddr string
 	// StartupTimeout bounds the start-up checks. Default 5 s.
 	StartupTimeout time.Duration
+	// Version labels timerq_build_info; empty reads "unknown".
+	Version string
 }
 
 // Error is a failure an operator can fix; it prints as "<problem>: <fix>".
@@ -132,19 +134,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.MetricsAddr != "" {
 		reg := prometheus.NewRegistry()
 		for _, s := range all {
-			// One series per namespace, told apart by a label, when the
-			// worker serves several; the single-namespace names are kept.
-			var r prometheus.Registerer = reg
-			if len(all) > 1 {
-				r = prometheus.WrapRegistererWith(prometheus.Labels{"namespace": s.q.Namespace()}, reg)
-			}
-			if err := s.m.Register(r); err != nil {
+			if err := registerMetrics(reg, s.q, rdb, s.m, cfg.Version); err != nil {
 				return fmt.Errorf("registering metrics: %w", err)
 			}
-			r.MustRegister(poller.NewCountersCollector(s.q))
 		}
-		reg.MustRegister(poller.NewPoolCollector(rdb),
-			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		pollers := make([]namedPoller, len(all))
 		for i, s := range all {
 			pollers[i] = namedPoller{s.q.Namespace(), s.p}
@@ -347,4 +341,26 @@ func notReady(ctx context.Context, rdb redis.UniversalClient, pollers []namedPol
 		}
 	}
 	return strings.Join(why, "; ")
+}
+
+// registerMetrics registers timerq's collectors with a namespace label, so
+// one Prometheus can scrape the workers of many namespaces: the poller's
+// counters, the namespace's counters recorded by claim.lua, the pool, the build info and the backlog gauges that every
+// worker reads at scrape time (so alerts on them survive the loss of the
+// maintenance holder).
+func registerMetrics(reg prometheus.Registerer, q *queue.Queue, rdb redis.UniversalClient, m *poller.Metrics, version string) error {
+	ns := prometheus.WrapRegistererWith(prometheus.Labels{"namespace": q.Namespace()}, reg)
+	if err := m.Register(ns); err != nil {
+		return err
+	}
+	if version == "" {
+		version = "unknown"
+	}
+	for _, c := range []prometheus.Collector{poller.NewPoolCollector(rdb), poller.NewBacklogCollector(q, 0),
+		poller.NewCountersCollector(q), poller.NewBuildInfo(version)} {
+		if err := ns.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }

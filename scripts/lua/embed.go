@@ -39,6 +39,9 @@ var check string
 //go:embed restore.lua
 var restore string
 
+//go:embed requeue.lua
+var requeue string
+
 // Script sources, each with the prelude prepended.
 var (
 	// Schedule creates timers that do not exist yet (schedule.lua).
@@ -62,4 +65,6 @@ var (
 	Check = prelude + check
 	// Restore writes exported timers with their states and times (restore.lua).
 	Restore = prelude + restore
+	// Requeue moves a dead letter back onto the fire stream (requeue.lua).
+	Requeue = prelude + requeue
 )

@@ -3,7 +3,7 @@
 -- occurrence that exists in any state is never created again, and a plan
 -- made from a record that has changed since is refused.
 --
--- KEYS: the namespace's six keys, then schedules and sched-due.
+-- KEYS: the namespace's keys (prelude.lua), then schedules and sched-due.
 -- ARGV[1] wake channel, told the new earliest due_ms when it moves earlier
 -- ARGV[2..] per schedule: id, version, last_ms (both as read), new_last_ms,
 --         new state ('a', or 'e' when nothing follows), payload, k, then k
@@ -32,7 +32,7 @@ while i <= #ARGV do
   local k = tonumber(ARGV[i + 6])
   local pairs_at = i + 7
   i = pairs_at + 2 * k
-  local rec = redis.call('HGET', KEYS[7], sid)
+  local rec = redis.call('HGET', SCHED_KEY, sid)
   if not rec then
     reply[#reply + 1] = 'gone'
   else
@@ -56,7 +56,7 @@ while i <= #ARGV do
           local seen = false
           for _, m in ipairs(keep) do if m == n then seen = true end end
           if not seen then keep[#keep + 1] = n end
-        elseif redis.call('HEXISTS', KEYS[2], oid) == 0 then
+        elseif not redis.call('HGET', KEYS[2], oid) then
           create[#create + 1] = {oid, due}
           keep[#keep + 1] = n
           local d = tonumber(due)
@@ -84,11 +84,11 @@ for _, p in ipairs(plans) do
     redis.call('HSET', KEYS[2], c[1], encode('s', '', now_s, '', p.payload))
     redis.call('ZADD', KEYS[1], c[2], c[1])
   end
-  redis.call('HSET', KEYS[7], p.sid, p.rec)
+  redis.call('HSET', SCHED_KEY, p.sid, p.rec)
   if p.state == 'a' then
-    redis.call('ZADD', KEYS[8], fmt(p.min_due or now), p.sid)
+    redis.call('ZADD', SDUE_KEY, fmt(p.min_due or now), p.sid)
   else
-    redis.call('ZREM', KEYS[8], p.sid)
+    redis.call('ZREM', SDUE_KEY, p.sid)
   end
 end
 return reply

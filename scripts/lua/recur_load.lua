@@ -1,7 +1,7 @@
 -- recur_load.lua: read schedules with the server clock and their pending
 -- occurrences, for Go to plan what to arm next.
 --
--- KEYS: the namespace's six keys, then schedules and sched-due (see
+-- KEYS: the namespace's keys (prelude.lua), then schedules and sched-due (see
 --       recur_prelude.lua).
 -- ARGV[1] 'ids' then ARGV[2..] schedule ids; or 'due', ARGV[2] grace_ms,
 --         ARGV[3] limit: the schedules whose earliest pending occurrence was
@@ -24,7 +24,7 @@ local now = now_ms()
 local ids = {}
 local repair = ARGV[1] == 'due'
 if repair then
-  ids = redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', now - tonumber(ARGV[2]), 'LIMIT', 0, tonumber(ARGV[3]))
+  ids = redis.call('ZRANGEBYSCORE', SDUE_KEY, '-inf', now - tonumber(ARGV[2]), 'LIMIT', 0, tonumber(ARGV[3]))
 else
   for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
 end
@@ -32,7 +32,7 @@ end
 local reply = {fmt(now), #ids}
 local behind = {}
 for _, sid in ipairs(ids) do
-  local rec = redis.call('HGET', KEYS[7], sid)
+  local rec = redis.call('HGET', SCHED_KEY, sid)
   local pending, narmed = {}, 0
   if rec then
     local _, _, _, _, armed = sdecode(rec)
@@ -52,6 +52,6 @@ for _, sid in ipairs(ids) do
   end
 end
 if #behind > 0 then
-  redis.call('ZADD', KEYS[8], 'XX', unpack(behind))
+  redis.call('ZADD', SDUE_KEY, 'XX', unpack(behind))
 end
 return reply

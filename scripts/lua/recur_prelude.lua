@@ -1,8 +1,9 @@
 -- recur_prelude.lua: helpers of the recurring-schedule scripts, prepended
 -- after prelude.lua (see recurring.go). Those scripts take the namespace's
--- six keys and two more, with the same hash tag:
---   KEYS[7] schedules  HASH  schedule id -> schedule record (below)
---   KEYS[8] sched-due  ZSET  schedule id -> due ms of its earliest pending
+-- keys, in prelude.lua's order, and two more last, with the same hash tag.
+-- They are addressed from the end, so that the timer keys may grow:
+--   SCHED_KEY = KEYS[#KEYS-1] schedules  HASH  schedule id -> record (below)
+--   SDUE_KEY  = KEYS[#KEYS]   sched-due  ZSET  schedule id -> due ms of its earliest pending
 --                      occurrence: once that is well past, the occurrence
 --                      fired without its successor being armed, and the
 --                      repair pass tops the schedule up. Active schedules only.
@@ -17,10 +18,12 @@
 -- armed and maybe still pending; body is JSON from Go that no script reads.
 -- An occurrence is an ordinary timer with ID "<schedule id>@<nominal ms>".
 
+local SCHED_KEY, SDUE_KEY = KEYS[#KEYS - 1], KEYS[#KEYS]
+
 local function check_recur_types()
   local err = check_types()
   if err then return err end
-  for i, want in pairs({[7] = 'hash', [8] = 'zset'}) do
+  for i, want in pairs({[#KEYS - 1] = 'hash', [#KEYS] = 'zset'}) do
     local got = redis.call('TYPE', KEYS[i])
     if type(got) == 'table' then got = got['ok'] end
     if got ~= 'none' and got ~= want then

@@ -1,7 +1,7 @@
 -- recur_put.lua: create, update, pause, resume or delete one schedule, with
 -- its pending occurrences, in one atomic step.
 --
--- KEYS: the namespace's six keys, then schedules and sched-due.
+-- KEYS: the namespace's keys (prelude.lua), then schedules and sched-due.
 -- ARGV[1] op: 'create' | 'update' | 'pause' | 'resume' | 'delete'
 -- ARGV[2] schedule id
 -- ARGV[3] expected version, or '' for any; for create, the count to start
@@ -33,7 +33,7 @@ if err then return err end
 local op, sid, expected = ARGV[1], ARGV[2], ARGV[3]
 local now = now_ms()
 local now_s = fmt(now)
-local rec = redis.call('HGET', KEYS[7], sid)
+local rec = redis.call('HGET', SCHED_KEY, sid)
 
 local v, st, cnt, last, armed, body = 0, 'a', 0, '', '', ''
 if op == 'create' then
@@ -137,18 +137,18 @@ for _, w in ipairs(writes) do
 end
 
 if op == 'delete' then
-  redis.call('HDEL', KEYS[7], sid)
-  redis.call('ZREM', KEYS[8], sid)
+  redis.call('HDEL', SCHED_KEY, sid)
+  redis.call('ZREM', SDUE_KEY, sid)
   return {'ok', now_s, ''}
 end
 
 if op == 'create' then v = 1 else v = v + 1 end
 rec = sencode(v, new_state, cnt, last, table.concat(keep, ','), body)
-redis.call('HSET', KEYS[7], sid, rec)
+redis.call('HSET', SCHED_KEY, sid, rec)
 if new_state == 'a' then
-  redis.call('ZADD', KEYS[8], fmt(min_due or now), sid)
+  redis.call('ZADD', SDUE_KEY, fmt(min_due or now), sid)
 else
-  redis.call('ZREM', KEYS[8], sid)
+  redis.call('ZREM', SDUE_KEY, sid)
 end
 if op == 'create' then return {'created', now_s, rec} end
 return {'ok', now_s, rec}

@@ -1,0 +1,126 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/poller"
+	"github.com/timerq/timerq/queue"
+)
+
+// exportedMetrics lists every timerq_* series name a worker exports
+// (histograms with their _bucket, _count and _sum).
+func exportedMetrics(t *testing.T) []string {
+	t.Helper()
+	_, rdb := redistest.Mini(t)
+	q, err := queue.New(rdb, queue.Options{Namespace: "deploy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	// A group, so the per-group gauges have a series.
+	if err := rdb.XGroupCreateMkStream(context.Background(), q.StreamKey(), "g", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	if err := registerMetrics(reg, q, rdb, poller.NewMetrics(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, mf := range mfs {
+		if mf.GetType() == dto.MetricType_HISTOGRAM {
+			names = append(names, mf.GetName()+"_bucket", mf.GetName()+"_count", mf.GetName()+"_sum")
+			continue
+		}
+		names = append(names, mf.GetName())
+		for _, m := range mf.GetMetric() {
+			if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == "namespace" && l.GetValue() == "deploy" }) {
+				t.Errorf("%s has no namespace label", mf.GetName())
+			}
+		}
+	}
+	return names
+}
+
+var metricName = regexp.MustCompile(`timerq_[a-z_]+`)
+
+// TestDeployReferencesExportedMetrics: the Grafana dashboard and the alert
+// rules query only metrics the worker exports, every alert has a runbook
+// section in docs/operations.md, and the dashboard has the panels operators
+// look for. promtool (in .ci/run) checks the rules' syntax and behaviour.
+func TestDeployReferencesExportedMetrics(t *testing.T) {
+	names := exportedMetrics(t)
+	root := filepath.Join("..", "..")
+	raw, err := os.ReadFile(filepath.Join(root, "deploy", "grafana", "timerq.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Title  string
+		Panels []struct {
+			Title   string
+			Type    string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatalf("deploy/grafana/timerq.json is not JSON: %v", err)
+	}
+	var titles []string
+	for _, p := range dash.Panels {
+		titles = append(titles, p.Title)
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			for _, m := range metricName.FindAllString(tg.Expr, -1) {
+				if !slices.Contains(names, m) {
+					t.Errorf("panel %q queries %s, which no worker exports", p.Title, m)
+				}
+			}
+		}
+	}
+	all := strings.ToLower(strings.Join(titles, "|"))
+	for _, want := range []string{"fire rate", "lateness (heatmap)", "backlog", "claim errors", "redis connection pool"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("dashboard lacks a %q panel: %v", want, titles)
+		}
+	}
+
+	rules, err := os.ReadFile(filepath.Join(root, "deploy", "prometheus", "timerq-rules.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range metricName.FindAllString(string(rules), -1) {
+		if !slices.Contains(names, m) {
+			t.Errorf("alert rules query %s, which no worker exports", m)
+		}
+	}
+	ops, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts := regexp.MustCompile(`(?m)^\s*- alert: (\w+)`).FindAllStringSubmatch(string(rules), -1)
+	if len(alerts) < 4 {
+		t.Fatalf("found %d alerts in the rules", len(alerts))
+	}
+	for _, a := range alerts {
+		if !strings.Contains(string(ops), "\n### "+a[1]+"\n") {
+			t.Errorf("docs/operations.md has no runbook section \"### %s\"", a[1])
+		}
+	}
+}

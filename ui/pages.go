@@ -1,0 +1,614 @@
+package ui
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/timerq/timerq/queue"
+)
+
+// pages are the templates, each rendered inside layout.html.
+var pageNames = []string{"overview", "timers", "timer", "confirm", "tail", "groups", "error"}
+
+func (h *Handler) parseTemplates() error {
+	funcs := template.FuncMap{
+		"ts":   formatTime,
+		"rel":  relTime,
+		"dur":  formatDur,
+		"link": h.link,
+		"num":  func(n int64) string { return groupDigits(n) },
+	}
+	h.pages = map[string]*template.Template{}
+	for _, name := range pageNames {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return fmt.Errorf("ui: template %s: %w", name, err)
+		}
+		h.pages[name] = t
+	}
+	return nil
+}
+
+// view is what every page template gets; Data is the page's own.
+type view struct {
+	Title     string
+	Nav       string
+	Prefix    string
+	Namespace string
+	Writes    bool
+	CSRF      string
+	Notice    string
+	Data      any
+}
+
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
+	v := view{
+		Title: title, Nav: name, Prefix: h.opts.Prefix, Namespace: h.q.Namespace(),
+		Writes: h.opts.AllowWrites, Data: data, Notice: notices[r.URL.Query().Get("done")],
+	}
+	if h.opts.AllowWrites {
+		v.CSRF = h.csrfToken(w, r)
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	if err := h.pages[name].Execute(w, v); err != nil {
+		h.log.Error("timerq ui: rendering failed", "page", name, "err", err)
+	}
+}
+
+// notices are the confirmations shown after an action redirects; the
+// query names one, so no text from the URL reaches the page.
+var notices = map[string]string{
+	"cancelled":   "Timer cancelled.",
+	"fired":       "Timer made due now: the next claim fires it.",
+	"rescheduled": "Timer rescheduled.",
+	"requeued":    "Dead letter requeued to its group.",
+}
+
+// fail renders an error page; Redis errors are logged as well.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, code int, err error) {
+	if code >= 500 {
+		h.log.Error("timerq ui: request failed", "path", r.URL.Path, "err", err)
+	}
+	h.render(w, r, code, "error", http.StatusText(code), err.Error())
+}
+
+// statusOf maps queue errors to HTTP statuses.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, queue.ErrNotFound), errors.Is(err, queue.ErrDeadLetterNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, queue.ErrAlreadyFired), errors.Is(err, queue.ErrCancelled):
+		return http.StatusConflict
+	case errors.Is(err, queue.ErrInvalidID), errors.Is(err, queue.ErrInvalidDue), errors.Is(err, queue.ErrInvalidOptions):
+		return http.StatusBadRequest
+	}
+	return http.StatusBadGateway
+}
+
+func (h *Handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), h.opts.Timeout)
+}
+
+// link builds a URL under the prefix from a path and key, value pairs;
+// empty values are left out.
+func (h *Handler) link(path string, kv ...string) string {
+	q := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			q.Set(kv[i], kv[i+1])
+		}
+	}
+	u := h.opts.Prefix + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	return u
+}
+
+// ---- overview ----
+
+// histEdges are the due-time buckets of the overview histogram.
+var histEdges = []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour, 6 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour}
+
+var histLabels = []string{"overdue", "≤1m", "≤5m", "≤15m", "≤1h", "≤6h", "≤1d", "≤7d", ">7d"}
+
+// rateSample is how many of the newest fire events the fire rate and
+// lateness are computed from; rateWindow is the span they cover at most.
+const (
+	rateSample = 1000
+	rateWindow = 5 * time.Minute
+)
+
+// shardRow is one row of the counts table. Today a namespace is one shard
+// and the table has one row; a sharded layout adds a row per shard above
+// the total without changing the page.
+type shardRow struct {
+	Name  string
+	Stats queue.Stats
+}
+
+type bar struct {
+	Label         string
+	Count         int64
+	X, Y, W, H    int
+	TextX, LabelY int
+	CountY        int
+}
+
+type rateView struct {
+	Fires            int
+	Window           time.Duration
+	PerSecond        string
+	P50, P90, P99    time.Duration
+	Max              time.Duration
+	Truncated        bool // the sample ran out before the window did
+	FirstFire, Since time.Time
+}
+
+type overviewData struct {
+	Now      time.Time
+	Shards   []shardRow
+	Total    queue.Stats
+	Bars     []bar
+	Rate     rateView
+	Groups   []queue.GroupInfo
+	Dead     int64
+	Problems []string
+}
+
+func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	st, err := h.q.Stats(ctx)
+	if err != nil {
+		h.fail(w, r, statusOf(err), err)
+		return
+	}
+	d := overviewData{Now: st.Now, Total: st, Shards: []shardRow{{Name: "all", Stats: st}}}
+	if counts, err := h.q.DueHistogram(ctx, st.Now, histEdges); err != nil {
+		d.Problems = append(d.Problems, "histogram: "+err.Error())
+	} else {
+		d.Bars = bars(counts)
+	}
+	if evs, err := h.q.RecentFires(ctx, rateSample); err != nil {
+		d.Problems = append(d.Problems, "fire rate: "+err.Error())
+	} else {
+		d.Rate = fireRate(evs, st.Now)
+	}
+	if d.Groups, err = h.q.Groups(ctx); err != nil {
+		d.Problems = append(d.Problems, "consumer groups: "+err.Error())
+	}
+	if d.Dead, err = h.q.DeadLetterCount(ctx); err != nil {
+		d.Problems = append(d.Problems, "dead letters: "+err.Error())
+	}
+	h.render(w, r, http.StatusOK, "overview", "Overview", d)
+}
+
+// bars lays out the histogram as SVG rectangles: attributes, not inline
+// styles, so the Content-Security-Policy needs no 'unsafe-inline'.
+func bars(counts []int64) []bar {
+	const width, height, top, bottom = 720, 160, 18, 20
+	maxC := slices.Max(counts)
+	slot := width / len(counts)
+	out := make([]bar, len(counts))
+	for i, c := range counts {
+		hgt := 0
+		if maxC > 0 {
+			hgt = int(float64(height-top-bottom) * float64(c) / float64(maxC))
+		}
+		if c > 0 && hgt < 2 {
+			hgt = 2
+		}
+		y := height - bottom - hgt
+		out[i] = bar{Label: histLabels[i], Count: c, X: i*slot + 6, Y: y, W: slot - 12, H: hgt,
+			TextX: i*slot + slot/2, LabelY: height - 5, CountY: y - 4}
+	}
+	return out
+}
+
+// fireRate computes the recent fire rate and lateness percentiles from the
+// newest events (newest first), over the last rateWindow by the server
+// clock; when more fired in the window than the sample holds, over the span
+// the sample covers.
+func fireRate(evs []queue.Event, now time.Time) rateView {
+	since := now.Add(-rateWindow)
+	var late []time.Duration
+	oldest := now
+	for _, ev := range evs {
+		if ev.FiredAt.Before(since) {
+			break
+		}
+		late = append(late, ev.FiredAt.Sub(ev.Due))
+		oldest = ev.FiredAt
+	}
+	v := rateView{Fires: len(late), Window: rateWindow, Since: since}
+	if len(late) == len(evs) && len(evs) == rateSample {
+		v.Truncated, v.Window = true, max(now.Sub(oldest), time.Millisecond)
+	}
+	v.PerSecond = strconv.FormatFloat(float64(len(late))/v.Window.Seconds(), 'f', 2, 64)
+	if len(late) == 0 {
+		return v
+	}
+	slices.Sort(late)
+	pct := func(p float64) time.Duration {
+		i := int(p*float64(len(late))+0.999999) - 1
+		return late[min(max(i, 0), len(late)-1)]
+	}
+	v.P50, v.P90, v.P99, v.Max = pct(0.5), pct(0.9), pct(0.99), late[len(late)-1]
+	return v
+}
+
+// ---- timers ----
+
+const (
+	listPage = 50
+	// prefixBudget bounds how many timers one ID-prefix page examines: List
+	// has no prefix index, so a prefix is matched within pages of the
+	// due-ordered listing, and a sparse prefix takes several clicks of Next.
+	prefixBudget = 5000
+	prefixChunk  = 500
+)
+
+type timersData struct {
+	State, From, To, Prefix string
+	States                  []string
+	Now                     time.Time
+	Exact                   *queue.Timer
+	Timers                  []queue.Timer
+	Next                    string
+	Scanned                 int
+	Budget                  int
+	Error                   string
+}
+
+func (h *Handler) timers(w http.ResponseWriter, r *http.Request) {
+	qs := r.URL.Query()
+	d := timersData{State: qs.Get("state"), From: qs.Get("from"), To: qs.Get("to"), Prefix: qs.Get("prefix"),
+		States: []string{"", "scheduled", "fired", "cancelled"}, Now: time.Now().UTC()}
+	opts := queue.ListOptions{Cursor: qs.Get("cursor")}
+	var err error
+	if d.State != "" {
+		if opts.State, err = queue.ParseState(d.State); err != nil {
+			d.Error = err.Error()
+		}
+	}
+	if opts.DueFrom, err = parseWhen(d.From, d.Now); err != nil {
+		d.Error = "from: " + err.Error()
+	}
+	if opts.DueTo, err = parseWhen(d.To, d.Now); err != nil {
+		d.Error = "to: " + err.Error()
+	}
+	if d.Error != "" {
+		h.render(w, r, http.StatusBadRequest, "timers", "Timers", d)
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	if d.Prefix == "" {
+		opts.Limit = listPage
+		page, err := h.q.List(ctx, opts)
+		if err != nil {
+			h.fail(w, r, statusOf(err), err)
+			return
+		}
+		d.Timers = page.Timers
+		if page.NextCursor != "" {
+			d.Next = h.link("/timers", "state", d.State, "from", d.From, "to", d.To, "cursor", page.NextCursor)
+		}
+		h.render(w, r, http.StatusOK, "timers", "Timers", d)
+		return
+	}
+	// The prefix may be a whole ID: one O(1) lookup finds it wherever it
+	// is due.
+	if opts.Cursor == "" && queue.ValidateID(d.Prefix) == nil {
+		if t, err := h.q.Get(ctx, d.Prefix); err == nil {
+			d.Exact = &t
+		}
+	}
+	d.Budget = prefixBudget
+	opts.Limit = prefixChunk
+	for d.Scanned < prefixBudget && len(d.Timers) < listPage {
+		page, err := h.q.List(ctx, opts)
+		if err != nil {
+			h.fail(w, r, statusOf(err), err)
+			return
+		}
+		d.Scanned += len(page.Timers)
+		for _, t := range page.Timers {
+			if strings.HasPrefix(t.ID, d.Prefix) && (d.Exact == nil || t.ID != d.Exact.ID) {
+				d.Timers = append(d.Timers, t)
+			}
+		}
+		opts.Cursor = page.NextCursor
+		if opts.Cursor == "" {
+			break
+		}
+	}
+	if opts.Cursor != "" {
+		d.Next = h.link("/timers", "state", d.State, "from", d.From, "to", d.To, "prefix", d.Prefix, "cursor", opts.Cursor)
+	}
+	h.render(w, r, http.StatusOK, "timers", "Timers", d)
+}
+
+// parseWhen reads a time from a form: RFC 3339, a datetime-local value
+// (taken as UTC), Unix milliseconds, or empty for none.
+func parseWhen(s string, _ time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.UnixMilli(ms).UTC(), nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02 15:04:05", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not a time: use RFC 3339 (2025-01-02T15:04:05Z), 2025-01-02T15:04 (UTC) or Unix milliseconds", s)
+}
+
+// ---- one timer ----
+
+type timerData struct {
+	Timer       queue.Timer
+	Now         time.Time
+	PayloadText string
+	Binary      bool
+	Size        int
+	DueInput    string
+}
+
+func (h *Handler) timer(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("id")
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	t, err := h.q.Get(ctx, id)
+	if err != nil {
+		h.fail(w, r, statusOf(err), err)
+		return
+	}
+	d := timerData{Timer: t, Now: time.Now().UTC(), Size: len(t.Payload), DueInput: t.Due.Format("2006-01-02T15:04:05")}
+	d.PayloadText, d.Binary = payloadText(t.Payload)
+	h.render(w, r, http.StatusOK, "timer", t.ID, d)
+}
+
+// payloadText shows a payload as text when it is UTF-8, else as hex (the
+// first 4 KiB).
+func payloadText(p []byte) (string, bool) {
+	if utf8.Valid(p) {
+		return string(p), false
+	}
+	return hex.Dump(p[:min(len(p), 4096)]), true
+}
+
+type confirmData struct {
+	Action   string // cancel, fire, reschedule, requeue
+	Question string
+	Post     string
+	ID       string
+	Due      time.Time
+	DueMS    string
+	Back     string
+}
+
+func (h *Handler) confirmTimer(w http.ResponseWriter, r *http.Request) {
+	qs := r.URL.Query()
+	id, action := qs.Get("id"), qs.Get("action")
+	if err := queue.ValidateID(id); err != nil {
+		h.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
+	d := confirmData{Action: action, ID: id, Post: h.link("/timer/" + action), Back: h.link("/timer", "id", id)}
+	switch action {
+	case "cancel":
+		d.Question = "Cancel this timer? Its waiters get ErrCancelled and it never fires."
+	case "fire":
+		d.Question = "Make this timer due now? The next claim fires it."
+	case "reschedule":
+		due, err := parseWhen(qs.Get("due"), time.Now())
+		if err == nil && due.IsZero() {
+			err = errors.New("give the new due time")
+		}
+		if err != nil {
+			h.fail(w, r, http.StatusBadRequest, err)
+			return
+		}
+		d.Due, d.DueMS = due, strconv.FormatInt(due.UnixMilli(), 10)
+		d.Question = "Move this timer's due time to " + formatTime(due) + "?"
+	default:
+		h.fail(w, r, http.StatusNotFound, fmt.Errorf("no action %q: use cancel, fire or reschedule", action))
+		return
+	}
+	h.render(w, r, http.StatusOK, "confirm", "Confirm", d)
+}
+
+func (h *Handler) actTimer(w http.ResponseWriter, r *http.Request) {
+	id, action := r.PostForm.Get("id"), r.PathValue("action")
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	var err error
+	done := ""
+	switch action {
+	case "cancel":
+		_, err = h.q.Cancel(ctx, id)
+		done = "cancelled"
+	case "fire":
+		_, err = h.q.FireNow(ctx, id)
+		done = "fired"
+	case "reschedule":
+		var due time.Time
+		if due, err = parseWhen(r.PostForm.Get("due"), time.Now()); err == nil {
+			_, err = h.q.Reschedule(ctx, id, due)
+		}
+		done = "rescheduled"
+	default:
+		h.fail(w, r, http.StatusNotFound, fmt.Errorf("no action %q: use cancel, fire or reschedule", action))
+		return
+	}
+	if err != nil {
+		h.fail(w, r, statusOf(err), err)
+		return
+	}
+	h.log.Info("timerq ui: timer action", "action", action, "id", id, "namespace", h.q.Namespace())
+	http.Redirect(w, r, h.link("/timer", "id", id, "done", done), http.StatusSeeOther)
+}
+
+// ---- live tail ----
+
+type tailData struct {
+	Events []queue.Event
+	After  string
+}
+
+func (h *Handler) tail(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	evs, err := h.q.RecentFires(ctx, 20)
+	if err != nil {
+		h.fail(w, r, statusOf(err), err)
+		return
+	}
+	d := tailData{Events: evs, After: "0"}
+	if len(evs) > 0 {
+		d.After = evs[0].StreamID
+	}
+	h.render(w, r, http.StatusOK, "tail", "Live tail", d)
+}
+
+var streamID = regexp.MustCompile(`^[0-9]{1,20}(-[0-9]{1,20})?$`)
+
+// tailBlock is how long one read of the fire stream waits: each wait ends
+// with a keep-alive comment, so a gone browser is noticed this soon.
+const tailBlock = 2 * time.Second
+
+// tailEvents streams fire events as Server-Sent Events, each with its
+// stream ID as the event ID, so a reconnecting browser resumes where it
+// stopped (Last-Event-ID).
+func (h *Handler) tailEvents(w http.ResponseWriter, r *http.Request) {
+	after := cmpOr(r.Header.Get("Last-Event-ID"), r.URL.Query().Get("after"), "0")
+	if !streamID.MatchString(after) {
+		h.fail(w, r, http.StatusBadRequest, fmt.Errorf("after %q is not a stream entry ID", after))
+		return
+	}
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		h.fail(w, r, http.StatusInternalServerError, errors.New("the server cannot stream responses"))
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	_, _ = fmt.Fprint(w, "retry: 2000\n\n")
+	fl.Flush()
+	ctx := r.Context()
+	for ctx.Err() == nil {
+		rctx, cancel := context.WithTimeout(ctx, tailBlock+h.opts.Timeout)
+		evs, err := h.q.ReadFires(rctx, after, 100, tailBlock)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			h.log.Warn("timerq ui: reading the fire stream failed", "err", err)
+			_, _ = fmt.Fprintf(w, "event: problem\ndata: %s\n\n", jsonString(err.Error()))
+			fl.Flush()
+			select {
+			case <-ctx.Done():
+			case <-time.After(tailBlock):
+			}
+			continue
+		}
+		for _, ev := range evs {
+			after = ev.StreamID
+			_, _ = fmt.Fprintf(w, "id: %s\nevent: fire\ndata: %s\n\n", ev.StreamID, fireJSON(ev, h))
+		}
+		if len(evs) == 0 {
+			_, _ = fmt.Fprint(w, ": keep-alive\n\n")
+		}
+		fl.Flush()
+	}
+}
+
+func cmpOr(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// ---- consumer groups and dead letters ----
+
+type groupsData struct {
+	Groups []queue.GroupInfo
+	Dead   []queue.DeadLetter
+	Count  int64
+	Next   string
+}
+
+func (h *Handler) groups(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	var d groupsData
+	var err error
+	if d.Groups, err = h.q.Groups(ctx); err != nil {
+		h.fail(w, r, statusOf(err), err)
+		return
+	}
+	after := r.URL.Query().Get("after")
+	if after != "" && !streamID.MatchString(after) {
+		h.fail(w, r, http.StatusBadRequest, fmt.Errorf("after %q is not a stream entry ID", after))
+		return
+	}
+	var next string
+	if d.Dead, next, err = h.q.DeadLetters(ctx, after, listPage); err != nil {
+		h.fail(w, r, statusOf(err), err)
+		return
+	}
+	if next != "" {
+		d.Next = h.link("/groups", "after", next)
+	}
+	if d.Count, err = h.q.DeadLetterCount(ctx); err != nil {
+		h.fail(w, r, statusOf(err), err)
+		return
+	}
+	h.render(w, r, http.StatusOK, "groups", "Consumer groups", d)
+}
+
+func (h *Handler) confirmRequeue(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("id")
+	if !streamID.MatchString(id) {
+		h.fail(w, r, http.StatusBadRequest, fmt.Errorf("%q is not a dead letter ID", id))
+		return
+	}
+	h.render(w, r, http.StatusOK, "confirm", "Confirm", confirmData{
+		Action: "requeue", ID: id, Post: h.link("/dead/requeue"), Back: h.link("/groups"),
+		Question: "Requeue dead letter " + id + "? The group that gave up on it gets it again as a new delivery.",
+	})
+}
+
+func (h *Handler) requeue(w http.ResponseWriter, r *http.Request) {
+	id := r.PostForm.Get("id")
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	if _, err := h.q.Requeue(ctx, id); err != nil {
+		h.fail(w, r, statusOf(err), err)
+		return
+	}
+	h.log.Info("timerq ui: dead letter requeued", "id", id, "namespace", h.q.Namespace())
+	http.Redirect(w, r, h.link("/groups", "done", "requeued"), http.StatusSeeOther)
+}
