@@ -109,13 +109,14 @@ func (o ConsumeOptions) withDefaults() (ConsumeOptions, error) {
 	return o, nil
 }
 
-// DeadLetterKey returns the key of the dead-letter stream, where Consume
-// moves events whose handler failed ConsumeOptions.MaxAttempts times. Each
+// DeadLetterKey returns the key of shard 0's dead-letter stream (each shard
+// has its own: ShardDeadLetterKey), where Consume moves events whose
+// handler failed ConsumeOptions.MaxAttempts times. Each
 // entry has the fire event's fields (id, due, fired, payload) plus error,
 // attempts, group, consumer and stream_id (the fire stream entry's ID).
 // Operators read it with XRANGE and may re-schedule or drop entries; timerq
 // never trims or reads it.
-func (q *Queue) DeadLetterKey() string { return "timerq:{" + q.opts.Namespace + "}:dead" }
+func (q *Queue) DeadLetterKey() string { return q.ShardDeadLetterKey(0) }
 
 // ValidateConsumerName reports whether name can be a consumer group or
 // consumer name: 1-128 characters of [A-Za-z0-9_.:@-]. The error wraps
@@ -153,8 +154,14 @@ func ValidateConsumerName(kind, name string) error {
 // acknowledged. Events are handled one at a time, in stream order except
 // for retries; run several consumers for parallelism.
 //
+// On a sharded namespace each shard has its own fire stream, and the group
+// exists in each. Consume reads them in turn without blocking (there is no
+// one blocking read over streams of several slots), and when a pass finds
+// nothing it sleeps, doubling from 10 ms up to ConsumeOptions.Block.
+//
 // Redis errors are passed to ConsumeOptions.OnError and retried with
-// backoff; Consume returns an error only for invalid arguments.
+// backoff; Consume returns an error only for invalid arguments, or when
+// the namespace's layout cannot be read before ctx ends.
 func (q *Queue) Consume(ctx context.Context, group, consumer string, handler func(context.Context, Event) error, opts ConsumeOptions) error {
 	if err := ValidateConsumerName("group", group); err != nil {
 		return err
@@ -169,19 +176,53 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 	if err != nil {
 		return err
 	}
-	c := &consumerLoop{
-		q: q, group: group, name: consumer, handler: handler, opts: opts,
-		retries: map[string]retryState{}, cursor: "0-0",
+	var l *layout
+	for failures := 1; ; failures++ {
+		if l, err = q.layout(ctx); err == nil {
+			break
+		}
+		if opts.OnError != nil {
+			opts.OnError(fmt.Errorf("timerq: consume %s/%s: %w", group, consumer, err))
+		}
+		if !sleepCtx(ctx, min(50*time.Millisecond<<min(failures-1, 10), 5*time.Second)) {
+			return nil
+		}
+	}
+	loops := make([]*consumerLoop, len(l.spaces))
+	for k, sp := range l.spaces {
+		loops[k] = &consumerLoop{
+			q: q, group: group, name: consumer, handler: handler, opts: opts,
+			stream: sp.Fires(), dead: sp.DeadLetter(),
+			retries: map[string]retryState{}, cursor: "0-0",
+		}
 	}
 	failures := 0
+	idle := time.Duration(0)
 	for ctx.Err() == nil {
-		if err := c.step(ctx); err != nil {
-			if ctx.Err() != nil {
+		handled := 0
+		var err error
+		for _, c := range loops {
+			block := c.opts.Block // one stream: block on it, as before sharding
+			if len(loops) > 1 {
+				block = -1
+			}
+			var n int
+			n, err = c.step(ctx, block)
+			handled += n
+			if err != nil {
+				if redis.HasErrorPrefix(err, "NOGROUP") || strings.Contains(err.Error(), "NOGROUP") {
+					c.grouped = false // the stream or group was deleted: recreate
+				}
+				if len(loops) > 1 {
+					err = fmt.Errorf("shard stream %s: %w", c.stream, err)
+				}
 				break
 			}
-			if redis.HasErrorPrefix(err, "NOGROUP") || strings.Contains(err.Error(), "NOGROUP") {
-				c.grouped = false // the stream or group was deleted: recreate
-			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if err != nil {
 			if opts.OnError != nil {
 				opts.OnError(fmt.Errorf("timerq: consume %s/%s: %w", group, consumer, err))
 			}
@@ -193,6 +234,22 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 			continue
 		}
 		failures = 0
+		if len(loops) == 1 {
+			continue
+		}
+		if handled > 0 {
+			idle = 0
+			continue
+		}
+		idle = min(max(2*idle, 10*time.Millisecond), opts.Block)
+		for _, c := range loops {
+			if t := c.nextWake(); !t.IsZero() {
+				idle = min(idle, max(time.Until(t), 0))
+			}
+		}
+		if !sleepCtx(ctx, idle) {
+			break
+		}
 	}
 	return nil
 }
@@ -207,6 +264,8 @@ type consumerLoop struct {
 	name    string
 	handler func(context.Context, Event) error
 	opts    ConsumeOptions
+	stream  string // the shard's fire stream
+	dead    string // the shard's dead-letter stream
 
 	grouped     bool
 	ownChecked  bool                  // pending entries of an earlier run of this consumer are queued for retry
@@ -217,13 +276,14 @@ type consumerLoop struct {
 
 // step does one round: create the group if needed, pick up this consumer's
 // old pending entries, reclaim idle ones from others, redeliver due
-// retries, and read new entries. It returns only Redis errors.
-func (c *consumerLoop) step(ctx context.Context) error {
-	rdb, stream := c.q.rdb, c.q.StreamKey()
+// retries, and read new entries, blocking up to block (-1: not at all). It
+// returns how many entries it handled, and only Redis errors.
+func (c *consumerLoop) step(ctx context.Context, block time.Duration) (handled int, _ error) {
+	rdb, stream := c.q.rdb, c.stream
 	if !c.grouped {
 		err := rdb.XGroupCreateMkStream(ctx, stream, c.group, "0").Err()
 		if err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") && !strings.Contains(err.Error(), "BUSYGROUP") {
-			return err
+			return handled, err
 		}
 		c.grouped = true
 	}
@@ -234,7 +294,7 @@ func (c *consumerLoop) step(ctx context.Context) error {
 			Stream: stream, Group: c.group, Start: "-", End: "+", Count: 1000, Consumer: c.name,
 		}).Result()
 		if err != nil {
-			return err
+			return handled, err
 		}
 		for _, p := range pend {
 			c.retries[p.ID] = retryState{}
@@ -248,7 +308,7 @@ func (c *consumerLoop) step(ctx context.Context) error {
 			MinIdle: c.opts.ClaimIdle, Start: c.cursor, Count: int64(c.opts.Count),
 		}).Result()
 		if err != nil {
-			return err
+			return handled, err
 		}
 		c.cursor = next
 		if next == "0-0" || next == "" {
@@ -257,8 +317,9 @@ func (c *consumerLoop) step(ctx context.Context) error {
 			c.cursor = "0-0"
 			c.nextReclaim = now.Add(c.opts.ClaimIdle / 4)
 		}
+		handled += len(msgs)
 		if err := c.handleClaimed(ctx, msgs); err != nil {
-			return err
+			return handled, err
 		}
 	}
 
@@ -268,21 +329,21 @@ func (c *consumerLoop) step(ctx context.Context) error {
 			Stream: stream, Group: c.group, Consumer: c.name, MinIdle: 0, Messages: due,
 		}).Result()
 		if err != nil {
-			return err
+			return handled, err
 		}
 		for _, id := range due {
 			delete(c.retries, id) // re-added by handle if it fails again; gone if trimmed
 		}
+		handled += len(msgs)
 		if err := c.handleClaimed(ctx, msgs); err != nil {
-			return err
+			return handled, err
 		}
 	}
 	if ctx.Err() != nil {
-		return nil
+		return handled, nil
 	}
 
-	block := c.opts.Block
-	if t := c.nextWake(); !t.IsZero() {
+	if t := c.nextWake(); !t.IsZero() && block >= 0 {
 		block = min(block, time.Until(t))
 	}
 	if block < time.Millisecond {
@@ -293,19 +354,20 @@ func (c *consumerLoop) step(ctx context.Context) error {
 		Count: int64(c.opts.Count), Block: block,
 	}).Result()
 	if errors.Is(err, redis.Nil) {
-		return nil
+		return handled, nil
 	}
 	if err != nil {
-		return err
+		return handled, err
 	}
 	for _, s := range res {
 		for _, m := range s.Messages {
+			handled++
 			if err := c.handle(ctx, m, 1); err != nil {
-				return err
+				return handled, err
 			}
 		}
 	}
-	return nil
+	return handled, nil
 }
 
 // handleClaimed handles reclaimed entries, reading each one's delivery count.
@@ -317,7 +379,7 @@ func (c *consumerLoop) handleClaimed(ctx context.Context, msgs []redis.XMessage)
 	_, err := c.q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, m := range msgs {
 			cmds[i] = p.XPendingExt(ctx, &redis.XPendingExtArgs{
-				Stream: c.q.StreamKey(), Group: c.group, Start: m.ID, End: m.ID, Count: 1,
+				Stream: c.stream, Group: c.group, Start: m.ID, End: m.ID, Count: 1,
 			})
 		}
 		return nil
@@ -355,7 +417,7 @@ func (c *consumerLoop) handle(ctx context.Context, m redis.XMessage, attempt int
 	}
 	err := c.handler(ctx, ev)
 	if err == nil {
-		return c.q.rdb.XAck(ctx, c.q.StreamKey(), c.group, m.ID).Err()
+		return c.q.rdb.XAck(ctx, c.stream, c.group, m.ID).Err()
 	}
 	if ctx.Err() != nil {
 		// Stopping: leave it pending for a restart or another consumer.
@@ -392,13 +454,13 @@ func (c *consumerLoop) deadLetter(ctx context.Context, m redis.XMessage, cause e
 	values = append(values,
 		"error", cause.Error(), "attempts", attempt,
 		"group", c.group, "consumer", c.name, "stream_id", m.ID)
-	args := &redis.XAddArgs{Stream: c.q.DeadLetterKey(), Values: values}
+	args := &redis.XAddArgs{Stream: c.dead, Values: values}
 	if n := c.q.opts.streamMaxLen(); n > 0 {
 		args.MaxLen, args.Approx = n, true
 	}
 	_, err := c.q.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.XAdd(ctx, args)
-		p.XAck(ctx, c.q.StreamKey(), c.group, m.ID)
+		p.XAck(ctx, c.stream, c.group, m.ID)
 		return nil
 	})
 	if err == nil {

@@ -7,11 +7,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/timerq/timerq/scripts/lua"
 )
 
 // Queue is a namespace of durable timers in Redis. It is safe for concurrent
@@ -20,29 +19,19 @@ import (
 type Queue struct {
 	rdb  redis.UniversalClient
 	opts Options
-	keys []string // the six keys every script takes; see scripts/lua/prelude.lua
 
-	wakeChannel   string // pollers listen here for earlier due times
-	timerChannels string // prefix of each timer's own wakeup channel
+	layMu sync.Mutex              // serialises the first read of the layout
+	lay   atomic.Pointer[layout] // nil until read from Redis
 
 	mu     sync.Mutex
 	hub    *hub // started by the first Wait
 	closed bool
 }
 
-var (
-	scheduleScript   = redis.NewScript(lua.Schedule)
-	claimScript      = redis.NewScript(lua.Claim)
-	cancelScript     = redis.NewScript(lua.Cancel)
-	rescheduleScript = redis.NewScript(lua.Reschedule)
-	purgeScript      = redis.NewScript(lua.Purge)
-	statsScript      = redis.NewScript(lua.Stats)
-	listScript       = redis.NewScript(lua.List)
-	getScript        = redis.NewScript(lua.Get)
-)
-
 // New returns a Queue over rdb, which may be a standalone, Sentinel or
-// Cluster client. It validates opts but does not contact Redis.
+// Cluster client. It validates opts but does not contact Redis: the
+// namespace's shard count is read (and checked against Options.Shards) on
+// first use.
 func New(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: pass a client from redis.NewClient, redis.NewUniversalClient or similar", ErrNilClient)
@@ -51,18 +40,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	// One hash tag per namespace keeps every script inside one Cluster slot.
-	prefix := "timerq:{" + opts.Namespace + "}:"
-	return &Queue{
-		rdb:  rdb,
-		opts: opts,
-		keys: []string{
-			prefix + "due", prefix + "timers", prefix + "fired",
-			prefix + "cancelled", prefix + "expire", prefix + "fires",
-		},
-		wakeChannel:   prefix + "wake",
-		timerChannels: prefix + "t:",
-	}, nil
+	return &Queue{rdb: rdb, opts: opts}, nil
 }
 
 // Namespace returns the queue's namespace.
@@ -71,22 +49,31 @@ func (q *Queue) Namespace() string { return q.opts.Namespace }
 // Options returns the queue's options with defaults filled in.
 func (q *Queue) Options() Options { return q.opts }
 
-// Keys returns the Redis keys of the namespace, in the order the scripts
-// take them: due, timers, fired, cancelled, expire, fires.
-func (q *Queue) Keys() []string { return append([]string(nil), q.keys...) }
+// Keys returns the Redis keys of shard 0, which for an unsharded
+// namespace are all its keys, in the order the scripts take them: due,
+// timers, fired, cancelled, expire, fires. Before the queue has read the
+// namespace's layout from Redis, it assumes Options.Shards (1 if 0).
+func (q *Queue) Keys() []string { return q.ShardKeys(0) }
 
-// StreamKey returns the key of the fire stream, to which every claim appends
-// one entry per fired timer with fields id, due, fired and payload.
-func (q *Queue) StreamKey() string { return q.keys[5] }
+// StreamKey returns the key of shard 0's fire stream, to which every claim
+// appends one entry per fired timer with fields id, due, fired and payload.
+// A sharded namespace has one stream per shard (ShardStreamKey).
+func (q *Queue) StreamKey() string { return q.ShardStreamKey(0) }
 
-// WakeChannel returns the pub/sub channel on which Schedule and Reschedule
-// announce a due time earlier than any pending one (the message is that
-// due time in Unix milliseconds), so that sleeping pollers wake early.
-func (q *Queue) WakeChannel() string { return q.wakeChannel }
+// WakeChannel returns shard 0's pub/sub channel on which Schedule and
+// Reschedule announce a due time earlier than any pending one of the shard
+// (the message is that due time in Unix milliseconds), so that sleeping
+// pollers wake early. Each shard has one (ShardWakeChannel).
+func (q *Queue) WakeChannel() string { return q.ShardWakeChannel(0) }
 
 // TimerChannel returns the pub/sub channel on which a timer's firing
-// ("fired") or cancellation ("cancelled") is announced.
-func (q *Queue) TimerChannel(id string) string { return q.timerChannels + id }
+// ("fired") or cancellation ("cancelled") is announced. It carries the hash
+// tag of the timer's shard. Before the queue has read the namespace's
+// layout, it assumes Options.Shards (1 if 0).
+func (q *Queue) TimerChannel(id string) string {
+	l := q.known()
+	return l.spaces[l.shardOf(id)].TimerChannel(id)
+}
 
 // Close stops the queue's waiters, which return ErrClosed. It does not close
 // the Redis client.
@@ -132,33 +119,50 @@ func (q *Queue) ScheduleBatch(ctx context.Context, timers []NewTimer) ([]Schedul
 	if len(timers) == 0 {
 		return nil, nil
 	}
-	var calls [][]any
-	for start := 0; start < len(timers); start += scheduleChunk {
-		chunk := timers[start:min(start+scheduleChunk, len(timers))]
-		args := make([]any, 0, 1+3*len(chunk))
-		args = append(args, q.wakeChannel)
-		for _, t := range chunk {
-			args = append(args, t.ID, millis(t.Due), t.Payload)
-		}
-		calls = append(calls, args)
+	l, err := q.layout(ctx)
+	if err != nil {
+		return nil, err
 	}
-	replies, err := q.runMany(ctx, scheduleScript, calls)
+	// Group by shard, keeping the batch's order within each shard, so a
+	// repeated ID is created by its first occurrence. One script call per
+	// shard (per chunk), all in one pipeline: a Cluster client sends one
+	// pipeline per node.
+	byShard := make([][]int, len(l.spaces))
+	for i, t := range timers {
+		k := l.shardOf(t.ID)
+		byShard[k] = append(byShard[k], i)
+	}
+	var calls []call
+	var order [][]int // timer indexes of each call
+	for k, idx := range byShard {
+		for start := 0; start < len(idx); start += scheduleChunk {
+			chunk := idx[start:min(start+scheduleChunk, len(idx))]
+			args := make([]any, 0, 1+3*len(chunk))
+			args = append(args, l.spaces[k].Wake())
+			for _, i := range chunk {
+				t := timers[i]
+				args = append(args, t.ID, millis(t.Due), t.Payload)
+			}
+			calls = append(calls, call{shard: k, args: args})
+			order = append(order, chunk)
+		}
+	}
+	replies, err := q.runMany(ctx, l, l.scripts.schedule, calls)
 	if err != nil {
 		return nil, fmt.Errorf("timerq: schedule: %w", err)
 	}
-	out := make([]ScheduleResult, 0, len(timers))
-	for _, reply := range replies {
+	out := make([]ScheduleResult, len(timers))
+	for c, reply := range replies {
 		r, err := replyStrings(reply)
-		if err != nil || len(r)%2 != 1 {
+		if err != nil || len(r) != 1+2*len(order[c]) {
 			return nil, fmt.Errorf("timerq: schedule: unexpected reply %v", reply)
 		}
-		for j := 1; j < len(r); j += 2 {
-			id := timers[len(out)].ID
-			t, err := decodeRecord(id, r[j+1])
+		for j, i := range order[c] {
+			t, err := decodeRecord(timers[i].ID, r[2+2*j])
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, ScheduleResult{Timer: t, Created: r[j] == "1"})
+			out[i] = ScheduleResult{Timer: t, Created: r[1+2*j] == "1"}
 		}
 	}
 	return out, nil
@@ -169,7 +173,11 @@ func (q *Queue) Get(ctx context.Context, id string) (Timer, error) {
 	if err := ValidateID(id); err != nil {
 		return Timer{}, err
 	}
-	reply, err := q.run(ctx, getScript, id)
+	l, err := q.layout(ctx)
+	if err != nil {
+		return Timer{}, err
+	}
+	reply, err := q.run(ctx, l, l.scripts.get, l.shardOf(id), id)
 	if errors.Is(err, redis.Nil) {
 		return Timer{}, fmt.Errorf("%w: %q in namespace %q", ErrNotFound, id, q.opts.Namespace)
 	}
@@ -188,7 +196,12 @@ func (q *Queue) Cancel(ctx context.Context, id string) (Timer, error) {
 	if err := ValidateID(id); err != nil {
 		return Timer{}, err
 	}
-	t, status, err := q.runStatus(ctx, cancelScript, id, id, q.opts.retentionMillis(), q.TimerChannel(id))
+	l, err := q.layout(ctx)
+	if err != nil {
+		return Timer{}, err
+	}
+	k := l.shardOf(id)
+	t, status, err := q.runStatus(ctx, l, l.scripts.cancel, k, id, id, q.opts.retentionMillis(), l.spaces[k].TimerChannel(id))
 	if err != nil {
 		return Timer{}, fmt.Errorf("timerq: cancel %q: %w", id, err)
 	}
@@ -224,7 +237,12 @@ func (q *Queue) FireNow(ctx context.Context, id string) (Timer, error) {
 }
 
 func (q *Queue) reschedule(ctx context.Context, id string, due any) (Timer, error) {
-	t, status, err := q.runStatus(ctx, rescheduleScript, id, id, due, q.wakeChannel)
+	l, err := q.layout(ctx)
+	if err != nil {
+		return Timer{}, err
+	}
+	k := l.shardOf(id)
+	t, status, err := q.runStatus(ctx, l, l.scripts.reschedule, k, id, id, due, l.spaces[k].Wake())
 	if err != nil {
 		return Timer{}, fmt.Errorf("timerq: reschedule %q: %w", id, err)
 	}
@@ -248,8 +266,8 @@ func (q *Queue) statusError(status, id string) error {
 }
 
 // runStatus runs a script replying {status, record}.
-func (q *Queue) runStatus(ctx context.Context, s *redis.Script, id string, args ...any) (Timer, string, error) {
-	reply, err := q.run(ctx, s, args...)
+func (q *Queue) runStatus(ctx context.Context, l *layout, s *redis.Script, shard int, id string, args ...any) (Timer, string, error) {
+	reply, err := q.run(ctx, l, s, shard, args...)
 	if err != nil {
 		return Timer{}, "", err
 	}
@@ -264,39 +282,51 @@ func (q *Queue) runStatus(ctx context.Context, s *redis.Script, id string, args 
 	return t, r[0], err
 }
 
-// run runs one script over the namespace's keys.
-func (q *Queue) run(ctx context.Context, s *redis.Script, args ...any) (any, error) {
-	v, err := s.Run(ctx, q.rdb, q.keys, args...).Result()
+// call is one script call on one shard.
+type call struct {
+	shard int
+	args  []any
+}
+
+// run runs one script over one shard's keys.
+func (q *Queue) run(ctx context.Context, l *layout, s *redis.Script, shard int, args ...any) (any, error) {
+	v, err := s.Run(ctx, q.rdb, l.keys[shard], args...).Result()
 	if err != nil {
-		return nil, q.redisError(err)
+		return nil, shardErr(l, shard, q.redisError(err))
 	}
 	return v, nil
 }
 
-// runMany runs one script once per argument list, in one pipeline. Scripts
-// in a pipeline get no EVAL fallback from go-redis, so on NOSCRIPT (a
-// restarted or failed-over Redis) it loads the script and retries; every
-// timerq script is safe to repeat.
-func (q *Queue) runMany(ctx context.Context, s *redis.Script, calls [][]any) ([]any, error) {
+// runMany runs one script once per call, in one pipeline (which a Cluster
+// client splits into one pipeline per node). Scripts in a pipeline get no
+// EVAL fallback from go-redis, so on NOSCRIPT (a restarted or failed-over
+// Redis) it loads the script (on every master) and retries; every timerq
+// script is safe to repeat.
+func (q *Queue) runMany(ctx context.Context, l *layout, s *redis.Script, calls []call) ([]any, error) {
 	if len(calls) == 1 {
-		v, err := q.run(ctx, s, calls[0]...)
+		v, err := q.run(ctx, l, s, calls[0].shard, calls[0].args...)
 		return []any{v}, err
 	}
 	for attempt := 0; ; attempt++ {
 		cmds := make([]*redis.Cmd, len(calls))
 		_, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, args := range calls {
-				cmds[i] = s.EvalSha(ctx, p, q.keys, args...)
+			for i, c := range calls {
+				cmds[i] = s.EvalSha(ctx, p, l.keys[c.shard], c.args...)
 			}
 			return nil
 		})
-		if err != nil && attempt == 0 && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err != nil && attempt == 0 && hasRedisCode(err, "NOSCRIPT") {
 			if err := s.Load(ctx, q.rdb).Err(); err != nil {
 				return nil, q.redisError(err)
 			}
 			continue
 		}
 		if err != nil {
+			for i, c := range cmds {
+				if c.Err() != nil {
+					return nil, shardErr(l, calls[i].shard, q.redisError(c.Err()))
+				}
+			}
 			return nil, q.redisError(err)
 		}
 		out := make([]any, len(cmds))

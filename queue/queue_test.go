@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
 )
@@ -34,7 +35,7 @@ func newQueue(t *testing.T, b *redistest.Backend, opts queue.Options) *queue.Que
 // nsKeys lists every key of the queue's namespace.
 func nsKeys(t *testing.T, b *redistest.Backend, q *queue.Queue) []string {
 	t.Helper()
-	keys, err := b.Client.Keys(context.Background(), "timerq:{"+q.Namespace()+"}:*").Result()
+	keys, err := b.Client.Keys(context.Background(), keyspace.Namespace(q.Namespace()).Pattern()).Result()
 	if err != nil {
 		t.Fatalf("KEYS: %v", err)
 	}

@@ -180,12 +180,16 @@ func TestManyWaitersShareOneConnection(t *testing.T) {
 	})
 }
 
-// countSubscribers counts CLIENT LIST lines of connections in pub/sub mode.
+// countSubscribers counts CLIENT LIST lines of connections subscribed to a
+// classic (sub=) or shard (ssub=, Redis 7.0+) channel.
 func countSubscribers(clientList string) int {
 	n := 0
 	for _, line := range splitLines(clientList) {
-		if !containsField(line, "sub=0") && strings.Contains(line, " sub=") {
-			n++
+		for _, f := range strings.Fields(line) {
+			if (strings.HasPrefix(f, "sub=") || strings.HasPrefix(f, "ssub=")) && !strings.HasSuffix(f, "=0") {
+				n++
+				break
+			}
 		}
 	}
 	return n

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/timerq/timerq/internal/keyspace"
 )
 
 // workers is a set of running timerworker processes.
@@ -69,7 +71,7 @@ func (e *Env) startWorkers(ctx context.Context) (*workers, error) {
 		go func() { _ = cmd.Wait(); close(p.done) }()
 		ws.procs = append(ws.procs, p)
 	}
-	wake := "timerq:{" + e.cfg.Namespace + "}:wake"
+	wake := keyspace.Shard(e.cfg.Namespace, 0, 1).Wake()
 	err := waitUntil(ctx, 20*time.Second, 20*time.Millisecond, func() (bool, error) {
 		for _, p := range ws.procs {
 			select {

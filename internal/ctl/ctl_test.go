@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/timerq/timerq/internal/ctl"
+	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
 )
@@ -106,7 +107,7 @@ func decode[T any](t *testing.T, s string) T {
 
 func (c *cli) keys() []string {
 	c.t.Helper()
-	keys, err := c.b.Client.Keys(context.Background(), "timerq:{"+c.ns+"}:*").Result()
+	keys, err := c.b.Client.Keys(context.Background(), keyspace.Namespace(c.ns).Pattern()).Result()
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -715,7 +716,7 @@ func TestEnvironmentAndFlagPrecedence(t *testing.T) {
 	if decode[timerJSON](t, out.String()).ID != "a" {
 		t.Fatal("TIMERQ_OUTPUT=json was not used")
 	}
-	if !m.Exists("timerq:{from-env}:timers") {
+	if !m.Exists(keyspace.Shard("from-env", 0, 1).Timers()) {
 		t.Fatalf("TIMERQ_NAMESPACE was not used; keys %v", m.Keys())
 	}
 }

@@ -4,7 +4,10 @@
 // ARGV, reply and complexity.
 package lua
 
-import _ "embed"
+import (
+	_ "embed"
+	"strings"
+)
 
 //go:embed prelude.lua
 var prelude string
@@ -52,3 +55,11 @@ var (
 	// Get reads one timer (get.lua).
 	Get = prelude + get
 )
+
+// Sharded returns a script source that announces wakeups with SPUBLISH
+// (sharded pub/sub, Redis 7.0+) instead of PUBLISH. Inside a Cluster
+// script, a shard channel is slot-checked like a key, so every channel a
+// script publishes to carries the hash tag of the script's keys.
+func Sharded(src string) string {
+	return strings.ReplaceAll(src, "redis.call('PUBLISH'", "redis.call('SPUBLISH'")
+}
