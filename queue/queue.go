@@ -20,7 +20,7 @@ type Queue struct {
 	rdb  redis.UniversalClient
 	opts Options
 
-	layMu sync.Mutex              // serialises the first read of the layout
+	layMu sync.Mutex             // serialises the first read of the layout
 	lay   atomic.Pointer[layout] // nil until read from Redis
 
 	mu     sync.Mutex
