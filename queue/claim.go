@@ -71,6 +71,7 @@ func (q *Queue) Claim(ctx context.Context, limit int) (ClaimResult, error) {
 			break
 		}
 	}
+	slices.SortStableFunc(total.Fired, func(a, b Fired) int { return a.Due.Compare(b.Due) })
 	return total, nil
 }
 
