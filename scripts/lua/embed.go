@@ -36,6 +36,13 @@ var list string
 //go:embed get.lua
 var get string
 
+// Heartbeat renews a worker's membership of a namespace (heartbeat.lua). It
+// works on the namespace-wide workers key, not a shard, so it has no
+// prelude.
+//
+//go:embed heartbeat.lua
+var Heartbeat string
+
 // Script sources, each with the prelude prepended.
 var (
 	// Schedule creates timers that do not exist yet (schedule.lua).

@@ -1,0 +1,129 @@
+package poller_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/internal/keyspace"
+	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/poller"
+	"github.com/timerq/timerq/queue"
+)
+
+// Rendezvous hashing gives each shard to exactly one member, spreads them,
+// and moves only a leaving member's shards.
+func TestOwnedSharesEveryShardOnce(t *testing.T) {
+	const shards = 64
+	members := []string{"w-a", "w-b", "w-c"}
+	owner := map[int]string{}
+	for _, m := range members {
+		got := poller.Owned(members, shards, m)
+		if len(got) < shards/3/2 {
+			t.Errorf("%s owns %d of %d shards: badly spread", m, len(got), shards)
+		}
+		for _, k := range got {
+			if o, dup := owner[k]; dup {
+				t.Fatalf("shard %d owned by %s and %s", k, o, m)
+			}
+			owner[k] = m
+		}
+	}
+	if len(owner) != shards {
+		t.Fatalf("%d of %d shards owned", len(owner), shards)
+	}
+	rest := []string{"w-a", "w-c"}
+	for _, m := range rest {
+		for _, k := range poller.Owned(rest, shards, m) {
+			if owner[k] != m && owner[k] != "w-b" {
+				t.Fatalf("shard %d moved from %s to %s though only w-b left", k, owner[k], m)
+			}
+		}
+	}
+	if got := poller.Owned(members, shards, "stranger"); len(got) != 0 {
+		t.Fatalf("a non-member owns %v", got)
+	}
+}
+
+// newShardedQueue creates a namespace of n shards and a queue of it.
+func newShardedQueue(t *testing.T, rdb redis.UniversalClient, n int) *queue.Queue {
+	t.Helper()
+	ns := redistest.Namespace(t)
+	if _, err := queue.CreateNamespace(context.Background(), rdb, ns, n); err != nil {
+		t.Fatal(err)
+	}
+	return newQueue(t, rdb, ns)
+}
+
+// Two pollers split a 16-shard namespace between them, fire every timer
+// once, and when one stops the other takes every shard.
+func TestPollersShareShards(t *testing.T) {
+	_, rdb := redistest.Mini(t)
+	ctx := context.Background()
+	q := newShardedQueue(t, rdb, 16)
+	opts := poller.Options{
+		Heartbeat: 50 * time.Millisecond, MemberTTL: 300 * time.Millisecond,
+		MaxPollInterval: 50 * time.Millisecond,
+		Maintenance:     poller.MaintenanceOptions{Disabled: true},
+	}
+	opts.WorkerID = "one"
+	p1, err := poller.New(q, rdb, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.WorkerID = "two"
+	p2, err := poller.New(q, rdb, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop1 := start(t, p1)
+	start(t, p2)
+	waitFor(t, 3*time.Second, "the pollers to split the shards", func() bool {
+		a, b := p1.OwnedShards(), p2.OwnedShards()
+		all := slices.Sorted(slices.Values(append(append([]int(nil), a...), b...)))
+		return len(a) > 0 && len(b) > 0 && slices.Equal(all, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+	})
+	const n = 400
+	var batch []queue.NewTimer
+	for i := range n {
+		batch = append(batch, queue.NewTimer{ID: fmt.Sprint("s-", i), Due: time.Now()})
+	}
+	if _, err := q.ScheduleBatch(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "every timer to fire", func() bool {
+		st, err := q.Stats(ctx)
+		return err == nil && st.Fired == n
+	})
+	seen := map[string]int{}
+	for k := range 16 {
+		entries, err := rdb.XRange(ctx, q.ShardStreamKey(k), "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			seen[e.Values["id"].(string)]++
+		}
+	}
+	for _, tm := range batch {
+		if seen[tm.ID] != 1 {
+			t.Fatalf("%s fired %d times", tm.ID, seen[tm.ID])
+		}
+	}
+	stop1()
+	waitFor(t, 2*time.Second, "the other poller to take every shard", func() bool { return len(p2.OwnedShards()) == 16 })
+
+	// A member that stops heartbeating without leaving (a crash) keeps its
+	// shards only until its membership expires.
+	ghost := keyspace.Namespace(q.Namespace()).Workers()
+	now, _ := rdb.Time(ctx).Result()
+	if err := rdb.ZAdd(ctx, ghost, redis.Z{Score: float64(now.Add(500 * time.Millisecond).UnixMilli()), Member: "ghost"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "the ghost to take some shards", func() bool { return len(p2.OwnedShards()) < 16 })
+	waitFor(t, 3*time.Second, "the ghost's shards to come back", func() bool { return len(p2.OwnedShards()) == 16 })
+}
