@@ -155,7 +155,7 @@ func NewApp(o Options) *cli.App {
 			return cli.ShowAppHelp(c)
 		},
 	}
-	app.Commands = r.commands()
+	app.Commands = append(r.commands(), r.namespaceCommand())
 	for _, cmd := range app.Commands {
 		cmd.OnUsageError = usage
 	}

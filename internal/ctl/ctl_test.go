@@ -461,10 +461,21 @@ func TestStats(t *testing.T) {
 				Bucket string `json:"bucket"`
 				Count  int64  `json:"count"`
 			} `json:"due_histogram"`
+			Shards []struct {
+				Shard         int     `json:"shard"`
+				Scheduled     int64   `json:"scheduled"`
+				Fired         int64   `json:"fired"`
+				Cancelled     int64   `json:"cancelled"`
+				Overdue       int64   `json:"overdue"`
+				EarliestDueAt *string `json:"earliest_due_at"`
+			} `json:"shards"`
 		}
 		st := decode[stats](t, c.ok("-o", "json", "stats").stdout)
 		if st.Scheduled != 5 || st.Cancelled != 1 || st.Fired != 0 || st.Overdue != 1 {
 			t.Fatalf("stats counts: %+v", st)
+		}
+		if len(st.Shards) != 1 || st.Shards[0].Scheduled != 5 || st.Shards[0].Overdue != 1 {
+			t.Fatalf("per-shard stats of an unsharded namespace: %+v", st.Shards)
 		}
 		if age := time.Duration(st.OldestOverdueAge) * time.Millisecond; age < 3*time.Hour || age > 3*time.Hour+time.Minute {
 			t.Fatalf("oldest overdue age %v, want about 3h", age)
