@@ -151,9 +151,21 @@ func httpStatus(url string) int {
 func fireCounts(t *testing.T, rdb redis.UniversalClient, q *queue.Queue) map[string]int {
 	t.Helper()
 	counts := map[string]int{}
+	shards, err := q.Shards(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range shards {
+		countStream(t, rdb, q.ShardStreamKey(k), counts)
+	}
+	return counts
+}
+
+func countStream(t *testing.T, rdb redis.UniversalClient, stream string, counts map[string]int) {
+	t.Helper()
 	start := "-"
 	for {
-		msgs, err := rdb.XRangeN(context.Background(), q.StreamKey(), start, "+", 5000).Result()
+		msgs, err := rdb.XRangeN(context.Background(), stream, start, "+", 5000).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +179,7 @@ func fireCounts(t *testing.T, rdb redis.UniversalClient, q *queue.Queue) map[str
 			counts[id]++
 		}
 		if len(msgs) < 5000 {
-			return counts
+			return
 		}
 		start = "(" + msgs[len(msgs)-1].ID
 	}

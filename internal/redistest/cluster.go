@@ -202,3 +202,27 @@ func StopShared() {
 	}
 	shared.c, shared.t, shared.err = nil, nil, nil
 }
+
+// CommandCalls returns, per master address, how many times it ran cmd (a
+// lower-case command name, such as "evalsha"), from INFO commandstats.
+func (c *Cluster) CommandCalls(t testing.TB, cmd string) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for _, s := range c.Servers {
+		cl := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		info, err := cl.Info(context.Background(), "commandstats").Result()
+		cl.Close()
+		if err != nil {
+			t.Fatalf("redistest: INFO commandstats of %s: %v", s.Addr(), err)
+		}
+		prefix := "cmdstat_" + cmd + ":calls="
+		for _, line := range strings.Split(info, "\n") {
+			if strings.HasPrefix(line, prefix) {
+				var calls int64
+				fmt.Sscanf(strings.TrimPrefix(line, prefix), "%d", &calls)
+				out[s.Addr()] = calls
+			}
+		}
+	}
+	return out
+}
