@@ -226,3 +226,71 @@ func (c *Cluster) CommandCalls(t testing.TB, cmd string) map[string]int64 {
 	}
 	return out
 }
+
+// MigrateSlot moves slot to the master to, as redis-cli --cluster reshard
+// does: CLUSTER SETSLOT IMPORTING on the target and MIGRATING on the
+// source, MIGRATE of every key of the slot, one key at a time with pause
+// after each (so a test can act while the slot is half moved), then
+// CLUSTER SETSLOT NODE on every master. It returns when the move is done.
+func (c *Cluster) MigrateSlot(t testing.TB, slot int, to *Server, pause time.Duration) error {
+	ctx := context.Background()
+	client := func(s *Server) *redis.Client { return redis.NewClient(&redis.Options{Addr: s.Addr()}) }
+	var from *Server
+	ids := map[*Server]string{}
+	for _, s := range c.Servers {
+		cl := client(s)
+		id, err := cl.Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			cl.Close()
+			return err
+		}
+		ids[s] = id
+		slots, err := cl.ClusterSlots(ctx).Result()
+		cl.Close()
+		if err != nil {
+			return fmt.Errorf("CLUSTER SLOTS on %s: %w", s.Addr(), err)
+		}
+		for _, r := range slots {
+			if r.Start <= slot && slot <= r.End && r.Nodes[0].ID == id {
+				from = s
+			}
+		}
+	}
+	if from == nil || from == to {
+		return fmt.Errorf("slot %d: source %v, target %s", slot, from, to.Addr())
+	}
+	src, dst := client(from), client(to)
+	defer src.Close()
+	defer dst.Close()
+	if err := dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[from]).Err(); err != nil {
+		return err
+	}
+	if err := src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[to]).Err(); err != nil {
+		return err
+	}
+	host, port, _ := strings.Cut(to.Addr(), ":")
+	for {
+		keys, err := src.ClusterGetKeysInSlot(ctx, slot, 10).Result()
+		if err != nil {
+			return err
+		}
+		if len(keys) == 0 {
+			break
+		}
+		for _, k := range keys {
+			if err := src.Migrate(ctx, host, port, k, 0, 10*time.Second).Err(); err != nil && err.Error() != "NOKEY" {
+				return fmt.Errorf("MIGRATE %s: %w", k, err)
+			}
+			time.Sleep(pause)
+		}
+	}
+	for _, s := range append([]*Server{to, from}, c.Servers...) {
+		cl := client(s)
+		err := cl.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", ids[to]).Err()
+		cl.Close()
+		if err != nil {
+			return fmt.Errorf("SETSLOT NODE on %s: %w", s.Addr(), err)
+		}
+	}
+	return nil
+}
