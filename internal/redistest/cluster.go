@@ -35,6 +35,9 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 }
 
 func startCluster(t testing.TB, masters int) (*Cluster, error) {
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		return nil, fmt.Errorf("redis-cli not found on PATH; install it (apt-get install redis-tools)")
+	}
 	if masters < 1 || masters > 16 {
 		return nil, fmt.Errorf("cluster of %d masters: use 1..16", masters)
 	}
