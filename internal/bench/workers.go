@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -80,11 +81,17 @@ func (e *Env) startWorkers(ctx context.Context) (*workers, error) {
 			default:
 			}
 		}
+		// Workers use sharded pub/sub on Redis 7.0+ (SSUBSCRIBE), classic
+		// pub/sub before: count both.
 		n, err := e.rdb.PubSubNumSub(ctx, wake).Result()
 		if err != nil {
 			return false, fmt.Errorf("bench: PUBSUB NUMSUB: %w", err)
 		}
-		return n[wake] >= int64(len(ws.procs)), nil
+		sn, err := e.rdb.PubSubShardNumSub(ctx, wake).Result()
+		if err != nil && !strings.Contains(err.Error(), "unknown") {
+			return false, fmt.Errorf("bench: PUBSUB SHARDNUMSUB: %w", err)
+		}
+		return n[wake]+sn[wake] >= int64(len(ws.procs)), nil
 	})
 	if err != nil {
 		ws.stop()
