@@ -176,7 +176,11 @@ func (s *Server) Restart() {
 // Mini returns a fresh miniredis and a client of it.
 func Mini(t testing.TB) (*miniredis.Miniredis, *redis.Client) {
 	m := miniredis.RunT(t)
-	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	// miniredis re-sorts a sorted set on every access, so a pipeline of
+	// big batches can take longer than go-redis's 5 s read timeout under
+	// -race on a loaded machine: that is the test double being slow, not
+	// a failure of the code under test.
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ReadTimeout: 30 * time.Second})
 	t.Cleanup(func() { c.Close() })
 	return m, c
 }
