@@ -127,3 +127,43 @@ func TestPollersShareShards(t *testing.T) {
 	waitFor(t, 2*time.Second, "the ghost to take some shards", func() bool { return len(p2.OwnedShards()) < 16 })
 	waitFor(t, 3*time.Second, "the ghost's shards to come back", func() bool { return len(p2.OwnedShards()) == 16 })
 }
+
+// Options.Shards pins a poller to chosen shards, without membership; shards
+// the namespace lacks are ignored.
+func TestPollerFixedShards(t *testing.T) {
+	_, rdb := redistest.Mini(t)
+	ctx := context.Background()
+	q := newShardedQueue(t, rdb, 4)
+	p, err := poller.New(q, rdb, poller.Options{Shards: []int{3, 1, 9}, MaxPollInterval: 50 * time.Millisecond,
+		Maintenance: poller.MaintenanceOptions{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, p)
+	waitFor(t, 2*time.Second, "the fixed shards", func() bool { return slices.Equal(p.OwnedShards(), []int{1, 3}) })
+	var ids [4]string
+	for i := 0; ids[0] == "" || ids[1] == "" || ids[2] == "" || ids[3] == ""; i++ {
+		id := fmt.Sprint("f-", i)
+		k, _ := q.ShardOf(ctx, id)
+		if ids[k] == "" {
+			ids[k] = id
+			if _, err := q.Schedule(ctx, id, time.Now(), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitFor(t, 2*time.Second, "shards 1 and 3 to fire", func() bool {
+		a, _ := q.Get(ctx, ids[1])
+		b, _ := q.Get(ctx, ids[3])
+		return a.State == queue.StateFired && b.State == queue.StateFired
+	})
+	time.Sleep(200 * time.Millisecond)
+	for _, k := range []int{0, 2} {
+		if tm, _ := q.Get(ctx, ids[k]); tm.State != queue.StateScheduled {
+			t.Fatalf("shard %d's timer is %s; the poller does not own that shard", k, tm.State)
+		}
+	}
+	if n, _ := rdb.Exists(ctx, keyspace.Namespace(q.Namespace()).Workers()).Result(); n != 0 {
+		t.Fatal("a poller with fixed shards joined the membership")
+	}
+}
