@@ -79,9 +79,11 @@ func New(q *queue.Queue, rdb redis.UniversalClient, opts Options) (*Poller, erro
 // Options returns the poller's options with defaults filled in.
 func (p *Poller) Options() Options { return p.opts }
 
-// LastClaim returns the local time of the last successful claim, or the
-// zero time if none succeeded yet. A recent one shows that Redis answers
-// and the claim script runs, which is what readiness checks want.
+// LastClaim returns the local time of the last successful claim (or, for
+// a poller that owns no shard of a sharded namespace, of its last
+// heartbeat), or the zero time if none succeeded yet. A recent one shows
+// that Redis answers and the claim script runs, which is what readiness
+// checks want.
 func (p *Poller) LastClaim() time.Time {
 	n := p.lastClaim.Load()
 	if n == 0 {
@@ -318,7 +320,14 @@ func (p *Poller) membership(ctx context.Context, shards int, setOwned func([]int
 				p.log.Info("timerq: heartbeats succeed again", "failed_attempts", failures)
 			}
 			failures = 0
-			setOwned(Owned(members, shards, p.opts.WorkerID))
+			owned := Owned(members, shards, p.opts.WorkerID)
+			setOwned(owned)
+			if len(owned) == 0 {
+				// More workers than shards: this one stands by. Its
+				// heartbeat proves Redis answers, which is what readiness
+				// (LastClaim) asks of a worker with nothing to claim.
+				p.lastClaim.Store(time.Now().UnixNano())
+			}
 		case ctx.Err() != nil:
 		default:
 			failures++

@@ -167,3 +167,35 @@ func TestPollerFixedShards(t *testing.T) {
 		t.Fatal("a poller with fixed shards joined the membership")
 	}
 }
+
+// A poller with no shard to own (more workers than shards) stays ready: its
+// heartbeats count as proof that Redis answers.
+func TestPollerWithoutShardsStaysReady(t *testing.T) {
+	_, rdb := redistest.Mini(t)
+	q := newShardedQueue(t, rdb, 2)
+	opts := poller.Options{Heartbeat: 50 * time.Millisecond, MemberTTL: 300 * time.Millisecond,
+		Maintenance: poller.MaintenanceOptions{Disabled: true}}
+	var ps []*poller.Poller
+	for i := range 6 {
+		opts.WorkerID = fmt.Sprint("w", i)
+		p, err := poller.New(q, rdb, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start(t, p)
+		ps = append(ps, p)
+	}
+	waitFor(t, 3*time.Second, "two shards owned among six pollers", func() bool {
+		n := 0
+		for _, p := range ps {
+			n += len(p.OwnedShards())
+		}
+		return n == 2
+	})
+	time.Sleep(200 * time.Millisecond)
+	for _, p := range ps {
+		if time.Since(p.LastClaim()) > time.Second {
+			t.Errorf("%s (owning %v) last claimed %v ago: not ready", p.WorkerID(), p.OwnedShards(), time.Since(p.LastClaim()))
+		}
+	}
+}
