@@ -99,7 +99,8 @@ func checkLimit(what string, limit int) error {
 }
 
 func (q *Queue) claimShard(ctx context.Context, l *layout, k, limit int) (ClaimResult, error) {
-	reply, err := q.run(ctx, l, l.scripts.claim, k, limit, q.opts.retentionMillis(), q.opts.streamMaxLen(), l.spaces[k].TimerChannelPrefix())
+	reply, err := q.run(ctx, l, l.scripts.claim, k, limit, q.opts.retentionMillis(), q.opts.streamMaxLen(),
+		l.spaces[k].TimerChannelPrefix(), l.spaces[k].Notify())
 	if err != nil {
 		return ClaimResult{}, fmt.Errorf("timerq: claim: %w", err)
 	}

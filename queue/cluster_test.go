@@ -304,3 +304,32 @@ func TestListMergesShards(t *testing.T) {
 		}
 	})
 }
+
+// On a sharded namespace a consumer reads a shard when its claim announces
+// fires, not only on its periodic pass: with Block at 20 s, an event fired
+// after the first pass is handled within seconds.
+func TestConsumeShardsWakeOnFires(t *testing.T) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		ns := redistest.Namespace(t)
+		if _, err := queue.CreateNamespace(ctx, b.Client, ns, 4); err != nil {
+			t.Fatal(err)
+		}
+		q, err := queue.New(b.Client, queue.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		var mu sync.Mutex
+		got := map[string]bool{}
+		consumeAsync(t, q, "g", "c", func(_ context.Context, ev queue.Event) error {
+			mu.Lock()
+			defer mu.Unlock()
+			got[ev.ID] = true
+			return nil
+		}, queue.ConsumeOptions{Block: 20 * time.Second})
+		time.Sleep(500 * time.Millisecond) // the first pass is over; the next is 20 s away
+		fireN(t, q, "n", 8)
+		waitUntil(t, 5*time.Second, "the fired events", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 8 })
+	})
+}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/internal/shardsub"
 )
 
 // Defaults of ConsumeOptions.
@@ -155,9 +157,12 @@ func ValidateConsumerName(kind, name string) error {
 // for retries; run several consumers for parallelism.
 //
 // On a sharded namespace each shard has its own fire stream, and the group
-// exists in each. Consume reads them in turn without blocking (there is no
-// one blocking read over streams of several slots), and when a pass finds
-// nothing it sleeps, doubling from 10 ms up to ConsumeOptions.Block.
+// exists in each. There is no one blocking read over streams of several
+// slots, and one blocking connection per shard would not scale, so Consume
+// reads a shard's stream without blocking when the shard's claims announce
+// fires (sharded pub/sub, one connection per node), when one of its
+// retries or reclaims is due, and every ConsumeOptions.Block in any case,
+// since pub/sub may lose a message.
 //
 // Redis errors are passed to ConsumeOptions.OnError and retried with
 // backoff; Consume returns an error only for invalid arguments, or when
@@ -196,62 +201,137 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 			retries: map[string]retryState{}, cursor: "0-0",
 		}
 	}
+	onErr := func(err error) {
+		if opts.OnError != nil {
+			opts.OnError(fmt.Errorf("timerq: consume %s/%s: %w", group, consumer, err))
+		}
+	}
+	if len(loops) > 1 {
+		q.consumeShards(ctx, l, loops, onErr)
+		return nil
+	}
+	c := loops[0]
 	failures := 0
-	idle := time.Duration(0)
 	for ctx.Err() == nil {
-		handled := 0
-		var err error
-		for _, c := range loops {
-			block := c.opts.Block // one stream: block on it, as before sharding
-			if len(loops) > 1 {
-				block = -1
-			}
-			var n int
-			n, err = c.step(ctx, block)
-			handled += n
-			if err != nil {
-				if redis.HasErrorPrefix(err, "NOGROUP") || strings.Contains(err.Error(), "NOGROUP") {
-					c.grouped = false // the stream or group was deleted: recreate
-				}
-				if len(loops) > 1 {
-					err = fmt.Errorf("shard stream %s: %w", c.stream, err)
-				}
+		// One stream: block on it, as before sharding.
+		if _, err := c.step(ctx, c.opts.Block); err != nil {
+			if ctx.Err() != nil {
 				break
 			}
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		if err != nil {
-			if opts.OnError != nil {
-				opts.OnError(fmt.Errorf("timerq: consume %s/%s: %w", group, consumer, err))
+			if isNoGroup(err) {
+				c.grouped = false // the stream or group was deleted: recreate
 			}
+			onErr(err)
 			failures++
-			d := min(50*time.Millisecond<<min(failures-1, 10), 5*time.Second)
-			if !sleepCtx(ctx, d/2+rand.N(d/2+1)) {
+			if !sleepCtx(ctx, consumeBackoff(failures)) {
 				break
 			}
 			continue
 		}
 		failures = 0
-		if len(loops) == 1 {
-			continue
-		}
-		if handled > 0 {
-			idle = 0
-			continue
-		}
-		idle = min(max(2*idle, 10*time.Millisecond), opts.Block)
-		for _, c := range loops {
-			if t := c.nextWake(); !t.IsZero() {
-				idle = min(idle, max(time.Until(t), 0))
-			}
-		}
-		if !sleepCtx(ctx, idle) {
-			break
-		}
 	}
 	return nil
+}
+
+func isNoGroup(err error) bool {
+	return redis.HasErrorPrefix(err, "NOGROUP") || strings.Contains(err.Error(), "NOGROUP")
+}
+
+// consumeBackoff is the jittered wait before retry n (1-based) after a
+// Redis error.
+func consumeBackoff(n int) time.Duration {
+	d := min(50*time.Millisecond<<min(n-1, 10), 5*time.Second)
+	return d/2 + rand.N(d/2+1)
+}
+
+// consumeShards consumes a sharded namespace: one loop per shard stream,
+// each read without blocking when it may have work. A shard may have work
+// when its claim announced fires on its notify channel (over one pub/sub
+// connection per node), when a retry or reclaim of it is due, or, since
+// pub/sub may lose messages, once every Block for every shard.
+func (q *Queue) consumeShards(ctx context.Context, l *layout, loops []*consumerLoop, onErr func(error)) {
+	block := loops[0].opts.Block
+	sub := shardsub.New(q.rdb, l.sharded, 1024)
+	defer sub.Close()
+	byChannel := map[string]int{}
+	var chans []string
+	for k, sp := range l.spaces {
+		byChannel[sp.Notify()] = k
+		chans = append(chans, sp.Notify())
+	}
+	_ = sub.Subscribe(ctx, chans...) // on failure the periodic pass covers it
+	ready := make([]bool, len(loops))
+	all := func() {
+		for k := range ready {
+			ready[k] = true
+		}
+	}
+	all()
+	nextPass := time.Now().Add(block)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	failures := 0
+	for ctx.Err() == nil {
+		now := time.Now()
+		if !now.Before(nextPass) {
+			all()
+			nextPass = now.Add(block)
+		}
+		for k, c := range loops {
+			if t := c.nextWake(); !t.IsZero() && !t.After(now) {
+				ready[k] = true
+			}
+		}
+		var err error
+		for k, c := range loops {
+			if !ready[k] {
+				continue
+			}
+			n, e := c.step(ctx, -1)
+			if e != nil {
+				if isNoGroup(e) {
+					c.grouped = false // the stream or group was deleted: recreate
+				}
+				err = fmt.Errorf("shard stream %s: %w", c.stream, e)
+				break
+			}
+			ready[k] = n >= c.opts.Count // a full read: more may be waiting
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			onErr(err)
+			failures++
+			if !sleepCtx(ctx, consumeBackoff(failures)) {
+				return
+			}
+			all()
+			continue
+		}
+		failures = 0
+		if slices.Contains(ready, true) {
+			continue
+		}
+		wake := nextPass
+		for _, c := range loops {
+			if t := c.nextWake(); !t.IsZero() && t.Before(wake) {
+				wake = t
+			}
+		}
+		timer.Reset(max(time.Until(wake), 0))
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-sub.Events():
+			// A notification, or a (re)subscription after which one may
+			// have been missed: read that shard.
+			if k, ok := byChannel[ev.Channel]; ok {
+				ready[k] = true
+			}
+		case <-timer.C:
+		}
+	}
 }
 
 type retryState struct {
