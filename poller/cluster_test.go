@@ -57,15 +57,48 @@ func TestSlotMigrationPausesOnlyItsShard(t *testing.T) {
 	moveStart := time.Now()
 	var wg sync.WaitGroup
 	var moveErr error
-	wg.Go(func() { moveErr = c.MigrateSlot(t, slot, to, 400*time.Millisecond) })
+	moved := make(chan struct{})
+	wg.Go(func() { defer close(moved); moveErr = c.MigrateSlot(t, slot, to, 400*time.Millisecond) })
+	// Meanwhile, schedule and read timers of the moving shard: the queue
+	// retries them through the move, so none fails.
+	var during []queue.NewTimer
+	var callErrs []error
+	var ids []string
+	for i := 0; len(ids) < 200; i++ {
+		if id := fmt.Sprint("mv", i); keyspace.ShardOf(id, 16) == 0 {
+			ids = append(ids, id)
+		}
+	}
+	wg.Go(func() {
+		for _, id := range ids {
+			select {
+			case <-moved:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			tm := queue.NewTimer{ID: id, Due: time.Now().Add(500 * time.Millisecond)}
+			if _, err := q.Schedule(ctx, tm.ID, tm.Due, nil); err != nil {
+				callErrs = append(callErrs, err)
+				continue
+			}
+			if _, err := q.Get(ctx, tm.ID); err != nil {
+				callErrs = append(callErrs, err)
+			}
+			during = append(during, tm)
+		}
+	})
 	wg.Wait()
 	moveEnd := time.Now()
 	if moveErr != nil {
 		t.Fatalf("migrating slot %d: %v", slot, moveErr)
 	}
+	if len(callErrs) > 0 || len(during) == 0 {
+		t.Fatalf("%d calls on the moving shard failed (first: %v); %d scheduled", len(callErrs), callErrs, len(during))
+	}
+	batch = append(batch, during...)
 	waitFor(t, 20*time.Second, "every timer to fire", func() bool {
 		st, err := q.Stats(ctx)
-		return err == nil && st.Fired == n
+		return err == nil && st.Fired == int64(len(batch))
 	})
 	if got := c.ServerFor(t, q.ShardKeys(0)[0]); got != to {
 		t.Fatalf("slot %d is on %s, not %s", slot, got.Addr(), to.Addr())

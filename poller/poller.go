@@ -17,7 +17,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -446,7 +445,7 @@ func (l *shardLoop) run(ctx context.Context) {
 			if err != nil {
 				failures++
 				d := p.backoff(failures)
-				if isMigrating(err) {
+				if errors.Is(err, queue.ErrSlotMigrating) {
 					// Only this shard's slot is moving: the others go on.
 					if h := p.opts.Hooks.Paused; h != nil {
 						h(l.shard, err)
@@ -476,18 +475,6 @@ func (l *shardLoop) run(ctx context.Context) {
 			timer.Reset(sleep)
 		}
 	}
-}
-
-// isMigrating reports whether err is Redis Cluster telling that the key's
-// slot is moving or has moved (TRYAGAIN, ASK, MOVED, after go-redis has
-// used up its own redirects and retries) or that the cluster is down for it.
-func isMigrating(err error) bool {
-	for _, code := range []string{"TRYAGAIN", "ASK", "MOVED", "CLUSTERDOWN"} {
-		if strings.Contains(err.Error(), code+" ") {
-			return true
-		}
-	}
-	return false
 }
 
 // claim runs one claim. Its context is not cancelled with Run's, so that a

@@ -76,7 +76,10 @@ func (q *Queue) Claim(ctx context.Context, limit int) (ClaimResult, error) {
 }
 
 // ClaimShard is Claim on one shard (0..Shards-1), as a poller that owns
-// the shard calls it.
+// the shard calls it. While the shard's Cluster slot migrates it fails at
+// once (TRYAGAIN, ASK, MOVED or CLUSTERDOWN in the error), so the caller
+// can back off on this shard alone. Other calls retry such refusals for a
+// few seconds themselves.
 func (q *Queue) ClaimShard(ctx context.Context, shard, limit int) (ClaimResult, error) {
 	if err := checkLimit("claim", limit); err != nil {
 		return ClaimResult{}, err
@@ -99,7 +102,10 @@ func checkLimit(what string, limit int) error {
 }
 
 func (q *Queue) claimShard(ctx context.Context, l *layout, k, limit int) (ClaimResult, error) {
-	reply, err := q.run(ctx, l, l.scripts.claim, k, limit, q.opts.retentionMillis(), q.opts.streamMaxLen(),
+	// One try: while the shard's slot migrates, the caller (a poller's
+	// loop for this shard) backs off and counts the pause itself, and the
+	// other shards go on.
+	reply, err := q.runTries(ctx, l, l.scripts.claim, k, 1, limit, q.opts.retentionMillis(), q.opts.streamMaxLen(),
 		l.spaces[k].TimerChannelPrefix(), l.spaces[k].Notify())
 	if err != nil {
 		return ClaimResult{}, fmt.Errorf("timerq: claim: %w", err)

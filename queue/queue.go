@@ -288,52 +288,103 @@ type call struct {
 	args  []any
 }
 
-// run runs one script over one shard's keys.
+// run runs one script over one shard's keys, retrying for a few seconds
+// while the shard's slot migrates (see migrating).
 func (q *Queue) run(ctx context.Context, l *layout, s *redis.Script, shard int, args ...any) (any, error) {
-	v, err := s.Run(ctx, q.rdb, l.keys[shard], args...).Result()
-	if err != nil {
-		return nil, shardErr(l, shard, q.redisError(err))
+	return q.runTries(ctx, l, s, shard, migrationAttempts, args...)
+}
+
+// runTries is run with at most tries attempts.
+func (q *Queue) runTries(ctx context.Context, l *layout, s *redis.Script, shard, tries int, args ...any) (any, error) {
+	for attempt := 1; ; attempt++ {
+		v, err := s.Run(ctx, q.rdb, l.keys[shard], args...).Result()
+		if err == nil {
+			return v, nil
+		}
+		if !migrating(err) || attempt >= tries || !sleepCtx(ctx, migrationBackoff(attempt)) {
+			return nil, shardErr(l, shard, q.redisError(err))
+		}
 	}
-	return v, nil
+}
+
+// migrationAttempts bounds the tries of a script whose shard's slot is
+// migrating: with migrationBackoff, about 4 s in all.
+const migrationAttempts = 10
+
+func migrationBackoff(attempt int) time.Duration {
+	return min(25*time.Millisecond<<min(attempt-1, 10), 500*time.Millisecond)
+}
+
+// migrating reports whether err is Redis Cluster refusing a script because
+// its slot is moving or has moved (TRYAGAIN while the slot's keys are split
+// between two nodes; ASK or MOVED once go-redis has used up its own
+// redirects; CLUSTERDOWN while the slot has no owner). The script did not
+// run, so it is safe to run again.
+func migrating(err error) bool {
+	for _, code := range []string{"TRYAGAIN", "ASK", "MOVED", "CLUSTERDOWN"} {
+		if hasRedisCode(err, code) {
+			return true
+		}
+	}
+	return false
 }
 
 // runMany runs one script once per call, in one pipeline (which a Cluster
-// client splits into one pipeline per node). Scripts in a pipeline get no
-// EVAL fallback from go-redis, so on NOSCRIPT (a restarted or failed-over
-// Redis) it loads the script (on every master) and retries; every timerq
-// script is safe to repeat.
+// client splits into one pipeline per node), and returns the replies in
+// order. Scripts in a pipeline get no EVAL fallback from go-redis, so on
+// NOSCRIPT (a restarted or failed-over Redis) it loads the script (on every
+// master) and runs the calls that failed again; so it does, after a
+// backoff, for calls refused because their shard's slot is migrating.
+// Calls that succeeded are never repeated.
 func (q *Queue) runMany(ctx context.Context, l *layout, s *redis.Script, calls []call) ([]any, error) {
 	if len(calls) == 1 {
 		v, err := q.run(ctx, l, s, calls[0].shard, calls[0].args...)
 		return []any{v}, err
 	}
-	for attempt := 0; ; attempt++ {
-		cmds := make([]*redis.Cmd, len(calls))
-		_, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, c := range calls {
-				cmds[i] = s.EvalSha(ctx, p, l.keys[c.shard], c.args...)
+	out := make([]any, len(calls))
+	todo := make([]int, len(calls))
+	for i := range todo {
+		todo[i] = i
+	}
+	loaded := false
+	for attempt := 1; ; attempt++ {
+		cmds := make([]*redis.Cmd, len(todo))
+		_, _ = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for j, i := range todo {
+				cmds[j] = s.EvalSha(ctx, p, l.keys[calls[i].shard], calls[i].args...)
 			}
 			return nil
 		})
-		if err != nil && attempt == 0 && hasRedisCode(err, "NOSCRIPT") {
+		var again []int
+		noScript, moving := false, false
+		for j, i := range todo {
+			err := cmds[j].Err()
+			switch {
+			case err == nil:
+				out[i] = cmds[j].Val()
+				continue
+			case hasRedisCode(err, "NOSCRIPT") && !loaded:
+				noScript = true
+			case migrating(err) && attempt < migrationAttempts:
+				moving = true
+			default:
+				return nil, shardErr(l, calls[i].shard, q.redisError(err))
+			}
+			again = append(again, i)
+		}
+		if len(again) == 0 {
+			return out, nil
+		}
+		if noScript {
 			if err := s.Load(ctx, q.rdb).Err(); err != nil {
 				return nil, q.redisError(err)
 			}
-			continue
+			loaded = true
 		}
-		if err != nil {
-			for i, c := range cmds {
-				if c.Err() != nil {
-					return nil, shardErr(l, calls[i].shard, q.redisError(c.Err()))
-				}
-			}
-			return nil, q.redisError(err)
+		if moving && !sleepCtx(ctx, migrationBackoff(attempt)) {
+			return nil, shardErr(l, calls[again[0]].shard, ctx.Err())
 		}
-		out := make([]any, len(cmds))
-		for i, c := range cmds {
-			out[i] = c.Val()
-		}
-		return out, nil
+		todo = again
 	}
 }
 
@@ -349,6 +400,8 @@ func (q *Queue) redisError(err error) error {
 	case hasRedisCode(err, "NOPERM") || isScriptACLError(err):
 		return fmt.Errorf("%w: %w; grant the user the key, channel and command rights that docs/security.md lists for namespace %q",
 			ErrPermission, err, q.opts.Namespace)
+	case migrating(err):
+		return fmt.Errorf("%w: %w; retry once the move ends (other shards are unaffected)", ErrSlotMigrating, err)
 	case hasRedisCode(err, "OOM"):
 		return fmt.Errorf("%w: %w; raise maxmemory, lower Options.Retention so purges free more, or cancel timers you no longer need",
 			ErrOutOfMemory, err)

@@ -55,7 +55,7 @@ var errRejected = &Error{Code: ExitUsage}
 func isQueueSentinel(err error) bool {
 	for _, s := range []error{queue.ErrNotFound, queue.ErrAlreadyFired, queue.ErrCancelled,
 		queue.ErrInvalidID, queue.ErrInvalidNamespace, queue.ErrInvalidDue, queue.ErrPayloadTooLarge,
-		queue.ErrInvalidOptions, queue.ErrWrongType, queue.ErrShardMismatch} {
+		queue.ErrInvalidOptions, queue.ErrWrongType, queue.ErrShardMismatch, queue.ErrSlotMigrating} {
 		if errors.Is(err, s) {
 			return true
 		}
@@ -91,6 +91,8 @@ func classify(err error) *Error {
 		return own(ExitUsage, "see 'timerctl --help'")
 	case errors.Is(err, queue.ErrPayloadTooLarge):
 		return own(ExitUsage, "shrink the payload")
+	case errors.Is(err, queue.ErrSlotMigrating):
+		return own(ExitFailure, "run the command again once the slot has moved")
 	case errors.Is(err, queue.ErrShardMismatch):
 		return own(ExitConflict, "'timerctl namespace show' prints the namespace's shard count")
 	case errors.Is(err, queue.ErrWrongType):
