@@ -13,7 +13,7 @@ import (
 
 // maintain competes for the maintenance lock until ctx ends, running the
 // maintenance tasks whenever it holds it.
-func (p *Poller) maintain(ctx context.Context) {
+func (p *Poller) maintain(ctx context.Context, stop context.CancelCauseFunc) {
 	m := p.opts.Maintenance
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -29,7 +29,7 @@ func (p *Poller) maintain(ctx context.Context) {
 		err := mu.TryLockContext(ctx)
 		switch {
 		case err == nil:
-			p.hold(ctx, mu)
+			p.hold(ctx, mu, stop)
 		case ctx.Err() != nil:
 			return
 		case !isTaken(err):
@@ -50,7 +50,7 @@ func isTaken(err error) bool {
 // (releasing the lock) or the lock is lost. Every task step is idempotent:
 // redsync has no fencing tokens, so a holder that has lost the lock without
 // knowing it yet may briefly overlap the next one.
-func (p *Poller) hold(ctx context.Context, mu *redsync.Mutex) {
+func (p *Poller) hold(ctx context.Context, mu *redsync.Mutex, stop context.CancelCauseFunc) {
 	m := p.opts.Maintenance
 	p.log.Info("timerq: maintenance lock acquired", "key", mu.Name(), "expiry", m.LockExpiry)
 	p.holding.Store(true)
@@ -117,7 +117,7 @@ func (p *Poller) hold(ctx context.Context, mu *redsync.Mutex) {
 				return
 			}
 		case <-purge.C:
-			if !p.purge(ctx, mu, keep) {
+			if !p.purge(ctx, mu, keep, stop) {
 				return
 			}
 			purge.Reset(m.PurgeInterval)
@@ -132,8 +132,8 @@ func (p *Poller) hold(ctx context.Context, mu *redsync.Mutex) {
 }
 
 // purge purges batches until none is left, checking the lock before each.
-// It reports false when the lock was lost.
-func (p *Poller) purge(ctx context.Context, mu *redsync.Mutex, keep func(bool) bool) bool {
+// It reports false when the lock was lost; a permission error stops Run.
+func (p *Poller) purge(ctx context.Context, mu *redsync.Mutex, keep func(bool) bool, stop context.CancelCauseFunc) bool {
 	total := 0
 	defer func() {
 		if h := p.opts.Hooks.Purged; h != nil {
@@ -150,6 +150,9 @@ func (p *Poller) purge(ctx context.Context, mu *redsync.Mutex, keep func(bool) b
 		n, more, err := p.q.Purge(sctx, queue.MaxBatch)
 		cancel()
 		total += n
+		if err != nil && p.fatal(err, stop, "purge") {
+			return true // Run stops; hold releases the lock as ctx ended
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				p.log.Warn("timerq: purge failed; retrying at the next purge interval", "err", err)

@@ -1,7 +1,9 @@
 package poller
 
 import (
+	"context"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -12,15 +14,18 @@ import (
 // Metrics are the Prometheus collectors of a Poller. Create them with
 // NewMetrics, register them with Register and pass Hooks to Options.Hooks.
 type Metrics struct {
-	// Fired counts timers fired by this process (timerq_timers_fired_total).
+	// Fired counts timers fired by this process's claims whose reply it
+	// received (timerq_timers_fired_total). A claim whose reply is lost
+	// fires its timers uncounted here: NewCountersCollector exports what
+	// Redis recorded.
 	Fired prometheus.Counter
 	// ClaimErrors counts failed claims (timerq_claim_errors_total).
 	ClaimErrors prometheus.Counter
 	// ClaimBatchSize observes how many timers each claim fired
 	// (timerq_claim_batch_size).
 	ClaimBatchSize prometheus.Histogram
-	// FireLateness observes FiredAt - Due of each fired timer, both server
-	// times (timerq_fire_lateness_seconds).
+	// FireLateness observes FiredAt - Due of each timer in Fired, both
+	// server times (timerq_fire_lateness_seconds).
 	FireLateness prometheus.Histogram
 	// Purged counts records removed by maintenance (timerq_purged_total).
 	Purged prometheus.Counter
@@ -41,7 +46,8 @@ type Metrics struct {
 func NewMetrics() *Metrics {
 	return &Metrics{
 		Fired: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "timerq_timers_fired_total", Help: "Timers fired by this process's claims.",
+			Name: "timerq_timers_fired_total",
+			Help: "Timers fired by this process's claims whose reply it received; a claim whose reply was lost (a client timeout while Redis ran it) fired its timers uncounted here. timerq_namespace_timers_fired_total counts every fire.",
 		}),
 		ClaimErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "timerq_claim_errors_total", Help: "Claims that failed (Redis errors or timeouts).",
@@ -51,8 +57,9 @@ func NewMetrics() *Metrics {
 			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000},
 		}),
 		FireLateness: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "timerq_fire_lateness_seconds", Help: "Fired time minus due time, both by the Redis server clock.",
-			Buckets: []float64{0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
+			Name:    "timerq_fire_lateness_seconds",
+			Help:    "Fired time minus due time, both by the Redis server clock, of the timers in timerq_timers_fired_total; timerq_namespace_fire_lateness_seconds has every fire.",
+			Buckets: latenessBuckets(),
 		}),
 		Purged: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "timerq_purged_total", Help: "Settled timer records purged by this process's maintenance.",
@@ -154,6 +161,60 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(s.Scheduled))
 	ch <- prometheus.MustNewConstMetric(c.overdue, prometheus.GaugeValue, float64(s.Overdue))
 	ch <- prometheus.MustNewConstMetric(c.overdueAge, prometheus.GaugeValue, s.OldestOverdueAge.Seconds())
+}
+
+func latenessBuckets() []float64 {
+	out := make([]float64, len(queue.LatenessBuckets))
+	for i, b := range queue.LatenessBuckets {
+		out[i] = b.Seconds()
+	}
+	return out
+}
+
+// CountersTimeout bounds the read of the namespace's counters at a scrape.
+const CountersTimeout = time.Second
+
+// NewCountersCollector returns a collector of the namespace's counters
+// (queue.Counters), read from Redis at each scrape: what every claim of
+// every replica recorded, including the claims whose reply was lost. It
+// exports timerq_namespace_timers_fired_total (a counter) and
+// timerq_namespace_fire_lateness_seconds (a histogram). Every replica
+// exports the same namespace-wide values, so aggregate across replicas with
+// max(), never sum(). While Redis does not answer within CountersTimeout
+// the scrape leaves them out, rather than failing every other metric.
+func NewCountersCollector(q *queue.Queue) prometheus.Collector {
+	return &countersCollector{
+		q: q,
+		fired: prometheus.NewDesc("timerq_namespace_timers_fired_total",
+			"Timers fired in the namespace, as Redis recorded them in the claim script, whichever replica claimed them and whether or not its reply arrived. The same on every replica: aggregate with max(), not sum().", nil, nil),
+		lateness: prometheus.NewDesc("timerq_namespace_fire_lateness_seconds",
+			"Fired time minus due time, by the Redis server clock, of every timer fired in the namespace, as Redis recorded it. The same on every replica: aggregate with max(), not sum().", nil, nil),
+	}
+}
+
+type countersCollector struct {
+	q               *queue.Queue
+	fired, lateness *prometheus.Desc
+}
+
+func (c *countersCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.fired
+	ch <- c.lateness
+}
+
+func (c *countersCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), CountersTimeout)
+	defer cancel()
+	n, err := c.q.Counters(ctx)
+	if err != nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.fired, prometheus.CounterValue, float64(n.Fired))
+	buckets := make(map[float64]uint64, len(n.Lateness))
+	for i, b := range queue.LatenessBuckets {
+		buckets[b.Seconds()] = uint64(n.Lateness[i])
+	}
+	ch <- prometheus.MustNewConstHistogram(c.lateness, uint64(n.Fired), n.LatenessSum.Seconds(), buckets)
 }
 
 // PoolStatser is what NewPoolCollector reads: every go-redis client.

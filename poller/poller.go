@@ -28,7 +28,6 @@ import (
 	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/shardsub"
 	"github.com/timerq/timerq/queue"
-	"github.com/timerq/timerq/scripts/lua"
 )
 
 // ErrRunning is returned by Run when the Poller is already running.
@@ -122,23 +121,33 @@ func (p *Poller) OwnedShards() []int {
 // Options.Heartbeat. A worker that dies drops out after Options.MemberTTL
 // and its shards go to the others. An unsharded namespace's one shard is
 // claimed by every poller, as before sharding.
+//
+// Redis errors are logged and retried with backoff (an outage, LOADING, a
+// timeout, a slot migration), except a refusal for lack of an ACL right,
+// which no retry can fix: then Run stops as if ctx ended and returns that
+// error, wrapping queue.ErrPermission and naming the right.
 func (p *Poller) Run(ctx context.Context) error {
 	if !p.running.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
 	defer p.running.Store(false)
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	var wg sync.WaitGroup
 	if !p.opts.Maintenance.Disabled {
-		wg.Go(func() { p.maintain(ctx) })
+		wg.Go(func() { p.maintain(ctx, stop) })
 	}
-	p.serve(ctx)
+	p.serve(ctx, stop)
 	wg.Wait()
+	if err := context.Cause(ctx); errors.Is(err, queue.ErrPermission) {
+		return err
+	}
 	return nil
 }
 
 // serve reads the namespace's layout, then runs one claim loop per owned
 // shard, adjusting the set on every heartbeat, until ctx ends.
-func (p *Poller) serve(ctx context.Context) {
+func (p *Poller) serve(ctx context.Context, stop context.CancelCauseFunc) {
 	var shards int
 	var sharded bool
 	for failures := 1; ; failures++ {
@@ -153,7 +162,7 @@ func (p *Poller) serve(ctx context.Context) {
 			}
 			break
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || p.fatal(err, stop, "read of the namespace's layout") {
 			return
 		}
 		if h := p.opts.Hooks.ClaimFailed; h != nil {
@@ -222,7 +231,7 @@ func (p *Poller) serve(ctx context.Context) {
 			l := &shardLoop{p: p, shard: k, cancel: cancel, events: make(chan shardsub.Event, 64)}
 			loops[k] = l
 			add = append(add, p.q.ShardWakeChannel(k))
-			loopsWG.Go(func() { l.run(lctx) })
+			loopsWG.Go(func() { l.run(lctx, stop) })
 		}
 		if len(drop) > 0 {
 			sub.Unsubscribe(ctx, drop...)
@@ -261,7 +270,7 @@ func (p *Poller) serve(ctx context.Context) {
 		setOwned([]int{0})
 		<-ctx.Done()
 	default:
-		p.membership(ctx, shards, setOwned)
+		p.membership(ctx, shards, setOwned, stop)
 	}
 
 	loopsMu.Lock()
@@ -281,25 +290,15 @@ func (p *Poller) serve(ctx context.Context) {
 // shards this worker wins by rendezvous hashing among the live members.
 // Until the first heartbeat succeeds it claims every shard: ownership only
 // saves work, so overlap is safe, and a lone worker must not sit idle.
-func (p *Poller) membership(ctx context.Context, shards int, setOwned func([]int)) {
+func (p *Poller) membership(ctx context.Context, shards int, setOwned func([]int), stop context.CancelCauseFunc) {
 	all := make([]int, shards)
 	for k := range all {
 		all[k] = k
 	}
-	key := keyspace.Namespace(p.q.Namespace()).Workers()
-	ttl := p.opts.MemberTTL.Milliseconds()
 	beat := func(ctx context.Context, leave bool) ([]string, error) {
 		cctx, cancel := context.WithTimeout(ctx, p.opts.ClaimTimeout)
 		defer cancel()
-		flag := "0"
-		if leave {
-			flag = "1"
-		}
-		res, err := heartbeatScript.Run(cctx, p.rdb, []string{key}, p.opts.WorkerID, ttl, flag).StringSlice()
-		if err != nil {
-			return nil, err
-		}
-		return res[1:], nil
+		return p.q.Heartbeat(cctx, p.opts.WorkerID, p.opts.MemberTTL, leave)
 	}
 	defer func() {
 		// Leave, so the others take this worker's shards at once rather
@@ -328,6 +327,8 @@ func (p *Poller) membership(ctx context.Context, shards int, setOwned func([]int
 				p.lastClaim.Store(time.Now().UnixNano())
 			}
 		case ctx.Err() != nil:
+		case p.fatal(err, stop, "heartbeat"):
+			return
 		default:
 			failures++
 			if failures == 1 {
@@ -380,8 +381,6 @@ func weight(member string, shard int) uint64 {
 	return x
 }
 
-var heartbeatScript = redis.NewScript(lua.Heartbeat)
-
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -401,6 +400,17 @@ type shardLoop struct {
 	events chan shardsub.Event
 }
 
+// fatal reports whether err is one that stops Run (see Run), and if so
+// stops it.
+func (p *Poller) fatal(err error, stop context.CancelCauseFunc, what string) bool {
+	if !errors.Is(err, queue.ErrPermission) {
+		return false
+	}
+	p.log.Error("timerq: Redis refused a "+what+" for lack of an ACL right; stopping, as retrying cannot help", "err", err)
+	stop(err)
+	return true
+}
+
 // run is the claim loop of one shard.
 //
 // Sleep targets are kept in the server's clock: after a claim, the loop
@@ -408,7 +418,7 @@ type shardLoop struct {
 // instant the reply arrived, so that a wake message (a server due time) can
 // be compared with, and converted to, a local sleep without ever trusting
 // the local wall clock.
-func (l *shardLoop) run(ctx context.Context) {
+func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 	p := l.p
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -442,6 +452,9 @@ func (l *shardLoop) run(ctx context.Context) {
 			timer.Reset(max(time.Duration(due-serverNow)*time.Millisecond, 0))
 		case <-timer.C:
 			res, err := p.claim(ctx, l.shard)
+			if err != nil && p.fatal(err, stop, "claim") {
+				return
+			}
 			if err != nil {
 				failures++
 				d := p.backoff(failures)

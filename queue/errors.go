@@ -35,8 +35,8 @@ var (
 	ErrWrongType = errors.New("timerq: a namespace key holds the wrong type")
 	// ErrPermission means Redis refused a command for lack of an ACL right
 	// (NOPERM): a key, a channel or a command the user may not use. The
-	// operation changed nothing. docs/security.md lists the rights each role
-	// needs.
+	// operation changed nothing, and the error names the missing right.
+	// docs/redis-layout.md lists the rights timerq needs.
 	ErrPermission = errors.New("timerq: Redis refused a command: permission denied")
 	// ErrOutOfMemory means Redis is at maxmemory with the noeviction policy
 	// and refused a write (OOM). The operation changed nothing; claims keep
@@ -47,6 +47,11 @@ var (
 	// MOVED) or had no owner (CLUSTERDOWN), for longer than the queue's own
 	// retries (a few seconds). The call changed nothing; retry it.
 	ErrSlotMigrating = errors.New("timerq: the shard's Cluster slot is migrating")
+	// ErrMalformedRecord means a timer's record in Redis is not one timerq
+	// writes (or a scheduled timer has no due time): something else wrote
+	// under the namespace. The operation changed nothing; the error names
+	// the timer.
+	ErrMalformedRecord = errors.New("timerq: malformed timer record")
 	// ErrClosed means the Queue was closed.
 	ErrClosed = errors.New("timerq: queue closed")
 )

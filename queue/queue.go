@@ -51,7 +51,7 @@ func (q *Queue) Options() Options { return q.opts }
 
 // Keys returns the Redis keys of shard 0, which for an unsharded
 // namespace are all its keys, in the order the scripts take them: due,
-// timers, fired, cancelled, expire, fires. Before the queue has read the
+// timers, fired, cancelled, expire, fires, counters. Before the queue has read the
 // namespace's layout from Redis, it assumes Options.Shards (1 if 0).
 func (q *Queue) Keys() []string { return q.ShardKeys(0) }
 
@@ -398,15 +398,47 @@ func (q *Queue) redisError(err error) error {
 		return fmt.Errorf("%w: %w; another program writes under timerq:{%s}:*, so use another namespace or remove those keys",
 			ErrWrongType, err, q.opts.Namespace)
 	case hasRedisCode(err, "NOPERM") || isScriptACLError(err):
-		return fmt.Errorf("%w: %w; grant the user the key, channel and command rights that docs/security.md lists for namespace %q",
-			ErrPermission, err, q.opts.Namespace)
+		return fmt.Errorf("%w: %w%s", ErrPermission, err, q.permissionHint(err.Error()))
 	case migrating(err):
 		return fmt.Errorf("%w: %w; retry once the move ends (other shards are unaffected)", ErrSlotMigrating, err)
 	case hasRedisCode(err, "OOM"):
 		return fmt.Errorf("%w: %w; raise maxmemory, lower Options.Retention so purges free more, or cancel timers you no longer need",
 			ErrOutOfMemory, err)
+	case hasRedisCode(err, "TIMERQ_MALFORMED"):
+		return fmt.Errorf("%w: %w", ErrMalformedRecord, err)
 	}
 	return err
+}
+
+// permissionHint says which ACL rule grants what Redis refused. The
+// scripts' own refusals (prelude.lua) already name the right and the rule;
+// Redis's words are mapped here for the rest: a command refused outside a
+// script names itself, a key or channel only its kind.
+func (q *Queue) permissionHint(msg string) string {
+	const more = " (docs/redis-layout.md, \"ACL rights\", lists every right timerq needs)"
+	rule := func(sigil string) string {
+		r := sigil + "timerq:{" + q.opts.Namespace + "}:*"
+		if len(q.known().spaces) > 1 {
+			// A sharded namespace's keys and channels are timerq:{NS:k}:...
+			// besides timerq:{NS}:... (docs/operations.md, "ACL rules").
+			r += " " + sigil + "timerq:{" + q.opts.Namespace + ":*}:*"
+		}
+		return r
+	}
+	switch {
+	case strings.Contains(msg, "NOPERM timerq:"):
+		return more
+	case strings.Contains(msg, "channel"):
+		return "; grant the namespace's channels with the ACL rule " + rule("&") + more
+	case strings.Contains(msg, "key"):
+		return "; grant the namespace's keys with the ACL rule " + rule("~") + more
+	}
+	if _, rest, ok := strings.Cut(msg, "to run the '"); ok {
+		if cmd, _, ok := strings.Cut(rest, "'"); ok {
+			return "; grant it with the ACL rule +" + strings.ToLower(cmd) + more
+		}
+	}
+	return "; grant the commands timerq runs" + more
 }
 
 // isScriptACLError reports whether err is an ACL refusal of a command run

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -124,10 +125,17 @@ func (q *Queue) layout(ctx context.Context) (*layout, error) {
 		switch {
 		case err == nil:
 			sharded = true
-		case errors.As(err, &rerr):
-			// Unknown command (Redis < 7, miniredis) or not allowed: classic.
+		case errors.As(err, &rerr) && strings.Contains(strings.ToLower(rerr.Error()), "unknown command"):
+			// Redis < 7 or miniredis: classic pub/sub.
+		case errors.As(err, &rerr) && (hasRedisCode(err, "NOPERM") || isScriptACLError(err)):
+			// The server has sharded pub/sub, as every other client of the
+			// namespace will find; this user may not use it, which the
+			// scripts will report with the rule to grant. Falling back to
+			// classic pub/sub here would split the namespace's clients
+			// between two flavours that do not hear each other.
+			sharded = true
 		default:
-			return nil, fmt.Errorf("timerq: probe for sharded pub/sub: %w", err)
+			return nil, fmt.Errorf("timerq: probe for sharded pub/sub: %w", q.redisError(err))
 		}
 	}
 	l := newLayout(q.opts.Namespace, shards, sharded)
@@ -267,4 +275,23 @@ func shardErr(l *layout, k int, err error) error {
 		return err
 	}
 	return fmt.Errorf("shard %d: %w", k, err)
+}
+
+var heartbeatScript = redis.NewScript(lua.Heartbeat)
+
+// Heartbeat renews worker's membership of the namespace for ttl, by the
+// Redis clock, or ends it when leave is set, and returns the live members,
+// sorted. Pollers call it to share a sharded namespace's shards (see
+// package poller); applications rarely need to.
+func (q *Queue) Heartbeat(ctx context.Context, worker string, ttl time.Duration, leave bool) ([]string, error) {
+	flag := "0"
+	if leave {
+		flag = "1"
+	}
+	res, err := heartbeatScript.Run(ctx, q.rdb, []string{keyspace.Namespace(q.opts.Namespace).Workers()},
+		worker, ttl.Milliseconds(), flag).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("timerq: heartbeat: %w", q.redisError(err))
+	}
+	return res[1:], nil
 }

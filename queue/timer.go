@@ -115,7 +115,7 @@ func parseMillis(s string) (time.Time, error) {
 // layout written by the scripts (prelude.lua).
 func decodeRecord(id, rec string) (Timer, error) {
 	bad := func(why string) (Timer, error) {
-		return Timer{}, fmt.Errorf("timerq: timer %q has a malformed record (%s): was it written by something other than timerq?", id, why)
+		return Timer{}, fmt.Errorf("%w: timer %q (%s): was it written by something other than timerq?", ErrMalformedRecord, id, why)
 	}
 	f := strings.SplitN(rec, ":", 5)
 	if len(f) != 5 || len(f[0]) != 1 {

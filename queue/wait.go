@@ -18,10 +18,10 @@ import (
 //
 // All waiters of one Queue share one pub/sub connection (one per Cluster
 // node with sharded pub/sub: each timer's channel carries its shard's hash
-// tag, so the message stays on that node). Pub/sub is only a
-// hint: the timer's state in Redis decides, and it is re-read after every
+// tag, so the message stays on that node). Pub/sub is only a hint: the
+// timer's state in Redis decides. It is read on every message, after every
 // (re)subscription and every Options.RecheckInterval, so a lost wakeup
-// delays a waiter by at most that interval.
+// delays a waiter by at most that interval and a stray one does nothing.
 func (q *Queue) Wait(ctx context.Context, id string) error {
 	if err := ValidateID(id); err != nil {
 		return err
@@ -237,14 +237,11 @@ func (h *hub) receive(msgs <-chan shardsub.Event) {
 				h.markPending(m.Channel)
 			}
 		default:
-			switch m.Payload {
-			case "fired":
-				h.settle(m.Channel, ^uint64(0), nil)
-			case "cancelled":
-				h.settle(m.Channel, ^uint64(0), h.cancelled(m.Channel))
-			default:
-				h.markPending(m.Channel)
-			}
+			// A hint, never the outcome: read the state. A script that
+			// publishes and is then refused a later command sent its message
+			// but changed nothing (scripts/lua/prelude.lua), and anyone
+			// allowed to publish could send "fired".
+			h.markPending(m.Channel)
 		}
 		h.mu.Unlock()
 	}

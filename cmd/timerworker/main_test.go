@@ -302,7 +302,8 @@ func TestWorkerSurvivesRedisOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := string(raw)
-	for _, want := range []string{"timerq_timers_fired_total 500", "timerq_claim_errors_total", "timerq_fire_lateness_seconds_bucket", "timerq_claim_batch_size_bucket", "timerq_redis_pool_conns"} {
+	for _, want := range []string{"timerq_timers_fired_total 500", "timerq_namespace_timers_fired_total 500",
+		"timerq_namespace_fire_lateness_seconds_count 500", "timerq_claim_errors_total", "timerq_fire_lateness_seconds_bucket", "timerq_claim_batch_size_bucket", "timerq_redis_pool_conns"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

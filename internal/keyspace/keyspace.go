@@ -116,10 +116,14 @@ func (s Space) Fires() string { return s.tag + "fires" }
 // it in the fire stream is one MULTI in one slot.
 func (s Space) DeadLetter() string { return s.tag + "dead" }
 
-// Keys are the six keys every script takes, in the order of
-// scripts/lua/prelude.lua: due, timers, fired, cancelled, expire, fires.
+// Counters is the hash of totals that claims add to (fired, lateness).
+func (s Space) Counters() string { return s.tag + "counters" }
+
+// Keys are the seven keys every script takes, in the order of
+// scripts/lua/prelude.lua: due, timers, fired, cancelled, expire, fires,
+// counters.
 func (s Space) Keys() []string {
-	return []string{s.Due(), s.Timers(), s.Fired(), s.Cancelled(), s.Expire(), s.Fires()}
+	return []string{s.Due(), s.Timers(), s.Fired(), s.Cancelled(), s.Expire(), s.Fires(), s.Counters()}
 }
 
 // Wake is the channel on which schedules announce a new earliest due time.

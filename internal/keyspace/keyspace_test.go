@@ -12,6 +12,7 @@ func TestOneShardKeepsTheUnshardedNames(t *testing.T) {
 	want := []string{
 		"timerq:{orders}:due", "timerq:{orders}:timers", "timerq:{orders}:fired",
 		"timerq:{orders}:cancelled", "timerq:{orders}:expire", "timerq:{orders}:fires",
+		"timerq:{orders}:counters",
 	}
 	if got := s.Keys(); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("Keys() = %v, want %v", got, want)

@@ -106,6 +106,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return &Error{Problem: err.Error(), Fix: "fix --namespace or --retention", Err: err}
 	}
 	defer q.Close()
+	if err := checkPermissions(ctx, q, cfg.StartupTimeout, log); err != nil {
+		return err
+	}
 
 	metrics := poller.NewMetrics()
 	p, err := poller.New(q, rdb, poller.Options{
@@ -125,7 +128,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err := metrics.Register(reg); err != nil {
 			return fmt.Errorf("registering metrics: %w", err)
 		}
-		reg.MustRegister(poller.NewPoolCollector(rdb),
+		reg.MustRegister(poller.NewPoolCollector(rdb), poller.NewCountersCollector(q),
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		srv, ln, err := listenHTTP(cfg.MetricsAddr, handler(reg, rdb, p))
 		if err != nil {
@@ -148,7 +151,32 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		"batch_size", p.Options().BatchSize, "max_poll_interval", p.Options().MaxPollInterval)
 	err = p.Run(ctx)
 	log.Info("timerq: worker stopped")
+	if errors.Is(err, queue.ErrPermission) {
+		return &Error{Problem: "timerworker stopped: " + err.Error(), Fix: permissionFix, Err: err}
+	}
 	return err
+}
+
+// permissionFix follows an error that already names the missing right
+// and the ACL rule granting it.
+const permissionFix = "grant that right to the Redis user, then start timerworker again"
+
+// checkPermissions checks at start-up that the Redis user may do what the
+// worker does (queue.CheckPermissions), so that a missing right is named
+// at once rather than at the first due timer. Only a refusal stops the
+// start: another error (LOADING, a timeout) is the poller's to retry.
+func checkPermissions(ctx context.Context, q *queue.Queue, timeout time.Duration, log *slog.Logger) error {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := q.CheckPermissions(cctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, queue.ErrPermission):
+		return &Error{Problem: "the Redis user lacks a right timerworker needs: " + err.Error(), Fix: permissionFix, Err: err}
+	}
+	log.Warn("timerq: start-up permission check failed; starting anyway, claims will retry", "err", err)
+	return nil
 }
 
 // ping checks at start-up that Redis answers and accepts the credentials,

@@ -1,6 +1,6 @@
 -- cancel.lua: cancel a scheduled timer and wake its waiters.
 --
--- KEYS: the namespace's six keys (see prelude.lua).
+-- KEYS: the namespace's seven keys (see prelude.lua).
 -- ARGV[1] id
 -- ARGV[2] retention_ms: how long the cancelled record is kept; 0 = forever
 -- ARGV[3] the timer's wakeup channel
@@ -11,22 +11,34 @@
 local err = check_types()
 if err then return err end
 
+-- Phase 1: read and check.
 local id = ARGV[1]
 local rec = redis.call('HGET', KEYS[2], id)
 if not rec then return {'notfound', ''} end
 local state, _, created, _, payload = decode(rec)
+if not state then return malformed(id, 'has a malformed record') end
 if state == 'f' then return {'fired', rec} end
 if state == 'c' then return {'cancelled', rec} end
+local due = due_of(id)
+if not due then return malformed(id, 'is scheduled but has no due time in ' .. KEYS[1]) end
 
 local now = now_ms()
-local due = due_of(id)
+local retention = tonumber(ARGV[2])
 rec = encode('c', due, created, fmt(now), payload)
+
+-- Phase 2: probes; ZADD first, so that Redis refuses a cancel under OOM.
+local probes = {{'ZADD', KEYS[4]}, {'HSET', KEYS[2]}, {'ZREM', KEYS[1]}}
+if retention > 0 then probes[#probes + 1] = {'ZADD', KEYS[5]} end
+err = probe_all(probes)
+if err then return err end
+
+-- Phase 3: publish, then write.
+err = publish(ARGV[3], 'cancelled')
+if err then return err end
 redis.call('HSET', KEYS[2], id, rec)
 redis.call('ZREM', KEYS[1], id)
 redis.call('ZADD', KEYS[4], due, id)
-local retention = tonumber(ARGV[2])
 if retention > 0 then
   redis.call('ZADD', KEYS[5], fmt(now + retention), id)
 end
-redis.call('PUBLISH', ARGV[3], 'cancelled')
 return {'ok', rec}

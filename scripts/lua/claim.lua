@@ -1,6 +1,6 @@
 -- claim.lua: fire up to ARGV[1] due timers, atomically and exactly once.
 --
--- KEYS: the namespace's six keys (see prelude.lua).
+-- KEYS: the namespace's seven keys (see prelude.lua).
 -- ARGV[1] limit: most timers to claim (1..1000)
 -- ARGV[2] retention_ms: how long fired records are kept; 0 keeps them forever
 -- ARGV[3] stream_maxlen: approximate bound of the fire stream; 0 = unbounded
@@ -10,11 +10,23 @@
 -- Reply: {now_ms, earliest_ms_or_empty, id_1, due_1, payload_1, id_2, ...};
 --        every timer of one claim has fired_at = now_ms.
 -- Complexity: O(log N + k) for k claimed timers in a set of N, plus one
---        PUBLISH and one XADD per claimed timer, and one XTRIM per claim.
+--        PUBLISH and one XADD per claimed timer, and one XTRIM and a few
+--        HINCRBYs (the counters) per claim.
 --
 -- A timer is due when due_ms <= now_ms of the server clock, never earlier.
 -- Removing it from the due set and marking it fired happen in this one
 -- script, so no two claimers can both see it.
+--
+-- The counters (KEYS[7]) record every fire in Redis, so that metrics count
+-- the timers of a claim whose reply never reached its worker: fired, the
+-- summed lateness (now_ms - due_ms) in late_sum_ms, and per lateness bucket
+-- late_le_<ms> the timers with a lateness above the previous bound and at
+-- most <ms> (late_le_inf above the last). queue.LatenessBuckets mirrors
+-- LATE_MS; change both together.
+
+local LATE_MS = {1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000}
+local LATE_FIELDS = {}
+for i, le in ipairs(LATE_MS) do LATE_FIELDS[i] = 'late_le_' .. le end
 
 local err = check_types()
 if err then return err end
@@ -31,37 +43,73 @@ local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIM
 local n = #due / 2
 local reply = {now_s, ''}
 if n > 0 then
-  if notify and notify ~= '' then
-    redis.call('PUBLISH', notify, n)
+  -- Phase 1: read and check every record.
+  local ids = {}
+  for i = 1, n do ids[i] = due[2 * i - 1] end
+  local recs = redis.call('HMGET', KEYS[2], unpack(ids))
+  local hset, fired, expire, events = {}, {}, {}, {}
+  local buckets, late_sum = {}, 0
+  local purge_at = fmt(now + retention)
+  for i = 1, n do
+    local id, rec = ids[i], recs[i]
+    -- A due member without a record, or with a settled one, is not a
+    -- timer to fire: the claim only drops it from the due set.
+    if rec then
+      local state, _, created, _, payload = decode(rec)
+      if not state then return malformed(id, 'has a malformed record') end
+      if state == 's' then
+        local due_ms = fmt(tonumber(due[2 * i]))
+        hset[#hset + 1] = id
+        hset[#hset + 1] = encode('f', due_ms, created, now_s, payload)
+        fired[#fired + 1] = due_ms
+        fired[#fired + 1] = id
+        expire[#expire + 1] = purge_at
+        expire[#expire + 1] = id
+        events[#events + 1] = {id, due_ms, payload}
+        local late = now - tonumber(due_ms)
+        late_sum = late_sum + late
+        local b = 'late_le_inf'
+        for j = 1, #LATE_MS do
+          if late <= LATE_MS[j] then b = LATE_FIELDS[j]; break end
+        end
+        buckets[b] = (buckets[b] or 0) + 1
+        reply[#reply + 1] = id
+        reply[#reply + 1] = due_ms
+        reply[#reply + 1] = payload
+      end
+    end
+  end
+
+  -- Phase 2: probes. ZREMRANGEBYRANK goes first: Redis does not refuse it
+  -- under OOM, and no write after it, so a full Redis still fires timers.
+  local probes = {{'ZREMRANGEBYRANK', KEYS[1]}}
+  if #hset > 0 then
+    probes[#probes + 1] = {'HSET', KEYS[2]}
+    probes[#probes + 1] = {'ZADD', KEYS[3]}
+    if retention > 0 then probes[#probes + 1] = {'ZADD', KEYS[5]} end
+    probes[#probes + 1] = {'XADD', KEYS[6]}
+    if maxlen > 0 then probes[#probes + 1] = {'XTRIM', KEYS[6]} end
+    probes[#probes + 1] = {'HINCRBY', KEYS[7]}
+  end
+  err = probe_all(probes)
+  if err then return err end
+
+  -- Phase 3: publish, then write.
+  if notify and notify ~= '' and #events > 0 then
+    err = publish(notify, fmt(#events))
+    if err then return err end
+  end
+  for _, e in ipairs(events) do
+    err = publish(prefix .. e[1], 'fired')
+    if err then return err end
   end
   -- The due members are exactly the lowest ranks, so removing by rank is
   -- O(log N + n) instead of n separate ZREMs.
   redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
-  local ids = {}
-  for i = 1, n do ids[i] = due[2 * i - 1] end
-  local recs = redis.call('HMGET', KEYS[2], unpack(ids))
-  local hset, fired, expire = {}, {}, {}
-  local purge_at = fmt(now + retention)
-  for i = 1, n do
-    local id, rec = ids[i], recs[i]
-    if rec then
-      local due_ms = fmt(tonumber(due[2 * i]))
-      local _, _, created, _, payload = decode(rec)
-      hset[#hset + 1] = id
-      hset[#hset + 1] = encode('f', due_ms, created, now_s, payload)
-      fired[#fired + 1] = due_ms
-      fired[#fired + 1] = id
-      expire[#expire + 1] = purge_at
-      expire[#expire + 1] = id
-      redis.call('XADD', KEYS[6], '*',
-        'id', id, 'due', due_ms, 'fired', now_s, 'payload', payload)
-      redis.call('PUBLISH', prefix .. id, 'fired')
-      reply[#reply + 1] = id
-      reply[#reply + 1] = due_ms
-      reply[#reply + 1] = payload
-    end
-  end
   if #hset > 0 then
+    for _, e in ipairs(events) do
+      redis.call('XADD', KEYS[6], '*', 'id', e[1], 'due', e[2], 'fired', now_s, 'payload', e[3])
+    end
     -- One approximate trim per claim rather than per entry (1.6 us a timer
     -- in BENCHMARKS.md); the script is atomic, so no reader sees the
     -- stream past its bound.
@@ -72,6 +120,11 @@ if n > 0 then
     redis.call('ZADD', KEYS[3], unpack(fired))
     if retention > 0 then
       redis.call('ZADD', KEYS[5], unpack(expire))
+    end
+    redis.call('HINCRBY', KEYS[7], 'fired', #events)
+    redis.call('HINCRBY', KEYS[7], 'late_sum_ms', fmt(late_sum))
+    for b, c in pairs(buckets) do
+      redis.call('HINCRBY', KEYS[7], b, c)
     end
   end
 end

@@ -36,6 +36,9 @@ var list string
 //go:embed get.lua
 var get string
 
+//go:embed check.lua
+var check string
+
 // Heartbeat renews a worker's membership of a namespace (heartbeat.lua). It
 // works on the namespace-wide workers key, not a shard, so it has no
 // prelude.
@@ -61,6 +64,9 @@ var (
 	List = prelude + list
 	// Get reads one timer (get.lua).
 	Get = prelude + get
+	// Check checks, changing nothing, that the Redis user may run what the
+	// other scripts run (check.lua).
+	Check = prelude + check
 )
 
 // Sharded returns a script source that announces wakeups with SPUBLISH
@@ -68,5 +74,8 @@ var (
 // script, a shard channel is slot-checked like a key, so every channel a
 // script publishes to carries the hash tag of the script's keys.
 func Sharded(src string) string {
-	return strings.ReplaceAll(src, "redis.call('PUBLISH'", "redis.call('SPUBLISH'")
+	// Every 'PUBLISH' literal: redis.call('PUBLISH', ...), the prelude's
+	// redis.pcall('PUBLISH', ...), and the command name its refusal
+	// reports (so the ACL hint says +spublish).
+	return strings.ReplaceAll(src, "'PUBLISH'", "'SPUBLISH'")
 }

@@ -1,6 +1,6 @@
 -- get.lua: one timer's record, its due time filled in.
 --
--- KEYS: the namespace's six keys (see prelude.lua).
+-- KEYS: the namespace's seven keys (see prelude.lua).
 -- ARGV[1] id
 -- Reply: the record, or false (nil) when there is none.
 -- Complexity: O(log N).

@@ -1,6 +1,6 @@
 -- list.lua: one page of timers ordered by (due_ms, id), optionally one state.
 --
--- KEYS: the namespace's six keys (see prelude.lua).
+-- KEYS: the namespace's seven keys (see prelude.lua).
 -- ARGV[1] state: 's', 'f', 'c', or '' for every state
 -- ARGV[2] min due_ms, ARGV[3] max due_ms (inclusive)
 -- ARGV[4] limit (1..1000)

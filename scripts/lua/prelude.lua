@@ -1,20 +1,44 @@
--- prelude.lua: helpers shared by every timerq script. scripts.go prepends it
+-- prelude.lua: helpers shared by every timerq script. embed.go prepends it
 -- to each script before loading, so every script sees these locals.
 --
--- Every script receives the same six keys of one namespace, all sharing one
--- hash tag so that a script never crosses a Cluster slot:
+-- Every script receives the same seven keys of one namespace, all sharing
+-- one hash tag so that a script never crosses a Cluster slot:
 --   KEYS[1] due        ZSET  id -> due_ms, scheduled timers only
 --   KEYS[2] timers     HASH  id -> record (see encode below)
 --   KEYS[3] fired      ZSET  id -> due_ms, fired timers awaiting purge
 --   KEYS[4] cancelled  ZSET  id -> due_ms, cancelled timers awaiting purge
 --   KEYS[5] expire     ZSET  id -> purge_at_ms, settled timers with a retention
 --   KEYS[6] fires      STREAM one entry per fired timer
+--   KEYS[7] counters   HASH  totals recorded by claim.lua, never purged:
+--                      fired (timers fired), late_sum_ms (their summed
+--                      lateness) and late_le_<ms> / late_le_inf (how many
+--                      fired with a lateness in that bucket; see claim.lua)
 --
 -- Numbers are formatted with '%.0f', never tostring or '..': real Redis
 -- prints Lua numbers with %.14g, which would corrupt a 15-digit millisecond
 -- timestamp (any instant after 2286).
+--
+-- Nothing half-done. Redis does not roll a script back: when a command
+-- fails, the writes before it stay. And Redis refuses commands inside a
+-- script one at a time: ACL rights (the command, its keys, its channel) at
+-- every call; OOM, READONLY and MISCONF only at the script's first write
+-- command (OOM only if that command may grow memory), never after it. So
+-- every script that writes runs in three phases:
+--   1. reads and checks: key types, arguments, and every record it will
+--      rewrite (a malformed record is an error here, not a Lua error later);
+--   2. probes (probe below): each write command it will run, on each key it
+--      will write, in a form that changes nothing, so that Redis applies
+--      every refusal before anything changed. The first probe decides the
+--      OOM policy: schedule, cancel and reschedule start with ZADD, which
+--      Redis refuses under OOM; claim and purge start with ZREMRANGEBYRANK,
+--      which it does not, so timers keep firing and purges free memory;
+--   3. the PUBLISHes (a PUBLISH cannot be probed without sending a message),
+--      then the writes, none of which Redis can refuse any more.
+-- A refusal in phases 1-3 leaves every key untouched. At worst some of the
+-- phase 3 messages went out before a later PUBLISH was refused: readers
+-- treat a message as a hint to re-read the state, never as the state.
 
-local KEY_TYPES = {'zset', 'hash', 'zset', 'zset', 'zset', 'stream'}
+local KEY_TYPES = {'zset', 'hash', 'zset', 'zset', 'zset', 'stream', 'hash'}
 
 local function fmt(n)
   return string.format('%.0f', n)
@@ -40,6 +64,88 @@ local function check_types()
   return nil
 end
 
+-- ns_prefix is the namespace's key prefix, 'timerq:{NS}:', for the ACL
+-- rules that refusal suggests.
+local function ns_prefix()
+  -- A shard of a sharded namespace, timerq:{NS:k}:, suggests the pattern
+  -- of every shard, timerq:{NS:*}: (docs/operations.md, "ACL rules").
+  return (string.gsub(string.sub(KEYS[1], 1, -4), ':%d+}:$', ':*}:'))
+end
+
+-- refusal turns the error of a command Redis refused into the script's
+-- error reply. An ACL refusal becomes a NOPERM reply naming the missing
+-- right and the rule that grants it (Redis 7.0 words it "The user executing
+-- the script can't ...", naming neither the key nor the channel); any other
+-- refusal (OOM, READONLY, MISCONF) keeps Redis's own code. access is 'read'
+-- or, by default, 'write': what cmd does to the key target.
+local function refusal(err, cmd, target, access)
+  -- Not just "can't": READONLY says "You can't write against a read only
+  -- replica".
+  if not string.find(err, 'The user executing the script', 1, true) and string.sub(err, 1, 7) ~= 'NOPERM ' then
+    return redis.error_reply(err)
+  end
+  local what, rule
+  if string.find(err, 'channel', 1, true) then
+    what, rule = 'publish to the channel ' .. target, '&' .. ns_prefix() .. '*'
+  elseif string.find(err, 'key', 1, true) then
+    what, rule = (access or 'write') .. ' the key ' .. target, '~' .. ns_prefix() .. '*'
+  else
+    what, rule = 'run ' .. cmd, '+' .. string.lower(cmd)
+  end
+  return redis.error_reply('NOPERM timerq: the Redis user may not ' .. what ..
+    ' (' .. cmd .. ' in a timerq script); grant it with the ACL rule ' .. rule ..
+    ' (Redis said: ' .. string.gsub(err, '^ERR ', '') .. ')')
+end
+
+-- PROBES are forms of each write command that change nothing. Some succeed
+-- as no-ops; the others fail in execution, after Redis checked the rights
+-- and the memory, before touching the key, with the error given as err.
+-- The empty string is never a timer ID (the client rejects it), so it is
+-- never a member or field that timerq wrote.
+local PROBES = {
+  ZADD = {'XX', 'GT', '-inf', ''},   -- XX never adds; GT never lowers to -inf
+  ZREM = {''},
+  ZREMRANGEBYRANK = {1, 0},          -- an empty range
+  HDEL = {''},
+  XTRIM = {'MINID', '0'},            -- no entry is below 0-0
+  HSET = {'', '', '', err = 'wrong number of arguments'},
+  HINCRBY = {'', 'x', err = 'not an integer'},
+  -- (not 'XADD key 0-0 ...': miniredis creates the stream before failing)
+  XADD = {'MAXLEN', '-1', '*', '', '', err = 'MAXLEN'},
+}
+
+-- probe runs the no-op form of cmd on key and returns an error reply if
+-- Redis refused it, else nil. Any unexpected outcome counts as a refusal:
+-- stopping before the first write is always safe.
+local function probe(cmd, key)
+  local p = PROBES[cmd]
+  local r = redis.pcall(cmd, key, unpack(p))
+  local err = type(r) == 'table' and r.err
+  if p.err then
+    if err and string.find(err, p.err, 1, true) then return nil end
+    return refusal(err or ('ERR timerq: the ' .. cmd .. ' probe unexpectedly succeeded'), cmd, key)
+  end
+  if err then return refusal(err, cmd, key) end
+  return nil
+end
+
+-- probe_all probes each {cmd, key} pair in order, and returns the first
+-- refusal's error reply, or nil.
+local function probe_all(list)
+  for _, w in ipairs(list) do
+    local err = probe(w[1], w[2])
+    if err then return err end
+  end
+  return nil
+end
+
+-- publish sends one message, and returns an error reply if Redis refused it.
+local function publish(channel, msg)
+  local r = redis.pcall('PUBLISH', channel, msg)
+  if type(r) == 'table' and r.err then return refusal(r.err, 'PUBLISH', channel) end
+  return nil
+end
+
 -- A record is "<state>:<due_ms>:<created_ms>:<settled_ms>:<payload>", state
 -- being s (scheduled), f (fired) or c (cancelled). While scheduled, due_ms
 -- and settled_ms are empty: the due time lives only in the due set, which
@@ -49,18 +155,42 @@ local function encode(state, due, created, settled, payload)
   return state .. ':' .. due .. ':' .. created .. ':' .. settled .. ':' .. payload
 end
 
+-- decode splits a record, or returns nil when it is malformed.
 local function decode(rec)
-  local state, due, created, settled, at = string.match(rec, '^(%a):(%d*):(%d+):(%d*):()')
+  local state, due, created, settled, at = string.match(rec, '^([sfc]):(%d*):(%d+):(%d*):()')
+  if not state then return nil end
+  if state == 's' then
+    if due ~= '' or settled ~= '' then return nil end
+  elseif due == '' or settled == '' then
+    return nil
+  end
   return state, due, created, settled, string.sub(rec, at)
 end
 
--- due_of returns a scheduled timer's due_ms from the due set.
-local function due_of(id)
-  return fmt(tonumber(redis.call('ZSCORE', KEYS[1], id)))
+-- malformed is the error reply for a record that decode rejects, or for a
+-- scheduled timer without a due time; it names the timer and the way out.
+local function malformed(id, why)
+  id = string.gsub(id, '%c', '?')
+  return redis.error_reply('TIMERQ_MALFORMED timer "' .. id .. '" in ' .. KEYS[2] .. ' ' .. why ..
+    ', so timerq changed nothing; something other than timerq wrote it: inspect it (HGET ' .. KEYS[2] ..
+    ' and ZSCORE ' .. KEYS[1] .. '), then remove it (HDEL and ZREM) or reschedule it')
 end
 
--- full fills in the due time of a scheduled record for a reply.
+-- due_of returns a scheduled timer's due_ms from the due set, or nil when
+-- it has none (a scheduled record left half-written by an older timerq,
+-- whose scripts wrote before they published).
+local function due_of(id)
+  local score = redis.call('ZSCORE', KEYS[1], id)
+  if not score then return nil end
+  return fmt(tonumber(score))
+end
+
+-- full fills in the due time of a scheduled record for a reply. A scheduled
+-- record without a due time is returned as it is, which the client reports
+-- as malformed.
 local function full(id, rec)
   if string.sub(rec, 1, 3) ~= 's::' then return rec end
-  return 's:' .. due_of(id) .. string.sub(rec, 3)
+  local due = due_of(id)
+  if not due then return rec end
+  return 's:' .. due .. string.sub(rec, 3)
 end

@@ -1,6 +1,6 @@
 -- reschedule.lua: move a scheduled timer to a new due time.
 --
--- KEYS: the namespace's six keys (see prelude.lua).
+-- KEYS: the namespace's seven keys (see prelude.lua).
 -- ARGV[1] id
 -- ARGV[2] new due_ms, or 'now' for the server's current time (fire at once)
 -- ARGV[3] wake channel, told the new earliest due_ms when it moves earlier
@@ -11,21 +11,33 @@
 local err = check_types()
 if err then return err end
 
+-- Phase 1: read and check.
 local id = ARGV[1]
 local rec = redis.call('HGET', KEYS[2], id)
 if not rec then return {'notfound', ''} end
 local state = decode(rec)
+if not state then return malformed(id, 'has a malformed record') end
 if state == 'f' then return {'fired', rec} end
 if state == 'c' then return {'cancelled', rec} end
 
 local due = ARGV[2]
 if due == 'now' then due = fmt(now_ms()) end
+if not string.match(due, '^%d+$') then
+  return redis.error_reply('ERR timerq: due time "' .. due .. '" is not a count of milliseconds')
+end
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local earliest = tonumber(head[2])
 
--- The record does not hold a scheduled timer's due time: the set is enough.
-redis.call('ZADD', KEYS[1], due, id)
+-- Phase 2: probe the one write; ZADD, so Redis refuses it under OOM.
+err = probe('ZADD', KEYS[1])
+if err then return err end
+
+-- Phase 3: publish, then write. The record does not hold a scheduled
+-- timer's due time: the set is enough (this also mends a scheduled record
+-- that an older timerq left without a due time).
 if earliest == nil or tonumber(due) < earliest then
-  redis.call('PUBLISH', ARGV[3], due)
+  err = publish(ARGV[3], due)
+  if err then return err end
 end
+redis.call('ZADD', KEYS[1], due, id)
 return {'ok', full(id, rec)}

@@ -1,6 +1,6 @@
 -- schedule.lua: create timers that do not exist yet; leave existing ones alone.
 --
--- KEYS: the namespace's six keys (see prelude.lua).
+-- KEYS: the namespace's seven keys (see prelude.lua).
 -- ARGV[1]        wake channel, told the new earliest due_ms when it moves earlier
 -- ARGV[2+3i..]   triples: id, due_ms, payload (validated by the client)
 -- Reply: {now_ms, created_1, record_1, created_2, record_2, ...}; created is
@@ -9,6 +9,8 @@
 --
 -- Idempotent by ID: an existing record, even fired or cancelled, is returned
 -- unchanged, so a replaying caller never re-arms a timer that already fired.
+-- All or nothing: it checks and probes before its first write (prelude.lua),
+-- so a refusal (ACL, OOM) creates none of the timers.
 
 local err = check_types()
 if err then return err end
@@ -18,29 +20,58 @@ local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local earliest = tonumber(head[2])
 local moved_earlier = false
 
+-- Phase 1: read every record and check every argument.
+local ids = {}
+for i = 2, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
+if #ids == 0 then return {now} end
+local recs = redis.call('HMGET', KEYS[2], unpack(ids))
 local reply = {now}
-for i = 2, #ARGV, 3 do
-  local id, due, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local rec = redis.call('HGET', KEYS[2], id)
+local hset, zadd, created = {}, {}, {}
+for k, id in ipairs(ids) do
+  local due, payload = ARGV[2 + 3 * k - 2], ARGV[2 + 3 * k - 1]
+  local rec = recs[k]
   if rec then
+    local state = decode(rec)
+    if not state then return malformed(id, 'has a malformed record') end
+    if state == 's' and not due_of(id) then
+      return malformed(id, 'is scheduled but has no due time in ' .. KEYS[1])
+    end
     reply[#reply + 1] = 0
-    rec = full(id, rec)
+    reply[#reply + 1] = full(id, rec)
+  elseif created[id] then
+    -- A repeated ID within the call: created once, by its first occurrence.
+    reply[#reply + 1] = 0
+    reply[#reply + 1] = created[id]
   else
-    rec = encode('s', '', now, '', payload)
-    redis.call('HSET', KEYS[2], id, rec)
-    redis.call('ZADD', KEYS[1], due, id)
+    if not string.match(due, '^%d+$') then
+      return redis.error_reply('ERR timerq: due time "' .. due .. '" of timer "' .. id ..
+        '" is not a count of milliseconds')
+    end
+    hset[#hset + 1] = id
+    hset[#hset + 1] = encode('s', '', now, '', payload)
+    zadd[#zadd + 1] = due
+    zadd[#zadd + 1] = id
     local d = tonumber(due)
     if earliest == nil or d < earliest then
       earliest = d
       moved_earlier = true
     end
+    created[id] = encode('s', due, now, '', payload)
     reply[#reply + 1] = 1
-    rec = encode('s', due, now, '', payload)
+    reply[#reply + 1] = created[id]
   end
-  reply[#reply + 1] = rec
 end
+if #hset == 0 then return reply end
 
+-- Phase 2: probes; ZADD first, so that Redis refuses a schedule under OOM.
+err = probe_all({{'ZADD', KEYS[1]}, {'HSET', KEYS[2]}})
+if err then return err end
+
+-- Phase 3: publish, then write.
 if moved_earlier then
-  redis.call('PUBLISH', ARGV[1], fmt(earliest))
+  err = publish(ARGV[1], fmt(earliest))
+  if err then return err end
 end
+redis.call('HSET', KEYS[2], unpack(hset))
+redis.call('ZADD', KEYS[1], unpack(zadd))
 return reply

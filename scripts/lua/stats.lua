@@ -1,6 +1,6 @@
 -- stats.lua: counts per state and the overdue backlog, by the server clock.
 --
--- KEYS: the namespace's six keys (see prelude.lua).
+-- KEYS: the namespace's seven keys (see prelude.lua).
 -- ARGV: none.
 -- Reply: {now_ms, scheduled, fired, cancelled, earliest_ms_or_empty, overdue}
 --        where fired and cancelled count records not yet purged.

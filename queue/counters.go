@@ -1,0 +1,75 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// LatenessBuckets are the upper bounds of the lateness buckets the claim
+// script counts in Counters (LATE_MS in scripts/lua/claim.lua, which must
+// match).
+var LatenessBuckets = []time.Duration{
+	time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond,
+	25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond,
+	500 * time.Millisecond, time.Second, 2500 * time.Millisecond, 5 * time.Second,
+	10 * time.Second, 30 * time.Second, time.Minute, 5 * time.Minute,
+}
+
+// Counters are the namespace's totals as Redis recorded them: every claim
+// adds to them in the same atomic script that fires its timers, so they
+// count the timers of a claim whose reply never reached its caller (a
+// client timeout while Redis ran it) too. They only grow, and are never
+// purged.
+type Counters struct {
+	// Fired counts every timer fired in the namespace.
+	Fired int64
+	// LatenessSum is the summed lateness (fired time - due time, by the
+	// server clock) of those timers.
+	LatenessSum time.Duration
+	// Lateness counts, for each bound of LatenessBuckets in order, the
+	// timers fired at most that late: cumulative, as Prometheus histogram
+	// buckets are. Those later than the last bound count only in Fired.
+	Lateness []int64
+}
+
+// Counters reads the namespace's counters, summed over its shards, in one
+// round trip (one pipeline).
+func (q *Queue) Counters(ctx context.Context) (Counters, error) {
+	l, err := q.layout(ctx)
+	if err != nil {
+		return Counters{}, err
+	}
+	cmds := make([]*redis.MapStringStringCmd, len(l.spaces))
+	_, err = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, sp := range l.spaces {
+			cmds[k] = p.HGetAll(ctx, sp.Counters())
+		}
+		return nil
+	})
+	if err != nil {
+		return Counters{}, fmt.Errorf("timerq: counters: %w", q.redisError(err))
+	}
+	num := func(field string) int64 {
+		var sum int64
+		for _, c := range cmds {
+			n, _ := strconv.ParseInt(c.Val()[field], 10, 64)
+			sum += n
+		}
+		return sum
+	}
+	c := Counters{
+		Fired:       num("fired"),
+		LatenessSum: time.Duration(num("late_sum_ms")) * time.Millisecond,
+		Lateness:    make([]int64, len(LatenessBuckets)),
+	}
+	var sum int64
+	for i, b := range LatenessBuckets {
+		sum += num("late_le_" + strconv.FormatInt(b.Milliseconds(), 10))
+		c.Lateness[i] = sum
+	}
+	return c, nil
+}

@@ -1,0 +1,77 @@
+package queue_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/queue"
+	"github.com/timerq/timerq/scripts/lua"
+)
+
+// TestCountersMatchFires: the counters claim.lua keeps agree with what the
+// claims returned, timer by timer, bucket by bucket.
+func TestCountersMatchFires(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		now := serverNow(t, b)
+		lates := []time.Duration{0, 3 * time.Millisecond, 40 * time.Millisecond, 2 * time.Second, 7 * time.Minute, time.Hour}
+		for i, late := range lates {
+			for j := range 3 {
+				schedule(t, q, fmt.Sprint("t-", i, "-", j), now.Add(-late))
+			}
+		}
+		schedule(t, q, "later", now.Add(time.Hour))
+		var fired []queue.Fired
+		for len(fired) < 3*len(lates) {
+			res, err := q.Claim(ctx, 5) // several claims, each adding its own
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Fired) == 0 {
+				t.Fatalf("fired %d of %d", len(fired), 3*len(lates))
+			}
+			fired = append(fired, res.Fired...)
+		}
+		got, err := q.Counters(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := queue.Counters{Fired: int64(len(fired)), Lateness: make([]int64, len(queue.LatenessBuckets))}
+		for _, f := range fired {
+			want.LatenessSum += f.Lateness()
+			for i, bound := range queue.LatenessBuckets {
+				if f.Lateness() <= bound {
+					want.Lateness[i]++
+				}
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("Counters = %+v\nwant       %+v", got, want)
+		}
+		if want.Lateness[len(want.Lateness)-1] == want.Fired {
+			t.Fatal("no timer beyond the last bucket: the test misses the overflow")
+		}
+	})
+}
+
+// TestLatenessBucketsMatchClaimScript: the Go bounds are those the script
+// counts by.
+func TestLatenessBucketsMatchClaimScript(t *testing.T) {
+	m := regexp.MustCompile(`local LATE_MS = \{([^}]*)\}`).FindStringSubmatch(lua.Claim)
+	if m == nil {
+		t.Fatal("no LATE_MS in claim.lua")
+	}
+	var want []string
+	for _, b := range queue.LatenessBuckets {
+		want = append(want, fmt.Sprint(b.Milliseconds()))
+	}
+	if got := strings.ReplaceAll(m[1], " ", ""); got != strings.Join(want, ",") {
+		t.Fatalf("claim.lua LATE_MS = %s, queue.LatenessBuckets = %s", got, strings.Join(want, ","))
+	}
+}

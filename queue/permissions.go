@@ -1,0 +1,76 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/scripts/lua"
+)
+
+// CheckPermissions checks, changing nothing, that the Redis user may do
+// everything timerq does in this namespace: run the scripts (EVAL, EVALSHA
+// and SCRIPT LOAD), every command they run on every key of the namespace,
+// PUBLISH on its channels, and SUBSCRIBE to them. It returns nil, or an
+// error wrapping ErrPermission that names the first missing right and the
+// ACL rule granting it. Workers call it at start-up, so that a missing
+// right is reported at once rather than at the first due timer.
+//
+// It publishes "probe" on the wake channel and on the timer channel of the
+// empty ID, which no waiter can use; pollers ignore a wake message that is
+// not a due time. Other errors (Redis unreachable, LOADING) are returned
+// as they are.
+func (q *Queue) CheckPermissions(ctx context.Context) error {
+	l, err := q.layout(ctx)
+	if err != nil {
+		return err
+	}
+	// The last shard: with several shards its keys and channels carry
+	// {NS:k}, the pattern an ACL rule for the namespace must also grant.
+	sp := l.spaces[len(l.spaces)-1]
+	checkScript := redis.NewScript(lua.Check)
+	if l.sharded {
+		checkScript = redis.NewScript(lua.Sharded(lua.Check))
+	}
+	args := []any{sp.TimerChannel(""), sp.Wake()}
+	fail := func(how string, err error) error {
+		return fmt.Errorf("timerq: permission check (%s): %w", how, q.redisError(err))
+	}
+	// EVAL, as go-redis falls back to after a restart emptied the script
+	// cache; then EVALSHA, as usual; then SCRIPT LOAD, as ScheduleBatch's
+	// pipelines use on NOSCRIPT.
+	if err := checkScript.Eval(ctx, q.rdb, sp.Keys(), args...).Err(); err != nil {
+		return fail("EVAL", err)
+	}
+	if err := checkScript.EvalSha(ctx, q.rdb, sp.Keys(), args...).Err(); err != nil {
+		return fail("EVALSHA", err)
+	}
+	if err := checkScript.Load(ctx, q.rdb).Err(); err != nil {
+		return fail("SCRIPT LOAD", err)
+	}
+	for _, ch := range []string{sp.Wake(), sp.TimerChannel("")} {
+		if err := q.checkSubscribe(ctx, l.sharded, ch); err != nil {
+			how := "SUBSCRIBE "
+			if l.sharded {
+				how = "SSUBSCRIBE "
+			}
+			return fail(how+ch, err)
+		}
+	}
+	return nil
+}
+
+// checkSubscribe subscribes to ch (a shard channel when sharded) and waits
+// for Redis to confirm or refuse.
+func (q *Queue) checkSubscribe(ctx context.Context, sharded bool, ch string) error {
+	var ps *redis.PubSub
+	if sharded {
+		ps = q.rdb.SSubscribe(ctx, ch)
+	} else {
+		ps = q.rdb.Subscribe(ctx, ch)
+	}
+	defer ps.Close()
+	_, err := ps.Receive(ctx)
+	return err
+}
