@@ -20,7 +20,7 @@ import (
 // is lost, nothing fires twice or early, the other shards fire during the
 // move, and shard 0 resumes on its own.
 func TestSlotMigrationPausesOnlyItsShard(t *testing.T) {
-	c := redistest.StartCluster(t, 3)
+	c := redistest.StartCluster(t, 3, nil)
 	rdb := c.Client(t)
 	ctx := context.Background()
 	q := newShardedQueue(t, rdb, 16)
@@ -49,9 +49,9 @@ func TestSlotMigrationPausesOnlyItsShard(t *testing.T) {
 	}
 	slot := keyspace.Slot(q.ShardKeys(0)[0])
 	owner := c.ServerFor(t, q.ShardKeys(0)[0])
-	to := c.Servers[0]
+	to := c.Nodes[0]
 	if to == owner {
-		to = c.Servers[1]
+		to = c.Nodes[1]
 	}
 	time.Sleep(time.Until(base.Add(1500 * time.Millisecond)))
 	moveStart := time.Now()

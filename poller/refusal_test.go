@@ -138,8 +138,7 @@ func TestPollerStopsOnPermissionError(t *testing.T) {
 		minus, want string
 		purge       bool
 	}{
-		// The default pub/sub on Redis 7 is sharded: SPUBLISH.
-		{"-spublish", "may not run SPUBLISH", false},
+		{"-publish", "may not run PUBLISH", false},
 		{"-hdel", "may not run HDEL", true},
 	} {
 		t.Run(tc.minus, func(t *testing.T) {

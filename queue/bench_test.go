@@ -101,6 +101,47 @@ func BenchmarkScheduleBatch(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "timers/s")
 }
 
+// BenchmarkScheduleBatchIn is BenchmarkScheduleBatch with delays that the
+// script adds to the server's TIME (NewTimerIn) instead of instants.
+func BenchmarkScheduleBatchIn(b *testing.B) {
+	q := benchQueue(b)
+	ctx := context.Background()
+	const chunk = 10_000
+	batch := make([]queue.NewTimer, 0, chunk)
+	b.ResetTimer()
+	for start := 0; start < b.N; start += chunk {
+		batch = batch[:0]
+		for i := start; i < min(b.N, start+chunk); i++ {
+			batch = append(batch, queue.NewTimerIn(benchID(i), time.Hour, benchPayload))
+		}
+		if _, err := q.ScheduleBatch(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "timers/s")
+}
+
+// BenchmarkRestore restores fired timers, queue.MaxBatch per Restore call
+// (one script each), as timerctl import does with an export (it uses 500).
+func BenchmarkRestore(b *testing.B) {
+	q := benchQueue(b)
+	ctx := context.Background()
+	now := time.Now()
+	batch := make([]queue.Timer, 0, queue.MaxBatch)
+	b.ResetTimer()
+	for start := 0; start < b.N; start += queue.MaxBatch {
+		batch = batch[:0]
+		for i := start; i < min(b.N, start+queue.MaxBatch); i++ {
+			batch = append(batch, queue.Timer{ID: benchID(i), State: queue.StateFired, Due: now, CreatedAt: now,
+				FiredAt: now, Payload: benchPayload})
+		}
+		if _, err := q.Restore(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "timers/s")
+}
+
 // BenchmarkClaim claims b.N timers that are already due, queue.MaxBatch
 // per Claim, from one connection: the ceiling of the claim script.
 func BenchmarkClaim(b *testing.B) {

@@ -273,7 +273,9 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 	}
 	from, to := int64(0), millis(maxDue)
 	if !o.DueFrom.IsZero() {
-		from = millis(o.DueFrom)
+		// Stored due times are whole milliseconds, rounded up: the first
+		// one at or after DueFrom is DueFrom rounded up.
+		from = dueMillis(o.DueFrom)
 	}
 	if !o.DueTo.IsZero() {
 		to = millis(o.DueTo)

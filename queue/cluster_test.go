@@ -126,7 +126,7 @@ func TestShardedNamespaceSpreadsOverEveryMaster(t *testing.T) {
 		t.Fatalf("fired %d of %d", len(fired), n)
 	}
 	after := firesPerMaster(t, c)
-	for _, s := range c.Servers {
+	for _, s := range c.Nodes {
 		cl := redis.NewClient(&redis.Options{Addr: s.Addr()})
 		keys, err := cl.Keys(ctx, keyspace.Namespace(ns).Pattern()).Result()
 		cl.Close()
@@ -155,7 +155,7 @@ func TestShardedNamespaceSpreadsOverEveryMaster(t *testing.T) {
 func firesPerMaster(t *testing.T, c *redistest.Cluster) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
-	for _, s := range c.Servers {
+	for _, s := range c.Nodes {
 		cl := redis.NewClient(&redis.Options{Addr: s.Addr()})
 		info, err := cl.Info(context.Background(), "commandstats").Result()
 		cl.Close()
@@ -209,7 +209,7 @@ func TestWaitersWakeAcrossNodes(t *testing.T) {
 			}
 			time.Sleep(500 * time.Millisecond) // subscribed; RecheckInterval is an hour, so only messages wake them
 			conns := 0
-			for _, s := range c.Servers {
+			for _, s := range c.Nodes {
 				cl := redis.NewClient(&redis.Options{Addr: s.Addr()})
 				list, err := cl.ClientList(ctx).Result()
 				cl.Close()
@@ -238,7 +238,7 @@ func TestWaitersWakeAcrossNodes(t *testing.T) {
 			// SSUBSCRIBE, which Redis refuses with CROSSSLOT when they span
 			// slots; the hub must notice and resubscribe slot by slot, or
 			// these waiters would only wake at the hourly recheck.
-			for _, s := range c.Servers {
+			for _, s := range c.Nodes {
 				cl := redis.NewClient(&redis.Options{Addr: s.Addr()})
 				err := cl.ClientKillByFilter(ctx, "TYPE", "pubsub").Err()
 				cl.Close()

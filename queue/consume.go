@@ -221,7 +221,7 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 			if isNoGroup(err) {
 				c.grouped = false // the stream or group was deleted: recreate
 			}
-			onErr(err)
+			onErr(q.redisError(err))
 			failures++
 			if !sleepCtx(ctx, consumeBackoff(failures)) {
 				break
@@ -301,7 +301,7 @@ func (q *Queue) consumeShards(ctx context.Context, l *layout, loops []*consumerL
 			return
 		}
 		if err != nil {
-			onErr(err)
+			onErr(q.redisError(err))
 			failures++
 			if !sleepCtx(ctx, consumeBackoff(failures)) {
 				return

@@ -36,7 +36,7 @@ var (
 	// ErrPermission means Redis refused a command for lack of an ACL right
 	// (NOPERM): a key, a channel or a command the user may not use. The
 	// operation changed nothing, and the error names the missing right.
-	// docs/redis-layout.md lists the rights timerq needs.
+	// docs/security.md lists the rights of each role.
 	ErrPermission = errors.New("timerq: Redis refused a command: permission denied")
 	// ErrOutOfMemory means Redis is at maxmemory with the noeviction policy
 	// and refused a write (OOM). The operation changed nothing; claims keep

@@ -100,3 +100,51 @@ func ExampleQueue_ScheduleBatch() {
 	// r-2 false
 	// r-3 true
 }
+
+// A delay counted by the Redis server's clock: the due time is TIME inside
+// the script plus the delay, whatever the clock of the calling host says.
+func ExampleQueue_ScheduleIn() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	mr.SetTime(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)) // the server's clock
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	q, _ := queue.New(rdb, queue.Options{Namespace: "reminders"})
+	defer q.Close()
+
+	res, _ := q.ScheduleIn(ctx, "call-back", 90*time.Second, nil)
+	fmt.Println(res.Timer.Due.Format(time.RFC3339))
+	// Output:
+	// 2030-01-01T12:01:30Z
+}
+
+// Copy timers from one namespace to another keeping their states: the fired
+// timer stays fired in the copy and does not fire again.
+func ExampleQueue_Restore() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	src, _ := queue.New(rdb, queue.Options{Namespace: "old"})
+	defer src.Close()
+	dst, _ := queue.New(rdb, queue.Options{Namespace: "new"})
+	defer dst.Close()
+
+	_, _ = src.Schedule(ctx, "done", time.Now().Add(-time.Second), nil)
+	_, _ = src.Schedule(ctx, "later", time.Now().Add(time.Hour), nil)
+	_, _ = src.Claim(ctx, 100) // "done" fires in the old namespace
+
+	page, _ := src.List(ctx, queue.ListOptions{})
+	res, _ := dst.Restore(ctx, page.Timers)
+	for _, r := range res {
+		fmt.Println(r.Timer.ID, r.Timer.State, r.Created)
+	}
+	claim, _ := dst.Claim(ctx, 100)
+	fmt.Println("fired again:", len(claim.Fired))
+	// Output:
+	// done fired true
+	// later scheduled true
+	// fired again: 0
+}

@@ -60,7 +60,8 @@ type Options struct {
 	Shards int
 
 	// PubSub selects classic or sharded pub/sub for wakeups. The zero value,
-	// PubSubAuto, uses sharded pub/sub where the server has it (Redis 7.0+).
+	// PubSubAuto, uses sharded pub/sub on a Redis Cluster that has it (Redis
+	// 7.0+), classic pub/sub elsewhere.
 	// Every client and worker of a namespace must use the same flavour, so
 	// change it only to force classic pub/sub on all of them.
 	PubSub PubSubMode

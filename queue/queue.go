@@ -92,8 +92,13 @@ func (q *Queue) Close() error {
 // Schedule creates the timer id, due at due, unless a timer with that ID
 // already exists in any state, in which case it returns the existing record
 // with Created false and changes nothing. A due time in the past is
-// allowed: the timer fires on the next claim.
+// allowed: the timer fires on the next claim. A due time between two
+// milliseconds is rounded up to the later one, so it is never early.
 func (q *Queue) Schedule(ctx context.Context, id string, due time.Time, payload []byte) (ScheduleResult, error) {
+	// Validated here too, so that the error does not speak of a batch.
+	if err := q.validateTimer(NewTimer{ID: id, Due: due, Payload: payload}); err != nil {
+		return ScheduleResult{}, err
+	}
 	res, err := q.ScheduleBatch(ctx, []NewTimer{{ID: id, Due: due, Payload: payload}})
 	if err != nil {
 		return ScheduleResult{}, err
@@ -141,7 +146,7 @@ func (q *Queue) ScheduleBatch(ctx context.Context, timers []NewTimer) ([]Schedul
 			args = append(args, l.spaces[k].Wake())
 			for _, i := range chunk {
 				t := timers[i]
-				args = append(args, t.ID, millis(t.Due), t.Payload)
+				args = append(args, t.ID, t.dueArg(), t.Payload)
 			}
 			calls = append(calls, call{shard: k, args: args})
 			order = append(order, chunk)
@@ -163,6 +168,99 @@ func (q *Queue) ScheduleBatch(ctx context.Context, timers []NewTimer) ([]Schedul
 				return nil, err
 			}
 			out[i] = ScheduleResult{Timer: t, Created: r[1+2*j] == "1"}
+		}
+	}
+	return out, nil
+}
+
+// ScheduleIn is Schedule with a due time d after the Redis server's clock,
+// read inside the script that creates the timer, so the client's clock plays
+// no part: a client whose clock is a minute slow still gets a timer due d
+// from now. The due time is rounded up to the millisecond; d may be 0 (due
+// at once) but not negative.
+func (q *Queue) ScheduleIn(ctx context.Context, id string, d time.Duration, payload []byte) (ScheduleResult, error) {
+	res, err := q.ScheduleBatch(ctx, []NewTimer{NewTimerIn(id, d, payload)})
+	if err != nil {
+		return ScheduleResult{}, err
+	}
+	return res[0], nil
+}
+
+// Restore writes timers as they were exported from another namespace (or
+// Redis), with their states and times: a scheduled timer is scheduled at its
+// due time, and a fired or cancelled one is written settled, with its fired
+// or cancelled time, so it never fires again. It is kept for the queue's
+// Retention counted from the time it settled, as in its old namespace.
+//
+// Restore adds no fire-stream entry and publishes no wakeup for a settled
+// timer: it fired (or was cancelled) where it came from, and the consumers of
+// this namespace must not see it again. Like Schedule it is idempotent by ID:
+// an ID that exists in any state is left unchanged and its result has
+// Created false, as has a repeat of an ID within timers.
+//
+// Each call is all or nothing per shard: at most MaxBatch timers, checked
+// before any write, in one script per shard (one pipeline). CreatedAt, FiredAt and CancelledAt are kept to the
+// millisecond; Due is rounded up to it.
+func (q *Queue) Restore(ctx context.Context, timers []Timer) ([]ScheduleResult, error) {
+	if len(timers) > MaxBatch {
+		return nil, fmt.Errorf("%w: %d timers to restore, over the limit of %d a call; restore them in batches",
+			ErrInvalidOptions, len(timers), MaxBatch)
+	}
+	l, err := q.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// One script call per shard, in one pipeline: each shard's part is all
+	// or nothing; on a sharded namespace the parts are not one transaction.
+	byShard := make([][]int, len(l.spaces))
+	for i, t := range timers {
+		if err := q.validateRestored(t); err != nil {
+			return nil, fmt.Errorf("restore item %d: %w", i, err)
+		}
+		k := l.shardOf(t.ID)
+		byShard[k] = append(byShard[k], i)
+	}
+	if len(timers) == 0 {
+		return nil, nil
+	}
+	var calls []call
+	var order [][]int
+	for k, idx := range byShard {
+		if len(idx) == 0 {
+			continue
+		}
+		args := make([]any, 0, 2+6*len(idx))
+		args = append(args, q.opts.retentionMillis(), l.spaces[k].Wake())
+		for _, i := range idx {
+			t := timers[i]
+			settled := ""
+			switch t.State {
+			case StateFired:
+				settled = strconv.FormatInt(millis(t.FiredAt), 10)
+			case StateCancelled:
+				settled = strconv.FormatInt(millis(t.CancelledAt), 10)
+			}
+			args = append(args, t.ID, t.State.code(), dueMillis(t.Due), millis(t.CreatedAt), settled, t.Payload)
+		}
+		calls = append(calls, call{shard: k, args: args})
+		order = append(order, idx)
+	}
+	replies, err := q.runMany(ctx, l, l.scripts.restore, calls)
+	if err != nil {
+		return nil, fmt.Errorf("timerq: restore: %w", err)
+	}
+	out := make([]ScheduleResult, len(timers))
+	for c, reply := range replies {
+		r, err := replyStrings(reply)
+		if err != nil || len(r) != 2*len(order[c]) {
+			return nil, fmt.Errorf("timerq: restore: unexpected reply %v", reply)
+		}
+		for j, i := range order[c] {
+			t, err := decodeRecord(timers[i].ID, r[2*j+1])
+			if err != nil {
+				return nil, err
+			}
+			out[i] = ScheduleResult{Timer: t, Created: r[2*j] == "1"}
 		}
 	}
 	return out, nil
@@ -216,7 +314,8 @@ func (q *Queue) Cancel(ctx context.Context, id string) (Timer, error) {
 
 // Reschedule moves the scheduled timer id to fire at due. It gives
 // ErrAlreadyFired, ErrCancelled or ErrNotFound when the timer is not
-// scheduled, and returns the timer as it now is.
+// scheduled, and returns the timer as it now is. A due time between two
+// milliseconds is rounded up to the later one.
 func (q *Queue) Reschedule(ctx context.Context, id string, due time.Time) (Timer, error) {
 	if err := ValidateID(id); err != nil {
 		return Timer{}, err
@@ -224,7 +323,19 @@ func (q *Queue) Reschedule(ctx context.Context, id string, due time.Time) (Timer
 	if err := ValidateDue(due); err != nil {
 		return Timer{}, fmt.Errorf("timer %q: %w", id, err)
 	}
-	return q.reschedule(ctx, id, millis(due))
+	return q.reschedule(ctx, id, dueMillis(due))
+}
+
+// RescheduleIn is Reschedule to d after the Redis server's clock, read
+// inside the script, rounded up to the millisecond (see ScheduleIn).
+func (q *Queue) RescheduleIn(ctx context.Context, id string, d time.Duration) (Timer, error) {
+	if err := ValidateID(id); err != nil {
+		return Timer{}, err
+	}
+	if err := validateIn(d); err != nil {
+		return Timer{}, fmt.Errorf("timer %q: %w", id, err)
+	}
+	return q.reschedule(ctx, id, relativeArg(d))
 }
 
 // FireNow makes the scheduled timer id due at the Redis server's current
@@ -415,7 +526,7 @@ func (q *Queue) redisError(err error) error {
 // Redis's words are mapped here for the rest: a command refused outside a
 // script names itself, a key or channel only its kind.
 func (q *Queue) permissionHint(msg string) string {
-	const more = " (docs/redis-layout.md, \"ACL rights\", lists every right timerq needs)"
+	const more = " (docs/security.md lists the rights of each role)"
 	rule := func(sigil string) string {
 		r := sigil + "timerq:{" + q.opts.Namespace + "}:*"
 		if len(q.known().spaces) > 1 {

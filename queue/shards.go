@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/timerq/timerq/internal/aclright"
 	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/scripts/lua"
 )
@@ -34,9 +35,11 @@ var ErrShardMismatch = errors.New("timerq: shard count mismatch")
 type PubSubMode int
 
 const (
-	// PubSubAuto uses sharded pub/sub (SPUBLISH/SSUBSCRIBE, Redis 7.0+) when
-	// the server accepts SPUBLISH, and classic pub/sub otherwise (older
-	// servers, miniredis).
+	// PubSubAuto uses sharded pub/sub (SPUBLISH/SSUBSCRIBE, Redis 7.0+) on
+	// a Redis Cluster whose servers accept SPUBLISH, where it keeps each
+	// message on the node of its shard, and classic pub/sub otherwise: on a
+	// standalone or Sentinel server sharded pub/sub gains nothing, and
+	// classic needs no further ACL rights.
 	PubSubAuto PubSubMode = iota
 	// PubSubClassic uses PUBLISH/SUBSCRIBE. On a Cluster each message is
 	// broadcast to every node.
@@ -48,7 +51,7 @@ const (
 
 // scriptSet is every script in one pub/sub flavour.
 type scriptSet struct {
-	schedule, claim, cancel, reschedule, purge, stats, list, get *redis.Script
+	schedule, claim, cancel, reschedule, purge, stats, list, get, restore *redis.Script
 }
 
 func newScriptSet(sharded bool) *scriptSet {
@@ -61,7 +64,7 @@ func newScriptSet(sharded bool) *scriptSet {
 	return &scriptSet{
 		schedule: src(lua.Schedule), claim: src(lua.Claim), cancel: src(lua.Cancel),
 		reschedule: src(lua.Reschedule), purge: src(lua.Purge), stats: src(lua.Stats),
-		list: src(lua.List), get: src(lua.Get),
+		list: src(lua.List), get: src(lua.Get), restore: src(lua.Restore),
 	}
 }
 
@@ -107,7 +110,13 @@ func (q *Queue) layout(ctx context.Context) (*layout, error) {
 	}
 	shards, created, err := readShards(ctx, q.rdb, q.opts.Namespace)
 	if err != nil {
-		return nil, fmt.Errorf("timerq: read the shard count of namespace %q: %w", q.opts.Namespace, q.redisError(err))
+		err = q.redisError(err)
+		if errors.Is(err, ErrPermission) {
+			// Redis names neither the key nor the right here.
+			return nil, fmt.Errorf("timerq: read the shard count of namespace %q (missing right: %s): %w",
+				q.opts.Namespace, aclright.Missing(err.Error(), q.opts.Namespace), err)
+		}
+		return nil, fmt.Errorf("timerq: read the shard count of namespace %q: %w", q.opts.Namespace, err)
 	}
 	if q.opts.Shards != 0 && q.opts.Shards != shards {
 		how := "created with"
@@ -118,7 +127,7 @@ func (q *Queue) layout(ctx context.Context) (*layout, error) {
 			ErrShardMismatch, q.opts.Shards, q.opts.Namespace, how, shards, shards)
 	}
 	sharded := q.opts.PubSub == PubSubSharded
-	if q.opts.PubSub == PubSubAuto {
+	if _, cluster := q.rdb.(*redis.ClusterClient); cluster && q.opts.PubSub == PubSubAuto {
 		// A shard channel with the namespace's tag: it reaches no one.
 		err := q.rdb.SPublish(ctx, keyspace.Namespace(q.opts.Namespace).Meta(), "probe").Err()
 		var rerr redis.Error

@@ -48,11 +48,51 @@ type Timer struct {
 	CancelledAt time.Time
 }
 
-// NewTimer is a timer to schedule.
+// NewTimer is a timer to schedule. Give it a due time in one of two ways:
+// Due, an instant, or In, a delay that Redis adds to its own clock (TIME,
+// read inside the script), so that a client whose clock is off cannot make
+// the timer early or late.
 type NewTimer struct {
-	ID      string
+	ID string
+	// Due is when the timer is due. Leave it zero when In is used.
 	Due     time.Time
 	Payload []byte
+	// In, when Due is zero, makes the timer due In after the Redis server's
+	// clock at the moment the timer is created, rounded up to the
+	// millisecond. A zero In counts as unset, so that a timer with neither
+	// is refused; use NewTimerIn for a timer due at once by the server's
+	// clock. In must not be negative.
+	In time.Duration
+
+	// relative marks a timer built by NewTimerIn, whose In may be zero.
+	relative bool
+}
+
+// NewTimerIn returns a timer due d after the Redis server's clock (d may be
+// 0: due at once), for ScheduleBatch.
+func NewTimerIn(id string, d time.Duration, payload []byte) NewTimer {
+	return NewTimer{ID: id, In: d, Payload: payload, relative: true}
+}
+
+// isRelative reports whether t's due time is In after the server's clock.
+func (t NewTimer) isRelative() bool { return t.relative || t.In != 0 }
+
+// dueArg is t's due time as schedule.lua takes it.
+func (t NewTimer) dueArg() string {
+	if t.isRelative() {
+		return relativeArg(t.In)
+	}
+	return strconv.FormatInt(dueMillis(t.Due), 10)
+}
+
+// relativeArg is d as the scripts' resolve_due takes it: "+<ms>.<us>",
+// rounded up to the microsecond, the resolution of Redis's TIME.
+func relativeArg(d time.Duration) string {
+	us := d / time.Microsecond
+	if d%time.Microsecond != 0 {
+		us++
+	}
+	return fmt.Sprintf("+%d.%03d", us/1000, us%1000)
 }
 
 // ScheduleResult is the outcome of scheduling one timer.
@@ -96,6 +136,16 @@ func DeriveID(executionID string, step uint64) string {
 }
 
 func millis(t time.Time) int64 { return t.UnixMilli() }
+
+// dueMillis is a due time in milliseconds, rounded up: the scripts keep
+// milliseconds, and truncating would make a timer due up to 1 ms early.
+func dueMillis(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if t.After(time.UnixMilli(ms)) {
+		ms++
+	}
+	return ms
+}
 
 func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 

@@ -58,7 +58,8 @@ func ValidateNamespace(ns string) error {
 
 // ValidateDue reports whether due can be a timer's due time: not the zero
 // time, and between 1970-01-01 and 9999-12-31 UTC. Sub-millisecond parts
-// are truncated when stored. The error wraps ErrInvalidDue.
+// are rounded up to the next millisecond when stored, so that a timer is
+// never early. The error wraps ErrInvalidDue.
 func ValidateDue(due time.Time) error {
 	switch {
 	case due.IsZero():
@@ -74,12 +75,72 @@ func (q *Queue) validateTimer(t NewTimer) error {
 	if err := ValidateID(t.ID); err != nil {
 		return err
 	}
-	if err := ValidateDue(t.Due); err != nil {
-		return fmt.Errorf("timer %q: %w", t.ID, err)
+	switch {
+	case t.isRelative() && !t.Due.IsZero():
+		return fmt.Errorf("%w: timer %q has both Due and In; set one of them", ErrInvalidDue, t.ID)
+	case t.isRelative():
+		if err := validateIn(t.In); err != nil {
+			return fmt.Errorf("timer %q: %w", t.ID, err)
+		}
+	default:
+		if err := ValidateDue(t.Due); err != nil {
+			return fmt.Errorf("timer %q: %w", t.ID, err)
+		}
 	}
-	if len(t.Payload) > q.opts.MaxPayloadBytes {
+	return q.validatePayload(t.ID, t.Payload)
+}
+
+func (q *Queue) validatePayload(id string, p []byte) error {
+	if len(p) > q.opts.MaxPayloadBytes {
 		return fmt.Errorf("%w: timer %q has %d bytes of payload, over the limit of %d; store large data elsewhere and keep a reference, or raise Options.MaxPayloadBytes (at most 1 MiB)",
-			ErrPayloadTooLarge, t.ID, len(t.Payload), q.opts.MaxPayloadBytes)
+			ErrPayloadTooLarge, id, len(p), q.opts.MaxPayloadBytes)
 	}
 	return nil
+}
+
+// validateIn checks a delay from the server's clock. Every non-negative
+// time.Duration (at most 292 years) lands before 9999-12-31.
+func validateIn(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("%w: the delay %v is negative; use 0 or more, or an absolute due time in the past", ErrInvalidDue, d)
+	}
+	return nil
+}
+
+// validateRestored checks a timer to restore: a known state, its times in
+// range, and exactly the settled time its state calls for.
+func (q *Queue) validateRestored(t Timer) error {
+	if err := ValidateID(t.ID); err != nil {
+		return err
+	}
+	if _, err := ParseState(string(t.State)); err != nil {
+		return fmt.Errorf("timer %q: %w", t.ID, err)
+	}
+	check := func(name string, tm time.Time, want bool) error {
+		switch {
+		case want && tm.IsZero():
+			return fmt.Errorf("%w: timer %q is %s but has no %s", ErrInvalidDue, t.ID, t.State, name)
+		case !want && !tm.IsZero():
+			return fmt.Errorf("%w: timer %q is %s but has a %s", ErrInvalidDue, t.ID, t.State, name)
+		case want && (tm.Before(minDue) || tm.After(maxDue)):
+			return fmt.Errorf("%w: timer %q has %s %s, outside 1970-01-01 to 9999-12-31 UTC",
+				ErrInvalidDue, t.ID, name, tm.UTC().Format(time.RFC3339Nano))
+		}
+		return nil
+	}
+	for _, c := range []struct {
+		name string
+		tm   time.Time
+		want bool
+	}{
+		{"due time", t.Due, true},
+		{"creation time", t.CreatedAt, true},
+		{"fired time", t.FiredAt, t.State == StateFired},
+		{"cancelled time", t.CancelledAt, t.State == StateCancelled},
+	} {
+		if err := check(c.name, c.tm, c.want); err != nil {
+			return err
+		}
+	}
+	return q.validatePayload(t.ID, t.Payload)
 }

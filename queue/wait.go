@@ -158,6 +158,11 @@ func (h *hub) add(id string) *waiter {
 		h.entries[ch] = e
 		h.outstanding[ch]++
 		h.send(subOp{ch, true})
+		// Read its state at once too: a timer that already settled, or a
+		// user without the rights to read it, answers now rather than
+		// after the subscription (which an ACL refuses without a reply
+		// a waiter would see).
+		h.markPending(ch)
 	} else if e.confirmed {
 		h.markPending(ch)
 	}
@@ -384,6 +389,13 @@ func (h *hub) readPending(ctx context.Context) bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if err != nil && hasRedisCode(err, "NOPERM") {
+		// Retrying cannot grant a right: end these waits with the reason.
+		for i := range chans {
+			h.settle(chans[i], epoch, fmt.Errorf("timerq: wait %q: %w", ids[i], h.q.redisError(err)))
+		}
+		return more
+	}
 	if err != nil {
 		// Redis is unreachable or closing: the next tick reads these again.
 		return false

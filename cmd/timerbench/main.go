@@ -1,12 +1,14 @@
 // Command timerbench measures timerq: one subcommand per scenario (burst,
 // steady, ceiling, memory, scale, waiters, or all of them), against a Redis
-// it may wipe. Without --redis it starts a private redis-server on a free
+// it may wipe; and chaos, which kills workers and Redis while timers come
+// due and counts what was lost, doubled or early. Without --redis it starts a private redis-server on a free
 // port and stops it afterwards. Timers are fired by real timerworker
 // processes, built with go build unless --worker-bin names one.
 //
 //	timerbench burst --timers 100000 --workers 4
 //	timerbench steady --json --rate 10000 --duration 20s --plot docs/bench/steady-lateness.png
 //	timerbench all --redis redis://127.0.0.1:6400/0 --force
+//	timerbench chaos --json --timers 20000 --workers 4 --kill-every 500ms --redis-crashes 2
 //
 // Every subcommand takes the common flags (--redis, --force, --namespace,
 // --worker-bin, --workers, --batch-size, --json) after its name.
@@ -25,12 +27,20 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
 	"github.com/timerq/timerq/internal/bench"
 )
 
+// quietRedis drops go-redis's own log lines (a failed dial each time chaos
+// kills Redis, on purpose); every error that matters reaches the caller.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
 func main() {
+	redis.SetLogger(quietRedis{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newApp(os.Stdout, os.Stderr).RunContext(ctx, os.Args)
 	stop()
@@ -78,6 +88,16 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		&cli.IntFlag{Name: "waiters", Value: 100_000, Usage: "waiters: concurrent Wait calls"},
 		&cli.DurationFlag{Name: "waiters-lead", Value: 10 * time.Second, Usage: "waiters: time to subscribe before the first is due"},
 		&cli.DurationFlag{Name: "spread", Value: 5 * time.Second, Usage: "waiters: due times spread over this long"},
+	}
+	chaos := []cli.Flag{
+		&cli.IntFlag{Name: "timers", Value: 20_000, Usage: "chaos: timers due over --window"},
+		&cli.DurationFlag{Name: "window", Value: 10 * time.Second, Usage: "chaos: the span the due times cover"},
+		&cli.DurationFlag{Name: "lead", Value: time.Second, Usage: "chaos: how long before its due time each timer is scheduled"},
+		&cli.DurationFlag{Name: "kill-every", Value: 500 * time.Millisecond, Usage: "chaos: SIGKILL a random timerworker this often, and start another (0: never)"},
+		&cli.IntFlag{Name: "redis-crashes", Usage: "chaos: SIGKILL redis-server this many times in the window, and restart it from its AOF"},
+		&cli.DurationFlag{Name: "redis-down", Value: 500 * time.Millisecond, Usage: "chaos: how long Redis stays down at each crash"},
+		&cli.DurationFlag{Name: "settle", Value: 30 * time.Second, Usage: "chaos: how long to wait after the window for the last timers before counting them lost"},
+		&cli.StringFlag{Name: "appendfsync", Value: "always", Usage: "chaos: the private redis-server's AOF policy: always, everysec, no, or off (no AOF)"},
 	}
 	type scenario struct {
 		name, usage string
@@ -127,6 +147,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			RedisURL: c.String("redis"), RedisServer: c.String("redis-server"), Force: c.Bool("force"),
 			Namespace: c.String("namespace"), WorkerBin: c.String("worker-bin"),
 			Workers: c.Int("workers"), BatchSize: c.Int("batch-size"), Log: log,
+			AppendFsync: c.String("appendfsync"),
 		})
 	}
 	var cmds []*cli.Command
@@ -206,6 +227,32 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			})
 			if err != nil {
 				return fmt.Errorf("cluster: %w", err)
+			}
+			return bench.Write(stdout, r, c.Bool("json"))
+		},
+	})
+	// chaos is not part of all: it kills the Redis it runs against, so it
+	// needs one of its own, with an AOF.
+	cmds = append(cmds, &cli.Command{
+		Name:  "chaos",
+		Usage: "SIGKILL timerworkers and redis-server while timers come due; count lost, duplicate and early fires",
+		Flags: append(append([]cli.Flag(nil), common...), chaos...),
+		Action: func(c *cli.Context) error {
+			if c.String("redis") != "" && c.Int("redis-crashes") > 0 {
+				return fmt.Errorf("chaos: --redis-crashes kills the Redis, so it needs the redis-server timerbench starts itself; drop --redis")
+			}
+			e, err := open(c)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			r, err := e.Chaos(c.Context, bench.ChaosConfig{
+				Timers: c.Int("timers"), Window: c.Duration("window"), Lead: c.Duration("lead"),
+				KillEvery: c.Duration("kill-every"), RedisCrashes: c.Int("redis-crashes"),
+				RedisDown: c.Duration("redis-down"), Settle: c.Duration("settle"),
+			})
+			if err != nil {
+				return fmt.Errorf("chaos: %w", err)
 			}
 			return bench.Write(stdout, r, c.Bool("json"))
 		},

@@ -17,7 +17,7 @@ import (
 // Every one of 5,000 timers fires exactly once, none early, and every
 // master fires some.
 func TestWorkersOnClusterExactlyOnceThroughKill(t *testing.T) {
-	c := redistest.StartCluster(t, 3)
+	c := redistest.StartCluster(t, 3, nil)
 	rdb := c.Client(t)
 	ctx := context.Background()
 	ns := redistest.Namespace(t)
@@ -61,7 +61,7 @@ func TestWorkersOnClusterExactlyOnceThroughKill(t *testing.T) {
 		t.Fatalf("%d distinct timers fired, want %d", len(counts), n)
 	}
 	after := evalCalls(t, c)
-	for _, s := range c.Servers {
+	for _, s := range c.Nodes {
 		if after[s.Addr()] == before[s.Addr()] {
 			t.Errorf("master %s ran no claims", s.Addr())
 		}

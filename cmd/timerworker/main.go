@@ -1,7 +1,7 @@
-// Command timerworker fires the due timers of one timerq namespace. Run any
+// Command timerworker fires the due timers of one or more timerq namespaces. Run any
 // number of replicas against one Redis: each timer fires exactly once.
 //
-//	timerworker --redis redis://127.0.0.1:6379/0 --namespace default
+//	timerworker --redis redis://127.0.0.1:6379/0 --namespace orders,billing
 //	timerworker --dev   # embedded in-memory Redis, for trying timerq out
 //
 // Every flag also reads an environment variable TIMERQ_<FLAG>; see --help.
@@ -22,7 +22,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/internal/cliconf"
 	"github.com/timerq/timerq/internal/worker"
+	"github.com/timerq/timerq/poller"
+	"github.com/timerq/timerq/queue"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
@@ -30,62 +33,95 @@ var version = ""
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newApp(os.Stdout, os.Stderr).RunContext(ctx, os.Args)
+	code := run(ctx, os.Args, os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "timerworker: "+oneLine(err))
-		os.Exit(1)
-	}
+	os.Exit(code)
 }
 
-// oneLine formats err as "<problem>: <fix>" on one line.
-func oneLine(err error) string {
-	var we *worker.Error
-	msg := err.Error()
-	if !errors.As(err, &we) {
-		msg += ": run 'timerworker --help' for the flags and their TIMERQ_* variables"
+// run runs timerworker with args and returns its exit code, having printed
+// any error as one line "timerworker: <problem>: <fix>".
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := newApp(stdout, stderr).RunContext(ctx, args)
+	if err == nil {
+		return cliconf.ExitOK
 	}
-	return strings.ReplaceAll(msg, "\n", " ")
+	var e *cliconf.Error
+	if !errors.As(err, &e) {
+		// Only urfave/cli's own errors get here (a TIMERQ_* value it cannot
+		// parse): usage errors.
+		e = cliconf.FlagValueError(err, flags(), helpFix)
+	}
+	fmt.Fprintln(stderr, "timerworker: "+oneLine(e.Error()))
+	return e.ExitCode()
+}
+
+const helpFix = "run 'timerworker --help' for the flags and their TIMERQ_* variables"
+
+// oneLine puts a message on one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+}
+
+const description = `Fires the due timers of one or more timerq namespaces. Run any number of
+replicas against one Redis: each timer fires exactly once.
+
+Exit codes:
+   0  stopped by SIGTERM or SIGINT
+   1  runtime failure: Redis unreachable at start, refusing the credentials,
+      too old, or refusing a command the worker needs (ACL)
+   2  usage error: an unknown flag, a bad value or argument
+
+See docs/worker.md and, for TLS and ACL users, docs/security.md.`
+
+// flags returns timerworker's flags, fresh on every call.
+func flags() []cli.Flag {
+	return append(cliconf.ConnFlags(),
+		&cli.StringSliceFlag{Name: "namespace", Value: cli.NewStringSlice(queue.DefaultNamespace), EnvVars: []string{"TIMERQ_NAMESPACE"},
+			Usage: "timer namespace to serve (1-64 characters of A-Z a-z 0-9 _ . -); several: --namespace a,b or repeat the flag"},
+		&cli.IntFlag{Name: "batch-size", Value: poller.DefaultBatchSize, EnvVars: []string{"TIMERQ_BATCH_SIZE"},
+			Usage: fmt.Sprintf("most timers fired per claim (1-%d)", queue.MaxBatch)},
+		&cli.DurationFlag{Name: "max-poll-interval", Value: poller.DefaultMaxPollInterval, EnvVars: []string{"TIMERQ_MAX_POLL_INTERVAL"},
+			Usage: "longest sleep between claims when idle, e.g. 1s or 500ms"},
+		&cli.DurationFlag{Name: "retention", EnvVars: []string{"TIMERQ_RETENTION"},
+			Usage: "how long fired and cancelled records are kept before purging, e.g. 168h (0: 7 days; negative: forever)"},
+		&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"TIMERQ_METRICS_ADDR"},
+			Usage: "address serving /metrics, /healthz and /readyz, e.g. :9464 (empty: off)"},
+		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: []string{"TIMERQ_LOG_FORMAT"},
+			Usage: "log format: text or json"},
+		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"TIMERQ_LOG_LEVEL"},
+			Usage: "log level: debug, info, warn or error"},
+		&cli.BoolFlag{Name: "dev", EnvVars: []string{"TIMERQ_DEV"},
+			Usage: "run an embedded in-memory Redis (miniredis) and use it; nothing persists"},
+		&cli.StringFlag{Name: "dev-addr", EnvVars: []string{"TIMERQ_DEV_ADDR"},
+			Usage: "address of the --dev Redis (default: the host:port of --redis, 127.0.0.1:6379)"},
+	)
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
-		Name:      "timerworker",
-		Usage:     "fire the due timers of a timerq namespace",
-		Version:   buildVersion(),
-		Writer:    stdout,
-		ErrWriter: stderr,
-		// main prints errors, as one line, and picks the exit code.
+		Name:        "timerworker",
+		Usage:       "fire the due timers of timerq namespaces",
+		Description: description,
+		Version:     buildVersion(),
+		Writer:      stdout,
+		ErrWriter:   stderr,
+		// run prints errors, as one line, and picks the exit code.
 		ExitErrHandler: func(*cli.Context, error) {},
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return err
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return cliconf.FlagValueError(err, c.App.Flags, helpFix)
 		},
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "redis", Value: "redis://127.0.0.1:6379/0", EnvVars: []string{"TIMERQ_REDIS_URL", "TIMERQ_REDIS"},
-				Usage: "Redis URL: redis://[user:password@]host:port/db, rediss:// (TLS), unix://, Sentinel (?master_name=NAME&addr=...) or Cluster (?addr=host2:port...)"},
-			&cli.StringFlag{Name: "namespace", Value: "default", EnvVars: []string{"TIMERQ_NAMESPACE"},
-				Usage: "timer namespace (1-64 characters of A-Z a-z 0-9 _ . -)"},
-			&cli.IntFlag{Name: "batch-size", Value: 256, EnvVars: []string{"TIMERQ_BATCH_SIZE"},
-				Usage: "most timers fired per claim (1-1000)"},
-			&cli.DurationFlag{Name: "max-poll-interval", Value: 1_000_000_000, EnvVars: []string{"TIMERQ_MAX_POLL_INTERVAL"},
-				Usage: "longest sleep between claims when idle"},
-			&cli.DurationFlag{Name: "retention", EnvVars: []string{"TIMERQ_RETENTION"},
-				Usage: "how long fired and cancelled records are kept before purging (0: 7 days; negative: forever)"},
-			&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"TIMERQ_METRICS_ADDR"},
-				Usage: "address serving /metrics, /healthz and /readyz, e.g. :9464 (empty: off)"},
-			&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: []string{"TIMERQ_LOG_FORMAT"},
-				Usage: "log format: text or json"},
-			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"TIMERQ_LOG_LEVEL"},
-				Usage: "log level: debug, info, warn or error"},
-			&cli.BoolFlag{Name: "dev", EnvVars: []string{"TIMERQ_DEV"},
-				Usage: "run an embedded in-memory Redis (miniredis) on --dev-addr and use it; nothing persists"},
-			&cli.StringFlag{Name: "dev-addr", Value: "127.0.0.1:6379", EnvVars: []string{"TIMERQ_DEV_ADDR"},
-				Usage: "address of the --dev Redis"},
-		},
+		Flags: flags(),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return &worker.Error{Problem: fmt.Sprintf("unexpected argument %q", c.Args().First()),
-					Fix: "timerworker takes flags only; run 'timerworker --help'"}
+				return cliconf.Usage(fmt.Sprintf("unexpected argument %q", c.Args().First()),
+					"timerworker takes flags only; run 'timerworker --help'")
+			}
+			if n := c.Int("batch-size"); n < 1 || n > queue.MaxBatch {
+				return cliconf.Usage(fmt.Sprintf("--batch-size %d is outside 1-%d", n, queue.MaxBatch),
+					fmt.Sprintf("use a claim size in that range, e.g. --batch-size %d", poller.DefaultBatchSize))
+			}
+			if d := c.Duration("max-poll-interval"); d <= 0 {
+				return cliconf.Usage(fmt.Sprintf("--max-poll-interval %v is not positive", d), "use a duration such as 1s or 500ms")
 			}
 			log, err := newLogger(stderr, c.String("log-format"), c.String("log-level"))
 			if err != nil {
@@ -94,9 +130,13 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			// go-redis logs dial failures itself; keep them out of the
 			// one-line start-up errors, and at debug level otherwise.
 			redis.SetLogger(redisLogger{log})
+			var namespaces []string
+			for _, ns := range c.StringSlice("namespace") {
+				namespaces = append(namespaces, strings.Split(ns, ",")...)
+			}
 			return worker.Run(c.Context, worker.Config{
-				RedisURL:        c.String("redis"),
-				Namespace:       c.String("namespace"),
+				Conn:            cliconf.ConnFrom(c),
+				Namespaces:      namespaces,
 				BatchSize:       c.Int("batch-size"),
 				MaxPollInterval: c.Duration("max-poll-interval"),
 				Retention:       c.Duration("retention"),
@@ -111,7 +151,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, &worker.Error{Problem: fmt.Sprintf("--log-level %q is not a level", level),
+		return nil, &worker.Error{Code: cliconf.ExitUsage, Problem: fmt.Sprintf("--log-level %q is not a level", level),
 			Fix: "use debug, info, warn or error"}
 	}
 	o := &slog.HandlerOptions{Level: lv}
@@ -121,7 +161,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, o)), nil
 	}
-	return nil, &worker.Error{Problem: fmt.Sprintf("--log-format %q is not a format", format), Fix: "use text or json"}
+	return nil, &worker.Error{Code: cliconf.ExitUsage, Problem: fmt.Sprintf("--log-format %q is not a format", format), Fix: "use text or json"}
 }
 
 // redisLogger sends go-redis's internal log lines to slog at debug level.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/timerq/timerq/internal/ctl"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
 )
@@ -337,22 +339,30 @@ func TestWorkerStartupErrors(t *testing.T) {
 		name string
 		args []string
 		want string
+		code int // 2: usage; 1: runtime
 	}{
-		{"malformed URL", []string{"--redis", "127.0.0.1:6379"}, "is not a URL"},
-		{"unknown URL option", []string{"--redis", "redis://:s3cret-pw@" + srv.Addr() + "/0?bogus=1"}, "unexpected option"},
-		{"unreachable", []string{"--redis", "redis://:s3cret-pw@" + freeAddr(t) + "/0"}, "cannot reach Redis"},
-		{"wrong password", []string{"--redis", "redis://:s3cret-pw@" + srv.Addr() + "/0"}, "rejected the username or password"},
-		{"no password", []string{"--redis", "redis://" + srv.Addr() + "/0"}, "requires a password"},
-		{"bad flag", []string{"--bogus"}, "flag provided but not defined"},
-		{"bad log level", []string{"--log-level", "loud"}, "--log-level"},
-		{"bad batch size", []string{"--redis", "redis://:right-pw@" + srv.Addr() + "/0", "--batch-size", "5000"}, "BatchSize"},
-		{"dev port taken", []string{"--dev", "--dev-addr", taken.Addr().String()}, "--dev-addr"},
+		{"malformed URL", []string{"--redis", "127.0.0.1:6379"}, "is not a URL", 2},
+		{"unknown URL option", []string{"--redis", "redis://:s3cret-pw@" + srv.Addr() + "/0?bogus=1"}, "unexpected option", 2},
+		{"unreachable", []string{"--redis", "redis://:s3cret-pw@" + freeAddr(t) + "/0"}, "cannot reach Redis", 1},
+		{"wrong password", []string{"--redis", "redis://:s3cret-pw@" + srv.Addr() + "/0"}, "rejected the username or password", 1},
+		{"no password", []string{"--redis", "redis://" + srv.Addr() + "/0"}, "requires a password", 1},
+		{"bad flag", []string{"--bogus"}, "flag provided but not defined", 2},
+		{"argument", []string{"serve"}, `unexpected argument "serve"`, 2},
+		{"bad log level", []string{"--log-level", "loud"}, "--log-level", 2},
+		{"batch size too big", []string{"--redis", "redis://:right-pw@" + srv.Addr() + "/0", "--batch-size", "5000"}, "--batch-size 5000 is outside 1-1000", 2},
+		{"batch size zero", []string{"--redis", "redis://:right-pw@" + srv.Addr() + "/0", "--batch-size", "0"}, "--batch-size 0 is outside 1-1000", 2},
+		{"duration without unit", []string{"--max-poll-interval", "5"}, `--max-poll-interval "5" is not a duration: give it a unit, e.g. --max-poll-interval 5s`, 2},
+		{"retention without unit", []string{"--retention", "7"}, `--retention "7" is not a duration`, 2},
+		{"bad namespace", []string{"--namespace", "ok,bad ns"}, `--namespace (TIMERQ_NAMESPACE) "bad ns" has ' '`, 2},
+		{"repeated namespace", []string{"--namespace", "a", "--namespace", "a"}, `--namespace names "a" twice`, 2},
+		{"tls flag without rediss", []string{"--tls-ca-file", "ca.pem"}, "does not use TLS: use the rediss:// scheme", 2},
+		{"dev port taken", []string{"--dev", "--dev-addr", taken.Addr().String()}, "timerctl --redis redis://127.0.0.1:6390/0", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(bin, tc.args...)
-			out, err := cmd.CombinedOutput()
-			if err == nil {
-				t.Fatalf("exit 0, want non-zero; output:\n%s", out)
+			out, _ := cmd.CombinedOutput()
+			if code := cmd.ProcessState.ExitCode(); code != tc.code {
+				t.Errorf("exit %d, want %d; output:\n%s", code, tc.code, out)
 			}
 			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 			if len(lines) != 1 || !strings.HasPrefix(lines[0], "timerworker: ") || !strings.Contains(lines[0], tc.want) {
@@ -392,5 +402,241 @@ func TestWorkerDevMode(t *testing.T) {
 	logs := w.logText()
 	if !strings.Contains(logs, "nothing persists") || !strings.Contains(logs, "redis://"+addr) {
 		t.Errorf("dev mode log lacks the URL or the warning:\n%s", logs)
+	}
+
+	// Without --dev-addr it listens where TIMERQ_REDIS_URL points, so one
+	// variable serves both binaries (the README's walkthrough when 6379
+	// is taken).
+	addr = freeAddr(t)
+	t.Setenv("TIMERQ_REDIS_URL", "redis://"+addr+"/0")
+	w = startWorker(t, "--dev")
+	var out strings.Builder
+	waitFor(t, 5*time.Second, "timerctl to reach the dev Redis", func() bool {
+		out.Reset()
+		return ctl.Run(context.Background(), []string{"timerctl", "stats"}, ctl.Options{Stdout: &out, Stderr: &out}) == 0
+	})
+	if code, _ := w.term(); code != 0 {
+		t.Errorf("exit %d", code)
+	}
+}
+
+// TestWorkerHelpAndEnvironment: --help states the exit codes and the TLS
+// flags, and a bad TIMERQ_* value is a usage error (2) naming variable,
+// flag and an example.
+func TestWorkerHelpAndEnvironment(t *testing.T) {
+	out, err := exec.Command(bin, "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("--help: %v", err)
+	}
+	for _, want := range []string{"Exit codes:", "2  usage error", "1  runtime failure", "--tls-ca-file", "TIMERQ_TLS_CA_FILE",
+		"--tls-cert-file", "--tls-key-file", "--tls-server-name", "--tls-insecure-skip-verify", "TIMERQ_NAMESPACE"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+	for _, tc := range []struct{ env, want string }{
+		{"TIMERQ_MAX_POLL_INTERVAL=5", `TIMERQ_MAX_POLL_INTERVAL (--max-poll-interval) "5" is not a duration: give it a unit, e.g. --max-poll-interval 5s`},
+		{"TIMERQ_BATCH_SIZE=0", "--batch-size 0 is outside 1-1000"},
+		{"TIMERQ_BATCH_SIZE=lots", `TIMERQ_BATCH_SIZE (--batch-size) "lots" is not a whole number`},
+	} {
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(), tc.env)
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("%s: exit %d %q, want 2 and %q", tc.env, code, out, tc.want)
+		}
+	}
+}
+
+// TestWorkerServesSeveralNamespaces: one process fires the timers of each
+// namespace it is given (by a list and by a repeated flag), reports each in
+// /metrics with a namespace label, and is ready only while every one claims.
+func TestWorkerServesSeveralNamespaces(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	rdb := srv.Client(t)
+	a, b, c := redistest.Namespace(t)+"a", redistest.Namespace(t)+"b", redistest.Namespace(t)+"c"
+	metrics := freeAddr(t)
+	w := startWorker(t, "--redis", srv.URL(), "--namespace", a+","+b, "--namespace", c, "--metrics-addr", metrics)
+	waitFor(t, 5*time.Second, "/readyz 200", func() bool { return httpStatus("http://"+metrics+"/readyz") == 200 })
+	for _, ns := range []string{a, b, c} {
+		q, err := queue.New(rdb, queue.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := q.SleepUntil(ctx, "t-"+ns, time.Now().Add(50*time.Millisecond), nil); err != nil {
+			t.Errorf("namespace %s: the timer did not fire: %v", ns, err)
+		}
+		cancel()
+		q.Close()
+	}
+	resp, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, ns := range []string{a, b, c} {
+		if want := `timerq_timers_fired_total{namespace="` + ns + `"} 1`; !strings.Contains(string(raw), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	// Connections are shared: one pool, plus one pub/sub connection per
+	// namespace, not a client per namespace.
+	info, err := rdb.ClientList(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(info, "\n"); n > 12 {
+		t.Errorf("%d client connections for 3 namespaces, want a shared pool:\n%s", n, info)
+	}
+	logs := w.logText()
+	if !strings.Contains(logs, "namespaces="+a+","+b+","+c) {
+		t.Errorf("start-up log does not list the namespaces:\n%s", logs)
+	}
+	if code, _ := w.term(); code != 0 {
+		t.Errorf("exit %d on SIGTERM", code)
+	}
+}
+
+// TestWorkerAndTimerctlOverMutualTLS: both binaries take the same TLS
+// settings from the same TIMERQ_TLS_* variables, against a TLS-only
+// server that requires client certificates: timerctl schedules and waits,
+// the worker fires.
+func TestWorkerAndTimerctlOverMutualTLS(t *testing.T) {
+	pki := redistest.NewPKI(t)
+	cfg := pki.ServerTLS(true, "127.0.0.1")
+	srv := redistest.Start(t, redistest.Config{TLS: cfg})
+	ns := redistest.Namespace(t)
+	t.Setenv("TIMERQ_REDIS_URL", srv.URL())
+	t.Setenv("TIMERQ_NAMESPACE", ns)
+	t.Setenv("TIMERQ_TLS_CA_FILE", pki.CAFile)
+	t.Setenv("TIMERQ_TLS_CERT_FILE", cfg.ClientCertFile)
+	t.Setenv("TIMERQ_TLS_KEY_FILE", cfg.ClientKeyFile)
+
+	metrics := freeAddr(t)
+	w := startWorker(t, "--metrics-addr", metrics)
+	waitFor(t, 10*time.Second, "/readyz 200 over mTLS", func() bool { return httpStatus("http://"+metrics+"/readyz") == 200 })
+
+	run := func(args ...string) (int, string) {
+		var out, errOut strings.Builder
+		code := ctl.Run(context.Background(), append([]string{"timerctl"}, args...), ctl.Options{Stdout: &out, Stderr: &errOut})
+		return code, out.String() + errOut.String()
+	}
+	if code, out := run("schedule", "over-tls", "--in", "300ms"); code != 0 {
+		t.Fatalf("timerctl schedule over mTLS: exit %d %s", code, out)
+	}
+	if code, out := run("wait", "over-tls", "--timeout", "10s"); code != 0 || !strings.Contains(out, "fired") {
+		t.Fatalf("timerctl wait over mTLS: exit %d %s\nworker log:\n%s", code, out, w.logText())
+	}
+	if code, _ := w.term(); code != 0 {
+		t.Errorf("worker exit %d", code)
+	}
+
+	// Without the client certificate, the worker refuses to start and
+	// says which flags to pass; so does timerctl.
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "TIMERQ_TLS_CERT_FILE=", "TIMERQ_TLS_KEY_FILE=")
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), "--tls-cert-file and --tls-key-file") {
+		t.Errorf("worker without a client certificate: exit %d %q", code, out)
+	}
+	t.Setenv("TIMERQ_TLS_CERT_FILE", "")
+	t.Setenv("TIMERQ_TLS_KEY_FILE", "")
+	if code, out := run("get", "over-tls"); code != 1 || !strings.Contains(out, "--tls-cert-file and --tls-key-file") {
+		t.Errorf("timerctl without a client certificate: exit %d %q", code, out)
+	}
+	// --tls-insecure-skip-verify is loud.
+	cmd = exec.Command(bin, "--tls-insecure-skip-verify", "--redis", "rediss://"+freeAddr(t)+"/0")
+	out, _ = cmd.CombinedOutput()
+	if !strings.Contains(string(out), "INSECURE") {
+		t.Errorf("--tls-insecure-skip-verify is not announced: %q", out)
+	}
+}
+
+// TestWorkerRefusesTooOldRedis: the start-up check reads INFO server and
+// stops with exit 1 on a server older than 5.0, naming both versions. The
+// "server" is a few lines of RESP that claim to be Redis 4.0.14.
+func TestWorkerRefusesTooOldRedis(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go fakeOldRedis(c)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--redis", "redis://"+ln.Addr().String()+"/0")
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), "is version 4.0.14, too old") ||
+		!strings.Contains(string(out), "needs Redis 5.0 or later: upgrade Redis to 5.0") {
+		t.Fatalf("exit %d %q, want 1 and a message naming 4.0.14 and 5.0", code, out)
+	}
+}
+
+// fakeOldRedis answers RESP2 commands as a Redis 4.0.14 would, enough for
+// a client's handshake, PING and INFO.
+func fakeOldRedis(c net.Conn) {
+	defer c.Close()
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		if !strings.HasPrefix(line, "*") {
+			continue
+		}
+		n, _ := strconv.Atoi(strings.TrimSpace(line[1:]))
+		var args []string
+		for range n {
+			if _, err := r.ReadString('\n'); err != nil { // $len
+				return
+			}
+			a, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			args = append(args, strings.ToLower(strings.TrimSpace(a)))
+		}
+		switch args[0] {
+		case "ping":
+			fmt.Fprint(c, "+PONG\r\n")
+		case "info":
+			body := "# Server\r\nredis_version:4.0.14\r\n"
+			fmt.Fprintf(c, "$%d\r\n%s\r\n", len(body), body)
+		default: // HELLO, CLIENT SETINFO: not in 4.0
+			fmt.Fprintf(c, "-ERR unknown command '%s'\r\n", args[0])
+		}
+	}
+}
+
+// TestWorkerRefusesAClusterNodeAsASingleServer: a --redis URL of one
+// Cluster node without ?cluster=1 stops at start with that hint, instead
+// of retrying MOVED forever.
+func TestWorkerRefusesAClusterNodeAsASingleServer(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--redis", cl.Nodes[0].URL())
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), "add ?cluster=1 to --redis") {
+		t.Fatalf("exit %d %q, want 1 and the ?cluster=1 hint", code, out)
+	}
+	w := startWorker(t, "--redis", cl.URL(), "--metrics-addr", freeAddr(t))
+	time.Sleep(time.Second)
+	if w.exited() {
+		t.Fatalf("worker with the Cluster URL exited:\n%s", w.logText())
+	}
+	if code, _ := w.term(); code != 0 {
+		t.Errorf("exit %d:\n%s", code, w.logText())
 	}
 }

@@ -54,19 +54,27 @@ type Config struct {
 	BatchSize int
 	// Log receives progress lines. Default io.Discard.
 	Log io.Writer
+	// AppendFsync, when set, turns on the private redis-server's AOF with
+	// this appendfsync policy ("always", "everysec" or "no"); "off" or
+	// empty leaves persistence off. The chaos scenario needs "always".
+	AppendFsync string
 }
 
 // Env is an open bench environment: a Redis it owns and the worker binary.
 // Close it to stop what it started.
 type Env struct {
-	cfg     Config
-	url     string
-	rdb     *redis.Client
-	server  *exec.Cmd
-	exited  chan struct{}
-	tmpDir  string
-	offset  time.Duration // server clock minus local clock
-	workers string
+	cfg    Config
+	url    string
+	rdb    *redis.Client
+	server *exec.Cmd
+	exited chan struct{}
+	// serverArgs start the private redis-server again after a crash: same
+	// port, same data directory.
+	serverPath string
+	serverArgs []string
+	tmpDir     string
+	offset     time.Duration // server clock minus local clock
+	workers    string
 }
 
 // Open connects to (or starts) the Redis, refuses a non-empty database
@@ -186,22 +194,44 @@ func (e *Env) startRedis(ctx context.Context) error {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	e.server = exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-		"--save", "", "--appendonly", "no", "--logfile", filepath.Join(dir, "redis.log"))
+	persist := []string{"--appendonly", "no"}
+	switch f := e.cfg.AppendFsync; f {
+	case "", "off":
+	case "always", "everysec", "no":
+		persist = []string{"--appendonly", "yes", "--appendfsync", f}
+	default:
+		return fmt.Errorf("bench: --appendfsync %q is not a policy; use always, everysec, no or off", f)
+	}
+	e.serverPath = path
+	e.serverArgs = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+		"--save", "", "--logfile", filepath.Join(dir, "redis.log")}, persist...)
+	e.url = fmt.Sprintf("redis://127.0.0.1:%d/0", port)
+	return e.launchRedis(ctx)
+}
+
+// launchRedis starts the private redis-server with e.serverArgs and waits
+// until it answers PING, which it does only once it has loaded its AOF.
+func (e *Env) launchRedis(ctx context.Context) error {
+	e.server = exec.Command(e.serverPath, e.serverArgs...)
 	if err := e.server.Start(); err != nil {
 		e.server = nil
-		return fmt.Errorf("bench: starting %s: %w", path, err)
+		return fmt.Errorf("bench: starting %s: %w", e.serverPath, err)
 	}
 	e.exited = make(chan struct{})
 	go func(c *exec.Cmd, done chan struct{}) { _ = c.Wait(); close(done) }(e.server, e.exited)
-	e.url = fmt.Sprintf("redis://127.0.0.1:%d/0", port)
-	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), MaxRetries: -1})
+	opts, err := redis.ParseURL(e.url)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	opts.MaxRetries = -1
+	c := redis.NewClient(opts)
 	defer c.Close()
+	log := filepath.Join(e.tmpDir, "redis", "redis.log")
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
 		case <-e.exited:
-			return fmt.Errorf("bench: redis-server exited at start; see %s", filepath.Join(dir, "redis.log"))
+			return fmt.Errorf("bench: redis-server exited at start; see %s", log)
 		default:
 		}
 		if c.Ping(ctx).Err() == nil {
@@ -210,7 +240,25 @@ func (e *Env) startRedis(ctx context.Context) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return fmt.Errorf("bench: redis-server on port %d gave no PING answer within 10s; see %s", port, filepath.Join(dir, "redis.log"))
+	return fmt.Errorf("bench: redis-server at %s gave no PING answer within 10s; see %s", e.url, log)
+}
+
+// crashRedis kills the private redis-server with SIGKILL, as a crash
+// would, waits down, and starts it again on the same port and data
+// directory, so that it reloads its AOF.
+func (e *Env) crashRedis(ctx context.Context, down time.Duration) error {
+	if e.server == nil {
+		return fmt.Errorf("bench: no private redis-server to crash; drop --redis")
+	}
+	_ = e.server.Process.Kill()
+	<-e.exited
+	e.logf("killed redis-server pid %d (SIGKILL)", e.server.Process.Pid)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(down):
+	}
+	return e.launchRedis(ctx)
 }
 
 // buildWorker builds cmd/timerworker into the temporary directory.

@@ -58,18 +58,11 @@ func (e *Env) startWorkers(ctx context.Context) (*workers, error) {
 	}
 	ws := &workers{}
 	for range e.cfg.Workers {
-		cmd := exec.Command(e.workers,
-			"--redis", e.url,
-			"--namespace", e.cfg.Namespace,
-			"--batch-size", strconv.Itoa(e.cfg.BatchSize),
-			"--log-level", "warn")
-		p := &workerProc{cmd: cmd, done: make(chan struct{}), stderr: &syncBuffer{}}
-		cmd.Stderr = p.stderr
-		if err := cmd.Start(); err != nil {
+		p, err := e.spawnWorker()
+		if err != nil {
 			ws.stop()
-			return nil, fmt.Errorf("bench: starting %s: %w; pass --worker-bin with a working timerworker", e.workers, err)
+			return nil, err
 		}
-		go func() { _ = cmd.Wait(); close(p.done) }()
 		ws.procs = append(ws.procs, p)
 	}
 	wake := keyspace.Shard(e.cfg.Namespace, 0, 1).Wake()
@@ -99,6 +92,33 @@ func (e *Env) startWorkers(ctx context.Context) (*workers, error) {
 	}
 	e.logf("%d timerworker processes running (batch size %d)", len(ws.procs), e.cfg.BatchSize)
 	return ws, nil
+}
+
+// spawnWorker starts one timerworker process against the bench's Redis
+// and namespace.
+func (e *Env) spawnWorker() (*workerProc, error) {
+	cmd := exec.Command(e.workers,
+		"--redis", e.url,
+		"--namespace", e.cfg.Namespace,
+		"--batch-size", strconv.Itoa(e.cfg.BatchSize),
+		"--log-level", "warn")
+	p := &workerProc{cmd: cmd, done: make(chan struct{}), stderr: &syncBuffer{}}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("bench: starting %s: %w; pass --worker-bin with a working timerworker", e.workers, err)
+	}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+// exited reports whether the process has exited.
+func (p *workerProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // stop stops every worker with SIGTERM (SIGKILL after 10 s) and returns

@@ -20,13 +20,13 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
-	"github.com/timerq/timerq/internal/redisurl"
+	"github.com/timerq/timerq/internal/cliconf"
 	"github.com/timerq/timerq/queue"
 )
 
 // Defaults of the global flags.
 const (
-	DefaultRedisURL = "redis://127.0.0.1:6379/0"
+	DefaultRedisURL = cliconf.DefaultRedisURL
 	DefaultTimeout  = 5 * time.Second
 )
 
@@ -36,8 +36,9 @@ const (
 type Options struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
-	// Now is the clock that --in durations and the relative times in table
-	// output ("in 4m12s", "3h ago") are measured from.
+	// Now is the clock that the relative times in table output ("in 4m12s",
+	// "3h ago") are measured from. Due times never read it: --in and
+	// import's "in" are added to the Redis server's clock inside the script.
 	Now func() time.Time
 	// IsTerminal reports whether w is a terminal; import draws its progress
 	// bar on stderr only then.
@@ -98,8 +99,10 @@ const exitCodeHelp = `Exit codes:
       cancelled)
    5  wait timed out
 
-TIME is RFC 3339 (2025-01-02T15:04:05Z) or Unix milliseconds; DURATION is
-Go's syntax (90s, 5m, 1h30m). Flags may follow the arguments. See
+TIME is RFC 3339 (2026-12-02T19:00:00Z) or Unix time with its unit
+(1796238000s, 1796238000000ms); a bare number is refused. DURATION is Go's
+syntax (90s, 5m, 1h30m), counted from the Redis server's clock. Flags may
+follow the arguments. See
 docs/timerctl.md for the JSON schema.`
 
 // NewApp returns the timerctl application. Run it with Run, which turns its
@@ -107,15 +110,20 @@ docs/timerctl.md for the JSON schema.`
 func NewApp(o Options) *cli.App {
 	o = o.withDefaults()
 	usage := func(c *cli.Context, err error, _ bool) error {
-		return usageErr(err.Error(), helpFix(c))
+		flags := c.App.Flags
+		if c.Command != nil {
+			flags = append(append([]cli.Flag(nil), c.Command.Flags...), flags...)
+		}
+		return cliconf.FlagValueError(err, flags, helpFix(c))
 	}
 	r := &runner{o: o}
 	app := &cli.App{
-		Name:                 "timerctl",
-		Usage:                "inspect and operate the durable timers of a timerq namespace",
-		Description:          exitCodeHelp,
-		Version:              o.Version,
-		HideVersion:          true, // the version command does it
+		Name:        "timerctl",
+		Usage:       "inspect and operate the durable timers of a timerq namespace",
+		Description: exitCodeHelp,
+		Version:     o.Version,
+		// --version prints "timerctl version X"; the version command does
+		// the same, and -o json.
 		Reader:               o.Stdin,
 		Writer:               o.Stdout,
 		ErrWriter:            o.Stderr,
@@ -128,24 +136,21 @@ func NewApp(o Options) *cli.App {
 		// Read the global flags here, in the app's own context: in a
 		// command's context wait's own --timeout shadows the global one.
 		Before: func(c *cli.Context) error {
-			r.raw = global{redisURL: c.String("redis"), namespace: c.String("namespace"),
+			r.raw = global{conn: cliconf.ConnFrom(c), namespace: c.String("namespace"),
 				output: c.String("output"), timeout: c.Duration("timeout")}
 			// An env var set to "" (TIMERQ_OUTPUT= in a script) means unset.
-			r.raw.redisURL = cmp.Or(r.raw.redisURL, DefaultRedisURL)
 			r.raw.namespace = cmp.Or(r.raw.namespace, queue.DefaultNamespace)
 			r.raw.output = cmp.Or(r.raw.output, "table")
 			return nil
 		},
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "redis", Value: DefaultRedisURL, EnvVars: []string{"TIMERQ_REDIS_URL"},
-				Usage: "Redis URL: redis://[user:password@]host:port/db, rediss:// for TLS, unix:///path"},
+		Flags: append(cliconf.ConnFlags(),
 			&cli.StringFlag{Name: "namespace", Aliases: []string{"n"}, Value: queue.DefaultNamespace, EnvVars: []string{"TIMERQ_NAMESPACE"},
 				Usage: "timer namespace (1-64 characters of A-Z a-z 0-9 _ . -)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", EnvVars: []string{"TIMERQ_OUTPUT"},
 				Usage: "output format: table or json"},
 			&cli.DurationFlag{Name: "timeout", Value: DefaultTimeout, EnvVars: []string{"TIMERQ_TIMEOUT"},
-				Usage: "timeout of each Redis command"},
-		},
+				Usage: "timeout of each Redis command, e.g. 5s"},
+		),
 		// Without an Action, urfave/cli treats an unknown command as a help
 		// topic and exits 3, which here means "not found".
 		Action: func(c *cli.Context) error {
@@ -176,10 +181,10 @@ func Run(ctx context.Context, args []string, o Options) int {
 	if err == nil {
 		return ExitOK
 	}
-	e := classify(err)
+	e := classify(err, cliconf.Target{})
 	if e.Problem != "" {
 		// The URL may come from the environment as well as from args.
-		secrets := append([]string{os.Getenv("TIMERQ_REDIS_URL")}, args...)
+		secrets := append([]string{os.Getenv("TIMERQ_REDIS_URL"), os.Getenv("TIMERQ_REDIS")}, args...)
 		fmt.Fprintln(o.Stderr, "timerctl: "+oneLine(redactText(e.Error(), secrets)))
 	}
 	return e.Code
@@ -284,7 +289,7 @@ type runner struct {
 
 // global is the global flags.
 type global struct {
-	redisURL  string
+	conn      cliconf.Conn
 	namespace string
 	output    string
 	json      bool
@@ -323,13 +328,12 @@ func (r *runner) open(c *cli.Context) (*session, error) {
 	if err := queue.ValidateNamespace(g.namespace); err != nil {
 		return nil, err
 	}
-	opts, err := redisurl.Parse(g.redisURL)
+	opts, err := g.conn.Options()
 	if err != nil {
-		var e *redisurl.Error
-		if errors.As(err, &e) {
-			return nil, usageErr(e.Problem, e.Fix)
-		}
-		return nil, usageErr(err.Error(), "fix --redis (TIMERQ_REDIS_URL)")
+		return nil, err
+	}
+	for _, w := range g.conn.Warnings() {
+		fmt.Fprintln(r.o.Stderr, "timerctl: warning: "+w)
 	}
 	// Without this go-redis ignores context deadlines on reads and writes,
 	// and --timeout would not bite on a hung server.
@@ -354,20 +358,18 @@ func (s *session) ctx(c *cli.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(c.Context, s.g.timeout)
 }
 
-// redisErr explains a failed Redis call.
+// redisErr explains a failed Redis call, by its cause.
 func (s *session) redisErr(err error) error {
 	var e *Error
-	if errors.As(err, &e) || isQueueSentinel(err) || errors.Is(err, context.Canceled) {
+	if errors.As(err, &e) {
 		return err
 	}
-	fix := fmt.Sprintf("check that Redis is reachable at %s and that --redis (TIMERQ_REDIS_URL) is right", redisurl.Redact(s.g.redisURL))
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		fix = fmt.Sprintf("Redis at %s did not answer within --timeout %v; check it, or raise --timeout", redisurl.Redact(s.g.redisURL), s.g.timeout)
-	case strings.Contains(err.Error(), "WRONGPASS") || strings.Contains(err.Error(), "NOAUTH"):
-		fix = "check the user name and password in --redis (TIMERQ_REDIS_URL)"
-	}
-	return &Error{Code: ExitFailure, Problem: strings.TrimPrefix(err.Error(), "timerq: "), Fix: fix, Err: err}
+	return classify(err, s.target())
+}
+
+// target is what the session talks to, for the hints.
+func (s *session) target() cliconf.Target {
+	return cliconf.Target{Redis: s.g.conn.Redacted(), Namespace: s.g.namespace, Timeout: s.g.timeout}
 }
 
 func helpFix(c *cli.Context) string {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
+	"runtime"
 	"strings"
 	"time"
 
@@ -19,8 +19,8 @@ func (r *runner) commands() []*cli.Command {
 	// Fresh flags per command: urfave/cli flags carry parse state.
 	when := func(more ...cli.Flag) []cli.Flag {
 		return append([]cli.Flag{
-			&cli.StringFlag{Name: "at", Usage: "due `TIME`: RFC 3339 or Unix milliseconds"},
-			&cli.StringFlag{Name: "in", Usage: "due `DURATION` from now, e.g. 90s, 5m, 1h30m"},
+			&cli.StringFlag{Name: "at", Usage: "due `TIME`: RFC 3339, or Unix time with its unit: 1796238000s, 1796238000000ms"},
+			&cli.StringFlag{Name: "in", Usage: "due `DURATION` from now by the Redis server's clock, e.g. 90s, 5m, 1h30m"},
 		}, more...)
 	}
 	return []*cli.Command{
@@ -60,13 +60,17 @@ func (r *runner) commands() []*cli.Command {
 		},
 		{Name: "stats", Usage: "counts per state, the overdue backlog and a histogram of due times", ArgsUsage: " ", Action: r.stats},
 		{
-			Name: "import", Usage: "schedule timers from JSON Lines", ArgsUsage: "[FILE|-]",
-			Description: `Each line is {"id": ID, "due_at": TIME | "in": DURATION, "payload": BASE64 | "payload_text": TEXT}.
+			Name: "import", Usage: "schedule new timers and restore exported ones from JSON Lines", ArgsUsage: "[FILE|-]",
+			Description: `Each line is a timer as export writes it, restored with its state and times:
+   {"id": ID, "state": STATE, "due_at": TIME, "created_at": TIME, ["fired_at" | "cancelled_at": TIME,] "payload": BASE64}
+or a new timer to schedule:
+   {"id": ID, "due_at": TIME | "in": DURATION, "payload": BASE64 | "payload_text": TEXT}
+TIME is a string: RFC 3339, "1796238000s" or "1796238000000ms". An existing ID is left as it is.
 Bad lines are reported with their line number and skipped; the exit code is then 2.`,
 			Action: r.importCmd,
 		},
 		{
-			Name: "export", Usage: "print timers as JSON Lines that import accepts", ArgsUsage: " ",
+			Name: "export", Usage: "print timers, every field, as JSON Lines that import restores", ArgsUsage: " ",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "state", Usage: "only `STATE`: scheduled, fired or cancelled"},
 			},
@@ -108,56 +112,49 @@ func noArgs(c *cli.Context) error {
 	return nil
 }
 
-// parseTime parses RFC 3339 or Unix milliseconds.
+// parseTime parses the TIME of --flag (see parseInstant).
 func parseTime(flag, s string) (time.Time, error) {
-	bad := func() (time.Time, error) {
-		return time.Time{}, usageErr(fmt.Sprintf("--%s %q is not a time", flag, s),
-			"use RFC 3339 (2025-01-02T15:04:05Z) or Unix milliseconds")
-	}
-	var t time.Time
-	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
-		t = time.UnixMilli(ms).UTC()
-	} else if t, err = time.Parse(time.RFC3339Nano, s); err != nil {
-		return bad()
-	}
-	if err := queue.ValidateDue(t); err != nil {
-		return time.Time{}, usageErr(fmt.Sprintf("--%s %q is outside 1970-01-01 to 9999-12-31", flag, s), "use a time in that range")
+	t, err := parseInstant(s)
+	if err != nil {
+		e := err.(*timeError)
+		return time.Time{}, usageErr(fmt.Sprintf("--%s %q %s", flag, s, e.problem), e.fix)
 	}
 	return t, nil
 }
 
-// parseIn parses a non-negative Go duration.
+// parseIn parses the DURATION of --flag (see parseDelay).
 func parseIn(flag, s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
+	d, err := parseDelay(s)
 	if err != nil {
-		return 0, usageErr(fmt.Sprintf("--%s %q is not a duration", flag, s), "use Go's syntax, e.g. 90s, 5m or 1h30m")
-	}
-	if d < 0 {
-		return 0, usageErr(fmt.Sprintf("--%s %q is negative", flag, s), "use a duration of 0 or more, or --at for a time in the past")
+		e := err.(*timeError)
+		return 0, usageErr(fmt.Sprintf("--%s %q %s", flag, s, e.problem), e.fix)
 	}
 	return d, nil
 }
 
+// due is a due time from the command line: an instant (--at), or a delay
+// (--in) that Redis adds to its own clock, so the client's clock plays no
+// part.
+type due struct {
+	at       time.Time
+	in       time.Duration
+	relative bool
+}
+
 // dueFlag reads exactly one of --at and --in.
-func (r *runner) dueFlag(c *cli.Context) (time.Time, error) {
+func (r *runner) dueFlag(c *cli.Context) (due, error) {
 	at, in := c.IsSet("at"), c.IsSet("in")
 	switch {
 	case at && in:
-		return time.Time{}, usageErr("both --at and --in are given", "give one of them")
+		return due{}, usageErr("both --at and --in are given", "give one of them")
 	case at:
-		return parseTime("at", c.String("at"))
+		t, err := parseTime("at", c.String("at"))
+		return due{at: t}, err
 	case in:
 		d, err := parseIn("in", c.String("in"))
-		if err != nil {
-			return time.Time{}, err
-		}
-		t := r.o.Now().Add(d)
-		if err := queue.ValidateDue(t); err != nil {
-			return time.Time{}, usageErr(fmt.Sprintf("--in %q is past 9999-12-31", c.String("in")), "use a shorter duration")
-		}
-		return t, nil
+		return due{in: d, relative: true}, err
 	}
-	return time.Time{}, usageErr("missing the due time", "give --at TIME or --in DURATION")
+	return due{}, usageErr("missing the due time", "give --at TIME or --in DURATION")
 }
 
 // payload reads --payload or --payload-file.
@@ -188,10 +185,28 @@ func (r *runner) payload(c *cli.Context) ([]byte, error) {
 		rd = f
 	}
 	b, err := io.ReadAll(io.LimitReader(rd, limit))
+	if err == nil && int64(len(b)) == limit {
+		// Over any limit: count the rest, without keeping it, so that
+		// the error reports the payload's real size.
+		var rest int64
+		rest, err = io.Copy(io.Discard, rd)
+		if err == nil {
+			return nil, payloadTooLarge(int64(len(b))+rest, "--payload-file "+path)
+		}
+	}
 	if err != nil {
 		return nil, &Error{Code: ExitFailure, Problem: fmt.Sprintf("reading --payload-file %s: %v", path, err), Fix: "check the file", Err: err}
 	}
 	return b, nil
+}
+
+// payloadTooLarge is the usage error of a payload over the limit of the
+// namespace's queue (timerctl uses queue's default).
+func payloadTooLarge(size int64, what string) error {
+	return &Error{Code: ExitUsage,
+		Problem: fmt.Sprintf("%s is %d bytes, over the payload limit of %d bytes", what, size, queue.DefaultMaxPayloadBytes),
+		Fix:     "store large data elsewhere and put a reference (a key or URL) in the payload",
+		Err:     queue.ErrPayloadTooLarge}
 }
 
 // recordOut prints one timer in the chosen format.
@@ -224,8 +239,20 @@ func (r *runner) schedule(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if len(p) > queue.DefaultMaxPayloadBytes {
+		what := "--payload"
+		if c.IsSet("payload-file") {
+			what = "--payload-file " + c.String("payload-file")
+		}
+		return payloadTooLarge(int64(len(p)), what)
+	}
 	return r.once(c, func(ctx context.Context, s *session) error {
-		res, err := s.q.Schedule(ctx, id, due, p)
+		var res queue.ScheduleResult
+		if due.relative {
+			res, err = s.q.ScheduleIn(ctx, id, due.in, p)
+		} else {
+			res, err = s.q.Schedule(ctx, id, due.at, p)
+		}
 		if err != nil {
 			return s.redisErr(err)
 		}
@@ -283,7 +310,10 @@ func (r *runner) reschedule(c *cli.Context) error {
 		return err
 	}
 	return r.byID(c, func(ctx context.Context, q *queue.Queue, id string) (queue.Timer, error) {
-		return q.Reschedule(ctx, id, due)
+		if due.relative {
+			return q.RescheduleIn(ctx, id, due.in)
+		}
+		return q.Reschedule(ctx, id, due.at)
 	})
 }
 
@@ -332,12 +362,12 @@ func (r *runner) list(c *cli.Context) error {
 			}
 			return s.redisErr(err)
 		}
-		return r.printPage(s, page)
+		return r.printPage(c, s, page)
 	})
 }
 
 // printPage prints one page of list.
-func (r *runner) printPage(s *session, page queue.ListPage) error {
+func (r *runner) printPage(c *cli.Context, s *session, page queue.ListPage) error {
 	if s.g.json {
 		out := make([]timerJSON, 0, len(page.Timers))
 		for _, t := range page.Timers {
@@ -356,9 +386,26 @@ func (r *runner) printPage(s *session, page queue.ListPage) error {
 		return err
 	}
 	if page.NextCursor != "" {
-		fmt.Fprintf(r.o.Stdout, "\nmore: timerctl list --cursor %s\n", shellQuote(page.NextCursor))
+		fmt.Fprintf(r.o.Stdout, "\nmore: %s\n", nextPageCommand(c, s.g.namespace, page.NextCursor))
 	}
 	return nil
+}
+
+// nextPageCommand is the list command that prints the next page of the
+// same query: the namespace, the filters and the page size, with the new
+// cursor. --redis stays out (it may hold a password); the one in use comes
+// from TIMERQ_REDIS_URL or has to be added.
+func nextPageCommand(c *cli.Context, ns, cursor string) string {
+	cmd := "timerctl -n " + shellQuote(ns) + " list"
+	for _, f := range []string{"state", "due-from", "due-to"} {
+		if c.IsSet(f) {
+			cmd += " --" + f + " " + shellQuote(c.String(f))
+		}
+	}
+	if c.IsSet("limit") {
+		cmd += fmt.Sprintf(" --limit %d", c.Int("limit"))
+	}
+	return cmd + " --cursor " + shellQuote(cursor)
 }
 
 // shellQuote quotes s for pasting into a POSIX shell.
@@ -415,7 +462,7 @@ func (r *runner) wait(c *cli.Context) error {
 		}
 	}
 	if t.State == queue.StateCancelled {
-		return classify(fmt.Errorf("%w: %q was cancelled at %s", queue.ErrCancelled, id, fmtJSONTime(t.CancelledAt)))
+		return s.redisErr(fmt.Errorf("%w: %q was cancelled at %s", queue.ErrCancelled, id, fmtJSONTime(t.CancelledAt)))
 	}
 	return r.recordOut(s, t, nil)
 }
@@ -424,6 +471,19 @@ func (r *runner) version(c *cli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(r.o.Stdout, "timerctl %s\n", r.o.Version)
+	g, err := r.globals()
+	if err != nil {
+		return err
+	}
+	if g.json {
+		return writeJSON(r.o.Stdout, versionJSON{Version: r.o.Version, Go: runtime.Version()})
+	}
+	_, err = fmt.Fprintf(r.o.Stdout, "timerctl %s\n", r.o.Version)
 	return err
+}
+
+// versionJSON is `timerctl version -o json`.
+type versionJSON struct {
+	Version string `json:"version"`
+	Go      string `json:"go"`
 }

@@ -203,11 +203,21 @@ func TestBadInputWritesNothing(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		c := newCLI(t, b)
 		long := strings.Repeat("x", 300)
+		big := filepath.Join(t.TempDir(), "big")
+		if err := os.WriteFile(big, make([]byte, 2<<20), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		cases := []struct {
 			args []string
 			want string
 		}{
 			{[]string{"schedule", "a", "--at", "next tuesday"}, `--at "next tuesday" is not a time: use RFC 3339`},
+			{[]string{"schedule", "a", "--at", "1796238000"}, `--at "1796238000" is a number without a unit: write 1796238000s for Unix seconds (2026-12-02T19:00:00.000Z) or 1796238000ms for Unix milliseconds (1970-01-21T18:57:18.000Z)`},
+			{[]string{"schedule", "a", "--at", "1796238000000"}, `1796238000000ms for Unix milliseconds (2026-12-02T19:00:00.000Z)`},
+			{[]string{"schedule", "a", "--at", "-5s"}, `--at "-5s" is not a time`},
+			{[]string{"schedule", "a", "--at", "99999999999999s"}, `is outside 1970-01-01 to 9999-12-31`},
+			{[]string{"reschedule", "a", "--at", "1796238000"}, `is a number without a unit`},
+			{[]string{"list", "--due-to", "1796238000"}, `--due-to "1796238000" is a number without a unit`},
 			{[]string{"schedule", "a", "--in", "-5s"}, `--in "-5s" is negative`},
 			{[]string{"schedule", "a", "--in", "soon"}, `--in "soon" is not a duration`},
 			{[]string{"schedule", "a", "--in", "5s", "--at", "2030-01-01T00:00:00Z"}, "both --at and --in are given: give one of them"},
@@ -216,7 +226,11 @@ func TestBadInputWritesNothing(t *testing.T) {
 			{[]string{"schedule", long, "--in", "5s"}, "invalid timer ID"},
 			{[]string{"schedule", "a", "--in", "5s", "--payload-file", "/does/not/exist"}, `--payload-file "/does/not/exist" does not exist`},
 			{[]string{"schedule", "a", "b", "--in", "5s"}, "too many arguments"},
-			{[]string{"schedule", "a", "--in", "5s", "--payload", strings.Repeat("p", 70<<10)}, "payload"},
+			{[]string{"schedule", "a", "--in", "5s", "--payload", strings.Repeat("p", 70<<10)}, "--payload is 71680 bytes, over the payload limit of 65536 bytes"},
+			{[]string{"schedule", "a", "--in", "5s", "--payload-file", big}, "--payload-file " + big + " is 2097152 bytes, over the payload limit of 65536 bytes"},
+			{[]string{"--timeout", "5", "get", "a"}, `--timeout "5" is not a duration: give it a unit, e.g. --timeout 5s`},
+			{[]string{"wait", "a", "--timeout", "5"}, `--timeout "5" is not a duration: give it a unit, e.g. --timeout 5s`},
+			{[]string{"list", "--limit", "ten"}, `--limit "ten" is not a whole number`},
 			{[]string{"schedule", "a", "--in", "5s", "--payload", "x", "--payload-file", "-"}, "both --payload and --payload-file are given"},
 			{[]string{"schedule", "a", "--in", "5s", "--bogus"}, "flag provided but not defined: -bogus"},
 			{[]string{"--namespace", "bad ns", "schedule", "a", "--in", "5s"}, "namespace"},
@@ -240,6 +254,10 @@ func TestBadInputWritesNothing(t *testing.T) {
 			}
 			if strings.Count(r.stderr, ": ") < 2 {
 				t.Errorf("%q: stderr %q does not say what to do", tc.args, r.stderr)
+			}
+			// A single schedule is no batch, and timerctl has no Go options.
+			if strings.Contains(r.stderr, "batch item") || strings.Contains(r.stderr, "Options.") {
+				t.Errorf("%q: stderr %q speaks of the Go API", tc.args, r.stderr)
 			}
 			if r.stdout != "" {
 				t.Errorf("%q: wrote to stdout: %q", tc.args, r.stdout)
@@ -277,9 +295,13 @@ func TestCancelRescheduleFireAndConflicts(t *testing.T) {
 
 		// reschedule moves the due time.
 		at := time.Now().Add(2 * time.Hour).UTC().Truncate(time.Millisecond)
-		got := decode[timerJSON](t, c.ok("-o", "json", "reschedule", "a", "--at", fmt.Sprint(at.UnixMilli())).stdout)
+		got := decode[timerJSON](t, c.ok("-o", "json", "reschedule", "a", "--at", fmt.Sprintf("%dms", at.UnixMilli())).stdout)
 		if !mustTime(t, got.DueAt).Equal(at) || got.State != "scheduled" {
 			t.Fatalf("reschedule --at ms: %+v, want due %v", got, at)
+		}
+		got = decode[timerJSON](t, c.ok("-o", "json", "reschedule", "a", "--at", fmt.Sprintf("%ds", at.Unix())).stdout)
+		if !mustTime(t, got.DueAt).Equal(at.Truncate(time.Second)) {
+			t.Fatalf("reschedule --at s: %+v, want due %v", got, at.Truncate(time.Second))
 		}
 
 		// cancel, and cancel again: idempotent.
@@ -422,8 +444,30 @@ func TestListPagesByDueTime(t *testing.T) {
 		if col := strings.Index(lines[0], "STATE"); col < 0 || strings.Index(lines[1], "scheduled") != col {
 			t.Fatalf("columns are not aligned:\n%s", r.stdout)
 		}
-		if !strings.Contains(r.stdout, "more: timerctl list --cursor ") {
+		if !strings.Contains(r.stdout, "more: timerctl -n "+c.ns+" list --limit 2 --cursor ") {
 			t.Fatalf("table does not say how to get the next page:\n%s", r.stdout)
+		}
+		// The hint reproduces the query: the namespace, filters and page
+		// size, so that running it prints the next page of the same list.
+		c.ok("schedule", "t9", "--at", base.Add(10*time.Minute).Format(time.RFC3339Nano)) // past --due-to
+		r = c.ok("list", "--state", "scheduled", "--due-to", base.Add(3*time.Minute).Format(time.RFC3339Nano), "--limit", "3")
+		_, more, ok := strings.Cut(r.stdout, "more: timerctl ")
+		if !ok {
+			t.Fatalf("no more: hint:\n%s", r.stdout)
+		}
+		more = strings.TrimSpace(more)
+		if strings.ContainsAny(more, `'"\`) {
+			t.Fatalf("the hint %q needs a shell to split; this test splits on spaces", more)
+		}
+		var nextOut, nextErr bytes.Buffer
+		code := ctl.Run(context.Background(), append([]string{"timerctl", "--redis", c.url}, strings.Fields(more)...),
+			ctl.Options{Stdout: &nextOut, Stderr: &nextErr, Now: c.now})
+		next := result{code, nextOut.String(), nextErr.String()}
+		if code != 0 {
+			t.Fatalf("the more: command %q: exit %d %s", more, code, nextErr.String())
+		}
+		if rows := strings.Split(strings.TrimSpace(next.stdout), "\n"); len(rows) != 2 || !strings.HasPrefix(rows[1], "t3 ") {
+			t.Fatalf("the more: command %q printed\n%s\nwant the one remaining scheduled timer t3", more, next.stdout)
 		}
 		// Due range.
 		r = c.ok("-o", "json", "list", "--due-from", base.Add(time.Minute).Format(time.RFC3339), "--due-to", base.Add(2*time.Minute).Format(time.RFC3339Nano))
@@ -508,7 +552,7 @@ func TestImportExport(t *testing.T) {
 		due := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
 		input := strings.Join([]string{
 			fmt.Sprintf(`{"id":"a","due_at":%q,"payload":%q}`, due.Format(time.RFC3339Nano), base64.StdEncoding.EncodeToString([]byte("pa"))),
-			fmt.Sprintf(`{"id":"b","due_at":%d,"payload_text":"pb"}`, due.Add(time.Minute).UnixMilli()),
+			fmt.Sprintf(`{"id":"b","due_at":"%dms","payload_text":"pb"}`, due.Add(time.Minute).UnixMilli()),
 			`{"id":"c","in":"2h"}`,
 			`{"id":"broken",`,
 			``,
@@ -665,6 +709,80 @@ func TestWatchFollowsFiresUntilInterrupted(t *testing.T) {
 	})
 }
 
+// TestWatchResumesAfterLosingRedis: watch outlives a Redis restart (what a
+// client sees of a failover), and resumes after the last fire it printed:
+// nothing twice, nothing skipped.
+func TestWatchResumesAfterLosingRedis(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
+	rdb := srv.Client(t)
+	ns := redistest.Namespace(t)
+	q, err := queue.New(rdb, queue.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	fire := func(id string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for ctx.Err() == nil { // the client reconnects after the restart
+			if _, err = q.Schedule(ctx, id, time.Now().Add(-time.Second), nil); err == nil {
+				if _, err = q.Claim(ctx, queue.MaxBatch); err == nil {
+					return
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("fire %s: %v", id, err)
+	}
+	var mu sync.Mutex
+	var out, errOut bytes.Buffer
+	lines := func() string { mu.Lock(); defer mu.Unlock(); return out.String() }
+	waitLines := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for strings.Count(lines(), "\n") < n {
+			if time.Now().After(deadline) {
+				mu.Lock()
+				defer mu.Unlock()
+				t.Fatalf("watch printed %q, want %d lines; stderr %q", out.String(), n, errOut.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- ctl.Run(ctx, []string{"timerctl", "--redis", srv.URL(), "--namespace", ns, "--timeout", "1s", "-o", "json", "watch"},
+			ctl.Options{Stdout: lockedWriter{&mu, &out}, Stderr: lockedWriter{&mu, &errOut}})
+	}()
+	time.Sleep(300 * time.Millisecond)
+	fire("before")
+	waitLines(1)
+	srv.Stop()
+	time.Sleep(1500 * time.Millisecond) // watch notices and retries
+	select {
+	case code := <-done:
+		t.Fatalf("watch exited %d while Redis was down: %q", code, errOut.String())
+	default:
+	}
+	srv.Restart()
+	fire("after")
+	waitLines(2)
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("watch exit %d: %q", code, errOut.String())
+	}
+	got := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(got) != 2 || !strings.Contains(got[0], `"id":"before"`) || !strings.Contains(got[1], `"id":"after"`) {
+		t.Fatalf("watch printed:\n%s\nwant before, then after, once each", out.String())
+	}
+	if !strings.Contains(errOut.String(), "reconnecting, resuming after stream ID") || !strings.Contains(errOut.String(), "reconnected") {
+		t.Fatalf("stderr does not report the reconnection: %q", errOut.String())
+	}
+}
+
 type lockedWriter struct {
 	mu *sync.Mutex
 	w  io.Writer
@@ -696,7 +814,7 @@ func TestRedisFailuresExitOneWithoutThePassword(t *testing.T) {
 	errOut.Reset()
 	code = ctl.Run(context.Background(), []string{"timerctl", "--redis", "redis://ops:wrong-pass@" + s.Addr() + "/0", "get", "a"},
 		ctl.Options{Stdout: &out, Stderr: &errOut})
-	if code != ctl.ExitFailure || !strings.Contains(errOut.String(), "check the user name and password") {
+	if code != ctl.ExitFailure || !strings.Contains(errOut.String(), "correct the credentials in --redis") {
 		t.Fatalf("wrong password: exit %d %q", code, errOut.String())
 	}
 	if strings.Contains(errOut.String(), "wrong-pass") {
@@ -710,6 +828,17 @@ func TestRedisFailuresExitOneWithoutThePassword(t *testing.T) {
 	}
 	if out.Len() == 0 {
 		t.Fatal("nothing printed")
+	}
+}
+
+// TestBadEnvironmentValuesAreUsageErrors: a TIMERQ_* value that does not
+// parse is a usage error naming the variable, the flag and an example.
+func TestBadEnvironmentValuesAreUsageErrors(t *testing.T) {
+	t.Setenv("TIMERQ_TIMEOUT", "5")
+	var out, errOut bytes.Buffer
+	code := ctl.Run(context.Background(), []string{"timerctl", "get", "a"}, ctl.Options{Stdout: &out, Stderr: &errOut})
+	if want := `TIMERQ_TIMEOUT (--timeout) "5" is not a duration: give it a unit, e.g. --timeout 5s`; code != ctl.ExitUsage || !strings.Contains(errOut.String(), want) {
+		t.Fatalf("exit %d %q, want 2 and %q", code, errOut.String(), want)
 	}
 }
 
@@ -738,7 +867,8 @@ func TestHelpVersionAndCompletion(t *testing.T) {
 	if code := ctl.Run(context.Background(), []string{"timerctl", "--help"}, o); code != 0 {
 		t.Fatalf("--help: exit %d", code)
 	}
-	for _, want := range []string{"Exit codes:", "5  wait timed out", "schedule", "watch", "TIMERQ_REDIS_URL"} {
+	for _, want := range []string{"Exit codes:", "5  wait timed out", "schedule", "watch", "TIMERQ_REDIS_URL",
+		"--tls-ca-file", "TIMERQ_TLS_CA_FILE", "--tls-cert-file", "--tls-key-file", "--tls-server-name", "--tls-insecure-skip-verify"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("--help lacks %q", want)
 		}
@@ -746,6 +876,17 @@ func TestHelpVersionAndCompletion(t *testing.T) {
 	out.Reset()
 	if code := ctl.Run(context.Background(), []string{"timerctl", "version"}, o); code != 0 || out.String() != "timerctl v1.2.3\n" {
 		t.Fatalf("version: exit %d %q", code, out.String())
+	}
+	out.Reset()
+	if code := ctl.Run(context.Background(), []string{"timerctl", "--version"}, o); code != 0 || out.String() != "timerctl version v1.2.3\n" {
+		t.Fatalf("--version: exit %d %q", code, out.String())
+	}
+	out.Reset()
+	if code := ctl.Run(context.Background(), []string{"timerctl", "version", "-o", "json"}, o); code != 0 {
+		t.Fatalf("version -o json: exit %d", code)
+	}
+	if v := decode[map[string]string](t, out.String()); v["version"] != "v1.2.3" || !strings.HasPrefix(v["go"], "go") {
+		t.Fatalf("version -o json: %q", out.String())
 	}
 	for _, sh := range []string{"bash", "zsh"} {
 		out.Reset()

@@ -1,48 +1,31 @@
 package ctl
 
 import (
-	"context"
+	"cmp"
 	"errors"
 	"net/url"
 	"strings"
 
+	"github.com/timerq/timerq/internal/cliconf"
 	"github.com/timerq/timerq/queue"
 )
 
 // Exit codes of timerctl, as documented in `timerctl --help` and
-// docs/timerctl.md.
+// docs/timerctl.md; the same as timerworker's (package cliconf).
 const (
-	ExitOK       = 0 // success
-	ExitFailure  = 1 // operational failure: Redis unreachable, authentication, I/O
-	ExitUsage    = 2 // usage error; also import with rejected lines
-	ExitNotFound = 3 // no such timer
-	ExitConflict = 4 // the timer's state forbids the operation
-	ExitTimeout  = 5 // wait timed out
+	ExitOK       = cliconf.ExitOK       // success
+	ExitFailure  = cliconf.ExitFailure  // operational failure: Redis unreachable or refusing, I/O
+	ExitUsage    = cliconf.ExitUsage    // usage error; also import with rejected lines
+	ExitNotFound = cliconf.ExitNotFound // no such timer
+	ExitConflict = cliconf.ExitConflict // the timer's state forbids the operation
+	ExitTimeout  = cliconf.ExitTimeout  // wait timed out
 )
 
 // Error is a failure with its exit code, printed as
-// "timerctl: <Problem>: <Fix>".
-type Error struct {
-	Code    int
-	Problem string // what went wrong
-	Fix     string // what to do
-	Err     error  // the cause, if any
-}
+// "timerctl: <Problem>: <Fix>"; timerworker prints the same type.
+type Error = cliconf.Error
 
-// Error returns "<Problem>: <Fix>".
-func (e *Error) Error() string {
-	if e.Fix == "" {
-		return e.Problem
-	}
-	return e.Problem + ": " + e.Fix
-}
-
-// Unwrap returns the cause.
-func (e *Error) Unwrap() error { return e.Err }
-
-func usageErr(problem, fix string) *Error {
-	return &Error{Code: ExitUsage, Problem: problem, Fix: fix}
-}
+func usageErr(problem, fix string) *Error { return cliconf.Usage(problem, fix) }
 
 // errWaitTimeout is the cause of the context wait gives up with, telling
 // the wait timeout (exit 5) from the Redis timeout (exit 1).
@@ -52,56 +35,32 @@ var errWaitTimeout = errors.New("wait timed out")
 // one, so Run prints nothing more.
 var errRejected = &Error{Code: ExitUsage}
 
-func isQueueSentinel(err error) bool {
-	for _, s := range []error{queue.ErrNotFound, queue.ErrAlreadyFired, queue.ErrCancelled,
-		queue.ErrInvalidID, queue.ErrInvalidNamespace, queue.ErrInvalidDue, queue.ErrPayloadTooLarge,
-		queue.ErrInvalidOptions, queue.ErrWrongType, queue.ErrShardMismatch, queue.ErrSlotMigrating} {
-		if errors.Is(err, s) {
-			return true
-		}
-	}
-	return false
-}
-
-// classify maps any error a command returns to its exit code and message.
-func classify(err error) *Error {
+// classify maps any error a command returns to its exit code and message:
+// the queue's sentinels get timerctl's own fixes, and everything else the
+// mapping both binaries share (cliconf.Explain).
+func classify(err error, t cliconf.Target) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
 	}
-	msg := strings.TrimPrefix(err.Error(), "timerq: ")
-	// queue's messages end in "; <what to do>" when they know it: use
-	// theirs, in timerctl's "<problem>: <fix>" form.
-	own := func(code int, fix string) *Error {
-		if i := strings.LastIndex(msg, "; "); i >= 0 {
-			return &Error{Code: code, Problem: msg[:i], Fix: msg[i+2:], Err: err}
-		}
-		return &Error{Code: code, Problem: msg, Fix: fix, Err: err}
-	}
+	ex := cliconf.Explain(err, t)
 	switch {
 	case errors.Is(err, queue.ErrNotFound):
-		return own(ExitNotFound, "check the ID and --namespace; 'timerctl list' shows the timers")
+		ex.Fix = "check the ID and --namespace; 'timerctl list' shows the timers"
 	case errors.Is(err, queue.ErrAlreadyFired), errors.Is(err, queue.ErrCancelled):
-		return own(ExitConflict, "'timerctl get ID' shows its state; schedule a new timer with another ID")
+		ex.Fix = cmp.Or(ex.Fix, "'timerctl get ID' shows its state; schedule a new timer with another ID")
 	case errors.Is(err, queue.ErrInvalidID):
-		return own(ExitUsage, "pass a valid timer ID")
-	case errors.Is(err, queue.ErrInvalidNamespace):
-		return own(ExitUsage, "fix --namespace (TIMERQ_NAMESPACE)")
+		ex.Fix = cmp.Or(ex.Fix, "pass a valid timer ID")
 	case errors.Is(err, queue.ErrInvalidDue), errors.Is(err, queue.ErrInvalidOptions):
-		return own(ExitUsage, "see 'timerctl --help'")
-	case errors.Is(err, queue.ErrPayloadTooLarge):
-		return own(ExitUsage, "shrink the payload")
-	case errors.Is(err, queue.ErrSlotMigrating):
-		return own(ExitFailure, "run the command again once the slot has moved")
+		ex.Fix = cmp.Or(ex.Fix, "see 'timerctl --help'")
 	case errors.Is(err, queue.ErrShardMismatch):
-		return own(ExitConflict, "'timerctl namespace show' prints the namespace's shard count")
-	case errors.Is(err, queue.ErrWrongType):
-		return own(ExitFailure, "use another --namespace")
-	case errors.Is(err, context.Canceled):
-		return &Error{Code: ExitFailure, Problem: "interrupted", Fix: "run the command again to finish it", Err: err}
+		// The namespace exists with another shard count: a conflict.
+		ex.Code = ExitConflict
+		ex.Fix = cmp.Or(ex.Fix, "'timerctl namespace show' prints the namespace's shard count")
+	case errors.Is(err, queue.ErrSlotMigrating):
+		ex.Fix = cmp.Or(ex.Fix, "run the command again once the slot has moved")
 	}
-	// Errors urfave/cli returns itself (a missing Required flag, say).
-	return &Error{Code: ExitFailure, Problem: msg, Fix: "run 'timerctl --help' for the usage", Err: err}
+	return ex
 }
 
 func oneLine(s string) string {

@@ -23,13 +23,27 @@ const importBatch = 500
 // maxImportLine bounds one JSON line: a 1 MiB payload in base64 plus room.
 const maxImportLine = 2 << 20
 
-// importLine is one line of import's input.
+// importLine is one line of import's input. A line with a state is a
+// timer as export wrote it, restored as it was (queue.Restore); a line
+// without one is a new timer to schedule (queue.ScheduleBatch).
 type importLine struct {
 	ID          string          `json:"id"`
-	DueAt       json.RawMessage `json:"due_at,omitempty"` // RFC 3339 string or Unix ms number
+	State       string          `json:"state,omitempty"`
+	DueAt       json.RawMessage `json:"due_at,omitempty"` // TIME string (see parseInstant)
 	In          string          `json:"in,omitempty"`
+	CreatedAt   json.RawMessage `json:"created_at,omitempty"`
+	FiredAt     json.RawMessage `json:"fired_at,omitempty"`
+	CancelledAt json.RawMessage `json:"cancelled_at,omitempty"`
 	Payload     []byte          `json:"payload,omitempty"` // base64
 	PayloadText *string         `json:"payload_text,omitempty"`
+}
+
+// importItem is one parsed line: a timer to restore as it was, or a new one
+// to schedule.
+type importItem struct {
+	restore bool
+	timer   queue.Timer    // when restore
+	sched   queue.NewTimer // otherwise
 }
 
 type importJSON struct {
@@ -39,57 +53,112 @@ type importJSON struct {
 	RejectedLines []int `json:"rejected_lines"`
 }
 
-// parseLine validates one line fully, so that ScheduleBatch, which rejects
-// a whole batch for one bad timer, only ever sees good ones.
-func parseLine(b []byte, now time.Time, maxPayload int) (queue.NewTimer, error) {
+// lineTime reads the time field name of an import line; absent and null
+// give the zero time and false. The time must be a JSON string: a JSON
+// number is the ambiguous bare number, refused with both readings.
+func lineTime(name string, raw json.RawMessage) (time.Time, bool, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return time.Time{}, false, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		if isDigits(string(raw)) {
+			e := bareNumberError(string(raw), `"%ss"`, `"%sms"`).(*timeError)
+			return time.Time{}, true, fmt.Errorf("%s %s %s: %s", name, raw, e.problem, e.fix)
+		}
+		return time.Time{}, true, fmt.Errorf("%s %s is not a time: %s, as a JSON string", name, raw, timeFix)
+	}
+	t, err := parseInstant(s)
+	if err != nil {
+		e := err.(*timeError)
+		if isDigits(s) {
+			e = bareNumberError(s, `"%ss"`, `"%sms"`).(*timeError)
+		}
+		return time.Time{}, true, fmt.Errorf("%s %q %s: %s", name, s, e.problem, e.fix)
+	}
+	return t, true, nil
+}
+
+// parseLine validates one line fully, so that ScheduleBatch and Restore,
+// which reject a whole batch for one bad timer, only ever see good ones.
+func parseLine(b []byte, maxPayload int) (importItem, error) {
 	var l importLine
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields() // a misspelt "due" should not pass silently
 	if err := dec.Decode(&l); err != nil {
-		return queue.NewTimer{}, fmt.Errorf("not a JSON object of id, due_at or in, payload or payload_text: %v", err)
+		return importItem{}, fmt.Errorf("not a JSON object of id, state, due_at or in, created_at, fired_at, cancelled_at, payload or payload_text: %v", err)
 	}
 	if dec.More() {
-		return queue.NewTimer{}, errors.New("more than one JSON value on the line")
+		return importItem{}, errors.New("more than one JSON value on the line")
 	}
 	if err := queue.ValidateID(l.ID); err != nil {
-		return queue.NewTimer{}, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "timerq: "))
+		return importItem{}, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "timerq: "))
 	}
-	t := queue.NewTimer{ID: l.ID, Payload: l.Payload}
-	switch {
-	case len(l.DueAt) > 0 && l.In != "":
-		return t, errors.New("both due_at and in are given; give one")
-	case len(l.DueAt) > 0:
-		var s string
-		if json.Unmarshal(l.DueAt, &s) != nil {
-			s = string(l.DueAt) // a bare number of Unix ms
-		}
-		due, err := parseTime("due_at", s)
-		if err != nil {
-			return t, fmt.Errorf("due_at %s is not a time: use RFC 3339 or Unix milliseconds", l.DueAt)
-		}
-		t.Due = due
-	case l.In != "":
-		d, err := parseIn("in", l.In)
-		if err != nil {
-			return t, fmt.Errorf("in %q is not a non-negative duration: use Go's syntax, e.g. 90s or 5m", l.In)
-		}
-		t.Due = now.Add(d)
-	default:
-		return t, errors.New("no due time: give due_at or in")
-	}
-	if err := queue.ValidateDue(t.Due); err != nil {
-		return t, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "timerq: "))
-	}
+	payload := l.Payload
 	if l.PayloadText != nil {
 		if l.Payload != nil {
-			return t, errors.New("both payload and payload_text are given; give one")
+			return importItem{}, errors.New("both payload and payload_text are given; give one")
 		}
-		t.Payload = []byte(*l.PayloadText)
+		payload = []byte(*l.PayloadText)
 	}
-	if len(t.Payload) > maxPayload {
-		return t, fmt.Errorf("the payload is %d bytes, over the limit of %d", len(t.Payload), maxPayload)
+	if len(payload) > maxPayload {
+		return importItem{}, fmt.Errorf("the payload is %d bytes, over the limit of %d", len(payload), maxPayload)
 	}
-	return t, nil
+	var times [4]time.Time
+	var given [4]bool
+	for i, f := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"due_at", l.DueAt}, {"created_at", l.CreatedAt}, {"fired_at", l.FiredAt}, {"cancelled_at", l.CancelledAt}} {
+		var err error
+		if times[i], given[i], err = lineTime(f.name, f.raw); err != nil {
+			return importItem{}, err
+		}
+	}
+	if l.State == "" {
+		return scheduleItem(l, times[0], given, payload)
+	}
+	st, err := queue.ParseState(l.State)
+	if err != nil {
+		return importItem{}, fmt.Errorf("state %q is not scheduled, fired or cancelled", l.State)
+	}
+	t := queue.Timer{ID: l.ID, State: st, Due: times[0], CreatedAt: times[1], FiredAt: times[2],
+		CancelledAt: times[3], Payload: payload}
+	switch {
+	case l.In != "":
+		return importItem{}, errors.New(`"in" is given with a state; a timer with a state is restored at its due_at, so drop "in"`)
+	case !given[0] || !given[1]:
+		return importItem{}, fmt.Errorf("a %s timer needs due_at and created_at, as export writes them", st)
+	case given[2] != (st == queue.StateFired):
+		return importItem{}, fmt.Errorf("fired_at is given with state %s, or missing: only a fired timer has one", st)
+	case given[3] != (st == queue.StateCancelled):
+		return importItem{}, fmt.Errorf("cancelled_at is given with state %s, or missing: only a cancelled timer has one", st)
+	}
+	return importItem{restore: true, timer: t}, nil
+}
+
+// scheduleItem is a line without a state: a new timer, due at due_at or in
+// "in" from the Redis server's clock.
+func scheduleItem(l importLine, dueAt time.Time, given [4]bool, payload []byte) (importItem, error) {
+	if given[1] || given[2] || given[3] {
+		return importItem{}, errors.New("created_at, fired_at and cancelled_at need a state (scheduled, fired or cancelled), as export writes it")
+	}
+	t := queue.NewTimer{ID: l.ID, Due: dueAt, Payload: payload}
+	switch {
+	case given[0] && l.In != "":
+		return importItem{}, errors.New("both due_at and in are given; give one")
+	case given[0]:
+	case l.In != "":
+		d, err := parseDelay(l.In)
+		if err != nil {
+			e := err.(*timeError)
+			return importItem{}, fmt.Errorf("in %q %s: %s", l.In, e.problem, e.fix)
+		}
+		t = queue.NewTimerIn(l.ID, d, payload)
+	default:
+		return importItem{}, errors.New("no due time: give due_at or in")
+	}
+	return importItem{sched: t}, nil
 }
 
 func (r *runner) importCmd(c *cli.Context) error {
@@ -118,21 +187,30 @@ func (r *runner) importCmd(c *cli.Context) error {
 	}
 	defer s.close()
 
+	// Lines go to Redis in batches of one kind, in the order they came, so
+	// that the first line of an ID wins, as it would one line at a time.
 	var (
-		res     importJSON
-		batch   []queue.NewTimer
-		read    int64
-		lineNo  int
-		bar     = r.progress(size)
-		maxPay  = s.q.Options().MaxPayloadBytes
-		rd      = bufio.NewReaderSize(in, 64<<10)
-		flushed = func() error {
-			if len(batch) == 0 {
+		res      importJSON
+		batch    []queue.NewTimer
+		restores []queue.Timer
+		read     int64
+		lineNo   int
+		bar      = r.progress(size)
+		maxPay   = s.q.Options().MaxPayloadBytes
+		rd       = bufio.NewReaderSize(in, 64<<10)
+		flushed  = func() error {
+			if len(batch) == 0 && len(restores) == 0 {
 				return nil
 			}
 			ctx, cancel := s.ctx(c)
 			defer cancel()
-			out, err := s.q.ScheduleBatch(ctx, batch)
+			var out []queue.ScheduleResult
+			var err error
+			if len(restores) > 0 {
+				out, err = s.q.Restore(ctx, restores)
+			} else {
+				out, err = s.q.ScheduleBatch(ctx, batch)
+			}
 			if err != nil {
 				return s.redisErr(err)
 			}
@@ -143,7 +221,7 @@ func (r *runner) importCmd(c *cli.Context) error {
 					res.Existing++
 				}
 			}
-			batch = batch[:0]
+			batch, restores = batch[:0], restores[:0]
 			bar.update(read, lineNo)
 			return nil
 		}
@@ -162,21 +240,36 @@ func (r *runner) importCmd(c *cli.Context) error {
 		}
 		lineNo++
 		if line := bytes.TrimSpace(b); len(line) > 0 {
-			var t queue.NewTimer
+			var it importItem
 			perr := err
 			if perr == nil || perr == io.EOF {
-				t, perr = parseLine(line, r.o.Now(), maxPay)
+				it, perr = parseLine(line, maxPay)
 			}
-			if perr != nil {
+			switch {
+			case perr != nil:
 				res.Rejected++
 				res.RejectedLines = append(res.RejectedLines, lineNo)
 				bar.clear()
 				fmt.Fprintf(r.o.Stderr, "timerctl: line %d: %s: fix the line and import again\n", lineNo, oneLine(perr.Error()))
-			} else {
-				batch = append(batch, t)
+			case it.restore:
+				if len(batch) > 0 {
+					if err := flushed(); err != nil {
+						bar.done()
+						return err
+					}
+				}
+				restores = append(restores, it.timer)
+			default:
+				if len(restores) > 0 {
+					if err := flushed(); err != nil {
+						bar.done()
+						return err
+					}
+				}
+				batch = append(batch, it.sched)
 			}
 		}
-		if len(batch) >= importBatch {
+		if len(batch)+len(restores) >= importBatch {
 			if err := flushed(); err != nil {
 				bar.done()
 				return err
@@ -259,12 +352,7 @@ func (r *runner) export(c *cli.Context) error {
 			return s.redisErr(err)
 		}
 		for _, t := range page.Timers {
-			due, _ := json.Marshal(fmtJSONTime(t.Due))
-			p := t.Payload
-			if p == nil {
-				p = []byte{}
-			}
-			if err := enc.Encode(exportLine{ID: t.ID, DueAt: due, Payload: p}); err != nil {
+			if err := enc.Encode(toExportLine(t)); err != nil {
 				return err
 			}
 		}
@@ -279,12 +367,27 @@ func (r *runner) export(c *cli.Context) error {
 	return nil
 }
 
-// exportLine is importLine with the payload always present, so that an
-// empty payload reads "" rather than vanishing.
+// exportLine is one timer as export writes it: every field, so that import
+// restores it as it was. The payload is always present, so that an empty
+// one reads "" rather than vanishing; only a settled timer has its settled
+// time.
 type exportLine struct {
-	ID      string          `json:"id"`
-	DueAt   json.RawMessage `json:"due_at"`
-	Payload []byte          `json:"payload"`
+	ID          string  `json:"id"`
+	State       string  `json:"state"`
+	DueAt       string  `json:"due_at"`
+	CreatedAt   string  `json:"created_at"`
+	FiredAt     *string `json:"fired_at,omitempty"`
+	CancelledAt *string `json:"cancelled_at,omitempty"`
+	Payload     []byte  `json:"payload"` // base64: any bytes survive
+}
+
+func toExportLine(t queue.Timer) exportLine {
+	p := t.Payload
+	if p == nil {
+		p = []byte{}
+	}
+	return exportLine{ID: t.ID, State: string(t.State), DueAt: fmtJSONTime(t.Due), CreatedAt: fmtJSONTime(t.CreatedAt),
+		FiredAt: optTime(t.FiredAt), CancelledAt: optTime(t.CancelledAt), Payload: p}
 }
 
 // progressBar draws import's progress on stderr when it is a terminal and

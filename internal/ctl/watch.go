@@ -10,11 +10,19 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
+
+	"github.com/timerq/timerq/internal/cliconf"
 )
 
 // watchBlock is how long one XREAD blocks; short enough that a vanished
 // Redis is noticed, long enough to cost nothing when idle.
 const watchBlock = 2 * time.Second
+
+// watch's backoff between reconnection attempts.
+const (
+	watchRetryMin = 100 * time.Millisecond
+	watchRetryMax = 2 * time.Second
+)
 
 type fireJSON struct {
 	ID        string `json:"id"`
@@ -61,6 +69,7 @@ func (r *runner) watch(c *cli.Context) error {
 	if !s.g.json {
 		fmt.Fprintf(r.o.Stderr, "watching fires in namespace %q; Ctrl-C to stop\n", s.g.namespace)
 	}
+	failures := 0
 	for {
 		ctx, cancel := context.WithTimeout(c.Context, watchBlock+s.g.timeout)
 		var res []redis.XStream
@@ -83,10 +92,30 @@ func (r *runner) watch(c *cli.Context) error {
 			return nil // Ctrl-C: a normal end
 		}
 		if errors.Is(err, redis.Nil) {
+			err = nil
+		}
+		if err != nil && cliconf.IsTransient(err) {
+			// A lost connection or a failover: like the workers, retry
+			// with backoff and resume after the last entry printed, so
+			// that no fire is shown twice or skipped (the stream keeps
+			// them while Redis is away).
+			failures++
+			select {
+			case <-c.Context.Done():
+				return nil // Ctrl-C, whose deadline may have failed the read
+			case <-time.After(min(watchRetryMin<<min(failures-1, 5), watchRetryMax)):
+			}
+			if failures == 1 {
+				fmt.Fprintf(r.o.Stderr, "timerctl: watch: lost Redis (%s); reconnecting, resuming after stream ID %s\n", oneLine(err.Error()), from)
+			}
 			continue
 		}
 		if err != nil {
 			return s.redisErr(err)
+		}
+		if failures > 0 {
+			fmt.Fprintf(r.o.Stderr, "timerctl: watch: reconnected after %d failed attempts; resuming after stream ID %s\n", failures, from)
+			failures = 0
 		}
 		for _, st := range res {
 			for _, m := range st.Messages {

@@ -3,8 +3,7 @@ package redistest
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"path/filepath"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -13,114 +12,89 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Cluster is a Redis Cluster of masters without replicas, owned by one test
-// (StartCluster) or shared by a test binary (SharedCluster).
+// Cluster is a Redis Cluster of masters owned by one test.
 type Cluster struct {
-	Servers []*Server
+	Nodes []*Server
+	tls   bool
 }
 
-// StartCluster starts a Cluster of masters (1..16) on free ports and stops
-// every server by pid when the test ends. Three or more masters are joined
-// with `redis-cli --cluster create --cluster-yes`, which spreads the 16384
-// slots evenly; one or two get their slots with CLUSTER ADDSLOTSRANGE
-// (redis-cli refuses fewer than three). It returns once every node reports
-// cluster_state:ok and knows every other.
-func StartCluster(t testing.TB, masters int) *Cluster {
+// StartCluster starts n masters (--cluster-enabled yes), joins them with
+// CLUSTER MEET, spreads the 16384 slots evenly and waits for
+// cluster_state:ok. Node i listens on 127.0.0.(i+1), so that each node has
+// an address, and with pki a certificate, of its own: a client that checks
+// every node against the first node's name fails on the others. With pki
+// the nodes speak TLS only, on the client port and on the cluster bus.
+func StartCluster(t testing.TB, n int, pki *PKI) *Cluster {
 	t.Helper()
-	c, err := startCluster(t, masters)
-	if err != nil {
-		t.Fatalf("redistest: %v", err)
+	c := &Cluster{tls: pki != nil}
+	for i := range n {
+		ip := fmt.Sprintf("127.0.0.%d", i+1)
+		bus := freePort(t)
+		cfg := Config{Bind: ip, Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-port", fmt.Sprint(bus), "--cluster-announce-ip", ip}}
+		if pki != nil {
+			cfg.TLS = pki.ServerTLS(false, ip)
+			cfg.Args = append(cfg.Args, "--tls-cluster", "yes")
+		}
+		s := Start(t, cfg)
+		s.bus = bus
+		c.Nodes = append(c.Nodes, s)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first := c.Nodes[0].Client(t)
+	for _, s := range c.Nodes[1:] {
+		host, port, _ := net.SplitHostPort(s.Addr())
+		if err := first.Do(ctx, "CLUSTER", "MEET", host, port, s.bus).Err(); err != nil {
+			t.Fatalf("redistest: CLUSTER MEET %s: %v", s.Addr(), err)
+		}
+	}
+	for i, s := range c.Nodes {
+		lo, hi := i*16384/n, (i+1)*16384/n-1
+		if err := s.Client(t).Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
+			t.Fatalf("redistest: CLUSTER ADDSLOTSRANGE on %s: %v", s.Addr(), err)
+		}
+	}
+	for _, s := range c.Nodes {
+		cl := s.Client(t)
+		for {
+			info, err := cl.ClusterInfo(ctx).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", n)) {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("redistest: cluster not ok within 30s: %v\n%s\n%s", err, info, s.logTail())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	return c
 }
 
-func startCluster(t testing.TB, masters int) (*Cluster, error) {
-	if _, err := exec.LookPath("redis-cli"); err != nil {
-		return nil, fmt.Errorf("redis-cli not found on PATH; install it (apt-get install redis-tools)")
+// URL is a --redis URL of the cluster: every node as a seed, rediss://
+// with TLS.
+func (c *Cluster) URL() string {
+	scheme := "redis://"
+	if c.tls {
+		scheme = "rediss://"
 	}
-	if masters < 1 || masters > 16 {
-		return nil, fmt.Errorf("cluster of %d masters: use 1..16", masters)
-	}
-	c := &Cluster{}
-	for range masters {
-		dir := t.TempDir()
-		s := Start(t, Config{Args: []string{
-			"--cluster-enabled", "yes",
-			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-			"--cluster-node-timeout", "5000",
-		}})
-		c.Servers = append(c.Servers, s)
-	}
-	ctx := context.Background()
-	if masters >= 3 {
-		args := []string{"--cluster", "create"}
-		for _, s := range c.Servers {
-			args = append(args, s.Addr())
+	u := scheme + c.Nodes[0].Addr() + "?"
+	for i, s := range c.Nodes[1:] {
+		if i > 0 {
+			u += "&"
 		}
-		args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-		out, err := exec.Command("redis-cli", args...).CombinedOutput()
-		if err != nil {
-			return nil, fmt.Errorf("redis-cli --cluster create: %v\n%s", err, out)
-		}
-	} else {
-		per := 16384 / masters
-		for i, s := range c.Servers {
-			cl := redis.NewClient(&redis.Options{Addr: s.Addr()})
-			hi := (i+1)*per - 1
-			if i == masters-1 {
-				hi = 16383
-			}
-			err := cl.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", i*per, hi).Err()
-			if err == nil && i > 0 {
-				host, port, _ := strings.Cut(c.Servers[0].Addr(), ":")
-				err = cl.ClusterMeet(ctx, host, port).Err()
-			}
-			cl.Close()
-			if err != nil {
-				return nil, fmt.Errorf("assigning slots to %s: %v", s.Addr(), err)
-			}
-		}
+		u += "addr=" + s.Addr()
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, s := range c.Servers {
-		cl := redis.NewClient(&redis.Options{Addr: s.Addr()})
-		for {
-			info, err := cl.ClusterInfo(ctx).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") &&
-				strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d\r", masters)) {
-				break
-			}
-			if time.Now().After(deadline) {
-				cl.Close()
-				return nil, fmt.Errorf("cluster not ok within 30s on %s: %q %v", s.Addr(), info, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		cl.Close()
-	}
-	return c, nil
+	return u
 }
 
 // Addrs are the masters' host:port.
 func (c *Cluster) Addrs() []string {
-	out := make([]string, len(c.Servers))
-	for i, s := range c.Servers {
+	out := make([]string, len(c.Nodes))
+	for i, s := range c.Nodes {
 		out[i] = s.Addr()
 	}
 	return out
-}
-
-// URL is a redis:// URL of the Cluster, as redis.ParseClusterURL reads it.
-func (c *Cluster) URL() string {
-	u := "redis://" + c.Servers[0].Addr()
-	for i, s := range c.Servers[1:] {
-		sep := "&"
-		if i == 0 {
-			sep = "?"
-		}
-		u += sep + "addr=" + s.Addr()
-	}
-	return u
 }
 
 // Client returns a Cluster client, closed when the test ends.
@@ -138,7 +112,7 @@ func (c *Cluster) NewClient() *redis.ClusterClient {
 // ServerFor returns the master that serves key's slot now.
 func (c *Cluster) ServerFor(t testing.TB, key string) *Server {
 	t.Helper()
-	for _, s := range c.Servers {
+	for _, s := range c.Nodes {
 		cl := redis.NewClient(&redis.Options{Addr: s.Addr()})
 		slot, err := cl.ClusterKeySlot(context.Background(), key).Result()
 		if err == nil {
@@ -147,7 +121,7 @@ func (c *Cluster) ServerFor(t testing.TB, key string) *Server {
 			for _, r := range nodes {
 				if int64(r.Start) <= slot && slot <= int64(r.End) {
 					cl.Close()
-					for _, s2 := range c.Servers {
+					for _, s2 := range c.Nodes {
 						if s2.Addr() == r.Nodes[0].Addr {
 							return s2
 						}
@@ -187,7 +161,7 @@ func SharedCluster(t testing.TB) *Cluster {
 					shared.err = fmt.Errorf("%v", r)
 				}
 			}()
-			shared.c, shared.err = startCluster(shared.t, 3)
+			shared.c = StartCluster(shared.t, 3, nil)
 		}()
 	}
 	if shared.err != nil {
@@ -211,7 +185,7 @@ func StopShared() {
 func (c *Cluster) CommandCalls(t testing.TB, cmd string) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
-	for _, s := range c.Servers {
+	for _, s := range c.Nodes {
 		cl := redis.NewClient(&redis.Options{Addr: s.Addr()})
 		info, err := cl.Info(context.Background(), "commandstats").Result()
 		cl.Close()
@@ -240,7 +214,7 @@ func (c *Cluster) MigrateSlot(t testing.TB, slot int, to *Server, pause time.Dur
 	client := func(s *Server) *redis.Client { return redis.NewClient(&redis.Options{Addr: s.Addr()}) }
 	var from *Server
 	ids := map[*Server]string{}
-	for _, s := range c.Servers {
+	for _, s := range c.Nodes {
 		cl := client(s)
 		id, err := cl.Do(ctx, "CLUSTER", "MYID").Text()
 		if err != nil {
@@ -287,7 +261,7 @@ func (c *Cluster) MigrateSlot(t testing.TB, slot int, to *Server, pause time.Dur
 			time.Sleep(pause)
 		}
 	}
-	for _, s := range append([]*Server{to, from}, c.Servers...) {
+	for _, s := range append([]*Server{to, from}, c.Nodes...) {
 		cl := client(s)
 		err := cl.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", ids[to]).Err()
 		cl.Close()

@@ -5,6 +5,8 @@ package redistest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -22,16 +24,30 @@ import (
 
 const hint = "install it (apt-get install redis-server); TIMERQ_REQUIRE_REDIS=1 turns this skip into a failure"
 
-// Require returns the path of redis-server, skipping the test when there is
-// none, or failing it when TIMERQ_REQUIRE_REDIS=1 (as in CI).
+// ServerEnv names the environment variable that picks the server binary the
+// real-Redis tests run, e.g. TIMERQ_REDIS_SERVER=/opt/valkey/bin/valkey-server
+// to run the suite against Valkey. Default: redis-server from PATH.
+const ServerEnv = "TIMERQ_REDIS_SERVER"
+
+// Require returns the path of redis-server (or of $TIMERQ_REDIS_SERVER),
+// skipping the test when there is none, or failing it when
+// TIMERQ_REQUIRE_REDIS=1 (as in CI).
 func Require(t testing.TB) string {
 	t.Helper()
-	path, err := exec.LookPath("redis-server")
+	name := "redis-server"
+	if v := os.Getenv(ServerEnv); v != "" {
+		name = v
+	}
+	path, err := exec.LookPath(name)
 	if err != nil {
-		if os.Getenv("TIMERQ_REQUIRE_REDIS") == "1" {
-			t.Fatalf("redistest: redis-server not found on PATH; %s", hint)
+		where := "redis-server not found on PATH"
+		if name != "redis-server" {
+			where = fmt.Sprintf("%s=%s: %v", ServerEnv, name, err)
 		}
-		t.Skipf("redistest: redis-server not found on PATH; %s", hint)
+		if os.Getenv("TIMERQ_REQUIRE_REDIS") == "1" {
+			t.Fatalf("redistest: %s; %s", where, hint)
+		}
+		t.Skipf("redistest: %s; %s", where, hint)
 	}
 	return path
 }
@@ -39,6 +55,49 @@ func Require(t testing.TB) string {
 // Config adds redis-server arguments, such as "--appendonly", "yes".
 type Config struct {
 	Args []string
+	// Bind is the address the server listens on; default 127.0.0.1. Any
+	// 127.x.y.z works on Linux, which gives each Cluster node its own name
+	// for TLS (StartCluster).
+	Bind string
+	// TLS, when set, makes the server speak TLS only (--port 0 --tls-port).
+	TLS *TLS
+	// Sentinel starts a Sentinel (redis-server CONF --sentinel) with an
+	// empty configuration; tell it what to monitor with SENTINEL MONITOR.
+	Sentinel bool
+}
+
+// TLS is a TLS-only server's certificates (PEM files; see NewPKI).
+type TLS struct {
+	CAFile, CertFile, KeyFile string
+	// AuthClients requires a client certificate signed by CAFile
+	// (tls-auth-clients yes); redistest's own clients then present
+	// ClientCertFile and ClientKeyFile.
+	AuthClients                   bool
+	ClientCertFile, ClientKeyFile string
+	// ServerName is the name redistest's own clients check the server's
+	// certificate against; empty means the address they dial.
+	ServerName string
+}
+
+// ClientConfig is a tls.Config that trusts CAFile and presents the client
+// certificate when there is one: what redistest's own clients use.
+func (c *TLS) ClientConfig(t testing.TB) *tls.Config {
+	t.Helper()
+	pem, err := os.ReadFile(c.CAFile)
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, ServerName: c.ServerName}
+	if c.ClientCertFile != "" {
+		pair, err := tls.LoadX509KeyPair(c.ClientCertFile, c.ClientKeyFile)
+		if err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg
 }
 
 // Server is a redis-server owned by one test.
@@ -46,7 +105,10 @@ type Server struct {
 	t    testing.TB
 	bin  string
 	args []string
+	bind string
+	tls  *TLS
 	port int
+	bus  int // the Cluster bus port, when cluster-enabled
 	dir  string
 	cmd  *exec.Cmd
 	// exited closes when cmd has been reaped.
@@ -57,14 +119,33 @@ type Server struct {
 // and stops it by pid when the test ends.
 func Start(t testing.TB, cfg Config) *Server {
 	t.Helper()
-	s := &Server{t: t, bin: Require(t), dir: t.TempDir()}
+	s := &Server{t: t, bin: Require(t), dir: t.TempDir(), bind: cfg.Bind, tls: cfg.TLS}
+	if s.bind == "" {
+		s.bind = "127.0.0.1"
+	}
 	var lastErr error
 	for range 5 {
 		s.port = freePort(t)
-		s.args = append([]string{
-			"--port", fmt.Sprint(s.port), "--bind", "127.0.0.1", "--dir", s.dir,
-			"--save", "", "--appendonly", "no", "--logfile", filepath.Join(s.dir, "redis.log"),
-		}, cfg.Args...)
+		s.args = []string{"--port", fmt.Sprint(s.port)}
+		if cfg.TLS != nil {
+			auth := "no"
+			if cfg.TLS.AuthClients {
+				auth = "yes"
+			}
+			s.args = []string{"--port", "0", "--tls-port", fmt.Sprint(s.port),
+				"--tls-cert-file", cfg.TLS.CertFile, "--tls-key-file", cfg.TLS.KeyFile,
+				"--tls-ca-cert-file", cfg.TLS.CAFile, "--tls-auth-clients", auth}
+		}
+		s.args = append(s.args, "--bind", s.bind, "--dir", s.dir,
+			"--save", "", "--appendonly", "no", "--logfile", filepath.Join(s.dir, "redis.log"))
+		s.args = append(s.args, cfg.Args...)
+		if cfg.Sentinel {
+			conf := filepath.Join(s.dir, "sentinel.conf")
+			if err := os.WriteFile(conf, nil, 0o600); err != nil {
+				t.Fatalf("redistest: %v", err)
+			}
+			s.args = append(append([]string{conf}, s.args...), "--sentinel")
+		}
 		if lastErr = s.start(); lastErr == nil {
 			t.Cleanup(s.Stop)
 			return s
@@ -91,7 +172,7 @@ func (s *Server) start() error {
 	// One goroutine reaps the process; signal waits on it.
 	s.exited = make(chan struct{})
 	go func(cmd *exec.Cmd, exited chan struct{}) { _ = cmd.Wait(); close(exited) }(s.cmd, s.exited)
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	c := s.newClient(&redis.Options{MaxRetries: -1})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -120,17 +201,31 @@ func (s *Server) logTail() string {
 }
 
 // Addr is the server's host:port.
-func (s *Server) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
+func (s *Server) Addr() string { return net.JoinHostPort(s.bind, fmt.Sprint(s.port)) }
 
-// URL is the server's redis:// URL.
-func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
+// URL is the server's redis:// URL, or rediss:// with TLS.
+func (s *Server) URL() string {
+	if s.tls != nil {
+		return "rediss://" + s.Addr() + "/0"
+	}
+	return "redis://" + s.Addr() + "/0"
+}
+
+// newClient returns a client of the server, over TLS when it speaks TLS.
+func (s *Server) newClient(o *redis.Options) *redis.Client {
+	o.Addr = s.Addr()
+	if s.tls != nil {
+		o.TLSConfig = s.tls.ClientConfig(s.t)
+	}
+	return redis.NewClient(o)
+}
 
 // Dir is the server's data directory.
 func (s *Server) Dir() string { return s.dir }
 
 // Client returns a client of the server, closed when the test ends.
 func (s *Server) Client(t testing.TB) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	c := s.newClient(&redis.Options{})
 	t.Cleanup(func() { c.Close() })
 	return c
 }

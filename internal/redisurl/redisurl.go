@@ -29,6 +29,14 @@ func Parse(raw string) (*redis.UniversalOptions, error) {
 			Fix:     "use redis://[user:password@]host:port/db, rediss:// for TLS, or unix:///path/to/redis.sock",
 		}
 	}
+	if hostless(u) {
+		// "redis:user:pw@host" or "user:pw@host:6379": go-redis would
+		// accept the first and quietly connect to localhost.
+		return nil, &Error{
+			Problem: fmt.Sprintf("--redis %s is not a URL with a host (no '//' after %q)", Redact(raw), u.Scheme+":"),
+			Fix:     "use redis://[user:password@]host:port/db, rediss:// for TLS, or unix:///path/to/redis.sock",
+		}
+	}
 	q := u.Query()
 	cluster := q.Get("cluster")
 	if cluster != "" {
@@ -111,21 +119,41 @@ func Redact(raw string) string {
 		}
 		return "…"
 	}
+	// Without "//" a typed "user:password@host" is no userinfo to url.Parse
+	// but an opaque part or a path: keep only the scheme.
+	if hostless(u) {
+		return u.Scheme + ":…"
+	}
+	// Return what was typed unless there is something to hide: re-encoding
+	// would change an operator's URL in ways that have nothing to do with
+	// secrets.
+	changed := false
 	if _, has := u.User.Password(); has {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		changed = true
 	}
 	q := u.Query()
-	changed := false
+	query := false
 	for k := range q {
 		if strings.Contains(strings.ToLower(k), "password") {
 			q.Set(k, "xxxxx")
-			changed = true
+			query = true
 		}
 	}
-	if changed {
+	if query {
 		u.RawQuery = q.Encode()
 	}
+	if !changed && !query {
+		return raw
+	}
 	return u.String()
+}
+
+// hostless reports a URL typed without "//" after the scheme whose
+// "user:password@host" url.Parse therefore took for an opaque part or a
+// path (a unix socket path may hold '@').
+func hostless(u *url.URL) bool {
+	return u.Opaque != "" || (u.Scheme != "unix" && u.Host == "" && strings.Contains(u.Path, "@"))
 }
 
 // redactErr removes the URL's secrets from an error text.

@@ -31,7 +31,8 @@ func TestParseForms(t *testing.T) {
 }
 
 func TestParseErrorsNeverShowThePassword(t *testing.T) {
-	for _, raw := range []string{"redis://u:topsecret@host:6379/notadb", "127.0.0.1:6379", "redis://u:topsecret@host:6379/0?bogus=1"} {
+	for _, raw := range []string{"redis://u:topsecret@host:6379/notadb", "127.0.0.1:6379", "redis://u:topsecret@host:6379/0?bogus=1",
+		"redis:u:topsecret@host:6379/0", "redis:/u:topsecret@host", "u:topsecret@host:6379"} {
 		_, err := Parse(raw)
 		var e *Error
 		if !errors.As(err, &e) || e.Fix == "" {

@@ -20,15 +20,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/timerq/timerq/internal/redisurl"
+	"github.com/timerq/timerq/internal/cliconf"
 	"github.com/timerq/timerq/poller"
 	"github.com/timerq/timerq/queue"
 )
 
 // Config is the worker's configuration, one field per timerworker flag.
 type Config struct {
-	RedisURL        string
-	Namespace       string
+	// Conn is --redis and the --tls-* flags.
+	Conn cliconf.Conn
+	// Namespaces are the namespaces served, each by its own poller on the
+	// one shared Redis client. Empty means queue.DefaultNamespace.
+	Namespaces      []string
 	BatchSize       int
 	MaxPollInterval time.Duration
 	// Retention is queue.Options.Retention: 0 for the default, negative to
@@ -36,25 +39,22 @@ type Config struct {
 	Retention   time.Duration
 	MetricsAddr string // empty: no HTTP server
 	Dev         bool
-	DevAddr     string
-	// StartupTimeout bounds the start-up PING. Default 5 s.
+	// DevAddr is where --dev listens; empty means the host:port of --redis,
+	// so that one TIMERQ_REDIS_URL serves both timerworker --dev and
+	// timerctl.
+	DevAddr string
+	// StartupTimeout bounds the start-up checks. Default 5 s.
 	StartupTimeout time.Duration
 }
 
-// Error is a start-up error an operator can fix; it prints as
-// "<problem>: <fix>".
-type Error struct {
-	Problem string
-	Fix     string
-	Err     error // the cause, if any, for errors.Is
-}
-
-func (e *Error) Error() string { return e.Problem + ": " + e.Fix }
-
-func (e *Error) Unwrap() error { return e.Err }
+// Error is a failure an operator can fix; it prints as "<problem>: <fix>".
+// It is the type timerctl uses too.
+type Error = cliconf.Error
 
 // Run runs the worker until ctx ends, then stops within a few seconds and
-// returns nil. It returns an *Error when it cannot start.
+// returns nil. It returns an *Error when it cannot start: with
+// cliconf.ExitUsage for a bad flag, and cliconf.ExitFailure for a Redis it
+// cannot use.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.StartupTimeout == 0 {
 		cfg.StartupTimeout = 5 * time.Second
@@ -62,27 +62,22 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.Retention < 0 {
 		cfg.Retention = queue.KeepForever
 	}
-	if cfg.Dev {
-		m := miniredis.NewMiniRedis()
-		if err := m.StartAddr(cfg.DevAddr); err != nil {
-			return &Error{
-				Problem: fmt.Sprintf("--dev cannot listen on --dev-addr %s: %v", cfg.DevAddr, err),
-				Fix:     "stop what uses that address, or pick a free one, e.g. --dev-addr 127.0.0.1:6390",
-				Err:     err,
-			}
-		}
-		defer m.Close()
-		cfg.RedisURL = "redis://" + m.Addr() + "/0"
-		log.Warn("timerq: dev mode: serving an embedded in-memory Redis; nothing persists, every timer is lost when timerworker stops",
-			"url", cfg.RedisURL)
-	}
-
-	opts, err := redisurl.Parse(cfg.RedisURL)
+	namespaces, err := checkNamespaces(cfg.Namespaces)
 	if err != nil {
-		var e *redisurl.Error
-		if errors.As(err, &e) {
-			return &Error{Problem: e.Problem, Fix: e.Fix, Err: err}
+		return err
+	}
+	if cfg.Dev {
+		stop, err := startDev(&cfg, log)
+		if err != nil {
+			return err
 		}
+		defer stop()
+	}
+	for _, w := range cfg.Conn.Warnings() {
+		log.Warn("timerq: " + w)
+	}
+	opts, err := cfg.Conn.Options()
+	if err != nil {
 		return err
 	}
 	// Deadlines must bound calls (the poller's claim timeout, redsync's
@@ -96,41 +91,65 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	opts.DialerRetries = 2
 	rdb := redis.NewUniversalClient(opts)
 	defer rdb.Close()
-	redacted := redisurl.Redact(cfg.RedisURL)
-	if err := ping(ctx, rdb, cfg.StartupTimeout, redacted); err != nil {
+	redacted := cfg.Conn.Redacted()
+	target := cliconf.Target{Redis: redacted, Namespace: strings.Join(namespaces, ","), Retention: "--retention"}
+	if err := startupChecks(ctx, rdb, cfg.StartupTimeout, target); err != nil {
 		return err
 	}
 
-	q, err := queue.New(rdb, queue.Options{Namespace: cfg.Namespace, Retention: cfg.Retention})
-	if err != nil {
-		return &Error{Problem: err.Error(), Fix: "fix --namespace or --retention", Err: err}
+	// One queue and one poller per namespace, all on rdb: its pool is
+	// shared, and each poller holds one pub/sub connection of its own.
+	type served struct {
+		q *queue.Queue
+		p *poller.Poller
+		m *poller.Metrics
 	}
-	defer q.Close()
-	if err := checkPermissions(ctx, q, cfg.StartupTimeout, log); err != nil {
-		return err
-	}
-
-	metrics := poller.NewMetrics()
-	p, err := poller.New(q, rdb, poller.Options{
-		BatchSize:       cfg.BatchSize,
-		MaxPollInterval: cfg.MaxPollInterval,
-		Logger:          log,
-		Hooks:           metrics.Hooks(),
-	})
-	if err != nil {
-		return &Error{Problem: err.Error(), Fix: "fix --batch-size or --max-poll-interval", Err: err}
+	var all []served
+	for _, ns := range namespaces {
+		q, err := queue.New(rdb, queue.Options{Namespace: ns, Retention: cfg.Retention})
+		if err != nil {
+			return &Error{Code: cliconf.ExitUsage, Problem: err.Error(), Fix: "fix --retention (TIMERQ_RETENTION), e.g. --retention 168h", Err: err}
+		}
+		defer q.Close()
+		if err := checkPermissions(ctx, q, cfg.StartupTimeout, log); err != nil {
+			return err
+		}
+		m := poller.NewMetrics()
+		p, err := poller.New(q, rdb, poller.Options{
+			BatchSize:       cfg.BatchSize,
+			MaxPollInterval: cfg.MaxPollInterval,
+			Logger:          log,
+			Hooks:           m.Hooks(),
+		})
+		if err != nil {
+			return &Error{Code: cliconf.ExitUsage, Problem: err.Error(), Fix: "fix --batch-size or --max-poll-interval", Err: err}
+		}
+		all = append(all, served{q, p, m})
 	}
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if cfg.MetricsAddr != "" {
 		reg := prometheus.NewRegistry()
-		if err := metrics.Register(reg); err != nil {
-			return fmt.Errorf("registering metrics: %w", err)
+		for _, s := range all {
+			// One series per namespace, told apart by a label, when the
+			// worker serves several; the single-namespace names are kept.
+			var r prometheus.Registerer = reg
+			if len(all) > 1 {
+				r = prometheus.WrapRegistererWith(prometheus.Labels{"namespace": s.q.Namespace()}, reg)
+			}
+			if err := s.m.Register(r); err != nil {
+				return fmt.Errorf("registering metrics: %w", err)
+			}
+			r.MustRegister(poller.NewCountersCollector(s.q))
 		}
-		reg.MustRegister(poller.NewPoolCollector(rdb), poller.NewCountersCollector(q),
+		reg.MustRegister(poller.NewPoolCollector(rdb),
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		srv, ln, err := listenHTTP(cfg.MetricsAddr, handler(reg, rdb, p))
+		pollers := make([]namedPoller, len(all))
+		for i, s := range all {
+			pollers[i] = namedPoller{s.q.Namespace(), s.p}
+		}
+		srv, ln, err := listenHTTP(cfg.MetricsAddr, handler(reg, rdb, pollers))
 		if err != nil {
 			return err
 		}
@@ -147,14 +166,62 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}()
 	}
 
-	log.Info("timerq: worker started", "redis", redacted, "namespace", q.Namespace(),
-		"batch_size", p.Options().BatchSize, "max_poll_interval", p.Options().MaxPollInterval)
-	err = p.Run(ctx)
-	log.Info("timerq: worker stopped")
-	if errors.Is(err, queue.ErrPermission) {
-		return &Error{Problem: "timerworker stopped: " + err.Error(), Fix: permissionFix, Err: err}
+	log.Info("timerq: worker started", "redis", redacted, "namespaces", strings.Join(namespaces, ","),
+		"batch_size", all[0].p.Options().BatchSize, "max_poll_interval", all[0].p.Options().MaxPollInterval)
+	errs := make([]error, len(all))
+	var run sync.WaitGroup
+	// A poller that gives up (a missing ACL right) stops the others: the
+	// process exits and the operator sees why, rather than a worker that
+	// serves some of its namespaces.
+	rctx, stopAll := context.WithCancel(ctx)
+	defer stopAll()
+	for i, s := range all {
+		run.Go(func() {
+			if errs[i] = s.p.Run(rctx); errs[i] != nil {
+				stopAll()
+			}
+		})
 	}
-	return err
+	run.Wait()
+	log.Info("timerq: worker stopped")
+	for i, err := range errs {
+		if err != nil {
+			// The hint names that namespace's rights, not the list's.
+			t := target
+			t.Namespace = all[i].q.Namespace()
+			return cliconf.Explain(err, t)
+		}
+	}
+	return nil
+}
+
+// checkNamespaces validates the namespaces and refuses a repeated one,
+// which would run two pollers on one namespace for nothing.
+func checkNamespaces(in []string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, ns := range in {
+		ns = strings.TrimSpace(ns)
+		if ns == "" {
+			continue
+		}
+		if err := queue.ValidateNamespace(ns); err != nil {
+			msg := strings.TrimPrefix(err.Error(), "timerq: invalid namespace: ")
+			problem, fix, _ := strings.Cut(msg, "; ")
+			return nil, &Error{Code: cliconf.ExitUsage, Problem: "--namespace (TIMERQ_NAMESPACE) " + problem,
+				Fix: fix + "; separate several with commas, e.g. --namespace orders,billing", Err: err}
+		}
+		if seen[ns] {
+			return nil, &Error{Code: cliconf.ExitUsage, Problem: fmt.Sprintf("--namespace names %q twice", ns),
+				Fix: "name each namespace once"}
+		}
+		seen[ns] = true
+		out = append(out, ns)
+	}
+	if len(out) == 0 {
+		out = []string{queue.DefaultNamespace}
+	}
+	return out, nil
 }
 
 // permissionFix follows an error that already names the missing right
@@ -179,52 +246,75 @@ func checkPermissions(ctx context.Context, q *queue.Queue, timeout time.Duration
 	return nil
 }
 
-// ping checks at start-up that Redis answers and accepts the credentials,
-// turning the usual failures into a problem and a fix.
-func ping(ctx context.Context, rdb redis.UniversalClient, timeout time.Duration, redacted string) error {
+// startDev starts the --dev miniredis, and points cfg.Conn at it.
+func startDev(cfg *Config, log *slog.Logger) (func(), error) {
+	addr := cfg.DevAddr
+	if addr == "" {
+		opts, err := cfg.Conn.Options()
+		if err != nil {
+			return nil, err
+		}
+		if len(opts.Addrs) != 1 || opts.MasterName != "" || opts.IsClusterMode || opts.TLSConfig != nil {
+			return nil, &Error{Code: cliconf.ExitUsage, Problem: fmt.Sprintf("--dev serves a plain single Redis, but --redis %s is not one", cfg.Conn.Redacted()),
+				Fix: "give --dev-addr host:port, or a --redis of the form redis://127.0.0.1:6390/0"}
+		}
+		addr = opts.Addrs[0]
+	}
+	m := miniredis.NewMiniRedis()
+	if err := m.StartAddr(addr); err != nil {
+		return nil, &Error{Code: cliconf.ExitFailure,
+			Problem: fmt.Sprintf("--dev cannot listen on %s: %v", addr, err),
+			Fix: "stop what uses that address, or pick a free port for both binaries: export TIMERQ_REDIS_URL=redis://127.0.0.1:6390/0 in both shells " +
+				"(or timerworker --dev --dev-addr 127.0.0.1:6390 with timerctl --redis redis://127.0.0.1:6390/0)",
+			Err: err}
+	}
+	cfg.Conn = cliconf.Conn{RedisURL: "redis://" + m.Addr() + "/0"}
+	log.Warn("timerq: dev mode: serving an embedded in-memory Redis; nothing persists, every timer is lost when timerworker stops",
+		"url", cfg.Conn.RedisURL, "timerctl", "timerctl --redis "+cfg.Conn.RedisURL)
+	return m.Close, nil
+}
+
+// startupChecks checks at start-up that Redis answers, accepts the
+// credentials and is recent enough, turning the usual failures into a
+// problem and a fix.
+func startupChecks(ctx context.Context, rdb redis.UniversalClient, timeout time.Duration, t cliconf.Target) error {
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	err := rdb.Ping(pctx).Err()
 	if err == nil {
+		err = cliconf.CheckServer(pctx, rdb, t.Redis, cliconf.NeedCore)
+	}
+	if err == nil {
 		return nil
 	}
-	msg := err.Error()
-	switch {
-	case strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "invalid password") || strings.Contains(msg, "invalid username-password"):
-		return &Error{Problem: fmt.Sprintf("Redis at %s rejected the username or password", redacted),
-			Fix: "correct the credentials in --redis (TIMERQ_REDIS_URL), e.g. redis://user:password@host:6379/0", Err: err}
-	case strings.Contains(msg, "NOAUTH"):
-		return &Error{Problem: fmt.Sprintf("Redis at %s requires a password", redacted),
-			Fix: "put it in --redis (TIMERQ_REDIS_URL), e.g. redis://:password@host:6379/0", Err: err}
-	case strings.Contains(msg, "without any password configured"):
-		return &Error{Problem: fmt.Sprintf("Redis at %s has no password, but --redis gives one", redacted),
-			Fix: "remove the password from --redis, or configure requirepass on the server", Err: err}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &Error{Code: cliconf.ExitFailure,
+			Problem: fmt.Sprintf("cannot reach Redis at %s (start-up check, %v timeout)", t.Redis, timeout),
+			Fix:     "start Redis there, fix --redis (TIMERQ_REDIS_URL), or run with --dev for a throwaway in-memory Redis", Err: err}
 	}
-	return &Error{Problem: fmt.Sprintf("cannot reach Redis at %s (start-up check, %v timeout): %s", redacted, timeout, msg),
-		Fix: "start Redis there, fix --redis (TIMERQ_REDIS_URL), or run with --dev for a throwaway in-memory Redis", Err: err}
+	return cliconf.Explain(err, t)
 }
 
 func listenHTTP(addr string, h http.Handler) (*http.Server, net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, nil, &Error{Problem: fmt.Sprintf("cannot listen on --metrics-addr %s: %v", addr, err),
+		return nil, nil, &Error{Code: cliconf.ExitUsage, Problem: fmt.Sprintf("cannot listen on --metrics-addr %s: %v", addr, err),
 			Fix: "pick a free address, e.g. --metrics-addr 127.0.0.1:9464, or leave it empty to disable metrics", Err: err}
 	}
 	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}, ln, nil
 }
 
 // handler serves /metrics, /healthz (the process runs) and /readyz (Redis
-// answers PING and a claim succeeded recently, which proves the claim
-// script is loaded or loadable).
-func handler(reg *prometheus.Registry, rdb redis.UniversalClient, p *poller.Poller) http.Handler {
+// answers PING and every namespace's poller claimed recently, which proves
+// its claim script is loaded or loadable).
+func handler(reg *prometheus.Registry, rdb redis.UniversalClient, pollers []namedPoller) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	fresh := max(3*p.Options().MaxPollInterval, 3*time.Second)
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if why := notReady(r.Context(), rdb, p, fresh); why != "" {
+		if why := notReady(r.Context(), rdb, pollers); why != "" {
 			http.Error(w, why, http.StatusServiceUnavailable)
 			return
 		}
@@ -233,18 +323,28 @@ func handler(reg *prometheus.Registry, rdb redis.UniversalClient, p *poller.Poll
 	return mux
 }
 
-func notReady(ctx context.Context, rdb redis.UniversalClient, p *poller.Poller, fresh time.Duration) string {
+// namedPoller is a poller and the namespace it serves.
+type namedPoller struct {
+	ns string
+	p  *poller.Poller
+}
+
+func notReady(ctx context.Context, rdb redis.UniversalClient, pollers []namedPoller) string {
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
 		return "redis: " + err.Error()
 	}
-	last := p.LastClaim()
-	if last.IsZero() {
-		return "no successful claim yet"
+	var why []string
+	for _, np := range pollers {
+		p, ns := np.p, np.ns
+		fresh := max(3*p.Options().MaxPollInterval, 3*time.Second)
+		last := p.LastClaim()
+		if last.IsZero() {
+			why = append(why, fmt.Sprintf("namespace %q: no successful claim yet", ns))
+		} else if age := time.Since(last); age > fresh {
+			why = append(why, fmt.Sprintf("namespace %q: last successful claim %v ago", ns, age.Round(time.Millisecond)))
+		}
 	}
-	if age := time.Since(last); age > fresh {
-		return fmt.Sprintf("last successful claim %v ago", age.Round(time.Millisecond))
-	}
-	return ""
+	return strings.Join(why, "; ")
 }

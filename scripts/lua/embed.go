@@ -39,6 +39,9 @@ var get string
 //go:embed check.lua
 var check string
 
+//go:embed restore.lua
+var restore string
+
 // Heartbeat renews a worker's membership of a namespace (heartbeat.lua). It
 // works on the namespace-wide workers key, not a shard, so it has no
 // prelude.
@@ -67,6 +70,8 @@ var (
 	// Check checks, changing nothing, that the Redis user may run what the
 	// other scripts run (check.lua).
 	Check = prelude + check
+	// Restore writes exported timers with their states and times (restore.lua).
+	Restore = prelude + restore
 )
 
 // Sharded returns a script source that announces wakeups with SPUBLISH

@@ -50,6 +50,29 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- resolve_due turns a due argument into due_ms. The argument is an absolute
+-- due_ms, 'now' for the server's clock, or '+<ms>.<us>' (us 0-999) for that
+-- long after the server's clock. A relative due time is computed from TIME's
+-- microseconds and rounded up to the millisecond, so it is never early, even
+-- below a millisecond; the parts are added separately so that each stays an
+-- exact integer in a double.
+-- Every relative due time of one call counts from the same TIME, read once.
+local relative_base
+local function resolve_due(arg)
+  -- Absolute due times, the common case, pay one byte comparison.
+  if string.byte(arg, 1) ~= 43 then -- not '+'
+    if arg == 'now' then return fmt(now_ms()) end
+    return arg
+  end
+  local ms, us = string.match(arg, '^%+(%d+)%.(%d%d%d)$')
+  if not ms then return arg end
+  relative_base = relative_base or redis.call('TIME')
+  local t = relative_base
+  local sec, usec = tonumber(t[1]), tonumber(t[2])
+  local sub = usec % 1000 + tonumber(us)
+  return fmt(sec * 1000 + math.floor(usec / 1000) + tonumber(ms) + math.ceil(sub / 1000))
+end
+
 -- check_types returns an error reply when a key holds a foreign type. It runs
 -- before any write because a script that fails half way does not roll back.
 local function check_types()

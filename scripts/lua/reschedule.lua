@@ -2,7 +2,8 @@
 --
 -- KEYS: the namespace's seven keys (see prelude.lua).
 -- ARGV[1] id
--- ARGV[2] new due_ms, or 'now' for the server's current time (fire at once)
+-- ARGV[2] new due_ms, 'now' for the server's current time (fire at once), or
+--         '+<ms>.<us>' for that long after it (see resolve_due in prelude.lua)
 -- ARGV[3] wake channel, told the new earliest due_ms when it moves earlier
 -- Reply: {status, record}: status 'ok', 'fired', 'cancelled' or 'notfound';
 --        the record is the updated one on 'ok', the current one otherwise.
@@ -21,7 +22,7 @@ if state == 'f' then return {'fired', rec} end
 if state == 'c' then return {'cancelled', rec} end
 
 local due = ARGV[2]
-if due == 'now' then due = fmt(now_ms()) end
+due = resolve_due(due)
 if not string.match(due, '^%d+$') then
   return redis.error_reply('ERR timerq: due time "' .. due .. '" is not a count of milliseconds')
 end

@@ -2,7 +2,9 @@
 --
 -- KEYS: the namespace's seven keys (see prelude.lua).
 -- ARGV[1]        wake channel, told the new earliest due_ms when it moves earlier
--- ARGV[2+3i..]   triples: id, due_ms, payload (validated by the client)
+-- ARGV[2+3i..]   triples: id, due, payload (validated by the client); due is
+--                due_ms, or '+<ms>.<us>' for that long after the server's
+--                clock (see resolve_due in prelude.lua)
 -- Reply: {now_ms, created_1, record_1, created_2, record_2, ...}; created is
 --        1 for a new timer and 0 when the ID already existed in any state.
 -- Complexity: O(k log N) for k timers in a set of N.
@@ -43,6 +45,7 @@ for k, id in ipairs(ids) do
     reply[#reply + 1] = 0
     reply[#reply + 1] = created[id]
   else
+    due = resolve_due(due)
     if not string.match(due, '^%d+$') then
       return redis.error_reply('ERR timerq: due time "' .. due .. '" of timer "' .. id ..
         '" is not a count of milliseconds')

@@ -1,0 +1,545 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/queue"
+)
+
+// ChaosConfig sizes the chaos scenario.
+type ChaosConfig struct {
+	// Timers is how many timers come due, evenly over Window. Default 20,000.
+	Timers int
+	// Window is the span the due times cover. Default 10 s.
+	Window time.Duration
+	// Lead is how long before its due time each timer is scheduled, so
+	// that scheduling runs through the crashes too. Default 1 s.
+	Lead time.Duration
+	// KillEvery is how often a random timerworker is killed with SIGKILL
+	// and started again; 0 kills none. Default 500 ms.
+	KillEvery time.Duration
+	// RedisCrashes is how many times redis-server is killed with SIGKILL
+	// and started again (same port and data directory, AOF replayed),
+	// spread evenly over Window.
+	RedisCrashes int
+	// RedisDown is how long Redis stays down at each crash. Default 500 ms.
+	RedisDown time.Duration
+	// Settle bounds the wait, after the last due time, for the remaining
+	// timers to fire; those that have not are counted lost. Default 30 s.
+	Settle time.Duration
+}
+
+// ChaosResult is what the fire stream says after workers and Redis were
+// killed while timers came due. Lost, Duplicates, FiredEarly, Vanished and
+// PayloadMismatches must all be 0.
+type ChaosResult struct {
+	Common
+	Timers  int `json:"timers"`
+	Workers int `json:"workers"`
+	// AppendFsync is the private redis-server's AOF policy ("off": none).
+	AppendFsync string `json:"appendfsync"`
+	// Fired is how many of the timers have a fire entry in the stream at
+	// the end.
+	Fired int64 `json:"fired"`
+	// Checks: Lost is scheduled (acknowledged) but without a fire entry at
+	// the end; Duplicates counts fire events beyond the first per timer,
+	// over every event seen live or in the stream at the end; FiredEarly
+	// counts events whose fired time is before the due time.
+	Checks
+	// Vanished counts fire entries a live reader saw that were gone after
+	// a Redis restart: a fire observed and then undone.
+	Vanished int64 `json:"vanished"`
+	// Mismatches counts fire entries whose due time or payload differs
+	// from what was scheduled.
+	Mismatches int64 `json:"mismatches"`
+	// WakeDuplicates counts timers whose "fired" pub/sub message arrived
+	// more than once (a message lost in an outage is not counted: pub/sub
+	// does not promise delivery).
+	WakeDuplicates int64 `json:"wake_duplicates"`
+	WorkerKills    int   `json:"worker_kills"`
+	// WorkerRestarts counts workers that exited on their own (a worker
+	// started while Redis was down fails its start-up check) and were
+	// started again.
+	WorkerRestarts int `json:"worker_restarts"`
+	RedisCrashes   int `json:"redis_crashes"`
+	// RedisDownMs is the total time from each SIGKILL of Redis until it
+	// answered PING again with its AOF loaded.
+	RedisDownMs int64 `json:"redis_down_ms"`
+	// ScheduleRetries counts ScheduleBatch calls that failed (Redis down)
+	// and were retried; a timer counts only once a call acknowledged it.
+	ScheduleRetries int   `json:"schedule_retries"`
+	LatenessP50     int64 `json:"lateness_p50_ms"`
+	LatenessP99     int64 `json:"lateness_p99_ms"`
+	LatenessMax     int64 `json:"lateness_max_ms"`
+}
+
+// fireEvent is one fire stream entry.
+type fireEvent struct {
+	id, payload string
+	due, fired  int64
+}
+
+// Chaos schedules cfg.Timers timers coming due over cfg.Window, each
+// cfg.Lead ahead, while a random timerworker is SIGKILLed and restarted
+// every cfg.KillEvery and the private redis-server (AOF, appendfsync
+// always) is SIGKILLed and restarted cfg.RedisCrashes times; then it
+// compares the fire stream with what was scheduled.
+//
+// A fire stream read once at the end, after AOF replay, shows only what
+// survived: a fire that some reader saw and a crash then undid would be
+// invisible, and so would the same timer firing again. So a reader tails
+// the stream live through the crashes, and duplicates are counted over the
+// union of what it saw and what the stream holds at the end, by stream
+// entry ID.
+func (e *Env) Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) {
+	if cfg.Timers == 0 {
+		cfg.Timers = 20_000
+	}
+	if cfg.Window == 0 {
+		cfg.Window = 10 * time.Second
+	}
+	if cfg.Lead == 0 {
+		cfg.Lead = time.Second
+	}
+	if cfg.RedisDown == 0 {
+		cfg.RedisDown = 500 * time.Millisecond
+	}
+	if cfg.Settle == 0 {
+		cfg.Settle = 30 * time.Second
+	}
+	switch {
+	case e.cfg.Workers < 1:
+		return nil, fmt.Errorf("bench: chaos needs --workers 1 or more")
+	case cfg.Timers < 1 || cfg.Window <= 0 || cfg.Lead <= 0 || cfg.KillEvery < 0 || cfg.RedisCrashes < 0 || cfg.RedisDown < 0:
+		return nil, fmt.Errorf("bench: chaos: --timers, --window and --lead must be positive, --kill-every, --redis-crashes and --redis-down not negative")
+	case cfg.RedisCrashes > 0 && e.server == nil:
+		return nil, fmt.Errorf("bench: chaos: --redis-crashes needs the redis-server timerbench starts itself; drop --redis")
+	case cfg.RedisCrashes > 0 && e.cfg.AppendFsync != "always":
+		e.logf("chaos: warning: --appendfsync %q: acknowledged writes may be lost in a crash", e.cfg.AppendFsync)
+	}
+	if err := e.wipe(ctx); err != nil {
+		return nil, err
+	}
+	q, closeQ, err := e.ownQueue("timerbench-chaos", 0)
+	if err != nil {
+		return nil, err
+	}
+	defer closeQ()
+	ws, err := e.startWorkers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := &ChaosResult{Timers: cfg.Timers, Workers: e.cfg.Workers, AppendFsync: e.cfg.AppendFsync}
+	if e.server == nil {
+		r.AppendFsync = "unknown (--redis)"
+	} else if r.AppendFsync == "" {
+		r.AppendFsync = "off"
+	}
+	var workerCPU float64
+	defer func() { ws.stop() }()
+
+	run := rand.Uint32()
+	start := e.serverNow()
+	t0 := start.Add(cfg.Lead)
+	step := cfg.Window / time.Duration(cfg.Timers)
+	dueOf := func(i int) time.Time { return t0.Add(time.Duration(i) * step).Truncate(time.Millisecond) }
+	payloadOf := func(i int) []byte { return fmt.Appendf(nil, "chaos:%d:\x00:%x", i, run) }
+
+	octx, stopObservers := context.WithCancel(ctx)
+	defer stopObservers()
+	var obs sync.WaitGroup
+	live := &liveTail{seen: make(map[string]fireEvent)}
+	wakes := &wakeCount{n: make(map[string]int)}
+	obs.Go(func() { e.tailFires(octx, q.StreamKey(), live) })
+	obs.Go(func() { e.countWakes(octx, q, wakes) })
+	defer obs.Wait()
+	defer stopObservers()
+
+	e.logf("chaos: %d timers due over %v, %d workers, a worker killed every %v, %d Redis crashes",
+		cfg.Timers, cfg.Window, e.cfg.Workers, cfg.KillEvery, cfg.RedisCrashes)
+	w := e.startWindow(ctx)
+	redisCPU := 0.0
+
+	// The scheduler: timer i is scheduled once the server clock reaches its
+	// due time minus the lead; a failed batch is retried until acknowledged.
+	acked := make([]bool, cfg.Timers)
+	schedDone := make(chan error, 1)
+	sctx, stopSched := context.WithCancel(ctx)
+	scheduling := true
+	go func() {
+		schedDone <- e.chaosSchedule(sctx, q, cfg, start, dueOf, payloadOf, run, acked, &r.ScheduleRetries)
+	}()
+	defer func() { // on an early return, the scheduler stops with us
+		stopSched()
+		if scheduling {
+			<-schedDone
+		}
+	}()
+
+	// The killer: workers every KillEvery, Redis at even points of the
+	// window; workers that exit on their own are started again.
+	end := t0.Add(cfg.Window).Add(-e.offset) // local clock
+	var crashAt []time.Time
+	for k := range cfg.RedisCrashes {
+		crashAt = append(crashAt, t0.Add(cfg.Window*time.Duration(k+1)/time.Duration(cfg.RedisCrashes+1)).Add(-e.offset))
+	}
+	var killC <-chan time.Time
+	if cfg.KillEvery > 0 {
+		kt := time.NewTicker(cfg.KillEvery)
+		defer kt.Stop()
+		killC = kt.C
+	}
+	supervise := time.NewTicker(100 * time.Millisecond)
+	defer supervise.Stop()
+	restart := func(i int) error {
+		if st := ws.procs[i].cmd.ProcessState; st != nil {
+			workerCPU += (st.UserTime() + st.SystemTime()).Seconds()
+		}
+		p, err := e.spawnWorker()
+		if err != nil {
+			return err
+		}
+		ws.procs[i] = p
+		return nil
+	}
+	type crashOutcome struct {
+		down time.Duration
+		err  error
+	}
+	crashDone := make(chan crashOutcome, 1)
+	crashing := false
+	defer func() { // Close must not race a restart in flight
+		if crashing {
+			<-crashDone
+		}
+	}()
+	var schedErr error
+	for scheduling || crashing || time.Now().Before(end) {
+		var crash <-chan time.Time
+		if len(crashAt) > 0 && !crashing {
+			crash = time.After(time.Until(crashAt[0]))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case schedErr = <-schedDone:
+			scheduling = false
+			if schedErr != nil {
+				return nil, schedErr
+			}
+		case <-killC:
+			if time.Now().After(end) {
+				continue
+			}
+			i := rand.N(len(ws.procs))
+			if ws.procs[i].exited() {
+				continue // the supervisor restarts it
+			}
+			_ = ws.procs[i].cmd.Process.Kill()
+			<-ws.procs[i].done
+			r.WorkerKills++
+			if err := restart(i); err != nil {
+				return nil, err
+			}
+		case <-crash:
+			// Crash in the background, so that workers keep being killed
+			// and started while Redis is down.
+			crashAt = crashAt[1:]
+			redisCPU += e.redisCPU(ctx)
+			crashing = true
+			go func(t time.Time) {
+				err := e.crashRedis(ctx, cfg.RedisDown)
+				crashDone <- crashOutcome{time.Since(t), err}
+			}(time.Now())
+		case c := <-crashDone:
+			crashing = false
+			if c.err != nil {
+				return nil, c.err
+			}
+			r.RedisCrashes++
+			r.RedisDownMs += c.down.Milliseconds()
+		case <-supervise.C:
+			for i, p := range ws.procs {
+				if p.exited() {
+					e.logf("chaos: timerworker pid %d exited by itself (%s); starting another: %s",
+						p.cmd.ProcessState.Pid(), p.cmd.ProcessState, lastLine(p.stderr.String()))
+					r.WorkerRestarts++
+					if err := restart(i); err != nil {
+						return nil, err
+					}
+				}
+			}
+		}
+	}
+
+	// Wait for the stragglers: every acknowledged timer has left the due
+	// set and has a fire entry, or Settle passes and the rest are lost.
+	var want int64
+	for _, a := range acked {
+		if a {
+			want++
+		}
+	}
+	e.logf("chaos: all %d timers scheduled; waiting for the last to fire", want)
+	_ = waitUntil(ctx, cfg.Settle, 50*time.Millisecond, func() (bool, error) {
+		n, err1 := e.rdb.XLen(ctx, q.StreamKey()).Result()
+		d, err2 := e.rdb.ZCard(ctx, q.Keys()[0]).Result()
+		return err1 == nil && err2 == nil && n >= want && d == 0, nil
+	})
+	time.Sleep(200 * time.Millisecond) // a late duplicate would land now
+	redisCPU += e.redisCPU(ctx)
+	r.Common = w.end(ctx, "chaos")
+	r.RedisCPUS = round3(redisCPU - w.redis) // INFO restarts from 0 with each server
+	cpu, _ := ws.stop()                      // killed workers exit non-zero: not a failure here
+	r.WorkerCPUS = round3(workerCPU + cpu)
+	time.Sleep(100 * time.Millisecond) // let the live reader catch up
+	stopObservers()
+	obs.Wait()
+
+	final, err := readFires(ctx, e.rdb, q.StreamKey())
+	if err != nil {
+		return nil, err
+	}
+	expected := make(map[string]int, cfg.Timers)
+	for i := range cfg.Timers {
+		if acked[i] {
+			expected[timerID(run, i)] = i
+		}
+	}
+	// Every distinct event, by stream entry ID: the live reader's and the
+	// final stream's.
+	events := make(map[string]fireEvent, len(final))
+	for sid, ev := range live.all() {
+		events[sid] = ev
+		if _, ok := final[sid]; !ok {
+			r.Vanished++
+		}
+	}
+	for sid, ev := range final {
+		events[sid] = ev
+	}
+	perTimer := make(map[string]int, len(expected))
+	for _, ev := range events {
+		i, ok := expected[ev.id]
+		if !ok {
+			continue // not acknowledged: it may or may not exist
+		}
+		perTimer[ev.id]++
+		if perTimer[ev.id] > 1 {
+			r.Duplicates++
+		}
+		if ev.fired < ev.due {
+			r.FiredEarly++
+		}
+		if ev.payload != string(payloadOf(i)) || ev.due != dueOf(i).UnixMilli() {
+			r.Mismatches++
+		}
+	}
+	first := make(map[string]fireEvent, len(expected))
+	for _, ev := range final {
+		if _, ok := expected[ev.id]; !ok {
+			continue
+		}
+		if f, ok := first[ev.id]; !ok || ev.fired < f.fired {
+			first[ev.id] = ev
+		}
+	}
+	r.Fired = int64(len(first))
+	r.Lost = int64(len(expected)) - r.Fired
+	lateness := make([]int64, 0, len(first))
+	for _, ev := range first {
+		lateness = append(lateness, ev.fired-ev.due)
+	}
+	slices.Sort(lateness)
+	r.LatenessP50, r.LatenessP99, r.LatenessMax = pct(lateness, 0.5), pct(lateness, 0.99), pct(lateness, 1)
+	r.WakeDuplicates = wakes.dups()
+	if int(want) != cfg.Timers {
+		return nil, fmt.Errorf("bench: chaos: only %d of %d timers were acknowledged", want, cfg.Timers)
+	}
+	return r, nil
+}
+
+// chaosSchedule schedules the timers in due order, each lead ahead, and
+// marks each acknowledged one; a batch that fails is retried (Schedule is
+// idempotent by ID, so a batch that ran but whose reply was lost is
+// harmless to send again).
+func (e *Env) chaosSchedule(ctx context.Context, q *queue.Queue, cfg ChaosConfig, start time.Time,
+	dueOf func(int) time.Time, payloadOf func(int) []byte, run uint32, acked []bool, retries *int) error {
+	step := cfg.Window / time.Duration(cfg.Timers)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	batch := make([]queue.NewTimer, 0, 1000)
+	for next := 0; next < cfg.Timers; {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		upto := min(cfg.Timers, int(e.serverNow().Sub(start)/step)+1)
+		for next < upto {
+			batch = batch[:0]
+			end := min(upto, next+cap(batch))
+			for i := next; i < end; i++ {
+				batch = append(batch, queue.NewTimer{ID: timerID(run, i), Due: dueOf(i), Payload: payloadOf(i)})
+			}
+			giveUp := time.Now().Add(cfg.Settle)
+			for {
+				_, err := q.ScheduleBatch(ctx, batch)
+				if err == nil {
+					break
+				}
+				if errors.Is(err, queue.ErrInvalidID) || errors.Is(err, queue.ErrInvalidDue) || ctx.Err() != nil || time.Now().After(giveUp) {
+					return fmt.Errorf("bench: chaos: ScheduleBatch: %w", err)
+				}
+				*retries++
+				time.Sleep(20 * time.Millisecond)
+			}
+			for i := next; i < end; i++ {
+				acked[i] = true
+			}
+			next = end
+		}
+	}
+	return nil
+}
+
+// liveTail is what the live reader of the fire stream saw.
+type liveTail struct {
+	mu   sync.Mutex
+	seen map[string]fireEvent // by stream entry ID
+}
+
+func (l *liveTail) all() map[string]fireEvent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seen
+}
+
+// tailFires reads the fire stream with XREAD as entries arrive, through
+// Redis restarts, until ctx ends.
+func (e *Env) tailFires(ctx context.Context, stream string, l *liveTail) {
+	c, err := e.client("timerbench-chaos-tail", 1)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	last := "0"
+	for ctx.Err() == nil {
+		res, err := c.XRead(ctx, &redis.XReadArgs{Streams: []string{stream, last}, Count: 1000, Block: 200 * time.Millisecond}).Result()
+		if err != nil {
+			if !errors.Is(err, redis.Nil) {
+				time.Sleep(20 * time.Millisecond) // Redis down or loading
+			}
+			continue
+		}
+		l.mu.Lock()
+		for _, s := range res {
+			for _, m := range s.Messages {
+				if ev, err := parseFire(m); err == nil {
+					l.seen[m.ID] = ev
+				}
+				last = m.ID
+			}
+		}
+		l.mu.Unlock()
+	}
+}
+
+// wakeCount counts "fired" messages per timer channel.
+type wakeCount struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (w *wakeCount) dups() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var d int64
+	for _, n := range w.n {
+		if n > 1 {
+			d++
+		}
+	}
+	return d
+}
+
+// countWakes subscribes to every timer channel of q until ctx ends;
+// go-redis resubscribes after a Redis restart.
+func (e *Env) countWakes(ctx context.Context, q *queue.Queue, w *wakeCount) {
+	c, err := e.client("timerbench-chaos-wakes", 1)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	ps := c.PSubscribe(ctx, q.TimerChannel("*"))
+	defer ps.Close()
+	ch := ps.Channel(redis.WithChannelSize(10_000))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m, ok := <-ch:
+			if !ok {
+				return
+			}
+			if m.Payload == "fired" {
+				w.mu.Lock()
+				w.n[m.Channel]++
+				w.mu.Unlock()
+			}
+		}
+	}
+}
+
+// readFires reads the whole fire stream, retrying while Redis loads.
+func readFires(ctx context.Context, rdb *redis.Client, stream string) (map[string]fireEvent, error) {
+	out := make(map[string]fireEvent)
+	start := "-"
+	for {
+		msgs, err := rdb.XRangeN(ctx, stream, start, "+", 10000).Result()
+		if err != nil {
+			return nil, fmt.Errorf("bench: XRANGE %s: %w", stream, err)
+		}
+		for _, m := range msgs {
+			ev, err := parseFire(m)
+			if err != nil {
+				return nil, err
+			}
+			out[m.ID] = ev
+		}
+		if len(msgs) < 10000 {
+			return out, nil
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+}
+
+func parseFire(m redis.XMessage) (fireEvent, error) {
+	id, _ := m.Values["id"].(string)
+	payload, _ := m.Values["payload"].(string)
+	due, err1 := strconv.ParseInt(fmt.Sprint(m.Values["due"]), 10, 64)
+	fired, err2 := strconv.ParseInt(fmt.Sprint(m.Values["fired"]), 10, 64)
+	if id == "" || err1 != nil || err2 != nil {
+		return fireEvent{}, fmt.Errorf("bench: fire stream entry %s is malformed: %v", m.ID, m.Values)
+	}
+	return fireEvent{id: id, payload: payload, due: due, fired: fired}, nil
+}
+
+// lastLine is the last non-empty line of s, for a short log message.
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}

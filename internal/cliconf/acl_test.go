@@ -1,0 +1,325 @@
+package cliconf_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/internal/cliconf"
+	"github.com/timerq/timerq/internal/ctl"
+	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/poller"
+	"github.com/timerq/timerq/queue"
+)
+
+// aclLines returns docs/security.md's ACL SETUSER lines by role name
+// (worker, app, ops), so that the test runs what the docs say.
+func aclLines(t *testing.T) map[string][]string {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(doc), "<!-- acl")
+	block, _, ok2 := strings.Cut(block, "<!-- end acl -->")
+	if !ok || !ok2 {
+		t.Fatal("docs/security.md has no <!-- acl --> … <!-- end acl --> block")
+	}
+	out := map[string][]string{}
+	for _, line := range strings.Split(block, "\n") {
+		if !strings.HasPrefix(line, "ACL SETUSER timerq-") {
+			continue
+		}
+		f := strings.Fields(line)
+		role := strings.TrimSuffix(strings.TrimPrefix(f[2], "timerq-"), "-NS")
+		out[role] = f
+	}
+	for _, r := range []string{"worker", "app", "ops"} {
+		if out[r] == nil {
+			t.Fatalf("docs/security.md lacks the ACL line of timerq-%s-NS", r)
+		}
+	}
+	return out
+}
+
+// createUser runs a role's documented line for namespace ns and returns
+// a client logged in as that user.
+func createUser(t *testing.T, srv *redistest.Server, admin *redis.Client, line []string, ns string) (*redis.Client, string) {
+	t.Helper()
+	var args []any
+	user := ""
+	for i, w := range line {
+		w = strings.ReplaceAll(w, "NS", ns)
+		if i == 2 {
+			user = w
+		}
+		if strings.HasPrefix(w, ">") {
+			w = ">pw"
+		}
+		args = append(args, w)
+	}
+	if err := admin.Do(context.Background(), args...).Err(); err != nil {
+		t.Fatalf("%s: %v", strings.Join(line, " "), err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: user, Password: "pw"})
+	t.Cleanup(func() { c.Close() })
+	return c, "redis://" + user + ":pw@" + srv.Addr() + "/0"
+}
+
+// snapshot is every key of a namespace with its serialized value.
+func snapshot(t *testing.T, admin *redis.Client, ns string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := admin.Keys(ctx, "timerq:{"+ns+"}:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, k := range keys {
+		out[k] = admin.Dump(ctx, k).Val()
+	}
+	return out
+}
+
+// refused checks that err is an ACL refusal, in the form callers test
+// and operators read.
+func refused(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, queue.ErrPermission) {
+		t.Errorf("%s on another namespace: %v, want queue.ErrPermission", what, err)
+		return
+	}
+	t.Logf("%s refused: %v", what, err)
+	// The Go error names the right, for library users...
+	if !strings.Contains(err.Error(), "(missing right: ") || strings.Contains(err.Error(), "missing right: see") {
+		t.Errorf("%s: %q does not name the missing right", what, err)
+	}
+	// ...and both binaries print it with the hint.
+	e := cliconf.Explain(err, cliconf.Target{Namespace: "theirs"})
+	if !strings.Contains(e.Error(), "missing right: ") || strings.Contains(e.Error(), "missing right: see") ||
+		!strings.Contains(e.Error(), "docs/security.md") || e.ExitCode() != cliconf.ExitFailure {
+		t.Errorf("%s: explained as %q (exit %d), want the missing right and docs/security.md", what, e, e.ExitCode())
+	}
+}
+
+// TestACLRoles runs the three roles of docs/security.md on real Redis:
+// each works on its own namespace, and on another one each operation is
+// refused with queue.ErrPermission, naming the right, with nothing written.
+func TestACLRoles(t *testing.T) {
+	lines := aclLines(t)
+	srv := redistest.Start(t, redistest.Config{})
+	admin := srv.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	mine, theirs := redistest.Namespace(t), "theirs"
+	adminQ := func(ns string) *queue.Queue {
+		q, err := queue.New(admin, queue.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { q.Close() })
+		return q
+	}
+	// The other namespace holds a scheduled, a due and a fired timer.
+	other := adminQ(theirs)
+	for _, id := range []string{"a", "due", "done"} {
+		due := time.Now().Add(time.Hour)
+		if id != "a" {
+			due = time.Now().Add(-time.Second)
+		}
+		if _, err := other.Schedule(ctx, id, due, []byte(id)); err != nil {
+			t.Fatal(err)
+		}
+		if id == "done" {
+			if _, err := other.Claim(ctx, 10); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := other.Schedule(ctx, "due2", time.Now().Add(-time.Second), nil); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, admin, theirs)
+
+	t.Run("worker", func(t *testing.T) {
+		rdb, _ := createUser(t, srv, admin, lines["worker"], mine)
+		if err := cliconf.CheckServer(ctx, rdb, srv.Addr(), cliconf.NeedCore); err != nil {
+			t.Fatalf("version check: %v", err)
+		}
+		q, err := queue.New(rdb, queue.Options{Namespace: mine, Retention: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		if _, err := adminQ(mine).Schedule(ctx, "w", time.Now().Add(-time.Second), nil); err != nil {
+			t.Fatal(err)
+		}
+		// A poller fires it and takes the maintenance lock.
+		p, err := poller.New(q, rdb, poller.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- p.Run(pctx) }()
+		for !p.HoldsMaintenance() || p.LastClaim().IsZero() {
+			if pctx.Err() != nil {
+				t.Fatal("the worker role neither claimed nor took the maintenance lock")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		stop()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if tm, err := adminQ(mine).Get(ctx, "w"); err != nil || tm.State != queue.StateFired {
+			t.Fatalf("worker did not fire: %+v %v", tm, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+		if n, _, err := q.Purge(ctx, 10); err != nil || n != 1 {
+			t.Fatalf("purge: %d %v", n, err)
+		}
+		if _, err := q.Stats(ctx); err != nil {
+			t.Fatalf("stats: %v", err)
+		}
+
+		o, err := queue.New(rdb, queue.Options{Namespace: theirs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o.Close()
+		_, err = o.Claim(ctx, 10)
+		refused(t, "claim", err)
+		_, _, err = o.Purge(ctx, 10)
+		refused(t, "purge", err)
+	})
+
+	t.Run("app", func(t *testing.T) {
+		rdb, _ := createUser(t, srv, admin, lines["app"], mine)
+		q, err := queue.New(rdb, queue.Options{Namespace: mine})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		got := make(chan string, 4)
+		cctx, stopConsume := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			err := q.Consume(cctx, "g", "c", func(_ context.Context, e queue.Event) error { got <- e.ID; return nil },
+				queue.ConsumeOptions{Block: 100 * time.Millisecond, OnError: func(err error) { t.Errorf("consume: %v", err) }})
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("Consume: %v", err)
+			}
+		})
+		defer func() { stopConsume(); wg.Wait() }()
+		for _, id := range []string{"x", "y"} {
+			if _, err := q.Schedule(ctx, id, time.Now().Add(time.Hour), []byte("p")); err != nil {
+				t.Fatalf("schedule: %v", err)
+			}
+		}
+		if _, err := q.Cancel(ctx, "y"); err != nil {
+			t.Fatalf("cancel: %v", err)
+		}
+		if _, err := q.Reschedule(ctx, "x", time.Now().Add(300*time.Millisecond)); err != nil {
+			t.Fatalf("reschedule: %v", err)
+		}
+		waited := make(chan error, 1)
+		go func() { waited <- q.Wait(ctx, "x") }()
+		time.Sleep(400 * time.Millisecond)
+		if _, err := adminQ(mine).Claim(ctx, 10); err != nil { // the worker's part
+			t.Fatal(err)
+		}
+		if err := <-waited; err != nil {
+			t.Fatalf("wait: %v", err)
+		}
+		// The group reads the stream from its start: the worker's fire
+		// first, then x.
+		for id := ""; id != "x"; {
+			select {
+			case id = <-got:
+			case <-ctx.Done():
+				t.Fatal("x was not consumed")
+			}
+		}
+
+		o, err := queue.New(rdb, queue.Options{Namespace: theirs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o.Close()
+		_, err = o.Schedule(ctx, "new", time.Now().Add(time.Hour), nil)
+		refused(t, "schedule", err)
+		_, err = o.Cancel(ctx, "a")
+		refused(t, "cancel", err)
+		_, err = o.Reschedule(ctx, "a", time.Now())
+		refused(t, "reschedule", err)
+		_, err = o.Get(ctx, "a")
+		refused(t, "get", err)
+		// Consume retries Redis errors and reports each to OnError.
+		cctx2, stop2 := context.WithTimeout(ctx, 5*time.Second)
+		var once sync.Once
+		var consumeErr error
+		_ = o.Consume(cctx2, "g", "c", func(context.Context, queue.Event) error { return nil }, queue.ConsumeOptions{
+			OnError: func(err error) { once.Do(func() { consumeErr = err; stop2() }) },
+		})
+		stop2()
+		refused(t, "consume", consumeErr)
+		wctx, wcancel := context.WithTimeout(ctx, 3*time.Second)
+		err = o.Wait(wctx, "a")
+		wcancel()
+		refused(t, "wait", err)
+	})
+
+	t.Run("ops", func(t *testing.T) {
+		_, url := createUser(t, srv, admin, lines["ops"], mine)
+		if _, err := adminQ(mine).Schedule(ctx, "o", time.Now().Add(time.Hour), nil); err != nil {
+			t.Fatal(err)
+		}
+		run := func(ctx context.Context, ns string, args ...string) (int, string, string) {
+			var out, errOut bytes.Buffer
+			code := ctl.Run(ctx, append([]string{"timerctl", "--redis", url, "-n", ns}, args...), ctl.Options{Stdout: &out, Stderr: &errOut})
+			return code, out.String(), errOut.String()
+		}
+		for _, args := range [][]string{{"get", "o"}, {"list"}, {"stats"}} {
+			if code, _, stderr := run(ctx, mine, args...); code != 0 {
+				t.Errorf("timerctl %s on its namespace: exit %d %s", args, code, stderr)
+			}
+		}
+		wctx, wcancel := context.WithTimeout(ctx, time.Second)
+		code, _, stderr := run(wctx, mine, "watch")
+		wcancel()
+		if code != 0 || strings.Contains(stderr, "timerctl: ") {
+			t.Errorf("watch on its namespace: exit %d %q", code, stderr)
+		}
+		// Its own namespace, but a write: refused too.
+		if code, _, stderr := run(ctx, mine, "cancel", "o"); code != 1 || !strings.Contains(stderr, "missing right: +") {
+			t.Errorf("cancel by the read-only role: exit %d %q, want 1 naming the command", code, stderr)
+		}
+		for _, args := range [][]string{{"get", "a"}, {"list"}, {"stats"}, {"watch"}, {"schedule", "n", "--in", "1h"}} {
+			code, _, stderr := run(ctx, theirs, args...)
+			if code != 1 || !strings.Contains(stderr, "missing right: ") || !strings.Contains(stderr, "docs/security.md") {
+				t.Errorf("timerctl %s on another namespace: exit %d %q, want 1, the missing right and docs/security.md", args, code, stderr)
+			}
+		}
+		if tm, err := adminQ(mine).Get(ctx, "o"); err != nil || tm.State != queue.StateScheduled {
+			t.Errorf("the read-only role changed a timer: %+v %v", tm, err)
+		}
+	})
+
+	after := snapshot(t, admin, theirs)
+	if len(after) != len(before) {
+		t.Fatalf("keys of the other namespace changed: %d before, %d after", len(before), len(after))
+	}
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("refused operations wrote %s", k)
+		}
+	}
+}

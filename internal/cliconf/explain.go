@@ -1,0 +1,219 @@
+package cliconf
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/internal/aclright"
+	"github.com/timerq/timerq/queue"
+)
+
+// Target is what a failed command was talking to, for the hints.
+type Target struct {
+	Redis     string        // --redis, redacted
+	Namespace string        // the namespace (or namespaces) in use
+	Timeout   time.Duration // the per-command timeout, if the binary has one
+	// Retention names the flag that shortens retention, where the binary
+	// has one ("--retention" in timerworker); empty otherwise.
+	Retention string
+}
+
+// Explain maps an error from Redis or from package queue to an exit code
+// and a hint that fits its cause. An *Error passes through unchanged; so do
+// the sentinels a binary explains itself (not found, conflicts, bad input),
+// which Explain returns with the exit code they carry but the queue's own
+// text. Only a connection failure gets "check that Redis is reachable".
+func Explain(err error, t Target) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	msg := strings.TrimPrefix(err.Error(), "timerq: ")
+	// queue's messages end in "; <what to do>" when they know it.
+	problem, fix := msg, ""
+	if i := strings.LastIndex(msg, "; "); i >= 0 {
+		problem, fix = msg[:i], msg[i+2:]
+	}
+	out := func(code int, problem, fix string) *Error {
+		return &Error{Code: code, Problem: problem, Fix: fix, Err: err}
+	}
+	ns := t.Namespace
+	switch {
+	case errors.Is(err, context.Canceled):
+		return out(ExitFailure, "interrupted", "run the command again to finish it")
+	case errors.Is(err, queue.ErrNotFound):
+		return out(ExitNotFound, problem, fix)
+	case errors.Is(err, queue.ErrAlreadyFired), errors.Is(err, queue.ErrCancelled):
+		return out(ExitConflict, problem, fix)
+	case errors.Is(err, queue.ErrInvalidID), errors.Is(err, queue.ErrInvalidDue),
+		errors.Is(err, queue.ErrPayloadTooLarge), errors.Is(err, queue.ErrInvalidOptions):
+		return out(ExitUsage, problem, fix)
+	case errors.Is(err, queue.ErrInvalidNamespace):
+		return out(ExitUsage, problem, "fix --namespace (TIMERQ_NAMESPACE): "+fix)
+	case errors.Is(err, queue.ErrPermission) || redis.HasErrorPrefix(err, "NOPERM"):
+		if !strings.Contains(problem, "(missing right: ") { // queue names it; raw replies do not
+			problem += " (missing right: " + aclright.Missing(replyText(err), ns) + ")"
+		}
+		return out(ExitFailure, problem,
+			fmt.Sprintf("grant the Redis user that right, as docs/security.md shows for each role (worker, application, operator) of namespace %q", ns))
+	case errors.Is(err, queue.ErrOutOfMemory):
+		more := ""
+		if t.Retention != "" {
+			more = ", shorten " + t.Retention + " so purges free more,"
+		}
+		return out(ExitFailure, problem, "Redis is at maxmemory with the noeviction policy: raise maxmemory"+more+" or cancel timers you no longer need; nothing was written")
+	case errors.Is(err, queue.ErrWrongType):
+		return out(ExitFailure, problem, fmt.Sprintf("another program writes under timerq:{%s}:*: use another --namespace, or remove those keys", ns))
+	case errors.Is(err, queue.ErrMalformedRecord):
+		return out(ExitFailure, problem, fmt.Sprintf("something other than timerq wrote that timer's field in timerq:{%s}:timers; delete the field (HDEL) or use another --namespace", ns))
+	case errors.Is(err, context.DeadlineExceeded):
+		wait := ""
+		if t.Timeout > 0 {
+			wait = fmt.Sprintf(" within --timeout %v", t.Timeout)
+		}
+		fix := "check that Redis is reachable and not overloaded (SLOWLOG GET), or raise --timeout"
+		if strings.HasPrefix(t.Redis, "rediss://") {
+			// A plain server reads a TLS hello as a command, and waits.
+			fix += "; if that port does not speak TLS, use redis://"
+		}
+		return out(ExitFailure, fmt.Sprintf("Redis at %s did not answer%s", t.Redis, wait), fix)
+	}
+	if ex := explainTLS(err, msg, t); ex != nil {
+		return ex
+	}
+	if ex := explainReply(err, msg, t); ex != nil {
+		return ex
+	}
+	if isConnError(err) {
+		return out(ExitFailure, fmt.Sprintf("cannot reach Redis at %s: %s", t.Redis, msg),
+			"check that Redis is reachable there and that --redis (TIMERQ_REDIS_URL) is right; if that port speaks TLS only, use rediss://")
+	}
+	return out(ExitFailure, problem, cmpOr(fix, "this is unexpected: report it, with the message above, to the timerq maintainers"))
+}
+
+// replyText is the Redis error reply inside err, or err's text.
+func replyText(err error) string {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return rerr.Error()
+	}
+	return err.Error()
+}
+
+// explainTLS explains handshake failures, each by the flag that fixes it.
+func explainTLS(err error, msg string, t Target) *Error {
+	out := func(problem, fix string) *Error {
+		return &Error{Code: ExitFailure, Problem: fmt.Sprintf("TLS with Redis at %s failed: %s", t.Redis, problem), Fix: fix, Err: err}
+	}
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var rec tls.RecordHeaderError
+	var invalid x509.CertificateInvalidError
+	var alert tls.AlertError
+	switch {
+	case errors.As(err, &unknown) || strings.Contains(msg, "certificate signed by unknown authority"):
+		return out("the server's certificate is signed by a CA this machine does not trust",
+			"pass the PEM file of the CA that signed it with --tls-ca-file (TIMERQ_TLS_CA_FILE)")
+	case errors.As(err, &host):
+		return out(msg, "connect by a name the certificate lists, or give the name to check with --tls-server-name (TIMERQ_TLS_SERVER_NAME)")
+	case errors.As(err, &invalid):
+		return out(msg, "renew the server's certificate, or check this machine's clock")
+	case errors.As(err, &rec) || strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return out("the server does not speak TLS on that port",
+			"use redis:// instead of rediss://, or the server's tls-port")
+	case errors.As(err, &alert) || strings.Contains(msg, "remote error: tls:"):
+		switch {
+		case strings.Contains(msg, "certificate required"):
+			return out("the server requires a client certificate (tls-auth-clients yes)",
+				"pass one with --tls-cert-file and --tls-key-file (TIMERQ_TLS_CERT_FILE, TIMERQ_TLS_KEY_FILE)")
+		case strings.Contains(msg, "unknown certificate authority"), strings.Contains(msg, "bad certificate"):
+			return out("the server rejected the client certificate ("+msg+")",
+				"pass a --tls-cert-file signed by a CA in the server's tls-ca-cert-file, with its --tls-key-file")
+		}
+		return out(msg, "check the server's TLS settings (tls-protocols, tls-ciphers) against TLS 1.2 or later")
+	}
+	return nil
+}
+
+// explainReply explains the error replies of Redis that an operator can fix.
+func explainReply(err error, msg string, t Target) *Error {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return nil
+	}
+	out := func(problem, fix string) *Error {
+		return &Error{Code: ExitFailure, Problem: problem, Fix: fix, Err: err}
+	}
+	switch {
+	case redis.HasErrorPrefix(err, "WRONGPASS") || strings.Contains(msg, "invalid username-password"):
+		return out(fmt.Sprintf("Redis at %s rejected the username or password", t.Redis),
+			"correct the credentials in --redis (TIMERQ_REDIS_URL), e.g. rediss://user:password@host:6379/0")
+	case redis.HasErrorPrefix(err, "NOAUTH"):
+		return out(fmt.Sprintf("Redis at %s requires a password", t.Redis),
+			"put the user and password in --redis (TIMERQ_REDIS_URL), e.g. redis://user:password@host:6379/0")
+	case strings.Contains(msg, "without any password configured"):
+		return out(fmt.Sprintf("Redis at %s has no password, but --redis gives one", t.Redis),
+			"remove the password from --redis, or configure requirepass on the server")
+	case strings.Contains(msg, "MOVED ") || strings.Contains(msg, "ASK ") || strings.Contains(msg, "CLUSTERDOWN"):
+		return out(fmt.Sprintf("Redis at %s is a Cluster node, and --redis treats it as a single server (%s)", t.Redis, msg),
+			"add ?cluster=1 to --redis, or list the nodes: redis://node1:6379?addr=node2:6379&addr=node3:6379")
+	case redis.HasErrorPrefix(err, "READONLY"):
+		return out(fmt.Sprintf("Redis at %s is a read-only replica", t.Redis),
+			"point --redis at the master, or use a Sentinel URL (?master_name=NAME) that follows failovers")
+	case redis.HasErrorPrefix(err, "LOADING"):
+		return out(fmt.Sprintf("Redis at %s is loading its data set", t.Redis), "retry in a moment")
+	case strings.Contains(strings.ToLower(msg), "unknown command"):
+		return out(msg, "the server is older than timerq needs or renames that command; docs/security.md lists the minimum Redis version by feature")
+	}
+	return out(strings.TrimPrefix(msg, "timerq: "), "Redis refused the command; see its reply above and docs/operations.md")
+}
+
+// isConnError reports whether err is a failure to reach Redis or a lost
+// connection, as opposed to an answer Redis gave.
+func isConnError(err error) bool {
+	var ne net.Error
+	var oe *net.OpError
+	return errors.As(err, &ne) || errors.As(err, &oe) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, redis.ErrClosed) || strings.Contains(err.Error(), "connection refused") ||
+		strings.Contains(err.Error(), "no such host") || strings.Contains(err.Error(), "i/o timeout") ||
+		strings.Contains(err.Error(), "all sentinels are unreachable") || strings.Contains(err.Error(), "failed to dial")
+}
+
+// IsTransient reports whether err is one a long-running command should
+// retry rather than give up on: a lost or refused connection, a timeout,
+// or a server in the middle of a failover or restart (READONLY, LOADING,
+// MASTERDOWN, TRYAGAIN, CLUSTERDOWN). A refusal (ACL, OOM, WRONGTYPE) is
+// not transient.
+func IsTransient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	for _, code := range []string{"READONLY", "LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"} {
+		if redis.HasErrorPrefix(err, code) {
+			return true
+		}
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return false
+	}
+	return errors.Is(err, context.DeadlineExceeded) || isConnError(err)
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

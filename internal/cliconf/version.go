@@ -1,0 +1,99 @@
+package cliconf
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Requirement is the oldest Redis version a feature of timerq runs on.
+type Requirement struct {
+	Feature      string
+	Major, Minor int
+}
+
+// The minimum Redis version by feature, as docs/security.md lists them.
+var (
+	// NeedCore is schedule, claim, wait and the rest: Lua scripts, sorted
+	// sets and the fire stream (XADD, XTRIM).
+	NeedCore = Requirement{"timerq (streams and Lua scripts)", 5, 0}
+	// NeedConsume is queue.Consume: XAUTOCLAIM.
+	NeedConsume = Requirement{"Consume (XAUTOCLAIM)", 6, 2}
+	// NeedShardedPubSub is sharded pub/sub on Cluster: SPUBLISH, SSUBSCRIBE.
+	NeedShardedPubSub = Requirement{"sharded pub/sub (SPUBLISH)", 7, 0}
+)
+
+// String returns "<feature> needs Redis <major>.<minor>".
+func (r Requirement) String() string {
+	return fmt.Sprintf("%s needs Redis %d.%d or later", r.Feature, r.Major, r.Minor)
+}
+
+// infoField returns one field of an INFO reply.
+func infoField(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, found := strings.CutPrefix(strings.TrimSpace(line), name+":"); found {
+			return v
+		}
+	}
+	return ""
+}
+
+// parseVersion reads redis_version from an INFO server reply (Valkey
+// reports the Redis version it is compatible with there). ok is false when
+// the server does not say (miniredis).
+func parseVersion(info string) (major, minor int, version string, ok bool, err error) {
+	for _, line := range strings.Split(info, "\n") {
+		v, found := strings.CutPrefix(strings.TrimSpace(line), "redis_version:")
+		if !found {
+			continue
+		}
+		parts := strings.SplitN(v, ".", 3)
+		if len(parts) < 2 {
+			return 0, 0, v, false, nil
+		}
+		ma, err1 := strconv.Atoi(parts[0])
+		mi, err2 := strconv.Atoi(parts[1])
+		if err1 != nil || err2 != nil {
+			return 0, 0, v, false, nil
+		}
+		return ma, mi, v, true, nil
+	}
+	return 0, 0, "", false, nil
+}
+
+// CheckServer refuses a Redis older than any of need with a usage-free
+// runtime error (exit code 1) that names the feature, the version found
+// and the version needed. A server that does not report its version
+// passes. Errors reaching Redis are returned as they are, for Explain.
+//
+// It also refuses a Cluster node reached by a single-server URL, which
+// would otherwise fail each command with MOVED.
+func CheckServer(ctx context.Context, rdb redis.UniversalClient, redacted string, need ...Requirement) error {
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		if _, isReply := err.(redis.Error); isReply {
+			return nil // refused or unsupported: cannot check
+		}
+		return err
+	}
+	if _, isCluster := rdb.(*redis.ClusterClient); infoField(info, "redis_mode") == "cluster" && !isCluster {
+		return &Error{Code: ExitFailure,
+			Problem: fmt.Sprintf("Redis at %s is a Cluster node, and --redis treats it as a single server", redacted),
+			Fix:     "add ?cluster=1 to --redis, or list the nodes: redis://node1:6379?addr=node2:6379&addr=node3:6379"}
+	}
+	major, minor, v, ok, _ := parseVersion(info)
+	if !ok {
+		return nil
+	}
+	for _, r := range need {
+		if major < r.Major || major == r.Major && minor < r.Minor {
+			return &Error{Code: ExitFailure,
+				Problem: fmt.Sprintf("Redis at %s is version %s, too old: %s", redacted, v, r),
+				Fix:     fmt.Sprintf("upgrade Redis to %d.%d or later (docs/security.md lists the minimum version by feature)", r.Major, r.Minor)}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+-- restore.lua: write timers as an export recorded them, states and times
+-- included; leave existing IDs alone.
+--
+-- KEYS: the namespace's six keys (see prelude.lua).
+-- ARGV[1]        retention_ms: how long a settled record is kept after it
+--                settled; 0 = forever
+-- ARGV[2]        wake channel, told the new earliest due_ms when it moves earlier
+-- ARGV[3+6i..]   sextuples: id, state (s, f or c), due_ms, created_ms,
+--                settled_ms ('' when scheduled), payload
+-- Reply: {created_1, record_1, created_2, record_2, ...}; created is 1 for a
+--        restored timer and 0 when the ID already existed in any state (or
+--        earlier in this call), whose record is returned unchanged.
+-- Complexity: O(k log N) for k timers in a set of N.
+--
+-- A scheduled timer goes into the due set with its due time and creation
+-- time. A settled timer is written settled: its record, its entry in the
+-- fired or cancelled set, and its retention entry (purge at settled_ms +
+-- retention, as in the namespace it came from). It never enters the due set,
+-- gets no fire-stream entry and no wakeup on its channel: it fired (or was
+-- cancelled) in the namespace it was exported from, and the consumers of
+-- this one must not see it again.
+--
+-- Every check and read runs first, then the one PUBLISH (which Redis may
+-- refuse for want of a channel right), then the writes, whose first one is
+-- the one Redis checks for OOM. Where Redis has redis.acl_check_cmd (7.0+;
+-- not miniredis), every command the writes will use is checked against the
+-- user's ACL first, so that a user who may write some keys but not others
+-- gets NOPERM before any write. A malformed argument, a key of the wrong
+-- type, a missing right or a refused PUBLISH leaves the namespace untouched:
+-- all or nothing.
+
+local err = check_types()
+if err then return err end
+
+local retention = tonumber(ARGV[1])
+local sets = {s = KEYS[1], f = KEYS[3], c = KEYS[4]}
+local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local earliest = tonumber(head[2])
+local moved_earlier = false
+
+local reply, seen = {}, {}
+local hset, zadd, expire = {}, {s = {}, f = {}, c = {}}, {}
+for i = 3, #ARGV, 6 do
+  local id, state, due, created, settled, payload =
+    ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
+  if not sets[state] or payload == nil or not string.match(due, '^%d+$') or
+      not string.match(created, '^%d+$') or not string.match(settled, '^%d*$') or
+      (state == 's') ~= (settled == '') then
+    return redis.error_reply('ERR timerq restore: malformed arguments for timer ' .. id)
+  end
+  local rec = seen[id]
+  if not rec then
+    rec = redis.call('HGET', KEYS[2], id)
+    if rec then rec = full(id, rec) end
+  end
+  if rec then
+    reply[#reply + 1] = 0
+  else
+    if state == 's' then
+      hset[#hset + 1] = id
+      hset[#hset + 1] = encode('s', '', created, '', payload)
+      local d = tonumber(due)
+      if earliest == nil or d < earliest then
+        earliest = d
+        moved_earlier = true
+      end
+    else
+      hset[#hset + 1] = id
+      hset[#hset + 1] = encode(state, due, created, settled, payload)
+      if retention > 0 then
+        expire[#expire + 1] = fmt(tonumber(settled) + retention)
+        expire[#expire + 1] = id
+      end
+    end
+    local z = zadd[state]
+    z[#z + 1] = due
+    z[#z + 1] = id
+    rec = encode(state, due, created, settled, payload)
+    seen[id] = rec
+    reply[#reply + 1] = 1
+  end
+  reply[#reply + 1] = rec
+end
+
+-- may reports whether the user may run cmd with args; true where Redis
+-- cannot tell (miniredis).
+local function may(cmd, ...)
+  if not redis.acl_check_cmd then return true end
+  return redis.acl_check_cmd(cmd, ...)
+end
+local needs = {}
+if moved_earlier then needs[#needs + 1] = {'PUBLISH', ARGV[2], '0'} end
+if #hset > 0 then needs[#needs + 1] = {'HSET', KEYS[2], 'f', 'v'} end
+for state, z in pairs(zadd) do
+  if #z > 0 then needs[#needs + 1] = {'ZADD', sets[state], '0', 'm'} end
+end
+if #expire > 0 then needs[#needs + 1] = {'ZADD', KEYS[5], '0', 'm'} end
+for _, n in ipairs(needs) do
+  if not may(unpack(n)) then
+    return redis.error_reply('NOPERM this user has no permission to run ' .. n[1] .. ' on ' .. n[2] ..
+      ', which restoring these timers needs; nothing was written')
+  end
+end
+
+if moved_earlier then
+  redis.call('PUBLISH', ARGV[2], fmt(earliest))
+end
+if #hset > 0 then
+  redis.call('HSET', KEYS[2], unpack(hset))
+  for state, z in pairs(zadd) do
+    if #z > 0 then redis.call('ZADD', sets[state], unpack(z)) end
+  end
+  if #expire > 0 then
+    redis.call('ZADD', KEYS[5], unpack(expire))
+  end
+end
+return reply
