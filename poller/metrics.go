@@ -31,6 +31,12 @@ type Metrics struct {
 	// MaintenanceHolder is 1 while this process holds the maintenance lock
 	// (timerq_maintenance_holder).
 	MaintenanceHolder prometheus.Gauge
+	// ShardsOwned is how many shards this process claims
+	// (timerq_shards_owned).
+	ShardsOwned prometheus.Gauge
+	// ShardPauses counts claims of a shard refused because its Cluster slot
+	// was migrating or unserved (timerq_shard_pauses_total).
+	ShardPauses prometheus.Counter
 }
 
 // NewMetrics returns unregistered collectors.
@@ -58,12 +64,18 @@ func NewMetrics() *Metrics {
 		MaintenanceHolder: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "timerq_maintenance_holder", Help: "1 while this process holds the namespace's maintenance lock.",
 		}),
+		ShardsOwned: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "timerq_shards_owned", Help: "Shards of the namespace this process claims.",
+		}),
+		ShardPauses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "timerq_shard_pauses_total", Help: "Shard claims refused while the shard's Cluster slot migrated (TRYAGAIN, ASK, MOVED, CLUSTERDOWN).",
+		}),
 	}
 }
 
 // Register registers every collector with reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.Fired, m.ClaimErrors, m.ClaimBatchSize, m.FireLateness, m.Purged, m.MaintenanceHolder} {
+	for _, c := range []prometheus.Collector{m.Fired, m.ClaimErrors, m.ClaimBatchSize, m.FireLateness, m.Purged, m.MaintenanceHolder, m.ShardsOwned, m.ShardPauses} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -90,6 +102,8 @@ func (m *Metrics) Hooks() Hooks {
 			m.MaintenanceHolder.Set(0)
 		},
 		Purged: func(n int) { m.Purged.Add(float64(n)) },
+		Owned:  func(shards []int) { m.ShardsOwned.Set(float64(len(shards))) },
+		Paused: func(int, error) { m.ShardPauses.Inc() },
 	}
 }
 

@@ -3,6 +3,8 @@ package poller
 import (
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"os"
 	"time"
 
 	"github.com/timerq/timerq/queue"
@@ -28,6 +30,13 @@ const (
 	DefaultPurgeInterval = 30 * time.Second
 	// DefaultStatsInterval is how often the maintenance holder samples stats.
 	DefaultStatsInterval = 5 * time.Second
+	// DefaultHeartbeat is how often a poller renews its membership when
+	// Options.Heartbeat is 0.
+	DefaultHeartbeat = time.Second
+	// DefaultMemberTTL is how long a membership lasts without a heartbeat
+	// when Options.MemberTTL is 0: a dead worker's shards move to the others
+	// within about this long.
+	DefaultMemberTTL = 3 * time.Second
 )
 
 // Options configures a Poller. The zero value selects every default.
@@ -54,6 +63,24 @@ type Options struct {
 	// Logger receives one line per backoff step and maintenance events.
 	// Default slog.Default().
 	Logger *slog.Logger
+
+	// WorkerID names this poller in the namespace's membership list. It
+	// must be unique among live workers. Default: host name, process ID and
+	// a random suffix.
+	WorkerID string
+
+	// Shards, if not nil, fixes the shards this poller claims instead of
+	// sharing them with the other workers by membership. Shards the
+	// namespace does not have are ignored (and logged).
+	Shards []int
+
+	// Heartbeat is how often the poller renews its membership and re-reads
+	// the live members. Default 1 s.
+	Heartbeat time.Duration
+
+	// MemberTTL is how long a membership lasts without a heartbeat; it must
+	// exceed Heartbeat. Default 3 s.
+	MemberTTL time.Duration
 
 	// Maintenance configures the tasks run by one replica at a time.
 	Maintenance MaintenanceOptions
@@ -102,6 +129,12 @@ type Hooks struct {
 	Stats func(s queue.Stats)
 	// Purged is called after each purge pass with how many records it removed.
 	Purged func(removed int)
+	// Owned is called with the shards the poller claims, whenever they change.
+	Owned func(shards []int)
+	// Paused is called when a shard's claim failed because its Cluster slot
+	// is migrating (TRYAGAIN, ASK, MOVED) or unserved (CLUSTERDOWN); the
+	// shard is retried with backoff while the others go on.
+	Paused func(shard int, err error)
 }
 
 // withDefaults validates o and fills in its defaults.
@@ -128,6 +161,8 @@ func (o Options) withDefaults() (Options, error) {
 		{"Maintenance.PurgeInterval", &o.Maintenance.PurgeInterval, DefaultPurgeInterval},
 		{"Maintenance.StatsInterval", &o.Maintenance.StatsInterval, DefaultStatsInterval},
 		{"Maintenance.AcquireInterval", &o.Maintenance.AcquireInterval, 0},
+		{"Heartbeat", &o.Heartbeat, DefaultHeartbeat},
+		{"MemberTTL", &o.MemberTTL, DefaultMemberTTL},
 	}
 	for _, d := range durations {
 		if *d.p < 0 {
@@ -145,6 +180,18 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Maintenance.LockExpiry < 30*time.Millisecond {
 		return bad("Maintenance.LockExpiry %v is too short to extend in time; use at least 30ms", o.Maintenance.LockExpiry)
+	}
+	if o.MemberTTL <= o.Heartbeat {
+		return bad("MemberTTL %v must exceed Heartbeat %v, or every worker drops out between heartbeats", o.MemberTTL, o.Heartbeat)
+	}
+	for _, k := range o.Shards {
+		if k < 0 || k >= queue.MaxShards {
+			return bad("Shards holds %d, outside 0..%d", k, queue.MaxShards-1)
+		}
+	}
+	if o.WorkerID == "" {
+		host, _ := os.Hostname()
+		o.WorkerID = fmt.Sprintf("%s-%d-%08x", host, os.Getpid(), rand.Uint32())
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

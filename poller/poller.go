@@ -11,8 +11,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -22,6 +25,8 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/timerq/timerq/internal/keyspace"
+	"github.com/timerq/timerq/internal/shardsub"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -41,11 +46,15 @@ type Poller struct {
 	lastClaim atomic.Int64 // local Unix nanoseconds of the last successful claim
 	holding   atomic.Bool
 	arms      chan []queue.Fired // fired occurrences, to armLoop (recurring.go)
+
+	ownedMu sync.Mutex
+	owned   []int // shards claimed now
 }
 
 // New returns a Poller for q. rdb must be the client q was created with (or
-// one reaching the same Redis): the poller subscribes to q's wake channel
-// and takes the maintenance lock through it. New does not contact Redis.
+// one reaching the same Redis): the poller subscribes to q's wake channels,
+// heartbeats and takes the maintenance lock through it. New does not
+// contact Redis.
 func New(q *queue.Queue, rdb redis.UniversalClient, opts Options) (*Poller, error) {
 	if q == nil {
 		return nil, fmt.Errorf("poller: %w: the queue is nil; pass one from queue.New", queue.ErrInvalidOptions)
@@ -69,9 +78,11 @@ func New(q *queue.Queue, rdb redis.UniversalClient, opts Options) (*Poller, erro
 // Options returns the poller's options with defaults filled in.
 func (p *Poller) Options() Options { return p.opts }
 
-// LastClaim returns the local time of the last successful claim, or the
-// zero time if none succeeded yet. A recent one shows that Redis answers
-// and the claim script runs, which is what readiness checks want.
+// LastClaim returns the local time of the last successful claim (or, for
+// a poller that owns no shard of a sharded namespace, of its last
+// heartbeat), or the zero time if none succeeded yet. A recent one shows
+// that Redis answers and the claim script runs, which is what readiness
+// checks want.
 func (p *Poller) LastClaim() time.Time {
 	n := p.lastClaim.Load()
 	if n == 0 {
@@ -84,18 +95,38 @@ func (p *Poller) LastClaim() time.Time {
 func (p *Poller) HoldsMaintenance() bool { return p.holding.Load() }
 
 // MaintenanceLockKey returns the Redis key of the namespace's maintenance
-// lock. It carries the namespace's hash tag, so it lives in the same
-// Cluster slot as the queue.
+// lock. It carries the namespace's hash tag.
 func (p *Poller) MaintenanceLockKey() string {
-	return "timerq:{" + p.q.Namespace() + "}:maint-lock"
+	return keyspace.Namespace(p.q.Namespace()).MaintLock()
 }
 
-// Run claims due timers until ctx ends, then lets the claim in flight finish,
-// releases the maintenance lock if held, and returns nil. Redis errors are
-// logged and retried with backoff (an outage, LOADING, a timeout), except a
-// refusal for lack of an ACL right, which no retry can fix: then Run stops
-// as if ctx ended and returns that error, wrapping queue.ErrPermission and
-// naming the right. It returns ErrRunning if the Poller is already running.
+// WorkerID returns the ID under which the poller heartbeats.
+func (p *Poller) WorkerID() string { return p.opts.WorkerID }
+
+// OwnedShards returns the shards the poller claims now, in order.
+func (p *Poller) OwnedShards() []int {
+	p.ownedMu.Lock()
+	defer p.ownedMu.Unlock()
+	return append([]int(nil), p.owned...)
+}
+
+// Run claims due timers until ctx ends, then lets the claims in flight
+// finish, leaves the namespace's membership, releases the maintenance lock
+// if held, and returns nil. It never returns because of a Redis error:
+// those are logged and retried with backoff. It returns ErrRunning if the
+// Poller is already running.
+//
+// On a sharded namespace the poller claims only the shards it owns (see
+// Options.Shards): the live workers share the shards by rendezvous hashing
+// over the membership list in Redis, which each renews every
+// Options.Heartbeat. A worker that dies drops out after Options.MemberTTL
+// and its shards go to the others. An unsharded namespace's one shard is
+// claimed by every poller, as before sharding.
+//
+// Redis errors are logged and retried with backoff (an outage, LOADING, a
+// timeout, a slot migration), except a refusal for lack of an ACL right,
+// which no retry can fix: then Run stops as if ctx ended and returns that
+// error, wrapping queue.ErrPermission and naming the right.
 func (p *Poller) Run(ctx context.Context) error {
 	if !p.running.CompareAndSwap(false, true) {
 		return ErrRunning
@@ -110,12 +141,267 @@ func (p *Poller) Run(ctx context.Context) error {
 	p.arms = make(chan []queue.Fired, 16)
 	wg.Go(func() { p.repairRecurring(ctx) })
 	wg.Go(func() { p.armLoop(ctx) })
-	p.poll(ctx, stop)
+	p.serve(ctx, stop)
 	wg.Wait()
 	if err := context.Cause(ctx); errors.Is(err, queue.ErrPermission) {
 		return err
 	}
 	return nil
+}
+
+// serve reads the namespace's layout, then runs one claim loop per owned
+// shard, adjusting the set on every heartbeat, until ctx ends.
+func (p *Poller) serve(ctx context.Context, stop context.CancelCauseFunc) {
+	var shards int
+	var sharded bool
+	for failures := 1; ; failures++ {
+		// Reading the layout is the first step of every claim: report its
+		// failures as failed claims, with the same backoff.
+		n, err := p.q.Shards(ctx)
+		if err == nil {
+			shards = n
+			sharded, _ = p.q.ShardedPubSub(ctx)
+			if failures > 1 {
+				p.log.Info("timerq: claims succeed again", "failed_attempts", failures-1)
+			}
+			break
+		}
+		if ctx.Err() != nil || p.fatal(err, stop, "read of the namespace's layout") {
+			return
+		}
+		if h := p.opts.Hooks.ClaimFailed; h != nil {
+			h(err)
+		}
+		d := p.backoff(failures)
+		p.log.Warn("timerq: claim failed; retrying", "attempt", failures, "retry_in", d, "err", err)
+		if !sleep(ctx, d) {
+			return
+		}
+	}
+	for _, k := range p.opts.Shards {
+		if k >= shards {
+			p.log.Error("timerq: Options.Shards names a shard the namespace does not have; ignoring it", "shard", k, "shards", shards)
+		}
+	}
+
+	sub := shardsub.New(p.rdb, sharded, 1024)
+	var loopsWG sync.WaitGroup
+	loops := map[int]*shardLoop{}
+	var loopsMu sync.Mutex
+	byChannel := map[string]int{}
+	for k := range shards {
+		byChannel[p.q.ShardWakeChannel(k)] = k
+	}
+	// Route wake messages and (re)subscriptions to the shard's loop.
+	dispatched := make(chan struct{})
+	go func() {
+		defer close(dispatched)
+		for ev := range sub.Events() {
+			k, ok := byChannel[ev.Channel]
+			if !ok {
+				continue
+			}
+			loopsMu.Lock()
+			if l := loops[k]; l != nil {
+				select {
+				case l.events <- ev:
+				default: // full: the loop's next poll (MaxPollInterval) covers it
+				}
+			}
+			loopsMu.Unlock()
+		}
+	}()
+
+	setOwned := func(want []int) {
+		loopsMu.Lock()
+		defer loopsMu.Unlock()
+		keep := map[int]bool{}
+		for _, k := range want {
+			keep[k] = true
+		}
+		var drop, add []string
+		for k, l := range loops {
+			if !keep[k] {
+				l.cancel()
+				delete(loops, k)
+				drop = append(drop, p.q.ShardWakeChannel(k))
+			}
+		}
+		for _, k := range want {
+			if loops[k] != nil {
+				continue
+			}
+			lctx, cancel := context.WithCancel(ctx)
+			l := &shardLoop{p: p, shard: k, cancel: cancel, events: make(chan shardsub.Event, 64)}
+			loops[k] = l
+			add = append(add, p.q.ShardWakeChannel(k))
+			loopsWG.Go(func() { l.run(lctx, stop) })
+		}
+		if len(drop) > 0 {
+			sub.Unsubscribe(ctx, drop...)
+		}
+		if len(add) > 0 {
+			// Subscribed before the loop's second claim at the latest: the
+			// confirmation triggers a claim, so no wake is missed.
+			if err := sub.Subscribe(ctx, add...); err != nil {
+				p.log.Debug("timerq: wake subscription failed; polling covers it", "err", err)
+			}
+		}
+		owned := slices.Sorted(maps.Keys(loops))
+		p.ownedMu.Lock()
+		changed := !slices.Equal(owned, p.owned)
+		p.owned = owned
+		p.ownedMu.Unlock()
+		if changed {
+			p.log.Info("timerq: claiming shards", "shards", owned, "of", shards)
+			if h := p.opts.Hooks.Owned; h != nil {
+				h(owned)
+			}
+		}
+	}
+
+	switch {
+	case p.opts.Shards != nil:
+		var fixed []int
+		for _, k := range p.opts.Shards {
+			if k < shards {
+				fixed = append(fixed, k)
+			}
+		}
+		setOwned(fixed)
+		<-ctx.Done()
+	case shards == 1:
+		setOwned([]int{0})
+		<-ctx.Done()
+	default:
+		p.membership(ctx, shards, setOwned, stop)
+	}
+
+	loopsMu.Lock()
+	for _, l := range loops {
+		l.cancel()
+	}
+	loopsMu.Unlock()
+	loopsWG.Wait()
+	_ = sub.Close()
+	<-dispatched
+	p.ownedMu.Lock()
+	p.owned = nil
+	p.ownedMu.Unlock()
+}
+
+// membership heartbeats every Options.Heartbeat and gives setOwned the
+// shards this worker wins by rendezvous hashing among the live members.
+// Until the first heartbeat succeeds it claims every shard: ownership only
+// saves work, so overlap is safe, and a lone worker must not sit idle.
+func (p *Poller) membership(ctx context.Context, shards int, setOwned func([]int), stop context.CancelCauseFunc) {
+	all := make([]int, shards)
+	for k := range all {
+		all[k] = k
+	}
+	beat := func(ctx context.Context, leave bool) ([]string, error) {
+		cctx, cancel := context.WithTimeout(ctx, p.opts.ClaimTimeout)
+		defer cancel()
+		return p.q.Heartbeat(cctx, p.opts.WorkerID, p.opts.MemberTTL, leave)
+	}
+	defer func() {
+		// Leave, so the others take this worker's shards at once rather
+		// than after MemberTTL.
+		if _, err := beat(context.WithoutCancel(ctx), true); err != nil {
+			p.log.Debug("timerq: leaving the membership failed; the others wait for it to expire", "err", err)
+		}
+	}()
+	tick := time.NewTicker(p.opts.Heartbeat)
+	defer tick.Stop()
+	failures := 0
+	for {
+		members, err := beat(ctx, false)
+		switch {
+		case err == nil:
+			if failures > 0 {
+				p.log.Info("timerq: heartbeats succeed again", "failed_attempts", failures)
+			}
+			failures = 0
+			owned := Owned(members, shards, p.opts.WorkerID)
+			setOwned(owned)
+			if len(owned) == 0 {
+				// More workers than shards: this one stands by. Its
+				// heartbeat proves Redis answers, which is what readiness
+				// (LastClaim) asks of a worker with nothing to claim.
+				p.lastClaim.Store(time.Now().UnixNano())
+			}
+		case ctx.Err() != nil:
+		case p.fatal(err, stop, "heartbeat"):
+			return
+		default:
+			failures++
+			if failures == 1 {
+				p.log.Warn("timerq: heartbeat failed; keeping the shards claimed so far", "err", err)
+			}
+			if len(p.OwnedShards()) == 0 {
+				setOwned(all)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Owned returns the shards (of shards) that worker owns among members by
+// rendezvous (highest random weight) hashing: each shard goes to the member
+// with the highest hash of (member, shard). When a member joins or leaves,
+// only the shards it wins or held move. A worker missing from members (not
+// yet heartbeated) owns nothing.
+func Owned(members []string, shards int, worker string) []int {
+	var out []int
+	for k := range shards {
+		best, bestW := "", uint64(0)
+		for _, m := range members {
+			if w := weight(m, k); best == "" || w > bestW || w == bestW && m > best {
+				best, bestW = m, w
+			}
+		}
+		if best == worker {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// weight mixes a member and a shard into a 64-bit score: FNV-1a of the
+// member, xored with the shard, through the SplitMix64 finaliser.
+func weight(member string, shard int) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(member))
+	x := h.Sum64() ^ (uint64(shard)+1)*0x9e3779b97f4a7c15
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// shardLoop claims one shard.
+type shardLoop struct {
+	p      *Poller
+	shard  int
+	cancel context.CancelFunc
+	events chan shardsub.Event
 }
 
 // fatal reports whether err is one that stops Run (see Run), and if so
@@ -129,34 +415,15 @@ func (p *Poller) fatal(err error, stop context.CancelCauseFunc, what string) boo
 	return true
 }
 
-// poll is the claim loop.
+// run is the claim loop of one shard.
 //
-// Sleep targets are kept in the server's clock: after a claim, the poller
+// Sleep targets are kept in the server's clock: after a claim, the loop
 // sleeps NextDue-Now (both server times) and remembers the local monotonic
 // instant the reply arrived, so that a wake message (a server due time) can
 // be compared with, and converted to, a local sleep without ever trusting
 // the local wall clock.
-func (p *Poller) poll(ctx context.Context, stop context.CancelCauseFunc) {
-	// Subscribe first: the SUBSCRIBE is sent before the first claim, and its
-	// confirmation triggers another claim, so a wake published between the
-	// two cannot be missed.
-	ps := p.rdb.Subscribe(ctx, p.q.WakeChannel())
-	all := ps.ChannelWithSubscriptions(
-		redis.WithChannelSize(1024),
-		// Short health-check timeouts: the reconnect holds the PubSub's
-		// lock, and Close waits for it at shutdown.
-		redis.WithChannelPingTimeout(time.Second),
-		redis.WithChannelReconnectTimeout(time.Second),
-	)
-	defer func() {
-		_ = ps.Close()
-		// The receiving goroutine exits once it sees the close; drain so it
-		// never blocks on a full channel.
-		for range all {
-		}
-	}()
-	msgs := all // set to nil once closed (the client was closed), but drained via all
-
+func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
+	p := l.p
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var (
@@ -169,45 +436,46 @@ func (p *Poller) poll(ctx context.Context, stop context.CancelCauseFunc) {
 		select {
 		case <-ctx.Done():
 			return
-		case m, ok := <-msgs:
-			if !ok {
-				msgs = nil
-				continue
-			}
+		case ev := <-l.events:
 			if failures > 0 {
 				continue // backing off: the next claim comes with the backoff
 			}
-			switch m := m.(type) {
-			case *redis.Subscription:
+			if ev.Subscribed {
 				// Confirmed, or resubscribed after a reconnect: wake messages
 				// published while unsubscribed are lost, so claim now.
-				if m.Kind == "subscribe" {
-					target = 0
-					timer.Reset(0)
-				}
-			case *redis.Message:
-				due, err := strconv.ParseInt(m.Payload, 10, 64)
-				if err != nil || due >= target {
-					continue
-				}
-				target = due
-				serverNow := refServer + time.Since(refLocal).Milliseconds()
-				timer.Reset(max(time.Duration(due-serverNow)*time.Millisecond, 0))
+				target = 0
+				timer.Reset(0)
+				continue
 			}
+			due, err := strconv.ParseInt(ev.Payload, 10, 64)
+			if err != nil || due >= target {
+				continue
+			}
+			target = due
+			serverNow := refServer + time.Since(refLocal).Milliseconds()
+			timer.Reset(max(time.Duration(due-serverNow)*time.Millisecond, 0))
 		case <-timer.C:
-			res, err := p.claim(ctx)
+			res, err := p.claim(ctx, l.shard)
 			if err != nil && p.fatal(err, stop, "claim") {
 				return
 			}
 			if err != nil {
 				failures++
 				d := p.backoff(failures)
-				p.log.Warn("timerq: claim failed; retrying", "attempt", failures, "retry_in", d, "err", err)
+				if errors.Is(err, queue.ErrSlotMigrating) {
+					// Only this shard's slot is moving: the others go on.
+					if h := p.opts.Hooks.Paused; h != nil {
+						h(l.shard, err)
+					}
+					p.log.Info("timerq: shard paused by a slot migration; retrying", "shard", l.shard, "retry_in", d, "err", err)
+				} else {
+					p.log.Warn("timerq: claim failed; retrying", "shard", l.shard, "attempt", failures, "retry_in", d, "err", err)
+				}
 				timer.Reset(d)
 				continue
 			}
 			if failures > 0 {
-				p.log.Info("timerq: claims succeed again", "failed_attempts", failures)
+				p.log.Info("timerq: claims succeed again", "shard", l.shard, "failed_attempts", failures)
 				failures = 0
 			}
 			refServer, refLocal = res.Now.UnixMilli(), time.Now()
@@ -230,10 +498,10 @@ func (p *Poller) poll(ctx context.Context, stop context.CancelCauseFunc) {
 // claim runs one claim. Its context is not cancelled with Run's, so that a
 // claim in flight when Run is stopped completes (its timers have fired
 // whether or not the reply arrives), but ClaimTimeout bounds it.
-func (p *Poller) claim(ctx context.Context) (queue.ClaimResult, error) {
+func (p *Poller) claim(ctx context.Context, shard int) (queue.ClaimResult, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.ClaimTimeout)
 	defer cancel()
-	res, err := p.q.Claim(cctx, p.opts.BatchSize)
+	res, err := p.q.ClaimShard(cctx, shard, p.opts.BatchSize)
 	if err != nil {
 		if h := p.opts.Hooks.ClaimFailed; h != nil {
 			h(err)

@@ -99,6 +99,9 @@ func (p *Poller) repairRecurring(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		if n, err := p.q.Shards(ctx); err == nil && n > 1 {
+			return // recurring schedules live in unsharded namespaces only
+		}
 		for range 100 { // bounded: at most 25,600 schedules per pass
 			cctx, cancel := context.WithTimeout(ctx, p.opts.ClaimTimeout)
 			n, more, err := p.q.RepairRecurring(cctx, recurringRepairBatch, queue.DefaultRepairGrace)

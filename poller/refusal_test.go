@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,7 +25,7 @@ import (
 // dropClaimReplies loses the reply of every other claim after Redis ran it,
 // as a client timeout during a slow claim does.
 type dropClaimReplies struct {
-	sha     string
+	shas    []string // the claim script in both pub/sub flavours
 	claims  atomic.Int64
 	dropped atomic.Int64
 }
@@ -39,7 +40,7 @@ func (d *dropClaimReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		args := cmd.Args()
-		if err == nil && cmd.Name() == "evalsha" && len(args) > 1 && args[1] == d.sha && d.claims.Add(1)%2 == 0 {
+		if err == nil && cmd.Name() == "evalsha" && len(args) > 1 && slices.Contains(d.shas, fmt.Sprint(args[1])) && d.claims.Add(1)%2 == 0 {
 			d.dropped.Add(1)
 			err = errors.New("test: claim reply lost (i/o timeout)")
 			cmd.SetErr(err)
@@ -54,8 +55,8 @@ func (d *dropClaimReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook
 func TestNamespaceCountersCountLostReplies(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		sum := sha1.Sum([]byte(lua.Claim))
-		drop := &dropClaimReplies{sha: hex.EncodeToString(sum[:])}
+		classic, sharded := sha1.Sum([]byte(lua.Claim)), sha1.Sum([]byte(lua.Sharded(lua.Claim)))
+		drop := &dropClaimReplies{shas: []string{hex.EncodeToString(classic[:]), hex.EncodeToString(sharded[:])}}
 		var rdb *redis.Client
 		if b.Mini != nil {
 			rdb = redis.NewClient(&redis.Options{Addr: b.Mini.Addr()})

@@ -3,6 +3,9 @@ package queue
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -20,25 +23,90 @@ func (f Fired) Lateness() time.Duration { return f.FiredAt.Sub(f.Due) }
 
 // ClaimResult is the outcome of one Claim.
 type ClaimResult struct {
+	// Shard is the shard ClaimShard claimed from; -1 when Claim covered
+	// several shards.
+	Shard int
 	// Now is the Redis server's clock when the claim ran.
 	Now time.Time
-	// Fired lists the timers fired by this claim, in due order.
+	// Fired lists the timers fired by this claim, in due order within each
+	// shard.
 	Fired []Fired
 	// NextDue is the earliest due time still pending, or zero when no timer
-	// is scheduled. A poller sleeps until then.
+	// is scheduled. A poller sleeps until then. When Claim stopped at its
+	// limit before visiting every shard, it is Now: claim again.
 	NextDue time.Time
 }
 
-// Claim fires up to limit (1..MaxBatch) due timers in one atomic script:
-// each leaves the due set, is marked fired, gets an entry in the fire
-// stream and a wakeup on its channel. However many callers race, each timer
-// is fired by exactly one Claim. Pollers call it; applications rarely need
-// to.
+// Claim fires up to limit (1..MaxBatch) due timers: each leaves the due set,
+// is marked fired, gets an entry in the fire stream and a wakeup on its
+// channel, in one atomic script per shard. However many callers race, each
+// timer is fired by exactly one Claim. On a sharded namespace it visits the
+// shards in turn until limit timers fired; pollers use ClaimShard instead.
 func (q *Queue) Claim(ctx context.Context, limit int) (ClaimResult, error) {
-	if limit < 1 || limit > MaxBatch {
-		return ClaimResult{}, fmt.Errorf("%w: claim limit %d is outside 1..%d", ErrInvalidOptions, limit, MaxBatch)
+	if err := checkLimit("claim", limit); err != nil {
+		return ClaimResult{}, err
 	}
-	reply, err := q.run(ctx, claimScript, limit, q.opts.retentionMillis(), q.opts.streamMaxLen(), q.timerChannels)
+	l, err := q.layout(ctx)
+	if err != nil {
+		return ClaimResult{}, err
+	}
+	if len(l.spaces) == 1 {
+		return q.claimShard(ctx, l, 0, limit)
+	}
+	total := ClaimResult{Shard: -1}
+	for k := range l.spaces {
+		res, err := q.claimShard(ctx, l, k, limit-len(total.Fired))
+		if err != nil {
+			return total, err
+		}
+		total.Now = res.Now
+		total.Fired = append(total.Fired, res.Fired...)
+		if !res.NextDue.IsZero() && (total.NextDue.IsZero() || res.NextDue.Before(total.NextDue)) {
+			total.NextDue = res.NextDue
+		}
+		if len(total.Fired) == limit {
+			if k < len(l.spaces)-1 || len(res.Fired) == limit {
+				total.NextDue = total.Now
+			}
+			break
+		}
+	}
+	slices.SortStableFunc(total.Fired, func(a, b Fired) int { return a.Due.Compare(b.Due) })
+	return total, nil
+}
+
+// ClaimShard is Claim on one shard (0..Shards-1), as a poller that owns
+// the shard calls it. While the shard's Cluster slot migrates it fails at
+// once (TRYAGAIN, ASK, MOVED or CLUSTERDOWN in the error), so the caller
+// can back off on this shard alone. Other calls retry such refusals for a
+// few seconds themselves.
+func (q *Queue) ClaimShard(ctx context.Context, shard, limit int) (ClaimResult, error) {
+	if err := checkLimit("claim", limit); err != nil {
+		return ClaimResult{}, err
+	}
+	l, err := q.layout(ctx)
+	if err != nil {
+		return ClaimResult{}, err
+	}
+	if shard < 0 || shard >= len(l.spaces) {
+		return ClaimResult{}, fmt.Errorf("%w: shard %d is outside 0..%d", ErrInvalidOptions, shard, len(l.spaces)-1)
+	}
+	return q.claimShard(ctx, l, shard, limit)
+}
+
+func checkLimit(what string, limit int) error {
+	if limit < 1 || limit > MaxBatch {
+		return fmt.Errorf("%w: %s limit %d is outside 1..%d", ErrInvalidOptions, what, limit, MaxBatch)
+	}
+	return nil
+}
+
+func (q *Queue) claimShard(ctx context.Context, l *layout, k, limit int) (ClaimResult, error) {
+	// One try: while the shard's slot migrates, the caller (a poller's
+	// loop for this shard) backs off and counts the pause itself, and the
+	// other shards go on.
+	reply, err := q.runTries(ctx, l, l.scripts.claim, k, 1, limit, q.opts.retentionMillis(), q.opts.streamMaxLen(),
+		l.spaces[k].TimerChannelPrefix(), l.spaces[k].Notify())
 	if err != nil {
 		return ClaimResult{}, fmt.Errorf("timerq: claim: %w", err)
 	}
@@ -46,7 +114,7 @@ func (q *Queue) Claim(ctx context.Context, limit int) (ClaimResult, error) {
 	if err != nil || len(r) < 2 || (len(r)-2)%3 != 0 {
 		return ClaimResult{}, fmt.Errorf("timerq: claim: unexpected reply %v", reply)
 	}
-	res := ClaimResult{Now: fromMillis(atoi(r[0]))}
+	res := ClaimResult{Shard: k, Now: fromMillis(atoi(r[0]))}
 	if r[1] != "" {
 		res.NextDue = fromMillis(atoi(r[1]))
 	}
@@ -61,25 +129,37 @@ func (q *Queue) Claim(ctx context.Context, limit int) (ClaimResult, error) {
 }
 
 // Purge removes up to limit (1..MaxBatch) fired and cancelled records whose
-// retention has passed, and reports how many it removed and whether more
-// are waiting. Once purged, a timer's ID reads as not found and may be
-// scheduled again. It is idempotent, so overlapping callers are safe.
+// retention has passed, over every shard, and reports how many it removed
+// and whether more are waiting. Once purged, a timer's ID reads as not
+// found and may be scheduled again. It is idempotent, so overlapping
+// callers are safe.
 func (q *Queue) Purge(ctx context.Context, limit int) (removed int, more bool, err error) {
-	if limit < 1 || limit > MaxBatch {
-		return 0, false, fmt.Errorf("%w: purge limit %d is outside 1..%d", ErrInvalidOptions, limit, MaxBatch)
+	if err := checkLimit("purge", limit); err != nil {
+		return 0, false, err
 	}
-	reply, err := q.run(ctx, purgeScript, limit)
+	l, err := q.layout(ctx)
 	if err != nil {
-		return 0, false, fmt.Errorf("timerq: purge: %w", err)
+		return 0, false, err
 	}
-	r, err := replyStrings(reply)
-	if err != nil || len(r) != 2 {
-		return 0, false, fmt.Errorf("timerq: purge: unexpected reply %v", reply)
+	for k := range l.spaces {
+		if removed == limit {
+			return removed, true, nil
+		}
+		reply, err := q.run(ctx, l, l.scripts.purge, k, limit-removed)
+		if err != nil {
+			return removed, false, fmt.Errorf("timerq: purge: %w", err)
+		}
+		r, err := replyStrings(reply)
+		if err != nil || len(r) != 2 {
+			return removed, false, fmt.Errorf("timerq: purge: unexpected reply %v", reply)
+		}
+		removed += int(atoi(r[0]))
+		more = more || atoi(r[1]) > 0
 	}
-	return int(atoi(r[0])), atoi(r[1]) > 0, nil
+	return removed, more, nil
 }
 
-// Stats is a snapshot of a namespace, taken atomically.
+// Stats is a snapshot of a namespace, each shard's part taken atomically.
 type Stats struct {
 	// Now is the Redis server's clock when the snapshot was taken.
 	Now       time.Time
@@ -95,32 +175,61 @@ type Stats struct {
 	// OldestOverdueAge is how long ago the earliest overdue timer came due;
 	// zero when nothing is overdue.
 	OldestOverdueAge time.Duration
+	// Shards holds each shard's own figures (Shards[k].Shards is nil); one
+	// entry for an unsharded namespace.
+	Shards []Stats
 }
 
-// Stats returns counts per state and the overdue backlog.
+// Stats returns counts per state and the overdue backlog, summed over the
+// shards, with each shard's figures in Stats.Shards. The shards are read in
+// one pipeline; each shard's figures are atomic, their sum is not one
+// snapshot.
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
-	reply, err := q.run(ctx, statsScript)
+	l, err := q.layout(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	calls := make([]call, len(l.spaces))
+	for k := range calls {
+		calls[k] = call{shard: k}
+	}
+	replies, err := q.runMany(ctx, l, l.scripts.stats, calls)
 	if err != nil {
 		return Stats{}, fmt.Errorf("timerq: stats: %w", err)
 	}
-	r, err := replyStrings(reply)
-	if err != nil || len(r) != 6 {
-		return Stats{}, fmt.Errorf("timerq: stats: unexpected reply %v", reply)
-	}
-	s := Stats{
-		Now:       fromMillis(atoi(r[0])),
-		Scheduled: atoi(r[1]),
-		Fired:     atoi(r[2]),
-		Cancelled: atoi(r[3]),
-		Overdue:   atoi(r[5]),
-	}
-	if r[4] != "" {
-		s.EarliestDue = fromMillis(atoi(r[4]))
-		if s.Overdue > 0 {
-			s.OldestOverdueAge = s.Now.Sub(s.EarliestDue)
+	var total Stats
+	for _, reply := range replies {
+		r, err := replyStrings(reply)
+		if err != nil || len(r) != 6 {
+			return Stats{}, fmt.Errorf("timerq: stats: unexpected reply %v", reply)
 		}
+		s := Stats{
+			Now:       fromMillis(atoi(r[0])),
+			Scheduled: atoi(r[1]),
+			Fired:     atoi(r[2]),
+			Cancelled: atoi(r[3]),
+			Overdue:   atoi(r[5]),
+		}
+		if r[4] != "" {
+			s.EarliestDue = fromMillis(atoi(r[4]))
+			if s.Overdue > 0 {
+				s.OldestOverdueAge = s.Now.Sub(s.EarliestDue)
+			}
+		}
+		total.Shards = append(total.Shards, s)
+		if s.Now.After(total.Now) {
+			total.Now = s.Now
+		}
+		total.Scheduled += s.Scheduled
+		total.Fired += s.Fired
+		total.Cancelled += s.Cancelled
+		total.Overdue += s.Overdue
+		if !s.EarliestDue.IsZero() && (total.EarliestDue.IsZero() || s.EarliestDue.Before(total.EarliestDue)) {
+			total.EarliestDue = s.EarliestDue
+		}
+		total.OldestOverdueAge = max(total.OldestOverdueAge, s.OldestOverdueAge)
 	}
-	return s, nil
+	return total, nil
 }
 
 // ListOptions selects a page of timers. The zero value lists the first 100
@@ -175,24 +284,52 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 	if err != nil {
 		return ListPage{}, err
 	}
-	reply, err := q.run(ctx, listScript, state, from, to, o.Limit, curDue, curID)
+	l, err := q.layout(ctx)
+	if err != nil {
+		return ListPage{}, err
+	}
+	// Every shard lists its first Limit timers after the cursor; the merge
+	// keeps the first Limit of all. (due, id) orders timers across shards as
+	// within one, so the cursor is the same single position either way and
+	// stays stable however timers move between shards' states.
+	calls := make([]call, len(l.spaces))
+	for k := range calls {
+		calls[k] = call{shard: k, args: []any{state, from, to, o.Limit, curDue, curID}}
+	}
+	replies, err := q.runMany(ctx, l, l.scripts.list, calls)
 	if err != nil {
 		return ListPage{}, fmt.Errorf("timerq: list: %w", err)
 	}
-	r, err := replyStrings(reply)
-	if err != nil || len(r)%2 != 0 {
-		return ListPage{}, fmt.Errorf("timerq: list: unexpected reply %v", reply)
-	}
 	page := ListPage{}
-	if r[1] != "" {
-		page.NextCursor = r[0] + ":" + r[1]
-	}
-	for i := 2; i < len(r); i += 2 {
-		t, err := decodeRecord(r[i], r[i+1])
-		if err != nil {
-			return ListPage{}, err
+	more := false
+	for _, reply := range replies {
+		r, err := replyStrings(reply)
+		if err != nil || len(r)%2 != 0 {
+			return ListPage{}, fmt.Errorf("timerq: list: unexpected reply %v", reply)
 		}
-		page.Timers = append(page.Timers, t)
+		more = more || r[1] != ""
+		for i := 2; i < len(r); i += 2 {
+			t, err := decodeRecord(r[i], r[i+1])
+			if err != nil {
+				return ListPage{}, err
+			}
+			page.Timers = append(page.Timers, t)
+		}
+	}
+	if len(replies) > 1 {
+		slices.SortFunc(page.Timers, func(a, b Timer) int {
+			if c := a.Due.Compare(b.Due); c != 0 {
+				return c
+			}
+			return strings.Compare(a.ID, b.ID)
+		})
+	}
+	if len(page.Timers) > o.Limit {
+		page.Timers, more = page.Timers[:o.Limit], true
+	}
+	if more && len(page.Timers) > 0 {
+		last := page.Timers[len(page.Timers)-1]
+		page.NextCursor = strconv.FormatInt(millis(last.Due), 10) + ":" + last.ID
 	}
 	return page, nil
 }

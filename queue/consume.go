@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/internal/shardsub"
 )
 
 // Defaults of ConsumeOptions.
@@ -109,13 +111,14 @@ func (o ConsumeOptions) withDefaults() (ConsumeOptions, error) {
 	return o, nil
 }
 
-// DeadLetterKey returns the key of the dead-letter stream, where Consume
-// moves events whose handler failed ConsumeOptions.MaxAttempts times. Each
+// DeadLetterKey returns the key of shard 0's dead-letter stream (each shard
+// has its own: ShardDeadLetterKey), where Consume moves events whose
+// handler failed ConsumeOptions.MaxAttempts times. Each
 // entry has the fire event's fields (id, due, fired, payload) plus error,
 // attempts, group, consumer and stream_id (the fire stream entry's ID).
 // Operators read it with XRANGE and may re-schedule or drop entries; timerq
 // never trims or reads it.
-func (q *Queue) DeadLetterKey() string { return "timerq:{" + q.opts.Namespace + "}:dead" }
+func (q *Queue) DeadLetterKey() string { return q.ShardDeadLetterKey(0) }
 
 // ValidateConsumerName reports whether name can be a consumer group or
 // consumer name: 1-128 characters of [A-Za-z0-9_.:@-]. The error wraps
@@ -153,8 +156,17 @@ func ValidateConsumerName(kind, name string) error {
 // acknowledged. Events are handled one at a time, in stream order except
 // for retries; run several consumers for parallelism.
 //
+// On a sharded namespace each shard has its own fire stream, and the group
+// exists in each. There is no one blocking read over streams of several
+// slots, and one blocking connection per shard would not scale, so Consume
+// reads a shard's stream without blocking when the shard's claims announce
+// fires (sharded pub/sub, one connection per node), when one of its
+// retries or reclaims is due, and every ConsumeOptions.Block in any case,
+// since pub/sub may lose a message.
+//
 // Redis errors are passed to ConsumeOptions.OnError and retried with
-// backoff; Consume returns an error only for invalid arguments.
+// backoff; Consume returns an error only for invalid arguments, or when
+// the namespace's layout cannot be read before ctx ends.
 func (q *Queue) Consume(ctx context.Context, group, consumer string, handler func(context.Context, Event) error, opts ConsumeOptions) error {
 	if err := ValidateConsumerName("group", group); err != nil {
 		return err
@@ -169,25 +181,49 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 	if err != nil {
 		return err
 	}
-	c := &consumerLoop{
-		q: q, group: group, name: consumer, handler: handler, opts: opts,
-		retries: map[string]retryState{}, cursor: "0-0",
+	var l *layout
+	for failures := 1; ; failures++ {
+		if l, err = q.layout(ctx); err == nil {
+			break
+		}
+		if opts.OnError != nil {
+			opts.OnError(fmt.Errorf("timerq: consume %s/%s: %w", group, consumer, err))
+		}
+		if !sleepCtx(ctx, min(50*time.Millisecond<<min(failures-1, 10), 5*time.Second)) {
+			return nil
+		}
 	}
+	loops := make([]*consumerLoop, len(l.spaces))
+	for k, sp := range l.spaces {
+		loops[k] = &consumerLoop{
+			q: q, group: group, name: consumer, handler: handler, opts: opts,
+			stream: sp.Fires(), dead: sp.DeadLetter(),
+			retries: map[string]retryState{}, cursor: "0-0",
+		}
+	}
+	onErr := func(err error) {
+		if opts.OnError != nil {
+			opts.OnError(fmt.Errorf("timerq: consume %s/%s: %w", group, consumer, err))
+		}
+	}
+	if len(loops) > 1 {
+		q.consumeShards(ctx, l, loops, onErr)
+		return nil
+	}
+	c := loops[0]
 	failures := 0
 	for ctx.Err() == nil {
-		if err := c.step(ctx); err != nil {
+		// One stream: block on it, as before sharding.
+		if _, err := c.step(ctx, c.opts.Block); err != nil {
 			if ctx.Err() != nil {
 				break
 			}
-			if redis.HasErrorPrefix(err, "NOGROUP") || strings.Contains(err.Error(), "NOGROUP") {
+			if isNoGroup(err) {
 				c.grouped = false // the stream or group was deleted: recreate
 			}
-			if opts.OnError != nil {
-				opts.OnError(fmt.Errorf("timerq: consume %s/%s: %w", group, consumer, q.redisError(err)))
-			}
+			onErr(q.redisError(err))
 			failures++
-			d := min(50*time.Millisecond<<min(failures-1, 10), 5*time.Second)
-			if !sleepCtx(ctx, d/2+rand.N(d/2+1)) {
+			if !sleepCtx(ctx, consumeBackoff(failures)) {
 				break
 			}
 			continue
@@ -195,6 +231,107 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 		failures = 0
 	}
 	return nil
+}
+
+func isNoGroup(err error) bool {
+	return redis.HasErrorPrefix(err, "NOGROUP") || strings.Contains(err.Error(), "NOGROUP")
+}
+
+// consumeBackoff is the jittered wait before retry n (1-based) after a
+// Redis error.
+func consumeBackoff(n int) time.Duration {
+	d := min(50*time.Millisecond<<min(n-1, 10), 5*time.Second)
+	return d/2 + rand.N(d/2+1)
+}
+
+// consumeShards consumes a sharded namespace: one loop per shard stream,
+// each read without blocking when it may have work. A shard may have work
+// when its claim announced fires on its notify channel (over one pub/sub
+// connection per node), when a retry or reclaim of it is due, or, since
+// pub/sub may lose messages, once every Block for every shard.
+func (q *Queue) consumeShards(ctx context.Context, l *layout, loops []*consumerLoop, onErr func(error)) {
+	block := loops[0].opts.Block
+	sub := shardsub.New(q.rdb, l.sharded, 1024)
+	defer sub.Close()
+	byChannel := map[string]int{}
+	var chans []string
+	for k, sp := range l.spaces {
+		byChannel[sp.Notify()] = k
+		chans = append(chans, sp.Notify())
+	}
+	_ = sub.Subscribe(ctx, chans...) // on failure the periodic pass covers it
+	ready := make([]bool, len(loops))
+	all := func() {
+		for k := range ready {
+			ready[k] = true
+		}
+	}
+	all()
+	nextPass := time.Now().Add(block)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	failures := 0
+	for ctx.Err() == nil {
+		now := time.Now()
+		if !now.Before(nextPass) {
+			all()
+			nextPass = now.Add(block)
+		}
+		for k, c := range loops {
+			if t := c.nextWake(); !t.IsZero() && !t.After(now) {
+				ready[k] = true
+			}
+		}
+		var err error
+		for k, c := range loops {
+			if !ready[k] {
+				continue
+			}
+			n, e := c.step(ctx, -1)
+			if e != nil {
+				if isNoGroup(e) {
+					c.grouped = false // the stream or group was deleted: recreate
+				}
+				err = fmt.Errorf("shard stream %s: %w", c.stream, e)
+				break
+			}
+			ready[k] = n >= c.opts.Count // a full read: more may be waiting
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			onErr(q.redisError(err))
+			failures++
+			if !sleepCtx(ctx, consumeBackoff(failures)) {
+				return
+			}
+			all()
+			continue
+		}
+		failures = 0
+		if slices.Contains(ready, true) {
+			continue
+		}
+		wake := nextPass
+		for _, c := range loops {
+			if t := c.nextWake(); !t.IsZero() && t.Before(wake) {
+				wake = t
+			}
+		}
+		timer.Reset(max(time.Until(wake), 0))
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-sub.Events():
+			// A notification, or a (re)subscription after which one may
+			// have been missed: read that shard.
+			if k, ok := byChannel[ev.Channel]; ok {
+				ready[k] = true
+			}
+		case <-timer.C:
+		}
+	}
 }
 
 type retryState struct {
@@ -207,6 +344,8 @@ type consumerLoop struct {
 	name    string
 	handler func(context.Context, Event) error
 	opts    ConsumeOptions
+	stream  string // the shard's fire stream
+	dead    string // the shard's dead-letter stream
 
 	grouped     bool
 	ownChecked  bool                  // pending entries of an earlier run of this consumer are queued for retry
@@ -217,13 +356,14 @@ type consumerLoop struct {
 
 // step does one round: create the group if needed, pick up this consumer's
 // old pending entries, reclaim idle ones from others, redeliver due
-// retries, and read new entries. It returns only Redis errors.
-func (c *consumerLoop) step(ctx context.Context) error {
-	rdb, stream := c.q.rdb, c.q.StreamKey()
+// retries, and read new entries, blocking up to block (-1: not at all). It
+// returns how many entries it handled, and only Redis errors.
+func (c *consumerLoop) step(ctx context.Context, block time.Duration) (handled int, _ error) {
+	rdb, stream := c.q.rdb, c.stream
 	if !c.grouped {
 		err := rdb.XGroupCreateMkStream(ctx, stream, c.group, "0").Err()
 		if err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") && !strings.Contains(err.Error(), "BUSYGROUP") {
-			return err
+			return handled, err
 		}
 		c.grouped = true
 	}
@@ -234,7 +374,7 @@ func (c *consumerLoop) step(ctx context.Context) error {
 			Stream: stream, Group: c.group, Start: "-", End: "+", Count: 1000, Consumer: c.name,
 		}).Result()
 		if err != nil {
-			return err
+			return handled, err
 		}
 		for _, p := range pend {
 			c.retries[p.ID] = retryState{}
@@ -248,7 +388,7 @@ func (c *consumerLoop) step(ctx context.Context) error {
 			MinIdle: c.opts.ClaimIdle, Start: c.cursor, Count: int64(c.opts.Count),
 		}).Result()
 		if err != nil {
-			return err
+			return handled, err
 		}
 		c.cursor = next
 		if next == "0-0" || next == "" {
@@ -257,8 +397,9 @@ func (c *consumerLoop) step(ctx context.Context) error {
 			c.cursor = "0-0"
 			c.nextReclaim = now.Add(c.opts.ClaimIdle / 4)
 		}
+		handled += len(msgs)
 		if err := c.handleClaimed(ctx, msgs); err != nil {
-			return err
+			return handled, err
 		}
 	}
 
@@ -268,21 +409,21 @@ func (c *consumerLoop) step(ctx context.Context) error {
 			Stream: stream, Group: c.group, Consumer: c.name, MinIdle: 0, Messages: due,
 		}).Result()
 		if err != nil {
-			return err
+			return handled, err
 		}
 		for _, id := range due {
 			delete(c.retries, id) // re-added by handle if it fails again; gone if trimmed
 		}
+		handled += len(msgs)
 		if err := c.handleClaimed(ctx, msgs); err != nil {
-			return err
+			return handled, err
 		}
 	}
 	if ctx.Err() != nil {
-		return nil
+		return handled, nil
 	}
 
-	block := c.opts.Block
-	if t := c.nextWake(); !t.IsZero() {
+	if t := c.nextWake(); !t.IsZero() && block >= 0 {
 		block = min(block, time.Until(t))
 	}
 	if block < time.Millisecond {
@@ -293,19 +434,20 @@ func (c *consumerLoop) step(ctx context.Context) error {
 		Count: int64(c.opts.Count), Block: block,
 	}).Result()
 	if errors.Is(err, redis.Nil) {
-		return nil
+		return handled, nil
 	}
 	if err != nil {
-		return err
+		return handled, err
 	}
 	for _, s := range res {
 		for _, m := range s.Messages {
+			handled++
 			if err := c.handle(ctx, m, 1); err != nil {
-				return err
+				return handled, err
 			}
 		}
 	}
-	return nil
+	return handled, nil
 }
 
 // handleClaimed handles reclaimed entries, reading each one's delivery count.
@@ -317,7 +459,7 @@ func (c *consumerLoop) handleClaimed(ctx context.Context, msgs []redis.XMessage)
 	_, err := c.q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, m := range msgs {
 			cmds[i] = p.XPendingExt(ctx, &redis.XPendingExtArgs{
-				Stream: c.q.StreamKey(), Group: c.group, Start: m.ID, End: m.ID, Count: 1,
+				Stream: c.stream, Group: c.group, Start: m.ID, End: m.ID, Count: 1,
 			})
 		}
 		return nil
@@ -360,7 +502,7 @@ func (c *consumerLoop) handle(ctx context.Context, m redis.XMessage, attempt int
 	}
 	err := c.handler(ctx, ev)
 	if err == nil {
-		return c.q.rdb.XAck(ctx, c.q.StreamKey(), c.group, m.ID).Err()
+		return c.q.rdb.XAck(ctx, c.stream, c.group, m.ID).Err()
 	}
 	if ctx.Err() != nil {
 		// Stopping: leave it pending for a restart or another consumer.
@@ -397,13 +539,13 @@ func (c *consumerLoop) deadLetter(ctx context.Context, m redis.XMessage, cause e
 	values = append(values,
 		"error", cause.Error(), "attempts", attempt,
 		"group", c.group, "consumer", c.name, "stream_id", m.ID)
-	args := &redis.XAddArgs{Stream: c.q.DeadLetterKey(), Values: values}
+	args := &redis.XAddArgs{Stream: c.dead, Values: values}
 	if n := c.q.opts.streamMaxLen(); n > 0 {
 		args.MaxLen, args.Approx = n, true
 	}
 	_, err := c.q.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.XAdd(ctx, args)
-		p.XAck(ctx, c.q.StreamKey(), c.group, m.ID)
+		p.XAck(ctx, c.stream, c.group, m.ID)
 		return nil
 	})
 	if err == nil {

@@ -65,7 +65,7 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 func TestConsumeDeliversEveryEventOnce(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		q := newQueue(t, b, queue.Options{})
 		const n = 300
 		fireN(t, q, "e", n/2) // before the group exists: the group starts at 0
@@ -96,9 +96,12 @@ func TestConsumeDeliversEveryEventOnce(t *testing.T) {
 		if string(ev.Payload) != "p-7" || ev.Attempt != 1 || ev.StreamID == "" || ev.FiredAt.Before(ev.Due) || ev.Due.IsZero() {
 			t.Errorf("event e7 = %+v", ev)
 		}
-		pend, err := b.Client.XPending(context.Background(), q.StreamKey(), "g").Result()
-		if err != nil || pend.Count != 0 {
-			t.Errorf("XPENDING = %+v, %v; want nothing pending after every handler returned nil", pend, err)
+		shards, _ := q.Shards(context.Background())
+		for k := range shards {
+			pend, err := b.Client.XPending(context.Background(), q.ShardStreamKey(k), "g").Result()
+			if err != nil || pend.Count != 0 {
+				t.Errorf("XPENDING = %+v, %v; want nothing pending after every handler returned nil", pend, err)
+			}
 		}
 	})
 }
@@ -107,7 +110,7 @@ func TestConsumeDeliversEveryEventOnce(t *testing.T) {
 // (its ctx cancelled, no ack); another consumer reclaims the event after
 // ClaimIdle, as delivery 2, and no event is lost.
 func TestConsumeRedeliversFromKilledConsumer(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		q := newQueue(t, b, queue.Options{})
 		o := queue.ConsumeOptions{ClaimIdle: 300 * time.Millisecond, Block: 50 * time.Millisecond}
 		entered := make(chan string, 100)
@@ -159,7 +162,7 @@ func TestConsumeRedeliversFromKilledConsumer(t *testing.T) {
 // times, then it lands in the dead-letter stream, acknowledged; the other
 // events are unaffected.
 func TestConsumeDeadLetters(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		var mu sync.Mutex
@@ -177,8 +180,11 @@ func TestConsumeDeadLetters(t *testing.T) {
 		}, o)
 		fireN(t, q, "x", 3)
 		var dead []map[string]any
+		x1 := shardKeys(t, q, "x1")
+		k1, _ := q.ShardOf(ctx, "x1")
+		deadKey := q.ShardDeadLetterKey(k1)
 		waitUntil(t, 5*time.Second, "a dead letter", func() bool {
-			msgs, err := b.Client.XRange(ctx, q.DeadLetterKey(), "-", "+").Result()
+			msgs, err := b.Client.XRange(ctx, deadKey, "-", "+").Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -197,14 +203,14 @@ func TestConsumeDeadLetters(t *testing.T) {
 		if fmt.Sprint(attempts["x0"], attempts["x2"]) != "[1] [1]" {
 			t.Errorf("healthy events attempts = %v %v", attempts["x0"], attempts["x2"])
 		}
-		if n, _ := b.Client.XLen(ctx, q.DeadLetterKey()).Result(); n != 1 {
+		if n, _ := b.Client.XLen(ctx, deadKey).Result(); n != 1 {
 			t.Fatalf("%d dead letters, want 1", n)
 		}
 		d := dead[0]
 		if d["id"] != "x1" || d["payload"] != "p-1" || d["error"] != boom.Error() || d["attempts"] != "3" || d["group"] != "g" || d["stream_id"] == "" || d["due"] == "" || d["fired"] == "" {
 			t.Errorf("dead letter = %v", d)
 		}
-		pend, err := b.Client.XPending(ctx, q.StreamKey(), "g").Result()
+		pend, err := b.Client.XPending(ctx, x1[5], "g").Result()
 		if err != nil || pend.Count != 0 {
 			t.Errorf("XPENDING = %+v, %v; the dead-lettered event should be acknowledged", pend, err)
 		}
@@ -215,7 +221,7 @@ func TestConsumeDeadLetters(t *testing.T) {
 // retries what it left unacknowledged at once, without waiting for
 // ClaimIdle.
 func TestConsumeResumesOwnPending(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		q := newQueue(t, b, queue.Options{})
 		o := queue.ConsumeOptions{ClaimIdle: time.Hour, Block: 20 * time.Millisecond}
 		var first atomic.Int32

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // LatenessBuckets are the upper bounds of the lateness buckets the claim
@@ -34,15 +36,30 @@ type Counters struct {
 	Lateness []int64
 }
 
-// Counters reads the namespace's counters in one round trip.
+// Counters reads the namespace's counters, summed over its shards, in one
+// round trip (one pipeline).
 func (q *Queue) Counters(ctx context.Context) (Counters, error) {
-	h, err := q.rdb.HGetAll(ctx, q.keys[6]).Result()
+	l, err := q.layout(ctx)
+	if err != nil {
+		return Counters{}, err
+	}
+	cmds := make([]*redis.MapStringStringCmd, len(l.spaces))
+	_, err = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, sp := range l.spaces {
+			cmds[k] = p.HGetAll(ctx, sp.Counters())
+		}
+		return nil
+	})
 	if err != nil {
 		return Counters{}, fmt.Errorf("timerq: counters: %w", q.redisError(err))
 	}
 	num := func(field string) int64 {
-		n, _ := strconv.ParseInt(h[field], 10, 64)
-		return n
+		var sum int64
+		for _, c := range cmds {
+			n, _ := strconv.ParseInt(c.Val()[field], 10, 64)
+			sum += n
+		}
+		return sum
 	}
 	c := Counters{
 		Fired:       num("fired"),

@@ -42,6 +42,11 @@ var (
 	// and refused a write (OOM). The operation changed nothing; claims keep
 	// firing and purges free memory.
 	ErrOutOfMemory = errors.New("timerq: Redis is out of memory")
+	// ErrSlotMigrating means Redis Cluster refused a script because the
+	// Cluster slot of the timer's shard was being moved (TRYAGAIN, ASK,
+	// MOVED) or had no owner (CLUSTERDOWN), for longer than the queue's own
+	// retries (a few seconds). The call changed nothing; retry it.
+	ErrSlotMigrating = errors.New("timerq: the shard's Cluster slot is migrating")
 	// ErrMalformedRecord means a timer's record in Redis is not one timerq
 	// writes (or a scheduled timer has no due time): something else wrote
 	// under the namespace. The operation changed nothing; the error names

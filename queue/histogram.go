@@ -13,7 +13,7 @@ import (
 // n+2 counts: due at or before now (overdue, as Stats counts it), then due
 // in (now, now+e1], (now+e1, now+e2], …, and last due after now+en.
 //
-// The counts come from one pipelined round trip of ZCOUNTs; they are read
+// The counts come from one pipelined round trip of ZCOUNTs (per shard, summed); they are read
 // only, O(log N) each, but not one atomic snapshot, so a claim running
 // meanwhile may shift a timer between buckets. Pass Stats().Now as now to
 // count by the server clock.
@@ -23,25 +23,33 @@ func (q *Queue) DueHistogram(ctx context.Context, now time.Time, edges []time.Du
 			return nil, fmt.Errorf("%w: histogram edges must be positive and increasing, got %v", ErrInvalidOptions, edges)
 		}
 	}
+	l, err := q.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
 	n := millis(now)
-	cmds := make([]*redis.IntCmd, 0, len(edges)+2)
-	_, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		lo := "-inf"
-		hi := fmt.Sprint(n)
-		cmds = append(cmds, p.ZCount(ctx, q.keys[0], lo, hi))
-		for _, e := range edges {
-			lo, hi = "("+hi, fmt.Sprint(n+e.Milliseconds())
-			cmds = append(cmds, p.ZCount(ctx, q.keys[0], lo, hi))
+	per := len(edges) + 2
+	cmds := make([]*redis.IntCmd, 0, per*len(l.spaces))
+	_, err = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, sp := range l.spaces {
+			due := sp.Due()
+			lo := "-inf"
+			hi := fmt.Sprint(n)
+			cmds = append(cmds, p.ZCount(ctx, due, lo, hi))
+			for _, e := range edges {
+				lo, hi = "("+hi, fmt.Sprint(n+e.Milliseconds())
+				cmds = append(cmds, p.ZCount(ctx, due, lo, hi))
+			}
+			cmds = append(cmds, p.ZCount(ctx, due, "("+hi, "+inf"))
 		}
-		cmds = append(cmds, p.ZCount(ctx, q.keys[0], "("+hi, "+inf"))
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("timerq: due histogram: %w", q.redisError(err))
 	}
-	out := make([]int64, len(cmds))
+	out := make([]int64, per)
 	for i, c := range cmds {
-		out[i] = c.Val()
+		out[i%per] += c.Val()
 	}
 	return out, nil
 }

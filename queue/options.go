@@ -51,6 +51,20 @@ type Options struct {
 	// timer, so that a pub/sub message lost in transit delays a waiter by at
 	// most this long. 0 means DefaultRecheckInterval.
 	RecheckInterval time.Duration
+
+	// Shards is the shard count this client expects the namespace to have.
+	// 0 reads it from Redis (CreateNamespace stores it; a namespace never
+	// created has DefaultShards). A different non-zero value makes every
+	// call fail with ErrShardMismatch, so a misconfigured client cannot
+	// write timers where no worker looks.
+	Shards int
+
+	// PubSub selects classic or sharded pub/sub for wakeups. The zero value,
+	// PubSubAuto, uses sharded pub/sub on a Redis Cluster that has it (Redis
+	// 7.0+), classic pub/sub elsewhere.
+	// Every client and worker of a namespace must use the same flavour, so
+	// change it only to force classic pub/sub on all of them.
+	PubSub PubSubMode
 }
 
 // withDefaults validates o and fills in its defaults.
@@ -84,6 +98,13 @@ func (o Options) withDefaults() (Options, error) {
 	case o.StreamMaxLen < -1:
 		return o, fmt.Errorf("%w: StreamMaxLen %d is negative; use a positive bound, 0 for the default or -1 for unbounded",
 			ErrInvalidOptions, o.StreamMaxLen)
+	}
+	if o.Shards < 0 || o.Shards > MaxShards {
+		return o, fmt.Errorf("%w: Shards %d is outside 1..%d; use 0 to read the namespace's shard count from Redis",
+			ErrInvalidOptions, o.Shards, MaxShards)
+	}
+	if o.PubSub < PubSubAuto || o.PubSub > PubSubSharded {
+		return o, fmt.Errorf("%w: PubSub %d is not PubSubAuto, PubSubClassic or PubSubSharded", ErrInvalidOptions, o.PubSub)
 	}
 	switch {
 	case o.RecheckInterval == 0:

@@ -3,6 +3,10 @@ package queue
 import (
 	"context"
 	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/scripts/lua"
 )
 
 // CheckPermissions checks, changing nothing, that the Redis user may do
@@ -18,33 +22,54 @@ import (
 // not a due time. Other errors (Redis unreachable, LOADING) are returned
 // as they are.
 func (q *Queue) CheckPermissions(ctx context.Context) error {
-	args := []any{q.TimerChannel(""), q.wakeChannel}
+	l, err := q.layout(ctx)
+	if err != nil {
+		return err
+	}
+	// The last shard: with several shards its keys and channels carry
+	// {NS:k}, the pattern an ACL rule for the namespace must also grant.
+	sp := l.spaces[len(l.spaces)-1]
+	checkScript := redis.NewScript(lua.Check)
+	if l.sharded {
+		checkScript = redis.NewScript(lua.Sharded(lua.Check))
+	}
+	args := []any{sp.TimerChannel(""), sp.Wake()}
 	fail := func(how string, err error) error {
 		return fmt.Errorf("timerq: permission check (%s): %w", how, q.redisError(err))
 	}
 	// EVAL, as go-redis falls back to after a restart emptied the script
 	// cache; then EVALSHA, as usual; then SCRIPT LOAD, as ScheduleBatch's
 	// pipelines use on NOSCRIPT.
-	if err := checkScript.Eval(ctx, q.rdb, q.keys, args...).Err(); err != nil {
+	if err := checkScript.Eval(ctx, q.rdb, sp.Keys(), args...).Err(); err != nil {
 		return fail("EVAL", err)
 	}
-	if err := checkScript.EvalSha(ctx, q.rdb, q.keys, args...).Err(); err != nil {
+	if err := checkScript.EvalSha(ctx, q.rdb, sp.Keys(), args...).Err(); err != nil {
 		return fail("EVALSHA", err)
 	}
 	if err := checkScript.Load(ctx, q.rdb).Err(); err != nil {
 		return fail("SCRIPT LOAD", err)
 	}
-	for _, ch := range []string{q.wakeChannel, q.TimerChannel("")} {
-		if err := q.checkSubscribe(ctx, ch); err != nil {
-			return fail("SUBSCRIBE "+ch, err)
+	for _, ch := range []string{sp.Wake(), sp.TimerChannel("")} {
+		if err := q.checkSubscribe(ctx, l.sharded, ch); err != nil {
+			how := "SUBSCRIBE "
+			if l.sharded {
+				how = "SSUBSCRIBE "
+			}
+			return fail(how+ch, err)
 		}
 	}
 	return nil
 }
 
-// checkSubscribe subscribes to ch and waits for Redis to confirm or refuse.
-func (q *Queue) checkSubscribe(ctx context.Context, ch string) error {
-	ps := q.rdb.Subscribe(ctx, ch)
+// checkSubscribe subscribes to ch (a shard channel when sharded) and waits
+// for Redis to confirm or refuse.
+func (q *Queue) checkSubscribe(ctx context.Context, sharded bool, ch string) error {
+	var ps *redis.PubSub
+	if sharded {
+		ps = q.rdb.SSubscribe(ctx, ch)
+	} else {
+		ps = q.rdb.Subscribe(ctx, ch)
+	}
 	defer ps.Close()
 	_, err := ps.Receive(ctx)
 	return err

@@ -7,11 +7,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/timerq/timerq/scripts/lua"
 )
 
 // Queue is a namespace of durable timers in Redis. It is safe for concurrent
@@ -20,31 +19,19 @@ import (
 type Queue struct {
 	rdb  redis.UniversalClient
 	opts Options
-	keys []string // the seven keys every script takes; see scripts/lua/prelude.lua
 
-	wakeChannel   string // pollers listen here for earlier due times
-	timerChannels string // prefix of each timer's own wakeup channel
+	layMu sync.Mutex             // serialises the first read of the layout
+	lay   atomic.Pointer[layout] // nil until read from Redis
 
 	mu     sync.Mutex
 	hub    *hub // started by the first Wait
 	closed bool
 }
 
-var (
-	scheduleScript   = redis.NewScript(lua.Schedule)
-	claimScript      = redis.NewScript(lua.Claim)
-	cancelScript     = redis.NewScript(lua.Cancel)
-	rescheduleScript = redis.NewScript(lua.Reschedule)
-	purgeScript      = redis.NewScript(lua.Purge)
-	statsScript      = redis.NewScript(lua.Stats)
-	listScript       = redis.NewScript(lua.List)
-	getScript        = redis.NewScript(lua.Get)
-	checkScript      = redis.NewScript(lua.Check)
-	restoreScript    = redis.NewScript(lua.Restore)
-)
-
 // New returns a Queue over rdb, which may be a standalone, Sentinel or
-// Cluster client. It validates opts but does not contact Redis.
+// Cluster client. It validates opts but does not contact Redis: the
+// namespace's shard count is read (and checked against Options.Shards) on
+// first use.
 func New(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: pass a client from redis.NewClient, redis.NewUniversalClient or similar", ErrNilClient)
@@ -53,19 +40,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	// One hash tag per namespace keeps every script inside one Cluster slot.
-	prefix := "timerq:{" + opts.Namespace + "}:"
-	return &Queue{
-		rdb:  rdb,
-		opts: opts,
-		keys: []string{
-			prefix + "due", prefix + "timers", prefix + "fired",
-			prefix + "cancelled", prefix + "expire", prefix + "fires",
-			prefix + "counters",
-		},
-		wakeChannel:   prefix + "wake",
-		timerChannels: prefix + "t:",
-	}, nil
+	return &Queue{rdb: rdb, opts: opts}, nil
 }
 
 // Namespace returns the queue's namespace.
@@ -74,22 +49,31 @@ func (q *Queue) Namespace() string { return q.opts.Namespace }
 // Options returns the queue's options with defaults filled in.
 func (q *Queue) Options() Options { return q.opts }
 
-// Keys returns the Redis keys of the namespace, in the order the scripts
-// take them: due, timers, fired, cancelled, expire, fires, counters.
-func (q *Queue) Keys() []string { return append([]string(nil), q.keys...) }
+// Keys returns the Redis keys of shard 0, which for an unsharded
+// namespace are all its keys, in the order the scripts take them: due,
+// timers, fired, cancelled, expire, fires, counters. Before the queue has read the
+// namespace's layout from Redis, it assumes Options.Shards (1 if 0).
+func (q *Queue) Keys() []string { return q.ShardKeys(0) }
 
-// StreamKey returns the key of the fire stream, to which every claim appends
-// one entry per fired timer with fields id, due, fired and payload.
-func (q *Queue) StreamKey() string { return q.keys[5] }
+// StreamKey returns the key of shard 0's fire stream, to which every claim
+// appends one entry per fired timer with fields id, due, fired and payload.
+// A sharded namespace has one stream per shard (ShardStreamKey).
+func (q *Queue) StreamKey() string { return q.ShardStreamKey(0) }
 
-// WakeChannel returns the pub/sub channel on which Schedule and Reschedule
-// announce a due time earlier than any pending one (the message is that
-// due time in Unix milliseconds), so that sleeping pollers wake early.
-func (q *Queue) WakeChannel() string { return q.wakeChannel }
+// WakeChannel returns shard 0's pub/sub channel on which Schedule and
+// Reschedule announce a due time earlier than any pending one of the shard
+// (the message is that due time in Unix milliseconds), so that sleeping
+// pollers wake early. Each shard has one (ShardWakeChannel).
+func (q *Queue) WakeChannel() string { return q.ShardWakeChannel(0) }
 
 // TimerChannel returns the pub/sub channel on which a timer's firing
-// ("fired") or cancellation ("cancelled") is announced.
-func (q *Queue) TimerChannel(id string) string { return q.timerChannels + id }
+// ("fired") or cancellation ("cancelled") is announced. It carries the hash
+// tag of the timer's shard. Before the queue has read the namespace's
+// layout, it assumes Options.Shards (1 if 0).
+func (q *Queue) TimerChannel(id string) string {
+	l := q.known()
+	return l.spaces[l.shardOf(id)].TimerChannel(id)
+}
 
 // Close stops the queue's waiters, which return ErrClosed. It does not close
 // the Redis client.
@@ -140,33 +124,50 @@ func (q *Queue) ScheduleBatch(ctx context.Context, timers []NewTimer) ([]Schedul
 	if len(timers) == 0 {
 		return nil, nil
 	}
-	var calls [][]any
-	for start := 0; start < len(timers); start += scheduleChunk {
-		chunk := timers[start:min(start+scheduleChunk, len(timers))]
-		args := make([]any, 0, 1+3*len(chunk))
-		args = append(args, q.wakeChannel)
-		for _, t := range chunk {
-			args = append(args, t.ID, t.dueArg(), t.Payload)
-		}
-		calls = append(calls, args)
+	l, err := q.layout(ctx)
+	if err != nil {
+		return nil, err
 	}
-	replies, err := q.runMany(ctx, scheduleScript, calls)
+	// Group by shard, keeping the batch's order within each shard, so a
+	// repeated ID is created by its first occurrence. One script call per
+	// shard (per chunk), all in one pipeline: a Cluster client sends one
+	// pipeline per node.
+	byShard := make([][]int, len(l.spaces))
+	for i, t := range timers {
+		k := l.shardOf(t.ID)
+		byShard[k] = append(byShard[k], i)
+	}
+	var calls []call
+	var order [][]int // timer indexes of each call
+	for k, idx := range byShard {
+		for start := 0; start < len(idx); start += scheduleChunk {
+			chunk := idx[start:min(start+scheduleChunk, len(idx))]
+			args := make([]any, 0, 1+3*len(chunk))
+			args = append(args, l.spaces[k].Wake())
+			for _, i := range chunk {
+				t := timers[i]
+				args = append(args, t.ID, t.dueArg(), t.Payload)
+			}
+			calls = append(calls, call{shard: k, args: args})
+			order = append(order, chunk)
+		}
+	}
+	replies, err := q.runMany(ctx, l, l.scripts.schedule, calls)
 	if err != nil {
 		return nil, fmt.Errorf("timerq: schedule: %w", err)
 	}
-	out := make([]ScheduleResult, 0, len(timers))
-	for _, reply := range replies {
+	out := make([]ScheduleResult, len(timers))
+	for c, reply := range replies {
 		r, err := replyStrings(reply)
-		if err != nil || len(r)%2 != 1 {
+		if err != nil || len(r) != 1+2*len(order[c]) {
 			return nil, fmt.Errorf("timerq: schedule: unexpected reply %v", reply)
 		}
-		for j := 1; j < len(r); j += 2 {
-			id := timers[len(out)].ID
-			t, err := decodeRecord(id, r[j+1])
+		for j, i := range order[c] {
+			t, err := decodeRecord(timers[i].ID, r[2+2*j])
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, ScheduleResult{Timer: t, Created: r[j] == "1"})
+			out[i] = ScheduleResult{Timer: t, Created: r[1+2*j] == "1"}
 		}
 	}
 	return out, nil
@@ -197,47 +198,70 @@ func (q *Queue) ScheduleIn(ctx context.Context, id string, d time.Duration, payl
 // an ID that exists in any state is left unchanged and its result has
 // Created false, as has a repeat of an ID within timers.
 //
-// Each call is all or nothing: at most MaxBatch timers, checked before any
-// write, in one script. CreatedAt, FiredAt and CancelledAt are kept to the
+// Each call is all or nothing per shard: at most MaxBatch timers, checked
+// before any write, in one script per shard (one pipeline). CreatedAt, FiredAt and CancelledAt are kept to the
 // millisecond; Due is rounded up to it.
 func (q *Queue) Restore(ctx context.Context, timers []Timer) ([]ScheduleResult, error) {
 	if len(timers) > MaxBatch {
 		return nil, fmt.Errorf("%w: %d timers to restore, over the limit of %d a call; restore them in batches",
 			ErrInvalidOptions, len(timers), MaxBatch)
 	}
-	args := make([]any, 0, 2+6*len(timers))
-	args = append(args, q.opts.retentionMillis(), q.wakeChannel)
+	l, err := q.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// One script call per shard, in one pipeline: each shard's part is all
+	// or nothing; on a sharded namespace the parts are not one transaction.
+	byShard := make([][]int, len(l.spaces))
 	for i, t := range timers {
 		if err := q.validateRestored(t); err != nil {
 			return nil, fmt.Errorf("restore item %d: %w", i, err)
 		}
-		settled := ""
-		switch t.State {
-		case StateFired:
-			settled = strconv.FormatInt(millis(t.FiredAt), 10)
-		case StateCancelled:
-			settled = strconv.FormatInt(millis(t.CancelledAt), 10)
-		}
-		args = append(args, t.ID, t.State.code(), dueMillis(t.Due), millis(t.CreatedAt), settled, t.Payload)
+		k := l.shardOf(t.ID)
+		byShard[k] = append(byShard[k], i)
 	}
 	if len(timers) == 0 {
 		return nil, nil
 	}
-	reply, err := q.run(ctx, restoreScript, args...)
+	var calls []call
+	var order [][]int
+	for k, idx := range byShard {
+		if len(idx) == 0 {
+			continue
+		}
+		args := make([]any, 0, 2+6*len(idx))
+		args = append(args, q.opts.retentionMillis(), l.spaces[k].Wake())
+		for _, i := range idx {
+			t := timers[i]
+			settled := ""
+			switch t.State {
+			case StateFired:
+				settled = strconv.FormatInt(millis(t.FiredAt), 10)
+			case StateCancelled:
+				settled = strconv.FormatInt(millis(t.CancelledAt), 10)
+			}
+			args = append(args, t.ID, t.State.code(), dueMillis(t.Due), millis(t.CreatedAt), settled, t.Payload)
+		}
+		calls = append(calls, call{shard: k, args: args})
+		order = append(order, idx)
+	}
+	replies, err := q.runMany(ctx, l, l.scripts.restore, calls)
 	if err != nil {
 		return nil, fmt.Errorf("timerq: restore: %w", err)
 	}
-	r, err := replyStrings(reply)
-	if err != nil || len(r) != 2*len(timers) {
-		return nil, fmt.Errorf("timerq: restore: unexpected reply %v", reply)
-	}
 	out := make([]ScheduleResult, len(timers))
-	for i := range timers {
-		t, err := decodeRecord(timers[i].ID, r[2*i+1])
-		if err != nil {
-			return nil, err
+	for c, reply := range replies {
+		r, err := replyStrings(reply)
+		if err != nil || len(r) != 2*len(order[c]) {
+			return nil, fmt.Errorf("timerq: restore: unexpected reply %v", reply)
 		}
-		out[i] = ScheduleResult{Timer: t, Created: r[2*i] == "1"}
+		for j, i := range order[c] {
+			t, err := decodeRecord(timers[i].ID, r[2*j+1])
+			if err != nil {
+				return nil, err
+			}
+			out[i] = ScheduleResult{Timer: t, Created: r[2*j] == "1"}
+		}
 	}
 	return out, nil
 }
@@ -247,7 +271,11 @@ func (q *Queue) Get(ctx context.Context, id string) (Timer, error) {
 	if err := ValidateID(id); err != nil {
 		return Timer{}, err
 	}
-	reply, err := q.run(ctx, getScript, id)
+	l, err := q.layout(ctx)
+	if err != nil {
+		return Timer{}, err
+	}
+	reply, err := q.run(ctx, l, l.scripts.get, l.shardOf(id), id)
 	if errors.Is(err, redis.Nil) {
 		return Timer{}, fmt.Errorf("%w: %q in namespace %q", ErrNotFound, id, q.opts.Namespace)
 	}
@@ -266,7 +294,12 @@ func (q *Queue) Cancel(ctx context.Context, id string) (Timer, error) {
 	if err := ValidateID(id); err != nil {
 		return Timer{}, err
 	}
-	t, status, err := q.runStatus(ctx, cancelScript, id, id, q.opts.retentionMillis(), q.TimerChannel(id))
+	l, err := q.layout(ctx)
+	if err != nil {
+		return Timer{}, err
+	}
+	k := l.shardOf(id)
+	t, status, err := q.runStatus(ctx, l, l.scripts.cancel, k, id, id, q.opts.retentionMillis(), l.spaces[k].TimerChannel(id))
 	if err != nil {
 		return Timer{}, fmt.Errorf("timerq: cancel %q: %w", id, err)
 	}
@@ -315,7 +348,12 @@ func (q *Queue) FireNow(ctx context.Context, id string) (Timer, error) {
 }
 
 func (q *Queue) reschedule(ctx context.Context, id string, due any) (Timer, error) {
-	t, status, err := q.runStatus(ctx, rescheduleScript, id, id, due, q.wakeChannel)
+	l, err := q.layout(ctx)
+	if err != nil {
+		return Timer{}, err
+	}
+	k := l.shardOf(id)
+	t, status, err := q.runStatus(ctx, l, l.scripts.reschedule, k, id, id, due, l.spaces[k].Wake())
 	if err != nil {
 		return Timer{}, fmt.Errorf("timerq: reschedule %q: %w", id, err)
 	}
@@ -339,8 +377,8 @@ func (q *Queue) statusError(status, id string) error {
 }
 
 // runStatus runs a script replying {status, record}.
-func (q *Queue) runStatus(ctx context.Context, s *redis.Script, id string, args ...any) (Timer, string, error) {
-	reply, err := q.run(ctx, s, args...)
+func (q *Queue) runStatus(ctx context.Context, l *layout, s *redis.Script, shard int, id string, args ...any) (Timer, string, error) {
+	reply, err := q.run(ctx, l, s, shard, args...)
 	if err != nil {
 		return Timer{}, "", err
 	}
@@ -355,46 +393,109 @@ func (q *Queue) runStatus(ctx context.Context, s *redis.Script, id string, args 
 	return t, r[0], err
 }
 
-// run runs one script over the namespace's keys.
-func (q *Queue) run(ctx context.Context, s *redis.Script, args ...any) (any, error) {
-	v, err := s.Run(ctx, q.rdb, q.keys, args...).Result()
-	if err != nil {
-		return nil, q.redisError(err)
-	}
-	return v, nil
+// call is one script call on one shard.
+type call struct {
+	shard int
+	args  []any
 }
 
-// runMany runs one script once per argument list, in one pipeline. Scripts
-// in a pipeline get no EVAL fallback from go-redis, so on NOSCRIPT (a
-// restarted or failed-over Redis) it loads the script and retries; every
-// timerq script is safe to repeat.
-func (q *Queue) runMany(ctx context.Context, s *redis.Script, calls [][]any) ([]any, error) {
+// run runs one script over one shard's keys, retrying for a few seconds
+// while the shard's slot migrates (see migrating).
+func (q *Queue) run(ctx context.Context, l *layout, s *redis.Script, shard int, args ...any) (any, error) {
+	return q.runTries(ctx, l, s, shard, migrationAttempts, args...)
+}
+
+// runTries is run with at most tries attempts.
+func (q *Queue) runTries(ctx context.Context, l *layout, s *redis.Script, shard, tries int, args ...any) (any, error) {
+	for attempt := 1; ; attempt++ {
+		v, err := s.Run(ctx, q.rdb, l.keys[shard], args...).Result()
+		if err == nil {
+			return v, nil
+		}
+		if !migrating(err) || attempt >= tries || !sleepCtx(ctx, migrationBackoff(attempt)) {
+			return nil, shardErr(l, shard, q.redisError(err))
+		}
+	}
+}
+
+// migrationAttempts bounds the tries of a script whose shard's slot is
+// migrating: with migrationBackoff, about 4 s in all.
+const migrationAttempts = 10
+
+func migrationBackoff(attempt int) time.Duration {
+	return min(25*time.Millisecond<<min(attempt-1, 10), 500*time.Millisecond)
+}
+
+// migrating reports whether err is Redis Cluster refusing a script because
+// its slot is moving or has moved (TRYAGAIN while the slot's keys are split
+// between two nodes; ASK or MOVED once go-redis has used up its own
+// redirects; CLUSTERDOWN while the slot has no owner). The script did not
+// run, so it is safe to run again.
+func migrating(err error) bool {
+	for _, code := range []string{"TRYAGAIN", "ASK", "MOVED", "CLUSTERDOWN"} {
+		if hasRedisCode(err, code) {
+			return true
+		}
+	}
+	return false
+}
+
+// runMany runs one script once per call, in one pipeline (which a Cluster
+// client splits into one pipeline per node), and returns the replies in
+// order. Scripts in a pipeline get no EVAL fallback from go-redis, so on
+// NOSCRIPT (a restarted or failed-over Redis) it loads the script (on every
+// master) and runs the calls that failed again; so it does, after a
+// backoff, for calls refused because their shard's slot is migrating.
+// Calls that succeeded are never repeated.
+func (q *Queue) runMany(ctx context.Context, l *layout, s *redis.Script, calls []call) ([]any, error) {
 	if len(calls) == 1 {
-		v, err := q.run(ctx, s, calls[0]...)
+		v, err := q.run(ctx, l, s, calls[0].shard, calls[0].args...)
 		return []any{v}, err
 	}
-	for attempt := 0; ; attempt++ {
-		cmds := make([]*redis.Cmd, len(calls))
-		_, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, args := range calls {
-				cmds[i] = s.EvalSha(ctx, p, q.keys, args...)
+	out := make([]any, len(calls))
+	todo := make([]int, len(calls))
+	for i := range todo {
+		todo[i] = i
+	}
+	loaded := false
+	for attempt := 1; ; attempt++ {
+		cmds := make([]*redis.Cmd, len(todo))
+		_, _ = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for j, i := range todo {
+				cmds[j] = s.EvalSha(ctx, p, l.keys[calls[i].shard], calls[i].args...)
 			}
 			return nil
 		})
-		if err != nil && attempt == 0 && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		var again []int
+		noScript, moving := false, false
+		for j, i := range todo {
+			err := cmds[j].Err()
+			switch {
+			case err == nil:
+				out[i] = cmds[j].Val()
+				continue
+			case hasRedisCode(err, "NOSCRIPT") && !loaded:
+				noScript = true
+			case migrating(err) && attempt < migrationAttempts:
+				moving = true
+			default:
+				return nil, shardErr(l, calls[i].shard, q.redisError(err))
+			}
+			again = append(again, i)
+		}
+		if len(again) == 0 {
+			return out, nil
+		}
+		if noScript {
 			if err := s.Load(ctx, q.rdb).Err(); err != nil {
 				return nil, q.redisError(err)
 			}
-			continue
+			loaded = true
 		}
-		if err != nil {
-			return nil, q.redisError(err)
+		if moving && !sleepCtx(ctx, migrationBackoff(attempt)) {
+			return nil, shardErr(l, calls[again[0]].shard, ctx.Err())
 		}
-		out := make([]any, len(cmds))
-		for i, c := range cmds {
-			out[i] = c.Val()
-		}
-		return out, nil
+		todo = again
 	}
 }
 
@@ -409,6 +510,8 @@ func (q *Queue) redisError(err error) error {
 			ErrWrongType, err, q.opts.Namespace)
 	case hasRedisCode(err, "NOPERM") || isScriptACLError(err):
 		return fmt.Errorf("%w: %w%s", ErrPermission, err, q.permissionHint(err.Error()))
+	case migrating(err):
+		return fmt.Errorf("%w: %w; retry once the move ends (other shards are unaffected)", ErrSlotMigrating, err)
 	case hasRedisCode(err, "OOM"):
 		return fmt.Errorf("%w: %w; raise maxmemory, lower Options.Retention so purges free more, or cancel timers you no longer need",
 			ErrOutOfMemory, err)
@@ -424,14 +527,22 @@ func (q *Queue) redisError(err error) error {
 // script names itself, a key or channel only its kind.
 func (q *Queue) permissionHint(msg string) string {
 	const more = " (docs/security.md lists the rights of each role)"
-	prefix := "timerq:{" + q.opts.Namespace + "}:"
+	rule := func(sigil string) string {
+		r := sigil + "timerq:{" + q.opts.Namespace + "}:*"
+		if len(q.known().spaces) > 1 {
+			// A sharded namespace's keys and channels are timerq:{NS:k}:...
+			// besides timerq:{NS}:... (docs/operations.md, "ACL rules").
+			r += " " + sigil + "timerq:{" + q.opts.Namespace + ":*}:*"
+		}
+		return r
+	}
 	switch {
 	case strings.Contains(msg, "NOPERM timerq:"):
 		return more
 	case strings.Contains(msg, "channel"):
-		return "; grant the namespace's channels with the ACL rule &" + prefix + "*" + more
+		return "; grant the namespace's channels with the ACL rule " + rule("&") + more
 	case strings.Contains(msg, "key"):
-		return "; grant the namespace's keys with the ACL rule ~" + prefix + "*" + more
+		return "; grant the namespace's keys with the ACL rule " + rule("~") + more
 	}
 	if _, rest, ok := strings.Cut(msg, "to run the '"); ok {
 		if cmd, _, ok := strings.Cut(rest, "'"); ok {

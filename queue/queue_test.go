@@ -4,25 +4,45 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain stops the shared Cluster before looking for leaked goroutines:
+// its servers' reapers belong to the binary, not to a test.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	redistest.StopShared()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // newQueue returns a queue in a namespace of its own, closed at cleanup.
 func newQueue(t *testing.T, b *redistest.Backend, opts queue.Options) *queue.Queue {
 	t.Helper()
 	if opts.Namespace == "" {
 		opts.Namespace = redistest.Namespace(t)
+	}
+	if b.Shards > 0 {
+		if _, err := queue.CreateNamespace(context.Background(), b.Client, opts.Namespace, b.Shards); err != nil {
+			t.Fatalf("CreateNamespace: %v", err)
+		}
 	}
 	q, err := queue.New(b.Client, opts)
 	if err != nil {
@@ -32,14 +52,65 @@ func newQueue(t *testing.T, b *redistest.Backend, opts queue.Options) *queue.Que
 	return q
 }
 
-// nsKeys lists every key of the queue's namespace.
+// nsKeys lists every key of the queue's namespace, of every shard, on every
+// Cluster master, but the meta key that CreateNamespace writes.
 func nsKeys(t *testing.T, b *redistest.Backend, q *queue.Queue) []string {
 	t.Helper()
-	keys, err := b.Client.Keys(context.Background(), "timerq:{"+q.Namespace()+"}:*").Result()
+	ctx := context.Background()
+	pattern := keyspace.Namespace(q.Namespace()).Pattern()
+	var keys []string
+	var mu sync.Mutex
+	collect := func(ctx context.Context, c *redis.Client) error {
+		ks, err := c.Keys(ctx, pattern).Result()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, k := range ks {
+			if k != keyspace.Namespace(q.Namespace()).Meta() {
+				keys = append(keys, k)
+			}
+		}
+		return err
+	}
+	var err error
+	if cc, ok := b.Client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, collect)
+	} else {
+		err = collect(ctx, b.Client.(*redis.Client))
+	}
 	if err != nil {
 		t.Fatalf("KEYS: %v", err)
 	}
+	slices.Sort(keys)
 	return keys
+}
+
+// shardKeys returns the six keys of the shard that holds id.
+func shardKeys(t *testing.T, q *queue.Queue, id string) []string {
+	t.Helper()
+	k, err := q.ShardOf(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q.ShardKeys(k)
+}
+
+// fireEntries reads every shard's fire stream.
+func fireEntries(t *testing.T, b *redistest.Backend, q *queue.Queue) []redis.XMessage {
+	t.Helper()
+	ctx := context.Background()
+	n, err := q.Shards(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []redis.XMessage
+	for k := range n {
+		entries, err := b.Client.XRange(ctx, q.ShardStreamKey(k), "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, entries...)
+	}
+	return all
 }
 
 // serverNow reads the Redis server's clock.
@@ -74,7 +145,7 @@ func claimAll(t *testing.T, q *queue.Queue) []queue.Fired {
 }
 
 func TestScheduleIsIdempotent(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		before := serverNow(t, b).Truncate(time.Millisecond)
@@ -107,7 +178,7 @@ func TestScheduleIsIdempotent(t *testing.T) {
 }
 
 func TestFiredTimerIsNeverRearmed(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		past := time.Now().Add(-time.Second)
@@ -137,7 +208,7 @@ func TestFiredTimerIsNeverRearmed(t *testing.T) {
 }
 
 func TestScheduleBatch(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		due := time.Now().Add(time.Hour)
@@ -174,7 +245,7 @@ func TestScheduleBatch(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		if _, err := q.Schedule(ctx, "c", time.Now().Add(-time.Millisecond), nil); err != nil {
@@ -204,7 +275,7 @@ func TestCancel(t *testing.T) {
 }
 
 func TestReschedule(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		if _, err := q.Schedule(ctx, "r", time.Now().Add(time.Hour), []byte("keep")); err != nil {
@@ -244,7 +315,7 @@ func TestReschedule(t *testing.T) {
 }
 
 func TestClaimReportsNextDueAndStream(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		now := serverNow(t, b)
@@ -269,9 +340,12 @@ func TestClaimReportsNextDueAndStream(t *testing.T) {
 		if err != nil || tm.State != queue.StateFired || !tm.FiredAt.Equal(res.Now) {
 			t.Fatalf("Get after claim = %+v, %v", tm, err)
 		}
-		entries, err := b.Client.XRange(ctx, q.StreamKey(), "-", "+").Result()
-		if err != nil || len(entries) != 2 {
-			t.Fatalf("stream = %v, %v", entries, err)
+		entries := fireEntries(t, b, q)
+		if len(entries) != 2 {
+			t.Fatalf("stream = %v", entries)
+		}
+		if entries[0].Values["id"] != "id-0" {
+			entries[0], entries[1] = entries[1], entries[0] // two shards' streams
 		}
 		if e := entries[0].Values; e["id"] != "id-0" || e["payload"] != "pl-0" ||
 			e["fired"] != fmt.Sprint(res.Now.UnixMilli()) {
@@ -281,7 +355,7 @@ func TestClaimReportsNextDueAndStream(t *testing.T) {
 }
 
 func TestFarFutureDueKeepsMillisecondPrecision(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		// 15 digits of milliseconds: Lua's tostring would round this on real Redis.
@@ -304,7 +378,7 @@ func TestFarFutureDueKeepsMillisecondPrecision(t *testing.T) {
 }
 
 func TestNeverEarly(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		var batch []queue.NewTimer
@@ -327,8 +401,10 @@ func TestNeverEarly(t *testing.T) {
 				}
 				fired++
 			}
-			// Whatever is still pending must not be due yet by the server clock.
-			if !res.NextDue.IsZero() && !res.NextDue.After(res.Now) {
+			// Whatever is still pending must not be due yet by the server
+			// clock. (Over several shards, one visited early may have a
+			// timer come due by the time the last one is claimed.)
+			if b.Shards <= 1 && !res.NextDue.IsZero() && !res.NextDue.After(res.Now) {
 				t.Fatalf("claim left %v pending at %v though it was due", res.NextDue, res.Now)
 			}
 			time.Sleep(time.Millisecond)
@@ -337,7 +413,7 @@ func TestNeverEarly(t *testing.T) {
 }
 
 func TestConcurrentClaimersFireEachTimerOnce(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		const n, claimers = 20_000, 8
 		q := newQueue(t, b, queue.Options{})
@@ -371,10 +447,7 @@ func TestConcurrentClaimersFireEachTimerOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		entries, err := b.Client.XRange(ctx, q.StreamKey(), "-", "+").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
+		entries := fireEntries(t, b, q)
 		seen := map[string]int{}
 		for _, e := range entries {
 			seen[e.Values["id"].(string)]++
@@ -391,7 +464,7 @@ func TestConcurrentClaimersFireEachTimerOnce(t *testing.T) {
 }
 
 func TestRetentionLeavesOnlyFixedKeys(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		// Long enough that a loaded machine (-race, miniredis) cancels,
 		// claims and purges within it.
@@ -423,15 +496,19 @@ func TestRetentionLeavesOnlyFixedKeys(t *testing.T) {
 			t.Fatalf("Get of a purged timer = %v", err)
 		}
 		keys := nsKeys(t, b, q)
-		sort.Strings(keys)
-		if want := []string{q.Keys()[6], q.StreamKey()}; strings.Join(keys, " ") != strings.Join(want, " ") {
+		for _, k := range keys {
+			if !strings.HasSuffix(k, ":fires") && !strings.HasSuffix(k, ":counters") {
+				t.Fatalf("namespace keys after purge = %v, want only counters and fire streams", keys)
+			}
+		}
+		if want := []string{q.Keys()[6], q.StreamKey()}; b.Shards <= 1 && strings.Join(keys, " ") != strings.Join(want, " ") {
 			t.Fatalf("namespace keys after purge = %v, want only the counters and the fire stream", keys)
 		}
 	})
 }
 
 func TestKeepForeverNeverPurges(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{Retention: queue.KeepForever})
 		if _, err := q.Schedule(ctx, "x", time.Now().Add(-time.Millisecond), nil); err != nil {
@@ -448,7 +525,7 @@ func TestKeepForeverNeverPurges(t *testing.T) {
 }
 
 func TestStats(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		now := serverNow(t, b)
@@ -476,7 +553,7 @@ func TestStats(t *testing.T) {
 }
 
 func TestListPagesInDueOrder(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		base := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
@@ -530,7 +607,7 @@ func TestListPagesInDueOrder(t *testing.T) {
 }
 
 func TestBadInputWritesNothing(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{MaxPayloadBytes: 10})
 		ok := time.Now().Add(time.Hour)
@@ -581,10 +658,10 @@ func TestBadInputWritesNothing(t *testing.T) {
 }
 
 func TestWrongTypeKeyIsReportedAndNothingWritten(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
-		due := q.Keys()[0]
+		due := shardKeys(t, q, "x")[0]
 		if err := b.Client.Set(ctx, due, "not a zset", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -601,7 +678,7 @@ func TestWrongTypeKeyIsReportedAndNothingWritten(t *testing.T) {
 		if err := b.Client.Del(ctx, due).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.Client.Set(ctx, q.Keys()[1], "x", 0).Err(); err != nil {
+		if err := b.Client.Set(ctx, shardKeys(t, q, "x")[1], "x", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := q.Get(ctx, "x"); !errors.Is(err, queue.ErrWrongType) {

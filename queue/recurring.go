@@ -11,16 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/timerq/timerq/schedule"
-	"github.com/timerq/timerq/scripts/lua"
-)
-
-var (
-	recurLoadScript = redis.NewScript(lua.RecurLoad)
-	recurArmScript  = redis.NewScript(lua.RecurArm)
-	recurPutScript  = redis.NewScript(lua.RecurPut)
 )
 
 // ErrRecurringNotFound means no recurring schedule with that ID exists in
@@ -490,7 +481,11 @@ func (q *Queue) load(ctx context.Context, args ...any) (time.Time, []string, map
 // loadScanned is load, also telling how many schedules the script looked
 // at (in repair mode it returns only those that need arming).
 func (q *Queue) loadScanned(ctx context.Context, args ...any) (time.Time, []string, map[string]*record, int, error) {
-	v, err := recurLoadScript.Run(ctx, q.rdb, q.recurringKeys(), args...).Result()
+	rs, keys, err := q.recurring(ctx)
+	if err != nil {
+		return time.Time{}, nil, nil, 0, err
+	}
+	v, err := rs.load.Run(ctx, q.rdb, keys, args...).Result()
 	if err != nil {
 		return time.Time{}, nil, nil, 0, q.redisError(err)
 	}
@@ -519,11 +514,15 @@ func (q *Queue) loadScanned(ctx context.Context, args ...any) (time.Time, []stri
 
 // put runs recur_put.lua.
 func (q *Queue) put(ctx context.Context, op, id, expected, bodyJSON, state, last string, payload []byte, arms []Occurrence) (string, time.Time, string, error) {
-	args := []any{op, id, expected, bodyJSON, state, last, payload, q.wakeChannel, q.timerChannels, q.opts.retentionMillis()}
+	args := []any{op, id, expected, bodyJSON, state, last, payload, q.WakeChannel(), q.known().spaces[0].TimerChannelPrefix(), q.opts.retentionMillis()}
 	for _, o := range arms {
 		args = append(args, o.Nominal.UnixMilli(), o.Due.UnixMilli())
 	}
-	v, err := recurPutScript.Run(ctx, q.rdb, q.recurringKeys(), args...).Result()
+	rs, keys, err := q.recurring(ctx)
+	if err != nil {
+		return "", time.Time{}, "", err
+	}
+	v, err := rs.put.Run(ctx, q.rdb, keys, args...).Result()
 	if err != nil {
 		return "", time.Time{}, "", q.redisError(err)
 	}

@@ -81,7 +81,7 @@ func (q *Queue) topUpCounted(ctx context.Context, loadArgs []any) (armed, scanne
 		return 0, 0, 0, err
 	}
 	needy = len(ids)
-	args := []any{q.wakeChannel}
+	args := []any{q.WakeChannel()}
 	planned := 0
 	var bad error // the first schedule that could not be planned
 	for _, id := range ids {
@@ -115,7 +115,11 @@ func (q *Queue) topUpCounted(ctx context.Context, loadArgs []any) (armed, scanne
 	if len(args) == 1 {
 		return 0, scanned, needy, bad
 	}
-	v, err := recurArmScript.Run(ctx, q.rdb, q.recurringKeys(), args...).Result()
+	rs, keys, err := q.recurring(ctx)
+	if err != nil {
+		return 0, scanned, needy, err
+	}
+	v, err := rs.arm.Run(ctx, q.rdb, keys, args...).Result()
 	if err != nil {
 		return 0, scanned, needy, q.redisError(err)
 	}

@@ -46,6 +46,10 @@ type aclUser struct {
 	want string
 	// fails lists those operations.
 	fails map[string]bool
+	// pubsub is the flavour the user's queue uses: a user lacking PUBLISH
+	// is refused only with classic pub/sub, one lacking SPUBLISH only with
+	// sharded (the default on Redis 7).
+	pubsub queue.PubSubMode
 }
 
 func readOnlyKey(i int) func(string, []string) []string {
@@ -91,7 +95,9 @@ func aclUsers(prefix string) []aclUser {
 		rules: func(prefix string, _ []string) []string { return []string{"~" + prefix + "*", "+@all"} },
 		want:  "may not publish to the channel " + prefix, fails: publishing,
 	}, {
-		name: "nopublish", rules: allBut("-publish"), want: "may not run PUBLISH", fails: publishing,
+		name: "nopublish", rules: allBut("-publish"), want: "may not run PUBLISH", fails: publishing, pubsub: queue.PubSubClassic,
+	}, {
+		name: "nospublish", rules: allBut("-spublish"), want: "may not run SPUBLISH", fails: publishing, pubsub: queue.PubSubSharded,
 	}, {
 		// Redis refuses EVALSHA itself when a key it declares is
 		// read-only, as a script may write its keys: the refusal names
@@ -111,7 +117,9 @@ func aclUsers(prefix string) []aclUser {
 		name: "noevalsha", rules: allBut("-evalsha", "-eval"), want: "+eval", fails: setOf(allOps...),
 	}, {
 		// Only Wait and pollers subscribe: CheckPermissions catches it.
-		name: "nosubscribe", rules: allBut("-subscribe"), want: "+subscribe", fails: setOf(),
+		name: "nosubscribe", rules: allBut("-subscribe"), want: "+subscribe", fails: setOf(), pubsub: queue.PubSubClassic,
+	}, {
+		name: "nossubscribe", rules: allBut("-ssubscribe"), want: "+ssubscribe", fails: setOf(), pubsub: queue.PubSubSharded,
 	}, {
 		name: "everything", rules: allBut(), fails: setOf(),
 	}}
@@ -149,7 +157,7 @@ func TestRefusedCommandChangesNothing(t *testing.T) {
 			}
 			uc := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: u.name, Password: "pw"})
 			defer uc.Close()
-			uq, err := queue.New(uc, queue.Options{Namespace: ns, Retention: time.Hour})
+			uq, err := queue.New(uc, queue.Options{Namespace: ns, Retention: time.Hour, PubSub: u.pubsub})
 			if err != nil {
 				t.Fatal(err)
 			}

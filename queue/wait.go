@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/internal/shardsub"
 )
 
 // Wait blocks until the timer id has fired and returns nil, at once if it
@@ -14,16 +16,21 @@ import (
 // timer, ErrNotFound for an unknown one, ErrClosed after Close, and the
 // context's error when ctx ends first.
 //
-// All waiters of one Queue share one pub/sub connection. Pub/sub is only a
-// hint: the timer's state in Redis decides. It is read on every message,
-// after every (re)subscription and every Options.RecheckInterval, so a lost
-// wakeup delays a waiter by at most that interval and a stray one does
-// nothing.
+// All waiters of one Queue share one pub/sub connection (one per Cluster
+// node with sharded pub/sub: each timer's channel carries its shard's hash
+// tag, so the message stays on that node). Pub/sub is only a hint: the
+// timer's state in Redis decides. It is read on every message, after every
+// (re)subscription and every Options.RecheckInterval, so a lost wakeup
+// delays a waiter by at most that interval and a stray one does nothing.
 func (q *Queue) Wait(ctx context.Context, id string) error {
 	if err := ValidateID(id); err != nil {
 		return err
 	}
-	h, err := q.waitHub()
+	l, err := q.layout(ctx)
+	if err != nil {
+		return err
+	}
+	h, err := q.waitHub(l)
 	if err != nil {
 		return err
 	}
@@ -59,14 +66,14 @@ func (q *Queue) SleepUntil(ctx context.Context, id string, due time.Time, payloa
 	return q.Wait(ctx, id)
 }
 
-func (q *Queue) waitHub() (*hub, error) {
+func (q *Queue) waitHub(l *layout) (*hub, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
 		return nil, ErrClosed
 	}
 	if q.hub == nil {
-		q.hub = newHub(q)
+		q.hub = newHub(q, l)
 	}
 	return q.hub, nil
 }
@@ -79,7 +86,8 @@ func (q *Queue) waitHub() (*hub, error) {
 // Subscribe once the command is written, not once it took effect.
 type hub struct {
 	q     *Queue
-	ps    *redis.PubSub
+	l     *layout
+	sub   *shardsub.Sub
 	ops   chan subOp
 	check chan struct{} // wakes the checker; capacity 1
 	done  chan struct{}
@@ -114,10 +122,11 @@ type subOp struct {
 // maxSubBatch bounds the channels in one SUBSCRIBE or one state read.
 const maxSubBatch = 1000
 
-func newHub(q *Queue) *hub {
+func newHub(q *Queue, l *layout) *hub {
 	h := &hub{
 		q:           q,
-		ps:          q.rdb.Subscribe(context.Background()),
+		l:           l,
+		sub:         shardsub.New(q.rdb, l.sharded, 10000),
 		ops:         make(chan subOp, 4096),
 		check:       make(chan struct{}, 1),
 		done:        make(chan struct{}),
@@ -125,9 +134,8 @@ func newHub(q *Queue) *hub {
 		outstanding: map[string]int{},
 		pending:     map[string]bool{},
 	}
-	msgs := h.ps.ChannelWithSubscriptions(redis.WithChannelSize(10000))
 	h.wg.Add(3)
-	go h.receive(msgs)
+	go h.receive(h.sub.Events())
 	go h.subscribe()
 	go h.checker()
 	return h
@@ -136,7 +144,7 @@ func newHub(q *Queue) *hub {
 // add registers a waiter for id, subscribing to its channel if it is the
 // first one.
 func (h *hub) add(id string) *waiter {
-	ch := h.q.TimerChannel(id)
+	ch := h.l.spaces[h.l.shardOf(id)].TimerChannel(id)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	w := &waiter{channel: ch, epoch: h.epoch, result: make(chan error, 1)}
@@ -216,15 +224,12 @@ func (h *hub) markPending(ch string) {
 }
 
 // receive handles pub/sub traffic until the connection is closed.
-func (h *hub) receive(msgs <-chan any) {
+func (h *hub) receive(msgs <-chan shardsub.Event) {
 	defer h.wg.Done()
 	for m := range msgs {
 		h.mu.Lock()
-		switch m := m.(type) {
-		case *redis.Subscription:
-			if m.Kind != "subscribe" {
-				break
-			}
+		switch {
+		case m.Subscribed:
 			// A confirmation, or a resubscription after a reconnect, during
 			// which wakeups may have been lost: read the state either way.
 			if n := h.outstanding[m.Channel]; n > 1 {
@@ -236,7 +241,7 @@ func (h *hub) receive(msgs <-chan any) {
 				e.confirmed = true
 				h.markPending(m.Channel)
 			}
-		case *redis.Message:
+		default:
 			// A hint, never the outcome: read the state. A script that
 			// publishes and is then refused a later command sent its message
 			// but changed nothing (scripts/lua/prelude.lua), and anyone
@@ -247,8 +252,13 @@ func (h *hub) receive(msgs <-chan any) {
 	}
 }
 
+// cancelled is the error of the waiters on ch. Callers hold h.mu.
 func (h *hub) cancelled(ch string) error {
-	return fmt.Errorf("%w: %q", ErrCancelled, ch[len(h.q.timerChannels):])
+	id := ""
+	if e := h.entries[ch]; e != nil {
+		id = e.id
+	}
+	return fmt.Errorf("%w: %q", ErrCancelled, id)
 }
 
 // subscribe applies queued subscription changes, batching runs of one kind
@@ -284,14 +294,15 @@ func (h *hub) subscribe() {
 	}
 }
 
-// apply sends one SUBSCRIBE or UNSUBSCRIBE. An error needs no retry:
-// go-redis remembers the channels and resubscribes when it reconnects.
+// apply sends one SUBSCRIBE or UNSUBSCRIBE (one per slot when sharded).
+// An error needs no retry: the channels are remembered and resubscribed
+// when the connection comes back.
 func (h *hub) apply(ctx context.Context, subscribe bool, channels []string) {
 	if !subscribe {
-		_ = h.ps.Unsubscribe(ctx, channels...)
+		h.sub.Unsubscribe(ctx, channels...)
 		return
 	}
-	if err := h.ps.Subscribe(ctx, channels...); err != nil {
+	if err := h.sub.Subscribe(ctx, channels...); err != nil {
 		// No confirmation will come for this SUBSCRIBE; the resubscription
 		// after the reconnect confirms instead.
 		h.mu.Lock()
@@ -351,7 +362,31 @@ func (h *hub) readPending(ctx context.Context) bool {
 	if len(ids) == 0 {
 		return more
 	}
-	recs, err := h.q.rdb.HMGet(ctx, h.q.keys[1], ids...).Result()
+	// One HMGET per shard, in one pipeline.
+	byShard := map[int][]int{}
+	for i, id := range ids {
+		k := h.l.shardOf(id)
+		byShard[k] = append(byShard[k], i)
+	}
+	recs := make([]any, len(ids))
+	cmds := map[int]*redis.SliceCmd{}
+	_, err := h.q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, idx := range byShard {
+			fields := make([]string, len(idx))
+			for j, i := range idx {
+				fields[j] = ids[i]
+			}
+			cmds[k] = p.HMGet(ctx, h.l.spaces[k].Timers(), fields...)
+		}
+		return nil
+	})
+	if err == nil {
+		for k, idx := range byShard {
+			for j, v := range cmds[k].Val() {
+				recs[idx[j]] = v
+			}
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err != nil && hasRedisCode(err, "NOPERM") {
@@ -391,6 +426,6 @@ func (h *hub) close() {
 	h.entries = map[string]*entry{}
 	h.mu.Unlock()
 	close(h.done)
-	_ = h.ps.Close()
+	_ = h.sub.Close()
 	h.wg.Wait()
 }

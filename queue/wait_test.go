@@ -41,7 +41,7 @@ func mustReturn(t *testing.T, ch <-chan error, within time.Duration) error {
 }
 
 func TestWaitWakesOnFire(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		// A recheck far away proves the pub/sub wakeup, not the safety net, ends the wait.
 		q := newQueue(t, b, queue.Options{RecheckInterval: time.Hour})
@@ -71,7 +71,7 @@ func TestWaitWakesOnFire(t *testing.T) {
 }
 
 func TestWaitOutcomes(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{RecheckInterval: time.Hour})
 		if _, err := q.Schedule(ctx, "done", time.Now().Add(-time.Second), nil); err != nil {
@@ -112,7 +112,7 @@ func TestWaitOutcomes(t *testing.T) {
 }
 
 func TestWaitRecheckCatchesLostWakeup(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{RecheckInterval: 100 * time.Millisecond})
 		if _, err := q.Schedule(ctx, "quiet", time.Now().Add(time.Hour), nil); err != nil {
@@ -125,7 +125,7 @@ func TestWaitRecheckCatchesLostWakeup(t *testing.T) {
 			redis.call('ZREM', KEYS[1], ARGV[1])
 			local rec = redis.call('HGET', KEYS[2], ARGV[1])
 			redis.call('HSET', KEYS[2], ARGV[1], 'f' .. string.sub(rec, 2))
-			return 1`, q.Keys()[:2], "quiet").Err(); err != nil {
+			return 1`, shardKeys(t, q, "quiet")[:2], "quiet").Err(); err != nil {
 			t.Fatal(err)
 		}
 		if err := mustReturn(t, w, 2*time.Second); err != nil {
@@ -135,7 +135,7 @@ func TestWaitRecheckCatchesLostWakeup(t *testing.T) {
 }
 
 func TestManyWaitersShareOneConnection(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		q := newQueue(t, b, queue.Options{})
@@ -180,19 +180,23 @@ func TestManyWaitersShareOneConnection(t *testing.T) {
 	})
 }
 
-// countSubscribers counts CLIENT LIST lines of connections in pub/sub mode.
+// countSubscribers counts CLIENT LIST lines of connections subscribed to a
+// classic (sub=) or shard (ssub=, Redis 7.0+) channel.
 func countSubscribers(clientList string) int {
 	n := 0
 	for _, line := range splitLines(clientList) {
-		if !containsField(line, "sub=0") && strings.Contains(line, " sub=") {
-			n++
+		for _, f := range strings.Fields(line) {
+			if (strings.HasPrefix(f, "sub=") || strings.HasPrefix(f, "ssub=")) && !strings.HasSuffix(f, "=0") {
+				n++
+				break
+			}
 		}
 	}
 	return n
 }
 
 func TestCloseEndsWaits(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		if _, err := q.Schedule(ctx, "z", time.Now().Add(time.Hour), nil); err != nil {

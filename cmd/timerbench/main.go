@@ -200,6 +200,47 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			return nil
 		},
 	})
+	// cluster starts its own Cluster, so it takes none of the --redis flags.
+	cmds = append(cmds, &cli.Command{
+		Name:  "cluster",
+		Usage: "start a 1- or 3-master Redis Cluster: a burst over a sharded namespace (fires/s, lateness, Redis CPU per fire and share of fires per master), then a worker's idle cost as the shard count grows",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "cluster", Value: 3, Usage: "masters of the Cluster to start"},
+			&cli.IntFlag{Name: "shards", Value: 16, Usage: "shards of the burst namespace"},
+			&cli.IntFlag{Name: "timers", Value: 100_000, Usage: "timers due at one instant"},
+			&cli.DurationFlag{Name: "lead", Value: 5 * time.Second, Usage: "how far ahead the instant is"},
+			&cli.IntFlag{Name: "workers", Value: 2, Usage: "timerworker processes"},
+			&cli.IntFlag{Name: "batch-size", Value: 256, Usage: "the workers' --batch-size"},
+			&cli.StringFlag{Name: "idle-shards", Value: "1,4,16,64", Usage: "shard counts whose idle cost is measured (empty: none)"},
+			&cli.DurationFlag{Name: "idle-for", Value: 5 * time.Second, Usage: "how long each idle measurement lasts"},
+			&cli.StringFlag{Name: "redis-server", Value: "redis-server", Usage: "redis-server binary"},
+			&cli.StringFlag{Name: "worker-bin", Usage: "timerworker binary (empty: go build one into a temporary directory)"},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of a table"},
+			&cli.BoolFlag{Name: "quiet", Usage: "no progress lines on stderr"},
+		},
+		Action: func(c *cli.Context) error {
+			log := stderr
+			if c.Bool("quiet") {
+				log = io.Discard
+			}
+			var idle []int
+			if s := c.String("idle-shards"); s != "" {
+				var err error
+				if idle, err = parseInts(s); err != nil {
+					return err
+				}
+			}
+			r, err := bench.Cluster(c.Context, bench.ClusterConfig{
+				Masters: c.Int("cluster"), Shards: c.Int("shards"), Timers: c.Int("timers"), Lead: c.Duration("lead"),
+				Workers: c.Int("workers"), BatchSize: c.Int("batch-size"), IdleShards: idle, IdleFor: c.Duration("idle-for"),
+				RedisServer: c.String("redis-server"), WorkerBin: c.String("worker-bin"), Log: log,
+			})
+			if err != nil {
+				return fmt.Errorf("cluster: %w", err)
+			}
+			return bench.Write(stdout, r, c.Bool("json"))
+		},
+	})
 	// chaos is not part of all: it kills the Redis it runs against, so it
 	// needs one of its own, with an AOF.
 	cmds = append(cmds, &cli.Command{

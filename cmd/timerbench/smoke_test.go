@@ -95,3 +95,29 @@ func TestRefusesNonEmpty(t *testing.T) {
 		t.Fatal("the key was wiped")
 	}
 }
+
+// TestClusterSmoke runs the cluster scenario with tiny sizes on a 1-master
+// Cluster it starts itself: every timer fired exactly once, none early,
+// the JSON has the documented fields. Never speed.
+func TestClusterSmoke(t *testing.T) {
+	redistest.Require(t)
+	var stdout, stderr bytes.Buffer
+	args := []string{"timerbench", "cluster", "--json", "--cluster", "1", "--shards", "4",
+		"--timers", "500", "--lead", "2s", "--idle-shards", "2", "--idle-for", "2500ms"}
+	if err := newApp(&stdout, &stderr).RunContext(context.Background(), args); err != nil {
+		t.Fatalf("timerbench cluster: %v\n%s", err, stderr.String())
+	}
+	var r bench.ClusterResult
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("output %q is not the result: %v", stdout.String(), err)
+	}
+	if r.Lost != 0 || r.Duplicates != 0 || r.Early != 0 || r.Timers != 500 {
+		t.Fatalf("lost %d, duplicates %d, early %d of %d", r.Lost, r.Duplicates, r.Early, r.Timers)
+	}
+	if len(r.Nodes) != 1 || r.Nodes[0].Fires != 500 || r.Nodes[0].Shards != 4 || r.Balance != 1 {
+		t.Fatalf("nodes %+v, balance %v", r.Nodes, r.Balance)
+	}
+	if len(r.Idle) != 2 || r.Idle[0].ScriptsPerSec <= 0 {
+		t.Fatalf("idle %+v", r.Idle)
+	}
+}

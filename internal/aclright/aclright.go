@@ -20,6 +20,7 @@ var (
 	commandRe = regexp.MustCompile(`(?i)permissions? to run the '([^']+)' command`)
 	// Redis 7.0 names the script and line of a command it refused
 	// inside a script, not the command.
+	preludeRe    = regexp.MustCompile(`the Redis user may not run ([A-Z]+) \(`)
 	scriptLineRe = regexp.MustCompile(`script: ([0-9a-f]{40}), on @user_script:(\d+)`)
 	callRe       = regexp.MustCompile(`redis\.p?call\(\s*'([A-Za-z]+)'`)
 )
@@ -29,6 +30,9 @@ var scriptSources = func() map[string]string {
 	m := map[string]string{}
 	for _, src := range []string{lua.Schedule, lua.Claim, lua.Cancel, lua.Reschedule, lua.Purge, lua.Stats, lua.List, lua.Get} {
 		m[fmt.Sprintf("%x", sha1.Sum([]byte(src)))] = src
+		// The same script with sharded pub/sub (SPUBLISH), as on a Cluster.
+		sh := lua.Sharded(src)
+		m[fmt.Sprintf("%x", sha1.Sum([]byte(sh)))] = sh
 	}
 	return m
 }()
@@ -62,6 +66,10 @@ func Missing(msg, ns string) string {
 		return ruleRe.FindStringSubmatch(msg)[1]
 	case commandRe.MatchString(msg):
 		return "+" + strings.ToLower(commandRe.FindStringSubmatch(msg)[1])
+	case preludeRe.MatchString(msg):
+		// The prelude's own refusal names the command (refusal in
+		// scripts/lua/prelude.lua), also where Redis gives no script line.
+		return "+" + strings.ToLower(preludeRe.FindStringSubmatch(msg)[1])
 	case strings.Contains(lower, "can't run this command"):
 		if cmd := scriptCommand(msg); cmd != "" {
 			return "+" + cmd

@@ -753,8 +753,14 @@ func (e *Env) Waiters(ctx context.Context, cfg WaitersConfig) (*WaitersResult, e
 		})
 	}
 	subscribed := func() (bool, error) {
+		// Classic channels, or shard channels (Redis 7.0+) when the queue
+		// uses sharded pub/sub.
 		c, err := e.info(ctx, "stats", "pubsub_channels")
-		return c >= float64(n), err
+		if err != nil {
+			return false, err
+		}
+		sc, _ := e.info(ctx, "stats", "pubsubshard_channels")
+		return c+sc >= float64(n), nil
 	}
 	if err := waitUntil(ctx, cfg.Lead, 20*time.Millisecond, subscribed); err != nil {
 		return nil, fmt.Errorf("bench: waiting for %d waiters to subscribe: %w; raise --lead", n, err)

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/timerq/timerq/internal/keyspace"
 )
 
 // workers is a set of running timerworker processes.
@@ -62,7 +65,7 @@ func (e *Env) startWorkers(ctx context.Context) (*workers, error) {
 		}
 		ws.procs = append(ws.procs, p)
 	}
-	wake := "timerq:{" + e.cfg.Namespace + "}:wake"
+	wake := keyspace.Shard(e.cfg.Namespace, 0, 1).Wake()
 	err := waitUntil(ctx, 20*time.Second, 20*time.Millisecond, func() (bool, error) {
 		for _, p := range ws.procs {
 			select {
@@ -71,11 +74,17 @@ func (e *Env) startWorkers(ctx context.Context) (*workers, error) {
 			default:
 			}
 		}
+		// Workers use sharded pub/sub on Redis 7.0+ (SSUBSCRIBE), classic
+		// pub/sub before: count both.
 		n, err := e.rdb.PubSubNumSub(ctx, wake).Result()
 		if err != nil {
 			return false, fmt.Errorf("bench: PUBSUB NUMSUB: %w", err)
 		}
-		return n[wake] >= int64(len(ws.procs)), nil
+		sn, err := e.rdb.PubSubShardNumSub(ctx, wake).Result()
+		if err != nil && !strings.Contains(err.Error(), "unknown") {
+			return false, fmt.Errorf("bench: PUBSUB SHARDNUMSUB: %w", err)
+		}
+		return n[wake]+sn[wake] >= int64(len(ws.procs)), nil
 	})
 	if err != nil {
 		ws.stop()

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/timerq/timerq/internal/ctl"
+	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
 )
@@ -106,7 +107,7 @@ func decode[T any](t *testing.T, s string) T {
 
 func (c *cli) keys() []string {
 	c.t.Helper()
-	keys, err := c.b.Client.Keys(context.Background(), "timerq:{"+c.ns+"}:*").Result()
+	keys, err := c.b.Client.Keys(context.Background(), keyspace.Namespace(c.ns).Pattern()).Result()
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -504,10 +505,21 @@ func TestStats(t *testing.T) {
 				Bucket string `json:"bucket"`
 				Count  int64  `json:"count"`
 			} `json:"due_histogram"`
+			Shards []struct {
+				Shard         int     `json:"shard"`
+				Scheduled     int64   `json:"scheduled"`
+				Fired         int64   `json:"fired"`
+				Cancelled     int64   `json:"cancelled"`
+				Overdue       int64   `json:"overdue"`
+				EarliestDueAt *string `json:"earliest_due_at"`
+			} `json:"shards"`
 		}
 		st := decode[stats](t, c.ok("-o", "json", "stats").stdout)
 		if st.Scheduled != 5 || st.Cancelled != 1 || st.Fired != 0 || st.Overdue != 1 {
 			t.Fatalf("stats counts: %+v", st)
+		}
+		if len(st.Shards) != 1 || st.Shards[0].Scheduled != 5 || st.Shards[0].Overdue != 1 {
+			t.Fatalf("per-shard stats of an unsharded namespace: %+v", st.Shards)
 		}
 		if age := time.Duration(st.OldestOverdueAge) * time.Millisecond; age < 3*time.Hour || age > 3*time.Hour+time.Minute {
 			t.Fatalf("oldest overdue age %v, want about 3h", age)
@@ -844,7 +856,7 @@ func TestEnvironmentAndFlagPrecedence(t *testing.T) {
 	if decode[timerJSON](t, out.String()).ID != "a" {
 		t.Fatal("TIMERQ_OUTPUT=json was not used")
 	}
-	if !m.Exists("timerq:{from-env}:timers") {
+	if !m.Exists(keyspace.Shard("from-env", 0, 1).Timers()) {
 		t.Fatalf("TIMERQ_NAMESPACE was not used; keys %v", m.Keys())
 	}
 }

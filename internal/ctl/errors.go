@@ -53,6 +53,12 @@ func classify(err error, t cliconf.Target) *Error {
 		ex.Fix = cmp.Or(ex.Fix, "pass a valid timer ID")
 	case errors.Is(err, queue.ErrInvalidDue), errors.Is(err, queue.ErrInvalidOptions):
 		ex.Fix = cmp.Or(ex.Fix, "see 'timerctl --help'")
+	case errors.Is(err, queue.ErrShardMismatch):
+		// The namespace exists with another shard count: a conflict.
+		ex.Code = ExitConflict
+		ex.Fix = cmp.Or(ex.Fix, "'timerctl namespace show' prints the namespace's shard count")
+	case errors.Is(err, queue.ErrSlotMigrating):
+		ex.Fix = cmp.Or(ex.Fix, "run the command again once the slot has moved")
 	}
 	return ex
 }

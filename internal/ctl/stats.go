@@ -35,6 +35,17 @@ type statsJSON struct {
 	Overdue          int64        `json:"overdue"`
 	OldestOverdueAge int64        `json:"oldest_overdue_age_ms"`
 	DueHistogram     []bucketJSON `json:"due_histogram"`
+	// Shards holds each shard's counts, one entry per shard.
+	Shards []shardStatsJSON `json:"shards"`
+}
+
+type shardStatsJSON struct {
+	Shard         int     `json:"shard"`
+	Scheduled     int64   `json:"scheduled"`
+	Fired         int64   `json:"fired"`
+	Cancelled     int64   `json:"cancelled"`
+	Overdue       int64   `json:"overdue"`
+	EarliestDueAt *string `json:"earliest_due_at"`
 }
 
 func (r *runner) stats(c *cli.Context) error {
@@ -61,6 +72,12 @@ func (r *runner) stats(c *cli.Context) error {
 		for i, n := range counts {
 			out.DueHistogram = append(out.DueHistogram, bucketJSON{histogramNames[i], n})
 		}
+		for k, sh := range st.Shards {
+			out.Shards = append(out.Shards, shardStatsJSON{
+				Shard: k, Scheduled: sh.Scheduled, Fired: sh.Fired, Cancelled: sh.Cancelled,
+				Overdue: sh.Overdue, EarliestDueAt: optTime(sh.EarliestDue),
+			})
+		}
 		return writeJSON(r.o.Stdout, out)
 	})
 }
@@ -71,6 +88,13 @@ func writeStats(r *runner, st queue.Stats, counts []int64) error {
 	fmt.Fprintf(tw, "scheduled\t%d\n", st.Scheduled)
 	fmt.Fprintf(tw, "fired\t%d\n", st.Fired)
 	fmt.Fprintf(tw, "cancelled\t%d\n", st.Cancelled)
+	if len(st.Shards) > 1 {
+		lo, hi := st.Shards[0].Scheduled, st.Shards[0].Scheduled
+		for _, sh := range st.Shards {
+			lo, hi = min(lo, sh.Scheduled), max(hi, sh.Scheduled)
+		}
+		fmt.Fprintf(tw, "shards\t%d (scheduled per shard %d..%d; -o json lists each)\n", len(st.Shards), lo, hi)
+	}
 	fmt.Fprintf(tw, "earliest due\t%s\n", fmtTime(st.EarliestDue, now))
 	if st.Overdue > 0 {
 		fmt.Fprintf(tw, "overdue\t%d (oldest due %s ago)\n", st.Overdue, short(st.OldestOverdueAge))

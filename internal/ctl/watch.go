@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -43,19 +44,27 @@ func (r *runner) watch(c *cli.Context) error {
 		return err
 	}
 	defer s.close()
-	key := s.q.StreamKey()
-
-	// Resolve "$" to an ID once: re-sending "$" after an idle XREAD would
-	// skip an entry added between two calls.
+	// Resolve "$" to an ID once per shard stream: re-sending "$" after an
+	// idle XREAD would skip an entry added between two calls.
 	ctx, cancel := s.ctx(c)
-	last, err := s.rdb.XRevRangeN(ctx, key, "+", "-", 1).Result()
+	shards, err := s.q.Shards(ctx)
+	var keys, from []string
+	for k := range shards {
+		if err != nil {
+			break
+		}
+		key := s.q.ShardStreamKey(k)
+		var last []redis.XMessage
+		last, err = s.rdb.XRevRangeN(ctx, key, "+", "-", 1).Result()
+		id := "0-0"
+		if len(last) > 0 {
+			id = last[0].ID
+		}
+		keys, from = append(keys, key), append(from, id)
+	}
 	cancel()
 	if err != nil {
 		return s.redisErr(err)
-	}
-	from := "0-0"
-	if len(last) > 0 {
-		from = last[0].ID
 	}
 	if !s.g.json {
 		fmt.Fprintf(r.o.Stderr, "watching fires in namespace %q; Ctrl-C to stop\n", s.g.namespace)
@@ -63,7 +72,21 @@ func (r *runner) watch(c *cli.Context) error {
 	failures := 0
 	for {
 		ctx, cancel := context.WithTimeout(c.Context, watchBlock+s.g.timeout)
-		res, err := s.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{key, from}, Block: watchBlock, Count: 1000}).Result()
+		var res []redis.XStream
+		if shards == 1 {
+			res, err = s.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{keys[0], from[0]}, Block: watchBlock, Count: 1000}).Result()
+		} else {
+			// One XREAD per shard stream (a Cluster refuses one over
+			// several slots), pipelined, without BLOCK; a short sleep when
+			// all are quiet.
+			res, err = readShards(ctx, s.rdb, keys, from)
+			if err == nil && len(res) == 0 {
+				select {
+				case <-time.After(watchPoll):
+				case <-ctx.Done():
+				}
+			}
+		}
 		cancel()
 		if c.Context.Err() != nil {
 			return nil // Ctrl-C: a normal end
@@ -96,13 +119,36 @@ func (r *runner) watch(c *cli.Context) error {
 		}
 		for _, st := range res {
 			for _, m := range st.Messages {
-				from = m.ID
+				from[slices.Index(keys, st.Stream)] = m.ID
 				if err := r.printFire(s.g.json, m); err != nil {
 					return err
 				}
 			}
 		}
 	}
+}
+
+// watchPoll is the pause between rounds of a sharded namespace's reads
+// when no shard had a new fire.
+const watchPoll = 200 * time.Millisecond
+
+// readShards reads every shard stream after its position, in one pipeline.
+func readShards(ctx context.Context, rdb redis.UniversalClient, keys, from []string) ([]redis.XStream, error) {
+	cmds := make([]*redis.XStreamSliceCmd, len(keys))
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = p.XRead(ctx, &redis.XReadArgs{Streams: []string{k, from[i]}, Block: -1, Count: 1000})
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	var out []redis.XStream
+	for _, c := range cmds {
+		out = append(out, c.Val()...)
+	}
+	return out, nil
 }
 
 func (r *runner) printFire(asJSON bool, m redis.XMessage) error {

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Cluster is a Redis Cluster of masters owned by one test.
@@ -83,4 +86,188 @@ func (c *Cluster) URL() string {
 		u += "addr=" + s.Addr()
 	}
 	return u
+}
+
+// Addrs are the masters' host:port.
+func (c *Cluster) Addrs() []string {
+	out := make([]string, len(c.Nodes))
+	for i, s := range c.Nodes {
+		out[i] = s.Addr()
+	}
+	return out
+}
+
+// Client returns a Cluster client, closed when the test ends.
+func (c *Cluster) Client(t testing.TB) *redis.ClusterClient {
+	cl := c.NewClient()
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// NewClient returns a Cluster client the caller closes.
+func (c *Cluster) NewClient() *redis.ClusterClient {
+	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+}
+
+// ServerFor returns the master that serves key's slot now.
+func (c *Cluster) ServerFor(t testing.TB, key string) *Server {
+	t.Helper()
+	for _, s := range c.Nodes {
+		cl := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		slot, err := cl.ClusterKeySlot(context.Background(), key).Result()
+		if err == nil {
+			var nodes []redis.ClusterSlot
+			nodes, err = cl.ClusterSlots(context.Background()).Result()
+			for _, r := range nodes {
+				if int64(r.Start) <= slot && slot <= int64(r.End) {
+					cl.Close()
+					for _, s2 := range c.Nodes {
+						if s2.Addr() == r.Nodes[0].Addr {
+							return s2
+						}
+					}
+				}
+			}
+		}
+		cl.Close()
+		if err != nil {
+			t.Fatalf("redistest: slot of %q: %v", key, err)
+		}
+	}
+	t.Fatalf("redistest: no master serves %q", key)
+	return nil
+}
+
+var shared struct {
+	sync.Mutex
+	c   *Cluster
+	t   *sharedTB
+	err error
+}
+
+// SharedCluster returns a 3-master Cluster shared by every test of the
+// binary, started on first use. The binary's TestMain must call
+// StopShared after m.Run, or the servers outlive it.
+func SharedCluster(t testing.TB) *Cluster {
+	t.Helper()
+	Require(t)
+	shared.Lock()
+	defer shared.Unlock()
+	if shared.c == nil && shared.err == nil {
+		shared.t = &sharedTB{}
+		func() {
+			defer func() {
+				if r := recover(); r != nil { // sharedTB.Fatalf
+					shared.err = fmt.Errorf("%v", r)
+				}
+			}()
+			shared.c = StartCluster(shared.t, 3, nil)
+		}()
+	}
+	if shared.err != nil {
+		t.Fatalf("redistest: shared cluster: %v", shared.err)
+	}
+	return shared.c
+}
+
+// StopShared stops the shared Cluster, if one was started.
+func StopShared() {
+	shared.Lock()
+	defer shared.Unlock()
+	if shared.t != nil {
+		shared.t.cleanup()
+	}
+	shared.c, shared.t, shared.err = nil, nil, nil
+}
+
+// CommandCalls returns, per master address, how many times it ran cmd (a
+// lower-case command name, such as "evalsha"), from INFO commandstats.
+func (c *Cluster) CommandCalls(t testing.TB, cmd string) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for _, s := range c.Nodes {
+		cl := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		info, err := cl.Info(context.Background(), "commandstats").Result()
+		cl.Close()
+		if err != nil {
+			t.Fatalf("redistest: INFO commandstats of %s: %v", s.Addr(), err)
+		}
+		prefix := "cmdstat_" + cmd + ":calls="
+		for _, line := range strings.Split(info, "\n") {
+			if strings.HasPrefix(line, prefix) {
+				var calls int64
+				fmt.Sscanf(strings.TrimPrefix(line, prefix), "%d", &calls)
+				out[s.Addr()] = calls
+			}
+		}
+	}
+	return out
+}
+
+// MigrateSlot moves slot to the master to, as redis-cli --cluster reshard
+// does: CLUSTER SETSLOT IMPORTING on the target and MIGRATING on the
+// source, MIGRATE of every key of the slot, one key at a time with pause
+// after each (so a test can act while the slot is half moved), then
+// CLUSTER SETSLOT NODE on every master. It returns when the move is done.
+func (c *Cluster) MigrateSlot(t testing.TB, slot int, to *Server, pause time.Duration) error {
+	ctx := context.Background()
+	client := func(s *Server) *redis.Client { return redis.NewClient(&redis.Options{Addr: s.Addr()}) }
+	var from *Server
+	ids := map[*Server]string{}
+	for _, s := range c.Nodes {
+		cl := client(s)
+		id, err := cl.Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			cl.Close()
+			return err
+		}
+		ids[s] = id
+		slots, err := cl.ClusterSlots(ctx).Result()
+		cl.Close()
+		if err != nil {
+			return fmt.Errorf("CLUSTER SLOTS on %s: %w", s.Addr(), err)
+		}
+		for _, r := range slots {
+			if r.Start <= slot && slot <= r.End && r.Nodes[0].ID == id {
+				from = s
+			}
+		}
+	}
+	if from == nil || from == to {
+		return fmt.Errorf("slot %d: source %v, target %s", slot, from, to.Addr())
+	}
+	src, dst := client(from), client(to)
+	defer src.Close()
+	defer dst.Close()
+	if err := dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[from]).Err(); err != nil {
+		return err
+	}
+	if err := src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[to]).Err(); err != nil {
+		return err
+	}
+	host, port, _ := strings.Cut(to.Addr(), ":")
+	for {
+		keys, err := src.ClusterGetKeysInSlot(ctx, slot, 10).Result()
+		if err != nil {
+			return err
+		}
+		if len(keys) == 0 {
+			break
+		}
+		for _, k := range keys {
+			if err := src.Migrate(ctx, host, port, k, 0, 10*time.Second).Err(); err != nil && err.Error() != "NOKEY" {
+				return fmt.Errorf("MIGRATE %s: %w", k, err)
+			}
+			time.Sleep(pause)
+		}
+	}
+	for _, s := range append([]*Server{to, from}, c.Nodes...) {
+		cl := client(s)
+		err := cl.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", ids[to]).Err()
+		cl.Close()
+		if err != nil {
+			return fmt.Errorf("SETSLOT NODE on %s: %w", s.Addr(), err)
+		}
+	}
+	return nil
 }

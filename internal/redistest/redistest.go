@@ -271,7 +271,11 @@ func (s *Server) Restart() {
 // Mini returns a fresh miniredis and a client of it.
 func Mini(t testing.TB) (*miniredis.Miniredis, *redis.Client) {
 	m := miniredis.RunT(t)
-	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	// miniredis re-sorts a sorted set on every access, so a pipeline of
+	// big batches can take longer than go-redis's 5 s read timeout under
+	// -race on a loaded machine: that is the test double being slow, not
+	// a failure of the code under test.
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ReadTimeout: 30 * time.Second})
 	t.Cleanup(func() { c.Close() })
 	return m, c
 }
@@ -281,7 +285,12 @@ type Backend struct {
 	Name   string
 	Client redis.UniversalClient
 	Mini   *miniredis.Miniredis // nil on a real server
-	Real   *Server              // nil on miniredis
+	Real   *Server              // nil on miniredis and on a Cluster
+	// Cluster is the 3-master Cluster the client reaches; nil otherwise.
+	Cluster *Cluster
+	// Shards is the shard count the test should create its namespace with;
+	// 0 leaves the default.
+	Shards int
 }
 
 // ForEach runs fn against a fresh miniredis ("mini") and a fresh real
@@ -295,6 +304,23 @@ func ForEach(t *testing.T, fn func(t *testing.T, b *Backend)) {
 		s := Start(t, Config{})
 		fn(t, &Backend{Name: "real", Client: s.Client(t), Real: s})
 	})
+}
+
+// ForEachAll runs fn as ForEach does, and also on a real 3-master Redis
+// Cluster, shared by the test binary (see SharedCluster), twice: with an
+// unsharded namespace ("cluster") and with 16 shards ("cluster16"). The
+// binary's TestMain must call StopShared.
+func ForEachAll(t *testing.T, fn func(t *testing.T, b *Backend)) {
+	ForEach(t, fn)
+	for _, arm := range []struct {
+		name   string
+		shards int
+	}{{"cluster", 0}, {"cluster16", 16}} {
+		t.Run(arm.name, func(t *testing.T) {
+			c := SharedCluster(t)
+			fn(t, &Backend{Name: arm.name, Client: c.Client(t), Cluster: c, Shards: arm.shards})
+		})
+	}
 }
 
 // Namespace returns a timerq namespace unique to the test.

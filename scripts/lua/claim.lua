@@ -5,6 +5,8 @@
 -- ARGV[2] retention_ms: how long fired records are kept; 0 keeps them forever
 -- ARGV[3] stream_maxlen: approximate bound of the fire stream; 0 = unbounded
 -- ARGV[4] channel prefix: a fired timer's wakeup goes to prefix .. id
+-- ARGV[5] notify channel: told how many timers a claim fired, once per claim
+--         that fired any, so consumers of the fire stream wake (optional)
 -- Reply: {now_ms, earliest_ms_or_empty, id_1, due_1, payload_1, id_2, ...};
 --        every timer of one claim has fired_at = now_ms.
 -- Complexity: O(log N + k) for k claimed timers in a set of N, plus one
@@ -35,6 +37,7 @@ local limit = tonumber(ARGV[1])
 local retention = tonumber(ARGV[2])
 local maxlen = tonumber(ARGV[3])
 local prefix = ARGV[4]
+local notify = ARGV[5]
 
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
 local n = #due / 2
@@ -92,6 +95,10 @@ if n > 0 then
   if err then return err end
 
   -- Phase 3: publish, then write.
+  if notify and notify ~= '' and #events > 0 then
+    err = publish(notify, fmt(#events))
+    if err then return err end
+  end
   for _, e in ipairs(events) do
     err = publish(prefix .. e[1], 'fired')
     if err then return err end

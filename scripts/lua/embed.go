@@ -4,7 +4,10 @@
 // ARGV, reply and complexity.
 package lua
 
-import _ "embed"
+import (
+	_ "embed"
+	"strings"
+)
 
 //go:embed prelude.lua
 var prelude string
@@ -42,6 +45,13 @@ var restore string
 //go:embed requeue.lua
 var requeue string
 
+// Heartbeat renews a worker's membership of a namespace (heartbeat.lua). It
+// works on the namespace-wide workers key, not a shard, so it has no
+// prelude.
+//
+//go:embed heartbeat.lua
+var Heartbeat string
+
 // Script sources, each with the prelude prepended.
 var (
 	// Schedule creates timers that do not exist yet (schedule.lua).
@@ -68,3 +78,14 @@ var (
 	// Requeue moves a dead letter back onto the fire stream (requeue.lua).
 	Requeue = prelude + requeue
 )
+
+// Sharded returns a script source that announces wakeups with SPUBLISH
+// (sharded pub/sub, Redis 7.0+) instead of PUBLISH. Inside a Cluster
+// script, a shard channel is slot-checked like a key, so every channel a
+// script publishes to carries the hash tag of the script's keys.
+func Sharded(src string) string {
+	// Every 'PUBLISH' literal: redis.call('PUBLISH', ...), the prelude's
+	// redis.pcall('PUBLISH', ...), and the command name its refusal
+	// reports (so the ACL hint says +spublish).
+	return strings.ReplaceAll(src, "'PUBLISH'", "'SPUBLISH'")
+}

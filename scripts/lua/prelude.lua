@@ -90,7 +90,9 @@ end
 -- ns_prefix is the namespace's key prefix, 'timerq:{NS}:', for the ACL
 -- rules that refusal suggests.
 local function ns_prefix()
-  return string.sub(KEYS[1], 1, -4)
+  -- A shard of a sharded namespace, timerq:{NS:k}:, suggests the pattern
+  -- of every shard, timerq:{NS:*}: (docs/operations.md, "ACL rules").
+  return (string.gsub(string.sub(KEYS[1], 1, -4), ':%d+}:$', ':*}:'))
 end
 
 -- refusal turns the error of a command Redis refused into the script's

@@ -1,0 +1,575 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/internal/keyspace"
+	"github.com/timerq/timerq/queue"
+)
+
+// ClusterConfig configures the cluster scenario, which starts its own Redis
+// Cluster: a burst over a sharded namespace, then the idle cost of a worker
+// as the shard count grows.
+type ClusterConfig struct {
+	// Masters is the Cluster's master count, 1 or 3 (or more). Default 3.
+	Masters int
+	// Shards is the burst namespace's shard count. Default 16.
+	Shards int
+	// Timers is how many timers come due at one instant. Default 100,000.
+	Timers int
+	// Lead is how far ahead of scheduling that instant is. Default 5 s.
+	Lead time.Duration
+	// Workers is how many timerworker processes fire. Default 2.
+	Workers int
+	// BatchSize is the workers' --batch-size. Default 256.
+	BatchSize int
+	// IdleShards lists the shard counts whose idle cost is measured, with
+	// one worker and nothing scheduled. Empty skips that part.
+	IdleShards []int
+	// IdleFor is how long each idle measurement lasts. Default 5 s.
+	IdleFor time.Duration
+	// RedisServer and WorkerBin are as in Config.
+	RedisServer, WorkerBin string
+	// Log receives progress lines. Default io.Discard.
+	Log io.Writer
+}
+
+// ClusterResult is what the cluster scenario measured.
+type ClusterResult struct {
+	Scenario  string `json:"scenario"`
+	Load      string `json:"load"`
+	Masters   int    `json:"masters"`
+	Shards    int    `json:"shards"`
+	Timers    int    `json:"timers"`
+	Workers   int    `json:"workers"`
+	BatchSize int    `json:"batch_size"`
+	// FiresPerSec is Timers over the time from the due instant to the last
+	// fire, by the server clock.
+	FiresPerSec   float64 `json:"fires_per_sec"`
+	LatenessP50Ms int64   `json:"lateness_p50_ms"`
+	LatenessP99Ms int64   `json:"lateness_p99_ms"`
+	LatenessMaxMs int64   `json:"lateness_max_ms"`
+	Lost          int64   `json:"lost"`
+	Duplicates    int64   `json:"duplicates"`
+	Early         int64   `json:"early"`
+	// RedisCPUUsPerFire is every master's CPU (INFO cpu, user+sys) from the
+	// due instant to the last fire, over Timers, in microseconds.
+	RedisCPUUsPerFire float64 `json:"redis_cpu_us_per_fire"`
+	// Balance is the smallest master's share of the fires over the largest's.
+	Balance float64        `json:"balance"`
+	Nodes   []ClusterNode  `json:"nodes"`
+	Idle    []IdleMeasured `json:"idle"`
+}
+
+// ClusterNode is one master's part of the burst.
+type ClusterNode struct {
+	Addr         string  `json:"addr"`
+	Shards       int     `json:"shards"`
+	Fires        int64   `json:"fires"`
+	Share        float64 `json:"share"`
+	CPUSec       float64 `json:"cpu_sec"`
+	CPUUsPerFire float64 `json:"cpu_us_per_fire"`
+	CPUOfOneCore float64 `json:"cpu_of_one_core"`
+}
+
+// IdleMeasured is the Redis commands per second that idle workers cause.
+// INFO commandstats counts the commands a script runs as well as the
+// script call, so ScriptsPerSec (EVALSHA and EVAL: round trips) is the
+// figure to compare; CommandsPerSec includes what the scripts run inside.
+type IdleMeasured struct {
+	Shards                 int     `json:"shards"`
+	Workers                int     `json:"workers"`
+	ScriptsPerSec          float64 `json:"scripts_per_sec"`
+	ScriptsPerWorkerPerSec float64 `json:"scripts_per_worker_per_sec"`
+	CommandsPerSec         float64 `json:"commands_per_sec"`
+	PerWorkerPerSec        float64 `json:"per_worker_per_sec"`
+	OwnedPerWorkerMax      int     `json:"owned_per_worker_max"`
+	// Commands is the rate of each command, summed over the masters.
+	Commands string `json:"commands"`
+}
+
+// benchCluster is a Redis Cluster the scenario started.
+type benchCluster struct {
+	addrs []string
+	cmds  []*exec.Cmd
+	done  []chan struct{}
+	dir   string
+}
+
+// Cluster runs the cluster scenario.
+func Cluster(ctx context.Context, cfg ClusterConfig) (_ *ClusterResult, err error) {
+	if cfg.Masters == 0 {
+		cfg.Masters = 3
+	}
+	if cfg.Shards == 0 {
+		cfg.Shards = 16
+	}
+	if cfg.Timers == 0 {
+		cfg.Timers = 100_000
+	}
+	if cfg.Lead == 0 {
+		cfg.Lead = 5 * time.Second
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = 2
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = 256
+	}
+	if cfg.IdleFor == 0 {
+		cfg.IdleFor = 5 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	if cfg.Masters < 1 || cfg.Masters > 16 || cfg.Shards < 1 || cfg.Shards > queue.MaxShards {
+		return nil, fmt.Errorf("bench: --cluster %d (1..16) or --shards %d (1..%d) out of range", cfg.Masters, cfg.Shards, queue.MaxShards)
+	}
+	e := &Env{cfg: Config{Log: cfg.Log, BatchSize: cfg.BatchSize, Workers: cfg.Workers}, workers: cfg.WorkerBin}
+	e.tmpDir, err = os.MkdirTemp("", "timerbench-cluster-")
+	if err != nil {
+		return nil, fmt.Errorf("bench: temporary directory: %w", err)
+	}
+	defer os.RemoveAll(e.tmpDir)
+	if e.workers == "" {
+		if err := e.buildWorker(ctx); err != nil {
+			return nil, err
+		}
+	}
+	bc, err := startBenchCluster(ctx, cfg, e.tmpDir)
+	if bc != nil {
+		defer bc.stop()
+	}
+	if err != nil {
+		return nil, err
+	}
+	e.logf("cluster: %d masters at %v", cfg.Masters, bc.addrs)
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: bc.addrs, ReadTimeout: time.Minute})
+	defer rdb.Close()
+
+	r := &ClusterResult{Scenario: "cluster", Load: loadAvg(), Masters: cfg.Masters, Shards: cfg.Shards,
+		Timers: cfg.Timers, Workers: cfg.Workers, BatchSize: cfg.BatchSize}
+	if err := clusterBurst(ctx, e, cfg, bc, rdb, r); err != nil {
+		return nil, err
+	}
+	for _, s := range cfg.IdleShards {
+		for _, w := range []int{1, 2} {
+			m, err := clusterIdle(ctx, e, cfg, bc, rdb, s, w)
+			if err != nil {
+				return nil, err
+			}
+			r.Idle = append(r.Idle, *m)
+		}
+	}
+	return r, nil
+}
+
+func clusterBurst(ctx context.Context, e *Env, cfg ClusterConfig, bc *benchCluster, rdb *redis.ClusterClient, r *ClusterResult) error {
+	ns := "burst"
+	if _, err := queue.CreateNamespace(ctx, rdb, ns, cfg.Shards); err != nil {
+		return err
+	}
+	q, err := queue.New(rdb, queue.Options{Namespace: ns})
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	ws, err := startClusterWorkers(ctx, e, bc, ns, cfg.Shards, cfg.Workers)
+	if err != nil {
+		return err
+	}
+	defer ws.stop()
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		return err
+	}
+	due := now.Add(cfg.Lead).Truncate(time.Millisecond)
+	e.logf("cluster: scheduling %d timers over %d shards, due in %v", cfg.Timers, cfg.Shards, cfg.Lead)
+	const chunk = 10_000
+	for start := 0; start < cfg.Timers; start += chunk {
+		batch := make([]queue.NewTimer, 0, chunk)
+		for i := start; i < min(start+chunk, cfg.Timers); i++ {
+			batch = append(batch, queue.NewTimer{ID: fmt.Sprintf("b-%08d", i), Due: due, Payload: payload16})
+		}
+		if _, err := q.ScheduleBatch(ctx, batch); err != nil {
+			return err
+		}
+	}
+	// CPU from here to the last fire: the workers' idle polling until the
+	// due instant is a few calls, the burst is the rest.
+	cpu0, err := bc.cpu(ctx)
+	if err != nil {
+		return err
+	}
+	now, _ = rdb.Time(ctx).Result()
+	if now.After(due) {
+		return fmt.Errorf("bench: scheduling took past the due instant; raise --lead")
+	}
+	err = waitUntil(ctx, 60*time.Second+time.Duration(cfg.Timers/2000)*time.Second, 20*time.Millisecond, func() (bool, error) {
+		st, err := q.Stats(ctx)
+		return err == nil && st.Fired >= int64(cfg.Timers), err
+	})
+	if err != nil {
+		return fmt.Errorf("bench: waiting for %d fires: %w", cfg.Timers, err)
+	}
+	cpu1, err := bc.cpu(ctx)
+	if err != nil {
+		return err
+	}
+	// Which master serves each shard, and what each shard fired.
+	nodeOf := map[string]int{}
+	for i, a := range bc.addrs {
+		nodeOf[a] = i
+	}
+	r.Nodes = make([]ClusterNode, len(bc.addrs))
+	for i, a := range bc.addrs {
+		r.Nodes[i].Addr = a
+	}
+	var lat []int64
+	var lastFire int64
+	seen := make(map[string]int, cfg.Timers)
+	for k := range cfg.Shards {
+		stream := q.ShardStreamKey(k)
+		node, err := rdb.MasterForKey(ctx, stream)
+		if err != nil {
+			return err
+		}
+		ni := nodeOf[node.Options().Addr]
+		r.Nodes[ni].Shards++
+		start := "-"
+		for {
+			msgs, err := rdb.XRangeN(ctx, stream, start, "+", 10000).Result()
+			if err != nil {
+				return err
+			}
+			for _, m := range msgs {
+				d, _ := strconv.ParseInt(fmt.Sprint(m.Values["due"]), 10, 64)
+				f, _ := strconv.ParseInt(fmt.Sprint(m.Values["fired"]), 10, 64)
+				id := fmt.Sprint(m.Values["id"])
+				seen[id]++
+				if seen[id] > 1 {
+					r.Duplicates++
+					continue
+				}
+				if f < d {
+					r.Early++
+				}
+				lat = append(lat, f-d)
+				lastFire = max(lastFire, f)
+				r.Nodes[ni].Fires++
+			}
+			if len(msgs) < 10000 {
+				break
+			}
+			start = "(" + msgs[len(msgs)-1].ID
+		}
+	}
+	r.Lost = int64(cfg.Timers - len(seen))
+	slices.Sort(lat)
+	span := float64(lastFire-due.UnixMilli()) / 1000
+	if span > 0 {
+		r.FiresPerSec = math.Round(float64(cfg.Timers) / span)
+	}
+	r.LatenessP50Ms, r.LatenessP99Ms, r.LatenessMaxMs = pct(lat, 0.5), pct(lat, 0.99), lat[len(lat)-1]
+	var totalCPU float64
+	lo, hi := math.Inf(1), 0.0
+	for i := range r.Nodes {
+		n := &r.Nodes[i]
+		n.CPUSec = round3(cpu1[i] - cpu0[i])
+		totalCPU += cpu1[i] - cpu0[i]
+		n.Share = round3(float64(n.Fires) / float64(cfg.Timers))
+		if n.Fires > 0 {
+			n.CPUUsPerFire = round1((cpu1[i] - cpu0[i]) * 1e6 / float64(n.Fires))
+		}
+		if span > 0 {
+			n.CPUOfOneCore = round3((cpu1[i] - cpu0[i]) / span)
+		}
+		lo, hi = min(lo, n.Share), max(hi, n.Share)
+	}
+	if hi > 0 {
+		r.Balance = round3(lo / hi)
+	}
+	r.RedisCPUUsPerFire = round1(totalCPU * 1e6 / float64(cfg.Timers))
+	e.logf("cluster: %d fired in %.2fs: %.0f/s, p99 lateness %d ms, balance %.2f", cfg.Timers, span, r.FiresPerSec, r.LatenessP99Ms, r.Balance)
+	return nil
+}
+
+// clusterIdle measures the commands per second that workers idling over an
+// empty namespace of shards shards cause, from INFO commandstats.
+func clusterIdle(ctx context.Context, e *Env, cfg ClusterConfig, bc *benchCluster, rdb *redis.ClusterClient, shards, workers int) (*IdleMeasured, error) {
+	ns := fmt.Sprintf("idle-%d-%d", shards, workers)
+	if _, err := queue.CreateNamespace(ctx, rdb, ns, shards); err != nil {
+		return nil, err
+	}
+	ws, err := startClusterWorkers(ctx, e, bc, ns, shards, workers)
+	if err != nil {
+		return nil, err
+	}
+	defer ws.stop()
+	time.Sleep(3 * time.Second) // memberships settle, maintenance lock taken
+	b0, err := bc.callsBy(ctx)
+	if err != nil {
+		return nil, err
+	}
+	time.Sleep(cfg.IdleFor)
+	b1, err := bc.callsBy(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var c0, c1, scripts int64
+	var top []string
+	for cmd, n := range b1 {
+		c0 += b0[cmd]
+		c1 += n
+		if cmd == "evalsha" || cmd == "eval" {
+			scripts += n - b0[cmd]
+		}
+		if d := n - b0[cmd]; d > 0 {
+			top = append(top, fmt.Sprintf("%s=%.1f/s", cmd, float64(d)/cfg.IdleFor.Seconds()))
+		}
+	}
+	slices.Sort(top)
+	// Our own INFO calls are not the workers'.
+	per := (float64(c1-c0) - float64(len(bc.addrs))) / cfg.IdleFor.Seconds()
+	m := &IdleMeasured{Shards: shards, Workers: workers, CommandsPerSec: round1(per), PerWorkerPerSec: round1(per / float64(workers)),
+		OwnedPerWorkerMax: (shards + workers - 1) / workers}
+	m.Commands = strings.Join(top, " ")
+	m.ScriptsPerSec = round1(float64(scripts) / cfg.IdleFor.Seconds())
+	m.ScriptsPerWorkerPerSec = round1(m.ScriptsPerSec / float64(workers))
+	e.logf("cluster: idle, %d shards, %d workers: %.1f commands/s (%s)", shards, workers, per, m.Commands)
+	return m, nil
+}
+
+func startClusterWorkers(ctx context.Context, e *Env, bc *benchCluster, ns string, shards, n int) (*workers, error) {
+	url := "redis://" + bc.addrs[0]
+	for i, a := range bc.addrs[1:] {
+		sep := "&"
+		if i == 0 {
+			sep = "?"
+		}
+		url += sep + "addr=" + a
+	}
+	if len(bc.addrs) == 1 {
+		url += "?cluster=1"
+	}
+	ws := &workers{}
+	for range n {
+		cmd := exec.Command(e.workers, "--redis", url, "--namespace", ns,
+			"--batch-size", strconv.Itoa(e.cfg.BatchSize), "--log-level", "warn")
+		p := &workerProc{cmd: cmd, done: make(chan struct{}), stderr: &syncBuffer{}}
+		cmd.Stderr = p.stderr
+		if err := cmd.Start(); err != nil {
+			ws.stop()
+			return nil, fmt.Errorf("bench: starting %s: %w", e.workers, err)
+		}
+		go func() { _ = cmd.Wait(); close(p.done) }()
+		ws.procs = append(ws.procs, p)
+	}
+	members := keyspace.Namespace(ns).Workers()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: bc.addrs})
+	defer rdb.Close()
+	err := waitUntil(ctx, 20*time.Second, 20*time.Millisecond, func() (bool, error) {
+		for _, p := range ws.procs {
+			select {
+			case <-p.done:
+				return false, fmt.Errorf("bench: timerworker exited at start: %s", p.stderr.String())
+			default:
+			}
+		}
+		if shards == 1 {
+			// No membership: every worker claims the one shard. Wait for
+			// their wake subscriptions instead.
+			wake := keyspace.Shard(ns, 0, 1).Wake()
+			c, err := rdb.PubSubShardNumSub(ctx, wake).Result()
+			if err != nil {
+				return false, err
+			}
+			return c[wake] >= int64(len(ws.procs)), nil
+		}
+		n, err := rdb.ZCard(ctx, members).Result()
+		return n >= int64(len(ws.procs)), err
+	})
+	if err != nil {
+		ws.stop()
+		return nil, err
+	}
+	time.Sleep(time.Second) // one more heartbeat: everyone sees everyone
+	return ws, nil
+}
+
+func startBenchCluster(ctx context.Context, cfg ClusterConfig, tmp string) (*benchCluster, error) {
+	bin := cfg.RedisServer
+	if bin == "" {
+		bin = "redis-server"
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w; install redis-server or pass --redis-server", err)
+	}
+	if _, err := exec.LookPath("redis-cli"); err != nil && cfg.Masters >= 3 {
+		return nil, fmt.Errorf("bench: %w; install redis-tools", err)
+	}
+	bc := &benchCluster{dir: tmp}
+	for i := range cfg.Masters {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return bc, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		dir := filepath.Join(tmp, fmt.Sprint("node", i))
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return bc, err
+		}
+		cmd := exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+			"--save", "", "--appendonly", "no", "--logfile", filepath.Join(dir, "redis.log"),
+			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"))
+		if err := cmd.Start(); err != nil {
+			return bc, err
+		}
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		bc.cmds, bc.done = append(bc.cmds, cmd), append(bc.done, done)
+		bc.addrs = append(bc.addrs, fmt.Sprintf("127.0.0.1:%d", port))
+	}
+	for _, a := range bc.addrs {
+		c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1})
+		err := waitUntil(ctx, 10*time.Second, 10*time.Millisecond, func() (bool, error) { return c.Ping(ctx).Err() == nil, nil })
+		c.Close()
+		if err != nil {
+			return bc, fmt.Errorf("bench: redis-server at %s did not start: %w", a, err)
+		}
+	}
+	if cfg.Masters >= 3 {
+		args := append([]string{"--cluster", "create"}, bc.addrs...)
+		args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+		if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
+			return bc, fmt.Errorf("bench: redis-cli --cluster create: %w: %s", err, out)
+		}
+	} else {
+		per := 16384 / cfg.Masters
+		for i, a := range bc.addrs {
+			c := redis.NewClient(&redis.Options{Addr: a})
+			hi := (i+1)*per - 1
+			if i == cfg.Masters-1 {
+				hi = 16383
+			}
+			err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", i*per, hi).Err()
+			if err == nil && i > 0 {
+				h, p, _ := strings.Cut(bc.addrs[0], ":")
+				err = c.ClusterMeet(ctx, h, p).Err()
+			}
+			c.Close()
+			if err != nil {
+				return bc, fmt.Errorf("bench: assigning slots to %s: %w", a, err)
+			}
+		}
+	}
+	for _, a := range bc.addrs {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		err := waitUntil(ctx, 30*time.Second, 50*time.Millisecond, func() (bool, error) {
+			info, err := c.ClusterInfo(ctx).Result()
+			return err == nil && strings.Contains(info, "cluster_state:ok") &&
+				strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d\r", cfg.Masters)), nil
+		})
+		c.Close()
+		if err != nil {
+			return bc, fmt.Errorf("bench: cluster not ok at %s: %w", a, err)
+		}
+	}
+	return bc, nil
+}
+
+// cpu returns each master's used_cpu_user+used_cpu_sys.
+func (bc *benchCluster) cpu(ctx context.Context) ([]float64, error) {
+	out := make([]float64, len(bc.addrs))
+	for i, a := range bc.addrs {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		s, err := c.Info(ctx, "cpu").Result()
+		c.Close()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = infoField(s, "used_cpu_user") + infoField(s, "used_cpu_sys")
+	}
+	return out, nil
+}
+
+// calls returns the commands all masters ran so far (INFO commandstats).
+func (bc *benchCluster) calls(ctx context.Context) (int64, error) {
+	m, err := bc.callsBy(ctx)
+	var total int64
+	for _, n := range m {
+		total += n
+	}
+	return total, err
+}
+
+// callsBy returns the calls of each command, summed over the masters.
+func (bc *benchCluster) callsBy(ctx context.Context) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, a := range bc.addrs {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		s, err := c.Info(ctx, "commandstats").Result()
+		c.Close()
+		if err != nil {
+			return nil, err
+		}
+		for line := range strings.SplitSeq(s, "\n") {
+			if name, rest, ok := strings.Cut(line, ":calls="); ok && strings.HasPrefix(name, "cmdstat_") {
+				n, _ := strconv.ParseInt(strings.SplitN(rest, ",", 2)[0], 10, 64)
+				out[strings.TrimPrefix(name, "cmdstat_")] += n
+			}
+		}
+	}
+	return out, nil
+}
+
+func infoField(s, field string) float64 {
+	for line := range strings.SplitSeq(s, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && k == field {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
+
+func (bc *benchCluster) stop() {
+	for i, c := range bc.cmds {
+		_ = c.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-bc.done[i]:
+		case <-time.After(5 * time.Second):
+			_ = c.Process.Kill()
+			<-bc.done[i]
+		}
+	}
+}
+
+// loadAvg is the machine's load average, as uptime prints it.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}

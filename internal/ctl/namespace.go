@@ -1,0 +1,86 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/timerq/timerq/queue"
+)
+
+type namespaceJSON struct {
+	Namespace string `json:"namespace"`
+	Shards    int    `json:"shards"`
+	Created   bool   `json:"created"`
+}
+
+// namespaceCommand is `timerctl namespace create NS --shards N` and
+// `timerctl namespace show`. It is one command with the verb as its first
+// argument, not subcommands, so that flags may follow the arguments as in
+// every other timerctl command.
+func (r *runner) namespaceCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "namespace",
+		Usage:     "create a namespace with a shard count (create NS --shards N), or show the --namespace's (show)",
+		ArgsUsage: "create NS --shards N | show",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "shards", Value: queue.DefaultShards, Usage: fmt.Sprintf("create: shard count `N`, 1-%d; fixed for the namespace's life", queue.MaxShards)},
+		},
+		Action: func(c *cli.Context) error {
+			switch c.Args().First() {
+			case "create":
+				return r.namespaceCreate(c)
+			case "show":
+				return r.namespaceShow(c)
+			}
+			return usageErr(fmt.Sprintf("namespace takes create or show, not %q", c.Args().First()), "run 'timerctl namespace create NS --shards N' or 'timerctl namespace show'")
+		},
+	}
+}
+
+func (r *runner) namespaceCreate(c *cli.Context) error {
+	if c.NArg() != 2 {
+		return usageErr("namespace create takes one namespace name", "run 'timerctl namespace create NS --shards N'")
+	}
+	ns := c.Args().Get(1)
+	if err := queue.ValidateNamespace(ns); err != nil {
+		return err
+	}
+	shards := c.Int("shards")
+	if shards < 1 || shards > queue.MaxShards {
+		return usageErr(fmt.Sprintf("--shards %d is outside 1..%d", shards, queue.MaxShards), "docs/operations.md says how to choose it")
+	}
+	return r.once(c, func(ctx context.Context, s *session) error {
+		created, err := queue.CreateNamespace(ctx, s.rdb, ns, shards)
+		if err != nil {
+			return s.redisErr(err)
+		}
+		if s.g.json {
+			return writeJSON(r.o.Stdout, namespaceJSON{Namespace: ns, Shards: shards, Created: created})
+		}
+		if created {
+			fmt.Fprintf(r.o.Stdout, "created namespace %s with %d shards\n", ns, shards)
+		} else {
+			fmt.Fprintf(r.o.Stdout, "namespace %s already has %d shards\n", ns, shards)
+		}
+		return nil
+	})
+}
+
+func (r *runner) namespaceShow(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usageErr("namespace show takes no namespace name", "pass it with --namespace (TIMERQ_NAMESPACE)")
+	}
+	return r.once(c, func(ctx context.Context, s *session) error {
+		n, err := s.q.Shards(ctx)
+		if err != nil {
+			return s.redisErr(err)
+		}
+		if s.g.json {
+			return writeJSON(r.o.Stdout, namespaceJSON{Namespace: s.q.Namespace(), Shards: n})
+		}
+		fmt.Fprintf(r.o.Stdout, "namespace %s has %d shards\n", s.q.Namespace(), n)
+		return nil
+	})
+}

@@ -1,0 +1,210 @@
+// Package keyspace is the only code that knows timerq's Redis key names,
+// channel names, and how a timer ID maps to a shard. queue, poller, the
+// bench and the tests all build names through it, so the layout can change
+// in one place.
+//
+// A namespace NS has S shards, fixed when it is created (1 ≤ S ≤ MaxShards).
+// Every key and channel of one shard carries one hash tag, so each script
+// touches one Redis Cluster slot:
+//
+//	S = 1:  {NS}      (exactly the layout timerq used before sharding)
+//	S > 1:  {NS:k}    for shard k in 0..S-1
+//
+// Keys that belong to the whole namespace (its metadata, the maintenance
+// lock, the worker membership) always carry {NS}.
+package keyspace
+
+import (
+	"hash/fnv"
+	"strconv"
+)
+
+// Prefix starts every timerq key and channel.
+const Prefix = "timerq:"
+
+// MaxShards is the most shards a namespace may have.
+const MaxShards = 1024
+
+// Namespace names a namespace's namespace-wide keys.
+type Namespace string
+
+func (ns Namespace) key(suffix string) string { return Prefix + "{" + string(ns) + "}:" + suffix }
+
+// Meta is the namespace's metadata hash (field "shards"), written once by
+// queue.CreateNamespace. A namespace without it has one shard.
+func (ns Namespace) Meta() string { return ns.key("meta") }
+
+// Schedules is the hash of the namespace's recurring schedules
+// (scripts/lua/recur_prelude.lua).
+func (ns Namespace) Schedules() string { return ns.key("schedules") }
+
+// SchedDue is the sorted set of the namespace's recurring schedules by the
+// due time of their earliest armed occurrence.
+func (ns Namespace) SchedDue() string { return ns.key("sched-due") }
+
+// MaintLock is the key of the maintenance lock, held by one worker at a time.
+func (ns Namespace) MaintLock() string { return ns.key("maint-lock") }
+
+// Workers is the membership sorted set of the namespace's workers: member =
+// worker ID, score = the Redis time (ms) its heartbeat expires.
+func (ns Namespace) Workers() string { return ns.key("workers") }
+
+// Pattern matches every key and channel of the namespace, of every shard.
+// It is a KEYS/SCAN pattern; glob characters in NS are escaped.
+func (ns Namespace) Pattern() string {
+	esc := make([]byte, 0, len(ns)+2)
+	for i := 0; i < len(ns); i++ {
+		switch c := ns[i]; c {
+		case '*', '?', '[', ']', '\\':
+			esc = append(esc, '\\', c)
+		default:
+			esc = append(esc, c)
+		}
+	}
+	return Prefix + "{" + string(esc) + "[}:]*"
+}
+
+// Space is one shard of a namespace: the keys and channels that live in one
+// Cluster slot.
+type Space struct {
+	ns     Namespace
+	shard  int
+	shards int
+	tag    string // "timerq:{NS}:" or "timerq:{NS:k}:"
+}
+
+// Shard returns shard k of a namespace of shards shards. With shards == 1 it
+// is the unsharded layout, {NS}.
+func Shard(ns string, k, shards int) Space {
+	tag := Prefix + "{" + ns + "}:"
+	if shards > 1 {
+		tag = Prefix + "{" + ns + ":" + strconv.Itoa(k) + "}:"
+	}
+	return Space{ns: Namespace(ns), shard: k, shards: shards, tag: tag}
+}
+
+// Shards returns every shard of a namespace, in order.
+func Shards(ns string, shards int) []Space {
+	out := make([]Space, shards)
+	for k := range out {
+		out[k] = Shard(ns, k, shards)
+	}
+	return out
+}
+
+// Index is the shard's number, 0..Count-1.
+func (s Space) Index() int { return s.shard }
+
+// Count is the namespace's shard count.
+func (s Space) Count() int { return s.shards }
+
+// HashTag is the shard's hash tag, with braces: {NS} or {NS:k}.
+func (s Space) HashTag() string { return s.tag[len(Prefix) : len(s.tag)-1] }
+
+// Due is the sorted set of scheduled timers (score = due ms).
+func (s Space) Due() string { return s.tag + "due" }
+
+// Timers is the hash of records.
+func (s Space) Timers() string { return s.tag + "timers" }
+
+// Fired is the sorted set of fired timers awaiting purge.
+func (s Space) Fired() string { return s.tag + "fired" }
+
+// Cancelled is the sorted set of cancelled timers awaiting purge.
+func (s Space) Cancelled() string { return s.tag + "cancelled" }
+
+// Expire is the sorted set of settled timers by purge time.
+func (s Space) Expire() string { return s.tag + "expire" }
+
+// Fires is the fire stream.
+func (s Space) Fires() string { return s.tag + "fires" }
+
+// DeadLetter is the dead-letter stream of events whose handlers kept
+// failing. It is per shard so that moving an entry there and acknowledging
+// it in the fire stream is one MULTI in one slot.
+func (s Space) DeadLetter() string { return s.tag + "dead" }
+
+// Counters is the hash of totals that claims add to (fired, lateness).
+func (s Space) Counters() string { return s.tag + "counters" }
+
+// Keys are the seven keys every script takes, in the order of
+// scripts/lua/prelude.lua: due, timers, fired, cancelled, expire, fires,
+// counters.
+func (s Space) Keys() []string {
+	return []string{s.Due(), s.Timers(), s.Fired(), s.Cancelled(), s.Expire(), s.Fires(), s.Counters()}
+}
+
+// Wake is the channel on which schedules announce a new earliest due time.
+func (s Space) Wake() string { return s.tag + "wake" }
+
+// Notify is the channel on which each claim that fired timers publishes
+// how many, so consumers of the shard's fire stream wake.
+func (s Space) Notify() string { return s.tag + "notify" }
+
+// TimerChannelPrefix is the prefix of each timer's own channel.
+func (s Space) TimerChannelPrefix() string { return s.tag + "t:" }
+
+// TimerChannel is the channel on which the timer id's firing or
+// cancellation is announced. id must belong to this shard.
+func (s Space) TimerChannel(id string) string { return s.tag + "t:" + id }
+
+// ShardOf returns the shard of a timer ID in a namespace of shards shards:
+// jump consistent hash (Lamping & Veach, 2014) of the 64-bit FNV-1a hash of
+// the ID's bytes. It is pinned by test vectors and will not change: a
+// different function would strand every stored timer. Jump hash moves only
+// about 1/(S+1) of the IDs when S grows by one, so a later resharding moves
+// little data.
+func ShardOf(id string, shards int) int {
+	if shards <= 1 {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return int(jump(h.Sum64(), shards))
+}
+
+// jump is jump consistent hash, as published.
+func jump(key uint64, buckets int) int64 {
+	var b, j int64 = -1, 0
+	for j < int64(buckets) {
+		b = j
+		key = key*2862933555777941757 + 1
+		j = int64(float64(b+1) * (float64(int64(1)<<31) / float64((key>>33)+1)))
+	}
+	return b
+}
+
+// Slot returns the Redis Cluster slot of a key or shard channel: CRC16
+// (XMODEM) of its hash tag, or of the whole key without one, mod 16384.
+func Slot(key string) int {
+	if s := indexByte(key, '{'); s >= 0 {
+		if e := indexByte(key[s+1:], '}'); e > 0 {
+			key = key[s+1 : s+1+e]
+		}
+	}
+	return int(crc16(key) % 16384)
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}

@@ -1,0 +1,306 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/internal/aclright"
+	"github.com/timerq/timerq/internal/keyspace"
+	"github.com/timerq/timerq/scripts/lua"
+)
+
+// Limits of a namespace's shard count.
+const (
+	// DefaultShards is the shard count of a namespace used without being
+	// created by CreateNamespace. One shard is the layout timerq used before
+	// sharding, so existing data keeps working.
+	DefaultShards = 1
+	// MaxShards is the most shards a namespace may have.
+	MaxShards = keyspace.MaxShards
+)
+
+// ErrShardMismatch means a client's Options.Shards disagrees with the shard
+// count stored in Redis for the namespace, or CreateNamespace was asked to
+// change the shard count of an existing namespace (refused: the timers
+// would be stranded on the wrong shards).
+var ErrShardMismatch = errors.New("timerq: shard count mismatch")
+
+// PubSubMode selects how scripts announce wakeups.
+type PubSubMode int
+
+const (
+	// PubSubAuto uses sharded pub/sub (SPUBLISH/SSUBSCRIBE, Redis 7.0+) on
+	// a Redis Cluster whose servers accept SPUBLISH, where it keeps each
+	// message on the node of its shard, and classic pub/sub otherwise: on a
+	// standalone or Sentinel server sharded pub/sub gains nothing, and
+	// classic needs no further ACL rights.
+	PubSubAuto PubSubMode = iota
+	// PubSubClassic uses PUBLISH/SUBSCRIBE. On a Cluster each message is
+	// broadcast to every node.
+	PubSubClassic
+	// PubSubSharded uses SPUBLISH/SSUBSCRIBE: a message stays on the node
+	// that owns its shard's slot.
+	PubSubSharded
+)
+
+// scriptSet is every script in one pub/sub flavour.
+type scriptSet struct {
+	schedule, claim, cancel, reschedule, purge, stats, list, get, restore *redis.Script
+}
+
+func newScriptSet(sharded bool) *scriptSet {
+	src := func(s string) *redis.Script {
+		if sharded {
+			s = lua.Sharded(s)
+		}
+		return redis.NewScript(s)
+	}
+	return &scriptSet{
+		schedule: src(lua.Schedule), claim: src(lua.Claim), cancel: src(lua.Cancel),
+		reschedule: src(lua.Reschedule), purge: src(lua.Purge), stats: src(lua.Stats),
+		list: src(lua.List), get: src(lua.Get), restore: src(lua.Restore),
+	}
+}
+
+var (
+	classicScripts = newScriptSet(false)
+	shardedScripts = newScriptSet(true)
+)
+
+// layout is what a Queue learns from Redis on first use: the shard count
+// and the pub/sub flavour.
+type layout struct {
+	spaces  []keyspace.Space
+	keys    [][]string // spaces[k].Keys()
+	sharded bool
+	scripts *scriptSet
+}
+
+func newLayout(ns string, shards int, sharded bool) *layout {
+	l := &layout{spaces: keyspace.Shards(ns, shards), sharded: sharded, scripts: classicScripts}
+	if sharded {
+		l.scripts = shardedScripts
+	}
+	for _, s := range l.spaces {
+		l.keys = append(l.keys, s.Keys())
+	}
+	return l
+}
+
+func (l *layout) shardOf(id string) int { return keyspace.ShardOf(id, len(l.spaces)) }
+
+// layout returns the namespace's layout, reading it from Redis on first use:
+// the shard count from the namespace's meta key, checked against
+// Options.Shards, and whether the server takes SPUBLISH. A failed read is
+// retried on the next call.
+func (q *Queue) layout(ctx context.Context) (*layout, error) {
+	if l := q.lay.Load(); l != nil {
+		return l, nil
+	}
+	q.layMu.Lock()
+	defer q.layMu.Unlock()
+	if l := q.lay.Load(); l != nil {
+		return l, nil
+	}
+	shards, created, err := readShards(ctx, q.rdb, q.opts.Namespace)
+	if err != nil {
+		err = q.redisError(err)
+		if errors.Is(err, ErrPermission) {
+			// Redis names neither the key nor the right here.
+			return nil, fmt.Errorf("timerq: read the shard count of namespace %q (missing right: %s): %w",
+				q.opts.Namespace, aclright.Missing(err.Error(), q.opts.Namespace), err)
+		}
+		return nil, fmt.Errorf("timerq: read the shard count of namespace %q: %w", q.opts.Namespace, err)
+	}
+	if q.opts.Shards != 0 && q.opts.Shards != shards {
+		how := "created with"
+		if !created {
+			how = "not created, so it has the default of"
+		}
+		return nil, fmt.Errorf("%w: Options.Shards is %d but namespace %q was %s %d shards; set Shards to %d or 0 (read it from Redis)",
+			ErrShardMismatch, q.opts.Shards, q.opts.Namespace, how, shards, shards)
+	}
+	sharded := q.opts.PubSub == PubSubSharded
+	if _, cluster := q.rdb.(*redis.ClusterClient); cluster && q.opts.PubSub == PubSubAuto {
+		// A shard channel with the namespace's tag: it reaches no one.
+		err := q.rdb.SPublish(ctx, keyspace.Namespace(q.opts.Namespace).Meta(), "probe").Err()
+		var rerr redis.Error
+		switch {
+		case err == nil:
+			sharded = true
+		case errors.As(err, &rerr) && strings.Contains(strings.ToLower(rerr.Error()), "unknown command"):
+			// Redis < 7 or miniredis: classic pub/sub.
+		case errors.As(err, &rerr) && (hasRedisCode(err, "NOPERM") || isScriptACLError(err)):
+			// The server has sharded pub/sub, as every other client of the
+			// namespace will find; this user may not use it, which the
+			// scripts will report with the rule to grant. Falling back to
+			// classic pub/sub here would split the namespace's clients
+			// between two flavours that do not hear each other.
+			sharded = true
+		default:
+			return nil, fmt.Errorf("timerq: probe for sharded pub/sub: %w", q.redisError(err))
+		}
+	}
+	l := newLayout(q.opts.Namespace, shards, sharded)
+	q.lay.Store(l)
+	return l, nil
+}
+
+// known returns the layout if it is loaded, else the one Options imply
+// (Options.Shards, or 1), for accessors that cannot reach Redis.
+func (q *Queue) known() *layout {
+	if l := q.lay.Load(); l != nil {
+		return l
+	}
+	return newLayout(q.opts.Namespace, max(q.opts.Shards, 1), q.opts.PubSub == PubSubSharded)
+}
+
+// readShards reads the namespace's shard count: DefaultShards when the
+// namespace was never created.
+func readShards(ctx context.Context, rdb redis.UniversalClient, ns string) (int, bool, error) {
+	v, err := rdb.HGet(ctx, keyspace.Namespace(ns).Meta(), "shards").Result()
+	if errors.Is(err, redis.Nil) {
+		return DefaultShards, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > MaxShards {
+		return 0, false, fmt.Errorf("the meta key %s holds shards=%q, not 1..%d: something else wrote it", keyspace.Namespace(ns).Meta(), v, MaxShards)
+	}
+	return n, true, nil
+}
+
+// createScript writes the namespace's meta key unless it exists. It runs in
+// the unsharded slot {NS}, so it also sees whether the namespace already
+// holds unsharded data, which a sharded layout would strand.
+//
+// KEYS[1] meta, KEYS[2..7] the six keys of the unsharded layout.
+// ARGV[1] shards. Reply: {shards_now, created 0|1} or error TQ_INUSE.
+var createScript = redis.NewScript(`
+local cur = redis.call('HGET', KEYS[1], 'shards')
+if cur then return {tonumber(cur), 0} end
+if ARGV[1] ~= '1' then
+  for i = 2, 7 do
+    if redis.call('EXISTS', KEYS[i]) == 1 then
+      return redis.error_reply('TQ_INUSE ' .. KEYS[i])
+    end
+  end
+end
+local t = redis.call('TIME')
+redis.call('HSET', KEYS[1], 'shards', ARGV[1], 'created', t[1] * 1000 + math.floor(t[2] / 1000))
+return {tonumber(ARGV[1]), 1}
+`)
+
+// CreateNamespace creates namespace ns with shards shards (1..MaxShards),
+// storing the count in Redis, where every client and worker reads it. It
+// reports whether it created the namespace: creating an existing namespace
+// with the same count is a no-op. A different count is refused with
+// ErrShardMismatch, since the timers would be stranded on the wrong shards;
+// so is a sharded count for a namespace that already holds data under the
+// default (one-shard) layout.
+func CreateNamespace(ctx context.Context, rdb redis.UniversalClient, ns string, shards int) (bool, error) {
+	if rdb == nil {
+		return false, fmt.Errorf("%w: pass a client from redis.NewClient, redis.NewUniversalClient or similar", ErrNilClient)
+	}
+	if err := ValidateNamespace(ns); err != nil {
+		return false, err
+	}
+	if shards < 1 || shards > MaxShards {
+		return false, fmt.Errorf("%w: %d shards is outside 1..%d", ErrInvalidOptions, shards, MaxShards)
+	}
+	keys := append([]string{keyspace.Namespace(ns).Meta()}, keyspace.Shard(ns, 0, 1).Keys()...)
+	v, err := createScript.Run(ctx, rdb, keys, shards).Int64Slice()
+	if redis.HasErrorPrefix(err, "TQ_INUSE") {
+		return false, fmt.Errorf("%w: namespace %q already holds timers in the default one-shard layout (%s), so it cannot become %d shards; use a new namespace and move the timers with timerctl export/import",
+			ErrShardMismatch, ns, strings.TrimPrefix(err.Error(), "TQ_INUSE "), shards)
+	}
+	if err != nil {
+		q := &Queue{opts: Options{Namespace: ns}}
+		return false, fmt.Errorf("timerq: create namespace %q: %w", ns, q.redisError(err))
+	}
+	if len(v) != 2 {
+		return false, fmt.Errorf("timerq: create namespace %q: unexpected reply %v", ns, v)
+	}
+	if int(v[0]) != shards {
+		return false, fmt.Errorf("%w: namespace %q exists with %d shards; changing the shard count of a live namespace is not supported yet (docs/operations.md says how to move to a new namespace)",
+			ErrShardMismatch, ns, v[0])
+	}
+	return v[1] == 1, nil
+}
+
+// Shards returns the namespace's shard count, reading it from Redis on
+// first use.
+func (q *Queue) Shards(ctx context.Context) (int, error) {
+	l, err := q.layout(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return len(l.spaces), nil
+}
+
+// ShardedPubSub reports whether the queue uses sharded pub/sub
+// (SPUBLISH/SSUBSCRIBE). It reads the layout from Redis on first use.
+func (q *Queue) ShardedPubSub(ctx context.Context) (bool, error) {
+	l, err := q.layout(ctx)
+	if err != nil {
+		return false, err
+	}
+	return l.sharded, nil
+}
+
+// ShardOf returns the shard of the timer id.
+func (q *Queue) ShardOf(ctx context.Context, id string) (int, error) {
+	l, err := q.layout(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return l.shardOf(id), nil
+}
+
+// ShardKeys returns the six keys of shard k (due, timers, fired,
+// cancelled, expire, fires), as the scripts take them.
+func (q *Queue) ShardKeys(k int) []string { return q.known().spaces[k].Keys() }
+
+// ShardWakeChannel returns shard k's wake channel (see WakeChannel).
+func (q *Queue) ShardWakeChannel(k int) string { return q.known().spaces[k].Wake() }
+
+// ShardStreamKey returns shard k's fire stream.
+func (q *Queue) ShardStreamKey(k int) string { return q.known().spaces[k].Fires() }
+
+// ShardDeadLetterKey returns shard k's dead-letter stream.
+func (q *Queue) ShardDeadLetterKey(k int) string { return q.known().spaces[k].DeadLetter() }
+
+// shardErr names the shard in an error when the namespace has several.
+func shardErr(l *layout, k int, err error) error {
+	if len(l.spaces) == 1 {
+		return err
+	}
+	return fmt.Errorf("shard %d: %w", k, err)
+}
+
+var heartbeatScript = redis.NewScript(lua.Heartbeat)
+
+// Heartbeat renews worker's membership of the namespace for ttl, by the
+// Redis clock, or ends it when leave is set, and returns the live members,
+// sorted. Pollers call it to share a sharded namespace's shards (see
+// package poller); applications rarely need to.
+func (q *Queue) Heartbeat(ctx context.Context, worker string, ttl time.Duration, leave bool) ([]string, error) {
+	flag := "0"
+	if leave {
+		flag = "1"
+	}
+	res, err := heartbeatScript.Run(ctx, q.rdb, []string{keyspace.Namespace(q.opts.Namespace).Workers()},
+		worker, ttl.Milliseconds(), flag).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("timerq: heartbeat: %w", q.redisError(err))
+	}
+	return res[1:], nil
+}
