@@ -75,14 +75,20 @@ end
 
 -- check_types returns an error reply when a key holds a foreign type. It runs
 -- before any write because a script that fails half way does not roll back.
+local function check_type(key, want)
+  local got = redis.call('TYPE', key)
+  if type(got) == 'table' then got = got['ok'] end
+  if got ~= 'none' and got ~= want then
+    return redis.error_reply('WRONGTYPE key ' .. key .. ' holds a ' .. got ..
+      ' where timerq keeps a ' .. want)
+  end
+  return nil
+end
+
 local function check_types()
   for i, want in ipairs(KEY_TYPES) do
-    local got = redis.call('TYPE', KEYS[i])
-    if type(got) == 'table' then got = got['ok'] end
-    if got ~= 'none' and got ~= want then
-      return redis.error_reply('WRONGTYPE key ' .. KEYS[i] .. ' holds a ' .. got ..
-        ' where timerq keeps a ' .. want)
-    end
+    local err = check_type(KEYS[i], want)
+    if err then return err end
   end
   return nil
 end

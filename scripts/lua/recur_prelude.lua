@@ -23,15 +23,7 @@ local SCHED_KEY, SDUE_KEY = KEYS[#KEYS - 1], KEYS[#KEYS]
 local function check_recur_types()
   local err = check_types()
   if err then return err end
-  for i, want in pairs({[#KEYS - 1] = 'hash', [#KEYS] = 'zset'}) do
-    local got = redis.call('TYPE', KEYS[i])
-    if type(got) == 'table' then got = got['ok'] end
-    if got ~= 'none' and got ~= want then
-      return redis.error_reply('WRONGTYPE key ' .. KEYS[i] .. ' holds a ' .. got ..
-        ' where timerq keeps a ' .. want)
-    end
-  end
-  return nil
+  return check_type(SCHED_KEY, 'hash') or check_type(SDUE_KEY, 'zset')
 end
 
 local function sdecode(rec)
