@@ -36,7 +36,7 @@ func TestSlotMigrationPausesOnlyItsShard(t *testing.T) {
 	}
 	var pauses atomic.Int64
 	for _, id := range []string{"p1", "p2"} {
-		p, err := poller.New(q, rdb, poller.Options{
+		p, err := poller.New(q, poller.Options{
 			WorkerID: id, Heartbeat: 200 * time.Millisecond, MemberTTL: time.Second,
 			MaxPollInterval: 100 * time.Millisecond, BackoffMax: 300 * time.Millisecond,
 			Maintenance: poller.MaintenanceOptions{Disabled: true},

@@ -22,7 +22,7 @@ func ExamplePoller_Run() {
 	q, _ := queue.New(rdb, queue.Options{Namespace: "app"})
 	defer q.Close()
 
-	p, err := poller.New(q, rdb, poller.Options{})
+	p, err := poller.New(q, poller.Options{})
 	if err != nil {
 		panic(err)
 	}

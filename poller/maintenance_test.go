@@ -77,7 +77,7 @@ func TestMaintenanceOneHolderAndTakeover(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { q.Close() })
-		p, err := poller.New(q, rdb, poller.Options{
+		p, err := poller.New(q, poller.Options{
 			Logger: (&logBuf{}).logger(),
 			Maintenance: poller.MaintenanceOptions{
 				LockExpiry: expiry, AcquireInterval: 50 * time.Millisecond,
@@ -153,7 +153,7 @@ func TestMaintenanceStopsWhenLockLost(t *testing.T) {
 	q := newQueue(t, rdb, redistest.Namespace(t))
 	var held atomic.Bool
 	var logs logBuf
-	p, err := poller.New(q, rdb, poller.Options{
+	p, err := poller.New(q, poller.Options{
 		Logger: logs.logger(),
 		Maintenance: poller.MaintenanceOptions{
 			LockExpiry: 600 * time.Millisecond, AcquireInterval: time.Hour,

@@ -51,17 +51,15 @@ type Poller struct {
 	owned   []int // shards claimed now
 }
 
-// New returns a Poller for q. rdb must be the client q was created with (or
-// one reaching the same Redis): the poller subscribes to q's wake channels,
-// heartbeats and takes the maintenance lock through it. New does not
-// contact Redis.
-func New(q *queue.Queue, rdb redis.UniversalClient, opts Options) (*Poller, error) {
+// New returns a Poller for q. The poller reaches Redis through q's client
+// (queue.Queue.Client): it claims, subscribes to q's wake channels,
+// heartbeats and takes the maintenance lock there. New does not contact
+// Redis.
+func New(q *queue.Queue, opts Options) (*Poller, error) {
 	if q == nil {
 		return nil, fmt.Errorf("poller: %w: the queue is nil; pass one from queue.New", queue.ErrInvalidOptions)
 	}
-	if rdb == nil {
-		return nil, fmt.Errorf("poller: %w: pass the client the queue was created with", queue.ErrNilClient)
-	}
+	rdb := q.Client()
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err

@@ -127,7 +127,7 @@ func TestPollerFiresBacklogAndUpcoming(t *testing.T) {
 			t.Fatal(err)
 		}
 		var claims, fired atomic.Int64
-		p, err := poller.New(q, b.Client, poller.Options{
+		p, err := poller.New(q, poller.Options{
 			BatchSize: 100,
 			Hooks: poller.Hooks{Claimed: func(r queue.ClaimResult) {
 				claims.Add(1)
@@ -170,7 +170,7 @@ func TestPollerWakesEarly(t *testing.T) {
 		t.Fatal(err)
 	}
 	var claims atomic.Int64
-	p, err := poller.New(q, rdb, poller.Options{
+	p, err := poller.New(q, poller.Options{
 		MaxPollInterval: time.Hour,
 		Hooks:           poller.Hooks{Claimed: func(queue.ClaimResult) { claims.Add(1) }},
 	})
@@ -215,7 +215,7 @@ func TestPollerBacksOffAndRecovers(t *testing.T) {
 	q := newQueue(t, rdb, redistest.Namespace(t))
 	var logs logBuf
 	var failed atomic.Int64
-	p, err := poller.New(q, rdb, poller.Options{
+	p, err := poller.New(q, poller.Options{
 		BackoffMin:  20 * time.Millisecond,
 		BackoffMax:  200 * time.Millisecond,
 		Logger:      logs.logger(),
@@ -252,7 +252,7 @@ func TestPollerBacksOffAndRecovers(t *testing.T) {
 func TestPollerGracefulStop(t *testing.T) {
 	_, rdb := redistest.Mini(t)
 	q := newQueue(t, rdb, redistest.Namespace(t))
-	p, err := poller.New(q, rdb, poller.Options{})
+	p, err := poller.New(q, poller.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,11 +286,11 @@ func TestOptionsValidation(t *testing.T) {
 		{BackoffMin: time.Second, BackoffMax: time.Millisecond},
 		{Maintenance: poller.MaintenanceOptions{LockExpiry: time.Millisecond}},
 	} {
-		if _, err := poller.New(q, rdb, o); !errors.Is(err, queue.ErrInvalidOptions) {
+		if _, err := poller.New(q, o); !errors.Is(err, queue.ErrInvalidOptions) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidOptions", o, err)
 		}
 	}
-	if _, err := poller.New(nil, rdb, poller.Options{}); err == nil {
+	if _, err := poller.New(nil, poller.Options{}); err == nil {
 		t.Error("New(nil queue) succeeded")
 	}
 }

@@ -31,7 +31,7 @@ func TestPollersFireRecurringOccurrencesOnce(t *testing.T) {
 			}
 		}}
 		for range 2 {
-			p, err := poller.New(q, b.Client, poller.Options{Hooks: hooks, Logger: (&logBuf{}).logger()})
+			p, err := poller.New(q, poller.Options{Hooks: hooks, Logger: (&logBuf{}).logger()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -73,7 +73,7 @@ func TestNamespaceCountersCountLostReplies(t *testing.T) {
 			}
 		}
 		metrics := poller.NewMetrics()
-		p, err := poller.New(q, rdb, poller.Options{
+		p, err := poller.New(q, poller.Options{
 			BatchSize:   7,
 			BackoffMin:  time.Millisecond,
 			BackoffMax:  5 * time.Millisecond,
@@ -166,7 +166,7 @@ func TestPollerStopsOnPermissionError(t *testing.T) {
 				t.Fatal(err)
 			}
 			var logs logBuf
-			p, err := poller.New(q, rdb, poller.Options{
+			p, err := poller.New(q, poller.Options{
 				BackoffMin:  time.Millisecond,
 				Logger:      logs.logger(),
 				Maintenance: poller.MaintenanceOptions{PurgeInterval: 20 * time.Millisecond},

@@ -71,12 +71,12 @@ func TestPollersShareShards(t *testing.T) {
 		Maintenance:     poller.MaintenanceOptions{Disabled: true},
 	}
 	opts.WorkerID = "one"
-	p1, err := poller.New(q, rdb, opts)
+	p1, err := poller.New(q, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts.WorkerID = "two"
-	p2, err := poller.New(q, rdb, opts)
+	p2, err := poller.New(q, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestPollerFixedShards(t *testing.T) {
 	_, rdb := redistest.Mini(t)
 	ctx := context.Background()
 	q := newShardedQueue(t, rdb, 4)
-	p, err := poller.New(q, rdb, poller.Options{Shards: []int{3, 1, 9}, MaxPollInterval: 50 * time.Millisecond,
+	p, err := poller.New(q, poller.Options{Shards: []int{3, 1, 9}, MaxPollInterval: 50 * time.Millisecond,
 		Maintenance: poller.MaintenanceOptions{Disabled: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +178,7 @@ func TestPollerWithoutShardsStaysReady(t *testing.T) {
 	var ps []*poller.Poller
 	for i := range 6 {
 		opts.WorkerID = fmt.Sprint("w", i)
-		p, err := poller.New(q, rdb, opts)
+		p, err := poller.New(q, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -43,6 +43,11 @@ func New(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 	return &Queue{rdb: rdb, opts: opts}, nil
 }
 
+// Client returns the Redis client the queue was created with. Everything
+// built on the queue (a poller.Poller, a ui.Handler) reaches Redis through
+// it, so that one queue always means one client.
+func (q *Queue) Client() redis.UniversalClient { return q.rdb }
+
 // Namespace returns the queue's namespace.
 func (q *Queue) Namespace() string { return q.opts.Namespace }
 

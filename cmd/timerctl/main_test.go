@@ -282,7 +282,7 @@ func TestReadmeSession(t *testing.T) {
 
 	e := newEnv(t)
 	q := e.queue()
-	p, err := poller.New(q, e.srv.Client(t), poller.Options{})
+	p, err := poller.New(q, poller.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

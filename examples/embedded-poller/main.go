@@ -72,7 +72,7 @@ func run(ctx context.Context, delay time.Duration, count int) error {
 			fmt.Printf("poller: fired %s (%s), %v after due\n", f.ID, f.Payload, f.Lateness())
 		}
 	}
-	p, err := poller.New(q, r.Client, poller.Options{Logger: logger, Hooks: hooks})
+	p, err := poller.New(q, poller.Options{Logger: logger, Hooks: hooks})
 	if err != nil {
 		return err
 	}

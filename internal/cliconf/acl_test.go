@@ -165,7 +165,7 @@ func TestACLRoles(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A poller fires it and takes the maintenance lock.
-		p, err := poller.New(q, rdb, poller.Options{})
+		p, err := poller.New(q, poller.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -89,7 +89,7 @@ func TestPlannedFailoverProcedureLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	p, err := poller.New(q, rdb, poller.Options{MaxPollInterval: 100 * time.Millisecond})
+	p, err := poller.New(q, poller.Options{MaxPollInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,7 +117,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return err
 		}
 		m := poller.NewMetrics()
-		p, err := poller.New(q, rdb, poller.Options{
+		p, err := poller.New(q, poller.Options{
 			BatchSize:       cfg.BatchSize,
 			MaxPollInterval: cfg.MaxPollInterval,
 			Logger:          log,

@@ -79,7 +79,7 @@ func (r *Redis) Close() {
 // timerworker, and returns a function that stops it and waits for it. Only
 // warnings are logged, to stderr, to keep the examples' output readable.
 func StartPoller(q *queue.Queue, rdb redis.UniversalClient, hooks poller.Hooks) (stop func(), err error) {
-	p, err := poller.New(q, rdb, poller.Options{
+	p, err := poller.New(q, poller.Options{
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Hooks:  hooks,
 	})
