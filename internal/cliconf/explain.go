@@ -155,6 +155,12 @@ func explainReply(err error, msg string, t Target) *Error {
 		return &Error{Code: ExitFailure, Problem: problem, Fix: fix, Err: err}
 	}
 	switch {
+	case (redis.HasErrorPrefix(err, "WRONGPASS") || redis.HasErrorPrefix(err, "NOAUTH") ||
+		strings.Contains(msg, "invalid username-password")) && strings.Contains(t.Redis, "master_name="):
+		// go-redis gives a Sentinel URL's user:password@ to the Sentinels
+		// only; the master's credentials are query parameters.
+		return out(fmt.Sprintf("Redis at %s refused the credentials (%s)", t.Redis, msg),
+			"in a Sentinel URL, user:password@ is for the Sentinels; give the master's as &username=USER&password=PASS, e.g. redis://sentinel:26379/0?master_name=mymaster&username=timerq&password=secret")
 	case redis.HasErrorPrefix(err, "WRONGPASS") || strings.Contains(msg, "invalid username-password"):
 		return out(fmt.Sprintf("Redis at %s rejected the username or password", t.Redis),
 			"correct the credentials in --redis (TIMERQ_REDIS_URL), e.g. rediss://user:password@host:6379/0")

@@ -16,7 +16,9 @@ import (
 //   - redis://[user:pass@]host:port/db, rediss://... (TLS) and unix://path:
 //     a single server (redis.ParseURL);
 //   - any of those with master_name=NAME: Sentinel, the host and addr=
-//     parameters being the sentinels (redis.ParseFailoverURL);
+//     parameters being the sentinels (redis.ParseFailoverURL); there the
+//     user:pass@ part authenticates to the sentinels, and the master's
+//     credentials are the username= and password= parameters;
 //   - redis://host:port?addr=host2:port2...: Redis Cluster seeds
 //     (redis.ParseClusterURL); add cluster=1 for a single seed.
 //
