@@ -378,7 +378,18 @@ func TestConsumeShardsWakeOnFires(t *testing.T) {
 			got[ev.ID] = true
 			return nil
 		}, queue.ConsumeOptions{Block: 20 * time.Second})
-		time.Sleep(500 * time.Millisecond) // the first pass is over; the next is 20 s away
+		// The first pass is under way on the last shard once every shard's
+		// group exists (it is created just before the shard is read); the
+		// next periodic pass is 20 s away.
+		redistest.Eventually(t, 10*time.Second, "the first pass over every shard", func() bool {
+			for k := range 4 {
+				gs, err := b.Client.XInfoGroups(ctx, q.ShardStreamKey(k)).Result()
+				if err != nil || len(gs) != 1 {
+					return false
+				}
+			}
+			return true
+		})
 		fireN(t, q, "n", 8)
 		waitUntil(t, 5*time.Second, "the fired events", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 8 })
 	})
