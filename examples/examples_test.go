@@ -162,19 +162,19 @@ func TestDurableSleepSurvivesKill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	id := queue.DeriveID(execID, 0)
-	for {
+	redistest.Eventually(t, 15*time.Second, "the workflow's timer", func() bool {
 		timer, err := q.Get(ctx, id)
 		if err == nil {
 			if timer.State != queue.StateScheduled {
 				t.Fatalf("the timer is %s already; the machine is too slow for this test", timer.State)
 			}
-			break
+			return true
 		}
 		if !errors.Is(err, queue.ErrNotFound) {
 			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -247,14 +247,9 @@ func TestRemindersServer(t *testing.T) {
 	do("POST", "/reminders", `{"in":"soon"}`, http.StatusBadRequest)
 	do("POST", "/reminders", `{"in":"1s","when":"x"}`, http.StatusBadRequest)
 	do("GET", "/reminders/nope", "", http.StatusNotFound)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if r := do("GET", "/reminders/tea", "", http.StatusOK); r["state"] == "fired" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("reminder tea did not fire")
-		}
-	}
+	redistest.Eventually(t, 10*time.Second, "reminder tea to fire", func() bool {
+		return do("GET", "/reminders/tea", "", http.StatusOK)["state"] == "fired"
+	})
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -34,13 +34,16 @@ func TestSlotMigrationPausesOnlyItsShard(t *testing.T) {
 	if _, err := q.ScheduleBatch(ctx, batch); err != nil {
 		t.Fatal(err)
 	}
-	var pauses atomic.Int64
+	var pauses, fired atomic.Int64
 	for _, id := range []string{"p1", "p2"} {
 		p, err := poller.New(q, poller.Options{
 			WorkerID: id, Heartbeat: 200 * time.Millisecond, MemberTTL: time.Second,
 			MaxPollInterval: 100 * time.Millisecond, BackoffMax: 300 * time.Millisecond,
 			Maintenance: poller.MaintenanceOptions{Disabled: true},
-			Hooks:       poller.Hooks{Paused: func(int, error) { pauses.Add(1) }},
+			Hooks: poller.Hooks{
+				Paused:  func(int, error) { pauses.Add(1) },
+				Claimed: func(r queue.ClaimResult) { fired.Add(int64(len(r.Fired))) },
+			},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -53,7 +56,9 @@ func TestSlotMigrationPausesOnlyItsShard(t *testing.T) {
 	if to == owner {
 		to = c.Nodes[1]
 	}
-	time.Sleep(time.Until(base.Add(1500 * time.Millisecond)))
+	// Move the slot while the timers are firing: a quarter of them fired,
+	// most still to come on every shard.
+	waitFor(t, 10*time.Second, "a quarter of the timers to fire", func() bool { return fired.Load() >= n/4 })
 	moveStart := time.Now()
 	var wg sync.WaitGroup
 	var moveErr error

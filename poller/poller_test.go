@@ -102,13 +102,7 @@ func fireEntries(t *testing.T, rdb redis.UniversalClient, q *queue.Queue) map[st
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	redistest.Eventually(t, d, what, cond)
 }
 
 func TestPollerFiresBacklogAndUpcoming(t *testing.T) {
@@ -126,11 +120,17 @@ func TestPollerFiresBacklogAndUpcoming(t *testing.T) {
 		if _, err := q.ScheduleBatch(ctx, batch); err != nil {
 			t.Fatal(err)
 		}
-		var claims, fired atomic.Int64
+		var fired atomic.Int64
+		var mu sync.Mutex
+		var claimedAt []time.Time
+		const idlePoll = 200 * time.Millisecond
 		p, err := poller.New(q, poller.Options{
-			BatchSize: 100,
+			BatchSize:       100,
+			MaxPollInterval: idlePoll,
 			Hooks: poller.Hooks{Claimed: func(r queue.ClaimResult) {
-				claims.Add(1)
+				mu.Lock()
+				claimedAt = append(claimedAt, time.Now())
+				mu.Unlock()
 				fired.Add(int64(len(r.Fired)))
 			}},
 		})
@@ -148,12 +148,20 @@ func TestPollerFiresBacklogAndUpcoming(t *testing.T) {
 				t.Errorf("timer %s fired %d times", id, n)
 			}
 		}
-		// Idle: with the due set empty the poller sleeps MaxPollInterval (1s),
-		// so about one claim per second, not a busy loop.
-		before := claims.Load()
-		time.Sleep(1500 * time.Millisecond)
-		if n := claims.Load() - before; n > 3 {
-			t.Errorf("%d claims in 1.5s while idle, want at most 3", n)
+		// Idle: with the due set empty the poller sleeps MaxPollInterval
+		// between claims, not a busy loop. Wait for three idle claims and
+		// check the gaps between them: a lower bound on wall time, which
+		// load can only lengthen.
+		numClaims := func() int { mu.Lock(); defer mu.Unlock(); return len(claimedAt) }
+		before := numClaims()
+		waitFor(t, 5*time.Second, "three idle claims", func() bool { return numClaims() >= before+3 })
+		mu.Lock()
+		idle := claimedAt[before : before+3]
+		mu.Unlock()
+		for i := 1; i < len(idle); i++ {
+			if gap := idle[i].Sub(idle[i-1]); gap < idlePoll/2 {
+				t.Errorf("idle claims %v apart, want about MaxPollInterval (%v): a busy loop", gap, idlePoll)
+			}
 		}
 	})
 }
@@ -179,8 +187,9 @@ func TestPollerWakesEarly(t *testing.T) {
 	}
 	start(t, p)
 	// The first claim, then the one after the subscription is confirmed.
+	// The second claim is the one the subscription's confirmation
+	// triggers: from then on a wake message reaches the sleeping poller.
 	waitFor(t, 5*time.Second, "the poller to subscribe and sleep", func() bool { return claims.Load() >= 2 })
-	time.Sleep(100 * time.Millisecond)
 	sleeping := claims.Load()
 
 	for i := range 3 {
@@ -210,32 +219,43 @@ func TestPollerWakesEarly(t *testing.T) {
 }
 
 func TestPollerBacksOffAndRecovers(t *testing.T) {
-	m, rdb := redistest.Mini(t)
+	m, _ := redistest.Mini(t)
+	// No go-redis retries: they would space the failed claims out by
+	// themselves and hide a missing backoff.
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
 	q := newQueue(t, rdb, redistest.Namespace(t))
 	var logs logBuf
-	var failed atomic.Int64
+	var mu sync.Mutex
+	var failedAt []time.Time
+	numFailed := func() int { mu.Lock(); defer mu.Unlock(); return len(failedAt) }
 	p, err := poller.New(q, poller.Options{
 		BackoffMin:  20 * time.Millisecond,
 		BackoffMax:  200 * time.Millisecond,
 		Logger:      logs.logger(),
 		Maintenance: poller.MaintenanceOptions{Disabled: true},
-		Hooks:       poller.Hooks{ClaimFailed: func(error) { failed.Add(1) }},
+		Hooks: poller.Hooks{ClaimFailed: func(error) {
+			mu.Lock()
+			failedAt = append(failedAt, time.Now())
+			mu.Unlock()
+		}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.SetError("LOADING Redis is loading the dataset in memory")
 	start(t, p)
-	time.Sleep(1200 * time.Millisecond)
-	lines := logs.count("claim failed; retrying")
-	// 20, 40, 80, 160 ms then ~100-200 ms each: about 8-14 attempts in
-	// 1.2 s. A flood (no backoff) would be hundreds.
-	if lines < 4 || lines > 20 {
-		t.Errorf("%d 'claim failed' log lines in 1.2s, want 4..20 (one per backoff step)", lines)
-	}
-	if int(failed.Load()) != lines {
-		t.Errorf("ClaimFailed called %d times, %d log lines", failed.Load(), lines)
+	waitFor(t, 10*time.Second, "seven failed claims", func() bool { return numFailed() >= 7 })
+	// Retry n waits at least half of min(20ms<<(n-1), 200ms) (equal
+	// jitter): 10+20+40+80+100+100 ms between the first failure and the
+	// seventh. A flood (no backoff) would take a few milliseconds. A lower
+	// bound on wall time, which load can only lengthen.
+	mu.Lock()
+	spent := failedAt[6].Sub(failedAt[0])
+	mu.Unlock()
+	if spent < 350*time.Millisecond {
+		t.Errorf("seven failed claims within %v, want at least 350ms of backoff between them", spent)
 	}
 	m.SetError("")
 	if _, err := q.Schedule(ctx, "after", time.Now(), nil); err != nil {
@@ -247,6 +267,10 @@ func TestPollerBacksOffAndRecovers(t *testing.T) {
 		t.Fatalf("no fire after recovery: %v", err)
 	}
 	waitFor(t, time.Second, "the recovery log line", func() bool { return logs.count("claims succeed again") == 1 })
+	// Claims succeed again, so no more failures come: one log line each.
+	if lines := logs.count("claim failed; retrying"); lines != numFailed() {
+		t.Errorf("ClaimFailed called %d times, %d 'claim failed' log lines", numFailed(), lines)
+	}
 }
 
 func TestPollerGracefulStop(t *testing.T) {

@@ -41,7 +41,16 @@ func TestPollersFireRecurringOccurrencesOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(1200 * time.Millisecond)
+		waitFor(t, 10*time.Second, "eight occurrences to fire", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			for k := 1; k <= 8; k++ {
+				if fired[queue.OccurrenceID("beat", info.Anchor.Add(time.Duration(k)*100*time.Millisecond))] == 0 {
+					return false
+				}
+			}
+			return true
+		})
 		mu.Lock()
 		defer mu.Unlock()
 		if len(early) > 0 {

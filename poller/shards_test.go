@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -134,8 +135,10 @@ func TestPollerFixedShards(t *testing.T) {
 	_, rdb := redistest.Mini(t)
 	ctx := context.Background()
 	q := newShardedQueue(t, rdb, 4)
+	var claims atomic.Int64
 	p, err := poller.New(q, poller.Options{Shards: []int{3, 1, 9}, MaxPollInterval: 50 * time.Millisecond,
-		Maintenance: poller.MaintenanceOptions{Disabled: true}})
+		Maintenance: poller.MaintenanceOptions{Disabled: true},
+		Hooks:       poller.Hooks{Claimed: func(queue.ClaimResult) { claims.Add(1) }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +160,10 @@ func TestPollerFixedShards(t *testing.T) {
 		b, _ := q.Get(ctx, ids[3])
 		return a.State == queue.StateFired && b.State == queue.StateFired
 	})
-	time.Sleep(200 * time.Millisecond)
+	// Eight more claims (about four per owned shard): had the poller
+	// claimed shards 0 or 2 too, their due timers would have fired by now.
+	after := claims.Load()
+	waitFor(t, 2*time.Second, "more claims", func() bool { return claims.Load() >= after+8 })
 	for _, k := range []int{0, 2} {
 		if tm, _ := q.Get(ctx, ids[k]); tm.State != queue.StateScheduled {
 			t.Fatalf("shard %d's timer is %s; the poller does not own that shard", k, tm.State)
@@ -192,7 +198,17 @@ func TestPollerWithoutShardsStaysReady(t *testing.T) {
 		}
 		return n == 2
 	})
-	time.Sleep(200 * time.Millisecond)
+	// Every poller, owning a shard or not, proves Redis answers again after
+	// ownership settled.
+	settled := time.Now()
+	waitFor(t, 3*time.Second, "every poller to claim or heartbeat", func() bool {
+		for _, p := range ps {
+			if !p.LastClaim().After(settled) {
+				return false
+			}
+		}
+		return true
+	})
 	for _, p := range ps {
 		if time.Since(p.LastClaim()) > time.Second {
 			t.Errorf("%s (owning %v) last claimed %v ago: not ready", p.WorkerID(), p.OwnedShards(), time.Since(p.LastClaim()))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -173,6 +174,55 @@ func firesPerMaster(t *testing.T, c *redistest.Cluster) map[string]int64 {
 	return out
 }
 
+// pubsubConn is a connection subscribed to channels (sub=) or shard
+// channels (ssub=), from a master's CLIENT LIST.
+type pubsubConn struct {
+	node, id string
+	channels int
+}
+
+func pubsubConns(t *testing.T, c *redistest.Cluster) []pubsubConn {
+	t.Helper()
+	var out []pubsubConn
+	for _, s := range c.Nodes {
+		cl := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		list, err := cl.ClientList(context.Background()).Result()
+		cl.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(list, "\n") {
+			pc := pubsubConn{node: s.Addr()}
+			for _, f := range strings.Fields(line) {
+				k, v, _ := strings.Cut(f, "=")
+				switch k {
+				case "id":
+					pc.id = v
+				case "sub", "ssub":
+					n, _ := strconv.Atoi(v)
+					pc.channels += n
+				}
+			}
+			if pc.channels > 0 {
+				out = append(out, pc)
+			}
+		}
+	}
+	return out
+}
+
+// subscribedChannels sums the channels of conns, skipping those in except
+// (by node/id).
+func subscribedChannels(conns []pubsubConn, except map[string]bool) int {
+	n := 0
+	for _, pc := range conns {
+		if !except[pc.node+"/"+pc.id] {
+			n += pc.channels
+		}
+	}
+	return n
+}
+
 // Waiters of timers on every master wake, over at most one pub/sub
 // connection per master, in both pub/sub flavours.
 func TestWaitersWakeAcrossNodes(t *testing.T) {
@@ -207,28 +257,21 @@ func TestWaitersWakeAcrossNodes(t *testing.T) {
 			for _, tm := range batch {
 				wg.Go(func() { errs <- q.Wait(ctx, tm.ID) })
 			}
-			time.Sleep(500 * time.Millisecond) // subscribed; RecheckInterval is an hour, so only messages wake them
-			conns := 0
-			for _, s := range c.Nodes {
-				cl := redis.NewClient(&redis.Options{Addr: s.Addr()})
-				list, err := cl.ClientList(ctx).Result()
-				cl.Close()
-				if err != nil {
-					t.Fatal(err)
-				}
-				got := 0
-				for _, line := range strings.Split(list, "\n") {
-					for _, f := range strings.Fields(line) {
-						if (strings.HasPrefix(f, "sub=") || strings.HasPrefix(f, "ssub=")) && !strings.HasSuffix(f, "=0") {
-							got++
-							break
-						}
-					}
-				}
+			// Subscribed: RecheckInterval is an hour, so only messages wake them.
+			var subs []pubsubConn
+			redistest.Eventually(t, 10*time.Second, "every waiter's subscription", func() bool {
+				subs = pubsubConns(t, c)
+				return subscribedChannels(subs, nil) == n
+			})
+			conns := len(subs)
+			perNode := map[string]int{}
+			for _, sc := range subs {
+				perNode[sc.node]++
+			}
+			for node, got := range perNode {
 				if got > 1 {
-					t.Errorf("master %s has %d pub/sub connections", s.Addr(), got)
+					t.Errorf("master %s has %d pub/sub connections", node, got)
 				}
-				conns += got
 			}
 			if want := 3; mode == queue.PubSubSharded && conns != want || mode == queue.PubSubClassic && conns != 1 {
 				t.Errorf("%d pub/sub connections in all", conns)
@@ -246,7 +289,14 @@ func TestWaitersWakeAcrossNodes(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			time.Sleep(1500 * time.Millisecond)
+			// Wait for new connections to carry every channel again.
+			old := map[string]bool{}
+			for _, sc := range subs {
+				old[sc.node+"/"+sc.id] = true
+			}
+			redistest.Eventually(t, 10*time.Second, "the resubscription of every waiter", func() bool {
+				return subscribedChannels(pubsubConns(t, c), old) == n
+			})
 			// Fire them all by moving them to now, shard by shard.
 			for _, tm := range batch {
 				if _, err := q.FireNow(ctx, tm.ID); err != nil {
@@ -328,7 +378,18 @@ func TestConsumeShardsWakeOnFires(t *testing.T) {
 			got[ev.ID] = true
 			return nil
 		}, queue.ConsumeOptions{Block: 20 * time.Second})
-		time.Sleep(500 * time.Millisecond) // the first pass is over; the next is 20 s away
+		// The first pass is under way on the last shard once every shard's
+		// group exists (it is created just before the shard is read); the
+		// next periodic pass is 20 s away.
+		redistest.Eventually(t, 10*time.Second, "the first pass over every shard", func() bool {
+			for k := range 4 {
+				gs, err := b.Client.XInfoGroups(ctx, q.ShardStreamKey(k)).Result()
+				if err != nil || len(gs) != 1 {
+					return false
+				}
+			}
+			return true
+		})
 		fireN(t, q, "n", 8)
 		waitUntil(t, 5*time.Second, "the fired events", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 8 })
 	})

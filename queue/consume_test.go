@@ -55,13 +55,27 @@ func fireN(t *testing.T, q *queue.Queue, prefix string, n int) {
 
 func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	redistest.Eventually(t, d, what, cond)
+}
+
+// pendingIn counts group's unacknowledged deliveries over every shard
+// stream.
+func pendingIn(t *testing.T, b *redistest.Backend, q *queue.Queue, group string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	shards, err := q.Shards(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
+	var n int64
+	for k := range shards {
+		pend, err := b.Client.XPending(ctx, q.ShardStreamKey(k), group).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += pend.Count
+	}
+	return n
 }
 
 func TestConsumeDeliversEveryEventOnce(t *testing.T) {
@@ -86,7 +100,9 @@ func TestConsumeDeliversEveryEventOnce(t *testing.T) {
 		consumeAsync(t, q, "g", "c2", h, o)
 		fireN(t, q, "f", n/2)
 		waitUntil(t, 5*time.Second, "every event", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == n })
-		time.Sleep(100 * time.Millisecond)
+		// Every delivery acknowledged: nothing is left to deliver again, so
+		// a duplicate would have shown by now.
+		waitUntil(t, 5*time.Second, "every event acknowledged", func() bool { return pendingIn(t, b, q, "g") == 0 })
 		mu.Lock()
 		defer mu.Unlock()
 		if dups != 0 {
@@ -194,7 +210,9 @@ func TestConsumeDeadLetters(t *testing.T) {
 			}
 			return len(dead) > 0
 		})
-		time.Sleep(200 * time.Millisecond) // would show a 4th attempt or a 2nd dead letter
+		// Dead-lettered and acknowledged: nothing is left to attempt again,
+		// so a 4th attempt or a 2nd dead letter would have shown by now.
+		waitUntil(t, 5*time.Second, "every event acknowledged", func() bool { return pendingIn(t, b, q, "g") == 0 })
 		mu.Lock()
 		defer mu.Unlock()
 		if fmt.Sprint(attempts["x1"]) != "[1 2 3]" {

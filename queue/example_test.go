@@ -55,10 +55,13 @@ func ExampleQueue_SleepUntil() {
 	defer q.Close()
 
 	id := queue.DeriveID("exec-7", 3) // step 3 of execution exec-7
-	// A worker fires it in the background (here, a claim after 50 ms).
+	// A worker fires it in the background (here, claims until one fires).
 	go func() {
-		time.Sleep(50 * time.Millisecond)
-		_, _ = q.Claim(context.Background(), 100)
+		for {
+			if res, _ := q.Claim(context.Background(), 100); len(res.Fired) > 0 {
+				return
+			}
+		}
 	}()
 	fmt.Println("first run:", q.SleepUntil(ctx, id, time.Now(), nil))
 

@@ -118,7 +118,20 @@ func TestRequeue(t *testing.T) {
 			defer mu.Unlock()
 			return len(seen["bad"]) == 4
 		})
-		time.Sleep(100 * time.Millisecond) // would show a delivery to "good"
+		// Group good has read past the requeued entry (and skipped it):
+		// had it been delivered there, its handler would have seen it.
+		waitUntil(t, 5*time.Second, "group good to pass the requeued entry", func() bool {
+			gs, err := q.Groups(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range gs {
+				if g.Name == "good" {
+					return g.LastDeliveredID == id && g.Pending == 0
+				}
+			}
+			return false
+		})
 		mu.Lock()
 		bad, good := fmt.Sprint(seen["bad"]), fmt.Sprint(seen["good"])
 		mu.Unlock()

@@ -407,7 +407,11 @@ func TestNeverEarly(t *testing.T) {
 			if b.Shards <= 1 && !res.NextDue.IsZero() && !res.NextDue.After(res.Now) {
 				t.Fatalf("claim left %v pending at %v though it was due", res.NextDue, res.Now)
 			}
-			time.Sleep(time.Millisecond)
+			// Claim next exactly when the server's clock reaches the next
+			// due time: the instant an off-by-one would fire early.
+			if !res.NextDue.IsZero() {
+				reachServerTime(t, b, res.NextDue)
+			}
 		}
 	})
 }
@@ -481,10 +485,11 @@ func TestRetentionLeavesOnlyFixedKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 		claimAll(t, q)
+		settled := serverNow(t, b)
 		if n, _, err := q.Purge(ctx, 100); err != nil || n != 0 {
 			t.Fatalf("Purge before retention removed %d, %v", n, err)
 		}
-		time.Sleep(450 * time.Millisecond)
+		reachServerTime(t, b, settled.Add(410*time.Millisecond))
 		n, more, err := q.Purge(ctx, 20)
 		if err != nil || n != 20 || !more {
 			t.Fatalf("Purge = %d, %v, %v; want 20 and more", n, more, err)

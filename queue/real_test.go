@@ -38,7 +38,7 @@ func TestWaitSurvivesPubSubKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := waitAsync(ctx, q, "k")
-	time.Sleep(100 * time.Millisecond)
+	redistest.Eventually(t, 5*time.Second, "the waiter's subscription", func() bool { return queue.WaitSubscribed(q, "k") })
 	killed, err := rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Result()
 	if err != nil || killed != 1 {
 		t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v", killed, err)

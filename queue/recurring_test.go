@@ -35,6 +35,8 @@ func (c *clock) advance(d time.Duration) {
 		c.b.Mini.SetTime(c.now)
 		return
 	}
+	// A real sleep: a real server's clock is the wall clock, so letting
+	// its time pass is the only way to advance it.
 	time.Sleep(d)
 }
 

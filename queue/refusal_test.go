@@ -195,7 +195,12 @@ func TestRefusedCommandChangesNothing(t *testing.T) {
 						t.Fatal(err)
 					}
 					claimAll(t, aq)
-					time.Sleep(5 * time.Millisecond)
+					// Past the 1 ms retention by the server's clock.
+					now, err := admin.Time(ctx).Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					awaitServerTime(t, admin, now.Add(2*time.Millisecond))
 				},
 			}
 			run := map[string]func() error{
@@ -331,7 +336,12 @@ func TestOutOfMemory(t *testing.T) {
 	if err != nil || len(bad) > 0 {
 		t.Fatalf("after claims over maxmemory: %v %v", bad, err)
 	}
-	time.Sleep(5 * time.Millisecond)
+	// Past the 1 ms retention by the server's clock.
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitServerTime(t, rdb, now.Add(2*time.Millisecond))
 	high := usedMemory(t, rdb)
 	n, _, err := q.Purge(ctx, queue.MaxBatch)
 	if err != nil || n != 400 {
@@ -448,7 +458,7 @@ func TestWaitTreatsMessagesAsHints(t *testing.T) {
 		q := newQueue(t, b, queue.Options{RecheckInterval: time.Hour})
 		schedule(t, q, "w", time.Now().Add(time.Hour))
 		w := waitAsync(ctx, q, "w")
-		time.Sleep(100 * time.Millisecond) // subscribed
+		redistest.Eventually(t, 5*time.Second, "the waiter's subscription", func() bool { return queue.WaitSubscribed(q, "w") })
 		for _, msg := range []string{"fired", "cancelled"} {
 			if err := b.Client.Publish(ctx, q.TimerChannel("w"), msg).Err(); err != nil {
 				t.Fatal(err)

@@ -55,7 +55,7 @@ func TestWaitWakesOnFire(t *testing.T) {
 		for _, w := range waits {
 			mustNotReturn(t, w, 0)
 		}
-		time.Sleep(100 * time.Millisecond) // let the subscriptions settle
+		redistest.Eventually(t, 5*time.Second, "the waiters' subscription", func() bool { return queue.WaitSubscribed(q, "w") })
 		if _, err := q.FireNow(ctx, "w"); err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +89,7 @@ func TestWaitOutcomes(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := waitAsync(ctx, q, "c")
-		time.Sleep(100 * time.Millisecond)
+		redistest.Eventually(t, 5*time.Second, "the waiter's subscription", func() bool { return queue.WaitSubscribed(q, "c") })
 		if _, err := q.Cancel(ctx, "c"); err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +119,9 @@ func TestWaitRecheckCatchesLostWakeup(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := waitAsync(ctx, q, "quiet")
-		time.Sleep(50 * time.Millisecond)
+		// Subscribed and its first state reads queued: only the recheck
+		// reads it again.
+		redistest.Eventually(t, 5*time.Second, "the waiter to settle", func() bool { return queue.WaitSettled(q, "quiet") })
 		// Mark it fired without a wakeup, as if the message were lost.
 		if err := b.Client.Eval(ctx, `
 			redis.call('ZREM', KEYS[1], ARGV[1])
@@ -142,7 +144,8 @@ func TestManyWaitersShareOneConnection(t *testing.T) {
 		const n = 500
 		var batch []queue.NewTimer
 		for i := range n {
-			batch = append(batch, queue.NewTimer{ID: fmt.Sprint("m", i), Due: time.Now().Add(300 * time.Millisecond)})
+			// Due already: nothing fires them before the claims below.
+			batch = append(batch, queue.NewTimer{ID: fmt.Sprint("m", i), Due: time.Now()})
 		}
 		if _, err := q.ScheduleBatch(ctx, batch); err != nil {
 			t.Fatal(err)
@@ -152,7 +155,14 @@ func TestManyWaitersShareOneConnection(t *testing.T) {
 		for _, tm := range batch {
 			wg.Go(func() { errs <- q.Wait(ctx, tm.ID) })
 		}
-		time.Sleep(150 * time.Millisecond) // waiters subscribed, none fired yet
+		redistest.Eventually(t, 10*time.Second, "every waiter's subscription", func() bool {
+			for _, tm := range batch {
+				if !queue.WaitSubscribed(q, tm.ID) {
+					return false
+				}
+			}
+			return true
+		})
 		if b.Real != nil {
 			clients, err := b.Client.ClientList(ctx).Result()
 			if err != nil {
@@ -162,14 +172,9 @@ func TestManyWaitersShareOneConnection(t *testing.T) {
 				t.Errorf("%d pub/sub connections for %d waiters", got, n)
 			}
 		}
-		go func() {
-			for ctx.Err() == nil {
-				if _, err := q.Claim(ctx, 256); err != nil && ctx.Err() == nil {
-					errs <- err
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-		}()
+		if fired := claimAll(t, q); len(fired) != n {
+			t.Fatalf("claimed %d timers, want %d", len(fired), n)
+		}
 		wg.Wait()
 		close(errs)
 		for err := range errs {
@@ -203,7 +208,7 @@ func TestCloseEndsWaits(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := waitAsync(ctx, q, "z")
-		time.Sleep(50 * time.Millisecond)
+		redistest.Eventually(t, 5*time.Second, "the waiter's subscription", func() bool { return queue.WaitSubscribed(q, "z") })
 		q.Close()
 		if err := mustReturn(t, w, time.Second); !errors.Is(err, queue.ErrClosed) {
 			t.Fatalf("Wait after Close = %v", err)

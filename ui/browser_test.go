@@ -91,14 +91,15 @@ func eval[T any](t *testing.T, ctx context.Context, js string) T {
 // waitJS polls a boolean expression until it holds.
 func waitJS(t *testing.T, ctx context.Context, what, js string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !eval[bool](t, ctx, js) {
-		if time.Now().After(deadline) {
+	held := false
+	defer func() { // on a timeout, show the page
+		if !held {
 			html, _ := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("main")))
-			t.Fatalf("timed out waiting for %s\n%s", what, html)
+			t.Logf("page while waiting for %s:\n%s", what, html)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	}()
+	redistest.Eventually(t, 15*time.Second, what, func() bool { return eval[bool](t, ctx, js) })
+	held = true
 }
 
 func text(t *testing.T, ctx context.Context, id string) string {

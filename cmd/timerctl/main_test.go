@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -150,14 +151,27 @@ func TestEveryCommandAndExitCode(t *testing.T) {
 		t.Fatalf("wait timeout: %s", out)
 	}
 
-	// 0: fire and wait; the claim stands in for a timerworker.
+	// 0: fire and wait; the claim stands in for a timerworker, once the
+	// waiting timerctl has subscribed, so the wakeup is what ends it.
 	e.expect(0, "fire", "hello")
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		_, _ = q.Claim(ctx, 10)
-	}()
-	if out := e.expect(0, "wait", "hello", "--timeout", "20s", "-o", "json"); !strings.Contains(out, `"state": "fired"`) {
-		t.Fatalf("wait: %s", out)
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	wc := e.cmd(wctx, "", "wait", "hello", "--timeout", "20s", "-o", "json")
+	var wout, werr bytes.Buffer
+	wc.Stdout, wc.Stderr = &wout, &werr
+	if err := wc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rdb, ch := e.srv.Client(t), q.TimerChannel("hello")
+	redistest.Eventually(t, 10*time.Second, "timerctl wait to subscribe", func() bool {
+		n, err := rdb.PubSubNumSub(ctx, ch).Result()
+		return err == nil && n[ch] > 0
+	})
+	if _, err := q.Claim(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := wc.Wait(); err != nil || !strings.Contains(wout.String(), `"state": "fired"`) {
+		t.Fatalf("wait: %v\nstdout: %s\nstderr: %s", err, wout.String(), werr.String())
 	}
 
 	// 4: conflicts.
@@ -206,6 +220,25 @@ func TestCompletionOfCommandNames(t *testing.T) {
 	}
 }
 
+// syncBuf is a bytes.Buffer that a running command may write while the
+// test reads it.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // TestWatchEndsOnInterruptWithZero: Ctrl-C is how an operator ends watch,
 // so it is a success.
 func TestWatchEndsOnInterruptWithZero(t *testing.T) {
@@ -214,19 +247,23 @@ func TestWatchEndsOnInterruptWithZero(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := e.cmd(ctx, "", "watch")
-	var out, errOut bytes.Buffer
+	var out, errOut syncBuf
 	c.Stdout, c.Stderr = &out, &errOut
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// watch announces itself once it has fixed where in the stream it
+	// starts: a fire from then on is shown.
+	redistest.Eventually(t, 10*time.Second, "watch to start", func() bool { return strings.Contains(errOut.String(), "watching fires") })
 	if _, err := q.Schedule(ctx, "seen", time.Now().Add(-time.Second), nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := q.Claim(ctx, 10); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	redistest.Eventually(t, 10*time.Second, "watch to print the fire", func() bool {
+		return strings.Contains(out.String(), "seen") && strings.Contains(out.String(), "late ")
+	})
 	if err := c.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,10 @@ func TestWorkersOnClusterExactlyOnceThroughKill(t *testing.T) {
 	waitFor(t, 10*time.Second, "both workers to claim shards", func() bool {
 		return strings.Contains(w1.logText(), "claiming shards") && strings.Contains(w2.logText(), "claiming shards")
 	})
-	time.Sleep(time.Until(base.Add(2 * time.Second))) // about half fired
+	waitFor(t, 10*time.Second, "about half the timers to fire", func() bool {
+		st, err := q.Stats(ctx)
+		return err == nil && st.Fired >= n/2
+	})
 	w1.kill()
 	waitFor(t, 30*time.Second, "every timer to fire", func() bool {
 		st, err := q.Stats(ctx)

@@ -37,11 +37,10 @@ func TestWorkerReportsMissingRight(t *testing.T) {
 	}
 	defer q.Close()
 	for _, id := range []string{"r1", "r2"} {
-		if _, err := q.Schedule(ctx, id, time.Now().Add(300*time.Millisecond), nil); err != nil {
+		if _, err := q.Schedule(ctx, id, time.Now().Add(-time.Second), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(400 * time.Millisecond)
 	url := "redis://tq:pw@" + srv.Addr() + "/0"
 
 	exit := func(w *proc, within time.Duration) (int, string) {

@@ -172,20 +172,23 @@ func TestACLRoles(t *testing.T) {
 		pctx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- p.Run(pctx) }()
-		for !p.HoldsMaintenance() || p.LastClaim().IsZero() {
-			if pctx.Err() != nil {
-				t.Fatal("the worker role neither claimed nor took the maintenance lock")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitUntil(t, 10*time.Second, "the worker role to claim and take the maintenance lock", func() bool {
+			return p.HoldsMaintenance() && !p.LastClaim().IsZero()
+		})
 		stop()
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		if tm, err := adminQ(mine).Get(ctx, "w"); err != nil || tm.State != queue.StateFired {
+		tm, err := adminQ(mine).Get(ctx, "w")
+		if err != nil || tm.State != queue.StateFired {
 			t.Fatalf("worker did not fire: %+v %v", tm, err)
 		}
-		time.Sleep(1100 * time.Millisecond) // real time: the retention must pass
+		// The retention must pass by the server's clock (a real server's
+		// cannot be moved, so it is awaited).
+		waitUntil(t, 10*time.Second, "the retention to pass", func() bool {
+			now, err := admin.Time(ctx).Result()
+			return err == nil && now.After(tm.FiredAt.Add(time.Second))
+		})
 		if n, _, err := q.Purge(ctx, 10); err != nil || n != 1 {
 			t.Fatalf("purge: %d %v", n, err)
 		}
@@ -235,8 +238,11 @@ func TestACLRoles(t *testing.T) {
 		}
 		waited := make(chan error, 1)
 		go func() { waited <- q.Wait(ctx, "x") }()
-		time.Sleep(400 * time.Millisecond)
-		if _, err := adminQ(mine).Claim(ctx, 10); err != nil { // the worker's part
+		// The worker's part: fire x now rather than wait out its 300 ms.
+		if _, err := adminQ(mine).FireNow(ctx, "x"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := adminQ(mine).Claim(ctx, 10); err != nil {
 			t.Fatal(err)
 		}
 		if err := <-waited; err != nil {

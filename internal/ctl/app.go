@@ -46,6 +46,10 @@ type Options struct {
 	// Version is printed by `timerctl version`; empty reads the module
 	// version from the build information.
 	Version string
+	// Watching, if not nil, is called once watch has fixed where it starts
+	// reading the fire stream: every fire from then on is shown. Tests
+	// await it instead of sleeping before they fire.
+	Watching func()
 }
 
 func (o Options) withDefaults() Options {

@@ -383,7 +383,12 @@ func TestWait(t *testing.T) {
 
 		// Cancelled while waiting: exit 4.
 		go func() { done <- c.run("wait", "later", "--timeout", "20s") }()
-		time.Sleep(300 * time.Millisecond)
+		// Cancel once the wait has subscribed, so its wakeup is what ends it.
+		ch := c.q.TimerChannel("later")
+		redistest.Eventually(t, 10*time.Second, "wait to subscribe", func() bool {
+			n, err := b.Client.PubSubNumSub(context.Background(), ch).Result()
+			return err == nil && n[ch] > 0
+		})
 		// Not through timerctl: urfave/cli v2 shares its help flag between
 		// apps, so two Runs in one process race.
 		if _, err := c.q.Cancel(context.Background(), "later"); err != nil {
@@ -658,11 +663,12 @@ func TestWatchFollowsFiresUntilInterrupted(t *testing.T) {
 		var mu sync.Mutex
 		var out, errOut bytes.Buffer
 		done := make(chan int, 1)
+		watching := make(chan struct{})
 		go func() {
 			done <- ctl.Run(ctx, []string{"timerctl", "--redis", c.url, "--namespace", c.ns, "-o", "json", "watch"},
-				ctl.Options{Stdout: lockedWriter{&mu, &out}, Stderr: lockedWriter{&mu, &errOut}})
+				ctl.Options{Stdout: lockedWriter{&mu, &out}, Stderr: lockedWriter{&mu, &errOut}, Watching: func() { close(watching) }})
 		}()
-		time.Sleep(300 * time.Millisecond)
+		awaitWatching(t, watching, done)
 		// Through the queue, not timerctl: two Runs in one process race
 		// on urfave/cli's shared help flag.
 		due := time.Now().Add(-time.Second)
@@ -674,19 +680,11 @@ func TestWatchFollowsFiresUntilInterrupted(t *testing.T) {
 			}
 		}
 		c.claim()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		redistest.Eventually(t, 10*time.Second, "watch to print two fires", func() bool {
 			mu.Lock()
-			n := strings.Count(out.String(), "\n")
-			mu.Unlock()
-			if n >= 2 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("watch printed %q", out.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			defer mu.Unlock()
+			return strings.Count(out.String(), "\n") >= 2
+		})
 		cancel()
 		if code := <-done; code != 0 {
 			t.Fatalf("watch ended with exit %d on interrupt: %q", code, errOut.String())
@@ -709,6 +707,19 @@ func TestWatchFollowsFiresUntilInterrupted(t *testing.T) {
 	})
 }
 
+// awaitWatching returns once watch has fixed where it starts reading, and
+// fails the test if watch ended first.
+func awaitWatching(t *testing.T, watching <-chan struct{}, done <-chan int) {
+	t.Helper()
+	select {
+	case <-watching:
+	case code := <-done:
+		t.Fatalf("watch ended with exit %d before it started watching", code)
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch did not start within 10s")
+	}
+}
+
 // TestWatchResumesAfterLosingRedis: watch outlives a Redis restart (what a
 // client sees of a failover), and resumes after the last fire it printed:
 // nothing twice, nothing skipped.
@@ -723,45 +734,38 @@ func TestWatchResumesAfterLosingRedis(t *testing.T) {
 	defer q.Close()
 	fire := func(id string) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		for ctx.Err() == nil { // the client reconnects after the restart
-			if _, err = q.Schedule(ctx, id, time.Now().Add(-time.Second), nil); err == nil {
-				if _, err = q.Claim(ctx, queue.MaxBatch); err == nil {
-					return
-				}
+		ctx := context.Background()
+		// Until Redis answers again: the client reconnects after the
+		// restart (Schedule is idempotent, so retrying it is safe).
+		redistest.Eventually(t, 10*time.Second, "fire "+id, func() bool {
+			if _, err = q.Schedule(ctx, id, time.Now().Add(-time.Second), nil); err != nil {
+				return false
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("fire %s: %v", id, err)
+			_, err = q.Claim(ctx, queue.MaxBatch)
+			return err == nil
+		})
 	}
 	var mu sync.Mutex
 	var out, errOut bytes.Buffer
 	lines := func() string { mu.Lock(); defer mu.Unlock(); return out.String() }
+	stderr := func() string { mu.Lock(); defer mu.Unlock(); return errOut.String() }
 	waitLines := func(n int) {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for strings.Count(lines(), "\n") < n {
-			if time.Now().After(deadline) {
-				mu.Lock()
-				defer mu.Unlock()
-				t.Fatalf("watch printed %q, want %d lines; stderr %q", out.String(), n, errOut.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		redistest.Eventually(t, 15*time.Second, fmt.Sprintf("%d lines from watch", n), func() bool { return strings.Count(lines(), "\n") >= n })
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
+	watching := make(chan struct{})
 	go func() {
 		done <- ctl.Run(ctx, []string{"timerctl", "--redis", srv.URL(), "--namespace", ns, "--timeout", "1s", "-o", "json", "watch"},
-			ctl.Options{Stdout: lockedWriter{&mu, &out}, Stderr: lockedWriter{&mu, &errOut}})
+			ctl.Options{Stdout: lockedWriter{&mu, &out}, Stderr: lockedWriter{&mu, &errOut}, Watching: func() { close(watching) }})
 	}()
-	time.Sleep(300 * time.Millisecond)
+	awaitWatching(t, watching, done)
 	fire("before")
 	waitLines(1)
 	srv.Stop()
-	time.Sleep(1500 * time.Millisecond) // watch notices and retries
+	redistest.Eventually(t, 15*time.Second, "watch to notice the lost Redis", func() bool { return strings.Contains(stderr(), "lost Redis") })
 	select {
 	case code := <-done:
 		t.Fatalf("watch exited %d while Redis was down: %q", code, errOut.String())

@@ -58,31 +58,18 @@ func TestUIInChromiumWithAuth(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/dash/tail"), chromedp.WaitVisible(chromedp.ID("tail"))); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	redistest.Eventually(t, 15*time.Second, "the live tail to connect behind auth", func() bool {
 		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("live-status").textContent`))
-		if err == nil && s == "live" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the live tail did not connect behind auth: %q %v", s, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && s == "live"
+	})
 	if _, err := q.FireNow(context.Background(), "auth-1"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := q.Claim(context.Background(), 10); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	redistest.Eventually(t, 15*time.Second, "the fire to reach the live tail behind auth", func() bool {
 		s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#tail-body tr.new td.id")?.textContent ?? ""`))
-		if s == "auth-1" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the fire did not reach the live tail behind auth")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return s == "auth-1"
+	})
 }

@@ -93,22 +93,18 @@ func uiServer(t *testing.T, redisURL, ns string, args ...string) (base string, s
 			t.Error("timerctl ui did not stop within 5s of Ctrl-C")
 		}
 	})
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	redistest.Eventually(t, 5*time.Second, "timerctl ui to listen on "+addr, func() bool {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
-			break
+			return true
 		}
 		select {
 		case code := <-done:
 			t.Fatalf("timerctl ui exited %d: %s", code, stderr)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timerctl ui did not listen on %s: %s", addr, stderr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
 	return "http://" + addr, stderr
 }
 

@@ -69,6 +69,9 @@ func (r *runner) watch(c *cli.Context) error {
 	if !s.g.json {
 		fmt.Fprintf(r.o.Stderr, "watching fires in namespace %q; Ctrl-C to stop\n", s.g.namespace)
 	}
+	if r.o.Watching != nil {
+		r.o.Watching()
+	}
 	failures := 0
 	for {
 		ctx, cancel := context.WithTimeout(c.Context, watchBlock+s.g.timeout)

@@ -65,6 +65,8 @@ func StartCluster(t testing.TB, n int, pki *PKI) *Cluster {
 			if ctx.Err() != nil {
 				t.Fatalf("redistest: cluster not ok within 30s: %v\n%s\n%s", err, info, s.logTail())
 			}
+			// Polling with a deadline: the nodes gossip their way to
+			// cluster_state:ok and announce it nowhere but CLUSTER INFO.
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
@@ -258,6 +260,8 @@ func (c *Cluster) MigrateSlot(t testing.TB, slot int, to *Server, pause time.Dur
 			if err := src.Migrate(ctx, host, port, k, 0, 10*time.Second).Err(); err != nil && err.Error() != "NOKEY" {
 				return fmt.Errorf("MIGRATE %s: %w", k, err)
 			}
+			// Real time on purpose: the caller's pause keeps the slot
+			// half moved long enough to act on it.
 			time.Sleep(pause)
 		}
 	}

@@ -186,6 +186,8 @@ func (s *Server) start() error {
 		if c.Ping(context.Background()).Err() == nil {
 			return nil
 		}
+		// Polling with a deadline: redis-server signals readiness only
+		// by answering, so there is nothing else to await.
 		time.Sleep(10 * time.Millisecond)
 	}
 	return fmt.Errorf("no PING answer within 10s")
