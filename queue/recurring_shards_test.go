@@ -239,3 +239,27 @@ func TestRecurringRepairOnShardedNamespace(t *testing.T) {
 		}
 	})
 }
+
+// A namespace whose only data is recurring schedules (every occurrence
+// purged, say) is not unsharded-empty: making it sharded would strand them,
+// so CreateNamespace refuses, naming the key.
+func TestCreateNamespaceRefusesOverUnshardedSchedules(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{Retention: queue.KeepForever})
+		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "left", Every: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		// Leave only the schedule keys, as if every occurrence was purged.
+		if err := b.Client.Del(ctx, q.Keys()...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := queue.CreateNamespace(ctx, b.Client, q.Namespace(), 4)
+		if !errors.Is(err, queue.ErrShardMismatch) || !strings.Contains(err.Error(), "}:sched") {
+			t.Fatalf("CreateNamespace(4) over unsharded schedules = %v, want ErrShardMismatch naming the key", err)
+		}
+		if _, err := queue.CreateNamespace(ctx, b.Client, q.Namespace(), 1); err != nil {
+			t.Fatalf("CreateNamespace(1) = %v", err)
+		}
+	})
+}
