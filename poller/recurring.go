@@ -103,8 +103,16 @@ func (p *Poller) repairRecurring(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		owned := p.OwnedShards()
 		var firstErr error
-		for _, k := range p.OwnedShards() {
+		if len(owned) > 1 {
+			// Only the shards holding active schedules: on a sharded
+			// namespace with few schedules, an idle pass is one pipeline.
+			cctx, cancel := context.WithTimeout(ctx, p.opts.ClaimTimeout)
+			owned, firstErr = p.q.ScheduleShards(cctx, owned)
+			cancel()
+		}
+		for _, k := range owned {
 			if err := p.repairShard(ctx, k); err != nil && firstErr == nil {
 				firstErr = err
 			}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // DefaultRepairGrace is how long past its due time a schedule's earliest
@@ -62,6 +64,45 @@ func (q *Queue) ArmFired(ctx context.Context, fired []Fired) (int, error) {
 	return n, nil
 }
 
+// ScheduleShards returns those of shards (all of the namespace's when nil)
+// that hold active recurring schedules: a non-empty sched-due set. It asks
+// every shard in one pipeline of ZCARDs, so a repair pass over a sharded
+// namespace with few schedules runs its script only where there is
+// something to repair. A shard whose ZCARD fails is returned too, so that
+// its repair reports the error.
+func (q *Queue) ScheduleShards(ctx context.Context, shards []int) ([]int, error) {
+	l, err := q.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if shards == nil {
+		shards = make([]int, len(l.spaces))
+		for k := range shards {
+			shards[k] = k
+		}
+	}
+	for _, k := range shards {
+		if err := checkShard(l, k); err != nil {
+			return nil, err
+		}
+	}
+	pipe := q.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(shards))
+	for i, k := range shards {
+		cmds[i] = pipe.ZCard(ctx, l.spaces[k].SchedDue())
+	}
+	if _, err := pipe.Exec(ctx); err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	var out []int
+	for i, k := range shards {
+		if n, err := cmds[i].Result(); err != nil || n > 0 {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
 // RepairRecurring tops up up to limit (1..MaxBatch) active schedules per
 // shard whose earliest pending occurrence was due more than grace ago (0
 // means DefaultRepairGrace) without the next being armed: the worker that
@@ -73,7 +114,13 @@ func (q *Queue) RepairRecurring(ctx context.Context, limit int, grace time.Durat
 	if err != nil {
 		return 0, false, fmt.Errorf("timerq: repair schedules: %w", err)
 	}
-	for k := range l.spaces {
+	shards := []int{0}
+	if len(l.spaces) > 1 {
+		if shards, err = q.ScheduleShards(ctx, nil); err != nil {
+			return 0, false, fmt.Errorf("timerq: repair schedules: %w", err)
+		}
+	}
+	for _, k := range shards {
 		n, m, err := q.RepairRecurringShard(ctx, k, limit, grace)
 		armed += n
 		more = more || m

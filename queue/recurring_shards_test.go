@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -153,6 +154,15 @@ func TestRecurringOnShardedNamespace(t *testing.T) {
 			if tm, err := q.Get(ctx, o.ID); err != nil || tm.State != queue.StateCancelled {
 				t.Fatalf("occurrence %s of the deleted schedule: %+v, %v; want cancelled", o.ID, tm, err)
 			}
+		}
+
+		// Only shards with active schedules need a repair pass.
+		active, err := q.ScheduleShards(ctx, nil)
+		if err != nil || len(active) != len(ids)-1 || slices.Contains(active, last) {
+			t.Fatalf("ScheduleShards = %v, %v; want every shard but %d, whose schedule was deleted", active, err, last)
+		}
+		if got, err := q.ScheduleShards(ctx, []int{last, 0}); err != nil || !slices.Equal(got, []int{0}) {
+			t.Fatalf("ScheduleShards(%d, 0) = %v, %v; want [0]", last, got, err)
 		}
 
 		// List pages over every shard, each schedule once.
