@@ -37,6 +37,15 @@ func (ns Namespace) key(suffix string) string { return Prefix + "{" + string(ns)
 // queue.CreateNamespace. A namespace without it has one shard.
 func (ns Namespace) Meta() string { return ns.key("meta") }
 
+// Schedules is the schedules hash of the namespace when it has one shard,
+// Shard(NS, 0, 1).Schedules(). A namespace of several shards has one per
+// shard (Space.Schedules); use that wherever the shard is known.
+func (ns Namespace) Schedules() string { return Shard(string(ns), 0, 1).Schedules() }
+
+// SchedDue is the sched-due set of the namespace when it has one shard,
+// Shard(NS, 0, 1).SchedDue(); see Schedules.
+func (ns Namespace) SchedDue() string { return Shard(string(ns), 0, 1).SchedDue() }
+
 // MaintLock is the key of the maintenance lock, held by one worker at a time.
 func (ns Namespace) MaintLock() string { return ns.key("maint-lock") }
 

@@ -23,6 +23,8 @@ func TestOneShardKeepsTheUnshardedNames(t *testing.T) {
 		s.DeadLetter():                  "timerq:{orders}:dead",
 		s.Schedules():                   "timerq:{orders}:schedules",
 		s.SchedDue():                    "timerq:{orders}:sched-due",
+		Namespace("orders").Schedules(): "timerq:{orders}:schedules",
+		Namespace("orders").SchedDue():  "timerq:{orders}:sched-due",
 		Namespace("orders").Meta():      "timerq:{orders}:meta",
 		Namespace("orders").MaintLock(): "timerq:{orders}:maint-lock",
 		s.HashTag():                     "{orders}",
