@@ -88,7 +88,11 @@ func (p *Poller) armNow(ctx context.Context, fired []queue.Fired) {
 	}
 }
 
-// repairRecurring runs the repair pass until ctx ends.
+// repairRecurring runs the repair pass until ctx ends, over the shards
+// the poller owns: each shard's schedules live in that shard, beside their
+// occurrences, so the owner of a shard (every poller, for an unsharded
+// namespace) repairs its schedules, and a shard handed to another worker
+// is repaired by that one.
 func (p *Poller) repairRecurring(ctx context.Context) {
 	t := time.NewTimer(jittered(RecurringRepairInterval))
 	defer t.Stop()
@@ -99,31 +103,53 @@ func (p *Poller) repairRecurring(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if n, err := p.q.Shards(ctx); err == nil && n > 1 {
-			return // recurring schedules live in unsharded namespaces only
-		}
-		for range 100 { // bounded: at most 25,600 schedules per pass
+		owned := p.OwnedShards()
+		var firstErr error
+		if len(owned) > 1 {
+			// Only the shards holding active schedules: on a sharded
+			// namespace with few schedules, an idle pass is one pipeline.
 			cctx, cancel := context.WithTimeout(ctx, p.opts.ClaimTimeout)
-			n, more, err := p.q.RepairRecurring(cctx, recurringRepairBatch, queue.DefaultRepairGrace)
+			owned, firstErr = p.q.ScheduleShards(cctx, owned)
 			cancel()
-			if err != nil {
-				failures++
-				if ctx.Err() == nil && failures == 1 {
-					p.log.Warn("timerq: recurring repair failed; retrying with backoff", "err", err)
-				}
-				break
+		}
+		for _, k := range owned {
+			if err := p.repairShard(ctx, k); err != nil && firstErr == nil {
+				firstErr = err
 			}
+			if ctx.Err() != nil {
+				return
+			}
+		}
+		if firstErr != nil {
+			failures++
+			if failures == 1 {
+				p.log.Warn("timerq: recurring repair failed; retrying with backoff", "err", firstErr)
+			}
+		} else {
 			failures = 0
-			if n > 0 {
-				p.log.Info("timerq: repaired recurring schedules whose next occurrence was not armed", "armed", n)
-			}
-			if !more {
-				break
-			}
 		}
 		// Back off like claims do, so an outage logs once, not every second.
 		t.Reset(jittered(RecurringRepairInterval) + p.backoffOrZero(failures))
 	}
+}
+
+// repairShard runs one repair pass over shard k's schedules.
+func (p *Poller) repairShard(ctx context.Context, k int) error {
+	for range 100 { // bounded: at most 25,600 schedules per shard and pass
+		cctx, cancel := context.WithTimeout(ctx, p.opts.ClaimTimeout)
+		n, more, err := p.q.RepairRecurringShard(cctx, k, recurringRepairBatch, queue.DefaultRepairGrace)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			p.log.Info("timerq: repaired recurring schedules whose next occurrence was not armed", "shard", k, "armed", n)
+		}
+		if !more {
+			return nil
+		}
+	}
+	return nil
 }
 
 func jittered(d time.Duration) time.Duration {

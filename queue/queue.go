@@ -412,8 +412,13 @@ func (q *Queue) run(ctx context.Context, l *layout, s *redis.Script, shard int, 
 
 // runTries is run with at most tries attempts.
 func (q *Queue) runTries(ctx context.Context, l *layout, s *redis.Script, shard, tries int, args ...any) (any, error) {
+	return q.runKeys(ctx, l, s, shard, l.keys[shard], tries, args...)
+}
+
+// runKeys is runTries with the keys of shard given.
+func (q *Queue) runKeys(ctx context.Context, l *layout, s *redis.Script, shard int, keys []string, tries int, args ...any) (any, error) {
 	for attempt := 1; ; attempt++ {
-		v, err := s.Run(ctx, q.rdb, l.keys[shard], args...).Result()
+		v, err := s.Run(ctx, q.rdb, keys, args...).Result()
 		if err == nil {
 			return v, nil
 		}

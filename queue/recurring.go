@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/schedule"
 )
 
@@ -144,19 +145,20 @@ func OccurrenceID(scheduleID string, nominal time.Time) string {
 
 // ParseOccurrenceID splits an occurrence's timer ID into its schedule ID
 // and nominal time. ok is false when id does not have the form
-// "<scheduleID>@<Unix ms>". A timer you schedule yourself with an ID of
-// that form is indistinguishable; avoid such IDs in a namespace with
-// schedules.
+// "<scheduleID>@<Unix ms>" (1 to 15 ASCII digits). A timer you schedule
+// yourself with an ID of that form is indistinguishable, and in a sharded
+// namespace it lives in the shard of the part before the '@'; avoid such
+// IDs in a namespace with schedules.
 func ParseOccurrenceID(id string) (scheduleID string, nominal time.Time, ok bool) {
-	i := strings.LastIndexByte(id, '@')
-	if i <= 0 || i == len(id)-1 || len(id)-i-1 > 15 {
+	sid, digits, ok := keyspace.SplitOccurrence(id)
+	if !ok {
 		return "", time.Time{}, false
 	}
-	ms, err := strconv.ParseInt(id[i+1:], 10, 64)
-	if err != nil || ms < 0 || id[i+1] == '+' {
+	ms, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil {
 		return "", time.Time{}, false
 	}
-	return id[:i], fromMillis(ms), true
+	return sid, fromMillis(ms), true
 }
 
 // JitterOf returns the delay of the occurrence of scheduleID nominally due
@@ -461,9 +463,9 @@ func lastArg(t time.Time) string {
 	return strconv.FormatInt(t.UnixMilli(), 10)
 }
 
-// load reads schedules by ID with the server clock.
-func (q *Queue) load(ctx context.Context, args ...any) (time.Time, []string, map[string]*record, error) {
-	now, ids, recs, _, err := q.loadScanned(ctx, args...)
+// load reads schedules of shard k by ID with the server clock.
+func (q *Queue) load(ctx context.Context, l *layout, k int, args ...any) (time.Time, []string, map[string]*record, error) {
+	now, ids, recs, _, err := q.loadScanned(ctx, l, k, args...)
 	if err != nil {
 		return now, ids, recs, err
 	}
@@ -480,14 +482,10 @@ func (q *Queue) load(ctx context.Context, args ...any) (time.Time, []string, map
 
 // loadScanned is load, also telling how many schedules the script looked
 // at (in repair mode it returns only those that need arming).
-func (q *Queue) loadScanned(ctx context.Context, args ...any) (time.Time, []string, map[string]*record, int, error) {
-	rs, keys, err := q.recurring(ctx)
+func (q *Queue) loadScanned(ctx context.Context, l *layout, k int, args ...any) (time.Time, []string, map[string]*record, int, error) {
+	v, err := q.runRecur(ctx, l, l.recurScripts().load, k, args...)
 	if err != nil {
 		return time.Time{}, nil, nil, 0, err
-	}
-	v, err := rs.load.Run(ctx, q.rdb, keys, args...).Result()
-	if err != nil {
-		return time.Time{}, nil, nil, 0, q.redisError(err)
 	}
 	r, err := replyStrings(v)
 	if err != nil || len(r)%3 != 2 {
@@ -512,19 +510,20 @@ func (q *Queue) loadScanned(ctx context.Context, args ...any) (time.Time, []stri
 	return now, ids, recs, scanned, nil
 }
 
-// put runs recur_put.lua.
+// put runs recur_put.lua on the shard of the schedule id.
 func (q *Queue) put(ctx context.Context, op, id, expected, bodyJSON, state, last string, payload []byte, arms []Occurrence) (string, time.Time, string, error) {
-	args := []any{op, id, expected, bodyJSON, state, last, payload, q.WakeChannel(), q.known().spaces[0].TimerChannelPrefix(), q.opts.retentionMillis()}
-	for _, o := range arms {
-		args = append(args, o.Nominal.UnixMilli(), o.Due.UnixMilli())
-	}
-	rs, keys, err := q.recurring(ctx)
+	l, err := q.layout(ctx)
 	if err != nil {
 		return "", time.Time{}, "", err
 	}
-	v, err := rs.put.Run(ctx, q.rdb, keys, args...).Result()
+	k := l.scheduleShard(id)
+	args := []any{op, id, expected, bodyJSON, state, last, payload, l.spaces[k].Wake(), l.spaces[k].TimerChannelPrefix(), q.opts.retentionMillis()}
+	for _, o := range arms {
+		args = append(args, o.Nominal.UnixMilli(), o.Due.UnixMilli())
+	}
+	v, err := q.runRecur(ctx, l, l.recurScripts().put, k, args...)
 	if err != nil {
-		return "", time.Time{}, "", q.redisError(err)
+		return "", time.Time{}, "", err
 	}
 	r, err := replyStrings(v)
 	if err != nil || len(r) != 3 {
@@ -548,11 +547,11 @@ func (q *Queue) PutRecurring(ctx context.Context, r Recurring) (info RecurringIn
 	if r, err = q.validateRecurring(r); err != nil {
 		return RecurringInfo{}, false, err
 	}
-	now, _, recs, err := q.load(ctx, "ids", r.ID)
+	now, s, err := q.loadOne(ctx, r.ID)
 	if err != nil {
 		return RecurringInfo{}, false, fmt.Errorf("timerq: put schedule %q: %w", r.ID, err)
 	}
-	if s := recs[r.ID]; s != nil {
+	if s != nil {
 		return s.info(now), false, nil
 	}
 	if r.Every > 0 && r.Anchor.IsZero() {
@@ -646,6 +645,19 @@ func (q *Queue) ResumeRecurring(ctx context.Context, id string) (RecurringInfo, 
 
 var errNoChange = errors.New("no change")
 
+// loadOne reads the schedule id, from its shard, with the server clock.
+func (q *Queue) loadOne(ctx context.Context, id string) (time.Time, *record, error) {
+	l, err := q.layout(ctx)
+	if err != nil {
+		return time.Time{}, nil, err
+	}
+	now, _, recs, err := q.load(ctx, l, l.scheduleShard(id), "ids", id)
+	if err != nil {
+		return now, nil, err
+	}
+	return now, recs[id], nil
+}
+
 // DeleteRecurring deletes the schedule id and cancels its pending
 // occurrences. Fired occurrences stay until their retention passes.
 func (q *Queue) DeleteRecurring(ctx context.Context, id string) error {
@@ -669,11 +681,10 @@ func (q *Queue) modify(ctx context.Context, op, id string, fn func(s *record, no
 		return RecurringInfo{}, err
 	}
 	for range 5 {
-		now, _, recs, err := q.load(ctx, "ids", id)
+		now, s, err := q.loadOne(ctx, id)
 		if err != nil {
 			return RecurringInfo{}, fmt.Errorf("timerq: %s schedule %q: %w", op, id, err)
 		}
-		s := recs[id]
 		if s == nil {
 			return RecurringInfo{}, fmt.Errorf("%w: %q in namespace %q; 'timerctl schedules list' shows them", ErrRecurringNotFound, id, q.opts.Namespace)
 		}
@@ -704,11 +715,10 @@ func (q *Queue) GetRecurring(ctx context.Context, id string) (RecurringInfo, err
 	if err := ValidateID(id); err != nil {
 		return RecurringInfo{}, err
 	}
-	now, _, recs, err := q.load(ctx, "ids", id)
+	now, s, err := q.loadOne(ctx, id)
 	if err != nil {
 		return RecurringInfo{}, fmt.Errorf("timerq: get schedule %q: %w", id, err)
 	}
-	s := recs[id]
 	if s == nil {
 		return RecurringInfo{}, fmt.Errorf("%w: %q in namespace %q; 'timerctl schedules list' shows them", ErrRecurringNotFound, id, q.opts.Namespace)
 	}
@@ -725,7 +735,9 @@ type RecurringPage struct {
 // ListRecurring returns a page of schedules, in no particular order, about
 // limit (1..MaxBatch, 0 means 100) at a time. Start with an empty cursor.
 // Like HSCAN, which it uses, a schedule present for the whole listing is
-// listed at least once.
+// listed at least once. A sharded namespace is listed shard after shard,
+// each page filled from as many shards as it takes; the cursor names the
+// shard ("<shard>:<HSCAN cursor>"; with one shard, the HSCAN cursor alone).
 func (q *Queue) ListRecurring(ctx context.Context, cursor string, limit int) (RecurringPage, error) {
 	if limit == 0 {
 		limit = 100
@@ -733,39 +745,66 @@ func (q *Queue) ListRecurring(ctx context.Context, cursor string, limit int) (Re
 	if limit < 1 || limit > MaxBatch {
 		return RecurringPage{}, fmt.Errorf("%w: list limit %d is outside 1..%d", ErrInvalidOptions, limit, MaxBatch)
 	}
-	var cur uint64
-	if cursor != "" {
-		var err error
-		if cur, err = strconv.ParseUint(cursor, 10, 64); err != nil {
-			return RecurringPage{}, fmt.Errorf("%w: cursor %q is not one that ListRecurring returned; start with an empty cursor", ErrInvalidOptions, cursor)
-		}
-	}
-	kv, next, err := q.rdb.HScan(ctx, q.RecurringKeys()[0], cur, "", int64(limit)).Result()
-	if err != nil {
-		return RecurringPage{}, fmt.Errorf("timerq: list schedules: %w", q.redisError(err))
-	}
-	page := RecurringPage{}
-	if next != 0 {
-		page.NextCursor = strconv.FormatUint(next, 10)
-	}
-	if len(kv) == 0 {
-		return page, nil
-	}
-	ids := make([]any, 0, 1+len(kv)/2)
-	ids = append(ids, "ids")
-	for i := 0; i < len(kv); i += 2 {
-		ids = append(ids, kv[i])
-	}
-	now, order, recs, err := q.load(ctx, ids...)
+	l, err := q.layout(ctx)
 	if err != nil {
 		return RecurringPage{}, fmt.Errorf("timerq: list schedules: %w", err)
 	}
-	for _, id := range order {
-		if s := recs[id]; s != nil {
-			page.Schedules = append(page.Schedules, s.info(now))
+	k, cur, err := parseRecurringCursor(cursor, len(l.spaces))
+	if err != nil {
+		return RecurringPage{}, err
+	}
+	page := RecurringPage{}
+	for k < len(l.spaces) && len(page.Schedules) < limit {
+		kv, next, err := q.rdb.HScan(ctx, l.spaces[k].Schedules(), cur, "", int64(limit-len(page.Schedules))).Result()
+		if err != nil {
+			return RecurringPage{}, fmt.Errorf("timerq: list schedules: %w", shardErr(l, k, q.redisError(err)))
+		}
+		if len(kv) > 0 {
+			ids := make([]any, 0, 1+len(kv)/2)
+			ids = append(ids, "ids")
+			for i := 0; i < len(kv); i += 2 {
+				ids = append(ids, kv[i])
+			}
+			now, order, recs, err := q.load(ctx, l, k, ids...)
+			if err != nil {
+				return RecurringPage{}, fmt.Errorf("timerq: list schedules: %w", err)
+			}
+			for _, id := range order {
+				if s := recs[id]; s != nil {
+					page.Schedules = append(page.Schedules, s.info(now))
+				}
+			}
+		}
+		if cur = next; cur == 0 {
+			k++
 		}
 	}
+	switch {
+	case k >= len(l.spaces):
+	case len(l.spaces) == 1:
+		page.NextCursor = strconv.FormatUint(cur, 10)
+	default:
+		page.NextCursor = strconv.Itoa(k) + ":" + strconv.FormatUint(cur, 10)
+	}
 	return page, nil
+}
+
+// parseRecurringCursor reads a ListRecurring cursor of a namespace of
+// shards shards.
+func parseRecurringCursor(cursor string, shards int) (int, uint64, error) {
+	if cursor == "" {
+		return 0, 0, nil
+	}
+	shard, hscan, sharded := strings.Cut(cursor, ":")
+	if !sharded {
+		shard, hscan = "0", cursor
+	}
+	k, err1 := strconv.Atoi(shard)
+	cur, err2 := strconv.ParseUint(hscan, 10, 64)
+	if err1 != nil || err2 != nil || k < 0 || k >= shards || sharded != (shards > 1) {
+		return 0, 0, fmt.Errorf("%w: cursor %q is not one that ListRecurring returned for this namespace; start with an empty cursor", ErrInvalidOptions, cursor)
+	}
+	return k, cur, nil
 }
 
 // RestoreRecurring recreates a schedule from a RecurringInfo that

@@ -653,30 +653,3 @@ func TestRecurringKeysAreTheirOwn(t *testing.T) {
 		}
 	})
 }
-
-// TestRecurringRefusedOnShardedNamespace: a schedule and its occurrences
-// must share a slot, which a namespace of several shards cannot give yet,
-// so every recurring call is refused, clearly, and writes nothing.
-func TestRecurringRefusedOnShardedNamespace(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		ns := redistest.Namespace(t)
-		if _, err := queue.CreateNamespace(ctx, b.Client, ns, 4); err != nil {
-			t.Fatal(err)
-		}
-		q, err := queue.New(b.Client, queue.Options{Namespace: ns})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer q.Close()
-		_, _, err = q.PutRecurring(ctx, queue.Recurring{ID: "tick", Every: time.Second})
-		if !errors.Is(err, queue.ErrInvalidOptions) || !strings.Contains(err.Error(), "1 shard") {
-			t.Fatalf("PutRecurring on 4 shards: %v, want ErrInvalidOptions naming the shard count", err)
-		}
-		for _, k := range q.RecurringKeys() {
-			if n, err := b.Client.Exists(ctx, k).Result(); err != nil || n != 0 {
-				t.Fatalf("%s exists (%d, %v) after a refused PutRecurring", k, n, err)
-			}
-		}
-	})
-}

@@ -182,13 +182,14 @@ func readShards(ctx context.Context, rdb redis.UniversalClient, ns string) (int,
 // the unsharded slot {NS}, so it also sees whether the namespace already
 // holds unsharded data, which a sharded layout would strand.
 //
-// KEYS[1] meta, KEYS[2..7] the six keys of the unsharded layout.
+// KEYS[1] meta, KEYS[2..] the keys of the unsharded layout that hold
+// timers or schedules (unsharded, see unshardedData).
 // ARGV[1] shards. Reply: {shards_now, created 0|1} or error TQ_INUSE.
 var createScript = redis.NewScript(`
 local cur = redis.call('HGET', KEYS[1], 'shards')
 if cur then return {tonumber(cur), 0} end
 if ARGV[1] ~= '1' then
-  for i = 2, 7 do
+  for i = 2, #KEYS do
     if redis.call('EXISTS', KEYS[i]) == 1 then
       return redis.error_reply('TQ_INUSE ' .. KEYS[i])
     end
@@ -198,6 +199,14 @@ local t = redis.call('TIME')
 redis.call('HSET', KEYS[1], 'shards', ARGV[1], 'created', t[1] * 1000 + math.floor(t[2] / 1000))
 return {tonumber(ARGV[1]), 1}
 `)
+
+// unshardedData returns the keys of the one-shard layout whose existence
+// means the namespace holds timers or recurring schedules: all but the
+// counters, which outlive the timers.
+func unshardedData(ns string) []string {
+	s := keyspace.Shard(ns, 0, 1)
+	return []string{s.Due(), s.Timers(), s.Fired(), s.Cancelled(), s.Expire(), s.Fires(), s.Schedules(), s.SchedDue()}
+}
 
 // CreateNamespace creates namespace ns with shards shards (1..MaxShards),
 // storing the count in Redis, where every client and worker reads it. It
@@ -216,10 +225,10 @@ func CreateNamespace(ctx context.Context, rdb redis.UniversalClient, ns string, 
 	if shards < 1 || shards > MaxShards {
 		return false, fmt.Errorf("%w: %d shards is outside 1..%d", ErrInvalidOptions, shards, MaxShards)
 	}
-	keys := append([]string{keyspace.Namespace(ns).Meta()}, keyspace.Shard(ns, 0, 1).Keys()...)
+	keys := append([]string{keyspace.Namespace(ns).Meta()}, unshardedData(ns)...)
 	v, err := createScript.Run(ctx, rdb, keys, shards).Int64Slice()
 	if redis.HasErrorPrefix(err, "TQ_INUSE") {
-		return false, fmt.Errorf("%w: namespace %q already holds timers in the default one-shard layout (%s), so it cannot become %d shards; use a new namespace and move the timers with timerctl export/import",
+		return false, fmt.Errorf("%w: namespace %q already holds timers or schedules in the default one-shard layout (%s), so it cannot become %d shards; use a new namespace and move the timers with timerctl export/import (schedules with timerctl schedules export/import)",
 			ErrShardMismatch, ns, strings.TrimPrefix(err.Error(), "TQ_INUSE "), shards)
 	}
 	if err != nil {

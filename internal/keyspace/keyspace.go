@@ -11,12 +11,15 @@
 //	S > 1:  {NS:k}    for shard k in 0..S-1
 //
 // Keys that belong to the whole namespace (its metadata, the maintenance
-// lock, the worker membership) always carry {NS}.
+// lock, the worker membership) always carry {NS}. Recurring schedules are
+// per shard: a schedule lives in the shard of its ID, beside its
+// occurrences (see ShardOf).
 package keyspace
 
 import (
 	"hash/fnv"
 	"strconv"
+	"strings"
 )
 
 // Prefix starts every timerq key and channel.
@@ -34,13 +37,14 @@ func (ns Namespace) key(suffix string) string { return Prefix + "{" + string(ns)
 // queue.CreateNamespace. A namespace without it has one shard.
 func (ns Namespace) Meta() string { return ns.key("meta") }
 
-// Schedules is the hash of the namespace's recurring schedules
-// (scripts/lua/recur_prelude.lua).
-func (ns Namespace) Schedules() string { return ns.key("schedules") }
+// Schedules is the schedules hash of the namespace when it has one shard,
+// Shard(NS, 0, 1).Schedules(). A namespace of several shards has one per
+// shard (Space.Schedules); use that wherever the shard is known.
+func (ns Namespace) Schedules() string { return Shard(string(ns), 0, 1).Schedules() }
 
-// SchedDue is the sorted set of the namespace's recurring schedules by the
-// due time of their earliest armed occurrence.
-func (ns Namespace) SchedDue() string { return ns.key("sched-due") }
+// SchedDue is the sched-due set of the namespace when it has one shard,
+// Shard(NS, 0, 1).SchedDue(); see Schedules.
+func (ns Namespace) SchedDue() string { return Shard(string(ns), 0, 1).SchedDue() }
 
 // MaintLock is the key of the maintenance lock, held by one worker at a time.
 func (ns Namespace) MaintLock() string { return ns.key("maint-lock") }
@@ -134,6 +138,15 @@ func (s Space) Keys() []string {
 	return []string{s.Due(), s.Timers(), s.Fired(), s.Cancelled(), s.Expire(), s.Fires(), s.Counters()}
 }
 
+// Schedules is the hash of the recurring schedules that live in this
+// shard (scripts/lua/recur_prelude.lua): those whose ID ScheduleShard puts
+// here. With one shard it is timerq:{NS}:schedules, as before sharding.
+func (s Space) Schedules() string { return s.tag + "schedules" }
+
+// SchedDue is the sorted set of the shard's active recurring schedules by
+// the due time of their earliest armed occurrence.
+func (s Space) SchedDue() string { return s.tag + "sched-due" }
+
 // Wake is the channel on which schedules announce a new earliest due time.
 func (s Space) Wake() string { return s.tag + "wake" }
 
@@ -148,19 +161,63 @@ func (s Space) TimerChannelPrefix() string { return s.tag + "t:" }
 // cancellation is announced. id must belong to this shard.
 func (s Space) TimerChannel(id string) string { return s.tag + "t:" + id }
 
-// ShardOf returns the shard of a timer ID in a namespace of shards shards:
-// jump consistent hash (Lamping & Veach, 2014) of the 64-bit FNV-1a hash of
-// the ID's bytes. It is pinned by test vectors and will not change: a
-// different function would strand every stored timer. Jump hash moves only
-// about 1/(S+1) of the IDs when S grows by one, so a later resharding moves
-// little data.
+// ShardOf returns the shard of a timer ID in a namespace of shards shards.
+// An ID of a recurring schedule's occurrence, "<schedule ID>@<digits>" (see
+// SplitOccurrence), is in the shard of its schedule, ScheduleShard of the
+// part before the last '@', so that one script sees a schedule and its
+// occurrences. Any other ID is in HashShard(id).
+//
+// So a timer you schedule yourself with an ID of that form (say "x@123") is
+// in the shard of "x", not of "x@123": this rule came with recurring
+// schedules in sharded namespaces, and a namespace of several shards
+// created before it that holds such IDs finds them on their old shard
+// (docs/redis-layout.md). With one shard every ID is in shard 0.
 func ShardOf(id string, shards int) int {
+	if sid, _, ok := SplitOccurrence(id); ok {
+		return HashShard(sid, shards)
+	}
+	return HashShard(id, shards)
+}
+
+// ScheduleShard returns the shard a recurring schedule lives in: the hash
+// of its whole ID, even when that ID itself looks like an occurrence's. Its
+// occurrences "<id>@<ms>" are routed there by ShardOf.
+func ScheduleShard(scheduleID string, shards int) int { return HashShard(scheduleID, shards) }
+
+// HashShard is the pinned hash behind ShardOf and ScheduleShard: jump
+// consistent hash (Lamping & Veach, 2014) of the 64-bit FNV-1a hash of the
+// bytes. It is pinned by test vectors and will not change: a different
+// function would strand every stored timer. Jump hash moves only about
+// 1/(S+1) of the IDs when S grows by one, so a later resharding moves
+// little data.
+func HashShard(id string, shards int) int {
 	if shards <= 1 {
 		return 0
 	}
 	h := fnv.New64a()
 	h.Write([]byte(id))
 	return int(jump(h.Sum64(), shards))
+}
+
+// MaxOccurrenceDigits is the most digits the nominal time of an occurrence
+// ID may have: Unix ms up to the year 9999 has at most 15.
+const MaxOccurrenceDigits = 15
+
+// SplitOccurrence splits an occurrence's ID "<schedule ID>@<nominal Unix
+// ms>" at its last '@': ok when the schedule ID is not empty and the rest
+// is 1 to MaxOccurrenceDigits ASCII digits. It is the one definition of
+// the form, used for routing (ShardOf) and by queue.ParseOccurrenceID.
+func SplitOccurrence(id string) (scheduleID, ms string, ok bool) {
+	i := strings.LastIndexByte(id, '@')
+	if i <= 0 || i == len(id)-1 || len(id)-i-1 > MaxOccurrenceDigits {
+		return "", "", false
+	}
+	for j := i + 1; j < len(id); j++ {
+		if id[j] < '0' || id[j] > '9' {
+			return "", "", false
+		}
+	}
+	return id[:i], id[i+1:], true
 }
 
 // jump is jump consistent hash, as published.

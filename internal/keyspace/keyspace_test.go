@@ -21,6 +21,10 @@ func TestOneShardKeepsTheUnshardedNames(t *testing.T) {
 		s.Wake():                        "timerq:{orders}:wake",
 		s.TimerChannel("x-1"):           "timerq:{orders}:t:x-1",
 		s.DeadLetter():                  "timerq:{orders}:dead",
+		s.Schedules():                   "timerq:{orders}:schedules",
+		s.SchedDue():                    "timerq:{orders}:sched-due",
+		Namespace("orders").Schedules(): "timerq:{orders}:schedules",
+		Namespace("orders").SchedDue():  "timerq:{orders}:sched-due",
 		Namespace("orders").Meta():      "timerq:{orders}:meta",
 		Namespace("orders").MaintLock(): "timerq:{orders}:maint-lock",
 		s.HashTag():                     "{orders}",
@@ -36,6 +40,9 @@ func TestShardedNamesCarryTheShardTag(t *testing.T) {
 	if s.Due() != "timerq:{orders:7}:due" || s.TimerChannel("a") != "timerq:{orders:7}:t:a" || s.HashTag() != "{orders:7}" {
 		t.Fatalf("shard 7 of 16: %v %v %v", s.Due(), s.TimerChannel("a"), s.HashTag())
 	}
+	if s.Schedules() != "timerq:{orders:7}:schedules" || s.SchedDue() != "timerq:{orders:7}:sched-due" {
+		t.Fatalf("shard 7 of 16: %v %v", s.Schedules(), s.SchedDue())
+	}
 }
 
 // Every key and channel of one shard must hash to one slot, or a script
@@ -44,7 +51,7 @@ func TestEveryNameOfAShardHashesToOneSlot(t *testing.T) {
 	for _, shards := range []int{1, 2, 16, MaxShards} {
 		for _, s := range Shards("ns-1.x", shards) {
 			names := append(s.Keys(), s.Wake(), s.Notify(), s.TimerChannel("some-id"), s.TimerChannel("{other}"),
-				s.DeadLetter(), s.TimerChannelPrefix())
+				s.DeadLetter(), s.TimerChannelPrefix(), s.Schedules(), s.SchedDue(), s.TimerChannel("sched@1767225600000"))
 			want := Slot(names[0])
 			for _, n := range names {
 				if Slot(n) != want {
@@ -98,6 +105,13 @@ func TestShardOfIsPinned(t *testing.T) {
 		if ShardOf(v.id, 1) != 0 {
 			t.Errorf("ShardOf(%q, 1) != 0", v.id)
 		}
+		// An occurrence of a schedule named v.id is in the same shard.
+		occ := v.id + "@1767225600000"
+		if v.id != "" {
+			if got := [3]int{ShardOf(occ, 2), ShardOf(occ, 16), ShardOf(occ, 1024)}; got != [3]int{v.s2, v.s16, v.s1k} {
+				t.Errorf("ShardOf(%q, 2/16/1024) = %v, want %v", occ, got, [3]int{v.s2, v.s16, v.s1k})
+			}
+		}
 	}
 }
 
@@ -142,5 +156,67 @@ func itoa(i int) string {
 func TestPatternMatchesEveryShardOnly(t *testing.T) {
 	if got := Namespace("a*b").Pattern(); got != `timerq:{a\*b[}:]*` {
 		t.Fatalf("Pattern = %q", got)
+	}
+}
+
+// A recurring script writes a schedule and its occurrences in one call, so
+// an occurrence "<schedule>@<ms>" must be in its schedule's shard, whatever
+// shard its own bytes hash to; any other ID is routed by its whole bytes.
+func TestOccurrencesLiveInTheirSchedulesShard(t *testing.T) {
+	moved := 0
+	for _, shards := range []int{2, 16, MaxShards} {
+		for i := range 2000 {
+			sid := "sched-" + itoa(i)
+			if i%3 == 0 {
+				sid += "@team" // an '@' in the schedule ID itself
+			}
+			if i%7 == 0 {
+				sid += "@42" // a schedule ID that itself has the occurrence form
+			}
+			k := ScheduleShard(sid, shards)
+			if k != HashShard(sid, shards) {
+				t.Fatalf("ScheduleShard(%q) = %d, not the hash of the whole ID", sid, k)
+			}
+			for _, ms := range []string{"0", "1767225600000", "999999999999999"} {
+				occ := sid + "@" + ms
+				if got := ShardOf(occ, shards); got != k {
+					t.Fatalf("S=%d: occurrence %q in shard %d, its schedule %q in %d", shards, occ, got, sid, k)
+				}
+				if HashShard(occ, shards) != k {
+					moved++
+				}
+			}
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no occurrence hashes elsewhere than its schedule: the test proves nothing")
+	}
+	for _, id := range []string{"plain", "a@b", "x@12a", "@123", "x@", "x@+12", "x@-1", "x@1234567890123456"} {
+		if ShardOf(id, 16) != HashShard(id, 16) {
+			t.Errorf("ShardOf(%q) is not the hash of the whole ID", id)
+		}
+	}
+}
+
+func TestSplitOccurrence(t *testing.T) {
+	for id, want := range map[string][2]string{
+		"report@1767225600000":  {"report", "1767225600000"},
+		"a@b@7":                 {"a@b", "7"},
+		"x@123456789012345":     {"x", "123456789012345"},
+		"team@example.com@0":    {"team@example.com", "0"},
+		"plain":                 {},
+		"@123":                  {},
+		"x@":                    {},
+		"x@12a":                 {},
+		"x@+12":                 {},
+		"x@-0":                  {},
+		"x@1234567890123456":    {},
+		"x@١٢٣":                 {}, // non-ASCII digits
+		"report@1767225600000 ": {},
+	} {
+		sid, ms, ok := SplitOccurrence(id)
+		if ok != (want != [2]string{}) || sid != want[0] || ms != want[1] {
+			t.Errorf("SplitOccurrence(%q) = %q, %q, %v; want %q", id, sid, ms, ok, want)
+		}
 	}
 }

@@ -3,7 +3,7 @@
 -- occurrence that exists in any state is never created again, and a plan
 -- made from a record that has changed since is refused.
 --
--- KEYS: the namespace's keys (prelude.lua), then schedules and sched-due.
+-- KEYS: one shard's keys (prelude.lua), then its schedules and sched-due.
 -- ARGV[1] wake channel, told the new earliest due_ms when it moves earlier
 -- ARGV[2..] per schedule: id, version, last_ms (both as read), new_last_ms,
 --         new state ('a', or 'e' when nothing follows), payload, k, then k

@@ -1,7 +1,7 @@
 -- recur_load.lua: read schedules with the server clock and their pending
 -- occurrences, for Go to plan what to arm next.
 --
--- KEYS: the namespace's keys (prelude.lua), then schedules and sched-due (see
+-- KEYS: one shard's keys (prelude.lua), then its schedules and sched-due (see
 --       recur_prelude.lua).
 -- ARGV[1] 'ids' then ARGV[2..] schedule ids; or 'due', ARGV[2] grace_ms,
 --         ARGV[3] limit: the schedules whose earliest pending occurrence was

@@ -1,6 +1,7 @@
 -- recur_prelude.lua: helpers of the recurring-schedule scripts, prepended
--- after prelude.lua (see recurring.go). Those scripts take the namespace's
--- keys, in prelude.lua's order, and two more last, with the same hash tag.
+-- after prelude.lua (see recurring.go). Those scripts take one shard's
+-- keys, in prelude.lua's order, and two more last, with the same hash tag:
+-- the schedules of that shard, whose occurrences live in it too.
 -- They are addressed from the end, so that the timer keys may grow:
 --   SCHED_KEY = KEYS[#KEYS-1] schedules  HASH  schedule id -> record (below)
 --   SDUE_KEY  = KEYS[#KEYS]   sched-due  ZSET  schedule id -> due ms of its earliest pending

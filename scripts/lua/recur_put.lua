@@ -1,7 +1,7 @@
 -- recur_put.lua: create, update, pause, resume or delete one schedule, with
 -- its pending occurrences, in one atomic step.
 --
--- KEYS: the namespace's keys (prelude.lua), then schedules and sched-due.
+-- KEYS: one shard's keys (prelude.lua), then its schedules and sched-due.
 -- ARGV[1] op: 'create' | 'update' | 'pause' | 'resume' | 'delete'
 -- ARGV[2] schedule id
 -- ARGV[3] expected version, or '' for any; for create, the count to start

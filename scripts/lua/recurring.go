@@ -15,8 +15,8 @@ var recurArm string
 var recurPut string
 
 // Recurring-schedule scripts, each with prelude.lua and recur_prelude.lua
-// prepended. They take the namespace's six keys and two more (schedules,
-// sched-due); see recur_prelude.lua.
+// prepended. They take one shard's keys and two more of the same shard
+// (schedules, sched-due); see recur_prelude.lua.
 var (
 	// RecurLoad reads schedules and their pending occurrences (recur_load.lua).
 	RecurLoad = prelude + recurPrelude + recurLoad
