@@ -32,6 +32,7 @@ func recurringFlags() []cli.Flag {
 		&cli.StringFlag{Name: "end", Usage: "recurring: no occurrence after `TIME`"},
 		&cli.Int64Flag{Name: "max-count", Usage: "recurring: fire `N` occurrences in all"},
 		&cli.IntFlag{Name: "ahead", Usage: "recurring: keep `N` occurrences armed ahead (default 2)"},
+		&cli.StringFlag{Name: "overlap", Usage: "recurring: `POLICY` allow (default) or skip: skip an occurrence while a consumer group has the previous one unacknowledged"},
 		&cli.BoolFlag{Name: "update", Usage: "recurring: change an existing schedule (without it, an existing ID is left as it is)"},
 	}
 }
@@ -49,7 +50,8 @@ func (r *runner) scheduleRecurring(c *cli.Context) error {
 		return usageErr("--at/--in and --every/--cron are both given", "a recurring schedule takes --every or --cron; a one-shot timer --at or --in")
 	}
 	rec := queue.Recurring{ID: id, Spec: c.String("cron"), CatchUp: queue.CatchUp(c.String("catch-up")),
-		CatchUpLimit: c.Int("catch-up-limit"), MaxCount: c.Int64("max-count"), Ahead: c.Int("ahead")}
+		CatchUpLimit: c.Int("catch-up-limit"), MaxCount: c.Int64("max-count"), Ahead: c.Int("ahead"),
+		Overlap: queue.Overlap(c.String("overlap"))}
 	if c.IsSet("every") && c.IsSet("cron") {
 		return usageErr("both --every and --cron are given", "give one of them")
 	}
@@ -208,6 +210,7 @@ type scheduleJSON struct {
 	End          *string          `json:"end"`
 	MaxCount     int64            `json:"max_count"`
 	Ahead        int              `json:"ahead"`
+	Overlap      string           `json:"overlap"`
 	Count        int64            `json:"count"`
 	Last         *string          `json:"last"`
 	Pending      []occurrenceJSON `json:"pending"`
@@ -226,7 +229,7 @@ type occurrenceJSON struct {
 func toScheduleJSON(in queue.RecurringInfo) scheduleJSON {
 	j := scheduleJSON{ID: in.ID, Cron: in.Spec, State: string(in.State), Version: in.Version, Payload: in.Payload,
 		CatchUp: string(in.CatchUp), CatchUpLimit: in.CatchUpLimit, Jitter: in.Jitter.String(), End: optTime(in.End),
-		MaxCount: in.MaxCount, Ahead: in.Ahead, Count: in.Count, Pending: []occurrenceJSON{}, Next: []string{},
+		MaxCount: in.MaxCount, Ahead: in.Ahead, Overlap: string(cmp.Or(in.Overlap, queue.OverlapAllow)), Count: in.Count, Pending: []occurrenceJSON{}, Next: []string{},
 		CreatedAt: fmtJSONTime(in.CreatedAt), UpdatedAt: fmtJSONTime(in.UpdatedAt), Last: optTime(in.Last)}
 	if j.Payload == nil {
 		j.Payload = []byte{}
@@ -283,6 +286,7 @@ func (r *runner) scheduleOut(s *session, in queue.RecurringInfo, note string) er
 	if in.MaxCount > 0 {
 		limits = append(limits, fmt.Sprintf("max count %d", in.MaxCount))
 	}
+	limits = append(limits, "overlap "+string(cmp.Or(in.Overlap, queue.OverlapAllow)))
 	row("policies", strings.Join(limits, ", "))
 	row("count", fmt.Sprintf("%d armed (fired and pending)", in.Count))
 	if len(in.Pending) == 0 {
@@ -450,7 +454,7 @@ func fromScheduleJSON(line []byte) (queue.RecurringInfo, error) {
 	}
 	in := queue.RecurringInfo{State: queue.RecurringState(j.State), Count: j.Count}
 	in.Recurring = queue.Recurring{ID: j.ID, Spec: j.Cron, Payload: j.Payload, CatchUp: queue.CatchUp(j.CatchUp),
-		CatchUpLimit: j.CatchUpLimit, MaxCount: j.MaxCount, Ahead: j.Ahead}
+		CatchUpLimit: j.CatchUpLimit, MaxCount: j.MaxCount, Ahead: j.Ahead, Overlap: queue.Overlap(j.Overlap)}
 	var err error
 	if j.TZ != "" {
 		if in.Location, err = time.LoadLocation(j.TZ); err != nil {
