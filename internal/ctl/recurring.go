@@ -2,10 +2,8 @@ package ctl
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -346,9 +344,10 @@ func (r *runner) schedulesOut(s *session, page queue.RecurringPage) error {
 	return nil
 }
 
-// exportSchedules prints every schedule as one JSON line (the schedule JSON
-// of `schedules get -o json`), which importSchedules restores: spec,
-// policies, payload, state, count, last armed time, pending occurrences.
+// exportSchedules prints every schedule as one JSON line, the schedule
+// lines of `timerctl export` ({"kind":"schedule",...}), which
+// importSchedules and import restore: spec, zone, policies, payload, state,
+// count, last armed time, creation time, pending occurrences.
 func (r *runner) exportSchedules(c *cli.Context, rest []string) error {
 	if len(rest) > 0 {
 		return usageErr(fmt.Sprintf("unexpected arguments: %q", rest), "schedules export takes none; it writes to stdout")
@@ -358,27 +357,7 @@ func (r *runner) exportSchedules(c *cli.Context, rest []string) error {
 		return err
 	}
 	defer s.close()
-	cursor := ""
-	for {
-		ctx, cancel := s.ctx(c)
-		page, err := s.q.ListRecurring(ctx, cursor, 0)
-		cancel()
-		if err != nil {
-			return recurringErr(s, err)
-		}
-		for _, in := range page.Schedules {
-			line, err := json.Marshal(toScheduleJSON(in))
-			if err != nil {
-				return err
-			}
-			if _, err := fmt.Fprintf(r.o.Stdout, "%s\n", line); err != nil {
-				return err
-			}
-		}
-		if cursor = page.NextCursor; cursor == "" {
-			return nil
-		}
-	}
+	return writeSchedules(s, func() (context.Context, context.CancelFunc) { return s.ctx(c) }, r.o.Stdout)
 }
 
 // importSchedules restores the schedules exportSchedules wrote. Existing
@@ -409,7 +388,7 @@ func (r *runner) importSchedules(c *cli.Context, rest []string) error {
 		if strings.TrimSpace(sc.Text()) == "" {
 			continue
 		}
-		info, err := fromScheduleJSON(sc.Bytes())
+		info, err := parseScheduleLine(sc.Bytes())
 		if err == nil {
 			ctx, cancel := s.ctx(c)
 			var ok bool
@@ -444,14 +423,8 @@ func (r *runner) importSchedules(c *cli.Context, rest []string) error {
 	return err
 }
 
-// fromScheduleJSON parses one exported schedule.
-func fromScheduleJSON(line []byte) (queue.RecurringInfo, error) {
-	var j scheduleJSON
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&j); err != nil {
-		return queue.RecurringInfo{}, fmt.Errorf("not an exported schedule: %v", err)
-	}
+// info is the schedule an exported line describes, for RestoreRecurring.
+func (j scheduleJSON) info() (queue.RecurringInfo, error) {
 	in := queue.RecurringInfo{State: queue.RecurringState(j.State), Count: j.Count}
 	in.Recurring = queue.Recurring{ID: j.ID, Spec: j.Cron, Payload: j.Payload, CatchUp: queue.CatchUp(j.CatchUp),
 		CatchUpLimit: j.CatchUpLimit, MaxCount: j.MaxCount, Ahead: j.Ahead, Overlap: queue.Overlap(j.Overlap)}
