@@ -81,8 +81,10 @@ func (c *consumerLoop) overlapCheck(ctx context.Context, msgs []redis.XMessage) 
 	var args []any
 	var idx []int
 	for i, m := range msgs {
-		if g, ok := m.Values["for_group"].(string); ok && g != c.group {
-			continue // acknowledged unhandled by handle
+		if _, ok := m.Values["for_group"]; ok {
+			// A dead letter requeued by an operator (Queue.Requeue), for
+			// this group or another: a decision the policy does not undo.
+			continue
 		}
 		id, _ := m.Values["id"].(string)
 		sid, _, ok := ParseOccurrenceID(id)

@@ -401,3 +401,65 @@ func TestOverlapPolicyIsValidated(t *testing.T) {
 		t.Fatalf("PutRecurring with overlap buffer = %v, want ErrInvalidSchedule naming allow and skip", err)
 	}
 }
+
+// TestOverlapSkipHandsOverRequeuedDeadLetters: an operator's requeue of a
+// dead-lettered occurrence is a decision: it is handed over even while
+// another occurrence of its skip schedule is pending.
+func TestOverlapSkipHandsOverRequeuedDeadLetters(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip}); err != nil {
+			t.Fatal(err)
+		}
+		rec := &overlapRecorder{}
+		release := make(chan struct{})
+		entered := make(chan string, 10)
+		var poisoned sync.Once
+		h := func(ctx context.Context, ev queue.Event) error {
+			failed := false
+			if ev.ID == "s@1" {
+				poisoned.Do(func() { failed = true })
+			}
+			if failed {
+				return errors.New("poison, once")
+			}
+			if ev.ID == "s@2" {
+				entered <- ev.ID
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			rec.handled = append(rec.handled, ev.ID)
+			return nil
+		}
+		o := queue.ConsumeOptions{MaxAttempts: 1, Block: 20 * time.Millisecond, OnSkip: rec.onSkip}
+		consumeAsync(t, q, "g", "c1", h, o)
+		consumeAsync(t, q, "g", "c2", h, o)
+		fireOcc(t, q, "s", 1)
+		var dead []queue.DeadLetter
+		waitUntil(t, 5*time.Second, "s@1 dead-lettered", func() bool {
+			var err error
+			dead, _, err = q.DeadLetters(ctx, "", 10)
+			return err == nil && len(dead) == 1
+		})
+		fireOcc(t, q, "s", 2)
+		select {
+		case <-entered:
+		case <-time.After(5 * time.Second):
+			t.Fatal("s@2 was not delivered")
+		}
+		if _, err := q.Requeue(ctx, dead[0].Event.StreamID); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, 5*time.Second, "the requeued s@1 handled while s@2 is pending", func() bool { return rec.sawHandled("s@1") })
+		close(release)
+		if got := rec.skipped(); len(got) != 0 {
+			t.Fatalf("skipped %v, want nothing", got)
+		}
+	})
+}
