@@ -169,6 +169,12 @@ func ValidateConsumerName(kind, name string) error {
 // retries or reclaims is due, and every ConsumeOptions.Block in any case,
 // since pub/sub may lose a message.
 //
+// Occurrences of a recurring schedule whose Overlap is OverlapSkip are
+// not handed to handler while the group has another occurrence of that
+// schedule pending: they are acknowledged and reported to
+// ConsumeOptions.OnSkip instead (see Overlap). Checking costs one script
+// call per read that holds occurrences, none for plain timers.
+//
 // Redis errors are passed to ConsumeOptions.OnError and retried with
 // backoff; Consume returns an error only for invalid arguments, or when
 // the namespace's layout cannot be read before ctx ends.
