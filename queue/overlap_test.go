@@ -463,3 +463,46 @@ func TestOverlapSkipHandsOverRequeuedDeadLetters(t *testing.T) {
 		}
 	})
 }
+
+// TestOverlapSkipOnShardedNamespace is a tripwire for sharded schedules:
+// while a namespace of several shards refuses schedules it skips; once it
+// takes them, a skip schedule's second occurrence must be skipped there
+// too, which needs overlapScheduleKey (overlap.go) to name the shard's
+// schedules hash.
+func TestOverlapSkipOnShardedNamespace(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		ns := redistest.Namespace(t)
+		if _, err := queue.CreateNamespace(ctx, b.Client, ns, 4); err != nil {
+			t.Fatal(err)
+		}
+		q, err := queue.New(b.Client, queue.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		_, _, err = q.PutRecurring(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip})
+		if errors.Is(err, queue.ErrInvalidOptions) {
+			t.Skip("sharded namespaces hold no schedules yet")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fireOcc(t, q, "s", 1, 2)
+		rec := &overlapRecorder{}
+		consumeAsync(t, q, "g", "c", func(_ context.Context, ev queue.Event) error {
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			rec.handled = append(rec.handled, ev.ID)
+			return nil
+		}, queue.ConsumeOptions{Block: 20 * time.Millisecond, OnSkip: rec.onSkip})
+		waitUntil(t, 5*time.Second, "both settled", func() bool {
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			return len(rec.handled)+len(rec.skips) == 2
+		})
+		if got := rec.skipped(); !slices.Equal(got, []string{"s@2"}) {
+			t.Fatalf("skipped %v on a sharded namespace, want [s@2]", got)
+		}
+	})
+}
