@@ -82,29 +82,42 @@ for i = 2, #ARGV, 2 do
   reply[#reply + 1] = verdict
 end
 
--- Probes: each write on its key in a form that changes nothing.
-local function refused(r, want)
+-- Probes: each write on its key in a form that changes nothing. A refusal
+-- is answered as prelude.lua's refusal does: an ACL refusal names the
+-- right and the rule that grants it, any other keeps Redis's code.
+local function refused(r, want, cmd, key)
   local err = type(r) == 'table' and r.err
-  if want then
-    if err and string.find(err, want, 1, true) then return nil end
-    return redis.error_reply(err or 'ERR timerq: a probe unexpectedly succeeded')
+  if want and err and string.find(err, want, 1, true) then return nil end
+  if not err then
+    if not want then return nil end
+    err = 'ERR timerq: the ' .. cmd .. ' probe unexpectedly succeeded'
   end
-  if err then return redis.error_reply(err) end
-  return nil
+  if not string.find(err, 'The user executing the script', 1, true) and string.sub(err, 1, 7) ~= 'NOPERM ' then
+    return redis.error_reply(err)
+  end
+  -- timerq:{NS}:fires or timerq:{NS:k}:fires -> the namespace's pattern.
+  local prefix = string.gsub(string.sub(KEYS[1], 1, -6), ':%d+}:$', ':*}:')
+  local what, rule = 'run ' .. cmd, '+' .. string.lower(cmd)
+  if string.find(err, 'key', 1, true) then
+    what, rule = 'write the key ' .. key, '~' .. prefix .. '*'
+  end
+  return redis.error_reply('NOPERM timerq: the Redis user may not ' .. what ..
+    ' (' .. cmd .. ' in the consumer\'s overlap script); grant it with the ACL rule ' .. rule ..
+    ' (Redis said: ' .. string.gsub(err, '^ERR ', '') .. ')')
 end
 local probes = {}
 if #acks > 0 then
-  probes[#probes + 1] = {redis.pcall('XACK', KEYS[1], group, '0-0'), nil}
-  probes[#probes + 1] = {redis.pcall('HINCRBY', KEYS[4], '', 'x'), 'not an integer'}
+  probes[#probes + 1] = {redis.pcall('XACK', KEYS[1], group, '0-0'), nil, 'XACK', KEYS[1]}
+  probes[#probes + 1] = {redis.pcall('HINCRBY', KEYS[4], '', 'x'), 'not an integer', 'HINCRBY', KEYS[4]}
 end
 if next(sets) then
-  probes[#probes + 1] = {redis.pcall('HSET', KEYS[3], '', '', ''), 'wrong number of arguments'}
+  probes[#probes + 1] = {redis.pcall('HSET', KEYS[3], '', '', ''), 'wrong number of arguments', 'HSET', KEYS[3]}
 end
 if next(dels) then
-  probes[#probes + 1] = {redis.pcall('HDEL', KEYS[3], ''), nil}
+  probes[#probes + 1] = {redis.pcall('HDEL', KEYS[3], ''), nil, 'HDEL', KEYS[3]}
 end
 for _, p in ipairs(probes) do
-  local err = refused(p[1], p[2])
+  local err = refused(p[1], p[2], p[3], p[4])
   if err then return err end
 end
 
