@@ -122,7 +122,9 @@ const CountersTimeout = time.Second
 // (queue.Counters), read from Redis at each scrape: what every claim of
 // every replica recorded, including the claims whose reply was lost. It
 // exports timerq_namespace_timers_fired_total (a counter) and
-// timerq_namespace_fire_lateness_seconds (a histogram). Every replica
+// timerq_namespace_fire_lateness_seconds (a histogram), and
+// timerq_namespace_overlap_skipped_total (occurrences consumers skipped
+// under their schedule's overlap policy, queue.OverlapSkip). Every replica
 // exports the same namespace-wide values, so aggregate across replicas with
 // max(), never sum(). While Redis does not answer within CountersTimeout
 // the scrape leaves them out, rather than failing every other metric.
@@ -133,17 +135,20 @@ func NewCountersCollector(q *queue.Queue) prometheus.Collector {
 			"Timers fired in the namespace, as Redis recorded them in the claim script, whichever replica claimed them and whether or not its reply arrived. The same on every replica: aggregate with max(), not sum().", nil, nil),
 		lateness: prometheus.NewDesc("timerq_namespace_fire_lateness_seconds",
 			"Fired time minus due time, by the Redis server clock, of every timer fired in the namespace, as Redis recorded it. The same on every replica: aggregate with max(), not sum().", nil, nil),
+		skipped: prometheus.NewDesc("timerq_namespace_overlap_skipped_total",
+			"Occurrences of recurring schedules that consumer groups acknowledged without handling because the group had the schedule's previous occurrence pending (overlap policy skip), all groups, as Redis recorded them. The same on every replica: aggregate with max(), not sum().", nil, nil),
 	}
 }
 
 type countersCollector struct {
-	q               *queue.Queue
-	fired, lateness *prometheus.Desc
+	q                        *queue.Queue
+	fired, lateness, skipped *prometheus.Desc
 }
 
 func (c *countersCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.fired
 	ch <- c.lateness
+	ch <- c.skipped
 }
 
 func (c *countersCollector) Collect(ch chan<- prometheus.Metric) {
@@ -159,6 +164,7 @@ func (c *countersCollector) Collect(ch chan<- prometheus.Metric) {
 		buckets[b.Seconds()] = uint64(n.Lateness[i])
 	}
 	ch <- prometheus.MustNewConstHistogram(c.lateness, uint64(n.Fired), n.LatenessSum.Seconds(), buckets)
+	ch <- prometheus.MustNewConstMetric(c.skipped, prometheus.CounterValue, float64(n.OverlapSkipped))
 }
 
 // PoolStatser is what NewPoolCollector reads: every go-redis client.

@@ -76,6 +76,11 @@ type ConsumeOptions struct {
 	// OnError, if set, is told of every Redis error, after which Consume
 	// backs off and retries. Handler errors are not reported here.
 	OnError func(error)
+
+	// OnSkip, if set, is told of every occurrence acknowledged without
+	// being handed to the handler because of its schedule's overlap policy
+	// (OverlapSkip). It runs on Consume's goroutine; keep it short.
+	OnSkip func(Skip)
 }
 
 func (o ConsumeOptions) withDefaults() (ConsumeOptions, error) {
@@ -164,6 +169,12 @@ func ValidateConsumerName(kind, name string) error {
 // retries or reclaims is due, and every ConsumeOptions.Block in any case,
 // since pub/sub may lose a message.
 //
+// Occurrences of a recurring schedule whose Overlap is OverlapSkip are
+// not handed to handler while the group has another occurrence of that
+// schedule pending: they are acknowledged and reported to
+// ConsumeOptions.OnSkip instead (see Overlap). Checking costs one script
+// call per read that holds occurrences, none for plain timers.
+//
 // Redis errors are passed to ConsumeOptions.OnError and retried with
 // backoff; Consume returns an error only for invalid arguments, or when
 // the namespace's layout cannot be read before ctx ends.
@@ -198,6 +209,7 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 		loops[k] = &consumerLoop{
 			q: q, group: group, name: consumer, handler: handler, opts: opts,
 			stream: sp.Fires(), dead: sp.DeadLetter(),
+			schedules: q.overlapScheduleKey(sp), overlapKey: sp.Overlap(group), counters: sp.Counters(),
 			retries: map[string]retryState{}, cursor: "0-0",
 		}
 	}
@@ -347,6 +359,10 @@ type consumerLoop struct {
 	stream  string // the shard's fire stream
 	dead    string // the shard's dead-letter stream
 
+	// The overlap policy's keys (overlap.go); schedules is "" when no
+	// schedule's occurrences fire into this stream.
+	schedules, overlapKey, counters string
+
 	grouped     bool
 	ownChecked  bool                  // pending entries of an earlier run of this consumer are queued for retry
 	retries     map[string]retryState // failed deliveries held by this consumer, by stream ID
@@ -440,8 +456,18 @@ func (c *consumerLoop) step(ctx context.Context, block time.Duration) (handled i
 		return handled, err
 	}
 	for _, s := range res {
+		skips, err := c.overlapCheck(ctx, s.Messages)
+		if err != nil {
+			c.overlapFailed(s.Messages)
+			return handled, err
+		}
 		for _, m := range s.Messages {
 			handled++
+			if sk, ok := skips[m.ID]; ok {
+				sk.Event.Attempt = 1
+				c.skipped(sk)
+				continue
+			}
 			if err := c.handle(ctx, m, 1); err != nil {
 				return handled, err
 			}
@@ -467,15 +493,31 @@ func (c *consumerLoop) handleClaimed(ctx context.Context, msgs []redis.XMessage)
 	if err != nil {
 		return err
 	}
+	var mine []redis.XMessage
+	var attempts []int
 	for i, m := range msgs {
 		pend := cmds[i].Val()
 		if len(pend) == 0 || pend[0].Consumer != c.name {
 			continue // acknowledged or reclaimed by another consumer meanwhile
 		}
+		mine = append(mine, m)
+		attempts = append(attempts, int(pend[0].RetryCount))
+	}
+	skips, err := c.overlapCheck(ctx, mine)
+	if err != nil {
+		c.overlapFailed(mine)
+		return err
+	}
+	for i, m := range mine {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err := c.handle(ctx, m, int(pend[0].RetryCount)); err != nil {
+		if sk, ok := skips[m.ID]; ok {
+			sk.Event.Attempt = attempts[i]
+			c.skipped(sk)
+			continue
+		}
+		if err := c.handle(ctx, m, attempts[i]); err != nil {
 			return err
 		}
 	}

@@ -34,6 +34,10 @@ type Counters struct {
 	// timers fired at most that late: cumulative, as Prometheus histogram
 	// buckets are. Those later than the last bound count only in Fired.
 	Lateness []int64
+	// OverlapSkipped counts the occurrences that consumer groups
+	// acknowledged without handling because of their schedule's overlap
+	// policy (OverlapSkip), over all groups.
+	OverlapSkipped int64
 }
 
 // Counters reads the namespace's counters, summed over its shards, in one
@@ -65,6 +69,8 @@ func (q *Queue) Counters(ctx context.Context) (Counters, error) {
 		Fired:       num("fired"),
 		LatenessSum: time.Duration(num("late_sum_ms")) * time.Millisecond,
 		Lateness:    make([]int64, len(LatenessBuckets)),
+
+		OverlapSkipped: num("overlap_skipped"),
 	}
 	var sum int64
 	for i, b := range LatenessBuckets {

@@ -89,6 +89,10 @@ type Recurring struct {
 	// 0 means DefaultAhead (2). With 2 or more, a worker dying between
 	// firing one occurrence and arming the next leaves the next one armed.
 	Ahead int
+	// Overlap says whether Consume hands a consumer group an occurrence
+	// while the group still has the schedule's previous occurrence
+	// unacknowledged; "" means OverlapAllow (see Overlap).
+	Overlap Overlap
 }
 
 // RecurringState is where a schedule is in its life.
@@ -187,6 +191,7 @@ type body struct {
 	EndMs        int64  `json:"end_ms,omitempty"`
 	MaxCount     int64  `json:"max_count,omitempty"`
 	Ahead        int    `json:"ahead"`
+	Overlap      string `json:"overlap,omitempty"` // only "skip"; overlap.lua looks for it
 	CreatedMs    int64  `json:"created_ms"`
 	UpdatedMs    int64  `json:"updated_ms"`
 }
@@ -240,6 +245,11 @@ func (q *Queue) validateRecurring(r Recurring) (Recurring, error) {
 	case r.Ahead == 0:
 		r.Ahead = DefaultAhead
 	}
+	ov, err := r.Overlap.normalize()
+	if err != nil {
+		return bad("%v", err)
+	}
+	r.Overlap = ov
 	if r.Jitter < 0 || r.MaxCount < 0 {
 		return bad("Jitter and MaxCount must not be negative")
 	}
@@ -257,6 +267,9 @@ func (r Recurring) body(created, updated int64) body {
 	b := body{Spec: r.Spec, EveryMs: r.Every.Milliseconds(), Payload: r.Payload,
 		CatchUp: string(r.CatchUp), CatchUpLimit: r.CatchUpLimit, JitterMs: r.Jitter.Milliseconds(),
 		MaxCount: r.MaxCount, Ahead: r.Ahead, CreatedMs: created, UpdatedMs: updated}
+	if r.Overlap != "" && r.Overlap != OverlapAllow {
+		b.Overlap = string(r.Overlap)
+	}
 	if r.Every%time.Millisecond != 0 {
 		b.EveryMs = 0 // refused by validate; keep ms resolution honest
 	}
@@ -275,7 +288,10 @@ func (r Recurring) body(created, updated int64) body {
 func (b body) recurring(id string) (Recurring, error) {
 	r := Recurring{ID: id, Spec: b.Spec, Every: time.Duration(b.EveryMs) * time.Millisecond, Payload: b.Payload,
 		CatchUp: CatchUp(b.CatchUp), CatchUpLimit: b.CatchUpLimit, Jitter: time.Duration(b.JitterMs) * time.Millisecond,
-		MaxCount: b.MaxCount, Ahead: b.Ahead}
+		MaxCount: b.MaxCount, Ahead: b.Ahead, Overlap: OverlapAllow}
+	if b.Overlap != "" {
+		r.Overlap = Overlap(b.Overlap)
+	}
 	if b.TZ != "" {
 		loc, err := time.LoadLocation(b.TZ)
 		if err != nil {

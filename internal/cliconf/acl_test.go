@@ -257,6 +257,34 @@ func TestACLRoles(t *testing.T) {
 				t.Fatal("x was not consumed")
 			}
 		}
+		// Occurrences of a schedule under the skip overlap policy run the
+		// consumer's overlap script: s@1 is handled, s@2 (read with it)
+		// skipped and counted.
+		if _, _, err := adminQ(mine).PutRecurring(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip}); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"s@1", "s@2"} {
+			if _, err := adminQ(mine).Schedule(ctx, id, time.Now().Add(-time.Second), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := adminQ(mine).Claim(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case id := <-got:
+			if id != "s@1" {
+				t.Fatalf("consumed %q, want s@1", id)
+			}
+		case <-ctx.Done():
+			t.Fatal("s@1 was not consumed")
+		}
+		for c, _ := adminQ(mine).Counters(ctx); c.OverlapSkipped != 1; c, _ = adminQ(mine).Counters(ctx) {
+			if ctx.Err() != nil {
+				t.Fatal("s@2 was not skipped")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 
 		o, err := queue.New(rdb, queue.Options{Namespace: theirs})
 		if err != nil {

@@ -580,6 +580,9 @@ func TestImportExport(t *testing.T) {
 			Existing      int   `json:"existing"`
 			Rejected      int   `json:"rejected"`
 			RejectedLines []int `json:"rejected_lines"`
+			// Schedule lines restored or left as they were.
+			SchedulesCreated  int `json:"schedules_created"`
+			SchedulesExisting int `json:"schedules_existing"`
 		}
 		rep := decode[report](t, r.stdout)
 		if rep.Created != 3 || rep.Existing != 1 || rep.Rejected != 5 || fmt.Sprint(rep.RejectedLines) != "[4 6 7 8 9]" {

@@ -3,6 +3,7 @@ package ctl
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,6 +52,9 @@ type importJSON struct {
 	Existing      int   `json:"existing"`
 	Rejected      int   `json:"rejected"`
 	RejectedLines []int `json:"rejected_lines"`
+	// Schedule lines ({"kind":"schedule"}) restored, or left as they were.
+	SchedulesCreated  int `json:"schedules_created"`
+	SchedulesExisting int `json:"schedules_existing"`
 }
 
 // lineTime reads the time field name of an import line; absent and null
@@ -242,8 +246,28 @@ func (r *runner) importCmd(c *cli.Context) error {
 		if line := bytes.TrimSpace(b); len(line) > 0 {
 			var it importItem
 			perr := err
+			kind := ""
 			if perr == nil || perr == io.EOF {
-				it, perr = parseLine(line, maxPay)
+				if kind, perr = lineKind(line); perr == nil && kind == "" {
+					it, perr = parseLine(line, maxPay)
+				}
+			}
+			switch {
+			case perr == nil && kind == kindSchedule:
+				// After the timers before it, which may be its occurrences
+				// (export writes timers first): the restore keeps them.
+				if err := flushed(); err != nil {
+					bar.done()
+					return err
+				}
+				var info queue.RecurringInfo
+				if info, perr = parseScheduleLine(line); perr == nil {
+					perr = restoreSchedule(c, s, info, &res)
+					if perr != nil && !isBadInput(perr) {
+						bar.done()
+						return recurringErr(s, perr)
+					}
+				}
 			}
 			switch {
 			case perr != nil:
@@ -251,6 +275,7 @@ func (r *runner) importCmd(c *cli.Context) error {
 				res.RejectedLines = append(res.RejectedLines, lineNo)
 				bar.clear()
 				fmt.Fprintf(r.o.Stderr, "timerctl: line %d: %s: fix the line and import again\n", lineNo, oneLine(perr.Error()))
+			case kind == kindSchedule:
 			case it.restore:
 				if len(batch) > 0 {
 					if err := flushed(); err != nil {
@@ -290,7 +315,11 @@ func (r *runner) importCmd(c *cli.Context) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(r.o.Stdout, "created %d, existing %d, rejected %d\n", res.Created, res.Existing, res.Rejected)
+		fmt.Fprintf(r.o.Stdout, "created %d, existing %d, rejected %d", res.Created, res.Existing, res.Rejected)
+		if res.SchedulesCreated+res.SchedulesExisting > 0 {
+			fmt.Fprintf(r.o.Stdout, "; schedules: %d created, %d existing", res.SchedulesCreated, res.SchedulesExisting)
+		}
+		fmt.Fprintln(r.o.Stdout)
 	}
 	if res.Rejected > 0 {
 		return errRejected
@@ -328,10 +357,30 @@ func readLine(rd *bufio.Reader, max int) ([]byte, error) {
 	}
 }
 
+// restoreSchedule restores one schedule line of an import.
+func restoreSchedule(c *cli.Context, s *session, info queue.RecurringInfo, res *importJSON) error {
+	ctx, cancel := s.ctx(c)
+	defer cancel()
+	created, err := s.q.RestoreRecurring(ctx, info)
+	if err != nil {
+		return err
+	}
+	if created {
+		res.SchedulesCreated++
+	} else {
+		res.SchedulesExisting++
+	}
+	return nil
+}
+
 func (r *runner) export(c *cli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
+	// A filtered export is of timers only; a full one carries the
+	// schedules too, after the timers (so that import restores their
+	// occurrences first, with their own created times).
+	withSchedules := !c.IsSet("state") && !c.IsSet("due-from") && !c.IsSet("due-to")
 	o, err := listOptions(c)
 	if err != nil {
 		return err
@@ -360,6 +409,11 @@ func (r *runner) export(c *cli.Context) error {
 			break
 		}
 		o.Cursor = page.NextCursor
+	}
+	if withSchedules {
+		if err := writeSchedules(s, func() (context.Context, context.CancelFunc) { return s.ctx(c) }, w); err != nil {
+			return err
+		}
 	}
 	if err := w.Flush(); err != nil {
 		return &Error{Code: ExitFailure, Problem: fmt.Sprintf("writing the export: %v", err), Fix: "check the output's destination", Err: err}

@@ -2,10 +2,8 @@ package ctl
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -32,6 +30,7 @@ func recurringFlags() []cli.Flag {
 		&cli.StringFlag{Name: "end", Usage: "recurring: no occurrence after `TIME`"},
 		&cli.Int64Flag{Name: "max-count", Usage: "recurring: fire `N` occurrences in all"},
 		&cli.IntFlag{Name: "ahead", Usage: "recurring: keep `N` occurrences armed ahead (default 2)"},
+		&cli.StringFlag{Name: "overlap", Usage: "recurring: `POLICY` allow (default) or skip: skip an occurrence while a consumer group has the previous one unacknowledged"},
 		&cli.BoolFlag{Name: "update", Usage: "recurring: change an existing schedule (without it, an existing ID is left as it is)"},
 	}
 }
@@ -49,7 +48,8 @@ func (r *runner) scheduleRecurring(c *cli.Context) error {
 		return usageErr("--at/--in and --every/--cron are both given", "a recurring schedule takes --every or --cron; a one-shot timer --at or --in")
 	}
 	rec := queue.Recurring{ID: id, Spec: c.String("cron"), CatchUp: queue.CatchUp(c.String("catch-up")),
-		CatchUpLimit: c.Int("catch-up-limit"), MaxCount: c.Int64("max-count"), Ahead: c.Int("ahead")}
+		CatchUpLimit: c.Int("catch-up-limit"), MaxCount: c.Int64("max-count"), Ahead: c.Int("ahead"),
+		Overlap: queue.Overlap(c.String("overlap"))}
 	if c.IsSet("every") && c.IsSet("cron") {
 		return usageErr("both --every and --cron are given", "give one of them")
 	}
@@ -208,6 +208,7 @@ type scheduleJSON struct {
 	End          *string          `json:"end"`
 	MaxCount     int64            `json:"max_count"`
 	Ahead        int              `json:"ahead"`
+	Overlap      string           `json:"overlap"`
 	Count        int64            `json:"count"`
 	Last         *string          `json:"last"`
 	Pending      []occurrenceJSON `json:"pending"`
@@ -226,7 +227,7 @@ type occurrenceJSON struct {
 func toScheduleJSON(in queue.RecurringInfo) scheduleJSON {
 	j := scheduleJSON{ID: in.ID, Cron: in.Spec, State: string(in.State), Version: in.Version, Payload: in.Payload,
 		CatchUp: string(in.CatchUp), CatchUpLimit: in.CatchUpLimit, Jitter: in.Jitter.String(), End: optTime(in.End),
-		MaxCount: in.MaxCount, Ahead: in.Ahead, Count: in.Count, Pending: []occurrenceJSON{}, Next: []string{},
+		MaxCount: in.MaxCount, Ahead: in.Ahead, Overlap: string(cmp.Or(in.Overlap, queue.OverlapAllow)), Count: in.Count, Pending: []occurrenceJSON{}, Next: []string{},
 		CreatedAt: fmtJSONTime(in.CreatedAt), UpdatedAt: fmtJSONTime(in.UpdatedAt), Last: optTime(in.Last)}
 	if j.Payload == nil {
 		j.Payload = []byte{}
@@ -283,6 +284,7 @@ func (r *runner) scheduleOut(s *session, in queue.RecurringInfo, note string) er
 	if in.MaxCount > 0 {
 		limits = append(limits, fmt.Sprintf("max count %d", in.MaxCount))
 	}
+	limits = append(limits, "overlap "+string(cmp.Or(in.Overlap, queue.OverlapAllow)))
 	row("policies", strings.Join(limits, ", "))
 	row("count", fmt.Sprintf("%d armed (fired and pending)", in.Count))
 	if len(in.Pending) == 0 {
@@ -342,9 +344,10 @@ func (r *runner) schedulesOut(s *session, page queue.RecurringPage) error {
 	return nil
 }
 
-// exportSchedules prints every schedule as one JSON line (the schedule JSON
-// of `schedules get -o json`), which importSchedules restores: spec,
-// policies, payload, state, count, last armed time, pending occurrences.
+// exportSchedules prints every schedule as one JSON line, the schedule
+// lines of `timerctl export` ({"kind":"schedule",...}), which
+// importSchedules and import restore: spec, zone, policies, payload, state,
+// count, last armed time, creation time, pending occurrences.
 func (r *runner) exportSchedules(c *cli.Context, rest []string) error {
 	if len(rest) > 0 {
 		return usageErr(fmt.Sprintf("unexpected arguments: %q", rest), "schedules export takes none; it writes to stdout")
@@ -354,27 +357,7 @@ func (r *runner) exportSchedules(c *cli.Context, rest []string) error {
 		return err
 	}
 	defer s.close()
-	cursor := ""
-	for {
-		ctx, cancel := s.ctx(c)
-		page, err := s.q.ListRecurring(ctx, cursor, 0)
-		cancel()
-		if err != nil {
-			return recurringErr(s, err)
-		}
-		for _, in := range page.Schedules {
-			line, err := json.Marshal(toScheduleJSON(in))
-			if err != nil {
-				return err
-			}
-			if _, err := fmt.Fprintf(r.o.Stdout, "%s\n", line); err != nil {
-				return err
-			}
-		}
-		if cursor = page.NextCursor; cursor == "" {
-			return nil
-		}
-	}
+	return writeSchedules(s, func() (context.Context, context.CancelFunc) { return s.ctx(c) }, r.o.Stdout)
 }
 
 // importSchedules restores the schedules exportSchedules wrote. Existing
@@ -405,7 +388,7 @@ func (r *runner) importSchedules(c *cli.Context, rest []string) error {
 		if strings.TrimSpace(sc.Text()) == "" {
 			continue
 		}
-		info, err := fromScheduleJSON(sc.Bytes())
+		info, err := parseScheduleLine(sc.Bytes())
 		if err == nil {
 			ctx, cancel := s.ctx(c)
 			var ok bool
@@ -440,17 +423,11 @@ func (r *runner) importSchedules(c *cli.Context, rest []string) error {
 	return err
 }
 
-// fromScheduleJSON parses one exported schedule.
-func fromScheduleJSON(line []byte) (queue.RecurringInfo, error) {
-	var j scheduleJSON
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&j); err != nil {
-		return queue.RecurringInfo{}, fmt.Errorf("not an exported schedule: %v", err)
-	}
+// info is the schedule an exported line describes, for RestoreRecurring.
+func (j scheduleJSON) info() (queue.RecurringInfo, error) {
 	in := queue.RecurringInfo{State: queue.RecurringState(j.State), Count: j.Count}
 	in.Recurring = queue.Recurring{ID: j.ID, Spec: j.Cron, Payload: j.Payload, CatchUp: queue.CatchUp(j.CatchUp),
-		CatchUpLimit: j.CatchUpLimit, MaxCount: j.MaxCount, Ahead: j.Ahead}
+		CatchUpLimit: j.CatchUpLimit, MaxCount: j.MaxCount, Ahead: j.Ahead, Overlap: queue.Overlap(j.Overlap)}
 	var err error
 	if j.TZ != "" {
 		if in.Location, err = time.LoadLocation(j.TZ); err != nil {

@@ -28,6 +28,7 @@ type scheduleJSON struct {
 	End          *string `json:"end"`
 	MaxCount     int64   `json:"max_count"`
 	Ahead        int     `json:"ahead"`
+	Overlap      string  `json:"overlap"`
 	Count        int64   `json:"count"`
 	Last         *string `json:"last"`
 	Pending      []struct {
@@ -47,7 +48,7 @@ func TestRecurringSchedulesCommands(t *testing.T) {
 		s := decode[scheduleJSON](t, c.ok("schedule", "report", "--cron", "0 9 * * MON-FRI", "--tz", "Europe/Berlin",
 			"--catch-up", "all", "--catch-up-limit", "3", "--max-count", "10", "-p", "go", "-o", "json").stdout)
 		if s.ID != "report" || s.Cron != "0 9 * * MON-FRI" || s.TZ != "Europe/Berlin" || s.State != "active" ||
-			s.CatchUp != "all" || s.CatchUpLimit != 3 || s.MaxCount != 10 || string(s.Payload) != "go" || s.Note != "created" {
+			s.CatchUp != "all" || s.CatchUpLimit != 3 || s.MaxCount != 10 || string(s.Payload) != "go" || s.Note != "created" || s.Overlap != "allow" {
 			t.Fatalf("created schedule = %+v", s)
 		}
 		if len(s.Next) != 5 || len(s.Pending) != 2 {
@@ -73,7 +74,13 @@ func TestRecurringSchedulesCommands(t *testing.T) {
 			t.Fatalf("update = %+v", up)
 		}
 
-		c.ok("schedule", "tick", "--every", "90s")
+		c.ok("schedule", "tick", "--every", "90s", "--overlap", "skip")
+		if tick := decode[scheduleJSON](t, c.ok("schedules", "get", "tick", "-o", "json").stdout); tick.Overlap != "skip" {
+			t.Fatalf("get -o json: overlap %q, want skip", tick.Overlap)
+		}
+		if r := c.ok("schedules", "get", "tick"); !strings.Contains(r.stdout, "overlap skip") {
+			t.Fatalf("get does not show the overlap policy:\n%s", r.stdout)
+		}
 		list := decode[struct {
 			Schedules  []scheduleJSON `json:"schedules"`
 			NextCursor string         `json:"next_cursor"`
@@ -115,6 +122,7 @@ func TestRecurringScheduleBadInput(t *testing.T) {
 			{"schedule", "x", "--every", "soon"},
 			{"schedule", "x", "--cron", "@daily", "--tz", "Mars/Olympus"},
 			{"schedule", "x", "--every", "1h", "--catch-up", "maybe"},
+			{"schedule", "x", "--every", "1h", "--overlap", "buffer"},
 			{"schedules"},
 			{"schedules", "frobnicate", "x"},
 			{"schedules", "get"},
@@ -144,7 +152,7 @@ func mustLoc(t *testing.T, name string) *time.Location {
 func TestRecurringExportImportRoundTrip(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		src := newCLI(t, b)
-		src.ok("schedule", "a", "--every", "90s", "--jitter", "10s", "--max-count", "7", "--catch-up", "all", "-p", "\x00bin")
+		src.ok("schedule", "a", "--every", "90s", "--jitter", "10s", "--max-count", "7", "--catch-up", "all", "--overlap", "skip", "-p", "\x00bin")
 		src.ok("schedule", "b", "--cron", "0 9 * * MON-FRI", "--tz", "Europe/Berlin", "--end", "2099-01-01T00:00:00Z")
 		src.ok("schedules", "pause", "b")
 		out := src.ok("schedules", "export").stdout

@@ -5,7 +5,9 @@
 -- ARGV[1] op: 'create' | 'update' | 'pause' | 'resume' | 'delete'
 -- ARGV[2] schedule id
 -- ARGV[3] expected version, or '' for any; for create, the count to start
---         from ('' = 0), which a restore of an exported schedule sets
+--         from ('' = 0), which a restore of an exported schedule sets; a
+--         create counts each occurrence it arms, and also each that exists
+--         already, scheduled or fired (restored by a timer import)
 -- ARGV[4] body: the record's JSON, or '' to keep it
 -- ARGV[5] state after: 'a', 'p' or 'e' (ignored by delete)
 -- ARGV[6] last_ms after, or '-' to keep it
@@ -86,8 +88,15 @@ if op ~= 'pause' and op ~= 'delete' then
         cnt = cnt + 1
       elseif ost == 's' then
         kind = 'keep'
+        -- A create that finds its occurrence scheduled is a restore after
+        -- the timers' import: the occurrence is one of the schedule's.
+        if op == 'create' then cnt = cnt + 1 end
+      elseif op == 'create' then
+        -- Fired: that occurrence happened and is never armed again; in a
+        -- restore it is one of the exported count (it fired between the
+        -- timers' import and this), so it counts.
+        cnt = cnt + 1
       end
-      -- fired: that occurrence happened; it is never armed again
     end
     if kind then
       keep[#keep + 1] = n

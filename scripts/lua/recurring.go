@@ -26,3 +26,9 @@ var (
 	// (recur_put.lua).
 	RecurPut = prelude + recurPrelude + recurPut
 )
+
+// Overlap applies the schedules' overlap policies to deliveries of one
+// consumer group (overlap.lua). It is standalone: no prelude.
+//
+//go:embed overlap.lua
+var Overlap string

@@ -1,0 +1,69 @@
+package poller_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/poller"
+	"github.com/timerq/timerq/queue"
+)
+
+// TestCountersCollectorExportsOverlapSkips: an occurrence a consumer group
+// skipped under its schedule's overlap policy shows in
+// timerq_namespace_overlap_skipped_total, read from Redis.
+func TestCountersCollectorExportsOverlapSkips(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip}); err != nil {
+			t.Fatal(err)
+		}
+		past := time.Now().Add(-time.Second)
+		if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "s@1", Due: past}, {ID: "s@2", Due: past}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Claim(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		// One read gets both: s@1 is handled, s@2 skipped.
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			done <- q.Consume(cctx, "g", "c", func(context.Context, queue.Event) error { return nil },
+				queue.ConsumeOptions{Block: 20 * time.Millisecond, OnSkip: func(queue.Skip) { cancel() }})
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			cancel()
+			<-done
+			t.Fatal("nothing was skipped")
+		}
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(poller.NewCountersCollector(q))
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := -1.0
+		for _, f := range fams {
+			if f.GetName() == "timerq_namespace_overlap_skipped_total" {
+				got = f.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		if got != 1 {
+			t.Fatalf("timerq_namespace_overlap_skipped_total = %v, want 1", got)
+		}
+	})
+}
