@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/timerq/timerq/internal/errtext"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -140,7 +141,8 @@ type Hooks struct {
 // withDefaults validates o and fills in its defaults.
 func (o Options) withDefaults() (Options, error) {
 	bad := func(format string, args ...any) (Options, error) {
-		return o, fmt.Errorf("poller: %w: "+format, append([]any{queue.ErrInvalidOptions}, args...)...)
+		// One prefix: "timerq: poller: invalid options: …".
+		return o, errtext.Errorf("poller: %w: "+format, append([]any{queue.ErrInvalidOptions}, args...)...)
 	}
 	switch {
 	case o.BatchSize == 0:

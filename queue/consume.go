@@ -187,7 +187,7 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 			break
 		}
 		if opts.OnError != nil {
-			opts.OnError(fmt.Errorf("timerq: consume %s/%s: %w", group, consumer, err))
+			opts.OnError(errorf("consume %s/%s: %w", group, consumer, err))
 		}
 		if !sleepCtx(ctx, min(50*time.Millisecond<<min(failures-1, 10), 5*time.Second)) {
 			return nil
@@ -203,7 +203,7 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 	}
 	onErr := func(err error) {
 		if opts.OnError != nil {
-			opts.OnError(fmt.Errorf("timerq: consume %s/%s: %w", group, consumer, err))
+			opts.OnError(errorf("consume %s/%s: %w", group, consumer, err))
 		}
 	}
 	if len(loops) > 1 {
@@ -292,7 +292,7 @@ func (q *Queue) consumeShards(ctx context.Context, l *layout, loops []*consumerL
 				if isNoGroup(e) {
 					c.grouped = false // the stream or group was deleted: recreate
 				}
-				err = fmt.Errorf("shard stream %s: %w", c.stream, e)
+				err = errorf("shard stream %s: %w", c.stream, e)
 				break
 			}
 			ready[k] = n >= c.opts.Count // a full read: more may be waiting

@@ -277,7 +277,7 @@ func (b body) recurring(id string) (Recurring, error) {
 	if b.TZ != "" {
 		loc, err := time.LoadLocation(b.TZ)
 		if err != nil {
-			return r, fmt.Errorf("timerq: schedule %q: time zone %q: %w; install the tz database (tzdata) on this host", id, b.TZ, err)
+			return r, errorf("schedule %q: time zone %q: %w; install the tz database (tzdata) on this host", id, b.TZ, err)
 		}
 		r.Location = loc
 	}
@@ -312,7 +312,7 @@ type record struct {
 
 func decodeSchedule(id, rec, pending string) (*record, error) {
 	bad := func(why string) (*record, error) {
-		return nil, fmt.Errorf("timerq: schedule %q has a malformed record (%s): was it written by something other than timerq?", id, why)
+		return nil, errorf("schedule %q has a malformed record (%s): was it written by something other than timerq?", id, why)
 	}
 	f := strings.SplitN(rec, ":", 6)
 	if len(f) != 6 || len(f[1]) != 1 {
@@ -550,7 +550,7 @@ func (q *Queue) PutRecurring(ctx context.Context, r Recurring) (info RecurringIn
 	}
 	now, _, recs, err := q.load(ctx, "ids", r.ID)
 	if err != nil {
-		return RecurringInfo{}, false, fmt.Errorf("timerq: put schedule %q: %w", r.ID, err)
+		return RecurringInfo{}, false, errorf("put schedule %q: %w", r.ID, err)
 	}
 	if s := recs[r.ID]; s != nil {
 		return s.info(now), false, nil
@@ -565,7 +565,7 @@ func (q *Queue) PutRecurring(ctx context.Context, r Recurring) (info RecurringIn
 	b, _ := json.Marshal(r.body(now.UnixMilli(), now.UnixMilli()))
 	status, now, rec, err := q.put(ctx, "create", r.ID, "", string(b), stateCode(p.ended), lastArg(p.last), r.Payload, p.arms)
 	if err != nil {
-		return RecurringInfo{}, false, fmt.Errorf("timerq: put schedule %q: %w", r.ID, err)
+		return RecurringInfo{}, false, errorf("put schedule %q: %w", r.ID, err)
 	}
 	info, err = q.afterPut(ctx, r.ID, now, rec)
 	return info, status == "created", err
@@ -654,7 +654,7 @@ func (q *Queue) DeleteRecurring(ctx context.Context, id string) error {
 	}
 	status, _, _, err := q.put(ctx, "delete", id, "", "", "", "-", nil, nil)
 	if err != nil {
-		return fmt.Errorf("timerq: delete schedule %q: %w", id, err)
+		return errorf("delete schedule %q: %w", id, err)
 	}
 	if status == "notfound" {
 		return fmt.Errorf("%w: %q in namespace %q", ErrRecurringNotFound, id, q.opts.Namespace)
@@ -671,7 +671,7 @@ func (q *Queue) modify(ctx context.Context, op, id string, fn func(s *record, no
 	for range 5 {
 		now, _, recs, err := q.load(ctx, "ids", id)
 		if err != nil {
-			return RecurringInfo{}, fmt.Errorf("timerq: %s schedule %q: %w", op, id, err)
+			return RecurringInfo{}, errorf("%s schedule %q: %w", op, id, err)
 		}
 		s := recs[id]
 		if s == nil {
@@ -686,7 +686,7 @@ func (q *Queue) modify(ctx context.Context, op, id string, fn func(s *record, no
 		}
 		status, now, rec, err := q.put(ctx, op, id, strconv.FormatInt(s.version, 10), b, state, last, payload, arms)
 		if err != nil {
-			return RecurringInfo{}, fmt.Errorf("timerq: %s schedule %q: %w", op, id, err)
+			return RecurringInfo{}, errorf("%s schedule %q: %w", op, id, err)
 		}
 		switch status {
 		case "ok":
@@ -695,7 +695,7 @@ func (q *Queue) modify(ctx context.Context, op, id string, fn func(s *record, no
 			return RecurringInfo{}, fmt.Errorf("%w: %q in namespace %q", ErrRecurringNotFound, id, q.opts.Namespace)
 		}
 	}
-	return RecurringInfo{}, fmt.Errorf("timerq: %s schedule %q: it kept changing under concurrent updates; retry", op, id)
+	return RecurringInfo{}, errorf("%s schedule %q: it kept changing under concurrent updates; retry", op, id)
 }
 
 // GetRecurring returns the schedule id with its pending occurrences and the
@@ -706,7 +706,7 @@ func (q *Queue) GetRecurring(ctx context.Context, id string) (RecurringInfo, err
 	}
 	now, _, recs, err := q.load(ctx, "ids", id)
 	if err != nil {
-		return RecurringInfo{}, fmt.Errorf("timerq: get schedule %q: %w", id, err)
+		return RecurringInfo{}, errorf("get schedule %q: %w", id, err)
 	}
 	s := recs[id]
 	if s == nil {
@@ -742,7 +742,7 @@ func (q *Queue) ListRecurring(ctx context.Context, cursor string, limit int) (Re
 	}
 	kv, next, err := q.rdb.HScan(ctx, q.RecurringKeys()[0], cur, "", int64(limit)).Result()
 	if err != nil {
-		return RecurringPage{}, fmt.Errorf("timerq: list schedules: %w", q.redisError(err))
+		return RecurringPage{}, errorf("list schedules: %w", q.redisError(err))
 	}
 	page := RecurringPage{}
 	if next != 0 {
@@ -758,7 +758,7 @@ func (q *Queue) ListRecurring(ctx context.Context, cursor string, limit int) (Re
 	}
 	now, order, recs, err := q.load(ctx, ids...)
 	if err != nil {
-		return RecurringPage{}, fmt.Errorf("timerq: list schedules: %w", err)
+		return RecurringPage{}, errorf("list schedules: %w", err)
 	}
 	for _, id := range order {
 		if s := recs[id]; s != nil {
@@ -802,7 +802,7 @@ func (q *Queue) RestoreRecurring(ctx context.Context, in RecurringInfo) (created
 	b, _ := json.Marshal(r.body(created0, updated0))
 	status, _, _, err := q.put(ctx, "create", r.ID, strconv.FormatInt(base, 10), string(b), state, lastArg(in.Last), r.Payload, arms)
 	if err != nil {
-		return false, fmt.Errorf("timerq: restore schedule %q: %w", r.ID, err)
+		return false, errorf("restore schedule %q: %w", r.ID, err)
 	}
 	return status == "created", nil
 }

@@ -38,7 +38,7 @@ func (q *Queue) ArmFired(ctx context.Context, fired []Fired) (int, error) {
 		armed, err := q.topUp(ctx, append([]any{"ids"}, chunk...))
 		n += armed
 		if err != nil {
-			return n, fmt.Errorf("timerq: arm schedules: %w", err)
+			return n, errorf("arm schedules: %w", err)
 		}
 	}
 	return n, nil
@@ -58,7 +58,7 @@ func (q *Queue) RepairRecurring(ctx context.Context, limit int, grace time.Durat
 	}
 	armed, scanned, needy, err := q.topUpCounted(ctx, []any{"due", grace.Milliseconds(), limit})
 	if err != nil {
-		return armed, false, fmt.Errorf("timerq: repair schedules: %w", err)
+		return armed, false, errorf("repair schedules: %w", err)
 	}
 	// A full page of schedules that were only behind (claims lagging, not
 	// a dead worker) ends the pass: going on would scan the whole backlog
@@ -99,7 +99,7 @@ func (q *Queue) topUpCounted(ctx context.Context, loadArgs []any) (armed, scanne
 		}
 		p, err := planFrom(s.r, base, now, s.count, s.r.Ahead-len(s.pending))
 		if err != nil {
-			bad = cmp.Or(bad, fmt.Errorf("schedule %q: %w", id, err))
+			bad = cmp.Or(bad, errorf("schedule %q: %w", id, err))
 			continue
 		}
 		last := s.last
