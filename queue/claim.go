@@ -239,7 +239,7 @@ type ListOptions struct {
 	State State
 	// DueFrom and DueTo bound the due times, inclusive; zero means unbounded.
 	DueFrom, DueTo time.Time
-	// Limit is the page size, 1..MaxBatch; 0 means 100.
+	// Limit is the page size, 1..MaxBatch; 0 means DefaultListLimit (100).
 	Limit int
 	// Cursor continues from a previous page's NextCursor; empty starts over.
 	Cursor string
@@ -258,7 +258,7 @@ type ListPage struct {
 // ended, so a timer is never listed twice in one state.
 func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 	if o.Limit == 0 {
-		o.Limit = 100
+		o.Limit = DefaultListLimit
 	}
 	if o.Limit < 1 || o.Limit > MaxBatch {
 		return ListPage{}, fmt.Errorf("%w: list limit %d is outside 1..%d", ErrInvalidOptions, o.Limit, MaxBatch)
