@@ -54,3 +54,28 @@ func Example() {
 	// after 30m: timeout:order-42 fired 0s late
 	// order-42 is cancelled
 }
+
+// FireDue keeps recurring schedules going as a worker does: after each
+// occurrence it fires, it arms the next.
+func ExampleEnv_FireDue_recurring() {
+	t := newExampleTB() // in a test, the test's *testing.T
+	defer t.done()
+	ctx := context.Background()
+
+	env := timerqtest.New(t, queue.Options{})
+	start := env.Now()
+	if _, _, err := env.Queue.PutRecurring(ctx, queue.Recurring{ID: "report", Every: time.Hour}); err != nil {
+		t.Fatalf("PutRecurring: %v", err)
+	}
+	for range 3 {
+		env.Advance(time.Hour)
+		for _, f := range env.FireDue(t) {
+			schedule, nominal, _ := queue.ParseOccurrenceID(f.ID)
+			fmt.Println(schedule, "fired, nominally at start +", nominal.Sub(start))
+		}
+	}
+	// Output:
+	// report fired, nominally at start + 1h0m0s
+	// report fired, nominally at start + 2h0m0s
+	// report fired, nominally at start + 3h0m0s
+}

@@ -99,7 +99,11 @@ func requireNotScheduled(tb testingT, q *queue.Queue, id string) {
 		return
 	}
 	if t.State == queue.StateScheduled {
-		failf(tb, "timerqtest: timer %q is %s, want it not scheduled", id, describe(t, serverNow(q)))
+		now, hint := serverNow(q), ""
+		if !now.IsZero() && !t.Due.After(now) {
+			hint = "; it is due: call Env.FireDue to fire it"
+		}
+		failf(tb, "timerqtest: timer %q is %s, want it not scheduled%s", id, describe(t, now), hint)
 	}
 }
 

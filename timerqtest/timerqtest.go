@@ -22,6 +22,10 @@
 //	fired := env.FireDue(t)                                // order-42
 //	timerqtest.RequireFired(t, env.Queue, "order-42")
 //
+// FireDue takes the place of a worker: do not run a poller.Poller (or a
+// timerworker) on an Env's queue, or it will fire timers behind the test's
+// back.
+//
 // A fire made by FireDue is a real one, made by the same claim script a
 // worker runs: the timer's record turns fired, the fire stream gets its
 // entry and the timer's channel its wakeup. So code under test that reacts

@@ -354,6 +354,11 @@ func TestAssertionFailures(t *testing.T) {
 	if msg := f.message(t); !strings.HasSuffix(msg, "(now by the server clock, now 2030-01-02T03:34:05.000Z), want fired; call Env.FireDue to fire what is due") {
 		t.Fatalf("message %q does not say to call FireDue", msg)
 	}
+	f = &fakeT{T: t}
+	requireNotScheduled(f, q, "order-42")
+	if msg := f.message(t); !strings.HasSuffix(msg, "want it not scheduled; it is due: call Env.FireDue to fire it") {
+		t.Fatalf("message %q does not say to call FireDue", msg)
+	}
 }
 
 func TestRedisErrorsFailTheTest(t *testing.T) {
