@@ -91,7 +91,8 @@ const maxFireRounds = 10_000
 // truncated to the millisecond, so that code which schedules with
 // time.Now().Add(d) behaves as it would in production; from then on the
 // clock moves only with Advance and SetTime. Everything is closed when tb
-// ends (tb.Cleanup). Invalid opts fail the test.
+// ends (tb.Cleanup). Options.Shards above 1 creates the namespace with
+// that many shards (queue.CreateNamespace). Invalid opts fail the test.
 func New(tb testing.TB, opts queue.Options) *Env {
 	tb.Helper()
 	return newEnv(tb, opts)
@@ -112,6 +113,15 @@ func newEnv(tb testingTB, opts queue.Options) *Env {
 		return nil
 	}
 	tb.Cleanup(func() { _ = q.Close() })
+	if opts.Shards > 1 {
+		// A sharded namespace exists only once created.
+		ctx, cancel := testContext(tb)
+		defer cancel()
+		if _, err := queue.CreateNamespace(ctx, rdb, q.Namespace(), opts.Shards); err != nil {
+			tb.Fatalf("timerqtest.New: %v", err)
+			return nil
+		}
+	}
 	e.Queue, e.Client = q, rdb
 	return e
 }

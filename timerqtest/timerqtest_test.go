@@ -221,25 +221,21 @@ func TestFireDueFiresCatchUpOccurrences(t *testing.T) {
 }
 
 func TestFireDueOnAShardedNamespace(t *testing.T) {
-	env := newAt(t, queue.Options{})
-	if _, err := queue.CreateNamespace(t.Context(), env.Client, "sharded", 4); err != nil {
-		t.Fatal(err)
+	env := newAt(t, queue.Options{Shards: 4})
+	if n, err := env.Queue.Shards(t.Context()); err != nil || n != 4 {
+		t.Fatalf("Shards() = %d, %v; want the namespace created with 4", n, err)
 	}
-	q, err := queue.New(env.Client, queue.Options{Namespace: "sharded"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
 	for i := range 20 {
-		if _, err := q.ScheduleIn(t.Context(), fmt.Sprintf("t%d@%d", i, 1000+i), time.Second, nil); err != nil {
+		// Occurrence-shaped IDs: arming must not be tried on a sharded namespace.
+		if _, err := env.Queue.ScheduleIn(t.Context(), fmt.Sprintf("t%d@%d", i, 1000+i), time.Second, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	sharded := &Env{Queue: q, Client: env.Client, Miniredis: env.Miniredis, now: env.Now()}
-	sharded.Advance(time.Second)
-	if fired := sharded.FireDue(t); len(fired) != 20 {
+	env.Advance(time.Second)
+	if fired := env.FireDue(t); len(fired) != 20 {
 		t.Fatalf("FireDue on 4 shards fired %d, want 20", len(fired))
 	}
+	RequireFired(t, env.Queue, "t7@1007")
 }
 
 // fakeT records what an assertion reports instead of failing the test.
