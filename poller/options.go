@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/timerq/timerq/internal/errtext"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -20,15 +21,20 @@ const (
 	DefaultMaxPollInterval = time.Second
 	// DefaultClaimTimeout bounds one claim when Options.ClaimTimeout is 0.
 	DefaultClaimTimeout = 2 * time.Second
-	// DefaultBackoffMin is the first retry delay after a Redis error.
+	// DefaultBackoffMin is the first retry delay after a Redis error when
+	// Options.BackoffMin is 0.
 	DefaultBackoffMin = 100 * time.Millisecond
-	// DefaultBackoffMax caps the retry delay after Redis errors.
+	// DefaultBackoffMax caps the retry delay after Redis errors when
+	// Options.BackoffMax is 0.
 	DefaultBackoffMax = 5 * time.Second
-	// DefaultLockExpiry is the maintenance lock's expiry.
+	// DefaultLockExpiry is the maintenance lock's expiry when
+	// MaintenanceOptions.LockExpiry is 0.
 	DefaultLockExpiry = 8 * time.Second
-	// DefaultPurgeInterval is how often the maintenance holder purges.
+	// DefaultPurgeInterval is how often the maintenance holder purges when
+	// MaintenanceOptions.PurgeInterval is 0.
 	DefaultPurgeInterval = 30 * time.Second
-	// DefaultStatsInterval is how often the maintenance holder samples stats.
+	// DefaultStatsInterval is how often the maintenance holder samples stats
+	// when MaintenanceOptions.StatsInterval is 0.
 	DefaultStatsInterval = 5 * time.Second
 	// DefaultHeartbeat is how often a poller renews its membership when
 	// Options.Heartbeat is 0.
@@ -39,54 +45,62 @@ const (
 	DefaultMemberTTL = 3 * time.Second
 )
 
-// Options configures a Poller. The zero value selects every default.
+// Options configures a Poller. The zero value selects every default: a
+// zero field means its Default constant, and none of the durations can be
+// turned off (a negative one is refused).
 type Options struct {
 	// BatchSize is the most timers one claim fires, 1..queue.MaxBatch.
-	// Default 256. A full batch is followed at once by another claim.
+	// 0 means DefaultBatchSize (256). A full batch is followed at once by
+	// another claim.
 	BatchSize int
 
 	// MaxPollInterval caps how long an idle poller sleeps between claims,
 	// and so bounds the delay a lost wake message can cause. An idle
-	// poller costs Redis about one call per interval. Default 1 s.
+	// poller costs Redis about one call per interval. 0 means
+	// DefaultMaxPollInterval (1 s).
 	MaxPollInterval time.Duration
 
 	// ClaimTimeout bounds one claim, including the claim still running when
 	// Run's context ends (it is not cancelled by that context, so that a
 	// claim in flight completes). It only bounds socket I/O when the Redis
-	// client has ContextTimeoutEnabled. Default 2 s.
+	// client has ContextTimeoutEnabled. 0 means DefaultClaimTimeout (2 s).
 	ClaimTimeout time.Duration
 
 	// BackoffMin and BackoffMax bound the capped exponential backoff, with
-	// jitter, between retries after Redis errors. Defaults 100 ms and 5 s.
+	// jitter, between retries after Redis errors. 0 means
+	// DefaultBackoffMin (100 ms) and DefaultBackoffMax (5 s).
 	BackoffMin, BackoffMax time.Duration
 
 	// Logger receives one line per backoff step and maintenance events.
-	// Default slog.Default().
+	// nil means slog.Default(); slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
 
 	// WorkerID names this poller in the namespace's membership list. It
-	// must be unique among live workers. Default: host name, process ID and
-	// a random suffix.
+	// must be unique among live workers. "" means one made of the host
+	// name, the process ID and a random suffix.
 	WorkerID string
 
 	// Shards, if not nil, fixes the shards this poller claims instead of
-	// sharing them with the other workers by membership. Shards the
-	// namespace does not have are ignored (and logged).
+	// sharing them with the other workers by membership. nil means share
+	// them; an empty, non-nil slice claims none (the poller then only
+	// competes for maintenance). Shards the namespace does not have are
+	// ignored (and logged).
 	Shards []int
 
 	// Heartbeat is how often the poller renews its membership and re-reads
-	// the live members. Default 1 s.
+	// the live members. 0 means DefaultHeartbeat (1 s).
 	Heartbeat time.Duration
 
 	// MemberTTL is how long a membership lasts without a heartbeat; it must
-	// exceed Heartbeat. Default 3 s.
+	// exceed Heartbeat. 0 means DefaultMemberTTL (3 s).
 	MemberTTL time.Duration
 
-	// Maintenance configures the tasks run by one replica at a time.
+	// Maintenance configures the tasks run by one replica at a time; its
+	// Disabled field turns them off for this poller.
 	Maintenance MaintenanceOptions
 
 	// Hooks are called on claims, errors and maintenance events, for
-	// metrics. Every field may be nil.
+	// metrics. A nil field is not called.
 	Hooks Hooks
 }
 
@@ -100,18 +114,22 @@ type MaintenanceOptions struct {
 
 	// LockExpiry is the maintenance lock's expiry: after its holder dies,
 	// another poller takes over within about this long. The holder extends
-	// the lock every third of it. Default 8 s.
+	// the lock every third of it. 0 means DefaultLockExpiry (8 s); at
+	// least 30 ms.
 	LockExpiry time.Duration
 
 	// AcquireInterval is how often a poller that does not hold the lock
-	// tries to take it. Default LockExpiry/4.
+	// tries to take it. 0 means LockExpiry/4.
 	AcquireInterval time.Duration
 
-	// PurgeInterval is how often the holder purges. Default 30 s.
+	// PurgeInterval is how often the holder purges. 0 means
+	// DefaultPurgeInterval (30 s). Purging cannot be turned off alone:
+	// settled records are kept by queue.Options.Retention (KeepForever
+	// keeps them), or set Disabled on every poller.
 	PurgeInterval time.Duration
 
 	// StatsInterval is how often the holder samples queue.Stats for
-	// Hooks.Stats. Default 5 s.
+	// Hooks.Stats. 0 means DefaultStatsInterval (5 s).
 	StatsInterval time.Duration
 }
 
@@ -140,7 +158,8 @@ type Hooks struct {
 // withDefaults validates o and fills in its defaults.
 func (o Options) withDefaults() (Options, error) {
 	bad := func(format string, args ...any) (Options, error) {
-		return o, fmt.Errorf("poller: %w: "+format, append([]any{queue.ErrInvalidOptions}, args...)...)
+		// One prefix: "timerq: poller: invalid options: …".
+		return o, errtext.Errorf("poller: %w: "+format, append([]any{queue.ErrInvalidOptions}, args...)...)
 	}
 	switch {
 	case o.BatchSize == 0:

@@ -10,7 +10,6 @@ package poller
 import (
 	"context"
 	"errors"
-	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"maps"
@@ -25,13 +24,14 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/timerq/timerq/internal/errtext"
 	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/shardsub"
 	"github.com/timerq/timerq/queue"
 )
 
 // ErrRunning is returned by Run when the Poller is already running.
-var ErrRunning = errors.New("poller: already running; use one Poller per concurrent Run")
+var ErrRunning = errors.New("timerq: poller: already running; use one Poller per concurrent Run")
 
 // Poller claims due timers of one queue in a loop. Create it with New and
 // call Run.
@@ -57,7 +57,7 @@ type Poller struct {
 // Redis.
 func New(q *queue.Queue, opts Options) (*Poller, error) {
 	if q == nil {
-		return nil, fmt.Errorf("poller: %w: the queue is nil; pass one from queue.New", queue.ErrInvalidOptions)
+		return nil, errtext.Errorf("poller: %w: the queue is nil; pass one from queue.New", queue.ErrInvalidOptions)
 	}
 	rdb := q.Client()
 	opts, err := opts.withDefaults()

@@ -108,11 +108,11 @@ func (q *Queue) claimShard(ctx context.Context, l *layout, k, limit int) (ClaimR
 	reply, err := q.runTries(ctx, l, l.scripts.claim, k, 1, limit, q.opts.retentionMillis(), q.opts.streamMaxLen(),
 		l.spaces[k].TimerChannelPrefix(), l.spaces[k].Notify())
 	if err != nil {
-		return ClaimResult{}, fmt.Errorf("timerq: claim: %w", err)
+		return ClaimResult{}, errorf("claim: %w", err)
 	}
 	r, err := replyStrings(reply)
 	if err != nil || len(r) < 2 || (len(r)-2)%3 != 0 {
-		return ClaimResult{}, fmt.Errorf("timerq: claim: unexpected reply %v", reply)
+		return ClaimResult{}, errorf("claim: unexpected reply %v", reply)
 	}
 	res := ClaimResult{Shard: k, Now: fromMillis(atoi(r[0]))}
 	if r[1] != "" {
@@ -147,11 +147,11 @@ func (q *Queue) Purge(ctx context.Context, limit int) (removed int, more bool, e
 		}
 		reply, err := q.run(ctx, l, l.scripts.purge, k, limit-removed)
 		if err != nil {
-			return removed, false, fmt.Errorf("timerq: purge: %w", err)
+			return removed, false, errorf("purge: %w", err)
 		}
 		r, err := replyStrings(reply)
 		if err != nil || len(r) != 2 {
-			return removed, false, fmt.Errorf("timerq: purge: unexpected reply %v", reply)
+			return removed, false, errorf("purge: unexpected reply %v", reply)
 		}
 		removed += int(atoi(r[0]))
 		more = more || atoi(r[1]) > 0
@@ -195,13 +195,13 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	}
 	replies, err := q.runMany(ctx, l, l.scripts.stats, calls)
 	if err != nil {
-		return Stats{}, fmt.Errorf("timerq: stats: %w", err)
+		return Stats{}, errorf("stats: %w", err)
 	}
 	var total Stats
 	for _, reply := range replies {
 		r, err := replyStrings(reply)
 		if err != nil || len(r) != 6 {
-			return Stats{}, fmt.Errorf("timerq: stats: unexpected reply %v", reply)
+			return Stats{}, errorf("stats: unexpected reply %v", reply)
 		}
 		s := Stats{
 			Now:       fromMillis(atoi(r[0])),
@@ -239,7 +239,7 @@ type ListOptions struct {
 	State State
 	// DueFrom and DueTo bound the due times, inclusive; zero means unbounded.
 	DueFrom, DueTo time.Time
-	// Limit is the page size, 1..MaxBatch; 0 means 100.
+	// Limit is the page size, 1..MaxBatch; 0 means DefaultListLimit (100).
 	Limit int
 	// Cursor continues from a previous page's NextCursor; empty starts over.
 	Cursor string
@@ -258,7 +258,7 @@ type ListPage struct {
 // ended, so a timer is never listed twice in one state.
 func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 	if o.Limit == 0 {
-		o.Limit = 100
+		o.Limit = DefaultListLimit
 	}
 	if o.Limit < 1 || o.Limit > MaxBatch {
 		return ListPage{}, fmt.Errorf("%w: list limit %d is outside 1..%d", ErrInvalidOptions, o.Limit, MaxBatch)
@@ -298,14 +298,14 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 	}
 	replies, err := q.runMany(ctx, l, l.scripts.list, calls)
 	if err != nil {
-		return ListPage{}, fmt.Errorf("timerq: list: %w", err)
+		return ListPage{}, errorf("list: %w", err)
 	}
 	page := ListPage{}
 	more := false
 	for _, reply := range replies {
 		r, err := replyStrings(reply)
 		if err != nil || len(r)%2 != 0 {
-			return ListPage{}, fmt.Errorf("timerq: list: unexpected reply %v", reply)
+			return ListPage{}, errorf("list: unexpected reply %v", reply)
 		}
 		more = more || r[1] != ""
 		for i := 2; i < len(r); i += 2 {

@@ -49,32 +49,38 @@ type Event struct {
 	Attempt int
 }
 
-// ConsumeOptions configures Consume. The zero value selects every default.
+// ConsumeOptions configures Consume. The zero value selects every default:
+// a zero field means its Default constant. None can be turned off, and a
+// negative value is refused.
 type ConsumeOptions struct {
 	// ClaimIdle is how long a delivery may stay unacknowledged with a
 	// consumer before another consumer of the group reclaims it (XAUTOCLAIM):
-	// it must exceed the longest time a handler runs. Default 30 s.
+	// it must exceed the longest time a handler runs. 0 means
+	// DefaultClaimIdle (30 s); at least 10 ms.
 	ClaimIdle time.Duration
 
 	// MaxAttempts is how many deliveries an event gets before it goes to the
-	// dead-letter stream (DeadLetterKey). Default 5.
+	// dead-letter stream (DeadLetterKey). 0 means DefaultMaxAttempts (5).
 	MaxAttempts int
 
 	// RetryDelay is the wait before the first retry of an event whose
 	// handler failed; it doubles with each attempt, capped at half of
-	// ClaimIdle. Default 1 s, and at most ClaimIdle/2.
+	// ClaimIdle. 0 means DefaultRetryDelay (1 s) or ClaimIdle/2, whichever
+	// is shorter; it must be below ClaimIdle.
 	RetryDelay time.Duration
 
 	// Block is the longest XREADGROUP BLOCK. A Redis client without
 	// ContextTimeoutEnabled cannot interrupt a block, so it also bounds how
-	// long Consume takes to return once ctx ends. Default 1 s.
+	// long Consume takes to return once ctx ends. 0 means DefaultBlock (1 s).
 	Block time.Duration
 
-	// Count is the most entries read per call. Default 16.
+	// Count is the most entries read per call. 0 means
+	// DefaultConsumeCount (16).
 	Count int
 
 	// OnError, if set, is told of every Redis error, after which Consume
-	// backs off and retries. Handler errors are not reported here.
+	// backs off and retries. nil means errors are retried unreported.
+	// Handler errors are not reported here.
 	OnError func(error)
 
 	// OnSkip, if set, is told of every occurrence acknowledged without
@@ -198,7 +204,7 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 			break
 		}
 		if opts.OnError != nil {
-			opts.OnError(fmt.Errorf("timerq: consume %s/%s: %w", group, consumer, err))
+			opts.OnError(errorf("consume %s/%s: %w", group, consumer, err))
 		}
 		if !sleepCtx(ctx, min(50*time.Millisecond<<min(failures-1, 10), 5*time.Second)) {
 			return nil
@@ -215,7 +221,7 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 	}
 	onErr := func(err error) {
 		if opts.OnError != nil {
-			opts.OnError(fmt.Errorf("timerq: consume %s/%s: %w", group, consumer, err))
+			opts.OnError(errorf("consume %s/%s: %w", group, consumer, err))
 		}
 	}
 	if len(loops) > 1 {
@@ -304,7 +310,7 @@ func (q *Queue) consumeShards(ctx context.Context, l *layout, loops []*consumerL
 				if isNoGroup(e) {
 					c.grouped = false // the stream or group was deleted: recreate
 				}
-				err = fmt.Errorf("shard stream %s: %w", c.stream, e)
+				err = errorf("shard stream %s: %w", c.stream, e)
 				break
 			}
 			ready[k] = n >= c.opts.Count // a full read: more may be waiting

@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -55,7 +54,7 @@ func (q *Queue) Counters(ctx context.Context) (Counters, error) {
 		return nil
 	})
 	if err != nil {
-		return Counters{}, fmt.Errorf("timerq: counters: %w", q.redisError(err))
+		return Counters{}, errorf("counters: %w", q.redisError(err))
 	}
 	num := func(field string) int64 {
 		var sum int64

@@ -1,9 +1,20 @@
 package queue
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/timerq/timerq/internal/errtext"
+)
 
 // Sentinel errors. Every error returned by this package that stems from one
 // of these wraps it, so callers test with errors.Is.
+//
+// Every error this package returns starts with "timerq: " once, however
+// deeply it is wrapped: a sentinel's text starts with it, and an error that
+// adds context before a cause (the operation, the timer) puts the prefix
+// in front and drops the cause's own, as in
+// `timerq: get "order-42": Redis refused a command: permission denied: …`.
+// Packages poller and schedule follow the same rule.
 var (
 	// ErrNotFound means no timer with that ID exists in the namespace (it was
 	// never scheduled, or it settled and its retention has passed).
@@ -58,3 +69,8 @@ var (
 	// ErrClosed means the Queue was closed.
 	ErrClosed = errors.New("timerq: queue closed")
 )
+
+// errorf is fmt.Errorf for errors that add context (the operation, the
+// timer) before a cause: the message starts with "timerq: " and the
+// cause's own prefix is dropped.
+var errorf = errtext.Errorf

@@ -45,7 +45,7 @@ func (q *Queue) DueHistogram(ctx context.Context, now time.Time, edges []time.Du
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("timerq: due histogram: %w", q.redisError(err))
+		return nil, errorf("due histogram: %w", q.redisError(err))
 	}
 	out := make([]int64, per)
 	for i, c := range cmds {

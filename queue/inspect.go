@@ -29,7 +29,7 @@ func (q *Queue) RecentFires(ctx context.Context, count int) ([]Event, error) {
 	}
 	msgs, err := q.rdb.XRevRangeN(ctx, q.StreamKey(), "+", "-", int64(count)).Result()
 	if err != nil {
-		return nil, fmt.Errorf("timerq: recent fires: %w", q.redisError(err))
+		return nil, errorf("recent fires: %w", q.redisError(err))
 	}
 	return viewEvents(msgs), nil
 }
@@ -59,7 +59,7 @@ func (q *Queue) ReadFires(ctx context.Context, after string, count int, block ti
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("timerq: read fires: %w", q.redisError(err))
+		return nil, errorf("read fires: %w", q.redisError(err))
 	}
 	var out []Event
 	for _, s := range res {
@@ -103,7 +103,7 @@ func (q *Queue) Groups(ctx context.Context) ([]GroupInfo, error) {
 		if strings.Contains(err.Error(), "no such key") {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("timerq: groups: %w", q.redisError(err))
+		return nil, errorf("groups: %w", q.redisError(err))
 	}
 	out := make([]GroupInfo, len(gs))
 	for i, g := range gs {
@@ -142,7 +142,7 @@ func (q *Queue) DeadLetters(ctx context.Context, after string, count int) ([]Dea
 	}
 	msgs, err := q.rdb.XRangeN(ctx, q.DeadLetterKey(), start, "+", int64(count)+1).Result()
 	if err != nil {
-		return nil, "", fmt.Errorf("timerq: dead letters: %w", q.redisError(err))
+		return nil, "", errorf("dead letters: %w", q.redisError(err))
 	}
 	next := ""
 	if len(msgs) > count {
@@ -164,7 +164,7 @@ func (q *Queue) DeadLetters(ctx context.Context, after string, count int) ([]Dea
 func (q *Queue) DeadLetterCount(ctx context.Context) (int64, error) {
 	n, err := q.rdb.XLen(ctx, q.DeadLetterKey()).Result()
 	if err != nil {
-		return 0, fmt.Errorf("timerq: dead letters: %w", q.redisError(err))
+		return 0, errorf("dead letters: %w", q.redisError(err))
 	}
 	return n, nil
 }
@@ -185,11 +185,11 @@ func (q *Queue) Requeue(ctx context.Context, deadID string) (string, error) {
 		if strings.Contains(err.Error(), "Invalid stream ID") {
 			return "", fmt.Errorf("%w: %q is not a stream entry ID such as 1700000000000-0", ErrInvalidOptions, deadID)
 		}
-		return "", fmt.Errorf("timerq: requeue %s: %w", deadID, q.redisError(err))
+		return "", errorf("requeue %s: %w", deadID, q.redisError(err))
 	}
 	r, err := replyStrings(reply)
 	if err != nil || len(r) != 2 {
-		return "", fmt.Errorf("timerq: requeue %s: unexpected reply %v", deadID, reply)
+		return "", errorf("requeue %s: unexpected reply %v", deadID, reply)
 	}
 	if r[0] == "notfound" {
 		return "", fmt.Errorf("%w: %s is not in %s; it may have been requeued already", ErrDeadLetterNotFound, deadID, q.DeadLetterKey())

@@ -21,21 +21,30 @@ const (
 	KeepForever time.Duration = -1
 	// DefaultStreamMaxLen bounds the fire stream when Options.StreamMaxLen is 0.
 	DefaultStreamMaxLen = 1_000_000
+	// Unbounded, as Options.StreamMaxLen, never trims the fire stream: it
+	// grows until entries are deleted by hand (XTRIM, XDEL).
+	Unbounded int64 = -1
 	// DefaultRecheckInterval is how often Wait re-reads timer state when
 	// Options.RecheckInterval is 0.
 	DefaultRecheckInterval = 10 * time.Second
 	// MaxBatch is the most timers one Claim, List or Purge call handles.
 	MaxBatch = 1000
+	// DefaultListLimit is the page size of List when ListOptions.Limit is 0.
+	DefaultListLimit = 100
 )
 
 // Options configures a Queue. The zero value is valid and selects every
-// default.
+// default: each field's zero value means its Default constant, and a field
+// that can be turned off says which named value does it.
 type Options struct {
 	// Namespace separates independent sets of timers in one Redis; it is
-	// 1-64 characters of [A-Za-z0-9_.-]. Default "default".
+	// 1-64 characters of [A-Za-z0-9_.-]. "" means DefaultNamespace
+	// ("default").
 	Namespace string
 
-	// MaxPayloadBytes caps a timer's payload. Default 64 KiB, at most 1 MiB.
+	// MaxPayloadBytes caps a timer's payload, 1..MaxPayloadLimit (1 MiB).
+	// 0 means DefaultMaxPayloadBytes (64 KiB). The cap cannot be turned
+	// off: keep large data elsewhere and put a reference in the payload.
 	MaxPayloadBytes int
 
 	// Retention is how long fired and cancelled records stay readable (and
@@ -44,12 +53,14 @@ type Options struct {
 	Retention time.Duration
 
 	// StreamMaxLen approximately bounds the fire stream, which Claim appends
-	// to. 0 means DefaultStreamMaxLen; -1 leaves it unbounded.
+	// to (XADD MAXLEN ~). 0 means DefaultStreamMaxLen (1,000,000 entries);
+	// Unbounded turns trimming off.
 	StreamMaxLen int64
 
 	// RecheckInterval is how often Wait re-reads the state of every waited
 	// timer, so that a pub/sub message lost in transit delays a waiter by at
-	// most this long. 0 means DefaultRecheckInterval.
+	// most this long. 0 means DefaultRecheckInterval (10 s). It cannot be
+	// turned off: pub/sub is a hint, the record is the truth.
 	RecheckInterval time.Duration
 
 	// Shards is the shard count this client expects the namespace to have.
@@ -61,7 +72,7 @@ type Options struct {
 
 	// PubSub selects classic or sharded pub/sub for wakeups. The zero value,
 	// PubSubAuto, uses sharded pub/sub on a Redis Cluster that has it (Redis
-	// 7.0+), classic pub/sub elsewhere.
+	// 7.0+), classic pub/sub elsewhere. Wakeups cannot be turned off.
 	// Every client and worker of a namespace must use the same flavour, so
 	// change it only to force classic pub/sub on all of them.
 	PubSub PubSubMode
@@ -95,8 +106,8 @@ func (o Options) withDefaults() (Options, error) {
 	switch {
 	case o.StreamMaxLen == 0:
 		o.StreamMaxLen = DefaultStreamMaxLen
-	case o.StreamMaxLen < -1:
-		return o, fmt.Errorf("%w: StreamMaxLen %d is negative; use a positive bound, 0 for the default or -1 for unbounded",
+	case o.StreamMaxLen < 0 && o.StreamMaxLen != Unbounded:
+		return o, fmt.Errorf("%w: StreamMaxLen %d is negative; use a positive bound, 0 for the default or Unbounded",
 			ErrInvalidOptions, o.StreamMaxLen)
 	}
 	if o.Shards < 0 || o.Shards > MaxShards {
@@ -126,7 +137,7 @@ func (o Options) retentionMillis() int64 {
 
 // streamMaxLen is the bound as the claim script takes it: 0 is unbounded.
 func (o Options) streamMaxLen() int64 {
-	if o.StreamMaxLen < 0 {
+	if o.StreamMaxLen == Unbounded {
 		return 0
 	}
 	return o.StreamMaxLen

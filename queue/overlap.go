@@ -101,7 +101,7 @@ func (c *consumerLoop) overlapCheck(ctx context.Context, msgs []redis.XMessage) 
 		return nil, err
 	}
 	if len(v) != len(idx) {
-		return nil, fmt.Errorf("timerq: overlap script: %d verdicts for %d entries", len(v), len(idx))
+		return nil, errorf("overlap script: %d verdicts for %d entries", len(v), len(idx))
 	}
 	var skips map[string]Skip
 	for k, i := range idx {

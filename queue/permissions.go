@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/redis/go-redis/v9"
 
@@ -35,7 +34,7 @@ func (q *Queue) CheckPermissions(ctx context.Context) error {
 	}
 	args := []any{sp.TimerChannel(""), sp.Wake()}
 	fail := func(how string, err error) error {
-		return fmt.Errorf("timerq: permission check (%s): %w", how, q.redisError(err))
+		return errorf("permission check (%s): %w", how, q.redisError(err))
 	}
 	// EVAL, as go-redis falls back to after a restart emptied the script
 	// cache; then EVALSHA, as usual; then SCRIPT LOAD, as ScheduleBatch's

@@ -123,7 +123,7 @@ const scheduleChunk = 500
 func (q *Queue) ScheduleBatch(ctx context.Context, timers []NewTimer) ([]ScheduleResult, error) {
 	for i, t := range timers {
 		if err := q.validateTimer(t); err != nil {
-			return nil, fmt.Errorf("batch item %d: %w", i, err)
+			return nil, errorf("batch item %d: %w", i, err)
 		}
 	}
 	if len(timers) == 0 {
@@ -159,13 +159,13 @@ func (q *Queue) ScheduleBatch(ctx context.Context, timers []NewTimer) ([]Schedul
 	}
 	replies, err := q.runMany(ctx, l, l.scripts.schedule, calls)
 	if err != nil {
-		return nil, fmt.Errorf("timerq: schedule: %w", err)
+		return nil, errorf("schedule: %w", err)
 	}
 	out := make([]ScheduleResult, len(timers))
 	for c, reply := range replies {
 		r, err := replyStrings(reply)
 		if err != nil || len(r) != 1+2*len(order[c]) {
-			return nil, fmt.Errorf("timerq: schedule: unexpected reply %v", reply)
+			return nil, errorf("schedule: unexpected reply %v", reply)
 		}
 		for j, i := range order[c] {
 			t, err := decodeRecord(timers[i].ID, r[2+2*j])
@@ -220,7 +220,7 @@ func (q *Queue) Restore(ctx context.Context, timers []Timer) ([]ScheduleResult, 
 	byShard := make([][]int, len(l.spaces))
 	for i, t := range timers {
 		if err := q.validateRestored(t); err != nil {
-			return nil, fmt.Errorf("restore item %d: %w", i, err)
+			return nil, errorf("restore item %d: %w", i, err)
 		}
 		k := l.shardOf(t.ID)
 		byShard[k] = append(byShard[k], i)
@@ -252,13 +252,13 @@ func (q *Queue) Restore(ctx context.Context, timers []Timer) ([]ScheduleResult, 
 	}
 	replies, err := q.runMany(ctx, l, l.scripts.restore, calls)
 	if err != nil {
-		return nil, fmt.Errorf("timerq: restore: %w", err)
+		return nil, errorf("restore: %w", err)
 	}
 	out := make([]ScheduleResult, len(timers))
 	for c, reply := range replies {
 		r, err := replyStrings(reply)
 		if err != nil || len(r) != 2*len(order[c]) {
-			return nil, fmt.Errorf("timerq: restore: unexpected reply %v", reply)
+			return nil, errorf("restore: unexpected reply %v", reply)
 		}
 		for j, i := range order[c] {
 			t, err := decodeRecord(timers[i].ID, r[2*j+1])
@@ -285,7 +285,7 @@ func (q *Queue) Get(ctx context.Context, id string) (Timer, error) {
 		return Timer{}, fmt.Errorf("%w: %q in namespace %q", ErrNotFound, id, q.opts.Namespace)
 	}
 	if err != nil {
-		return Timer{}, fmt.Errorf("timerq: get %q: %w", id, err)
+		return Timer{}, errorf("get %q: %w", id, err)
 	}
 	rec, _ := reply.(string)
 	return decodeRecord(id, rec)
@@ -306,7 +306,7 @@ func (q *Queue) Cancel(ctx context.Context, id string) (Timer, error) {
 	k := l.shardOf(id)
 	t, status, err := q.runStatus(ctx, l, l.scripts.cancel, k, id, id, q.opts.retentionMillis(), l.spaces[k].TimerChannel(id))
 	if err != nil {
-		return Timer{}, fmt.Errorf("timerq: cancel %q: %w", id, err)
+		return Timer{}, errorf("cancel %q: %w", id, err)
 	}
 	switch status {
 	case "ok", "cancelled":
@@ -326,7 +326,7 @@ func (q *Queue) Reschedule(ctx context.Context, id string, due time.Time) (Timer
 		return Timer{}, err
 	}
 	if err := ValidateDue(due); err != nil {
-		return Timer{}, fmt.Errorf("timer %q: %w", id, err)
+		return Timer{}, errorf("timer %q: %w", id, err)
 	}
 	return q.reschedule(ctx, id, dueMillis(due))
 }
@@ -338,7 +338,7 @@ func (q *Queue) RescheduleIn(ctx context.Context, id string, d time.Duration) (T
 		return Timer{}, err
 	}
 	if err := validateIn(d); err != nil {
-		return Timer{}, fmt.Errorf("timer %q: %w", id, err)
+		return Timer{}, errorf("timer %q: %w", id, err)
 	}
 	return q.reschedule(ctx, id, relativeArg(d))
 }
@@ -360,7 +360,7 @@ func (q *Queue) reschedule(ctx context.Context, id string, due any) (Timer, erro
 	k := l.shardOf(id)
 	t, status, err := q.runStatus(ctx, l, l.scripts.reschedule, k, id, id, due, l.spaces[k].Wake())
 	if err != nil {
-		return Timer{}, fmt.Errorf("timerq: reschedule %q: %w", id, err)
+		return Timer{}, errorf("reschedule %q: %w", id, err)
 	}
 	if status == "ok" {
 		return t, nil
@@ -378,7 +378,7 @@ func (q *Queue) statusError(status, id string) error {
 	case "notfound":
 		return fmt.Errorf("%w: %q in namespace %q", ErrNotFound, id, q.opts.Namespace)
 	}
-	return fmt.Errorf("timerq: %q: unexpected script status %q", id, status)
+	return errorf("%q: unexpected script status %q", id, status)
 }
 
 // runStatus runs a script replying {status, record}.

@@ -295,7 +295,7 @@ func (b body) recurring(id string) (Recurring, error) {
 	if b.TZ != "" {
 		loc, err := time.LoadLocation(b.TZ)
 		if err != nil {
-			return r, fmt.Errorf("timerq: schedule %q: time zone %q: %w; install the tz database (tzdata) on this host", id, b.TZ, err)
+			return r, errorf("schedule %q: time zone %q: %w; install the tz database (tzdata) on this host", id, b.TZ, err)
 		}
 		r.Location = loc
 	}
@@ -330,7 +330,7 @@ type record struct {
 
 func decodeSchedule(id, rec, pending string) (*record, error) {
 	bad := func(why string) (*record, error) {
-		return nil, fmt.Errorf("timerq: schedule %q has a malformed record (%s): was it written by something other than timerq?", id, why)
+		return nil, errorf("schedule %q has a malformed record (%s): was it written by something other than timerq?", id, why)
 	}
 	f := strings.SplitN(rec, ":", 6)
 	if len(f) != 6 || len(f[1]) != 1 {
@@ -565,7 +565,7 @@ func (q *Queue) PutRecurring(ctx context.Context, r Recurring) (info RecurringIn
 	}
 	now, s, err := q.loadOne(ctx, r.ID)
 	if err != nil {
-		return RecurringInfo{}, false, fmt.Errorf("timerq: put schedule %q: %w", r.ID, err)
+		return RecurringInfo{}, false, errorf("put schedule %q: %w", r.ID, err)
 	}
 	if s != nil {
 		return s.info(now), false, nil
@@ -580,7 +580,7 @@ func (q *Queue) PutRecurring(ctx context.Context, r Recurring) (info RecurringIn
 	b, _ := json.Marshal(r.body(now.UnixMilli(), now.UnixMilli()))
 	status, now, rec, err := q.put(ctx, "create", r.ID, "", string(b), stateCode(p.ended), lastArg(p.last), r.Payload, p.arms)
 	if err != nil {
-		return RecurringInfo{}, false, fmt.Errorf("timerq: put schedule %q: %w", r.ID, err)
+		return RecurringInfo{}, false, errorf("put schedule %q: %w", r.ID, err)
 	}
 	info, err = q.afterPut(ctx, r.ID, now, rec)
 	return info, status == "created", err
@@ -682,7 +682,7 @@ func (q *Queue) DeleteRecurring(ctx context.Context, id string) error {
 	}
 	status, _, _, err := q.put(ctx, "delete", id, "", "", "", "-", nil, nil)
 	if err != nil {
-		return fmt.Errorf("timerq: delete schedule %q: %w", id, err)
+		return errorf("delete schedule %q: %w", id, err)
 	}
 	if status == "notfound" {
 		return fmt.Errorf("%w: %q in namespace %q", ErrRecurringNotFound, id, q.opts.Namespace)
@@ -699,7 +699,7 @@ func (q *Queue) modify(ctx context.Context, op, id string, fn func(s *record, no
 	for range 5 {
 		now, s, err := q.loadOne(ctx, id)
 		if err != nil {
-			return RecurringInfo{}, fmt.Errorf("timerq: %s schedule %q: %w", op, id, err)
+			return RecurringInfo{}, errorf("%s schedule %q: %w", op, id, err)
 		}
 		if s == nil {
 			return RecurringInfo{}, fmt.Errorf("%w: %q in namespace %q; 'timerctl schedules list' shows them", ErrRecurringNotFound, id, q.opts.Namespace)
@@ -713,7 +713,7 @@ func (q *Queue) modify(ctx context.Context, op, id string, fn func(s *record, no
 		}
 		status, now, rec, err := q.put(ctx, op, id, strconv.FormatInt(s.version, 10), b, state, last, payload, arms)
 		if err != nil {
-			return RecurringInfo{}, fmt.Errorf("timerq: %s schedule %q: %w", op, id, err)
+			return RecurringInfo{}, errorf("%s schedule %q: %w", op, id, err)
 		}
 		switch status {
 		case "ok":
@@ -722,7 +722,7 @@ func (q *Queue) modify(ctx context.Context, op, id string, fn func(s *record, no
 			return RecurringInfo{}, fmt.Errorf("%w: %q in namespace %q", ErrRecurringNotFound, id, q.opts.Namespace)
 		}
 	}
-	return RecurringInfo{}, fmt.Errorf("timerq: %s schedule %q: it kept changing under concurrent updates; retry", op, id)
+	return RecurringInfo{}, errorf("%s schedule %q: it kept changing under concurrent updates; retry", op, id)
 }
 
 // GetRecurring returns the schedule id with its pending occurrences and the
@@ -733,7 +733,7 @@ func (q *Queue) GetRecurring(ctx context.Context, id string) (RecurringInfo, err
 	}
 	now, s, err := q.loadOne(ctx, id)
 	if err != nil {
-		return RecurringInfo{}, fmt.Errorf("timerq: get schedule %q: %w", id, err)
+		return RecurringInfo{}, errorf("get schedule %q: %w", id, err)
 	}
 	if s == nil {
 		return RecurringInfo{}, fmt.Errorf("%w: %q in namespace %q; 'timerctl schedules list' shows them", ErrRecurringNotFound, id, q.opts.Namespace)
@@ -763,7 +763,7 @@ func (q *Queue) ListRecurring(ctx context.Context, cursor string, limit int) (Re
 	}
 	l, err := q.layout(ctx)
 	if err != nil {
-		return RecurringPage{}, fmt.Errorf("timerq: list schedules: %w", err)
+		return RecurringPage{}, errorf("list schedules: %w", err)
 	}
 	k, cur, err := parseRecurringCursor(cursor, len(l.spaces))
 	if err != nil {
@@ -773,7 +773,7 @@ func (q *Queue) ListRecurring(ctx context.Context, cursor string, limit int) (Re
 	for k < len(l.spaces) && len(page.Schedules) < limit {
 		kv, next, err := q.rdb.HScan(ctx, l.spaces[k].Schedules(), cur, "", int64(limit-len(page.Schedules))).Result()
 		if err != nil {
-			return RecurringPage{}, fmt.Errorf("timerq: list schedules: %w", shardErr(l, k, q.redisError(err)))
+			return RecurringPage{}, errorf("list schedules: %w", shardErr(l, k, q.redisError(err)))
 		}
 		if len(kv) > 0 {
 			ids := make([]any, 0, 1+len(kv)/2)
@@ -783,7 +783,7 @@ func (q *Queue) ListRecurring(ctx context.Context, cursor string, limit int) (Re
 			}
 			now, order, recs, err := q.load(ctx, l, k, ids...)
 			if err != nil {
-				return RecurringPage{}, fmt.Errorf("timerq: list schedules: %w", err)
+				return RecurringPage{}, errorf("list schedules: %w", err)
 			}
 			for _, id := range order {
 				if s := recs[id]; s != nil {
@@ -857,7 +857,7 @@ func (q *Queue) RestoreRecurring(ctx context.Context, in RecurringInfo) (created
 	b, _ := json.Marshal(r.body(created0, updated0))
 	status, _, _, err := q.put(ctx, "create", r.ID, strconv.FormatInt(base, 10), string(b), state, lastArg(in.Last), r.Payload, arms)
 	if err != nil {
-		return false, fmt.Errorf("timerq: restore schedule %q: %w", r.ID, err)
+		return false, errorf("restore schedule %q: %w", r.ID, err)
 	}
 	return status == "created", nil
 }

@@ -26,7 +26,7 @@ const DefaultRepairGrace = 2 * time.Second
 func (q *Queue) ArmFired(ctx context.Context, fired []Fired) (int, error) {
 	l, err := q.layout(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("timerq: arm schedules: %w", err)
+		return 0, errorf("arm schedules: %w", err)
 	}
 	byShard := map[int][]any{}
 	var shards []int
@@ -59,7 +59,7 @@ func (q *Queue) ArmFired(ctx context.Context, fired []Fired) (int, error) {
 		}
 	}
 	if bad != nil {
-		return n, fmt.Errorf("timerq: arm schedules: %w", bad)
+		return n, errorf("arm schedules: %w", bad)
 	}
 	return n, nil
 }
@@ -112,12 +112,12 @@ func (q *Queue) ScheduleShards(ctx context.Context, shards []int) ([]int, error)
 func (q *Queue) RepairRecurring(ctx context.Context, limit int, grace time.Duration) (armed int, more bool, err error) {
 	l, err := q.layout(ctx)
 	if err != nil {
-		return 0, false, fmt.Errorf("timerq: repair schedules: %w", err)
+		return 0, false, errorf("repair schedules: %w", err)
 	}
 	shards := []int{0}
 	if len(l.spaces) > 1 {
 		if shards, err = q.ScheduleShards(ctx, nil); err != nil {
-			return 0, false, fmt.Errorf("timerq: repair schedules: %w", err)
+			return 0, false, errorf("repair schedules: %w", err)
 		}
 	}
 	for _, k := range shards {
@@ -145,11 +145,11 @@ func (q *Queue) RepairRecurringShard(ctx context.Context, k, limit int, grace ti
 		err = checkShard(l, k)
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("timerq: repair schedules: %w", err)
+		return 0, false, errorf("repair schedules: %w", err)
 	}
 	armed, scanned, needy, err := q.topUpCounted(ctx, l, k, []any{"due", grace.Milliseconds(), limit})
 	if err != nil {
-		return armed, false, fmt.Errorf("timerq: repair schedules: %w", err)
+		return armed, false, errorf("repair schedules: %w", err)
 	}
 	// A full page of schedules that were only behind (claims lagging, not
 	// a dead worker) ends the pass: going on would scan the whole backlog
@@ -190,7 +190,7 @@ func (q *Queue) topUpCounted(ctx context.Context, l *layout, k int, loadArgs []a
 		}
 		p, err := planFrom(s.r, base, now, s.count, s.r.Ahead-len(s.pending))
 		if err != nil {
-			bad = cmp.Or(bad, fmt.Errorf("schedule %q: %w", id, err))
+			bad = cmp.Or(bad, errorf("schedule %q: %w", id, err))
 			continue
 		}
 		last := s.last

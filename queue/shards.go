@@ -113,10 +113,10 @@ func (q *Queue) layout(ctx context.Context) (*layout, error) {
 		err = q.redisError(err)
 		if errors.Is(err, ErrPermission) {
 			// Redis names neither the key nor the right here.
-			return nil, fmt.Errorf("timerq: read the shard count of namespace %q (missing right: %s): %w",
+			return nil, errorf("read the shard count of namespace %q (missing right: %s): %w",
 				q.opts.Namespace, aclright.Missing(err.Error(), q.opts.Namespace), err)
 		}
-		return nil, fmt.Errorf("timerq: read the shard count of namespace %q: %w", q.opts.Namespace, err)
+		return nil, errorf("read the shard count of namespace %q: %w", q.opts.Namespace, err)
 	}
 	if q.opts.Shards != 0 && q.opts.Shards != shards {
 		how := "created with"
@@ -144,7 +144,7 @@ func (q *Queue) layout(ctx context.Context) (*layout, error) {
 			// between two flavours that do not hear each other.
 			sharded = true
 		default:
-			return nil, fmt.Errorf("timerq: probe for sharded pub/sub: %w", q.redisError(err))
+			return nil, errorf("probe for sharded pub/sub: %w", q.redisError(err))
 		}
 	}
 	l := newLayout(q.opts.Namespace, shards, sharded)
@@ -233,10 +233,10 @@ func CreateNamespace(ctx context.Context, rdb redis.UniversalClient, ns string, 
 	}
 	if err != nil {
 		q := &Queue{opts: Options{Namespace: ns}}
-		return false, fmt.Errorf("timerq: create namespace %q: %w", ns, q.redisError(err))
+		return false, errorf("create namespace %q: %w", ns, q.redisError(err))
 	}
 	if len(v) != 2 {
-		return false, fmt.Errorf("timerq: create namespace %q: unexpected reply %v", ns, v)
+		return false, errorf("create namespace %q: unexpected reply %v", ns, v)
 	}
 	if int(v[0]) != shards {
 		return false, fmt.Errorf("%w: namespace %q exists with %d shards; changing the shard count of a live namespace is not supported yet (docs/operations.md says how to move to a new namespace)",
@@ -292,7 +292,7 @@ func shardErr(l *layout, k int, err error) error {
 	if len(l.spaces) == 1 {
 		return err
 	}
-	return fmt.Errorf("shard %d: %w", k, err)
+	return errorf("shard %d: %w", k, err)
 }
 
 var heartbeatScript = redis.NewScript(lua.Heartbeat)
@@ -309,7 +309,7 @@ func (q *Queue) Heartbeat(ctx context.Context, worker string, ttl time.Duration,
 	res, err := heartbeatScript.Run(ctx, q.rdb, []string{keyspace.Namespace(q.opts.Namespace).Workers()},
 		worker, ttl.Milliseconds(), flag).StringSlice()
 	if err != nil {
-		return nil, fmt.Errorf("timerq: heartbeat: %w", q.redisError(err))
+		return nil, errorf("heartbeat: %w", q.redisError(err))
 	}
 	return res[1:], nil
 }

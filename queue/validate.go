@@ -80,11 +80,11 @@ func (q *Queue) validateTimer(t NewTimer) error {
 		return fmt.Errorf("%w: timer %q has both Due and In; set one of them", ErrInvalidDue, t.ID)
 	case t.isRelative():
 		if err := validateIn(t.In); err != nil {
-			return fmt.Errorf("timer %q: %w", t.ID, err)
+			return errorf("timer %q: %w", t.ID, err)
 		}
 	default:
 		if err := ValidateDue(t.Due); err != nil {
-			return fmt.Errorf("timer %q: %w", t.ID, err)
+			return errorf("timer %q: %w", t.ID, err)
 		}
 	}
 	return q.validatePayload(t.ID, t.Payload)
@@ -114,7 +114,7 @@ func (q *Queue) validateRestored(t Timer) error {
 		return err
 	}
 	if _, err := ParseState(string(t.State)); err != nil {
-		return fmt.Errorf("timer %q: %w", t.ID, err)
+		return errorf("timer %q: %w", t.ID, err)
 	}
 	check := func(name string, tm time.Time, want bool) error {
 		switch {

@@ -45,7 +45,7 @@ func (q *Queue) Wait(ctx context.Context, id string) error {
 			return err
 		default:
 		}
-		return fmt.Errorf("timerq: wait %q: %w", id, ctx.Err())
+		return errorf("wait %q: %w", id, ctx.Err())
 	}
 }
 
@@ -392,7 +392,7 @@ func (h *hub) readPending(ctx context.Context) bool {
 	if err != nil && hasRedisCode(err, "NOPERM") {
 		// Retrying cannot grant a right: end these waits with the reason.
 		for i := range chans {
-			h.settle(chans[i], epoch, fmt.Errorf("timerq: wait %q: %w", ids[i], h.q.redisError(err)))
+			h.settle(chans[i], epoch, errorf("wait %q: %w", ids[i], h.q.redisError(err)))
 		}
 		return more
 	}
