@@ -21,6 +21,7 @@ func TestOneShardKeepsTheUnshardedNames(t *testing.T) {
 		s.Wake():                        "timerq:{orders}:wake",
 		s.TimerChannel("x-1"):           "timerq:{orders}:t:x-1",
 		s.DeadLetter():                  "timerq:{orders}:dead",
+		s.Traces():                      "timerq:{orders}:traces",
 		Namespace("orders").Meta():      "timerq:{orders}:meta",
 		Namespace("orders").MaintLock(): "timerq:{orders}:maint-lock",
 		s.HashTag():                     "{orders}",
@@ -44,7 +45,7 @@ func TestEveryNameOfAShardHashesToOneSlot(t *testing.T) {
 	for _, shards := range []int{1, 2, 16, MaxShards} {
 		for _, s := range Shards("ns-1.x", shards) {
 			names := append(s.Keys(), s.Wake(), s.Notify(), s.TimerChannel("some-id"), s.TimerChannel("{other}"),
-				s.DeadLetter(), s.TimerChannelPrefix())
+				s.DeadLetter(), s.TimerChannelPrefix(), s.Traces())
 			want := Slot(names[0])
 			for _, n := range names {
 				if Slot(n) != want {
