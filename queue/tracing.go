@@ -28,7 +28,7 @@ const tracerName = "github.com/timerq/timerq"
 const (
 	spanSchedule = "timerq.schedule" // one per Schedule/ScheduleIn/ScheduleBatch call
 	spanClaim    = "timerq.claim"    // one per claim of a shard that fired timers or failed
-	spanFire     = "timerq.fire"     // one per fired timer: child of the schedule span
+	spanFire     = "timerq.fire"     // one per fired traced timer: child of the schedule span
 	spanConsume  = "timerq.consume"  // one per delivery to a Consume handler
 )
 
@@ -134,23 +134,18 @@ func endSchedule(span trace.Span, out []ScheduleResult, err error) {
 
 // traceClaim records a claim of shard k that ran from start until now: a
 // timerq.claim span, unless it fired nothing and did not fail (an idle
-// poller makes no spans), and one timerq.fire span per fired timer. The
-// fire span of a timer scheduled inside a trace (tps[i], the traceparent
-// claim.lua returned; tps is nil when no timer had one) is a child of the
-// schedule span, linked to the claim span; any other fire span is a child of
-// the claim span, made only when the claim span records.
+// poller makes no spans), and a timerq.fire span for each fired timer that
+// was scheduled inside a trace (tps[i], the traceparent claim.lua returned;
+// tps is nil when no timer had one): a child of the schedule span, linked
+// to the claim span. Other timers get no span of their own (the claim span
+// counts them), so the cost follows what the application samples.
 func (q *Queue) traceClaim(ctx context.Context, k, limit int, start time.Time, res ClaimResult, tps []string, err error) {
 	if err == nil && len(res.Fired) == 0 {
 		return
 	}
-	cctx, span := q.tracer.Start(ctx, spanClaim, trace.WithTimestamp(start))
+	_, span := q.tracer.Start(ctx, spanClaim, trace.WithTimestamp(start))
 	end := trace.WithTimestamp(time.Now())
-	recording := span.IsRecording()
-	if !recording && tps == nil {
-		span.End()
-		return
-	}
-	if recording {
+	if span.IsRecording() {
 		var maxLate time.Duration
 		for _, f := range res.Fired {
 			maxLate = max(maxLate, f.Lateness())
@@ -158,21 +153,18 @@ func (q *Queue) traceClaim(ctx context.Context, k, limit int, start time.Time, r
 		span.SetAttributes(systemTimerq, attrNamespace.String(q.opts.Namespace), attrShard.Int(k),
 			attrLimit.Int(limit), attrFired.Int(len(res.Fired)), attrMaxLate.Int64(maxLate.Milliseconds()))
 	}
-	// The start options of the two kinds of fire span, built once a claim.
-	child := []trace.SpanStartOption{trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindConsumer)}
-	traced := child
+	if tps == nil {
+		endSpan(span, err, end)
+		return
+	}
+	// The fire spans' start options, built once a claim.
+	opts := []trace.SpanStartOption{trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindConsumer)}
 	if sc := span.SpanContext(); sc.IsValid() {
-		traced = append(child[:len(child):len(child)], trace.WithLinks(trace.Link{SpanContext: sc}))
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
 	}
 	for i, f := range res.Fired {
-		pctx, opts, remote := cctx, child, false
-		if tps != nil {
-			var rctx context.Context
-			if rctx, remote = withRemoteParent(ctx, tps[i]); remote {
-				pctx, opts = rctx, traced
-			}
-		}
-		if !remote && !recording {
+		pctx, ok := withRemoteParent(ctx, tps[i])
+		if !ok {
 			continue
 		}
 		_, fs := q.tracer.Start(pctx, spanFire, opts...)
