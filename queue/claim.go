@@ -105,27 +105,42 @@ func (q *Queue) claimShard(ctx context.Context, l *layout, k, limit int) (ClaimR
 	// One try: while the shard's slot migrates, the caller (a poller's
 	// loop for this shard) backs off and counts the pause itself, and the
 	// other shards go on.
+	start := time.Now()
+	res, tps, err := q.claimOnce(ctx, l, k, limit)
+	q.traceClaim(ctx, k, limit, start, res, tps, err)
+	return res, err
+}
+
+// claimOnce runs claim.lua once on shard k. It returns the traceparent of
+// each fired timer too, in tps, or nil when none was traced.
+func (q *Queue) claimOnce(ctx context.Context, l *layout, k, limit int) (res ClaimResult, tps []string, _ error) {
 	reply, err := q.runTries(ctx, l, l.scripts.claim, k, 1, limit, q.opts.retentionMillis(), q.opts.streamMaxLen(),
 		l.spaces[k].TimerChannelPrefix(), l.spaces[k].Notify())
 	if err != nil {
-		return ClaimResult{}, errorf("claim: %w", err)
+		return ClaimResult{}, nil, errorf("claim: %w", err)
 	}
 	r, err := replyStrings(reply)
-	if err != nil || len(r) < 2 || (len(r)-2)%3 != 0 {
-		return ClaimResult{}, errorf("claim: unexpected reply %v", reply)
+	if err != nil || len(r) < 2 || (len(r)-2)%4 != 0 {
+		return ClaimResult{}, nil, errorf("claim: unexpected reply %v", reply)
 	}
-	res := ClaimResult{Shard: k, Now: fromMillis(atoi(r[0]))}
+	res = ClaimResult{Shard: k, Now: fromMillis(atoi(r[0]))}
 	if r[1] != "" {
 		res.NextDue = fromMillis(atoi(r[1]))
 	}
-	if n := (len(r) - 2) / 3; n > 0 {
+	if n := (len(r) - 2) / 4; n > 0 {
 		res.Fired = make([]Fired, n)
 		for i := range res.Fired {
-			f := r[2+3*i:]
+			f := r[2+4*i:]
 			res.Fired[i] = Fired{ID: f[0], Due: fromMillis(atoi(f[1])), FiredAt: res.Now, Payload: []byte(f[2])}
+			if f[3] != "" {
+				if tps == nil {
+					tps = make([]string, n)
+				}
+				tps[i] = f[3]
+			}
 		}
 	}
-	return res, nil
+	return res, tps, nil
 }
 
 // Purge removes up to limit (1..MaxBatch) fired and cancelled records whose

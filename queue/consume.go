@@ -548,7 +548,7 @@ func (c *consumerLoop) handle(ctx context.Context, m redis.XMessage, attempt int
 		// mid-handler each time, perhaps because of this very event.
 		return c.deadLetter(ctx, m, fmt.Errorf("delivered %d times without an acknowledgement (consumers crashed or stopped mid-handler)", attempt), attempt)
 	}
-	err := c.handler(ctx, ev)
+	err := c.runHandler(ctx, m, ev) // c.handler in a timerq.consume span (tracing.go)
 	if err == nil {
 		return c.q.rdb.XAck(ctx, c.stream, c.group, m.ID).Err()
 	}

@@ -3,6 +3,8 @@ package queue
 import (
 	"fmt"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Limits and defaults of Options.
@@ -76,6 +78,15 @@ type Options struct {
 	// Every client and worker of a namespace must use the same flavour, so
 	// change it only to force classic pub/sub on all of them.
 	PubSub PubSubMode
+
+	// TracerProvider makes the queue's OpenTelemetry spans (timerq.schedule,
+	// timerq.claim, timerq.fire, timerq.consume; docs/tracing.md). nil means
+	// the global provider, otel.GetTracerProvider(), which makes no spans
+	// unless the application installs one with otel.SetTracerProvider (even
+	// after New). Whatever the provider, a timer scheduled inside a sampled
+	// span keeps that span's traceparent until it fires, so that its fire
+	// and its handler join the trace; one scheduled outside stores nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // withDefaults validates o and fills in its defaults.

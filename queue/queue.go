@@ -11,14 +11,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Queue is a namespace of durable timers in Redis. It is safe for concurrent
 // use. Create one with New and Close it when done; closing does not close the
 // Redis client, which the caller owns.
 type Queue struct {
-	rdb  redis.UniversalClient
-	opts Options
+	rdb    redis.UniversalClient
+	opts   Options
+	tracer trace.Tracer // from opts.TracerProvider (tracing.go)
 
 	layMu sync.Mutex             // serialises the first read of the layout
 	lay   atomic.Pointer[layout] // nil until read from Redis
@@ -40,7 +42,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Queue{rdb: rdb, opts: opts}, nil
+	return &Queue{rdb: rdb, opts: opts, tracer: newTracer(opts.TracerProvider)}, nil
 }
 
 // Client returns the Redis client the queue was created with. Everything
@@ -120,7 +122,18 @@ const scheduleChunk = 500
 // timer first: if any is invalid it returns an error naming it and writes
 // nothing. A repeated ID within the batch is created once; its later
 // occurrences report Created false.
-func (q *Queue) ScheduleBatch(ctx context.Context, timers []NewTimer) ([]ScheduleResult, error) {
+//
+// Each call makes one timerq.schedule span (Options.TracerProvider); when it
+// is sampled, every timer the call creates carries its trace to the fire.
+func (q *Queue) ScheduleBatch(ctx context.Context, timers []NewTimer) (out []ScheduleResult, err error) {
+	ctx, span, tp := q.startSchedule(ctx, timers)
+	defer func() { endSchedule(span, out, err) }()
+	return q.scheduleBatch(ctx, timers, tp)
+}
+
+// scheduleBatch is ScheduleBatch, storing the traceparent tp ("" for none)
+// with each timer it creates.
+func (q *Queue) scheduleBatch(ctx context.Context, timers []NewTimer, tp string) ([]ScheduleResult, error) {
 	for i, t := range timers {
 		if err := q.validateTimer(t); err != nil {
 			return nil, errorf("batch item %d: %w", i, err)
@@ -147,8 +160,8 @@ func (q *Queue) ScheduleBatch(ctx context.Context, timers []NewTimer) ([]Schedul
 	for k, idx := range byShard {
 		for start := 0; start < len(idx); start += scheduleChunk {
 			chunk := idx[start:min(start+scheduleChunk, len(idx))]
-			args := make([]any, 0, 1+3*len(chunk))
-			args = append(args, l.spaces[k].Wake())
+			args := make([]any, 0, 2+3*len(chunk))
+			args = append(args, l.spaces[k].Wake(), tp)
 			for _, i := range chunk {
 				t := timers[i]
 				args = append(args, t.ID, t.dueArg(), t.Payload)
@@ -412,7 +425,7 @@ func (q *Queue) run(ctx context.Context, l *layout, s *redis.Script, shard int, 
 
 // runTries is run with at most tries attempts.
 func (q *Queue) runTries(ctx context.Context, l *layout, s *redis.Script, shard, tries int, args ...any) (any, error) {
-	return q.runKeys(ctx, l, s, shard, l.keys[shard], tries, args...)
+	return q.runKeys(ctx, l, s, shard, l.keysOf(s, shard), tries, args...)
 }
 
 // runKeys is runTries with the keys of shard given.
@@ -472,7 +485,7 @@ func (q *Queue) runMany(ctx context.Context, l *layout, s *redis.Script, calls [
 		cmds := make([]*redis.Cmd, len(todo))
 		_, _ = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for j, i := range todo {
-				cmds[j] = s.EvalSha(ctx, p, l.keys[calls[i].shard], calls[i].args...)
+				cmds[j] = s.EvalSha(ctx, p, l.keysOf(s, calls[i].shard), calls[i].args...)
 			}
 			return nil
 		})

@@ -78,6 +78,7 @@ var (
 type layout struct {
 	spaces  []keyspace.Space
 	keys    [][]string // spaces[k].Keys()
+	tkeys   [][]string // spaces[k].Keys() and spaces[k].Traces()
 	sharded bool
 	scripts *scriptSet
 }
@@ -89,8 +90,19 @@ func newLayout(ns string, shards int, sharded bool) *layout {
 	}
 	for _, s := range l.spaces {
 		l.keys = append(l.keys, s.Keys())
+		l.tkeys = append(l.tkeys, append(s.Keys(), s.Traces()))
 	}
 	return l
+}
+
+// keysOf returns the keys script s takes on shard k: the seven common keys,
+// and the traces hash as the eighth for the scripts that carry a trace from
+// schedule to fire (prelude.lua).
+func (l *layout) keysOf(s *redis.Script, k int) []string {
+	if s == l.scripts.schedule || s == l.scripts.claim || s == l.scripts.purge {
+		return l.tkeys[k]
+	}
+	return l.keys[k]
 }
 
 func (l *layout) shardOf(id string) int { return keyspace.ShardOf(id, len(l.spaces)) }

@@ -61,6 +61,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		&cli.IntFlag{Name: "batch-size", Value: 256, Usage: "the workers' --batch-size"},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object per scenario instead of a table"},
 		&cli.BoolFlag{Name: "quiet", Usage: "no progress lines on stderr"},
+		&cli.BoolFlag{Name: "trace", Usage: "OpenTelemetry tracing on in the bench and the workers, every timer traced, spans sent to an OTLP sink in timerbench that drops them"},
 	}
 	burst := []cli.Flag{
 		&cli.IntFlag{Name: "timers", Value: 100_000, Usage: "burst: timers due at one instant"},
@@ -157,7 +158,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			RedisURL: c.String("redis"), RedisServer: c.String("redis-server"), Force: c.Bool("force"),
 			Namespace: c.String("namespace"), WorkerBin: c.String("worker-bin"),
 			Workers: c.Int("workers"), BatchSize: c.Int("batch-size"), Log: log,
-			AppendFsync: c.String("appendfsync"),
+			AppendFsync: c.String("appendfsync"), Trace: c.Bool("trace"),
 		})
 	}
 	var cmds []*cli.Command

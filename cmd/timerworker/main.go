@@ -71,6 +71,11 @@ Exit codes:
       too old, or refusing a command the worker needs (ACL)
    2  usage error: an unknown flag, a bad value or argument
 
+Tracing is off unless the standard OpenTelemetry variables ask for it:
+OTEL_EXPORTER_OTLP_ENDPOINT (OTLP over HTTP) or OTEL_TRACES_EXPORTER=
+otlp|console|none, with OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, ...
+(docs/tracing.md).
+
 See docs/worker.md and, for TLS and ACL users, docs/security.md.`
 
 // flags returns timerworker's flags, fresh on every call.

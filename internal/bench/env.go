@@ -58,6 +58,12 @@ type Config struct {
 	// this appendfsync policy ("always", "everysec" or "no"); "off" or
 	// empty leaves persistence off. The chaos scenario needs "always".
 	AppendFsync string
+	// Trace turns OpenTelemetry tracing on in the bench's queues (every
+	// schedule sampled, so every timer carries a trace) and in the
+	// timerworkers (OTEL_* in their environment), all exporting OTLP/HTTP to
+	// a sink in this process that counts and drops the spans. Off, the
+	// workers get OTEL_TRACES_EXPORTER=none.
+	Trace bool
 }
 
 // Env is an open bench environment: a Redis it owns and the worker binary.
@@ -75,6 +81,7 @@ type Env struct {
 	tmpDir     string
 	offset     time.Duration // server clock minus local clock
 	workers    string
+	tracing    *tracing // nil unless Config.Trace
 }
 
 // Open connects to (or starts) the Redis, refuses a non-empty database
@@ -139,6 +146,11 @@ func Open(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if err := e.measureOffset(ctx); err != nil {
 		return nil, err
 	}
+	if cfg.Trace {
+		if e.tracing, err = startTracing(ctx); err != nil {
+			return nil, err
+		}
+	}
 	e.workers = cfg.WorkerBin
 	return e, nil
 }
@@ -152,6 +164,7 @@ func (e *Env) Client() *redis.Client { return e.rdb }
 // Close stops the redis-server the bench started, if any, and removes its
 // temporary files.
 func (e *Env) Close() {
+	e.tracing.close()
 	if e.rdb != nil {
 		_ = e.rdb.Close()
 	}
@@ -310,7 +323,11 @@ func (e *Env) toServerMs(t time.Time) float64 {
 }
 
 func (e *Env) queue(rdb redis.UniversalClient) (*queue.Queue, error) {
-	q, err := queue.New(rdb, queue.Options{Namespace: e.cfg.Namespace})
+	opts := queue.Options{Namespace: e.cfg.Namespace}
+	if e.tracing != nil {
+		opts.TracerProvider = e.tracing.tp
+	}
+	q, err := queue.New(rdb, opts)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}

@@ -275,6 +275,10 @@ type SteadyResult struct {
 	// due time (the scheduler fell behind); it should be 0.
 	ScheduledLate int    `json:"scheduled_late"`
 	Plot          string `json:"plot,omitempty"`
+	// Traced is Config.Trace; SpansExported is how many spans the bench's
+	// OTLP sink received from the bench and the workers (0 untraced).
+	Traced        bool  `json:"traced"`
+	SpansExported int64 `json:"spans_exported"`
 }
 
 // Steady schedules cfg.Rate timers per second, each cfg.Lead before it is
@@ -394,6 +398,7 @@ func (e *Env) Steady(ctx context.Context, cfg SteadyConfig) (*SteadyResult, erro
 		return nil, fmt.Errorf("bench: timerworker failed: %s", errs)
 	}
 	r.WorkerCPUS = round3(cpu)
+	r.Traced, r.SpansExported = e.tracing != nil, e.tracing.received(ctx)
 	fc, err := checkFires(ctx, e.rdb, q.StreamKey(), expected)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -102,6 +103,7 @@ func (e *Env) spawnWorker() (*workerProc, error) {
 		"--namespace", e.cfg.Namespace,
 		"--batch-size", strconv.Itoa(e.cfg.BatchSize),
 		"--log-level", "warn")
+	cmd.Env = append(os.Environ(), e.tracing.workerEnv()...)
 	p := &workerProc{cmd: cmd, done: make(chan struct{}), stderr: &syncBuffer{}}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/timerq/timerq/internal/cliconf"
+	"github.com/timerq/timerq/internal/otelenv"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -320,6 +321,7 @@ type session struct {
 	g   global
 	rdb redis.UniversalClient
 	q   *queue.Queue
+	tr  *otelenv.Provider // OpenTelemetry tracing, when OTEL_* asks for it
 }
 
 // open validates the global flags, then builds the client and queue; it
@@ -342,19 +344,34 @@ func (r *runner) open(c *cli.Context) (*session, error) {
 	// Without this go-redis ignores context deadlines on reads and writes,
 	// and --timeout would not bite on a hung server.
 	opts.ContextTimeoutEnabled = true
+	// Off unless OTEL_* asks for it (docs/tracing.md): then timerctl
+	// schedule's timers carry its trace to their fire.
+	tr, err := otelenv.Setup(c.Context, "timerctl", r.o.Version, r.o.Stderr)
+	if err != nil {
+		var uerr *otelenv.UsageError
+		if errors.As(err, &uerr) {
+			return nil, usageErr(uerr.Problem, uerr.Fix+" (docs/tracing.md)")
+		}
+		return nil, &Error{Problem: "cannot start OpenTelemetry tracing: " + err.Error(),
+			Fix: "fix the OTEL_* environment variables, or unset OTEL_TRACES_EXPORTER to run without tracing (docs/tracing.md)", Err: err}
+	}
 	// Standalone, Sentinel or Cluster, as the URL says (as timerworker).
 	rdb := redis.NewUniversalClient(opts)
-	q, err := queue.New(rdb, queue.Options{Namespace: g.namespace})
+	q, err := queue.New(rdb, queue.Options{Namespace: g.namespace, TracerProvider: tr.TracerProvider})
 	if err != nil {
 		rdb.Close()
 		return nil, err
 	}
-	return &session{g: g, rdb: rdb, q: q}, nil
+	return &session{g: g, rdb: rdb, q: q, tr: tr}, nil
 }
 
 func (s *session) close() {
 	s.q.Close()
 	s.rdb.Close()
+	// Flush the command's spans, within --timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), s.g.timeout)
+	defer cancel()
+	_ = s.tr.Shutdown(ctx)
 }
 
 // ctx bounds one Redis command by --timeout.

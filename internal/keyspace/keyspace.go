@@ -131,6 +131,12 @@ func (s Space) DeadLetter() string { return s.tag + "dead" }
 // Counters is the hash of totals that claims add to (fired, lateness).
 func (s Space) Counters() string { return s.tag + "counters" }
 
+// Traces is the hash of the W3C traceparents of scheduled timers that were
+// scheduled inside a sampled trace (id -> traceparent). It exists only once
+// a traced timer was scheduled; schedule, claim and purge take it as their
+// eighth key.
+func (s Space) Traces() string { return s.tag + "traces" }
+
 // Keys are the seven keys every script takes, in the order of
 // scripts/lua/prelude.lua: due, timers, fired, cancelled, expire, fires,
 // counters.

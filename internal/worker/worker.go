@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -19,8 +20,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
 
 	"github.com/timerq/timerq/internal/cliconf"
+	"github.com/timerq/timerq/internal/otelenv"
 	"github.com/timerq/timerq/poller"
 	"github.com/timerq/timerq/queue"
 )
@@ -82,6 +85,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	tracing, err := setupTracing(ctx, cfg.Version, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Flush the last spans; a collector that is gone costs at most this.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(sctx); err != nil {
+			log.Warn("timerq: flushing OpenTelemetry spans failed", "err", err)
+		}
+	}()
 	// Deadlines must bound calls (the poller's claim timeout, redsync's
 	// per-attempt timeout), or a dead server stalls shutdown.
 	opts.ContextTimeoutEnabled = true
@@ -108,7 +123,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	var all []served
 	for _, ns := range namespaces {
-		q, err := queue.New(rdb, queue.Options{Namespace: ns, Retention: cfg.Retention})
+		q, err := queue.New(rdb, queue.Options{Namespace: ns, Retention: cfg.Retention, TracerProvider: tracing.TracerProvider})
 		if err != nil {
 			return &Error{Code: cliconf.ExitUsage, Problem: err.Error(), Fix: "fix --retention (TIMERQ_RETENTION), e.g. --retention 168h", Err: err}
 		}
@@ -187,6 +202,28 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 	}
 	return nil
+}
+
+// setupTracing switches OpenTelemetry tracing on when the OTEL_*
+// environment variables ask for it (internal/otelenv), and sends the SDK's
+// own errors (a collector that cannot be reached) to the log.
+func setupTracing(ctx context.Context, version string, log *slog.Logger) (*otelenv.Provider, error) {
+	p, err := otelenv.Setup(ctx, "timerworker", version, os.Stderr)
+	var uerr *otelenv.UsageError
+	switch {
+	case errors.As(err, &uerr):
+		return nil, &Error{Code: cliconf.ExitUsage, Problem: uerr.Problem, Fix: uerr.Fix + " (docs/tracing.md)", Err: err}
+	case err != nil:
+		return nil, &Error{Problem: "cannot start OpenTelemetry tracing: " + err.Error(),
+			Fix: "fix the OTEL_* environment variables, or unset OTEL_TRACES_EXPORTER to run without tracing (docs/tracing.md)", Err: err}
+	}
+	if p.TracerProvider != nil {
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+			log.Warn("timerq: OpenTelemetry", "err", err)
+		}))
+		log.Info("timerq: tracing on", "exporters", strings.Join(p.Exporters, ","))
+	}
+	return p, nil
 }
 
 // checkNamespaces validates the namespaces and refuses a repeated one,

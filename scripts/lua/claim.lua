@@ -1,17 +1,23 @@
 -- claim.lua: fire up to ARGV[1] due timers, atomically and exactly once.
 --
--- KEYS: the namespace's seven keys (see prelude.lua).
+-- KEYS: the namespace's seven keys, then its traces hash (see prelude.lua).
 -- ARGV[1] limit: most timers to claim (1..1000)
 -- ARGV[2] retention_ms: how long fired records are kept; 0 keeps them forever
 -- ARGV[3] stream_maxlen: approximate bound of the fire stream; 0 = unbounded
 -- ARGV[4] channel prefix: a fired timer's wakeup goes to prefix .. id
 -- ARGV[5] notify channel: told how many timers a claim fired, once per claim
 --         that fired any, so consumers of the fire stream wake (optional)
--- Reply: {now_ms, earliest_ms_or_empty, id_1, due_1, payload_1, id_2, ...};
---        every timer of one claim has fired_at = now_ms.
+-- Reply: {now_ms, earliest_ms_or_empty, id_1, due_1, payload_1,
+--        traceparent_1, id_2, ...}; every timer of one claim has fired_at =
+--        now_ms; traceparent is '' for a timer scheduled outside a trace.
 -- Complexity: O(log N + k) for k claimed timers in a set of N, plus one
 --        PUBLISH and one XADD per claimed timer, and one XTRIM and a few
---        HINCRBYs (the counters) per claim.
+--        HINCRBYs (the counters) per claim; when some timer was traced, one
+--        HMGET and one HDEL of k fields more.
+--
+-- A traced timer's traceparent (KEYS[8], written by schedule.lua) moves
+-- into its fire stream entry, as the field traceparent, so that a consumer
+-- continues the trace that scheduled it.
 --
 -- A timer is due when due_ms <= now_ms of the server clock, never earlier.
 -- Removing it from the due set and marking it fired happen in this one
@@ -73,11 +79,32 @@ if n > 0 then
           if late <= LATE_MS[j] then b = LATE_FIELDS[j]; break end
         end
         buckets[b] = (buckets[b] or 0) + 1
-        reply[#reply + 1] = id
-        reply[#reply + 1] = due_ms
-        reply[#reply + 1] = payload
       end
     end
+  end
+
+  -- The traceparents of the timers scheduled inside a trace, if any was.
+  local traced = {}
+  if #events > 0 then
+    local exists, terr = check_traces()
+    if terr then return terr end
+    if exists then
+      local fids = {}
+      for i, e in ipairs(events) do fids[i] = e[1] end
+      local tps = redis.call('HMGET', KEYS[8], unpack(fids))
+      for i, e in ipairs(events) do
+        if tps[i] then
+          e[4] = tps[i]
+          traced[#traced + 1] = e[1]
+        end
+      end
+    end
+  end
+  for _, e in ipairs(events) do
+    reply[#reply + 1] = e[1]
+    reply[#reply + 1] = e[2]
+    reply[#reply + 1] = e[3]
+    reply[#reply + 1] = e[4] or ''
   end
 
   -- Phase 2: probes. ZREMRANGEBYRANK goes first: Redis does not refuse it
@@ -90,6 +117,7 @@ if n > 0 then
     probes[#probes + 1] = {'XADD', KEYS[6]}
     if maxlen > 0 then probes[#probes + 1] = {'XTRIM', KEYS[6]} end
     probes[#probes + 1] = {'HINCRBY', KEYS[7]}
+    if #traced > 0 then probes[#probes + 1] = {'HDEL', KEYS[8]} end
   end
   err = probe_all(probes)
   if err then return err end
@@ -108,7 +136,11 @@ if n > 0 then
   redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
   if #hset > 0 then
     for _, e in ipairs(events) do
-      redis.call('XADD', KEYS[6], '*', 'id', e[1], 'due', e[2], 'fired', now_s, 'payload', e[3])
+      if e[4] then
+        redis.call('XADD', KEYS[6], '*', 'id', e[1], 'due', e[2], 'fired', now_s, 'payload', e[3], 'traceparent', e[4])
+      else
+        redis.call('XADD', KEYS[6], '*', 'id', e[1], 'due', e[2], 'fired', now_s, 'payload', e[3])
+      end
     end
     -- One approximate trim per claim rather than per entry (1.6 us a timer
     -- in BENCHMARKS.md); the script is atomic, so no reader sees the
@@ -117,6 +149,7 @@ if n > 0 then
       redis.call('XTRIM', KEYS[6], 'MAXLEN', '~', maxlen)
     end
     redis.call('HSET', KEYS[2], unpack(hset))
+    if #traced > 0 then redis.call('HDEL', KEYS[8], unpack(traced)) end
     redis.call('ZADD', KEYS[3], unpack(fired))
     if retention > 0 then
       redis.call('ZADD', KEYS[5], unpack(expire))

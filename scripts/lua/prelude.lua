@@ -14,6 +14,14 @@
 --                      lateness) and late_le_<ms> / late_le_inf (how many
 --                      fired with a lateness in that bucket; see claim.lua)
 --
+-- schedule, claim and purge take an eighth key (other scripts put their own
+-- extra keys there, so the seven above stay the common part):
+--   KEYS[8] traces     HASH  id -> W3C traceparent of the span that scheduled
+--                      the timer, only for a timer scheduled inside a sampled
+--                      trace and only while it is scheduled: claim moves it
+--                      into the timer's fire stream entry, purge drops a
+--                      cancelled timer's (see check_traces)
+--
 -- Numbers are formatted with '%.0f', never tostring or '..': real Redis
 -- prints Lua numbers with %.14g, which would corrupt a 15-digit millisecond
 -- timestamp (any instant after 2286).
@@ -91,6 +99,21 @@ local function check_types()
     if err then return err end
   end
   return nil
+end
+
+-- check_traces checks KEYS[8], the traces hash, and reports whether it
+-- exists, so that a script reads it only when some timer was traced: with
+-- tracing off the hash never exists, and it costs one TYPE per call.
+-- It returns exists, err.
+local function check_traces()
+  local got = redis.call('TYPE', KEYS[8])
+  if type(got) == 'table' then got = got['ok'] end
+  if got == 'none' then return false, nil end
+  if got ~= 'hash' then
+    return false, redis.error_reply('WRONGTYPE key ' .. KEYS[8] .. ' holds a ' .. got ..
+      ' where timerq keeps a hash')
+  end
+  return true, nil
 end
 
 -- ns_prefix is the namespace's key prefix, 'timerq:{NS}:', for the ACL

@@ -1,6 +1,6 @@
 -- purge.lua: remove settled (fired or cancelled) timers whose retention ended.
 --
--- KEYS: the namespace's seven keys (see prelude.lua).
+-- KEYS: the namespace's seven keys, then its traces hash (see prelude.lua).
 -- ARGV[1] limit: most records to remove in this call
 -- Reply: {removed, remaining_expired}: remaining_expired > 0 means call again.
 -- Complexity: O(k log N) for k removed records.
@@ -10,14 +10,22 @@
 local err = check_types()
 if err then return err end
 
+local traces, terr = check_traces()
+if terr then return terr end
+
 local now = now_ms()
 local ids = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
 local n = #ids
 if n > 0 then
   -- Probes, ZREMRANGEBYRANK first: none of purge's writes can be refused
   -- under OOM, which is when purging matters most; only ACLs can refuse.
-  err = probe_all({{'ZREMRANGEBYRANK', KEYS[5]}, {'HDEL', KEYS[2]}, {'ZREM', KEYS[3]}, {'ZREM', KEYS[4]}})
+  local probes = {{'ZREMRANGEBYRANK', KEYS[5]}, {'HDEL', KEYS[2]}, {'ZREM', KEYS[3]}, {'ZREM', KEYS[4]}}
+  if traces then probes[#probes + 1] = {'HDEL', KEYS[8]} end
+  err = probe_all(probes)
   if err then return err end
+  -- A cancelled traced timer's traceparent goes with its record (a fired
+  -- one's went at the claim).
+  if traces then redis.call('HDEL', KEYS[8], unpack(ids)) end
   redis.call('HDEL', KEYS[2], unpack(ids))
   redis.call('ZREM', KEYS[3], unpack(ids))
   redis.call('ZREM', KEYS[4], unpack(ids))

@@ -1,13 +1,16 @@
 -- schedule.lua: create timers that do not exist yet; leave existing ones alone.
 --
--- KEYS: the namespace's seven keys (see prelude.lua).
+-- KEYS: the namespace's seven keys, then its traces hash (see prelude.lua).
 -- ARGV[1]        wake channel, told the new earliest due_ms when it moves earlier
--- ARGV[2+3i..]   triples: id, due, payload (validated by the client); due is
+-- ARGV[2]        traceparent of the scheduling span, kept in KEYS[8] for each
+--                timer created, so the fire continues its trace; '' for none
+-- ARGV[3+3i..]   triples: id, due, payload (validated by the client); due is
 --                due_ms, or '+<ms>.<us>' for that long after the server's
 --                clock (see resolve_due in prelude.lua)
 -- Reply: {now_ms, created_1, record_1, created_2, record_2, ...}; created is
 --        1 for a new timer and 0 when the ID already existed in any state.
--- Complexity: O(k log N) for k timers in a set of N.
+-- Complexity: O(k log N) for k timers in a set of N (plus one HSET of k
+--        fields when traced).
 --
 -- Idempotent by ID: an existing record, even fired or cancelled, is returned
 -- unchanged, so a replaying caller never re-arms a timer that already fired.
@@ -24,13 +27,14 @@ local moved_earlier = false
 
 -- Phase 1: read every record and check every argument.
 local ids = {}
-for i = 2, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
+for i = 3, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
 if #ids == 0 then return {now} end
 local recs = redis.call('HMGET', KEYS[2], unpack(ids))
 local reply = {now}
-local hset, zadd, created = {}, {}, {}
+local hset, zadd, created, traced = {}, {}, {}, {}
+local trace = ARGV[2] ~= ''
 for k, id in ipairs(ids) do
-  local due, payload = ARGV[2 + 3 * k - 2], ARGV[2 + 3 * k - 1]
+  local due, payload = ARGV[3 + 3 * k - 2], ARGV[3 + 3 * k - 1]
   local rec = recs[k]
   if rec then
     local state = decode(rec)
@@ -54,6 +58,10 @@ for k, id in ipairs(ids) do
     hset[#hset + 1] = encode('s', '', now, '', payload)
     zadd[#zadd + 1] = due
     zadd[#zadd + 1] = id
+    if trace then
+      traced[#traced + 1] = id
+      traced[#traced + 1] = ARGV[2]
+    end
     local d = tonumber(due)
     if earliest == nil or d < earliest then
       earliest = d
@@ -65,9 +73,15 @@ for k, id in ipairs(ids) do
   end
 end
 if #hset == 0 then return reply end
+if trace then
+  local _, terr = check_traces()
+  if terr then return terr end
+end
 
 -- Phase 2: probes; ZADD first, so that Redis refuses a schedule under OOM.
-err = probe_all({{'ZADD', KEYS[1]}, {'HSET', KEYS[2]}})
+local probes = {{'ZADD', KEYS[1]}, {'HSET', KEYS[2]}}
+if trace then probes[#probes + 1] = {'HSET', KEYS[8]} end
+err = probe_all(probes)
 if err then return err end
 
 -- Phase 3: publish, then write.
@@ -77,4 +91,5 @@ if moved_earlier then
 end
 redis.call('HSET', KEYS[2], unpack(hset))
 redis.call('ZADD', KEYS[1], unpack(zadd))
+if trace then redis.call('HSET', KEYS[8], unpack(traced)) end
 return reply
