@@ -89,13 +89,35 @@ func fieldLabel(name string) string {
 	return strings.Replace(b.String(), "catch up", "catch-up", 1)
 }
 
-// policySummary is the set policies in one line, for the list.
+// defaultPolicy are the values the list leaves out as defaults.
+var defaultPolicy = map[string]string{
+	"catch-up":       string(queue.CatchUpOnce),
+	"catch-up limit": fmt.Sprint(queue.DefaultCatchUpLimit),
+	"ahead":          fmt.Sprint(queue.DefaultAhead),
+}
+
+// policySummary is the policies that are set and not the default, in one
+// line, for the list; the catch-up limit shows with catch-up all only.
 func policySummary(ps []policy) string {
 	var parts []string
+	all := false
 	for _, p := range ps {
-		if p.Set {
-			parts = append(parts, p.Name+" "+p.Value)
+		all = all || p.Name == "catch-up" && p.Value == string(queue.CatchUpAll)
+	}
+	for _, p := range ps {
+		if p.Name == "catch-up limit" {
+			if all { // it matters only then, default or not
+				parts = append(parts, p.Name+" "+p.Value)
+			}
+			continue
 		}
+		if !p.Set || defaultPolicy[p.Name] == p.Value {
+			continue
+		}
+		parts = append(parts, p.Name+" "+p.Value)
+	}
+	if len(parts) == 0 {
+		return "defaults"
 	}
 	return strings.Join(parts, " · ")
 }

@@ -74,6 +74,9 @@ func TestSchedulePages(t *testing.T) {
 				t.Errorf("schedules list lacks %q:\n%s", want, list)
 			}
 		}
+		if strings.Contains(list, "catch-up once") || strings.Count(list, "catch-up limit 10") != 1 {
+			t.Errorf("the list's policies should leave out defaults, and the catch-up limit but with catch-up all:\n%s", list)
+		}
 		if !strings.Contains(body, `class="active">Schedules</a>`) {
 			t.Error("the nav does not mark Schedules")
 		}
