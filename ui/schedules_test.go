@@ -334,6 +334,9 @@ func TestShardedNamespace(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("overview = %d\n%s", resp.StatusCode, body)
 		}
+		if !strings.Contains(body, `id="shard-streams"`) {
+			t.Error("the overview of 3 shards does not say which figures cover shard 0 only")
+		}
 		rows := section(t, body, "shards")
 		for k, s := range append(st.Shards, st) {
 			name := fmt.Sprint(k)
@@ -354,6 +357,9 @@ func TestShardedNamespace(t *testing.T) {
 		}
 		if st.Overdue != 8 || st.Scheduled != 30 || st.Cancelled != 5 {
 			t.Errorf("totals = %+v, want 30 scheduled, 8 overdue, 5 cancelled", st)
+		}
+		if _, body := newEnv(t, b, ui.Options{}).get(t, "/"); strings.Contains(body, `id="shard-streams"`) || strings.Contains(body, `id="shard-0"`) {
+			t.Error("the overview of one shard has per-shard rows or the shard note")
 		}
 
 		// Schedules: supported on several shards, or refused with a reason.
