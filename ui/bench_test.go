@@ -70,3 +70,61 @@ func BenchmarkPages(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSchedulePages measures the schedule pages' server time in a real
+// Redis: the list (first page of 50) over TIMERQ_BENCH_SCHEDULES schedules
+// (default 10,000), and the page of a per-second schedule whose last 30
+// occurrences fired (armed, next and 30 recent lookups):
+//
+//	go test -run '^$' -bench BenchmarkSchedulePages -benchtime 200x ./ui/
+func BenchmarkSchedulePages(b *testing.B) {
+	n := 10_000
+	if s := os.Getenv("TIMERQ_BENCH_SCHEDULES"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
+	srv := redistest.Start(b, redistest.Config{})
+	q, err := queue.New(srv.Client(b), queue.Options{Namespace: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Close()
+	ctx := context.Background()
+	for i := range n {
+		r := queue.Recurring{ID: fmt.Sprintf("s-%06d", i), Spec: "*/5 * * * *", Payload: []byte(`{"job":"report"}`)}
+		if i%2 == 1 {
+			r = queue.Recurring{ID: r.ID, Every: time.Duration(i+1) * time.Minute, Jitter: time.Second}
+		}
+		if _, _, err := q.PutRecurring(ctx, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// A per-second schedule with 30 fired occurrences: fire each armed one
+	// now, and re-arm, as a worker would.
+	if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "fast", Spec: "* * * * * *", Ahead: 30}); err != nil {
+		b.Fatal(err)
+	}
+	in, _ := q.GetRecurring(ctx, "fast")
+	for _, o := range in.Pending {
+		if _, err := q.FireNow(ctx, o.ID); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if res, err := q.Claim(ctx, 100); err != nil || len(res.Fired) != 30 {
+		b.Fatalf("claim: %d fired, %v", len(res.Fired), err)
+	}
+	h, err := ui.New(q, ui.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range []string{"/schedules", "/schedule?id=s-000002", "/schedule?id=fast"} {
+		b.Run(p, func(b *testing.B) {
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, httptest.NewRequest("GET", p, nil))
+				if w.Code != http.StatusOK {
+					b.Fatalf("GET %s = %d: %s", p, w.Code, w.Body)
+				}
+			}
+		})
+	}
+}

@@ -16,10 +16,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/timerq/timerq/queue"
+	"github.com/timerq/timerq/schedule"
 )
 
 // pages are the templates, each rendered inside layout.html.
-var pageNames = []string{"overview", "timers", "timer", "confirm", "tail", "groups", "error"}
+var pageNames = []string{"overview", "timers", "timer", "confirm", "tail", "groups", "schedules", "schedule", "error"}
 
 func (h *Handler) parseTemplates() error {
 	funcs := template.FuncMap{
@@ -74,6 +75,9 @@ var notices = map[string]string{
 	"fired":       "Timer made due now: the next claim fires it.",
 	"rescheduled": "Timer rescheduled.",
 	"requeued":    "Dead letter requeued to its group.",
+	"paused":      "Schedule paused: its pending occurrences are cancelled.",
+	"resumed":     "Schedule resumed: its next occurrences are armed.",
+	"deleted":     "Schedule deleted.",
 }
 
 // fail renders an error page; Redis errors are logged as well.
@@ -87,11 +91,12 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, code int, err err
 // statusOf maps queue errors to HTTP statuses.
 func statusOf(err error) int {
 	switch {
-	case errors.Is(err, queue.ErrNotFound), errors.Is(err, queue.ErrDeadLetterNotFound):
+	case errors.Is(err, queue.ErrNotFound), errors.Is(err, queue.ErrDeadLetterNotFound), errors.Is(err, queue.ErrRecurringNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, queue.ErrAlreadyFired), errors.Is(err, queue.ErrCancelled):
 		return http.StatusConflict
-	case errors.Is(err, queue.ErrInvalidID), errors.Is(err, queue.ErrInvalidDue), errors.Is(err, queue.ErrInvalidOptions):
+	case errors.Is(err, queue.ErrInvalidID), errors.Is(err, queue.ErrInvalidDue), errors.Is(err, queue.ErrInvalidOptions),
+		errors.Is(err, schedule.ErrInvalidSchedule):
 		return http.StatusBadRequest
 	}
 	return http.StatusBadGateway
@@ -131,11 +136,11 @@ const (
 	rateWindow = 5 * time.Minute
 )
 
-// shardRow is one row of the counts table. Today a namespace is one shard
-// and the table has one row; a sharded layout adds a row per shard above
-// the total without changing the page.
+// shardRow is one row of the counts table: one per shard in a namespace
+// of several shards, then the total; a single row for one shard.
 type shardRow struct {
 	Name  string
+	Total bool
 	Stats queue.Stats
 }
 
@@ -176,7 +181,13 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, statusOf(err), err)
 		return
 	}
-	d := overviewData{Now: st.Now, Total: st, Shards: []shardRow{{Name: "all", Stats: st}}}
+	d := overviewData{Now: st.Now, Total: st}
+	if len(st.Shards) > 1 {
+		for k, s := range st.Shards {
+			d.Shards = append(d.Shards, shardRow{Name: strconv.Itoa(k), Stats: s})
+		}
+	}
+	d.Shards = append(d.Shards, shardRow{Name: "all", Total: true, Stats: st})
 	if counts, err := h.q.DueHistogram(ctx, st.Now, histEdges); err != nil {
 		d.Problems = append(d.Problems, "histogram: "+err.Error())
 	} else {
@@ -369,6 +380,9 @@ type timerData struct {
 	Binary      bool
 	Size        int
 	DueInput    string
+	// Schedule is the schedule this timer is an occurrence of, by the form
+	// of its ID ("<schedule>@<ms>"); empty when the ID has another form.
+	Schedule string
 }
 
 func (h *Handler) timer(w http.ResponseWriter, r *http.Request) {
@@ -382,6 +396,7 @@ func (h *Handler) timer(w http.ResponseWriter, r *http.Request) {
 	}
 	d := timerData{Timer: t, Now: time.Now().UTC(), Size: len(t.Payload), DueInput: t.Due.Format("2006-01-02T15:04:05")}
 	d.PayloadText, d.Binary = payloadText(t.Payload)
+	d.Schedule, _, _ = queue.ParseOccurrenceID(t.ID)
 	h.render(w, r, http.StatusOK, "timer", t.ID, d)
 }
 
@@ -395,7 +410,8 @@ func payloadText(p []byte) (string, bool) {
 }
 
 type confirmData struct {
-	Action   string // cancel, fire, reschedule, requeue
+	Action   string // cancel, fire, reschedule, requeue, pause, resume, delete
+	Subject  string // "Timer" or "Schedule", shown before the ID; empty for a dead letter
 	Question string
 	Post     string
 	ID       string
@@ -411,7 +427,7 @@ func (h *Handler) confirmTimer(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
-	d := confirmData{Action: action, ID: id, Post: h.link("/timer/" + action), Back: h.link("/timer", "id", id)}
+	d := confirmData{Action: action, Subject: "Timer", ID: id, Post: h.link("/timer/" + action), Back: h.link("/timer", "id", id)}
 	switch action {
 	case "cancel":
 		d.Question = "Cancel this timer? Its waiters get ErrCancelled and it never fires."

@@ -1,8 +1,10 @@
 // Package ui is timerq's web dashboard: an http.Handler that shows a
-// namespace's counts, backlog, due-time histogram, fire rate and lateness,
-// its timers, a live tail of the fire stream, the consumer groups and the
-// dead-letter stream, and, when writes are allowed, cancels, reschedules
-// and fires timers and requeues dead letters.
+// namespace's counts (per shard), backlog, due-time histogram, fire rate
+// and lateness, its timers, its recurring schedules with their next, armed
+// and recent occurrences, a live tail of the fire stream, the consumer
+// groups and the dead-letter stream, and, when writes are allowed, cancels,
+// reschedules and fires timers, pauses, resumes and deletes schedules, and
+// requeues dead letters.
 //
 // Mount it in an application's own mux under a prefix:
 //
@@ -56,9 +58,9 @@ type Options struct {
 	// handler for Prefix+"/". Empty means the root.
 	Prefix string
 
-	// AllowWrites shows and accepts cancel, reschedule, fire-now and
-	// requeue. False (the default) hides them and refuses every POST with
-	// 403, whatever the request carries.
+	// AllowWrites shows and accepts cancel, reschedule, fire-now, requeue,
+	// and pause, resume and delete of schedules. False (the default) hides
+	// them and refuses every POST with 403, whatever the request carries.
 	AllowWrites bool
 
 	// Timeout bounds the Redis calls of one page. 0 means DefaultTimeout.
@@ -116,6 +118,10 @@ func New(q *queue.Queue, opts Options) (*Handler, error) {
 	mux.HandleFunc("GET "+p+"/groups", h.groups)
 	mux.HandleFunc("GET "+p+"/dead/confirm", h.writeOnly(h.confirmRequeue))
 	mux.HandleFunc("POST "+p+"/dead/requeue", h.post(h.requeue))
+	mux.HandleFunc("GET "+p+"/schedules", h.schedules)
+	mux.HandleFunc("GET "+p+"/schedule", h.schedule)
+	mux.HandleFunc("GET "+p+"/schedule/confirm", h.writeOnly(h.confirmSchedule))
+	mux.HandleFunc("POST "+p+"/schedule/{action}", h.post(h.actSchedule))
 	if p != "" {
 		mux.Handle("GET "+p, http.RedirectHandler(p+"/", http.StatusMovedPermanently))
 	}

@@ -38,6 +38,9 @@ func TestUIInChromiumWithAuth(t *testing.T) {
 	if _, err := q.Schedule(context.Background(), "auth-1", time.Now().Add(time.Hour), nil); err != nil {
 		t.Fatal(err)
 	}
+	if _, _, err := q.PutRecurring(context.Background(), queue.Recurring{ID: "auth-sched", Every: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
 	const token = "browser-token-0123456789"
 	t.Setenv("TIMERQ_UI_TOKEN", token)
 	t.Setenv("TIMERQ_UI_BASIC_AUTH", "")
@@ -54,6 +57,10 @@ func TestUIInChromiumWithAuth(t *testing.T) {
 	authed := strings.Replace(base, "http://", "http://operator:"+token+"@", 1)
 	if err := chromedp.Do(ctx, chromedp.Navigate(authed+"/dash/timers"), chromedp.WaitVisible(chromedp.CSS("#timers a.timer-link"))); err != nil {
 		t.Fatalf("with the token: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/dash/schedules"), chromedp.Click(chromedp.CSS("#schedules a.schedule-link")),
+		chromedp.WaitVisible(chromedp.ID("action-pause"))); err != nil {
+		t.Fatalf("the schedules behind auth: %v", err)
 	}
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/dash/tail"), chromedp.WaitVisible(chromedp.ID("tail"))); err != nil {
 		t.Fatal(err)

@@ -148,6 +148,9 @@ func TestUIAuthReadOnlyAndNoPassword(t *testing.T) {
 	if _, err := q.Schedule(context.Background(), "t-1", time.Now().Add(time.Hour), []byte("hello")); err != nil {
 		t.Fatal(err)
 	}
+	if _, _, err := q.PutRecurring(context.Background(), queue.Recurring{ID: "sched-1", Every: time.Hour, Payload: []byte("tick")}); err != nil {
+		t.Fatal(err)
+	}
 	const token = "0123456789abcdef-token"
 	t.Setenv("TIMERQ_UI_TOKEN", token)
 	t.Setenv("TIMERQ_UI_BASIC_AUTH", "")
@@ -163,7 +166,7 @@ func TestUIAuthReadOnlyAndNoPassword(t *testing.T) {
 		t.Errorf("wrong basic password: %d, want 401", code)
 	}
 	var pages []string
-	for _, p := range []string{"/", "/timers", "/timer?id=t-1", "/groups", "/tail", "/timer?id=missing"} {
+	for _, p := range []string{"/", "/timers", "/timer?id=t-1", "/groups", "/tail", "/timer?id=missing", "/schedules", "/schedule?id=sched-1"} {
 		code, body := httpGet(t, base+p, func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+token) })
 		if code != 200 && !(p == "/timer?id=missing" && code == 404) {
 			t.Errorf("GET %s with the token: %d\n%s", p, code, body)
@@ -176,6 +179,10 @@ func TestUIAuthReadOnlyAndNoPassword(t *testing.T) {
 	}
 	if strings.Contains(body, "action-cancel") {
 		t.Error("--read-only page offers cancel")
+	}
+	if code, body := httpGet(t, base+"/schedule?id=sched-1", func(r *http.Request) { r.SetBasicAuth("anyone", token) }); code != 200 ||
+		!strings.Contains(body, "tick") || strings.Contains(body, "action-pause") {
+		t.Errorf("--read-only schedule page: %d, or it offers pause:\n%s", code, body)
 	}
 	for i, p := range append(pages, stderr.String()) {
 		if strings.Contains(p, pw) {

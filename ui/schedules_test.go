@@ -1,0 +1,407 @@
+package ui_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/queue"
+	"github.com/timerq/timerq/ui"
+)
+
+// putRecurring creates a schedule or fails the test.
+func putRecurring(t *testing.T, q *queue.Queue, r queue.Recurring) queue.RecurringInfo {
+	t.Helper()
+	in, created, err := q.PutRecurring(context.Background(), r)
+	if err != nil || !created {
+		t.Fatalf("PutRecurring(%s) = %v, %v", r.ID, created, err)
+	}
+	return in
+}
+
+// uiTime is how the dashboard writes a time.
+func uiTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000Z") }
+
+// section returns the part of body from the element with the id to the
+// end of its table or list.
+func section(t *testing.T, body, id string) string {
+	t.Helper()
+	i := strings.Index(body, `id="`+id+`"`)
+	if i < 0 {
+		t.Fatalf("page has no #%s:\n%s", id, body)
+	}
+	rest := body[i:]
+	if j := regexp.MustCompile(`</(table|ol)>`).FindStringIndex(rest); j != nil {
+		rest = rest[:j[1]]
+	}
+	return rest
+}
+
+// TestSchedulePages: the list shows each schedule's spec, zone, state,
+// policies and next due; a schedule's page shows its record, the next 5
+// occurrences that GetRecurring (and so `timerctl schedules get`) computes,
+// its armed occurrences linked to their timers, and a fired one.
+func TestSchedulePages(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		e := newEnv(t, b, ui.Options{})
+		berlin, err := time.LoadLocation("Europe/Berlin")
+		if err != nil {
+			t.Skip("no tz database:", err)
+		}
+		putRecurring(t, e.q, queue.Recurring{ID: "nightly", Spec: "30 3 * * *", Location: berlin,
+			Payload: []byte(`{"report":"daily"}`), Jitter: 5 * time.Minute})
+		hb := putRecurring(t, e.q, queue.Recurring{ID: "heartbeat", Every: time.Hour, CatchUp: queue.CatchUpAll, Ahead: 3})
+
+		resp, body := e.get(t, "/schedules")
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET /schedules = %d\n%s", resp.StatusCode, body)
+		}
+		list := section(t, body, "schedules")
+		for _, want := range []string{`href="/schedule?id=nightly"`, `href="/schedule?id=heartbeat"`, "<code>30 3 * * *</code>",
+			"Europe/Berlin", "<code>every 1h0m0s</code>", `class="st st-active"`, "jitter 5m0s", "catch-up all", "ahead 3",
+			uiTime(hb.Pending[0].Due), `{&#34;report&#34;:&#34;daily&#34;}`} {
+			if !strings.Contains(list, want) {
+				t.Errorf("schedules list lacks %q:\n%s", want, list)
+			}
+		}
+		if strings.Contains(list, "catch-up once") || strings.Count(list, "catch-up limit 10") != 1 {
+			t.Errorf("the list's policies should leave out defaults, and the catch-up limit but with catch-up all:\n%s", list)
+		}
+		if !strings.Contains(body, `class="active">Schedules</a>`) {
+			t.Error("the nav does not mark Schedules")
+		}
+		if _, body := e.get(t, "/"); !strings.Contains(body, `href="/schedules"`) {
+			t.Error("the overview does not link the schedules")
+		}
+
+		in, err := e.q.GetRecurring(ctx, "nightly")
+		if err != nil || len(in.Next) != 5 || len(in.Pending) != 2 {
+			t.Fatalf("GetRecurring = %+v, %v", in, err)
+		}
+		resp, body = e.get(t, "/schedule?id=nightly")
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET /schedule = %d\n%s", resp.StatusCode, body)
+		}
+		next := section(t, body, "next")
+		if n := strings.Count(next, "<li>"); n != 5 {
+			t.Errorf("%d next occurrences shown, want 5:\n%s", n, next)
+		}
+		for _, tm := range in.Next {
+			if !strings.Contains(next, uiTime(tm)) {
+				t.Errorf("next occurrences lack %s (GetRecurring's):\n%s", uiTime(tm), next)
+			}
+		}
+		pending := section(t, body, "pending")
+		for _, o := range in.Pending {
+			link := `href="/timer?id=` + url.QueryEscape(o.ID) + `"`
+			if !strings.Contains(pending, link) || !strings.Contains(pending, uiTime(o.Due)) {
+				t.Errorf("armed occurrences lack %s (%s) due %s:\n%s", o.ID, link, uiTime(o.Due), pending)
+			}
+		}
+		record := section(t, body, "record")
+		for _, want := range []string{`id="schedule-state">active<`, `id="schedule-zone">Europe/Berlin<`, "<th>jitter</th><td>5m0s</td>",
+			"<th>catch-up</th><td>once</td>", "<th>max count</th><td>no limit</td>", "<th>end</th><td>none</td>"} {
+			if !strings.Contains(record, want) {
+				t.Errorf("record lacks %q:\n%s", want, record)
+			}
+		}
+		if strings.Contains(body, `id="actions"`) {
+			t.Error("a read-only schedule page has actions")
+		}
+
+		// Fire heartbeat's first occurrence: it moves from armed to recent,
+		// and its timer page links back to the schedule.
+		first := hb.Pending[0]
+		if _, err := e.q.FireNow(ctx, first.ID); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := e.q.Claim(ctx, 10); err != nil || len(res.Fired) != 1 {
+			t.Fatalf("claim = %+v, %v", res, err)
+		}
+		_, body = e.get(t, "/schedule?id=heartbeat")
+		recent := section(t, body, "recent")
+		if !strings.Contains(recent, url.QueryEscape(first.ID)) || !strings.Contains(recent, `st-fired`) {
+			t.Errorf("recent occurrences lack the fired %s:\n%s", first.ID, body)
+		}
+		if strings.Contains(section(t, body, "pending"), url.QueryEscape(first.ID)) {
+			t.Errorf("the fired %s is still listed as armed", first.ID)
+		}
+		_, body = e.get(t, "/timer?id="+url.QueryEscape(first.ID))
+		if !strings.Contains(body, `<a href="/schedule?id=heartbeat" id="timer-schedule">heartbeat</a>`) {
+			t.Errorf("the occurrence's timer page does not link its schedule:\n%s", body)
+		}
+
+		if resp, body := e.get(t, "/schedule?id=nope"); resp.StatusCode != 404 || !strings.Contains(body, "not found") {
+			t.Errorf("unknown schedule: %d, want 404\n%s", resp.StatusCode, body)
+		}
+	})
+}
+
+// TestScheduleActions: pause, resume and delete through their confirmation
+// pages change Redis, and the page offers only the actions that apply.
+func TestScheduleActions(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		e := newEnv(t, b, ui.Options{AllowWrites: true})
+		in := putRecurring(t, e.q, queue.Recurring{ID: "tick", Every: time.Minute})
+
+		_, body := e.get(t, "/schedule?id=tick")
+		if !strings.Contains(body, `id="action-pause"`) || strings.Contains(body, `id="action-resume"`) {
+			t.Fatalf("an active schedule should offer pause, not resume:\n%s", body)
+		}
+		_, body = e.get(t, "/schedule/confirm?id=tick&action=pause")
+		if !strings.Contains(body, `Schedule <code id="confirm-id">tick</code>`) {
+			t.Errorf("the confirmation does not name the schedule:\n%s", body)
+		}
+		if got, _ := e.q.GetRecurring(ctx, "tick"); got.State != queue.RecurringActive {
+			t.Fatalf("the confirmation page changed the schedule: %s", got.State)
+		}
+		resp, _ := e.confirmAndPost(t, "/schedule/confirm?id=tick&action=pause")
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/schedule?done=paused&id=tick" {
+			t.Fatalf("pause: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+		}
+		got, err := e.q.GetRecurring(ctx, "tick")
+		if err != nil || got.State != queue.RecurringPaused || len(got.Pending) != 0 {
+			t.Fatalf("after pause: %s, %d pending, %v", got.State, len(got.Pending), err)
+		}
+		for _, o := range in.Pending {
+			if tm, _ := e.q.Get(ctx, o.ID); tm.State != queue.StateCancelled {
+				t.Errorf("occurrence %s is %s after pause, want cancelled", o.ID, tm.State)
+			}
+		}
+		_, body = e.get(t, "/schedule?id=tick&done=paused")
+		if !strings.Contains(body, `id="notice">Schedule paused`) || !strings.Contains(body, `id="action-resume"`) || strings.Contains(body, `id="action-pause"`) {
+			t.Errorf("a paused schedule's page should say so and offer resume, not pause:\n%s", body)
+		}
+
+		resp, _ = e.confirmAndPost(t, "/schedule/confirm?id=tick&action=resume")
+		if resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("resume: %d", resp.StatusCode)
+		}
+		if got, _ = e.q.GetRecurring(ctx, "tick"); got.State != queue.RecurringActive || len(got.Pending) != queue.DefaultAhead {
+			t.Fatalf("after resume: %s with %d pending", got.State, len(got.Pending))
+		}
+
+		resp, _ = e.confirmAndPost(t, "/schedule/confirm?id=tick&action=delete")
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/schedules?done=deleted" {
+			t.Fatalf("delete: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+		}
+		if _, err := e.q.GetRecurring(ctx, "tick"); !errors.Is(err, queue.ErrRecurringNotFound) {
+			t.Fatalf("after delete: %v", err)
+		}
+		// The confirmation of a deleted schedule's action says it is gone.
+		resp, body = e.confirmAndPost(t, "/schedule/confirm?id=tick&action=pause")
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "not found") {
+			t.Errorf("pause of a deleted schedule: %d\n%s", resp.StatusCode, body)
+		}
+		if resp, _ := e.get(t, "/schedule/confirm?id=tick&action=explode"); resp.StatusCode != 404 {
+			t.Errorf("unknown action: %d, want 404", resp.StatusCode)
+		}
+	})
+}
+
+// TestScheduleCSRFAndReadOnly: a pause POST without its token, with a wrong
+// one or from another origin is refused; a read-only dashboard shows no
+// action and refuses every schedule POST, and the schedule stays active.
+func TestScheduleCSRFAndReadOnly(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		e := newEnv(t, b, ui.Options{AllowWrites: true})
+		putRecurring(t, e.q, queue.Recurring{ID: "guarded", Every: time.Hour})
+		_, body := e.get(t, "/schedule/confirm?id=guarded&action=pause")
+		m := csrfField.FindStringSubmatch(body)
+		if m == nil {
+			t.Fatalf("confirm page has no CSRF field:\n%s", body)
+		}
+		for name, tc := range map[string]struct {
+			form url.Values
+			hdr  map[string]string
+		}{
+			"no token":     {url.Values{"id": {"guarded"}}, nil},
+			"wrong token":  {url.Values{"id": {"guarded"}, "csrf": {strings.Repeat("0", 64)}}, nil},
+			"cross-origin": {url.Values{"id": {"guarded"}, "csrf": {m[1]}}, map[string]string{"Sec-Fetch-Site": "cross-site"}},
+		} {
+			for _, action := range []string{"pause", "delete"} {
+				if resp, _ := e.post(t, "/schedule/"+action, tc.form, tc.hdr); resp.StatusCode != 403 {
+					t.Errorf("%s: POST %s = %d, want 403", name, action, resp.StatusCode)
+				}
+			}
+		}
+		if got, err := e.q.GetRecurring(ctx, "guarded"); err != nil || got.State != queue.RecurringActive {
+			t.Fatalf("after forged POSTs: %s, %v", got.State, err)
+		}
+
+		ro := newEnv(t, b, ui.Options{})
+		putRecurring(t, ro.q, queue.Recurring{ID: "ro", Every: time.Hour})
+		_, body = ro.get(t, "/schedule?id=ro")
+		if strings.Contains(body, `id="actions"`) || strings.Contains(body, "Pause…") || strings.Contains(body, `name="csrf"`) {
+			t.Errorf("read-only schedule page offers actions:\n%s", body)
+		}
+		if resp, _ := ro.get(t, "/schedule/confirm?id=ro&action=pause"); resp.StatusCode != 403 {
+			t.Errorf("confirm page in read-only mode: %d, want 403", resp.StatusCode)
+		}
+		for _, action := range []string{"pause", "resume", "delete"} {
+			resp, body := ro.post(t, "/schedule/"+action, url.Values{"id": {"ro"}, "csrf": {m[1]}}, nil)
+			if resp.StatusCode != 403 || !strings.Contains(body, "this dashboard is read-only") {
+				t.Errorf("POST %s in read-only mode: %d, want 403 saying read-only", action, resp.StatusCode)
+			}
+		}
+		if got, err := ro.q.GetRecurring(ctx, "ro"); err != nil || got.State != queue.RecurringActive {
+			t.Errorf("after refused POSTs: %s, %v", got.State, err)
+		}
+	})
+}
+
+// TestScheduleEscaping: a schedule ID and payload holding markup render as
+// text in the list, the schedule page, its confirmation and its
+// occurrences' timer pages.
+func TestScheduleEscaping(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		e := newEnv(t, b, ui.Options{AllowWrites: true})
+		const evil = `<script>alert(1)</script>"'><img src=x onerror=alert(2)>`
+		in := putRecurring(t, e.q, queue.Recurring{ID: evil, Every: time.Hour, Payload: []byte(evil)})
+		for _, p := range []string{"/schedules", "/schedule?id=" + url.QueryEscape(evil),
+			"/schedule/confirm?action=pause&id=" + url.QueryEscape(evil), "/timer?id=" + url.QueryEscape(in.Pending[0].ID)} {
+			resp, body := e.get(t, p)
+			if resp.StatusCode != 200 {
+				t.Fatalf("GET %s = %d\n%s", p, resp.StatusCode, body)
+			}
+			if strings.Contains(body, "<script>alert") || strings.Contains(body, "<img src=x") {
+				t.Errorf("GET %s renders markup from data:\n%s", p, body)
+			}
+			if !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+				t.Errorf("GET %s does not show the ID as text:\n%s", p, body)
+			}
+		}
+		resp, _ := e.confirmAndPost(t, "/schedule/confirm?action=pause&id="+url.QueryEscape(evil))
+		if resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("pausing the evil schedule: %d", resp.StatusCode)
+		}
+		if got, _ := e.q.GetRecurring(context.Background(), evil); got.State != queue.RecurringPaused {
+			t.Errorf("evil schedule is %s after pause", got.State)
+		}
+	})
+}
+
+// TestShardedNamespace: in a namespace of several shards the overview has a
+// row per shard with its own counts and overdue backlog, and the schedule
+// pages work or, while schedules need one shard, say so without breaking.
+func TestShardedNamespace(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		ns := redistest.Namespace(t)
+		if _, err := queue.CreateNamespace(ctx, b.Client, ns, 3); err != nil {
+			t.Fatal(err)
+		}
+		q, err := queue.New(b.Client, queue.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { q.Close() })
+		h, err := ui.New(q, ui.Options{AllowWrites: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := newEnvHandler(t, q, h, "")
+		for i := range 30 {
+			in := time.Hour
+			if i%4 == 0 {
+				in = -time.Minute
+			}
+			schedule(t, q, fmt.Sprintf("s-%02d", i), in, "")
+		}
+		for i := range 5 {
+			schedule(t, q, fmt.Sprintf("c-%d", i), time.Hour, "")
+			if _, err := q.Cancel(ctx, fmt.Sprintf("c-%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st, err := q.Stats(ctx)
+		if err != nil || len(st.Shards) != 3 {
+			t.Fatalf("Stats = %+v, %v", st, err)
+		}
+		resp, body := e.get(t, "/")
+		if resp.StatusCode != 200 {
+			t.Fatalf("overview = %d\n%s", resp.StatusCode, body)
+		}
+		if !strings.Contains(body, `id="shard-streams"`) {
+			t.Error("the overview of 3 shards does not say which figures cover shard 0 only")
+		}
+		rows := section(t, body, "shards")
+		for k, s := range append(st.Shards, st) {
+			name := fmt.Sprint(k)
+			if k == 3 {
+				name = "all"
+			}
+			row := regexp.MustCompile(`<tr id="shard-` + name + `"[^>]*>(.*?)</tr>`).FindStringSubmatch(rows)
+			if row == nil {
+				t.Fatalf("no row for shard %s:\n%s", name, rows)
+			}
+			for _, want := range []string{
+				fmt.Sprintf(`class="scheduled">%d<`, s.Scheduled), fmt.Sprintf(`>%d</td><td>`, s.Overdue),
+				fmt.Sprintf(`class="cancelled">%d<`, s.Cancelled)} {
+				if !strings.Contains(row[1], want) {
+					t.Errorf("shard %s row lacks %q: %s", name, want, row[1])
+				}
+			}
+		}
+		if st.Overdue != 8 || st.Scheduled != 30 || st.Cancelled != 5 {
+			t.Errorf("totals = %+v, want 30 scheduled, 8 overdue, 5 cancelled", st)
+		}
+		if _, body := newEnv(t, b, ui.Options{}).get(t, "/"); strings.Contains(body, `id="shard-streams"`) || strings.Contains(body, `id="shard-0"`) {
+			t.Error("the overview of one shard has per-shard rows or the shard note")
+		}
+
+		// Schedules: supported on several shards, or refused with a reason.
+		resp, body = e.get(t, "/schedules")
+		if resp.StatusCode != 200 || !strings.Contains(body, `id="no-schedules"`) {
+			t.Errorf("empty schedules list on 3 shards = %d\n%s", resp.StatusCode, body)
+		}
+		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "sharded", Every: time.Hour}); err == nil {
+			if resp, body := e.get(t, "/schedule?id=sharded"); resp.StatusCode != 200 {
+				t.Errorf("schedule page on 3 shards = %d\n%s", resp.StatusCode, body)
+			}
+			return
+		} else if !errors.Is(err, queue.ErrInvalidOptions) {
+			t.Fatal(err)
+		}
+		// A schedule record in the namespace (say, written by a newer
+		// release) that this one cannot serve.
+		if err := b.Client.HSet(ctx, q.RecurringKeys()[0], "sharded", "1:a:0::0:{}").Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{"/schedules", "/schedule?id=sharded"} {
+			resp, body := e.get(t, p)
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "3 shards") || !strings.Contains(body, `class="problem"`) {
+				t.Errorf("GET %s on 3 shards = %d, want 400 explaining the shards:\n%s", p, resp.StatusCode, body)
+			}
+		}
+		if resp, body := e.confirmAndPost(t, "/schedule/confirm?id=sharded&action=pause"); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "3 shards") {
+			t.Errorf("pause on 3 shards = %d\n%s", resp.StatusCode, body)
+		}
+	})
+}
+
+// newEnvHandler serves h, a dashboard of q, under prefix.
+func newEnvHandler(t *testing.T, q *queue.Queue, h http.Handler, prefix string) *env {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle(prefix+"/", h)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	t.Cleanup(c.CloseIdleConnections)
+	return &env{q: q, srv: srv, c: c}
+}
