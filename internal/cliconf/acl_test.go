@@ -279,12 +279,10 @@ func TestACLRoles(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("s@1 was not consumed")
 		}
-		for c, _ := adminQ(mine).Counters(ctx); c.OverlapSkipped != 1; c, _ = adminQ(mine).Counters(ctx) {
-			if ctx.Err() != nil {
-				t.Fatal("s@2 was not skipped")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		redistest.Eventually(t, 10*time.Second, "s@2 to be skipped", func() bool {
+			c, _ := adminQ(mine).Counters(ctx)
+			return c.OverlapSkipped == 1
+		})
 
 		o, err := queue.New(rdb, queue.Options{Namespace: theirs})
 		if err != nil {
