@@ -159,8 +159,10 @@
 // leaves no gap and arms nothing twice. Occurrences missed while no worker
 // ran follow the schedule's CatchUp policy, beyond the armed ones, which
 // fire late like any timer. Pause, update and delete cancel pending
-// occurrences with the change. Recurring schedules live in unsharded
-// namespaces for now. docs/recurring.md has the design.
+// occurrences with the change. A schedule's Overlap policy can make
+// Consume skip an occurrence while its group still has the previous one
+// pending. In a sharded namespace a schedule and its occurrences live in
+// the shard of the schedule's ID. docs/recurring.md has the design.
 //
 // # Shards
 //
