@@ -42,6 +42,21 @@ type overlapRecorder struct {
 	skips   []queue.Skip
 }
 
+// handle is a Consume handler that records what it is handed.
+func (r *overlapRecorder) handle(_ context.Context, ev queue.Event) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.handled = append(r.handled, ev.ID)
+	return nil
+}
+
+// settled counts the events handled or skipped.
+func (r *overlapRecorder) settled() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.handled) + len(r.skips)
+}
+
 func (r *overlapRecorder) sawHandled(id string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -196,17 +211,8 @@ func TestOverlapSkipWithinOneRead(t *testing.T) {
 		fireOcc(t, q, "a", 1, 2)
 		fireN(t, q, "plain", 2)
 		rec := &overlapRecorder{}
-		consumeAsync(t, q, "g", "c", func(_ context.Context, ev queue.Event) error {
-			rec.mu.Lock()
-			defer rec.mu.Unlock()
-			rec.handled = append(rec.handled, ev.ID)
-			return nil
-		}, queue.ConsumeOptions{Block: 20 * time.Millisecond, OnSkip: rec.onSkip})
-		waitUntil(t, 5*time.Second, "all seven settled", func() bool {
-			rec.mu.Lock()
-			defer rec.mu.Unlock()
-			return len(rec.handled)+len(rec.skips) == 7
-		})
+		consumeAsync(t, q, "g", "c", rec.handle, queue.ConsumeOptions{Block: 20 * time.Millisecond, OnSkip: rec.onSkip})
+		waitUntil(t, 5*time.Second, "all seven settled", func() bool { return rec.settled() == 7 })
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		var skipped []string
@@ -289,12 +295,7 @@ func TestOverlapPolicyChangeAndDelete(t *testing.T) {
 		ovKey := keyspace.Shard(q.Namespace(), 0, 1).Overlap("g")
 		rec := &overlapRecorder{}
 		consume := func() (stop func()) {
-			return consumeAsync(t, q, "g", "c", func(_ context.Context, ev queue.Event) error {
-				rec.mu.Lock()
-				defer rec.mu.Unlock()
-				rec.handled = append(rec.handled, ev.ID)
-				return nil
-			}, queue.ConsumeOptions{Block: 20 * time.Millisecond, OnSkip: rec.onSkip})
+			return consumeAsync(t, q, "g", "c", rec.handle, queue.ConsumeOptions{Block: 20 * time.Millisecond, OnSkip: rec.onSkip})
 		}
 		fireOcc(t, q, "s", 1, 2)
 		stop := consume()
@@ -487,17 +488,8 @@ func TestOverlapSkipOnShardedNamespace(t *testing.T) {
 		}
 		fireOcc(t, q, "s", 1, 2)
 		rec := &overlapRecorder{}
-		consumeAsync(t, q, "g", "c", func(_ context.Context, ev queue.Event) error {
-			rec.mu.Lock()
-			defer rec.mu.Unlock()
-			rec.handled = append(rec.handled, ev.ID)
-			return nil
-		}, queue.ConsumeOptions{Block: 20 * time.Millisecond, OnSkip: rec.onSkip})
-		waitUntil(t, 5*time.Second, "both settled", func() bool {
-			rec.mu.Lock()
-			defer rec.mu.Unlock()
-			return len(rec.handled)+len(rec.skips) == 2
-		})
+		consumeAsync(t, q, "g", "c", rec.handle, queue.ConsumeOptions{Block: 20 * time.Millisecond, OnSkip: rec.onSkip})
+		waitUntil(t, 5*time.Second, "both settled", func() bool { return rec.settled() == 2 })
 		if got := rec.skipped(); !slices.Equal(got, []string{"s@2"}) {
 			t.Fatalf("skipped %v on a sharded namespace, want [s@2]", got)
 		}
