@@ -41,8 +41,11 @@ type Event struct {
 	Due     time.Time
 	FiredAt time.Time
 	Payload []byte
-	// StreamID is the entry's ID in the fire stream.
+	// StreamID is the entry's ID in the fire stream of shard Shard (each
+	// shard of a namespace has its own fire stream, with its own IDs; Shard
+	// is 0 in a namespace of one shard).
 	StreamID string
+	Shard    int
 	// Attempt is 1 on the first delivery to this group, and counts every
 	// redelivery since (retries after errors, and reclaims from consumers
 	// that died), as Redis's delivery counter does.
@@ -214,7 +217,7 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 	for k, sp := range l.spaces {
 		loops[k] = &consumerLoop{
 			q: q, group: group, name: consumer, handler: handler, opts: opts,
-			stream: sp.Fires(), dead: sp.DeadLetter(),
+			shard: k, stream: sp.Fires(), dead: sp.DeadLetter(),
 			schedules: q.overlapScheduleKey(sp), overlapKey: sp.Overlap(group), counters: sp.Counters(),
 			retries: map[string]retryState{}, cursor: "0-0",
 		}
@@ -362,6 +365,7 @@ type consumerLoop struct {
 	name    string
 	handler func(context.Context, Event) error
 	opts    ConsumeOptions
+	shard   int
 	stream  string // the shard's fire stream
 	dead    string // the shard's dead-letter stream
 
@@ -536,9 +540,10 @@ func (c *consumerLoop) handle(ctx context.Context, m redis.XMessage, attempt int
 	if g, ok := m.Values["for_group"].(string); ok && g != c.group {
 		// Requeued for another group (Queue.Requeue): this group handled
 		// the event the first time round.
-		return c.q.rdb.XAck(ctx, c.q.StreamKey(), c.group, m.ID).Err()
+		return c.q.rdb.XAck(ctx, c.stream, c.group, m.ID).Err()
 	}
 	ev, perr := parseEvent(m, attempt)
+	ev.Shard = c.shard
 	switch {
 	case perr != nil:
 		// Retrying cannot fix a malformed entry.

@@ -179,7 +179,11 @@
 // script call per shard in one pipeline; List, Stats, Purge and Claim visit
 // every shard. Pollers (package poller) share the shards among themselves.
 // Every guarantee above holds per timer on any number of shards; each
-// shard has its own fire stream, which Consume reads for the group.
+// shard has its own fire stream, which Consume reads for the group, and
+// its own dead-letter stream. The readers for dashboards (RecentFires,
+// ReadFires, Groups, DeadLetters) merge every shard's by time; a position
+// in them is a cursor of one stream entry ID per shard, and an Event names
+// its Shard, which Requeue takes.
 // docs/redis-layout.md has the key layout and the shard function.
 //
 // # Testing with timerqtest

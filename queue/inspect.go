@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,109 +16,407 @@ import (
 )
 
 // This file is the read side that dashboards and operators use: the fire
-// stream read without joining a consumer group, the groups' progress, and
-// the dead-letter stream with its one write, Requeue.
+// streams read without joining a consumer group, the groups' progress, and
+// the dead-letter streams with their one write, Requeue.
+//
+// A namespace of several shards has a fire stream and a dead-letter stream
+// per shard, each with its own entry IDs. The readers here read every shard
+// in one pipeline and merge the entries by time. A position in a
+// namespace's streams is a cursor: with one shard it is the stream entry ID
+// itself (so an Event's StreamID is a cursor), and with several it is one
+// entry ID per shard, joined by commas in shard order.
 
 var requeueScript = redis.NewScript(lua.Requeue)
 
-// RecentFires returns up to count (1..MaxBatch) of the newest fire events,
-// newest first. It reads the fire stream without a consumer group, so no
-// consumer sees a difference. Attempt is 0 in the events it returns.
-func (q *Queue) RecentFires(ctx context.Context, count int) ([]Event, error) {
-	if count < 1 || count > MaxBatch {
-		return nil, fmt.Errorf("%w: count %d is outside 1..%d", ErrInvalidOptions, count, MaxBatch)
+// fireReadPoll is how often ReadFires looks again while it blocks on a
+// sharded namespace over a Redis Cluster, where one XREAD cannot block on
+// streams in different slots.
+const fireReadPoll = 200 * time.Millisecond
+
+// RecentFires returns up to count (1..MaxBatch) of the newest fire events
+// of every shard, newest first, and the cursor just after the newest entry
+// of each shard's fire stream, from which ReadFires follows the streams
+// with nothing skipped or shown twice. It reads without a consumer group,
+// so no consumer sees a difference. Attempt is 0 in the events it returns.
+//
+// A sharded namespace's shards are read in rounds of one pipeline each:
+// first a share of count from every shard, then more only from the shards
+// whose share ran out before count events were merged, so it reads about
+// count entries, not count per shard, when fires are spread over the shards.
+func (q *Queue) RecentFires(ctx context.Context, count int) (events []Event, cursor string, err error) {
+	if err := checkCount(count); err != nil {
+		return nil, "", err
 	}
-	msgs, err := q.rdb.XRevRangeN(ctx, q.StreamKey(), "+", "-", int64(count)).Result()
+	l, err := q.layout(ctx)
 	if err != nil {
-		return nil, errorf("recent fires: %w", q.redisError(err))
+		return nil, "", err
 	}
-	return viewEvents(msgs), nil
+	n := len(l.spaces)
+	type shard struct {
+		buf  []Event // fetched, newest first, not yet merged
+		from string  // XREVRANGE's end for the next fetch
+		more bool    // the stream may hold older entries not fetched
+	}
+	shards := make([]shard, n)
+	ends := make([]string, n)
+	for k := range shards {
+		shards[k] = shard{from: "+", more: true}
+	}
+	chunk := count
+	if n > 1 {
+		chunk = min(count, count/n+count/(2*n)+8)
+	}
+	for round := 0; len(events) < count; round++ {
+		var need []int
+		for k, s := range shards {
+			if len(s.buf) == 0 && s.more {
+				need = append(need, k)
+			}
+		}
+		if len(need) > 0 {
+			if round > 0 {
+				chunk = min(count, 2*chunk)
+			}
+			cmds := make([]*redis.XMessageSliceCmd, len(need))
+			_, err = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for i, k := range need {
+					cmds[i] = p.XRevRangeN(ctx, l.spaces[k].Fires(), shards[k].from, "-", int64(chunk))
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, "", errorf("recent fires: %w", q.redisError(err))
+			}
+			for i, k := range need {
+				msgs := cmds[i].Val()
+				s := &shards[k]
+				s.buf, s.more = viewEvents(msgs, k), len(msgs) == chunk
+				if len(msgs) > 0 {
+					s.from = "(" + msgs[len(msgs)-1].ID
+					if ends[k] == "" {
+						ends[k] = msgs[0].ID
+					}
+				}
+			}
+			continue
+		}
+		best := -1
+		for k, s := range shards {
+			if len(s.buf) > 0 && (best < 0 || compareFires(s.buf[0], shards[best].buf[0]) > 0) {
+				best = k
+			}
+		}
+		if best < 0 {
+			break
+		}
+		events = append(events, shards[best].buf[0])
+		shards[best].buf = shards[best].buf[1:]
+	}
+	for k := range ends {
+		if ends[k] == "" {
+			ends[k] = "0-0"
+		}
+	}
+	return events, strings.Join(ends, ","), nil
 }
 
 // ReadFires returns up to count (1..MaxBatch) fire events added after the
-// stream entry ID after, oldest first, waiting up to block for the first
-// one when there is none yet (0 does not wait). Pass the StreamID of the
-// last event seen to follow the stream; "0" reads from the start, and the
-// newest StreamID from RecentFires follows it from now on. Like RecentFires
-// it joins no consumer group. It returns an empty slice, not an error, when
-// block passes with nothing new.
-func (q *Queue) ReadFires(ctx context.Context, after string, count int, block time.Duration) ([]Event, error) {
-	if count < 1 || count > MaxBatch {
-		return nil, fmt.Errorf("%w: count %d is outside 1..%d", ErrInvalidOptions, count, MaxBatch)
+// cursor after, oldest first, and the cursor after the last of them (after
+// itself when there are none). When none is there yet it waits up to block
+// for the first one (0 does not wait), and returns an empty slice, not an
+// error, when block passes with nothing new. "0" reads from the start; the
+// cursor from RecentFires follows the streams from now on. Like
+// RecentFires it joins no consumer group.
+//
+// On a Redis Cluster a sharded namespace's streams are in different slots,
+// which one blocking XREAD cannot span, so ReadFires reads them all without
+// blocking every 200 ms until something arrives or block passes.
+func (q *Queue) ReadFires(ctx context.Context, after string, count int, block time.Duration) (events []Event, cursor string, err error) {
+	if err := checkCount(count); err != nil {
+		return nil, "", err
 	}
-	if after == "" || after == "$" {
-		// "$" would skip an entry added between two calls; callers must
-		// resolve it once (RecentFires) and pass IDs from then on.
-		return nil, fmt.Errorf("%w: ReadFires needs a stream entry ID; use \"0\" or an event's StreamID", ErrInvalidOptions)
+	l, err := q.layout(ctx)
+	if err != nil {
+		return nil, "", err
 	}
-	args := &redis.XReadArgs{Streams: []string{q.StreamKey(), after}, Count: int64(count), Block: -1}
+	pos, err := parseStreamCursor(after, len(l.spaces), false)
+	if err != nil {
+		return nil, "", err
+	}
+	_, cluster := q.rdb.(*redis.ClusterClient)
+	var streams [][]redis.XMessage
+	if len(l.spaces) == 1 || !cluster {
+		// One XREAD over every stream, blocking if asked.
+		streams, err = q.readStreams(ctx, l, pos, count, block)
+	} else {
+		deadline := time.Now().Add(block)
+		for {
+			streams, err = q.readShardStreams(ctx, l, pos, count)
+			wait := time.Until(deadline)
+			if err != nil || wait <= 0 || anyEntries(streams) {
+				break
+			}
+			if !sleepCtx(ctx, min(wait, fireReadPoll)) {
+				err = ctx.Err()
+				break
+			}
+		}
+	}
+	if err != nil {
+		return nil, "", errorf("read fires: %w", q.redisError(err))
+	}
+	shards := make([][]Event, len(streams))
+	for k, msgs := range streams {
+		shards[k] = viewEvents(msgs, k)
+	}
+	events = mergeShards(shards, compareFires, count)
+	for _, ev := range events {
+		pos[ev.Shard] = ev.StreamID
+	}
+	return events, strings.Join(pos, ","), nil
+}
+
+// readStreams reads every shard's fire stream after its position in one
+// XREAD, which a server that is not a Cluster takes over any keys.
+func (q *Queue) readStreams(ctx context.Context, l *layout, pos []string, count int, block time.Duration) ([][]redis.XMessage, error) {
+	args := &redis.XReadArgs{Count: int64(count), Block: -1}
+	for _, sp := range l.spaces {
+		args.Streams = append(args.Streams, sp.Fires())
+	}
+	args.Streams = append(args.Streams, pos...)
 	if block > 0 {
 		args.Block = block
 	}
 	res, err := q.rdb.XRead(ctx, args).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
 	}
-	if err != nil {
-		return nil, errorf("read fires: %w", q.redisError(err))
-	}
-	var out []Event
+	out := make([][]redis.XMessage, len(l.spaces))
 	for _, s := range res {
-		out = append(out, viewEvents(s.Messages)...)
+		for k, sp := range l.spaces {
+			if s.Stream == sp.Fires() {
+				out[k] = s.Messages
+			}
+		}
 	}
 	return out, nil
 }
 
-// viewEvents decodes fire stream entries for display: a malformed entry is
-// shown with the fields it has rather than dropped.
-func viewEvents(msgs []redis.XMessage) []Event {
+// readShardStreams reads every shard's fire stream after its position, one
+// XREAD per shard without blocking, in one pipeline (which go-redis splits
+// by node on a Cluster).
+func (q *Queue) readShardStreams(ctx context.Context, l *layout, pos []string, count int) ([][]redis.XMessage, error) {
+	cmds := make([]*redis.XStreamSliceCmd, len(l.spaces))
+	_, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, sp := range l.spaces {
+			cmds[k] = p.XRead(ctx, &redis.XReadArgs{Streams: []string{sp.Fires(), pos[k]}, Count: int64(count), Block: -1})
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	out := make([][]redis.XMessage, len(l.spaces))
+	for k, c := range cmds {
+		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+		for _, s := range c.Val() {
+			out[k] = append(out[k], s.Messages...)
+		}
+	}
+	return out, nil
+}
+
+func anyEntries(streams [][]redis.XMessage) bool {
+	for _, s := range streams {
+		if len(s) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func checkCount(count int) error {
+	if count < 1 || count > MaxBatch {
+		return fmt.Errorf("%w: count %d is outside 1..%d", ErrInvalidOptions, count, MaxBatch)
+	}
+	return nil
+}
+
+// parseStreamCursor splits a cursor into one stream entry ID per shard. "0"
+// stands for the start of every shard; "" does too where emptyIsStart
+// (DeadLetters' first page) and is refused elsewhere.
+func parseStreamCursor(c string, shards int, emptyIsStart bool) ([]string, error) {
+	if c == "0" || (c == "" && emptyIsStart) {
+		pos := make([]string, shards)
+		for k := range pos {
+			pos[k] = "0-0"
+		}
+		return pos, nil
+	}
+	pos := strings.Split(c, ",")
+	if len(pos) != shards {
+		what := fmt.Sprintf("one stream entry ID per shard (%d), joined by commas", shards)
+		if shards == 1 {
+			what = "a stream entry ID such as 1700000000000-0"
+		}
+		if c == "" || c == "$" {
+			// "$" would skip an entry added between two calls.
+			return nil, fmt.Errorf("%w: empty or \"$\" cursor; pass \"0\" to start at the oldest entry, or the cursor RecentFires returns", ErrInvalidOptions)
+		}
+		return nil, fmt.Errorf("%w: cursor %q is not %s; pass \"0\" or a cursor this namespace returned", ErrInvalidOptions, c, what)
+	}
+	for _, id := range pos {
+		if _, _, ok := parseEntryID(id); !ok {
+			return nil, fmt.Errorf("%w: cursor %q holds %q, which is not a stream entry ID such as 1700000000000-0", ErrInvalidOptions, c, id)
+		}
+	}
+	return pos, nil
+}
+
+// parseEntryID splits a stream entry ID "ms-seq" (or "ms") into its parts.
+func parseEntryID(id string) (ms, seq uint64, ok bool) {
+	a, b, hasSeq := strings.Cut(id, "-")
+	ms, err := strconv.ParseUint(a, 10, 64)
+	if err != nil {
+		return 0, 0, false
+	}
+	if hasSeq {
+		if seq, err = strconv.ParseUint(b, 10, 64); err != nil {
+			return 0, 0, false
+		}
+	}
+	return ms, seq, true
+}
+
+// mergeShards merges the shards' entries, each shard's in stream order,
+// into up to limit entries ordered by compare. It takes the best of the
+// shards' heads each time, so what it returns holds a prefix of every
+// shard's entries, and a cursor built from it skips nothing even where
+// compare and a stream's order disagree (a requeued fire keeps its old
+// FiredAt).
+func mergeShards[T any](shards [][]T, compare func(a, b T) int, limit int) []T {
+	var out []T
+	heads := make([]int, len(shards))
+	for len(out) < limit {
+		best := -1
+		for k, s := range shards {
+			if heads[k] < len(s) && (best < 0 || compare(s[heads[k]], shards[best][heads[best]]) < 0) {
+				best = k
+			}
+		}
+		if best < 0 {
+			break
+		}
+		out = append(out, shards[best][heads[best]])
+		heads[best]++
+	}
+	return out
+}
+
+// compareFires orders fire events of several shards by fire time, then by
+// the time their entries were added, then by shard. Sequence numbers are
+// compared only within a shard: across streams they mean nothing.
+func compareFires(a, b Event) int {
+	return cmp.Or(a.FiredAt.Compare(b.FiredAt), compareEntryIDs(a, b))
+}
+
+// compareEntryIDs orders entries of several shards' streams by the
+// millisecond in their IDs (the time the server added them), then by shard,
+// then within a shard by sequence.
+func compareEntryIDs(a, b Event) int {
+	ams, aseq, _ := parseEntryID(a.StreamID)
+	bms, bseq, _ := parseEntryID(b.StreamID)
+	return cmp.Or(cmp.Compare(ams, bms), cmp.Compare(a.Shard, b.Shard), cmp.Compare(aseq, bseq))
+}
+
+// viewEvents decodes shard k's fire stream entries for display: a
+// malformed entry is shown with the fields it has rather than dropped.
+func viewEvents(msgs []redis.XMessage, k int) []Event {
 	out := make([]Event, 0, len(msgs))
 	for _, m := range msgs {
 		ev, _ := parseEvent(m, 0)
+		ev.Shard = k
 		out = append(out, ev)
 	}
 	return out
 }
 
-// GroupInfo is the progress of one consumer group of the fire stream.
+// GroupInfo is the progress of one consumer group of the fire streams.
 type GroupInfo struct {
 	Name string
-	// Consumers is how many consumers the group has seen.
+	// Consumers is how many consumers the group has seen (on a sharded
+	// namespace, on the shard where it has seen most).
 	Consumers int64
 	// Pending counts entries delivered to a consumer and not yet
 	// acknowledged (being handled, waiting for a retry, or held by a dead
-	// consumer until ClaimIdle passes).
+	// consumer until ClaimIdle passes), summed over the shards.
 	Pending int64
-	// LastDeliveredID is the newest fire stream entry delivered to the group.
+	// LastDeliveredID is the newest fire stream entry delivered to the
+	// group (on a sharded namespace, the newest of the shards').
 	LastDeliveredID string
-	// Lag counts the entries in the stream not yet delivered to the group;
-	// -1 when Redis cannot tell (after trimming or an XDEL, see XINFO GROUPS).
+	// Lag counts the entries in the streams not yet delivered to the group,
+	// summed over the shards; -1 when Redis cannot tell for some shard
+	// (after trimming or an XDEL, see XINFO GROUPS).
 	Lag int64
 }
 
-// Groups lists the consumer groups of the fire stream, by name; none when
-// the stream does not exist.
+// Groups lists the consumer groups of the namespace's fire streams, by
+// name, each summed over the shards; none when no stream exists.
 func (q *Queue) Groups(ctx context.Context) ([]GroupInfo, error) {
-	gs, err := q.rdb.XInfoGroups(ctx, q.StreamKey()).Result()
+	l, err := q.layout(ctx)
 	if err != nil {
-		if strings.Contains(err.Error(), "no such key") {
-			return nil, nil
-		}
-		return nil, errorf("groups: %w", q.redisError(err))
+		return nil, err
 	}
-	out := make([]GroupInfo, len(gs))
-	for i, g := range gs {
-		out[i] = GroupInfo{Name: g.Name, Consumers: g.Consumers, Pending: g.Pending, LastDeliveredID: g.LastDeliveredID, Lag: g.Lag}
+	cmds := make([]*redis.XInfoGroupsCmd, len(l.spaces))
+	_, _ = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, sp := range l.spaces {
+			cmds[k] = p.XInfoGroups(ctx, sp.Fires())
+		}
+		return nil
+	})
+	byName := map[string]*GroupInfo{}
+	for _, c := range cmds {
+		gs, err := c.Result()
+		if err != nil {
+			if strings.Contains(err.Error(), "no such key") {
+				continue // this shard has had no fire yet
+			}
+			return nil, errorf("groups: %w", q.redisError(err))
+		}
+		for _, g := range gs {
+			sum, ok := byName[g.Name]
+			if !ok {
+				byName[g.Name] = &GroupInfo{Name: g.Name, Consumers: g.Consumers, Pending: g.Pending, LastDeliveredID: g.LastDeliveredID, Lag: g.Lag}
+				continue
+			}
+			sum.Consumers = max(sum.Consumers, g.Consumers)
+			sum.Pending += g.Pending
+			if compareEntryIDs(Event{StreamID: g.LastDeliveredID}, Event{StreamID: sum.LastDeliveredID}) > 0 {
+				sum.LastDeliveredID = g.LastDeliveredID
+			}
+			if sum.Lag < 0 || g.Lag < 0 {
+				sum.Lag = -1
+			} else {
+				sum.Lag += g.Lag
+			}
+		}
+	}
+	out := make([]GroupInfo, 0, len(byName))
+	for _, g := range byName {
+		out = append(out, *g)
 	}
 	// Redis lists groups by name; miniredis in creation order.
 	slices.SortFunc(out, func(a, b GroupInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
-// DeadLetter is one entry of the dead-letter stream.
+// DeadLetter is one entry of a dead-letter stream.
 type DeadLetter struct {
-	// Event is the fire event whose handler gave up; StreamID is the
-	// dead letter's own entry ID, which Requeue takes.
+	// Event is the fire event whose handler gave up; its StreamID is the
+	// dead letter's own entry ID and its Shard the shard whose dead-letter
+	// stream holds it, which Requeue takes.
 	Event Event
 	// Error is the handler's last error.
 	Error string
@@ -125,62 +424,109 @@ type DeadLetter struct {
 	Attempts int
 	// Group and Consumer name who gave up.
 	Group, Consumer string
-	// FireStreamID is the event's entry ID in the fire stream.
+	// FireStreamID is the event's entry ID in its shard's fire stream.
 	FireStreamID string
 }
 
-// DeadLetters returns up to count (1..MaxBatch) dead letters after the
-// entry ID after ("" starts at the oldest), oldest first, and the cursor of
-// the next page ("" on the last page).
+// DeadLetters returns up to count (1..MaxBatch) dead letters of every shard
+// after the cursor after ("" starts at the oldest), oldest first, and the
+// cursor of the next page ("" on the last page).
 func (q *Queue) DeadLetters(ctx context.Context, after string, count int) ([]DeadLetter, string, error) {
-	if count < 1 || count > MaxBatch {
-		return nil, "", fmt.Errorf("%w: count %d is outside 1..%d", ErrInvalidOptions, count, MaxBatch)
+	if err := checkCount(count); err != nil {
+		return nil, "", err
 	}
-	start := "-"
-	if after != "" {
-		start = "(" + after
+	l, err := q.layout(ctx)
+	if err != nil {
+		return nil, "", err
 	}
-	msgs, err := q.rdb.XRangeN(ctx, q.DeadLetterKey(), start, "+", int64(count)+1).Result()
+	pos, err := parseStreamCursor(after, len(l.spaces), true)
+	if err != nil {
+		return nil, "", err
+	}
+	cmds := make([]*redis.XMessageSliceCmd, len(l.spaces))
+	_, err = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, sp := range l.spaces {
+			start := "(" + pos[k]
+			if pos[k] == "0-0" {
+				start = "-"
+			}
+			// One more than a page, to tell whether there is a next one.
+			cmds[k] = p.XRangeN(ctx, sp.DeadLetter(), start, "+", int64(count)+1)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, "", errorf("dead letters: %w", q.redisError(err))
 	}
-	next := ""
-	if len(msgs) > count {
-		msgs = msgs[:count]
-		next = msgs[count-1].ID
+	shards := make([][]DeadLetter, len(cmds))
+	for k, c := range cmds {
+		for _, m := range c.Val() {
+			str := func(f string) string { s, _ := m.Values[f].(string); return s }
+			ev, _ := parseEvent(m, 0)
+			ev.Shard = k
+			n, _ := strconv.Atoi(str("attempts"))
+			shards[k] = append(shards[k], DeadLetter{Event: ev, Error: str("error"), Attempts: n, Group: str("group"),
+				Consumer: str("consumer"), FireStreamID: str("stream_id")})
+		}
 	}
-	out := make([]DeadLetter, len(msgs))
-	for i, m := range msgs {
-		str := func(k string) string { s, _ := m.Values[k].(string); return s }
-		ev, _ := parseEvent(m, 0)
-		n, _ := strconv.Atoi(str("attempts"))
-		out[i] = DeadLetter{Event: ev, Error: str("error"), Attempts: n, Group: str("group"),
-			Consumer: str("consumer"), FireStreamID: str("stream_id")}
+	older := func(a, b DeadLetter) int { return compareEntryIDs(a.Event, b.Event) }
+	out := mergeShards(shards, older, count+1)
+	if len(out) <= count {
+		return out, "", nil
 	}
-	return out, next, nil
+	out = out[:count]
+	for _, d := range out {
+		pos[d.Event.Shard] = d.Event.StreamID
+	}
+	return out, strings.Join(pos, ","), nil
 }
 
-// DeadLetterCount returns the length of the dead-letter stream.
+// DeadLetterCount returns how many dead letters the namespace holds, over
+// every shard.
 func (q *Queue) DeadLetterCount(ctx context.Context) (int64, error) {
-	n, err := q.rdb.XLen(ctx, q.DeadLetterKey()).Result()
+	l, err := q.layout(ctx)
+	if err != nil {
+		return 0, err
+	}
+	cmds := make([]*redis.IntCmd, len(l.spaces))
+	_, err = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, sp := range l.spaces {
+			cmds[k] = p.XLen(ctx, sp.DeadLetter())
+		}
+		return nil
+	})
 	if err != nil {
 		return 0, errorf("dead letters: %w", q.redisError(err))
+	}
+	var n int64
+	for _, c := range cmds {
+		n += c.Val()
 	}
 	return n, nil
 }
 
-// Requeue moves the dead letter deadID back onto the fire stream, in one
-// atomic script, and returns the new fire stream entry's ID. Only the group
-// that dead-lettered it handles it again, as a new delivery (Attempt 1);
-// Consume in every other group acknowledges and skips it. An unknown deadID
-// gives ErrDeadLetterNotFound, so requeueing twice is safe.
+// Requeue moves the dead letter deadID of shard shard (a DeadLetter's
+// Event.StreamID and Event.Shard; the shard is 0 in a namespace of one
+// shard) back onto that shard's fire stream, in one atomic script, and
+// returns the new fire stream entry's ID. Only the group that
+// dead-lettered it handles it again, as a new delivery (Attempt 1); Consume
+// in every other group acknowledges and skips it. An unknown deadID gives
+// ErrDeadLetterNotFound, so requeueing twice is safe.
 //
 // The timer itself stays fired: Requeue repeats the delivery, not the fire.
-func (q *Queue) Requeue(ctx context.Context, deadID string) (string, error) {
-	if deadID == "" {
-		return "", fmt.Errorf("%w: empty dead letter ID", ErrInvalidOptions)
+func (q *Queue) Requeue(ctx context.Context, shard int, deadID string) (string, error) {
+	if _, _, ok := parseEntryID(deadID); !ok {
+		return "", fmt.Errorf("%w: dead letter ID %q is not a stream entry ID such as 1700000000000-0", ErrInvalidOptions, deadID)
 	}
-	reply, err := requeueScript.Run(ctx, q.rdb, []string{q.StreamKey(), q.DeadLetterKey()}, deadID).Result()
+	l, err := q.layout(ctx)
+	if err != nil {
+		return "", err
+	}
+	if shard < 0 || shard >= len(l.spaces) {
+		return "", fmt.Errorf("%w: shard %d is outside 0..%d of namespace %q", ErrInvalidOptions, shard, len(l.spaces)-1, q.opts.Namespace)
+	}
+	sp := l.spaces[shard]
+	reply, err := requeueScript.Run(ctx, q.rdb, []string{sp.Fires(), sp.DeadLetter()}, deadID).Result()
 	if err != nil {
 		if strings.Contains(err.Error(), "Invalid stream ID") {
 			return "", fmt.Errorf("%w: %q is not a stream entry ID such as 1700000000000-0", ErrInvalidOptions, deadID)
@@ -192,7 +538,7 @@ func (q *Queue) Requeue(ctx context.Context, deadID string) (string, error) {
 		return "", errorf("requeue %s: unexpected reply %v", deadID, reply)
 	}
 	if r[0] == "notfound" {
-		return "", fmt.Errorf("%w: %s is not in %s; it may have been requeued already", ErrDeadLetterNotFound, deadID, q.DeadLetterKey())
+		return "", fmt.Errorf("%w: %s is not in %s; it may have been requeued already", ErrDeadLetterNotFound, deadID, sp.DeadLetter())
 	}
 	return r[1], nil
 }

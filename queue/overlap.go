@@ -110,6 +110,7 @@ func (c *consumerLoop) overlapCheck(ctx context.Context, msgs []redis.XMessage) 
 		}
 		m := msgs[i]
 		ev, _ := parseEvent(m, 0)
+		ev.Shard = c.shard
 		sid, _, _ := ParseOccurrenceID(ev.ID)
 		if skips == nil {
 			skips = map[string]Skip{}

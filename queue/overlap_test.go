@@ -454,7 +454,7 @@ func TestOverlapSkipHandsOverRequeuedDeadLetters(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("s@2 was not delivered")
 		}
-		if _, err := q.Requeue(ctx, dead[0].Event.StreamID); err != nil {
+		if _, err := q.Requeue(ctx, dead[0].Event.Shard, dead[0].Event.StreamID); err != nil {
 			t.Fatal(err)
 		}
 		waitUntil(t, 5*time.Second, "the requeued s@1 handled while s@2 is pending", func() bool { return rec.sawHandled("s@1") })
