@@ -39,9 +39,9 @@ func NewBacklogCollector(q *queue.Queue, timeout time.Duration) prometheus.Colle
 		scheduled:  d("timerq_timers_scheduled", "Scheduled timers in the namespace, read at scrape time."),
 		overdue:    d("timerq_timers_overdue", "Scheduled timers past their due time, by the Redis clock, read at scrape time."),
 		overdueAge: d("timerq_overdue_oldest_age_seconds", "How long ago the oldest overdue timer came due (0 if none), by the Redis clock."),
-		dead:       d("timerq_dead_letters", "Entries in the namespace's dead-letter stream."),
-		pending:    d("timerq_consumer_group_pending", "Fire events delivered to the group and not yet acknowledged.", "group"),
-		lag:        d("timerq_consumer_group_lag", "Fire events in the stream not yet delivered to the group.", "group"),
+		dead:       d("timerq_dead_letters", "Entries in the namespace's dead-letter streams (every shard's)."),
+		pending:    d("timerq_consumer_group_pending", "Fire events delivered to the group and not yet acknowledged, over every shard.", "group"),
+		lag:        d("timerq_consumer_group_lag", "Fire events in the streams not yet delivered to the group, over every shard.", "group"),
 		success:    d("timerq_backlog_scrape_success", "1 if the backlog gauges were read from Redis at this scrape, else 0."),
 	}
 }

@@ -49,10 +49,10 @@ timerq_timers_scheduled{` + ns + `} 3
 # HELP timerq_timers_overdue Scheduled timers past their due time, by the Redis clock, read at scrape time.
 # TYPE timerq_timers_overdue gauge
 timerq_timers_overdue{` + ns + `} 2
-# HELP timerq_dead_letters Entries in the namespace's dead-letter stream.
+# HELP timerq_dead_letters Entries in the namespace's dead-letter streams (every shard's).
 # TYPE timerq_dead_letters gauge
 timerq_dead_letters{` + ns + `} 1
-# HELP timerq_consumer_group_pending Fire events delivered to the group and not yet acknowledged.
+# HELP timerq_consumer_group_pending Fire events delivered to the group and not yet acknowledged, over every shard.
 # TYPE timerq_consumer_group_pending gauge
 timerq_consumer_group_pending{group="billing",` + ns + `} 0
 # HELP timerq_backlog_scrape_success 1 if the backlog gauges were read from Redis at this scrape, else 0.

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
 	"github.com/timerq/timerq/ui"
@@ -123,6 +125,94 @@ func BenchmarkSchedulePages(b *testing.B) {
 				h.ServeHTTP(w, httptest.NewRequest("GET", p, nil))
 				if w.Code != http.StatusOK {
 					b.Fatalf("GET %s = %d: %s", p, w.Code, w.Body)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkShardedStreams measures the pages that read the fire and
+// dead-letter streams, which merge every shard's, in a real Redis: a
+// namespace of 1 shard against one of TIMERQ_BENCH_SHARDS (default 16),
+// each with 16,000 fires (so the overview's 1,000-fire sample is full in
+// every shard), 200 dead letters and a consumer group:
+//
+//	go test -run '^$' -bench BenchmarkShardedStreams -benchtime 200x ./ui/
+func BenchmarkShardedStreams(b *testing.B) {
+	many := 16
+	if s := os.Getenv("TIMERQ_BENCH_SHARDS"); s != "" {
+		many, _ = strconv.Atoi(s)
+	}
+	srv := redistest.Start(b, redistest.Config{})
+	rdb := srv.Client(b)
+	ctx := context.Background()
+	for _, shards := range []int{1, many} {
+		ns := fmt.Sprintf("bench%d", shards)
+		if _, err := queue.CreateNamespace(ctx, rdb, ns, shards); err != nil {
+			b.Fatal(err)
+		}
+		q, err := queue.New(rdb, queue.Options{Namespace: ns})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer q.Close()
+		const fires = 16_000
+		past := time.Now().Add(-time.Minute)
+		batch := make([]queue.NewTimer, 0, 1000)
+		for i := range fires {
+			batch = append(batch, queue.NewTimer{ID: fmt.Sprintf("f-%06d", i), Due: past, Payload: []byte(`{"k":"v"}`)})
+			if len(batch) == cap(batch) {
+				if _, err := q.ScheduleBatch(ctx, batch); err != nil {
+					b.Fatal(err)
+				}
+				batch = batch[:0]
+			}
+		}
+		for n := 0; n < fires; {
+			res, err := q.Claim(ctx, queue.MaxBatch)
+			if err != nil || len(res.Fired) == 0 {
+				b.Fatalf("claim: %v after %d", err, n)
+			}
+			n += len(res.Fired)
+		}
+		for k := range shards {
+			if err := rdb.XGroupCreate(ctx, q.ShardStreamKey(k), "billing", "0").Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for i := range 200 {
+			if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: q.ShardDeadLetterKey(i % shards), Values: []any{
+				"id", fmt.Sprintf("f-%06d", i), "due", "1", "fired", "2", "payload", "", "error", "broke", "attempts", "5",
+				"group", "billing", "consumer", "c1", "stream_id", "1-0",
+			}}).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		h, err := ui.New(q, ui.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, cursor, err := q.RecentFires(ctx, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, p := range []string{"/", "/groups", "/tail"} {
+			b.Run(fmt.Sprintf("shards=%d%s", shards, p), func(b *testing.B) {
+				for b.Loop() {
+					w := httptest.NewRecorder()
+					h.ServeHTTP(w, httptest.NewRequest("GET", p, nil))
+					if w.Code != http.StatusOK {
+						b.Fatalf("GET %s = %d: %s", p, w.Code, w.Body)
+					}
+				}
+			})
+		}
+		// One idle read of every shard after the newest fires: what the
+		// live tail costs per poll on a Cluster.
+		b.Run(fmt.Sprintf("shards=%d/ReadFires-idle", shards), func(b *testing.B) {
+			for b.Loop() {
+				if _, _, err := q.ReadFires(ctx, cursor, 100, 0); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})

@@ -193,7 +193,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	} else {
 		d.Bars = bars(counts)
 	}
-	if evs, err := h.q.RecentFires(ctx, rateSample); err != nil {
+	if evs, _, err := h.q.RecentFires(ctx, rateSample); err != nil {
 		d.Problems = append(d.Problems, "fire rate: "+err.Error())
 	} else {
 		d.Rate = fireRate(evs, st.Now)
@@ -415,6 +415,7 @@ type confirmData struct {
 	Question string
 	Post     string
 	ID       string
+	Shard    string // a dead letter's shard
 	Due      time.Time
 	DueMS    string
 	Back     string
@@ -492,31 +493,47 @@ type tailData struct {
 func (h *Handler) tail(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	evs, err := h.q.RecentFires(ctx, 20)
+	evs, cursor, err := h.q.RecentFires(ctx, 20)
 	if err != nil {
 		h.fail(w, r, statusOf(err), err)
 		return
 	}
-	d := tailData{Events: evs, After: "0"}
-	if len(evs) > 0 {
-		d.After = evs[0].StreamID
-	}
-	h.render(w, r, http.StatusOK, "tail", "Live tail", d)
+	h.render(w, r, http.StatusOK, "tail", "Live tail", tailData{Events: evs, After: cursor})
 }
 
+// streamCursor matches a position in the fire or dead-letter streams: one
+// stream entry ID per shard, joined by commas (queue.ReadFires). The queue
+// checks it against the namespace's shard count; this keeps anything else
+// from reaching it.
+var streamCursor = regexp.MustCompile(`^[0-9]{1,20}(-[0-9]{1,20})?(,[0-9]{1,20}(-[0-9]{1,20})?)*$`)
+
+// validCursor reports whether c is a stream cursor of at most MaxShards
+// positions.
+func validCursor(c string) bool {
+	return len(c) <= queue.MaxShards*42 && streamCursor.MatchString(c)
+}
+
+// streamID matches one stream entry ID.
 var streamID = regexp.MustCompile(`^[0-9]{1,20}(-[0-9]{1,20})?$`)
 
 // tailBlock is how long one read of the fire stream waits: each wait ends
 // with a keep-alive comment, so a gone browser is noticed this soon.
 const tailBlock = 2 * time.Second
 
-// tailEvents streams fire events as Server-Sent Events, each with its
-// stream ID as the event ID, so a reconnecting browser resumes where it
-// stopped (Last-Event-ID).
+// tailEvents streams fire events as Server-Sent Events. The last event of
+// each batch carries the cursor after it as its event ID, so a
+// reconnecting browser resumes where it stopped (Last-Event-ID), at worst
+// showing the rest of an interrupted batch again.
 func (h *Handler) tailEvents(w http.ResponseWriter, r *http.Request) {
 	after := cmpOr(r.Header.Get("Last-Event-ID"), r.URL.Query().Get("after"), "0")
-	if !streamID.MatchString(after) {
-		h.fail(w, r, http.StatusBadRequest, fmt.Errorf("after %q is not a stream entry ID", after))
+	if !validCursor(after) {
+		h.fail(w, r, http.StatusBadRequest, fmt.Errorf("after %q is not a fire stream cursor", after))
+		return
+	}
+	// A wrong cursor (say, for another shard count) fails now, as a 400,
+	// rather than as a stream of problems.
+	if _, _, err := h.q.ReadFires(r.Context(), after, 1, 0); err != nil && errors.Is(err, queue.ErrInvalidOptions) {
+		h.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
 	fl, ok := w.(http.Flusher)
@@ -532,7 +549,7 @@ func (h *Handler) tailEvents(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	for ctx.Err() == nil {
 		rctx, cancel := context.WithTimeout(ctx, tailBlock+h.opts.Timeout)
-		evs, err := h.q.ReadFires(rctx, after, 100, tailBlock)
+		evs, next, err := h.q.ReadFires(rctx, after, 100, tailBlock)
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -547,10 +564,13 @@ func (h *Handler) tailEvents(w http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		}
-		for _, ev := range evs {
-			after = ev.StreamID
-			_, _ = fmt.Fprintf(w, "id: %s\nevent: fire\ndata: %s\n\n", ev.StreamID, fireJSON(ev, h))
+		for i, ev := range evs {
+			if i == len(evs)-1 {
+				_, _ = fmt.Fprintf(w, "id: %s\n", next)
+			}
+			_, _ = fmt.Fprintf(w, "event: fire\ndata: %s\n\n", fireJSON(ev, h))
 		}
+		after = next
 		if len(evs) == 0 {
 			_, _ = fmt.Fprint(w, ": keep-alive\n\n")
 		}
@@ -574,6 +594,8 @@ type groupsData struct {
 	Dead   []queue.DeadLetter
 	Count  int64
 	Next   string
+	// Sharded shows each dead letter's shard.
+	Sharded bool
 }
 
 func (h *Handler) groups(w http.ResponseWriter, r *http.Request) {
@@ -586,8 +608,8 @@ func (h *Handler) groups(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	after := r.URL.Query().Get("after")
-	if after != "" && !streamID.MatchString(after) {
-		h.fail(w, r, http.StatusBadRequest, fmt.Errorf("after %q is not a stream entry ID", after))
+	if after != "" && !validCursor(after) {
+		h.fail(w, r, http.StatusBadRequest, fmt.Errorf("after %q is not a dead-letter cursor", after))
 		return
 	}
 	var next string
@@ -602,29 +624,55 @@ func (h *Handler) groups(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, statusOf(err), err)
 		return
 	}
+	shards, _ := h.q.Shards(ctx) // read by the calls above
+	d.Sharded = shards > 1
 	h.render(w, r, http.StatusOK, "groups", "Consumer groups", d)
 }
 
-func (h *Handler) confirmRequeue(w http.ResponseWriter, r *http.Request) {
-	id := r.URL.Query().Get("id")
+// deadLetterRef reads the dead letter a request names: its entry ID, and
+// the shard whose dead-letter stream holds it (0 when absent, as in a
+// namespace of one shard).
+func deadLetterRef(v url.Values) (shard int, id string, err error) {
+	id = v.Get("id")
 	if !streamID.MatchString(id) {
-		h.fail(w, r, http.StatusBadRequest, fmt.Errorf("%q is not a dead letter ID", id))
+		return 0, "", fmt.Errorf("%q is not a dead letter ID", id)
+	}
+	if s := v.Get("shard"); s != "" {
+		if shard, err = strconv.Atoi(s); err != nil || shard < 0 {
+			return 0, "", fmt.Errorf("%q is not a shard number", s)
+		}
+	}
+	return shard, id, nil
+}
+
+func (h *Handler) confirmRequeue(w http.ResponseWriter, r *http.Request) {
+	shard, id, err := deadLetterRef(r.URL.Query())
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
+	q := "Requeue dead letter " + id
+	if n, _ := h.q.Shards(r.Context()); n > 1 {
+		q += " of shard " + strconv.Itoa(shard)
+	}
 	h.render(w, r, http.StatusOK, "confirm", "Confirm", confirmData{
-		Action: "requeue", ID: id, Post: h.link("/dead/requeue"), Back: h.link("/groups"),
-		Question: "Requeue dead letter " + id + "? The group that gave up on it gets it again as a new delivery.",
+		Action: "requeue", ID: id, Shard: strconv.Itoa(shard), Post: h.link("/dead/requeue"), Back: h.link("/groups"),
+		Question: q + "? The group that gave up on it gets it again as a new delivery.",
 	})
 }
 
 func (h *Handler) requeue(w http.ResponseWriter, r *http.Request) {
-	id := r.PostForm.Get("id")
+	shard, id, err := deadLetterRef(r.PostForm)
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	if _, err := h.q.Requeue(ctx, id); err != nil {
+	if _, err := h.q.Requeue(ctx, shard, id); err != nil {
 		h.fail(w, r, statusOf(err), err)
 		return
 	}
-	h.log.Info("timerq ui: dead letter requeued", "id", id, "namespace", h.q.Namespace())
+	h.log.Info("timerq ui: dead letter requeued", "id", id, "shard", shard, "namespace", h.q.Namespace())
 	http.Redirect(w, r, h.link("/groups", "done", "requeued"), http.StatusSeeOther)
 }

@@ -1,17 +1,22 @@
 package ui_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"html"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
@@ -334,9 +339,6 @@ func TestShardedNamespace(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("overview = %d\n%s", resp.StatusCode, body)
 		}
-		if !strings.Contains(body, `id="shard-streams"`) {
-			t.Error("the overview of 3 shards does not say which figures cover shard 0 only")
-		}
 		rows := section(t, body, "shards")
 		for k, s := range append(st.Shards, st) {
 			name := fmt.Sprint(k)
@@ -358,8 +360,8 @@ func TestShardedNamespace(t *testing.T) {
 		if st.Overdue != 8 || st.Scheduled != 30 || st.Cancelled != 5 {
 			t.Errorf("totals = %+v, want 30 scheduled, 8 overdue, 5 cancelled", st)
 		}
-		if _, body := newEnv(t, b, ui.Options{}).get(t, "/"); strings.Contains(body, `id="shard-streams"`) || strings.Contains(body, `id="shard-0"`) {
-			t.Error("the overview of one shard has per-shard rows or the shard note")
+		if _, body := newEnv(t, b, ui.Options{}).get(t, "/"); strings.Contains(body, `id="shard-0"`) {
+			t.Error("the overview of one shard has per-shard rows")
 		}
 
 		// Schedules live in their own shard of a sharded namespace.
@@ -396,4 +398,139 @@ func newEnvHandler(t *testing.T, q *queue.Queue, h http.Handler, prefix string) 
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	t.Cleanup(c.CloseIdleConnections)
 	return &env{q: q, srv: srv, c: c}
+}
+
+// TestShardedStreams: on a namespace of several shards the fire rate, the
+// live tail, the consumer groups and the dead letters cover every shard's
+// streams, and a dead letter is requeued onto its own shard's stream.
+func TestShardedStreams(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		ns := redistest.Namespace(t)
+		const shards = 3
+		if _, err := queue.CreateNamespace(ctx, b.Client, ns, shards); err != nil {
+			t.Fatal(err)
+		}
+		q, err := queue.New(b.Client, queue.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { q.Close() })
+		h, err := ui.New(q, ui.Options{AllowWrites: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := newEnvHandler(t, q, h, "")
+		// inShard returns an ID with the prefix that lives in shard k.
+		inShard := func(prefix string, k int) string {
+			for i := 0; ; i++ {
+				id := fmt.Sprint(prefix, i)
+				if got, _ := q.ShardOf(ctx, id); got == k {
+					return id
+				}
+			}
+		}
+		fire := func(ids ...string) {
+			t.Helper()
+			for _, id := range ids {
+				schedule(t, q, id, -time.Second, "")
+			}
+			if res, err := q.Claim(ctx, 100); err != nil || len(res.Fired) != len(ids) {
+				t.Fatalf("claim = %+v, %v; want %d fired", res, err, len(ids))
+			}
+		}
+		var fired []string
+		for k := range shards {
+			fired = append(fired, inShard("fired-", k))
+		}
+		fire(fired...)
+
+		_, body := e.get(t, "/")
+		if !strings.Contains(body, `<div class="sub">3 fires in`) {
+			t.Errorf("the overview's fire rate does not count the fires of all 3 shards:\n%s", body)
+		}
+		_, body = e.get(t, "/tail")
+		for _, id := range fired {
+			if !strings.Contains(body, ">"+id+"</a>") {
+				t.Errorf("the tail page lacks %s, fired in shard %d", id, slices.Index(fired, id))
+			}
+		}
+		src := regexp.MustCompile(`data-events="([^"]+)"`).FindStringSubmatch(body)
+		if src == nil {
+			t.Fatalf("the tail page has no event source:\n%s", body)
+		}
+		events := html.UnescapeString(src[1])
+		if cur, _ := url.Parse(events); strings.Count(cur.Query().Get("after"), ",") != shards-1 {
+			t.Fatalf("the tail's cursor %q does not hold one position per shard", cur.Query().Get("after"))
+		}
+
+		// The live tail: a fire in the last shard arrives, with the cursor
+		// after it as its event ID.
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(sctx, "GET", e.srv.URL+events, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		late := inShard("late-", shards-1)
+		lines := bufio.NewScanner(resp.Body)
+		lines.Scan() // "retry: 2000", sent once the stream is open
+		fire(late)
+		var id string
+		for lines.Scan() {
+			line := lines.Text()
+			if v, ok := strings.CutPrefix(line, "id: "); ok {
+				id = v
+			}
+			if strings.HasPrefix(line, "data: ") && strings.Contains(line, `"`+late+`"`) {
+				break
+			}
+		}
+		if sctx.Err() != nil {
+			t.Fatalf("the live tail did not show %s, fired in shard %d", late, shards-1)
+		}
+		if strings.Count(id, ",") != shards-1 {
+			t.Errorf("the tail event's ID %q is not a cursor over %d shards", id, shards)
+		}
+
+		// Dead letters of shards 1 and 2, listed together and requeued
+		// onto their own shard.
+		for k := 1; k < shards; k++ {
+			if err := b.Client.XAdd(ctx, &redis.XAddArgs{Stream: q.ShardDeadLetterKey(k), Values: []any{
+				"id", fired[k], "due", "1", "fired", "2", "payload", "", "error", "broke", "attempts", "5", "group", "billing", "consumer", "c1", "stream_id", "1-0",
+			}}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		resp2, body := e.get(t, "/groups")
+		links := regexp.MustCompile(`href="(/dead/confirm\?[^"]+)"`).FindAllStringSubmatch(body, -1)
+		if resp2.StatusCode != 200 || len(links) != 2 || !strings.Contains(body, "<th>Shard</th>") {
+			t.Fatalf("groups page = %d with %d requeue links, want both shards' dead letters and a shard column:\n%s", resp2.StatusCode, len(links), body)
+		}
+		last := html.UnescapeString(links[1][1])
+		if !strings.Contains(last, "shard=2") {
+			t.Fatalf("the second dead letter's link %q does not name shard 2", last)
+		}
+		before, _ := b.Client.XLen(ctx, q.ShardStreamKey(2)).Result()
+		if resp, body := e.confirmAndPost(t, last); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("requeue: %d\n%s", resp.StatusCode, body)
+		}
+		if n, _ := b.Client.XLen(ctx, q.ShardDeadLetterKey(2)).Result(); n != 0 {
+			t.Errorf("shard 2 still has %d dead letters after requeue", n)
+		}
+		if n, _ := b.Client.XLen(ctx, q.ShardDeadLetterKey(1)).Result(); n != 1 {
+			t.Errorf("shard 1 has %d dead letters, want its 1 untouched", n)
+		}
+		if n, _ := b.Client.XLen(ctx, q.ShardStreamKey(2)).Result(); n != before+1 {
+			t.Errorf("shard 2's fire stream has %d entries after requeue, want %d", n, before+1)
+		}
+		if resp, _ := e.get(t, "/groups?after=1-0"); resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("a one-shard cursor on 3 shards = %d, want 400", resp.StatusCode)
+		}
+		if resp, _ := e.get(t, "/tail/events?after=1-0,2-0"); resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("a two-shard tail cursor on 3 shards = %d, want 400", resp.StatusCode)
+		}
+	})
 }

@@ -307,7 +307,7 @@ func TestActions(t *testing.T) {
 		if n, _ := e.q.DeadLetterCount(ctx); n != 0 {
 			t.Errorf("%d dead letters after requeue", n)
 		}
-		evs, _ := e.q.RecentFires(ctx, 1)
+		evs, _, _ := e.q.RecentFires(ctx, 1)
 		if len(evs) != 1 || evs[0].ID != "f-1" {
 			t.Errorf("newest fire stream entry = %+v, want the requeued f-1", evs)
 		}

@@ -654,60 +654,83 @@ func TestImportShowsProgressOnATerminal(t *testing.T) {
 	}
 }
 
+// TestWatchFollowsFiresUntilInterrupted also runs on a namespace of 4
+// shards, where the two fires are in different shards' streams.
 func TestWatchFollowsFiresUntilInterrupted(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
-		c := newCLI(t, b)
-		// A fire from before watch started is not shown.
-		c.ok("schedule", "old", "--in", "0s")
-		c.claim()
-
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		var mu sync.Mutex
-		var out, errOut bytes.Buffer
-		done := make(chan int, 1)
-		watching := make(chan struct{})
-		go func() {
-			done <- ctl.Run(ctx, []string{"timerctl", "--redis", c.url, "--namespace", c.ns, "-o", "json", "watch"},
-				ctl.Options{Stdout: lockedWriter{&mu, &out}, Stderr: lockedWriter{&mu, &errOut}, Watching: func() { close(watching) }})
-		}()
-		awaitWatching(t, watching, done)
-		// Through the queue, not timerctl: two Runs in one process race
-		// on urfave/cli's shared help flag.
-		due := time.Now().Add(-time.Second)
-		for i, id := range []string{"w1", "w2"} {
-			p := map[string]string{"w1": "hi"}[id]
-			// w2 is due 1 ms later, so it fires after w1 in the claim.
-			if _, err := c.q.Schedule(context.Background(), id, due.Add(time.Duration(i)*time.Millisecond), []byte(p)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		c.claim()
-		redistest.Eventually(t, 10*time.Second, "watch to print two fires", func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return strings.Count(out.String(), "\n") >= 2
-		})
-		cancel()
-		if code := <-done; code != 0 {
-			t.Fatalf("watch ended with exit %d on interrupt: %q", code, errOut.String())
-		}
-		type fire struct {
-			ID         string `json:"id"`
-			DueAt      string `json:"due_at"`
-			FiredAt    string `json:"fired_at"`
-			LatenessMS int64  `json:"lateness_ms"`
-			Payload    []byte `json:"payload"`
-		}
-		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-		if len(lines) != 2 {
-			t.Fatalf("watch printed %d lines, want 2 (the old fire must not show):\n%s", len(lines), out.String())
-		}
-		f := decode[fire](t, lines[0])
-		if f.ID != "w1" || string(f.Payload) != "hi" || f.LatenessMS < 0 || mustTime(t, f.FiredAt).Before(mustTime(t, f.DueAt)) {
-			t.Fatalf("watch line: %+v", f)
+		for _, shards := range []int{1, 4} {
+			t.Run(fmt.Sprint("shards=", shards), func(t *testing.T) { testWatch(t, b, shards) })
 		}
 	})
+}
+
+func testWatch(t *testing.T, b *redistest.Backend, shards int) {
+	c := newCLI(t, b)
+	if _, err := queue.CreateNamespace(context.Background(), b.Client, c.ns, shards); err != nil {
+		t.Fatal(err)
+	}
+	k1, _ := c.q.ShardOf(context.Background(), "w1")
+	k2, _ := c.q.ShardOf(context.Background(), "w2")
+	if shards > 1 && k1 == k2 {
+		t.Fatal("w1 and w2 are in one shard; pick IDs in two")
+	}
+	// A fire from before watch started is not shown.
+	c.ok("schedule", "old", "--in", "0s")
+	c.claim()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var out, errOut bytes.Buffer
+	done := make(chan int, 1)
+	watching := make(chan struct{})
+	go func() {
+		done <- ctl.Run(ctx, []string{"timerctl", "--redis", c.url, "--namespace", c.ns, "-o", "json", "watch"},
+			ctl.Options{Stdout: lockedWriter{&mu, &out}, Stderr: lockedWriter{&mu, &errOut}, Watching: func() { close(watching) }})
+	}()
+	awaitWatching(t, watching, done)
+	// Through the queue, not timerctl: two Runs in one process race
+	// on urfave/cli's shared help flag.
+	due := time.Now().Add(-time.Second)
+	for i, id := range []string{"w1", "w2"} {
+		p := map[string]string{"w1": "hi"}[id]
+		// w2 is due 1 ms later, so it fires after w1 in the claim.
+		if _, err := c.q.Schedule(context.Background(), id, due.Add(time.Duration(i)*time.Millisecond), []byte(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.claim()
+	redistest.Eventually(t, 10*time.Second, "watch to print two fires", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Count(out.String(), "\n") >= 2
+	})
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("watch ended with exit %d on interrupt: %q", code, errOut.String())
+	}
+	type fire struct {
+		ID         string `json:"id"`
+		DueAt      string `json:"due_at"`
+		FiredAt    string `json:"fired_at"`
+		LatenessMS int64  `json:"lateness_ms"`
+		Payload    []byte `json:"payload"`
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("watch printed %d lines, want 2 (the old fire must not show):\n%s", len(lines), out.String())
+	}
+	if shards > 1 && !strings.Contains(lines[0], `"id":"w1"`) {
+		// Two shards fired in one millisecond: either may come first.
+		lines[0], lines[1] = lines[1], lines[0]
+	}
+	f := decode[fire](t, lines[0])
+	if f.ID != "w1" || string(f.Payload) != "hi" || f.LatenessMS < 0 || mustTime(t, f.FiredAt).Before(mustTime(t, f.DueAt)) {
+		t.Fatalf("watch line: %+v", f)
+	}
+	if f := decode[fire](t, lines[1]); f.ID != "w2" {
+		t.Fatalf("second watch line: %+v, want w2", f)
+	}
 }
 
 // awaitWatching returns once watch has fixed where it starts reading, and
@@ -785,7 +808,7 @@ func TestWatchResumesAfterLosingRedis(t *testing.T) {
 	if len(got) != 2 || !strings.Contains(got[0], `"id":"before"`) || !strings.Contains(got[1], `"id":"after"`) {
 		t.Fatalf("watch printed:\n%s\nwant before, then after, once each", out.String())
 	}
-	if !strings.Contains(errOut.String(), "reconnecting, resuming after stream ID") || !strings.Contains(errOut.String(), "reconnected") {
+	if !strings.Contains(errOut.String(), "reconnecting, resuming after stream position") || !strings.Contains(errOut.String(), "reconnected") {
 		t.Fatalf("stderr does not report the reconnection: %q", errOut.String())
 	}
 }
