@@ -135,7 +135,11 @@ func BenchmarkSchedulePages(b *testing.B) {
 // dead-letter streams, which merge every shard's, in a real Redis: a
 // namespace of 1 shard against one of TIMERQ_BENCH_SHARDS (default 16),
 // each with 16,000 fires (so the overview's 1,000-fire sample is full in
-// every shard), 200 dead letters and a consumer group:
+// every shard), 200 dead letters and a consumer group. The sharded
+// namespace is measured twice: "bulk", each shard's fires claimed in one
+// go, so the newest 1,000 are all one shard's (RecentFires's worst case),
+// and "spread", claimed 10 at a time round the shards, as steady traffic
+// fires them:
 //
 //	go test -run '^$' -bench BenchmarkShardedStreams -benchtime 200x ./ui/
 func BenchmarkShardedStreams(b *testing.B) {
@@ -146,8 +150,21 @@ func BenchmarkShardedStreams(b *testing.B) {
 	srv := redistest.Start(b, redistest.Config{})
 	rdb := srv.Client(b)
 	ctx := context.Background()
-	for _, shards := range []int{1, many} {
-		ns := fmt.Sprintf("bench%d", shards)
+	name := func(shards int, spread bool) string {
+		switch {
+		case shards == 1:
+			return "shards=1"
+		case spread:
+			return fmt.Sprintf("shards=%d-spread", shards)
+		}
+		return fmt.Sprintf("shards=%d-bulk", shards)
+	}
+	for _, c := range []struct {
+		shards int
+		spread bool
+	}{{1, false}, {many, false}, {many, true}} {
+		shards := c.shards
+		ns := fmt.Sprintf("bench%d-%v", shards, c.spread)
 		if _, err := queue.CreateNamespace(ctx, rdb, ns, shards); err != nil {
 			b.Fatal(err)
 		}
@@ -168,9 +185,13 @@ func BenchmarkShardedStreams(b *testing.B) {
 				batch = batch[:0]
 			}
 		}
-		for n := 0; n < fires; {
-			res, err := q.Claim(ctx, queue.MaxBatch)
-			if err != nil || len(res.Fired) == 0 {
+		for n, k := 0, 0; n < fires; k = (k + 1) % shards {
+			limit := queue.MaxBatch
+			if c.spread {
+				limit = 10
+			}
+			res, err := q.ClaimShard(ctx, k, limit)
+			if err != nil {
 				b.Fatalf("claim: %v after %d", err, n)
 			}
 			n += len(res.Fired)
@@ -197,7 +218,7 @@ func BenchmarkShardedStreams(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, p := range []string{"/", "/groups", "/tail"} {
-			b.Run(fmt.Sprintf("shards=%d%s", shards, p), func(b *testing.B) {
+			b.Run(name(shards, c.spread)+p, func(b *testing.B) {
 				for b.Loop() {
 					w := httptest.NewRecorder()
 					h.ServeHTTP(w, httptest.NewRequest("GET", p, nil))
@@ -207,9 +228,17 @@ func BenchmarkShardedStreams(b *testing.B) {
 				}
 			})
 		}
+		// The overview's fire sample alone.
+		b.Run(name(shards, c.spread)+"/RecentFires-1000", func(b *testing.B) {
+			for b.Loop() {
+				if _, _, err := q.RecentFires(ctx, 1000); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 		// One idle read of every shard after the newest fires: what the
 		// live tail costs per poll on a Cluster.
-		b.Run(fmt.Sprintf("shards=%d/ReadFires-idle", shards), func(b *testing.B) {
+		b.Run(name(shards, c.spread)+"/ReadFires-idle", func(b *testing.B) {
 			for b.Loop() {
 				if _, _, err := q.ReadFires(ctx, cursor, 100, 0); err != nil {
 					b.Fatal(err)
