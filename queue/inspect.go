@@ -81,11 +81,10 @@ func (q *Queue) RecentFires(ctx context.Context, count int) (events []Event, cur
 				chunk = count - len(events)
 			}
 			cmds := make([]*redis.XMessageSliceCmd, len(need))
-			_, err = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-				for i, k := range need {
-					cmds[i] = p.XRevRangeN(ctx, l.spaces[k].Fires(), shards[k].from, "-", int64(chunk))
-				}
-				return nil
+			err = q.each(ctx, len(need), func(c redis.Cmdable, i int) redis.Cmder {
+				k := need[i]
+				cmds[i] = c.XRevRangeN(ctx, l.spaces[k].Fires(), shards[k].from, "-", int64(chunk))
+				return cmds[i]
 			})
 			if err != nil {
 				return nil, "", errorf("recent fires: %w", q.redisError(err))
@@ -210,11 +209,9 @@ func (q *Queue) readStreams(ctx context.Context, l *layout, pos []string, count 
 // by node on a Cluster).
 func (q *Queue) readShardStreams(ctx context.Context, l *layout, pos []string, count int) ([][]redis.XMessage, error) {
 	cmds := make([]*redis.XStreamSliceCmd, len(l.spaces))
-	_, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for k, sp := range l.spaces {
-			cmds[k] = p.XRead(ctx, &redis.XReadArgs{Streams: []string{sp.Fires(), pos[k]}, Count: int64(count), Block: -1})
-		}
-		return nil
+	err := q.each(ctx, len(l.spaces), func(c redis.Cmdable, k int) redis.Cmder {
+		cmds[k] = c.XRead(ctx, &redis.XReadArgs{Streams: []string{l.spaces[k].Fires(), pos[k]}, Count: int64(count), Block: -1})
+		return cmds[k]
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
@@ -229,6 +226,23 @@ func (q *Queue) readShardStreams(ctx context.Context, l *layout, pos []string, c
 		}
 	}
 	return out, nil
+}
+
+// each runs n commands, cmd(c, 0) … cmd(c, n-1), and returns the first
+// one's error: in one pipeline when n > 1 (go-redis splits it by node on a
+// Cluster), and directly when n is 1, because go-redis serves pipelines from
+// a pool of connections of their own, which one command need not open.
+func (q *Queue) each(ctx context.Context, n int, cmd func(c redis.Cmdable, i int) redis.Cmder) error {
+	if n == 1 {
+		return cmd(q.rdb, 0).Err()
+	}
+	_, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range n {
+			cmd(p, i)
+		}
+		return nil
+	})
+	return err
 }
 
 func anyEntries(streams [][]redis.XMessage) bool {
@@ -376,12 +390,10 @@ func (q *Queue) Groups(ctx context.Context) ([]GroupInfo, error) {
 		return nil, err
 	}
 	cmds := make([]*redis.XInfoGroupsCmd, len(l.spaces))
-	_, _ = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for k, sp := range l.spaces {
-			cmds[k] = p.XInfoGroups(ctx, sp.Fires())
-		}
-		return nil
-	})
+	_ = q.each(ctx, len(l.spaces), func(c redis.Cmdable, k int) redis.Cmder {
+		cmds[k] = c.XInfoGroups(ctx, l.spaces[k].Fires())
+		return cmds[k]
+	}) // each command's error is looked at below
 	byName := map[string]*GroupInfo{}
 	for _, c := range cmds {
 		gs, err := c.Result()
@@ -450,16 +462,14 @@ func (q *Queue) DeadLetters(ctx context.Context, after string, count int) ([]Dea
 		return nil, "", err
 	}
 	cmds := make([]*redis.XMessageSliceCmd, len(l.spaces))
-	_, err = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for k, sp := range l.spaces {
-			start := "(" + pos[k]
-			if pos[k] == "0-0" {
-				start = "-"
-			}
-			// One more than a page, to tell whether there is a next one.
-			cmds[k] = p.XRangeN(ctx, sp.DeadLetter(), start, "+", int64(count)+1)
+	err = q.each(ctx, len(l.spaces), func(c redis.Cmdable, k int) redis.Cmder {
+		start := "(" + pos[k]
+		if pos[k] == "0-0" {
+			start = "-"
 		}
-		return nil
+		// One more than a page, to tell whether there is a next one.
+		cmds[k] = c.XRangeN(ctx, l.spaces[k].DeadLetter(), start, "+", int64(count)+1)
+		return cmds[k]
 	})
 	if err != nil {
 		return nil, "", errorf("dead letters: %w", q.redisError(err))
@@ -495,11 +505,9 @@ func (q *Queue) DeadLetterCount(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	cmds := make([]*redis.IntCmd, len(l.spaces))
-	_, err = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for k, sp := range l.spaces {
-			cmds[k] = p.XLen(ctx, sp.DeadLetter())
-		}
-		return nil
+	err = q.each(ctx, len(l.spaces), func(c redis.Cmdable, k int) redis.Cmder {
+		cmds[k] = c.XLen(ctx, l.spaces[k].DeadLetter())
+		return cmds[k]
 	})
 	if err != nil {
 		return 0, errorf("dead letters: %w", q.redisError(err))
