@@ -532,7 +532,10 @@ func (h *Handler) tailEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	// A wrong cursor (say, for another shard count) fails now, as a 400,
 	// rather than as a stream of problems.
-	if _, _, err := h.q.ReadFires(r.Context(), after, 1, 0); err != nil && errors.Is(err, queue.ErrInvalidOptions) {
+	vctx, cancel := h.ctx(r)
+	_, _, err := h.q.ReadFires(vctx, after, 1, 0)
+	cancel()
+	if errors.Is(err, queue.ErrInvalidOptions) {
 		h.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
