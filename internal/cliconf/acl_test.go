@@ -4,7 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"html"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -17,10 +24,12 @@ import (
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/poller"
 	"github.com/timerq/timerq/queue"
+	"github.com/timerq/timerq/ui"
 )
 
 // aclLines returns docs/security.md's ACL SETUSER lines by role name
-// (worker, app, ops), so that the test runs what the docs say.
+// (worker, app, ops, ui-readonly, ui), so that the test runs what the docs
+// say.
 func aclLines(t *testing.T) map[string][]string {
 	t.Helper()
 	doc, err := os.ReadFile("../../docs/security.md")
@@ -41,7 +50,7 @@ func aclLines(t *testing.T) map[string][]string {
 		role := strings.TrimSuffix(strings.TrimPrefix(f[2], "timerq-"), "-NS")
 		out[role] = f
 	}
-	for _, r := range []string{"worker", "app", "ops"} {
+	for _, r := range []string{"worker", "app", "ops", "ui-readonly", "ui"} {
 		if out[r] == nil {
 			t.Fatalf("docs/security.md lacks the ACL line of timerq-%s-NS", r)
 		}
@@ -110,7 +119,7 @@ func refused(t *testing.T, what string, err error) {
 	}
 }
 
-// TestACLRoles runs the three roles of docs/security.md on real Redis:
+// TestACLRoles runs the five roles of docs/security.md on real Redis:
 // each works on its own namespace, and on another one each operation is
 // refused with queue.ErrPermission, naming the right, with nothing written.
 func TestACLRoles(t *testing.T) {
@@ -348,6 +357,92 @@ func TestACLRoles(t *testing.T) {
 		}
 	})
 
+	// The dashboard roles: every page of a namespace with timers, fires, a
+	// consumer group, a dead letter and schedules; with actions, each
+	// action; and on another namespace, refusals that name the right.
+	seedDashboard := func(t *testing.T, prefix string) (deadID string) {
+		q := adminQ(mine)
+		for _, id := range []string{"t1", "t2", "t3"} {
+			if _, err := q.Schedule(ctx, prefix+id, time.Now().Add(time.Hour), []byte("p")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := q.Schedule(ctx, prefix+"f", time.Now().Add(-time.Second), nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Claim(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		_ = admin.XGroupCreate(ctx, q.StreamKey(), "billing", "0").Err() // made by the first role
+		deadID, err := admin.XAdd(ctx, &redis.XAddArgs{Stream: q.DeadLetterKey(), Values: []any{
+			"id", prefix + "f", "due", "1", "fired", "2", "payload", "", "error", "broke", "attempts", "5",
+			"group", "billing", "consumer", "c1", "stream_id", "1-0"}}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"s1", "s2"} {
+			if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: prefix + id, Every: time.Hour}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return deadID
+	}
+	pages := func(prefix string) []string {
+		return []string{"/", "/timers", "/timers?prefix=" + prefix, "/timer?id=" + prefix + "t1", "/tail", "/groups",
+			"/schedules", "/schedule?id=" + prefix + "s1"}
+	}
+	t.Run("ui-readonly", func(t *testing.T) {
+		rdb, _ := createUser(t, srv, admin, lines["ui-readonly"], mine)
+		seedDashboard(t, "ro-")
+		d := newDashboard(t, rdb, mine, false)
+		for _, p := range pages("ro-") {
+			d.ok(p)
+		}
+		d.tailHasNoProblem()
+		// The same user behind a dashboard with actions: an action is
+		// refused by Redis, naming the right, and changes nothing.
+		w := newDashboard(t, rdb, mine, true)
+		if code, body := w.act("/timer/confirm?id=ro-t1&action=cancel"); code != 502 || !strings.Contains(body, "grant it with the ACL rule &#43;zadd") {
+			t.Errorf("cancel under the read-only role = %d, want 502 naming the missing right:\n%s", code, body)
+		}
+		if tm, err := adminQ(mine).Get(ctx, "ro-t1"); err != nil || tm.State != queue.StateScheduled {
+			t.Errorf("the read-only dashboard role changed a timer: %+v %v", tm, err)
+		}
+		o := newDashboard(t, rdb, theirs, false)
+		for _, p := range []string{"/", "/timers", "/groups"} {
+			if code, body := o.get(p); code == 200 || !strings.Contains(body, "missing right") {
+				t.Errorf("GET %s on another namespace = %d, want a refusal naming the missing right:\n%s", p, code, body)
+			}
+		}
+	})
+	t.Run("ui", func(t *testing.T) {
+		rdb, _ := createUser(t, srv, admin, lines["ui"], mine)
+		deadID := seedDashboard(t, "rw-")
+		d := newDashboard(t, rdb, mine, true)
+		for _, p := range pages("rw-") {
+			d.ok(p)
+		}
+		d.tailHasNoProblem()
+		for _, p := range []string{"/timer/confirm?id=rw-t1&action=cancel", "/timer/confirm?id=rw-t2&action=fire",
+			"/timer/confirm?id=rw-t3&action=reschedule&due=2031-05-06T07:08:09", "/schedule/confirm?id=rw-s1&action=pause",
+			"/schedule/confirm?id=rw-s1&action=resume", "/schedule/confirm?id=rw-s2&action=delete", "/dead/confirm?id=" + deadID} {
+			if code, body := d.act(p); code != 303 {
+				t.Errorf("%s under the ui role = %d, want 303:\n%s", p, code, body)
+			}
+		}
+		q := adminQ(mine)
+		if tm, _ := q.Get(ctx, "rw-t1"); tm.State != queue.StateCancelled {
+			t.Errorf("rw-t1 is %v after cancel", tm.State)
+		}
+		if n, _ := q.DeadLetterCount(ctx); n != 1 {
+			t.Errorf("%d dead letters after requeueing one of two, want 1", n)
+		}
+		o := newDashboard(t, rdb, theirs, true)
+		if code, body := o.act("/timer/confirm?id=a&action=cancel"); code == 303 || !strings.Contains(body, "missing right") {
+			t.Errorf("cancel on another namespace = %d, want a refusal naming the missing right:\n%s", code, body)
+		}
+	})
+
 	after := snapshot(t, admin, theirs)
 	if len(after) != len(before) {
 		t.Fatalf("keys of the other namespace changed: %d before, %d after", len(before), len(after))
@@ -357,4 +452,95 @@ func TestACLRoles(t *testing.T) {
 			t.Errorf("refused operations wrote %s", k)
 		}
 	}
+}
+
+// dashboard is a ui.Handler of one namespace served over HTTP, for the
+// dashboard roles.
+type dashboard struct {
+	t   *testing.T
+	srv *httptest.Server
+	c   *http.Client
+}
+
+func newDashboard(t *testing.T, rdb redis.UniversalClient, ns string, writes bool) *dashboard {
+	t.Helper()
+	q, err := queue.New(rdb, queue.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	h, err := ui.New(q, ui.Options{AllowWrites: writes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	t.Cleanup(c.CloseIdleConnections)
+	return &dashboard{t: t, srv: srv, c: c}
+}
+
+func (d *dashboard) get(path string) (int, string) {
+	d.t.Helper()
+	resp, err := d.c.Get(d.srv.URL + path)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (d *dashboard) ok(path string) {
+	d.t.Helper()
+	if code, body := d.get(path); code != 200 || strings.Contains(body, `class="problem"`) {
+		d.t.Errorf("GET %s = %d, want 200 with no problem reported:\n%s", path, code, body)
+	}
+}
+
+// tailHasNoProblem follows the live tail briefly: a refused read would be
+// reported as a "problem" event.
+func (d *dashboard) tailHasNoProblem() {
+	d.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", d.srv.URL+"/tail/events?after=0", nil)
+	resp, err := d.c.Do(req)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body) // ends with the deadline
+	if resp.StatusCode != 200 || strings.Contains(string(b), "event: problem") {
+		d.t.Errorf("live tail = %d:\n%s", resp.StatusCode, b)
+	}
+}
+
+var (
+	formAction  = regexp.MustCompile(`<form method="post" action="([^"]+)"`)
+	hiddenInput = regexp.MustCompile(`<input type="hidden" name="(\w+)" value="([^"]*)"`)
+)
+
+// act opens an action's confirmation page and submits it, returning the
+// POST's status and body.
+func (d *dashboard) act(confirm string) (int, string) {
+	d.t.Helper()
+	code, body := d.get(confirm)
+	action := formAction.FindStringSubmatch(body)
+	if code != 200 || action == nil {
+		d.t.Fatalf("GET %s = %d without a form:\n%s", confirm, code, body)
+	}
+	form := url.Values{}
+	for _, m := range hiddenInput.FindAllStringSubmatch(body, -1) {
+		form.Set(m[1], html.UnescapeString(m[2]))
+	}
+	resp, err := d.c.PostForm(d.srv.URL+html.UnescapeString(action[1]), form)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
