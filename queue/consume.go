@@ -41,11 +41,13 @@ type Event struct {
 	Due     time.Time
 	FiredAt time.Time
 	Payload []byte
-	// StreamID is the entry's ID in the fire stream of shard Shard (each
-	// shard of a namespace has its own fire stream, with its own IDs; Shard
-	// is 0 in a namespace of one shard).
+	// StreamID is the entry's ID in the fire stream of shard Shard. Each
+	// shard of a namespace has its own fire stream, with its own IDs.
 	StreamID string
-	Shard    int
+	// Shard is the shard whose fire stream holds the entry (for a dead
+	// letter, whose dead-letter stream): 0 in a namespace of one shard.
+	// Requeue takes it with the StreamID.
+	Shard int
 	// Attempt is 1 on the first delivery to this group, and counts every
 	// redelivery since (retries after errors, and reclaims from consumers
 	// that died), as Redis's delivery counter does.
