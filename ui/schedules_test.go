@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"html"
 	"net/http"
-	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"slices"
@@ -19,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/internal/uitest"
 	"github.com/timerq/timerq/queue"
 	"github.com/timerq/timerq/ui"
 )
@@ -67,7 +66,7 @@ func TestSchedulePages(t *testing.T) {
 			Payload: []byte(`{"report":"daily"}`), Jitter: 5 * time.Minute})
 		hb := putRecurring(t, e.q, queue.Recurring{ID: "heartbeat", Every: time.Hour, CatchUp: queue.CatchUpAll, Ahead: 3})
 
-		resp, body := e.get(t, "/schedules")
+		resp, body := e.Get(t, "/schedules")
 		if resp.StatusCode != 200 {
 			t.Fatalf("GET /schedules = %d\n%s", resp.StatusCode, body)
 		}
@@ -85,7 +84,7 @@ func TestSchedulePages(t *testing.T) {
 		if !strings.Contains(body, `class="active">Schedules</a>`) {
 			t.Error("the nav does not mark Schedules")
 		}
-		if _, body := e.get(t, "/"); !strings.Contains(body, `href="/schedules"`) {
+		if _, body := e.Get(t, "/"); !strings.Contains(body, `href="/schedules"`) {
 			t.Error("the overview does not link the schedules")
 		}
 
@@ -93,7 +92,7 @@ func TestSchedulePages(t *testing.T) {
 		if err != nil || len(in.Next) != 5 || len(in.Pending) != 2 {
 			t.Fatalf("GetRecurring = %+v, %v", in, err)
 		}
-		resp, body = e.get(t, "/schedule?id=nightly")
+		resp, body = e.Get(t, "/schedule?id=nightly")
 		if resp.StatusCode != 200 {
 			t.Fatalf("GET /schedule = %d\n%s", resp.StatusCode, body)
 		}
@@ -133,7 +132,7 @@ func TestSchedulePages(t *testing.T) {
 		if res, err := e.q.Claim(ctx, 10); err != nil || len(res.Fired) != 1 {
 			t.Fatalf("claim = %+v, %v", res, err)
 		}
-		_, body = e.get(t, "/schedule?id=heartbeat")
+		_, body = e.Get(t, "/schedule?id=heartbeat")
 		recent := section(t, body, "recent")
 		if !strings.Contains(recent, url.QueryEscape(first.ID)) || !strings.Contains(recent, `st-fired`) {
 			t.Errorf("recent occurrences lack the fired %s:\n%s", first.ID, body)
@@ -141,12 +140,12 @@ func TestSchedulePages(t *testing.T) {
 		if strings.Contains(section(t, body, "pending"), url.QueryEscape(first.ID)) {
 			t.Errorf("the fired %s is still listed as armed", first.ID)
 		}
-		_, body = e.get(t, "/timer?id="+url.QueryEscape(first.ID))
+		_, body = e.Get(t, "/timer?id="+url.QueryEscape(first.ID))
 		if !strings.Contains(body, `<a href="/schedule?id=heartbeat" id="timer-schedule">heartbeat</a>`) {
 			t.Errorf("the occurrence's timer page does not link its schedule:\n%s", body)
 		}
 
-		if resp, body := e.get(t, "/schedule?id=nope"); resp.StatusCode != 404 || !strings.Contains(body, "not found") {
+		if resp, body := e.Get(t, "/schedule?id=nope"); resp.StatusCode != 404 || !strings.Contains(body, "not found") {
 			t.Errorf("unknown schedule: %d, want 404\n%s", resp.StatusCode, body)
 		}
 	})
@@ -160,18 +159,18 @@ func TestScheduleActions(t *testing.T) {
 		e := newEnv(t, b, ui.Options{AllowWrites: true})
 		in := putRecurring(t, e.q, queue.Recurring{ID: "tick", Every: time.Minute})
 
-		_, body := e.get(t, "/schedule?id=tick")
+		_, body := e.Get(t, "/schedule?id=tick")
 		if !strings.Contains(body, `id="action-pause"`) || strings.Contains(body, `id="action-resume"`) {
 			t.Fatalf("an active schedule should offer pause, not resume:\n%s", body)
 		}
-		_, body = e.get(t, "/schedule/confirm?id=tick&action=pause")
+		_, body = e.Get(t, "/schedule/confirm?id=tick&action=pause")
 		if !strings.Contains(body, `Schedule <code id="confirm-id">tick</code>`) {
 			t.Errorf("the confirmation does not name the schedule:\n%s", body)
 		}
 		if got, _ := e.q.GetRecurring(ctx, "tick"); got.State != queue.RecurringActive {
 			t.Fatalf("the confirmation page changed the schedule: %s", got.State)
 		}
-		resp, _ := e.confirmAndPost(t, "/schedule/confirm?id=tick&action=pause")
+		resp, _ := e.Act(t, "/schedule/confirm?id=tick&action=pause")
 		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/schedule?done=paused&id=tick" {
 			t.Fatalf("pause: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 		}
@@ -184,12 +183,12 @@ func TestScheduleActions(t *testing.T) {
 				t.Errorf("occurrence %s is %s after pause, want cancelled", o.ID, tm.State)
 			}
 		}
-		_, body = e.get(t, "/schedule?id=tick&done=paused")
+		_, body = e.Get(t, "/schedule?id=tick&done=paused")
 		if !strings.Contains(body, `id="notice">Schedule paused`) || !strings.Contains(body, `id="action-resume"`) || strings.Contains(body, `id="action-pause"`) {
 			t.Errorf("a paused schedule's page should say so and offer resume, not pause:\n%s", body)
 		}
 
-		resp, _ = e.confirmAndPost(t, "/schedule/confirm?id=tick&action=resume")
+		resp, _ = e.Act(t, "/schedule/confirm?id=tick&action=resume")
 		if resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("resume: %d", resp.StatusCode)
 		}
@@ -197,7 +196,7 @@ func TestScheduleActions(t *testing.T) {
 			t.Fatalf("after resume: %s with %d pending", got.State, len(got.Pending))
 		}
 
-		resp, _ = e.confirmAndPost(t, "/schedule/confirm?id=tick&action=delete")
+		resp, _ = e.Act(t, "/schedule/confirm?id=tick&action=delete")
 		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/schedules?done=deleted" {
 			t.Fatalf("delete: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 		}
@@ -205,11 +204,11 @@ func TestScheduleActions(t *testing.T) {
 			t.Fatalf("after delete: %v", err)
 		}
 		// The confirmation of a deleted schedule's action says it is gone.
-		resp, body = e.confirmAndPost(t, "/schedule/confirm?id=tick&action=pause")
+		resp, body = e.Act(t, "/schedule/confirm?id=tick&action=pause")
 		if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "not found") {
 			t.Errorf("pause of a deleted schedule: %d\n%s", resp.StatusCode, body)
 		}
-		if resp, _ := e.get(t, "/schedule/confirm?id=tick&action=explode"); resp.StatusCode != 404 {
+		if resp, _ := e.Get(t, "/schedule/confirm?id=tick&action=explode"); resp.StatusCode != 404 {
 			t.Errorf("unknown action: %d, want 404", resp.StatusCode)
 		}
 	})
@@ -223,7 +222,7 @@ func TestScheduleCSRFAndReadOnly(t *testing.T) {
 		ctx := context.Background()
 		e := newEnv(t, b, ui.Options{AllowWrites: true})
 		putRecurring(t, e.q, queue.Recurring{ID: "guarded", Every: time.Hour})
-		_, body := e.get(t, "/schedule/confirm?id=guarded&action=pause")
+		_, body := e.Get(t, "/schedule/confirm?id=guarded&action=pause")
 		m := csrfField.FindStringSubmatch(body)
 		if m == nil {
 			t.Fatalf("confirm page has no CSRF field:\n%s", body)
@@ -237,7 +236,7 @@ func TestScheduleCSRFAndReadOnly(t *testing.T) {
 			"cross-origin": {url.Values{"id": {"guarded"}, "csrf": {m[1]}}, map[string]string{"Sec-Fetch-Site": "cross-site"}},
 		} {
 			for _, action := range []string{"pause", "delete"} {
-				if resp, _ := e.post(t, "/schedule/"+action, tc.form, tc.hdr); resp.StatusCode != 403 {
+				if resp, _ := e.Post(t, "/schedule/"+action, tc.form, tc.hdr); resp.StatusCode != 403 {
 					t.Errorf("%s: POST %s = %d, want 403", name, action, resp.StatusCode)
 				}
 			}
@@ -248,15 +247,15 @@ func TestScheduleCSRFAndReadOnly(t *testing.T) {
 
 		ro := newEnv(t, b, ui.Options{})
 		putRecurring(t, ro.q, queue.Recurring{ID: "ro", Every: time.Hour})
-		_, body = ro.get(t, "/schedule?id=ro")
+		_, body = ro.Get(t, "/schedule?id=ro")
 		if strings.Contains(body, `id="actions"`) || strings.Contains(body, "Pause…") || strings.Contains(body, `name="csrf"`) {
 			t.Errorf("read-only schedule page offers actions:\n%s", body)
 		}
-		if resp, _ := ro.get(t, "/schedule/confirm?id=ro&action=pause"); resp.StatusCode != 403 {
+		if resp, _ := ro.Get(t, "/schedule/confirm?id=ro&action=pause"); resp.StatusCode != 403 {
 			t.Errorf("confirm page in read-only mode: %d, want 403", resp.StatusCode)
 		}
 		for _, action := range []string{"pause", "resume", "delete"} {
-			resp, body := ro.post(t, "/schedule/"+action, url.Values{"id": {"ro"}, "csrf": {m[1]}}, nil)
+			resp, body := ro.Post(t, "/schedule/"+action, url.Values{"id": {"ro"}, "csrf": {m[1]}}, nil)
 			if resp.StatusCode != 403 || !strings.Contains(body, "this dashboard is read-only") {
 				t.Errorf("POST %s in read-only mode: %d, want 403 saying read-only", action, resp.StatusCode)
 			}
@@ -277,7 +276,7 @@ func TestScheduleEscaping(t *testing.T) {
 		in := putRecurring(t, e.q, queue.Recurring{ID: evil, Every: time.Hour, Payload: []byte(evil)})
 		for _, p := range []string{"/schedules", "/schedule?id=" + url.QueryEscape(evil),
 			"/schedule/confirm?action=pause&id=" + url.QueryEscape(evil), "/timer?id=" + url.QueryEscape(in.Pending[0].ID)} {
-			resp, body := e.get(t, p)
+			resp, body := e.Get(t, p)
 			if resp.StatusCode != 200 {
 				t.Fatalf("GET %s = %d\n%s", p, resp.StatusCode, body)
 			}
@@ -288,7 +287,7 @@ func TestScheduleEscaping(t *testing.T) {
 				t.Errorf("GET %s does not show the ID as text:\n%s", p, body)
 			}
 		}
-		resp, _ := e.confirmAndPost(t, "/schedule/confirm?action=pause&id="+url.QueryEscape(evil))
+		resp, _ := e.Act(t, "/schedule/confirm?action=pause&id="+url.QueryEscape(evil))
 		if resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("pausing the evil schedule: %d", resp.StatusCode)
 		}
@@ -304,20 +303,8 @@ func TestScheduleEscaping(t *testing.T) {
 func TestShardedNamespace(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		ns := redistest.Namespace(t)
-		if _, err := queue.CreateNamespace(ctx, b.Client, ns, 3); err != nil {
-			t.Fatal(err)
-		}
-		q, err := queue.New(b.Client, queue.Options{Namespace: ns})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { q.Close() })
-		h, err := ui.New(q, ui.Options{AllowWrites: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := newEnvHandler(t, q, h, "")
+		e := newShardedEnv(t, b, 3)
+		q := e.q
 		for i := range 30 {
 			in := time.Hour
 			if i%4 == 0 {
@@ -335,7 +322,7 @@ func TestShardedNamespace(t *testing.T) {
 		if err != nil || len(st.Shards) != 3 {
 			t.Fatalf("Stats = %+v, %v", st, err)
 		}
-		resp, body := e.get(t, "/")
+		resp, body := e.Get(t, "/")
 		if resp.StatusCode != 200 {
 			t.Fatalf("overview = %d\n%s", resp.StatusCode, body)
 		}
@@ -360,12 +347,12 @@ func TestShardedNamespace(t *testing.T) {
 		if st.Overdue != 8 || st.Scheduled != 30 || st.Cancelled != 5 {
 			t.Errorf("totals = %+v, want 30 scheduled, 8 overdue, 5 cancelled", st)
 		}
-		if _, body := newEnv(t, b, ui.Options{}).get(t, "/"); strings.Contains(body, `id="shard-0"`) {
+		if _, body := newEnv(t, b, ui.Options{}).Get(t, "/"); strings.Contains(body, `id="shard-0"`) {
 			t.Error("the overview of one shard has per-shard rows")
 		}
 
 		// Schedules live in their own shard of a sharded namespace.
-		resp, body = e.get(t, "/schedules")
+		resp, body = e.Get(t, "/schedules")
 		if resp.StatusCode != 200 || !strings.Contains(body, `id="no-schedules"`) {
 			t.Errorf("empty schedules list on 3 shards = %d\n%s", resp.StatusCode, body)
 		}
@@ -373,11 +360,11 @@ func TestShardedNamespace(t *testing.T) {
 			if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: id, Every: time.Hour}); err != nil {
 				t.Fatal(err)
 			}
-			if resp, body := e.get(t, "/schedule?id="+id); resp.StatusCode != 200 {
+			if resp, body := e.Get(t, "/schedule?id="+id); resp.StatusCode != 200 {
 				t.Errorf("schedule page of %s on 3 shards = %d\n%s", id, resp.StatusCode, body)
 			}
 		}
-		resp, body = e.get(t, "/schedules")
+		resp, body = e.Get(t, "/schedules")
 		for _, id := range []string{"sharded-a", "sharded-b", "sharded-c", "sharded-d"} {
 			if resp.StatusCode != 200 || !strings.Contains(body, id) {
 				t.Errorf("schedules list on 3 shards = %d, want %s listed\n%s", resp.StatusCode, id, body)
@@ -389,15 +376,27 @@ func TestShardedNamespace(t *testing.T) {
 // newEnvHandler serves h, a dashboard of q, under prefix.
 func newEnvHandler(t *testing.T, q *queue.Queue, h http.Handler, prefix string) *env {
 	t.Helper()
-	mux := http.NewServeMux()
-	mux.Handle(prefix+"/", h)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Timeout: 10 * time.Second,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	t.Cleanup(c.CloseIdleConnections)
-	return &env{q: q, srv: srv, c: c}
+	return &env{q: q, Client: uitest.Serve(t, h, prefix)}
+}
+
+// newShardedEnv is a dashboard with actions over a fresh namespace of
+// shards shards.
+func newShardedEnv(t *testing.T, b *redistest.Backend, shards int) *env {
+	t.Helper()
+	ns := redistest.Namespace(t)
+	if _, err := queue.CreateNamespace(context.Background(), b.Client, ns, shards); err != nil {
+		t.Fatal(err)
+	}
+	q, err := queue.New(b.Client, queue.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	h, err := ui.New(q, ui.Options{AllowWrites: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newEnvHandler(t, q, h, "")
 }
 
 // TestShardedStreams: on a namespace of several shards the fire rate, the
@@ -406,21 +405,9 @@ func newEnvHandler(t *testing.T, q *queue.Queue, h http.Handler, prefix string) 
 func TestShardedStreams(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		ns := redistest.Namespace(t)
 		const shards = 3
-		if _, err := queue.CreateNamespace(ctx, b.Client, ns, shards); err != nil {
-			t.Fatal(err)
-		}
-		q, err := queue.New(b.Client, queue.Options{Namespace: ns})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { q.Close() })
-		h, err := ui.New(q, ui.Options{AllowWrites: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := newEnvHandler(t, q, h, "")
+		e := newShardedEnv(t, b, shards)
+		q := e.q
 		// inShard returns an ID with the prefix that lives in shard k.
 		inShard := func(prefix string, k int) string {
 			for i := 0; ; i++ {
@@ -445,11 +432,11 @@ func TestShardedStreams(t *testing.T) {
 		}
 		fire(fired...)
 
-		_, body := e.get(t, "/")
+		_, body := e.Get(t, "/")
 		if !strings.Contains(body, `<div class="sub">3 fires in`) {
 			t.Errorf("the overview's fire rate does not count the fires of all 3 shards:\n%s", body)
 		}
-		_, body = e.get(t, "/tail")
+		_, body = e.Get(t, "/tail")
 		for _, id := range fired {
 			if !strings.Contains(body, ">"+id+"</a>") {
 				t.Errorf("the tail page lacks %s, fired in shard %d", id, slices.Index(fired, id))
@@ -468,7 +455,7 @@ func TestShardedStreams(t *testing.T) {
 		// after it as its event ID.
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		req, _ := http.NewRequestWithContext(sctx, "GET", e.srv.URL+events, nil)
+		req, _ := http.NewRequestWithContext(sctx, "GET", e.URL+events, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -504,7 +491,7 @@ func TestShardedStreams(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		resp2, body := e.get(t, "/groups")
+		resp2, body := e.Get(t, "/groups")
 		links := regexp.MustCompile(`href="(/dead/confirm\?[^"]+)"`).FindAllStringSubmatch(body, -1)
 		if resp2.StatusCode != 200 || len(links) != 2 || !strings.Contains(body, "<th>Shard</th>") {
 			t.Fatalf("groups page = %d with %d requeue links, want both shards' dead letters and a shard column:\n%s", resp2.StatusCode, len(links), body)
@@ -514,7 +501,7 @@ func TestShardedStreams(t *testing.T) {
 			t.Fatalf("the second dead letter's link %q does not name shard 2", last)
 		}
 		before, _ := b.Client.XLen(ctx, q.ShardStreamKey(2)).Result()
-		if resp, body := e.confirmAndPost(t, last); resp.StatusCode != http.StatusSeeOther {
+		if resp, body := e.Act(t, last); resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("requeue: %d\n%s", resp.StatusCode, body)
 		}
 		if n, _ := b.Client.XLen(ctx, q.ShardDeadLetterKey(2)).Result(); n != 0 {
@@ -526,10 +513,10 @@ func TestShardedStreams(t *testing.T) {
 		if n, _ := b.Client.XLen(ctx, q.ShardStreamKey(2)).Result(); n != before+1 {
 			t.Errorf("shard 2's fire stream has %d entries after requeue, want %d", n, before+1)
 		}
-		if resp, _ := e.get(t, "/groups?after=1-0"); resp.StatusCode != http.StatusBadRequest {
+		if resp, _ := e.Get(t, "/groups?after=1-0"); resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("a one-shard cursor on 3 shards = %d, want 400", resp.StatusCode)
 		}
-		if resp, _ := e.get(t, "/tail/events?after=1-0,2-0"); resp.StatusCode != http.StatusBadRequest {
+		if resp, _ := e.Get(t, "/tail/events?after=1-0,2-0"); resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("a two-shard tail cursor on 3 shards = %d, want 400", resp.StatusCode)
 		}
 	})

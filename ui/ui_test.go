@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"html"
-	"io"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/internal/uitest"
 	"github.com/timerq/timerq/queue"
 	"github.com/timerq/timerq/ui"
 )
@@ -31,11 +30,10 @@ func TestMain(m *testing.M) {
 	)
 }
 
-// env is a dashboard over a fresh namespace.
+// env is a dashboard over a fresh namespace, served over HTTP.
 type env struct {
-	q   *queue.Queue
-	srv *httptest.Server
-	c   *http.Client
+	q *queue.Queue
+	*uitest.Client
 }
 
 func newEnv(t *testing.T, b *redistest.Backend, opts ui.Options) *env {
@@ -49,42 +47,7 @@ func newEnv(t *testing.T, b *redistest.Backend, opts ui.Options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle(opts.Prefix+"/", h)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Timeout: 10 * time.Second,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	t.Cleanup(c.CloseIdleConnections)
-	return &env{q: q, srv: srv, c: c}
-}
-
-func (e *env) get(t *testing.T, path string) (*http.Response, string) {
-	t.Helper()
-	resp, err := e.c.Get(e.srv.URL + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
-}
-
-func (e *env) post(t *testing.T, path string, form url.Values, hdr map[string]string) (*http.Response, string) {
-	t.Helper()
-	req, _ := http.NewRequest("POST", e.srv.URL+path, strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := e.c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
+	return &env{q: q, Client: uitest.Serve(t, h, opts.Prefix)}
 }
 
 var csrfField = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
@@ -105,7 +68,7 @@ func TestPagesAndHeaders(t *testing.T) {
 		schedule(t, e.q, "soon-1", 30*time.Second, "y")
 		schedule(t, e.q, "later-1", 2*time.Hour, "z")
 		for _, p := range []string{"/", "/timers", "/timer?id=soon-1", "/tail", "/groups"} {
-			resp, body := e.get(t, "/ops/timerq"+p)
+			resp, body := e.Get(t, "/ops/timerq"+p)
 			if resp.StatusCode != 200 {
 				t.Fatalf("GET %s = %d\n%s", p, resp.StatusCode, body)
 			}
@@ -123,16 +86,16 @@ func TestPagesAndHeaders(t *testing.T) {
 				t.Errorf("GET %s does not load the script under the prefix", p)
 			}
 		}
-		_, body := e.get(t, "/ops/timerq/")
+		_, body := e.Get(t, "/ops/timerq/")
 		for _, want := range []string{`id="count-scheduled">3<`, `id="count-overdue">1<`, ">overdue<"} {
 			if !strings.Contains(body, want) {
 				t.Errorf("overview lacks %q", want)
 			}
 		}
-		if resp, _ := e.get(t, "/ops/timerq/static/app.js"); resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Type"), "javascript") {
+		if resp, _ := e.Get(t, "/ops/timerq/static/app.js"); resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Type"), "javascript") {
 			t.Errorf("app.js: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 		}
-		if resp, _ := e.get(t, "/ops/timerq/timer?id=nope"); resp.StatusCode != 404 {
+		if resp, _ := e.Get(t, "/ops/timerq/timer?id=nope"); resp.StatusCode != 404 {
 			t.Errorf("unknown timer: %d, want 404", resp.StatusCode)
 		}
 	})
@@ -144,18 +107,18 @@ func TestReadOnly(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		e := newEnv(t, b, ui.Options{})
 		schedule(t, e.q, "ro-1", time.Hour, "")
-		_, body := e.get(t, "/timer?id=ro-1")
+		_, body := e.Get(t, "/timer?id=ro-1")
 		if strings.Contains(body, "action-cancel") || strings.Contains(body, "Cancel…") || strings.Contains(body, `name="csrf"`) {
 			t.Errorf("read-only timer page offers actions:\n%s", body)
 		}
 		if !strings.Contains(body, `id="read-only"`) {
 			t.Error("read-only page does not say so")
 		}
-		if resp, _ := e.get(t, "/timer/confirm?id=ro-1&action=cancel"); resp.StatusCode != 403 {
+		if resp, _ := e.Get(t, "/timer/confirm?id=ro-1&action=cancel"); resp.StatusCode != 403 {
 			t.Errorf("confirm page in read-only mode: %d, want 403", resp.StatusCode)
 		}
 		for _, p := range []string{"/timer/cancel", "/timer/fire", "/timer/reschedule", "/dead/requeue"} {
-			resp, body := e.post(t, p, url.Values{"id": {"ro-1"}, "csrf": {"x"}, "due": {"1"}}, nil)
+			resp, body := e.Post(t, p, url.Values{"id": {"ro-1"}, "csrf": {"x"}, "due": {"1"}}, nil)
 			if resp.StatusCode != 403 || !strings.Contains(body, "this dashboard is read-only") {
 				t.Errorf("POST %s in read-only mode: %d, want 403 saying read-only:\n%s", p, resp.StatusCode, body)
 			}
@@ -172,7 +135,7 @@ func TestCSRF(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		e := newEnv(t, b, ui.Options{AllowWrites: true})
 		schedule(t, e.q, "c-1", time.Hour, "")
-		_, body := e.get(t, "/timer/confirm?id=c-1&action=cancel")
+		_, body := e.Get(t, "/timer/confirm?id=c-1&action=cancel")
 		m := csrfField.FindStringSubmatch(body)
 		if m == nil {
 			t.Fatalf("confirm page has no CSRF field:\n%s", body)
@@ -186,14 +149,14 @@ func TestCSRF(t *testing.T) {
 			"wrong token":  {url.Values{"id": {"c-1"}, "csrf": {strings.Repeat("0", 64)}}, nil},
 			"cross-origin": {url.Values{"id": {"c-1"}, "csrf": {token}}, map[string]string{"Sec-Fetch-Site": "cross-site"}},
 		} {
-			if resp, _ := e.post(t, "/timer/cancel", tc.form, tc.hdr); resp.StatusCode != 403 {
+			if resp, _ := e.Post(t, "/timer/cancel", tc.form, tc.hdr); resp.StatusCode != 403 {
 				t.Errorf("%s: POST = %d, want 403", name, resp.StatusCode)
 			}
 		}
 		// Another browser (a fresh cookie jar) cannot reuse the token.
-		other := *e.c
+		other := *e.HTTP
 		other.Jar, _ = cookiejar.New(nil)
-		req, _ := http.NewRequest("POST", e.srv.URL+"/timer/cancel", strings.NewReader(url.Values{"id": {"c-1"}, "csrf": {token}}.Encode()))
+		req, _ := http.NewRequest("POST", e.URL+"/timer/cancel", strings.NewReader(url.Values{"id": {"c-1"}, "csrf": {token}}.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		if resp, err := other.Do(req); err != nil || resp.StatusCode != 403 {
 			t.Errorf("token without its cookie: %v %v, want 403", resp.StatusCode, err)
@@ -203,7 +166,7 @@ func TestCSRF(t *testing.T) {
 		if tm, _ := e.q.Get(context.Background(), "c-1"); tm.State != queue.StateScheduled {
 			t.Fatalf("timer is %s after forged POSTs", tm.State)
 		}
-		resp, _ := e.post(t, "/timer/cancel", url.Values{"id": {"c-1"}, "csrf": {token}}, map[string]string{"Sec-Fetch-Site": "same-origin"})
+		resp, _ := e.Post(t, "/timer/cancel", url.Values{"id": {"c-1"}, "csrf": {token}}, map[string]string{"Sec-Fetch-Site": "same-origin"})
 		if resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("valid POST = %d, want 303", resp.StatusCode)
 		}
@@ -225,7 +188,7 @@ func TestEscaping(t *testing.T) {
 		schedule(t, e.q, evil+"2", time.Hour, evil)
 		for _, p := range []string{"/timers", "/timer?id=" + url.QueryEscape(evil), "/timer?id=" + url.QueryEscape(evil+"2"), "/tail",
 			"/timers?prefix=" + url.QueryEscape(evil), "/timers?from=" + url.QueryEscape(evil)} {
-			_, body := e.get(t, p)
+			_, body := e.Get(t, p)
 			if strings.Contains(body, "<script>alert") || strings.Contains(body, "<img src=x") {
 				t.Errorf("GET %s renders markup from data:\n%s", p, body)
 			}
@@ -234,24 +197,6 @@ func TestEscaping(t *testing.T) {
 			}
 		}
 	})
-}
-
-// confirmAndPost opens a confirmation page, then submits its form.
-func (e *env) confirmAndPost(t *testing.T, confirmPath string) (*http.Response, string) {
-	t.Helper()
-	resp, body := e.get(t, confirmPath)
-	if resp.StatusCode != 200 {
-		t.Fatalf("GET %s = %d\n%s", confirmPath, resp.StatusCode, body)
-	}
-	action := regexp.MustCompile(`<form method="post" action="([^"]+)"`).FindStringSubmatch(body)
-	if action == nil {
-		t.Fatalf("confirmation page has no POST form:\n%s", body)
-	}
-	form := url.Values{}
-	for _, m := range regexp.MustCompile(`<input type="hidden" name="(\w+)" value="([^"]*)"`).FindAllStringSubmatch(body, -1) {
-		form.Set(m[1], html.UnescapeString(m[2]))
-	}
-	return e.post(t, html.UnescapeString(action[1]), form, nil)
 }
 
 // TestActions: fire-now, reschedule and requeue through their confirmation
@@ -263,7 +208,7 @@ func TestActions(t *testing.T) {
 		schedule(t, e.q, "f-1", time.Hour, "")
 		schedule(t, e.q, "r-1", time.Hour, "")
 
-		resp, _ := e.confirmAndPost(t, "/timer/confirm?id=f-1&action=fire")
+		resp, _ := e.Act(t, "/timer/confirm?id=f-1&action=fire")
 		if resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Location"), "done=fired") {
 			t.Fatalf("fire: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 		}
@@ -275,7 +220,7 @@ func TestActions(t *testing.T) {
 		}
 
 		want := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
-		resp, _ = e.confirmAndPost(t, "/timer/confirm?id=r-1&action=reschedule&due=2031-05-06T07:08:09")
+		resp, _ = e.Act(t, "/timer/confirm?id=r-1&action=reschedule&due=2031-05-06T07:08:09")
 		if resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("reschedule: %d", resp.StatusCode)
 		}
@@ -284,7 +229,7 @@ func TestActions(t *testing.T) {
 		}
 
 		// f-1 has fired: cancelling it is a conflict, shown as such.
-		resp, body := e.confirmAndPost(t, "/timer/confirm?id=f-1&action=cancel")
+		resp, body := e.Act(t, "/timer/confirm?id=f-1&action=cancel")
 		if resp.StatusCode != http.StatusConflict || !strings.Contains(body, "fired") {
 			t.Errorf("cancel of a fired timer: %d\n%s", resp.StatusCode, body)
 		}
@@ -295,12 +240,12 @@ func TestActions(t *testing.T) {
 		}}).Err(); err != nil {
 			t.Fatal(err)
 		}
-		_, body = e.get(t, "/groups")
+		_, body = e.Get(t, "/groups")
 		link := regexp.MustCompile(`href="(/dead/confirm\?id=[0-9-]+)"`).FindStringSubmatch(body)
 		if link == nil || !strings.Contains(body, "handler &lt;b&gt;broke&lt;/b&gt;") {
 			t.Fatalf("groups page lacks the dead letter or escapes badly:\n%s", body)
 		}
-		resp, _ = e.confirmAndPost(t, html.UnescapeString(link[1]))
+		resp, _ = e.Act(t, html.UnescapeString(link[1]))
 		if resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("requeue: %d", resp.StatusCode)
 		}
@@ -330,16 +275,16 @@ func TestPrefixFilterIsBounded(t *testing.T) {
 	if _, err := e.q.ScheduleBatch(context.Background(), batch); err != nil {
 		t.Fatal(err)
 	}
-	_, body := e.get(t, "/timers?prefix=needle-")
+	_, body := e.Get(t, "/timers?prefix=needle-")
 	if !strings.Contains(body, "(5000 examined here)") || !strings.Contains(body, `id="next-page"`) || strings.Contains(body, ">needle-1<") {
 		t.Fatalf("first prefix page should examine 5000 timers, find nothing and offer Next:\n%s", body)
 	}
 	next := html.UnescapeString(regexp.MustCompile(`href="([^"]+)" id="next-page"`).FindStringSubmatch(body)[1])
-	_, body = e.get(t, next)
+	_, body = e.Get(t, next)
 	if !strings.Contains(body, ">needle-1<") || strings.Contains(body, `id="next-page"`) {
 		t.Errorf("second prefix page should find needle-1 and end:\n%s", body)
 	}
-	_, body = e.get(t, "/timers?prefix=needle-1")
+	_, body = e.Get(t, "/timers?prefix=needle-1")
 	if !strings.Contains(body, `Exact match: <a href="/timer?id=needle-1"`) {
 		t.Errorf("an exact ID is not found at once:\n%s", body)
 	}

@@ -4,14 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"html"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
-	"net/http/httptest"
-	"net/url"
 	"os"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +17,7 @@ import (
 	"github.com/timerq/timerq/internal/cliconf"
 	"github.com/timerq/timerq/internal/ctl"
 	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/internal/uitest"
 	"github.com/timerq/timerq/poller"
 	"github.com/timerq/timerq/queue"
 	"github.com/timerq/timerq/ui"
@@ -457,9 +453,8 @@ func TestACLRoles(t *testing.T) {
 // dashboard is a ui.Handler of one namespace served over HTTP, for the
 // dashboard roles.
 type dashboard struct {
-	t   *testing.T
-	srv *httptest.Server
-	c   *http.Client
+	t *testing.T
+	*uitest.Client
 }
 
 func newDashboard(t *testing.T, rdb redis.UniversalClient, ns string, writes bool) *dashboard {
@@ -473,24 +468,13 @@ func newDashboard(t *testing.T, rdb redis.UniversalClient, ns string, writes boo
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Timeout: 10 * time.Second,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	t.Cleanup(c.CloseIdleConnections)
-	return &dashboard{t: t, srv: srv, c: c}
+	return &dashboard{t: t, Client: uitest.Serve(t, h, "")}
 }
 
 func (d *dashboard) get(path string) (int, string) {
 	d.t.Helper()
-	resp, err := d.c.Get(d.srv.URL + path)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	resp, body := d.Get(d.t, path)
+	return resp.StatusCode, body
 }
 
 func (d *dashboard) ok(path string) {
@@ -500,14 +484,21 @@ func (d *dashboard) ok(path string) {
 	}
 }
 
+// act submits an action through its confirmation page.
+func (d *dashboard) act(confirm string) (int, string) {
+	d.t.Helper()
+	resp, body := d.Act(d.t, confirm)
+	return resp.StatusCode, body
+}
+
 // tailHasNoProblem follows the live tail briefly: a refused read would be
 // reported as a "problem" event.
 func (d *dashboard) tailHasNoProblem() {
 	d.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", d.srv.URL+"/tail/events?after=0", nil)
-	resp, err := d.c.Do(req)
+	req, _ := http.NewRequestWithContext(ctx, "GET", d.URL+"/tail/events?after=0", nil)
+	resp, err := d.HTTP.Do(req)
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -516,31 +507,4 @@ func (d *dashboard) tailHasNoProblem() {
 	if resp.StatusCode != 200 || strings.Contains(string(b), "event: problem") {
 		d.t.Errorf("live tail = %d:\n%s", resp.StatusCode, b)
 	}
-}
-
-var (
-	formAction  = regexp.MustCompile(`<form method="post" action="([^"]+)"`)
-	hiddenInput = regexp.MustCompile(`<input type="hidden" name="(\w+)" value="([^"]*)"`)
-)
-
-// act opens an action's confirmation page and submits it, returning the
-// POST's status and body.
-func (d *dashboard) act(confirm string) (int, string) {
-	d.t.Helper()
-	code, body := d.get(confirm)
-	action := formAction.FindStringSubmatch(body)
-	if code != 200 || action == nil {
-		d.t.Fatalf("GET %s = %d without a form:\n%s", confirm, code, body)
-	}
-	form := url.Values{}
-	for _, m := range hiddenInput.FindAllStringSubmatch(body, -1) {
-		form.Set(m[1], html.UnescapeString(m[2]))
-	}
-	resp, err := d.c.PostForm(d.srv.URL+html.UnescapeString(action[1]), form)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
