@@ -182,8 +182,10 @@ func (q *Queue) ReadFires(ctx context.Context, after string, count int, block ti
 // XREAD, which a server that is not a Cluster takes over any keys.
 func (q *Queue) readStreams(ctx context.Context, l *layout, pos []string, count int, block time.Duration) ([][]redis.XMessage, error) {
 	args := &redis.XReadArgs{Count: int64(count), Block: -1}
-	for _, sp := range l.spaces {
+	shardOf := make(map[string]int, len(l.spaces))
+	for k, sp := range l.spaces {
 		args.Streams = append(args.Streams, sp.Fires())
+		shardOf[sp.Fires()] = k
 	}
 	args.Streams = append(args.Streams, pos...)
 	if block > 0 {
@@ -195,11 +197,7 @@ func (q *Queue) readStreams(ctx context.Context, l *layout, pos []string, count 
 	}
 	out := make([][]redis.XMessage, len(l.spaces))
 	for _, s := range res {
-		for k, sp := range l.spaces {
-			if s.Stream == sp.Fires() {
-				out[k] = s.Messages
-			}
-		}
+		out[shardOf[s.Stream]] = s.Messages
 	}
 	return out, nil
 }
