@@ -674,9 +674,15 @@ func testWatch(t *testing.T, b *redistest.Backend, shards int) {
 	if shards > 1 && k1 == k2 {
 		t.Fatal("w1 and w2 are in one shard; pick IDs in two")
 	}
-	// A fire from before watch started is not shown.
-	c.ok("schedule", "old", "--in", "0s")
-	c.claim()
+	// A fire from before watch started is not shown. It must have fired
+	// before watch starts: a claim in the millisecond "old" was scheduled
+	// in would find nothing (due times round up), and "old" would then
+	// fire with w1 and w2 below.
+	old := decode[timerJSON](t, c.ok("-o", "json", "schedule", "old", "--in", "0s").stdout)
+	redistest.AwaitServerTime(t, b.Client, mustTime(t, old.DueAt))
+	if fired := c.claim(); len(fired) != 1 || fired[0].ID != "old" {
+		t.Fatalf("claim before watch fired %+v, want only old", fired)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

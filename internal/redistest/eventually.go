@@ -1,8 +1,12 @@
 package redistest
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // PollEvery is how often Eventually re-checks its condition.
@@ -36,4 +40,24 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 			}
 		}
 	}
+}
+
+// AwaitServerTime returns once the clock of the Redis server behind c (its
+// TIME) has reached at, to the millisecond, so that a timer due at at is
+// claimable. A test that schedules a timer due "now" and claims at once
+// races the clock: due times round up to the millisecond and a claim
+// compares them with TIME floored to it, so a claim in the same
+// millisecond finds nothing (the product's "never early"). It fails the
+// test if the server's clock has not got there within 5 s, as on a
+// miniredis whose clock a test froze with SetTime.
+func AwaitServerTime(t testing.TB, c redis.UniversalClient, at time.Time) {
+	t.Helper()
+	want := at.Add(time.Millisecond - time.Nanosecond).Truncate(time.Millisecond)
+	Eventually(t, 5*time.Second, fmt.Sprintf("the server clock to reach %s", want.UTC().Format(time.RFC3339Nano)), func() bool {
+		now, err := c.Time(context.Background()).Result()
+		if err != nil {
+			t.Fatalf("TIME: %v", err)
+		}
+		return !now.Truncate(time.Millisecond).Before(want)
+	})
 }
