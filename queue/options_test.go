@@ -28,11 +28,17 @@ func TestStreamMaxLenUnboundedKeepsEveryFire(t *testing.T) {
 		if maxLen == queue.Unbounded && q.Options().StreamMaxLen != queue.Unbounded {
 			t.Fatalf("Options() reports StreamMaxLen %d, want Unbounded", q.Options().StreamMaxLen)
 		}
+		var last queue.Timer
 		for i := range fires {
-			if _, err := q.ScheduleIn(ctx, fmt.Sprintf("t%d", i), 0, nil); err != nil {
+			res, err := q.ScheduleIn(ctx, fmt.Sprintf("t%d", i), 0, nil)
+			if err != nil {
 				t.Fatal(err)
 			}
+			last = res.Timer
 		}
+		// The claims below stop at the first that finds nothing, so every
+		// timer must be due by the server's clock before the first.
+		redistest.AwaitServerTime(t, rdb, last.Due)
 		for {
 			res, err := q.Claim(ctx, queue.MaxBatch)
 			if err != nil {

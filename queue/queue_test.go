@@ -419,7 +419,17 @@ func TestNeverEarly(t *testing.T) {
 func TestConcurrentClaimersFireEachTimerOnce(t *testing.T) {
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		const n, claimers = 20_000, 8
+		const claimers = 8
+		n := 20_000
+		if b.Mini != nil {
+			// miniredis runs one script at a time under a global lock, so
+			// its claimers cannot race inside a script however many timers
+			// there are; real Redis and the Cluster are the race under
+			// test. 20,000 timers through its Lua interpreter took 150 s
+			// under -race on a loaded 2-core machine, near the suite's
+			// timeout; 2,000 still check the Go side in a few seconds.
+			n = 2_000
+		}
 		q := newQueue(t, b, queue.Options{})
 		due := time.Now().Add(-time.Second)
 		batch := make([]queue.NewTimer, n)
