@@ -103,7 +103,10 @@ func TestPollersFireRecurringOnShardedNamespace(t *testing.T) {
 		infos := make([]queue.RecurringInfo, len(ids))
 		for k, id := range ids {
 			var err error
-			if infos[k], _, err = q.PutRecurring(ctx, queue.Recurring{ID: id, Every: 100 * time.Millisecond}); err != nil {
+			// CatchUpAll: the series must stay unbroken even if a loaded
+			// machine stalls a poller past two occurrences, when the
+			// default (CatchUpOnce) would rightly fire only the latest.
+			if infos[k], _, err = q.PutRecurring(ctx, queue.Recurring{ID: id, Every: 100 * time.Millisecond, CatchUp: queue.CatchUpAll}); err != nil {
 				t.Fatal(err)
 			}
 		}

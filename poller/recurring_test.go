@@ -37,7 +37,10 @@ func TestPollersFireRecurringOccurrencesOnce(t *testing.T) {
 			}
 			start(t, p)
 		}
-		info, _, err := q.PutRecurring(context.Background(), queue.Recurring{ID: "beat", Every: 100 * time.Millisecond})
+		// CatchUpAll: the series must stay unbroken even if a loaded
+		// machine stalls the pollers past two occurrences, when the default
+		// (CatchUpOnce) would rightly fire only the latest of them.
+		info, _, err := q.PutRecurring(context.Background(), queue.Recurring{ID: "beat", Every: 100 * time.Millisecond, CatchUp: queue.CatchUpAll})
 		if err != nil {
 			t.Fatal(err)
 		}
