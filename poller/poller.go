@@ -138,8 +138,12 @@ func (p *Poller) Run(ctx context.Context) error {
 	}
 	p.arms = make(chan []queue.Fired, 16)
 	wg.Go(func() { p.repairRecurring(ctx) })
-	wg.Go(func() { p.armLoop(ctx) })
+	// The arm loop outlives the claim loops, which hand it what their
+	// last claims fired: ending it with ctx lost those arms on every stop.
+	claimsDone := make(chan struct{})
+	wg.Go(func() { p.armLoop(claimsDone) })
 	p.serve(ctx, stop)
+	close(claimsDone)
 	wg.Wait()
 	if err := context.Cause(ctx); errors.Is(err, queue.ErrPermission) {
 		return err
@@ -477,7 +481,7 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 				failures = 0
 			}
 			refServer, refLocal = res.Now.UnixMilli(), time.Now()
-			p.armFired(ctx, res)
+			p.armFired(res)
 			if len(res.Fired) >= p.opts.BatchSize {
 				target = 0 // backlog: claim again at once
 				timer.Reset(0)

@@ -26,7 +26,7 @@ const (
 // leaves at least one interval of slack, and the repair pass covers a crash
 // in between. When the arming falls behind, the claim loop waits for room:
 // back-pressure rather than a growing backlog of unarmed schedules.
-func (p *Poller) armFired(ctx context.Context, res queue.ClaimResult) {
+func (p *Poller) armFired(res queue.ClaimResult) {
 	var occ []queue.Fired
 	for _, f := range res.Fired {
 		if _, _, ok := queue.ParseOccurrenceID(f.ID); ok {
@@ -36,27 +36,24 @@ func (p *Poller) armFired(ctx context.Context, res queue.ClaimResult) {
 	if len(occ) == 0 {
 		return
 	}
-	select {
-	case p.arms <- occ:
-	case <-ctx.Done():
-		p.armNow(ctx, occ) // Run is stopping: arm before returning
-	}
+	p.arms <- occ
 }
 
-// armLoop arms what the claim loop fired, merging whatever has queued up
-// into one call, until ctx ends; then it arms what is left and returns.
-func (p *Poller) armLoop(ctx context.Context) {
+// armLoop arms what the claim loops fired, merging whatever has queued up
+// into one call, until claimsDone is closed, which Run does once every
+// claim loop has returned; then it arms what is left and returns.
+func (p *Poller) armLoop(claimsDone <-chan struct{}) {
 	for {
 		var batch []queue.Fired
 		select {
-		case <-ctx.Done():
+		case <-claimsDone:
 			for {
 				select {
 				case f := <-p.arms:
 					batch = append(batch, f...)
 				default:
 					if len(batch) > 0 {
-						p.armNow(ctx, batch)
+						p.armNow(batch)
 					}
 					return
 				}
@@ -73,15 +70,15 @@ func (p *Poller) armLoop(ctx context.Context) {
 				break more
 			}
 		}
-		p.armNow(ctx, batch)
+		p.armNow(batch)
 	}
 }
 
-// armNow arms what follows fired. Like a claim it is not cancelled with
-// Run's context (its work is idempotent and short), but ClaimTimeout bounds
-// it. A failure is logged: the repair pass catches up.
-func (p *Poller) armNow(ctx context.Context, fired []queue.Fired) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.ClaimTimeout)
+// armNow arms what follows fired. Like a claim it is not cancelled when
+// Run stops (its work is idempotent and short), but ClaimTimeout bounds it.
+// A failure is logged: the repair pass catches up.
+func (p *Poller) armNow(fired []queue.Fired) {
+	cctx, cancel := context.WithTimeout(context.Background(), p.opts.ClaimTimeout)
 	defer cancel()
 	if _, err := p.q.ArmFired(cctx, fired); err != nil {
 		p.log.Warn("timerq: arming the next occurrences failed; the repair pass will", "err", err)

@@ -2,6 +2,7 @@ package poller_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -37,10 +38,11 @@ func TestPollersFireRecurringOccurrencesOnce(t *testing.T) {
 			}
 			start(t, p)
 		}
-		// CatchUpAll: the series must stay unbroken even if a loaded
-		// machine stalls the pollers past two occurrences, when the default
-		// (CatchUpOnce) would rightly fire only the latest of them.
-		info, _, err := q.PutRecurring(context.Background(), queue.Recurring{ID: "beat", Every: 100 * time.Millisecond, CatchUp: queue.CatchUpAll})
+		// CatchUpAll with a high limit: the series must stay unbroken even
+		// if a loaded machine delays arming past several occurrences, which
+		// the default (CatchUpOnce, or a limit of 10 = 1 s here) would
+		// rightly leave out.
+		info, _, err := q.PutRecurring(context.Background(), queue.Recurring{ID: "beat", Every: 100 * time.Millisecond, CatchUp: queue.CatchUpAll, CatchUpLimit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,4 +76,52 @@ func TestPollersFireRecurringOccurrencesOnce(t *testing.T) {
 			t.Fatalf("%d occurrences fired in an unbroken series, %d in all (%v); want at least 8 and no gap", n, len(fired), fired)
 		}
 	})
+}
+
+// A poller stopped just as a claim fires an occurrence still arms the next
+// one before Run returns: a clean stop leaves every schedule armed, where
+// only a crash needs the repair pass. The arm loop used to end with Run's
+// context and could miss what the last claim handed it.
+func TestStopArmsWhatTheLastClaimFired(t *testing.T) {
+	_, rdb := redistest.Mini(t)
+	for i := range 10 {
+		q := newQueue(t, rdb, fmt.Sprint(redistest.Namespace(t), i))
+		ctx, cancel := context.WithCancel(context.Background())
+		var once sync.Once
+		p, err := poller.New(q, poller.Options{
+			Maintenance: poller.MaintenanceOptions{Disabled: true}, Logger: (&logBuf{}).logger(),
+			Hooks: poller.Hooks{Claimed: func(res queue.ClaimResult) {
+				if len(res.Fired) == 0 {
+					return
+				}
+				once.Do(func() {
+					cancel()
+					// Let Run's other goroutines see the stop before this
+					// claim's reply is handled, as when a reply is slow.
+					time.Sleep(20 * time.Millisecond)
+				})
+			}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One occurrence armed (Ahead 1), due in 300 ms; the next an hour on.
+		info, _, err := q.PutRecurring(context.Background(), queue.Recurring{ID: "s", Every: time.Hour, Ahead: 1, Anchor: time.Now().Add(-time.Hour + 300*time.Millisecond)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(info.Pending) != 1 || time.Until(info.Pending[0].Due) > time.Second {
+			t.Fatalf("pending %v, want one occurrence due within a second", info.Pending)
+		}
+		if err := p.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		info, err = q.GetRecurring(context.Background(), "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(info.Pending) != 1 {
+			t.Fatalf("stop %d: pending %v after Run returned; want the next occurrence armed", i, info.Pending)
+		}
+	}
 }
