@@ -84,10 +84,22 @@ func TestPollersFireRecurringOnShardedNamespace(t *testing.T) {
 		var pollers []*poller.Poller
 		var stops []func()
 		for _, id := range []string{"one", "two"} {
+			logs := &logBuf{}
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("poller %s logged:\n%s", id, logs.String())
+				}
+			})
 			p, err := poller.New(q, poller.Options{
 				WorkerID: id, Heartbeat: 50 * time.Millisecond, MemberTTL: 300 * time.Millisecond,
 				MaxPollInterval: 50 * time.Millisecond, Maintenance: poller.MaintenanceOptions{Disabled: true},
-				Hooks: poller.Hooks{Claimed: log.claimed}, Logger: (&logBuf{}).logger(),
+				// A claim or arm that outlives ClaimTimeout has fired
+				// without the poller seeing it, which leaves arming to the
+				// repair pass after its 2 s grace: longer than a 100 ms
+				// schedule's catch-up limit of 10. Under -race on a loaded
+				// machine miniredis's Lua took longer than the 2 s default.
+				ClaimTimeout: 30 * time.Second,
+				Hooks:        poller.Hooks{Claimed: log.claimed}, Logger: logs.logger(),
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -103,10 +115,11 @@ func TestPollersFireRecurringOnShardedNamespace(t *testing.T) {
 		infos := make([]queue.RecurringInfo, len(ids))
 		for k, id := range ids {
 			var err error
-			// CatchUpAll: the series must stay unbroken even if a loaded
-			// machine stalls a poller past two occurrences, when the
-			// default (CatchUpOnce) would rightly fire only the latest.
-			if infos[k], _, err = q.PutRecurring(ctx, queue.Recurring{ID: id, Every: 100 * time.Millisecond, CatchUp: queue.CatchUpAll}); err != nil {
+			// CatchUpAll with a high limit: the series must stay unbroken
+			// even if a loaded machine delays arming past several
+			// occurrences, which the default (CatchUpOnce, or a limit of
+			// 10 = 1 s here) would rightly leave out.
+			if infos[k], _, err = q.PutRecurring(ctx, queue.Recurring{ID: id, Every: 100 * time.Millisecond, CatchUp: queue.CatchUpAll, CatchUpLimit: 1000}); err != nil {
 				t.Fatal(err)
 			}
 		}
