@@ -35,6 +35,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"path"
 	"strings"
 	"time"
 
@@ -107,7 +108,7 @@ func New(q *queue.Queue, opts Options) (*Handler, error) {
 	static, _ := fs.Sub(staticFS, "static")
 	p := opts.Prefix
 	mux := http.NewServeMux()
-	mux.Handle("GET "+p+"/static/", http.StripPrefix(p+"/static/", http.FileServerFS(static)))
+	mux.Handle("GET "+p+"/static/", http.StripPrefix(p+"/static/", h.files(static)))
 	mux.HandleFunc("GET "+p+"/{$}", h.overview)
 	mux.HandleFunc("GET "+p+"/timers", h.timers)
 	mux.HandleFunc("GET "+p+"/timer", h.timer)
@@ -143,6 +144,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
+// files serves the embedded static files, and 404 for a directory: a
+// listing shows nothing a page links to.
+func (h *Handler) files(fsys fs.FS) http.Handler {
+	srv := http.FileServerFS(fsys)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimPrefix(path.Clean("/"+r.URL.Path), "/")
+		if name == "" {
+			name = "."
+		}
+		if st, err := fs.Stat(fsys, name); err == nil && st.IsDir() || strings.HasSuffix(r.URL.Path, "/") {
+			h.fail(w, r, http.StatusNotFound, fmt.Errorf("no static file %q: only the files the pages link to are served", r.URL.Path))
+			return
+		}
+		srv.ServeHTTP(w, r)
+	})
+}
+
 // csrfCookie holds a random nonce; a form's token is the nonce's HMAC under
 // the handler's secret, so a cookie planted by a sibling subdomain is of no
 // use without the secret, and a token without the cookie is of no use
@@ -176,6 +194,9 @@ func (h *Handler) sign(nonce string) string {
 // errForbidden explains a refused POST.
 var errForbidden = errors.New("forbidden")
 
+// errBadRequest explains a POST whose form cannot be read.
+var errBadRequest = errors.New("bad request")
+
 // checkPost refuses a POST in read-only mode, from another origin, or
 // without a valid CSRF token.
 func (h *Handler) checkPost(r *http.Request) (int, string) {
@@ -186,6 +207,9 @@ func (h *Handler) checkPost(r *http.Request) (int, string) {
 		return http.StatusForbidden, "cross-origin request refused"
 	}
 	if err := r.ParseForm(); err != nil {
+		if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
+			return http.StatusRequestEntityTooLarge, fmt.Sprintf("the form is larger than %d KiB, more than any of the dashboard's forms sends", tooBig.Limit>>10)
+		}
 		return http.StatusBadRequest, "unreadable form: " + err.Error()
 	}
 	c, err := r.Cookie(csrfCookie)
@@ -199,12 +223,26 @@ func (h *Handler) checkPost(r *http.Request) (int, string) {
 	return 0, ""
 }
 
+// maxForm bounds a POST's body: the largest form, a reschedule, is a few
+// hundred bytes.
+const maxForm = 64 << 10
+
+// errTooLarge explains a refused POST whose body exceeds maxForm.
+var errTooLarge = errors.New("request too large")
+
 // post wraps a POST handler with checkPost.
 func (h *Handler) post(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 		if code, why := h.checkPost(r); code != 0 {
-			h.fail(w, r, code, fmt.Errorf("%w: %s", errForbidden, why))
+			kind := errForbidden
+			switch code {
+			case http.StatusRequestEntityTooLarge:
+				kind = errTooLarge
+			case http.StatusBadRequest:
+				kind = errBadRequest
+			}
+			h.fail(w, r, code, fmt.Errorf("%w: %s", kind, why))
 			return
 		}
 		next(w, r)
