@@ -39,6 +39,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/timerq/timerq/internal/httpstream"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -50,6 +51,13 @@ var staticFS embed.FS
 
 // DefaultTimeout bounds each page's Redis calls when Options.Timeout is 0.
 const DefaultTimeout = 5 * time.Second
+
+// The live tail's defaults, when the Options leave them 0.
+const (
+	DefaultMaxTails          = 100
+	DefaultMaxTailsPerClient = 10
+	DefaultTailWriteTimeout  = 30 * time.Second
+)
 
 // Options configures a Handler. The zero value serves a read-only dashboard
 // at the root.
@@ -69,6 +77,27 @@ type Options struct {
 
 	// Logger receives failed Redis calls; nil discards them.
 	Logger *slog.Logger
+
+	// MaxTails caps the live tails open at once over all clients, and
+	// MaxTailsPerClient those of one client, by remote IP address (behind
+	// a reverse proxy, every user is the proxy's one client). A tail
+	// beyond either cap is refused with 503 and Retry-After. 0 means
+	// DefaultMaxTails and DefaultMaxTailsPerClient.
+	//
+	// A tail holds no Redis connection: it polls the fire streams with
+	// non-blocking reads, about twice a second, so the pages keep the
+	// pool however many tails are open.
+	MaxTails, MaxTailsPerClient int
+
+	// MaxTailsSetting and MaxTailsPerClientSetting name, in a refused
+	// tail's message, what raises each cap: `timerctl ui` gives its flags.
+	// Empty means the names of the options above.
+	MaxTailsSetting, MaxTailsPerClientSetting string
+
+	// TailWriteTimeout bounds each write of a live tail, so a client that
+	// stops reading is cut off; it replaces the server's WriteTimeout for
+	// a tail, whose life is not bounded. 0 means DefaultTailWriteTimeout.
+	TailWriteTimeout time.Duration
 }
 
 // Handler serves the dashboard. Create it with New.
@@ -80,6 +109,7 @@ type Handler struct {
 	secret []byte // signs CSRF tokens; per process, so a restart logs no one out but voids open forms
 	xorig  *http.CrossOriginProtection
 	log    *slog.Logger
+	tails  *httpstream.Limiter
 }
 
 // New returns a dashboard of q.
@@ -93,8 +123,24 @@ func New(q *queue.Queue, opts Options) (*Handler, error) {
 	if opts.Timeout < 0 {
 		return nil, fmt.Errorf("%w: Timeout %v is negative; use 0 for the default", queue.ErrInvalidOptions, opts.Timeout)
 	}
+	if opts.MaxTails < 0 || opts.MaxTailsPerClient < 0 || opts.TailWriteTimeout < 0 {
+		return nil, fmt.Errorf("%w: MaxTails %d, MaxTailsPerClient %d and TailWriteTimeout %v must not be negative; use 0 for the defaults",
+			queue.ErrInvalidOptions, opts.MaxTails, opts.MaxTailsPerClient, opts.TailWriteTimeout)
+	}
 	opts.Timeout = cmp.Or(opts.Timeout, DefaultTimeout)
-	h := &Handler{q: q, opts: opts, xorig: http.NewCrossOriginProtection(), log: opts.Logger}
+	opts.MaxTails = cmp.Or(opts.MaxTails, DefaultMaxTails)
+	opts.MaxTailsPerClient = cmp.Or(opts.MaxTailsPerClient, DefaultMaxTailsPerClient)
+	opts.MaxTailsSetting = cmp.Or(opts.MaxTailsSetting, "ui.Options.MaxTails")
+	opts.MaxTailsPerClientSetting = cmp.Or(opts.MaxTailsPerClientSetting, "ui.Options.MaxTailsPerClient")
+	opts.TailWriteTimeout = cmp.Or(opts.TailWriteTimeout, DefaultTailWriteTimeout)
+	tails, err := httpstream.NewLimiter(httpstream.Limits{
+		What: "live tails", Total: opts.MaxTails, PerClient: opts.MaxTailsPerClient,
+		TotalSetting: opts.MaxTailsSetting, PerClientSetting: opts.MaxTailsPerClientSetting,
+	})
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{q: q, opts: opts, xorig: http.NewCrossOriginProtection(), log: opts.Logger, tails: tails}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
