@@ -31,6 +31,7 @@ func (h *Handler) parseTemplates() error {
 		"dur":  formatDur,
 		"link": h.link,
 		"num":  func(n int64) string { return groupDigits(n) },
+		"sid":  streamTime,
 	}
 	h.pages = map[string]*template.Template{}
 	for _, name := range pageNames {
@@ -627,7 +628,8 @@ func cmpOr(vals ...string) string {
 // ---- consumer groups and dead letters ----
 
 type groupsData struct {
-	Groups []queue.GroupInfo
+	Now    time.Time
+	Groups []groupView
 	Dead   []queue.DeadLetter
 	Count  int64
 	Next   string
@@ -638,11 +640,19 @@ type groupsData struct {
 func (h *Handler) groups(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	var d groupsData
-	var err error
-	if d.Groups, err = h.q.Groups(ctx); err != nil {
+	d := groupsData{Now: time.Now().UTC()}
+	groups, err := h.q.Groups(ctx)
+	if err != nil {
 		h.fail(w, r, statusOf(err), err)
 		return
+	}
+	for _, g := range groups {
+		cs, err := h.q.Consumers(ctx, g.Name)
+		if err != nil {
+			h.fail(w, r, statusOf(err), err)
+			return
+		}
+		d.Groups = append(d.Groups, groupView{GroupInfo: g, Members: consumerViews(cs, d.Now)})
 	}
 	after := r.URL.Query().Get("after")
 	if after != "" && !validCursor(after) {
@@ -664,6 +674,73 @@ func (h *Handler) groups(w http.ResponseWriter, r *http.Request) {
 	shards, _ := h.q.Shards(ctx) // read by the calls above
 	d.Sharded = shards > 1
 	h.render(w, r, http.StatusOK, "groups", "Consumer groups", d)
+}
+
+// groupView is a consumer group with its consumers.
+type groupView struct {
+	queue.GroupInfo
+	Members []consumerView
+}
+
+// consumerView is one consumer, with its times made absolute and a word on
+// whether it looks alive.
+type consumerView struct {
+	queue.ConsumerInfo
+	// LastSeen is Now-Idle: on Redis 7.2+ its last read or claim, on 7.0
+	// its last delivery (SeenIsDelivery).
+	LastSeen       time.Time
+	SeenIsDelivery bool
+	// LastDelivery is Now-Inactive, zero when it never got one or Redis
+	// does not say (before 7.2).
+	LastDelivery time.Time
+	Stale        bool
+	Status       string
+}
+
+// consumerStale is how long a consumer may go unseen before the page calls
+// it stopped: Consume reads at least every ConsumeOptions.Block (1 s by
+// default), and a handler that runs longer holds it no longer than this.
+const consumerStale = time.Minute
+
+func consumerViews(cs []queue.ConsumerInfo, now time.Time) []consumerView {
+	out := make([]consumerView, 0, len(cs))
+	for _, c := range cs {
+		v := consumerView{ConsumerInfo: c, SeenIsDelivery: !c.InactiveKnown}
+		if c.Idle >= 0 {
+			v.LastSeen = now.Add(-c.Idle)
+		}
+		if c.InactiveKnown && c.Inactive >= 0 {
+			v.LastDelivery = now.Add(-c.Inactive)
+		}
+		switch {
+		case c.Idle < 0:
+			v.Status = "unknown: the server does not report idle times"
+		case c.InactiveKnown && c.Idle > consumerStale:
+			v.Stale, v.Status = true, "stopped or dead: no read for "+formatDur(c.Idle)
+		case c.InactiveKnown:
+			v.Status = "reading"
+		case c.Pending > 0 && c.Idle > queue.DefaultClaimIdle:
+			v.Stale, v.Status = true, "stopped or dead? it holds "+strconv.FormatInt(c.Pending, 10)+" deliveries untouched for "+formatDur(c.Idle)+
+				"; other consumers reclaim them after ClaimIdle"
+		case c.Idle > consumerStale:
+			v.Status = "no delivery for " + formatDur(c.Idle) + ": idle, or stopped (Redis before 7.2 cannot tell which)"
+		default:
+			v.Status = "active"
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// streamTime is the time in a stream entry ID ("<ms>-<seq>"): when the
+// entry was added, by the server's clock. Zero for "0-0" or no ID.
+func streamTime(id string) time.Time {
+	msPart, _, _ := strings.Cut(id, "-")
+	ms, err := strconv.ParseInt(msPart, 10, 64)
+	if err != nil || ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
 }
 
 // deadLetterRef reads the dead letter a request names: its entry ID, and
