@@ -428,6 +428,121 @@ func (q *Queue) Groups(ctx context.Context) ([]GroupInfo, error) {
 	return out, nil
 }
 
+// ConsumerInfo is one consumer of a group, as XINFO CONSUMERS reports it,
+// over the shards.
+type ConsumerInfo struct {
+	Name string
+	// Pending counts the entries delivered to it and not yet acknowledged,
+	// summed over the shards.
+	Pending int64
+	// Idle is XINFO CONSUMERS' idle, on the shard where it is least. On
+	// Redis 7.2 and later it is how long ago the consumer last tried to
+	// read or claim; Consume tries at least every ConsumeOptions.Block,
+	// so an Idle of minutes there means the consumer stopped or died. On
+	// Redis 7.0 a read or claim that gets nothing does not reset it, so it
+	// is how long ago the consumer last got an entry, and a live consumer
+	// of a quiet stream looks as idle as a dead one. A consumer's name
+	// stays until XGROUP DELCONSUMER.
+	Idle time.Duration
+	// Inactive is how long ago it last got an entry (read or claimed one),
+	// on the shard where it is least; -1 when it never has. Only Redis 7.2
+	// and later report it: InactiveKnown says whether this one did.
+	Inactive      time.Duration
+	InactiveKnown bool
+}
+
+// Consumers lists the consumers of group on the namespace's fire streams,
+// by name, each summed over the shards; none when no shard has the group.
+func (q *Queue) Consumers(ctx context.Context, group string) ([]ConsumerInfo, error) {
+	l, err := q.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cmds := make([]*redis.Cmd, len(l.spaces))
+	_ = q.each(ctx, len(l.spaces), func(c redis.Cmdable, k int) redis.Cmder {
+		// Cmdable lacks Do; every client and pipeline has it.
+		cmds[k] = c.(interface {
+			Do(context.Context, ...any) *redis.Cmd
+		}).Do(ctx, "XINFO", "CONSUMERS", l.spaces[k].Fires(), group)
+		return cmds[k]
+	}) // each command's error is looked at below
+	byName := map[string]*ConsumerInfo{}
+	for _, c := range cmds {
+		reply, err := c.Slice()
+		if err != nil {
+			if msg := err.Error(); strings.Contains(msg, "no such key") || strings.HasPrefix(msg, "NOGROUP") {
+				continue // no fire yet on this shard, or the group does not read it
+			}
+			return nil, errorf("consumers of group %q: %w", group, q.redisError(err))
+		}
+		for _, entry := range reply {
+			ci, err := parseConsumer(entry)
+			if err != nil {
+				return nil, errorf("consumers of group %q: %w", group, err)
+			}
+			sum, ok := byName[ci.Name]
+			if !ok {
+				byName[ci.Name] = &ci
+				continue
+			}
+			sum.Pending += ci.Pending
+			sum.Idle = min(sum.Idle, ci.Idle)
+			switch {
+			case sum.Inactive < 0:
+				sum.Inactive = ci.Inactive
+			case ci.Inactive >= 0:
+				sum.Inactive = min(sum.Inactive, ci.Inactive)
+			}
+		}
+	}
+	out := make([]ConsumerInfo, 0, len(byName))
+	for _, c := range byName {
+		out = append(out, *c)
+	}
+	slices.SortFunc(out, func(a, b ConsumerInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// parseConsumer reads one consumer of an XINFO CONSUMERS reply, a map in
+// RESP3 and a flat field, value list in RESP2. go-redis's XInfoConsumers
+// cannot tell an absent "inactive" (Redis 7.0) from 0, so the reply is
+// read here.
+func parseConsumer(entry any) (ConsumerInfo, error) {
+	fields := map[string]any{}
+	switch e := entry.(type) {
+	case map[any]any:
+		for k, v := range e {
+			if name, ok := k.(string); ok {
+				fields[name] = v
+			}
+		}
+	case []any:
+		for i := 0; i+1 < len(e); i += 2 {
+			if name, ok := e[i].(string); ok {
+				fields[name] = e[i+1]
+			}
+		}
+	default:
+		return ConsumerInfo{}, fmt.Errorf("unexpected XINFO CONSUMERS entry %T", entry)
+	}
+	var ci ConsumerInfo
+	ci.Name, _ = fields["name"].(string)
+	ci.Pending, _ = fields["pending"].(int64)
+	idle, _ := fields["idle"].(int64)
+	ci.Idle = time.Duration(idle) * time.Millisecond
+	if v, ok := fields["inactive"].(int64); ok {
+		ci.InactiveKnown = true
+		ci.Inactive = time.Duration(v) * time.Millisecond
+		if v < 0 {
+			ci.Inactive = -1
+		}
+	}
+	if ci.Name == "" {
+		return ConsumerInfo{}, fmt.Errorf("XINFO CONSUMERS entry without a name: %v", entry)
+	}
+	return ci, nil
+}
+
 // DeadLetter is one entry of a dead-letter stream.
 type DeadLetter struct {
 	// Event is the fire event whose handler gave up; its StreamID is the

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/timerq/timerq/internal/httpstream"
 	"github.com/timerq/timerq/queue"
 	"github.com/timerq/timerq/schedule"
 )
@@ -29,6 +31,7 @@ func (h *Handler) parseTemplates() error {
 		"dur":  formatDur,
 		"link": h.link,
 		"num":  func(n int64) string { return groupDigits(n) },
+		"sid":  streamTime,
 	}
 	h.pages = map[string]*template.Template{}
 	for _, name := range pageNames {
@@ -516,68 +519,100 @@ func validCursor(c string) bool {
 // streamID matches one stream entry ID.
 var streamID = regexp.MustCompile(`^[0-9]{1,20}(-[0-9]{1,20})?$`)
 
-// tailBlock is how long one read of the fire stream waits: each wait ends
-// with a keep-alive comment, so a gone browser is noticed this soon.
-const tailBlock = 2 * time.Second
+// tailPoll is how often a live tail reads the fire streams. The reads do
+// not block: a blocking XREAD holds a pool connection for its whole wait,
+// and 20 open tails held all of go-redis's default pool, so no page could
+// get one. Polling costs a tail at most half a second of delay, and Redis
+// one cheap read per tail per tailPoll, of at most Options.MaxTails tails.
+const tailPoll = 500 * time.Millisecond
+
+// tailKeepAlive is how long a tail with nothing to show waits before it
+// writes a comment, so a gone browser (or a proxy's idle timeout) is
+// noticed this soon.
+const tailKeepAlive = 2 * time.Second
 
 // tailEvents streams fire events as Server-Sent Events. The last event of
 // each batch carries the cursor after it as its event ID, so a
 // reconnecting browser resumes where it stopped (Last-Event-ID), at worst
-// showing the rest of an interrupted batch again.
+// showing the rest of an interrupted batch again. Beyond the caps on open
+// tails it answers 503 with Retry-After.
 func (h *Handler) tailEvents(w http.ResponseWriter, r *http.Request) {
 	after := cmpOr(r.Header.Get("Last-Event-ID"), r.URL.Query().Get("after"), "0")
 	if !validCursor(after) {
 		h.fail(w, r, http.StatusBadRequest, fmt.Errorf("after %q is not a fire stream cursor", after))
 		return
 	}
+	release, err := h.tails.Acquire(r)
+	if err != nil {
+		h.tails.SetRetryAfter(w.Header())
+		h.log.Warn("timerq ui: live tail refused", "client", httpstream.ClientOf(r), "err", err)
+		h.fail(w, r, http.StatusServiceUnavailable, err)
+		return
+	}
+	defer release()
 	// A wrong cursor (say, for another shard count) fails now, as a 400,
 	// rather than as a stream of problems.
 	vctx, cancel := h.ctx(r)
-	_, _, err := h.q.ReadFires(vctx, after, 1, 0)
+	_, _, err = h.q.ReadFires(vctx, after, 1, 0)
 	cancel()
 	if errors.Is(err, queue.ErrInvalidOptions) {
 		h.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		h.fail(w, r, http.StatusInternalServerError, errors.New("the server cannot stream responses"))
-		return
-	}
+	st := httpstream.Start(w, h.opts.TailWriteTimeout)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	_, _ = fmt.Fprint(w, "retry: 2000\n\n")
-	fl.Flush()
+	if st.Send([]byte("retry: 2000\n\n")) != nil {
+		return
+	}
 	ctx := r.Context()
-	for ctx.Err() == nil {
-		rctx, cancel := context.WithTimeout(ctx, tailBlock+h.opts.Timeout)
-		evs, next, err := h.q.ReadFires(rctx, after, 100, tailBlock)
+	tick := time.NewTicker(tailPoll)
+	defer tick.Stop()
+	lastSent := time.Now()
+	var buf bytes.Buffer
+	for {
+		rctx, cancel := h.ctx(r)
+		evs, next, err := h.q.ReadFires(rctx, after, 100, 0)
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
-		if err != nil {
+		buf.Reset()
+		switch {
+		case err != nil:
 			h.log.Warn("timerq ui: reading the fire stream failed", "err", err)
-			_, _ = fmt.Fprintf(w, "event: problem\ndata: %s\n\n", jsonString(err.Error()))
-			fl.Flush()
-			select {
-			case <-ctx.Done():
-			case <-time.After(tailBlock):
+			fmt.Fprintf(&buf, "event: problem\ndata: %s\n\n", jsonString(err.Error()))
+		case len(evs) > 0:
+			for i, ev := range evs {
+				if i == len(evs)-1 {
+					fmt.Fprintf(&buf, "id: %s\n", next)
+				}
+				fmt.Fprintf(&buf, "event: fire\ndata: %s\n\n", fireJSON(ev, h))
 			}
-			continue
+			after = next
+		case time.Since(lastSent) >= tailKeepAlive:
+			buf.WriteString(": keep-alive\n\n")
 		}
-		for i, ev := range evs {
-			if i == len(evs)-1 {
-				_, _ = fmt.Fprintf(w, "id: %s\n", next)
+		if buf.Len() > 0 {
+			if st.Send(buf.Bytes()) != nil {
+				return // the client is gone or stopped reading
 			}
-			_, _ = fmt.Fprintf(w, "event: fire\ndata: %s\n\n", fireJSON(ev, h))
+			lastSent = time.Now()
 		}
-		after = next
-		if len(evs) == 0 {
-			_, _ = fmt.Fprint(w, ": keep-alive\n\n")
+		if len(evs) == 100 {
+			continue // more are waiting
 		}
-		fl.Flush()
+		wait := tick.C
+		if err != nil {
+			// Redis is failing: say so every keep-alive, not every poll.
+			wait = time.After(tailKeepAlive)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wait:
+		}
 	}
 }
 
@@ -593,7 +628,8 @@ func cmpOr(vals ...string) string {
 // ---- consumer groups and dead letters ----
 
 type groupsData struct {
-	Groups []queue.GroupInfo
+	Now    time.Time
+	Groups []groupView
 	Dead   []queue.DeadLetter
 	Count  int64
 	Next   string
@@ -604,11 +640,19 @@ type groupsData struct {
 func (h *Handler) groups(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	var d groupsData
-	var err error
-	if d.Groups, err = h.q.Groups(ctx); err != nil {
+	d := groupsData{Now: time.Now().UTC()}
+	groups, err := h.q.Groups(ctx)
+	if err != nil {
 		h.fail(w, r, statusOf(err), err)
 		return
+	}
+	for _, g := range groups {
+		cs, err := h.q.Consumers(ctx, g.Name)
+		if err != nil {
+			h.fail(w, r, statusOf(err), err)
+			return
+		}
+		d.Groups = append(d.Groups, groupView{GroupInfo: g, Members: consumerViews(cs, d.Now)})
 	}
 	after := r.URL.Query().Get("after")
 	if after != "" && !validCursor(after) {
@@ -630,6 +674,73 @@ func (h *Handler) groups(w http.ResponseWriter, r *http.Request) {
 	shards, _ := h.q.Shards(ctx) // read by the calls above
 	d.Sharded = shards > 1
 	h.render(w, r, http.StatusOK, "groups", "Consumer groups", d)
+}
+
+// groupView is a consumer group with its consumers.
+type groupView struct {
+	queue.GroupInfo
+	Members []consumerView
+}
+
+// consumerView is one consumer, with its times made absolute and a word on
+// whether it looks alive.
+type consumerView struct {
+	queue.ConsumerInfo
+	// LastSeen is Now-Idle: on Redis 7.2+ its last read or claim, on 7.0
+	// its last delivery (SeenIsDelivery).
+	LastSeen       time.Time
+	SeenIsDelivery bool
+	// LastDelivery is Now-Inactive, zero when it never got one or Redis
+	// does not say (before 7.2).
+	LastDelivery time.Time
+	Stale        bool
+	Status       string
+}
+
+// consumerStale is how long a consumer may go unseen before the page calls
+// it stopped: Consume reads at least every ConsumeOptions.Block (1 s by
+// default), and a handler that runs longer holds it no longer than this.
+const consumerStale = time.Minute
+
+func consumerViews(cs []queue.ConsumerInfo, now time.Time) []consumerView {
+	out := make([]consumerView, 0, len(cs))
+	for _, c := range cs {
+		v := consumerView{ConsumerInfo: c, SeenIsDelivery: !c.InactiveKnown}
+		if c.Idle >= 0 {
+			v.LastSeen = now.Add(-c.Idle)
+		}
+		if c.InactiveKnown && c.Inactive >= 0 {
+			v.LastDelivery = now.Add(-c.Inactive)
+		}
+		switch {
+		case c.Idle < 0:
+			v.Status = "unknown: the server does not report idle times"
+		case c.InactiveKnown && c.Idle > consumerStale:
+			v.Stale, v.Status = true, "stopped or dead: no read for "+formatDur(c.Idle)
+		case c.InactiveKnown:
+			v.Status = "reading"
+		case c.Pending > 0 && c.Idle > queue.DefaultClaimIdle:
+			v.Stale, v.Status = true, "stopped or dead? it holds "+strconv.FormatInt(c.Pending, 10)+" deliveries untouched for "+formatDur(c.Idle)+
+				"; other consumers reclaim them after ClaimIdle"
+		case c.Idle > consumerStale:
+			v.Status = "no delivery for " + formatDur(c.Idle) + ": idle, or stopped (Redis before 7.2 cannot tell which)"
+		default:
+			v.Status = "active"
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// streamTime is the time in a stream entry ID ("<ms>-<seq>"): when the
+// entry was added, by the server's clock. Zero for "0-0" or no ID.
+func streamTime(id string) time.Time {
+	msPart, _, _ := strings.Cut(id, "-")
+	ms, err := strconv.ParseInt(msPart, 10, 64)
+	if err != nil || ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
 }
 
 // deadLetterRef reads the dead letter a request names: its entry ID, and

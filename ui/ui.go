@@ -35,9 +35,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"path"
 	"strings"
 	"time"
 
+	"github.com/timerq/timerq/internal/httpstream"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -49,6 +51,13 @@ var staticFS embed.FS
 
 // DefaultTimeout bounds each page's Redis calls when Options.Timeout is 0.
 const DefaultTimeout = 5 * time.Second
+
+// The live tail's defaults, when the Options leave them 0.
+const (
+	DefaultMaxTails          = 100
+	DefaultMaxTailsPerClient = 10
+	DefaultTailWriteTimeout  = 30 * time.Second
+)
 
 // Options configures a Handler. The zero value serves a read-only dashboard
 // at the root.
@@ -68,6 +77,27 @@ type Options struct {
 
 	// Logger receives failed Redis calls; nil discards them.
 	Logger *slog.Logger
+
+	// MaxTails caps the live tails open at once over all clients, and
+	// MaxTailsPerClient those of one client, by remote IP address (behind
+	// a reverse proxy, every user is the proxy's one client). A tail
+	// beyond either cap is refused with 503 and Retry-After. 0 means
+	// DefaultMaxTails and DefaultMaxTailsPerClient.
+	//
+	// A tail holds no Redis connection: it polls the fire streams with
+	// non-blocking reads, about twice a second, so the pages keep the
+	// pool however many tails are open.
+	MaxTails, MaxTailsPerClient int
+
+	// MaxTailsSetting and MaxTailsPerClientSetting name, in a refused
+	// tail's message, what raises each cap: `timerctl ui` gives its flags.
+	// Empty means the names of the options above.
+	MaxTailsSetting, MaxTailsPerClientSetting string
+
+	// TailWriteTimeout bounds each write of a live tail, so a client that
+	// stops reading is cut off; it replaces the server's WriteTimeout for
+	// a tail, whose life is not bounded. 0 means DefaultTailWriteTimeout.
+	TailWriteTimeout time.Duration
 }
 
 // Handler serves the dashboard. Create it with New.
@@ -79,6 +109,7 @@ type Handler struct {
 	secret []byte // signs CSRF tokens; per process, so a restart logs no one out but voids open forms
 	xorig  *http.CrossOriginProtection
 	log    *slog.Logger
+	tails  *httpstream.Limiter
 }
 
 // New returns a dashboard of q.
@@ -92,8 +123,24 @@ func New(q *queue.Queue, opts Options) (*Handler, error) {
 	if opts.Timeout < 0 {
 		return nil, fmt.Errorf("%w: Timeout %v is negative; use 0 for the default", queue.ErrInvalidOptions, opts.Timeout)
 	}
+	if opts.MaxTails < 0 || opts.MaxTailsPerClient < 0 || opts.TailWriteTimeout < 0 {
+		return nil, fmt.Errorf("%w: MaxTails %d, MaxTailsPerClient %d and TailWriteTimeout %v must not be negative; use 0 for the defaults",
+			queue.ErrInvalidOptions, opts.MaxTails, opts.MaxTailsPerClient, opts.TailWriteTimeout)
+	}
 	opts.Timeout = cmp.Or(opts.Timeout, DefaultTimeout)
-	h := &Handler{q: q, opts: opts, xorig: http.NewCrossOriginProtection(), log: opts.Logger}
+	opts.MaxTails = cmp.Or(opts.MaxTails, DefaultMaxTails)
+	opts.MaxTailsPerClient = cmp.Or(opts.MaxTailsPerClient, DefaultMaxTailsPerClient)
+	opts.MaxTailsSetting = cmp.Or(opts.MaxTailsSetting, "ui.Options.MaxTails")
+	opts.MaxTailsPerClientSetting = cmp.Or(opts.MaxTailsPerClientSetting, "ui.Options.MaxTailsPerClient")
+	opts.TailWriteTimeout = cmp.Or(opts.TailWriteTimeout, DefaultTailWriteTimeout)
+	tails, err := httpstream.NewLimiter(httpstream.Limits{
+		What: "live tails", Total: opts.MaxTails, PerClient: opts.MaxTailsPerClient,
+		TotalSetting: opts.MaxTailsSetting, PerClientSetting: opts.MaxTailsPerClientSetting,
+	})
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{q: q, opts: opts, xorig: http.NewCrossOriginProtection(), log: opts.Logger, tails: tails}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -107,7 +154,7 @@ func New(q *queue.Queue, opts Options) (*Handler, error) {
 	static, _ := fs.Sub(staticFS, "static")
 	p := opts.Prefix
 	mux := http.NewServeMux()
-	mux.Handle("GET "+p+"/static/", http.StripPrefix(p+"/static/", http.FileServerFS(static)))
+	mux.Handle("GET "+p+"/static/", http.StripPrefix(p+"/static/", h.files(static)))
 	mux.HandleFunc("GET "+p+"/{$}", h.overview)
 	mux.HandleFunc("GET "+p+"/timers", h.timers)
 	mux.HandleFunc("GET "+p+"/timer", h.timer)
@@ -143,6 +190,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
+// files serves the embedded static files, and 404 for a directory: a
+// listing shows nothing a page links to.
+func (h *Handler) files(fsys fs.FS) http.Handler {
+	srv := http.FileServerFS(fsys)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimPrefix(path.Clean("/"+r.URL.Path), "/")
+		if name == "" {
+			name = "."
+		}
+		if st, err := fs.Stat(fsys, name); err == nil && st.IsDir() || strings.HasSuffix(r.URL.Path, "/") {
+			h.fail(w, r, http.StatusNotFound, fmt.Errorf("no static file %q: only the files the pages link to are served", r.URL.Path))
+			return
+		}
+		srv.ServeHTTP(w, r)
+	})
+}
+
 // csrfCookie holds a random nonce; a form's token is the nonce's HMAC under
 // the handler's secret, so a cookie planted by a sibling subdomain is of no
 // use without the secret, and a token without the cookie is of no use
@@ -176,6 +240,9 @@ func (h *Handler) sign(nonce string) string {
 // errForbidden explains a refused POST.
 var errForbidden = errors.New("forbidden")
 
+// errBadRequest explains a POST whose form cannot be read.
+var errBadRequest = errors.New("bad request")
+
 // checkPost refuses a POST in read-only mode, from another origin, or
 // without a valid CSRF token.
 func (h *Handler) checkPost(r *http.Request) (int, string) {
@@ -186,6 +253,9 @@ func (h *Handler) checkPost(r *http.Request) (int, string) {
 		return http.StatusForbidden, "cross-origin request refused"
 	}
 	if err := r.ParseForm(); err != nil {
+		if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
+			return http.StatusRequestEntityTooLarge, fmt.Sprintf("the form is larger than %d KiB, more than any of the dashboard's forms sends", tooBig.Limit>>10)
+		}
 		return http.StatusBadRequest, "unreadable form: " + err.Error()
 	}
 	c, err := r.Cookie(csrfCookie)
@@ -199,12 +269,26 @@ func (h *Handler) checkPost(r *http.Request) (int, string) {
 	return 0, ""
 }
 
+// maxForm bounds a POST's body: the largest form, a reschedule, is a few
+// hundred bytes.
+const maxForm = 64 << 10
+
+// errTooLarge explains a refused POST whose body exceeds maxForm.
+var errTooLarge = errors.New("request too large")
+
 // post wraps a POST handler with checkPost.
 func (h *Handler) post(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 		if code, why := h.checkPost(r); code != 0 {
-			h.fail(w, r, code, fmt.Errorf("%w: %s", errForbidden, why))
+			kind := errForbidden
+			switch code {
+			case http.StatusRequestEntityTooLarge:
+				kind = errTooLarge
+			case http.StatusBadRequest:
+				kind = errBadRequest
+			}
+			h.fail(w, r, code, fmt.Errorf("%w: %s", kind, why))
 			return
 		}
 		next(w, r)

@@ -51,6 +51,9 @@ type Options struct {
 	// reading the fire stream: every fire from then on is shown. Tests
 	// await it instead of sleeping before they fire.
 	Watching func()
+	// UIServer, if not nil, replaces DefaultUIServerLimits for `timerctl
+	// ui`; tests shorten them.
+	UIServer *UIServerLimits
 }
 
 func (o Options) withDefaults() Options {

@@ -50,8 +50,35 @@ with any user name and the token as the password. See docs/ui.md.`,
 				Usage: "require the bearer token in `FILE` (or set " + envUIToken + ")"},
 			&cli.StringFlag{Name: "basic-auth-file", EnvVars: []string{"TIMERQ_UI_BASIC_AUTH_FILE"},
 				Usage: "require basic auth with the user:password in `FILE` (or set " + envUIBasicAuth + ")"},
+			&cli.IntFlag{Name: "max-tails", Value: ui.DefaultMaxTails, EnvVars: []string{"TIMERQ_UI_MAX_TAILS"},
+				Usage: "refuse a live tail with 503 while `N` are open over all clients"},
+			&cli.IntFlag{Name: "max-tails-per-client", Value: ui.DefaultMaxTailsPerClient, EnvVars: []string{"TIMERQ_UI_MAX_TAILS_PER_CLIENT"},
+				Usage: "refuse a live tail with 503 while `N` are open from one IP address (behind a proxy, from the proxy)"},
 		},
 		Action: r.ui,
+	}
+}
+
+// UIServerLimits bound how long `timerctl ui` waits on a client, so slow or
+// idle clients cannot hold its connections. A live tail clears its read
+// deadline and sets a write deadline of Write before each of its writes,
+// so it lives as long as its client reads.
+type UIServerLimits struct {
+	// ReadHeader bounds reading a request's headers (slowloris), Read the
+	// whole request with its body, Write a response from the end of its
+	// headers, and Idle a keep-alive connection between requests.
+	ReadHeader, Read, Write, Idle time.Duration
+	// MaxHeaderBytes caps a request's headers.
+	MaxHeaderBytes int
+}
+
+// DefaultUIServerLimits are the limits of a dashboard whose Redis calls
+// take at most timeout each (--timeout): a page makes several, within one
+// timeout, so Write leaves room for it.
+func DefaultUIServerLimits(timeout time.Duration) UIServerLimits {
+	return UIServerLimits{
+		ReadHeader: 5 * time.Second, Read: 15 * time.Second, Write: max(30*time.Second, timeout+10*time.Second),
+		Idle: 60 * time.Second, MaxHeaderBytes: 32 << 10,
 	}
 }
 
@@ -152,7 +179,19 @@ func (r *runner) ui(c *cli.Context) error {
 	}
 	defer s.close()
 	log := slog.New(slog.NewTextHandler(r.o.Stderr, nil))
-	h, err := ui.New(s.q, ui.Options{Prefix: c.String("prefix"), AllowWrites: !c.Bool("read-only"), Timeout: s.g.timeout, Logger: log})
+	for _, f := range []string{"max-tails", "max-tails-per-client"} {
+		if n := c.Int(f); n < 1 {
+			return usageErr(fmt.Sprintf("--%s %d is below 1", f, n), "give at least 1; the live tail holds no Redis connection, so a few hundred are cheap")
+		}
+	}
+	lim := DefaultUIServerLimits(s.g.timeout)
+	if r.o.UIServer != nil {
+		lim = *r.o.UIServer
+	}
+	h, err := ui.New(s.q, ui.Options{Prefix: c.String("prefix"), AllowWrites: !c.Bool("read-only"), Timeout: s.g.timeout, Logger: log,
+		MaxTails: c.Int("max-tails"), MaxTailsPerClient: c.Int("max-tails-per-client"),
+		MaxTailsSetting: "--max-tails", MaxTailsPerClientSetting: "--max-tails-per-client",
+		TailWriteTimeout: lim.Write})
 	if err != nil {
 		return usageErr(strings.TrimPrefix(err.Error(), "timerq: invalid options: "), "fix --prefix")
 	}
@@ -163,7 +202,10 @@ func (r *runner) ui(c *cli.Context) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(c.String("prefix")+"/", h)
-	srv := &http.Server{Handler: authMiddleware(auth, mux), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: authMiddleware(auth, mux),
+		ReadHeaderTimeout: lim.ReadHeader, ReadTimeout: lim.Read, WriteTimeout: lim.Write, IdleTimeout: lim.Idle,
+		MaxHeaderBytes: lim.MaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	mode := "read-write"
 	if c.Bool("read-only") {
 		mode = "read-only"

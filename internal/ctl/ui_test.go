@@ -76,12 +76,20 @@ func TestUIRefusesTheNetworkWithoutAuth(t *testing.T) {
 // uiServer runs `timerctl ui` until the test ends.
 func uiServer(t *testing.T, redisURL, ns string, args ...string) (base string, stderr *syncBuffer) {
 	t.Helper()
+	return uiServerWith(t, ctl.Options{}, redisURL, ns, args...)
+}
+
+// uiServerWith runs `timerctl ui` with o (its Stdout and Stderr set here)
+// until the test ends.
+func uiServerWith(t *testing.T, o ctl.Options, redisURL, ns string, args ...string) (base string, stderr *syncBuffer) {
+	t.Helper()
 	addr := freeAddr(t)
 	stderr = &syncBuffer{}
+	o.Stdout, o.Stderr = io.Discard, stderr
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	full := append([]string{"timerctl", "--redis", redisURL, "--namespace", ns, "ui", "--listen", addr}, args...)
-	go func() { done <- ctl.Run(ctx, full, ctl.Options{Stdout: io.Discard, Stderr: stderr}) }()
+	go func() { done <- ctl.Run(ctx, full, o) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

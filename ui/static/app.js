@@ -8,7 +8,13 @@
   var status = document.getElementById("live-status");
   var src = new EventSource(table.getAttribute("data-events"));
   src.onopen = function () { status.textContent = "live"; status.className = "live on"; };
-  src.onerror = function () { status.textContent = "reconnecting…"; status.className = "live"; };
+  src.onerror = function () {
+    status.className = "live";
+    // A refusal (503: too many tails open) closes the source for good.
+    status.textContent = src.readyState === EventSource.CLOSED
+      ? "stopped: the dashboard refused the live tail, perhaps too many are open; reload to try again"
+      : "reconnecting…";
+  };
   src.addEventListener("problem", function (e) { status.textContent = JSON.parse(e.data); });
   src.addEventListener("fire", function (e) {
     var ev = JSON.parse(e.data);
