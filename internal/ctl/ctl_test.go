@@ -186,7 +186,7 @@ func TestSchedulePayloadFromFileAndStdin(t *testing.T) {
 			t.Fatalf("payload %x, want %x", got.Payload, bin)
 		}
 		// Binary payloads show as their length in tables.
-		if out := c.ok("get", "f").stdout; !strings.Contains(out, "<4 bytes>") {
+		if out := c.ok("get", "f").stdout; !strings.Contains(out, "<4 bytes: 000102ff>") {
 			t.Fatalf("table shows a binary payload as text:\n%s", out)
 		}
 		r := c.runCtx(context.Background(), "from stdin", "-o", "json", "schedule", "s", "--in", "1h", "--payload-file", "-")
