@@ -143,6 +143,9 @@ type shardRow struct {
 	Name  string
 	Total bool
 	Stats queue.Stats
+	// Failed is why the shard could not be read; its counts are then
+	// zero and left out of the total.
+	Failed string
 }
 
 type bar struct {
@@ -172,27 +175,47 @@ type overviewData struct {
 	Groups   []queue.GroupInfo
 	Dead     int64
 	Problems []string
+	// Workers says who serves the namespace (nil when it could not be
+	// read); NoWorker is set when none does and timers are due.
+	Workers  *queue.WorkerStatus
+	NoWorker bool
 }
 
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
+	// One failing shard (a slot move) leaves the others' figures, shown
+	// with the failed shard marked.
 	st, err := h.q.Stats(ctx)
-	if err != nil {
+	var partial *queue.ShardError
+	if err != nil && !errors.As(err, &partial) {
 		h.fail(w, r, statusOf(err), err)
 		return
 	}
 	d := overviewData{Now: st.Now, Total: st}
+	if partial != nil {
+		d.Problems = append(d.Problems, err.Error())
+	}
 	if len(st.Shards) > 1 {
 		for k, s := range st.Shards {
-			d.Shards = append(d.Shards, shardRow{Name: strconv.Itoa(k), Stats: s})
+			row := shardRow{Name: strconv.Itoa(k), Stats: s}
+			if partial != nil && partial.Failed[k] != nil {
+				row.Failed = partial.Failed[k].Error()
+			}
+			d.Shards = append(d.Shards, row)
 		}
 	}
 	d.Shards = append(d.Shards, shardRow{Name: "all", Total: true, Stats: st})
-	if counts, err := h.q.DueHistogram(ctx, st.Now, histEdges); err != nil {
+	if counts, err := h.q.DueHistogram(ctx, st.Now, histEdges); counts == nil {
 		d.Problems = append(d.Problems, "histogram: "+err.Error())
 	} else {
 		d.Bars = bars(counts)
+	}
+	if ws, err := h.q.Workers(ctx); err != nil {
+		d.Problems = append(d.Problems, "workers: "+err.Error())
+	} else {
+		d.Workers = &ws
+		d.NoWorker = len(ws.Live) == 0 && st.Overdue > 0
 	}
 	if evs, _, err := h.q.RecentFires(ctx, rateSample); err != nil {
 		d.Problems = append(d.Problems, "fire rate: "+err.Error())
