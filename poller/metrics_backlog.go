@@ -23,6 +23,9 @@ import (
 //	timerq_consumer_group_pending       per group: delivered, not acknowledged
 //	timerq_consumer_group_lag           per group: not yet delivered (absent when Redis cannot tell)
 //	timerq_backlog_scrape_success       1 if the reads above succeeded, else 0
+//	timerq_namespace_workers            workers whose heartbeat is live, as Redis lists them (queue.Workers)
+//	timerq_namespace_worker_last_seen_timestamp_seconds
+//	                                    the namespace's latest heartbeat (absent if none was recorded)
 //
 // Each scrape costs three O(log N) or O(1) reads in one round trip or
 // three, bounded by timeout (0 means 2 s). When Redis does not answer, only
@@ -43,6 +46,8 @@ func NewBacklogCollector(q *queue.Queue, timeout time.Duration) prometheus.Colle
 		pending:    d("timerq_consumer_group_pending", "Fire events delivered to the group and not yet acknowledged, over every shard.", "group"),
 		lag:        d("timerq_consumer_group_lag", "Fire events in the streams not yet delivered to the group, over every shard.", "group"),
 		success:    d("timerq_backlog_scrape_success", "1 if the backlog gauges were read from Redis at this scrape, else 0."),
+		workers:    d("timerq_namespace_workers", "Workers serving the namespace: those whose heartbeat Redis holds as live, read at scrape time."),
+		lastSeen:   d("timerq_namespace_worker_last_seen_timestamp_seconds", "Unix time of the namespace's latest worker heartbeat, by the Redis clock."),
 	}
 }
 
@@ -50,11 +55,11 @@ type backlogCollector struct {
 	q       *queue.Queue
 	timeout time.Duration
 
-	scheduled, overdue, overdueAge, dead, pending, lag, success *prometheus.Desc
+	scheduled, overdue, overdueAge, dead, pending, lag, success, workers, lastSeen *prometheus.Desc
 }
 
 func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.scheduled, c.overdue, c.overdueAge, c.dead, c.pending, c.lag, c.success} {
+	for _, d := range []*prometheus.Desc{c.scheduled, c.overdue, c.overdueAge, c.dead, c.pending, c.lag, c.success, c.workers, c.lastSeen} {
 		ch <- d
 	}
 }
@@ -72,7 +77,8 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	dead, err1 := c.q.DeadLetterCount(ctx)
 	groups, err2 := c.q.Groups(ctx)
-	if err1 != nil || err2 != nil {
+	ws, err3 := c.q.Workers(ctx)
+	if err1 != nil || err2 != nil || err3 != nil {
 		gauge(c.success, 0)
 		return
 	}
@@ -80,6 +86,10 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.overdue, float64(s.Overdue))
 	gauge(c.overdueAge, s.OldestOverdueAge.Seconds())
 	gauge(c.dead, float64(dead))
+	gauge(c.workers, float64(len(ws.Live)))
+	if !ws.LastSeen.IsZero() {
+		gauge(c.lastSeen, float64(ws.LastSeen.UnixMilli())/1000)
+	}
 	for _, g := range groups {
 		gauge(c.pending, float64(g.Pending), g.Name)
 		if g.Lag >= 0 {

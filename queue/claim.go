@@ -199,6 +199,10 @@ type Stats struct {
 // shards, with each shard's figures in Stats.Shards. The shards are read in
 // one pipeline; each shard's figures are atomic, their sum is not one
 // snapshot.
+//
+// When some shards fail and others answer, Stats returns the figures of
+// those that answered (the failed shards' entries in Stats.Shards are zero,
+// and the totals leave them out) with a *ShardError naming the failed ones.
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	l, err := q.layout(ctx)
 	if err != nil {
@@ -208,12 +212,24 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	for k := range calls {
 		calls[k] = call{shard: k}
 	}
-	replies, err := q.runMany(ctx, l, l.scripts.stats, calls)
+	replies, errs, err := q.runEach(ctx, l, l.scripts.stats, calls)
 	if err != nil {
 		return Stats{}, errorf("stats: %w", err)
 	}
 	var total Stats
-	for _, reply := range replies {
+	var failed map[int]error
+	for k, reply := range replies {
+		if errs[k] != nil {
+			if len(l.spaces) == 1 {
+				return Stats{}, errorf("stats: %w", errs[k])
+			}
+			if failed == nil {
+				failed = map[int]error{}
+			}
+			failed[k] = errs[k]
+			total.Shards = append(total.Shards, Stats{})
+			continue
+		}
 		r, err := replyStrings(reply)
 		if err != nil || len(r) != 6 {
 			return Stats{}, errorf("stats: unexpected reply %v", reply)
@@ -243,6 +259,12 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 			total.EarliestDue = s.EarliestDue
 		}
 		total.OldestOverdueAge = max(total.OldestOverdueAge, s.OldestOverdueAge)
+	}
+	switch {
+	case len(failed) == len(l.spaces):
+		return Stats{}, errorf("stats: %w", errs[0])
+	case failed != nil:
+		return total, &ShardError{Failed: failed}
 	}
 	return total, nil
 }

@@ -2,6 +2,9 @@ package queue
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/timerq/timerq/internal/errtext"
 )
@@ -74,3 +77,37 @@ var (
 // timer) before a cause: the message starts with "timerq: " and the
 // cause's own prefix is dropped.
 var errorf = errtext.Errorf
+
+// ShardError says that some shards of a namespace failed a read that visits
+// every shard (Stats), while the others answered: the call returns their
+// figures beside it. During a Cluster slot move, say, one shard fails and
+// the rest of the namespace is still readable. errors.Is sees each shard's
+// cause (ErrSlotMigrating, ErrWrongType, ...).
+type ShardError struct {
+	// Failed maps each failing shard to its error, which names the shard.
+	Failed map[int]error
+}
+
+// Error lists the failing shards' errors in shard order.
+func (e *ShardError) Error() string {
+	shards := make([]int, 0, len(e.Failed))
+	for k := range e.Failed {
+		shards = append(shards, k)
+	}
+	slices.Sort(shards)
+	msgs := make([]string, len(shards))
+	for i, k := range shards {
+		msgs[i] = e.Failed[k].Error()
+	}
+	return fmt.Sprintf("timerq: %d of the shards failed (the others answered): %s",
+		len(shards), strings.Join(msgs, "; "))
+}
+
+// Unwrap returns the shards' errors, for errors.Is and errors.As.
+func (e *ShardError) Unwrap() []error {
+	out := make([]error, 0, len(e.Failed))
+	for _, err := range e.Failed {
+		out = append(out, err)
+	}
+	return out
+}

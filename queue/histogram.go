@@ -16,7 +16,8 @@ import (
 // The counts come from one pipelined round trip of ZCOUNTs (per shard, summed); they are read
 // only, O(log N) each, but not one atomic snapshot, so a claim running
 // meanwhile may shift a timer between buckets. Pass Stats().Now as now to
-// count by the server clock.
+// count by the server clock. When some shards fail, it returns the others'
+// counts with a *ShardError, as Stats does.
 func (q *Queue) DueHistogram(ctx context.Context, now time.Time, edges []time.Duration) ([]int64, error) {
 	for i, e := range edges {
 		if e <= 0 || i > 0 && e <= edges[i-1] {
@@ -44,12 +45,30 @@ func (q *Queue) DueHistogram(ctx context.Context, now time.Time, edges []time.Du
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && len(l.spaces) == 1 {
 		return nil, errorf("due histogram: %w", q.redisError(err))
 	}
 	out := make([]int64, per)
+	var failed map[int]error
 	for i, c := range cmds {
-		out[i%per] += c.Val()
+		if err := c.Err(); err != nil && failed[i/per] == nil {
+			if failed == nil {
+				failed = map[int]error{}
+			}
+			failed[i/per] = shardErr(l, i/per, q.redisError(err))
+		}
+	}
+	for i, c := range cmds {
+		if failed[i/per] == nil { // a shard counts whole or not at all
+			out[i%per] += c.Val()
+		}
+	}
+	switch {
+	case len(failed) == len(l.spaces):
+		return nil, errorf("due histogram: %w", failed[0])
+	case failed != nil:
+		// The counts of the shards that answered, as Stats does.
+		return out, &ShardError{Failed: failed}
 	}
 	return out, nil
 }

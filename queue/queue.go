@@ -465,17 +465,34 @@ func migrating(err error) bool {
 
 // runMany runs one script once per call, in one pipeline (which a Cluster
 // client splits into one pipeline per node), and returns the replies in
-// order. Scripts in a pipeline get no EVAL fallback from go-redis, so on
-// NOSCRIPT (a restarted or failed-over Redis) it loads the script (on every
-// master) and runs the calls that failed again; so it does, after a
-// backoff, for calls refused because their shard's slot is migrating.
-// Calls that succeeded are never repeated.
+// order, or the first call's error. Scripts in a pipeline get no EVAL
+// fallback from go-redis, so on NOSCRIPT (a restarted or failed-over Redis)
+// it loads the script (on every master) and runs the calls that failed
+// again; so it does, after a backoff, for calls refused because their
+// shard's slot is migrating. Calls that succeeded are never repeated.
 func (q *Queue) runMany(ctx context.Context, l *layout, s *redis.Script, calls []call) ([]any, error) {
-	if len(calls) == 1 {
-		v, err := q.run(ctx, l, s, calls[0].shard, calls[0].args...)
-		return []any{v}, err
+	out, errs, err := q.runEach(ctx, l, s, calls)
+	if err != nil {
+		return nil, err
 	}
-	out := make([]any, len(calls))
+	for _, e := range errs {
+		if e != nil {
+			return nil, e
+		}
+	}
+	return out, nil
+}
+
+// runEach is runMany keeping each call's own error: errs[i] is call i's,
+// naming its shard (nil when it succeeded), so a read that visits every shard can report the
+// shards that answered when one did not. err is a failure of the whole
+// call: a script that cannot be loaded, or ctx ending.
+func (q *Queue) runEach(ctx context.Context, l *layout, s *redis.Script, calls []call) (out []any, errs []error, err error) {
+	out, errs = make([]any, len(calls)), make([]error, len(calls))
+	if len(calls) == 1 {
+		out[0], errs[0] = q.run(ctx, l, s, calls[0].shard, calls[0].args...)
+		return out, errs, nil
+	}
 	todo := make([]int, len(calls))
 	for i := range todo {
 		todo[i] = i
@@ -502,21 +519,22 @@ func (q *Queue) runMany(ctx context.Context, l *layout, s *redis.Script, calls [
 			case migrating(err) && attempt < migrationAttempts:
 				moving = true
 			default:
-				return nil, shardErr(l, calls[i].shard, q.redisError(err))
+				errs[i] = shardErr(l, calls[i].shard, q.redisError(err))
+				continue
 			}
 			again = append(again, i)
 		}
 		if len(again) == 0 {
-			return out, nil
+			return out, errs, nil
 		}
 		if noScript {
 			if err := s.Load(ctx, q.rdb).Err(); err != nil {
-				return nil, q.redisError(err)
+				return nil, nil, q.redisError(err)
 			}
 			loaded = true
 		}
 		if moving && !sleepCtx(ctx, migrationBackoff(attempt)) {
-			return nil, shardErr(l, calls[again[0]].shard, ctx.Err())
+			return nil, nil, shardErr(l, calls[again[0]].shard, ctx.Err())
 		}
 		todo = again
 	}

@@ -2,20 +2,47 @@ package ui
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/timerq/timerq/internal/payloadfmt"
+	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
 )
 
-// formatTime shows a server time in UTC to the millisecond; zero is a dash.
+// formatTime shows a server time as timerctl does (timefmt.Format: RFC
+// 3339, UTC, milliseconds), so it can be pasted into timerctl and into the
+// dashboard's own forms; zero is a dash.
 func formatTime(t time.Time) string {
 	if t.IsZero() {
 		return "—"
 	}
-	return t.UTC().Format("2006-01-02 15:04:05.000Z")
+	return timefmt.Format(t)
 }
+
+// parseWhen reads a time from a form by timerctl's rules (timefmt.Parse):
+// RFC 3339, or Unix time with its unit (1796238000s, 1796238000000ms);
+// empty is none. A bare number is refused, not read as milliseconds.
+func parseWhen(s string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := timefmt.Parse(s)
+	if err != nil {
+		e := err.(*timefmt.Error)
+		return time.Time{}, fmt.Errorf("%q %s: %s", s, e.Problem, e.Fix)
+	}
+	return t, nil
+}
+
+// maxPayloadCell bounds a payload in a table cell, in runes.
+const maxPayloadCell = 60
+
+// payloadCell is a payload in a table cell: the preview timerctl prints.
+func payloadCell(p []byte) string { return payloadfmt.Preview(p, maxPayloadCell) }
 
 // relTime says how far t is from now: "in 4m12s" or "3h0m0s ago".
 func relTime(t, now time.Time) string {
@@ -78,18 +105,10 @@ type tailEvent struct {
 }
 
 func fireJSON(ev queue.Event, h *Handler) []byte {
-	p := ev.Payload
-	if len(p) > 200 {
-		p = p[:200]
-	}
-	payload := string(p)
-	if !utf8.Valid(p) {
-		payload = "(binary, " + strconv.Itoa(len(ev.Payload)) + " bytes)"
-	}
 	b, _ := json.Marshal(tailEvent{
 		StreamID: ev.StreamID, ID: ev.ID, Link: h.link("/timer", "id", ev.ID),
 		Due: formatTime(ev.Due), Fired: formatTime(ev.FiredAt), Lateness: formatDur(ev.FiredAt.Sub(ev.Due)),
-		Payload: payload,
+		Payload: payloadCell(ev.Payload),
 	})
 	return b
 }

@@ -14,9 +14,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/timerq/timerq/internal/httpstream"
+	"github.com/timerq/timerq/internal/payloadfmt"
 	"github.com/timerq/timerq/queue"
 	"github.com/timerq/timerq/schedule"
 )
@@ -26,12 +26,13 @@ var pageNames = []string{"overview", "timers", "timer", "confirm", "tail", "grou
 
 func (h *Handler) parseTemplates() error {
 	funcs := template.FuncMap{
-		"ts":   formatTime,
-		"rel":  relTime,
-		"dur":  formatDur,
-		"link": h.link,
-		"num":  func(n int64) string { return groupDigits(n) },
-		"sid":  streamTime,
+		"ts":      formatTime,
+		"rel":     relTime,
+		"dur":     formatDur,
+		"link":    h.link,
+		"num":     func(n int64) string { return groupDigits(n) },
+		"sid":     streamTime,
+		"payload": payloadCell,
 	}
 	h.pages = map[string]*template.Template{}
 	for _, name := range pageNames {
@@ -145,6 +146,9 @@ type shardRow struct {
 	Name  string
 	Total bool
 	Stats queue.Stats
+	// Failed is why the shard could not be read; its counts are then
+	// zero and left out of the total.
+	Failed string
 }
 
 type bar struct {
@@ -174,27 +178,47 @@ type overviewData struct {
 	Groups   []queue.GroupInfo
 	Dead     int64
 	Problems []string
+	// Workers says who serves the namespace (nil when it could not be
+	// read); NoWorker is set when none does and timers are due.
+	Workers  *queue.WorkerStatus
+	NoWorker bool
 }
 
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
+	// One failing shard (a slot move) leaves the others' figures, shown
+	// with the failed shard marked.
 	st, err := h.q.Stats(ctx)
-	if err != nil {
+	var partial *queue.ShardError
+	if err != nil && !errors.As(err, &partial) {
 		h.fail(w, r, statusOf(err), err)
 		return
 	}
 	d := overviewData{Now: st.Now, Total: st}
+	if partial != nil {
+		d.Problems = append(d.Problems, err.Error())
+	}
 	if len(st.Shards) > 1 {
 		for k, s := range st.Shards {
-			d.Shards = append(d.Shards, shardRow{Name: strconv.Itoa(k), Stats: s})
+			row := shardRow{Name: strconv.Itoa(k), Stats: s}
+			if partial != nil && partial.Failed[k] != nil {
+				row.Failed = partial.Failed[k].Error()
+			}
+			d.Shards = append(d.Shards, row)
 		}
 	}
 	d.Shards = append(d.Shards, shardRow{Name: "all", Total: true, Stats: st})
-	if counts, err := h.q.DueHistogram(ctx, st.Now, histEdges); err != nil {
+	if counts, err := h.q.DueHistogram(ctx, st.Now, histEdges); counts == nil {
 		d.Problems = append(d.Problems, "histogram: "+err.Error())
 	} else {
 		d.Bars = bars(counts)
+	}
+	if ws, err := h.q.Workers(ctx); err != nil {
+		d.Problems = append(d.Problems, "workers: "+err.Error())
+	} else {
+		d.Workers = &ws
+		d.NoWorker = len(ws.Live) == 0 && st.Overdue > 0
 	}
 	if evs, _, err := h.q.RecentFires(ctx, rateSample); err != nil {
 		d.Problems = append(d.Problems, "fire rate: "+err.Error())
@@ -298,10 +322,10 @@ func (h *Handler) timers(w http.ResponseWriter, r *http.Request) {
 			d.Error = err.Error()
 		}
 	}
-	if opts.DueFrom, err = parseWhen(d.From, d.Now); err != nil {
+	if opts.DueFrom, err = parseWhen(d.From); err != nil {
 		d.Error = "from: " + err.Error()
 	}
-	if opts.DueTo, err = parseWhen(d.To, d.Now); err != nil {
+	if opts.DueTo, err = parseWhen(d.To); err != nil {
 		d.Error = "to: " + err.Error()
 	}
 	if d.Error != "" {
@@ -356,24 +380,6 @@ func (h *Handler) timers(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "timers", "Timers", d)
 }
 
-// parseWhen reads a time from a form: RFC 3339, a datetime-local value
-// (taken as UTC), Unix milliseconds, or empty for none.
-func parseWhen(s string, _ time.Time) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return time.Time{}, nil
-	}
-	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return time.UnixMilli(ms).UTC(), nil
-	}
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02 15:04:05", "2006-01-02"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t.UTC(), nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("%q is not a time: use RFC 3339 (2025-01-02T15:04:05Z), 2025-01-02T15:04 (UTC) or Unix milliseconds", s)
-}
-
 // ---- one timer ----
 
 type timerData struct {
@@ -397,16 +403,17 @@ func (h *Handler) timer(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, statusOf(err), err)
 		return
 	}
-	d := timerData{Timer: t, Now: time.Now().UTC(), Size: len(t.Payload), DueInput: t.Due.Format("2006-01-02T15:04:05")}
+	d := timerData{Timer: t, Now: time.Now().UTC(), Size: len(t.Payload), DueInput: formatTime(t.Due)}
 	d.PayloadText, d.Binary = payloadText(t.Payload)
 	d.Schedule, _, _ = queue.ParseOccurrenceID(t.ID)
 	h.render(w, r, http.StatusOK, "timer", t.ID, d)
 }
 
-// payloadText shows a payload as text when it is UTF-8, else as hex (the
-// first 4 KiB).
+// payloadText shows a payload as text when it is printable UTF-8 (lines
+// and tabs allowed), else as a hex dump of the first 4 KiB: never raw
+// control bytes.
 func payloadText(p []byte) (string, bool) {
-	if utf8.Valid(p) {
+	if payloadfmt.Printable(p, true) {
 		return string(p), false
 	}
 	return hex.Dump(p[:min(len(p), 4096)]), true
@@ -420,7 +427,7 @@ type confirmData struct {
 	ID       string
 	Shard    string // a dead letter's shard
 	Due      time.Time
-	DueMS    string
+	DueMS    string // the due time as Unix ms with its unit ("1796238000000ms")
 	Back     string
 }
 
@@ -438,7 +445,7 @@ func (h *Handler) confirmTimer(w http.ResponseWriter, r *http.Request) {
 	case "fire":
 		d.Question = "Make this timer due now? The next claim fires it."
 	case "reschedule":
-		due, err := parseWhen(qs.Get("due"), time.Now())
+		due, err := parseWhen(qs.Get("due"))
 		if err == nil && due.IsZero() {
 			err = errors.New("give the new due time")
 		}
@@ -446,7 +453,7 @@ func (h *Handler) confirmTimer(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, http.StatusBadRequest, err)
 			return
 		}
-		d.Due, d.DueMS = due, strconv.FormatInt(due.UnixMilli(), 10)
+		d.Due, d.DueMS = due, strconv.FormatInt(due.UnixMilli(), 10)+"ms" // Unix ms with its unit, as parseWhen reads it
 		d.Question = "Move this timer's due time to " + formatTime(due) + "?"
 	default:
 		h.fail(w, r, http.StatusNotFound, fmt.Errorf("no action %q: use cancel, fire or reschedule", action))
@@ -470,7 +477,7 @@ func (h *Handler) actTimer(w http.ResponseWriter, r *http.Request) {
 		done = "fired"
 	case "reschedule":
 		var due time.Time
-		if due, err = parseWhen(r.PostForm.Get("due"), time.Now()); err == nil {
+		if due, err = parseWhen(r.PostForm.Get("due")); err == nil {
 			_, err = h.q.Reschedule(ctx, id, due)
 		}
 		done = "rescheduled"

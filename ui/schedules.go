@@ -168,7 +168,7 @@ func (h *Handler) schedules(w http.ResponseWriter, r *http.Request) {
 			d.Now = in.Now
 		}
 		row := scheduleRow{ID: in.ID, State: string(in.State), Count: in.Count,
-			Policies: policySummary(policies(in.Recurring)), Payload: printable(in.Payload, 60)}
+			Policies: policySummary(policies(in.Recurring)), Payload: payloadCell(in.Payload)}
 		row.Spec, row.Zone = specView(in)
 		switch {
 		case len(in.Pending) > 0:
@@ -183,18 +183,6 @@ func (h *Handler) schedules(w http.ResponseWriter, r *http.Request) {
 		d.Next = h.link("/schedules", "cursor", page.NextCursor)
 	}
 	h.render(w, r, http.StatusOK, "schedules", "Schedules", d)
-}
-
-// printable is a payload's first n bytes as text, or a note when binary.
-func printable(p []byte, n int) string {
-	s, bin := payloadText(p)
-	if bin {
-		return fmt.Sprintf("(binary, %d bytes)", len(p))
-	}
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
 
 // recentOccurrence is a past occurrence found as a timer.

@@ -33,7 +33,7 @@ func putRecurring(t *testing.T, q *queue.Queue, r queue.Recurring) queue.Recurri
 }
 
 // uiTime is how the dashboard writes a time.
-func uiTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000Z") }
+func uiTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
 // section returns the part of body from the element with the id to the
 // end of its table or list.

@@ -220,7 +220,7 @@ func TestActions(t *testing.T) {
 		}
 
 		want := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
-		resp, _ = e.Act(t, "/timer/confirm?id=r-1&action=reschedule&due=2031-05-06T07:08:09")
+		resp, _ = e.Act(t, "/timer/confirm?id=r-1&action=reschedule&due=2031-05-06T07:08:09Z")
 		if resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("reschedule: %d", resp.StatusCode)
 		}

@@ -420,7 +420,7 @@ func TestACLRoles(t *testing.T) {
 		}
 		d.tailHasNoProblem()
 		for _, p := range []string{"/timer/confirm?id=rw-t1&action=cancel", "/timer/confirm?id=rw-t2&action=fire",
-			"/timer/confirm?id=rw-t3&action=reschedule&due=2031-05-06T07:08:09", "/schedule/confirm?id=rw-s1&action=pause",
+			"/timer/confirm?id=rw-t3&action=reschedule&due=2031-05-06T07:08:09Z", "/schedule/confirm?id=rw-s1&action=pause",
 			"/schedule/confirm?id=rw-s1&action=resume", "/schedule/confirm?id=rw-s2&action=delete", "/dead/confirm?id=" + deadID} {
 			if code, body := d.act(p); code != 303 {
 				t.Errorf("%s under the ui role = %d, want 303:\n%s", p, code, body)

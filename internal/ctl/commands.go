@@ -366,6 +366,9 @@ func (r *runner) list(c *cli.Context) error {
 			}
 			return s.redisErr(err)
 		}
+		if len(page.Timers) == 0 && o.Cursor == "" {
+			r.warnIfNothing(ctx, s, nil)
+		}
 		return r.printPage(c, s, page)
 	})
 }

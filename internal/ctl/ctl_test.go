@@ -186,7 +186,7 @@ func TestSchedulePayloadFromFileAndStdin(t *testing.T) {
 			t.Fatalf("payload %x, want %x", got.Payload, bin)
 		}
 		// Binary payloads show as their length in tables.
-		if out := c.ok("get", "f").stdout; !strings.Contains(out, "<4 bytes>") {
+		if out := c.ok("get", "f").stdout; !strings.Contains(out, "<4 bytes: 000102ff>") {
 			t.Fatalf("table shows a binary payload as text:\n%s", out)
 		}
 		r := c.runCtx(context.Background(), "from stdin", "-o", "json", "schedule", "s", "--in", "1h", "--payload-file", "-")
@@ -518,6 +518,13 @@ func TestStats(t *testing.T) {
 				Overdue       int64   `json:"overdue"`
 				EarliestDueAt *string `json:"earliest_due_at"`
 			} `json:"shards"`
+			Workers struct {
+				Serving    int      `json:"serving"`
+				Live       []string `json:"live"`
+				LastSeenAt *string  `json:"last_seen_at"`
+				LastWorker string   `json:"last_worker"`
+				LastLeft   bool     `json:"last_left"`
+			} `json:"workers"`
 		}
 		st := decode[stats](t, c.ok("-o", "json", "stats").stdout)
 		if st.Scheduled != 5 || st.Cancelled != 1 || st.Fired != 0 || st.Overdue != 1 {

@@ -7,14 +7,15 @@ import (
 	"strconv"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/timerq/timerq/internal/payloadfmt"
+	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
 )
 
-// jsonTime is the one time layout of JSON output: RFC 3339, milliseconds, UTC.
-const jsonTime = "2006-01-02T15:04:05.000Z07:00"
+// jsonTime is the one time layout of JSON output, the dashboard's too:
+// RFC 3339, milliseconds, UTC.
+const jsonTime = timefmt.Layout
 
 // timerJSON is a timer in JSON output; docs/timerctl.md documents it, and
 // the field names are stable.
@@ -29,7 +30,7 @@ type timerJSON struct {
 	Created     *bool   `json:"created,omitempty"`
 }
 
-func fmtJSONTime(t time.Time) string { return t.UTC().Format(jsonTime) }
+func fmtJSONTime(t time.Time) string { return timefmt.Format(t) }
 
 // optTime is nil, hence null, for the zero time.
 func optTime(t time.Time) *string {
@@ -118,25 +119,14 @@ func lateness(d time.Duration) string {
 // maxPayloadCell bounds a payload in a table cell, in runes.
 const maxPayloadCell = 48
 
-// fmtPayload shows a payload as text when it is printable on one line,
-// otherwise as its length.
+// fmtPayload shows a payload as the dashboard does (payloadfmt.Preview):
+// text when it is printable on one line, otherwise its size and first
+// bytes in hex; a dash when empty.
 func fmtPayload(p []byte) string {
 	if len(p) == 0 {
 		return "-"
 	}
-	if !utf8.Valid(p) {
-		return fmt.Sprintf("<%d bytes>", len(p))
-	}
-	s := string(p)
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return fmt.Sprintf("<%d bytes>", len(p))
-		}
-	}
-	if utf8.RuneCountInString(s) > maxPayloadCell {
-		s = string([]rune(s)[:maxPayloadCell-1]) + "…"
-	}
-	return s
+	return payloadfmt.Preview(p, maxPayloadCell)
 }
 
 func newTable(w io.Writer) *tabwriter.Writer {

@@ -2,7 +2,11 @@ package ctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +41,16 @@ type statsJSON struct {
 	DueHistogram     []bucketJSON `json:"due_histogram"`
 	// Shards holds each shard's counts, one entry per shard.
 	Shards []shardStatsJSON `json:"shards"`
+	// Workers says who serves the namespace; null when it could not be read.
+	Workers *workersJSON `json:"workers"`
+}
+
+type workersJSON struct {
+	Serving    int      `json:"serving"`
+	Live       []string `json:"live"`
+	LastSeenAt *string  `json:"last_seen_at"`
+	LastWorker string   `json:"last_worker"`
+	LastLeft   bool     `json:"last_left"`
 }
 
 type shardStatsJSON struct {
@@ -46,6 +60,9 @@ type shardStatsJSON struct {
 	Cancelled     int64   `json:"cancelled"`
 	Overdue       int64   `json:"overdue"`
 	EarliestDueAt *string `json:"earliest_due_at"`
+	// Error is why the shard could not be read; its counts are then 0 and
+	// left out of the totals.
+	Error string `json:"error,omitempty"`
 }
 
 func (r *runner) stats(c *cli.Context) error {
@@ -53,17 +70,29 @@ func (r *runner) stats(c *cli.Context) error {
 		return err
 	}
 	return r.once(c, func(ctx context.Context, s *session) error {
+		// One failing shard (a slot move) leaves the others' figures,
+		// printed with the failed shard marked; the exit code says it.
+		var partial *queue.ShardError
 		st, err := s.q.Stats(ctx)
-		if err != nil {
+		if err != nil && !errors.As(err, &partial) {
 			return s.redisErr(err)
 		}
 		// Buckets by the server clock, as Stats counts overdue.
 		counts, err := s.q.DueHistogram(ctx, st.Now, histogramEdges)
-		if err != nil {
+		var hpartial *queue.ShardError
+		if err != nil && !errors.As(err, &hpartial) {
 			return s.redisErr(err)
 		}
+		if partial == nil && hpartial != nil {
+			partial = hpartial
+		}
+		ws, werr := s.q.Workers(ctx)
+		r.warnWorkers(ctx, s, st, ws, werr, partial != nil)
 		if !s.g.json {
-			return writeStats(r, st, counts)
+			if err := writeStats(r, st, counts, ws, werr, partial); err != nil {
+				return err
+			}
+			return shardFailure(s, partial)
 		}
 		out := statsJSON{
 			Now: fmtJSONTime(st.Now), Scheduled: st.Scheduled, Fired: st.Fired, Cancelled: st.Cancelled,
@@ -73,33 +102,152 @@ func (r *runner) stats(c *cli.Context) error {
 			out.DueHistogram = append(out.DueHistogram, bucketJSON{histogramNames[i], n})
 		}
 		for k, sh := range st.Shards {
-			out.Shards = append(out.Shards, shardStatsJSON{
+			row := shardStatsJSON{
 				Shard: k, Scheduled: sh.Scheduled, Fired: sh.Fired, Cancelled: sh.Cancelled,
 				Overdue: sh.Overdue, EarliestDueAt: optTime(sh.EarliestDue),
-			})
+			}
+			if partial != nil && partial.Failed[k] != nil {
+				row.Error = partial.Failed[k].Error()
+			}
+			out.Shards = append(out.Shards, row)
 		}
-		return writeJSON(r.o.Stdout, out)
+		if werr == nil {
+			w := &workersJSON{Serving: len(ws.Live), Live: []string{}, LastSeenAt: optTime(ws.LastSeen),
+				LastWorker: ws.LastWorker, LastLeft: ws.LastLeft}
+			for _, m := range ws.Live {
+				w.Live = append(w.Live, m.ID)
+			}
+			out.Workers = w
+		}
+		if err := writeJSON(r.o.Stdout, out); err != nil {
+			return err
+		}
+		return shardFailure(s, partial)
 	})
 }
 
-func writeStats(r *runner, st queue.Stats, counts []int64) error {
+// shardFailure is stats' error when some shards could not be read: their
+// figures are missing from what it printed.
+func shardFailure(s *session, partial *queue.ShardError) error {
+	if partial == nil {
+		return nil
+	}
+	shards := slices.Sorted(maps.Keys(partial.Failed))
+	names := make([]string, len(shards))
+	for i, k := range shards {
+		names[i] = strconv.Itoa(k)
+	}
+	cause := s.redisErr(partial.Failed[shards[0]])
+	fix := "the figures above are the other shards'"
+	var e *Error
+	if errors.As(cause, &e) && e.Fix != "" {
+		fix += "; " + e.Fix
+	}
+	return &Error{Code: ExitFailure, Problem: fmt.Sprintf("stats could not read shard %s: %v",
+		strings.Join(names, ", "), strings.TrimPrefix(partial.Failed[shards[0]].Error(), "timerq: ")), Fix: fix, Err: partial}
+}
+
+// workersLine says how many workers serve the namespace and when one was
+// last seen, by the Redis clock.
+func workersLine(ws queue.WorkerStatus) string {
+	line := fmt.Sprintf("%d serving this namespace", len(ws.Live))
+	switch {
+	case ws.LastSeen.IsZero():
+		line += " (never seen)"
+	case len(ws.Live) > 0:
+		line += " (last seen " + relative(ws.LastSeen, ws.Now) + ")"
+	case ws.LastLeft:
+		line += fmt.Sprintf(" (last seen %s: %s stopped)", relative(ws.LastSeen, ws.Now), ws.LastWorker)
+	default:
+		line += fmt.Sprintf(" (last seen %s: %s stopped heartbeating)", relative(ws.LastSeen, ws.Now), ws.LastWorker)
+	}
+	return line
+}
+
+// warnWorkers warns on stderr when timers are due and no worker serves the
+// namespace, or when the namespace holds nothing at all (a mistyped -n).
+func (r *runner) warnWorkers(ctx context.Context, s *session, st queue.Stats, ws queue.WorkerStatus, werr error, partial bool) {
+	if werr != nil {
+		return
+	}
+	ns := s.q.Namespace()
+	if len(ws.Live) == 0 && st.Overdue > 0 {
+		fmt.Fprintf(r.o.Stderr, "timerctl: warning: %d timers are due and no worker serves namespace %s (last seen %s): "+
+			"they fire once a timerworker runs with --namespace %s\n", st.Overdue, ns, lastSeen(ws), ns)
+	}
+	if !partial && st.Scheduled+st.Fired+st.Cancelled == 0 {
+		r.warnIfNothing(ctx, s, &ws)
+	}
+}
+
+func lastSeen(ws queue.WorkerStatus) string {
+	if ws.LastSeen.IsZero() {
+		return "never"
+	}
+	return relative(ws.LastSeen, ws.Now)
+}
+
+// warnIfNothing warns on stderr when the namespace holds nothing at all: no
+// meta key (never created), no timers, and no worker ever heartbeating. It
+// is almost always a mistyped --namespace, which would otherwise print an
+// empty table and exit 0. ws is the namespace's workers if already read.
+// It stays quiet when it cannot tell.
+func (r *runner) warnIfNothing(ctx context.Context, s *session, ws *queue.WorkerStatus) {
+	created, err := s.q.Created(ctx)
+	if err != nil || created {
+		return
+	}
+	st, err := s.q.Stats(ctx)
+	if err != nil || st.Scheduled+st.Fired+st.Cancelled > 0 {
+		return
+	}
+	if ws == nil {
+		w, err := s.q.Workers(ctx)
+		if err != nil {
+			return
+		}
+		ws = &w
+	}
+	if len(ws.Live) > 0 || !ws.LastSeen.IsZero() {
+		return
+	}
+	fmt.Fprintf(r.o.Stderr, "timerctl: warning: namespace %s holds nothing; check -n/TIMERQ_NAMESPACE\n", s.q.Namespace())
+}
+
+func writeStats(r *runner, st queue.Stats, counts []int64, ws queue.WorkerStatus, werr error, partial *queue.ShardError) error {
 	now := r.o.Now()
 	tw := newTable(r.o.Stdout)
 	fmt.Fprintf(tw, "scheduled\t%d\n", st.Scheduled)
 	fmt.Fprintf(tw, "fired\t%d\n", st.Fired)
 	fmt.Fprintf(tw, "cancelled\t%d\n", st.Cancelled)
 	if len(st.Shards) > 1 {
-		lo, hi := st.Shards[0].Scheduled, st.Shards[0].Scheduled
-		for _, sh := range st.Shards {
+		var lo, hi int64 = -1, 0
+		for k, sh := range st.Shards {
+			if partial != nil && partial.Failed[k] != nil {
+				continue
+			}
+			if lo < 0 {
+				lo, hi = sh.Scheduled, sh.Scheduled
+			}
 			lo, hi = min(lo, sh.Scheduled), max(hi, sh.Scheduled)
 		}
-		fmt.Fprintf(tw, "shards\t%d (scheduled per shard %d..%d; -o json lists each)\n", len(st.Shards), lo, hi)
+		fmt.Fprintf(tw, "shards\t%d (scheduled per shard %d..%d; -o json lists each)\n", len(st.Shards), max(lo, 0), hi)
+	}
+	if partial != nil {
+		for _, k := range slices.Sorted(maps.Keys(partial.Failed)) {
+			fmt.Fprintf(tw, "shard %d\tFAILED, left out of these figures: %s\n", k, oneLine(strings.TrimPrefix(partial.Failed[k].Error(), "timerq: ")))
+		}
 	}
 	fmt.Fprintf(tw, "earliest due\t%s\n", fmtTime(st.EarliestDue, now))
 	if st.Overdue > 0 {
 		fmt.Fprintf(tw, "overdue\t%d (oldest due %s ago)\n", st.Overdue, short(st.OldestOverdueAge))
 	} else {
 		fmt.Fprintf(tw, "overdue\t0\n")
+	}
+	if werr != nil {
+		fmt.Fprintf(tw, "workers\tunknown: %s\n", oneLine(strings.TrimPrefix(werr.Error(), "timerq: ")))
+	} else {
+		fmt.Fprintf(tw, "workers\t%s\n", workersLine(ws))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -1,12 +1,9 @@
 package ctl
 
 import (
-	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/timerq/timerq/queue"
+	"github.com/timerq/timerq/internal/timefmt"
 )
 
 // timeError says why a TIME or DURATION was refused, and what to write
@@ -18,75 +15,29 @@ type timeError struct {
 
 func (e *timeError) Error() string { return e.problem + ": " + e.fix }
 
-// maxUnixSeconds is 9999-12-31T23:59:59Z, the last second a due time may have.
-const maxUnixSeconds = 253402300799
+const timeFix = timefmt.Fix
 
-const timeFix = "use RFC 3339 (2026-12-02T19:00:00Z) or Unix time with its unit (1796238000s or 1796238000000ms)"
+// isDigits reports whether s is a number without a unit.
+func isDigits(s string) bool { return timefmt.IsBareNumber(s) }
 
-// parseInstant parses a TIME: RFC 3339 (fractions allowed), or Unix time
-// with an explicit unit, seconds ("1796238000s") or milliseconds
-// ("1796238000000ms"). A bare number is refused rather than guessed: read as
-// the wrong unit, seconds become a time in January 1970 (a timer that fires
-// at once) and milliseconds one thousands of years away.
+// parseInstant parses a TIME by timefmt.Parse's rules, the dashboard's
+// too: RFC 3339 (fractions allowed), or Unix time with an explicit unit,
+// seconds ("1796238000s") or milliseconds ("1796238000000ms"); a bare
+// number is refused rather than guessed.
 func parseInstant(s string) (time.Time, error) {
-	var t time.Time
-	switch {
-	case isDigits(s):
-		return time.Time{}, bareNumberError(s, "%ss", "%sms")
-	case strings.HasSuffix(s, "ms") && isDigits(s[:len(s)-2]):
-		ms, err := strconv.ParseInt(s[:len(s)-2], 10, 64)
-		if err != nil {
-			return time.Time{}, outOfRange()
-		}
-		t = time.UnixMilli(ms).UTC()
-	case strings.HasSuffix(s, "s") && isDigits(s[:len(s)-1]):
-		sec, err := strconv.ParseInt(s[:len(s)-1], 10, 64)
-		if err != nil || sec > maxUnixSeconds {
-			return time.Time{}, outOfRange()
-		}
-		t = time.Unix(sec, 0).UTC()
-	default:
-		var err error
-		if t, err = time.Parse(time.RFC3339Nano, s); err != nil {
-			return time.Time{}, &timeError{"is not a time", timeFix}
-		}
-	}
-	if queue.ValidateDue(t) != nil {
-		return time.Time{}, outOfRange()
+	t, err := timefmt.Parse(s)
+	if err != nil {
+		e := err.(*timefmt.Error)
+		return time.Time{}, &timeError{e.Problem, e.Fix}
 	}
 	return t, nil
-}
-
-func outOfRange() error {
-	return &timeError{"is outside 1970-01-01 to 9999-12-31", "use a time in that range"}
 }
 
 // bareNumberError refuses the number s, showing both readings in the
 // caller's syntax (secForm and msForm are formats of s).
 func bareNumberError(s, secForm, msForm string) error {
-	reading := func(unit string) string {
-		if t, err := parseInstant(s + unit); err == nil {
-			return fmtJSONTime(t)
-		}
-		return "out of range"
-	}
-	return &timeError{
-		problem: "is a number without a unit",
-		fix: fmt.Sprintf("write "+secForm+" for Unix seconds (%s) or "+msForm+" for Unix milliseconds (%s), or an RFC 3339 time",
-			s, reading("s"), s, reading("ms")),
-	}
-}
-
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
+	e := timefmt.BareNumber(s, secForm, msForm)
+	return &timeError{e.Problem, e.Fix}
 }
 
 // parseDelay parses a DURATION: Go's syntax, 0 or more.

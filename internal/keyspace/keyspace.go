@@ -53,6 +53,12 @@ func (ns Namespace) MaintLock() string { return ns.key("maint-lock") }
 // worker ID, score = the Redis time (ms) its heartbeat expires.
 func (ns Namespace) Workers() string { return ns.key("workers") }
 
+// WorkersSeen is a hash describing the namespace's latest heartbeat: field
+// "at" = its Redis time (ms), "worker" = the worker ID, "left" = 1 if it
+// was a worker leaving. It outlives the membership, so an operator can tell
+// when a namespace last had a worker.
+func (ns Namespace) WorkersSeen() string { return ns.key("workers-seen") }
+
 // Pattern matches every key and channel of the namespace, of every shard.
 // It is a KEYS/SCAN pattern; glob characters in NS are escaped.
 func (ns Namespace) Pattern() string {

@@ -18,17 +18,18 @@ func TestOneShardKeepsTheUnshardedNames(t *testing.T) {
 		t.Fatalf("Keys() = %v, want %v", got, want)
 	}
 	for got, want := range map[string]string{
-		s.Wake():                        "timerq:{orders}:wake",
-		s.TimerChannel("x-1"):           "timerq:{orders}:t:x-1",
-		s.DeadLetter():                  "timerq:{orders}:dead",
-		s.Schedules():                   "timerq:{orders}:schedules",
-		s.SchedDue():                    "timerq:{orders}:sched-due",
-		Namespace("orders").Schedules(): "timerq:{orders}:schedules",
-		Namespace("orders").SchedDue():  "timerq:{orders}:sched-due",
-		s.Traces():                      "timerq:{orders}:traces",
-		Namespace("orders").Meta():      "timerq:{orders}:meta",
-		Namespace("orders").MaintLock(): "timerq:{orders}:maint-lock",
-		s.HashTag():                     "{orders}",
+		s.Wake():                          "timerq:{orders}:wake",
+		s.TimerChannel("x-1"):             "timerq:{orders}:t:x-1",
+		s.DeadLetter():                    "timerq:{orders}:dead",
+		s.Schedules():                     "timerq:{orders}:schedules",
+		s.SchedDue():                      "timerq:{orders}:sched-due",
+		Namespace("orders").Schedules():   "timerq:{orders}:schedules",
+		Namespace("orders").SchedDue():    "timerq:{orders}:sched-due",
+		s.Traces():                        "timerq:{orders}:traces",
+		Namespace("orders").Meta():        "timerq:{orders}:meta",
+		Namespace("orders").MaintLock():   "timerq:{orders}:maint-lock",
+		Namespace("orders").WorkersSeen(): "timerq:{orders}:workers-seen",
+		s.HashTag():                       "{orders}",
 	} {
 		if got != want {
 			t.Errorf("got %q, want %q", got, want)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -18,42 +19,61 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-// exportedMetrics lists every timerq_* series name a worker exports
-// (histograms with their _bucket, _count and _sum).
-func exportedMetrics(t *testing.T) []string {
+// exportedMetrics lists every timerq_* series name a worker serving two
+// namespaces exports (histograms with their _bucket, _count and _sum), and
+// which of them are the process's rather than a namespace's (no namespace
+// label: the Redis pool, which the namespaces share).
+func exportedMetrics(t *testing.T) (names []string, perProcess map[string]bool) {
 	t.Helper()
 	_, rdb := redistest.Mini(t)
-	q, err := queue.New(rdb, queue.Options{Namespace: "deploy"})
-	if err != nil {
-		t.Fatal(err)
+	var qs []*queue.Queue
+	var ms []*poller.Metrics
+	for _, ns := range []string{"deploy", "other"} {
+		q, err := queue.New(rdb, queue.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		// A group, so the per-group gauges have a series.
+		if err := rdb.XGroupCreateMkStream(context.Background(), q.StreamKey(), "g", "0").Err(); err != nil {
+			t.Fatal(err)
+		}
+		qs, ms = append(qs, q), append(ms, poller.NewMetrics())
 	}
-	defer q.Close()
-	// A group, so the per-group gauges have a series.
-	if err := rdb.XGroupCreateMkStream(context.Background(), q.StreamKey(), "g", "0").Err(); err != nil {
+	// A heartbeat, so the last-seen gauge has a series.
+	if _, err := qs[0].Heartbeat(context.Background(), "w1", time.Minute, false); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	if err := registerMetrics(reg, q, rdb, poller.NewMetrics(), "test"); err != nil {
+	if err := registerAll(reg, rdb, qs, ms, "test"); err != nil {
 		t.Fatal(err)
 	}
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
+	perProcess = map[string]bool{}
 	for _, mf := range mfs {
 		if mf.GetType() == dto.MetricType_HISTOGRAM {
 			names = append(names, mf.GetName()+"_bucket", mf.GetName()+"_count", mf.GetName()+"_sum")
 			continue
 		}
 		names = append(names, mf.GetName())
+		process := strings.HasPrefix(mf.GetName(), "timerq_redis_pool_")
+		if process {
+			perProcess[mf.GetName()] = true
+			if n := len(mf.GetMetric()); n != 1 {
+				t.Errorf("%s has %d series for one process's one pool: the namespaces repeat it", mf.GetName(), n)
+			}
+		}
 		for _, m := range mf.GetMetric() {
-			if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == "namespace" && l.GetValue() == "deploy" }) {
-				t.Errorf("%s has no namespace label", mf.GetName())
+			labelled := slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == "namespace" })
+			if labelled == process {
+				t.Errorf("%s: namespace label %v, want %v", mf.GetName(), labelled, !process)
 			}
 		}
 	}
-	return names
+	return names, perProcess
 }
 
 var metricName = regexp.MustCompile(`timerq_[a-z_]+`)
@@ -63,7 +83,7 @@ var metricName = regexp.MustCompile(`timerq_[a-z_]+`)
 // section in docs/operations.md, and the dashboard has the panels operators
 // look for. promtool (in .ci/run) checks the rules' syntax and behaviour.
 func TestDeployReferencesExportedMetrics(t *testing.T) {
-	names := exportedMetrics(t)
+	names, perProcess := exportedMetrics(t)
 	root := filepath.Join("..", "..")
 	raw, err := os.ReadFile(filepath.Join(root, "deploy", "grafana", "timerq.json"))
 	if err != nil {
@@ -92,6 +112,11 @@ func TestDeployReferencesExportedMetrics(t *testing.T) {
 					t.Errorf("panel %q queries %s, which no worker exports", p.Title, m)
 				}
 			}
+			for m := range perProcess {
+				if regexp.MustCompile(m + `\{[^}]*namespace`).MatchString(tg.Expr) {
+					t.Errorf("panel %q selects %s by namespace, a label it does not have: %s", p.Title, m, tg.Expr)
+				}
+			}
 		}
 	}
 	all := strings.ToLower(strings.Join(titles, "|"))
@@ -108,6 +133,11 @@ func TestDeployReferencesExportedMetrics(t *testing.T) {
 	for _, m := range metricName.FindAllString(string(rules), -1) {
 		if !slices.Contains(names, m) {
 			t.Errorf("alert rules query %s, which no worker exports", m)
+		}
+	}
+	for m := range perProcess {
+		if regexp.MustCompile(m + `\{[^}]*namespace`).MatchString(string(rules)) {
+			t.Errorf("alert rules select %s by namespace, a label it does not have", m)
 		}
 	}
 	ops, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))

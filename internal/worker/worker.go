@@ -148,10 +148,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer wg.Wait()
 	if cfg.MetricsAddr != "" {
 		reg := prometheus.NewRegistry()
-		for _, s := range all {
-			if err := registerMetrics(reg, s.q, rdb, s.m, cfg.Version); err != nil {
-				return fmt.Errorf("registering metrics: %w", err)
-			}
+		qs, ms := make([]*queue.Queue, len(all)), make([]*poller.Metrics, len(all))
+		for i, s := range all {
+			qs[i], ms[i] = s.q, s.m
+		}
+		if err := registerAll(reg, rdb, qs, ms, cfg.Version); err != nil {
+			return fmt.Errorf("registering metrics: %w", err)
 		}
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		pollers := make([]namedPoller, len(all))
@@ -380,12 +382,28 @@ func notReady(ctx context.Context, rdb redis.UniversalClient, pollers []namedPol
 	return strings.Join(why, "; ")
 }
 
+// registerAll registers the process's metrics: the Redis pool once, and
+// each namespace's (queues[i] with its poller's metrics[i]).
+func registerAll(reg prometheus.Registerer, rdb redis.UniversalClient, queues []*queue.Queue, metrics []*poller.Metrics, version string) error {
+	if err := reg.Register(poller.NewPoolCollector(rdb)); err != nil {
+		return err
+	}
+	for i, q := range queues {
+		if err := registerMetrics(reg, q, metrics[i], version); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // registerMetrics registers timerq's collectors with a namespace label, so
 // one Prometheus can scrape the workers of many namespaces: the poller's
-// counters, the namespace's counters recorded by claim.lua, the pool, the build info and the backlog gauges that every
-// worker reads at scrape time (so alerts on them survive the loss of the
-// maintenance holder).
-func registerMetrics(reg prometheus.Registerer, q *queue.Queue, rdb redis.UniversalClient, m *poller.Metrics, version string) error {
+// counters, the namespace's counters recorded by claim.lua, the build info
+// and the backlog gauges that every worker reads at scrape time (so alerts
+// on them survive the loss of the maintenance holder). The Redis pool is
+// the process's, shared by its namespaces: Run registers it once, without a
+// namespace label (registerAll), or every namespace would repeat it.
+func registerMetrics(reg prometheus.Registerer, q *queue.Queue, m *poller.Metrics, version string) error {
 	ns := prometheus.WrapRegistererWith(prometheus.Labels{"namespace": q.Namespace()}, reg)
 	if err := m.Register(ns); err != nil {
 		return err
@@ -393,7 +411,7 @@ func registerMetrics(reg prometheus.Registerer, q *queue.Queue, rdb redis.Univer
 	if version == "" {
 		version = "unknown"
 	}
-	for _, c := range []prometheus.Collector{poller.NewPoolCollector(rdb), poller.NewBacklogCollector(q, 0),
+	for _, c := range []prometheus.Collector{poller.NewBacklogCollector(q, 0),
 		poller.NewCountersCollector(q), poller.NewBuildInfo(version)} {
 		if err := ns.Register(c); err != nil {
 			return err

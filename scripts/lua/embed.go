@@ -52,6 +52,12 @@ var requeue string
 //go:embed heartbeat.lua
 var Heartbeat string
 
+// Workers reads a namespace's live workers and its latest heartbeat
+// (workers.lua); like Heartbeat it has no prelude.
+//
+//go:embed workers.lua
+var Workers string
+
 // Script sources, each with the prelude prepended.
 var (
 	// Schedule creates timers that do not exist yet (schedule.lua).

@@ -2,6 +2,8 @@
 -- list the live members, by the Redis clock.
 --
 -- KEYS[1] workers: ZSET member = worker ID, score = expiry in server ms
+-- KEYS[2] workers-seen: HASH at = this heartbeat's server ms, worker = ID,
+--         left = '1' if the worker left, else '0'
 -- ARGV[1] worker ID
 -- ARGV[2] ttl_ms: how long the membership lasts without another heartbeat
 -- ARGV[3] '1' to leave (remove the worker), '0' to stay
@@ -12,15 +14,24 @@
 -- list; a worker that stops heartbeating drops out after ttl_ms and its
 -- shards go to the others. Ownership only saves work: claims stay atomic
 -- per shard, so two workers that both think they own a shard are still
--- exactly once. The ZADD, the only command that may be refused (OOM),
--- runs before the removal, so a refusal changes nothing.
-local t = redis.call('TYPE', KEYS[1])
-if type(t) == 'table' then t = t['ok'] end
-if t ~= 'none' and t ~= 'zset' then
-  return redis.error_reply('WRONGTYPE key ' .. KEYS[1] .. ' holds a ' .. t .. ' where timerq keeps a zset')
+-- exactly once. workers-seen outlives the membership, so `timerctl stats`
+-- can say when the namespace last had a worker once none is left.
+--
+-- The HSET runs first: it is the one command Redis may refuse (OOM), and
+-- once a script has written Redis lets it finish, so a refusal changes
+-- nothing.
+local function check(key, want)
+  local t = redis.call('TYPE', key)
+  if type(t) == 'table' then t = t['ok'] end
+  if t ~= 'none' and t ~= want then
+    return redis.error_reply('WRONGTYPE key ' .. key .. ' holds a ' .. t .. ' where timerq keeps a ' .. want)
+  end
 end
+local err = check(KEYS[1], 'zset') or check(KEYS[2], 'hash')
+if err then return err end
 local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+redis.call('HSET', KEYS[2], 'at', string.format('%.0f', now), 'worker', ARGV[1], 'left', ARGV[3])
 if ARGV[3] == '1' then
   redis.call('ZREM', KEYS[1], ARGV[1])
 else

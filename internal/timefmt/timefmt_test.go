@@ -1,0 +1,53 @@
+package timefmt
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestFormatParsesBack: every time Format prints, Parse reads back to the
+// millisecond, and Parse keeps timerctl's rules: RFC 3339 or Unix time with
+// its unit, never a bare number nor the dashboard's old space-separated form.
+func TestFormatParsesBack(t *testing.T) {
+	for _, tm := range []time.Time{
+		time.Date(2026, 12, 3, 15, 46, 21, 26e6, time.UTC),
+		time.Date(1970, 1, 1, 0, 0, 0, 1e6, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC),
+		time.Date(2026, 12, 3, 16, 46, 21, 0, time.FixedZone("CET", 3600)),
+	} {
+		s := Format(tm)
+		if s != tm.UTC().Format("2006-01-02T15:04:05.000Z") {
+			t.Errorf("Format(%v) = %q, not RFC 3339 UTC with milliseconds", tm, s)
+		}
+		got, err := Parse(s)
+		if err != nil || !got.Equal(tm) {
+			t.Errorf("Parse(Format(%v)) = %v, %v", tm, got, err)
+		}
+	}
+	for in, want := range map[string]time.Time{
+		"1796238000s":               time.Unix(1796238000, 0).UTC(),
+		"1796238000000ms":           time.UnixMilli(1796238000000).UTC(),
+		"2026-12-03T16:46:21+01:00": time.Date(2026, 12, 3, 15, 46, 21, 0, time.UTC),
+	} {
+		if got, err := Parse(in); err != nil || !got.Equal(want) {
+			t.Errorf("Parse(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for in, problem := range map[string]string{
+		"1796238000":               "is a number without a unit",
+		"2026-12-03 15:46:21.026Z": "is not a time",
+		"2026-12-03T15:46:21":      "is not a time", // no offset: which zone?
+		"99999999999999s":          "is outside",
+		"":                         "is not a time",
+	} {
+		_, err := Parse(in)
+		e, ok := err.(*Error)
+		if !ok || !strings.HasPrefix(e.Problem, problem) || e.Fix == "" {
+			t.Errorf("Parse(%q) = %v, want *Error %q with a fix", in, err, problem)
+		}
+	}
+	if e := BareNumber("1796238000", "%ss", "%sms"); !strings.Contains(e.Fix, "1796238000s for Unix seconds (2026-12-02T19:00:00.000Z)") {
+		t.Errorf("bare number fix %q does not show the seconds reading", e.Fix)
+	}
+}
