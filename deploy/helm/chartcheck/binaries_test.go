@@ -112,6 +112,11 @@ func TestRenderedContainersRun(t *testing.T) {
 	if len(dc.Command) != 1 || filepath.Base(dc.Command[0]) != "timerctl" {
 		t.Fatalf("dashboard command %v, want the image's timerctl", dc.Command)
 	}
+	// Kubernetes probes and Services reach a pod at its own IP, so the
+	// dashboard must listen on every address, not loopback.
+	if e, _ := envVar(dc, "TIMERQ_UI_LISTEN"); e.Value != ":"+uiPort {
+		t.Errorf("TIMERQ_UI_LISTEN = %q, want %q", e.Value, ":"+uiPort)
+	}
 	start(t, filepath.Join(bin, "timerctl"), dc.Args, podEnv(t, objs, d, dc))
 	port := strconv.Itoa(int(containerPort(t, dc, dc.ReadinessProbe.TCPSocket.Port.String())))
 	waitStatus(t, "http://127.0.0.1:"+port+"/", "", http.StatusUnauthorized)
