@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,7 +74,9 @@ func TestEnvNamesAreTheBinariesFlags(t *testing.T) {
 			if !strings.HasPrefix(e.Name, "TIMERQ_") {
 				continue
 			}
-			if !strings.Contains(help, "$"+e.Name) && !strings.Contains(help, e.Name) {
+			// Whole words: TIMERQ_UI_TOKEN must not pass for being part
+			// of TIMERQ_UI_TOKEN_FILE.
+			if !regexp.MustCompile(`\b` + regexp.QuoteMeta(e.Name) + `\b`).MatchString(help) {
 				t.Errorf("%s sets %s, which the binary's --help does not list", name, e.Name)
 			}
 		}
