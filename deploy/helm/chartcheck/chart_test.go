@@ -509,6 +509,8 @@ func TestRefusals(t *testing.T) {
 		{"dashboard without auth", append(baseArgs, "--set", "dashboard.enabled=true"), "needs auth"},
 		{"dashboard short token", append(baseArgs, "--set", "dashboard.enabled=true", "--set", "dashboard.auth.token=short"), "shorter than 16"},
 		{"API not released", append(baseArgs, "--set", "api.enabled=true"), "not released yet"},
+		{"misspelt value", append(baseArgs, "--set", "worker.replica=2"), "'replica' not allowed"},
+		{"bad timer namespace", append(baseArgs, "--set", "worker.namespaces={a b}"), "does not match pattern"},
 		{"PDB both ways", append(baseArgs, "--set", "worker.podDisruptionBudget.minAvailable=1"), "not both"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
