@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -94,8 +95,11 @@ func (q *Queue) Quarantine(ctx context.Context) ([]QuarantinedRecord, error) {
 func parseQuarantined(id string, shard int, v string) QuarantinedRecord {
 	r := QuarantinedRecord{ID: id, Shard: shard, Raw: []byte(v), Reason: "unreadable quarantine entry"}
 	f := strings.SplitN(v, ":", 4)
-	if len(f) == 4 && isMillis(f[0]) {
-		r.QuarantinedAt, r.DueScore, r.Reason, r.Raw = fromMillis(atoi(f[0])), f[1], f[2], []byte(f[3])
+	if len(f) == 4 && (f[0] == "" || isMillis(f[0])) {
+		r.DueScore, r.Reason, r.Raw = f[1], f[2], []byte(f[3])
+		if f[0] != "" {
+			r.QuarantinedAt = fromMillis(atoi(f[0]))
+		}
 	}
 	return r
 }
@@ -151,11 +155,11 @@ func (q *Queue) RestoreQuarantined(ctx context.Context, recs []QuarantinedRecord
 			if k < 0 || k >= len(l.spaces) {
 				k = l.shardOf(r.ID)
 			}
-			at := millis(r.QuarantinedAt)
-			if r.QuarantinedAt.IsZero() {
-				at = 0
+			at := "" // a malformed record a listing met, never quarantined
+			if !r.QuarantinedAt.IsZero() {
+				at = strconv.FormatInt(millis(r.QuarantinedAt), 10)
 			}
-			v := fmt.Sprintf("%d:%s:%s:%s", at, r.DueScore, r.Reason, r.Raw)
+			v := at + ":" + r.DueScore + ":" + r.Reason + ":" + string(r.Raw)
 			cmds[i] = p.HSetNX(ctx, l.spaces[k].Quarantine(), r.ID, v)
 		}
 		return nil
