@@ -124,7 +124,9 @@ const CountersTimeout = time.Second
 // exports timerq_namespace_timers_fired_total (a counter) and
 // timerq_namespace_fire_lateness_seconds (a histogram), and
 // timerq_namespace_overlap_skipped_total (occurrences consumers skipped
-// under their schedule's overlap policy, queue.OverlapSkip). Every replica
+// under their schedule's overlap policy, queue.OverlapSkip), and
+// timerq_namespace_records_quarantined_total (records claims moved to the
+// quarantine, queue.Queue.Quarantine: alert on any increase). Every replica
 // exports the same namespace-wide values, so aggregate across replicas with
 // max(), never sum(). While Redis does not answer within CountersTimeout
 // the scrape leaves them out, rather than failing every other metric.
@@ -137,18 +139,21 @@ func NewCountersCollector(q *queue.Queue) prometheus.Collector {
 			"Fired time minus due time, by the Redis server clock, of every timer fired in the namespace, as Redis recorded it. The same on every replica: aggregate with max(), not sum().", nil, nil),
 		skipped: prometheus.NewDesc("timerq_namespace_overlap_skipped_total",
 			"Occurrences of recurring schedules that consumer groups acknowledged without handling because the group had the schedule's previous occurrence pending (overlap policy skip), all groups, as Redis recorded them. The same on every replica: aggregate with max(), not sum().", nil, nil),
+		quarantined: prometheus.NewDesc("timerq_namespace_records_quarantined_total",
+			"Records that claims moved to the quarantine instead of firing them, because something other than timerq wrote them in a form timerq cannot fire (list them with timerctl quarantine list), as Redis recorded them. The same on every replica: aggregate with max(), not sum().", nil, nil),
 	}
 }
 
 type countersCollector struct {
-	q                        *queue.Queue
-	fired, lateness, skipped *prometheus.Desc
+	q                                     *queue.Queue
+	fired, lateness, skipped, quarantined *prometheus.Desc
 }
 
 func (c *countersCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.fired
 	ch <- c.lateness
 	ch <- c.skipped
+	ch <- c.quarantined
 }
 
 func (c *countersCollector) Collect(ch chan<- prometheus.Metric) {
@@ -165,6 +170,7 @@ func (c *countersCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstHistogram(c.lateness, uint64(n.Fired), n.LatenessSum.Seconds(), buckets)
 	ch <- prometheus.MustNewConstMetric(c.skipped, prometheus.CounterValue, float64(n.OverlapSkipped))
+	ch <- prometheus.MustNewConstMetric(c.quarantined, prometheus.CounterValue, float64(n.Quarantined))
 }
 
 // PoolStatser is what NewPoolCollector reads: every go-redis client.

@@ -511,6 +511,13 @@ func (p *Poller) claim(ctx context.Context, shard int) (queue.ClaimResult, error
 		return res, err
 	}
 	p.lastClaim.Store(time.Now().UnixNano())
+	// Each quarantined record is in the reply of the one claim that moved
+	// it, so this logs it once.
+	for _, n := range res.Quarantined {
+		p.log.Error("timerq: quarantined a record timerq cannot fire; the other timers fire as usual",
+			"id", n.ID, "shard", n.Shard, "reason", n.Reason,
+			"fix", "inspect it with timerctl quarantine list, then fix what wrote it and drop it with timerctl quarantine drop")
+	}
 	if h := p.opts.Hooks.Claimed; h != nil {
 		h(res)
 	}

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -31,6 +32,11 @@ type ClaimResult struct {
 	// Fired lists the timers fired by this claim, in due order within each
 	// shard.
 	Fired []Fired
+	// Quarantined lists the records this claim moved to the quarantine
+	// instead of firing them, because they are not records timerq writes
+	// (see Queue.Quarantine). Each is reported by the one claim that moved
+	// it, so a caller logs it once.
+	Quarantined []QuarantineNotice
 	// NextDue is the earliest due time still pending, or zero when no timer
 	// is scheduled. A poller sleeps until then. When Claim stopped at its
 	// limit before visiting every shard, it is Now: claim again.
@@ -61,6 +67,7 @@ func (q *Queue) Claim(ctx context.Context, limit int) (ClaimResult, error) {
 		}
 		total.Now = res.Now
 		total.Fired = append(total.Fired, res.Fired...)
+		total.Quarantined = append(total.Quarantined, res.Quarantined...)
 		if !res.NextDue.IsZero() && (total.NextDue.IsZero() || res.NextDue.Before(total.NextDue)) {
 			total.NextDue = res.NextDue
 		}
@@ -120,17 +127,25 @@ func (q *Queue) claimOnce(ctx context.Context, l *layout, k, limit int) (res Cla
 		return ClaimResult{}, nil, errorf("claim: %w", err)
 	}
 	r, err := replyStrings(reply)
-	if err != nil || len(r) < 2 || (len(r)-2)%4 != 0 {
+	if err != nil || len(r) < 3 {
+		return ClaimResult{}, nil, errorf("claim: unexpected reply %v", reply)
+	}
+	nq := int(atoi(r[2]))
+	if nq < 0 || len(r) < 3+2*nq || (len(r)-3-2*nq)%4 != 0 {
 		return ClaimResult{}, nil, errorf("claim: unexpected reply %v", reply)
 	}
 	res = ClaimResult{Shard: k, Now: fromMillis(atoi(r[0]))}
 	if r[1] != "" {
 		res.NextDue = fromMillis(atoi(r[1]))
 	}
-	if n := (len(r) - 2) / 4; n > 0 {
+	for i := range nq {
+		res.Quarantined = append(res.Quarantined, QuarantineNotice{ID: r[3+2*i], Shard: k, Reason: r[4+2*i]})
+	}
+	r = r[3+2*nq:]
+	if n := len(r) / 4; n > 0 {
 		res.Fired = make([]Fired, n)
 		for i := range res.Fired {
-			f := r[2+4*i:]
+			f := r[4*i:]
 			res.Fired[i] = Fired{ID: f[0], Due: fromMillis(atoi(f[1])), FiredAt: res.Now, Payload: []byte(f[2])}
 			if f[3] != "" {
 				if tps == nil {
@@ -286,6 +301,10 @@ type ListOptions struct {
 type ListPage struct {
 	// Timers are ordered by due time, then ID.
 	Timers []Timer
+	// Malformed are the records of the page that are not records timerq
+	// writes, skipped rather than failing the listing; nil when there are
+	// none. One that is due is quarantined by the next claim.
+	Malformed []MalformedRecord
 	// NextCursor fetches the next page; empty on the last page.
 	NextCursor string
 }
@@ -339,12 +358,21 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 	}
 	page := ListPage{}
 	more := false
-	for _, reply := range replies {
+	for k, reply := range replies {
 		r, err := replyStrings(reply)
-		if err != nil || len(r)%2 != 0 {
+		if err != nil || len(r) < 3 {
+			return ListPage{}, errorf("list: unexpected reply %v", reply)
+		}
+		nb := int(atoi(r[2]))
+		if nb < 0 || len(r) < 3+4*nb || (len(r)-3-4*nb)%2 != 0 {
 			return ListPage{}, errorf("list: unexpected reply %v", reply)
 		}
 		more = more || r[1] != ""
+		for i := range nb {
+			b := r[3+4*i:]
+			page.Malformed = append(page.Malformed, MalformedRecord{ID: b[0], Shard: k, Raw: []byte(b[1]), Reason: b[2], pos: atoi(b[3])})
+		}
+		r = r[4*nb+1:] // the good pairs start at r[2]
 		for i := 2; i < len(r); i += 2 {
 			t, err := decodeRecord(r[i], r[i+1])
 			if err != nil {
@@ -353,22 +381,49 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 			page.Timers = append(page.Timers, t)
 		}
 	}
-	if len(replies) > 1 {
-		slices.SortFunc(page.Timers, func(a, b Timer) int {
-			if c := a.Due.Compare(b.Due); c != 0 {
-				return c
+	// Malformed records take their place in the (due, id) order like
+	// timers: they count towards Limit, and the cursor may stop at one.
+	type entry struct {
+		due int64
+		id  string
+		bad int // index in page.Malformed + 1; 0 for a timer
+		t   Timer
+	}
+	all := make([]entry, 0, len(page.Timers)+len(page.Malformed))
+	for _, t := range page.Timers {
+		all = append(all, entry{due: millis(t.Due), id: t.ID, t: t})
+	}
+	for i, b := range page.Malformed {
+		all = append(all, entry{due: b.pos, id: b.ID, bad: i + 1})
+	}
+	slices.SortFunc(all, func(a, b entry) int {
+		if a.due != b.due {
+			return cmp.Compare(a.due, b.due)
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	if len(all) > o.Limit {
+		all, more = all[:o.Limit], true
+	}
+	out := ListPage{}
+	for _, e := range all {
+		if e.bad > 0 {
+			out.Malformed = append(out.Malformed, page.Malformed[e.bad-1])
+		} else {
+			out.Timers = append(out.Timers, e.t)
+		}
+	}
+	if more {
+		// The cursor must parse again: skip back over a malformed record
+		// whose ID is no timer ID.
+		for i := len(all) - 1; i >= 0; i-- {
+			if ValidateID(all[i].id) == nil {
+				out.NextCursor = strconv.FormatInt(all[i].due, 10) + ":" + all[i].id
+				break
 			}
-			return strings.Compare(a.ID, b.ID)
-		})
+		}
 	}
-	if len(page.Timers) > o.Limit {
-		page.Timers, more = page.Timers[:o.Limit], true
-	}
-	if more && len(page.Timers) > 0 {
-		last := page.Timers[len(page.Timers)-1]
-		page.NextCursor = strconv.FormatInt(millis(last.Due), 10) + ":" + last.ID
-	}
-	return page, nil
+	return out, nil
 }
 
 // parseCursor splits "<due_ms>:<id>", the form List hands out.

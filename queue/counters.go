@@ -37,6 +37,9 @@ type Counters struct {
 	// acknowledged without handling because of their schedule's overlap
 	// policy (OverlapSkip), over all groups.
 	OverlapSkipped int64
+	// Quarantined counts the records claims moved to the quarantine
+	// (Queue.Quarantine), dropped ones included.
+	Quarantined int64
 }
 
 // Counters reads the namespace's counters, summed over its shards, in one
@@ -70,6 +73,7 @@ func (q *Queue) Counters(ctx context.Context) (Counters, error) {
 		Lateness:    make([]int64, len(LatenessBuckets)),
 
 		OverlapSkipped: num("overlap_skipped"),
+		Quarantined:    num("quarantined"),
 	}
 	var sum int64
 	for i, b := range LatenessBuckets {

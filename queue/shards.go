@@ -80,6 +80,7 @@ type layout struct {
 	created bool       // the meta key existed when the layout was read
 	keys    [][]string // spaces[k].Keys()
 	tkeys   [][]string // spaces[k].Keys() and spaces[k].Traces()
+	ckeys   [][]string // tkeys[k] and spaces[k].Quarantine(), claim's keys
 	sharded bool
 	scripts *scriptSet
 }
@@ -92,15 +93,20 @@ func newLayout(ns string, shards int, sharded bool) *layout {
 	for _, s := range l.spaces {
 		l.keys = append(l.keys, s.Keys())
 		l.tkeys = append(l.tkeys, append(s.Keys(), s.Traces()))
+		l.ckeys = append(l.ckeys, append(s.Keys(), s.Traces(), s.Quarantine()))
 	}
 	return l
 }
 
 // keysOf returns the keys script s takes on shard k: the seven common keys,
 // and the traces hash as the eighth for the scripts that carry a trace from
-// schedule to fire (prelude.lua).
+// schedule to fire (prelude.lua), and for claim the quarantine hash as the
+// ninth (claim.lua).
 func (l *layout) keysOf(s *redis.Script, k int) []string {
-	if s == l.scripts.schedule || s == l.scripts.claim || s == l.scripts.purge {
+	if s == l.scripts.claim {
+		return l.ckeys[k]
+	}
+	if s == l.scripts.schedule || s == l.scripts.purge {
 		return l.tkeys[k]
 	}
 	return l.keys[k]

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -149,49 +150,88 @@ func dueMillis(t time.Time) int64 {
 
 func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
-// parseMillis parses a decimal millisecond timestamp; "" gives the zero time.
-func parseMillis(s string) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
+// decodeRecord parses a record as the scripts reply with it: the stored
+// record (decodeStored) with a scheduled timer's due time filled in from
+// the due set, "s:<due>:<created>::<payload>" (full in prelude.lua).
+func decodeRecord(id, rec string) (Timer, error) {
+	if rest, ok := strings.CutPrefix(rec, "s:"); ok {
+		if due, stored, ok := strings.Cut(rest, ":"); ok && due != "" {
+			if !isMillis(due) {
+				return Timer{}, malformedRecord(id, "due time")
+			}
+			ms, _ := strconv.ParseInt(due, 10, 64)
+			return decodeStored(id, "s::"+stored, float64(ms), true)
+		}
 	}
-	ms, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return time.Time{}, err
-	}
-	return fromMillis(ms), nil
+	return decodeStored(id, rec, 0, false)
 }
 
-// decodeRecord parses "<s|f|c>:<due>:<created>:<settled>:<payload>", the
-// layout written by the scripts (prelude.lua).
-func decodeRecord(id, rec string) (Timer, error) {
-	bad := func(why string) (Timer, error) {
-		return Timer{}, fmt.Errorf("%w: timer %q (%s): was it written by something other than timerq?", ErrMalformedRecord, id, why)
+// maxMillis is maxDue in milliseconds: the latest time a record holds.
+const maxMillis = 253402300799999
+
+// isMillis reports whether a record's time field is one timerq writes: 1 to
+// 15 ASCII digits of at most maxMillis (is_ms in prelude.lua).
+func isMillis(s string) bool {
+	if len(s) < 1 || len(s) > 15 {
+		return false
 	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	ms, _ := strconv.ParseInt(s, 10, 64)
+	return ms <= maxMillis
+}
+
+func malformedRecord(id, why string) error {
+	return fmt.Errorf("%w: timer %q (%s): was it written by something other than timerq?", ErrMalformedRecord, id, why)
+}
+
+// decodeStored parses a record as it is stored in the timers hash,
+// "<s|f|c>:<due>:<created>:<settled>:<payload>" (encode in prelude.lua),
+// where a scheduled timer has no due and no settled time: its due time is
+// the due set's score, given as due when hasDue. It accepts exactly what
+// the scripts accept (decode and score_ms in prelude.lua): the claim
+// quarantines a record if and only if decodeStored rejects it, which
+// FuzzQuarantineMatchesDecoder checks.
+func decodeStored(id, rec string, due float64, hasDue bool) (Timer, error) {
 	f := strings.SplitN(rec, ":", 5)
 	if len(f) != 5 || len(f[0]) != 1 {
-		return bad("wrong field count")
+		return Timer{}, malformedRecord(id, "wrong field count")
 	}
 	t := Timer{ID: id, Payload: []byte(f[4])}
-	var err error
-	if t.Due, err = parseMillis(f[1]); err != nil || f[1] == "" {
-		return bad("due time")
+	if !isMillis(f[2]) {
+		return Timer{}, malformedRecord(id, "created time")
 	}
-	if t.CreatedAt, err = parseMillis(f[2]); err != nil {
-		return bad("created time")
-	}
-	settled, err := parseMillis(f[3])
-	if err != nil {
-		return bad("settled time")
-	}
+	t.CreatedAt = fromMillis(atoi(f[2]))
 	switch f[0] {
 	case "s":
-		t.State = StateScheduled
-	case "f":
-		t.State, t.FiredAt = StateFired, settled
-	case "c":
-		t.State, t.CancelledAt = StateCancelled, settled
-	default:
-		return bad("state")
+		if f[1] != "" || f[3] != "" {
+			return Timer{}, malformedRecord(id, "a scheduled record holds no due or settled time")
+		}
+		if !hasDue {
+			return Timer{}, malformedRecord(id, "scheduled without a due time")
+		}
+		if due < 0 || due > maxMillis || due != math.Floor(due) {
+			return Timer{}, malformedRecord(id, "due score is not a due time")
+		}
+		t.State, t.Due = StateScheduled, fromMillis(int64(due))
+		return t, nil
+	case "f", "c":
+		if !isMillis(f[1]) {
+			return Timer{}, malformedRecord(id, "due time")
+		}
+		if !isMillis(f[3]) {
+			return Timer{}, malformedRecord(id, "settled time")
+		}
+		t.Due = fromMillis(atoi(f[1]))
+		if f[0] == "f" {
+			t.State, t.FiredAt = StateFired, fromMillis(atoi(f[3]))
+		} else {
+			t.State, t.CancelledAt = StateCancelled, fromMillis(atoi(f[3]))
+		}
+		return t, nil
 	}
-	return t, nil
+	return Timer{}, malformedRecord(id, "state")
 }

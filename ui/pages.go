@@ -22,7 +22,7 @@ import (
 )
 
 // pages are the templates, each rendered inside layout.html.
-var pageNames = []string{"overview", "timers", "timer", "confirm", "tail", "groups", "schedules", "schedule", "error"}
+var pageNames = []string{"overview", "timers", "timer", "confirm", "tail", "groups", "schedules", "schedule", "quarantine", "error"}
 
 func (h *Handler) parseTemplates() error {
 	funcs := template.FuncMap{

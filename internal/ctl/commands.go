@@ -78,6 +78,7 @@ Bad lines are reported with their line number and skipped; the exit code is then
 			Action: r.export,
 		},
 		{Name: "watch", Usage: "follow fire events live until Ctrl-C", ArgsUsage: " ", Action: r.watch},
+		quarantineCommand(r),
 		{Name: "version", Usage: "print the version", ArgsUsage: " ", Action: r.version},
 		{
 			Name: "completion", Usage: "print a shell completion script", ArgsUsage: "bash|zsh",
@@ -366,6 +367,7 @@ func (r *runner) list(c *cli.Context) error {
 			}
 			return s.redisErr(err)
 		}
+		r.warnMalformed(page.Malformed)
 		if len(page.Timers) == 0 && o.Cursor == "" {
 			r.warnIfNothing(ctx, s, nil)
 		}

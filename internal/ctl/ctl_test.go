@@ -590,6 +590,8 @@ func TestImportExport(t *testing.T) {
 			// Schedule lines restored or left as they were.
 			SchedulesCreated  int `json:"schedules_created"`
 			SchedulesExisting int `json:"schedules_existing"`
+			// Quarantined lines put in the quarantine.
+			Quarantined int `json:"quarantined"`
 		}
 		rep := decode[report](t, r.stdout)
 		if rep.Created != 3 || rep.Existing != 1 || rep.Rejected != 5 || fmt.Sprint(rep.RejectedLines) != "[4 6 7 8 9]" {

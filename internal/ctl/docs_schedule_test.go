@@ -16,6 +16,16 @@ func TestDocumentedScheduleLineParses(t *testing.T) {
 	_, section, _ := strings.Cut(string(doc), "## Import and export format")
 	n := 0
 	for _, line := range strings.Split(section, "\n") {
+		if strings.HasPrefix(line, `{"kind":"quarantined"`) {
+			// The quarantined line of the same section parses too.
+			if k, err := lineKind([]byte(line)); err != nil || k != kindQuarantined {
+				t.Errorf("documented line %s: kind %q, %v", line, k, err)
+			}
+			if r, err := parseQuarantineLine([]byte(line)); err != nil || r.ID != "bad" || string(r.Raw) != "garbage" || r.QuarantinedAt.IsZero() {
+				t.Errorf("documented line %s: %+v, %v", line, r, err)
+			}
+			continue
+		}
 		if !strings.HasPrefix(line, `{"kind"`) {
 			continue
 		}

@@ -73,7 +73,7 @@ func writeSchedules(s *session, ctx func() (context.Context, context.CancelFunc)
 }
 
 // lineKind returns the "kind" of an import line: "" for a timer (no kind,
-// or "timer"), kindSchedule, or an error for another kind.
+// or "timer"), kindSchedule, kindQuarantined, or an error for another kind.
 func lineKind(line []byte) (string, error) {
 	if !bytes.Contains(line, []byte(`"kind"`)) {
 		return "", nil // the common case, a timer, pays one scan
@@ -87,10 +87,10 @@ func lineKind(line []byte) (string, error) {
 	switch *k.Kind {
 	case "timer":
 		return "", nil
-	case kindSchedule:
-		return kindSchedule, nil
+	case kindSchedule, kindQuarantined:
+		return *k.Kind, nil
 	}
-	return "", fmt.Errorf("kind %q is not timer or schedule", *k.Kind)
+	return "", fmt.Errorf("kind %q is not timer, schedule or quarantined", *k.Kind)
 }
 
 // scheduleImportJSON is what a schedule line may hold: the export line,

@@ -55,6 +55,8 @@ type importJSON struct {
 	// Schedule lines ({"kind":"schedule"}) restored, or left as they were.
 	SchedulesCreated  int `json:"schedules_created"`
 	SchedulesExisting int `json:"schedules_existing"`
+	// Quarantined lines ({"kind":"quarantined"}) put in the quarantine.
+	Quarantined int `json:"quarantined"`
 }
 
 // lineTime reads the time field name of an import line; absent and null
@@ -253,6 +255,19 @@ func (r *runner) importCmd(c *cli.Context) error {
 				}
 			}
 			switch {
+			case perr == nil && kind == kindQuarantined:
+				var qr queue.QuarantinedRecord
+				if qr, perr = parseQuarantineLine(line); perr == nil {
+					ctx, cancel := s.ctx(c)
+					var n int
+					n, perr = s.q.RestoreQuarantined(ctx, []queue.QuarantinedRecord{qr})
+					cancel()
+					if perr != nil && !errors.Is(perr, queue.ErrInvalidOptions) && !errors.Is(perr, queue.ErrInvalidID) {
+						bar.done()
+						return s.redisErr(perr)
+					}
+					res.Quarantined += n
+				}
 			case perr == nil && kind == kindSchedule:
 				// After the timers before it, which may be its occurrences
 				// (export writes timers first): the restore keeps them.
@@ -275,7 +290,7 @@ func (r *runner) importCmd(c *cli.Context) error {
 				res.RejectedLines = append(res.RejectedLines, lineNo)
 				bar.clear()
 				fmt.Fprintf(r.o.Stderr, "timerctl: line %d: %s: fix the line and import again\n", lineNo, oneLine(perr.Error()))
-			case kind == kindSchedule:
+			case kind == kindSchedule, kind == kindQuarantined:
 			case it.restore:
 				if len(batch) > 0 {
 					if err := flushed(); err != nil {
@@ -318,6 +333,9 @@ func (r *runner) importCmd(c *cli.Context) error {
 		fmt.Fprintf(r.o.Stdout, "created %d, existing %d, rejected %d", res.Created, res.Existing, res.Rejected)
 		if res.SchedulesCreated+res.SchedulesExisting > 0 {
 			fmt.Fprintf(r.o.Stdout, "; schedules: %d created, %d existing", res.SchedulesCreated, res.SchedulesExisting)
+		}
+		if res.Quarantined > 0 {
+			fmt.Fprintf(r.o.Stdout, "; %d records put in the quarantine (timerctl quarantine list)", res.Quarantined)
 		}
 		fmt.Fprintln(r.o.Stdout)
 	}
@@ -393,6 +411,10 @@ func (r *runner) export(c *cli.Context) error {
 	defer s.close()
 	w := bufio.NewWriter(r.o.Stdout)
 	enc := json.NewEncoder(w)
+	// Records timerq cannot read are skipped by the listing; export keeps
+	// them, as quarantined lines after the timers, so that a round trip
+	// loses nothing and an operator sees them (stderr).
+	var bad []quarantineLine
 	for {
 		ctx, cancel := s.ctx(c)
 		page, err := s.q.List(ctx, o)
@@ -405,10 +427,36 @@ func (r *runner) export(c *cli.Context) error {
 				return err
 			}
 		}
+		for _, m := range page.Malformed {
+			bad = append(bad, malformedLine(m))
+		}
 		if page.NextCursor == "" {
 			break
 		}
 		o.Cursor = page.NextCursor
+	}
+	if withSchedules {
+		ctx, cancel := s.ctx(c)
+		qs, err := s.q.Quarantine(ctx)
+		cancel()
+		if err != nil {
+			return s.redisErr(err)
+		}
+		for _, q := range qs {
+			l := toQuarantineLine(q)
+			l.Kind = kindQuarantined
+			bad = append(bad, l)
+		}
+	}
+	for _, l := range bad {
+		if err := enc.Encode(l); err != nil {
+			return err
+		}
+	}
+	if len(bad) > 0 {
+		fmt.Fprintf(r.o.Stderr, "timerctl: warning: %d records timerq cannot read (quarantined, or malformed in place) "+
+			"are exported as {\"kind\":\"quarantined\"} lines; import puts them in the quarantine and never fires them "+
+			"(timerctl quarantine list)\n", len(bad))
 	}
 	if withSchedules {
 		if err := writeSchedules(s, func() (context.Context, context.CancelFunc) { return s.ctx(c) }, w); err != nil {

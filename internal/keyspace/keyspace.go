@@ -143,6 +143,12 @@ func (s Space) Counters() string { return s.tag + "counters" }
 // eighth key.
 func (s Space) Traces() string { return s.tag + "traces" }
 
+// Quarantine is the hash of records the claim moved aside because they are
+// not records timerq writes (id -> "<quarantined_ms>:<due score>:<reason>:
+// <raw record>", see scripts/lua/prelude.lua), so that one bad record does
+// not stop the shard. claim.lua takes it as its ninth key.
+func (s Space) Quarantine() string { return s.tag + "quarantine" }
+
 // Keys are the seven keys every script takes, in the order of
 // scripts/lua/prelude.lua: due, timers, fired, cancelled, expire, fires,
 // counters.

@@ -26,6 +26,7 @@ func TestOneShardKeepsTheUnshardedNames(t *testing.T) {
 		Namespace("orders").Schedules():   "timerq:{orders}:schedules",
 		Namespace("orders").SchedDue():    "timerq:{orders}:sched-due",
 		s.Traces():                        "timerq:{orders}:traces",
+		s.Quarantine():                    "timerq:{orders}:quarantine",
 		Namespace("orders").Meta():        "timerq:{orders}:meta",
 		Namespace("orders").MaintLock():   "timerq:{orders}:maint-lock",
 		Namespace("orders").WorkersSeen(): "timerq:{orders}:workers-seen",
@@ -53,7 +54,7 @@ func TestEveryNameOfAShardHashesToOneSlot(t *testing.T) {
 	for _, shards := range []int{1, 2, 16, MaxShards} {
 		for _, s := range Shards("ns-1.x", shards) {
 			names := append(s.Keys(), s.Wake(), s.Notify(), s.TimerChannel("some-id"), s.TimerChannel("{other}"),
-				s.DeadLetter(), s.TimerChannelPrefix(), s.Schedules(), s.SchedDue(), s.TimerChannel("sched@1767225600000"), s.Traces())
+				s.DeadLetter(), s.TimerChannelPrefix(), s.Schedules(), s.SchedDue(), s.TimerChannel("sched@1767225600000"), s.Traces(), s.Quarantine())
 			want := Slot(names[0])
 			for _, n := range names {
 				if Slot(n) != want {

@@ -1,15 +1,18 @@
 -- claim.lua: fire up to ARGV[1] due timers, atomically and exactly once.
 --
--- KEYS: the namespace's seven keys, then its traces hash (see prelude.lua).
+-- KEYS: the namespace's seven keys, then its traces hash (see prelude.lua),
+--       then KEYS[9] its quarantine hash: id -> quarantine_value (prelude.lua)
 -- ARGV[1] limit: most timers to claim (1..1000)
 -- ARGV[2] retention_ms: how long fired records are kept; 0 keeps them forever
 -- ARGV[3] stream_maxlen: approximate bound of the fire stream; 0 = unbounded
 -- ARGV[4] channel prefix: a fired timer's wakeup goes to prefix .. id
 -- ARGV[5] notify channel: told how many timers a claim fired, once per claim
 --         that fired any, so consumers of the fire stream wake (optional)
--- Reply: {now_ms, earliest_ms_or_empty, id_1, due_1, payload_1,
---        traceparent_1, id_2, ...}; every timer of one claim has fired_at =
---        now_ms; traceparent is '' for a timer scheduled outside a trace.
+-- Reply: {now_ms, earliest_ms_or_empty, q, qid_1, qreason_1, ..., qid_q,
+--        qreason_q, id_1, due_1, payload_1, traceparent_1, id_2, ...}: the q
+--        records this claim quarantined, then the fired timers; every timer
+--        of one claim has fired_at = now_ms; traceparent is '' for a timer
+--        scheduled outside a trace.
 -- Complexity: O(log N + k) for k claimed timers in a set of N, plus one
 --        PUBLISH and one XADD per claimed timer, and one XTRIM and a few
 --        HINCRBYs (the counters) per claim; when some timer was traced, one
@@ -22,6 +25,15 @@
 -- A timer is due when due_ms <= now_ms of the server clock, never earlier.
 -- Removing it from the due set and marking it fired happen in this one
 -- script, so no two claimers can both see it.
+--
+-- A due member whose record is malformed (decode), or whose due score is
+-- no due time (score_ms), cannot fire, and failing the claim for it would
+-- stop every timer of the shard behind it. It is quarantined instead, in
+-- the same script: its record moves, byte for byte, from the timers hash to
+-- the quarantine hash (with the time, its due score and the reason), it
+-- leaves the due set with the rest of the batch, and the counters' field
+-- quarantined counts it. The timers beside it fire as usual. Only decode
+-- decides what is malformed, so a record timerq wrote is never moved.
 --
 -- The counters (KEYS[7]) record every fire in Redis, so that metrics count
 -- the timers of a claim whose reply never reached its worker: fired, the
@@ -47,7 +59,7 @@ local notify = ARGV[5]
 
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
 local n = #due / 2
-local reply = {now_s, ''}
+local reply = {now_s, '', '0'}
 if n > 0 then
   -- Phase 1: read and check every record.
   local ids = {}
@@ -56,23 +68,27 @@ if n > 0 then
   local hset, fired, expire, events = {}, {}, {}, {}
   local buckets, late_sum = {}, 0
   local purge_at = fmt(now + retention)
+  local quarantined = {} -- {id, score, reason, rec}
   for i = 1, n do
-    local id, rec = ids[i], recs[i]
+    local id, rec, score = ids[i], recs[i], due[2 * i]
     -- A due member without a record, or with a settled one, is not a
     -- timer to fire: the claim only drops it from the due set.
     if rec then
       local state, _, created, _, payload = decode(rec)
-      if not state then return malformed(id, 'has a malformed record') end
-      if state == 's' then
-        local due_ms = fmt(tonumber(due[2 * i]))
+      local due_s = score_ms(score)
+      if not state then
+        quarantined[#quarantined + 1] = {id, score, 'malformed record', rec}
+      elseif state == 's' and not due_s then
+        quarantined[#quarantined + 1] = {id, score, 'due score is not a due time', rec}
+      elseif state == 's' then
         hset[#hset + 1] = id
-        hset[#hset + 1] = encode('f', due_ms, created, now_s, payload)
-        fired[#fired + 1] = due_ms
+        hset[#hset + 1] = encode('f', due_s, created, now_s, payload)
+        fired[#fired + 1] = due_s
         fired[#fired + 1] = id
         expire[#expire + 1] = purge_at
         expire[#expire + 1] = id
-        events[#events + 1] = {id, due_ms, payload}
-        local late = now - tonumber(due_ms)
+        events[#events + 1] = {id, due_s, payload}
+        local late = now - tonumber(due_s)
         late_sum = late_sum + late
         local b = 'late_le_inf'
         for j = 1, #LATE_MS do
@@ -81,6 +97,15 @@ if n > 0 then
         buckets[b] = (buckets[b] or 0) + 1
       end
     end
+  end
+  if #quarantined > 0 then
+    err = check_type(KEYS[9], 'hash')
+    if err then return err end
+  end
+  reply[3] = fmt(#quarantined)
+  for _, b in ipairs(quarantined) do
+    reply[#reply + 1] = b[1]
+    reply[#reply + 1] = b[3]
   end
 
   -- The traceparents of the timers scheduled inside a trace, if any was.
@@ -118,6 +143,11 @@ if n > 0 then
     if maxlen > 0 then probes[#probes + 1] = {'XTRIM', KEYS[6]} end
     probes[#probes + 1] = {'HINCRBY', KEYS[7]}
     if #traced > 0 then probes[#probes + 1] = {'HDEL', KEYS[8]} end
+  end
+  if #quarantined > 0 then
+    probes[#probes + 1] = {'HDEL', KEYS[2]}
+    probes[#probes + 1] = {'HSET', KEYS[9]}
+    probes[#probes + 1] = {'HINCRBY', KEYS[7]}
   end
   err = probe_all(probes)
   if err then return err end
@@ -159,6 +189,17 @@ if n > 0 then
     for b, c in pairs(buckets) do
       redis.call('HINCRBY', KEYS[7], b, c)
     end
+  end
+  if #quarantined > 0 then
+    local qset, qdel = {}, {}
+    for _, b in ipairs(quarantined) do
+      qdel[#qdel + 1] = b[1]
+      qset[#qset + 1] = b[1]
+      qset[#qset + 1] = quarantine_value(now_s, b[2], b[3], b[4])
+    end
+    redis.call('HSET', KEYS[9], unpack(qset))
+    redis.call('HDEL', KEYS[2], unpack(qdel))
+    redis.call('HINCRBY', KEYS[7], 'quarantined', #quarantined)
   end
 end
 

@@ -2,7 +2,8 @@
 --
 -- KEYS: the namespace's seven keys (see prelude.lua).
 -- ARGV[1] id
--- Reply: the record, or false (nil) when there is none.
+-- Reply: the record, or false (nil) when there is none; a TIMERQ_MALFORMED
+--        error for a record that is not one timerq writes (full_or_bad).
 -- Complexity: O(log N).
 
 local err = check_types()
@@ -10,4 +11,6 @@ if err then return err end
 
 local rec = redis.call('HGET', KEYS[2], ARGV[1])
 if not rec then return false end
-return full(ARGV[1], rec)
+local full_rec, why = full_or_bad(ARGV[1], rec)
+if not full_rec then return malformed(ARGV[1], 'has a ' .. why) end
+return full_rec

@@ -6,8 +6,12 @@
 -- ARGV[4] limit (1..1000)
 -- ARGV[5] cursor due_ms and ARGV[6] cursor id: the page starts strictly after
 --         them; both empty for the first page
--- Reply: {next_due_ms, next_id, id_1, record_1, ...}; next_* are empty on the
---        last page.
+-- Reply: {next_due_ms, next_id, b, bad_id_1, bad_record_1, bad_reason_1,
+--        bad_score_1, ...,
+--        id_1, record_1, ...}; next_* are empty on the last page. The b
+--        records of the page that are malformed (full_or_bad) come apart,
+--        raw, so that a listing skips and reports them rather than fails:
+--        list only reads, so it cannot quarantine them itself.
 -- Complexity: O(log N + limit) per source set, plus the ties at the cursor's
 --        due time when the cursor's timer has left that set.
 
@@ -75,7 +79,7 @@ for _, key in ipairs(keys) do
 end
 table.sort(all, less)
 
-local reply = {'', ''}
+local reply = {'', '', '0'}
 local n = math.min(#all, limit)
 if #all > limit then
   reply[1] = fmt(all[n][2])
@@ -85,10 +89,22 @@ if n == 0 then return reply end
 local ids = {}
 for i = 1, n do ids[i] = all[i][1] end
 local recs = redis.call('HMGET', KEYS[2], unpack(ids))
+local good, bad = {}, 0
 for i = 1, n do
   if recs[i] then
-    reply[#reply + 1] = ids[i]
-    reply[#reply + 1] = full(ids[i], recs[i])
+    local rec, why = full_or_bad(ids[i], recs[i])
+    if rec then
+      good[#good + 1] = ids[i]
+      good[#good + 1] = rec
+    else
+      bad = bad + 1
+      reply[#reply + 1] = ids[i]
+      reply[#reply + 1] = recs[i]
+      reply[#reply + 1] = why
+      reply[#reply + 1] = fmt(all[i][2])
+    end
   end
 end
+reply[3] = fmt(bad)
+for _, v in ipairs(good) do reply[#reply + 1] = v end
 return reply

@@ -207,16 +207,37 @@ local function encode(state, due, created, settled, payload)
   return state .. ':' .. due .. ':' .. created .. ':' .. settled .. ':' .. payload
 end
 
--- decode splits a record, or returns nil when it is malformed.
+-- MAX_MS is 9999-12-31T23:59:59.999Z, the latest time timerq stores
+-- (queue.ValidateDue); exact in a double.
+local MAX_MS = 253402300799999
+
+-- is_ms reports whether a record's time field is one timerq writes: 1 to
+-- 15 ASCII digits (the caller's pattern matched %d) of at most MAX_MS.
+local function is_ms(s)
+  return #s >= 1 and #s <= 15 and tonumber(s) <= MAX_MS
+end
+
+-- decode splits a record, or returns nil when it is malformed: not
+-- exactly what encode writes for some state and times in 0..MAX_MS. It is
+-- the one validity rule; queue's decodeStored (timer.go) is its mirror,
+-- and FuzzQuarantineMatchesDecoder holds the two to the same answer.
 local function decode(rec)
   local state, due, created, settled, at = string.match(rec, '^([sfc]):(%d*):(%d+):(%d*):()')
-  if not state then return nil end
+  if not state or not is_ms(created) then return nil end
   if state == 's' then
     if due ~= '' or settled ~= '' then return nil end
-  elseif due == '' or settled == '' then
+  elseif not is_ms(due) or not is_ms(settled) then
     return nil
   end
   return state, due, created, settled, string.sub(rec, at)
+end
+
+-- score_ms turns a due set score into due_ms, or nil when it is not a whole
+-- millisecond in 0..MAX_MS (only a hand-written ZADD gives one).
+local function score_ms(score)
+  local d = tonumber(score)
+  if not d or d < 0 or d > MAX_MS or d ~= math.floor(d) then return nil end
+  return fmt(d)
 end
 
 -- malformed is the error reply for a record that decode rejects, or for a
@@ -230,11 +251,12 @@ end
 
 -- due_of returns a scheduled timer's due_ms from the due set, or nil when
 -- it has none (a scheduled record left half-written by an older timerq,
--- whose scripts wrote before they published).
+-- whose scripts wrote before they published) or a score that is no due
+-- time (score_ms).
 local function due_of(id)
   local score = redis.call('ZSCORE', KEYS[1], id)
   if not score then return nil end
-  return fmt(tonumber(score))
+  return score_ms(score)
 end
 
 -- full fills in the due time of a scheduled record for a reply. A scheduled
@@ -245,4 +267,26 @@ local function full(id, rec)
   local due = due_of(id)
   if not due then return rec end
   return 's:' .. due .. string.sub(rec, 3)
+end
+
+-- full_or_bad is full for a record that decode accepts and whose due time
+-- (if scheduled) is valid; for any other it returns nil and why, so that a
+-- reader skips and reports the record instead of failing.
+local function full_or_bad(id, rec)
+  local state = decode(rec)
+  if not state then return nil, 'malformed record' end
+  if state == 's' then
+    local due = due_of(id)
+    if not due then return nil, 'scheduled record without a valid due time' end
+    return 's:' .. due .. string.sub(rec, 3)
+  end
+  return rec
+end
+
+-- quarantine_value is what the quarantine hash keeps for a record moved
+-- aside: "<quarantined_at_ms>:<due score>:<reason>:<raw record>". The
+-- score is as Redis gave it (never holding ':'), the reason one of claim's
+-- fixed phrases (no ':' either), and the raw record last, byte for byte.
+local function quarantine_value(now_s, score, reason, rec)
+  return now_s .. ':' .. score .. ':' .. reason .. ':' .. rec
 end
