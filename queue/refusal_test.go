@@ -109,6 +109,11 @@ func aclUsers(prefix string) []aclUser {
 		name: "nohset", rules: allBut("-hset"), want: "may not run HSET",
 		fails: setOf("schedule", "batch", "claim", "cancel"),
 	}, {
+		// Valkey names the user in a command refusal: a name holding
+		// "key" and "channel" must not make it a key's or a channel's.
+		name: "monkey-channel-nohset", rules: allBut("-hset"), want: "may not run HSET",
+		fails: setOf("schedule", "batch", "claim", "cancel"),
+	}, {
 		name: "nohincrby", rules: allBut("-hincrby"), want: "may not run HINCRBY", fails: setOf("claim"),
 	}, {
 		name: "nozremrangebyrank", rules: allBut("-zremrangebyrank"), want: "may not run ZREMRANGEBYRANK",

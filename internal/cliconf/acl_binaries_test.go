@@ -18,6 +18,7 @@ import (
 
 	"github.com/timerq/timerq/internal/cliconf"
 	"github.com/timerq/timerq/internal/ctl"
+	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/internal/uitest"
 	"github.com/timerq/timerq/internal/worker"
@@ -78,7 +79,13 @@ func TestACLLinesRunTheBinaries(t *testing.T) {
 				MetricsAddr:     metrics,
 			}, slog.New(slog.NewTextHandler(&logBuf, nil)))
 		}()
-		defer func() {
+		stopped := false
+		stopWorker := func() {
+			t.Helper()
+			if stopped {
+				return
+			}
+			stopped = true
 			stop()
 			select {
 			case err := <-done:
@@ -88,7 +95,8 @@ func TestACLLinesRunTheBinaries(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Error("timerworker did not stop within 10s")
 			}
-		}()
+		}
+		defer stopWorker()
 		var scrape string
 		defer func() {
 			if t.Failed() {
@@ -101,13 +109,16 @@ func TestACLLinesRunTheBinaries(t *testing.T) {
 				t.Logf("last /metrics scrape:\n%s\ntimerworker log:\n%s", strings.Join(ours, "\n"), logBuf.String())
 			}
 		}()
-		redistest.Eventually(t, 15*time.Second, "timerworker to fire w, hold the maintenance lock and scrape cleanly", func() bool {
+		running := func() {
 			select {
 			case err := <-done:
-				done <- err // for the deferred check
-				t.Fatalf("timerworker exited under the documented worker line: %v\nlog:\n%s", err, logBuf.String())
+				stopped = true
+				t.Fatalf("timerworker exited under the documented worker line: %v", err)
 			default:
 			}
+		}
+		redistest.Eventually(t, 15*time.Second, "timerworker to fire w, hold the maintenance lock and scrape cleanly", func() bool {
+			running()
 			tm, err := q.Get(ctx, "w")
 			if err != nil || tm.State != queue.StateFired {
 				return false
@@ -120,8 +131,27 @@ func TestACLLinesRunTheBinaries(t *testing.T) {
 		if ready := httpBody(t, "http://"+metrics+"/readyz"); ready != "ready\n" {
 			t.Errorf("/readyz = %q", ready)
 		}
-		if l := logBuf.String(); strings.Contains(l, "NOPERM") || strings.Contains(l, "permission") || strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
-			t.Errorf("timerworker logged a refusal or a failure under the documented worker line:\n%s", l)
+		// The holder extends the lock (redsync's script: GET, PEXPIRE)
+		// every third of its expiry: its time to live goes up again.
+		lock := keyspace.Namespace(mine).MaintLock()
+		low := admin.PTTL(ctx, lock).Val()
+		redistest.Eventually(t, 15*time.Second, "timerworker to extend the maintenance lock", func() bool {
+			running()
+			ttl := admin.PTTL(ctx, lock).Val()
+			if ttl > low {
+				return true
+			}
+			low = ttl
+			return false
+		})
+		// On SIGTERM it releases the lock (GET, DEL).
+		stopWorker()
+		if n := admin.Exists(ctx, lock).Val(); n != 0 {
+			t.Errorf("timerworker left its maintenance lock %s behind", lock)
+		}
+		if l := logBuf.String(); strings.Contains(l, "NOPERM") || strings.Contains(l, "permission") ||
+			strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") || !strings.Contains(l, "maintenance lock released") {
+			t.Errorf("timerworker logged a refusal or a failure under the documented worker line, or did not release its lock:\n%s", l)
 		}
 	})
 
