@@ -205,7 +205,10 @@ func IsTransient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
-	for _, code := range []string{"READONLY", "LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"} {
+	// UNBLOCKED ends a blocking read (XREAD) when the server turns replica
+	// (REPLICAOF, as in a failover) or an operator runs CLIENT UNBLOCK …
+	// ERROR: the next read goes on.
+	for _, code := range []string{"READONLY", "LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "UNBLOCKED"} {
 		if redis.HasErrorPrefix(err, code) {
 			return true
 		}
