@@ -69,9 +69,12 @@ func Explain(err error, t Target) *Error {
 	case errors.Is(err, queue.ErrOutOfMemory):
 		more := ""
 		if t.Retention != "" {
-			more = ", shorten " + t.Retention + " so purges free more,"
+			more = ", or shorten " + t.Retention + " so purges free more"
 		}
-		return out(ExitFailure, problem, "Redis is at maxmemory with the noeviction policy: raise maxmemory"+more+" or cancel timers you no longer need; nothing was written")
+		// Not "cancel timers": a cancel writes, and is refused too; the
+		// workers' claims and purges still run.
+		return out(ExitFailure, problem, "Redis is at maxmemory with the noeviction policy: raise maxmemory"+more+
+			"; until memory is freed, schedule, cancel and reschedule are refused while the workers' purges still run; nothing was written")
 	case errors.Is(err, queue.ErrWrongType):
 		return out(ExitFailure, problem, fmt.Sprintf("another program writes under timerq:{%s}:*: use another --namespace, or remove those keys", ns))
 	case errors.Is(err, queue.ErrMalformedRecord):
