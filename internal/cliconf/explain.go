@@ -202,8 +202,8 @@ func isConnError(err error) bool {
 // IsTransient reports whether err is one a long-running command should
 // retry rather than give up on: a lost or refused connection, a timeout,
 // or a server in the middle of a failover or restart (READONLY, LOADING,
-// MASTERDOWN, TRYAGAIN, CLUSTERDOWN). A refusal (ACL, OOM, WRONGTYPE) is
-// not transient.
+// MASTERDOWN, TRYAGAIN, CLUSTERDOWN, UNBLOCKED). A refusal (ACL, OOM,
+// WRONGTYPE) is not transient.
 func IsTransient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false

@@ -65,10 +65,9 @@ func (r *runner) watch(c *cli.Context) error {
 		}
 		if err != nil && cliconf.IsTransient(err) {
 			// A lost connection or a failover (UNBLOCKED included): like
-			// the workers, retry
-			// with backoff and resume after the last entry printed, so
-			// that no fire is shown twice or skipped (the stream keeps
-			// them while Redis is away).
+			// the workers, retry with backoff and resume after the last
+			// entry printed, so that no fire is shown twice or skipped
+			// (the stream keeps them while Redis is away).
 			failures++
 			select {
 			case <-c.Context.Done():
