@@ -9,8 +9,9 @@ import (
 )
 
 // CheckPermissions checks, changing nothing, that the Redis user may do
-// everything timerq does in this namespace: run the scripts (EVAL, EVALSHA
-// and SCRIPT LOAD), every command they run on every key of the namespace,
+// everything a worker does in this namespace: run the scripts (EVAL, EVALSHA
+// and SCRIPT LOAD), every command a worker's scripts run on every key of the
+// namespace (not list.lua's ZRANK, which only timerctl runs),
 // PUBLISH on its channels, and SUBSCRIBE to them. It returns nil, or an
 // error wrapping ErrPermission that names the first missing right and the
 // ACL rule granting it. Workers call it at start-up, so that a missing

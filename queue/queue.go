@@ -554,7 +554,8 @@ func (q *Queue) redisError(err error) error {
 	case migrating(err):
 		return fmt.Errorf("%w: %w; retry once the move ends (other shards are unaffected)", ErrSlotMigrating, err)
 	case hasRedisCode(err, "OOM"):
-		return fmt.Errorf("%w: %w; raise maxmemory, lower Options.Retention so purges free more, or cancel timers you no longer need",
+		// Not "cancel timers": a cancel writes, and is refused too.
+		return fmt.Errorf("%w: %w; raise maxmemory, or lower Options.Retention so the workers' purges, which still run, free more",
 			ErrOutOfMemory, err)
 	case hasRedisCode(err, "TIMERQ_MALFORMED"):
 		return fmt.Errorf("%w: %w", ErrMalformedRecord, err)
@@ -577,28 +578,51 @@ func (q *Queue) permissionHint(msg string) string {
 		}
 		return r
 	}
-	switch {
-	case strings.Contains(msg, "NOPERM timerq:"):
+	if strings.Contains(msg, "NOPERM timerq:") {
 		return more
-	case strings.Contains(msg, "channel"):
-		return "; grant the namespace's channels with the ACL rule " + rule("&") + more
-	case strings.Contains(msg, "key"):
-		return "; grant the namespace's keys with the ACL rule " + rule("~") + more
 	}
+	// A refused command first: Valkey's wording names the user ("User U
+	// has no permissions to run the 'x' command"), whose name may contain
+	// "key" or "channel".
 	if _, rest, ok := strings.Cut(msg, "to run the '"); ok {
 		if cmd, _, ok := strings.Cut(rest, "'"); ok {
 			return "; grant it with the ACL rule +" + strings.ToLower(cmd) + more
 		}
 	}
+	switch {
+	case strings.Contains(msg, "can't run this command"):
+	case strings.Contains(msg, "channel"):
+		return "; grant the namespace's channels with the ACL rule " + rule("&") + more
+	case strings.Contains(msg, "key"):
+		return "; grant the namespace's keys with the ACL rule " + rule("~") + more
+	}
 	return "; grant the commands timerq runs" + more
 }
 
+// Wordings of an ACL refusal of a command run inside a script, which both
+// servers report as ERR, not NOPERM, naming what was refused (a command,
+// a key or a channel) in their own words.
+const (
+	// Redis 7.0: "The user executing the script can't run this command or
+	// subcommand", "... can't access at least one of the keys mentioned in
+	// the command arguments", "... can't publish to the channel mentioned
+	// in the command".
+	redisScriptACL = "The user executing the script can't"
+	// Valkey 8: "ACL failure in script: User U has no permissions to run
+	// the 'x' command", "ACL failure in script: No permissions to access a
+	// key", "ACL failure in script: No permissions to access a channel".
+	valkeyScriptACL = "ACL failure in script: "
+)
+
 // isScriptACLError reports whether err is an ACL refusal of a command run
-// inside a script: Redis 7.0 reports those as ERR, not NOPERM, in words
-// that name what was refused (a command, a key or a channel).
+// inside a script, in Redis's words or Valkey's.
 func isScriptACLError(err error) bool {
 	var rerr redis.Error
-	return errors.As(err, &rerr) && strings.Contains(rerr.Error(), "The user executing the script can't")
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	return strings.Contains(msg, redisScriptACL) || strings.Contains(msg, valkeyScriptACL)
 }
 
 // hasRedisCode reports whether err is a Redis error reply carrying code,

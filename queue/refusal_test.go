@@ -109,6 +109,11 @@ func aclUsers(prefix string) []aclUser {
 		name: "nohset", rules: allBut("-hset"), want: "may not run HSET",
 		fails: setOf("schedule", "batch", "claim", "cancel"),
 	}, {
+		// Valkey names the user in a command refusal: a name holding
+		// "key" and "channel" must not make it a key's or a channel's.
+		name: "monkey-channel-nohset", rules: allBut("-hset"), want: "may not run HSET",
+		fails: setOf("schedule", "batch", "claim", "cancel"),
+	}, {
 		name: "nohincrby", rules: allBut("-hincrby"), want: "may not run HINCRBY", fails: setOf("claim"),
 	}, {
 		name: "nozremrangebyrank", rules: allBut("-zremrangebyrank"), want: "may not run ZREMRANGEBYRANK",
@@ -313,8 +318,14 @@ func TestOutOfMemory(t *testing.T) {
 		"reschedule": func() error { _, err := q.Reschedule(ctx, "later", time.Now()); return err },
 		"fire-now":   func() error { _, err := q.FireNow(ctx, "later"); return err },
 	} {
-		if err := op(); !errors.Is(err, queue.ErrOutOfMemory) {
+		err := op()
+		if !errors.Is(err, queue.ErrOutOfMemory) {
 			t.Errorf("%s over maxmemory = %v, want ErrOutOfMemory", name, err)
+			continue
+		}
+		// The advice must not be what was just refused.
+		if _, advice, _ := strings.Cut(err.Error(), "maxmemory'"); strings.Contains(advice, "cancel") {
+			t.Errorf("%s over maxmemory advises a cancel, which is refused too: %v", name, err)
 		}
 	}
 	// A batch of existing IDs is only a read, so it succeeds.

@@ -30,6 +30,15 @@ func TestMissingNamesTheRight(t *testing.T) {
 		{"ERR The user executing the script can't access at least one of the keys mentioned in the command", "~timerq:{ns}:*"},
 		{inScript, "+hset"},
 		{"ERR The user executing the script can't run this command or subcommand script: 0000000000000000000000000000000000000000, on @user_script:3.", "a command the script runs (see docs/security.md)"},
+		// Valkey 8.0's wordings, captured from valkey-server 8.0.1: inside a
+		// script (ERR), and outside one (NOPERM), whose command refusal
+		// names the user.
+		{"ERR ACL failure in script: User monkey-channel has no permissions to run the 'hset' command script: 0000000000000000000000000000000000000000, on @user_script:3.", "+hset"},
+		{"ERR ACL failure in script: No permissions to access a key", "~timerq:{ns}:*"},
+		{"ERR ACL failure in script: No permissions to access a channel script: 0000000000000000000000000000000000000000, on @user_script:3.", "&timerq:{ns}:*"},
+		{"NOPERM User monkey-channel has no permissions to run the 'evalsha' command", "+evalsha"},
+		{"NOPERM No permissions to access a key", "~timerq:{ns}:*"},
+		{"NOPERM No permissions to access a channel", "&timerq:{ns}:*"},
 	} {
 		if got := Missing(tc.msg, "ns"); got != tc.want {
 			t.Errorf("Missing(%q) = %q, want %q", tc.msg, got, tc.want)

@@ -69,9 +69,12 @@ func Explain(err error, t Target) *Error {
 	case errors.Is(err, queue.ErrOutOfMemory):
 		more := ""
 		if t.Retention != "" {
-			more = ", shorten " + t.Retention + " so purges free more,"
+			more = ", or shorten " + t.Retention + " so purges free more"
 		}
-		return out(ExitFailure, problem, "Redis is at maxmemory with the noeviction policy: raise maxmemory"+more+" or cancel timers you no longer need; nothing was written")
+		// Not "cancel timers": a cancel writes, and is refused too; the
+		// workers' claims and purges still run.
+		return out(ExitFailure, problem, "Redis is at maxmemory with the noeviction policy: raise maxmemory"+more+
+			"; until memory is freed, schedule, cancel and reschedule are refused while the workers' purges still run; nothing was written")
 	case errors.Is(err, queue.ErrWrongType):
 		return out(ExitFailure, problem, fmt.Sprintf("another program writes under timerq:{%s}:*: use another --namespace, or remove those keys", ns))
 	case errors.Is(err, queue.ErrMalformedRecord):
@@ -199,13 +202,16 @@ func isConnError(err error) bool {
 // IsTransient reports whether err is one a long-running command should
 // retry rather than give up on: a lost or refused connection, a timeout,
 // or a server in the middle of a failover or restart (READONLY, LOADING,
-// MASTERDOWN, TRYAGAIN, CLUSTERDOWN). A refusal (ACL, OOM, WRONGTYPE) is
-// not transient.
+// MASTERDOWN, TRYAGAIN, CLUSTERDOWN, UNBLOCKED). A refusal (ACL, OOM,
+// WRONGTYPE) is not transient.
 func IsTransient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
-	for _, code := range []string{"READONLY", "LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"} {
+	// UNBLOCKED ends a blocking read (XREAD) when the server turns replica
+	// (REPLICAOF, as in a failover) or an operator runs CLIENT UNBLOCK …
+	// ERROR: the next read goes on.
+	for _, code := range []string{"READONLY", "LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "UNBLOCKED"} {
 		if redis.HasErrorPrefix(err, code) {
 			return true
 		}

@@ -73,6 +73,9 @@ func TestEachFailureGetsItsOwnHint(t *testing.T) {
 		if reach := strings.Contains(stderr, "check that Redis is reachable"); reach != (tc.name == "unreachable") {
 			t.Errorf("%s: %q: 'check that Redis is reachable' fits only an unreachable Redis", tc.name, stderr)
 		}
+		if tc.name == "out of memory" && strings.Contains(stderr, "cancel timers") {
+			t.Errorf("%s: %q advises cancelling, which is refused under OOM too", tc.name, stderr)
+		}
 		if strings.Contains(stderr, "Options.") {
 			t.Errorf("%s: %q names a Go option on the command line", tc.name, stderr)
 		}

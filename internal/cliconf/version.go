@@ -79,7 +79,9 @@ func CheckServer(ctx context.Context, rdb redis.UniversalClient, redacted string
 		}
 		return err
 	}
-	if _, isCluster := rdb.(*redis.ClusterClient); infoField(info, "redis_mode") == "cluster" && !isCluster {
+	// Redis says redis_mode:cluster, Valkey 8 server_mode:cluster.
+	mode := cmpOr(infoField(info, "redis_mode"), infoField(info, "server_mode"))
+	if _, isCluster := rdb.(*redis.ClusterClient); mode == "cluster" && !isCluster {
 		return &Error{Code: ExitFailure,
 			Problem: fmt.Sprintf("Redis at %s is a Cluster node, and --redis treats it as a single server", redacted),
 			Fix:     "add ?cluster=1 to --redis, or list the nodes: redis://node1:6379?addr=node2:6379&addr=node3:6379"}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
 	"github.com/timerq/timerq/internal/cliconf"
@@ -63,17 +64,23 @@ func (r *runner) watch(c *cli.Context) error {
 			return nil // Ctrl-C: a normal end
 		}
 		if err != nil && cliconf.IsTransient(err) {
-			// A lost connection or a failover: like the workers, retry
-			// with backoff and resume after the last entry printed, so
-			// that no fire is shown twice or skipped (the stream keeps
-			// them while Redis is away).
+			// A lost connection or a failover (UNBLOCKED included): like
+			// the workers, retry with backoff and resume after the last
+			// entry printed, so that no fire is shown twice or skipped
+			// (the stream keeps them while Redis is away).
 			failures++
 			select {
 			case <-c.Context.Done():
 				return nil // Ctrl-C, whose deadline may have failed the read
 			case <-time.After(min(watchRetryMin<<min(failures-1, 5), watchRetryMax)):
 			}
-			if failures == 1 {
+			switch {
+			case failures > 1:
+			case redis.HasErrorPrefix(err, "UNBLOCKED"):
+				// Not a lost connection: the server ended the blocked read.
+				fmt.Fprintf(r.o.Stderr, "timerctl: watch: Redis ended the read (%s), as REPLICAOF in a failover or CLIENT UNBLOCK does; reading again, resuming after stream position %s\n",
+					oneLine(err.Error()), from)
+			default:
 				fmt.Fprintf(r.o.Stderr, "timerctl: watch: lost Redis (%s); reconnecting, resuming after stream position %s\n", oneLine(err.Error()), from)
 			}
 			continue

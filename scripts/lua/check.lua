@@ -1,7 +1,10 @@
--- check.lua: check, changing nothing, that this Redis user may run what the
--- timerq scripts run: each command on each key it touches, and PUBLISH on
--- the namespace's channels. Workers run it at start-up, so that a missing
--- right is reported at once, by name, rather than at the first due timer.
+-- check.lua: check, changing nothing, that this Redis user may run what a
+-- worker's scripts run (claim, purge, stats, the recurring ones): each
+-- command on each key it touches, and PUBLISH on the namespace's channels.
+-- Workers run it at start-up, so that a missing right is reported at once,
+-- by name, rather than at the first due timer. It probes nothing a worker
+-- does not run (list.lua's ZRANK is timerctl's), so that docs/security.md's
+-- worker line, which grants exactly what a worker needs, passes it.
 --
 -- KEYS: the namespace's seven keys (see prelude.lua).
 -- ARGV[1] a timer channel to publish 'probe' on: that of the empty ID, on
@@ -18,7 +21,7 @@ for _, r in ipairs({
   {'ZRANGE', KEYS[1], 0, 0, 'WITHSCORES'},
   {'ZRANGEBYSCORE', KEYS[1], '-inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 1},
   {'ZRANGEBYSCORE', KEYS[5], '-inf', '-inf', 'LIMIT', 0, 1},
-  {'ZSCORE', KEYS[1], ''}, {'ZRANK', KEYS[1], ''}, {'ZCOUNT', KEYS[5], '-inf', '-inf'},
+  {'ZSCORE', KEYS[1], ''}, {'ZCOUNT', KEYS[5], '-inf', '-inf'},
   {'ZCARD', KEYS[1]}, {'ZCARD', KEYS[3]}, {'ZCARD', KEYS[4]},
   {'HGET', KEYS[2], ''}, {'HMGET', KEYS[2], ''},
 }) do reads[#reads + 1] = r end

@@ -92,13 +92,19 @@ local function refused(r, want, cmd, key)
     if not want then return nil end
     err = 'ERR timerq: the ' .. cmd .. ' probe unexpectedly succeeded'
   end
-  if not string.find(err, 'The user executing the script', 1, true) and string.sub(err, 1, 7) ~= 'NOPERM ' then
+  -- An ACL refusal: Redis 7.0 says "The user executing the script can't
+  -- ...", Valkey 8 "ACL failure in script: ..." (see prelude.lua).
+  if not string.find(err, 'The user executing the script', 1, true) and
+    not string.find(err, 'ACL failure in script', 1, true) and string.sub(err, 1, 7) ~= 'NOPERM ' then
     return redis.error_reply(err)
   end
   -- timerq:{NS}:fires or timerq:{NS:k}:fires -> the namespace's pattern.
   local prefix = string.gsub(string.sub(KEYS[1], 1, -6), ':%d+}:$', ':*}:')
   local what, rule = 'run ' .. cmd, '+' .. string.lower(cmd)
-  if string.find(err, 'key', 1, true) then
+  -- Valkey names the user in a command refusal, and a user name may
+  -- contain "key": only a refusal that names no command is a key's.
+  if string.find(err, 'key', 1, true) and not string.find(err, "permissions to run the '", 1, true) and
+    not string.find(err, "can't run this command", 1, true) then
     what, rule = 'write the key ' .. key, '~' .. prefix .. '*'
   end
   return redis.error_reply('NOPERM timerq: the Redis user may not ' .. what ..

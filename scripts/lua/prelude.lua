@@ -124,22 +124,45 @@ local function ns_prefix()
   return (string.gsub(string.sub(KEYS[1], 1, -4), ':%d+}:$', ':*}:'))
 end
 
+-- acl_refused reports whether err, the error of a command run in a script,
+-- is an ACL refusal. Redis 7.0 words it "The user executing the script
+-- can't ..."; Valkey 8 "ACL failure in script: ..."; both name neither the
+-- key nor the channel. Not just "can't": READONLY says "You can't write
+-- against a read only replica".
+local function acl_refused(err)
+  return string.find(err, 'The user executing the script', 1, true) ~= nil or
+    string.find(err, 'ACL failure in script', 1, true) ~= nil or string.sub(err, 1, 7) == 'NOPERM '
+end
+
+-- acl_kind says what an ACL refusal err refused: 'command', 'channel' or
+-- 'key'. The command wording comes first: Valkey's names the user ("User
+-- U has no permissions to run the 'x' command"), whose name may contain
+-- "key" or "channel".
+local function acl_kind(err)
+  if string.find(err, "permissions to run the '", 1, true) or string.find(err, "can't run this command", 1, true) then
+    return 'command'
+  elseif string.find(err, 'channel', 1, true) then
+    return 'channel'
+  elseif string.find(err, 'key', 1, true) then
+    return 'key'
+  end
+  return 'command'
+end
+
 -- refusal turns the error of a command Redis refused into the script's
--- error reply. An ACL refusal becomes a NOPERM reply naming the missing
--- right and the rule that grants it (Redis 7.0 words it "The user executing
--- the script can't ...", naming neither the key nor the channel); any other
--- refusal (OOM, READONLY, MISCONF) keeps Redis's own code. access is 'read'
--- or, by default, 'write': what cmd does to the key target.
+-- error reply. An ACL refusal (acl_refused) becomes a NOPERM reply naming
+-- the missing right and the rule that grants it; any other refusal (OOM,
+-- READONLY, MISCONF) keeps Redis's own code. access is 'read' or, by
+-- default, 'write': what cmd does to the key target.
 local function refusal(err, cmd, target, access)
-  -- Not just "can't": READONLY says "You can't write against a read only
-  -- replica".
-  if not string.find(err, 'The user executing the script', 1, true) and string.sub(err, 1, 7) ~= 'NOPERM ' then
+  if not acl_refused(err) then
     return redis.error_reply(err)
   end
   local what, rule
-  if string.find(err, 'channel', 1, true) then
+  local kind = acl_kind(err)
+  if kind == 'channel' then
     what, rule = 'publish to the channel ' .. target, '&' .. ns_prefix() .. '*'
-  elseif string.find(err, 'key', 1, true) then
+  elseif kind == 'key' then
     what, rule = (access or 'write') .. ' the key ' .. target, '~' .. ns_prefix() .. '*'
   else
     what, rule = 'run ' .. cmd, '+' .. string.lower(cmd)
