@@ -259,7 +259,7 @@ func TestACLLinesRunTheBinaries(t *testing.T) {
 				return
 			}
 			for _, p := range []string{"/timer/confirm?id=t1&action=cancel", "/timer/confirm?id=t2&action=fire",
-				"/timer/confirm?id=t3&action=reschedule&due=2031-05-06T07:08:09", "/schedule/confirm?id=s1&action=pause",
+				"/timer/confirm?id=t3&action=reschedule&due=2031-05-06T07:08:09Z", "/schedule/confirm?id=s1&action=pause",
 				"/schedule/confirm?id=s1&action=resume", "/schedule/confirm?id=s2&action=delete", "/dead/confirm?id=" + deadID} {
 				if resp, body := d.Act(t, p); resp.StatusCode != 303 {
 					t.Errorf("%s under the documented ui line = %d, want 303:\n%s", p, resp.StatusCode, body)
