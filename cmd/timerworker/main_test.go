@@ -317,11 +317,15 @@ func TestWorkerSurvivesRedisOutage(t *testing.T) {
 	nsl := `{namespace="` + ns + `"}`
 	for _, want := range []string{"timerq_timers_fired_total" + nsl + " 500", "timerq_namespace_timers_fired_total" + nsl + " 500",
 		"timerq_namespace_fire_lateness_seconds_count" + nsl + " 500", "timerq_claim_errors_total", "timerq_fire_lateness_seconds_bucket",
-		"timerq_claim_batch_size_bucket", "timerq_redis_pool_conns" + nsl, "timerq_timers_scheduled" + nsl + " 0",
+		"timerq_claim_batch_size_bucket", "timerq_redis_pool_conns ", "timerq_timers_scheduled" + nsl + " 0",
 		"timerq_timers_overdue" + nsl + " 0", "timerq_backlog_scrape_success" + nsl + " 1", "timerq_build_info{goversion="} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+	// The pool is the process's, not a namespace's: one series, unlabelled.
+	if strings.Contains(text, "timerq_redis_pool_conns{") {
+		t.Error("timerq_redis_pool_conns carries labels; the pool is one per process")
 	}
 	if strings.Contains(text, "timerq_claim_errors_total"+nsl+" 0\n") {
 		t.Error("timerq_claim_errors_total is 0 after an outage")
