@@ -44,7 +44,12 @@ func TestConsumers(t *testing.T) {
 		}
 		stopGone := consumeAsync(t, q, "g", "gone", ok, o)
 		fire("for-gone-")
-		waitUntil(t, 5*time.Second, "consumer gone to get an entry", func() bool { return len(consumers()) == 1 })
+		// Listed once it read the entry; stopped only once it acknowledged
+		// it too, or the stop can land between its read and its XACK.
+		waitUntil(t, 5*time.Second, "consumer gone to get and acknowledge an entry", func() bool {
+			cs := consumers()
+			return len(cs) == 1 && cs[0].Pending == 0
+		})
 		stopGone()
 		consumeAsync(t, q, "g", "live", ok, o)
 		var cs []queue.ConsumerInfo
