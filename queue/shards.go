@@ -79,6 +79,7 @@ type layout struct {
 	spaces  []keyspace.Space
 	keys    [][]string // spaces[k].Keys()
 	tkeys   [][]string // spaces[k].Keys() and spaces[k].Traces()
+	rkeys   [][]string // spaces[k].Keys() and spaces[k].Schedules()
 	sharded bool
 	scripts *scriptSet
 }
@@ -91,16 +92,21 @@ func newLayout(ns string, shards int, sharded bool) *layout {
 	for _, s := range l.spaces {
 		l.keys = append(l.keys, s.Keys())
 		l.tkeys = append(l.tkeys, append(s.Keys(), s.Traces()))
+		l.rkeys = append(l.rkeys, append(s.Keys(), s.Schedules()))
 	}
 	return l
 }
 
 // keysOf returns the keys script s takes on shard k: the seven common keys,
 // and the traces hash as the eighth for the scripts that carry a trace from
-// schedule to fire (prelude.lua).
+// schedule to fire (prelude.lua), or the schedules hash for restore, which
+// checks that an occurrence's schedule exists (restore.lua).
 func (l *layout) keysOf(s *redis.Script, k int) []string {
 	if s == l.scripts.schedule || s == l.scripts.claim || s == l.scripts.purge {
 		return l.tkeys[k]
+	}
+	if s == l.scripts.restore {
+		return l.rkeys[k]
 	}
 	return l.keys[k]
 }

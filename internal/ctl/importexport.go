@@ -8,12 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -45,6 +48,9 @@ type importItem struct {
 	restore bool
 	timer   queue.Timer    // when restore
 	sched   queue.NewTimer // otherwise
+	// occurrenceOf is the schedule of a timer to restore whose ID has an
+	// occurrence's form, "" for any other.
+	occurrenceOf string
 }
 
 type importJSON struct {
@@ -120,6 +126,10 @@ func parseLine(b []byte, maxPayload int) (importItem, error) {
 		}
 	}
 	if l.State == "" {
+		if sid, ms, ok := keyspace.SplitOccurrence(l.ID); ok {
+			return importItem{}, fmt.Errorf("id %q has the form <schedule ID>@<Unix ms>, which is reserved for occurrences of recurring schedules (this one of %q): give the timer another ID, e.g. %q",
+				l.ID, sid, sid+"-"+ms)
+		}
 		return scheduleItem(l, times[0], given, payload)
 	}
 	st, err := queue.ParseState(l.State)
@@ -138,7 +148,8 @@ func parseLine(b []byte, maxPayload int) (importItem, error) {
 	case given[3] != (st == queue.StateCancelled):
 		return importItem{}, fmt.Errorf("cancelled_at is given with state %s, or missing: only a cancelled timer has one", st)
 	}
-	return importItem{restore: true, timer: t}, nil
+	sid, _, _ := keyspace.SplitOccurrence(t.ID)
+	return importItem{restore: true, timer: t, occurrenceOf: sid}, nil
 }
 
 // scheduleItem is a line without a state: a new timer, due at due_at or in
@@ -197,12 +208,17 @@ func (r *runner) importCmd(c *cli.Context) error {
 		res      importJSON
 		batch    []queue.NewTimer
 		restores []queue.Timer
-		read     int64
-		lineNo   int
-		bar      = r.progress(size)
-		maxPay   = s.q.Options().MaxPayloadBytes
-		rd       = bufio.NewReaderSize(in, 64<<10)
-		flushed  = func() error {
+		// Occurrence lines (an ID "<schedule>@<ms>" with a state) wait for
+		// their schedule's line, which export writes after every timer:
+		// queue.Restore refuses them while their schedule does not exist,
+		// so that a line cannot plant an occurrence for a later schedule.
+		occs    = map[string][]pendingOcc{}
+		read    int64
+		lineNo  int
+		bar     = r.progress(size)
+		maxPay  = s.q.Options().MaxPayloadBytes
+		rd      = bufio.NewReaderSize(in, 64<<10)
+		flushed = func() error {
 			if len(batch) == 0 && len(restores) == 0 {
 				return nil
 			}
@@ -262,10 +278,13 @@ func (r *runner) importCmd(c *cli.Context) error {
 				}
 				var info queue.RecurringInfo
 				if info, perr = parseScheduleLine(line); perr == nil {
-					perr = restoreSchedule(c, s, info, &res)
+					perr = restoreSchedule(c, s, info, occs[info.ID], &res)
 					if perr != nil && !isBadInput(perr) {
 						bar.done()
 						return recurringErr(s, perr)
+					}
+					if perr == nil {
+						delete(occs, info.ID)
 					}
 				}
 			}
@@ -276,6 +295,8 @@ func (r *runner) importCmd(c *cli.Context) error {
 				bar.clear()
 				fmt.Fprintf(r.o.Stderr, "timerctl: line %d: %s: fix the line and import again\n", lineNo, oneLine(perr.Error()))
 			case kind == kindSchedule:
+			case it.restore && it.occurrenceOf != "":
+				occs[it.occurrenceOf] = append(occs[it.occurrenceOf], pendingOcc{line: lineNo, timer: it.timer})
 			case it.restore:
 				if len(batch) > 0 {
 					if err := flushed(); err != nil {
@@ -308,6 +329,14 @@ func (r *runner) importCmd(c *cli.Context) error {
 		bar.done()
 		return err
 	}
+	if err := restoreOrphans(c, s, occs, &res, func(line int, msg string) {
+		bar.clear()
+		fmt.Fprintf(r.o.Stderr, "timerctl: line %d: %s: fix the line and import again\n", line, msg)
+	}); err != nil {
+		bar.done()
+		return err
+	}
+	slices.Sort(res.RejectedLines)
 	bar.update(read, lineNo)
 	bar.done()
 	if s.g.json {
@@ -357,11 +386,23 @@ func readLine(rd *bufio.Reader, max int) ([]byte, error) {
 	}
 }
 
-// restoreSchedule restores one schedule line of an import.
-func restoreSchedule(c *cli.Context, s *session, info queue.RecurringInfo, res *importJSON) error {
+// pendingOcc is an occurrence line of an import waiting for its schedule.
+type pendingOcc struct {
+	line  int
+	timer queue.Timer
+}
+
+// restoreSchedule restores one schedule line of an import, with the
+// occurrence lines of it read before.
+func restoreSchedule(c *cli.Context, s *session, info queue.RecurringInfo, occs []pendingOcc, res *importJSON) error {
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	created, err := s.q.RestoreRecurring(ctx, info)
+	timers := make([]queue.Timer, len(occs))
+	for i, o := range occs {
+		timers[i] = o.timer
+	}
+	created, out, err := s.q.RestoreRecurringWith(ctx, info, timers)
+	countResults(out, res)
 	if err != nil {
 		return err
 	}
@@ -369,6 +410,52 @@ func restoreSchedule(c *cli.Context, s *session, info queue.RecurringInfo, res *
 		res.SchedulesCreated++
 	} else {
 		res.SchedulesExisting++
+	}
+	return nil
+}
+
+func countResults(out []queue.ScheduleResult, res *importJSON) {
+	for _, o := range out {
+		if o.Created {
+			res.Created++
+		} else {
+			res.Existing++
+		}
+	}
+}
+
+// restoreOrphans restores, at the end of an import, the occurrence lines
+// whose schedule had no line: Restore takes them if the namespace holds
+// the schedule (an import of a filtered export), and each is rejected
+// otherwise, by line.
+func restoreOrphans(c *cli.Context, s *session, occs map[string][]pendingOcc, res *importJSON, reject func(line int, msg string)) error {
+	ids := slices.Collect(maps.Keys(occs))
+	slices.SortFunc(ids, func(a, b string) int { return occs[a][0].line - occs[b][0].line })
+	for _, sid := range ids {
+		group := occs[sid]
+		for start := 0; start < len(group); start += importBatch {
+			chunk := group[start:min(start+importBatch, len(group))]
+			timers := make([]queue.Timer, len(chunk))
+			for i, o := range chunk {
+				timers[i] = o.timer
+			}
+			ctx, cancel := s.ctx(c)
+			out, err := s.q.Restore(ctx, timers)
+			cancel()
+			if errors.Is(err, queue.ErrOccurrenceID) {
+				for _, o := range chunk {
+					res.Rejected++
+					res.RejectedLines = append(res.RejectedLines, o.line)
+					reject(o.line, fmt.Sprintf("timer %q is an occurrence of schedule %q (its ID has the form <schedule ID>@<Unix ms>, which is reserved for occurrences), "+
+						"and neither this input nor the namespace holds that schedule; import it with the schedule's line (a full export writes both), or give a plain timer another ID", o.timer.ID, sid))
+				}
+				continue
+			}
+			if err != nil {
+				return s.redisErr(err)
+			}
+			countResults(out, res)
+		}
 	}
 	return nil
 }
