@@ -128,7 +128,12 @@ func parseIn(flag, s string) (time.Duration, error) {
 	d, err := parseDelay(s)
 	if err != nil {
 		e := err.(*timeError)
-		return 0, usageErr(fmt.Sprintf("--%s %q %s", flag, s, e.problem), e.fix)
+		fix := e.fix
+		if d, perr := time.ParseDuration(s); perr == nil && d < 0 && flag != "in" {
+			// The --at advice fits a delay only.
+			fix = fmt.Sprintf("use a positive duration, e.g. --%s %s", flag, -d)
+		}
+		return 0, usageErr(fmt.Sprintf("--%s %q %s", flag, s, e.problem), fix)
 	}
 	return d, nil
 }
