@@ -41,7 +41,11 @@ func main() {
 // run runs timerworker with args and returns its exit code, having printed
 // any error as one line "timerworker: <problem>: <fix>".
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	err := newApp(stdout, stderr).RunContext(ctx, args)
+	app := newApp(stdout, stderr)
+	err := cliconf.RepeatedFlag(app, args)
+	if err == nil {
+		err = app.RunContext(ctx, args)
+	}
 	if err == nil {
 		return cliconf.ExitOK
 	}

@@ -182,7 +182,11 @@ func NewApp(o Options) *cli.App {
 func Run(ctx context.Context, args []string, o Options) int {
 	o = o.withDefaults()
 	app := NewApp(o)
-	err := app.RunContext(ctx, reorderArgs(app, args))
+	args2 := reorderArgs(app, args)
+	err := cliconf.RepeatedFlag(app, args2)
+	if err == nil {
+		err = app.RunContext(ctx, args2)
+	}
 	if err == nil {
 		return ExitOK
 	}

@@ -347,6 +347,11 @@ func listOptions(c *cli.Context) (queue.ListOptions, error) {
 			return o, err
 		}
 	}
+	if c.IsSet("due-from") && c.IsSet("due-to") && o.DueTo.Before(o.DueFrom) {
+		// An empty range, which would list nothing and say nothing.
+		return o, usageErr(fmt.Sprintf("--due-from %s is after --due-to %s", c.String("due-from"), c.String("due-to")),
+			"swap them: --due-from is the earlier end of the range")
+	}
 	return o, nil
 }
 

@@ -243,6 +243,10 @@ func TestBadInputWritesNothing(t *testing.T) {
 			{[]string{"reschedule", "a"}, "missing the due time"},
 			{[]string{"wait", "a", "--timeout", "-1s"}, "negative"},
 			{[]string{"completion", "fish"}, `no completion for shell "fish"`},
+			{[]string{"-n", "a", "list", "-n", "b"}, "--namespace (or -n) is given more than once: give it once"},
+			{[]string{"list", "--limit", "5", "--limit", "10"}, "--limit is given more than once"},
+			{[]string{"schedule", "a", "--in", "5s", "-p", "x", "--in", "10s"}, "--in is given more than once"},
+			{[]string{"list", "--due-from", "2026-12-03T00:00:00Z", "--due-to", "2026-12-02T00:00:00Z"}, "--due-from 2026-12-03T00:00:00Z is after --due-to 2026-12-02T00:00:00Z: swap them"},
 		}
 		for _, tc := range cases {
 			r := c.run(tc.args...)
