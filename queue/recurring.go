@@ -121,7 +121,8 @@ type Occurrence struct {
 type RecurringInfo struct {
 	Recurring
 	State RecurringState
-	// Version counts creations, updates, pauses and resumes.
+	// Version counts creations, updates, pauses and resumes that changed
+	// the schedule: pausing a paused one leaves it.
 	Version int64
 	// Count is how many occurrences were armed and not cancelled: those
 	// fired plus those pending.
@@ -628,9 +629,14 @@ func (q *Queue) UpdateRecurring(ctx context.Context, r Recurring) (RecurringInfo
 
 // PauseRecurring pauses the schedule id: its pending occurrences are
 // cancelled and nothing is armed until ResumeRecurring. Pausing a paused
-// schedule changes nothing but its version.
+// schedule changes nothing, its version included.
 func (q *Queue) PauseRecurring(ctx context.Context, id string) (RecurringInfo, error) {
 	return q.modify(ctx, "pause", id, func(s *record, now time.Time) (string, string, string, []byte, []Occurrence, error) {
+		if s.state == 'p' {
+			// Already paused: nothing to cancel, and the version (which
+			// counts changes) stays.
+			return "", "", "", nil, nil, errNoChange
+		}
 		if s.state == 'e' {
 			return "", "e", "-", nil, nil, nil
 		}
