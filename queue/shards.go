@@ -141,8 +141,12 @@ func (q *Queue) layout(ctx context.Context) (*layout, error) {
 		if !created {
 			how = "not created, so it has the default of"
 		}
-		return nil, fmt.Errorf("%w: Options.Shards is %d but namespace %q was %s %d shards; set Shards to %d or 0 (read it from Redis)",
-			ErrShardMismatch, q.opts.Shards, q.opts.Namespace, how, shards, shards)
+		noun := "shards"
+		if shards == 1 {
+			noun = "shard"
+		}
+		return nil, fmt.Errorf("%w: Options.Shards is %d but namespace %q was %s %d %s; set Shards to %d or 0 (read it from Redis)",
+			ErrShardMismatch, q.opts.Shards, q.opts.Namespace, how, shards, noun, shards)
 	}
 	sharded := q.opts.PubSub == PubSubSharded
 	if _, cluster := q.rdb.(*redis.ClusterClient); cluster && q.opts.PubSub == PubSubAuto {

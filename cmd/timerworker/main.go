@@ -114,6 +114,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Version:     buildVersion(),
 		Writer:      stdout,
 		ErrWriter:   stderr,
+		// timerworker has no commands: a "COMMANDS: help" section would
+		// suggest it has (--help and -h stay).
+		HideHelpCommand: true,
 		// run prints errors, as one line, and picks the exit code.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {

@@ -444,6 +444,9 @@ func TestWorkerHelpAndEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatalf("--help: %v", err)
 	}
+	if strings.Contains(string(out), "COMMANDS:") {
+		t.Errorf("--help lists commands, which timerworker has none of:\n%s", out)
+	}
 	for _, want := range []string{"Exit codes:", "2  usage error", "1  runtime failure", "--tls-ca-file", "TIMERQ_TLS_CA_FILE",
 		"--tls-cert-file", "--tls-key-file", "--tls-server-name", "--tls-insecure-skip-verify", "TIMERQ_NAMESPACE"} {
 		if !strings.Contains(string(out), want) {
