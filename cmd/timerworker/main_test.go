@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -443,6 +444,10 @@ func TestWorkerHelpAndEnvironment(t *testing.T) {
 	out, err := exec.Command(bin, "--help").CombinedOutput()
 	if err != nil {
 		t.Fatalf("--help: %v", err)
+	}
+	// The format of timerctl's (cliconf.VersionLine); this build sets none.
+	if v, err := exec.Command(bin, "--version").Output(); err != nil || string(v) != "timerworker devel ("+runtime.Version()+")\n" {
+		t.Errorf("--version: %v %q, want timerworker devel (%s)", err, v, runtime.Version())
 	}
 	if strings.Contains(string(out), "COMMANDS:") {
 		t.Errorf("--help lists commands, which timerworker has none of:\n%s", out)

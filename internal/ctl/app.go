@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -70,7 +69,7 @@ func (o Options) withDefaults() Options {
 		o.IsTerminal = isCharDevice
 	}
 	if o.Version == "" {
-		o.Version = buildVersion()
+		o.Version = cliconf.BuildVersion("")
 	}
 	return o
 }
@@ -84,13 +83,6 @@ func isCharDevice(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "devel"
 }
 
 const exitCodeHelp = `Exit codes:
@@ -127,8 +119,8 @@ func NewApp(o Options) *cli.App {
 		Usage:       "inspect and operate the durable timers of a timerq namespace",
 		Description: exitCodeHelp,
 		Version:     o.Version,
-		// --version prints "timerctl version X"; the version command does
-		// the same, and -o json.
+		// --version and the version command print cliconf.VersionLine;
+		// the command also -o json.
 		Reader:               o.Stdin,
 		Writer:               o.Stdout,
 		ErrWriter:            o.Stderr,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/internal/cliconf"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -492,7 +493,7 @@ func (r *runner) version(c *cli.Context) error {
 	if g.json {
 		return writeJSON(r.o.Stdout, versionJSON{Version: r.o.Version, Go: runtime.Version()})
 	}
-	_, err = fmt.Fprintf(r.o.Stdout, "timerctl %s\n", r.o.Version)
+	_, err = fmt.Fprintln(r.o.Stdout, cliconf.VersionLine("timerctl", r.o.Version))
 	return err
 }
 

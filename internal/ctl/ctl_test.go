@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -908,12 +909,14 @@ func TestHelpVersionAndCompletion(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if code := ctl.Run(context.Background(), []string{"timerctl", "version"}, o); code != 0 || out.String() != "timerctl v1.2.3\n" {
-		t.Fatalf("version: exit %d %q", code, out.String())
+	// One line for both, the one timerworker prints (cliconf.VersionLine).
+	want := "timerctl v1.2.3 (" + runtime.Version() + ")\n"
+	if code := ctl.Run(context.Background(), []string{"timerctl", "version"}, o); code != 0 || out.String() != want {
+		t.Fatalf("version: exit %d %q, want %q", code, out.String(), want)
 	}
 	out.Reset()
-	if code := ctl.Run(context.Background(), []string{"timerctl", "--version"}, o); code != 0 || out.String() != "timerctl version v1.2.3\n" {
-		t.Fatalf("--version: exit %d %q", code, out.String())
+	if code := ctl.Run(context.Background(), []string{"timerctl", "--version"}, o); code != 0 || out.String() != want {
+		t.Fatalf("--version: exit %d %q, want %q", code, out.String(), want)
 	}
 	out.Reset()
 	if code := ctl.Run(context.Background(), []string{"timerctl", "version", "-o", "json"}, o); code != 0 {
