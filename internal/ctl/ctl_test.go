@@ -925,6 +925,11 @@ func TestHelpVersionAndCompletion(t *testing.T) {
 	if v := decode[map[string]string](t, out.String()); v["version"] != "v1.2.3" || !strings.HasPrefix(v["go"], "go") {
 		t.Fatalf("version -o json: %q", out.String())
 	}
+	out.Reset()
+	if code := ctl.Run(context.Background(), []string{"timerctl", "schedules", "--generate-bash-completion"}, o); code != 0 ||
+		strings.Fields(out.String())[0] != "list" || !strings.Contains(out.String(), "\npause\n") || strings.Contains(out.String(), "help") {
+		t.Fatalf("completion of 'schedules ': exit %d %q; want its actions", code, out.String())
+	}
 	for _, sh := range []string{"bash", "zsh"} {
 		out.Reset()
 		if code := ctl.Run(context.Background(), []string{"timerctl", "completion", sh}, o); code != 0 || !strings.Contains(out.String(), "--generate-bash-completion") {

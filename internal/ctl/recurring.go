@@ -170,8 +170,21 @@ func (r *runner) schedulesCommand() *cli.Command {
 			&cli.StringFlag{Name: "cursor", Usage: "list: continue from the cursor `C` a previous page printed"},
 		},
 		Action: r.schedules,
+		// Its actions are arguments, not subcommands, so urfave/cli's own
+		// completion offered only "help".
+		BashComplete: func(c *cli.Context) {
+			if c.NArg() > 0 {
+				return // an ID or a file follows: the shell completes files
+			}
+			for _, verb := range scheduleVerbs {
+				fmt.Fprintln(c.App.Writer, verb)
+			}
+		},
 	}
 }
+
+// scheduleVerbs are the actions of `timerctl schedules`.
+var scheduleVerbs = []string{"list", "get", "pause", "resume", "delete", "export", "import"}
 
 func (r *runner) schedules(c *cli.Context) error {
 	args := c.Args().Slice()
