@@ -927,7 +927,7 @@ func TestHelpVersionAndCompletion(t *testing.T) {
 	}
 	out.Reset()
 	if code := ctl.Run(context.Background(), []string{"timerctl", "schedules", "--generate-bash-completion"}, o); code != 0 ||
-		strings.Fields(out.String())[0] != "list" || !strings.Contains(out.String(), "\npause\n") || strings.Contains(out.String(), "help") {
+		!strings.HasPrefix(out.String(), "list\n") || !strings.Contains(out.String(), "\npause\n") || strings.Contains(out.String(), "help") {
 		t.Fatalf("completion of 'schedules ': exit %d %q; want its actions", code, out.String())
 	}
 	for _, sh := range []string{"bash", "zsh"} {
