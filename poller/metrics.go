@@ -20,8 +20,8 @@ type Metrics struct {
 	Fired prometheus.Counter
 	// ClaimErrors counts failed claims (timerq_claim_errors_total).
 	ClaimErrors prometheus.Counter
-	// ClaimBatchSize observes how many timers each claim fired
-	// (timerq_claim_batch_size).
+	// ClaimBatchSize observes how many timers each successful claim of a
+	// shard fired, 0 included (timerq_claim_batch_size).
 	ClaimBatchSize prometheus.Histogram
 	// FireLateness observes FiredAt - Due of each timer in Fired, both
 	// server times (timerq_fire_lateness_seconds).
@@ -39,6 +39,12 @@ type Metrics struct {
 	ShardPauses prometheus.Counter
 }
 
+// ClaimBatchSizeHelp is the help of timerq_claim_batch_size. It observes
+// every successful claim of one shard, the empty ones too, which are most
+// of them (one each max poll interval when nothing is due): so its _count
+// counts claims, and TimerqNoWorkerClaiming alerts on it.
+const ClaimBatchSizeHelp = "Timers fired by each successful claim of one shard, 0 for a claim that found nothing due; its _count is the number of claims."
+
 // NewMetrics returns unregistered collectors.
 func NewMetrics() *Metrics {
 	return &Metrics{
@@ -50,7 +56,7 @@ func NewMetrics() *Metrics {
 			Name: "timerq_claim_errors_total", Help: "Claims that failed (Redis errors or timeouts).",
 		}),
 		ClaimBatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "timerq_claim_batch_size", Help: "Timers fired per successful claim.",
+			Name: "timerq_claim_batch_size", Help: ClaimBatchSizeHelp,
 			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000},
 		}),
 		FireLateness: prometheus.NewHistogram(prometheus.HistogramOpts{

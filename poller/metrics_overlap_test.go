@@ -27,7 +27,9 @@ func TestCountersCollectorExportsOverlapSkips(t *testing.T) {
 			t.Fatal(err)
 		}
 		past := time.Now().Add(-time.Second)
-		if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "s@1", Due: past}, {ID: "s@2", Due: past}}); err != nil {
+		// Restored: Schedule refuses an occurrence's ID for a plain timer.
+		if _, err := q.Restore(ctx, []queue.Timer{{ID: "s@1", State: queue.StateScheduled, Due: past, CreatedAt: past},
+			{ID: "s@2", State: queue.StateScheduled, Due: past, CreatedAt: past}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := q.Claim(ctx, 10); err != nil {

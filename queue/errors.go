@@ -32,6 +32,12 @@ var (
 	// ErrInvalidID means a timer ID is empty, longer than 256 bytes, not
 	// UTF-8, or contains control characters.
 	ErrInvalidID = errors.New("timerq: invalid timer ID")
+	// ErrOccurrenceID means a plain timer was given an ID of the form
+	// "<schedule ID>@<Unix ms>" (keyspace.SplitOccurrence), which names an
+	// occurrence of a recurring schedule: only the schedule creates those.
+	// It wraps ErrInvalidID. Restore takes such an ID only while its
+	// schedule exists (docs/recurring.md, "Occurrence IDs are reserved").
+	ErrOccurrenceID = fmt.Errorf("%w: the form <schedule ID>@<Unix ms> is reserved for occurrences of recurring schedules", ErrInvalidID)
 	// ErrInvalidNamespace means a namespace is not 1-64 characters of
 	// [A-Za-z0-9_.-].
 	ErrInvalidNamespace = errors.New("timerq: invalid namespace")

@@ -23,11 +23,15 @@ import (
 // sees the IDs.
 func fireOcc(t *testing.T, q *queue.Queue, sid string, nominals ...int64) {
 	t.Helper()
-	var batch []queue.NewTimer
+	// Restored, as an import would: Schedule refuses an occurrence's ID,
+	// and Restore takes one only while its schedule exists.
+	var batch []queue.Timer
+	past := time.Now().Add(-time.Second)
 	for _, n := range nominals {
-		batch = append(batch, queue.NewTimer{ID: queue.OccurrenceID(sid, time.UnixMilli(n)), Due: time.Now().Add(-time.Second), Payload: []byte(sid)})
+		batch = append(batch, queue.Timer{ID: queue.OccurrenceID(sid, time.UnixMilli(n)), State: queue.StateScheduled,
+			Due: past, CreatedAt: past, Payload: []byte(sid)})
 	}
-	if _, err := q.ScheduleBatch(context.Background(), batch); err != nil {
+	if _, err := q.Restore(context.Background(), batch); err != nil {
 		t.Fatal(err)
 	}
 	if got := claimAll(t, q); len(got) != len(nominals) {

@@ -219,7 +219,19 @@ func (q *Queue) ScheduleIn(ctx context.Context, id string, d time.Duration, payl
 // Each call is all or nothing per shard: at most MaxBatch timers, checked
 // before any write, in one script per shard (one pipeline). CreatedAt, FiredAt and CancelledAt are kept to the
 // millisecond; Due is rounded up to it.
+//
+// A timer whose ID has an occurrence's form, "<schedule ID>@<Unix ms>", is
+// restored only while that schedule exists, checked in the same script;
+// otherwise the shard's part fails with an error wrapping ErrOccurrenceID
+// and writes nothing. An export's occurrences come with their schedule:
+// restore them with RestoreRecurringWith.
 func (q *Queue) Restore(ctx context.Context, timers []Timer) ([]ScheduleResult, error) {
+	return q.restore(ctx, timers, "")
+}
+
+// restore is Restore, also taking occurrences of the schedule allowed
+// ("" for none) while it does not exist yet.
+func (q *Queue) restore(ctx context.Context, timers []Timer, allowed string) ([]ScheduleResult, error) {
 	if len(timers) > MaxBatch {
 		return nil, fmt.Errorf("%w: %d timers to restore, over the limit of %d a call; restore them in batches",
 			ErrInvalidOptions, len(timers), MaxBatch)
@@ -248,7 +260,7 @@ func (q *Queue) Restore(ctx context.Context, timers []Timer) ([]ScheduleResult, 
 			continue
 		}
 		args := make([]any, 0, 2+6*len(idx))
-		args = append(args, q.opts.retentionMillis(), l.spaces[k].Wake())
+		args = append(args, q.opts.retentionMillis(), l.spaces[k].Wake(), allowed)
 		for _, i := range idx {
 			t := timers[i]
 			settled := ""
@@ -559,6 +571,10 @@ func (q *Queue) redisError(err error) error {
 			ErrOutOfMemory, err)
 	case hasRedisCode(err, "TIMERQ_MALFORMED"):
 		return fmt.Errorf("%w: %w", ErrMalformedRecord, err)
+	case hasRedisCode(err, "TIMERQ_OCCURRENCE"):
+		// The script's words without its code: the sentinel names the rule.
+		return fmt.Errorf("%w: %s; create the schedule first, or restore it with its occurrences (RestoreRecurringWith, as timerctl import does)",
+			ErrOccurrenceID, strings.TrimPrefix(err.Error(), "TIMERQ_OCCURRENCE "))
 	}
 	return err
 }

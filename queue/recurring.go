@@ -121,7 +121,8 @@ type Occurrence struct {
 type RecurringInfo struct {
 	Recurring
 	State RecurringState
-	// Version counts creations, updates, pauses and resumes.
+	// Version counts creations, updates, pauses and resumes that changed
+	// the schedule: pausing a paused one leaves it.
 	Version int64
 	// Count is how many occurrences were armed and not cancelled: those
 	// fired plus those pending.
@@ -149,10 +150,8 @@ func OccurrenceID(scheduleID string, nominal time.Time) string {
 
 // ParseOccurrenceID splits an occurrence's timer ID into its schedule ID
 // and nominal time. ok is false when id does not have the form
-// "<scheduleID>@<Unix ms>" (1 to 15 ASCII digits). A timer you schedule
-// yourself with an ID of that form is indistinguishable, and in a sharded
-// namespace it lives in the shard of the part before the '@'; avoid such
-// IDs in a namespace with schedules.
+// "<scheduleID>@<Unix ms>" (1 to 15 ASCII digits). That form is reserved
+// for occurrences: Schedule refuses it for a plain timer (ErrOccurrenceID).
 func ParseOccurrenceID(id string) (scheduleID string, nominal time.Time, ok bool) {
 	sid, digits, ok := keyspace.SplitOccurrence(id)
 	if !ok {
@@ -630,9 +629,14 @@ func (q *Queue) UpdateRecurring(ctx context.Context, r Recurring) (RecurringInfo
 
 // PauseRecurring pauses the schedule id: its pending occurrences are
 // cancelled and nothing is armed until ResumeRecurring. Pausing a paused
-// schedule changes nothing but its version.
+// schedule changes nothing, its version included.
 func (q *Queue) PauseRecurring(ctx context.Context, id string) (RecurringInfo, error) {
 	return q.modify(ctx, "pause", id, func(s *record, now time.Time) (string, string, string, []byte, []Occurrence, error) {
+		if s.state == 'p' {
+			// Already paused: nothing to cancel, and the version (which
+			// counts changes) stays.
+			return "", "", "", nil, nil, errNoChange
+		}
 		if s.state == 'e' {
 			return "", "e", "-", nil, nil, nil
 		}
@@ -832,16 +836,31 @@ func parseRecurringCursor(cursor string, shards int) (int, uint64, error) {
 // since the export are caught up by its policy. Like PutRecurring it
 // changes nothing when the ID exists, and reports created false.
 func (q *Queue) RestoreRecurring(ctx context.Context, in RecurringInfo) (created bool, err error) {
+	created, _, err = q.RestoreRecurringWith(ctx, in, nil)
+	return created, err
+}
+
+// RestoreRecurringWith is RestoreRecurring that first restores the
+// schedule's exported occurrence timers, as Restore would, with their
+// states and times; results has one entry per occurrence, in order.
+// Restore alone refuses them while the schedule does not exist
+// (ErrOccurrenceID), since a later schedule of that ID would adopt them.
+// Each occurrence's ID must be OccurrenceID(in.ID, nominal) for some
+// nominal time. Everything is validated before any write; the occurrences
+// and the schedule are then two steps, so a failure between them (Redis
+// gone) leaves the occurrences without their schedule until the same call
+// is made again, which is idempotent.
+func (q *Queue) RestoreRecurringWith(ctx context.Context, in RecurringInfo, occurrences []Timer) (created bool, results []ScheduleResult, err error) {
 	r, err := q.validateRecurring(in.Recurring)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	state := map[RecurringState]string{RecurringActive: "a", RecurringPaused: "p", RecurringEnded: "e"}[in.State]
 	if state == "" {
-		return false, fmt.Errorf("%w: schedule %q: state %q is not one of active, paused, ended", schedule.ErrInvalidSchedule, r.ID, in.State)
+		return false, nil, fmt.Errorf("%w: schedule %q: state %q is not one of active, paused, ended", schedule.ErrInvalidSchedule, r.ID, in.State)
 	}
 	if r.Every > 0 && r.Anchor.IsZero() {
-		return false, fmt.Errorf("%w: schedule %q: an exported interval schedule needs its anchor", schedule.ErrInvalidSchedule, r.ID)
+		return false, nil, fmt.Errorf("%w: schedule %q: an exported interval schedule needs its anchor", schedule.ErrInvalidSchedule, r.ID)
 	}
 	arms := in.Pending
 	if state == "p" {
@@ -849,15 +868,31 @@ func (q *Queue) RestoreRecurring(ctx context.Context, in RecurringInfo) (created
 	}
 	for _, o := range arms {
 		if ValidateDue(o.Nominal) != nil || ValidateDue(o.Due) != nil || o.Due.Before(o.Nominal) {
-			return false, fmt.Errorf("%w: schedule %q: pending occurrence %v is out of range", schedule.ErrInvalidSchedule, r.ID, o.Nominal)
+			return false, nil, fmt.Errorf("%w: schedule %q: pending occurrence %v is out of range", schedule.ErrInvalidSchedule, r.ID, o.Nominal)
 		}
+	}
+	for i, t := range occurrences {
+		if err := q.validateRestored(t); err != nil {
+			return false, nil, errorf("schedule %q: occurrence %d: %w", r.ID, i, err)
+		}
+		if sid, _, ok := ParseOccurrenceID(t.ID); !ok || sid != r.ID {
+			return false, nil, fmt.Errorf("%w: schedule %q: timer %q is not one of its occurrences, which are %q",
+				ErrInvalidID, r.ID, t.ID, r.ID+"@<Unix ms>")
+		}
+	}
+	for start := 0; start < len(occurrences); start += MaxBatch {
+		out, err := q.restore(ctx, occurrences[start:min(start+MaxBatch, len(occurrences))], r.ID)
+		if err != nil {
+			return false, results, errorf("restore schedule %q: its occurrences: %w", r.ID, err)
+		}
+		results = append(results, out...)
 	}
 	base := max(in.Count-int64(len(arms)), 0)
 	created0, updated0 := in.CreatedAt.UnixMilli(), in.UpdatedAt.UnixMilli()
 	b, _ := json.Marshal(r.body(created0, updated0))
 	status, _, _, err := q.put(ctx, "create", r.ID, strconv.FormatInt(base, 10), string(b), state, lastArg(in.Last), r.Payload, arms)
 	if err != nil {
-		return false, errorf("restore schedule %q: %w", r.ID, err)
+		return false, results, errorf("restore schedule %q: %w", r.ID, err)
 	}
-	return status == "created", nil
+	return status == "created", results, nil
 }

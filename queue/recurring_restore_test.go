@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -10,8 +11,8 @@ import (
 )
 
 // TestRestoreRecurringAfterItsOccurrences: an import restores the
-// occurrence timers first, then the schedule (timerctl export writes them
-// in that order). The restore keeps those occurrences, creates nothing
+// occurrence timers first, then the schedule, in one RestoreRecurringWith
+// (timerctl export writes them in that order). The restore keeps those occurrences, creates nothing
 // twice and keeps the exported count, also for an occurrence that fired in
 // between.
 func TestRestoreRecurringAfterItsOccurrences(t *testing.T) {
@@ -35,11 +36,13 @@ func TestRestoreRecurringAfterItsOccurrences(t *testing.T) {
 		// was restored.
 		timers[1].State, timers[1].FiredAt = queue.StateFired, timers[1].Due
 		dst := newQueue(t, b, queue.Options{})
-		if res, err := dst.Restore(ctx, timers); err != nil || !res[0].Created || !res[1].Created {
-			t.Fatalf("Restore = %+v, %v", res, err)
+		// Restore alone refuses them: their schedule does not exist yet.
+		if _, err := dst.Restore(ctx, timers); !errors.Is(err, queue.ErrOccurrenceID) {
+			t.Fatalf("Restore of occurrences without their schedule = %v, want ErrOccurrenceID", err)
 		}
-		if created, err := dst.RestoreRecurring(ctx, in); err != nil || !created {
-			t.Fatalf("RestoreRecurring = %v, %v", created, err)
+		created, res, err := dst.RestoreRecurringWith(ctx, in, timers)
+		if err != nil || !created || len(res) != 2 || !res[0].Created || !res[1].Created {
+			t.Fatalf("RestoreRecurringWith = %v, %+v, %v", created, res, err)
 		}
 		got := getRec(t, dst, "r")
 		if got.Count != 5 || len(got.Pending) != 1 || got.Pending[0].ID != in.Pending[0].ID || got.Overlap != queue.OverlapSkip {

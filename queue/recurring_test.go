@@ -299,6 +299,10 @@ func TestRecurringPauseResume(t *testing.T) {
 				t.Fatalf("occurrence %s after pause = %+v, %v; want cancelled", o.ID, tm, err)
 			}
 		}
+		// Pausing it again changes nothing, not even the version.
+		if again, err := q.PauseRecurring(ctx, "hourly"); err != nil || again.Version != paused.Version || again.State != queue.RecurringPaused {
+			t.Fatalf("second PauseRecurring = version %d state %s, %v; want version %d unchanged", again.Version, again.State, err, paused.Version)
+		}
 		// Neither the materializer nor the repair arms a paused schedule.
 		if n, err := q.ArmFired(ctx, []queue.Fired{{ID: pending[0].ID}}); err != nil || n != 0 {
 			t.Fatalf("ArmFired on a paused schedule armed %d, %v", n, err)

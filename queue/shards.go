@@ -81,6 +81,7 @@ type layout struct {
 	keys    [][]string // spaces[k].Keys()
 	tkeys   [][]string // spaces[k].Keys() and spaces[k].Traces()
 	ckeys   [][]string // tkeys[k] and spaces[k].Quarantine(), claim's keys
+	rkeys   [][]string // spaces[k].Keys() and spaces[k].Schedules()
 	sharded bool
 	scripts *scriptSet
 }
@@ -94,20 +95,25 @@ func newLayout(ns string, shards int, sharded bool) *layout {
 		l.keys = append(l.keys, s.Keys())
 		l.tkeys = append(l.tkeys, append(s.Keys(), s.Traces()))
 		l.ckeys = append(l.ckeys, append(s.Keys(), s.Traces(), s.Quarantine()))
+		l.rkeys = append(l.rkeys, append(s.Keys(), s.Schedules()))
 	}
 	return l
 }
 
 // keysOf returns the keys script s takes on shard k: the seven common keys,
 // and the traces hash as the eighth for the scripts that carry a trace from
-// schedule to fire (prelude.lua), and for claim the quarantine hash as the
-// ninth (claim.lua).
+// schedule to fire (prelude.lua), for claim the quarantine hash as the
+// ninth (claim.lua), and for restore the schedules hash, which it reads to
+// check that an occurrence's schedule exists (restore.lua).
 func (l *layout) keysOf(s *redis.Script, k int) []string {
 	if s == l.scripts.claim {
 		return l.ckeys[k]
 	}
 	if s == l.scripts.schedule || s == l.scripts.purge {
 		return l.tkeys[k]
+	}
+	if s == l.scripts.restore {
+		return l.rkeys[k]
 	}
 	return l.keys[k]
 }
@@ -142,8 +148,12 @@ func (q *Queue) layout(ctx context.Context) (*layout, error) {
 		if !created {
 			how = "not created, so it has the default of"
 		}
-		return nil, fmt.Errorf("%w: Options.Shards is %d but namespace %q was %s %d shards; set Shards to %d or 0 (read it from Redis)",
-			ErrShardMismatch, q.opts.Shards, q.opts.Namespace, how, shards, shards)
+		noun := "shards"
+		if shards == 1 {
+			noun = "shard"
+		}
+		return nil, fmt.Errorf("%w: Options.Shards is %d but namespace %q was %s %d %s; set Shards to %d or 0 (read it from Redis)",
+			ErrShardMismatch, q.opts.Shards, q.opts.Namespace, how, shards, noun, shards)
 	}
 	sharded := q.opts.PubSub == PubSubSharded
 	if _, cluster := q.rdb.(*redis.ClusterClient); cluster && q.opts.PubSub == PubSubAuto {

@@ -5,6 +5,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/timerq/timerq/internal/keyspace"
 )
 
 // Bounds of timer fields.
@@ -70,9 +72,15 @@ func ValidateDue(due time.Time) error {
 	return nil
 }
 
-// validateTimer checks one new timer against the queue's limits.
+// validateTimer checks one new timer against the queue's limits. Its ID
+// may not have an occurrence's form: a plain timer "x@<ms>" would be
+// adopted by a later schedule "x" as its own occurrence, with the planted
+// payload and due time.
 func (q *Queue) validateTimer(t NewTimer) error {
 	if err := ValidateID(t.ID); err != nil {
+		return err
+	}
+	if err := notOccurrence(t.ID); err != nil {
 		return err
 	}
 	switch {
@@ -88,6 +96,17 @@ func (q *Queue) validateTimer(t NewTimer) error {
 		}
 	}
 	return q.validatePayload(t.ID, t.Payload)
+}
+
+// notOccurrence refuses an occurrence-shaped ID for a plain timer, with
+// an error wrapping ErrOccurrenceID.
+func notOccurrence(id string) error {
+	sid, ms, ok := keyspace.SplitOccurrence(id)
+	if !ok {
+		return nil
+	}
+	return fmt.Errorf("%w: %q is one (of schedule %q); give a plain timer another ID, e.g. %q",
+		ErrOccurrenceID, id, sid, sid+"-"+ms)
 }
 
 func (q *Queue) validatePayload(id string, p []byte) error {

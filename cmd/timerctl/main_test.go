@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -202,9 +203,12 @@ func TestEveryCommandAndExitCode(t *testing.T) {
 }
 
 func TestVersionIsStampedAtBuild(t *testing.T) {
-	out, err := exec.Command(bin, "version").Output()
-	if err != nil || string(out) != "timerctl v9.9.9-test\n" {
-		t.Fatalf("version: %v %q", err, out)
+	want := "timerctl v9.9.9-test (" + runtime.Version() + ")\n"
+	for _, arg := range []string{"version", "--version"} {
+		out, err := exec.Command(bin, arg).Output()
+		if err != nil || string(out) != want {
+			t.Fatalf("%s: %v %q, want %q", arg, err, out, want)
+		}
 	}
 }
 

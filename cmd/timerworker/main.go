@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -41,7 +40,11 @@ func main() {
 // run runs timerworker with args and returns its exit code, having printed
 // any error as one line "timerworker: <problem>: <fix>".
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	err := newApp(stdout, stderr).RunContext(ctx, args)
+	app := newApp(stdout, stderr)
+	err := cliconf.RepeatedFlag(app, args)
+	if err == nil {
+		err = app.RunContext(ctx, args)
+	}
 	if err == nil {
 		return cliconf.ExitOK
 	}
@@ -110,6 +113,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Version:     buildVersion(),
 		Writer:      stdout,
 		ErrWriter:   stderr,
+		// timerworker has no commands: a "COMMANDS: help" section would
+		// suggest it has (--help and -h stay).
+		HideHelpCommand: true,
 		// run prints errors, as one line, and picks the exit code.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
@@ -177,12 +183,4 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
 }
 
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
+func buildVersion() string { return cliconf.BuildVersion(version) }

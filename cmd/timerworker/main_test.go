@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -358,7 +359,10 @@ func TestWorkerStartupErrors(t *testing.T) {
 		want string
 		code int // 2: usage; 1: runtime
 	}{
-		{"malformed URL", []string{"--redis", "127.0.0.1:6379"}, "is not a URL", 2},
+		{"URL without scheme", []string{"--redis", "127.0.0.1:6379"}, "--redis 127.0.0.1:6379 has no scheme: add redis:// (rediss:// for TLS): --redis redis://127.0.0.1:6379", 2},
+		{"malformed URL", []string{"--redis", "redis://[::1"}, "is not a URL", 2},
+		{"repeated flag", []string{"--redis", "redis://:s3cret-pw@a:1/0", "--batch-size", "10", "--redis", "redis://b:1/0"}, "--redis is given more than once: give it once", 2},
+		{"repeated flag with =", []string{"--batch-size=10", "--batch-size", "20"}, "--batch-size is given more than once", 2},
 		{"unknown URL option", []string{"--redis", "redis://:s3cret-pw@" + srv.Addr() + "/0?bogus=1"}, "unexpected option", 2},
 		{"unreachable", []string{"--redis", "redis://:s3cret-pw@" + freeAddr(t) + "/0"}, "cannot reach Redis", 1},
 		{"wrong password", []string{"--redis", "redis://:s3cret-pw@" + srv.Addr() + "/0"}, "rejected the username or password", 1},
@@ -444,6 +448,13 @@ func TestWorkerHelpAndEnvironment(t *testing.T) {
 	out, err := exec.Command(bin, "--help").CombinedOutput()
 	if err != nil {
 		t.Fatalf("--help: %v", err)
+	}
+	// The format of timerctl's (cliconf.VersionLine); this build sets none.
+	if v, err := exec.Command(bin, "--version").Output(); err != nil || string(v) != "timerworker devel ("+runtime.Version()+")\n" {
+		t.Errorf("--version: %v %q, want timerworker devel (%s)", err, v, runtime.Version())
+	}
+	if strings.Contains(string(out), "COMMANDS:") {
+		t.Errorf("--help lists commands, which timerworker has none of:\n%s", out)
 	}
 	for _, want := range []string{"Exit codes:", "2  usage error", "1  runtime failure", "--tls-ca-file", "TIMERQ_TLS_CA_FILE",
 		"--tls-cert-file", "--tls-key-file", "--tls-server-name", "--tls-insecure-skip-verify", "TIMERQ_NAMESPACE"} {

@@ -268,10 +268,11 @@ func TestACLRoles(t *testing.T) {
 		if _, _, err := adminQ(mine).PutRecurring(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip}); err != nil {
 			t.Fatal(err)
 		}
-		for _, id := range []string{"s@1", "s@2"} {
-			if _, err := adminQ(mine).Schedule(ctx, id, time.Now().Add(-time.Second), nil); err != nil {
-				t.Fatal(err)
-			}
+		// Restored: Schedule refuses an occurrence's ID for a plain timer.
+		past := time.Now().Add(-time.Second)
+		if _, err := adminQ(mine).Restore(ctx, []queue.Timer{{ID: "s@1", State: queue.StateScheduled, Due: past, CreatedAt: past},
+			{ID: "s@2", State: queue.StateScheduled, Due: past, CreatedAt: past}}); err != nil {
+			t.Fatal(err)
 		}
 		if _, err := adminQ(mine).Claim(ctx, 10); err != nil {
 			t.Fatal(err)

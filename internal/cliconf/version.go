@@ -3,10 +3,13 @@ package cliconf
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/urfave/cli/v2"
 )
 
 // Requirement is the oldest Redis version a feature of timerq runs on.
@@ -98,4 +101,34 @@ func CheckServer(ctx context.Context, rdb redis.UniversalClient, redacted string
 		}
 	}
 	return nil
+}
+
+// BuildVersion returns the version a binary reports: set, when the build
+// set it (-ldflags "-X main.version=v1.2.3"); else the module version that
+// `go install module@version` recorded; else "devel". timerctl and
+// timerworker both use it, so that one build reports one version.
+func BuildVersion(set string) string {
+	if set != "" {
+		return set
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
+
+// VersionLine is the one line both binaries print for their version, by
+// the version command and by --version alike: "<binary> <version> (<Go
+// version>)", e.g. "timerctl v1.2.3 (go1.26.0)".
+func VersionLine(binary, version string) string {
+	return fmt.Sprintf("%s %s (%s)", binary, version, runtime.Version())
+}
+
+func init() {
+	// urfave/cli's own --version prints "<name> version <v>"; both apps
+	// print VersionLine instead. Set once here, as the printer is a
+	// package variable of urfave/cli shared by every app in the process.
+	cli.VersionPrinter = func(c *cli.Context) {
+		fmt.Fprintln(c.App.Writer, VersionLine(c.App.Name, c.App.Version))
+	}
 }

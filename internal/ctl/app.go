@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -73,7 +72,7 @@ func (o Options) withDefaults() Options {
 		o.IsTerminal = isCharDevice
 	}
 	if o.Version == "" {
-		o.Version = buildVersion()
+		o.Version = cliconf.BuildVersion("")
 	}
 	return o
 }
@@ -87,13 +86,6 @@ func isCharDevice(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "devel"
 }
 
 const exitCodeHelp = `Exit codes:
@@ -130,8 +122,8 @@ func NewApp(o Options) *cli.App {
 		Usage:       "inspect and operate the durable timers of a timerq namespace",
 		Description: exitCodeHelp,
 		Version:     o.Version,
-		// --version prints "timerctl version X"; the version command does
-		// the same, and -o json.
+		// --version and the version command print cliconf.VersionLine;
+		// the command also -o json.
 		Reader:               o.Stdin,
 		Writer:               o.Stdout,
 		ErrWriter:            o.Stderr,
@@ -185,7 +177,11 @@ func NewApp(o Options) *cli.App {
 func Run(ctx context.Context, args []string, o Options) int {
 	o = o.withDefaults()
 	app := NewApp(o)
-	err := app.RunContext(ctx, reorderArgs(app, args))
+	args2 := reorderArgs(app, args)
+	err := cliconf.RepeatedFlag(app, args2)
+	if err == nil {
+		err = app.RunContext(ctx, args2)
+	}
 	if err == nil {
 		return ExitOK
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/internal/cliconf"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -129,7 +130,12 @@ func parseIn(flag, s string) (time.Duration, error) {
 	d, err := parseDelay(s)
 	if err != nil {
 		e := err.(*timeError)
-		return 0, usageErr(fmt.Sprintf("--%s %q %s", flag, s, e.problem), e.fix)
+		fix := e.fix
+		if d, perr := time.ParseDuration(s); perr == nil && d < 0 && flag != "in" {
+			// The --at advice fits a delay only.
+			fix = fmt.Sprintf("use a positive duration, e.g. --%s %s", flag, -d)
+		}
+		return 0, usageErr(fmt.Sprintf("--%s %q %s", flag, s, e.problem), fix)
 	}
 	return d, nil
 }
@@ -343,6 +349,11 @@ func listOptions(c *cli.Context) (queue.ListOptions, error) {
 			return o, err
 		}
 	}
+	if c.IsSet("due-from") && c.IsSet("due-to") && o.DueTo.Before(o.DueFrom) {
+		// An empty range, which would list nothing and say nothing.
+		return o, usageErr(fmt.Sprintf("--due-from %s is after --due-to %s", c.String("due-from"), c.String("due-to")),
+			"swap them: --due-from is the earlier end of the range")
+	}
 	return o, nil
 }
 
@@ -487,7 +498,7 @@ func (r *runner) version(c *cli.Context) error {
 	if g.json {
 		return writeJSON(r.o.Stdout, versionJSON{Version: r.o.Version, Go: runtime.Version()})
 	}
-	_, err = fmt.Fprintf(r.o.Stdout, "timerctl %s\n", r.o.Version)
+	_, err = fmt.Fprintln(r.o.Stdout, cliconf.VersionLine("timerctl", r.o.Version))
 	return err
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -243,6 +244,10 @@ func TestBadInputWritesNothing(t *testing.T) {
 			{[]string{"reschedule", "a"}, "missing the due time"},
 			{[]string{"wait", "a", "--timeout", "-1s"}, "negative"},
 			{[]string{"completion", "fish"}, `no completion for shell "fish"`},
+			{[]string{"-n", "a", "list", "-n", "b"}, "--namespace (or -n) is given more than once: give it once"},
+			{[]string{"list", "--limit", "5", "--limit", "10"}, "--limit is given more than once"},
+			{[]string{"schedule", "a", "--in", "5s", "-p", "x", "--in", "10s"}, "--in is given more than once"},
+			{[]string{"list", "--due-from", "2026-12-03T00:00:00Z", "--due-to", "2026-12-02T00:00:00Z"}, "--due-from 2026-12-03T00:00:00Z is after --due-to 2026-12-02T00:00:00Z: swap them"},
 		}
 		for _, tc := range cases {
 			r := c.run(tc.args...)
@@ -919,12 +924,14 @@ func TestHelpVersionAndCompletion(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if code := ctl.Run(context.Background(), []string{"timerctl", "version"}, o); code != 0 || out.String() != "timerctl v1.2.3\n" {
-		t.Fatalf("version: exit %d %q", code, out.String())
+	// One line for both, the one timerworker prints (cliconf.VersionLine).
+	want := "timerctl v1.2.3 (" + runtime.Version() + ")\n"
+	if code := ctl.Run(context.Background(), []string{"timerctl", "version"}, o); code != 0 || out.String() != want {
+		t.Fatalf("version: exit %d %q, want %q", code, out.String(), want)
 	}
 	out.Reset()
-	if code := ctl.Run(context.Background(), []string{"timerctl", "--version"}, o); code != 0 || out.String() != "timerctl version v1.2.3\n" {
-		t.Fatalf("--version: exit %d %q", code, out.String())
+	if code := ctl.Run(context.Background(), []string{"timerctl", "--version"}, o); code != 0 || out.String() != want {
+		t.Fatalf("--version: exit %d %q, want %q", code, out.String(), want)
 	}
 	out.Reset()
 	if code := ctl.Run(context.Background(), []string{"timerctl", "version", "-o", "json"}, o); code != 0 {
@@ -932,6 +939,11 @@ func TestHelpVersionAndCompletion(t *testing.T) {
 	}
 	if v := decode[map[string]string](t, out.String()); v["version"] != "v1.2.3" || !strings.HasPrefix(v["go"], "go") {
 		t.Fatalf("version -o json: %q", out.String())
+	}
+	out.Reset()
+	if code := ctl.Run(context.Background(), []string{"timerctl", "schedules", "--generate-bash-completion"}, o); code != 0 ||
+		!strings.HasPrefix(out.String(), "list\n") || !strings.Contains(out.String(), "\npause\n") || strings.Contains(out.String(), "help") {
+		t.Fatalf("completion of 'schedules ': exit %d %q; want its actions", code, out.String())
 	}
 	for _, sh := range []string{"bash", "zsh"} {
 		out.Reset()

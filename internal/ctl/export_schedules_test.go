@@ -160,7 +160,7 @@ func TestImportedSchedulesFireEachOccurrenceOnce(t *testing.T) {
 			b.Mini.SetTime(now)
 		}
 		src := newCLI(t, b)
-		src.ok("schedule", "tick", "--every", every.String(), "--overlap", "skip")
+		src.ok("schedule", "tick", "--every", every.String(), "--min-every", every.String(), "--overlap", "skip")
 		anchor := mustTime(t, *decode[scheduleJSON](t, src.ok("schedules", "get", "tick", "-o", "json").stdout).Anchor)
 		exp := src.ok("export").stdout
 

@@ -60,9 +60,9 @@ func (r *runner) namespaceCreate(c *cli.Context) error {
 			return writeJSON(r.o.Stdout, namespaceJSON{Namespace: ns, Shards: shards, Created: created})
 		}
 		if created {
-			fmt.Fprintf(r.o.Stdout, "created namespace %s with %d shards\n", ns, shards)
+			fmt.Fprintf(r.o.Stdout, "created namespace %s with %s\n", ns, plural(shards, "shard"))
 		} else {
-			fmt.Fprintf(r.o.Stdout, "namespace %s already has %d shards\n", ns, shards)
+			fmt.Fprintf(r.o.Stdout, "namespace %s already has %s\n", ns, plural(shards, "shard"))
 		}
 		return nil
 	})
@@ -80,7 +80,15 @@ func (r *runner) namespaceShow(c *cli.Context) error {
 		if s.g.json {
 			return writeJSON(r.o.Stdout, namespaceJSON{Namespace: s.q.Namespace(), Shards: n})
 		}
-		fmt.Fprintf(r.o.Stdout, "namespace %s has %d shards\n", s.q.Namespace(), n)
+		fmt.Fprintf(r.o.Stdout, "namespace %s has %s\n", s.q.Namespace(), plural(n, "shard"))
 		return nil
 	})
+}
+
+// plural is "1 shard", "2 shards".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/timerq/timerq/internal/ctl"
 	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/queue"
 )
 
 func TestNamespaceCreateAndPerShardStats(t *testing.T) {
@@ -81,6 +82,32 @@ func TestNamespaceCreateAndPerShardStats(t *testing.T) {
 		}
 		if again := other.ok("export").stdout; again != dump {
 			t.Fatalf("export after import differs:\n%s\nvs\n%s", again, dump)
+		}
+	})
+}
+
+// TestNamespaceShowSaysOneShard: "1 shard", not "1 shards", in namespace
+// show and create, and in the refusal of another shard count.
+func TestNamespaceShowSaysOneShard(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		c := newCLI(t, b)
+		if out := c.ok("namespace", "create", c.ns, "--shards", "1").stdout; !strings.Contains(out, "with 1 shard\n") {
+			t.Fatalf("namespace create --shards 1: %q", out)
+		}
+		if out := c.ok("namespace", "show").stdout; !strings.Contains(out, "has 1 shard\n") {
+			t.Fatalf("namespace show: %q", out)
+		}
+		other := newCLI(t, b)
+		if out := other.ok("namespace", "show").stdout; !strings.Contains(out, "has 1 shard\n") {
+			t.Fatalf("namespace show of an uncreated namespace: %q", out)
+		}
+		q, err := queue.New(b.Client, queue.Options{Namespace: other.ns, Shards: 4})
+		if err == nil {
+			defer q.Close()
+			_, err = q.Shards(context.Background())
+		}
+		if err == nil || strings.Contains(err.Error(), "1 shards") || !strings.Contains(err.Error(), "1 shard;") {
+			t.Fatalf("Shards 4 on a namespace of 1: %v; want it to say 1 shard", err)
 		}
 	})
 }

@@ -182,3 +182,35 @@ func TestRecurringExportImportRoundTrip(t *testing.T) {
 		}
 	})
 }
+
+// TestEveryHasAMinimum: an --every below 1 s is refused, reading "10ms" as
+// the typo of 10m it likely is, unless --min-every lowers the bound; a
+// negative one is told to be positive, not to use --at.
+func TestEveryHasAMinimum(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		c := newCLI(t, b)
+		for _, tc := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"schedule", "x", "--every", "10ms"}, "--every 10ms is shorter than the minimum interval of 1s: 6000 occurrences a minute: did you mean --every 10m? to mean it, add --min-every 10ms"},
+			{[]string{"schedule", "x", "--every", "500ms", "--min-every", "600ms"}, "shorter than the minimum interval of 600ms"},
+			{[]string{"schedule", "x", "--every", "0s"}, `--every "0s" is not an interval: use a positive duration, e.g. --every 10m`},
+			{[]string{"schedule", "x", "--every", "-5s"}, `--every "-5s" is negative: use a positive duration, e.g. --every 5s`},
+			{[]string{"schedule", "x", "--every", "1h", "--jitter", "-1m"}, `--jitter "-1m" is negative: use a positive duration, e.g. --jitter 1m0s`},
+			{[]string{"schedule", "x", "--cron", "@daily", "--min-every", "1ms"}, "--min-every is given without --every"},
+		} {
+			r := c.run(tc.args...)
+			if r.code != ctl.ExitUsage || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "--at") {
+				t.Errorf("%q: exit %d, stderr %q; want %d with %q", tc.args, r.code, r.stderr, ctl.ExitUsage, tc.want)
+			}
+		}
+		if keys := c.keys(); len(keys) != 0 {
+			t.Fatalf("refused schedules wrote keys: %v", keys)
+		}
+		if got := decode[scheduleJSON](t, c.ok("schedule", "fast", "--every", "10ms", "--min-every", "10ms", "-o", "json").stdout); got.Every != "10ms" {
+			t.Fatalf("--every 10ms --min-every 10ms made %+v", got)
+		}
+		c.ok("schedule", "slow", "--every", "1s")
+	})
+}

@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/timerq/timerq/internal/ctl"
+	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
 )
 
@@ -109,6 +112,14 @@ func TestImportRefusesAmbiguousAndInconsistentLines(t *testing.T) {
 		{`{"id":"a","state":"done","due_at":"2026-01-01T00:00:00Z","created_at":"2026-01-01T00:00:00Z"}`, `state "done"`},
 		{`{"id":"a","in":"5m","created_at":"2026-01-01T00:00:00Z"}`, "need a state"},
 		{`{"id":"a","state":"fired","due_at":"2026-01-01T00:00:00Z","created_at":"10000-01-01T00:00:00Z","fired_at":"2026-01-01T00:00:00Z"}`, "created_at"},
+		// Text in "payload", which is base64: say so, and name payload_text.
+		{`{"id":"a","in":"5m","payload":"hello world"}`, `"payload" is not base64 (illegal base64 data at input byte 5): "payload" takes the bytes in base64, as export writes them, and "payload_text" takes text as it is`},
+		// An ID that encoding/json would rewrite to U+FFFD.
+		{"{\"id\":\"a\xffb\",\"in\":\"5m\"}", "the line is not valid UTF-8 (byte 9 of it, 0xff)"},
+		{`{"id":"a\ud800b","in":"5m"}`, `the line has \ud800, half of a UTF-16 surrogate pair`},
+		{`{"id":"a\udc00","in":"5m"}`, `the line has \udc00, half of a UTF-16 surrogate pair`},
+		{`{"id":"a","in":"5m","payload_text":"\ud83d"}`, `the line has \ud83d, half`},
+		{"{\"kind\":\"schedule\",\"id\":\"s\xc3\",\"every\":\"1m\"}", "is not valid UTF-8"},
 	}
 	for _, l := range lines {
 		var out, errOut bytes.Buffer
@@ -120,6 +131,15 @@ func TestImportRefusesAmbiguousAndInconsistentLines(t *testing.T) {
 	}
 	if keys := m.Keys(); len(keys) != 0 {
 		t.Fatalf("refused lines wrote %v", keys)
+	}
+	// What is valid stays so: an escaped pair, an escaped backslash before
+	// "u", and U+FFFD itself.
+	for _, l := range []string{`{"id":"a\ud83d\ude00","in":"5m"}`, `{"id":"b\\ud800","in":"5m"}`, "{\"id\":\"c\ufffd\",\"in\":\"5m\"}"} {
+		var out, errOut bytes.Buffer
+		if code := ctl.Run(context.Background(), []string{"timerctl", "--redis", "redis://" + m.Addr(), "import"},
+			ctl.Options{Stdin: strings.NewReader(l + "\n"), Stdout: &out, Stderr: &errOut}); code != 0 {
+			t.Errorf("%s: exit %d, stderr %q; want it imported", l, code, errOut.String())
+		}
 	}
 }
 
@@ -160,5 +180,41 @@ func TestInCountsFromTheServerClockNotTheClients(t *testing.T) {
 		}
 		after := server()
 		check(`import "in":"90s"`, decode[timerJSON](t, c.ok("-o", "json", "get", "b").stdout).DueAt, 90*time.Second, before, after)
+	})
+}
+
+// TestExportSkipsAnIDJSONCannotCarry: a record written by hand under an ID
+// that is not UTF-8 (no API takes one) is not exported as its U+FFFD
+// rewrite, which import would create as another timer: export names it on
+// stderr, writes every other timer and exits 1.
+func TestExportSkipsAnIDJSONCannotCarry(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		c := newCLI(t, b)
+		c.ok("schedule", "good", "--in", "1h")
+		sp := keyspace.Shard(c.ns, 0, 1)
+		rec, err := b.Client.HGet(ctx, sp.Timers(), "good").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		due, err := b.Client.ZScore(ctx, sp.Due(), "good").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		const bad = "b\xffd"
+		if err := b.Client.HSet(ctx, sp.Timers(), bad, rec).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Client.ZAdd(ctx, sp.Due(), redis.Z{Score: due, Member: bad}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		r := c.run("export")
+		if r.code != ctl.ExitFailure || !strings.Contains(r.stderr, `timer "b\xffd" has an ID that is not valid UTF-8`) ||
+			!strings.Contains(r.stderr, "1 timers were not exported") {
+			t.Fatalf("export: exit %d, stderr %q; want 1 naming the ID", r.code, r.stderr)
+		}
+		if strings.Contains(r.stdout, "\uFFFD") || !strings.Contains(r.stdout, `"id":"good"`) || strings.Count(r.stdout, "\n") != 1 {
+			t.Fatalf("export wrote %q; want the good timer only", r.stdout)
+		}
 	})
 }

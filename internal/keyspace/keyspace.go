@@ -185,8 +185,8 @@ func (s Space) TimerChannel(id string) string { return s.tag + "t:" + id }
 // part before the last '@', so that one script sees a schedule and its
 // occurrences. Any other ID is in HashShard(id).
 //
-// So a timer you schedule yourself with an ID of that form (say "x@123") is
-// in the shard of "x", not of "x@123": this rule came with recurring
+// The queue refuses that form for a plain timer (queue.ErrOccurrenceID);
+// one written before that (say "x@123") is in the shard of "x", not of "x@123": this rule came with recurring
 // schedules in sharded namespaces, and a namespace of several shards
 // created before it that holds such IDs finds them on their old shard
 // (docs/redis-layout.md). With one shard every ID is in shard 0.

@@ -24,6 +24,14 @@ import (
 //
 // Its errors are *Error, and never contain the password.
 func Parse(raw string) (*redis.UniversalOptions, error) {
+	if fixed, ok := withScheme(raw); ok {
+		// "127.0.0.1:6379" or "user:pw@host:6379": url.Parse fails, or
+		// takes "127.0.0.1" or "user" for a scheme.
+		return nil, &Error{
+			Problem: fmt.Sprintf("--redis %s has no scheme", Redact(fixed)[len("redis://"):]),
+			Fix:     fmt.Sprintf("add redis:// (rediss:// for TLS): --redis %s", Redact(fixed)),
+		}
+	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme == "" {
 		return nil, &Error{
@@ -149,6 +157,26 @@ func Redact(raw string) string {
 		return raw
 	}
 	return u.String()
+}
+
+// withScheme returns raw with "redis://" in front, and true, when raw has
+// no "://" and no known scheme but reads as host:port (with userinfo,
+// path and query) once it has one.
+func withScheme(raw string) (string, bool) {
+	if raw == "" || strings.Contains(raw, "://") {
+		return "", false
+	}
+	if scheme, _, ok := strings.Cut(raw, ":"); ok {
+		switch strings.ToLower(scheme) {
+		case "redis", "rediss", "unix":
+			return "", false
+		}
+	}
+	u, err := url.Parse("redis://" + raw)
+	if err != nil || u.Host == "" || u.Port() == "" && !strings.Contains(raw, "@") {
+		return "", false
+	}
+	return "redis://" + raw, true
 }
 
 // hostless reports a URL typed without "//" after the scheme whose

@@ -53,3 +53,24 @@ func TestRedact(t *testing.T) {
 		t.Fatalf("Redact of garbage: %s", got)
 	}
 }
+
+// TestParseWithoutScheme: a --redis typed without redis:// says so and
+// shows the URL with the scheme added, its password redacted.
+func TestParseWithoutScheme(t *testing.T) {
+	for _, c := range []struct{ raw, want string }{
+		{"127.0.0.1:6379", "--redis 127.0.0.1:6379 has no scheme: add redis:// (rediss:// for TLS): --redis redis://127.0.0.1:6379"},
+		{"localhost:6379/2", "--redis localhost:6379/2 has no scheme: add redis:// (rediss:// for TLS): --redis redis://localhost:6379/2"},
+		{"u:topsecret@cache.internal:6380", "--redis u:xxxxx@cache.internal:6380 has no scheme: add redis:// (rediss:// for TLS): --redis redis://u:xxxxx@cache.internal:6380"},
+		{"[::1]:6379", "--redis redis://[::1]:6379"},
+	} {
+		_, err := Parse(c.raw)
+		var e *Error
+		if !errors.As(err, &e) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "topsecret") {
+			t.Errorf("Parse(%q) = %v; want %q", c.raw, err, c.want)
+		}
+	}
+	// A scheme typed without "//" keeps its own message.
+	if _, err := Parse("redis:u:topsecret@host:6379"); err == nil || strings.Contains(err.Error(), "has no scheme") {
+		t.Errorf("Parse(redis:u:…@host) = %v", err)
+	}
+}

@@ -1,15 +1,23 @@
 -- restore.lua: write timers as an export recorded them, states and times
 -- included; leave existing IDs alone.
 --
--- KEYS: the namespace's six keys (see prelude.lua).
+-- KEYS: the shard's seven keys (see prelude.lua), then KEYS[8] its
+--       schedules hash (recur_prelude.lua), read only.
 -- ARGV[1]        retention_ms: how long a settled record is kept after it
 --                settled; 0 = forever
 -- ARGV[2]        wake channel, told the new earliest due_ms when it moves earlier
--- ARGV[3+6i..]   sextuples: id, state (s, f or c), due_ms, created_ms,
+-- ARGV[3]        the schedule whose occurrences this call may restore before
+--                the schedule itself exists ('' for none): RestoreRecurring
+--                restores a schedule's exported occurrences, then it
+-- ARGV[4+6i..]   sextuples: id, state (s, f or c), due_ms, created_ms,
 --                settled_ms ('' when scheduled), payload
 -- Reply: {created_1, record_1, created_2, record_2, ...}; created is 1 for a
 --        restored timer and 0 when the ID already existed in any state (or
 --        earlier in this call), whose record is returned unchanged.
+--        A new timer whose ID has an occurrence's form, "<schedule>@<1-15
+--        digits>", while that schedule neither exists nor is ARGV[3], is an
+--        error TIMERQ_OCCURRENCE naming it, and nothing is written: a later
+--        schedule of that ID would adopt it as its own occurrence.
 -- Complexity: O(k log N) for k timers in a set of N.
 --
 -- A scheduled timer goes into the due set with its due time and creation
@@ -29,7 +37,7 @@
 -- type, a missing right or a refused PUBLISH leaves the namespace untouched:
 -- all or nothing.
 
-local err = check_types()
+local err = check_types() or check_type(KEYS[8], 'hash')
 if err then return err end
 
 local retention = tonumber(ARGV[1])
@@ -40,7 +48,8 @@ local moved_earlier = false
 
 local reply, seen = {}, {}
 local hset, zadd, expire = {}, {s = {}, f = {}, c = {}}, {}
-for i = 3, #ARGV, 6 do
+local allowed = ARGV[3]
+for i = 4, #ARGV, 6 do
   local id, state, due, created, settled, payload =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   if not sets[state] or payload == nil or not string.match(due, '^%d+$') or
@@ -56,6 +65,13 @@ for i = 3, #ARGV, 6 do
   if rec then
     reply[#reply + 1] = 0
   else
+    -- The last '@' followed by 1-15 digits to the end, as
+    -- keyspace.SplitOccurrence reads it.
+    local sid, digits = string.match(id, '^(.+)@(%d+)$')
+    if sid and #digits <= 15 and sid ~= allowed and not redis.call('HGET', KEYS[8], sid) then
+      return redis.error_reply('TIMERQ_OCCURRENCE timer "' .. id .. '" has the ID of an occurrence of schedule "' ..
+        sid .. '", which does not exist; nothing was written')
+    end
     if state == 's' then
       hset[#hset + 1] = id
       hset[#hset + 1] = encode('s', '', created, '', payload)

@@ -1,0 +1,88 @@
+package cliconf
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// RepeatedFlag returns a usage error when args (args[0] is the program
+// name) give a single-value flag twice at one command level, as in
+// `--namespace a ... --namespace b`: urfave/cli keeps the last one
+// silently. An alias counts as its flag (-n and --namespace); slice flags
+// may repeat. A flag of the app and one of a command that share a name are
+// two flags. Arguments after "--" are not flags. It leaves unknown flags
+// to the parser, which reports them.
+func RepeatedFlag(app *cli.App, args []string) error {
+	flags, cmds := app.Flags, app.Commands
+	seen := map[cli.Flag]bool{}
+	positional := false
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return nil
+		}
+		if len(a) < 2 || a[0] != '-' {
+			if !positional {
+				if cmd := findCommand(cmds, a); cmd != nil {
+					if cmd.SkipFlagParsing {
+						return nil
+					}
+					flags, cmds, seen = cmd.Flags, cmd.Subcommands, map[cli.Flag]bool{}
+					continue
+				}
+			}
+			positional = true
+			continue
+		}
+		name, _, inline := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		f := findFlag(flags, name)
+		if f == nil {
+			continue
+		}
+		if seen[f] && !isSliceFlag(f) {
+			long := f.Names()[0]
+			also := ""
+			if len(f.Names()) > 1 {
+				alias := f.Names()[1]
+				also = fmt.Sprintf(" (or %s%s)", strings.Repeat("-", min(len(alias), 2)), alias)
+			}
+			return Usage(fmt.Sprintf("--%s%s is given more than once", long, also),
+				"give it once: only one value can count, and silently keeping the last would hide a mistake")
+		}
+		seen[f] = true
+		if d, ok := f.(cli.DocGenerationFlag); ok && d.TakesValue() && !inline {
+			i++ // its value, which may look like anything
+		}
+	}
+	return nil
+}
+
+func findCommand(cmds []*cli.Command, name string) *cli.Command {
+	for _, c := range cmds {
+		if c.HasName(name) {
+			return c
+		}
+	}
+	return nil
+}
+
+func findFlag(flags []cli.Flag, name string) cli.Flag {
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+func isSliceFlag(f cli.Flag) bool {
+	switch f.(type) {
+	case *cli.StringSliceFlag, *cli.IntSliceFlag, *cli.Int64SliceFlag, *cli.Float64SliceFlag, *cli.UintSliceFlag, *cli.Uint64SliceFlag:
+		return true
+	}
+	return false
+}
