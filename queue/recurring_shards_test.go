@@ -106,8 +106,12 @@ func TestRecurringOnShardedNamespace(t *testing.T) {
 				n++
 			}
 			info := getRec(t, q, id)
-			if n < 3 || len(info.Pending) != queue.DefaultAhead || info.Count != int64(n+queue.DefaultAhead) {
-				t.Fatalf("%s: %d occurrences fired in series (%v); pending %v, count %d; want >= 3, then %d armed",
+			// At least Ahead armed, and every armed one counted. More than
+			// Ahead is right when a round took longer than the interval on
+			// a real clock: the arm then also catches up the occurrence
+			// that came due meanwhile (CatchUpOnce), as on cluster16.
+			if n < 3 || len(info.Pending) < queue.DefaultAhead || info.Count != int64(n+len(info.Pending)) {
+				t.Fatalf("%s: %d occurrences fired in series (%v); pending %v, count %d; want >= 3, then at least %d armed, each counted",
 					id, n, fired, nominals(info.Pending), info.Count, queue.DefaultAhead)
 			}
 			inShard(t, b, q, k, info)
