@@ -42,6 +42,7 @@ func TestOccurrenceIDsAreReservedForSchedules(t *testing.T) {
 			RejectedLines     []int `json:"rejected_lines"`
 			SchedulesCreated  int   `json:"schedules_created"`
 			SchedulesExisting int   `json:"schedules_existing"`
+			Quarantined       int   `json:"quarantined"`
 		}](t, r.stdout)
 		if got.Created != 2 || len(got.RejectedLines) != 2 || got.RejectedLines[0] != 2 || got.RejectedLines[1] != 3 {
 			t.Fatalf("import: %+v; want 2 created, lines [2 3] rejected", got)
