@@ -7,7 +7,6 @@ package examples_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,7 +18,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -150,7 +148,7 @@ func TestDurableSleepSurvivesKill(t *testing.T) {
 
 	cmd := exec.Command(filepath.Join(binDir, "durable-sleep"), "-exec", execID, "-delay", "1500ms")
 	cmd.Env = env(srv.URL())
-	var out syncBuffer
+	var out redistest.SyncBuffer
 	lines := pipeLines(t, cmd, &out)
 	waitLine(t, lines, "step 0: SleepUntil(now+1.5s)", &out)
 	// Kill it mid-sleep: once its timer exists, before it is due.
@@ -210,7 +208,7 @@ func TestRemindersServer(t *testing.T) {
 	t.Parallel()
 	cmd := exec.Command(filepath.Join(binDir, "reminders"), "-addr", "127.0.0.1:0")
 	cmd.Env = env("")
-	var out syncBuffer
+	var out redistest.SyncBuffer
 	lines := pipeLines(t, cmd, &out)
 	line := waitLine(t, lines, "listening on http://", &out)
 	base := line[strings.Index(line, "http://"):strings.LastIndexByte(line, '"')]
@@ -310,7 +308,7 @@ func startWorker(t *testing.T, url, ns string) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "timerworker"), "--redis", url, "--namespace", ns)
 	cmd.Env = env("")
-	var log syncBuffer
+	var log redistest.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -326,7 +324,7 @@ func startWorker(t *testing.T, url, ns string) {
 // pipeLines starts cmd and returns its output lines (stdout and stderr),
 // also copied to out; the channel closes once the process has exited and
 // every line was received. The caller calls cmd.Wait.
-func pipeLines(t *testing.T, cmd *exec.Cmd, out *syncBuffer) <-chan string {
+func pipeLines(t *testing.T, cmd *exec.Cmd, out *redistest.SyncBuffer) <-chan string {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -359,7 +357,7 @@ func pipeLines(t *testing.T, cmd *exec.Cmd, out *syncBuffer) <-chan string {
 }
 
 // waitLine returns the first line containing s, failing after 15 s.
-func waitLine(t *testing.T, lines <-chan string, s string, out *syncBuffer) string {
+func waitLine(t *testing.T, lines <-chan string, s string, out *redistest.SyncBuffer) string {
 	t.Helper()
 	timeout := time.After(15 * time.Second)
 	for {
@@ -375,22 +373,4 @@ func waitLine(t *testing.T, lines <-chan string, s string, out *syncBuffer) stri
 			t.Fatalf("no %q within 15 s:\n%s", s, out.String())
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's stdout and stderr.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -10,7 +10,6 @@ import (
 	"net/http/cookiejar"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -68,7 +67,7 @@ func TestACLLinesRunTheBinaries(t *testing.T) {
 			t.Fatal(err)
 		}
 		metrics := freeTCPAddr(t)
-		var logBuf syncBuffer
+		var logBuf redistest.SyncBuffer
 		wctx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() {
@@ -185,7 +184,7 @@ func TestACLLinesRunTheBinaries(t *testing.T) {
 			t.Errorf("list --cursor under the documented ops line: exit %d\n%s%s", code, out, stderr)
 		}
 		// watch follows a fire.
-		var wout, werr syncBuffer
+		var wout, werr redistest.SyncBuffer
 		watching := make(chan struct{})
 		wctx, stopWatch := context.WithCancel(ctx)
 		wdone := make(chan int, 1)
@@ -282,7 +281,7 @@ func timerctlUI(t *testing.T, redisURL, ns string, args ...string) *uitest.Clien
 	t.Setenv("TIMERQ_UI_TOKEN", "")
 	t.Setenv("TIMERQ_UI_BASIC_AUTH", "")
 	addr := freeTCPAddr(t)
-	var stderr syncBuffer
+	var stderr redistest.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	full := append([]string{"timerctl", "--redis", redisURL, "--namespace", ns, "ui", "--listen", addr}, args...)
@@ -356,22 +355,4 @@ func freeTCPAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
-}
-
-// syncBuffer is a bytes.Buffer safe to read while a command writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

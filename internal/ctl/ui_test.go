@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,24 +16,6 @@ import (
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
 )
-
-// syncBuffer is a bytes.Buffer safe to read while the command writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -74,17 +55,17 @@ func TestUIRefusesTheNetworkWithoutAuth(t *testing.T) {
 }
 
 // uiServer runs `timerctl ui` until the test ends.
-func uiServer(t *testing.T, redisURL, ns string, args ...string) (base string, stderr *syncBuffer) {
+func uiServer(t *testing.T, redisURL, ns string, args ...string) (base string, stderr *redistest.SyncBuffer) {
 	t.Helper()
 	return uiServerWith(t, ctl.Options{}, redisURL, ns, args...)
 }
 
 // uiServerWith runs `timerctl ui` with o (its Stdout and Stderr set here)
 // until the test ends.
-func uiServerWith(t *testing.T, o ctl.Options, redisURL, ns string, args ...string) (base string, stderr *syncBuffer) {
+func uiServerWith(t *testing.T, o ctl.Options, redisURL, ns string, args ...string) (base string, stderr *redistest.SyncBuffer) {
 	t.Helper()
 	addr := freeAddr(t)
-	stderr = &syncBuffer{}
+	stderr = &redistest.SyncBuffer{}
 	o.Stdout, o.Stderr = io.Discard, stderr
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
