@@ -55,15 +55,21 @@ func ExampleQueue_SleepUntil() {
 	defer q.Close()
 
 	id := queue.DeriveID("exec-7", 3) // step 3 of execution exec-7
-	// A worker fires it in the background (here, claims until one fires).
+	// A worker fires it in the background (here, claims until one fires,
+	// or until the example is done with it).
+	claimCtx, stopClaims := context.WithCancel(ctx)
+	claimsDone := make(chan struct{})
 	go func() {
-		for {
-			if res, _ := q.Claim(context.Background(), 100); len(res.Fired) > 0 {
+		defer close(claimsDone)
+		for claimCtx.Err() == nil {
+			if res, _ := q.Claim(claimCtx, 100); len(res.Fired) > 0 {
 				return
 			}
 		}
 	}()
 	fmt.Println("first run:", q.SleepUntil(ctx, id, time.Now(), nil))
+	stopClaims()
+	<-claimsDone
 
 	// The replay after a crash: same ID, already fired, no wait.
 	start := time.Now()
