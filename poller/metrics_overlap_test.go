@@ -52,20 +52,26 @@ func TestCountersCollectorExportsOverlapSkips(t *testing.T) {
 			<-done
 			t.Fatal("nothing was skipped")
 		}
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(poller.NewCountersCollector(q))
-		fams, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := -1.0
-		for _, f := range fams {
-			if f.GetName() == "timerq_namespace_overlap_skipped_total" {
-				got = f.GetMetric()[0].GetCounter().GetValue()
-			}
-		}
-		if got != 1 {
+		if got := namespaceCounter(t, q, "timerq_namespace_overlap_skipped_total"); got != 1 {
 			t.Fatalf("timerq_namespace_overlap_skipped_total = %v, want 1", got)
 		}
 	})
+}
+
+// namespaceCounter gathers q's namespace counters as a worker exports them
+// and returns the value of the counter name, or -1 if it is missing.
+func namespaceCounter(t *testing.T, q *queue.Queue, name string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(poller.NewCountersCollector(q))
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == name {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return -1
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/timerq/timerq/internal/redistest"
@@ -67,19 +66,7 @@ func TestPollerQuarantinesAndLogsOnce(t *testing.T) {
 		if n := logs.count("claim failed"); n != 0 {
 			t.Fatalf("%d failed claims:\n%s", n, logs.text())
 		}
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(poller.NewCountersCollector(q))
-		fams, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := -1.0
-		for _, f := range fams {
-			if f.GetName() == "timerq_namespace_records_quarantined_total" {
-				got = f.GetMetric()[0].GetCounter().GetValue()
-			}
-		}
-		if got != 1 {
+		if got := namespaceCounter(t, q, "timerq_namespace_records_quarantined_total"); got != 1 {
 			t.Fatalf("timerq_namespace_records_quarantined_total = %v, want 1", got)
 		}
 	})
