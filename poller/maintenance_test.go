@@ -60,7 +60,11 @@ func (h *holders) count() int {
 func TestMaintenanceOneHolderAndTakeover(t *testing.T) {
 	srv := redistest.Start(t, redistest.Config{})
 	ns := redistest.Namespace(t)
-	const expiry = 600 * time.Millisecond
+	// The holder extends every expiry/3 and loses the lock when it stalls
+	// for 2/3 of the expiry; at load 15 under -race a 600 ms expiry lost it
+	// to a 400 ms stall (a second acquisition, by design). 2 s keeps the
+	// test about the lock, not about the scheduler.
+	const expiry = 2 * time.Second
 	var h holders
 	var purged atomic.Int64
 	type replica struct {
@@ -115,7 +119,7 @@ func TestMaintenanceOneHolderAndTakeover(t *testing.T) {
 	// sleep: the lock's PEXPIRE on real Redis runs on wall time, and what
 	// is tested is that the holder's extensions beat it for several
 	// expiries.
-	time.Sleep(3 * expiry)
+	time.Sleep(2 * expiry)
 	if h.count() != 1 {
 		t.Fatalf("%d acquisitions while the holder lived, want 1", h.count())
 	}
@@ -139,8 +143,8 @@ func TestMaintenanceOneHolderAndTakeover(t *testing.T) {
 	waitFor(t, expiry+time.Second, "a takeover after a kill", func() bool { return h.count() == 3 })
 	took := time.Since(began)
 	t.Logf("takeover after kill: %v", took)
-	if took > expiry+300*time.Millisecond {
-		t.Errorf("takeover took %v, want within the lock expiry %v (+ an acquire interval)", took, expiry)
+	if took > expiry+time.Second {
+		t.Errorf("takeover took %v, want within the lock expiry %v (+ the acquire interval, and slack for a loaded machine)", took, expiry)
 	}
 	if p := h.peak.Load(); p != 1 {
 		t.Errorf("%d pollers held maintenance at once, want 1", p)
