@@ -290,6 +290,26 @@ func (e *env) do(ctx context.Context, method, url string, body any) resp {
 	return resp{Status: res.StatusCode, Header: res.Header, Body: data}
 }
 
+// doRaw sends body as it is, with Content-Type ct.
+func (e *env) doRaw(ctx context.Context, method, url, ct, body string) resp {
+	e.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", ct)
+	res, err := e.client.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return resp{Status: res.StatusCode, Header: res.Header, Body: data}
+}
+
 // snapshot is the namespace's whole contents, to show that a refused
 // request wrote nothing.
 func (e *env) snapshot() string {
