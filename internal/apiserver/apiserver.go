@@ -147,17 +147,8 @@ func Listen(cfg Config, h http.Handler, log *slog.Logger) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	loop, err := cliconf.IsLoopback(cfg.Addr)
-	if err != nil {
-		return nil, cliconf.Usage(fmt.Sprintf("--%s %q is not host:port", FlagAddr, cfg.Addr),
-			"use e.g. 127.0.0.1:8080, or :8080 with --"+FlagTokensFile)
-	}
-	if !loop && cfg.TokensFile == "" {
-		return nil, cliconf.Usage(fmt.Sprintf("refusing to serve the API on %s without tokens: anyone who reaches that address could read, schedule and cancel every timer", cfg.Addr),
-			fmt.Sprintf("give --%s (%s) with lines from 'timerctl api-token create', or listen on 127.0.0.1", FlagTokensFile, envTokensFile))
-	}
-	if !(cfg.RateLimit >= 0) {
-		return nil, cliconf.Usage(fmt.Sprintf("--%s %v is negative", FlagRateLimit, cfg.RateLimit), "give requests per second per token, or 0 for no limit")
+	if err := cfg.Check(); err != nil {
+		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, inner: h, buckets: map[string]*bucket{}}
 	if cfg.TracerProvider != nil {
@@ -170,18 +161,15 @@ func Listen(cfg Config, h http.Handler, log *slog.Logger) (*Server, error) {
 		}
 		s.tokens.Store(set)
 	}
-	switch {
-	case cfg.TLSCertFile != "" || cfg.TLSKeyFile != "":
+	if cfg.TLSCertFile != "" || cfg.TLSKeyFile != "" {
 		c, err := loadTLS(cfg)
 		if err != nil {
 			return nil, err
 		}
 		s.tlsCfg.Store(c)
 		s.tls = true
-	case cfg.TLSClientCAFile != "":
-		return nil, cliconf.Usage(fmt.Sprintf("--%s is set without --%s and --%s", FlagTLSClientCA, FlagTLSCertFile, FlagTLSKeyFile),
-			"client certificates need TLS: give the server's certificate and key too")
 	}
+	var err error
 	s.m, err = newMetrics(cfg.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: registering metrics: %w", err)
@@ -205,6 +193,31 @@ func Listen(cfg Config, h http.Handler, log *slog.Logger) (*Server, error) {
 			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return s.tlsCfg.Load(), nil }}
 	}
 	return s, nil
+}
+
+// Check refuses a Config that cannot work, without reading any file or
+// binding: an Addr that is not host:port, an Addr beyond loopback without
+// TokensFile (as `timerctl ui` refuses one without auth), a client CA
+// without TLS, a negative rate limit. Listen checks it first; timerworker
+// also calls it before it connects to Redis.
+func (cfg Config) Check() error {
+	loop, err := cliconf.IsLoopback(cfg.Addr)
+	if err != nil {
+		return cliconf.Usage(fmt.Sprintf("--%s %q is not host:port", FlagAddr, cfg.Addr),
+			"use e.g. 127.0.0.1:8080, or :8080 with --"+FlagTokensFile)
+	}
+	if !loop && cfg.TokensFile == "" {
+		return cliconf.Usage(fmt.Sprintf("refusing to serve the API on %s without tokens: anyone who reaches that address could read, schedule and cancel every timer", cfg.Addr),
+			fmt.Sprintf("give --%s (%s) with lines from 'timerctl api-token create', or listen on 127.0.0.1", FlagTokensFile, envTokensFile))
+	}
+	if !(cfg.RateLimit >= 0) {
+		return cliconf.Usage(fmt.Sprintf("--%s %v is negative", FlagRateLimit, cfg.RateLimit), "give requests per second per token, or 0 for no limit")
+	}
+	if cfg.TLSClientCAFile != "" && cfg.TLSCertFile == "" && cfg.TLSKeyFile == "" {
+		return cliconf.Usage(fmt.Sprintf("--%s is set without --%s and --%s", FlagTLSClientCA, FlagTLSCertFile, FlagTLSKeyFile),
+			"client certificates need TLS: give the server's certificate and key too")
+	}
+	return nil
 }
 
 // Addr returns the address the server listens on.
