@@ -31,7 +31,10 @@ func withFakeAPI(t *testing.T) {
 	}
 }
 
-var apiURL = regexp.MustCompile(`serving the HTTP API" url=(\S+)`)
+var (
+	apiURL      = regexp.MustCompile(`serving the HTTP API" url=(\S+)`)
+	metricsAddr = regexp.MustCompile(`serving /metrics, /healthz and /readyz" addr=(\S+)`)
+)
 
 // TestWorkerAPIFlags: the --api-* flags and their TIMERQ_* variables reach
 // the server (a tokens file, a rate limit, an API-only replica), and the
@@ -55,18 +58,20 @@ func TestWorkerAPIFlags(t *testing.T) {
 	code := make(chan int, 1)
 	go func() {
 		code <- run(ctx, []string{"timerworker", "--redis", "redis://" + m.Addr() + "/0", "--namespace", "orders",
-			"--api-addr", "127.0.0.1:0", "--api-tokens-file", file}, io.Discard, &stderr)
+			"--api-addr", "127.0.0.1:0", "--api-tokens-file", file, "--metrics-addr", "127.0.0.1:0"}, io.Discard, &stderr)
 	}()
-	var base string
+	var base, metrics string
 	redistest.Eventually(t, 10*time.Second, "the API to listen", func() bool {
-		if mm := apiURL.FindStringSubmatch(stderr.String()); mm != nil {
-			base = mm[1]
+		mm, ma := apiURL.FindStringSubmatch(stderr.String()), metricsAddr.FindStringSubmatch(stderr.String())
+		if mm != nil && ma != nil {
+			base, metrics = mm[1], "http://"+ma[1]
 			return true
 		}
 		return false
 	})
-	get := func(path, token string) int {
-		req, _ := http.NewRequest("GET", base+path, nil)
+	var body string
+	getURL := func(url, token string) int {
+		req, _ := http.NewRequest("GET", url, nil)
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
@@ -76,9 +81,12 @@ func TestWorkerAPIFlags(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		body = string(b)
 		return resp.StatusCode
 	}
+	get := func(path, token string) int { return getURL(base+path, token) }
 	for _, tc := range []struct {
 		path, token string
 		want        int
@@ -91,6 +99,15 @@ func TestWorkerAPIFlags(t *testing.T) {
 		if got := get(tc.path, tc.token); got != tc.want {
 			t.Errorf("GET %s (token %v): %d, want %d", tc.path, tc.token != "", got, tc.want)
 		}
+	}
+	// The API's metrics are on the worker's registry; an API-only replica
+	// is ready while Redis answers, having no claims to prove.
+	if code := getURL(metrics+"/metrics", ""); code != 200 ||
+		!strings.Contains(body, `http_server_request_duration_seconds_count{http_request_method="GET",http_response_status_code="200",http_route="/v1/namespaces/{ns}/timers/{id}"} 1`) {
+		t.Errorf("/metrics: %d, no count of the one 200 under its route:\n%s", code, body)
+	}
+	if code := getURL(metrics+"/readyz", ""); code != 200 {
+		t.Errorf("/readyz of an API-only replica: %d %s", code, body)
 	}
 	if !strings.Contains(stderr.String(), "claiming nothing (--claim=false)") {
 		t.Errorf("TIMERQ_CLAIM=false did not make an API-only replica:\n%s", stderr.String())
