@@ -76,7 +76,7 @@ type example struct {
 
 var examples = []example{
 	{name: "quickstart", args: []string{"-delay", "500ms"}, worker: true,
-		want: []string{`scheduled quickstart-\w+, due`, `fired \d+m?s after its due time \(Redis clock\)`}},
+		want: []string{`scheduled quickstart-\w+, due`, `fired [0-9.]+[µm]?s after its due time \(Redis clock\)`}},
 	{name: "durable-sleep", args: []string{"-delay", "500ms"}, worker: true,
 		want: []string{
 			`run 1: crashed mid-sleep`,

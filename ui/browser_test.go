@@ -2,6 +2,7 @@ package ui_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -102,13 +103,20 @@ func waitJS(t *testing.T, ctx context.Context, what, js string) {
 	held = true
 }
 
+// text returns the trimmed text content of the element with that id.
+//
+// It reads the live DOM in one evaluation rather than through a CDP node
+// ID: after a click that navigates, a node ID found by WaitVisible can be
+// invalidated by the new document's late DOM.documentUpdated ("No node with
+// given id found"), which a loaded machine made happen.
 func text(t *testing.T, ctx context.Context, id string) string {
 	t.Helper()
-	s, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.ID(id)))
-	if err != nil {
-		t.Fatalf("text of #%s: %v", id, err)
+	quoted, _ := json.Marshal(id)
+	s := eval[*string](t, ctx, fmt.Sprintf(`(function(){var e=document.getElementById(%s);return e?e.textContent:null})()`, quoted))
+	if s == nil {
+		t.Fatalf("text of #%s: no such element", id)
 	}
-	return strings.TrimSpace(s)
+	return strings.TrimSpace(*s)
 }
 
 // mount serves h under /ops/timerq, as an application would.
