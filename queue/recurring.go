@@ -13,6 +13,7 @@ import (
 
 	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/schedule"
+	"github.com/timerq/timerq/scripts/lua"
 )
 
 // ErrRecurringNotFound means no recurring schedule with that ID exists in
@@ -498,7 +499,7 @@ func (q *Queue) load(ctx context.Context, l *layout, k int, args ...any) (time.T
 // loadScanned is load, also telling how many schedules the script looked
 // at (in repair mode it returns only those that need arming).
 func (q *Queue) loadScanned(ctx context.Context, l *layout, k int, args ...any) (time.Time, []string, map[string]*record, int, error) {
-	v, err := q.runRecur(ctx, l, l.recurScripts().load, k, args...)
+	v, err := q.run(ctx, l, lua.RecurLoad, k, args...)
 	if err != nil {
 		return time.Time{}, nil, nil, 0, err
 	}
@@ -536,7 +537,7 @@ func (q *Queue) put(ctx context.Context, op, id, expected, bodyJSON, state, last
 	for _, o := range arms {
 		args = append(args, o.Nominal.UnixMilli(), o.Due.UnixMilli())
 	}
-	v, err := q.runRecur(ctx, l, l.recurScripts().put, k, args...)
+	v, err := q.run(ctx, l, lua.RecurPut, k, args...)
 	if err != nil {
 		return "", time.Time{}, "", err
 	}

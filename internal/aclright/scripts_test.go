@@ -16,18 +16,6 @@ import (
 	lua "github.com/timerq/timerq/scripts/lua"
 )
 
-// scriptCase is one script as the test runs it: its source, its keys, and
-// scenarios that together run every command the script may run.
-type scriptCase struct {
-	name      string
-	src       string
-	keys      func(sp keyspace.Space) []string
-	publishes bool
-	// cmds are the commands the script runs, each of which Redis may refuse.
-	cmds []string
-	runs []scenario
-}
-
 // scenario writes a state (as an admin) and gives the script's arguments
 // for it.
 type scenario struct {
@@ -56,24 +44,18 @@ func scheduled(t *testing.T, c *redis.Client, sp keyspace.Space, id string, due 
 
 func timerKeys(sp keyspace.Space) []string { return sp.Keys() }
 
-// scriptCases lists every script timerq runs.
-func scriptCases() []scriptCase {
+// scenarios gives, for each script of the table by name, states and
+// arguments that together run every command the script may run.
+func scenarios() map[string][]scenario {
 	nothing := func(*testing.T, *redis.Client, keyspace.Space) {}
-	return []scriptCase{{
-		name: "schedule", src: lua.Schedule, publishes: true,
-		keys: func(sp keyspace.Space) []string { return append(sp.Keys(), sp.Traces()) },
-		cmds: []string{"type", "time", "zrange", "hmget", "zscore", "zadd", "hset"},
-		runs: []scenario{{
+	return map[string][]scenario{
+		"schedule": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) { scheduled(t, c, sp, "old", ms(time.Hour)) },
 			args: func(sp keyspace.Space) []any {
 				return []any{sp.Wake(), tp, "old", ms(time.Hour), "p", "new", "+1000.000", "p"}
 			},
 		}},
-	}, {
-		name: "claim", src: lua.Claim, publishes: true,
-		keys: func(sp keyspace.Space) []string { return append(sp.Keys(), sp.Traces(), sp.Quarantine()) },
-		cmds: []string{"type", "time", "zrangebyscore", "hmget", "zremrangebyrank", "hset", "zadd", "xadd", "xtrim", "hincrby", "hdel", "zrange"},
-		runs: []scenario{{
+		"claim": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				scheduled(t, c, sp, "due", ms(-time.Second))
 				do(t, c, "HSET", sp.Traces(), "due", tp)
@@ -82,24 +64,15 @@ func scriptCases() []scriptCase {
 			},
 			args: func(sp keyspace.Space) []any { return []any{10, 60000, 1000, sp.TimerChannelPrefix(), sp.Notify()} },
 		}},
-	}, {
-		name: "cancel", src: lua.Cancel, publishes: true, keys: timerKeys,
-		cmds: []string{"type", "hget", "zscore", "time", "zadd", "hset", "zrem"},
-		runs: []scenario{{
+		"cancel": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) { scheduled(t, c, sp, "c", ms(time.Hour)) },
 			args:  func(sp keyspace.Space) []any { return []any{"c", 60000, sp.TimerChannel("c")} },
 		}},
-	}, {
-		name: "reschedule", src: lua.Reschedule, publishes: true, keys: timerKeys,
-		cmds: []string{"type", "hget", "time", "zrange", "zadd", "zscore"},
-		runs: []scenario{{
+		"reschedule": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) { scheduled(t, c, sp, "r", ms(time.Hour)) },
 			args:  func(sp keyspace.Space) []any { return []any{"r", "+1000.000", sp.Wake()} },
 		}},
-	}, {
-		name: "purge", src: lua.Purge, keys: func(sp keyspace.Space) []string { return append(sp.Keys(), sp.Traces()) },
-		cmds: []string{"type", "time", "zrangebyscore", "zremrangebyrank", "hdel", "zrem", "zcount"},
-		runs: []scenario{{
+		"purge": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				do(t, c, "HSET", sp.Timers(), "p", "c:1000:1000:2000:x")
 				do(t, c, "ZADD", sp.Cancelled(), 1000, "p")
@@ -108,37 +81,20 @@ func scriptCases() []scriptCase {
 			},
 			args: func(keyspace.Space) []any { return []any{10} },
 		}},
-	}, {
-		name: "stats", src: lua.Stats, keys: timerKeys,
-		cmds: []string{"type", "time", "zrange", "zcard", "zcount"},
-		runs: []scenario{{setup: nothing, args: func(keyspace.Space) []any { return nil }}},
-	}, {
-		name: "list", src: lua.List, keys: timerKeys,
-		cmds: []string{"type", "zscore", "zrank", "zrange", "zrangebyscore", "hmget"},
-		runs: []scenario{{
+		"stats": {{setup: nothing, args: func(keyspace.Space) []any { return nil }}},
+		"list": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				scheduled(t, c, sp, "a", "1000")
 				scheduled(t, c, sp, "b", "2000")
 			},
 			args: func(keyspace.Space) []any { return []any{"", 0, ms(time.Hour), 10, 1000, "a"} },
 		}},
-	}, {
-		name: "get", src: lua.Get, keys: timerKeys,
-		cmds: []string{"type", "hget", "zscore"},
-		runs: []scenario{{
+		"get": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) { scheduled(t, c, sp, "g", "1000") },
 			args:  func(keyspace.Space) []any { return []any{"g"} },
 		}},
-	}, {
-		name: "check", src: lua.Check, publishes: true, keys: timerKeys,
-		cmds: []string{"type", "time", "zrange", "zrangebyscore", "zscore", "zcount", "zcard", "hget", "hmget",
-			"zremrangebyrank", "zadd", "zrem", "hset", "hdel", "xadd", "xtrim", "hincrby"},
-		runs: []scenario{{setup: nothing, args: func(sp keyspace.Space) []any { return []any{sp.TimerChannel(""), sp.Wake()} }}},
-	}, {
-		name: "restore", src: lua.Restore, publishes: true,
-		keys: func(sp keyspace.Space) []string { return append(sp.Keys(), sp.Schedules()) },
-		cmds: []string{"type", "zrange", "hget", "zscore", "hset", "zadd"},
-		runs: []scenario{{
+		"check": {{setup: nothing, args: func(sp keyspace.Space) []any { return []any{sp.TimerChannel(""), sp.Wake()} }}},
+		"restore": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				scheduled(t, c, sp, "old", ms(time.Hour))
 				do(t, c, "HSET", sp.Schedules(), "sch", "1:a:0::::{}")
@@ -150,35 +106,25 @@ func scriptCases() []scriptCase {
 					"sch@5", "f", "5", "1000", "2000", "p"}
 			},
 		}},
-	}, {
-		name: "requeue", src: lua.Requeue, keys: func(sp keyspace.Space) []string { return []string{sp.Fires(), sp.DeadLetter()} },
-		cmds: []string{"type", "xrange", "xadd", "xdel"},
-		runs: []scenario{{
+		"requeue": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				do(t, c, "XADD", sp.DeadLetter(), "5-1", "id", "x", "payload", "p", "group", "g", "error", "e")
 			},
 			args: func(keyspace.Space) []any { return []any{"5-1"} },
 		}},
-	}, {
-		name: "heartbeat", src: lua.Heartbeat, keys: nsKeys,
-		cmds: []string{"type", "time", "hset", "zadd", "zrem", "zremrangebyscore", "zrange"},
-		runs: []scenario{
+		"heartbeat": {
 			{name: "stay", setup: nothing, args: func(keyspace.Space) []any { return []any{"w1", 10000, "0"} }},
 			{name: "leave", setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				do(t, c, "ZADD", keyspace.Namespace(nsOf(sp)).Workers(), ms(time.Hour), "w1")
 			}, args: func(keyspace.Space) []any { return []any{"w1", 10000, "1"} }},
 		},
-	}, {
-		name: "workers", src: lua.Workers, keys: nsKeys,
-		cmds: []string{"type", "time", "hmget", "zrangebyscore"},
-		runs: []scenario{{setup: nothing, args: func(keyspace.Space) []any { return nil }}},
-	}, {
-		name: "overlap", src: lua.Overlap,
-		keys: func(sp keyspace.Space) []string {
-			return []string{sp.Fires(), sp.Schedules(), sp.Overlap("g"), sp.Counters()}
-		},
-		cmds: []string{"type", "hget", "xpending", "xack", "hincrby", "hset", "hdel"},
-		runs: []scenario{{
+		"create": {{
+			// A sharded count for a namespace without data: every EXISTS runs.
+			setup: nothing,
+			args:  func(keyspace.Space) []any { return []any{4} },
+		}},
+		"workers": {{setup: nothing, args: func(keyspace.Space) []any { return nil }}},
+		"overlap": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				for _, sid := range []string{"skip1", "skip2"} {
 					do(t, c, "HSET", sp.Schedules(), sid, `1:a:1::1:{"overlap":"skip"}`)
@@ -193,10 +139,7 @@ func scriptCases() []scriptCase {
 			},
 			args: func(keyspace.Space) []any { return []any{"g", "2-1", "skip1", "3-1", "skip2", "4-1", "allow"} },
 		}},
-	}, {
-		name: "recur_load", src: lua.RecurLoad, keys: recurKeys,
-		cmds: []string{"type", "time", "zrangebyscore", "hget", "zscore", "zadd"},
-		runs: []scenario{{
+		"recur_load": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				do(t, c, "HSET", sp.Schedules(), "rs", "1:a:1:100:100:{}")
 				scheduled(t, c, sp, "rs@100", ms(-time.Hour))
@@ -204,10 +147,7 @@ func scriptCases() []scriptCase {
 			},
 			args: func(keyspace.Space) []any { return []any{"due", 0, 10} },
 		}},
-	}, {
-		name: "recur_arm", src: lua.RecurArm, publishes: true, keys: recurKeys,
-		cmds: []string{"type", "time", "zrange", "hget", "zscore", "hset", "zadd", "zrem"},
-		runs: []scenario{{
+		"recur_arm": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				do(t, c, "HSET", sp.Schedules(), "ra", "1:a:1:100:100:{}", "rb", "1:a:1:100:100:{}")
 				scheduled(t, c, sp, "ra@100", ms(time.Hour))
@@ -218,10 +158,7 @@ func scriptCases() []scriptCase {
 					"rb", 1, 100, 100, "e", "p", 0}
 			},
 		}},
-	}, {
-		name: "recur_put", src: lua.RecurPut, publishes: true, keys: recurKeys,
-		cmds: []string{"type", "time", "hget", "zscore", "zrange", "hset", "zrem", "zadd", "hdel"},
-		runs: []scenario{{
+		"recur_put": {{
 			name: "update",
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				do(t, c, "HSET", sp.Schedules(), "rp", "1:a:1:100:100:{}")
@@ -241,7 +178,7 @@ func scriptCases() []scriptCase {
 				return []any{"delete", "rp", "", "", "a", "-", "", sp.Wake(), sp.TimerChannelPrefix(), 60000}
 			},
 		}},
-	}}
+	}
 }
 
 func nsOf(sp keyspace.Space) string {
@@ -277,43 +214,63 @@ func snapshot(t *testing.T, c *redis.Client, ns string) string {
 	return b.String()
 }
 
-// TestEveryScriptNamesEveryRefusedRight runs every script of timerq as
-// Redis users that each lack one right the script needs: a command it runs,
-// EVALSHA, the namespace's keys, or (for a script that publishes) its
-// channels and PUBLISH or SPUBLISH. Each refusal must change nothing, and
-// aclright.Missing must name the right from the error Redis (or the
-// script) gave. A user granted exactly those rights runs every scenario.
+// TestEveryScriptNamesEveryRefusedRight runs every script of the table
+// (lua.All) as Redis users that each lack one right the table says it
+// needs: a command it runs, EVALSHA, the namespace's keys, or (for a script
+// that publishes) its channels and PUBLISH or SPUBLISH. Each refusal must
+// change nothing, and aclright.Missing must name the right from the error
+// Redis (or the script) gave. A user granted exactly the table's rights
+// runs every scenario, so the table lists no more and no less than the
+// script needs.
 func TestEveryScriptNamesEveryRefusedRight(t *testing.T) {
 	srv := redistest.Start(t, redistest.Config{})
 	admin := srv.Client(t)
 	ctx := context.Background()
+	runs := scenarios()
+	for _, s := range lua.All {
+		if runs[s.Name] == nil {
+			t.Errorf("script %s has no scenario here: add the states that run each of its commands", s.Name)
+		}
+	}
 	n := 0
-	for _, sc := range scriptCases() {
+	for _, s := range lua.All {
 		for _, sharded := range []bool{false, true} {
-			if sharded && !sc.publishes {
+			if sharded && !s.Publishes {
 				continue
 			}
-			flavour, src, pub := "classic", sc.src, "publish"
+			flavour, src, pub := "classic", s.Source, "publish"
 			if sharded {
-				flavour, src, pub = "sharded", lua.Sharded(sc.src), "spublish"
+				flavour, src, pub = "sharded", s.ShardedSource, "spublish"
 			}
 			script := redis.NewScript(src)
-			t.Run(sc.name+"/"+flavour, func(t *testing.T) {
-				// rights maps each right to the ACL rules a user lacking it
-				// gets (beyond reset) and to the name Missing must give.
+			t.Run(s.Name+"/"+flavour, func(t *testing.T) {
+				// Each right a user may lack, and the name Missing must give.
 				type right struct{ name, want string }
 				var rights []right
 				if !sharded {
-					for _, c := range sc.cmds {
+					for _, c := range s.Commands {
 						rights = append(rights, right{c, "+" + c})
 					}
 					rights = append(rights, right{"evalsha", "+evalsha"}, right{"keys", "~timerq:{NS}:*"})
 				}
-				if sc.publishes {
+				if s.Publishes {
 					rights = append(rights, right{pub, "+" + pub}, right{"channels", "&timerq:{NS}:*"})
 				}
+				// exactly grants what the table lists; lacking one right,
+				// everything but that right.
 				grant := func(prefix string, lacking string) []any {
-					r := []any{"reset", "on", ">pw", "+@all"}
+					r := []any{"reset", "on", ">pw"}
+					if lacking == "" {
+						r = append(r, "+evalsha", "+eval")
+						for _, c := range s.Commands {
+							r = append(r, "+"+c)
+						}
+						if s.Publishes {
+							r = append(r, "+"+pub)
+						}
+					} else {
+						r = append(r, "+@all")
+					}
 					if lacking != "keys" {
 						r = append(r, "~"+prefix+"*")
 					}
@@ -331,7 +288,7 @@ func TestEveryScriptNamesEveryRefusedRight(t *testing.T) {
 				}
 				for _, rt := range append([]right{{name: ""}}, rights...) {
 					refused := 0
-					for _, run := range sc.runs {
+					for _, run := range runs[s.Name] {
 						n++
 						ns := fmt.Sprintf("acl%d", n)
 						prefix := "timerq:{" + ns + "}:"
@@ -343,11 +300,11 @@ func TestEveryScriptNamesEveryRefusedRight(t *testing.T) {
 						uc := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: user, Password: "pw", MaxRetries: -1})
 						run.setup(t, admin, sp)
 						before := snapshot(t, admin, ns)
-						err := script.Run(ctx, uc, sc.keys(sp), run.args(sp)...).Err()
+						err := script.Run(ctx, uc, s.Keys(sp, "g"), run.args(sp)...).Err()
 						uc.Close()
 						if rt.name == "" {
 							if err != nil && err != redis.Nil {
-								t.Errorf("%s: a user with every right: %v", run.name, err)
+								t.Errorf("%s: a user with exactly the table's rights: %v", run.name, err)
 							}
 							continue
 						}

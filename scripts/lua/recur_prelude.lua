@@ -1,5 +1,5 @@
 -- recur_prelude.lua: helpers of the recurring-schedule scripts, prepended
--- after prelude.lua (see recurring.go). Those scripts take one shard's
+-- after prelude.lua (the table in scripts.go). Those scripts take one shard's
 -- keys, in prelude.lua's order, and two more last, with the same hash tag:
 -- the schedules of that shard, whose occurrences live in it too.
 -- They are addressed from the end, so that the timer keys may grow:
