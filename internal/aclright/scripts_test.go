@@ -166,7 +166,7 @@ func scenarios() map[string][]scenario {
 				do(t, c, "ZADD", sp.SchedDue(), ms(time.Hour), "rp")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{"update", "rp", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, 300, ms(time.Minute)}
+				return []any{"update", "rp", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "skip", 300, ms(time.Minute)}
 			},
 		}, {
 			name: "delete",
@@ -175,7 +175,7 @@ func scenarios() map[string][]scenario {
 				do(t, c, "ZADD", sp.SchedDue(), ms(time.Hour), "rp")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{"delete", "rp", "", "", "a", "-", "", sp.Wake(), sp.TimerChannelPrefix(), 60000}
+				return []any{"delete", "rp", "", "", "a", "-", "", sp.Wake(), sp.TimerChannelPrefix(), 60000, ""}
 			},
 		}},
 	}

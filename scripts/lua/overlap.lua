@@ -4,9 +4,9 @@
 -- that holds occurrences (IDs "<schedule>@<ms>"); plain timers never pay it.
 --
 -- KEYS[1] fires     STREAM the shard's fire stream, which the group reads
--- KEYS[2] schedules HASH   schedule id -> record (recur_prelude.lua); a
---                   record whose JSON body holds "overlap":"skip" has the
---                   skip policy, any other (or none) allows overlap
+-- KEYS[2] schedules HASH   schedule id -> record, whose overlap field
+--                   (sdecode in prelude.lua) is the policy; no record
+--                   allows overlap
 -- KEYS[3] overlap   HASH   the group's schedule id -> stream entry ID of the
 --                   occurrence last handed to the group
 -- KEYS[4] counters  HASH   the shard's counters (prelude.lua): overlap_skipped
@@ -52,9 +52,8 @@ for i = 2, #ARGV, 2 do
   local eid, sid = ARGV[i], ARGV[i + 1]
   if skip_of[sid] == nil then
     local rec = redis.call('HGET', KEYS[2], sid)
-    -- The body is JSON from encoding/json: a quote inside a string value
-    -- is escaped, so this text can only be the overlap field itself.
-    skip_of[sid] = rec and string.find(rec, '"overlap":"skip"', 1, true) ~= nil or false
+    local overlap = rec and select(6, sdecode(rec))
+    skip_of[sid] = overlap == 'skip'
     current[sid] = redis.call('HGET', KEYS[3], sid)
   end
   local verdict = ''

@@ -35,7 +35,7 @@ while i <= #ARGV do
   if not rec then
     reply[#reply + 1] = 'gone'
   else
-    local v, st, cnt, rlast, armed, body = sdecode(rec)
+    local v, st, cnt, rlast, armed, overlap, body = sdecode(rec)
     if fmt(v) ~= version or rlast ~= last or st ~= 'a' then
       reply[#reply + 1] = 'stale'
     else
@@ -64,7 +64,7 @@ while i <= #ARGV do
         end
       end
       plans[#plans + 1] = {sid = sid, create = create, payload = payload,
-        rec = sencode(v, new_state, cnt + #create, new_last, table.concat(keep, ','), body),
+        rec = sencode(v, new_state, cnt + #create, new_last, table.concat(keep, ','), overlap, body),
         state = new_state, min_due = min_due}
       reply[#reply + 1] = 'ok'
     end

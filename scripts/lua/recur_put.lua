@@ -15,7 +15,8 @@
 -- ARGV[8] wake channel
 -- ARGV[9] prefix of the timers' own channels
 -- ARGV[10] retention_ms of cancelled occurrences; 0 = forever
--- ARGV[11..] pairs nominal_ms, due_ms: occurrences to arm
+-- ARGV[11] overlap policy after: 'allow' or 'skip', or '' to keep it
+-- ARGV[12..] pairs nominal_ms, due_ms: occurrences to arm
 -- Reply: {status, now_ms, record}: status 'created', 'exists' (create of an
 --        existing ID: record unchanged), 'ok', 'notfound' or 'conflict'
 --        (the version differs; record returned as it is).
@@ -38,16 +39,17 @@ local now = now_ms()
 local now_s = fmt(now)
 local rec = redis.call('HGET', SCHED_KEY, sid)
 
-local v, st, cnt, last, armed, body = 0, 'a', 0, '', '', ''
+local v, st, cnt, last, armed, overlap, body = 0, 'a', 0, '', '', 'allow', ''
 if op == 'create' then
   if rec then return {'exists', now_s, rec} end
   cnt = tonumber(expected) or 0
 else
   if not rec then return {'notfound', now_s, ''} end
-  v, st, cnt, last, armed, body = sdecode(rec)
+  v, st, cnt, last, armed, overlap, body = sdecode(rec)
   if expected ~= '' and fmt(v) ~= expected then return {'conflict', now_s, rec} end
 end
 if ARGV[4] ~= '' then body = ARGV[4] end
+if ARGV[11] ~= '' then overlap = ARGV[11] end
 if ARGV[6] ~= '-' then last = ARGV[6] end
 local new_state = ARGV[5]
 local payload = ARGV[7]
@@ -64,7 +66,7 @@ end
 wake_start()
 local writes, keep, min_due = {}, {}, nil
 if op ~= 'pause' and op ~= 'delete' then
-  for i = 11, #ARGV, 2 do
+  for i = 12, #ARGV, 2 do
     local n, due = ARGV[i], ARGV[i + 1]
     local oid = occ_id(sid, n)
     local p = pending[n]
@@ -170,7 +172,7 @@ if op == 'delete' then
 end
 
 if op == 'create' then v = 1 else v = v + 1 end
-rec = sencode(v, new_state, cnt, last, table.concat(keep, ','), body)
+rec = sencode(v, new_state, cnt, last, table.concat(keep, ','), overlap, body)
 redis.call('HSET', SCHED_KEY, sid, rec)
 if new_state == 'a' then
   redis.call('ZADD', SDUE_KEY, fmt(min_due or now), sid)
