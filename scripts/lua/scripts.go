@@ -104,7 +104,7 @@ var (
 	// Restore writes exported timers with their states and times
 	// (restore.lua); it reads the shard's schedules.
 	Restore = add(&Script{Name: "restore", Publishes: true,
-		Keys: func(sp keyspace.Space, _ string) []string { return append(sp.Keys(), sp.Schedules()) },
+		Keys:     func(sp keyspace.Space, _ string) []string { return append(sp.Keys(), sp.Schedules()) },
 		Commands: []string{"type", "zrange", "hget", "zscore", "zadd", "hset"}})
 	// Requeue moves a dead letter back onto the fire stream (requeue.lua).
 	Requeue = add(&Script{Name: "requeue",
