@@ -55,7 +55,7 @@ func (d *dropClaimReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook
 func TestNamespaceCountersCountLostReplies(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		classic, sharded := sha1.Sum([]byte(lua.Claim)), sha1.Sum([]byte(lua.Sharded(lua.Claim)))
+		classic, sharded := sha1.Sum([]byte(lua.Claim.Source)), sha1.Sum([]byte(lua.Claim.ShardedSource))
 		drop := &dropClaimReplies{shas: []string{hex.EncodeToString(classic[:]), hex.EncodeToString(sharded[:])}}
 		var rdb *redis.Client
 		if b.Mini != nil {

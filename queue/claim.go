@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/timerq/timerq/scripts/lua"
 	"slices"
 	"strconv"
 	"strings"
@@ -121,7 +122,7 @@ func (q *Queue) claimShard(ctx context.Context, l *layout, k, limit int) (ClaimR
 // claimOnce runs claim.lua once on shard k. It returns the traceparent of
 // each fired timer too, in tps, or nil when none was traced.
 func (q *Queue) claimOnce(ctx context.Context, l *layout, k, limit int) (res ClaimResult, tps []string, _ error) {
-	reply, err := q.runTries(ctx, l, l.scripts.claim, k, 1, limit, q.opts.retentionMillis(), q.opts.streamMaxLen(),
+	reply, err := q.runTries(ctx, l, lua.Claim, k, 1, limit, q.opts.retentionMillis(), q.opts.streamMaxLen(),
 		l.spaces[k].TimerChannelPrefix(), l.spaces[k].Notify())
 	if err != nil {
 		return ClaimResult{}, nil, errorf("claim: %w", err)
@@ -175,7 +176,7 @@ func (q *Queue) Purge(ctx context.Context, limit int) (removed int, more bool, e
 		if removed == limit {
 			return removed, true, nil
 		}
-		reply, err := q.run(ctx, l, l.scripts.purge, k, limit-removed)
+		reply, err := q.run(ctx, l, lua.Purge, k, limit-removed)
 		if err != nil {
 			return removed, false, errorf("purge: %w", err)
 		}
@@ -227,7 +228,7 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	for k := range calls {
 		calls[k] = call{shard: k}
 	}
-	replies, errs, err := q.runEach(ctx, l, l.scripts.stats, calls)
+	replies, errs, err := q.runEach(ctx, l, lua.Stats, calls)
 	if err != nil {
 		return Stats{}, errorf("stats: %w", err)
 	}
@@ -352,7 +353,7 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 	for k := range calls {
 		calls[k] = call{shard: k, args: []any{state, from, to, o.Limit, curDue, curID}}
 	}
-	replies, err := q.runMany(ctx, l, l.scripts.list, calls)
+	replies, err := q.runMany(ctx, l, lua.List, calls)
 	if err != nil {
 		return ListPage{}, errorf("list: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/timerq/timerq/internal/shardsub"
+	"github.com/timerq/timerq/scripts/lua"
 )
 
 // Defaults of ConsumeOptions.
@@ -220,8 +221,8 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 		loops[k] = &consumerLoop{
 			q: q, group: group, name: consumer, handler: handler, opts: opts,
 			shard: k, stream: sp.Fires(), dead: sp.DeadLetter(),
-			schedules: q.overlapScheduleKey(sp), overlapKey: sp.Overlap(group), counters: sp.Counters(),
-			retries: map[string]retryState{}, cursor: "0-0",
+			overlapKeys: lua.Overlap.Keys(sp, group),
+			retries:     map[string]retryState{}, cursor: "0-0",
 		}
 	}
 	onErr := func(err error) {
@@ -371,9 +372,9 @@ type consumerLoop struct {
 	stream  string // the shard's fire stream
 	dead    string // the shard's dead-letter stream
 
-	// The overlap policy's keys (overlap.go); schedules is "" when no
-	// schedule's occurrences fire into this stream.
-	schedules, overlapKey, counters string
+	// overlapKeys are the overlap script's keys for this shard and group
+	// (overlap.go).
+	overlapKeys []string
 
 	grouped     bool
 	ownChecked  bool                  // pending entries of an earlier run of this consumer are queued for retry

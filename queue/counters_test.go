@@ -63,7 +63,7 @@ func TestCountersMatchFires(t *testing.T) {
 // TestLatenessBucketsMatchClaimScript: the Go bounds are those the script
 // counts by.
 func TestLatenessBucketsMatchClaimScript(t *testing.T) {
-	m := regexp.MustCompile(`local LATE_MS = \{([^}]*)\}`).FindStringSubmatch(lua.Claim)
+	m := regexp.MustCompile(`local LATE_MS = \{([^}]*)\}`).FindStringSubmatch(lua.Claim.Source)
 	if m == nil {
 		t.Fatal("no LATE_MS in claim.lua")
 	}

@@ -26,8 +26,6 @@ import (
 // itself (so an Event's StreamID is a cursor), and with several it is one
 // entry ID per shard, joined by commas in shard order.
 
-var requeueScript = redis.NewScript(lua.Requeue)
-
 // fireReadPoll is how often ReadFires looks again while it blocks on a
 // sharded namespace over a Redis Cluster, where one XREAD cannot block on
 // streams in different slots.
@@ -653,7 +651,7 @@ func (q *Queue) Requeue(ctx context.Context, shard int, deadID string) (string, 
 		return "", fmt.Errorf("%w: shard %d is outside 0..%d of namespace %q", ErrInvalidOptions, shard, len(l.spaces)-1, q.opts.Namespace)
 	}
 	sp := l.spaces[shard]
-	reply, err := requeueScript.Run(ctx, q.rdb, []string{sp.Fires(), sp.DeadLetter()}, deadID).Result()
+	reply, err := classic(lua.Requeue).Run(ctx, q.rdb, lua.Requeue.Keys(sp, ""), deadID).Result()
 	if err != nil {
 		if strings.Contains(err.Error(), "Invalid stream ID") {
 			return "", fmt.Errorf("%w: %q is not a stream entry ID such as 1700000000000-0", ErrInvalidOptions, deadID)

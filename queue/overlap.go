@@ -7,7 +7,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/scripts/lua"
 )
 
@@ -56,23 +55,11 @@ type Skip struct {
 	Pending string
 }
 
-var overlapScript = redis.NewScript(lua.Overlap)
-
-// overlapScheduleKey is the schedules hash holding the records of the
-// schedules whose occurrences fire into sp's stream: an occurrence lives in
-// its schedule's shard, so that is sp's own schedules hash.
-func (q *Queue) overlapScheduleKey(sp keyspace.Space) string {
-	return sp.Schedules()
-}
-
 // overlapCheck applies the overlap policies to entries about to be handled
 // by this consumer: it returns, by stream ID, the entries skipped (already
 // acknowledged by the script) with the pending entry they yield to. A batch
 // without occurrences costs nothing: no round trip.
 func (c *consumerLoop) overlapCheck(ctx context.Context, msgs []redis.XMessage) (map[string]Skip, error) {
-	if c.schedules == "" {
-		return nil, nil
-	}
 	var args []any
 	var idx []int
 	for i, m := range msgs {
@@ -95,8 +82,9 @@ func (c *consumerLoop) overlapCheck(ctx context.Context, msgs []redis.XMessage) 
 	if args == nil {
 		return nil, nil
 	}
-	keys := []string{c.stream, c.schedules, c.overlapKey, c.counters}
-	v, err := overlapScript.Run(ctx, c.q.rdb, keys, args...).StringSlice()
+	// The schedules hash of the stream's own shard: an occurrence lives in
+	// its schedule's shard (lua.Overlap.Keys).
+	v, err := classic(lua.Overlap).Run(ctx, c.q.rdb, c.overlapKeys, args...).StringSlice()
 	if err != nil {
 		return nil, err
 	}

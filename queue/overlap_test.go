@@ -499,3 +499,67 @@ func TestOverlapSkipOnShardedNamespace(t *testing.T) {
 		}
 	})
 }
+
+// TestOverlapOfRecordsWrittenBeforeTheField: a schedule record written
+// before the record had its overlap field keeps the policy in its JSON
+// body ("overlap":"skip"). Such a record reads as its policy, Consume
+// applies it, and the record's next write (here a pause) adds the field
+// without changing the policy.
+func TestOverlapOfRecordsWrittenBeforeTheField(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		schedules := keyspace.Shard(q.Namespace(), 0, 1).Schedules()
+		for _, r := range []queue.Recurring{
+			{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip},
+			{ID: "a", Every: time.Hour},
+		} {
+			if _, _, err := q.PutRecurring(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			// Rewrite it as an older timerq wrote it.
+			rec, err := b.Client.HGet(ctx, schedules, r.ID).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := strings.SplitN(rec, ":", 7)
+			if len(f) != 7 || f[5] != string(r.Overlap)+map[bool]string{true: "allow"}[r.Overlap == ""] {
+				t.Fatalf("record %q has no overlap field %q", rec, r.Overlap)
+			}
+			body := f[6]
+			if r.Overlap == queue.OverlapSkip {
+				body = `{"overlap":"skip",` + body[1:]
+			}
+			old := strings.Join(f[:5], ":") + ":" + body
+			if err := b.Client.HSet(ctx, schedules, r.ID, old).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := getRec(t, q, "s").Overlap; got != queue.OverlapSkip {
+			t.Fatalf("old record of s: Overlap = %q, want skip", got)
+		}
+		if got := getRec(t, q, "a").Overlap; got != queue.OverlapAllow {
+			t.Fatalf("old record of a: Overlap = %q, want allow", got)
+		}
+
+		fireOcc(t, q, "s", 1, 2)
+		fireOcc(t, q, "a", 1, 2)
+		rec := &overlapRecorder{}
+		consumeAsync(t, q, "g", "c", rec.handle, queue.ConsumeOptions{Block: 20 * time.Millisecond, OnSkip: rec.onSkip})
+		waitUntil(t, 5*time.Second, "all four settled", func() bool { return rec.settled() == 4 })
+		if got := rec.skipped(); !slices.Equal(got, []string{"s@2"}) {
+			t.Fatalf("skipped %v, want [s@2]", got)
+		}
+
+		if _, err := q.PauseRecurring(ctx, "s"); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := b.Client.HGet(ctx, schedules, "s").Result()
+		if err != nil || strings.Split(raw, ":")[5] != "skip" {
+			t.Fatalf("after a pause the record is %q, %v; want the overlap field skip", raw, err)
+		}
+		if got := getRec(t, q, "s").Overlap; got != queue.OverlapSkip {
+			t.Fatalf("after a pause: Overlap = %q, want skip", got)
+		}
+	})
+}

@@ -29,10 +29,7 @@ func (q *Queue) CheckPermissions(ctx context.Context) error {
 	// The last shard: with several shards its keys and channels carry
 	// {NS:k}, the pattern an ACL rule for the namespace must also grant.
 	sp := l.spaces[len(l.spaces)-1]
-	checkScript := redis.NewScript(lua.Check)
-	if l.sharded {
-		checkScript = redis.NewScript(lua.Sharded(lua.Check))
-	}
+	checkScript, keys := l.script(lua.Check), lua.Check.Keys(sp, "")
 	args := []any{sp.TimerChannel(""), sp.Wake()}
 	fail := func(how string, err error) error {
 		return errorf("permission check (%s): %w", how, q.redisError(err))
@@ -40,10 +37,10 @@ func (q *Queue) CheckPermissions(ctx context.Context) error {
 	// EVAL, as go-redis falls back to after a restart emptied the script
 	// cache; then EVALSHA, as usual; then SCRIPT LOAD, as ScheduleBatch's
 	// pipelines use on NOSCRIPT.
-	if err := checkScript.Eval(ctx, q.rdb, sp.Keys(), args...).Err(); err != nil {
+	if err := checkScript.Eval(ctx, q.rdb, keys, args...).Err(); err != nil {
 		return fail("EVAL", err)
 	}
-	if err := checkScript.EvalSha(ctx, q.rdb, sp.Keys(), args...).Err(); err != nil {
+	if err := checkScript.EvalSha(ctx, q.rdb, keys, args...).Err(); err != nil {
 		return fail("EVALSHA", err)
 	}
 	if err := checkScript.Load(ctx, q.rdb).Err(); err != nil {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/timerq/timerq/internal/aclright"
+	"github.com/timerq/timerq/scripts/lua"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -170,7 +172,7 @@ func (q *Queue) scheduleBatch(ctx context.Context, timers []NewTimer, tp string)
 			order = append(order, chunk)
 		}
 	}
-	replies, err := q.runMany(ctx, l, l.scripts.schedule, calls)
+	replies, err := q.runMany(ctx, l, lua.Schedule, calls)
 	if err != nil {
 		return nil, errorf("schedule: %w", err)
 	}
@@ -275,7 +277,7 @@ func (q *Queue) restore(ctx context.Context, timers []Timer, allowed string) ([]
 		calls = append(calls, call{shard: k, args: args})
 		order = append(order, idx)
 	}
-	replies, err := q.runMany(ctx, l, l.scripts.restore, calls)
+	replies, err := q.runMany(ctx, l, lua.Restore, calls)
 	if err != nil {
 		return nil, errorf("restore: %w", err)
 	}
@@ -305,7 +307,7 @@ func (q *Queue) Get(ctx context.Context, id string) (Timer, error) {
 	if err != nil {
 		return Timer{}, err
 	}
-	reply, err := q.run(ctx, l, l.scripts.get, l.shardOf(id), id)
+	reply, err := q.run(ctx, l, lua.Get, l.shardOf(id), id)
 	if errors.Is(err, redis.Nil) {
 		return Timer{}, fmt.Errorf("%w: %q in namespace %q", ErrNotFound, id, q.opts.Namespace)
 	}
@@ -329,7 +331,7 @@ func (q *Queue) Cancel(ctx context.Context, id string) (Timer, error) {
 		return Timer{}, err
 	}
 	k := l.shardOf(id)
-	t, status, err := q.runStatus(ctx, l, l.scripts.cancel, k, id, id, q.opts.retentionMillis(), l.spaces[k].TimerChannel(id))
+	t, status, err := q.runStatus(ctx, l, lua.Cancel, k, id, id, q.opts.retentionMillis(), l.spaces[k].TimerChannel(id))
 	if err != nil {
 		return Timer{}, errorf("cancel %q: %w", id, err)
 	}
@@ -383,7 +385,7 @@ func (q *Queue) reschedule(ctx context.Context, id string, due any) (Timer, erro
 		return Timer{}, err
 	}
 	k := l.shardOf(id)
-	t, status, err := q.runStatus(ctx, l, l.scripts.reschedule, k, id, id, due, l.spaces[k].Wake())
+	t, status, err := q.runStatus(ctx, l, lua.Reschedule, k, id, id, due, l.spaces[k].Wake())
 	if err != nil {
 		return Timer{}, errorf("reschedule %q: %w", id, err)
 	}
@@ -407,7 +409,7 @@ func (q *Queue) statusError(status, id string) error {
 }
 
 // runStatus runs a script replying {status, record}.
-func (q *Queue) runStatus(ctx context.Context, l *layout, s *redis.Script, shard int, id string, args ...any) (Timer, string, error) {
+func (q *Queue) runStatus(ctx context.Context, l *layout, s *lua.Script, shard int, id string, args ...any) (Timer, string, error) {
 	reply, err := q.run(ctx, l, s, shard, args...)
 	if err != nil {
 		return Timer{}, "", err
@@ -431,19 +433,15 @@ type call struct {
 
 // run runs one script over one shard's keys, retrying for a few seconds
 // while the shard's slot migrates (see migrating).
-func (q *Queue) run(ctx context.Context, l *layout, s *redis.Script, shard int, args ...any) (any, error) {
+func (q *Queue) run(ctx context.Context, l *layout, s *lua.Script, shard int, args ...any) (any, error) {
 	return q.runTries(ctx, l, s, shard, migrationAttempts, args...)
 }
 
 // runTries is run with at most tries attempts.
-func (q *Queue) runTries(ctx context.Context, l *layout, s *redis.Script, shard, tries int, args ...any) (any, error) {
-	return q.runKeys(ctx, l, s, shard, l.keysOf(s, shard), tries, args...)
-}
-
-// runKeys is runTries with the keys of shard given.
-func (q *Queue) runKeys(ctx context.Context, l *layout, s *redis.Script, shard int, keys []string, tries int, args ...any) (any, error) {
+func (q *Queue) runTries(ctx context.Context, l *layout, s *lua.Script, shard, tries int, args ...any) (any, error) {
+	rs, keys := l.script(s), l.keysOf(s, shard)
 	for attempt := 1; ; attempt++ {
-		v, err := s.Run(ctx, q.rdb, keys, args...).Result()
+		v, err := rs.Run(ctx, q.rdb, keys, args...).Result()
 		if err == nil {
 			return v, nil
 		}
@@ -482,7 +480,7 @@ func migrating(err error) bool {
 // it loads the script (on every master) and runs the calls that failed
 // again; so it does, after a backoff, for calls refused because their
 // shard's slot is migrating. Calls that succeeded are never repeated.
-func (q *Queue) runMany(ctx context.Context, l *layout, s *redis.Script, calls []call) ([]any, error) {
+func (q *Queue) runMany(ctx context.Context, l *layout, s *lua.Script, calls []call) ([]any, error) {
 	out, errs, err := q.runEach(ctx, l, s, calls)
 	if err != nil {
 		return nil, err
@@ -499,7 +497,7 @@ func (q *Queue) runMany(ctx context.Context, l *layout, s *redis.Script, calls [
 // naming its shard (nil when it succeeded), so a read that visits every shard can report the
 // shards that answered when one did not. err is a failure of the whole
 // call: a script that cannot be loaded, or ctx ending.
-func (q *Queue) runEach(ctx context.Context, l *layout, s *redis.Script, calls []call) (out []any, errs []error, err error) {
+func (q *Queue) runEach(ctx context.Context, l *layout, s *lua.Script, calls []call) (out []any, errs []error, err error) {
 	out, errs = make([]any, len(calls)), make([]error, len(calls))
 	if len(calls) == 1 {
 		out[0], errs[0] = q.run(ctx, l, s, calls[0].shard, calls[0].args...)
@@ -514,7 +512,7 @@ func (q *Queue) runEach(ctx context.Context, l *layout, s *redis.Script, calls [
 		cmds := make([]*redis.Cmd, len(todo))
 		_, _ = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for j, i := range todo {
-				cmds[j] = s.EvalSha(ctx, p, l.keysOf(s, calls[i].shard), calls[i].args...)
+				cmds[j] = l.script(s).EvalSha(ctx, p, l.keysOf(s, calls[i].shard), calls[i].args...)
 			}
 			return nil
 		})
@@ -540,7 +538,7 @@ func (q *Queue) runEach(ctx context.Context, l *layout, s *redis.Script, calls [
 			return out, errs, nil
 		}
 		if noScript {
-			if err := s.Load(ctx, q.rdb).Err(); err != nil {
+			if err := l.script(s).Load(ctx, q.rdb).Err(); err != nil {
 				return nil, nil, q.redisError(err)
 			}
 			loaded = true
@@ -607,6 +605,11 @@ func (q *Queue) permissionHint(msg string) string {
 	}
 	switch {
 	case strings.Contains(msg, "can't run this command"):
+		// Redis names the script and line: the table of scripts gives the
+		// command there (aclright).
+		if r := aclright.Missing(msg, q.opts.Namespace); strings.HasPrefix(r, "+") {
+			return "; grant it with the ACL rule " + r + more
+		}
 	case strings.Contains(msg, "channel"):
 		return "; grant the namespace's channels with the ACL rule " + rule("&") + more
 	case strings.Contains(msg, "key"):

@@ -13,6 +13,7 @@ import (
 
 	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/schedule"
+	"github.com/timerq/timerq/scripts/lua"
 )
 
 // ErrRecurringNotFound means no recurring schedule with that ID exists in
@@ -177,7 +178,8 @@ func JitterOf(scheduleID string, nominal time.Time, j time.Duration) time.Durati
 	return time.Duration(binary.BigEndian.Uint64(h[:8])%uint64(j.Milliseconds())) * time.Millisecond
 }
 
-// body is the JSON part of a schedule record, which no script reads.
+// body is the JSON part of a schedule record, which no script reads
+// (records written before the overlap field excepted: see Overlap).
 type body struct {
 	Spec         string `json:"spec,omitempty"`
 	TZ           string `json:"tz,omitempty"`
@@ -190,9 +192,12 @@ type body struct {
 	EndMs        int64  `json:"end_ms,omitempty"`
 	MaxCount     int64  `json:"max_count,omitempty"`
 	Ahead        int    `json:"ahead"`
-	Overlap      string `json:"overlap,omitempty"` // only "skip"; overlap.lua looks for it
-	CreatedMs    int64  `json:"created_ms"`
-	UpdatedMs    int64  `json:"updated_ms"`
+	// Overlap is read, never written: a record written before the
+	// overlap field of the record (decodeSchedule) kept the skip policy
+	// here, where prelude.lua's sdecode still finds it.
+	Overlap   string `json:"overlap,omitempty"`
+	CreatedMs int64  `json:"created_ms"`
+	UpdatedMs int64  `json:"updated_ms"`
 }
 
 // validateRecurring checks r and fills in its defaults.
@@ -266,9 +271,6 @@ func (r Recurring) body(created, updated int64) body {
 	b := body{Spec: r.Spec, EveryMs: r.Every.Milliseconds(), Payload: r.Payload,
 		CatchUp: string(r.CatchUp), CatchUpLimit: r.CatchUpLimit, JitterMs: r.Jitter.Milliseconds(),
 		MaxCount: r.MaxCount, Ahead: r.Ahead, CreatedMs: created, UpdatedMs: updated}
-	if r.Overlap != "" && r.Overlap != OverlapAllow {
-		b.Overlap = string(r.Overlap)
-	}
 	if r.Every%time.Millisecond != 0 {
 		b.EveryMs = 0 // refused by validate; keep ms resolution honest
 	}
@@ -331,9 +333,20 @@ func decodeSchedule(id, rec, pending string) (*record, error) {
 	bad := func(why string) (*record, error) {
 		return nil, errorf("schedule %q has a malformed record (%s): was it written by something other than timerq?", id, why)
 	}
+	// "<version>:<state>:<count>:<last_ms>:<armed>:<overlap>:<body>", or
+	// without the overlap field for a record written before it, whose body,
+	// a JSON object, follows armed (scripts/lua/prelude.lua, sdecode).
 	f := strings.SplitN(rec, ":", 6)
 	if len(f) != 6 || len(f[1]) != 1 {
 		return bad("field count")
+	}
+	overlap := Overlap("")
+	if !strings.HasPrefix(f[5], "{") {
+		ov, rest, ok := strings.Cut(f[5], ":")
+		if !ok || (Overlap(ov) != OverlapAllow && Overlap(ov) != OverlapSkip) {
+			return bad("overlap policy")
+		}
+		overlap, f[5] = Overlap(ov), rest
 	}
 	s := &record{state: f[1][0], last: f[3]}
 	var err error
@@ -348,6 +361,9 @@ func decodeSchedule(id, rec, pending string) (*record, error) {
 	}
 	if s.r, err = s.body.recurring(id); err != nil {
 		return nil, err
+	}
+	if overlap != "" {
+		s.r.Overlap = overlap
 	}
 	for _, p := range strings.Split(pending, ",") {
 		n, d, ok := strings.Cut(p, "=")
@@ -498,7 +514,7 @@ func (q *Queue) load(ctx context.Context, l *layout, k int, args ...any) (time.T
 // loadScanned is load, also telling how many schedules the script looked
 // at (in repair mode it returns only those that need arming).
 func (q *Queue) loadScanned(ctx context.Context, l *layout, k int, args ...any) (time.Time, []string, map[string]*record, int, error) {
-	v, err := q.runRecur(ctx, l, l.recurScripts().load, k, args...)
+	v, err := q.run(ctx, l, lua.RecurLoad, k, args...)
 	if err != nil {
 		return time.Time{}, nil, nil, 0, err
 	}
@@ -526,17 +542,18 @@ func (q *Queue) loadScanned(ctx context.Context, l *layout, k int, args ...any) 
 }
 
 // put runs recur_put.lua on the shard of the schedule id.
-func (q *Queue) put(ctx context.Context, op, id, expected, bodyJSON, state, last string, payload []byte, arms []Occurrence) (string, time.Time, string, error) {
+// overlap is the schedule's overlap policy after the op, "" to keep it.
+func (q *Queue) put(ctx context.Context, op, id, expected, bodyJSON string, overlap Overlap, state, last string, payload []byte, arms []Occurrence) (string, time.Time, string, error) {
 	l, err := q.layout(ctx)
 	if err != nil {
 		return "", time.Time{}, "", err
 	}
 	k := l.scheduleShard(id)
-	args := []any{op, id, expected, bodyJSON, state, last, payload, l.spaces[k].Wake(), l.spaces[k].TimerChannelPrefix(), q.opts.retentionMillis()}
+	args := []any{op, id, expected, bodyJSON, state, last, payload, l.spaces[k].Wake(), l.spaces[k].TimerChannelPrefix(), q.opts.retentionMillis(), string(overlap)}
 	for _, o := range arms {
 		args = append(args, o.Nominal.UnixMilli(), o.Due.UnixMilli())
 	}
-	v, err := q.runRecur(ctx, l, l.recurScripts().put, k, args...)
+	v, err := q.run(ctx, l, lua.RecurPut, k, args...)
 	if err != nil {
 		return "", time.Time{}, "", err
 	}
@@ -577,7 +594,7 @@ func (q *Queue) PutRecurring(ctx context.Context, r Recurring) (info RecurringIn
 		return RecurringInfo{}, false, err
 	}
 	b, _ := json.Marshal(r.body(now.UnixMilli(), now.UnixMilli()))
-	status, now, rec, err := q.put(ctx, "create", r.ID, "", string(b), stateCode(p.ended), lastArg(p.last), r.Payload, p.arms)
+	status, now, rec, err := q.put(ctx, "create", r.ID, "", string(b), r.Overlap, stateCode(p.ended), lastArg(p.last), r.Payload, p.arms)
 	if err != nil {
 		return RecurringInfo{}, false, errorf("put schedule %q: %w", r.ID, err)
 	}
@@ -608,7 +625,7 @@ func (q *Queue) UpdateRecurring(ctx context.Context, r Recurring) (RecurringInfo
 	if r, err = q.validateRecurring(r); err != nil {
 		return RecurringInfo{}, err
 	}
-	return q.modify(ctx, "update", r.ID, func(s *record, now time.Time) (string, string, string, []byte, []Occurrence, error) {
+	return q.modify(ctx, "update", r.ID, r.Overlap, func(s *record, now time.Time) (string, string, string, []byte, []Occurrence, error) {
 		if r.Every > 0 && r.Anchor.IsZero() {
 			r.Anchor = now
 			if s.r.Every > 0 && !s.r.Anchor.IsZero() {
@@ -631,7 +648,7 @@ func (q *Queue) UpdateRecurring(ctx context.Context, r Recurring) (RecurringInfo
 // cancelled and nothing is armed until ResumeRecurring. Pausing a paused
 // schedule changes nothing, its version included.
 func (q *Queue) PauseRecurring(ctx context.Context, id string) (RecurringInfo, error) {
-	return q.modify(ctx, "pause", id, func(s *record, now time.Time) (string, string, string, []byte, []Occurrence, error) {
+	return q.modify(ctx, "pause", id, "", func(s *record, now time.Time) (string, string, string, []byte, []Occurrence, error) {
 		if s.state == 'p' {
 			// Already paused: nothing to cancel, and the version (which
 			// counts changes) stays.
@@ -649,7 +666,7 @@ func (q *Queue) PauseRecurring(ctx context.Context, id string) (RecurringInfo, e
 // policy (a pause is not downtime), and the next ones are armed. Resuming
 // an active or ended schedule changes nothing.
 func (q *Queue) ResumeRecurring(ctx context.Context, id string) (RecurringInfo, error) {
-	return q.modify(ctx, "resume", id, func(s *record, now time.Time) (string, string, string, []byte, []Occurrence, error) {
+	return q.modify(ctx, "resume", id, "", func(s *record, now time.Time) (string, string, string, []byte, []Occurrence, error) {
 		if s.state != 'p' {
 			return "", "", "", nil, nil, errNoChange
 		}
@@ -684,7 +701,7 @@ func (q *Queue) DeleteRecurring(ctx context.Context, id string) error {
 	if err := ValidateID(id); err != nil {
 		return err
 	}
-	status, _, _, err := q.put(ctx, "delete", id, "", "", "", "-", nil, nil)
+	status, _, _, err := q.put(ctx, "delete", id, "", "", "", "", "-", nil, nil)
 	if err != nil {
 		return errorf("delete schedule %q: %w", id, err)
 	}
@@ -696,7 +713,8 @@ func (q *Queue) DeleteRecurring(ctx context.Context, id string) error {
 
 // modify reads a schedule, lets fn plan the change from it, and writes it
 // if the schedule has not changed meanwhile, retrying a few times if it has.
-func (q *Queue) modify(ctx context.Context, op, id string, fn func(s *record, now time.Time) (bodyJSON, state, last string, payload []byte, arms []Occurrence, err error)) (RecurringInfo, error) {
+// overlap is the schedule's overlap policy after the change, "" to keep it.
+func (q *Queue) modify(ctx context.Context, op, id string, overlap Overlap, fn func(s *record, now time.Time) (bodyJSON, state, last string, payload []byte, arms []Occurrence, err error)) (RecurringInfo, error) {
 	if err := ValidateID(id); err != nil {
 		return RecurringInfo{}, err
 	}
@@ -715,7 +733,7 @@ func (q *Queue) modify(ctx context.Context, op, id string, fn func(s *record, no
 		if err != nil {
 			return RecurringInfo{}, err
 		}
-		status, now, rec, err := q.put(ctx, op, id, strconv.FormatInt(s.version, 10), b, state, last, payload, arms)
+		status, now, rec, err := q.put(ctx, op, id, strconv.FormatInt(s.version, 10), b, overlap, state, last, payload, arms)
 		if err != nil {
 			return RecurringInfo{}, errorf("%s schedule %q: %w", op, id, err)
 		}
@@ -890,7 +908,7 @@ func (q *Queue) RestoreRecurringWith(ctx context.Context, in RecurringInfo, occu
 	base := max(in.Count-int64(len(arms)), 0)
 	created0, updated0 := in.CreatedAt.UnixMilli(), in.UpdatedAt.UnixMilli()
 	b, _ := json.Marshal(r.body(created0, updated0))
-	status, _, _, err := q.put(ctx, "create", r.ID, strconv.FormatInt(base, 10), string(b), state, lastArg(in.Last), r.Payload, arms)
+	status, _, _, err := q.put(ctx, "create", r.ID, strconv.FormatInt(base, 10), string(b), r.Overlap, state, lastArg(in.Last), r.Payload, arms)
 	if err != nil {
 		return false, results, errorf("restore schedule %q: %w", r.ID, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/timerq/timerq/scripts/lua"
 )
 
 // DefaultRepairGrace is how long past its due time a schedule's earliest
@@ -206,7 +207,7 @@ func (q *Queue) topUpCounted(ctx context.Context, l *layout, k int, loadArgs []a
 	if len(args) == 1 {
 		return 0, scanned, needy, bad
 	}
-	v, err := q.runRecur(ctx, l, l.recurScripts().arm, k, args...)
+	v, err := q.run(ctx, l, lua.RecurArm, k, args...)
 	if err != nil {
 		return 0, scanned, needy, err
 	}

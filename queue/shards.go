@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -49,73 +50,56 @@ const (
 	PubSubSharded
 )
 
-// scriptSet is every script in one pub/sub flavour.
-type scriptSet struct {
-	schedule, claim, cancel, reschedule, purge, stats, list, get, restore *redis.Script
-}
-
-func newScriptSet(sharded bool) *scriptSet {
-	src := func(s string) *redis.Script {
-		if sharded {
-			s = lua.Sharded(s)
-		}
-		return redis.NewScript(s)
+// redisScripts holds each script of the table (scripts/lua) in both pub/sub
+// flavours: [0] classic, [1] sharded.
+var redisScripts = func() map[*lua.Script][2]*redis.Script {
+	m := make(map[*lua.Script][2]*redis.Script, len(lua.All))
+	for _, s := range lua.All {
+		m[s] = [2]*redis.Script{redis.NewScript(s.Source), redis.NewScript(s.ShardedSource)}
 	}
-	return &scriptSet{
-		schedule: src(lua.Schedule), claim: src(lua.Claim), cancel: src(lua.Cancel),
-		reschedule: src(lua.Reschedule), purge: src(lua.Purge), stats: src(lua.Stats),
-		list: src(lua.List), get: src(lua.Get), restore: src(lua.Restore),
-	}
-}
+	return m
+}()
 
-var (
-	classicScripts = newScriptSet(false)
-	shardedScripts = newScriptSet(true)
-)
+// classic returns script s in its classic flavour, for the scripts that
+// run outside a layout; they publish nothing, so it is their only one.
+func classic(s *lua.Script) *redis.Script { return redisScripts[s][0] }
 
 // layout is what a Queue learns from Redis on first use: the shard count
 // and the pub/sub flavour.
 type layout struct {
 	spaces  []keyspace.Space
-	created bool       // the meta key existed when the layout was read
-	keys    [][]string // spaces[k].Keys()
-	tkeys   [][]string // spaces[k].Keys() and spaces[k].Traces()
-	ckeys   [][]string // tkeys[k] and spaces[k].Quarantine(), claim's keys
-	rkeys   [][]string // spaces[k].Keys() and spaces[k].Schedules()
+	created bool // the meta key existed when the layout was read
 	sharded bool
-	scripts *scriptSet
+	keys    sync.Map // scriptShard -> []string, each script's keys per shard
+}
+
+type scriptShard struct {
+	s *lua.Script
+	k int
 }
 
 func newLayout(ns string, shards int, sharded bool) *layout {
-	l := &layout{spaces: keyspace.Shards(ns, shards), sharded: sharded, scripts: classicScripts}
-	if sharded {
-		l.scripts = shardedScripts
-	}
-	for _, s := range l.spaces {
-		l.keys = append(l.keys, s.Keys())
-		l.tkeys = append(l.tkeys, append(s.Keys(), s.Traces()))
-		l.ckeys = append(l.ckeys, append(s.Keys(), s.Traces(), s.Quarantine()))
-		l.rkeys = append(l.rkeys, append(s.Keys(), s.Schedules()))
-	}
-	return l
+	return &layout{spaces: keyspace.Shards(ns, shards), sharded: sharded}
 }
 
-// keysOf returns the keys script s takes on shard k: the seven common keys,
-// and the traces hash as the eighth for the scripts that carry a trace from
-// schedule to fire (prelude.lua), for claim the quarantine hash as the
-// ninth (claim.lua), and for restore the schedules hash, which it reads to
-// check that an occurrence's schedule exists (restore.lua).
-func (l *layout) keysOf(s *redis.Script, k int) []string {
-	if s == l.scripts.claim {
-		return l.ckeys[k]
+// script returns script s in the layout's pub/sub flavour.
+func (l *layout) script(s *lua.Script) *redis.Script {
+	if l.sharded {
+		return redisScripts[s][1]
 	}
-	if s == l.scripts.schedule || s == l.scripts.purge {
-		return l.tkeys[k]
+	return redisScripts[s][0]
+}
+
+// keysOf returns the keys script s takes on shard k, as the table gives
+// them (lua.Script.Keys), built once per layout.
+func (l *layout) keysOf(s *lua.Script, k int) []string {
+	key := scriptShard{s, k}
+	if v, ok := l.keys.Load(key); ok {
+		return v.([]string)
 	}
-	if s == l.scripts.restore {
-		return l.rkeys[k]
-	}
-	return l.keys[k]
+	keys := s.Keys(l.spaces[k], "")
+	l.keys.Store(key, keys)
+	return keys
 }
 
 func (l *layout) shardOf(id string) int { return keyspace.ShardOf(id, len(l.spaces)) }
@@ -208,36 +192,6 @@ func readShards(ctx context.Context, rdb redis.UniversalClient, ns string) (int,
 	return n, true, nil
 }
 
-// createScript writes the namespace's meta key unless it exists. It runs in
-// the unsharded slot {NS}, so it also sees whether the namespace already
-// holds unsharded data, which a sharded layout would strand.
-//
-// KEYS[1] meta, KEYS[2..] the keys of the unsharded layout that hold
-// timers or schedules (unsharded, see unshardedData).
-// ARGV[1] shards. Reply: {shards_now, created 0|1} or error TQ_INUSE.
-var createScript = redis.NewScript(`
-local cur = redis.call('HGET', KEYS[1], 'shards')
-if cur then return {tonumber(cur), 0} end
-if ARGV[1] ~= '1' then
-  for i = 2, #KEYS do
-    if redis.call('EXISTS', KEYS[i]) == 1 then
-      return redis.error_reply('TQ_INUSE ' .. KEYS[i])
-    end
-  end
-end
-local t = redis.call('TIME')
-redis.call('HSET', KEYS[1], 'shards', ARGV[1], 'created', t[1] * 1000 + math.floor(t[2] / 1000))
-return {tonumber(ARGV[1]), 1}
-`)
-
-// unshardedData returns the keys of the one-shard layout whose existence
-// means the namespace holds timers or recurring schedules: all but the
-// counters, which outlive the timers.
-func unshardedData(ns string) []string {
-	s := keyspace.Shard(ns, 0, 1)
-	return []string{s.Due(), s.Timers(), s.Fired(), s.Cancelled(), s.Expire(), s.Fires(), s.Schedules(), s.SchedDue()}
-}
-
 // CreateNamespace creates namespace ns with shards shards (1..MaxShards),
 // storing the count in Redis, where every client and worker reads it. It
 // reports whether it created the namespace: creating an existing namespace
@@ -255,8 +209,10 @@ func CreateNamespace(ctx context.Context, rdb redis.UniversalClient, ns string, 
 	if shards < 1 || shards > MaxShards {
 		return false, fmt.Errorf("%w: %d shards is outside 1..%d", ErrInvalidOptions, shards, MaxShards)
 	}
-	keys := append([]string{keyspace.Namespace(ns).Meta()}, unshardedData(ns)...)
-	v, err := createScript.Run(ctx, rdb, keys, shards).Int64Slice()
+	// The unsharded slot {NS}: the meta key, and the one-shard layout's keys
+	// that would hold timers or schedules (lua.Create).
+	keys := lua.Create.Keys(keyspace.Shard(ns, 0, 1), "")
+	v, err := classic(lua.Create).Run(ctx, rdb, keys, shards).Int64Slice()
 	if redis.HasErrorPrefix(err, "TQ_INUSE") {
 		return false, fmt.Errorf("%w: namespace %q already holds timers or schedules in the default one-shard layout (%s), so it cannot become %d shards; use a new namespace and move the timers with timerctl export/import (schedules with timerctl schedules export/import)",
 			ErrShardMismatch, ns, strings.TrimPrefix(err.Error(), "TQ_INUSE "), shards)
@@ -336,8 +292,6 @@ func shardErr(l *layout, k int, err error) error {
 	return errorf("shard %d: %w", k, err)
 }
 
-var heartbeatScript = redis.NewScript(lua.Heartbeat)
-
 // Heartbeat renews worker's membership of the namespace for ttl, by the
 // Redis clock, or ends it when leave is set, and returns the live members,
 // sorted. Pollers call it to share a sharded namespace's shards (see
@@ -347,16 +301,13 @@ func (q *Queue) Heartbeat(ctx context.Context, worker string, ttl time.Duration,
 	if leave {
 		flag = "1"
 	}
-	ns := keyspace.Namespace(q.opts.Namespace)
-	res, err := heartbeatScript.Run(ctx, q.rdb, []string{ns.Workers(), ns.WorkersSeen()},
-		worker, ttl.Milliseconds(), flag).StringSlice()
+	keys := lua.Heartbeat.Keys(keyspace.Shard(q.opts.Namespace, 0, 1), "")
+	res, err := classic(lua.Heartbeat).Run(ctx, q.rdb, keys, worker, ttl.Milliseconds(), flag).StringSlice()
 	if err != nil {
 		return nil, errorf("heartbeat: %w", q.redisError(err))
 	}
 	return res[1:], nil
 }
-
-var workersScript = redis.NewScript(lua.Workers)
 
 // Worker is one live member of a namespace's workers.
 type Worker struct {
@@ -389,8 +340,8 @@ type WorkerStatus struct {
 // by the Redis clock, in one read (O(W) for W workers). With no live
 // worker, nothing fires the namespace's timers.
 func (q *Queue) Workers(ctx context.Context) (WorkerStatus, error) {
-	ns := keyspace.Namespace(q.opts.Namespace)
-	r, err := workersScript.Run(ctx, q.rdb, []string{ns.Workers(), ns.WorkersSeen()}).StringSlice()
+	keys := lua.Workers.Keys(keyspace.Shard(q.opts.Namespace, 0, 1), "")
+	r, err := classic(lua.Workers).Run(ctx, q.rdb, keys).StringSlice()
 	if err != nil {
 		return WorkerStatus{}, errorf("workers: %w", q.redisError(err))
 	}

@@ -25,14 +25,14 @@ var (
 	callRe       = regexp.MustCompile(`redis\.p?call\(\s*'([A-Za-z]+)'`)
 )
 
-// scriptSources maps the SHA1 of each timerq script to its source.
+// scriptSources maps the SHA1 of each script of the table (lua.All), in
+// both pub/sub flavours, to its source.
 var scriptSources = func() map[string]string {
 	m := map[string]string{}
-	for _, src := range []string{lua.Schedule, lua.Claim, lua.Cancel, lua.Reschedule, lua.Purge, lua.Stats, lua.List, lua.Get} {
-		m[fmt.Sprintf("%x", sha1.Sum([]byte(src)))] = src
-		// The same script with sharded pub/sub (SPUBLISH), as on a Cluster.
-		sh := lua.Sharded(src)
-		m[fmt.Sprintf("%x", sha1.Sum([]byte(sh)))] = sh
+	for _, s := range lua.All {
+		for _, src := range []string{s.Source, s.ShardedSource} {
+			m[fmt.Sprintf("%x", sha1.Sum([]byte(src)))] = src
+		}
 	}
 	return m
 }()

@@ -13,7 +13,7 @@ func TestMissingNamesTheRight(t *testing.T) {
 	// Redis 7.0's message for a command refused inside a script names the
 	// script and line: find the line of claim.lua's HSET.
 	line := 0
-	for i, l := range strings.Split(lua.Claim, "\n") {
+	for i, l := range strings.Split(lua.Claim.Source, "\n") {
 		if strings.Contains(l, "redis.call('HSET'") {
 			line = i + 1
 		}
@@ -21,7 +21,7 @@ func TestMissingNamesTheRight(t *testing.T) {
 	if line == 0 {
 		t.Fatal("claim.lua has no HSET")
 	}
-	inScript := fmt.Sprintf("ERR The user executing the script can't run this command or subcommand script: %x, on @user_script:%d.", sha1.Sum([]byte(lua.Claim)), line)
+	inScript := fmt.Sprintf("ERR The user executing the script can't run this command or subcommand script: %x, on @user_script:%d.", sha1.Sum([]byte(lua.Claim.Source)), line)
 	for _, tc := range []struct{ msg, want string }{
 		{"NOPERM this user has no permissions to run the 'evalsha' command", "+evalsha"},
 		{"NOPERM this user has no permissions to access one of the keys used as arguments", "~timerq:{ns}:*"},

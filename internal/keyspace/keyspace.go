@@ -102,6 +102,10 @@ func Shards(ns string, shards int) []Space {
 	return out
 }
 
+// Namespace is the namespace the shard belongs to, whose namespace-wide
+// keys (Meta, Workers) some scripts take beside or instead of the shard's.
+func (s Space) Namespace() Namespace { return s.ns }
+
 // Index is the shard's number, 0..Count-1.
 func (s Space) Index() int { return s.shard }
 

@@ -24,21 +24,13 @@ if not due then return malformed(id, 'is scheduled but has no due time in ' .. K
 
 local now = now_ms()
 local retention = tonumber(ARGV[2])
-rec = encode('c', due, created, fmt(now), payload)
 
--- Phase 2: probes; ZADD first, so that Redis refuses a cancel under OOM.
-local probes = {{'ZADD', KEYS[4]}, {'HSET', KEYS[2]}, {'ZREM', KEYS[1]}}
-if retention > 0 then probes[#probes + 1] = {'ZADD', KEYS[5]} end
-err = probe_all(probes)
+-- Phase 2: probes (cancel_probes: ZADD first, so that Redis refuses a
+-- cancel under OOM).
+err = probe_all(cancel_probes({}, retention))
 if err then return err end
 
 -- Phase 3: publish, then write.
-err = publish(ARGV[3], 'cancelled')
+err = cancel_publish(ARGV[3])
 if err then return err end
-redis.call('HSET', KEYS[2], id, rec)
-redis.call('ZREM', KEYS[1], id)
-redis.call('ZADD', KEYS[4], due, id)
-if retention > 0 then
-  redis.call('ZADD', KEYS[5], fmt(now + retention), id)
-end
-return {'ok', rec}
+return {'ok', cancel_timer(id, due, created, payload, now, retention)}

@@ -1,6 +1,8 @@
 -- check.lua: check, changing nothing, that this Redis user may run what a
--- worker's scripts run (claim, purge, stats, the recurring ones): each
--- command on each key it touches, and PUBLISH on the namespace's channels.
+-- worker's scripts run (those the table in scripts.go marks Worker: claim,
+-- purge, stats, heartbeat, the recurring ones): each command on each key it
+-- touches, and PUBLISH on the namespace's channels. scripts_test.go holds it
+-- to the table.
 -- Workers run it at start-up, so that a missing right is reported at once,
 -- by name, rather than at the first due timer. It probes nothing a worker
 -- does not run (list.lua's ZRANK is timerctl's), so that docs/security.md's
@@ -37,6 +39,8 @@ if err then return err end
 -- since claims and purges still run under OOM.
 err = probe_all({
   {'ZREMRANGEBYRANK', KEYS[1]}, {'ZREMRANGEBYRANK', KEYS[5]},
+  -- heartbeat.lua's, on the workers set, also a sorted set.
+  {'ZREMRANGEBYSCORE', KEYS[1]},
   {'ZADD', KEYS[1]}, {'ZADD', KEYS[3]}, {'ZADD', KEYS[4]}, {'ZADD', KEYS[5]},
   {'ZREM', KEYS[1]}, {'ZREM', KEYS[3]}, {'ZREM', KEYS[4]},
   {'HSET', KEYS[2]}, {'HDEL', KEYS[2]},

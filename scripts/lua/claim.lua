@@ -60,6 +60,11 @@ local notify = ARGV[5]
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
 local n = #due / 2
 local reply = {now_s, '', '0'}
+-- The earliest due time left after the claim: the member ranked just
+-- after the n claimed ones, read before the writes so that nothing runs
+-- after them.
+local head = redis.call('ZRANGE', KEYS[1], n, n, 'WITHSCORES')
+if head[2] then reply[2] = head[2] end
 if n > 0 then
   -- Phase 1: read and check every record.
   local ids = {}
@@ -203,6 +208,4 @@ if n > 0 then
   end
 end
 
-local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if head[2] then reply[2] = head[2] end
 return reply

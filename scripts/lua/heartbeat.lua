@@ -17,27 +17,24 @@
 -- exactly once. workers-seen outlives the membership, so `timerctl stats`
 -- can say when the namespace last had a worker once none is left.
 --
--- The HSET runs first: it is the one command Redis may refuse (OOM), and
--- once a script has written Redis lets it finish, so a refusal changes
--- nothing.
-local function check(key, want)
-  local t = redis.call('TYPE', key)
-  if type(t) == 'table' then t = t['ok'] end
-  if t ~= 'none' and t ~= want then
-    return redis.error_reply('WRONGTYPE key ' .. key .. ' holds a ' .. t .. ' where timerq keeps a ' .. want)
-  end
-end
-local err = check(KEYS[1], 'zset') or check(KEYS[2], 'hash')
+-- It runs in prelude.lua's three phases: the HSET is probed first, as the
+-- one command Redis may refuse under OOM, and the closing ZRANGE is probed
+-- too (read_probe), so that a refusal changes nothing.
+local err = check_type(KEYS[1], 'zset') or check_type(KEYS[2], 'hash')
 if err then return err end
-local tm = redis.call('TIME')
-local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-redis.call('HSET', KEYS[2], 'at', string.format('%.0f', now), 'worker', ARGV[1], 'left', ARGV[3])
-if ARGV[3] == '1' then
+local now = now_ms()
+local leave = ARGV[3] == '1'
+local _, rerr = read_probe('ZRANGE', KEYS[1], 0, 0)
+if rerr then return rerr end
+err = probe_all({{'HSET', KEYS[2]}, {leave and 'ZREM' or 'ZADD', KEYS[1]}, {'ZREMRANGEBYSCORE', KEYS[1]}})
+if err then return err end
+redis.call('HSET', KEYS[2], 'at', fmt(now), 'worker', ARGV[1], 'left', ARGV[3])
+if leave then
   redis.call('ZREM', KEYS[1], ARGV[1])
 else
-  redis.call('ZADD', KEYS[1], string.format('%.0f', now + tonumber(ARGV[2])), ARGV[1])
+  redis.call('ZADD', KEYS[1], fmt(now + tonumber(ARGV[2])), ARGV[1])
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local reply = {string.format('%.0f', now)}
+local reply = {fmt(now)}
 for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do reply[#reply + 1] = m end
 return reply

@@ -1,8 +1,11 @@
--- prelude.lua: helpers shared by every timerq script. embed.go prepends it
--- to each script before loading, so every script sees these locals.
+-- prelude.lua: helpers shared by every timerq script. The table of scripts
+-- (scripts.go) prepends it to each script before loading, so every script
+-- sees these locals.
 --
--- Every script receives the same seven keys of one namespace, all sharing
--- one hash tag so that a script never crosses a Cluster slot:
+-- Every script's keys share one hash tag, so that a script never crosses a
+-- Cluster slot. Most scripts receive the same seven keys of one shard
+-- (the others say which keys they take; the helpers that use KEYS[1..7]
+-- are for the seven):
 --   KEYS[1] due        ZSET  id -> due_ms, scheduled timers only
 --   KEYS[2] timers     HASH  id -> record (see encode below)
 --   KEYS[3] fired      ZSET  id -> due_ms, fired timers awaiting purge
@@ -117,11 +120,13 @@ local function check_traces()
 end
 
 -- ns_prefix is the namespace's key prefix, 'timerq:{NS}:', for the ACL
--- rules that refusal suggests.
+-- rules that refusal suggests: the hash tag of KEYS[1], whichever key of
+-- the namespace that is.
 local function ns_prefix()
   -- A shard of a sharded namespace, timerq:{NS:k}:, suggests the pattern
   -- of every shard, timerq:{NS:*}: (docs/operations.md, "ACL rules").
-  return (string.gsub(string.sub(KEYS[1], 1, -4), ':%d+}:$', ':*}:'))
+  local p = string.match(KEYS[1], '^(.-}:)') or KEYS[1]
+  return (string.gsub(p, ':%d+}:$', ':*}:'))
 end
 
 -- acl_refused reports whether err, the error of a command run in a script,
@@ -187,6 +192,9 @@ local PROBES = {
   HINCRBY = {'', 'x', err = 'not an integer'},
   -- (not 'XADD key 0-0 ...': miniredis creates the stream before failing)
   XADD = {'MAXLEN', '-1', '*', '', '', err = 'MAXLEN'},
+  XDEL = {'0-0'},                    -- no entry has the ID 0-0
+  XACK = {'', '0-0'},                -- no group is named ''
+  ZREMRANGEBYSCORE = {1, 0},         -- an empty range
 }
 
 -- probe runs the no-op form of cmd on key and returns an error reply if
@@ -214,11 +222,45 @@ local function probe_all(list)
   return nil
 end
 
+-- read_probe runs a read command that the script runs again after its
+-- first write, so that Redis applies its ACL refusal before any write; it
+-- returns the command's reply, or nil and the refusal's error reply.
+local function read_probe(cmd, key, ...)
+  local r = redis.pcall(cmd, key, ...)
+  if type(r) == 'table' and r.err then return nil, refusal(r.err, cmd, key, 'read') end
+  return r, nil
+end
+
 -- publish sends one message, and returns an error reply if Redis refused it.
 local function publish(channel, msg)
   local r = redis.pcall('PUBLISH', channel, msg)
   if type(r) == 'table' and r.err then return refusal(r.err, 'PUBLISH', channel) end
   return nil
+end
+
+-- Wake if earlier: a script that adds timers to the due set (KEYS[1])
+-- tells the shard's pollers, on the wake channel, the new earliest due time
+-- when it moves earlier, so that a poller sleeping until the old one wakes.
+-- wake_start reads the earliest due time before any change; wake_consider
+-- is called with each due time the script adds; wake_publish sends the
+-- message, if the earliest moved, in phase 3 before the writes, and returns
+-- an error reply if Redis refused it.
+local wake_at, wake_moved
+local function wake_start()
+  local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  wake_at, wake_moved = tonumber(head[2]), false
+end
+
+local function wake_consider(due)
+  local d = tonumber(due)
+  if wake_at == nil or d < wake_at then
+    wake_at, wake_moved = d, true
+  end
+end
+
+local function wake_publish(channel)
+  if not wake_moved then return nil end
+  return publish(channel, fmt(wake_at))
 end
 
 -- A record is "<state>:<due_ms>:<created_ms>:<settled_ms>:<payload>", state
@@ -228,6 +270,35 @@ end
 -- payload goes last so it may hold any bytes.
 local function encode(state, due, created, settled, payload)
   return state .. ':' .. due .. ':' .. created .. ':' .. settled .. ':' .. payload
+end
+
+-- Cancel a timer: cancel_probes adds to probes the writes of cancel_timer,
+-- ZADD on the cancelled set first (so that Redis refuses a cancel under
+-- OOM); cancel_publish tells the timer's waiters, in phase 3 before the
+-- writes; cancel_timer rewrites the scheduled timer id (due due_ms) as
+-- cancelled at now_ms, moves it from the due set to the cancelled set and,
+-- when retention_ms > 0, into the expire set, and returns its new record.
+local function cancel_probes(probes, retention)
+  probes[#probes + 1] = {'ZADD', KEYS[4]}
+  probes[#probes + 1] = {'HSET', KEYS[2]}
+  probes[#probes + 1] = {'ZREM', KEYS[1]}
+  if retention > 0 then probes[#probes + 1] = {'ZADD', KEYS[5]} end
+  return probes
+end
+
+local function cancel_publish(channel)
+  return publish(channel, 'cancelled')
+end
+
+local function cancel_timer(id, due, created, payload, now, retention)
+  local rec = encode('c', due, created, fmt(now), payload)
+  redis.call('HSET', KEYS[2], id, rec)
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('ZADD', KEYS[4], due, id)
+  if retention > 0 then
+    redis.call('ZADD', KEYS[5], fmt(now + retention), id)
+  end
+  return rec
 end
 
 -- MAX_MS is 9999-12-31T23:59:59.999Z, the latest time timerq stores
@@ -304,6 +375,38 @@ local function full_or_bad(id, rec)
     return 's:' .. due .. string.sub(rec, 3)
   end
   return rec
+end
+
+-- A schedule record (the schedules hash, recur_prelude.lua) is
+-- "<version>:<state>:<count>:<last_ms>:<armed>:<overlap>:<body>": version
+-- counts puts, updates, pauses and resumes (the arm script refuses a plan
+-- made from another version); state is a (active), p (paused) or e (ended:
+-- nothing more to arm); count is how many occurrences were armed and not
+-- cancelled (fired plus pending), for a maximum count; last_ms is the
+-- nominal time of the last occurrence armed or skipped, from which Go
+-- computes the next; armed is a comma list of the nominal ms of occurrences
+-- armed and maybe still pending; overlap is the overlap policy, allow or
+-- skip, which overlap.lua reads; body is JSON from Go that no script reads.
+--
+-- A record written before the overlap field has the body right after
+-- armed, a JSON object ('{', never a letter); its policy is in the body,
+-- "overlap":"skip" (encoding/json escapes a quote inside a string value,
+-- so that text can only be the field itself). sdecode reads both forms,
+-- and every write of a record (sencode) writes the field, so an old record
+-- gains it at its next arm or change.
+local function sdecode(rec)
+  local v, st, cnt, last, armed, at = string.match(rec, '^(%d+):(%a):(%d+):(%d*):([%d,]*):()')
+  if not v then return nil end
+  local overlap, body_at = string.match(rec, '^(%a+):()', at)
+  if not overlap then
+    body_at = at
+    overlap = string.find(rec, '"overlap":"skip"', at, true) and 'skip' or 'allow'
+  end
+  return tonumber(v), st, tonumber(cnt), last, armed, overlap, string.sub(rec, body_at)
+end
+
+local function sencode(v, st, cnt, last, armed, overlap, body)
+  return fmt(v) .. ':' .. st .. ':' .. fmt(cnt) .. ':' .. last .. ':' .. armed .. ':' .. overlap .. ':' .. body
 end
 
 -- quarantine_value is what the quarantine hash keeps for a record moved

@@ -16,6 +16,8 @@ if terr then return terr end
 local now = now_ms()
 local ids = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
 local n = #ids
+-- Counted before the writes, so that nothing runs after them.
+local expired = redis.call('ZCOUNT', KEYS[5], '-inf', now)
 if n > 0 then
   -- Probes, ZREMRANGEBYRANK first: none of purge's writes can be refused
   -- under OOM, which is when purging matters most; only ACLs can refuse.
@@ -31,4 +33,4 @@ if n > 0 then
   redis.call('ZREM', KEYS[4], unpack(ids))
   redis.call('ZREMRANGEBYRANK', KEYS[5], 0, n - 1)
 end
-return {n, redis.call('ZCOUNT', KEYS[5], '-inf', now)}
+return {n, expired - n}

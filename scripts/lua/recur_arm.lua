@@ -13,16 +13,15 @@
 --        or 'gone' (deleted).
 -- Complexity: O((a + k) log N) per schedule.
 --
--- Every read and check runs before the first write and the PUBLISH before
--- the writes too, so a refused command (ACL, OOM) leaves everything as it was.
+-- It runs in prelude.lua's three phases (reads and checks, probes of every
+-- write, then the PUBLISH and the writes), so a refused command (ACL, OOM)
+-- leaves everything as it was.
 
 local err = check_recur_types()
 if err then return err end
 
 local now = now_ms()
-local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-local earliest = tonumber(head[2])
-local moved_earlier = false
+wake_start()
 
 local reply = {fmt(now)}
 local plans = {}
@@ -36,7 +35,7 @@ while i <= #ARGV do
   if not rec then
     reply[#reply + 1] = 'gone'
   else
-    local v, st, cnt, rlast, armed, body = sdecode(rec)
+    local v, st, cnt, rlast, armed, overlap, body = sdecode(rec)
     if fmt(v) ~= version or rlast ~= last or st ~= 'a' then
       reply[#reply + 1] = 'stale'
     else
@@ -61,23 +60,36 @@ while i <= #ARGV do
           keep[#keep + 1] = n
           local d = tonumber(due)
           if min_due == nil or d < min_due then min_due = d end
-          if earliest == nil or d < earliest then
-            earliest = d
-            moved_earlier = true
-          end
+          wake_consider(d)
         end
       end
       plans[#plans + 1] = {sid = sid, create = create, payload = payload,
-        rec = sencode(v, new_state, cnt + #create, new_last, table.concat(keep, ','), body),
+        rec = sencode(v, new_state, cnt + #create, new_last, table.concat(keep, ','), overlap, body),
         state = new_state, min_due = min_due}
       reply[#reply + 1] = 'ok'
     end
   end
 end
 
-if moved_earlier then
-  redis.call('PUBLISH', ARGV[1], fmt(earliest))
+-- Phase 2: probes, a ZADD first.
+local probes, creates, actives, ends = {}, false, false, false
+for _, p in ipairs(plans) do
+  if #p.create > 0 then creates = true end
+  if p.state == 'a' then actives = true else ends = true end
 end
+if creates then
+  probes[#probes + 1] = {'ZADD', KEYS[1]}
+  probes[#probes + 1] = {'HSET', KEYS[2]}
+end
+if actives then probes[#probes + 1] = {'ZADD', SDUE_KEY} end
+if #plans > 0 then probes[#probes + 1] = {'HSET', SCHED_KEY} end
+if ends then probes[#probes + 1] = {'ZREM', SDUE_KEY} end
+err = probe_all(probes)
+if err then return err end
+
+-- Phase 3: publish, then write.
+err = wake_publish(ARGV[1])
+if err then return err end
 local now_s = fmt(now)
 for _, p in ipairs(plans) do
   for _, c in ipairs(p.create) do

@@ -52,6 +52,8 @@ for _, sid in ipairs(ids) do
   end
 end
 if #behind > 0 then
+  err = probe('ZADD', SDUE_KEY)
+  if err then return err end
   redis.call('ZADD', SDUE_KEY, 'XX', unpack(behind))
 end
 return reply

@@ -15,7 +15,8 @@
 -- ARGV[8] wake channel
 -- ARGV[9] prefix of the timers' own channels
 -- ARGV[10] retention_ms of cancelled occurrences; 0 = forever
--- ARGV[11..] pairs nominal_ms, due_ms: occurrences to arm
+-- ARGV[11] overlap policy after: 'allow' or 'skip', or '' to keep it
+-- ARGV[12..] pairs nominal_ms, due_ms: occurrences to arm
 -- Reply: {status, now_ms, record}: status 'created', 'exists' (create of an
 --        existing ID: record unchanged), 'ok', 'notfound' or 'conflict'
 --        (the version differs; record returned as it is).
@@ -26,8 +27,9 @@
 -- (new payload and due time) without a 'cancelled' wakeup. An occurrence
 -- that a pause or update cancelled is revived if a later resume or update
 -- arms the same nominal time; a fired occurrence is never armed again.
--- All reads and checks, then the PUBLISHes, run before the first write, so
--- a refused command (ACL, OOM) leaves everything as it was.
+-- It runs in prelude.lua's three phases (reads and checks, probes of every
+-- write, then the PUBLISHes and the writes), so a refused command (ACL,
+-- OOM) leaves everything as it was.
 
 local err = check_recur_types()
 if err then return err end
@@ -37,16 +39,17 @@ local now = now_ms()
 local now_s = fmt(now)
 local rec = redis.call('HGET', SCHED_KEY, sid)
 
-local v, st, cnt, last, armed, body = 0, 'a', 0, '', '', ''
+local v, st, cnt, last, armed, overlap, body = 0, 'a', 0, '', '', 'allow', ''
 if op == 'create' then
   if rec then return {'exists', now_s, rec} end
   cnt = tonumber(expected) or 0
 else
   if not rec then return {'notfound', now_s, ''} end
-  v, st, cnt, last, armed, body = sdecode(rec)
+  v, st, cnt, last, armed, overlap, body = sdecode(rec)
   if expected ~= '' and fmt(v) ~= expected then return {'conflict', now_s, rec} end
 end
 if ARGV[4] ~= '' then body = ARGV[4] end
+if ARGV[11] ~= '' then overlap = ARGV[11] end
 if ARGV[6] ~= '-' then last = ARGV[6] end
 local new_state = ARGV[5]
 local payload = ARGV[7]
@@ -60,12 +63,10 @@ for _, n in ipairs(split(armed)) do
   if due then pending[n] = {oid = oid, due = fmt(tonumber(due)), rec = redis.call('HGET', KEYS[2], oid)} end
 end
 
-local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-local earliest = tonumber(head[2])
-local moved_earlier = false
+wake_start()
 local writes, keep, min_due = {}, {}, nil
 if op ~= 'pause' and op ~= 'delete' then
-  for i = 11, #ARGV, 2 do
+  for i = 12, #ARGV, 2 do
     local n, due = ARGV[i], ARGV[i + 1]
     local oid = occ_id(sid, n)
     local p = pending[n]
@@ -105,10 +106,7 @@ if op ~= 'pause' and op ~= 'delete' then
       if min_due == nil or d < min_due then min_due = d end
       if kind ~= 'keep' then
         writes[#writes + 1] = {kind = kind, oid = oid, due = due, created = created}
-        if earliest == nil or d < earliest then
-          earliest = d
-          moved_earlier = true
-        end
+        wake_consider(d)
       end
     end
   end
@@ -121,20 +119,42 @@ for _, p in pairs(pending) do
   cnt = cnt - 1
 end
 
-for _, c in ipairs(cancels) do
-  redis.call('PUBLISH', ARGV[9] .. c.oid, 'cancelled')
+-- Phase 2: probes of every write below, a ZADD first.
+local probes = {}
+if #cancels > 0 then cancel_probes(probes, retention) end
+local revives = false
+for _, w in ipairs(writes) do
+  if w.kind == 'revive' then revives = true end
 end
-if moved_earlier then
-  redis.call('PUBLISH', ARGV[8], fmt(earliest))
+if #writes > 0 then
+  probes[#probes + 1] = {'ZADD', KEYS[1]}
+  probes[#probes + 1] = {'HSET', KEYS[2]}
 end
+if revives then
+  probes[#probes + 1] = {'ZREM', KEYS[4]}
+  probes[#probes + 1] = {'ZREM', KEYS[5]}
+end
+if op == 'delete' then
+  probes[#probes + 1] = {'HDEL', SCHED_KEY}
+  probes[#probes + 1] = {'ZREM', SDUE_KEY}
+else
+  probes[#probes + 1] = {'HSET', SCHED_KEY}
+  probes[#probes + 1] = {new_state == 'a' and 'ZADD' or 'ZREM', SDUE_KEY}
+end
+err = probe_all(probes)
+if err then return err end
 
-local purge_at = fmt(now + retention)
+-- Phase 3: publish, then write.
+for _, c in ipairs(cancels) do
+  err = cancel_publish(ARGV[9] .. c.oid)
+  if err then return err end
+end
+err = wake_publish(ARGV[8])
+if err then return err end
+
 for _, c in ipairs(cancels) do
   local _, _, created, _, opayload = decode(c.rec)
-  redis.call('HSET', KEYS[2], c.oid, encode('c', c.due, created, now_s, opayload))
-  redis.call('ZREM', KEYS[1], c.oid)
-  redis.call('ZADD', KEYS[4], c.due, c.oid)
-  if retention > 0 then redis.call('ZADD', KEYS[5], purge_at, c.oid) end
+  cancel_timer(c.oid, c.due, created, opayload, now, retention)
 end
 for _, w in ipairs(writes) do
   if w.kind == 'revive' then
@@ -152,7 +172,7 @@ if op == 'delete' then
 end
 
 if op == 'create' then v = 1 else v = v + 1 end
-rec = sencode(v, new_state, cnt, last, table.concat(keep, ','), body)
+rec = sencode(v, new_state, cnt, last, table.concat(keep, ','), overlap, body)
 redis.call('HSET', SCHED_KEY, sid, rec)
 if new_state == 'a' then
   redis.call('ZADD', SDUE_KEY, fmt(min_due or now), sid)

@@ -12,17 +12,11 @@
 -- acknowledge and skip it), and requeued_from, the dead letter's ID. The
 -- fields Consume added when dead-lettering (error, attempts, group,
 -- consumer, stream_id) are dropped. Adding and deleting in one script means
--- a crash can neither lose the event nor requeue it twice.
+-- a crash can neither lose the event nor requeue it twice. It runs in
+-- prelude.lua's three phases, so a refusal writes nothing.
 
-local types = {'stream', 'stream'}
-for i, want in ipairs(types) do
-  local got = redis.call('TYPE', KEYS[i])
-  if type(got) == 'table' then got = got['ok'] end
-  if got ~= 'none' and got ~= want then
-    return redis.error_reply('WRONGTYPE key ' .. KEYS[i] .. ' holds a ' .. got ..
-      ' where timerq keeps a ' .. want)
-  end
-end
+local err = check_type(KEYS[1], 'stream') or check_type(KEYS[2], 'stream')
+if err then return err end
 
 local found = redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[1])
 if #found == 0 then return {'notfound', ''} end
@@ -44,6 +38,8 @@ if group then
 end
 out[#out + 1] = 'requeued_from'
 out[#out + 1] = ARGV[1]
+err = probe_all({{'XADD', KEYS[1]}, {'XDEL', KEYS[2]}})
+if err then return err end
 local id = redis.call('XADD', KEYS[1], '*', unpack(out))
 redis.call('XDEL', KEYS[2], ARGV[1])
 return {'ok', id}

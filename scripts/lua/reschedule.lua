@@ -26,8 +26,8 @@ due = resolve_due(due)
 if not string.match(due, '^%d+$') then
   return redis.error_reply('ERR timerq: due time "' .. due .. '" is not a count of milliseconds')
 end
-local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-local earliest = tonumber(head[2])
+wake_start()
+wake_consider(due)
 
 -- Phase 2: probe the one write; ZADD, so Redis refuses it under OOM.
 err = probe('ZADD', KEYS[1])
@@ -35,10 +35,9 @@ if err then return err end
 
 -- Phase 3: publish, then write. The record does not hold a scheduled
 -- timer's due time: the set is enough (this also mends a scheduled record
--- that an older timerq left without a due time).
-if earliest == nil or tonumber(due) < earliest then
-  err = publish(ARGV[3], due)
-  if err then return err end
-end
+-- that an older timerq left without a due time). The reply is built here,
+-- not read back: nothing runs after the write.
+err = wake_publish(ARGV[3])
+if err then return err end
 redis.call('ZADD', KEYS[1], due, id)
-return {'ok', full(id, rec)}
+return {'ok', 's:' .. due .. string.sub(rec, 3)}

@@ -28,23 +28,18 @@
 -- cancelled) in the namespace it was exported from, and the consumers of
 -- this one must not see it again.
 --
--- Every check and read runs first, then the one PUBLISH (which Redis may
--- refuse for want of a channel right), then the writes, whose first one is
--- the one Redis checks for OOM. Where Redis has redis.acl_check_cmd (7.0+;
--- not miniredis), every command the writes will use is checked against the
--- user's ACL first, so that a user who may write some keys but not others
--- gets NOPERM before any write. A malformed argument, a key of the wrong
--- type, a missing right or a refused PUBLISH leaves the namespace untouched:
--- all or nothing.
+-- It runs in prelude.lua's three phases: every check and read, then a
+-- no-op probe of every write (ZADD first, so that Redis refuses a restore
+-- under OOM), then the one PUBLISH and the writes. A malformed argument, a
+-- key of the wrong type, a missing right or a refused PUBLISH leaves the
+-- namespace untouched: all or nothing.
 
 local err = check_types() or check_type(KEYS[8], 'hash')
 if err then return err end
 
 local retention = tonumber(ARGV[1])
 local sets = {s = KEYS[1], f = KEYS[3], c = KEYS[4]}
-local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-local earliest = tonumber(head[2])
-local moved_earlier = false
+wake_start()
 
 local reply, seen = {}, {}
 local hset, zadd, expire = {}, {s = {}, f = {}, c = {}}, {}
@@ -75,11 +70,7 @@ for i = 4, #ARGV, 6 do
     if state == 's' then
       hset[#hset + 1] = id
       hset[#hset + 1] = encode('s', '', created, '', payload)
-      local d = tonumber(due)
-      if earliest == nil or d < earliest then
-        earliest = d
-        moved_earlier = true
-      end
+      wake_consider(due)
     else
       hset[#hset + 1] = id
       hset[#hset + 1] = encode(state, due, created, settled, payload)
@@ -98,36 +89,26 @@ for i = 4, #ARGV, 6 do
   reply[#reply + 1] = rec
 end
 
--- may reports whether the user may run cmd with args; true where Redis
--- cannot tell (miniredis).
-local function may(cmd, ...)
-  if not redis.acl_check_cmd then return true end
-  return redis.acl_check_cmd(cmd, ...)
-end
-local needs = {}
-if moved_earlier then needs[#needs + 1] = {'PUBLISH', ARGV[2], '0'} end
-if #hset > 0 then needs[#needs + 1] = {'HSET', KEYS[2], 'f', 'v'} end
-for state, z in pairs(zadd) do
-  if #z > 0 then needs[#needs + 1] = {'ZADD', sets[state], '0', 'm'} end
-end
-if #expire > 0 then needs[#needs + 1] = {'ZADD', KEYS[5], '0', 'm'} end
-for _, n in ipairs(needs) do
-  if not may(unpack(n)) then
-    return redis.error_reply('NOPERM this user has no permission to run ' .. n[1] .. ' on ' .. n[2] ..
-      ', which restoring these timers needs; nothing was written')
-  end
-end
+if #hset == 0 then return reply end
 
-if moved_earlier then
-  redis.call('PUBLISH', ARGV[2], fmt(earliest))
+-- Phase 2: probes, a ZADD first.
+local probes = {}
+for _, state in ipairs({'s', 'f', 'c'}) do
+  if #zadd[state] > 0 then probes[#probes + 1] = {'ZADD', sets[state]} end
 end
-if #hset > 0 then
-  redis.call('HSET', KEYS[2], unpack(hset))
-  for state, z in pairs(zadd) do
-    if #z > 0 then redis.call('ZADD', sets[state], unpack(z)) end
-  end
-  if #expire > 0 then
-    redis.call('ZADD', KEYS[5], unpack(expire))
-  end
+probes[#probes + 1] = {'HSET', KEYS[2]}
+if #expire > 0 then probes[#probes + 1] = {'ZADD', KEYS[5]} end
+err = probe_all(probes)
+if err then return err end
+
+-- Phase 3: publish, then write.
+err = wake_publish(ARGV[2])
+if err then return err end
+redis.call('HSET', KEYS[2], unpack(hset))
+for state, z in pairs(zadd) do
+  if #z > 0 then redis.call('ZADD', sets[state], unpack(z)) end
+end
+if #expire > 0 then
+  redis.call('ZADD', KEYS[5], unpack(expire))
 end
 return reply

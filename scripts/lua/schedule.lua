@@ -21,9 +21,7 @@ local err = check_types()
 if err then return err end
 
 local now = fmt(now_ms())
-local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-local earliest = tonumber(head[2])
-local moved_earlier = false
+wake_start()
 
 -- Phase 1: read every record and check every argument.
 local ids = {}
@@ -62,11 +60,7 @@ for k, id in ipairs(ids) do
       traced[#traced + 1] = id
       traced[#traced + 1] = ARGV[2]
     end
-    local d = tonumber(due)
-    if earliest == nil or d < earliest then
-      earliest = d
-      moved_earlier = true
-    end
+    wake_consider(due)
     created[id] = encode('s', due, now, '', payload)
     reply[#reply + 1] = 1
     reply[#reply + 1] = created[id]
@@ -85,10 +79,8 @@ err = probe_all(probes)
 if err then return err end
 
 -- Phase 3: publish, then write.
-if moved_earlier then
-  err = publish(ARGV[1], fmt(earliest))
-  if err then return err end
-end
+err = wake_publish(ARGV[1])
+if err then return err end
 redis.call('HSET', KEYS[2], unpack(hset))
 redis.call('ZADD', KEYS[1], unpack(zadd))
 if trace then redis.call('HSET', KEYS[8], unpack(traced)) end

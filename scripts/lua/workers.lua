@@ -8,20 +8,12 @@
 --         member_1, expiry_ms_1, member_2, expiry_ms_2, ...}: the members
 --         whose membership has not expired, by worker ID.
 -- Complexity: O(W) for W workers.
-local function check(key, want)
-  local t = redis.call('TYPE', key)
-  if type(t) == 'table' then t = t['ok'] end
-  if t ~= 'none' and t ~= want then
-    return redis.error_reply('WRONGTYPE key ' .. key .. ' holds a ' .. t .. ' where timerq keeps a ' .. want)
-  end
-end
-local err = check(KEYS[1], 'zset') or check(KEYS[2], 'hash')
+local err = check_type(KEYS[1], 'zset') or check_type(KEYS[2], 'hash')
 if err then return err end
-local tm = redis.call('TIME')
-local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+local now = now_ms()
 local seen = redis.call('HMGET', KEYS[2], 'at', 'worker', 'left')
-local reply = {string.format('%.0f', now), seen[1] or '', seen[2] or '', seen[3] or ''}
-local live = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%.0f', now), '+inf', 'WITHSCORES')
+local reply = {fmt(now), seen[1] or '', seen[2] or '', seen[3] or ''}
+local live = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. fmt(now), '+inf', 'WITHSCORES')
 for i = 1, #live, 2 do
   reply[#reply + 1] = live[i]
   reply[#reply + 1] = live[i + 1]

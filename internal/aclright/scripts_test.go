@@ -1,0 +1,330 @@
+package aclright_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/internal/aclright"
+	"github.com/timerq/timerq/internal/keyspace"
+	"github.com/timerq/timerq/internal/redistest"
+	lua "github.com/timerq/timerq/scripts/lua"
+)
+
+// scenario writes a state (as an admin) and gives the script's arguments
+// for it.
+type scenario struct {
+	name  string
+	setup func(t *testing.T, c *redis.Client, sp keyspace.Space)
+	args  func(sp keyspace.Space) []any
+}
+
+const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+func ms(d time.Duration) string { return fmt.Sprint(time.Now().Add(d).UnixMilli()) }
+
+func do(t *testing.T, c *redis.Client, args ...any) {
+	t.Helper()
+	if err := c.Do(context.Background(), args...).Err(); err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+}
+
+// scheduled writes a scheduled timer as schedule.lua does.
+func scheduled(t *testing.T, c *redis.Client, sp keyspace.Space, id string, due string) {
+	t.Helper()
+	do(t, c, "HSET", sp.Timers(), id, "s::1000::payload")
+	do(t, c, "ZADD", sp.Due(), due, id)
+}
+
+func timerKeys(sp keyspace.Space) []string { return sp.Keys() }
+
+// scenarios gives, for each script of the table by name, states and
+// arguments that together run every command the script may run.
+func scenarios() map[string][]scenario {
+	nothing := func(*testing.T, *redis.Client, keyspace.Space) {}
+	return map[string][]scenario{
+		"schedule": {{
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) { scheduled(t, c, sp, "old", ms(time.Hour)) },
+			args: func(sp keyspace.Space) []any {
+				return []any{sp.Wake(), tp, "old", ms(time.Hour), "p", "new", "+1000.000", "p"}
+			},
+		}},
+		"claim": {{
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				scheduled(t, c, sp, "due", ms(-time.Second))
+				do(t, c, "HSET", sp.Traces(), "due", tp)
+				do(t, c, "HSET", sp.Timers(), "bad", "not a record")
+				do(t, c, "ZADD", sp.Due(), ms(-time.Second), "bad")
+			},
+			args: func(sp keyspace.Space) []any { return []any{10, 60000, 1000, sp.TimerChannelPrefix(), sp.Notify()} },
+		}},
+		"cancel": {{
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) { scheduled(t, c, sp, "c", ms(time.Hour)) },
+			args:  func(sp keyspace.Space) []any { return []any{"c", 60000, sp.TimerChannel("c")} },
+		}},
+		"reschedule": {{
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) { scheduled(t, c, sp, "r", ms(time.Hour)) },
+			args:  func(sp keyspace.Space) []any { return []any{"r", "+1000.000", sp.Wake()} },
+		}},
+		"purge": {{
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "HSET", sp.Timers(), "p", "c:1000:1000:2000:x")
+				do(t, c, "ZADD", sp.Cancelled(), 1000, "p")
+				do(t, c, "ZADD", sp.Expire(), 3000, "p")
+				do(t, c, "HSET", sp.Traces(), "p", tp)
+			},
+			args: func(keyspace.Space) []any { return []any{10} },
+		}},
+		"stats": {{setup: nothing, args: func(keyspace.Space) []any { return nil }}},
+		"list": {{
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				scheduled(t, c, sp, "a", "1000")
+				scheduled(t, c, sp, "b", "2000")
+			},
+			args: func(keyspace.Space) []any { return []any{"", 0, ms(time.Hour), 10, 1000, "a"} },
+		}},
+		"get": {{
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) { scheduled(t, c, sp, "g", "1000") },
+			args:  func(keyspace.Space) []any { return []any{"g"} },
+		}},
+		"check": {{setup: nothing, args: func(sp keyspace.Space) []any { return []any{sp.TimerChannel(""), sp.Wake()} }}},
+		"restore": {{
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				scheduled(t, c, sp, "old", ms(time.Hour))
+				do(t, c, "HSET", sp.Schedules(), "sch", "1:a:0::::{}")
+			},
+			args: func(sp keyspace.Space) []any {
+				return []any{60000, sp.Wake(), "",
+					"old", "s", ms(time.Hour), "1000", "", "p",
+					"new", "s", ms(time.Minute), "1000", "", "p",
+					"sch@5", "f", "5", "1000", "2000", "p"}
+			},
+		}},
+		"requeue": {{
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "XADD", sp.DeadLetter(), "5-1", "id", "x", "payload", "p", "group", "g", "error", "e")
+			},
+			args: func(keyspace.Space) []any { return []any{"5-1"} },
+		}},
+		"heartbeat": {
+			{name: "stay", setup: nothing, args: func(keyspace.Space) []any { return []any{"w1", 10000, "0"} }},
+			{name: "leave", setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "ZADD", keyspace.Namespace(nsOf(sp)).Workers(), ms(time.Hour), "w1")
+			}, args: func(keyspace.Space) []any { return []any{"w1", 10000, "1"} }},
+		},
+		"create": {{
+			// A sharded count for a namespace without data: every EXISTS runs.
+			setup: nothing,
+			args:  func(keyspace.Space) []any { return []any{4} },
+		}},
+		"workers": {{setup: nothing, args: func(keyspace.Space) []any { return nil }}},
+		"overlap": {{
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				for _, sid := range []string{"skip1", "skip2"} {
+					do(t, c, "HSET", sp.Schedules(), sid, `1:a:1::1:{"overlap":"skip"}`)
+				}
+				do(t, c, "HSET", sp.Schedules(), "allow", `1:a:1::1:{}`)
+				do(t, c, "XGROUP", "CREATE", sp.Fires(), "g", "$", "MKSTREAM")
+				for i, id := range []string{"skip1@1", "skip1@2", "skip2@1", "allow@1"} {
+					do(t, c, "XADD", sp.Fires(), fmt.Sprintf("%d-1", i+1), "id", id)
+				}
+				do(t, c, "XREADGROUP", "GROUP", "g", "c", "COUNT", 1, "STREAMS", sp.Fires(), ">")
+				do(t, c, "HSET", sp.Overlap("g"), "skip1", "1-1", "allow", "1-1")
+			},
+			args: func(keyspace.Space) []any { return []any{"g", "2-1", "skip1", "3-1", "skip2", "4-1", "allow"} },
+		}},
+		"recur_load": {{
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "HSET", sp.Schedules(), "rs", "1:a:1:100:100:{}")
+				scheduled(t, c, sp, "rs@100", ms(-time.Hour))
+				do(t, c, "ZADD", sp.SchedDue(), ms(-time.Hour), "rs")
+			},
+			args: func(keyspace.Space) []any { return []any{"due", 0, 10} },
+		}},
+		"recur_arm": {{
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "HSET", sp.Schedules(), "ra", "1:a:1:100:100:{}", "rb", "1:a:1:100:100:{}")
+				scheduled(t, c, sp, "ra@100", ms(time.Hour))
+				do(t, c, "ZADD", sp.SchedDue(), ms(time.Hour), "ra", ms(time.Hour), "rb")
+			},
+			args: func(sp keyspace.Space) []any {
+				return []any{sp.Wake(), "ra", 1, 100, 200, "a", "p", 1, 200, ms(time.Minute),
+					"rb", 1, 100, 100, "e", "p", 0}
+			},
+		}},
+		"recur_put": {{
+			name: "update",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "HSET", sp.Schedules(), "rp", "1:a:1:100:100:{}")
+				scheduled(t, c, sp, "rp@100", ms(time.Hour))
+				do(t, c, "ZADD", sp.SchedDue(), ms(time.Hour), "rp")
+			},
+			args: func(sp keyspace.Space) []any {
+				return []any{"update", "rp", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "skip", 300, ms(time.Minute)}
+			},
+		}, {
+			name: "delete",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "HSET", sp.Schedules(), "rp", "1:a:0:::{}")
+				do(t, c, "ZADD", sp.SchedDue(), ms(time.Hour), "rp")
+			},
+			args: func(sp keyspace.Space) []any {
+				return []any{"delete", "rp", "", "", "a", "-", "", sp.Wake(), sp.TimerChannelPrefix(), 60000, ""}
+			},
+		}},
+	}
+}
+
+func nsOf(sp keyspace.Space) string {
+	tag := sp.HashTag()
+	return strings.SplitN(tag[1:len(tag)-1], ":", 2)[0]
+}
+
+func nsKeys(sp keyspace.Space) []string {
+	ns := keyspace.Namespace(nsOf(sp))
+	return []string{ns.Workers(), ns.WorkersSeen()}
+}
+
+func recurKeys(sp keyspace.Space) []string { return append(sp.Keys(), sp.Schedules(), sp.SchedDue()) }
+
+// snapshot dumps every key of the namespace, for telling whether a refused
+// script wrote anything.
+func snapshot(t *testing.T, c *redis.Client, ns string) string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := c.Keys(ctx, keyspace.Namespace(ns).Pattern()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		d, err := c.Dump(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s=%x\n", k, d)
+	}
+	return b.String()
+}
+
+// TestEveryScriptNamesEveryRefusedRight runs every script of the table
+// (lua.All) as Redis users that each lack one right the table says it
+// needs: a command it runs, EVALSHA, the namespace's keys, or (for a script
+// that publishes) its channels and PUBLISH or SPUBLISH. Each refusal must
+// change nothing, and aclright.Missing must name the right from the error
+// Redis (or the script) gave. A user granted exactly the table's rights
+// runs every scenario, so the table lists no more and no less than the
+// script needs.
+func TestEveryScriptNamesEveryRefusedRight(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	admin := srv.Client(t)
+	ctx := context.Background()
+	runs := scenarios()
+	for _, s := range lua.All {
+		if runs[s.Name] == nil {
+			t.Errorf("script %s has no scenario here: add the states that run each of its commands", s.Name)
+		}
+	}
+	n := 0
+	for _, s := range lua.All {
+		for _, sharded := range []bool{false, true} {
+			if sharded && !s.Publishes {
+				continue
+			}
+			flavour, src, pub := "classic", s.Source, "publish"
+			if sharded {
+				flavour, src, pub = "sharded", s.ShardedSource, "spublish"
+			}
+			script := redis.NewScript(src)
+			t.Run(s.Name+"/"+flavour, func(t *testing.T) {
+				// Each right a user may lack, and the name Missing must give.
+				type right struct{ name, want string }
+				var rights []right
+				if !sharded {
+					for _, c := range s.Commands {
+						rights = append(rights, right{c, "+" + c})
+					}
+					rights = append(rights, right{"evalsha", "+evalsha"}, right{"keys", "~timerq:{NS}:*"})
+				}
+				if s.Publishes {
+					rights = append(rights, right{pub, "+" + pub}, right{"channels", "&timerq:{NS}:*"})
+				}
+				// exactly grants what the table lists; lacking one right,
+				// everything but that right.
+				grant := func(prefix string, lacking string) []any {
+					r := []any{"reset", "on", ">pw"}
+					if lacking == "" {
+						r = append(r, "+evalsha", "+eval")
+						for _, c := range s.Commands {
+							r = append(r, "+"+c)
+						}
+						if s.Publishes {
+							r = append(r, "+"+pub)
+						}
+					} else {
+						r = append(r, "+@all")
+					}
+					if lacking != "keys" {
+						r = append(r, "~"+prefix+"*")
+					}
+					if lacking != "channels" {
+						r = append(r, "&"+prefix+"*")
+					}
+					switch lacking {
+					case "", "keys", "channels":
+					case "evalsha":
+						r = append(r, "-evalsha", "-eval")
+					default:
+						r = append(r, "-"+lacking)
+					}
+					return r
+				}
+				for _, rt := range append([]right{{name: ""}}, rights...) {
+					refused := 0
+					for _, run := range runs[s.Name] {
+						n++
+						ns := fmt.Sprintf("acl%d", n)
+						prefix := "timerq:{" + ns + "}:"
+						sp := keyspace.Shard(ns, 0, 1)
+						user := "u" + ns
+						if err := admin.Do(ctx, append([]any{"ACL", "SETUSER", user}, grant(prefix, rt.name)...)...).Err(); err != nil {
+							t.Fatal(err)
+						}
+						uc := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: user, Password: "pw", MaxRetries: -1})
+						run.setup(t, admin, sp)
+						before := snapshot(t, admin, ns)
+						err := script.Run(ctx, uc, s.Keys(sp, "g"), run.args(sp)...).Err()
+						uc.Close()
+						if rt.name == "" {
+							if err != nil && err != redis.Nil {
+								t.Errorf("%s: a user with exactly the table's rights: %v", run.name, err)
+							}
+							continue
+						}
+						if err == nil || err == redis.Nil {
+							continue // this scenario does not need the right
+						}
+						refused++
+						want := strings.ReplaceAll(rt.want, "NS", ns)
+						if got := aclright.Missing(err.Error(), ns); got != want {
+							t.Errorf("without %s, %s: Missing = %q, want %q; Redis said: %v", rt.name, run.name, got, want, err)
+						}
+						if after := snapshot(t, admin, ns); after != before {
+							t.Errorf("without %s, %s: the refused script wrote:\nbefore:\n%s\nafter:\n%s", rt.name, run.name, before, after)
+						}
+					}
+					if rt.name != "" && refused == 0 {
+						t.Errorf("no scenario was refused without %s: the script does not need it, or the scenarios miss the path that does", rt.name)
+					}
+				}
+			})
+		}
+	}
+}

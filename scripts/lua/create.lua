@@ -1,0 +1,25 @@
+-- create.lua: write a namespace's meta key unless it exists
+-- (queue.CreateNamespace). It runs in the unsharded slot {NS}, so it also
+-- sees whether the namespace already holds unsharded data, which a sharded
+-- layout would strand.
+--
+-- KEYS[1] meta: HASH shards, created (keyspace.Namespace.Meta)
+-- KEYS[2..] the keys of the one-shard layout that hold timers or schedules
+--         (all but counters, which outlive the timers)
+-- ARGV[1] shards
+-- Reply: {shards_now, created 0|1}, or an error TQ_INUSE naming a key that
+--        holds data when a sharded count was asked for.
+-- Complexity: O(1).
+
+local cur = redis.call('HGET', KEYS[1], 'shards')
+if cur then return {tonumber(cur), 0} end
+if ARGV[1] ~= '1' then
+  for i = 2, #KEYS do
+    if redis.call('EXISTS', KEYS[i]) == 1 then
+      return redis.error_reply('TQ_INUSE ' .. KEYS[i])
+    end
+  end
+end
+local now = now_ms()
+redis.call('HSET', KEYS[1], 'shards', ARGV[1], 'created', fmt(now))
+return {tonumber(ARGV[1]), 1}
