@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -185,7 +186,7 @@ func TestLeaseScanCoversLongPendingLists(t *testing.T) {
 		if len(all) != 30 {
 			t.Fatalf("leased %d, want 30", len(all))
 		}
-		slices.SortFunc(all, func(x, y queue.Delivery) int { return strings.Compare(x.Event.StreamID, y.Event.StreamID) })
+		slices.SortFunc(all, func(x, y queue.Delivery) int { return compareStreamIDs(x.Event.StreamID, y.Event.StreamID) })
 		// The 25 oldest stay leased; the 5 newest expire.
 		passTo(t, b, all[0].LeaseExpires.Add(-200*time.Millisecond))
 		for _, d := range all[:25] {
@@ -205,6 +206,17 @@ func TestLeaseScanCoversLongPendingLists(t *testing.T) {
 			t.Fatalf("reclaimed %v, want the 5 expired %s", timerIDs(got), want)
 		}
 	})
+}
+
+// compareStreamIDs orders stream entry IDs as Redis does.
+func compareStreamIDs(a, b string) int {
+	var am, as, bm, bs uint64
+	fmt.Sscanf(a, "%d-%d", &am, &as)
+	fmt.Sscanf(b, "%d-%d", &bm, &bs)
+	if am != bm {
+		return cmp.Compare(am, bm)
+	}
+	return cmp.Compare(as, bs)
 }
 
 func TestLeaseReleaseWithDelay(t *testing.T) {
