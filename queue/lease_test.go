@@ -413,6 +413,14 @@ func TestLeaseBlockWakesOnFire(t *testing.T) {
 		if ds := lease(t, q, "g", "c", queue.LeaseOptions{}); len(ds) != 0 {
 			t.Fatalf("leased %v from an empty namespace", ds)
 		}
+		// With nothing to hand out, it waits Block out, then returns none.
+		start := time.Now()
+		if ds := lease(t, q, "g", "c", queue.LeaseOptions{Block: 300 * time.Millisecond}); len(ds) != 0 {
+			t.Fatalf("blocking Lease on nothing = %v", ds)
+		}
+		if d := time.Since(start); d < 300*time.Millisecond {
+			t.Fatalf("blocking Lease on nothing returned after %v, before its Block of 300ms", d)
+		}
 		type result struct {
 			ds  []queue.Delivery
 			err error
