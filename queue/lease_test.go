@@ -5,11 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
@@ -531,5 +534,63 @@ func TestLeaseValidatesArguments(t *testing.T) {
 	}
 	if keys := m.Keys(); len(keys) != 0 {
 		t.Errorf("refused calls wrote %v", keys)
+	}
+}
+
+// TestLeaseUnderApplicationACL: pull consumption needs no right beyond the
+// application line of docs/security.md.
+func TestLeaseUnderApplicationACL(t *testing.T) {
+	redistest.Require(t)
+	doc, err := os.ReadFile("../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line []string
+	for _, l := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(l, "ACL SETUSER timerq-app-NS ") {
+			line = strings.Fields(l)
+		}
+	}
+	if line == nil {
+		t.Fatal("docs/security.md has no timerq-app-NS line")
+	}
+	srv := redistest.Start(t, redistest.Config{})
+	admin := srv.Client(t)
+	ctx := context.Background()
+	ns := redistest.Namespace(t)
+	var args []any
+	for _, w := range line {
+		if strings.HasPrefix(w, ">") {
+			w = ">pw"
+		}
+		args = append(args, strings.ReplaceAll(w, "NS", ns))
+	}
+	if err := admin.Do(ctx, args...).Err(); err != nil {
+		t.Fatalf("ACL SETUSER: %v", err)
+	}
+	fireN(t, newQueue(t, &redistest.Backend{Name: "real", Client: admin, Real: srv}, queue.Options{Namespace: ns}), "acl", 3)
+	app := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "timerq-app-" + ns, Password: "pw"})
+	t.Cleanup(func() { app.Close() })
+	q, err := queue.New(app, queue.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	o := queue.LeaseOptions{Lease: time.Second, MaxAttempts: 1}
+	ds, err := q.Lease(ctx, "g", "c", o)
+	if err != nil || len(ds) != 3 {
+		t.Fatalf("Lease = %v, %v", ds, err)
+	}
+	if _, err := q.ExtendLease(ctx, "g", ds[0].DeliveryID, 0, o); err != nil {
+		t.Errorf("ExtendLease: %v", err)
+	}
+	if _, err := q.Release(ctx, "g", ds[1].DeliveryID, queue.ReleaseOptions{Error: "x"}, o); err != nil {
+		t.Errorf("Release to a dead letter: %v", err)
+	}
+	if _, err := q.Ack(ctx, "g", ds[0].DeliveryID, ds[2].DeliveryID); err != nil {
+		t.Errorf("Ack: %v", err)
+	}
+	if ds, err := q.Lease(ctx, "g", "c", queue.LeaseOptions{Block: 50 * time.Millisecond}); err != nil || len(ds) != 0 {
+		t.Errorf("blocking Lease on nothing = %v, %v", ds, err)
 	}
 }
