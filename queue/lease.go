@@ -121,6 +121,8 @@ type Delivery struct {
 	// from then on the next Lease call of the group may hand the event to
 	// another consumer.
 	LeaseExpires time.Time
+
+	requeued bool // a dead letter requeued by Queue.Requeue (for_group)
 }
 
 // DeliveryRef is what a delivery ID says.
@@ -229,8 +231,11 @@ var (
 // expired leases and released events that became due; on a Cluster, where
 // one XREAD cannot span a sharded namespace's slots, it looks every 200 ms.
 //
-// Overlap policies of recurring schedules (OverlapSkip) are not applied:
-// every occurrence is handed out.
+// Overlap policies of recurring schedules apply as in Consume: an
+// occurrence of a schedule under OverlapSkip is not handed out while the
+// group has another of its occurrences pending; it is acknowledged and
+// counted in Counters.OverlapSkipped instead. Checking costs one more
+// round trip for a batch that holds occurrences, none for plain timers.
 func (q *Queue) Lease(ctx context.Context, group, consumer string, opts LeaseOptions) ([]Delivery, error) {
 	if err := ValidateConsumerName("group", group); err != nil {
 		return nil, err
@@ -306,6 +311,7 @@ func (q *Queue) leaseOnce(ctx context.Context, l *layout, group, consumer string
 		if err != nil {
 			return nil, nil, errorf("lease %s/%s: %w", group, consumer, err)
 		}
+		var round []Delivery
 		for i, reply := range replies {
 			c := calls[i]
 			k, quota := c.shard, c.args[4].(int)
@@ -314,8 +320,7 @@ func (q *Queue) leaseOnce(ctx context.Context, l *layout, group, consumer string
 			if err != nil {
 				return nil, nil, errorf("lease %s/%s: %w", group, consumer, err)
 			}
-			out = append(out, got...)
-			left -= len(got)
+			round = append(round, got...)
 			last[k] = tail
 			if tail == "" {
 				busy = true
@@ -324,6 +329,15 @@ func (q *Queue) leaseOnce(ctx context.Context, l *layout, group, consumer string
 				rest = append(rest, k) // full: it may have more
 			}
 		}
+		kept, err := q.leaseOverlap(ctx, l, group, round)
+		if err != nil {
+			return nil, nil, errorf("lease %s/%s: %w", group, consumer, err)
+		}
+		if len(kept) < len(round) {
+			busy = true
+		}
+		out = append(out, kept...)
+		left -= len(kept)
 		cands = rest
 	}
 	if len(out) > 0 || busy || slices.Contains(visited, false) {
@@ -359,7 +373,8 @@ func (q *Queue) leaseReply(ctx context.Context, l *layout, group string, k int, 
 		}
 		ev, perr := parseEvent(m, attempt)
 		ev.Shard = k
-		d := Delivery{Event: ev, LeaseExpires: expires,
+		_, requeued := m.Values["for_group"]
+		d := Delivery{Event: ev, LeaseExpires: expires, requeued: requeued,
 			DeliveryID: DeliveryRef{Shard: k, StreamID: m.ID, Attempt: attempt}.String()}
 		if perr != nil {
 			_, err := q.settle(ctx, l, group, d.DeliveryID, "dead", 0, perr.Error(), opts)
@@ -372,6 +387,61 @@ func (q *Queue) leaseReply(ctx context.Context, l *layout, group string, k int, 
 		out = append(out, d)
 	}
 	return out, tail, nil
+}
+
+// leaseOverlap applies the schedules' overlap policies to deliveries about
+// to be handed out, as Consume does (overlap.go): an occurrence of a
+// schedule under OverlapSkip while the group has another of its
+// occurrences pending is acknowledged by overlap.lua, counted in
+// Counters.OverlapSkipped, and left out. One pipeline of one script per
+// shard whose deliveries hold occurrences; none for plain timers. Should
+// it fail, the deliveries stay leased to the consumer and come back when
+// their leases run out.
+func (q *Queue) leaseOverlap(ctx context.Context, l *layout, group string, ds []Delivery) ([]Delivery, error) {
+	var calls []keyedCall
+	var idx [][]int // per call, the deliveries it asks about
+	byShard := map[int]int{}
+	for i, d := range ds {
+		sid, _, ok := ParseOccurrenceID(d.Event.ID)
+		if !ok || d.requeued {
+			continue // a requeued dead letter: a decision the policy does not undo
+		}
+		c, seen := byShard[d.Event.Shard]
+		if !seen {
+			sp := l.spaces[d.Event.Shard]
+			c = len(calls)
+			byShard[d.Event.Shard] = c
+			calls = append(calls, keyedCall{shard: d.Event.Shard,
+				keys: []string{sp.Fires(), q.overlapScheduleKey(sp), sp.Overlap(group), sp.Counters()}, args: []any{group}})
+			idx = append(idx, nil)
+		}
+		calls[c].args = append(calls[c].args, d.Event.StreamID, sid)
+		idx[c] = append(idx[c], i)
+	}
+	if len(calls) == 0 {
+		return ds, nil
+	}
+	replies, err := q.runKeyed(ctx, l, overlapScript, calls)
+	if err != nil {
+		return nil, fmt.Errorf("overlap policy: %w", err)
+	}
+	skip := make([]bool, len(ds))
+	for c, reply := range replies {
+		v, err := replyStrings(reply)
+		if err != nil || len(v) != len(idx[c]) {
+			return nil, fmt.Errorf("overlap script: unexpected reply %v", reply)
+		}
+		for j, i := range idx[c] {
+			skip[i] = v[j] != ""
+		}
+	}
+	kept := ds[:0:0]
+	for i, d := range ds {
+		if !skip[i] {
+			kept = append(kept, d)
+		}
+	}
+	return kept, nil
 }
 
 // awaitFires waits up to d for an entry after last[k] in any shard's fire

@@ -594,3 +594,35 @@ func TestLeaseUnderApplicationACL(t *testing.T) {
 		t.Errorf("blocking Lease on nothing = %v, %v", ds, err)
 	}
 }
+
+// TestLeaseAppliesOverlapSkip: as in Consume, an occurrence of a schedule
+// under OverlapSkip is not handed out while the group has another of its
+// occurrences pending.
+func TestLeaseAppliesOverlapSkip(t *testing.T) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip}); err != nil {
+			t.Fatal(err)
+		}
+		fireOcc(t, q, "s", 1, 2, 3)
+		fireN(t, q, "plain", 1)
+		ds := lease(t, q, "g", "c", queue.LeaseOptions{})
+		if got := fmt.Sprint(timerIDs(ds)); got != "[plain0 s@1]" {
+			t.Fatalf("leased %s, want [plain0 s@1]: s@2 and s@3 overlap s@1", got)
+		}
+		if c, err := q.Counters(ctx); err != nil || c.OverlapSkipped != 2 {
+			t.Fatalf("Counters.OverlapSkipped = %d, %v; want 2", c.OverlapSkipped, err)
+		}
+		if n := pendingIn(t, b, q, "g"); n != 2 {
+			t.Fatalf("%d pending, want 2: the skipped ones are acknowledged", n)
+		}
+		if _, err := q.Ack(ctx, "g", deliveryIDs(ds)...); err != nil {
+			t.Fatal(err)
+		}
+		fireOcc(t, q, "s", 4)
+		if ds := lease(t, q, "g", "c", queue.LeaseOptions{}); fmt.Sprint(timerIDs(ds)) != "[s@4]" {
+			t.Fatalf("after s@1 was acknowledged leased %v, want [s@4]", timerIDs(ds))
+		}
+	})
+}
