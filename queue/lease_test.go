@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -625,4 +626,79 @@ func TestLeaseAppliesOverlapSkip(t *testing.T) {
 			t.Fatalf("after s@1 was acknowledged leased %v, want [s@4]", timerIDs(ds))
 		}
 	})
+}
+
+// tripCounter counts round trips: each command sent alone, and each
+// pipeline.
+type tripCounter struct{ n atomic.Int64 }
+
+func (c *tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
+}
+func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(1); return next(ctx, cmds) }
+}
+
+// TestLeaseRoundTrips: Lease, Ack and Release cost one round trip each,
+// however many shards and events: no per-event round trip.
+func TestLeaseRoundTrips(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Config{})
+	for _, shards := range []int{1, 16} {
+		t.Run(fmt.Sprint(shards), func(t *testing.T) {
+			ctx := context.Background()
+			b := &redistest.Backend{Name: "real", Client: srv.Client(t), Real: srv, Shards: shards}
+			q := newQueue(t, b, queue.Options{})
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+			t.Cleanup(func() { c.Close() })
+			trips := &tripCounter{}
+			c.AddHook(trips)
+			qc, err := queue.New(c, queue.Options{Namespace: q.Namespace()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer qc.Close()
+			o := queue.LeaseOptions{Count: 100}
+			// Warm up: read the layout, load the scripts, open the pipeline
+			// connection (whose handshake the hook sees).
+			lease(t, qc, "g", "c", o)
+			unknown := queue.DeliveryRef{StreamID: "1-0", Attempt: 1}.String()
+			if _, err := qc.Release(ctx, "g", unknown, queue.ReleaseOptions{}, o); !errors.Is(err, queue.ErrDeliveryNotFound) {
+				t.Fatal(err)
+			}
+			if _, err := qc.Ack(ctx, "g", unknown, unknown); err != nil {
+				t.Fatal(err)
+			}
+			fireN(t, q, "rt", 40)
+			measure := func(what string, max int64, f func()) {
+				t.Helper()
+				before := trips.n.Load()
+				f()
+				if n := trips.n.Load() - before; n > max {
+					t.Errorf("%s: %d round trips, want at most %d", what, n, max)
+				} else {
+					t.Logf("%s over %d shards: %d round trips", what, shards, n)
+				}
+			}
+			var ds []queue.Delivery
+			// 40 events over 16 shards: a shard holding more than its
+			// share of 100 is asked again, once.
+			measure("Lease of 40", 2, func() { ds = lease(t, qc, "g", "c", o) })
+			if len(ds) != 40 {
+				t.Fatalf("leased %d, want 40", len(ds))
+			}
+			measure("Release", 1, func() {
+				if _, err := qc.Release(ctx, "g", ds[0].DeliveryID, queue.ReleaseOptions{}, o); err != nil {
+					t.Fatal(err)
+				}
+			})
+			measure("Ack of 39", 1, func() {
+				if _, err := qc.Ack(ctx, "g", deliveryIDs(ds[1:])...); err != nil {
+					t.Fatal(err)
+				}
+			})
+			measure("empty Lease", 1, func() { lease(t, qc, "g", "other", queue.LeaseOptions{Lease: time.Minute, Count: 100}) })
+		})
+	}
 }
