@@ -57,7 +57,7 @@ func consumeError(err error, field string) error {
 	case errors.Is(err, queue.ErrDeliveryNotFound):
 		return &inputError{http.StatusNotFound, SlugDeliveryNotFound, msg, ""}
 	case errors.Is(err, queue.ErrInvalidDeliveryID):
-		return &inputError{http.StatusUnprocessableEntity, SlugInvalidDeliveryID, msg, field}
+		return &inputError{http.StatusUnprocessableEntity, SlugInvalidDeliveryID, strings.TrimPrefix(msg, "invalid options: "), field}
 	}
 	return err
 }
