@@ -224,8 +224,13 @@ var (
 // P/(10 Count) calls after it ran out.
 //
 // Cost: one round trip, a pipeline of one script per shard (split by
-// node, in parallel, on a Cluster), whatever the number of events; a
-// malformed entry, dead-lettered at once, costs one more. With Block, a
+// node, in parallel, on a Cluster), whatever the number of events. Count
+// is spread over the shards, so a shard holding more than its share is
+// asked again in a second round (one more round trip, rarely two), and a
+// Count below the shard count visits Count shards per round: keep Count at
+// least the shard count. A batch holding occurrences of recurring
+// schedules costs one more (the overlap check), and a malformed entry,
+// dead-lettered at once, one more. With Block, a
 // call that finds nothing waits with one blocking XREAD over every shard's
 // stream, woken by a new event and at most every second to look for
 // expired leases and released events that became due; on a Cluster, where
