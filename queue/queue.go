@@ -429,6 +429,16 @@ func (q *Queue) runStatus(ctx context.Context, l *layout, s *lua.Script, shard i
 type call struct {
 	shard int
 	args  []any
+	// keys, when set, replaces the table's keys for the shard: for a
+	// script whose keys depend on a consumer group (lua.Overlap).
+	keys []string
+}
+
+func (c call) keysFor(l *layout, s *lua.Script) []string {
+	if c.keys != nil {
+		return c.keys
+	}
+	return l.keysOf(s, c.shard)
 }
 
 // run runs one script over one shard's keys, retrying for a few seconds
@@ -439,7 +449,12 @@ func (q *Queue) run(ctx context.Context, l *layout, s *lua.Script, shard int, ar
 
 // runTries is run with at most tries attempts.
 func (q *Queue) runTries(ctx context.Context, l *layout, s *lua.Script, shard, tries int, args ...any) (any, error) {
-	rs, keys := l.script(s), l.keysOf(s, shard)
+	return q.runKeysTries(ctx, l, s, shard, l.keysOf(s, shard), tries, args...)
+}
+
+// runKeysTries is runTries with the keys given.
+func (q *Queue) runKeysTries(ctx context.Context, l *layout, s *lua.Script, shard int, keys []string, tries int, args ...any) (any, error) {
+	rs := l.script(s)
 	for attempt := 1; ; attempt++ {
 		v, err := rs.Run(ctx, q.rdb, keys, args...).Result()
 		if err == nil {
@@ -500,7 +515,7 @@ func (q *Queue) runMany(ctx context.Context, l *layout, s *lua.Script, calls []c
 func (q *Queue) runEach(ctx context.Context, l *layout, s *lua.Script, calls []call) (out []any, errs []error, err error) {
 	out, errs = make([]any, len(calls)), make([]error, len(calls))
 	if len(calls) == 1 {
-		out[0], errs[0] = q.run(ctx, l, s, calls[0].shard, calls[0].args...)
+		out[0], errs[0] = q.runKeysTries(ctx, l, s, calls[0].shard, calls[0].keysFor(l, s), migrationAttempts, calls[0].args...)
 		return out, errs, nil
 	}
 	todo := make([]int, len(calls))
@@ -512,7 +527,7 @@ func (q *Queue) runEach(ctx context.Context, l *layout, s *lua.Script, calls []c
 		cmds := make([]*redis.Cmd, len(todo))
 		_, _ = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for j, i := range todo {
-				cmds[j] = l.script(s).EvalSha(ctx, p, l.keysOf(s, calls[i].shard), calls[i].args...)
+				cmds[j] = l.script(s).EvalSha(ctx, p, calls[i].keysFor(l, s), calls[i].args...)
 			}
 			return nil
 		})

@@ -139,6 +139,40 @@ func scenarios() map[string][]scenario {
 			},
 			args: func(keyspace.Space) []any { return []any{"g", "2-1", "skip1", "3-1", "skip2", "4-1", "allow"} },
 		}},
+		"lease": {{
+			// No group yet, nothing to hand out: the group is created and
+			// the stream's tail read.
+			name: "new group", setup: nothing,
+			args: func(keyspace.Space) []any { return []any{"g", "c", 30000, 5, 10, 0} },
+		}, {
+			// A delivery whose lease ran out, past its attempts: reclaimed
+			// and dead-lettered.
+			name: "expired",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "XADD", sp.Fires(), "1-1", "id", "x", "payload", "p")
+				do(t, c, "XADD", sp.Fires(), "2-1", "id", "y", "payload", "p")
+				do(t, c, "XGROUP", "CREATE", sp.Fires(), "g", "0")
+				do(t, c, "XREADGROUP", "GROUP", "g", "c", "COUNT", 2, "STREAMS", sp.Fires(), ">")
+			},
+			args: func(keyspace.Space) []any { return []any{"g", "c2", 0, 1, 1, 0} },
+		}},
+		"release": {{
+			name: "release",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "XADD", sp.Fires(), "1-1", "id", "x", "payload", "p")
+				do(t, c, "XGROUP", "CREATE", sp.Fires(), "g", "0")
+				do(t, c, "XREADGROUP", "GROUP", "g", "c", "COUNT", 1, "STREAMS", sp.Fires(), ">")
+			},
+			args: func(keyspace.Space) []any { return []any{"g", "1-1", 1, "release", 1000, 30000, 5, "", 0} },
+		}, {
+			name: "dead",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "XADD", sp.Fires(), "1-1", "id", "x", "payload", "p")
+				do(t, c, "XGROUP", "CREATE", sp.Fires(), "g", "0")
+				do(t, c, "XREADGROUP", "GROUP", "g", "c", "COUNT", 1, "STREAMS", sp.Fires(), ">")
+			},
+			args: func(keyspace.Space) []any { return []any{"g", "1-1", 1, "dead", 0, 30000, 5, "gave up", 0} },
+		}},
 		"recur_load": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				do(t, c, "HSET", sp.Schedules(), "rs", "1:a:1:100:100:{}")

@@ -134,6 +134,20 @@ var (
 	// (recur_put.lua).
 	RecurPut = add(&Script{Name: "recur_put", prelude: "recur_prelude", Keys: recurKeys, Publishes: true,
 		Commands: []string{"type", "time", "hget", "zscore", "zrange", "hset", "zrem", "zadd", "hdel"}})
+	// Lease hands one consumer of a group a batch of one shard's fire
+	// events under leases: reclaims expired ones, dead-letters what
+	// exceeded its attempts, reads new entries (lease.lua).
+	Lease = add(&Script{Name: "lease",
+		Keys: func(sp keyspace.Space, _ string) []string {
+			return append(sp.Keys(), sp.DeadLetter(), sp.LeaseCursors())
+		},
+		Commands: []string{"type", "time", "xpending", "hget", "xack", "xadd", "hset", "hdel", "xgroup",
+			"xautoclaim", "xreadgroup", "xrevrange"}})
+	// Release hands a leased delivery back, dead-letters it or extends its
+	// lease (release.lua).
+	Release = add(&Script{Name: "release",
+		Keys:     func(sp keyspace.Space, _ string) []string { return append(sp.Keys(), sp.DeadLetter()) },
+		Commands: []string{"type", "time", "xpending", "xclaim", "xrange", "xadd", "xack"}})
 	// Create writes a namespace's meta key unless it exists (create.lua).
 	Create = add(&Script{Name: "create",
 		Keys: func(sp keyspace.Space, _ string) []string {
