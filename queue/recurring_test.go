@@ -40,6 +40,59 @@ func (c *clock) advance(d time.Duration) {
 	time.Sleep(d)
 }
 
+// reach brings the server clock to at: miniredis's is set there (if it is
+// not past it already), a real server's is waited for, so that a timer due
+// at at is claimable on both.
+func (c *clock) reach(t *testing.T, at time.Time) {
+	t.Helper()
+	if c.b.Mini == nil {
+		redistest.AwaitServerTime(t, c.b.Client, at)
+		return
+	}
+	if at.After(c.now) {
+		c.now = at
+		c.b.Mini.SetTime(at)
+	}
+}
+
+// round is one fireAndArm with the server times read just before its claim
+// and just after its arm. The arm plans from the server clock at one
+// instant between the two: on miniredis they are that instant, on a real
+// server as far apart as a loaded machine made them, so a test judges what
+// was due "now" against both instead of assuming that no boundary of the
+// schedule passed in between.
+type round struct {
+	fired    []queue.Fired
+	from, to time.Time
+}
+
+func fireAndArmTimed(t *testing.T, b *redistest.Backend, q *queue.Queue) round {
+	t.Helper()
+	from := serverNow(t, b)
+	fired := fireAndArm(t, q)
+	return round{fired: fired, from: from, to: serverNow(t, b)}
+}
+
+// checkTopUp asserts that the arm of r left ahead occurrences in the
+// future: the pending ones not fired by the claim and the ones it armed
+// after its now, which lies in [r.from, r.to]. Pending occurrences due by
+// then are missed ones the catch-up policy armed, which the caller judges.
+func checkTopUp(t *testing.T, r round, pending []queue.Occurrence, ahead int) {
+	t.Helper()
+	after := func(at time.Time) int {
+		n := 0
+		for _, o := range pending {
+			if o.Nominal.After(at) {
+				n++
+			}
+		}
+		return n
+	}
+	if after(r.to) > ahead || after(r.from) < ahead {
+		t.Fatalf("pending %v after an arm between %v and %v; want %d after the arm's now", nominals(pending), r.from, r.to, ahead)
+	}
+}
+
 // fireAndArm claims everything due and arms what follows, as a poller does.
 func fireAndArm(t *testing.T, q *queue.Queue) []queue.Fired {
 	t.Helper()
@@ -253,31 +306,43 @@ func TestRecurringCatchUpPolicies(t *testing.T) {
 				// Downtime: no worker for 1.1 s, so at least occurrences 3, 4
 				// and 5 were never armed.
 				c.advance(1100 * time.Millisecond)
-				first := fireAndArm(t, q)
-				if len(first) != 2 || !first[1].Due.Equal(armedB) {
-					t.Fatalf("the armed occurrences fired as %+v; want both, late", first)
+				r := fireAndArmTimed(t, b, q)
+				if len(r.fired) != 2 || !r.fired[1].Due.Equal(armedB) {
+					t.Fatalf("the armed occurrences fired as %+v; want both, late", r.fired)
 				}
-				// On a real server the clock runs on while the test reads
-				// back, so "in the future" is judged against the server's
-				// time before the catch-up claim, not at the read.
-				before := getRec(t, q, "s").Now
-				catchUp := fireAndArm(t, q)
-				if len(catchUp) != tc.want {
-					t.Fatalf("%s fired %d missed occurrences %+v, want %d", tc.policy, len(catchUp), catchUp, tc.want)
+				// The arm after them applied the policy at its now, in
+				// [r.from, r.to]: the latest tc.want missed occurrences, then
+				// DefaultAhead future ones, back to back. What is missed is
+				// judged by those server times, not by a later read: on a
+				// real server the clock runs on, and a stalled machine may
+				// see the next occurrence come due before the next claim.
+				p := getRec(t, q, "s").Pending
+				if len(p) != tc.want+queue.DefaultAhead {
+					t.Fatalf("%s armed %v after the downtime; want %d missed then %d future", tc.policy, nominals(p), tc.want, queue.DefaultAhead)
 				}
-				after := getRec(t, q, "s")
-				next := after.Pending[0].Nominal
-				if !next.After(before) || len(after.Pending) != 2 {
-					t.Fatalf("pending after catch-up %v, want 2 after the catch-up began (%v)", nominals(after.Pending), before)
-				}
-				for i, f := range catchUp {
-					// The latest missed ones, back to back, up to the first future one.
-					if want := next.Add(-time.Duration(len(catchUp)-i) * every); !f.Due.Equal(want) {
-						t.Fatalf("catch-up %d due %v, want %v (the latest missed)", i, f.Due, want)
+				for i := 1; i < len(p); i++ {
+					if p[i].Nominal.Sub(p[i-1].Nominal) != every {
+						t.Fatalf("%s armed %v; want them back to back, the latest missed up to the first future one", tc.policy, nominals(p))
 					}
+				}
+				next := p[tc.want].Nominal
+				if !next.After(r.from) || next.Add(-every).After(r.to) {
+					t.Fatalf("%s armed %v; want %v the first occurrence after the arm's now, in [%v, %v]", tc.policy, nominals(p), next, r.from, r.to)
 				}
 				if tc.policy == queue.CatchUpSkip && next.Sub(armedB) < 3*every {
 					t.Fatalf("skip: next %v follows %v; the missed ones were not skipped", next, armedB)
+				}
+				// The missed ones are overdue, so the next claim fires them,
+				// in due order; on a real server also those the clock has
+				// reached since, which are no catch-up but on time.
+				catchUp := fireAndArm(t, q)
+				if len(catchUp) < tc.want || len(catchUp) > len(p) || (b.Mini != nil && len(catchUp) != tc.want) {
+					t.Fatalf("%s fired %+v after the downtime, want the %d missed of %v", tc.policy, catchUp, tc.want, nominals(p))
+				}
+				for i, f := range catchUp {
+					if f.ID != p[i].ID || f.FiredAt.Before(f.Due) {
+						t.Fatalf("%s fired %+v after the downtime, want the %d missed of %v first", tc.policy, catchUp, tc.want, nominals(p))
+					}
 				}
 			})
 		})
