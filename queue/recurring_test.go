@@ -471,8 +471,17 @@ func TestRecurringEndAndMaxCount(t *testing.T) {
 			t.Fatal(err)
 		}
 		now := getRec(t, q, "three").Now
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "until", Every: 100 * time.Millisecond, End: now.Add(450 * time.Millisecond)}); err != nil {
+		until, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "until", Every: 100 * time.Millisecond, End: now.Add(450 * time.Millisecond)})
+		if err != nil {
 			t.Fatal(err)
+		}
+		// The anchor is the put's own now, later than now by as long as the
+		// machine took: 4 occurrences fit before End on miniredis, fewer
+		// if a real server's clock ran on, and CatchUpOnce may drop one of
+		// those when a stall lets two come due before an arm.
+		fit := int(until.End.Sub(until.Anchor) / (100 * time.Millisecond))
+		if fit != 4 && b.Mini != nil {
+			t.Fatalf("%d occurrences fit before End (anchor %v, end %v), want 4", fit, until.Anchor, until.End)
 		}
 		one, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "one", Every: 100 * time.Millisecond, MaxCount: 1})
 		if err != nil || len(one.Pending) != 1 || one.State != queue.RecurringEnded {
@@ -489,8 +498,8 @@ func TestRecurringEndAndMaxCount(t *testing.T) {
 				}
 			}
 		}
-		if count["one"] != 1 || count["three"] != 3 || count["until"] < 3 || count["until"] > 4 {
-			t.Fatalf("fired %v; want 3 of three and the 3-4 of until before its End", count)
+		if count["one"] != 1 || count["three"] != 3 || count["until"] < min(fit, 3) || count["until"] > fit {
+			t.Fatalf("fired %v; want 3 of three and, of until, the %d before its End (one fewer after a catch-up)", count, fit)
 		}
 		for _, id := range []string{"three", "until"} {
 			if info := getRec(t, q, id); info.State != queue.RecurringEnded || len(info.Pending) != 0 || len(info.Next) != 0 {
