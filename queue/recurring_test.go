@@ -93,6 +93,18 @@ func checkTopUp(t *testing.T, r round, pending []queue.Occurrence, ahead int) {
 	}
 }
 
+// soonThenHourly returns a schedule whose first occurrence is due lead
+// after the server's now and the next ones an hour apart. A test that
+// needs "the first fired, the second not yet due" waits for the first on
+// any server's clock, and no stall of a loaded machine brings the second
+// due meanwhile, as it can with an interval of a few hundred ms. The put
+// must come within lead of this call; a test checks the first occurrence
+// it got.
+func soonThenHourly(t *testing.T, b *redistest.Backend, id string, lead time.Duration) queue.Recurring {
+	t.Helper()
+	return queue.Recurring{ID: id, Every: time.Hour, Anchor: serverNow(t, b).Add(lead - time.Hour).Truncate(time.Millisecond)}
+}
+
 // fireAndArm claims everything due and arms what follows, as a poller does.
 func fireAndArm(t *testing.T, q *queue.Queue) []queue.Fired {
 	t.Helper()
@@ -514,13 +526,19 @@ func TestRecurringRepairArmsAfterACrash(t *testing.T) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		c := newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "r", Every: 300 * time.Millisecond}); err != nil {
+		r := soonThenHourly(t, b, "r", time.Second)
+		put, _, err := q.PutRecurring(ctx, r)
+		if err != nil {
 			t.Fatal(err)
 		}
+		first := put.Pending[0]
+		if !first.Nominal.Equal(r.Anchor.Add(r.Every)) {
+			t.Fatalf("first occurrence %v, want %v: the put came over 1s after reading the clock", first.Nominal, r.Anchor.Add(r.Every))
+		}
 		// A worker fires the first occurrence and dies before ArmFired.
-		c.advance(300 * time.Millisecond)
-		if fired := claimAll(t, q); len(fired) != 1 {
-			t.Fatalf("fired %+v", fired)
+		c.reach(t, first.Due)
+		if fired := claimAll(t, q); len(fired) != 1 || fired[0].ID != first.ID {
+			t.Fatalf("fired %+v, want %s", fired, first.ID)
 		}
 		info := getRec(t, q, "r")
 		if len(info.Pending) != 1 {
@@ -529,7 +547,7 @@ func TestRecurringRepairArmsAfterACrash(t *testing.T) {
 		if n, _, err := q.RepairRecurring(ctx, 100, time.Hour); err != nil || n != 0 {
 			t.Fatalf("repair within the grace armed %d, %v", n, err)
 		}
-		c.advance(100 * time.Millisecond)
+		c.reach(t, first.Due.Add(100*time.Millisecond))
 		n, more, err := q.RepairRecurring(ctx, 100, 50*time.Millisecond)
 		if err != nil || n != 1 || more {
 			t.Fatalf("repair armed %d (more %v), %v; want 1", n, more, err)
