@@ -688,8 +688,15 @@ func TestRecurringUnreadableScheduleDoesNotBlockOthers(t *testing.T) {
 		if err != nil {
 			t.Skip(err)
 		}
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "good", Every: 200 * time.Millisecond}); err != nil {
+		// Hourly, the first due in a second: exactly one occurrence fires
+		// and one is armed, however long a loaded machine takes for the
+		// steps between.
+		good, _, err := q.PutRecurring(ctx, soonThenHourly(t, b, "good", time.Second))
+		if err != nil {
 			t.Fatal(err)
+		}
+		if got := good.Pending[0].Nominal; !got.Equal(good.Anchor.Add(time.Hour)) {
+			t.Fatalf("first occurrence %v, want %v: the put came over 1s after reading the clock", got, good.Anchor.Add(time.Hour))
 		}
 		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "bad", Spec: "@hourly", Location: berlin}); err != nil {
 			t.Fatal(err)
@@ -702,8 +709,11 @@ func TestRecurringUnreadableScheduleDoesNotBlockOthers(t *testing.T) {
 		if err := b.Client.HSet(ctx, key, "bad", strings.Replace(rec, "Europe/Berlin", "Mars/Olympus", 1)).Err(); err != nil {
 			t.Fatal(err)
 		}
-		c.advance(250 * time.Millisecond)
+		c.reach(t, good.Pending[0].Due)
 		fired := claimAll(t, q)
+		if len(fired) != 1 || fired[0].ID != good.Pending[0].ID {
+			t.Fatalf("fired %+v, want %s", fired, good.Pending[0].ID)
+		}
 		n, err := q.ArmFired(ctx, append(fired, queue.Fired{ID: "bad@1767229200000"}))
 		if n != 1 || err == nil || !strings.Contains(err.Error(), "Mars/Olympus") {
 			t.Fatalf("ArmFired = %d, %v; want the good schedule armed and an error naming the bad zone", n, err)
