@@ -83,7 +83,7 @@ func TestPollersFireRecurringOccurrencesOnce(t *testing.T) {
 // only a crash needs the repair pass. The arm loop used to end with Run's
 // context and could miss what the last claim handed it.
 func TestStopArmsWhatTheLastClaimFired(t *testing.T) {
-	_, rdb := redistest.Mini(t)
+	m, rdb := redistest.Mini(t)
 	for i := range 10 {
 		q := newQueue(t, rdb, fmt.Sprint(redistest.Namespace(t), i))
 		ctx, cancel := context.WithCancel(context.Background())
@@ -106,13 +106,19 @@ func TestStopArmsWhatTheLastClaimFired(t *testing.T) {
 			t.Fatal(err)
 		}
 		// One occurrence armed (Ahead 1), due in 300 ms; the next an hour on.
-		info, _, err := q.PutRecurring(context.Background(), queue.Recurring{ID: "s", Every: time.Hour, Ahead: 1, Anchor: time.Now().Add(-time.Hour + 300*time.Millisecond)})
+		// The server clock stands still from the put until Run, then moves
+		// to the occurrence: a machine slow between reading the clock and
+		// the put cannot push the first occurrence an hour out.
+		now := time.Now().Truncate(time.Millisecond)
+		m.SetTime(now)
+		info, _, err := q.PutRecurring(context.Background(), queue.Recurring{ID: "s", Every: time.Hour, Ahead: 1, Anchor: now.Add(-time.Hour + 300*time.Millisecond)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(info.Pending) != 1 || time.Until(info.Pending[0].Due) > time.Second {
-			t.Fatalf("pending %v, want one occurrence due within a second", info.Pending)
+		if len(info.Pending) != 1 || !info.Pending[0].Due.Equal(now.Add(300*time.Millisecond)) {
+			t.Fatalf("pending %v, want one occurrence due at %v", info.Pending, now.Add(300*time.Millisecond))
 		}
+		m.SetTime(info.Pending[0].Due)
 		if err := p.Run(ctx); err != nil {
 			t.Fatal(err)
 		}

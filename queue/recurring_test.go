@@ -40,6 +40,71 @@ func (c *clock) advance(d time.Duration) {
 	time.Sleep(d)
 }
 
+// reach brings the server clock to at: miniredis's is set there (if it is
+// not past it already), a real server's is waited for, so that a timer due
+// at at is claimable on both.
+func (c *clock) reach(t *testing.T, at time.Time) {
+	t.Helper()
+	if c.b.Mini == nil {
+		redistest.AwaitServerTime(t, c.b.Client, at)
+		return
+	}
+	if at.After(c.now) {
+		c.now = at
+		c.b.Mini.SetTime(at)
+	}
+}
+
+// round is one fireAndArm with the server times read just before its claim
+// and just after its arm. The arm plans from the server clock at one
+// instant between the two: on miniredis they are that instant, on a real
+// server as far apart as a loaded machine made them, so a test judges what
+// was due "now" against both instead of assuming that no boundary of the
+// schedule passed in between.
+type round struct {
+	fired    []queue.Fired
+	from, to time.Time
+}
+
+func fireAndArmTimed(t *testing.T, b *redistest.Backend, q *queue.Queue) round {
+	t.Helper()
+	from := serverNow(t, b)
+	fired := fireAndArm(t, q)
+	return round{fired: fired, from: from, to: serverNow(t, b)}
+}
+
+// checkTopUp asserts that the arm of r left ahead occurrences in the
+// future: the pending ones not fired by the claim and the ones it armed
+// after its now, which lies in [r.from, r.to]. Pending occurrences due by
+// then are missed ones the catch-up policy armed, which the caller judges.
+func checkTopUp(t *testing.T, r round, pending []queue.Occurrence, ahead int) {
+	t.Helper()
+	after := func(at time.Time) int {
+		n := 0
+		for _, o := range pending {
+			if o.Nominal.After(at) {
+				n++
+			}
+		}
+		return n
+	}
+	if after(r.to) > ahead || after(r.from) < ahead {
+		t.Fatalf("pending %v after an arm between %v and %v; want %d after the arm's now", nominals(pending), r.from, r.to, ahead)
+	}
+}
+
+// soonThenHourly returns a schedule whose first occurrence is due lead
+// after the server's now and the next ones an hour apart. A test that
+// needs "the first fired, the second not yet due" waits for the first on
+// any server's clock, and no stall of a loaded machine brings the second
+// due meanwhile, as it can with an interval of a few hundred ms. The put
+// must come within lead of this call; a test checks the first occurrence
+// it got.
+func soonThenHourly(t *testing.T, b *redistest.Backend, id string, lead time.Duration) queue.Recurring {
+	t.Helper()
+	return queue.Recurring{ID: id, Every: time.Hour, Anchor: serverNow(t, b).Add(lead - time.Hour).Truncate(time.Millisecond)}
+}
+
 // fireAndArm claims everything due and arms what follows, as a poller does.
 func fireAndArm(t *testing.T, q *queue.Queue) []queue.Fired {
 	t.Helper()
@@ -72,7 +137,11 @@ func TestRecurringFixedInterval(t *testing.T) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		c := newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-		info, created, err := q.PutRecurring(ctx, queue.Recurring{ID: "tick", Every: 300 * time.Millisecond, Payload: []byte("p")})
+		// The test wants an unbroken series, so it asks for CatchUpAll: on
+		// a real clock a stall of the machine between a claim and its arm
+		// can let the next occurrence come due, and CatchUpOnce would then
+		// drop all but the latest of those due.
+		info, created, err := q.PutRecurring(ctx, queue.Recurring{ID: "tick", Every: 300 * time.Millisecond, Payload: []byte("p"), CatchUp: queue.CatchUpAll, CatchUpLimit: 50})
 		if err != nil || !created {
 			t.Fatalf("PutRecurring = %+v, %v, %v", info, created, err)
 		}
@@ -109,23 +178,27 @@ func TestRecurringFixedInterval(t *testing.T) {
 			t.Fatalf("racing creators: %d created, version %d count %d; want 1, 1, 2", creations, race.Version, race.Count)
 		}
 		again, created, err := q.PutRecurring(ctx, queue.Recurring{ID: "tick", Every: time.Hour})
-		if err != nil || created || again.Every != 300*time.Millisecond {
+		if err != nil || created || again.Every != 300*time.Millisecond || again.CatchUp != queue.CatchUpAll {
 			t.Fatalf("second PutRecurring = %+v, %v, %v; want the existing schedule unchanged", again.Recurring, created, err)
 		}
 
 		seen := map[string]bool{}
 		for range 5 {
 			c.advance(300 * time.Millisecond)
-			for _, f := range fireAndArm(t, q) {
+			r := fireAndArmTimed(t, b, q)
+			for _, f := range r.fired {
 				sid, nominal, ok := queue.ParseOccurrenceID(f.ID)
 				if !ok || sid != "tick" || seen[f.ID] || string(f.Payload) != "p" || f.FiredAt.Before(f.Due) || !f.Due.Equal(nominal) {
 					t.Fatalf("fired %+v (schedule %q, nominal %v, seen before %v)", f, sid, nominal, seen[f.ID])
 				}
 				seen[f.ID] = true
 			}
+			// DefaultAhead armed again after the arm's now; on a real
+			// clock also those that came due while the machine stalled.
 			info := getRec(t, q, "tick")
-			if len(info.Pending) != queue.DefaultAhead {
-				t.Fatalf("after a fire, pending = %v; want %d armed again", info.Pending, queue.DefaultAhead)
+			checkTopUp(t, r, info.Pending, queue.DefaultAhead)
+			if b.Mini != nil && len(info.Pending) != queue.DefaultAhead {
+				t.Fatalf("after a fire, pending = %v; want %d armed again", nominals(info.Pending), queue.DefaultAhead)
 			}
 		}
 		if len(seen) < 4 {
@@ -145,6 +218,11 @@ func TestRecurringCronWithSeconds(t *testing.T) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		c := newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 500_000_000, time.UTC))
+		// The put plans from the server's now at some instant after before
+		// and before info.Now (read back after it): on a real server an
+		// even second may pass in between, so each is judged against the
+		// time it was computed from.
+		before := serverNow(t, b)
 		info, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "even", Spec: "*/2 * * * * *"})
 		if err != nil {
 			t.Fatal(err)
@@ -154,17 +232,24 @@ func TestRecurringCronWithSeconds(t *testing.T) {
 			t.Fatalf("pending %v, want two occurrences 2s apart", nominals(p))
 		}
 		for _, o := range p {
-			if o.Nominal.Unix()%2 != 0 || o.Nominal.Nanosecond() != 0 || !o.Nominal.After(info.Now) {
-				t.Fatalf("occurrence %v is not a future even second (now %v)", o.Nominal, info.Now)
+			if o.Nominal.Unix()%2 != 0 || o.Nominal.Nanosecond() != 0 {
+				t.Fatalf("occurrence %v is not an even second", o.Nominal)
 			}
+		}
+		if !p[0].Nominal.After(before) || p[0].Nominal.Add(-2*time.Second).After(info.Now) {
+			t.Fatalf("first occurrence %v is not the first even second after the put, in [%v, %v]", p[0].Nominal, before, info.Now)
 		}
 		if b.Mini != nil && !p[0].Nominal.Equal(time.Date(2026, 1, 1, 0, 0, 2, 0, time.UTC)) {
 			t.Fatalf("first occurrence %v, want 00:00:02", p[0].Nominal)
 		}
-		if len(info.Next) != 5 || !info.Next[0].Equal(p[0].Nominal) || info.Next[4].Sub(info.Next[0]) != 8*time.Second {
-			t.Fatalf("Next = %v, want the next 5 even seconds", info.Next)
+		next := info.Next
+		if len(next) != 5 || !next[0].After(info.Now) || next[0].Add(-2*time.Second).After(info.Now) || next[4].Sub(next[0]) != 8*time.Second {
+			t.Fatalf("Next = %v, want the next 5 even seconds after %v", next, info.Now)
 		}
-		c.advance(p[0].Nominal.Sub(info.Now) + 10*time.Millisecond)
+		if !next[0].Equal(p[0].Nominal) && !next[0].Equal(p[1].Nominal) {
+			t.Fatalf("Next = %v does not go on from the pending %v", next, nominals(p))
+		}
+		c.reach(t, p[0].Due)
 		fired := fireAndArm(t, q)
 		if len(fired) != 1 || fired[0].ID != p[0].ID {
 			t.Fatalf("fired %+v, want %s", fired, p[0].ID)
@@ -253,31 +338,43 @@ func TestRecurringCatchUpPolicies(t *testing.T) {
 				// Downtime: no worker for 1.1 s, so at least occurrences 3, 4
 				// and 5 were never armed.
 				c.advance(1100 * time.Millisecond)
-				first := fireAndArm(t, q)
-				if len(first) != 2 || !first[1].Due.Equal(armedB) {
-					t.Fatalf("the armed occurrences fired as %+v; want both, late", first)
+				r := fireAndArmTimed(t, b, q)
+				if len(r.fired) != 2 || !r.fired[1].Due.Equal(armedB) {
+					t.Fatalf("the armed occurrences fired as %+v; want both, late", r.fired)
 				}
-				// On a real server the clock runs on while the test reads
-				// back, so "in the future" is judged against the server's
-				// time before the catch-up claim, not at the read.
-				before := getRec(t, q, "s").Now
-				catchUp := fireAndArm(t, q)
-				if len(catchUp) != tc.want {
-					t.Fatalf("%s fired %d missed occurrences %+v, want %d", tc.policy, len(catchUp), catchUp, tc.want)
+				// The arm after them applied the policy at its now, in
+				// [r.from, r.to]: the latest tc.want missed occurrences, then
+				// DefaultAhead future ones, back to back. What is missed is
+				// judged by those server times, not by a later read: on a
+				// real server the clock runs on, and a stalled machine may
+				// see the next occurrence come due before the next claim.
+				p := getRec(t, q, "s").Pending
+				if len(p) != tc.want+queue.DefaultAhead {
+					t.Fatalf("%s armed %v after the downtime; want %d missed then %d future", tc.policy, nominals(p), tc.want, queue.DefaultAhead)
 				}
-				after := getRec(t, q, "s")
-				next := after.Pending[0].Nominal
-				if !next.After(before) || len(after.Pending) != 2 {
-					t.Fatalf("pending after catch-up %v, want 2 after the catch-up began (%v)", nominals(after.Pending), before)
-				}
-				for i, f := range catchUp {
-					// The latest missed ones, back to back, up to the first future one.
-					if want := next.Add(-time.Duration(len(catchUp)-i) * every); !f.Due.Equal(want) {
-						t.Fatalf("catch-up %d due %v, want %v (the latest missed)", i, f.Due, want)
+				for i := 1; i < len(p); i++ {
+					if p[i].Nominal.Sub(p[i-1].Nominal) != every {
+						t.Fatalf("%s armed %v; want them back to back, the latest missed up to the first future one", tc.policy, nominals(p))
 					}
+				}
+				next := p[tc.want].Nominal
+				if !next.After(r.from) || next.Add(-every).After(r.to) {
+					t.Fatalf("%s armed %v; want %v the first occurrence after the arm's now, in [%v, %v]", tc.policy, nominals(p), next, r.from, r.to)
 				}
 				if tc.policy == queue.CatchUpSkip && next.Sub(armedB) < 3*every {
 					t.Fatalf("skip: next %v follows %v; the missed ones were not skipped", next, armedB)
+				}
+				// The missed ones are overdue, so the next claim fires them,
+				// in due order; on a real server also those the clock has
+				// reached since, which are no catch-up but on time.
+				catchUp := fireAndArm(t, q)
+				if len(catchUp) < tc.want || len(catchUp) > len(p) || (b.Mini != nil && len(catchUp) != tc.want) {
+					t.Fatalf("%s fired %+v after the downtime, want the %d missed of %v", tc.policy, catchUp, tc.want, nominals(p))
+				}
+				for i, f := range catchUp {
+					if f.ID != p[i].ID || f.FiredAt.Before(f.Due) {
+						t.Fatalf("%s fired %+v after the downtime, want the %d missed of %v first", tc.policy, catchUp, tc.want, nominals(p))
+					}
 				}
 			})
 		})
@@ -386,8 +483,17 @@ func TestRecurringEndAndMaxCount(t *testing.T) {
 			t.Fatal(err)
 		}
 		now := getRec(t, q, "three").Now
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "until", Every: 100 * time.Millisecond, End: now.Add(450 * time.Millisecond)}); err != nil {
+		until, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "until", Every: 100 * time.Millisecond, End: now.Add(450 * time.Millisecond)})
+		if err != nil {
 			t.Fatal(err)
+		}
+		// The anchor is the put's own now, later than now by as long as the
+		// machine took: 4 occurrences fit before End on miniredis, fewer
+		// if a real server's clock ran on, and CatchUpOnce may drop one of
+		// those when a stall lets two come due before an arm.
+		fit := int(until.End.Sub(until.Anchor) / (100 * time.Millisecond))
+		if fit != 4 && b.Mini != nil {
+			t.Fatalf("%d occurrences fit before End (anchor %v, end %v), want 4", fit, until.Anchor, until.End)
 		}
 		one, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "one", Every: 100 * time.Millisecond, MaxCount: 1})
 		if err != nil || len(one.Pending) != 1 || one.State != queue.RecurringEnded {
@@ -404,8 +510,8 @@ func TestRecurringEndAndMaxCount(t *testing.T) {
 				}
 			}
 		}
-		if count["one"] != 1 || count["three"] != 3 || count["until"] < 3 || count["until"] > 4 {
-			t.Fatalf("fired %v; want 3 of three and the 3-4 of until before its End", count)
+		if count["one"] != 1 || count["three"] != 3 || count["until"] < min(fit, 3) || count["until"] > fit {
+			t.Fatalf("fired %v; want 3 of three and, of until, the %d before its End (one fewer after a catch-up)", count, fit)
 		}
 		for _, id := range []string{"three", "until"} {
 			if info := getRec(t, q, id); info.State != queue.RecurringEnded || len(info.Pending) != 0 || len(info.Next) != 0 {
@@ -420,13 +526,19 @@ func TestRecurringRepairArmsAfterACrash(t *testing.T) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		c := newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "r", Every: 300 * time.Millisecond}); err != nil {
+		r := soonThenHourly(t, b, "r", time.Second)
+		put, _, err := q.PutRecurring(ctx, r)
+		if err != nil {
 			t.Fatal(err)
 		}
+		first := put.Pending[0]
+		if !first.Nominal.Equal(r.Anchor.Add(r.Every)) {
+			t.Fatalf("first occurrence %v, want %v: the put came over 1s after reading the clock", first.Nominal, r.Anchor.Add(r.Every))
+		}
 		// A worker fires the first occurrence and dies before ArmFired.
-		c.advance(300 * time.Millisecond)
-		if fired := claimAll(t, q); len(fired) != 1 {
-			t.Fatalf("fired %+v", fired)
+		c.reach(t, first.Due)
+		if fired := claimAll(t, q); len(fired) != 1 || fired[0].ID != first.ID {
+			t.Fatalf("fired %+v, want %s", fired, first.ID)
 		}
 		info := getRec(t, q, "r")
 		if len(info.Pending) != 1 {
@@ -435,7 +547,7 @@ func TestRecurringRepairArmsAfterACrash(t *testing.T) {
 		if n, _, err := q.RepairRecurring(ctx, 100, time.Hour); err != nil || n != 0 {
 			t.Fatalf("repair within the grace armed %d, %v", n, err)
 		}
-		c.advance(100 * time.Millisecond)
+		c.reach(t, first.Due.Add(100*time.Millisecond))
 		n, more, err := q.RepairRecurring(ctx, 100, 50*time.Millisecond)
 		if err != nil || n != 1 || more {
 			t.Fatalf("repair armed %d (more %v), %v; want 1", n, more, err)
@@ -576,8 +688,15 @@ func TestRecurringUnreadableScheduleDoesNotBlockOthers(t *testing.T) {
 		if err != nil {
 			t.Skip(err)
 		}
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "good", Every: 200 * time.Millisecond}); err != nil {
+		// Hourly, the first due in a second: exactly one occurrence fires
+		// and one is armed, however long a loaded machine takes for the
+		// steps between.
+		good, _, err := q.PutRecurring(ctx, soonThenHourly(t, b, "good", time.Second))
+		if err != nil {
 			t.Fatal(err)
+		}
+		if got := good.Pending[0].Nominal; !got.Equal(good.Anchor.Add(time.Hour)) {
+			t.Fatalf("first occurrence %v, want %v: the put came over 1s after reading the clock", got, good.Anchor.Add(time.Hour))
 		}
 		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "bad", Spec: "@hourly", Location: berlin}); err != nil {
 			t.Fatal(err)
@@ -590,8 +709,11 @@ func TestRecurringUnreadableScheduleDoesNotBlockOthers(t *testing.T) {
 		if err := b.Client.HSet(ctx, key, "bad", strings.Replace(rec, "Europe/Berlin", "Mars/Olympus", 1)).Err(); err != nil {
 			t.Fatal(err)
 		}
-		c.advance(250 * time.Millisecond)
+		c.reach(t, good.Pending[0].Due)
 		fired := claimAll(t, q)
+		if len(fired) != 1 || fired[0].ID != good.Pending[0].ID {
+			t.Fatalf("fired %+v, want %s", fired, good.Pending[0].ID)
+		}
 		n, err := q.ArmFired(ctx, append(fired, queue.Fired{ID: "bad@1767229200000"}))
 		if n != 1 || err == nil || !strings.Contains(err.Error(), "Mars/Olympus") {
 			t.Fatalf("ArmFired = %d, %v; want the good schedule armed and an error naming the bad zone", n, err)

@@ -41,7 +41,10 @@ func TestWorkerRecurringExactlyOnceUnderKills(t *testing.T) {
 	for i := range workers {
 		workers[i] = startWorker(t, args...)
 	}
-	info, _, err := q.PutRecurring(context.Background(), queue.Recurring{ID: "chaos", Every: time.Second})
+	// CatchUpAll: the test wants an unbroken series, and a kill or a stall
+	// of a loaded machine that delays an arm past two occurrences makes the
+	// default CatchUpOnce drop all but the latest of them, as documented.
+	info, _, err := q.PutRecurring(context.Background(), queue.Recurring{ID: "chaos", Every: time.Second, CatchUp: queue.CatchUpAll, CatchUpLimit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
