@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/internal/cliconf"
 	"github.com/timerq/timerq/ui"
 )
 
@@ -143,25 +144,12 @@ func uiAuthFrom(c *cli.Context) (uiAuth, error) {
 	return a, nil
 }
 
-// isLoopback reports whether addr (host:port) listens on loopback only.
-func isLoopback(addr string) (bool, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false, err
-	}
-	if host == "localhost" {
-		return true, nil
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback(), nil
-}
-
 func (r *runner) ui(c *cli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
 	listen := c.String("listen")
-	loop, err := isLoopback(listen)
+	loop, err := cliconf.IsLoopback(listen)
 	if err != nil {
 		return usageErr(fmt.Sprintf("--listen %q is not host:port", listen), "use e.g. 127.0.0.1:8080, or :8080 with auth")
 	}
@@ -278,13 +266,7 @@ var secretEqual = func(got, want string) int {
 // port, but its requests carry the attacker's host name, which is refused.
 func loopbackHostOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host := r.Host
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
-		}
-		host = strings.Trim(host, "[]")
-		ip := net.ParseIP(host)
-		if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		if !cliconf.IsLoopbackHost(r.Host) {
 			http.Error(w, "this dashboard has no auth, so it answers only to a loopback address or localhost; "+
 				"set a token or basic auth to reach it by another name", http.StatusMisdirectedRequest)
 			return

@@ -11,8 +11,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -21,7 +23,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/timerq/timerq/internal/apiserver"
 	"github.com/timerq/timerq/internal/cliconf"
 	"github.com/timerq/timerq/internal/otelenv"
 	"github.com/timerq/timerq/poller"
@@ -50,6 +54,43 @@ type Config struct {
 	StartupTimeout time.Duration
 	// Version labels timerq_build_info; empty reads "unknown".
 	Version string
+
+	// API is the HTTP API's server (--api-addr and the other --api-*
+	// flags); an empty API.Addr serves no API. Run fills in its Metrics
+	// (the --metrics-addr registry) and TracerProvider.
+	API apiserver.Config
+	// NoClaim runs no poller (--claim=false): the process serves the API
+	// and fires nothing, holds no shard, takes no part in maintenance and
+	// needs no claim rights. It needs API.Addr.
+	NoClaim bool
+	// APIHandler builds the handler served at API.Addr. It is the seam to
+	// package api: cmd/timerworker sets it (api.New); tests give a fake.
+	// Nil with API.Addr set is a usage error.
+	APIHandler func(APIEnv) (http.Handler, error)
+	// APIListening, if not nil, is called with the API's base URL once it
+	// listens and SIGHUP reloads its tokens; tests wait for it.
+	APIListening func(url string)
+}
+
+// APIEnv is what the worker hands to Config.APIHandler.
+type APIEnv struct {
+	// Redis is the worker's client, shared with its pollers.
+	Redis redis.UniversalClient
+	// Namespaces are the --namespace list: the ones this deployment's
+	// workers fire (a timer in another waits until some worker serves it).
+	Namespaces []string
+	// Claiming is false in an API-only replica (--claim=false).
+	Claiming bool
+	// Retention is --retention, as the worker's queues use it.
+	Retention time.Duration
+	// TracerProvider is nil when tracing is off; the queue's spans then go
+	// to the global provider, a no-op.
+	TracerProvider trace.TracerProvider
+	// WriteTimeout is the server's Limits.Write: a long poll or an event
+	// stream must move its own write deadline past it (see
+	// apiserver.Limits).
+	WriteTimeout time.Duration
+	Logger       *slog.Logger
 }
 
 // Error is a failure an operator can fix; it prints as "<problem>: <fix>".
@@ -69,6 +110,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	namespaces, err := checkNamespaces(cfg.Namespaces)
 	if err != nil {
+		return err
+	}
+	if err := checkAPI(cfg); err != nil {
 		return err
 	}
 	if cfg.Dev {
@@ -128,10 +172,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return &Error{Code: cliconf.ExitUsage, Problem: err.Error(), Fix: "fix --retention (TIMERQ_RETENTION), e.g. --retention 168h", Err: err}
 		}
 		defer q.Close()
+		m := poller.NewMetrics()
+		if cfg.NoClaim {
+			// An API-only replica claims nothing, so it needs none of the
+			// claim rights CheckPermissions checks.
+			all = append(all, served{q, nil, m})
+			continue
+		}
 		if err := checkPermissions(ctx, q, cfg.StartupTimeout, log); err != nil {
 			return err
 		}
-		m := poller.NewMetrics()
 		p, err := poller.New(q, poller.Options{
 			BatchSize:       cfg.BatchSize,
 			MaxPollInterval: cfg.MaxPollInterval,
@@ -146,8 +196,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	var reg *prometheus.Registry
 	if cfg.MetricsAddr != "" {
-		reg := prometheus.NewRegistry()
+		reg = prometheus.NewRegistry()
 		qs, ms := make([]*queue.Queue, len(all)), make([]*poller.Metrics, len(all))
 		for i, s := range all {
 			qs[i], ms[i] = s.q, s.m
@@ -156,9 +207,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return fmt.Errorf("registering metrics: %w", err)
 		}
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		pollers := make([]namedPoller, len(all))
-		for i, s := range all {
-			pollers[i] = namedPoller{s.q.Namespace(), s.p}
+		var pollers []namedPoller
+		for _, s := range all {
+			if s.p != nil {
+				pollers = append(pollers, namedPoller{s.q.Namespace(), s.p})
+			}
 		}
 		srv, ln, err := listenHTTP(cfg.MetricsAddr, handler(reg, rdb, pollers))
 		if err != nil {
@@ -177,24 +230,68 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}()
 	}
 
-	log.Info("timerq: worker started", "redis", redacted, "namespaces", strings.Join(namespaces, ","),
-		"batch_size", all[0].p.Options().BatchSize, "max_poll_interval", all[0].p.Options().MaxPollInterval)
+	var api *apiserver.Server
+	if cfg.API.Addr != "" {
+		if api, err = listenAPI(cfg, rdb, namespaces, reg, tracing.TracerProvider, log); err != nil {
+			return err
+		}
+	}
+
+	if cfg.NoClaim {
+		log.Info("timerq: API-only replica started: claiming nothing (--claim=false)", "redis", redacted, "namespaces", strings.Join(namespaces, ","))
+	} else {
+		log.Info("timerq: worker started", "redis", redacted, "namespaces", strings.Join(namespaces, ","),
+			"batch_size", all[0].p.Options().BatchSize, "max_poll_interval", all[0].p.Options().MaxPollInterval)
+	}
 	errs := make([]error, len(all))
+	var apiErr error
 	var run sync.WaitGroup
-	// A poller that gives up (a missing ACL right) stops the others: the
-	// process exits and the operator sees why, rather than a worker that
-	// serves some of its namespaces.
+	// A poller that gives up (a missing ACL right) or an API server whose
+	// listener fails stops the rest: the process exits and the operator
+	// sees why, rather than a worker that serves part of its job.
 	rctx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
 	for i, s := range all {
+		if s.p == nil {
+			continue
+		}
 		run.Go(func() {
 			if errs[i] = s.p.Run(rctx); errs[i] != nil {
 				stopAll()
 			}
 		})
 	}
+	if api != nil {
+		// SIGHUP reloads the tokens file and the TLS files. Registered
+		// before APIListening, so a test's signal is never the default
+		// (fatal) one.
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		run.Go(func() {
+			for {
+				select {
+				case <-hup:
+					_ = api.Reload() // it logs what failed, and keeps the old
+				case <-rctx.Done():
+					return
+				}
+			}
+		})
+		run.Go(func() {
+			if apiErr = api.Serve(rctx); apiErr != nil {
+				stopAll()
+			}
+		})
+		if cfg.APIListening != nil {
+			cfg.APIListening(api.URL())
+		}
+	}
 	run.Wait()
 	log.Info("timerq: worker stopped")
+	if apiErr != nil {
+		return apiErr
+	}
 	for i, err := range errs {
 		if err != nil {
 			// The hint names that namespace's rights, not the list's.
@@ -204,6 +301,60 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 	}
 	return nil
+}
+
+// checkAPI refuses --api-* flags that cannot work together, before
+// anything starts.
+func checkAPI(cfg Config) error {
+	a := cfg.API
+	if a.Addr == "" {
+		if cfg.NoClaim {
+			return cliconf.Usage("--claim=false without --"+apiserver.FlagAddr+" would serve nothing",
+				"give --"+apiserver.FlagAddr+" for an API-only replica, or drop --claim=false")
+		}
+		for _, f := range []struct {
+			flag string
+			set  bool
+		}{{apiserver.FlagTokensFile, a.TokensFile != ""}, {apiserver.FlagTLSCertFile, a.TLSCertFile != ""}, {apiserver.FlagTLSKeyFile, a.TLSKeyFile != ""},
+			{apiserver.FlagTLSClientCA, a.TLSClientCAFile != ""}, {apiserver.FlagRateLimit, a.RateLimit != 0}} {
+			if f.set {
+				return cliconf.Usage("--"+f.flag+" is set but --"+apiserver.FlagAddr+" is not", "give --"+apiserver.FlagAddr+" to serve the HTTP API, e.g. --"+apiserver.FlagAddr+" :8080")
+			}
+		}
+		return nil
+	}
+	if cfg.APIHandler == nil {
+		return cliconf.Usage("this timerworker was built without the HTTP API", "use a build that has it, or drop --"+apiserver.FlagAddr)
+	}
+	return a.Check()
+}
+
+// listenAPI builds the API's handler and binds its server, with the
+// request metrics on reg (nil without --metrics-addr).
+func listenAPI(cfg Config, rdb redis.UniversalClient, namespaces []string, reg *prometheus.Registry, tp trace.TracerProvider, log *slog.Logger) (*apiserver.Server, error) {
+	sc := cfg.API
+	if sc.Limits == (apiserver.Limits{}) {
+		sc.Limits = apiserver.DefaultLimits()
+	}
+	if reg != nil {
+		sc.Metrics = reg
+	}
+	sc.TracerProvider = tp
+	h, err := cfg.APIHandler(APIEnv{Redis: rdb, Namespaces: namespaces, Claiming: !cfg.NoClaim, Retention: cfg.Retention,
+		TracerProvider: tp, WriteTimeout: sc.Limits.Write, Logger: log})
+	if err != nil {
+		return nil, &Error{Code: cliconf.ExitUsage, Problem: "cannot build the HTTP API: " + err.Error(), Fix: "fix the --api-* flags", Err: err}
+	}
+	api, err := apiserver.Listen(sc, h, log)
+	if err != nil {
+		return nil, err
+	}
+	auth := "none (loopback only)"
+	if sc.TokensFile != "" {
+		auth = "bearer tokens from " + sc.TokensFile
+	}
+	log.Info("timerq: serving the HTTP API", "url", api.URL(), "auth", auth, "client_certificates", sc.TLSClientCAFile != "")
+	return api, nil
 }
 
 // setupTracing switches OpenTelemetry tracing on when the OTEL_*

@@ -1,0 +1,352 @@
+package api
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/internal/httpstream"
+	"github.com/timerq/timerq/queue"
+)
+
+// Limits and defaults of Options.
+const (
+	// DefaultMaxBodyBytes caps a request body when Options.MaxBodyBytes
+	// is 0: room for a batch of 100 timers with 64 KiB payloads in
+	// base64, or 1000 with payloads of a few KiB.
+	DefaultMaxBodyBytes = 8 << 20
+	// DefaultMaxBatch caps the timers of one batch create when
+	// Options.MaxBatch is 0.
+	DefaultMaxBatch = 1000
+	// MaxBatchLimit is the largest Options.MaxBatch accepted, the
+	// maxItems of the OpenAPI document: one batch is one ScheduleBatch
+	// call, written atomically per shard.
+	MaxBatchLimit = queue.MaxBatch
+	// DefaultMaxWait caps the timeout of one long-poll wait when
+	// Options.MaxWait is 0; it sits below the idle timeouts of common
+	// proxies and load balancers (60 s).
+	DefaultMaxWait = 55 * time.Second
+	// DefaultWaitTimeout is the timeout of a wait that names none.
+	DefaultWaitTimeout = 30 * time.Second
+	// DefaultTimeout bounds the Redis calls of one ordinary request when
+	// Options.Timeout is 0.
+	DefaultTimeout = 10 * time.Second
+	// DefaultMaxHeld and DefaultMaxHeldPerClient cap the long polls and
+	// event streams open at once, over all clients and per client, when
+	// Options.MaxHeld and Options.MaxHeldPerClient are 0.
+	DefaultMaxHeld          = 10000
+	DefaultMaxHeldPerClient = 1000
+	// DefaultStreamWriteTimeout bounds each write of an event stream when
+	// Options.StreamWriteTimeout is 0.
+	DefaultStreamWriteTimeout = 10 * time.Second
+	// DefaultStreamPoll is how often an event stream reads the fire
+	// streams when Options.StreamPoll is 0.
+	DefaultStreamPoll = 250 * time.Millisecond
+	// DefaultMaxNamespaces bounds the namespaces a Handler keeps open when
+	// Options.MaxNamespaces is 0.
+	DefaultMaxNamespaces = 1000
+	// DefaultRetryAfter is the Retry-After of a 503 when Options.RetryAfter
+	// is 0.
+	DefaultRetryAfter = 2 * time.Second
+)
+
+// Options configures a Handler. Every field but Client may be left zero:
+// each zero value means its Default constant.
+type Options struct {
+	// Client is the Redis the API serves: a standalone, Sentinel or Cluster
+	// client. Required. The Handler never closes it.
+	Client redis.UniversalClient
+
+	// Queue is the template of every namespace's queue.Options. Its
+	// Namespace is replaced by the one in the request path, and its Shards
+	// by 0, so that each namespace's shard count is read from Redis
+	// (PUT /v1/namespaces/{ns} sets it).
+	Queue queue.Options
+
+	// Logger receives failures the client cannot be told about (a stream
+	// cut short) and every 5xx answer; nil discards them.
+	Logger *slog.Logger
+
+	// MaxBodyBytes caps a request body; a larger one is refused with 413.
+	// 0 means DefaultMaxBodyBytes (8 MiB). It cannot be turned off.
+	MaxBodyBytes int64
+
+	// MaxBatch caps the timers of one batch create, 1..MaxBatchLimit; a
+	// larger batch is refused with 413. 0 means DefaultMaxBatch (1000).
+	MaxBatch int
+
+	// MaxWait caps the timeout a long-poll wait may ask for; a longer one
+	// is refused with 400. 0 means DefaultMaxWait (55 s).
+	MaxWait time.Duration
+
+	// Timeout bounds the Redis calls of one request that is not held open
+	// (everything but waits and event streams). 0 means DefaultTimeout
+	// (10 s).
+	Timeout time.Duration
+
+	// MaxHeld caps the waits and event streams held open at once over all
+	// clients, and MaxHeldPerClient those of one client, by remote IP
+	// address (behind a reverse proxy, every user is the proxy's one
+	// client). One beyond either cap is refused with 503 and Retry-After.
+	// 0 means DefaultMaxHeld (10,000) and DefaultMaxHeldPerClient (1,000).
+	// A held request holds no Redis connection: waits share one pub/sub
+	// connection per namespace and streams poll.
+	MaxHeld, MaxHeldPerClient int
+
+	// MaxHeldSetting and MaxHeldPerClientSetting name, in a refusal's
+	// detail, what raises each cap: a server gives its flags. Empty means
+	// the names of the options above.
+	MaxHeldSetting, MaxHeldPerClientSetting string
+
+	// StreamWriteTimeout bounds each write of an event stream, so a client
+	// that stops reading is cut off; it replaces the server's WriteTimeout,
+	// which a stream's whole life would exceed. 0 means
+	// DefaultStreamWriteTimeout (10 s).
+	StreamWriteTimeout time.Duration
+
+	// StreamPoll is how often an event stream reads the fire streams: the
+	// most a fire waits before it is sent. 0 means DefaultStreamPoll
+	// (250 ms).
+	StreamPoll time.Duration
+
+	// MaxNamespaces bounds the namespaces kept open (each a queue.Queue,
+	// with a pub/sub connection while someone waits in it). The least
+	// recently used idle one is closed to make room. 0 means
+	// DefaultMaxNamespaces (1000).
+	MaxNamespaces int
+
+	// RetryAfter is the Retry-After of a 503 caused by Redis (unreachable,
+	// out of memory, a Cluster slot migrating). 0 means DefaultRetryAfter
+	// (2 s).
+	RetryAfter time.Duration
+}
+
+// withDefaults validates o and fills in its defaults.
+func (o Options) withDefaults() (Options, error) {
+	if o.Client == nil {
+		return o, fmt.Errorf("api: %w: set Options.Client to a client from redis.NewClient, redis.NewUniversalClient or similar", queue.ErrNilClient)
+	}
+	bad := func(format string, args ...any) (Options, error) {
+		return o, fmt.Errorf("api: %w: "+format, append([]any{queue.ErrInvalidOptions}, args...)...)
+	}
+	o.Queue.Namespace, o.Queue.Shards = "", 0
+	if _, err := queue.New(o.Client, o.Queue); err != nil {
+		return bad("Options.Queue: %v", err)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	switch {
+	case o.MaxBodyBytes == 0:
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	case o.MaxBodyBytes < 0:
+		return bad("MaxBodyBytes %d is negative; use 0 for the 8 MiB default", o.MaxBodyBytes)
+	}
+	switch {
+	case o.MaxBatch == 0:
+		o.MaxBatch = DefaultMaxBatch
+	case o.MaxBatch < 0 || o.MaxBatch > MaxBatchLimit:
+		return bad("MaxBatch %d is outside 1..%d; use 0 for the default of %d", o.MaxBatch, MaxBatchLimit, DefaultMaxBatch)
+	}
+	durs := []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"MaxWait", &o.MaxWait, DefaultMaxWait},
+		{"Timeout", &o.Timeout, DefaultTimeout},
+		{"StreamWriteTimeout", &o.StreamWriteTimeout, DefaultStreamWriteTimeout},
+		{"StreamPoll", &o.StreamPoll, DefaultStreamPoll},
+		{"RetryAfter", &o.RetryAfter, DefaultRetryAfter},
+	}
+	for _, d := range durs {
+		switch {
+		case *d.v == 0:
+			*d.v = d.def
+		case *d.v < 0:
+			return bad("%s %v is negative; use 0 for the default of %v", d.name, *d.v, d.def)
+		}
+	}
+	ints := []struct {
+		name string
+		v    *int
+		def  int
+	}{
+		{"MaxHeld", &o.MaxHeld, DefaultMaxHeld},
+		{"MaxHeldPerClient", &o.MaxHeldPerClient, DefaultMaxHeldPerClient},
+		{"MaxNamespaces", &o.MaxNamespaces, DefaultMaxNamespaces},
+	}
+	for _, n := range ints {
+		switch {
+		case *n.v == 0:
+			*n.v = n.def
+		case *n.v < 0:
+			return bad("%s %d is negative; use 0 for the default of %d", n.name, *n.v, n.def)
+		}
+	}
+	if o.MaxHeldSetting == "" {
+		o.MaxHeldSetting = "api.Options.MaxHeld"
+	}
+	if o.MaxHeldPerClientSetting == "" {
+		o.MaxHeldPerClientSetting = "api.Options.MaxHeldPerClient"
+	}
+	return o, nil
+}
+
+// Handler serves the HTTP API. It implements http.Handler, so it can be
+// mounted in an http.ServeMux, at the root: every route starts with /v1/.
+// It does not authenticate; put it behind the server's own auth, which can
+// decide by method and path alone (see docs/api.md, "Rights").
+//
+// A Handler keeps no state between requests but open namespaces, so any
+// number of replicas may serve one Redis. Close it when done.
+type Handler struct {
+	opts Options
+	mux  *http.ServeMux
+	ns   *nsCache
+	held *httpstream.Limiter
+	log  *slog.Logger
+}
+
+//go:embed openapi.json
+var openAPIDocument []byte
+
+// OpenAPI returns the API's OpenAPI 3.1 document, as served at
+// GET /v1/openapi.json. The caller may not modify it.
+func OpenAPI() []byte { return openAPIDocument }
+
+// New returns a Handler for opts. It validates opts but does not contact
+// Redis.
+func New(opts Options) (*Handler, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	held, err := httpstream.NewLimiter(httpstream.Limits{
+		What: "waits and event streams", Total: o.MaxHeld, PerClient: o.MaxHeldPerClient,
+		TotalSetting: o.MaxHeldSetting, PerClientSetting: o.MaxHeldPerClientSetting, RetryAfter: o.RetryAfter,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("api: %w: %v", queue.ErrInvalidOptions, err)
+	}
+	h := &Handler{opts: o, mux: http.NewServeMux(), held: held, log: o.Logger}
+	h.ns = newNSCache(o.Client, o.Queue, o.MaxNamespaces)
+	h.routes()
+	return h, nil
+}
+
+// routes registers every route. Authorization outside the handler goes by
+// method and path alone: everything namespace-scoped is under
+// /v1/namespaces/{ns}; GET and HEAD never change anything (right "read");
+// every other method changes something (right "write"); PUT and DELETE on
+// /v1/namespaces/{ns} itself need "admin". /v1/namespaces/{ns}/groups/ is
+// left to the pull-consume routes.
+func (h *Handler) routes() {
+	m := h.mux
+	m.HandleFunc("GET /v1/openapi.json", h.openAPI)
+
+	m.HandleFunc("PUT /v1/namespaces/{ns}", h.createNamespace)
+	m.HandleFunc("GET /v1/namespaces/{ns}", h.getNamespace)
+
+	m.HandleFunc("POST /v1/namespaces/{ns}/timers", h.createTimer)
+	m.HandleFunc("GET /v1/namespaces/{ns}/timers", h.listTimers)
+	m.HandleFunc("POST /v1/namespaces/{ns}/timers/batch", h.createTimers)
+	m.HandleFunc("GET /v1/namespaces/{ns}/timers/{id}", h.getTimer)
+	m.HandleFunc("POST /v1/namespaces/{ns}/timers/{id}/cancel", h.cancelTimer)
+	m.HandleFunc("POST /v1/namespaces/{ns}/timers/{id}/reschedule", h.rescheduleTimer)
+	m.HandleFunc("POST /v1/namespaces/{ns}/timers/{id}/fire", h.fireTimer)
+	m.HandleFunc("GET /v1/namespaces/{ns}/timers/{id}/wait", h.waitTimer)
+
+	m.HandleFunc("GET /v1/namespaces/{ns}/fires", h.streamFires)
+
+	m.HandleFunc("POST /v1/namespaces/{ns}/schedules", h.createSchedule)
+	m.HandleFunc("GET /v1/namespaces/{ns}/schedules", h.listSchedules)
+	m.HandleFunc("GET /v1/namespaces/{ns}/schedules/{id}", h.getSchedule)
+	m.HandleFunc("PUT /v1/namespaces/{ns}/schedules/{id}", h.updateSchedule)
+	m.HandleFunc("DELETE /v1/namespaces/{ns}/schedules/{id}", h.deleteSchedule)
+	m.HandleFunc("POST /v1/namespaces/{ns}/schedules/{id}/pause", h.pauseSchedule)
+	m.HandleFunc("POST /v1/namespaces/{ns}/schedules/{id}/resume", h.resumeSchedule)
+
+	m.HandleFunc("/", h.fallback)
+}
+
+// probeMethods are the methods fallback tries, to fill Allow.
+var probeMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete}
+
+// fallback answers a request no route matched: 405 with Allow when the
+// path has routes for other methods, 404 otherwise, both as problems.
+func (h *Handler) fallback(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range probeMethods {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pat := h.mux.Handler(probe); pat != "/" && pat != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		if slices.Contains(allow, http.MethodGet) {
+			allow = append(allow, http.MethodHead)
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		WriteProblem(w, problem(http.StatusMethodNotAllowed, SlugMethodNotAllowed,
+			fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.EscapedPath(), strings.Join(allow, ", "))))
+		return
+	}
+	WriteProblem(w, problem(http.StatusNotFound, SlugNotFound,
+		fmt.Sprintf("no route %s %s; /v1/openapi.json lists the routes", r.Method, r.URL.EscapedPath())))
+}
+
+// ServeHTTP dispatches r. It passes r itself to the mux, not a copy, so
+// that a middleware around the Handler finds the matched route in
+// r.Pattern once ServeHTTP returns; and every Redis call runs under
+// r.Context(), so a trace the middleware extracted continues into the
+// queue's spans.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mux.ServeHTTP(w, r)
+}
+
+// Close closes the namespaces the Handler opened. Requests still running
+// may fail with 503.
+func (h *Handler) Close() error {
+	h.ns.close()
+	return nil
+}
+
+func (h *Handler) openAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache")
+	_, _ = w.Write(openAPIDocument)
+}
+
+// ctx is the context of an ordinary request's Redis calls: r's, so its
+// trace continues, bounded by Options.Timeout.
+func (h *Handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), h.opts.Timeout)
+}
+
+// queue opens the namespace of r's path, or answers the problem and
+// returns ok false. Call release when the request is done with q.
+func (h *Handler) queue(w http.ResponseWriter, r *http.Request) (q *queue.Queue, release func(), ok bool) {
+	ns := r.PathValue("ns")
+	if err := queue.ValidateNamespace(ns); err != nil {
+		h.fail(w, r, err)
+		return nil, nil, false
+	}
+	q, release, err := h.ns.open(ns)
+	if err != nil {
+		h.fail(w, r, err)
+		return nil, nil, false
+	}
+	return q, release, true
+}
+
+var errClosed = errors.New("api: the handler is closed")

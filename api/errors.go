@@ -1,0 +1,234 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/internal/aclright"
+	"github.com/timerq/timerq/internal/httpstream"
+	"github.com/timerq/timerq/queue"
+	"github.com/timerq/timerq/schedule"
+)
+
+// The slugs of Problem.Type (after ProblemTypePrefix). They are stable:
+// clients switch on them. docs/api.md lists each with its status.
+const (
+	SlugInvalidRequest       = "invalid-request"        // 400: malformed JSON, an unknown field, a wrong type, a bad parameter
+	SlugUnsupportedMediaType = "unsupported-media-type" // 415: a body that is not JSON
+	SlugBodyTooLarge         = "body-too-large"         // 413: a body over Options.MaxBodyBytes
+	SlugBatchTooLarge        = "batch-too-large"        // 413: more timers than Options.MaxBatch
+	SlugInvalidNamespace     = "invalid-namespace"      // 400: queue.ErrInvalidNamespace
+	SlugInvalidID            = "invalid-id"             // 422: queue.ErrInvalidID
+	SlugOccurrenceID         = "occurrence-id"          // 422: queue.ErrOccurrenceID
+	SlugInvalidDue           = "invalid-due"            // 422: queue.ErrInvalidDue, and a time the API cannot read
+	SlugPayloadTooLarge      = "payload-too-large"      // 422: queue.ErrPayloadTooLarge
+	SlugInvalidArgument      = "invalid-argument"       // 422: queue.ErrInvalidOptions
+	SlugInvalidSchedule      = "invalid-schedule"       // 422: schedule.ErrInvalidSchedule
+	SlugNotFound             = "not-found"              // 404: queue.ErrNotFound, and an unknown route
+	SlugMethodNotAllowed     = "method-not-allowed"     // 405: a route that takes other methods
+	SlugScheduleNotFound     = "schedule-not-found"     // 404: queue.ErrRecurringNotFound
+	SlugDeadLetterNotFound   = "dead-letter-not-found"  // 404: queue.ErrDeadLetterNotFound
+	SlugAlreadyFired         = "already-fired"          // 409: queue.ErrAlreadyFired
+	SlugCancelled            = "cancelled"              // 409: queue.ErrCancelled
+	SlugShardMismatch        = "shard-mismatch"         // 409: queue.ErrShardMismatch
+	SlugPermissionDenied     = "permission-denied"      // 502: queue.ErrPermission (Redis ACL)
+	SlugOutOfMemory          = "out-of-memory"          // 503: queue.ErrOutOfMemory
+	SlugSlotMigrating        = "slot-migrating"         // 503: queue.ErrSlotMigrating
+	SlugRedisUnavailable     = "redis-unavailable"      // 503: Redis unreachable or not answering
+	SlugTooManyHeld          = "too-many-held"          // 503: the caps on open waits and streams
+	SlugUnavailable          = "unavailable"            // 503: queue.ErrClosed, the handler closed
+	SlugWrongType            = "wrong-type"             // 500: queue.ErrWrongType
+	SlugMalformedRecord      = "malformed-record"       // 500: queue.ErrMalformedRecord
+	SlugRedisError           = "redis-error"            // 502: another error reply from Redis
+	SlugInternal             = "internal"               // 500: anything else
+)
+
+// inputError is a request the handler refused before calling the queue.
+type inputError struct {
+	status int
+	slug   string
+	detail string
+	field  string // JSON pointer
+}
+
+func (e *inputError) Error() string { return e.detail }
+
+func badRequest(field, format string, args ...any) error {
+	return &inputError{http.StatusBadRequest, SlugInvalidRequest, fmt.Sprintf(format, args...), field}
+}
+
+func invalid(slug, field, format string, args ...any) error {
+	return &inputError{http.StatusUnprocessableEntity, slug, fmt.Sprintf(format, args...), field}
+}
+
+// fieldError names the field a queue error is about, for a batch item.
+type fieldError struct {
+	field string
+	err   error
+}
+
+func (e *fieldError) Error() string { return e.err.Error() }
+func (e *fieldError) Unwrap() error { return e.err }
+
+// fail answers err as a problem: its status, stable type and detail, and
+// Retry-After where a retry can help.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	p, retry := h.problemOf(err, r.PathValue("ns"))
+	p.Instance = r.URL.EscapedPath()
+	if retry {
+		w.Header().Set("Retry-After", strconv.Itoa(int((h.opts.RetryAfter+999_999_999)/1e9)))
+	}
+	if p.Status >= 500 {
+		h.log.Warn("timerq api: request failed", "method", r.Method, "path", p.Instance, "status", p.Status, "err", err)
+	}
+	WriteProblem(w, p)
+}
+
+var titles = map[string]string{
+	SlugInvalidRequest:       "Invalid request",
+	SlugUnsupportedMediaType: "Unsupported media type",
+	SlugBodyTooLarge:         "Request body too large",
+	SlugBatchTooLarge:        "Batch too large",
+	SlugInvalidNamespace:     "Invalid namespace",
+	SlugInvalidID:            "Invalid timer ID",
+	SlugOccurrenceID:         "Reserved occurrence ID",
+	SlugInvalidDue:           "Invalid due time",
+	SlugPayloadTooLarge:      "Payload too large",
+	SlugInvalidArgument:      "Invalid argument",
+	SlugInvalidSchedule:      "Invalid schedule",
+	SlugNotFound:             "Not found",
+	SlugMethodNotAllowed:     "Method not allowed",
+	SlugScheduleNotFound:     "Schedule not found",
+	SlugDeadLetterNotFound:   "Dead letter not found",
+	SlugAlreadyFired:         "Timer already fired",
+	SlugCancelled:            "Timer cancelled",
+	SlugShardMismatch:        "Shard count mismatch",
+	SlugPermissionDenied:     "Redis refused a right",
+	SlugOutOfMemory:          "Redis out of memory",
+	SlugSlotMigrating:        "Cluster slot migrating",
+	SlugRedisUnavailable:     "Redis unavailable",
+	SlugTooManyHeld:          "Too many waits and streams",
+	SlugUnavailable:          "Unavailable",
+	SlugWrongType:            "Namespace key of the wrong type",
+	SlugMalformedRecord:      "Malformed timer record",
+	SlugRedisError:           "Redis error",
+	SlugInternal:             "Internal error",
+}
+
+func problem(status int, slug, detail string) Problem {
+	return Problem{Type: ProblemTypePrefix + slug, Title: titles[slug], Status: status, Detail: detail}
+}
+
+// problemOf maps err to a problem, and says whether to send Retry-After.
+// The detail is the queue's message without its "timerq: " prefix: it says
+// what went wrong and, where the queue knows, what to do.
+func (h *Handler) problemOf(err error, ns string) (Problem, bool) {
+	var in *inputError
+	if errors.As(err, &in) {
+		p := problem(in.status, in.slug, in.detail)
+		p.Field = in.field
+		return p, false
+	}
+	var capErr *httpstream.CapError
+	if errors.As(err, &capErr) {
+		return problem(http.StatusServiceUnavailable, SlugTooManyHeld, capErr.Error()), true
+	}
+	msg := strings.TrimPrefix(err.Error(), "timerq: ")
+	var field string
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		field = fe.field
+	}
+	out := func(status int, slug, detail string) (Problem, bool) {
+		p := problem(status, slug, detail)
+		p.Field = field
+		return p, status == http.StatusServiceUnavailable
+	}
+	switch {
+	case errors.Is(err, queue.ErrNotFound):
+		return out(http.StatusNotFound, SlugNotFound, msg+"; check the ID and the namespace, or create the timer")
+	case errors.Is(err, queue.ErrRecurringNotFound):
+		return out(http.StatusNotFound, SlugScheduleNotFound, msg+"; check the ID and the namespace, or create the schedule")
+	case errors.Is(err, queue.ErrDeadLetterNotFound):
+		return out(http.StatusNotFound, SlugDeadLetterNotFound, msg)
+	case errors.Is(err, queue.ErrAlreadyFired):
+		return out(http.StatusConflict, SlugAlreadyFired, msg+"; a fired timer cannot change: create a timer with another ID")
+	case errors.Is(err, queue.ErrCancelled):
+		return out(http.StatusConflict, SlugCancelled, msg+"; a cancelled timer cannot change: create a timer with another ID")
+	case errors.Is(err, queue.ErrShardMismatch):
+		return out(http.StatusConflict, SlugShardMismatch, msg)
+	case errors.Is(err, queue.ErrOccurrenceID):
+		return out(http.StatusUnprocessableEntity, SlugOccurrenceID, msg+"; give the timer another ID")
+	case errors.Is(err, queue.ErrInvalidID):
+		return out(http.StatusUnprocessableEntity, SlugInvalidID, msg+"; an ID is 1-256 bytes of UTF-8 without control characters")
+	case errors.Is(err, queue.ErrInvalidNamespace):
+		return out(http.StatusBadRequest, SlugInvalidNamespace, msg+"; a namespace is 1-64 characters of [A-Za-z0-9_.-]")
+	case errors.Is(err, queue.ErrInvalidDue):
+		return out(http.StatusUnprocessableEntity, SlugInvalidDue, msg+"; use a time from 1970-01-01 to 9999-12-31")
+	case errors.Is(err, queue.ErrPayloadTooLarge):
+		return out(http.StatusUnprocessableEntity, SlugPayloadTooLarge, msg+"; keep large data elsewhere and put a reference in the payload")
+	case errors.Is(err, schedule.ErrInvalidSchedule):
+		return out(http.StatusUnprocessableEntity, SlugInvalidSchedule, msg)
+	case errors.Is(err, queue.ErrInvalidOptions):
+		return out(http.StatusUnprocessableEntity, SlugInvalidArgument, msg)
+	case errors.Is(err, queue.ErrPermission) || redis.HasErrorPrefix(err, "NOPERM"):
+		p, _ := out(http.StatusBadGateway, SlugPermissionDenied, msg+
+			fmt.Sprintf("; grant the API server's Redis user that right, as docs/security.md shows for the application role of namespace %q", ns))
+		p.Right = aclright.Missing(err.Error(), ns)
+		p.Namespace = ns
+		return p, false
+	case errors.Is(err, queue.ErrOutOfMemory):
+		return out(http.StatusServiceUnavailable, SlugOutOfMemory, msg+
+			"; Redis is at maxmemory with the noeviction policy: nothing was written; retry once the workers' purges have freed memory, or raise maxmemory")
+	case errors.Is(err, queue.ErrSlotMigrating):
+		return out(http.StatusServiceUnavailable, SlugSlotMigrating, msg)
+	case errors.Is(err, queue.ErrWrongType):
+		return out(http.StatusInternalServerError, SlugWrongType, msg+
+			fmt.Sprintf("; another program writes under timerq:{%s}:*: use another namespace, or remove those keys", ns))
+	case errors.Is(err, queue.ErrMalformedRecord):
+		return out(http.StatusInternalServerError, SlugMalformedRecord, msg+
+			"; something other than timerq wrote that timer's record: delete it, or use another namespace")
+	case errors.Is(err, queue.ErrClosed), errors.Is(err, errClosed):
+		return out(http.StatusServiceUnavailable, SlugUnavailable, msg+"; the server is shutting down: retry on another replica")
+	case errors.Is(err, context.DeadlineExceeded):
+		return out(http.StatusServiceUnavailable, SlugRedisUnavailable,
+			fmt.Sprintf("Redis did not answer within %v: %s; retry, and check that Redis is not overloaded (SLOWLOG GET)", h.opts.Timeout, msg))
+	case isConnError(err) || isTransientReply(err):
+		return out(http.StatusServiceUnavailable, SlugRedisUnavailable, "cannot reach Redis: "+msg+"; retry later")
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return out(http.StatusBadGateway, SlugRedisError, "Redis refused the command: "+msg)
+	}
+	return out(http.StatusInternalServerError, SlugInternal, msg)
+}
+
+// isTransientReply reports whether Redis answered that it cannot serve
+// now, but will: a failover, a restart, a load.
+func isTransientReply(err error) bool {
+	for _, code := range []string{"LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"} {
+		if redis.HasErrorPrefix(err, code) {
+			return true
+		}
+	}
+	return false
+}
+
+// isConnError reports whether err is a failure to reach Redis or a lost
+// connection, as opposed to an answer Redis gave.
+func isConnError(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) ||
+		strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "all sentinels are unreachable")
+}

@@ -1,0 +1,113 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/timerq/timerq/internal/timefmt"
+	"github.com/timerq/timerq/queue"
+)
+
+type namespaceCreateJSON struct {
+	Shards *int `json:"shards"`
+}
+
+// NamespaceJSON is a namespace as the API returns it.
+type NamespaceJSON struct {
+	Namespace string `json:"namespace"`
+	Shards    int    `json:"shards"`
+	// Created says, in an answer to PUT, whether the request created the
+	// namespace; in an answer to GET, whether it was ever created.
+	Created bool       `json:"created"`
+	Stats   *StatsJSON `json:"stats,omitempty"`
+}
+
+// StatsJSON is a snapshot of a namespace or of one of its shards.
+type StatsJSON struct {
+	Now                string      `json:"now"`
+	Scheduled          int64       `json:"scheduled"`
+	Fired              int64       `json:"fired"`
+	Cancelled          int64       `json:"cancelled"`
+	Overdue            int64       `json:"overdue"`
+	EarliestDue        *string     `json:"earliest_due"`
+	OldestOverdueAgeMs int64       `json:"oldest_overdue_age_ms"`
+	Shards             []StatsJSON `json:"shards,omitempty"`
+}
+
+func toStatsJSON(s queue.Stats) StatsJSON {
+	j := StatsJSON{Now: timefmt.Format(s.Now), Scheduled: s.Scheduled, Fired: s.Fired, Cancelled: s.Cancelled,
+		Overdue: s.Overdue, EarliestDue: optTime(s.EarliestDue), OldestOverdueAgeMs: s.OldestOverdueAge.Milliseconds()}
+	for _, sh := range s.Shards {
+		if sh.Now.IsZero() {
+			sh.Now = s.Now
+		}
+		j.Shards = append(j.Shards, toStatsJSON(sh))
+	}
+	return j
+}
+
+// createNamespace creates the namespace with a fixed shard count
+// (queue.CreateNamespace): 201 when created, 200 when it existed alike,
+// 409 when it exists with another count.
+func (h *Handler) createNamespace(w http.ResponseWriter, r *http.Request) {
+	ns := r.PathValue("ns")
+	if err := queue.ValidateNamespace(ns); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	var j namespaceCreateJSON
+	if err := h.decode(w, r, &j, true); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	shards := 1
+	if j.Shards != nil {
+		shards = *j.Shards
+		if shards < 1 || shards > queue.MaxShards {
+			h.fail(w, r, invalid(SlugInvalidArgument, "/shards", "shards %d is outside 1..%d", shards, queue.MaxShards))
+			return
+		}
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	created, err := queue.CreateNamespace(ctx, h.opts.Client, ns, shards)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	// A queue opened before may have read the namespace as uncreated,
+	// with one shard.
+	h.ns.forget(ns)
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, NamespaceJSON{Namespace: ns, Shards: shards, Created: created})
+}
+
+// getNamespace answers the namespace's shard count and stats.
+func (h *Handler) getNamespace(w http.ResponseWriter, r *http.Request) {
+	q, release, ok := h.queue(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	st, err := q.Stats(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	shards, err := q.Shards(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	created, err := q.Created(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	sj := toStatsJSON(st)
+	writeJSON(w, http.StatusOK, NamespaceJSON{Namespace: q.Namespace(), Shards: shards, Created: created, Stats: &sj})
+}

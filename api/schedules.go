@@ -1,0 +1,322 @@
+package api
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/timerq/timerq/internal/timefmt"
+	"github.com/timerq/timerq/queue"
+)
+
+// scheduleSpecJSON is a schedule's spec, payload and policies, with the
+// names of timerctl's flags and of `timerctl schedules export`.
+type scheduleSpecJSON struct {
+	Cron         *string         `json:"cron"`
+	TZ           *string         `json:"tz"`
+	Every        *string         `json:"every"`
+	Anchor       json.RawMessage `json:"anchor"`
+	Payload      json.RawMessage `json:"payload"`
+	PayloadText  *string         `json:"payload_text"`
+	CatchUp      *string         `json:"catch_up"`
+	CatchUpLimit *int            `json:"catch_up_limit"`
+	Jitter       *string         `json:"jitter"`
+	End          json.RawMessage `json:"end"`
+	MaxCount     *int64          `json:"max_count"`
+	Ahead        *int            `json:"ahead"`
+	Overlap      *string         `json:"overlap"`
+}
+
+type newScheduleJSON struct {
+	ID *string `json:"id"`
+	scheduleSpecJSON
+}
+
+func given(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
+
+// toRecurring checks j and turns it into the schedule id.
+func toRecurring(id string, j scheduleSpecJSON, maxPayload int) (queue.Recurring, error) {
+	rec := queue.Recurring{ID: id}
+	switch {
+	case j.Cron != nil && j.Every != nil:
+		return rec, invalid(SlugInvalidSchedule, "/every", "both cron and every are given; give one")
+	case j.Cron != nil:
+		rec.Spec = *j.Cron
+		if j.TZ != nil {
+			loc, err := time.LoadLocation(*j.TZ)
+			if err != nil || *j.TZ == "" || *j.TZ == "Local" {
+				return rec, invalid(SlugInvalidSchedule, "/tz", "tz %q is not an IANA time zone; use one such as Europe/Berlin, or leave tz out for UTC", *j.TZ)
+			}
+			rec.Location = loc
+		}
+		if given(j.Anchor) {
+			return rec, invalid(SlugInvalidSchedule, "/anchor", "anchor goes with every, not with cron; drop it")
+		}
+	case j.Every != nil:
+		d, err := readDelay(*j.Every, "/every")
+		if err != nil {
+			return rec, err
+		}
+		rec.Every = d
+		if j.TZ != nil {
+			return rec, invalid(SlugInvalidSchedule, "/tz", "tz goes with cron, not with every; drop it")
+		}
+		if given(j.Anchor) {
+			if rec.Anchor, err = readTime(j.Anchor, "/anchor"); err != nil {
+				return rec, err
+			}
+		}
+	default:
+		return rec, invalid(SlugInvalidSchedule, "/cron", "no spec: give cron (a cron spec such as \"*/5 * * * *\" or @daily) or every (an interval such as 90s)")
+	}
+	p, err := readPayload(j.Payload, j.PayloadText, "")
+	if err != nil {
+		return rec, err
+	}
+	if len(p) > maxPayload {
+		return rec, invalid(SlugPayloadTooLarge, payloadField(j.PayloadText), "the payload is %d bytes, over the limit of %d; keep large data elsewhere and put a reference in the payload", len(p), maxPayload)
+	}
+	rec.Payload = p
+	if j.CatchUp != nil {
+		switch c := queue.CatchUp(*j.CatchUp); c {
+		case queue.CatchUpOnce, queue.CatchUpSkip, queue.CatchUpAll:
+			rec.CatchUp = c
+		default:
+			return rec, badRequest("/catch_up", "catch_up %q is not once, skip or all", *j.CatchUp)
+		}
+	}
+	if j.Overlap != nil {
+		switch o := queue.Overlap(*j.Overlap); o {
+		case queue.OverlapAllow, queue.OverlapSkip:
+			rec.Overlap = o
+		default:
+			return rec, badRequest("/overlap", "overlap %q is not allow or skip", *j.Overlap)
+		}
+	}
+	if j.CatchUpLimit != nil {
+		rec.CatchUpLimit = *j.CatchUpLimit
+	}
+	if j.Jitter != nil {
+		if rec.Jitter, err = readDelay(*j.Jitter, "/jitter"); err != nil {
+			return rec, err
+		}
+	}
+	if given(j.End) {
+		if rec.End, err = readTime(j.End, "/end"); err != nil {
+			return rec, err
+		}
+	}
+	if j.MaxCount != nil {
+		rec.MaxCount = *j.MaxCount
+	}
+	if j.Ahead != nil {
+		rec.Ahead = *j.Ahead
+	}
+	if _, err := rec.Schedule(); err != nil {
+		return rec, &fieldError{"/" + map[bool]string{true: "cron", false: "every"}[rec.Spec != ""], err}
+	}
+	return rec, nil
+}
+
+// ScheduleJSON is a recurring schedule as the API returns it: the shape of
+// `timerctl schedules get -o json`.
+type ScheduleJSON struct {
+	ID           string           `json:"id"`
+	Cron         string           `json:"cron,omitempty"`
+	TZ           string           `json:"tz,omitempty"`
+	Every        string           `json:"every,omitempty"`
+	Anchor       *string          `json:"anchor,omitempty"`
+	State        string           `json:"state"`
+	Version      int64            `json:"version"`
+	Payload      []byte           `json:"payload"`
+	CatchUp      string           `json:"catch_up"`
+	CatchUpLimit int              `json:"catch_up_limit"`
+	Jitter       string           `json:"jitter"`
+	End          *string          `json:"end"`
+	MaxCount     int64            `json:"max_count"`
+	Ahead        int              `json:"ahead"`
+	Overlap      string           `json:"overlap"`
+	Count        int64            `json:"count"`
+	Last         *string          `json:"last"`
+	Pending      []OccurrenceJSON `json:"pending"`
+	Next         []string         `json:"next"`
+	CreatedAt    string           `json:"created_at"`
+	UpdatedAt    string           `json:"updated_at"`
+	// Created is set only in answers to creates.
+	Created *bool `json:"created,omitempty"`
+}
+
+// OccurrenceJSON is one armed occurrence of a schedule.
+type OccurrenceJSON struct {
+	ID      string `json:"id"`
+	Nominal string `json:"nominal"`
+	DueAt   string `json:"due_at"`
+}
+
+func toScheduleJSON(in queue.RecurringInfo) ScheduleJSON {
+	j := ScheduleJSON{ID: in.ID, Cron: in.Spec, State: string(in.State), Version: in.Version, Payload: in.Payload,
+		CatchUp: string(cmp.Or(in.CatchUp, queue.CatchUpOnce)), CatchUpLimit: in.CatchUpLimit, Jitter: in.Jitter.String(),
+		End: optTime(in.End), MaxCount: in.MaxCount, Ahead: in.Ahead, Overlap: string(cmp.Or(in.Overlap, queue.OverlapAllow)),
+		Count: in.Count, Pending: []OccurrenceJSON{}, Next: []string{},
+		CreatedAt: timefmt.Format(in.CreatedAt), UpdatedAt: timefmt.Format(in.UpdatedAt), Last: optTime(in.Last)}
+	if j.Payload == nil {
+		j.Payload = []byte{}
+	}
+	if in.Spec != "" && in.Location != nil {
+		j.TZ = in.Location.String()
+	}
+	if in.Every > 0 {
+		j.Every, j.Anchor = in.Every.String(), optTime(in.Anchor)
+	}
+	for _, o := range in.Pending {
+		j.Pending = append(j.Pending, OccurrenceJSON{ID: o.ID, Nominal: timefmt.Format(o.Nominal), DueAt: timefmt.Format(o.Due)})
+	}
+	for _, t := range in.Next {
+		j.Next = append(j.Next, timefmt.Format(t))
+	}
+	return j
+}
+
+func (h *Handler) createSchedule(w http.ResponseWriter, r *http.Request) {
+	q, release, ok := h.queue(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	var j newScheduleJSON
+	if err := h.decode(w, r, &j, false); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if j.ID == nil {
+		h.fail(w, r, badRequest("/id", "the schedule has no id; give one, 1-%d bytes of UTF-8", queue.MaxRecurringIDBytes))
+		return
+	}
+	rec, err := toRecurring(*j.ID, j.scheduleSpecJSON, q.Options().MaxPayloadBytes)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	info, created, err := q.PutRecurring(ctx, rec)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := toScheduleJSON(info)
+	out.Created = &created
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, out)
+}
+
+func (h *Handler) updateSchedule(w http.ResponseWriter, r *http.Request) {
+	q, release, ok := h.queue(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	var j scheduleSpecJSON
+	if err := h.decode(w, r, &j, false); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	rec, err := toRecurring(r.PathValue("id"), j, q.Options().MaxPayloadBytes)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.scheduleCall(w, r, func(ctx context.Context, q *queue.Queue, _ string) (queue.RecurringInfo, error) {
+		return q.UpdateRecurring(ctx, rec)
+	})
+}
+
+// scheduleCall runs one call on the schedule of r's path and answers the
+// schedule.
+func (h *Handler) scheduleCall(w http.ResponseWriter, r *http.Request, call func(ctx context.Context, q *queue.Queue, id string) (queue.RecurringInfo, error)) {
+	q, release, ok := h.queue(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	info, err := call(ctx, q, r.PathValue("id"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toScheduleJSON(info))
+}
+
+func (h *Handler) getSchedule(w http.ResponseWriter, r *http.Request) {
+	h.scheduleCall(w, r, func(ctx context.Context, q *queue.Queue, id string) (queue.RecurringInfo, error) {
+		return q.GetRecurring(ctx, id)
+	})
+}
+
+func (h *Handler) pauseSchedule(w http.ResponseWriter, r *http.Request) {
+	h.scheduleCall(w, r, func(ctx context.Context, q *queue.Queue, id string) (queue.RecurringInfo, error) {
+		return q.PauseRecurring(ctx, id)
+	})
+}
+
+func (h *Handler) resumeSchedule(w http.ResponseWriter, r *http.Request) {
+	h.scheduleCall(w, r, func(ctx context.Context, q *queue.Queue, id string) (queue.RecurringInfo, error) {
+		return q.ResumeRecurring(ctx, id)
+	})
+}
+
+func (h *Handler) deleteSchedule(w http.ResponseWriter, r *http.Request) {
+	q, release, ok := h.queue(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	if err := q.DeleteRecurring(ctx, r.PathValue("id")); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type schedulePageJSON struct {
+	Schedules  []ScheduleJSON `json:"schedules"`
+	NextCursor string         `json:"next_cursor"`
+}
+
+func (h *Handler) listSchedules(w http.ResponseWriter, r *http.Request) {
+	v, err := query(r, "limit", "cursor")
+	var limit int
+	if err == nil {
+		limit, err = queryLimit(v)
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	q, release, ok := h.queue(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	page, err := q.ListRecurring(ctx, v.Get("cursor"), limit)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := schedulePageJSON{Schedules: make([]ScheduleJSON, len(page.Schedules)), NextCursor: page.NextCursor}
+	for i, s := range page.Schedules {
+		out.Schedules[i] = toScheduleJSON(s)
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,163 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/timerq/timerq/internal/httpstream"
+	"github.com/timerq/timerq/internal/timefmt"
+	"github.com/timerq/timerq/queue"
+)
+
+// FireEventJSON is one fire, the data of an event of type fire in
+// GET /v1/namespaces/{ns}/fires.
+type FireEventJSON struct {
+	ID       string `json:"id"`
+	DueAt    string `json:"due_at"`
+	FiredAt  string `json:"fired_at"`
+	Payload  []byte `json:"payload"`
+	Shard    int    `json:"shard"`
+	StreamID string `json:"stream_id"`
+}
+
+// streamCursor matches a position in the fire streams: one stream entry
+// ID per shard, joined by commas (queue.ReadFires), which checks it
+// against the shard count.
+var streamCursor = regexp.MustCompile(`^[0-9]{1,20}(-[0-9]{1,20})?(,[0-9]{1,20}(-[0-9]{1,20})?)*$`)
+
+// keepAlive is how long a stream with nothing to send waits before it
+// writes a comment, so that a gone client (or a proxy's idle timeout) is
+// noticed this soon.
+const keepAlive = 15 * time.Second
+
+// streamFires streams fire events of every shard as Server-Sent Events.
+// Each event's id is the cursor just after it, so a client that reconnects
+// with Last-Event-ID resumes with nothing skipped or repeated.
+func (h *Handler) streamFires(w http.ResponseWriter, r *http.Request) {
+	v, err := query(r, "after")
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	after := r.Header.Get("Last-Event-ID")
+	if after == "" {
+		after = v.Get("after")
+	}
+	if after != "" && (len(after) > queue.MaxShards*42 || !streamCursor.MatchString(after)) {
+		h.fail(w, r, badRequest("", "cursor %q is not a fire stream cursor; pass an event's id as Last-Event-ID, or after=0 to start at the oldest fire", after))
+		return
+	}
+	q, release, ok := h.queue(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	done, err := h.held.Acquire(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	defer done()
+	// A bad cursor (say, for another shard count) fails now, as a problem,
+	// rather than as a stream of them.
+	vctx, cancel := h.ctx(r)
+	if after == "" {
+		_, after, err = q.RecentFires(vctx, 1)
+	} else {
+		_, _, err = q.ReadFires(vctx, after, 1, 0)
+	}
+	cancel()
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	st := httpstream.Start(w, h.opts.StreamWriteTimeout)
+	if st.Send([]byte(": timerq fires\nretry: 2000\n\n")) != nil {
+		return
+	}
+	ctx := r.Context()
+	tick := time.NewTicker(h.opts.StreamPoll)
+	defer tick.Stop()
+	lastSent := time.Now()
+	var buf bytes.Buffer
+	for {
+		rctx, cancel := h.ctx(r)
+		evs, next, err := q.ReadFires(rctx, after, queue.MaxBatch, 0)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		buf.Reset()
+		switch {
+		case err != nil:
+			h.log.Warn("timerq api: reading the fire streams failed", "namespace", q.Namespace(), "err", err)
+			p, _ := h.problemOf(err, q.Namespace())
+			data, _ := json.Marshal(p)
+			fmt.Fprintf(&buf, "event: problem\ndata: %s\n\n", data)
+		case len(evs) > 0:
+			writeEvents(&buf, evs, after, next)
+			after = next
+		case time.Since(lastSent) >= keepAlive:
+			buf.WriteString(": keep-alive\n\n")
+		}
+		if buf.Len() > 0 {
+			if st.Send(buf.Bytes()) != nil {
+				return // the client is gone or stopped reading
+			}
+			lastSent = time.Now()
+		}
+		if len(evs) == queue.MaxBatch {
+			continue // more are waiting
+		}
+		wait := tick.C
+		if err != nil {
+			// Redis is failing: say so every few seconds, not every poll.
+			wait = time.After(h.opts.RetryAfter)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wait:
+		}
+	}
+}
+
+// writeEvents writes evs, read after the cursor after up to next, each
+// with the cursor just after it as its id: the cursor's position for the
+// event's shard moves to the event. When the cursors' shapes do not allow
+// that, only the last event carries an id (next), and a client that
+// reconnects in the middle of the batch sees the rest of it again.
+func writeEvents(buf *bytes.Buffer, evs []queue.Event, after, next string) {
+	pos := strings.Split(after, ",")
+	n := strings.Count(next, ",") + 1
+	if len(pos) == 1 && n > 1 {
+		for range n - 1 {
+			pos = append(pos, pos[0])
+		}
+	}
+	perEvent := len(pos) == n
+	for i, ev := range evs {
+		if perEvent && ev.Shard >= 0 && ev.Shard < n {
+			pos[ev.Shard] = ev.StreamID
+			fmt.Fprintf(buf, "id: %s\n", strings.Join(pos, ","))
+		} else if i == len(evs)-1 {
+			fmt.Fprintf(buf, "id: %s\n", next)
+		}
+		p := ev.Payload
+		if p == nil {
+			p = []byte{}
+		}
+		data, _ := json.Marshal(FireEventJSON{ID: ev.ID, DueAt: timefmt.Format(ev.Due), FiredAt: timefmt.Format(ev.FiredAt),
+			Payload: p, Shard: ev.Shard, StreamID: ev.StreamID})
+		fmt.Fprintf(buf, "event: fire\ndata: %s\n\n", data)
+	}
+}

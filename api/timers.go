@@ -1,0 +1,327 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/timerq/timerq/internal/timefmt"
+	"github.com/timerq/timerq/queue"
+)
+
+// maxDue is the last due time a timer may have (queue.ValidateDue).
+var maxDue = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC)
+
+// checkNewTimer adds the checks ScheduleBatch makes without naming the
+// field: an occurrence ID, and a delay that ends past the last due time.
+func checkNewTimer(t queue.NewTimer, prefix string) error {
+	if _, _, ok := queue.ParseOccurrenceID(t.ID); ok {
+		return &fieldError{prefix + "/id", fmt.Errorf("%w: %q", queue.ErrOccurrenceID, t.ID)}
+	}
+	if t.Due.IsZero() && t.In > time.Until(maxDue) {
+		return &fieldError{prefix + "/in", fmt.Errorf("%w: in %v ends after 9999-12-31", queue.ErrInvalidDue, t.In)}
+	}
+	return nil
+}
+
+func (h *Handler) createTimer(w http.ResponseWriter, r *http.Request) {
+	q, release, ok := h.queue(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	var j newTimerJSON
+	if err := h.decode(w, r, &j, false); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	t, err := h.toNewTimer(j, "", q.Options().MaxPayloadBytes)
+	if err == nil {
+		err = checkNewTimer(t, "")
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	res, err := q.ScheduleBatch(ctx, []queue.NewTimer{t})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if res[0].Created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, created(res[0]))
+}
+
+type batchJSON struct {
+	Timers []json.RawMessage `json:"timers"`
+}
+
+type batchResultJSON struct {
+	Timers []TimerJSON `json:"timers"`
+}
+
+func (h *Handler) createTimers(w http.ResponseWriter, r *http.Request) {
+	q, release, ok := h.queue(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	var b batchJSON
+	if err := h.decode(w, r, &b, false); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	switch {
+	case len(b.Timers) == 0:
+		h.fail(w, r, badRequest("/timers", "the batch has no timers; give 1 to %d in timers", h.opts.MaxBatch))
+		return
+	case len(b.Timers) > h.opts.MaxBatch:
+		h.fail(w, r, &inputError{http.StatusRequestEntityTooLarge, SlugBatchTooLarge,
+			fmt.Sprintf("the batch has %d timers, over the limit of %d; split it into batches of at most %d", len(b.Timers), h.opts.MaxBatch, h.opts.MaxBatch),
+			"/timers"})
+		return
+	}
+	maxPayload := q.Options().MaxPayloadBytes
+	timers := make([]queue.NewTimer, len(b.Timers))
+	for i, raw := range b.Timers {
+		prefix := "/timers/" + strconv.Itoa(i)
+		var j newTimerJSON
+		err := decodeStrict(raw, &j, prefix)
+		if err == nil {
+			timers[i], err = h.toNewTimer(j, prefix, maxPayload)
+		}
+		if err == nil {
+			err = checkNewTimer(timers[i], prefix)
+		}
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	res, err := q.ScheduleBatch(ctx, timers)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := batchResultJSON{Timers: make([]TimerJSON, len(res))}
+	for i, r := range res {
+		out.Timers[i] = created(r)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// timerCall runs one call on the timer of r's path and answers the timer.
+func (h *Handler) timerCall(w http.ResponseWriter, r *http.Request, call func(ctx context.Context, q *queue.Queue, id string) (queue.Timer, error)) {
+	q, release, ok := h.queue(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	id := r.PathValue("id")
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	t, err := call(ctx, q, id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toTimerJSON(t))
+}
+
+func (h *Handler) getTimer(w http.ResponseWriter, r *http.Request) {
+	h.timerCall(w, r, func(ctx context.Context, q *queue.Queue, id string) (queue.Timer, error) { return q.Get(ctx, id) })
+}
+
+func (h *Handler) cancelTimer(w http.ResponseWriter, r *http.Request) {
+	h.timerCall(w, r, func(ctx context.Context, q *queue.Queue, id string) (queue.Timer, error) { return q.Cancel(ctx, id) })
+}
+
+func (h *Handler) fireTimer(w http.ResponseWriter, r *http.Request) {
+	h.timerCall(w, r, func(ctx context.Context, q *queue.Queue, id string) (queue.Timer, error) { return q.FireNow(ctx, id) })
+}
+
+type rescheduleJSON struct {
+	DueAt json.RawMessage `json:"due_at"`
+	In    *string         `json:"in"`
+}
+
+func (h *Handler) rescheduleTimer(w http.ResponseWriter, r *http.Request) {
+	var j rescheduleJSON
+	if err := h.decode(w, r, &j, false); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	due, rel, err := readDue(j.DueAt, j.In, "")
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.timerCall(w, r, func(ctx context.Context, q *queue.Queue, id string) (queue.Timer, error) {
+		if rel != nil {
+			return q.RescheduleIn(ctx, id, *rel)
+		}
+		return q.Reschedule(ctx, id, due)
+	})
+}
+
+// query checks that r's query names only known parameters, each once.
+func query(r *http.Request, known ...string) (url.Values, error) {
+	v, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, badRequest("", "the query string is malformed: %v", err)
+	}
+outer:
+	for k, vals := range v {
+		for _, name := range known {
+			if k == name {
+				if len(vals) > 1 {
+					return nil, badRequest("", "query parameter %q is given %d times; give it once", k, len(vals))
+				}
+				continue outer
+			}
+		}
+		return nil, badRequest("", "unknown query parameter %q; this route takes %v", k, known)
+	}
+	return v, nil
+}
+
+// queryLimit reads a page size, 1..queue.MaxBatch; 0 when not given.
+func queryLimit(v url.Values) (int, error) {
+	s := v.Get("limit")
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > queue.MaxBatch {
+		return 0, badRequest("", "limit %q is not a page size from 1 to %d", s, queue.MaxBatch)
+	}
+	return n, nil
+}
+
+// queryTime reads a time parameter as timerctl reads --due-from.
+func queryTime(v url.Values, name string) (time.Time, error) {
+	s := v.Get(name)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := timefmt.Parse(s)
+	if err != nil {
+		e := err.(*timefmt.Error)
+		return time.Time{}, invalid(SlugInvalidDue, "", "%s %q %s: %s", name, s, e.Problem, e.Fix)
+	}
+	return t, nil
+}
+
+type malformedJSON struct {
+	ID     string `json:"id"`
+	Shard  int    `json:"shard"`
+	Reason string `json:"reason"`
+}
+
+type timerPageJSON struct {
+	Timers     []TimerJSON     `json:"timers"`
+	NextCursor string          `json:"next_cursor"`
+	Malformed  []malformedJSON `json:"malformed,omitempty"`
+}
+
+func (h *Handler) listTimers(w http.ResponseWriter, r *http.Request) {
+	v, err := query(r, "state", "due_from", "due_to", "limit", "cursor")
+	var o queue.ListOptions
+	if err == nil && v.Get("state") != "" {
+		o.State, err = queue.ParseState(v.Get("state"))
+		if err != nil {
+			err = badRequest("", "state %q is not one of scheduled, fired, cancelled", v.Get("state"))
+		}
+	}
+	if err == nil {
+		o.DueFrom, err = queryTime(v, "due_from")
+	}
+	if err == nil {
+		o.DueTo, err = queryTime(v, "due_to")
+	}
+	if err == nil {
+		o.Limit, err = queryLimit(v)
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	o.Cursor = v.Get("cursor")
+	q, release, ok := h.queue(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	page, err := q.List(ctx, o)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := timerPageJSON{Timers: make([]TimerJSON, len(page.Timers)), NextCursor: page.NextCursor}
+	for i, t := range page.Timers {
+		out.Timers[i] = toTimerJSON(t)
+	}
+	for _, m := range page.Malformed {
+		out.Malformed = append(out.Malformed, malformedJSON{ID: m.ID, Shard: m.Shard, Reason: m.Reason})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// waitTimer answers when the timer fires or is cancelled, at once if it
+// has, or when the timeout passes, with the timer as it then is.
+func (h *Handler) waitTimer(w http.ResponseWriter, r *http.Request) {
+	v, err := query(r, "timeout")
+	timeout := DefaultWaitTimeout
+	if err == nil && v.Get("timeout") != "" {
+		s := v.Get("timeout")
+		timeout, err = time.ParseDuration(s)
+		switch {
+		case err != nil:
+			err = badRequest("", "timeout %q is not a duration: use Go's syntax, e.g. 30s", s)
+		case timeout <= 0 || timeout > h.opts.MaxWait:
+			err = badRequest("", "timeout %q is outside (0, %v]: ask for at most %v, and wait again while the timer is scheduled", s, h.opts.MaxWait, h.opts.MaxWait)
+		}
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	q, release, ok := h.queue(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	done, err := h.held.Acquire(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	defer done()
+	id := r.PathValue("id")
+	wctx, cancel := context.WithTimeout(r.Context(), timeout)
+	err = q.Wait(wctx, id)
+	cancel()
+	switch {
+	case r.Context().Err() != nil:
+		return // the client is gone
+	case err == nil, errors.Is(err, queue.ErrCancelled), errors.Is(err, context.DeadlineExceeded):
+	default:
+		h.fail(w, r, err)
+		return
+	}
+	h.timerCall(w, r, func(ctx context.Context, _ *queue.Queue, id string) (queue.Timer, error) { return q.Get(ctx, id) })
+}

@@ -1,0 +1,284 @@
+package api
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/timerq/timerq/internal/timefmt"
+	"github.com/timerq/timerq/queue"
+)
+
+// The wire types have the field names of `timerctl -o json` and of the
+// export lines (docs/timerctl.md), so that a client reads both alike.
+
+// TimerJSON is a timer as the API returns it.
+type TimerJSON struct {
+	ID          string  `json:"id"`
+	State       string  `json:"state"`
+	DueAt       string  `json:"due_at"`
+	CreatedAt   *string `json:"created_at"`
+	FiredAt     *string `json:"fired_at"`
+	CancelledAt *string `json:"cancelled_at"`
+	// Payload is the payload's bytes, base64 in JSON.
+	Payload []byte `json:"payload"`
+	// Created is set only in answers to creates: whether the request
+	// created the timer.
+	Created *bool `json:"created,omitempty"`
+}
+
+func optTime(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := timefmt.Format(t)
+	return &s
+}
+
+func toTimerJSON(t queue.Timer) TimerJSON {
+	p := t.Payload
+	if p == nil {
+		p = []byte{} // "" rather than null
+	}
+	return TimerJSON{
+		ID: t.ID, State: string(t.State), DueAt: timefmt.Format(t.Due),
+		CreatedAt: optTime(t.CreatedAt), FiredAt: optTime(t.FiredAt), CancelledAt: optTime(t.CancelledAt),
+		Payload: p,
+	}
+}
+
+func created(r queue.ScheduleResult) TimerJSON {
+	j := toTimerJSON(r.Timer)
+	c := r.Created
+	j.Created = &c
+	return j
+}
+
+// newTimerJSON is a timer to create: a line of `timerctl import` without
+// a state.
+type newTimerJSON struct {
+	ID          *string         `json:"id"`
+	DueAt       json.RawMessage `json:"due_at"`
+	In          *string         `json:"in"`
+	Payload     json.RawMessage `json:"payload"`
+	PayloadText *string         `json:"payload_text"`
+}
+
+// toNewTimer checks j and turns it into a queue.NewTimer; prefix is the
+// JSON pointer of j in the request ("" or "/timers/3").
+func (h *Handler) toNewTimer(j newTimerJSON, prefix string, maxPayload int) (queue.NewTimer, error) {
+	if j.ID == nil {
+		return queue.NewTimer{}, badRequest(prefix+"/id", "the timer has no id; give one, 1-256 bytes of UTF-8")
+	}
+	id := *j.ID
+	if err := queue.ValidateID(id); err != nil {
+		return queue.NewTimer{}, &fieldError{prefix + "/id", err}
+	}
+	payload, err := readPayload(j.Payload, j.PayloadText, prefix)
+	if err != nil {
+		return queue.NewTimer{}, err
+	}
+	if len(payload) > maxPayload {
+		return queue.NewTimer{}, &fieldError{prefix + payloadField(j.PayloadText),
+			fmt.Errorf("%w: the payload is %d bytes, over the limit of %d", queue.ErrPayloadTooLarge, len(payload), maxPayload)}
+	}
+	due, rel, err := readDue(j.DueAt, j.In, prefix)
+	if err != nil {
+		return queue.NewTimer{}, err
+	}
+	if rel != nil {
+		return queue.NewTimerIn(id, *rel, payload), nil
+	}
+	return queue.NewTimer{ID: id, Due: due, Payload: payload}, nil
+}
+
+func payloadField(text *string) string {
+	if text != nil {
+		return "/payload_text"
+	}
+	return "/payload"
+}
+
+// readPayload reads payload (base64) or payload_text.
+func readPayload(raw json.RawMessage, text *string, prefix string) ([]byte, error) {
+	given := len(raw) > 0 && string(raw) != "null"
+	if given && text != nil {
+		return nil, badRequest(prefix+"/payload", "both payload and payload_text are given; give one: payload takes bytes in base64, payload_text takes text as it is")
+	}
+	if text != nil {
+		return []byte(*text), nil
+	}
+	if !given {
+		return []byte{}, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, badRequest(prefix+"/payload", "payload is not a string; it takes the bytes in base64, and payload_text takes text as it is")
+	}
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, badRequest(prefix+"/payload", "payload is not base64 (%v): payload takes the bytes in standard base64, as timerctl export writes them, and payload_text takes text as it is", err)
+	}
+	return b, nil
+}
+
+// readDue reads due_at or in. rel is set for in.
+func readDue(dueAt json.RawMessage, in *string, prefix string) (due time.Time, rel *time.Duration, err error) {
+	given := len(dueAt) > 0 && string(dueAt) != "null"
+	switch {
+	case given && in != nil:
+		return due, nil, badRequest(prefix+"/due_at", "both due_at and in are given; give one")
+	case given:
+		due, err = readTime(dueAt, prefix+"/due_at")
+		return due, nil, err
+	case in != nil:
+		d, err := readDelay(*in, prefix+"/in")
+		return due, &d, err
+	}
+	return due, nil, badRequest(prefix+"/due_at", "no due time: give due_at (a time) or in (a delay)")
+}
+
+// readTime reads a time as timerctl does (internal/timefmt): RFC 3339, or
+// Unix time as a string with its unit; a bare number, string or not, is
+// refused rather than guessed.
+func readTime(raw json.RawMessage, field string) (time.Time, error) {
+	name := field[strings.LastIndexByte(field, '/')+1:]
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		n := strings.TrimSpace(string(raw))
+		if timefmt.IsBareNumber(n) {
+			e := timefmt.BareNumber(n, `"%ss"`, `"%sms"`)
+			return time.Time{}, badRequest(field, "%s %s %s: %s", name, n, e.Problem, e.Fix)
+		}
+		return time.Time{}, badRequest(field, "%s is not a string: %s", name, timefmt.Fix)
+	}
+	t, err := timefmt.Parse(s)
+	if err != nil {
+		e := err.(*timefmt.Error)
+		if timefmt.IsBareNumber(s) {
+			e = timefmt.BareNumber(s, `"%ss"`, `"%sms"`)
+		}
+		return time.Time{}, invalid(SlugInvalidDue, field, "%s %q %s: %s", name, s, e.Problem, e.Fix)
+	}
+	return t, nil
+}
+
+// readDelay reads a delay in Go's syntax, 0 or more.
+func readDelay(s, field string) (time.Duration, error) {
+	name := field[strings.LastIndexByte(field, '/')+1:]
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, invalid(SlugInvalidArgument, field, "%s %q is not a duration: use Go's syntax, e.g. 90s, 5m or 1h30m", name, s)
+	}
+	if d < 0 {
+		return 0, invalid(SlugInvalidArgument, field, "%s %q is negative: use a duration of 0 or more, or due_at for a time in the past", name, s)
+	}
+	return d, nil
+}
+
+// decode reads r's JSON body into v, strictly: one object, no unknown
+// fields, at most Options.MaxBodyBytes. An empty body is allowed when
+// optional; decode then leaves v as it is.
+func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return &inputError{http.StatusUnsupportedMediaType, SlugUnsupportedMediaType,
+				fmt.Sprintf("the body is %s; send JSON, with Content-Type: application/json", ct), ""}
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &inputError{http.StatusRequestEntityTooLarge, SlugBodyTooLarge,
+				fmt.Sprintf("the body is over the limit of %d bytes; send less, such as a smaller batch", mbe.Limit), ""}
+		}
+		return badRequest("", "reading the body failed: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		if optional {
+			return nil
+		}
+		return badRequest("", "the body is empty; send a JSON object")
+	}
+	if !utf8.Valid(body) {
+		// encoding/json would turn invalid UTF-8 into U+FFFD, so an ID
+		// would be stored changed.
+		return badRequest("", "the body is not valid UTF-8; send JSON in UTF-8, and binary payloads in base64 as payload")
+	}
+	return decodeStrict(body, v, "")
+}
+
+// decodeStrict decodes one JSON value from data into v, refusing unknown
+// fields; prefix is the JSON pointer of data in the request, for errors.
+func decodeStrict(data []byte, v any, prefix string) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err, prefix)
+	}
+	if dec.More() {
+		return badRequest(prefix, "more than one JSON value; send one object")
+	}
+	return nil
+}
+
+// jsonError turns a decoding error into a 400 that names the field.
+func jsonError(err error, prefix string) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	what := "the body"
+	if prefix != "" {
+		what = prefix
+	}
+	switch {
+	case errors.As(err, &syn):
+		return badRequest(prefix, "%s is not valid JSON at byte %d: %v", what, syn.Offset, err)
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return badRequest(prefix, "%s is a JSON %s; send an object", what, typ.Value)
+		}
+		field := prefix + "/" + strings.ReplaceAll(typ.Field, ".", "/")
+		return badRequest(field, "%s is a JSON %s, not a %s; see the request's schema in /v1/openapi.json",
+			field, typ.Value, jsonKind(typ.Type.Kind().String()))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest(prefix, "%s ends in the middle of a JSON value", what)
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name, _ = strconv.Unquote(name)
+		return badRequest(prefix+"/"+name, "unknown field %q in %s; see the request's schema in /v1/openapi.json", name, what)
+	}
+	return badRequest(prefix, "%s is not the JSON expected: %v", what, err)
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "string":
+		return "string"
+	case "slice", "array":
+		return "array"
+	case "struct", "map", "ptr":
+		return "object"
+	case "bool":
+		return "boolean"
+	}
+	return "number"
+}
+
+// writeJSON answers v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,18 @@
+package worker
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain checks that Run leaves no goroutine behind: not its pollers,
+// nor its metrics and API servers, nor the SIGHUP loop.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// The test clients' keep-alive connections end asynchronously
+		// after CloseIdleConnections.
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+	)
+}
