@@ -83,7 +83,7 @@ See docs/worker.md and, for TLS and ACL users, docs/security.md.`
 
 // flags returns timerworker's flags, fresh on every call.
 func flags() []cli.Flag {
-	return append(append(cliconf.ConnFlags(),
+	return append(cliconf.ConnFlags(),
 		&cli.StringSliceFlag{Name: "namespace", Value: cli.NewStringSlice(queue.DefaultNamespace), EnvVars: []string{"TIMERQ_NAMESPACE"},
 			Usage: "timer namespace to serve (1-64 characters of A-Z a-z 0-9 _ . -); several: --namespace a,b or repeat the flag"},
 		&cli.IntFlag{Name: "batch-size", Value: poller.DefaultBatchSize, EnvVars: []string{"TIMERQ_BATCH_SIZE"},
@@ -102,7 +102,7 @@ func flags() []cli.Flag {
 			Usage: "run an embedded in-memory Redis (miniredis) and use it; nothing persists"},
 		&cli.StringFlag{Name: "dev-addr", EnvVars: []string{"TIMERQ_DEV_ADDR"},
 			Usage: "address of the --dev Redis (default: the host:port of --redis, 127.0.0.1:6379)"},
-	), apiFlags()...)
+	)
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
@@ -145,7 +145,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			for _, ns := range c.StringSlice("namespace") {
 				namespaces = append(namespaces, strings.Split(ns, ",")...)
 			}
-			cfg := worker.Config{
+			return worker.Run(c.Context, worker.Config{
 				Conn:            cliconf.ConnFrom(c),
 				Namespaces:      namespaces,
 				BatchSize:       c.Int("batch-size"),
@@ -155,10 +155,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Dev:             c.Bool("dev"),
 				DevAddr:         c.String("dev-addr"),
 				Version:         buildVersion(),
-			}
-			closeAPI := withAPI(c, &cfg)
-			defer closeAPI()
-			return worker.Run(c.Context, cfg, log)
+			}, log)
 		},
 	}
 }
