@@ -1,7 +1,9 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -77,5 +79,44 @@ func TestOuterMiddlewareSeesRouteAndTrace(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no timerq.schedule span among %d", len(exp.GetSpans()))
+	}
+}
+
+// TestServesContractAndProblemsForUnknownRoutes: the document is served
+// as it is embedded, and a request that matches no route gets a problem,
+// 405 with Allow where the path takes other methods.
+func TestServesContractAndProblemsForUnknownRoutes(t *testing.T) {
+	_, rdb := redistest.Mini(t)
+	b := &redistest.Backend{Name: "mini", Client: rdb}
+	e := newEnv(t, b, api.Options{})
+	ctx := context.Background()
+	r := e.do(ctx, "GET", e.srv.URL+"/v1/openapi.json", nil)
+	if r.Status != http.StatusOK || !bytes.Equal(r.Body, api.OpenAPI()) || r.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("openapi.json = %d %.100s", r.Status, r.Body)
+	}
+	// These break the document, which has no such operations: send them
+	// past the validating client.
+	plain := e.srv.Client()
+	for _, c := range []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{"GET", "/v1/nothing", http.StatusNotFound, ""},
+		{"PATCH", "/v1/namespaces/x/timers/a", http.StatusMethodNotAllowed, "GET, HEAD"},
+		{"DELETE", "/v1/namespaces/x", http.StatusMethodNotAllowed, "GET, PUT, HEAD"},
+	} {
+		req, _ := http.NewRequest(c.method, e.srv.URL+c.path, nil)
+		res, err := plain.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p api.Problem
+		err = json.NewDecoder(res.Body).Decode(&p)
+		res.Body.Close()
+		if err != nil || res.StatusCode != c.status || p.Status != c.status || res.Header.Get("Allow") != c.allow ||
+			res.Header.Get("Content-Type") != api.ProblemContentType {
+			t.Errorf("%s %s = %d Allow %q %+v (%v)", c.method, c.path, res.StatusCode, res.Header.Get("Allow"), p, err)
+		}
 	}
 }

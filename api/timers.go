@@ -63,6 +63,12 @@ func (h *Handler) createTimer(w http.ResponseWriter, r *http.Request) {
 }
 
 type batchJSON struct {
+	Timers []newTimerJSON `json:"timers"`
+}
+
+// rawBatchJSON is a batch whose items are decoded one by one, to name
+// the item that failed when the batch as a whole did not decode.
+type rawBatchJSON struct {
 	Timers []json.RawMessage `json:"timers"`
 }
 
@@ -76,8 +82,15 @@ func (h *Handler) createTimers(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	body, err := h.readBody(w, r, false)
 	var b batchJSON
-	if err := h.decode(w, r, &b, false); err != nil {
+	if err == nil {
+		err = decodeStrict(body, &b, "")
+	}
+	if err != nil {
+		if body != nil {
+			err = itemError(body, err)
+		}
 		h.fail(w, r, err)
 		return
 	}
@@ -93,13 +106,9 @@ func (h *Handler) createTimers(w http.ResponseWriter, r *http.Request) {
 	}
 	maxPayload := q.Options().MaxPayloadBytes
 	timers := make([]queue.NewTimer, len(b.Timers))
-	for i, raw := range b.Timers {
+	for i, j := range b.Timers {
 		prefix := "/timers/" + strconv.Itoa(i)
-		var j newTimerJSON
-		err := decodeStrict(raw, &j, prefix)
-		if err == nil {
-			timers[i], err = h.toNewTimer(j, prefix, maxPayload)
-		}
+		timers[i], err = h.toNewTimer(j, prefix, maxPayload)
 		if err == nil {
 			err = checkNewTimer(timers[i], prefix)
 		}
@@ -120,6 +129,23 @@ func (h *Handler) createTimers(w http.ResponseWriter, r *http.Request) {
 		out.Timers[i] = created(r)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// itemError finds the item of a batch that failed to decode, so that the
+// problem names it (/timers/3/due): encoding/json names a field but not
+// the array index it is in. It returns err when no item is to blame.
+func itemError(body []byte, err error) error {
+	var raw rawBatchJSON
+	if decodeStrict(body, &raw, "") != nil {
+		return err
+	}
+	for i, item := range raw.Timers {
+		var j newTimerJSON
+		if ierr := decodeStrict(item, &j, "/timers/"+strconv.Itoa(i)); ierr != nil {
+			return ierr
+		}
+	}
+	return err
 }
 
 // timerCall runs one call on the timer of r's path and answers the timer.

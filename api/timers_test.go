@@ -269,3 +269,34 @@ func TestWaitLongPoll(t *testing.T) {
 		}
 	})
 }
+
+// TestHeldRequestsAreCapped: a wait beyond MaxHeldPerClient is refused at
+// once with 503 and Retry-After, naming the setting that raises the cap,
+// and a slot frees when a wait ends.
+func TestHeldRequestsAreCapped(t *testing.T) {
+	_, rdb := redistest.Mini(t)
+	b := &redistest.Backend{Name: "mini", Client: rdb}
+	e := newEnv(t, b, api.Options{MaxHeldPerClient: 1, MaxHeldPerClientSetting: "--api-max-held-per-client"})
+	ctx := context.Background()
+	if r := e.do(ctx, "POST", e.url("/timers"), map[string]any{"id": "w", "in": "1h"}); r.Status != http.StatusCreated {
+		t.Fatal(r.Status, string(r.Body))
+	}
+	first := make(chan resp, 1)
+	go func() { first <- e.do(ctx, "GET", e.url("/timers/w/wait?timeout=50s"), nil) }()
+	redistest.Eventually(t, 5*time.Second, "the first wait's subscription", func() bool {
+		n, err := rdb.PubSubNumSub(ctx, e.q.TimerChannel("w")).Result()
+		return err == nil && n[e.q.TimerChannel("w")] > 0
+	})
+	r := e.do(ctx, "GET", e.url("/timers/w/wait?timeout=50s"), nil)
+	if p := r.problem(t); r.Status != http.StatusServiceUnavailable || p.Type != api.ProblemTypePrefix+api.SlugTooManyHeld ||
+		r.Header.Get("Retry-After") == "" || !strings.Contains(p.Detail, "--api-max-held-per-client") {
+		t.Fatalf("a second wait = %d %v %s", r.Status, r.Header, r.Body)
+	}
+	e.do(ctx, "POST", e.url("/timers/w/cancel"), nil)
+	if r := <-first; r.Status != http.StatusOK || r.timer(t).State != "cancelled" {
+		t.Fatalf("the first wait = %d %s", r.Status, r.Body)
+	}
+	if r := e.do(ctx, "GET", e.url("/timers/w/wait?timeout=1s"), nil); r.Status != http.StatusOK {
+		t.Fatalf("a wait after the first ended = %d %s", r.Status, r.Body)
+	}
+}

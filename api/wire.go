@@ -189,10 +189,20 @@ func readDelay(s, field string) (time.Duration, error) {
 // fields, at most Options.MaxBodyBytes. An empty body is allowed when
 // optional; decode then leaves v as it is.
 func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
+	body, err := h.readBody(w, r, optional)
+	if err != nil || body == nil {
+		return err
+	}
+	return decodeStrict(body, v, "")
+}
+
+// readBody reads r's body, at most Options.MaxBodyBytes of UTF-8 JSON. It
+// returns nil for an empty body when optional.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, optional bool) ([]byte, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return &inputError{http.StatusUnsupportedMediaType, SlugUnsupportedMediaType,
+			return nil, &inputError{http.StatusUnsupportedMediaType, SlugUnsupportedMediaType,
 				fmt.Sprintf("the body is %s; send JSON, with Content-Type: application/json", ct), ""}
 		}
 	}
@@ -200,23 +210,23 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any, optional
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return &inputError{http.StatusRequestEntityTooLarge, SlugBodyTooLarge,
+			return nil, &inputError{http.StatusRequestEntityTooLarge, SlugBodyTooLarge,
 				fmt.Sprintf("the body is over the limit of %d bytes; send less, such as a smaller batch", mbe.Limit), ""}
 		}
-		return badRequest("", "reading the body failed: %v", err)
+		return nil, badRequest("", "reading the body failed: %v", err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		if optional {
-			return nil
+			return nil, nil
 		}
-		return badRequest("", "the body is empty; send a JSON object")
+		return nil, badRequest("", "the body is empty; send a JSON object")
 	}
 	if !utf8.Valid(body) {
 		// encoding/json would turn invalid UTF-8 into U+FFFD, so an ID
 		// would be stored changed.
-		return badRequest("", "the body is not valid UTF-8; send JSON in UTF-8, and binary payloads in base64 as payload")
+		return nil, badRequest("", "the body is not valid UTF-8; send JSON in UTF-8, and binary payloads in base64 as payload")
 	}
-	return decodeStrict(body, v, "")
+	return body, nil
 }
 
 // decodeStrict decodes one JSON value from data into v, refusing unknown

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/internal/apiserver"
 	"github.com/timerq/timerq/internal/cliconf"
 	"github.com/timerq/timerq/internal/worker"
 	"github.com/timerq/timerq/poller"
@@ -29,6 +31,13 @@ import (
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
 var version = ""
+
+// newAPIHandler builds the handler --api-addr serves (worker.Config's
+// APIHandler seam). Nil means a build without the HTTP API, which refuses
+// --api-addr; wiring package api is one line:
+//
+//	newAPIHandler = func(e worker.APIEnv) (http.Handler, error) { return api.New(api.Options{...}) }
+var newAPIHandler func(worker.APIEnv) (http.Handler, error)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -74,6 +83,9 @@ Exit codes:
       too old, or refusing a command the worker needs (ACL)
    2  usage error: an unknown flag, a bad value or argument
 
+With --api-addr it also serves the HTTP API (docs/api.md); SIGHUP reloads
+its tokens file and TLS files. --claim=false makes an API-only replica.
+
 Tracing is off unless the standard OpenTelemetry variables ask for it:
 OTEL_EXPORTER_OTLP_ENDPOINT (OTLP over HTTP) or OTEL_TRACES_EXPORTER=
 otlp|console|none, with OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, ...
@@ -98,6 +110,20 @@ func flags() []cli.Flag {
 			Usage: "log format: text or json"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"TIMERQ_LOG_LEVEL"},
 			Usage: "log level: debug, info, warn or error"},
+		&cli.BoolFlag{Name: "claim", Value: true, EnvVars: []string{"TIMERQ_CLAIM"},
+			Usage: "fire due timers; --claim=false runs an API-only replica that claims nothing (needs --" + apiserver.FlagAddr + ")"},
+		&cli.StringFlag{Name: apiserver.FlagAddr, EnvVars: []string{"TIMERQ_API_ADDR"},
+			Usage: "serve the HTTP API on `ADDR`, e.g. :8080 (empty: off); anything but loopback requires --" + apiserver.FlagTokensFile},
+		&cli.StringFlag{Name: apiserver.FlagTokensFile, EnvVars: []string{"TIMERQ_API_TOKENS_FILE"},
+			Usage: "require bearer tokens whose hashes are in `FILE` (lines from 'timerctl api-token create'); SIGHUP reloads it"},
+		&cli.StringFlag{Name: apiserver.FlagTLSCertFile, EnvVars: []string{"TIMERQ_API_TLS_CERT_FILE"},
+			Usage: "serve the API over TLS with the certificate (chain) `PEM` (with --" + apiserver.FlagTLSKeyFile + "); SIGHUP reloads it"},
+		&cli.StringFlag{Name: apiserver.FlagTLSKeyFile, EnvVars: []string{"TIMERQ_API_TLS_KEY_FILE"},
+			Usage: "private key `PEM` of --" + apiserver.FlagTLSCertFile},
+		&cli.StringFlag{Name: apiserver.FlagTLSClientCA, EnvVars: []string{"TIMERQ_API_TLS_CLIENT_CA_FILE"},
+			Usage: "require API clients to present a certificate signed by a CA in `PEM` file (mutual TLS)"},
+		&cli.Float64Flag{Name: apiserver.FlagRateLimit, EnvVars: []string{"TIMERQ_API_RATE_LIMIT"},
+			Usage: "requests per second each API token may make, unless its line says rps= (0: no limit)"},
 		&cli.BoolFlag{Name: "dev", EnvVars: []string{"TIMERQ_DEV"},
 			Usage: "run an embedded in-memory Redis (miniredis) and use it; nothing persists"},
 		&cli.StringFlag{Name: "dev-addr", EnvVars: []string{"TIMERQ_DEV_ADDR"},
@@ -155,6 +181,16 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Dev:             c.Bool("dev"),
 				DevAddr:         c.String("dev-addr"),
 				Version:         buildVersion(),
+				NoClaim:         !c.Bool("claim"),
+				API: apiserver.Config{
+					Addr:            c.String(apiserver.FlagAddr),
+					TokensFile:      c.String(apiserver.FlagTokensFile),
+					TLSCertFile:     c.String(apiserver.FlagTLSCertFile),
+					TLSKeyFile:      c.String(apiserver.FlagTLSKeyFile),
+					TLSClientCAFile: c.String(apiserver.FlagTLSClientCA),
+					RateLimit:       c.Float64(apiserver.FlagRateLimit),
+				},
+				APIHandler: newAPIHandler,
 			}, log)
 		},
 	}

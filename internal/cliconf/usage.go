@@ -48,6 +48,9 @@ func FlagValueError(err error, flags []cli.Flag, fix string) *Error {
 	case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
 		return &Error{Code: ExitUsage, Problem: fmt.Sprintf("%s %q is not a whole number", source, val),
 			Fix: fmt.Sprintf("e.g. --%s 100; %s", name, fix), Err: err}
+	case *cli.Float64Flag:
+		return &Error{Code: ExitUsage, Problem: fmt.Sprintf("%s %q is not a number", source, val),
+			Fix: fmt.Sprintf("e.g. --%s 100 or 0.5", name), Err: err}
 	case *cli.BoolFlag:
 		return &Error{Code: ExitUsage, Problem: fmt.Sprintf("%s %q is not true or false", source, val),
 			Fix: fmt.Sprintf("use --%s alone for true, or --%s=false", name, name), Err: err}
