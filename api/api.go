@@ -139,9 +139,11 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("api: %w: "+format, append([]any{queue.ErrInvalidOptions}, args...)...)
 	}
 	o.Queue.Namespace, o.Queue.Shards = "", 0
-	if _, err := queue.New(o.Client, o.Queue); err != nil {
+	q, err := queue.New(o.Client, o.Queue)
+	if err != nil {
 		return bad("Options.Queue: %v", err)
 	}
+	_ = q.Close()
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -117,6 +119,29 @@ func TestServesContractAndProblemsForUnknownRoutes(t *testing.T) {
 		if err != nil || res.StatusCode != c.status || p.Status != c.status || res.Header.Get("Allow") != c.allow ||
 			res.Header.Get("Content-Type") != api.ProblemContentType {
 			t.Errorf("%s %s = %d Allow %q %+v (%v)", c.method, c.path, res.StatusCode, res.Header.Get("Allow"), p, err)
+		}
+	}
+}
+
+// TestNewRefusesBadOptions: each refusal wraps queue.ErrInvalidOptions (or
+// ErrNilClient) and says what to write instead.
+func TestNewRefusesBadOptions(t *testing.T) {
+	_, rdb := redistest.Mini(t)
+	for _, c := range []struct {
+		opts api.Options
+		want string
+	}{
+		{api.Options{}, "set Options.Client"},
+		{api.Options{Client: rdb, MaxBatch: 1001}, "MaxBatch 1001 is outside 1..1000"},
+		{api.Options{Client: rdb, MaxBodyBytes: -1}, "use 0 for the 8 MiB default"},
+		{api.Options{Client: rdb, MaxWait: -time.Second}, "MaxWait -1s is negative"},
+		{api.Options{Client: rdb, MaxHeld: -1}, "MaxHeld -1 is negative"},
+		{api.Options{Client: rdb, Queue: queue.Options{MaxPayloadBytes: -1}}, "Options.Queue"},
+	} {
+		_, err := api.New(c.opts)
+		if err == nil || !strings.Contains(err.Error(), c.want) ||
+			!(errors.Is(err, queue.ErrInvalidOptions) || errors.Is(err, queue.ErrNilClient)) {
+			t.Errorf("New(%+v) = %v, want an error saying %q", c.opts, err, c.want)
 		}
 	}
 }

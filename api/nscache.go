@@ -73,10 +73,11 @@ func (c *nsCache) open(ns string) (*queue.Queue, func(), error) {
 		}
 		e = &nsEntry{q: q, opened: time.Now()}
 		c.m[ns] = e
-		c.evict()
 	}
+	// Taken before evict, which must not pick the namespace being opened.
 	e.refs++
 	e.used = c.clock
+	c.evict()
 	var once sync.Once
 	return e.q, func() { once.Do(func() { c.release(e) }) }, nil
 }

@@ -248,6 +248,7 @@ func (s *Server) Reload() error {
 			errs = append(errs, err)
 		} else {
 			s.tokens.Store(set)
+			s.forgetBuckets(set)
 			s.log.Info("timerq: API tokens reloaded", "file", s.cfg.TokensFile, "tokens", set.Len())
 		}
 		s.m.setTokens(s.tokens.Load(), err == nil)

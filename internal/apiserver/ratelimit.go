@@ -62,3 +62,15 @@ func (s *Server) take(tok *apitoken.Token) (time.Duration, bool) {
 	s.limitMu.Unlock()
 	return b.take(s.cfg.Now())
 }
+
+// forgetBuckets drops the buckets of tokens that set no longer has, so
+// that renamed and revoked tokens do not pile up.
+func (s *Server) forgetBuckets(set *apitoken.Set) {
+	s.limitMu.Lock()
+	defer s.limitMu.Unlock()
+	for name := range s.buckets {
+		if set.Named(name) == nil {
+			delete(s.buckets, name)
+		}
+	}
+}

@@ -233,6 +233,16 @@ type Set struct {
 // Len returns how many tokens s holds.
 func (s *Set) Len() int { return len(s.tokens) }
 
+// Named returns the token called name, or nil.
+func (s *Set) Named(name string) *Token {
+	for i := range s.tokens {
+		if s.tokens[i].Name == name {
+			return &s.tokens[i]
+		}
+	}
+	return nil
+}
+
 // hashEqual compares two hashes in constant time. It is a variable so that
 // a test can count the comparisons.
 var hashEqual = func(a, b []byte) int { return subtle.ConstantTimeCompare(a, b) }
