@@ -1,7 +1,8 @@
 // Package httpexamples holds clients of timerq's HTTP API that we did not
 // write, each run by this package's tests against a real timerworker
-// (built from cmd/timerworker, serving --api-addr) on standalone Redis and
-// on a 16-shard namespace of a 3-master Cluster:
+// (built from cmd/timerworker, serving --api-addr) on standalone Redis, on
+// a 16-shard namespace of a 3-master Cluster and (TypeScript) through a
+// Sentinel:
 //
 //   - typescript/: a client generated from api/openapi.json with
 //     openapi-typescript and openapi-fetch, driven by node --test;

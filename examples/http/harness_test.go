@@ -3,6 +3,7 @@ package httpexamples
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,8 +79,9 @@ type backend struct {
 }
 
 // forEachBackend runs fn on a standalone redis-server with a one-shard
-// namespace, and on a 16-shard namespace of the shared 3-master Cluster.
-func forEachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
+// namespace, on a 16-shard namespace of the shared 3-master Cluster, and,
+// with sentinel, on a master found through a Sentinel.
+func forEachBackend(t *testing.T, sentinel bool, fn func(t *testing.T, b backend)) {
 	t.Run("standalone", func(t *testing.T) {
 		redistest.Require(t)
 		s := redistest.Start(t, redistest.Config{})
@@ -87,6 +89,23 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
 		createNamespace(t, s.Client(t), b)
 		fn(t, b)
 	})
+	if sentinel {
+		t.Run("sentinel", func(t *testing.T) {
+			redistest.Require(t)
+			master := redistest.Start(t, redistest.Config{})
+			_, port, err := net.SplitHostPort(master.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			sen := redistest.Start(t, redistest.Config{Sentinel: true})
+			if err := sen.Client(t).Do(context.Background(), "SENTINEL", "MONITOR", "m", "127.0.0.1", port, 1).Err(); err != nil {
+				t.Fatalf("SENTINEL MONITOR: %v", err)
+			}
+			b := backend{name: "sentinel", url: "redis://" + sen.Addr() + "/0?master_name=m", ns: redistest.Namespace(t), shards: 1}
+			createNamespace(t, master.Client(t), b)
+			fn(t, b)
+		})
+	}
 	t.Run("cluster16", func(t *testing.T) {
 		redistest.Require(t)
 		c := redistest.SharedCluster(t)

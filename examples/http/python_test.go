@@ -11,7 +11,7 @@ import (
 // reports.
 func TestPythonExample(t *testing.T) {
 	python := requireTool(t, "python3")
-	forEachBackend(t, func(t *testing.T, b backend) {
+	forEachBackend(t, false, func(t *testing.T, b backend) {
 		a := startWorker(t, b)
 		// -B: no __pycache__ in the tree.
 		out := run(t, 2*time.Minute, "python", a.env(b), python, "-B", "timerq_example.py")

@@ -47,14 +47,15 @@ func buildTypeScript(t *testing.T) {
 }
 
 // TestTypeScriptClient runs typescript/test with node --test against a
-// real timerworker: every route of api/openapi.json through the generated
+// real timerworker on standalone Redis, Sentinel and a 16-shard Cluster
+// namespace: every route of api/openapi.json through the generated
 // client (create and idempotent re-create, batch, get, list with paging,
 // reschedule, fire, cancel, wait, SSE with Last-Event-ID, a recurring
 // schedule).
 func TestTypeScriptClient(t *testing.T) {
 	buildTypeScript(t)
 	node := requireTool(t, "node")
-	forEachBackend(t, func(t *testing.T, b backend) {
+	forEachBackend(t, true, func(t *testing.T, b backend) {
 		a := startWorker(t, b)
 		out := run(t, 3*time.Minute, tsDir, a.env(b), node, "--test", "--test-reporter=spec", "out/test/")
 		// node --test ends with counts; a run that found no test passes.
