@@ -278,6 +278,8 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /v1/namespaces/{ns}/schedules/{id}/pause", h.pauseSchedule)
 	m.HandleFunc("POST /v1/namespaces/{ns}/schedules/{id}/resume", h.resumeSchedule)
 
+	h.consumeRoutes() // consume.go: /v1/namespaces/{ns}/groups/{group}/...
+
 	m.HandleFunc("/", h.fallback)
 }
 

@@ -145,6 +145,15 @@
 // Options.StreamMaxLen, so a group that falls that far behind misses the
 // oldest events. Deduplicate side effects by Event.ID.
 //
+// Lease is Consume for a consumer that holds no connection between calls,
+// such as an HTTP client behind stateless API replicas (package api): it
+// hands out a batch of events, each under a lease, to be settled with Ack,
+// Release (retry after a delay, or dead-letter) or ExtendLease. Retries and
+// dead letters follow Consume's rules, but every bit of state lives in
+// Redis (the group's pending entries), so any Queue in any process may
+// serve any call, and an event whose lease runs out goes to the next
+// consumer that asks.
+//
 // # Recurring schedules
 //
 // PutRecurring stores a schedule (a cron Spec in a Location, or an

@@ -1,0 +1,731 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/scripts/lua"
+)
+
+// Pull consumption: Lease, Ack, Release and ExtendLease give a consumer
+// that holds no Redis connection between calls (an HTTP client, through
+// any number of stateless API replicas) the delivery guarantees of
+// Consume. Where Consume keeps a failed event's retry time in its own
+// memory, these keep every bit of state in Redis: the consumer group's
+// pending entry list says who holds a delivery, since when (its lease) and
+// how often it was delivered (its attempt), and a per-shard hash keeps
+// where the scan for expired leases resumes. Any Queue value, in any
+// process, may therefore serve any call for any consumer.
+
+// Limits and defaults of LeaseOptions.
+const (
+	// DefaultLease is LeaseOptions.Lease when it is 0: Consume's
+	// DefaultClaimIdle, so that both may serve one group.
+	DefaultLease = DefaultClaimIdle
+	// MinLease is the shortest lease.
+	MinLease = 10 * time.Millisecond
+	// MaxLease is the longest lease.
+	MaxLease = 24 * time.Hour
+)
+
+// ErrInvalidDeliveryID means a delivery ID given to Ack, Release or
+// ExtendLease is not one that Lease hands out (DeliveryRef.String), or
+// names a shard the namespace does not have. It wraps ErrInvalidOptions.
+var ErrInvalidDeliveryID = fmt.Errorf("%w: invalid delivery ID", ErrInvalidOptions)
+
+// ErrDeliveryNotFound means Release or ExtendLease was given a delivery
+// that is not pending in the group: it was acknowledged or dead-lettered
+// already, its entry was trimmed from the fire stream, or it was never
+// handed out. Nothing changed.
+var ErrDeliveryNotFound = errors.New("timerq: delivery not pending in the group")
+
+// ErrLeaseLost means Release or ExtendLease was given a delivery whose
+// lease had expired and whose event was handed out again since (to this or
+// another consumer): the newer delivery decides its fate, so nothing
+// changed. The caller's work may still be acknowledged with Ack.
+var ErrLeaseLost = errors.New("timerq: lease lost: the event was delivered again")
+
+// LeaseOptions configures a consumer group's leases. Every caller for one
+// group should pass the same Lease and MaxAttempts: like Consume's
+// ClaimIdle, the lease is a rule that the callers who reclaim apply, not a
+// value stored with each delivery. The zero value selects every default;
+// a negative field is refused.
+type LeaseOptions struct {
+	// Lease is how long a consumer holds a delivery. Once it has been
+	// unacknowledged that long, by the Redis server's clock, the next Lease
+	// call of any consumer of the group takes it over, as its next attempt.
+	// It must exceed the longest time a consumer works on an event (or the
+	// consumer calls ExtendLease). 0 means DefaultLease (30 s);
+	// MinLease..MaxLease, counted in whole milliseconds (rounded up).
+	Lease time.Duration
+
+	// MaxAttempts is how many deliveries an event gets before it goes to
+	// the dead-letter stream, as in Consume. 0 means DefaultMaxAttempts (5).
+	MaxAttempts int
+
+	// Count is the most events one Lease call hands out. 0 means
+	// DefaultConsumeCount (16); at most MaxBatch. Lease only.
+	Count int
+
+	// Block is how long Lease waits for an event when none is ready: a
+	// long poll. 0 returns at once. Lease only.
+	Block time.Duration
+}
+
+func (o LeaseOptions) withDefaults() (LeaseOptions, error) {
+	bad := func(format string, args ...any) (LeaseOptions, error) {
+		return o, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+	}
+	if o.Lease < 0 || o.MaxAttempts < 0 || o.Count < 0 || o.Block < 0 {
+		return bad("LeaseOptions fields must not be negative; use 0 for the defaults")
+	}
+	if o.Lease == 0 {
+		o.Lease = DefaultLease
+	}
+	o.Lease = ceilMilli(o.Lease)
+	if o.Lease < MinLease || o.Lease > MaxLease {
+		return bad("lease %v is outside %v..%v; choose one longer than any consumer works on an event", o.Lease, MinLease, MaxLease)
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.Count == 0 {
+		o.Count = DefaultConsumeCount
+	}
+	if o.Count > MaxBatch {
+		return bad("count %d is above %d", o.Count, MaxBatch)
+	}
+	return o, nil
+}
+
+func ceilMilli(d time.Duration) time.Duration {
+	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
+}
+
+// Delivery is one event that Lease handed out, under a lease.
+type Delivery struct {
+	Event
+	// DeliveryID names this delivery of the event (its shard, stream entry
+	// and attempt; DeliveryRef): Ack, Release and ExtendLease take it. It
+	// is an opaque string for clients; ParseDeliveryID reads it.
+	DeliveryID string
+	// LeaseExpires is when the lease ends, by the Redis server's clock:
+	// from then on the next Lease call of the group may hand the event to
+	// another consumer.
+	LeaseExpires time.Time
+
+	requeued bool // a dead letter requeued by Queue.Requeue (for_group)
+}
+
+// DeliveryRef is what a delivery ID says.
+type DeliveryRef struct {
+	// Shard and StreamID name the fire stream entry, as in Event.
+	Shard    int
+	StreamID string
+	// Attempt is the delivery's attempt (Event.Attempt).
+	Attempt int
+}
+
+// String is the delivery ID: "<shard>-<stream entry ID>-<attempt>", as in
+// "0-1700000000000-0-1"; only unreserved URL characters.
+func (r DeliveryRef) String() string {
+	return strconv.Itoa(r.Shard) + "-" + r.StreamID + "-" + strconv.Itoa(r.Attempt)
+}
+
+// ParseDeliveryID reads a delivery ID that Lease handed out. An ID that is
+// not exactly what DeliveryRef.String writes (garbled, forged, or with a
+// shard beyond MaxShards) gives an error wrapping ErrInvalidDeliveryID.
+func ParseDeliveryID(id string) (DeliveryRef, error) {
+	bad := func() (DeliveryRef, error) {
+		shown := id
+		if len(shown) > 80 {
+			shown = shown[:80] + "..."
+		}
+		return DeliveryRef{}, fmt.Errorf("%w %q: use a delivery ID exactly as Lease returned it, such as 0-1700000000000-0-1", ErrInvalidDeliveryID, shown)
+	}
+	parts := strings.Split(id, "-")
+	if len(parts) != 4 {
+		return bad()
+	}
+	var n [4]uint64
+	for i, p := range parts {
+		v, err := strconv.ParseUint(p, 10, 64)
+		if err != nil {
+			return bad()
+		}
+		n[i] = v
+	}
+	if n[0] >= MaxShards || n[3] < 1 || n[3] > 1<<31 {
+		return bad()
+	}
+	r := DeliveryRef{Shard: int(n[0]), StreamID: strconv.FormatUint(n[1], 10) + "-" + strconv.FormatUint(n[2], 10), Attempt: int(n[3])}
+	if r.String() != id { // leading zeros, a sign: not one Lease wrote
+		return bad()
+	}
+	return r, nil
+}
+
+// parseDeliveryIDIn is ParseDeliveryID checking the shard against the
+// namespace's layout.
+func (q *Queue) parseDeliveryIDIn(l *layout, id string) (DeliveryRef, error) {
+	r, err := ParseDeliveryID(id)
+	if err != nil {
+		return r, err
+	}
+	if r.Shard >= len(l.spaces) {
+		return r, fmt.Errorf("%w %q: shard %d is outside 0..%d of namespace %q; use a delivery ID that Lease returned for this namespace",
+			ErrInvalidDeliveryID, id, r.Shard, len(l.spaces)-1, q.opts.Namespace)
+	}
+	return r, nil
+}
+
+var (
+	leaseScript   = redis.NewScript(lua.Lease)
+	releaseScript = redis.NewScript(lua.Release)
+)
+
+// Lease hands consumer, of consumer group group, up to opts.Count fire
+// events of the namespace, each under a lease of opts.Lease, and returns
+// them oldest reclaim first, then new events in stream order per shard.
+// The group is created on first use at the start of every shard's fire
+// stream, as Consume creates it (Lease and Consume may serve one group if
+// Lease equals ConsumeOptions.ClaimIdle).
+//
+// A lease is the time a delivery may stay unacknowledged with its
+// consumer, counted by the Redis server's clock from when it was handed
+// out (Delivery.LeaseExpires). The consumer settles it with Ack (done),
+// Release (failed: deliver again, perhaps after a delay) or ExtendLease
+// (still working). A lease that runs out, because the consumer crashed,
+// lost its network or works too long, is not an error: the next Lease call
+// of any consumer of the group reclaims the event first, as its next
+// Attempt, while the first consumer may still be working on it. Delivery
+// is therefore at least once, and consumers must deduplicate side effects
+// by Event.ID. Nothing is ever lost for want of an acknowledgement: an
+// event stays pending until it is acknowledged or dead-lettered.
+//
+// An event reclaimed for the (MaxAttempts+1)th time is not handed out:
+// it is appended to the dead-letter stream and acknowledged, field for
+// field as Consume does it, so DeadLetters and Requeue see it. A requeued
+// dead letter goes only to the group that dead-lettered it.
+//
+// Each call reclaims before it reads new events, so retries and expired
+// leases are not starved. Expired leases are found by a scan of the
+// group's pending entries that visits at most 10 Count entries per shard
+// per call, resuming where the previous call of any caller stopped; with a
+// pending list of P entries a lease is thus reclaimed at most about
+// P/(10 Count) calls after it ran out.
+//
+// Cost: one round trip, a pipeline of one script per shard (split by
+// node, in parallel, on a Cluster), whatever the number of events. Count
+// is spread over the shards, so a shard holding more than its share is
+// asked again in a second round (one more round trip, rarely two), and a
+// Count below the shard count visits Count shards per round: keep Count at
+// least the shard count. A batch holding occurrences of recurring
+// schedules costs one more (the overlap check), and a malformed entry,
+// dead-lettered at once, one more. With Block, a
+// call that finds nothing waits with one blocking XREAD over every shard's
+// stream, woken by a new event and at most every second to look for
+// expired leases and released events that became due; on a Cluster, where
+// one XREAD cannot span a sharded namespace's slots, it looks every 200 ms.
+//
+// Overlap policies of recurring schedules apply as in Consume: an
+// occurrence of a schedule under OverlapSkip is not handed out while the
+// group has another of its occurrences pending; it is acknowledged and
+// counted in Counters.OverlapSkipped instead. Checking costs one more
+// round trip for a batch that holds occurrences, none for plain timers.
+func (q *Queue) Lease(ctx context.Context, group, consumer string, opts LeaseOptions) ([]Delivery, error) {
+	if err := ValidateConsumerName("group", group); err != nil {
+		return nil, err
+	}
+	if err := ValidateConsumerName("consumer", consumer); err != nil {
+		return nil, err
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	l, err := q.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(opts.Block)
+	for {
+		out, last, err := q.leaseOnce(ctx, l, group, consumer, opts)
+		if err != nil || len(out) > 0 {
+			return out, err
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return nil, nil
+		}
+		if err := q.awaitFires(ctx, l, last, min(wait, leasePoll)); err != nil {
+			if ctx.Err() != nil {
+				return nil, nil
+			}
+			return nil, errorf("lease %s/%s: %w", group, consumer, q.redisError(err))
+		}
+	}
+}
+
+// leasePoll bounds each wait of a blocking Lease, so that expired leases
+// and released events that became due are picked up while it waits.
+const leasePoll = time.Second
+
+// leaseOnce hands out up to opts.Count events over every shard, in rounds
+// of one pipeline each: the first spreads Count over the shards (from a
+// random one, so that with Count below the shard count each gets its
+// turn); each further round spreads what is left over the shards not yet
+// visited and those that filled their share, and so may have more. last is
+// each shard's last stream entry ID when nothing at all was found (nil
+// otherwise), for awaitFires.
+func (q *Queue) leaseOnce(ctx context.Context, l *layout, group, consumer string, opts LeaseOptions) (out []Delivery, last []string, _ error) {
+	n := len(l.spaces)
+	cands := make([]int, n)
+	off := rand.N(n)
+	for i := range cands {
+		cands[i] = (off + i) % n
+	}
+	last = make([]string, n)
+	visited := make([]bool, n)
+	busy := false // some shard handed out, reclaimed or skipped something
+	for left := opts.Count; left > 0 && len(cands) > 0; {
+		var calls []keyedCall
+		var rest []int
+		for i, k := range cands {
+			quota := left / len(cands)
+			if i < left%len(cands) {
+				quota++
+			}
+			if quota == 0 {
+				rest = append(rest, k) // its turn comes in a later round
+				continue
+			}
+			sp := l.spaces[k]
+			calls = append(calls, keyedCall{shard: k, keys: append(sp.Keys(), sp.DeadLetter(), sp.LeaseCursors()),
+				args: []any{group, consumer, opts.Lease.Milliseconds(), opts.MaxAttempts, quota, q.opts.streamMaxLen()}})
+		}
+		replies, err := q.runKeyed(ctx, l, leaseScript, calls)
+		if err != nil {
+			return nil, nil, errorf("lease %s/%s: %w", group, consumer, err)
+		}
+		var round []Delivery
+		for i, reply := range replies {
+			c := calls[i]
+			k, quota := c.shard, c.args[4].(int)
+			visited[k] = true
+			got, tail, err := q.leaseReply(ctx, l, group, k, reply, opts)
+			if err != nil {
+				return nil, nil, errorf("lease %s/%s: %w", group, consumer, err)
+			}
+			round = append(round, got...)
+			last[k] = tail
+			if tail == "" {
+				busy = true
+			}
+			if len(got) == quota {
+				rest = append(rest, k) // full: it may have more
+			}
+		}
+		kept, err := q.leaseOverlap(ctx, l, group, round)
+		if err != nil {
+			return nil, nil, errorf("lease %s/%s: %w", group, consumer, err)
+		}
+		if len(kept) < len(round) {
+			busy = true
+		}
+		out = append(out, kept...)
+		left -= len(kept)
+		cands = rest
+	}
+	if len(out) > 0 || busy || slices.Contains(visited, false) {
+		return out, nil, nil
+	}
+	return nil, last, nil
+}
+
+// leaseReply reads one shard's lease.lua reply. It dead-letters the
+// malformed entries at once (retrying cannot fix them) and returns the
+// others, and the reply's last.
+func (q *Queue) leaseReply(ctx context.Context, l *layout, group string, k int, reply any, opts LeaseOptions) ([]Delivery, string, error) {
+	arr, ok := reply.([]any)
+	if !ok || len(arr) < 2 {
+		return nil, "", fmt.Errorf("unexpected reply %v from shard %d", reply, k)
+	}
+	nowMs, err := strconv.ParseInt(fmt.Sprint(arr[0]), 10, 64)
+	if err != nil {
+		return nil, "", fmt.Errorf("unexpected reply %v from shard %d", reply, k)
+	}
+	tail := fmt.Sprint(arr[1])
+	expires := fromMillis(nowMs).Add(opts.Lease)
+	var out []Delivery
+	for _, e := range arr[2:] {
+		f, err := replyStrings(e)
+		if err != nil || len(f) < 2 || len(f)%2 != 0 {
+			return nil, "", fmt.Errorf("unexpected entry %v from shard %d", e, k)
+		}
+		attempt, _ := strconv.Atoi(f[1])
+		m := redis.XMessage{ID: f[0], Values: make(map[string]any, len(f)/2-1)}
+		for i := 2; i < len(f); i += 2 {
+			m.Values[f[i]] = f[i+1]
+		}
+		ev, perr := parseEvent(m, attempt)
+		ev.Shard = k
+		_, requeued := m.Values["for_group"]
+		d := Delivery{Event: ev, LeaseExpires: expires, requeued: requeued,
+			DeliveryID: DeliveryRef{Shard: k, StreamID: m.ID, Attempt: attempt}.String()}
+		if perr != nil {
+			_, err := q.settle(ctx, l, group, d.DeliveryID, "dead", 0, perr.Error(), opts)
+			if err != nil && !errors.Is(err, ErrDeliveryNotFound) && !errors.Is(err, ErrLeaseLost) {
+				return nil, "", err
+			}
+			tail = "" // something happened
+			continue
+		}
+		out = append(out, d)
+	}
+	return out, tail, nil
+}
+
+// leaseOverlap applies the schedules' overlap policies to deliveries about
+// to be handed out, as Consume does (overlap.go): an occurrence of a
+// schedule under OverlapSkip while the group has another of its
+// occurrences pending is acknowledged by overlap.lua, counted in
+// Counters.OverlapSkipped, and left out. One pipeline of one script per
+// shard whose deliveries hold occurrences; none for plain timers. Should
+// it fail, the deliveries stay leased to the consumer and come back when
+// their leases run out.
+func (q *Queue) leaseOverlap(ctx context.Context, l *layout, group string, ds []Delivery) ([]Delivery, error) {
+	var calls []keyedCall
+	var idx [][]int // per call, the deliveries it asks about
+	byShard := map[int]int{}
+	for i, d := range ds {
+		sid, _, ok := ParseOccurrenceID(d.Event.ID)
+		if !ok || d.requeued {
+			continue // a requeued dead letter: a decision the policy does not undo
+		}
+		c, seen := byShard[d.Event.Shard]
+		if !seen {
+			sp := l.spaces[d.Event.Shard]
+			c = len(calls)
+			byShard[d.Event.Shard] = c
+			calls = append(calls, keyedCall{shard: d.Event.Shard,
+				keys: []string{sp.Fires(), q.overlapScheduleKey(sp), sp.Overlap(group), sp.Counters()}, args: []any{group}})
+			idx = append(idx, nil)
+		}
+		calls[c].args = append(calls[c].args, d.Event.StreamID, sid)
+		idx[c] = append(idx[c], i)
+	}
+	if len(calls) == 0 {
+		return ds, nil
+	}
+	replies, err := q.runKeyed(ctx, l, overlapScript, calls)
+	if err != nil {
+		return nil, fmt.Errorf("overlap policy: %w", err)
+	}
+	skip := make([]bool, len(ds))
+	for c, reply := range replies {
+		v, err := replyStrings(reply)
+		if err != nil || len(v) != len(idx[c]) {
+			return nil, fmt.Errorf("overlap script: unexpected reply %v", reply)
+		}
+		for j, i := range idx[c] {
+			skip[i] = v[j] != ""
+		}
+	}
+	kept := ds[:0:0]
+	for i, d := range ds {
+		if !skip[i] {
+			kept = append(kept, d)
+		}
+	}
+	return kept, nil
+}
+
+// awaitFires waits up to d for an entry after last[k] in any shard's fire
+// stream: one blocking XREAD over them all, or on a Cluster with several
+// shards, whose slots one XREAD cannot span, a pause of fireReadPoll.
+func (q *Queue) awaitFires(ctx context.Context, l *layout, last []string, d time.Duration) error {
+	if last == nil {
+		return nil // something happened: look again at once
+	}
+	if _, cluster := q.rdb.(*redis.ClusterClient); cluster && len(l.spaces) > 1 {
+		sleepCtx(ctx, min(d, fireReadPoll))
+		return nil
+	}
+	if d < time.Millisecond {
+		d = time.Millisecond // BLOCK 0 would wait forever
+	}
+	args := &redis.XReadArgs{Count: 1, Block: d}
+	for _, sp := range l.spaces {
+		args.Streams = append(args.Streams, sp.Fires())
+	}
+	args.Streams = append(args.Streams, last...)
+	err := q.rdb.XRead(ctx, args).Err()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	return err
+}
+
+// Ack acknowledges deliveries of group by their delivery IDs, in one round
+// trip (one pipeline): done, never to be delivered again. acked[i] reports
+// whether ids[i] was pending; false means it was acknowledged or
+// dead-lettered already, its entry was trimmed, or it never was handed
+// out, and is no error, so acknowledging twice is safe. A delivery whose
+// lease expired may still be acknowledged, even after its event was handed
+// out again: the work was done. An invalid ID (ErrInvalidDeliveryID), or
+// more than MaxBatch, fails the whole call before anything is acknowledged.
+func (q *Queue) Ack(ctx context.Context, group string, ids ...string) (acked []bool, _ error) {
+	if err := ValidateConsumerName("group", group); err != nil {
+		return nil, err
+	}
+	if len(ids) > MaxBatch {
+		return nil, fmt.Errorf("%w: %d delivery IDs in one Ack, above %d; acknowledge in batches", ErrInvalidOptions, len(ids), MaxBatch)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	l, err := q.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]DeliveryRef, len(ids))
+	for i, id := range ids {
+		if refs[i], err = q.parseDeliveryIDIn(l, id); err != nil {
+			return nil, err
+		}
+	}
+	cmds := make([]*redis.IntCmd, len(ids))
+	err = q.each(ctx, len(ids), func(c redis.Cmdable, i int) redis.Cmder {
+		cmds[i] = c.XAck(ctx, l.spaces[refs[i].Shard].Fires(), group, refs[i].StreamID)
+		return cmds[i]
+	})
+	acked = make([]bool, len(ids))
+	for i, c := range cmds {
+		if err := c.Err(); err != nil {
+			if isNoGroup(err) {
+				continue // no group, nothing pending
+			}
+			return nil, errorf("ack %s: %w", ids[i], q.redisError(err))
+		}
+		acked[i] = c.Val() > 0
+	}
+	if err != nil && !isNoGroup(err) {
+		return nil, errorf("ack: %w", q.redisError(err))
+	}
+	return acked, nil
+}
+
+// ReleaseOptions says how Release settles a delivery.
+type ReleaseOptions struct {
+	// Delay is how long, from now by the Redis server's clock, the event
+	// waits before it may be delivered again: 0 (at once) up to the
+	// group's lease. It is handed to the first Lease call of the group
+	// after that, to the millisecond at best.
+	Delay time.Duration
+	// Error says why the consumer failed; it is recorded if the event is
+	// dead-lettered. "" records "released by the consumer".
+	Error string
+	// DeadLetter dead-letters the event now, whatever its attempt: for an
+	// event the consumer knows it can never handle.
+	DeadLetter bool
+}
+
+// Released is what Release did.
+type Released struct {
+	// DeadLetterID is the dead letter's entry ID in its shard's
+	// dead-letter stream (DeadLetter.Event.StreamID) if Release
+	// dead-lettered the event, else "".
+	DeadLetterID string
+	// RedeliverAt is when the event may be delivered again, by the Redis
+	// server's clock; zero if it was dead-lettered.
+	RedeliverAt time.Time
+}
+
+// Release hands the delivery id of group back, as a failed attempt: the
+// event is delivered again ro.Delay from now, as its next attempt, as
+// Consume retries an event whose handler failed. A delivery that was the
+// event's last attempt (opts.MaxAttempts) is dead-lettered instead, with
+// ro.Error, as Consume does; so is any delivery with ro.DeadLetter. opts
+// are the group's LeaseOptions; Release uses Lease and MaxAttempts.
+//
+// The delay is kept in the group's pending entry list: the entry's last
+// delivery time is set so that its lease runs out ro.Delay from now, after
+// which the next Lease call of the group reclaims it. Its precision is
+// therefore the millisecond plus the time until the next Lease call (while
+// a Lease long-polls, at most a second).
+//
+// A delivery whose lease already expired and whose event went out again
+// gives ErrLeaseLost, one no longer pending ErrDeliveryNotFound; neither
+// changes anything. One round trip (one script).
+func (q *Queue) Release(ctx context.Context, group, id string, ro ReleaseOptions, opts LeaseOptions) (Released, error) {
+	opts, err := q.settleArgs(group, opts)
+	if err != nil {
+		return Released{}, err
+	}
+	if ro.Delay < 0 || ceilMilli(ro.Delay) > opts.Lease {
+		return Released{}, fmt.Errorf("%w: release delay %v is outside 0..%v (the group's lease); release with a shorter delay",
+			ErrInvalidOptions, ro.Delay, opts.Lease)
+	}
+	l, err := q.layout(ctx)
+	if err != nil {
+		return Released{}, err
+	}
+	op, cause := "release", ro.Error
+	if ro.DeadLetter {
+		op = "dead"
+	}
+	if cause == "" {
+		cause = "released by the consumer"
+	}
+	r, err := q.settle(ctx, l, group, id, op, ceilMilli(ro.Delay), cause, opts)
+	if err != nil {
+		return Released{}, err
+	}
+	if r[0] == "dead" {
+		return Released{DeadLetterID: r[1]}, nil
+	}
+	at, _ := strconv.ParseInt(r[1], 10, 64)
+	return Released{RedeliverAt: fromMillis(at)}, nil
+}
+
+// ExtendLease renews the lease of delivery id of group, so that it ends d
+// from now by the Redis server's clock (0 means opts.Lease; at most
+// opts.Lease), and returns when it ends. Call it before the lease runs out
+// when an event takes long. The attempt does not change. A lease that ran
+// out may be extended while no other consumer has taken the event over;
+// afterwards it gives ErrLeaseLost. One round trip (one script).
+func (q *Queue) ExtendLease(ctx context.Context, group, id string, d time.Duration, opts LeaseOptions) (time.Time, error) {
+	opts, err := q.settleArgs(group, opts)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if d == 0 {
+		d = opts.Lease
+	}
+	if d < 0 || ceilMilli(d) > opts.Lease {
+		return time.Time{}, fmt.Errorf("%w: lease extension %v is outside 0..%v (the group's lease)", ErrInvalidOptions, d, opts.Lease)
+	}
+	l, err := q.layout(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	r, err := q.settle(ctx, l, group, id, "extend", ceilMilli(d), "", opts)
+	if err != nil {
+		return time.Time{}, err
+	}
+	at, _ := strconv.ParseInt(r[1], 10, 64)
+	return fromMillis(at), nil
+}
+
+func (q *Queue) settleArgs(group string, opts LeaseOptions) (LeaseOptions, error) {
+	if err := ValidateConsumerName("group", group); err != nil {
+		return opts, err
+	}
+	return opts.withDefaults()
+}
+
+// settle runs release.lua for one delivery and turns its refusals into
+// errors; it returns the reply's two strings otherwise.
+func (q *Queue) settle(ctx context.Context, l *layout, group, id, op string, d time.Duration, cause string, opts LeaseOptions) ([]string, error) {
+	ref, err := q.parseDeliveryIDIn(l, id)
+	if err != nil {
+		return nil, err
+	}
+	sp := l.spaces[ref.Shard]
+	keys := append(sp.Keys(), sp.DeadLetter())
+	reply, err := q.runKeys(ctx, l, releaseScript, ref.Shard, keys, migrationAttempts,
+		group, ref.StreamID, ref.Attempt, op, d.Milliseconds(), opts.Lease.Milliseconds(), opts.MaxAttempts, cause, q.opts.streamMaxLen())
+	if err != nil {
+		return nil, errorf("%s %s: %w", op, id, err)
+	}
+	r, err := replyStrings(reply)
+	if err != nil || len(r) != 2 {
+		return nil, errorf("%s %s: unexpected reply %v", op, id, reply)
+	}
+	switch r[0] {
+	case "notpending":
+		return nil, fmt.Errorf("%w: %s in group %q was acknowledged or dead-lettered already, or never handed out; nothing to do",
+			ErrDeliveryNotFound, id, group)
+	case "trimmed":
+		return nil, fmt.Errorf("%w: %s left the fire stream (Options.StreamMaxLen trimmed it), so it was acknowledged; raise StreamMaxLen if consumers fall this far behind",
+			ErrDeliveryNotFound, id)
+	case "lost":
+		return nil, fmt.Errorf("%w: %s: its lease expired and the event was handed out again (now attempt %s), which decides its fate; extend leases before they run out, or lease for longer",
+			ErrLeaseLost, id, r[1])
+	}
+	return r, nil
+}
+
+// keyedCall is one script call on one shard with its keys.
+type keyedCall struct {
+	shard int
+	keys  []string
+	args  []any
+}
+
+// runKeyed runs script s once per call, in one pipeline (split by node on
+// a Cluster), and returns the replies in order, or the first error. As
+// runEach does: on NOSCRIPT it loads the script and runs the failed calls
+// again, and so it does, after a backoff, for calls refused because their
+// slot is migrating. One call goes without a pipeline (runKeys).
+func (q *Queue) runKeyed(ctx context.Context, l *layout, s *redis.Script, calls []keyedCall) ([]any, error) {
+	out := make([]any, len(calls))
+	if len(calls) == 1 {
+		v, err := q.runKeys(ctx, l, s, calls[0].shard, calls[0].keys, migrationAttempts, calls[0].args...)
+		out[0] = v
+		return out, err
+	}
+	todo := make([]int, len(calls))
+	for i := range todo {
+		todo[i] = i
+	}
+	loaded := false
+	for attempt := 1; ; attempt++ {
+		cmds := make([]*redis.Cmd, len(todo))
+		_, _ = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for j, i := range todo {
+				cmds[j] = s.EvalSha(ctx, p, calls[i].keys, calls[i].args...)
+			}
+			return nil
+		})
+		var again []int
+		noScript, moving := false, false
+		for j, i := range todo {
+			err := cmds[j].Err()
+			switch {
+			case err == nil:
+				out[i] = cmds[j].Val()
+				continue
+			case hasRedisCode(err, "NOSCRIPT") && !loaded:
+				noScript = true
+			case migrating(err) && attempt < migrationAttempts:
+				moving = true
+			default:
+				return nil, shardErr(l, calls[i].shard, q.redisError(err))
+			}
+			again = append(again, i)
+		}
+		if len(again) == 0 {
+			return out, nil
+		}
+		if noScript {
+			if err := s.Load(ctx, q.rdb).Err(); err != nil {
+				return nil, q.redisError(err)
+			}
+			loaded = true
+		}
+		if moving && !sleepCtx(ctx, migrationBackoff(attempt)) {
+			return nil, shardErr(l, calls[again[0]].shard, ctx.Err())
+		}
+		todo = again
+	}
+}

@@ -1,0 +1,107 @@
+-- release.lua: settle one leased delivery other than by acknowledging it
+-- (queue.Release, queue.ExtendLease): hand it back for redelivery after a
+-- delay, dead-letter it, or extend its lease. The delivery is named by its
+-- stream entry ID and its attempt (its delivery count when it was handed
+-- out), so that a caller whose lease expired, and whose event went to
+-- another consumer since, cannot touch the newer delivery.
+--
+-- KEYS[1..7] the shard's seven keys (prelude.lua); only KEYS[6] fires, the
+--            shard's fire stream, is read or written
+-- KEYS[8] dead  STREAM the shard's dead-letter stream
+-- ARGV[1] group
+-- ARGV[2] stream entry ID
+-- ARGV[3] attempt of the delivery
+-- ARGV[4] op: 'release' (dead-letters instead once attempt >= ARGV[7]),
+--         'dead' (dead-letter now) or 'extend'
+-- ARGV[5] ms: release: how long from now until the entry may be delivered
+--         again; extend: how long from now until the lease ends; 0..ARGV[6]
+-- ARGV[6] lease_ms, the group's lease (queue.LeaseOptions.Lease)
+-- ARGV[7] max_attempts
+-- ARGV[8] error: why, for a dead letter
+-- ARGV[9] dead_maxlen: approximate bound of the dead-letter stream; 0 = none
+-- Reply: {'released', at_ms}: redeliverable from at_ms (server clock);
+--        {'extended', at_ms}: the lease now ends at at_ms;
+--        {'dead', dead_letter_id}; {'notpending', ''}: not pending in the
+--        group (acknowledged, dead-lettered, or never delivered);
+--        {'lost', attempt}: delivered again since, now attempt;
+--        {'trimmed', ''}: the entry left the stream (Options.StreamMaxLen):
+--        acknowledged, nothing to deliver or dead-letter.
+-- Complexity: O(log P) for P pending entries, plus the entry's field count
+--        when dead-lettering.
+--
+-- Redelivery after a delay is the pending entry list's own clock: XCLAIM
+-- ... TIME sets the entry's last delivery time to now + ms - lease_ms, so
+-- its lease runs out, and Lease's scan (XAUTOCLAIM with lease_ms) hands it
+-- over, exactly ms from now. The delivery count is kept (RETRYCOUNT; with
+-- JUSTID real Redis would keep it anyway, miniredis would not), so the
+-- redelivery counts as one more attempt, as Consume's retries do.
+--
+-- Phases (prelude.lua): reads and checks; probes; writes. A dead letter
+-- probes XADD first, so that Redis refuses it under OOM before anything
+-- changed (the lease then runs out, and Lease dead-letters it).
+
+local err = check_type(KEYS[6], 'stream') or check_type(KEYS[8], 'stream')
+if err then return err end
+
+local group, id, attempt, op = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local ms, lease, max_attempts = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local cause, maxlen = ARGV[8], tonumber(ARGV[9])
+
+local p = redis.pcall('XPENDING', KEYS[6], group, id, id, 1)
+if type(p) == 'table' and p.err then
+  if string.find(p.err, 'NOGROUP', 1, true) then return {'notpending', ''} end
+  return refusal(p.err, 'XPENDING', KEYS[6], 'read')
+end
+if #p == 0 then return {'notpending', ''} end
+local owner, delivered = p[1][2], tonumber(p[1][4])
+if delivered ~= attempt then return {'lost', fmt(delivered)} end
+
+local now = now_ms()
+if op == 'release' and attempt >= max_attempts then op = 'dead' end
+
+if op ~= 'dead' then
+  -- The last delivery time that makes the lease run out ms from now; never
+  -- in the future, which real Redis would take as now.
+  local at = math.min(now + ms - lease, now)
+  redis.call('XCLAIM', KEYS[6], group, owner, 0, id, 'TIME', fmt(at), 'RETRYCOUNT', fmt(delivered), 'JUSTID')
+  return {op == 'extend' and 'extended' or 'released', fmt(now + ms)}
+end
+
+local found = redis.call('XRANGE', KEYS[6], id, id)
+err = probe_all({{'XADD', KEYS[8]}})
+if err then return err end
+local r = redis.pcall('XACK', KEYS[6], group, '0-0')
+if type(r) == 'table' and r.err then return refusal(r.err, 'XACK', KEYS[6]) end
+if #found == 0 then
+  redis.call('XACK', KEYS[6], group, id)
+  return {'trimmed', ''}
+end
+
+-- Field for field as queue.Consume writes a dead letter (consume.go).
+local fields = found[1][2]
+local by, rest, vals = {}, {}, {}
+for i = 1, #fields, 2 do by[fields[i]] = fields[i + 1] end
+for _, k in ipairs({'id', 'due', 'fired', 'payload'}) do
+  if by[k] then
+    vals[#vals + 1] = k
+    vals[#vals + 1] = by[k]
+    by[k] = nil
+  end
+end
+for k in pairs(by) do rest[#rest + 1] = k end
+table.sort(rest)
+for _, k in ipairs(rest) do
+  vals[#vals + 1] = k
+  vals[#vals + 1] = by[k]
+end
+for _, v in ipairs({'error', cause, 'attempts', fmt(attempt), 'group', group, 'consumer', owner, 'stream_id', id}) do
+  vals[#vals + 1] = v
+end
+local dead_id
+if maxlen > 0 then
+  dead_id = redis.call('XADD', KEYS[8], 'MAXLEN', '~', maxlen, '*', unpack(vals))
+else
+  dead_id = redis.call('XADD', KEYS[8], '*', unpack(vals))
+end
+redis.call('XACK', KEYS[6], group, id)
+return {'dead', dead_id}
