@@ -53,7 +53,8 @@ func buildTypeScript(t *testing.T) {
 // namespace: every route of api/openapi.json through the generated
 // client (create and idempotent re-create, batch, get, list with paging,
 // reschedule, fire, cancel, wait, SSE with Last-Event-ID, a recurring
-// schedule).
+// schedule, and pull-consume: lease, extend, ack, release with a retry, a
+// dead letter after max_attempts and its requeue).
 func TestTypeScriptClient(t *testing.T) {
 	buildTypeScript(t)
 	node := requireTool(t, "node")

@@ -317,12 +317,101 @@ test("a recurring schedule: create (201, then 200), occurrences fire, pause, res
   assert.equal(gone.error?.type, "urn:timerq:problem:schedule-not-found");
 });
 
-// PULL-CONSUME: the routes under /v1/namespaces/{ns}/groups/{group}/… (lease
-// a batch, ack, nack with a delay, dead letters and requeue) are not in
-// api/openapi.json yet. When they are, replace this placeholder with calls
-// through the generated client: lease, ack one, nack one back, let one run
-// out of attempts into the dead letters, list and requeue it.
-test("pull-consume: lease, ack, nack and a dead letter", { todo: "the groups routes are not in api/openapi.json yet" }, () => {});
+// Pull-consume: a worker in another language leases fire events for its
+// consumer group, acknowledges them, hands one back for a retry, and lets
+// one run out of attempts into the dead letters, then requeues it.
+test("pull-consume: lease, extend, ack, nack (release) with a retry, a dead letter and its requeue", async () => {
+  type Delivery = components["schemas"]["Delivery"];
+  const group = "billing";
+  const rules = { lease: "5s", max_attempts: 2 }; // every request of the group says the same
+  const gp = { path: { ns, group } };
+  const dp = (delivery: string) => ({ params: { path: { ns, group, delivery } } });
+  const ours = ["pc-ack", "pc-nack", "pc-dead"];
+
+  // lease hands out deliveries until want says stop, acknowledging the
+  // fires of the other tests in this namespace as it goes.
+  async function leaseUntil(want: (got: Delivery[]) => boolean): Promise<Delivery[]> {
+    const got: Delivery[] = [];
+    const deadline = Date.now() + 30_000;
+    while (!want(got)) {
+      assert.ok(Date.now() < deadline, `lease: still waiting after 30s; got ${JSON.stringify(got.map((d) => [d.id, d.attempt]))}`);
+      const res = await client.POST("/v1/namespaces/{ns}/groups/{group}/lease", {
+        params: gp,
+        body: { consumer: "ts-1", count: 100, wait: "2s", ...rules },
+      });
+      assert.equal(res.response.status, 200, JSON.stringify(res.error));
+      const others = res.data!.deliveries.filter((d) => !ours.includes(d.id));
+      if (others.length > 0) {
+        const ack = await client.POST("/v1/namespaces/{ns}/groups/{group}/ack", { params: gp, body: { delivery_ids: others.map((d) => d.delivery_id) } });
+        assert.equal(ack.response.status, 200, JSON.stringify(ack.error));
+      }
+      got.push(...res.data!.deliveries.filter((d) => ours.includes(d.id)));
+    }
+    return got;
+  }
+  const one = (got: Delivery[], id: string, attempt: number) => got.find((d) => d.id === id && d.attempt === attempt);
+
+  const made = await client.POST("/v1/namespaces/{ns}/timers/batch", {
+    params: ns_,
+    body: { timers: ours.map((id) => ({ id, in: "0s", payload_text: id })) },
+  });
+  assert.equal(made.response.status, 200, JSON.stringify(made.error));
+
+  const first = await leaseUntil((g) => ours.every((id) => one(g, id, 1)));
+  const ack1 = one(first, "pc-ack", 1)!;
+  assert.equal(text(ack1), "pc-ack");
+  assert.ok(Date.parse(ack1.lease_expires_at) > Date.parse(ack1.fired_at));
+
+  const ext = await client.POST("/v1/namespaces/{ns}/groups/{group}/deliveries/{delivery}/extend", { ...dp(ack1.delivery_id), body: { lease_for: "4s", ...rules } });
+  assert.equal(ext.response.status, 200, JSON.stringify(ext.error));
+  assert.ok(ext.data!.lease_expires_at);
+  const acked = await client.POST("/v1/namespaces/{ns}/groups/{group}/ack", { params: gp, body: { delivery_ids: [ack1.delivery_id] } });
+  assert.deepEqual(acked.data?.acked, [true], JSON.stringify(acked.error));
+  const again = await client.POST("/v1/namespaces/{ns}/groups/{group}/ack", { params: gp, body: { delivery_ids: [ack1.delivery_id] } });
+  assert.deepEqual(again.data?.acked, [false], "an ack of a delivery no longer pending");
+
+  // A nack: back after a delay, as attempt 2.
+  const nack = await client.POST("/v1/namespaces/{ns}/groups/{group}/deliveries/{delivery}/release", {
+    ...dp(one(first, "pc-nack", 1)!.delivery_id),
+    body: { delay: "200ms", error: "try later", ...rules },
+  });
+  assert.equal(nack.response.status, 200, JSON.stringify(nack.error));
+  assert.ok(nack.data?.redeliver_at, "a release before the last attempt redelivers");
+  // pc-dead fails on each of its max_attempts attempts.
+  const fail1 = await client.POST("/v1/namespaces/{ns}/groups/{group}/deliveries/{delivery}/release", {
+    ...dp(one(first, "pc-dead", 1)!.delivery_id),
+    body: { error: "boom", ...rules },
+  });
+  assert.ok(fail1.data?.redeliver_at, JSON.stringify(fail1.data ?? fail1.error));
+
+  const second = await leaseUntil((g) => !!one(g, "pc-nack", 2) && !!one(g, "pc-dead", 2));
+  const ackN = await client.POST("/v1/namespaces/{ns}/groups/{group}/ack", { params: gp, body: { delivery_ids: [one(second, "pc-nack", 2)!.delivery_id] } });
+  assert.deepEqual(ackN.data?.acked, [true]);
+  const fail2 = await client.POST("/v1/namespaces/{ns}/groups/{group}/deliveries/{delivery}/release", {
+    ...dp(one(second, "pc-dead", 2)!.delivery_id),
+    body: { error: "boom", ...rules },
+  });
+  assert.equal(fail2.response.status, 200, JSON.stringify(fail2.error));
+  const deadID = fail2.data?.dead_letter_id;
+  assert.ok(deadID, "the last attempt's release dead-letters the event");
+
+  const dead = await client.GET("/v1/namespaces/{ns}/groups/{group}/dead-letters", { params: { path: { ns, group }, query: { limit: 100 } } });
+  assert.equal(dead.response.status, 200, JSON.stringify(dead.error));
+  const dl = dead.data!.dead_letters.find((d) => d.dead_letter_id === deadID);
+  assert.ok(dl, `dead letter ${deadID} not listed: ${JSON.stringify(dead.data)}`);
+  assert.equal(dl.id, "pc-dead");
+  assert.equal(dl.error, "boom");
+  assert.equal(dl.attempts, 2);
+
+  const rq = await client.POST("/v1/namespaces/{ns}/groups/{group}/dead-letters/{dead}/requeue", { params: { path: { ns, group, dead: deadID } } });
+  assert.equal(rq.response.status, 200, JSON.stringify(rq.error));
+  assert.ok(rq.data?.stream_id);
+  const third = await leaseUntil((g) => !!one(g, "pc-dead", 1));
+  const ackD = await client.POST("/v1/namespaces/{ns}/groups/{group}/ack", { params: gp, body: { delivery_ids: [one(third, "pc-dead", 1)!.delivery_id] } });
+  assert.deepEqual(ackD.data?.acked, [true]);
+  const gone = await client.POST("/v1/namespaces/{ns}/groups/{group}/dead-letters/{dead}/requeue", { params: { path: { ns, group, dead: deadID } } });
+  assert.equal(gone.response.status, 404, "a requeued dead letter is gone");
+});
 
 test("a token is needed; the document is public", async () => {
   const anon = createClient<paths>({ baseUrl: base });
