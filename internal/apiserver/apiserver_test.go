@@ -57,14 +57,14 @@ func fakeAPI() *http.ServeMux {
 // tokens mints one token per spec ("name namespaces=… rights=… [rps=…]"),
 // writes their lines to a tokens file and returns it with the tokens by
 // name.
-func tokens(t *testing.T, specs ...string) (file string, byName map[string]string) {
+func tokens(t testing.TB, specs ...string) (file string, byName map[string]string) {
 	t.Helper()
 	file = filepath.Join(t.TempDir(), "tokens")
 	byName = writeTokens(t, file, specs...)
 	return file, byName
 }
 
-func writeTokens(t *testing.T, file string, specs ...string) map[string]string {
+func writeTokens(t testing.TB, file string, specs ...string) map[string]string {
 	t.Helper()
 	byName := map[string]string{}
 	var lines []string

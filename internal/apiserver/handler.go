@@ -58,20 +58,32 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r = r.WithContext(ctx)
 	rec := &recorder{ResponseWriter: w}
-	route := s.serve(rec, r)
-	status := rec.code()
-	s.m.observe(method, route, status, time.Since(start))
-	if span != nil {
-		if route != "" {
-			span.SetName(method + " " + routePath(route))
-			span.SetAttributes(attribute.String("http.route", routePath(route)))
+	route := ""
+	// Deferred, so that a handler that panics (http.ErrAbortHandler cuts a
+	// stream that way) is still counted, and its span ended.
+	defer func() {
+		status := rec.code()
+		if p := recover(); p != nil {
+			status = http.StatusInternalServerError
+			if route == "" {
+				route = r.Pattern
+			}
+			defer panic(p)
 		}
-		span.SetAttributes(attribute.Int("http.response.status_code", status))
-		if status >= 500 {
-			span.SetStatus(codes.Error, http.StatusText(status))
+		s.m.observe(method, route, status, time.Since(start))
+		if span != nil {
+			if route != "" {
+				span.SetName(method + " " + routePath(route))
+				span.SetAttributes(attribute.String("http.route", routePath(route)))
+			}
+			span.SetAttributes(attribute.Int("http.response.status_code", status))
+			if status >= 500 {
+				span.SetStatus(codes.Error, http.StatusText(status))
+			}
+			span.End()
 		}
-		span.End()
-	}
+	}()
+	route = s.serve(rec, r)
 }
 
 // serve authorizes r and runs the handler, and returns the route r matched

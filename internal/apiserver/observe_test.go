@@ -127,3 +127,40 @@ func TestTraceparentContinues(t *testing.T) {
 		t.Errorf("handler's span context %v, want the caller's %s/%s", sc, traceID, callerSpan)
 	}
 }
+
+// TestAbortedRequestsAreCounted: a handler that aborts (panics with
+// http.ErrAbortHandler, as a cut stream does) is counted as a 500 under
+// its route.
+func TestAbortedRequestsAreCounted(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/namespaces/{ns}/events", func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) })
+	s := start(t, apiserver.Config{}, mux)
+	req, _ := http.NewRequest("GET", s.URL()+"/v1/namespaces/x/events", nil)
+	if resp, err := s.client.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("an aborted request answered %d", resp.StatusCode)
+	}
+	const series = `http_server_request_duration_seconds_count{http_request_method="GET",http_response_status_code="500",http_route="/v1/namespaces/{ns}/events"} 1`
+	mfs, err := s.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() != "http_server_request_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["http_response_status_code"] == "500" && labels["http_route"] == "/v1/namespaces/{ns}/events" && m.GetHistogram().GetSampleCount() == 1 {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no %s", series)
+	}
+}

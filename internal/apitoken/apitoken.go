@@ -66,7 +66,7 @@ const HashPrefix = "sha256:"
 
 // Token is one line of the tokens file.
 type Token struct {
-	// Name identifies the token in logs, metrics-free messages and 403s;
+	// Name identifies the token in the log and in 403 and 429 details;
 	// unique in the file.
 	Name string
 	// Hash is the SHA-256 of the token.
@@ -345,7 +345,7 @@ func parseLine(line string) (Token, error) {
 		return Token{}, &Error{Problem: fmt.Sprintf("token %s: the second field is not sha256: and 64 lowercase hex digits", t.Name),
 			Fix: "copy the line 'timerctl api-token create' printed; the file holds the hash, never the token itself"}
 	}
-	hex.Decode(t.Hash[:], []byte(f[1][len(HashPrefix):])) //nolint:errcheck // hashRe checked it
+	_, _ = hex.Decode(t.Hash[:], []byte(f[1][len(HashPrefix):])) // hashRe checked it
 	seen := map[string]bool{}
 	for _, kv := range f[2:] {
 		k, v, ok := strings.Cut(kv, "=")
