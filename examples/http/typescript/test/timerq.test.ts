@@ -1,0 +1,422 @@
+// A client generated from timerq's OpenAPI document drives a real
+// timerworker. The types in gen/timerq.d.ts come from openapi-typescript
+// (npm run generate) and openapi-fetch checks every call against them, so
+// a route or field renamed in api/openapi.json fails tsc before this runs.
+//
+// examples/http's Go test starts Redis and timerworker and sets:
+//   TIMERQ_API    the worker's base URL, e.g. http://127.0.0.1:41234
+//   TIMERQ_TOKEN  a bearer token with read, write and admin on TIMERQ_NS
+//   TIMERQ_NS     a namespace of this run's own
+//   TIMERQ_SHARDS the namespace's shard count (16 on the Cluster arm)
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import createClient from "openapi-fetch";
+import type { components, paths } from "../gen/timerq.js";
+
+type FireEvent = components["schemas"]["FireEvent"];
+
+function env(name: string): string {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: run this test through examples/http's Go test (go test ./examples/http/)`);
+  return v;
+}
+
+const base = env("TIMERQ_API");
+const token = env("TIMERQ_TOKEN");
+const ns = env("TIMERQ_NS");
+const shards = Number(env("TIMERQ_SHARDS"));
+
+const client = createClient<paths>({ baseUrl: base, headers: { Authorization: `Bearer ${token}` } });
+const ns_ = { path: { ns } };
+
+/** text decodes a timer's base64 payload. */
+function text(t: { payload: string }): string {
+  return Buffer.from(t.payload, "base64").toString("utf8");
+}
+
+test("the namespace: PUT with its shard count again is 200, GET has stats", async () => {
+  const put = await client.PUT("/v1/namespaces/{ns}", { params: ns_, body: { shards } });
+  assert.equal(put.response.status, 200, JSON.stringify(put.error));
+  assert.equal(put.data?.created, false);
+  assert.equal(put.data?.shards, shards);
+  const clash = await client.PUT("/v1/namespaces/{ns}", { params: ns_, body: { shards: shards + 1 } });
+  assert.equal(clash.response.status, 409);
+  assert.equal(clash.error?.type, "urn:timerq:problem:shard-mismatch");
+  const got = await client.GET("/v1/namespaces/{ns}", { params: ns_ });
+  assert.equal(got.response.status, 200, JSON.stringify(got.error));
+  assert.equal(got.data?.shards, shards);
+  assert.ok(got.data?.stats, "stats missing");
+});
+
+test("create is idempotent by ID: 201, then 200 with the timer as it was", async () => {
+  const body = { id: "order/42 x", in: "1h", payload_text: "expire order 42" };
+  const first = await client.POST("/v1/namespaces/{ns}/timers", { params: ns_, body });
+  assert.equal(first.response.status, 201, JSON.stringify(first.error));
+  assert.equal(first.data?.created, true);
+  assert.equal(first.data?.state, "scheduled");
+  assert.equal(text(first.data!), "expire order 42");
+  const again = await client.POST("/v1/namespaces/{ns}/timers", {
+    params: ns_,
+    body: { ...body, in: "2h", payload_text: "something else" },
+  });
+  assert.equal(again.response.status, 200, JSON.stringify(again.error));
+  assert.equal(again.data?.created, false);
+  assert.equal(again.data?.due_at, first.data?.due_at, "a re-create moved the timer");
+  assert.equal(text(again.data!), "expire order 42");
+
+  // An ID with '/' and a space is one path segment, percent-encoded.
+  const got = await client.GET("/v1/namespaces/{ns}/timers/{id}", { params: { path: { ns, id: "order/42 x" } } });
+  assert.equal(got.response.status, 200, JSON.stringify(got.error));
+  assert.equal(got.data?.id, "order/42 x");
+
+  const missing = await client.GET("/v1/namespaces/{ns}/timers/{id}", { params: { path: { ns, id: "no-such" } } });
+  assert.equal(missing.response.status, 404);
+  assert.equal(missing.error?.type, "urn:timerq:problem:not-found");
+});
+
+test("bad input is a problem naming the field, and writes nothing", async () => {
+  const res = await fetch(`${base}/v1/namespaces/${ns}/timers`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+    // "due" is not a field: a typed client cannot even send it.
+    body: JSON.stringify({ id: "typo", due: "2030-01-01T00:00:00Z" }),
+  });
+  assert.equal(res.status, 400);
+  assert.match(res.headers.get("content-type") ?? "", /^application\/problem\+json/);
+  const p = (await res.json()) as components["schemas"]["Problem"];
+  assert.equal(p.type, "urn:timerq:problem:invalid-request");
+  assert.match(p.detail ?? "", /due/);
+  const got = await client.GET("/v1/namespaces/{ns}/timers/{id}", { params: { path: { ns, id: "typo" } } });
+  assert.equal(got.response.status, 404);
+});
+
+test("batch: one result per timer, in order; one bad item writes nothing and is named", async () => {
+  const ok = await client.POST("/v1/namespaces/{ns}/timers/batch", {
+    params: ns_,
+    body: {
+      timers: [
+        { id: "batch-a", due_at: "2030-01-01T00:00:00Z" },
+        { id: "batch-b", in: "1h", payload_text: "b" },
+        { id: "batch-c", due_at: "1893456000000ms" },
+      ],
+    },
+  });
+  assert.equal(ok.response.status, 200, JSON.stringify(ok.error));
+  assert.deepEqual(ok.data?.timers.map((t) => [t.id, t.created]), [
+    ["batch-a", true],
+    ["batch-b", true],
+    ["batch-c", true],
+  ]);
+  assert.equal(ok.data?.timers[0]?.due_at, "2030-01-01T00:00:00.000Z");
+
+  const bad = await client.POST("/v1/namespaces/{ns}/timers/batch", {
+    params: ns_,
+    body: { timers: [{ id: "batch-d", in: "1h" }, { id: "batch-e", due_at: "1893456000" }] },
+  });
+  // A bare number is refused (seconds or milliseconds?), and named.
+  assert.equal(bad.response.status, 422, JSON.stringify(bad.error));
+  assert.equal(bad.error?.type, "urn:timerq:problem:invalid-due");
+  assert.equal(bad.error?.field, "/timers/1/due_at");
+  const d = await client.GET("/v1/namespaces/{ns}/timers/{id}", { params: { path: { ns, id: "batch-d" } } });
+  assert.equal(d.response.status, 404, "a refused batch wrote its good item");
+});
+
+test("list pages through every shard with the cursor", async () => {
+  const ids = Array.from({ length: 7 }, (_, i) => `page-${i}`);
+  const made = await client.POST("/v1/namespaces/{ns}/timers/batch", {
+    params: ns_,
+    body: { timers: ids.map((id, i) => ({ id, due_at: `2031-01-01T00:00:0${i}Z` })) },
+  });
+  assert.equal(made.response.status, 200, JSON.stringify(made.error));
+  const seen: string[] = [];
+  let cursor: string | undefined;
+  let pages = 0;
+  do {
+    const page = await client.GET("/v1/namespaces/{ns}/timers", {
+      params: {
+        path: { ns },
+        query: { state: "scheduled", due_from: "2031-01-01T00:00:00Z", due_to: "2031-01-02T00:00:00Z", limit: 3, ...(cursor ? { cursor } : {}) },
+      },
+    });
+    assert.equal(page.response.status, 200, JSON.stringify(page.error));
+    assert.ok(page.data!.timers.length <= 3);
+    seen.push(...page.data!.timers.map((t) => t.id));
+    cursor = page.data!.next_cursor || undefined;
+    pages++;
+    assert.ok(pages < 20, "the cursor does not end");
+  } while (cursor);
+  assert.deepEqual(seen, ids, "pages, in due order, hold each timer once");
+  assert.ok(pages >= 3);
+});
+
+test("reschedule, fire now and cancel, with 409 for a timer that cannot change", async () => {
+  const p = (id: string) => ({ params: { path: { ns, id } } });
+  await client.POST("/v1/namespaces/{ns}/timers", { params: ns_, body: { id: "move", in: "1h" } });
+  const moved = await client.POST("/v1/namespaces/{ns}/timers/{id}/reschedule", { ...p("move"), body: { due_at: "2032-02-03T04:05:06.789Z" } });
+  assert.equal(moved.response.status, 200, JSON.stringify(moved.error));
+  assert.equal(moved.data?.due_at, "2032-02-03T04:05:06.789Z");
+
+  const cancelled = await client.POST("/v1/namespaces/{ns}/timers/{id}/cancel", p("move"));
+  assert.equal(cancelled.response.status, 200, JSON.stringify(cancelled.error));
+  assert.equal(cancelled.data?.state, "cancelled");
+  assert.ok(cancelled.data?.cancelled_at);
+  const again = await client.POST("/v1/namespaces/{ns}/timers/{id}/cancel", p("move"));
+  assert.equal(again.response.status, 200, "cancelling twice is no change, not an error");
+  const late = await client.POST("/v1/namespaces/{ns}/timers/{id}/reschedule", { ...p("move"), body: { in: "1m" } });
+  assert.equal(late.response.status, 409);
+  assert.equal(late.error?.type, "urn:timerq:problem:cancelled");
+
+  await client.POST("/v1/namespaces/{ns}/timers", { params: ns_, body: { id: "now", in: "1h" } });
+  const fired = await client.POST("/v1/namespaces/{ns}/timers/{id}/fire", p("now"));
+  assert.equal(fired.response.status, 200, JSON.stringify(fired.error));
+  const w = await client.GET("/v1/namespaces/{ns}/timers/{id}/wait", { params: { path: { ns, id: "now" }, query: { timeout: "20s" } } });
+  assert.equal(w.data?.state, "fired", "the worker did not fire a timer made due now");
+  const noCancel = await client.POST("/v1/namespaces/{ns}/timers/{id}/cancel", p("now"));
+  assert.equal(noCancel.response.status, 409);
+  assert.equal(noCancel.error?.type, "urn:timerq:problem:already-fired");
+});
+
+test("wait is a long poll: it answers when the timer fires, or scheduled at the timeout", async () => {
+  const made = await client.POST("/v1/namespaces/{ns}/timers", { params: ns_, body: { id: "soon", in: "800ms", payload_text: "hello" } });
+  assert.equal(made.response.status, 201, JSON.stringify(made.error));
+  const w = await client.GET("/v1/namespaces/{ns}/timers/{id}/wait", { params: { path: { ns, id: "soon" }, query: { timeout: "20s" } } });
+  assert.equal(w.response.status, 200, JSON.stringify(w.error));
+  assert.equal(w.data?.state, "fired");
+  assert.ok(Date.parse(w.data!.fired_at!) >= Date.parse(w.data!.due_at), "fired before it was due");
+  assert.equal(text(w.data!), "hello");
+
+  // Already fired: at once.
+  const t0 = Date.now();
+  const again = await client.GET("/v1/namespaces/{ns}/timers/{id}/wait", { params: { path: { ns, id: "soon" }, query: { timeout: "20s" } } });
+  assert.equal(again.data?.state, "fired");
+  assert.ok(Date.now() - t0 < 10_000, "a wait for a fired timer did not answer at once");
+
+  await client.POST("/v1/namespaces/{ns}/timers", { params: ns_, body: { id: "later", in: "1h" } });
+  const timeout = await client.GET("/v1/namespaces/{ns}/timers/{id}/wait", { params: { path: { ns, id: "later" }, query: { timeout: "300ms" } } });
+  assert.equal(timeout.response.status, 200, JSON.stringify(timeout.error));
+  assert.equal(timeout.data?.state, "scheduled", "the timeout passed: ask again");
+});
+
+/** sse reads fire events from a streamFires response until stop says so. */
+async function readFires(body: ReadableStream<Uint8Array>, stop: (e: FireEvent, id: string) => boolean): Promise<void> {
+  const dec = new TextDecoder();
+  let buf = "";
+  const reader = body.getReader();
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error("the fire stream ended");
+      buf += dec.decode(value, { stream: true });
+      let end: number;
+      while ((end = buf.indexOf("\n\n")) >= 0) {
+        const block = buf.slice(0, end);
+        buf = buf.slice(end + 2);
+        let event = "message";
+        let id = "";
+        const data: string[] = [];
+        for (const line of block.split("\n")) {
+          if (line.startsWith("event:")) event = line.slice(6).trim();
+          else if (line.startsWith("id:")) id = line.slice(3).trim();
+          else if (line.startsWith("data:")) data.push(line.slice(5).trimStart());
+        }
+        if (event === "problem") throw new Error(`the fire stream sent a problem: ${data.join("\n")}`);
+        if (event === "fire" && stop(JSON.parse(data.join("\n")) as FireEvent, id)) return;
+      }
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+}
+
+async function openFires(headers: Record<string, string>, signal: AbortSignal): Promise<ReadableStream<Uint8Array>> {
+  const res = await client.GET("/v1/namespaces/{ns}/fires", { params: ns_, headers, parseAs: "stream", signal });
+  assert.equal(res.response.status, 200);
+  assert.match(res.response.headers.get("content-type") ?? "", /^text\/event-stream/);
+  assert.ok(res.data, "no stream body");
+  return res.data as ReadableStream<Uint8Array>;
+}
+
+test("SSE: fires arrive as events, and Last-Event-ID resumes after the last one seen", async () => {
+  const ac = new AbortController();
+  const deadline = setTimeout(() => ac.abort(new Error("no fire event within 30s")), 30_000);
+  try {
+    // ?after=0 would replay every fire kept; with none the stream starts
+    // after the newest, so open it before firing.
+    const stream = await openFires({}, ac.signal);
+    const names = ["sse-1", "sse-2", "sse-3"];
+    const made = await client.POST("/v1/namespaces/{ns}/timers/batch", {
+      params: ns_,
+      body: { timers: names.map((id) => ({ id, in: "0s", payload_text: id })) },
+    });
+    assert.equal(made.response.status, 200, JSON.stringify(made.error));
+    const got = new Set<string>();
+    let lastID = "";
+    await readFires(stream, (e, id) => {
+      if (names.includes(e.id)) {
+        assert.equal(text(e), e.id);
+        assert.ok(e.shard >= 0 && e.shard < shards);
+        got.add(e.id);
+        lastID = id;
+      }
+      return got.size === names.length;
+    });
+    assert.ok(lastID, "fire events carry an id");
+
+    // Reconnect from the last event seen: only later fires come.
+    const made2 = await client.POST("/v1/namespaces/{ns}/timers", { params: ns_, body: { id: "sse-4", in: "0s" } });
+    assert.equal(made2.response.status, 201);
+    const resumed = await openFires({ "Last-Event-ID": lastID }, ac.signal);
+    await readFires(resumed, (e) => {
+      assert.ok(!names.includes(e.id), `resumed stream repeated ${e.id}`);
+      return e.id === "sse-4";
+    });
+  } finally {
+    clearTimeout(deadline);
+    ac.abort();
+  }
+});
+
+test("a recurring schedule: create (201, then 200), occurrences fire, pause, resume, update, delete", async () => {
+  const sp = (id: string) => ({ params: { path: { ns, id } } });
+  const made = await client.POST("/v1/namespaces/{ns}/schedules", {
+    params: ns_,
+    body: { id: "tick", every: "500ms", payload_text: "tick" },
+  });
+  assert.equal(made.response.status, 201, JSON.stringify(made.error));
+  assert.equal(made.data?.created, true);
+  const again = await client.POST("/v1/namespaces/{ns}/schedules", { params: ns_, body: { id: "tick", every: "500ms" } });
+  assert.equal(again.response.status, 200, JSON.stringify(again.error));
+  assert.equal(again.data?.created, false);
+
+  // Its occurrences are ordinary timers: wait for the first pending one.
+  const pending = made.data!.pending[0];
+  assert.ok(pending, "a new schedule arms its next occurrence");
+  const w = await client.GET("/v1/namespaces/{ns}/timers/{id}/wait", { params: { path: { ns, id: pending.id }, query: { timeout: "20s" } } });
+  assert.equal(w.data?.state, "fired", JSON.stringify(w.data ?? w.error));
+  assert.equal(text(w.data!), "tick");
+
+  const list = await client.GET("/v1/namespaces/{ns}/schedules", { params: { path: { ns }, query: { limit: 10 } } });
+  assert.equal(list.response.status, 200, JSON.stringify(list.error));
+  assert.ok(list.data?.schedules.some((s) => s.id === "tick"));
+
+  const paused = await client.POST("/v1/namespaces/{ns}/schedules/{id}/pause", sp("tick"));
+  assert.equal(paused.data?.state, "paused", JSON.stringify(paused.error));
+  const resumed = await client.POST("/v1/namespaces/{ns}/schedules/{id}/resume", sp("tick"));
+  assert.equal(resumed.data?.state, "active", JSON.stringify(resumed.error));
+  const updated = await client.PUT("/v1/namespaces/{ns}/schedules/{id}", { ...sp("tick"), body: { cron: "0 3 * * *", tz: "Europe/Berlin" } });
+  assert.equal(updated.response.status, 200, JSON.stringify(updated.error));
+  assert.equal(updated.data?.cron, "0 3 * * *");
+  const got = await client.GET("/v1/namespaces/{ns}/schedules/{id}", sp("tick"));
+  assert.equal(got.data?.tz, "Europe/Berlin");
+  assert.ok(got.data!.version > made.data!.version);
+
+  const del = await client.DELETE("/v1/namespaces/{ns}/schedules/{id}", sp("tick"));
+  assert.equal(del.response.status, 204);
+  const gone = await client.GET("/v1/namespaces/{ns}/schedules/{id}", sp("tick"));
+  assert.equal(gone.response.status, 404);
+  assert.equal(gone.error?.type, "urn:timerq:problem:schedule-not-found");
+});
+
+// Pull-consume: a worker in another language leases fire events for its
+// consumer group, acknowledges them, hands one back for a retry, and lets
+// one run out of attempts into the dead letters, then requeues it.
+test("pull-consume: lease, extend, ack, nack (release) with a retry, a dead letter and its requeue", async () => {
+  type Delivery = components["schemas"]["Delivery"];
+  const group = "billing";
+  const rules = { lease: "5s", max_attempts: 2 }; // every request of the group says the same
+  const gp = { path: { ns, group } };
+  const dp = (delivery: string) => ({ params: { path: { ns, group, delivery } } });
+  const ours = ["pc-ack", "pc-nack", "pc-dead"];
+
+  // lease hands out deliveries until want says stop, acknowledging the
+  // fires of the other tests in this namespace as it goes.
+  async function leaseUntil(want: (got: Delivery[]) => boolean): Promise<Delivery[]> {
+    const got: Delivery[] = [];
+    const deadline = Date.now() + 30_000;
+    while (!want(got)) {
+      assert.ok(Date.now() < deadline, `lease: still waiting after 30s; got ${JSON.stringify(got.map((d) => [d.id, d.attempt]))}`);
+      const res = await client.POST("/v1/namespaces/{ns}/groups/{group}/lease", {
+        params: gp,
+        body: { consumer: "ts-1", count: 100, wait: "2s", ...rules },
+      });
+      assert.equal(res.response.status, 200, JSON.stringify(res.error));
+      const others = res.data!.deliveries.filter((d) => !ours.includes(d.id));
+      if (others.length > 0) {
+        const ack = await client.POST("/v1/namespaces/{ns}/groups/{group}/ack", { params: gp, body: { delivery_ids: others.map((d) => d.delivery_id) } });
+        assert.equal(ack.response.status, 200, JSON.stringify(ack.error));
+      }
+      got.push(...res.data!.deliveries.filter((d) => ours.includes(d.id)));
+    }
+    return got;
+  }
+  const one = (got: Delivery[], id: string, attempt: number) => got.find((d) => d.id === id && d.attempt === attempt);
+
+  const made = await client.POST("/v1/namespaces/{ns}/timers/batch", {
+    params: ns_,
+    body: { timers: ours.map((id) => ({ id, in: "0s", payload_text: id })) },
+  });
+  assert.equal(made.response.status, 200, JSON.stringify(made.error));
+
+  const first = await leaseUntil((g) => ours.every((id) => one(g, id, 1)));
+  const ack1 = one(first, "pc-ack", 1)!;
+  assert.equal(text(ack1), "pc-ack");
+  assert.ok(Date.parse(ack1.lease_expires_at) > Date.parse(ack1.fired_at));
+
+  const ext = await client.POST("/v1/namespaces/{ns}/groups/{group}/deliveries/{delivery}/extend", { ...dp(ack1.delivery_id), body: { lease_for: "4s", ...rules } });
+  assert.equal(ext.response.status, 200, JSON.stringify(ext.error));
+  assert.ok(ext.data!.lease_expires_at);
+  const acked = await client.POST("/v1/namespaces/{ns}/groups/{group}/ack", { params: gp, body: { delivery_ids: [ack1.delivery_id] } });
+  assert.deepEqual(acked.data?.acked, [true], JSON.stringify(acked.error));
+  const again = await client.POST("/v1/namespaces/{ns}/groups/{group}/ack", { params: gp, body: { delivery_ids: [ack1.delivery_id] } });
+  assert.deepEqual(again.data?.acked, [false], "an ack of a delivery no longer pending");
+
+  // A nack: back after a delay, as attempt 2.
+  const nack = await client.POST("/v1/namespaces/{ns}/groups/{group}/deliveries/{delivery}/release", {
+    ...dp(one(first, "pc-nack", 1)!.delivery_id),
+    body: { delay: "200ms", error: "try later", ...rules },
+  });
+  assert.equal(nack.response.status, 200, JSON.stringify(nack.error));
+  assert.ok(nack.data?.redeliver_at, "a release before the last attempt redelivers");
+  // pc-dead fails on each of its max_attempts attempts.
+  const fail1 = await client.POST("/v1/namespaces/{ns}/groups/{group}/deliveries/{delivery}/release", {
+    ...dp(one(first, "pc-dead", 1)!.delivery_id),
+    body: { error: "boom", ...rules },
+  });
+  assert.ok(fail1.data?.redeliver_at, JSON.stringify(fail1.data ?? fail1.error));
+
+  const second = await leaseUntil((g) => !!one(g, "pc-nack", 2) && !!one(g, "pc-dead", 2));
+  const ackN = await client.POST("/v1/namespaces/{ns}/groups/{group}/ack", { params: gp, body: { delivery_ids: [one(second, "pc-nack", 2)!.delivery_id] } });
+  assert.deepEqual(ackN.data?.acked, [true]);
+  const fail2 = await client.POST("/v1/namespaces/{ns}/groups/{group}/deliveries/{delivery}/release", {
+    ...dp(one(second, "pc-dead", 2)!.delivery_id),
+    body: { error: "boom", ...rules },
+  });
+  assert.equal(fail2.response.status, 200, JSON.stringify(fail2.error));
+  const deadID = fail2.data?.dead_letter_id;
+  assert.ok(deadID, "the last attempt's release dead-letters the event");
+
+  const dead = await client.GET("/v1/namespaces/{ns}/groups/{group}/dead-letters", { params: { path: { ns, group }, query: { limit: 100 } } });
+  assert.equal(dead.response.status, 200, JSON.stringify(dead.error));
+  const dl = dead.data!.dead_letters.find((d) => d.dead_letter_id === deadID);
+  assert.ok(dl, `dead letter ${deadID} not listed: ${JSON.stringify(dead.data)}`);
+  assert.equal(dl.id, "pc-dead");
+  assert.equal(dl.error, "boom");
+  assert.equal(dl.attempts, 2);
+
+  const rq = await client.POST("/v1/namespaces/{ns}/groups/{group}/dead-letters/{dead}/requeue", { params: { path: { ns, group, dead: deadID } } });
+  assert.equal(rq.response.status, 200, JSON.stringify(rq.error));
+  assert.ok(rq.data?.stream_id);
+  const third = await leaseUntil((g) => !!one(g, "pc-dead", 1));
+  const ackD = await client.POST("/v1/namespaces/{ns}/groups/{group}/ack", { params: gp, body: { delivery_ids: [one(third, "pc-dead", 1)!.delivery_id] } });
+  assert.deepEqual(ackD.data?.acked, [true]);
+  const gone = await client.POST("/v1/namespaces/{ns}/groups/{group}/dead-letters/{dead}/requeue", { params: { path: { ns, group, dead: deadID } } });
+  assert.equal(gone.response.status, 404, "a requeued dead letter is gone");
+});
+
+test("a token is needed; the document is public", async () => {
+  const anon = createClient<paths>({ baseUrl: base });
+  const denied = await anon.GET("/v1/namespaces/{ns}/timers/{id}", { params: { path: { ns, id: "soon" } } });
+  assert.equal(denied.response.status, 401);
+  const doc = await anon.GET("/v1/openapi.json");
+  assert.equal(doc.response.status, 200);
+});
