@@ -146,10 +146,4 @@ func TestWorkerAPIFlagErrors(t *testing.T) {
 			t.Errorf("%v: exit %d %q, want 2 and one line saying %q", tc.args, code, out, tc.want)
 		}
 	}
-	newAPIHandler = nil
-	var stderr strings.Builder
-	if code := run(context.Background(), []string{"timerworker", "--api-addr", "127.0.0.1:0"}, io.Discard, &stderr); code != 2 ||
-		!strings.Contains(stderr.String(), "built without the HTTP API") {
-		t.Errorf("--api-addr without the API built in: exit %d %q", code, stderr.String())
-	}
 }

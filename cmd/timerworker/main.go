@@ -32,11 +32,8 @@ import (
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
 var version = ""
 
-// newAPIHandler builds the handler --api-addr serves (worker.Config's
-// APIHandler seam). Nil means a build without the HTTP API, which refuses
-// --api-addr; wiring package api is one line:
-//
-//	newAPIHandler = func(e worker.APIEnv) (http.Handler, error) { return api.New(api.Options{...}) }
+// newAPIHandler replaces package api's handler in tests; nil means
+// package api's (worker.NewAPIHandler).
 var newAPIHandler func(worker.APIEnv) (http.Handler, error)
 
 func main() {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -25,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/internal/apiserver"
 	"github.com/timerq/timerq/internal/cliconf"
 	"github.com/timerq/timerq/internal/otelenv"
@@ -63,9 +65,8 @@ type Config struct {
 	// and fires nothing, holds no shard, takes no part in maintenance and
 	// needs no claim rights. It needs API.Addr.
 	NoClaim bool
-	// APIHandler builds the handler served at API.Addr. It is the seam to
-	// package api: cmd/timerworker sets it (api.New); tests give a fake.
-	// Nil with API.Addr set is a usage error.
+	// APIHandler builds the handler served at API.Addr; nil means package
+	// api's (NewAPIHandler). Tests give a fake.
 	APIHandler func(APIEnv) (http.Handler, error)
 	// APIListening, if not nil, is called with the API's base URL once it
 	// listens and SIGHUP reloads its tokens; tests wait for it.
@@ -232,9 +233,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	var api *apiserver.Server
 	if cfg.API.Addr != "" {
-		if api, err = listenAPI(cfg, rdb, namespaces, reg, tracing.TracerProvider, log); err != nil {
+		var release func()
+		if api, release, err = listenAPI(cfg, rdb, namespaces, reg, tracing.TracerProvider, log); err != nil {
 			return err
 		}
+		defer release() // after run.Wait below: no request is left
 	}
 
 	if cfg.NoClaim {
@@ -323,15 +326,13 @@ func checkAPI(cfg Config) error {
 		}
 		return nil
 	}
-	if cfg.APIHandler == nil {
-		return cliconf.Usage("this timerworker was built without the HTTP API", "use a build that has it, or drop --"+apiserver.FlagAddr)
-	}
 	return a.Check()
 }
 
 // listenAPI builds the API's handler and binds its server, with the
 // request metrics on reg (nil without --metrics-addr).
-func listenAPI(cfg Config, rdb redis.UniversalClient, namespaces []string, reg *prometheus.Registry, tp trace.TracerProvider, log *slog.Logger) (*apiserver.Server, error) {
+// The returned func releases the handler, once the server stopped.
+func listenAPI(cfg Config, rdb redis.UniversalClient, namespaces []string, reg *prometheus.Registry, tp trace.TracerProvider, log *slog.Logger) (*apiserver.Server, func(), error) {
 	sc := cfg.API
 	if sc.Limits == (apiserver.Limits{}) {
 		sc.Limits = apiserver.DefaultLimits()
@@ -340,21 +341,44 @@ func listenAPI(cfg Config, rdb redis.UniversalClient, namespaces []string, reg *
 		sc.Metrics = reg
 	}
 	sc.TracerProvider = tp
-	h, err := cfg.APIHandler(APIEnv{Redis: rdb, Namespaces: namespaces, Claiming: !cfg.NoClaim, Retention: cfg.Retention,
+	build := cfg.APIHandler
+	if build == nil {
+		build = NewAPIHandler
+	}
+	h, err := build(APIEnv{Redis: rdb, Namespaces: namespaces, Claiming: !cfg.NoClaim, Retention: cfg.Retention,
 		TracerProvider: tp, WriteTimeout: sc.Limits.Write, Logger: log})
 	if err != nil {
-		return nil, &Error{Code: cliconf.ExitUsage, Problem: "cannot build the HTTP API: " + err.Error(), Fix: "fix the --api-* flags", Err: err}
+		return nil, nil, &Error{Code: cliconf.ExitUsage, Problem: "cannot build the HTTP API: " + err.Error(), Fix: "fix the --api-* flags", Err: err}
 	}
 	api, err := apiserver.Listen(sc, h, log)
 	if err != nil {
-		return nil, err
+		closeHandler(h)
+		return nil, nil, err
 	}
 	auth := "none (loopback only)"
 	if sc.TokensFile != "" {
 		auth = "bearer tokens from " + sc.TokensFile
 	}
 	log.Info("timerq: serving the HTTP API", "url", api.URL(), "auth", auth, "client_certificates", sc.TLSClientCAFile != "")
-	return api, nil
+	return api, func() { closeHandler(h) }, nil
+}
+
+// NewAPIHandler is package api's handler over the worker's Redis client,
+// with the worker's retention and tracer for the namespaces it opens.
+func NewAPIHandler(env APIEnv) (http.Handler, error) {
+	return api.New(api.Options{
+		Client: env.Redis,
+		Queue:  queue.Options{Retention: env.Retention, TracerProvider: env.TracerProvider},
+		Logger: env.Logger,
+	})
+}
+
+// closeHandler releases what a handler holds (package api's namespaces,
+// each with a pub/sub connection while someone waits), if it holds any.
+func closeHandler(h http.Handler) {
+	if c, ok := h.(io.Closer); ok {
+		_ = c.Close()
+	}
 }
 
 // setupTracing switches OpenTelemetry tracing on when the OTEL_*
