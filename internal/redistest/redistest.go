@@ -39,9 +39,14 @@ const ServerEnv = "TIMERQ_REDIS_SERVER"
 
 // Require returns the path of redis-server (or of $TIMERQ_REDIS_SERVER),
 // skipping the test when there is none, or failing it when
-// TIMERQ_REQUIRE_REDIS=1 (as in CI).
+// TIMERQ_REQUIRE_REDIS=1 (as in CI). With -short it always skips: the fast
+// loop (go test -short ./...) runs the miniredis arms and the tests that
+// need no server, and CI never passes -short.
 func Require(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("redistest: -short runs miniredis only; drop -short to run on real Redis")
+	}
 	name := "redis-server"
 	if v := os.Getenv(ServerEnv); v != "" {
 		name = v
