@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -28,10 +29,26 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-// binDir holds the example binaries and timerworker, built by TestMain.
+// binDir holds the example binaries and timerworker, built by TestMain;
+// empty with -short.
 var binDir string
 
+// binary returns the path of the built program name, skipping the test in
+// the fast loop (-short), which builds no binaries.
+func binary(t testing.TB, name string) string {
+	t.Helper()
+	if binDir == "" {
+		t.Skip("-short builds no example binaries; drop -short to run this test")
+	}
+	return filepath.Join(binDir, name)
+}
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		goleak.VerifyTestMain(m)
+		return
+	}
 	dir, err := os.MkdirTemp("", "timerq-examples")
 	if err != nil {
 		panic(err)
@@ -146,7 +163,7 @@ func TestDurableSleepSurvivesKill(t *testing.T) {
 	startWorker(t, srv.URL(), "durable-sleep")
 	const execID = "order-kill9"
 
-	cmd := exec.Command(filepath.Join(binDir, "durable-sleep"), "-exec", execID, "-delay", "1500ms")
+	cmd := exec.Command(binary(t, "durable-sleep"), "-exec", execID, "-delay", "1500ms")
 	cmd.Env = env(srv.URL())
 	var out redistest.SyncBuffer
 	lines := pipeLines(t, cmd, &out)
@@ -206,7 +223,7 @@ func TestDurableSleepSurvivesKill(t *testing.T) {
 // says, and uses its API.
 func TestRemindersServer(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(filepath.Join(binDir, "reminders"), "-addr", "127.0.0.1:0")
+	cmd := exec.Command(binary(t, "reminders"), "-addr", "127.0.0.1:0")
 	cmd.Env = env("")
 	var out redistest.SyncBuffer
 	lines := pipeLines(t, cmd, &out)
@@ -284,7 +301,7 @@ func runExample(t *testing.T, name, url string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, name), args...)
+	cmd := exec.CommandContext(ctx, binary(t, name), args...)
 	cmd.Env = env(url)
 	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
@@ -306,7 +323,7 @@ func checkOutput(t *testing.T, out string, patterns ...string) {
 // startWorker runs timerworker on namespace ns until the test ends.
 func startWorker(t *testing.T, url, ns string) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "timerworker"), "--redis", url, "--namespace", ns)
+	cmd := exec.Command(binary(t, "timerworker"), "--redis", url, "--namespace", ns)
 	cmd.Env = env("")
 	var log redistest.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log

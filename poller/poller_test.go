@@ -20,7 +20,7 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(redistest.Shared(m)) }
 
 // logBuf is a goroutine-safe log sink.
 type logBuf struct {

@@ -19,11 +19,10 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-// TestMain stops the shared Cluster before looking for leaked goroutines:
-// its servers' reapers belong to the binary, not to a test.
+// TestMain stops the shared server and Cluster before looking for leaked
+// goroutines: their reapers belong to the binary, not to a test.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	redistest.StopShared()
+	code := redistest.Shared(m).Run()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)

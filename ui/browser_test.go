@@ -29,6 +29,9 @@ const browserHint = "install it (apt-get install chromium) or set TIMERQ_CHROMIU
 
 func chromiumPath(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: the fast loop drives no browser")
+	}
 	for _, p := range []string{os.Getenv("TIMERQ_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"} {
 		if p == "" {
 			continue

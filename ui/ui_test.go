@@ -22,7 +22,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
+	goleak.VerifyTestMain(redistest.Shared(m),
 		// chromedp's allocator and the http test server's keep-alive
 		// connections end asynchronously after Close.
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,18 +24,31 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-// bin is the timerctl binary, built once by TestMain.
+// bin is the timerctl binary, built once by TestMain; empty with -short.
 var bin string
 
+// binary returns bin, skipping the test in the fast loop (-short), which
+// builds no binaries.
+func binary(t testing.TB) string {
+	t.Helper()
+	if bin == "" {
+		t.Skip("-short builds no timerctl binary; drop -short to run this test")
+	}
+	return bin
+}
+
 func TestMain(m *testing.M) {
+	flag.Parse()
 	dir, err := os.MkdirTemp("", "timerctl-test")
 	if err != nil {
 		panic(err)
 	}
-	bin = filepath.Join(dir, "timerctl")
-	if out, err := exec.Command("go", "build", "-ldflags", "-X main.version=v9.9.9-test", "-o", bin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.Exit(1)
+	if !testing.Short() {
+		bin = filepath.Join(dir, "timerctl")
+		if out, err := exec.Command("go", "build", "-ldflags", "-X main.version=v9.9.9-test", "-o", bin, ".").CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+			os.Exit(1)
+		}
 	}
 	code := func() int {
 		defer os.RemoveAll(dir)
@@ -62,7 +76,7 @@ func newEnv(t *testing.T) *env {
 }
 
 func (e *env) cmd(ctx context.Context, stdin string, args ...string) *exec.Cmd {
-	c := exec.CommandContext(ctx, bin, args...)
+	c := exec.CommandContext(ctx, binary(e.t), args...)
 	c.Env = append(os.Environ(), "TIMERQ_REDIS_URL="+e.srv.URL(), "TIMERQ_NAMESPACE="+e.ns, "TIMERQ_OUTPUT=")
 	c.Stdin = strings.NewReader(stdin)
 	return c
@@ -205,7 +219,7 @@ func TestEveryCommandAndExitCode(t *testing.T) {
 func TestVersionIsStampedAtBuild(t *testing.T) {
 	want := "timerctl v9.9.9-test (" + runtime.Version() + ")\n"
 	for _, arg := range []string{"version", "--version"} {
-		out, err := exec.Command(bin, arg).Output()
+		out, err := exec.Command(binary(t), arg).Output()
 		if err != nil || string(out) != want {
 			t.Fatalf("%s: %v %q, want %q", arg, err, out, want)
 		}
@@ -213,7 +227,7 @@ func TestVersionIsStampedAtBuild(t *testing.T) {
 }
 
 func TestCompletionOfCommandNames(t *testing.T) {
-	out, err := exec.Command(bin, "--generate-bash-completion").Output()
+	out, err := exec.Command(binary(t), "--generate-bash-completion").Output()
 	if err != nil {
 		t.Fatal(err)
 	}

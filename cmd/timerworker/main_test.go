@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -26,10 +27,25 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-// bin is the timerworker binary, built once by TestMain.
+// bin is the timerworker binary, built once by TestMain; empty with -short.
 var bin string
 
+// binary returns bin, skipping the test in the fast loop (-short), which
+// builds no binaries.
+func binary(t testing.TB) string {
+	t.Helper()
+	if bin == "" {
+		t.Skip("-short builds no timerworker binary; drop -short to run this test")
+	}
+	return bin
+}
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		goleak.VerifyTestMain(m)
+		return
+	}
 	dir, err := os.MkdirTemp("", "timerworker-test")
 	if err != nil {
 		panic(err)
@@ -69,7 +85,7 @@ func startWorker(t *testing.T, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{t: t, cmd: exec.Command(bin, args...), done: make(chan struct{}), log: logf.Name()}
+	p := &proc{t: t, cmd: exec.Command(binary(t), args...), done: make(chan struct{}), log: logf.Name()}
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -380,7 +396,7 @@ func TestWorkerStartupErrors(t *testing.T) {
 		{"dev port taken", []string{"--dev", "--dev-addr", taken.Addr().String()}, "timerctl --redis redis://127.0.0.1:6390/0", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := exec.Command(bin, tc.args...)
+			cmd := exec.Command(binary(t), tc.args...)
 			out, _ := cmd.CombinedOutput()
 			if code := cmd.ProcessState.ExitCode(); code != tc.code {
 				t.Errorf("exit %d, want %d; output:\n%s", code, tc.code, out)
@@ -445,12 +461,12 @@ func TestWorkerDevMode(t *testing.T) {
 // flags, and a bad TIMERQ_* value is a usage error (2) naming variable,
 // flag and an example.
 func TestWorkerHelpAndEnvironment(t *testing.T) {
-	out, err := exec.Command(bin, "--help").CombinedOutput()
+	out, err := exec.Command(binary(t), "--help").CombinedOutput()
 	if err != nil {
 		t.Fatalf("--help: %v", err)
 	}
 	// The format of timerctl's (cliconf.VersionLine); this build sets none.
-	if v, err := exec.Command(bin, "--version").Output(); err != nil || string(v) != "timerworker devel ("+runtime.Version()+")\n" {
+	if v, err := exec.Command(binary(t), "--version").Output(); err != nil || string(v) != "timerworker devel ("+runtime.Version()+")\n" {
 		t.Errorf("--version: %v %q, want timerworker devel (%s)", err, v, runtime.Version())
 	}
 	if strings.Contains(string(out), "COMMANDS:") {
@@ -467,7 +483,7 @@ func TestWorkerHelpAndEnvironment(t *testing.T) {
 		{"TIMERQ_BATCH_SIZE=0", "--batch-size 0 is outside 1-1000"},
 		{"TIMERQ_BATCH_SIZE=lots", `TIMERQ_BATCH_SIZE (--batch-size) "lots" is not a whole number`},
 	} {
-		cmd := exec.Command(bin)
+		cmd := exec.Command(binary(t))
 		cmd.Env = append(os.Environ(), tc.env)
 		out, _ := cmd.CombinedOutput()
 		if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), tc.want) {
@@ -566,7 +582,7 @@ func TestWorkerAndTimerctlOverMutualTLS(t *testing.T) {
 
 	// Without the client certificate, the worker refuses to start and
 	// says which flags to pass; so does timerctl.
-	cmd := exec.Command(bin)
+	cmd := exec.Command(binary(t))
 	cmd.Env = append(os.Environ(), "TIMERQ_TLS_CERT_FILE=", "TIMERQ_TLS_KEY_FILE=")
 	out, _ := cmd.CombinedOutput()
 	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), "--tls-cert-file and --tls-key-file") {
@@ -578,7 +594,7 @@ func TestWorkerAndTimerctlOverMutualTLS(t *testing.T) {
 		t.Errorf("timerctl without a client certificate: exit %d %q", code, out)
 	}
 	// --tls-insecure-skip-verify is loud.
-	cmd = exec.Command(bin, "--tls-insecure-skip-verify", "--redis", "rediss://"+freeAddr(t)+"/0")
+	cmd = exec.Command(binary(t), "--tls-insecure-skip-verify", "--redis", "rediss://"+freeAddr(t)+"/0")
 	out, _ = cmd.CombinedOutput()
 	if !strings.Contains(string(out), "INSECURE") {
 		t.Errorf("--tls-insecure-skip-verify is not announced: %q", out)
@@ -605,7 +621,7 @@ func TestWorkerRefusesTooOldRedis(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--redis", "redis://"+ln.Addr().String()+"/0")
+	cmd := exec.CommandContext(ctx, binary(t), "--redis", "redis://"+ln.Addr().String()+"/0")
 	out, _ := cmd.CombinedOutput()
 	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), "is version 4.0.14, too old") ||
 		!strings.Contains(string(out), "needs Redis 5.0 or later: upgrade Redis to 5.0") {
@@ -657,7 +673,7 @@ func TestWorkerRefusesAClusterNodeAsASingleServer(t *testing.T) {
 	cl := redistest.StartCluster(t, 3, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--redis", cl.Nodes[0].URL())
+	cmd := exec.CommandContext(ctx, binary(t), "--redis", cl.Nodes[0].URL())
 	out, _ := cmd.CombinedOutput()
 	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), "add ?cluster=1 to --redis") {
 		t.Fatalf("exit %d %q, want 1 and the ?cluster=1 hint", code, out)

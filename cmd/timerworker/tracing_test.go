@@ -147,10 +147,10 @@ func TestWorkerTracesWhenOTELEnvSaysSo(t *testing.T) {
 		t.Errorf("log does not say tracing is on:\n%s", w.logText())
 	}
 
-	if out, err := exec.Command(bin, "--help").CombinedOutput(); err != nil || !strings.Contains(string(out), "OTEL_EXPORTER_OTLP_ENDPOINT") {
+	if out, err := exec.Command(binary(t), "--help").CombinedOutput(); err != nil || !strings.Contains(string(out), "OTEL_EXPORTER_OTLP_ENDPOINT") {
 		t.Errorf("--help does not say how to switch tracing on (%v):\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "--dev", "--dev-addr", freeAddr(t))
+	cmd := exec.Command(binary(t), "--dev", "--dev-addr", freeAddr(t))
 	cmd.Env = append(os.Environ(), "OTEL_TRACES_EXPORTER=zipkin")
 	out, _ := cmd.CombinedOutput()
 	if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), `"zipkin" is not an exporter`) {

@@ -23,7 +23,7 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(redistest.Shared(m)) }
 
 // cli drives timerctl in-process against one backend and namespace.
 type cli struct {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -140,46 +139,16 @@ func (c *Cluster) ServerFor(t testing.TB, key string) *Server {
 	return nil
 }
 
-var shared struct {
-	sync.Mutex
-	c   *Cluster
-	t   *sharedTB
-	err error
-}
-
 // SharedCluster returns a 3-master Cluster shared by every test of the
-// binary, started on first use. The binary's TestMain must call
-// StopShared after m.Run, or the servers outlive it.
+// binary, started on first use and stopped when the tests run through
+// Shared end. Tests on it keep to their own namespaces and move no slots.
 func SharedCluster(t testing.TB) *Cluster {
 	t.Helper()
 	Require(t)
-	shared.Lock()
-	defer shared.Unlock()
-	if shared.c == nil && shared.err == nil {
-		shared.t = &sharedTB{}
-		func() {
-			defer func() {
-				if r := recover(); r != nil { // sharedTB.Fatalf
-					shared.err = fmt.Errorf("%v", r)
-				}
-			}()
-			shared.c = StartCluster(shared.t, 3, nil)
-		}()
-	}
-	if shared.err != nil {
-		t.Fatalf("redistest: shared cluster: %v", shared.err)
-	}
-	return shared.c
-}
-
-// StopShared stops the shared Cluster, if one was started.
-func StopShared() {
-	shared.Lock()
-	defer shared.Unlock()
-	if shared.t != nil {
-		shared.t.cleanup()
-	}
-	shared.c, shared.t, shared.err = nil, nil, nil
+	sharedCluster.Lock()
+	defer sharedCluster.Unlock()
+	sharedCluster.start(t, func(tb testing.TB) { sharedCluster.c = StartCluster(tb, 3, nil) })
+	return sharedCluster.c
 }
 
 // CommandCalls returns, per master address, how many times it ran cmd (a

@@ -1,5 +1,12 @@
 // Package redistest runs the same tests against miniredis and a real,
 // throwaway redis-server, which it starts on a free port and stops by pid.
+//
+// The real arm of ForEach runs on one redis-server shared by the test
+// binary (SharedServer): every test keeps to a namespace of its own, and
+// starting a server per test cost about a tenth of a second each. A test
+// that kills, configures (CONFIG SET, ACL) or reads server-wide state
+// (INFO, CLIENT LIST, DBSIZE, SCAN of every key) takes a server of its own:
+// ForEachPrivate, ForEachAllPrivate or Start.
 package redistest
 
 import (
@@ -13,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,9 +39,14 @@ const ServerEnv = "TIMERQ_REDIS_SERVER"
 
 // Require returns the path of redis-server (or of $TIMERQ_REDIS_SERVER),
 // skipping the test when there is none, or failing it when
-// TIMERQ_REQUIRE_REDIS=1 (as in CI).
+// TIMERQ_REQUIRE_REDIS=1 (as in CI). With -short it always skips: the fast
+// loop (go test -short ./...) runs the miniredis arms and the tests that
+// need no server, and CI never passes -short.
 func Require(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("redistest: -short runs miniredis only; drop -short to run on real Redis")
+	}
 	name := "redis-server"
 	if v := os.Getenv(ServerEnv); v != "" {
 		name = v
@@ -113,6 +126,9 @@ type Server struct {
 	cmd  *exec.Cmd
 	// exited closes when cmd has been reaped.
 	exited chan struct{}
+	// shared marks the binary's shared server (SharedServer): no test may
+	// stop, kill or restart it.
+	shared bool
 }
 
 // Start starts a redis-server on a free port with its own data directory
@@ -147,7 +163,7 @@ func Start(t testing.TB, cfg Config) *Server {
 			s.args = append(append([]string{conf}, s.args...), "--sentinel")
 		}
 		if lastErr = s.start(); lastErr == nil {
-			t.Cleanup(s.Stop)
+			t.Cleanup(s.stop)
 			return s
 		}
 	}
@@ -166,7 +182,14 @@ func freePort(t testing.TB) int {
 
 func (s *Server) start() error {
 	s.cmd = exec.Command(s.bin, s.args...)
-	if err := s.cmd.Start(); err != nil {
+	// The server dies with the test binary even when no cleanup runs (a
+	// -timeout panic, a SIGKILL). Pdeathsig follows the OS thread that
+	// forks, so fork from a locked thread, which Go keeps after the unlock.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	runtime.LockOSThread()
+	err := s.cmd.Start()
+	runtime.UnlockOSThread()
+	if err != nil {
 		return err
 	}
 	// One goroutine reaps the process; signal waits on it.
@@ -247,8 +270,21 @@ func (s *Server) signal(sig syscall.Signal, d time.Duration) bool {
 	}
 }
 
+// mustOwn stops a test from taking down the shared server the other tests
+// of its binary run on.
+func (s *Server) mustOwn(op string) {
+	if s.shared {
+		panic("redistest: " + op + " of the shared redis-server: a test that kills, restarts or configures its server needs one of its own (ForEachPrivate, ForEachAllPrivate or Start)")
+	}
+}
+
 // Kill9 kills the server with SIGKILL, as a crash would.
 func (s *Server) Kill9() {
+	s.mustOwn("Kill9")
+	s.kill9()
+}
+
+func (s *Server) kill9() {
 	if !s.signal(syscall.SIGKILL, 10*time.Second) {
 		s.t.Fatalf("redistest: redis-server did not die on SIGKILL")
 	}
@@ -256,15 +292,21 @@ func (s *Server) Kill9() {
 
 // Stop stops the server gracefully, killing it if it takes over 3 s.
 func (s *Server) Stop() {
+	s.mustOwn("Stop")
+	s.stop()
+}
+
+func (s *Server) stop() {
 	if !s.signal(syscall.SIGTERM, 3*time.Second) {
-		s.Kill9()
+		s.kill9()
 	}
 }
 
 // Restart starts the server again on the same port and data directory.
 func (s *Server) Restart() {
 	s.t.Helper()
-	s.Stop()
+	s.mustOwn("Restart")
+	s.stop()
 	if err := s.start(); err != nil {
 		s.t.Fatalf("redistest: restart: %v\n%s", err, s.logTail())
 	}
@@ -295,15 +337,32 @@ type Backend struct {
 	Shards int
 }
 
-// ForEach runs fn against a fresh miniredis ("mini") and a fresh real
-// redis-server ("real"), where real Redis decides when they disagree.
+// ForEach runs fn against a fresh miniredis ("mini") and a real
+// redis-server ("real"), where real Redis decides when they disagree. The
+// real server is the one the test binary shares (SharedServer), so fn must
+// keep to its own namespace and leave the server as it found it; a test
+// that cannot uses ForEachPrivate. The binary's TestMain runs its tests
+// through Shared.
 func ForEach(t *testing.T, fn func(t *testing.T, b *Backend)) {
+	forEach(t, fn, SharedServer)
+}
+
+// ForEachPrivate runs fn as ForEach does, but its real arm starts a
+// redis-server of its own, stopped when the test ends: for a test that
+// kills, restarts or configures the server (CONFIG SET, ACL SETUSER, CLIENT
+// KILL) or reads server-wide state (INFO, CLIENT LIST, DBSIZE, SCAN),
+// which other tests would disturb on the shared one.
+func ForEachPrivate(t *testing.T, fn func(t *testing.T, b *Backend)) {
+	forEach(t, fn, func(t testing.TB) *Server { return Start(t, Config{}) })
+}
+
+func forEach(t *testing.T, fn func(t *testing.T, b *Backend), server func(testing.TB) *Server) {
 	t.Run("mini", func(t *testing.T) {
 		m, c := Mini(t)
 		fn(t, &Backend{Name: "mini", Client: c, Mini: m})
 	})
 	t.Run("real", func(t *testing.T) {
-		s := Start(t, Config{})
+		s := server(t)
 		fn(t, &Backend{Name: "real", Client: s.Client(t), Real: s})
 	})
 }
@@ -311,9 +370,21 @@ func ForEach(t *testing.T, fn func(t *testing.T, b *Backend)) {
 // ForEachAll runs fn as ForEach does, and also on a real 3-master Redis
 // Cluster, shared by the test binary (see SharedCluster), twice: with an
 // unsharded namespace ("cluster") and with 16 shards ("cluster16"). The
-// binary's TestMain must call StopShared.
+// binary's TestMain runs its tests through Shared.
 func ForEachAll(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	ForEach(t, fn)
+	onCluster(t, fn)
+}
+
+// ForEachAllPrivate runs fn as ForEachAll does, with the real arm on a
+// redis-server of its own (see ForEachPrivate). The Cluster arms stay on
+// the shared Cluster.
+func ForEachAllPrivate(t *testing.T, fn func(t *testing.T, b *Backend)) {
+	ForEachPrivate(t, fn)
+	onCluster(t, fn)
+}
+
+func onCluster(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	for _, arm := range []struct {
 		name   string
 		shards int
