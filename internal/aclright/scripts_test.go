@@ -347,7 +347,10 @@ func TestEveryScriptNamesEveryRefusedRight(t *testing.T) {
 						}
 						refused++
 						want := strings.ReplaceAll(rt.want, "NS", ns)
-						if got := aclright.Missing(err.Error(), ns); got != want {
+						// Valkey 8 names the subcommand a container command
+						// was refused for ("+xgroup|create"), which the rule
+						// "+xgroup" grants too.
+						if got := aclright.Missing(err.Error(), ns); got != want && !strings.HasPrefix(got, want+"|") {
 							t.Errorf("without %s, %s: Missing = %q, want %q; Redis said: %v", rt.name, run.name, got, want, err)
 						}
 						if after := snapshot(t, admin, ns); after != before {
