@@ -41,8 +41,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(cleanupM{m, dir})
 }
 
-// cleanupM stops the shared Cluster and removes the build directory once
-// the tests ran, before goleak checks.
+// cleanupM runs the tests through redistest.Shared, which stops the shared
+// servers, and removes the build directory, before goleak checks.
 type cleanupM struct {
 	m   *testing.M
 	dir string
@@ -50,8 +50,7 @@ type cleanupM struct {
 
 func (c cleanupM) Run() int {
 	defer os.RemoveAll(c.dir)
-	defer redistest.StopShared()
-	return c.m.Run()
+	return redistest.Shared(c.m).Run()
 }
 
 // requireTool returns the path of a client tool, skipping the test
