@@ -174,7 +174,11 @@ func TestPollerFiresBacklogAndUpcoming(t *testing.T) {
 
 // TestPollerWakesEarly: the poller sleeps towards a timer an hour away (and
 // MaxPollInterval is an hour too), so only the wake message can make it
-// fire a timer scheduled 50 ms ahead in time.
+// fire a timer scheduled 50 ms ahead before the hour is up. Woken by the
+// message, a timer fires within a stall of its due time; missed, an hour
+// late: the test tells them apart by a minute, orders of magnitude from
+// both, and never asserts how fast a loaded machine wakes (it measured a
+// 108 ms stall at load 24 once, against a former 100 ms bound).
 func TestPollerWakesEarly(t *testing.T) {
 	srv := redistest.Start(t, redistest.Config{})
 	rdb := srv.Client(t)
@@ -184,8 +188,12 @@ func TestPollerWakesEarly(t *testing.T) {
 		t.Fatal(err)
 	}
 	var claims atomic.Int64
+	const poll = time.Hour
+	// woken bounds the lateness of a timer the wake message fired: far
+	// above any stall of a loaded machine, far below the poll.
+	const woken = time.Minute
 	p, err := poller.New(q, poller.Options{
-		MaxPollInterval: time.Hour,
+		MaxPollInterval: poll,
 		Hooks:           poller.Hooks{Claimed: func(queue.ClaimResult) { claims.Add(1) }},
 	})
 	if err != nil {
@@ -203,19 +211,20 @@ func TestPollerWakesEarly(t *testing.T) {
 		if _, err := q.Schedule(ctx, id, time.Now().Add(50*time.Millisecond), nil); err != nil {
 			t.Fatal(err)
 		}
-		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		wctx, cancel := context.WithTimeout(ctx, woken)
 		err := q.Wait(wctx, id)
 		cancel()
 		if err != nil {
-			t.Fatalf("timer 50ms ahead did not fire within 2s: %v", err)
+			t.Fatalf("timer 50ms ahead did not fire within %v, though the poller polls every %v: "+
+				"the wake message did not wake it: %v", woken, poll, err)
 		}
 		tm, err := q.Get(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		late := tm.FiredAt.Sub(tm.Due)
-		if late < 0 || late > 100*time.Millisecond {
-			t.Errorf("%s fired %v after its due time, want 0..100ms", id, late)
+		if late := tm.FiredAt.Sub(tm.Due); late < 0 || late >= woken {
+			t.Errorf("%s fired %v after its due time, want 0 (never early) up to %v (woken, not polled every %v)",
+				id, late, woken, poll)
 		}
 	}
 	// Woken by messages, not by polling: a handful of claims, not hundreds.
