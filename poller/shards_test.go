@@ -62,12 +62,18 @@ func newShardedQueue(t *testing.T, rdb redis.UniversalClient, n int) *queue.Queu
 
 // Two pollers split a 16-shard namespace between them, fire every timer
 // once, and when one stops the other takes every shard.
+//
+// MemberTTL is far longer than any stall of a loaded machine: with 300 ms,
+// a heartbeat delayed behind slow miniredis claims let a membership lapse,
+// and the pollers took turns owning every shard instead of splitting them.
+// Nothing here waits for a TTL to run out: a stopped poller leaves, and the
+// ghost below lapses when the test moves its expiry to the present.
 func TestPollersShareShards(t *testing.T) {
 	_, rdb := redistest.Mini(t)
 	ctx := context.Background()
 	q := newShardedQueue(t, rdb, 16)
 	opts := poller.Options{
-		Heartbeat: 50 * time.Millisecond, MemberTTL: 300 * time.Millisecond,
+		Heartbeat: 50 * time.Millisecond, MemberTTL: time.Hour,
 		MaxPollInterval: 50 * time.Millisecond,
 		Maintenance:     poller.MaintenanceOptions{Disabled: true},
 	}
@@ -88,7 +94,9 @@ func TestPollersShareShards(t *testing.T) {
 		all := slices.Sorted(slices.Values(append(append([]int(nil), a...), b...)))
 		return len(a) > 0 && len(b) > 0 && slices.Equal(all, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
 	})
-	const n = 400
+	// Enough timers for every shard to hold some, few enough for
+	// miniredis's slow Lua under -race on a loaded machine.
+	const n = 160
 	var batch []queue.NewTimer
 	for i := range n {
 		batch = append(batch, queue.NewTimer{ID: fmt.Sprint("s-", i), Due: time.Now()})
@@ -96,7 +104,7 @@ func TestPollersShareShards(t *testing.T) {
 	if _, err := q.ScheduleBatch(ctx, batch); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "every timer to fire", func() bool {
+	waitFor(t, 10*time.Second, "every timer to fire", func() bool {
 		st, err := q.Stats(ctx)
 		return err == nil && st.Fired == n
 	})
@@ -119,14 +127,26 @@ func TestPollersShareShards(t *testing.T) {
 	waitFor(t, 2*time.Second, "the other poller to take every shard", func() bool { return len(p2.OwnedShards()) == 16 })
 
 	// A member that stops heartbeating without leaving (a crash) keeps its
-	// shards only until its membership expires.
+	// shards only until its membership expires. The ghost's expiry is an
+	// hour away until the test moves it to the server's present: a real
+	// lapse, without betting that a loaded machine heartbeats within some
+	// wall-clock window before it.
 	ghost := keyspace.Namespace(q.Namespace()).Workers()
-	now, _ := rdb.Time(ctx).Result()
-	if err := rdb.ZAdd(ctx, ghost, redis.Z{Score: float64(now.Add(500 * time.Millisecond).UnixMilli()), Member: "ghost"}).Err(); err != nil {
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 2*time.Second, "the ghost to take some shards", func() bool { return len(p2.OwnedShards()) < 16 })
-	waitFor(t, 3*time.Second, "the ghost's shards to come back", func() bool { return len(p2.OwnedShards()) == 16 })
+	if err := rdb.ZAdd(ctx, ghost, redis.Z{Score: float64(now.Add(time.Hour).UnixMilli()), Member: "ghost"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the ghost to take some shards", func() bool { return len(p2.OwnedShards()) < 16 })
+	if now, err = rdb.Time(ctx).Result(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ZAdd(ctx, ghost, redis.Z{Score: float64(now.UnixMilli()), Member: "ghost"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the ghost's shards to come back", func() bool { return len(p2.OwnedShards()) == 16 })
 }
 
 // Options.Shards pins a poller to chosen shards, without membership; shards

@@ -71,7 +71,10 @@ type Env struct {
 	// New. It is closed when the test ends.
 	Queue *queue.Queue
 	// Client is the Redis client of Queue (Queue.Client()), for code under
-	// test that takes one. It is closed when the test ends.
+	// test that takes one. It is closed when the test ends. It has no read
+	// timeout and never retries a command (the contexts of the calls bound
+	// them): miniredis is slow under -race, and a retried claim would fire
+	// timers whose fires no caller sees.
 	Client redis.UniversalClient
 	// Miniredis is the embedded server, for what the Env does not cover
 	// (inspecting keys, injecting errors with SetError). Move its clock
@@ -105,7 +108,7 @@ func newEnv(tb testingTB, opts queue.Options) *Env {
 	m.ClockTTL(true)
 	e := &Env{Miniredis: m}
 	e.SetTime(time.Now())
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	rdb := redis.NewClient(newClientOptions(m.Addr()))
 	tb.Cleanup(func() { _ = rdb.Close() })
 	q, err := queue.New(rdb, opts)
 	if err != nil {
@@ -202,6 +205,25 @@ func (e *Env) fireDue(tb testingT) []queue.Fired {
 	tb.Fatalf("timerqtest: FireDue: timers kept coming due after %d claims of up to %d; "+
 		"is a recurring schedule catching up without a limit?", maxFireRounds, queue.MaxBatch)
 	return all
+}
+
+// newClientOptions are the options of an Env's client. miniredis runs Lua
+// in a Go interpreter, about a hundred times slower than Redis under
+// -race, so one claim of queue.MaxBatch timers can outlast go-redis's
+// default 5 s read timeout on a loaded machine. go-redis then sends the
+// command again: the first claim has fired its timers in the server, and
+// its reply, the only place FireDue learns of them, is gone, so FireDue
+// would return fewer timers than fired. So the client has no read timeout
+// of its own (the caller's context bounds each call: FireDue's testContext,
+// the code under test's own) and never re-sends a command, which on an
+// in-process server only ever repeats a command that may have run.
+func newClientOptions(addr string) *redis.Options {
+	return &redis.Options{
+		Addr:                  addr,
+		ReadTimeout:           -1, // none: see above
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1, // never re-send
+	}
 }
 
 // testContext is the context of tb (testing.TB.Context, which ends with

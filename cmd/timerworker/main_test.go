@@ -149,6 +149,35 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	redistest.Eventually(t, d, what, cond)
 }
 
+// awaitMetrics reads the worker's /metrics at addr until it holds every
+// series of want (a series with its value), and returns the text. A timer's
+// fire shows in Redis, to Stats and to a waiter, before the worker has the
+// claim's reply and counts it, so a test that saw a fire waits for the
+// count rather than read it once.
+func awaitMetrics(t *testing.T, d time.Duration, addr string, want ...string) string {
+	t.Helper()
+	var text string
+	waitFor(t, d, fmt.Sprintf("/metrics to hold %q", want), func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return false
+		}
+		text = string(raw)
+		for _, w := range want {
+			if !strings.Contains(text, w) {
+				return false
+			}
+		}
+		return true
+	})
+	return text
+}
+
 func httpStatus(url string) int {
 	c := http.Client{Timeout: 2 * time.Second}
 	resp, err := c.Get(url)
@@ -321,17 +350,10 @@ func TestWorkerSurvivesRedisOutage(t *testing.T) {
 	if len(counts) != len(batch) {
 		t.Errorf("%d timers fired, want %d", len(counts), len(batch))
 	}
-	resp, err := http.Get("http://" + metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(raw)
 	nsl := `{namespace="` + ns + `"}`
+	// The worker counts the last claim once its reply arrives, after Stats
+	// saw the timers fire.
+	text := awaitMetrics(t, 10*time.Second, metrics, "timerq_timers_fired_total"+nsl+" 500")
 	for _, want := range []string{"timerq_timers_fired_total" + nsl + " 500", "timerq_namespace_timers_fired_total" + nsl + " 500",
 		"timerq_namespace_fire_lateness_seconds_count" + nsl + " 500", "timerq_claim_errors_total", "timerq_fire_lateness_seconds_bucket",
 		"timerq_claim_batch_size_bucket", "timerq_redis_pool_conns ", "timerq_timers_scheduled" + nsl + " 0",
@@ -514,17 +536,11 @@ func TestWorkerServesSeveralNamespaces(t *testing.T) {
 		cancel()
 		q.Close()
 	}
-	resp, err := http.Get("http://" + metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	var want []string
 	for _, ns := range []string{a, b, c} {
-		if want := `timerq_timers_fired_total{namespace="` + ns + `"} 1`; !strings.Contains(string(raw), want) {
-			t.Errorf("/metrics lacks %s", want)
-		}
+		want = append(want, `timerq_timers_fired_total{namespace="`+ns+`"} 1`)
 	}
+	awaitMetrics(t, 10*time.Second, metrics, want...)
 	// Connections are shared: one pool, plus one pub/sub connection per
 	// namespace, not a client per namespace.
 	info, err := rdb.ClientList(context.Background()).Result()

@@ -8,8 +8,9 @@
 //
 // On the in-memory Redis a restart would lose every timer, so the example
 // shows the crash and the replay inside one process: run 1 is cancelled
-// mid-sleep and its Queue closed, the in-process poller fires the timer
-// meanwhile, and run 2, on a second Queue, replays. Against a real Redis,
+// mid-sleep (once its timer is in Redis) and its Queue closed, the
+// in-process poller fires the timer meanwhile, and run 2, on a second
+// Queue, replays. Against a real Redis,
 // crash it for real:
 //
 //	timerworker --redis $TIMERQ_REDIS_URL --namespace durable-sleep &
@@ -84,6 +85,45 @@ func run(ctx context.Context, exec string, delay time.Duration, inProcess bool) 
 		return err
 	}
 	defer workerQ.Close()
+
+	// Run 1 "crashes" mid-sleep: once step 0's timer is in Redis, its
+	// context ends and its Queue is closed, so nothing of it is left but
+	// what it wrote to Redis. (A crash at a set time could come, on a slow
+	// machine, before the timer was written, and leave nothing to fire.)
+	q1, err := queue.New(r.Client, queue.Options{Namespace: namespace})
+	if err != nil {
+		return err
+	}
+	crashCtx, crash := context.WithCancel(ctx)
+	killed := make(chan struct{})
+	go func() {
+		defer close(killed)
+		defer crash()
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if t, err := workerQ.Get(crashCtx, queue.DeriveID(exec, 0)); err == nil && t.State == queue.StateScheduled {
+				return // the sleep has begun: kill -9
+			}
+			select {
+			case <-crashCtx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	err = workflow(crashCtx, q1, exec, delay, "run 1: ")
+	crash()
+	<-killed
+	q1.Close()
+	if !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("run 1 should have crashed mid-sleep, got %v", err)
+	}
+	fmt.Println("run 1: crashed mid-sleep (simulated: context ended, Queue closed)")
+
+	// The worker fires the timer while no workflow runs. It starts only
+	// now, after the crash, so that however slow the machine, it cannot
+	// fire the timer while run 1 still sleeps on it.
 	fired := make(chan string, 1)
 	stopPoller, err := exredis.StartPoller(workerQ, r.Client, poller.Hooks{
 		Claimed: func(res queue.ClaimResult) {
@@ -99,21 +139,6 @@ func run(ctx context.Context, exec string, delay time.Duration, inProcess bool) 
 		return err
 	}
 	defer stopPoller()
-
-	// Run 1 "crashes" halfway through its sleep: its context ends and its
-	// Queue is closed, so nothing of it is left but what it wrote to Redis.
-	q1, err := queue.New(r.Client, queue.Options{Namespace: namespace})
-	if err != nil {
-		return err
-	}
-	crashCtx, crash := context.WithTimeout(ctx, delay/2)
-	err = workflow(crashCtx, q1, exec, delay, "run 1: ")
-	crash()
-	q1.Close()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("run 1 should have crashed mid-sleep, got %v", err)
-	}
-	fmt.Println("run 1: crashed mid-sleep (simulated: context ended, Queue closed)")
 
 	select {
 	case id := <-fired:
