@@ -371,6 +371,9 @@ func (e *Env) apiWaiters(ctx context.Context, q *queue.Queue, c *apiClient, api 
 			c.http.CloseIdleConnections()
 		}
 	}()
+	// A thousand at a time, each thousand open before the next starts, so
+	// that the listen backlog never overflows into refused connections.
+	var err error
 	for i, id := range ids {
 		wg.Go(func() {
 			err := clients[i/perClient].do(wctx, "GET", "/timers/"+id+"/wait?timeout=25s", nil, nil)
@@ -381,16 +384,18 @@ func (e *Env) apiWaiters(ctx context.Context, q *queue.Queue, c *apiClient, api 
 				firstErr.CompareAndSwap(nil, &err)
 			}
 		})
-	}
-	// The polls are open once the replica's connections to this process
-	// number cfg.Waiters; give them a moment more to reach their
-	// subscription, then read.
-	err := waitUntil(ctx, 20*time.Second, 100*time.Millisecond, func() (bool, error) {
-		if err := firstErr.Load(); err != nil {
-			return false, fmt.Errorf("a long poll failed: %w", *err)
+		if opened := i + 1; opened%perClient == 0 || opened == len(ids) {
+			err = waitUntil(ctx, 20*time.Second, 20*time.Millisecond, func() (bool, error) {
+				if err := firstErr.Load(); err != nil {
+					return false, fmt.Errorf("a long poll failed: %w", *err)
+				}
+				return openConns(api) >= opened, nil
+			})
+			if err != nil {
+				break
+			}
 		}
-		return openConns(api) >= cfg.Waiters, nil
-	})
+	}
 	time.Sleep(time.Second)
 	conns, cerr := redisConns(api, e.url)
 	rss1 := procRSSKiB(api)
