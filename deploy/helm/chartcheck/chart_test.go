@@ -450,6 +450,30 @@ func TestServiceMonitor(t *testing.T) {
 	if sm.Metadata.Labels["release"] != "prom" {
 		t.Errorf("serviceMonitor.labels not applied: %v", sm.Metadata.Labels)
 	}
+
+	// API-only replicas (api.claim=false) serve the API's request metrics:
+	// the ServiceMonitor scrapes them through a metrics Service of theirs,
+	// and no Service without a metrics port.
+	objs = render(t, argv(baseArgs, apiOnlyArgs, dashboardArgs, []string{"--set", "serviceMonitor.enabled=true"})...)
+	if err := yaml.Unmarshal(one(t, objs, "ServiceMonitor", workerName).YAML, &sm); err != nil {
+		t.Fatal(err)
+	}
+	am := service(t, objs, "rel-timerq-api-metrics")
+	if !selects(sm.Spec.Selector.MatchLabels, am.Labels) {
+		t.Errorf("ServiceMonitor selector %v does not select the API metrics Service %v", sm.Spec.Selector.MatchLabels, am.Labels)
+	}
+	a := deployment(t, objs, apiName)
+	if !selects(am.Spec.Selector, a.Spec.Template.Labels) || selects(am.Spec.Selector, deployment(t, objs, workerName).Spec.Template.Labels) {
+		t.Errorf("API metrics Service selector %v: want the API pods only", am.Spec.Selector)
+	}
+	if len(am.Spec.Ports) != 1 || am.Spec.Ports[0].Name != "metrics" || containerPort(t, container(t, a, "api"), am.Spec.Ports[0].TargetPort.String()) != 9090 {
+		t.Errorf("API metrics Service ports %+v, want metrics to the API pods' metrics port", am.Spec.Ports)
+	}
+	for _, name := range []string{apiName, dashboardName} {
+		if svc := service(t, objs, name); selects(sm.Spec.Selector.MatchLabels, svc.Labels) {
+			t.Errorf("ServiceMonitor selects Service %s, which has no metrics port", name)
+		}
+	}
 }
 
 // TestPrometheusRuleIsTheDeployRules: the chart's copy of the rules is
