@@ -3,7 +3,15 @@ package chartcheck
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -122,7 +130,7 @@ func TestRenderedContainersRun(t *testing.T) {
 		url := "http://127.0.0.1:" + strconv.Itoa(int(containerPort(t, wc, p.HTTPGet.Port.String()))) + p.HTTPGet.Path
 		waitStatus(t, url, "", http.StatusOK)
 	}
-	checkAPIServes(t, wc, token)
+	checkAPIServes(t, wc, token, nil)
 
 	d := deployment(t, objs, dashboardName)
 	dc := container(t, d, "dashboard")
@@ -228,6 +236,12 @@ func start(t *testing.T, bin string, args, env []string) {
 // waitStatus polls url until it answers want, for up to 60 s.
 func waitStatus(t *testing.T, url, token string, want int) {
 	t.Helper()
+	waitStatusClient(t, http.DefaultClient, url, token, want)
+}
+
+// waitStatusClient is waitStatus with client.
+func waitStatusClient(t *testing.T, client *http.Client, url, token string, want int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	last := "no answer"
@@ -236,7 +250,7 @@ func waitStatus(t *testing.T, url, token string, want int) {
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := client.Do(req)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == want {
@@ -283,17 +297,56 @@ func apiTokens(t *testing.T) (string, map[string]map[string][]byte) {
 }
 
 // checkAPIServes checks that the process running container c serves the
-// HTTP API on its port api: 401 without a token, 200 with the one minted.
-func checkAPIServes(t *testing.T, c corev1.Container, token string) {
+// HTTP API on its port api, over HTTPS with a client that trusts roots if
+// they are given: 401 without a token, 200 with the one minted.
+func checkAPIServes(t *testing.T, c corev1.Container, token string, roots *x509.CertPool) {
 	t.Helper()
-	url := "http://127.0.0.1:" + strconv.Itoa(int(containerPort(t, c, "api"))) + "/v1/namespaces/chartcheck/timers"
-	waitStatus(t, url, "", http.StatusUnauthorized)
-	waitStatus(t, url, token, http.StatusOK)
+	client, scheme := http.DefaultClient, "http"
+	if roots != nil {
+		client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+		defer client.CloseIdleConnections()
+		scheme = "https"
+	}
+	url := scheme + "://127.0.0.1:" + strconv.Itoa(int(containerPort(t, c, "api"))) + "/v1/namespaces/chartcheck/timers"
+	waitStatusClient(t, client, url, "", http.StatusUnauthorized)
+	waitStatusClient(t, client, url, token, http.StatusOK)
+}
+
+// selfSigned returns a certificate for 127.0.0.1 and its key, both PEM,
+// and a pool that trusts it.
+func selfSigned(t *testing.T) (certPEM, keyPEM []byte, roots *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "chartcheck"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots = x509.NewCertPool()
+	roots.AddCert(cert)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), roots
 }
 
 // TestRenderedAPIOnlyRun runs the API-only replica api.claim=false renders
 // beside a rendered worker (whose embedded Redis it uses): its probes
-// answer 200 and it serves the API with the mounted tokens file.
+// answer 200 and it serves the API over HTTPS (api.tls) with the mounted
+// tokens file and certificate.
 func TestRenderedAPIOnlyRun(t *testing.T) {
 	bin := binaries(t)
 	redisPort, metricsPort := freePort(t), freePort(t)
@@ -301,25 +354,27 @@ func TestRenderedAPIOnlyRun(t *testing.T) {
 		return render(t, argv([]string{
 			"--set", "redis.url=redis://127.0.0.1:" + redisPort + "/0",
 			"--set", "worker.metricsPort=" + metricsPort, "--set", "worker.namespaces={chartcheck}",
-			"--set", "api.port=" + apiPort,
+			"--set", "api.port=" + apiPort, "--set", "api.tls.existingSecret=api-tls",
 		}, apiOnlyArgs)...)
 	}
-	token, tokens := apiTokens(t)
+	token, secrets := apiTokens(t)
+	cert, key, roots := selfSigned(t)
+	secrets["api-tls"] = map[string][]byte{"tls.crt": cert, "tls.key": key}
 
 	objs := render1(metricsPort, freePort(t))
 	w := deployment(t, objs, workerName)
 	wc := container(t, w, "timerworker")
-	start(t, filepath.Join(bin, "timerworker"), nil, append(podEnv(t, objs, tokens, w, wc), "TIMERQ_DEV=1"))
+	start(t, filepath.Join(bin, "timerworker"), nil, append(podEnv(t, objs, secrets, w, wc), "TIMERQ_DEV=1"))
 	waitStatus(t, "http://127.0.0.1:"+metricsPort+"/readyz", "", http.StatusOK)
 
 	// The API replica's own ports: on a node it would have its own IP.
 	objs = render1(freePort(t), freePort(t))
 	a := deployment(t, objs, apiName)
 	ac := container(t, a, "api")
-	start(t, filepath.Join(bin, "timerworker"), nil, podEnv(t, objs, tokens, a, ac))
+	start(t, filepath.Join(bin, "timerworker"), nil, podEnv(t, objs, secrets, a, ac))
 	for _, p := range []*corev1.Probe{ac.LivenessProbe, ac.ReadinessProbe} {
 		url := "http://127.0.0.1:" + strconv.Itoa(int(containerPort(t, ac, p.HTTPGet.Port.String()))) + p.HTTPGet.Path
 		waitStatus(t, url, "", http.StatusOK)
 	}
-	checkAPIServes(t, ac, token)
+	checkAPIServes(t, ac, token, roots)
 }
