@@ -374,13 +374,10 @@ func TestOptionalObjects(t *testing.T) {
 			t.Errorf("%s rendered by default", kn)
 		}
 	}
-	for _, kind := range []string{"ServiceMonitor", "PrometheusRule", "ConfigMap", "Service"} {
-		if kind == "Service" {
-			if n := len(ofKind(def, kind)); n != 1 {
-				t.Errorf("by default want the metrics Service only, got %v", names(ofKind(def, kind)))
-			}
-			continue
-		}
+	if n := len(ofKind(def, "Service")); n != 1 {
+		t.Errorf("by default want the metrics Service only, got %v", names(ofKind(def, "Service")))
+	}
+	for _, kind := range []string{"ServiceMonitor", "PrometheusRule", "ConfigMap"} {
 		if n := len(ofKind(def, kind)); n != 0 {
 			t.Errorf("%d %s rendered by default", n, kind)
 		}
