@@ -199,6 +199,10 @@ func (s *Sender) httpClient() *http.Client {
 	return s.client
 }
 
+// CloseIdleConnections closes the idle keep-alive connections of the
+// Sender's client; call it when done with the Sender.
+func (s *Sender) CloseIdleConnections() { s.httpClient().CloseIdleConnections() }
+
 // Send makes one attempt to deliver f to ep: a POST of f.Payload to ep.URL
 // with ep.Headers, the signature headers (signed with every secret of
 // ep.Secrets) and the timerq-* headers, within ep.Timeout. It reads at
