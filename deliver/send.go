@@ -281,7 +281,11 @@ func (s *Sender) Send(ctx context.Context, ep Endpoint, f Fire) Attempt {
 	resp.Body.Close()
 	a.BodyBytes, a.Truncated = min(n, maxBody), n > maxBody
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		a.Error = excerpt(string(head))
+		a.Error = string(head)
+		if n > int64(len(head)) {
+			a.Error += "…" // more followed: excerpt cuts and marks it
+		}
+		a.Error = excerpt(a.Error)
 		if a.Error == "" {
 			a.Error = resp.Status
 		}
