@@ -11,9 +11,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/timerq/timerq/deliver"
+	"github.com/timerq/timerq/internal/redistest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(redistest.Shared(m)) }
 
 // The published Standard Webhooks test vector: a receiver's library
 // verifies what Sign writes only if it reproduces this exactly.
