@@ -308,11 +308,16 @@ func setRaw(h http.Header, k, v string) {
 	h[k] = []string{v}
 }
 
+// bodyBufs holds the buffers answers' bodies are read into.
+var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
+
 // readCapped reads r until EOF or past limit, keeping the first
 // MaxErrorExcerpt bytes in head, and returns how many bytes it read: at
 // most limit+1, so a body longer than limit is never read whole.
 func readCapped(r io.Reader, limit int64, head *[]byte) (int64, error) {
-	buf := make([]byte, 32<<10)
+	bp := bodyBufs.Get().(*[]byte)
+	defer bodyBufs.Put(bp)
+	buf := *bp
 	var n int64
 	for n <= limit {
 		m, err := r.Read(buf[:min(int64(len(buf)), limit+1-n)])
