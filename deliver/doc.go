@@ -2,7 +2,9 @@
 // payload to an HTTP endpoint as a signed POST, classifies the answer, and
 // says when to retry or whether to dead-letter. It does not depend on how
 // endpoints are stored; a program maps its endpoint records onto Endpoint.
-// Like poller, it is public so that a program may embed a dispatcher.
+// Like poller, it is public so that a program may embed a dispatcher:
+// package deliver/dispatch runs one over a queue's fires. deliver itself
+// imports nothing of timerq, so package queue may use its checks.
 //
 // # Requests
 //

@@ -11,10 +11,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/timerq/timerq/deliver"
-	"github.com/timerq/timerq/internal/redistest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(redistest.Shared(m)) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The published Standard Webhooks test vector: a receiver's library
 // verifies what Sign writes only if it reproduces this exactly.

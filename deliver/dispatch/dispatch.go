@@ -1,4 +1,9 @@
-package deliver
+// Package dispatch runs push delivery: a Dispatcher leases a namespace's
+// fires as a consumer group of the queue and delivers each to its endpoint
+// with package deliver, settling it by the endpoint's retry policy. It is
+// apart from deliver so that package queue may use deliver's validation
+// (deliver.ValidateURL, deliver.ParseSecret) without an import cycle.
+package dispatch
 
 import (
 	"context"
@@ -9,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/timerq/timerq/deliver"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -38,7 +44,7 @@ const (
 // ErrNoEndpoint is what Dispatcher.Lookup wraps when no endpoint has the
 // name: the fire is dead-lettered. Any other Lookup error is taken as
 // passing, and the fire is tried again after BusyDelay.
-var ErrNoEndpoint = errors.New("timerq: deliver: no such endpoint")
+var ErrNoEndpoint = errors.New("timerq: dispatch: no such endpoint")
 
 // Report is what a Dispatcher tells OnAttempt after each attempt, for
 // attempt logs and metrics.
@@ -47,7 +53,7 @@ type Report struct {
 	Event    queue.Event
 	Endpoint string
 	// Attempt is what Send returned.
-	Attempt Attempt
+	Attempt deliver.Attempt
 	// SettleErr is the error, if any, of acknowledging, releasing or
 	// dead-lettering the delivery afterwards; the lease then runs out and
 	// the fire is delivered again.
@@ -56,13 +62,13 @@ type Report struct {
 
 // Dispatcher delivers the fires of a queue's namespace to their
 // endpoints: it leases fire events as consumer group Group (queue.Lease),
-// sends each with Sender, and settles it by Decide's verdict: Ack when
+// sends each with a deliver.Sender, and settles it by deliver.Decide's verdict: Ack when
 // delivered, Release with the backoff delay to retry, Release as a dead
 // letter when the policy says so. Any number of dispatchers, in any
 // processes, may share a group: each fire goes to one of them at a time,
 // and a fire whose dispatcher dies is delivered again by another when its
 // lease runs out (at least once). Fires that deliver nowhere (Route gives
-// "") are acknowledged at once.
+// "") are acknowledged at once, in one round trip per leased batch.
 //
 // One slow endpoint does not delay the others: each endpoint has at most
 // MaxInFlight attempts under way in this dispatcher and a backlog of
@@ -82,14 +88,15 @@ type Dispatcher struct {
 	// Consumer names this dispatcher in the group; "" means
 	// "<hostname>-<pid>".
 	Consumer string
-	// Sender sends the attempts; nil means a Sender with a zero Guard.
-	Sender *Sender
+	// Sender sends the attempts; nil means a deliver.Sender with a zero
+	// Guard, which refuses every private address.
+	Sender *deliver.Sender
 	// Route names the endpoint a fire is delivered to, "" for none.
 	// Required.
 	Route func(queue.Event) string
 	// Lookup returns the endpoint of a name. It is called for every fire,
 	// so cache in it if reads are costly. Required.
-	Lookup func(ctx context.Context, name string) (Endpoint, error)
+	Lookup func(ctx context.Context, name string) (deliver.Endpoint, error)
 	// Lease is the group's lease (queue.LeaseOptions.Lease); 0 means
 	// DefaultDispatchLease. Every dispatcher of a group must use the same.
 	Lease time.Duration
@@ -121,7 +128,7 @@ type endpointState struct {
 
 type pending struct {
 	d  queue.Delivery
-	ep Endpoint
+	ep deliver.Endpoint
 }
 
 // Run delivers until ctx is done (call it once per Dispatcher), then hands back the fires it holds
@@ -146,7 +153,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		return err
 	}
 	if d.Sender == nil {
-		d.Sender = &Sender{}
+		d.Sender = &deliver.Sender{}
 	}
 	if d.Lease == 0 {
 		d.Lease = DefaultDispatchLease
@@ -187,8 +194,18 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			continue
 		}
 		fails = 0
+		var nowhere []string // fires of timers that deliver nowhere
 		for _, dl := range ds {
+			if d.Route(dl.Event) == "" {
+				nowhere = append(nowhere, dl.DeliveryID)
+				continue
+			}
 			d.dispatch(ctx, dl)
+		}
+		if len(nowhere) > 0 {
+			if _, err := d.Queue.Ack(context.WithoutCancel(ctx), d.Group, nowhere...); err != nil {
+				d.onError(err)
+			}
 		}
 	}
 	return nil
@@ -204,12 +221,6 @@ func (d *Dispatcher) onError(err error) {
 // under way, or releases it.
 func (d *Dispatcher) dispatch(ctx context.Context, dl queue.Delivery) {
 	name := d.Route(dl.Event)
-	if name == "" {
-		if _, err := d.Queue.Ack(ctx, d.Group, dl.DeliveryID); err != nil {
-			d.onError(err)
-		}
-		return
-	}
 	ep, err := d.Lookup(ctx, name)
 	switch {
 	case errors.Is(err, ErrNoEndpoint):
@@ -228,7 +239,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, dl queue.Delivery) {
 	}
 	limit := ep.MaxInFlight
 	if limit <= 0 {
-		limit = DefaultMaxInFlight
+		limit = deliver.DefaultMaxInFlight
 	}
 	d.mu.Lock()
 	st := d.endpoints[name]
@@ -292,7 +303,7 @@ func (d *Dispatcher) work(ctx context.Context, name string, p pending) {
 func (d *Dispatcher) attempt(ctx context.Context, p pending) {
 	timeout := p.ep.Timeout
 	if timeout <= 0 {
-		timeout = DefaultTimeout
+		timeout = deliver.DefaultTimeout
 	}
 	// A fire that waited in the backlog may be near the end of its lease:
 	// renew it so that no other dispatcher takes it over mid-attempt.
@@ -305,17 +316,17 @@ func (d *Dispatcher) attempt(ctx context.Context, p pending) {
 		}
 	}
 	ev := p.d.Event
-	a := d.Sender.Send(ctx, p.ep, Fire{Namespace: d.Queue.Namespace(), TimerID: ev.ID, Due: ev.Due, FiredAt: ev.FiredAt,
+	a := d.Sender.Send(ctx, p.ep, deliver.Fire{Namespace: d.Queue.Namespace(), TimerID: ev.ID, Due: ev.Due, FiredAt: ev.FiredAt,
 		Payload: ev.Payload, Attempt: ev.Attempt})
 	var err error
 	switch {
-	case ctx.Err() != nil && a.Outcome != Delivered:
+	case ctx.Err() != nil && a.Outcome != deliver.Delivered:
 		err = d.settle(p.d, queue.ReleaseOptions{Error: "dispatcher stopped"})
-	case a.Outcome == Delivered:
+	case a.Outcome == deliver.Delivered:
 		if _, err = d.Queue.Ack(context.WithoutCancel(ctx), d.Group, p.d.DeliveryID); err != nil {
 			d.onError(err)
 		}
-	case a.Outcome == Retry:
+	case a.Outcome == deliver.Retry:
 		err = d.settle(p.d, queue.ReleaseOptions{Delay: min(a.Delay, d.Lease), Error: describe(a)})
 	default:
 		err = d.settle(p.d, queue.ReleaseOptions{DeadLetter: true, Error: describe(a)})
@@ -341,7 +352,7 @@ func (d *Dispatcher) settle(dl queue.Delivery, ro queue.ReleaseOptions) error {
 }
 
 // describe is the error recorded with a retried or dead-lettered fire.
-func describe(a Attempt) string {
+func describe(a deliver.Attempt) string {
 	s := string(a.Reason)
 	if a.Cause != "" {
 		s += " after " + string(a.Cause)

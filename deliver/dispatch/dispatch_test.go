@@ -1,18 +1,56 @@
-package deliver_test
+package dispatch_test
 
 import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/timerq/timerq/deliver"
+	"github.com/timerq/timerq/deliver/dispatch"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(redistest.Shared(m)) }
+
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+
+// sink is a local endpoint that counts the requests it gets and answers
+// with h (204 if nil).
+type sink struct {
+	*httptest.Server
+	hits atomic.Int64
+}
+
+func newSink(t *testing.T, h http.HandlerFunc) *sink {
+	t.Helper()
+	s := &sink{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.hits.Add(1)
+		if h != nil {
+			h(w, r)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func newSender(t *testing.T, g *deliver.Guard) *deliver.Sender {
+	s := &deliver.Sender{Guard: g}
+	t.Cleanup(s.CloseIdleConnections)
+	return s
+}
 
 // fireAll schedules timers due in the past and fires them all.
 func fireAll(t *testing.T, q *queue.Queue, ids []string) {
@@ -76,8 +114,8 @@ func TestDispatcherDeliversAndSettles(t *testing.T) {
 			"gone":    {URL: gone.URL, Policy: quick},
 		}
 		var mu sync.Mutex
-		reports := map[string][]deliver.Report{}
-		d := &deliver.Dispatcher{
+		reports := map[string][]dispatch.Report{}
+		d := &dispatch.Dispatcher{
 			Queue:    q,
 			Consumer: "d1",
 			Sender:   newSender(t, &deliver.Guard{Allow: loopback}),
@@ -91,12 +129,12 @@ func TestDispatcherDeliversAndSettles(t *testing.T) {
 			Lookup: func(_ context.Context, name string) (deliver.Endpoint, error) {
 				ep, ok := endpoints[name]
 				if !ok {
-					return ep, fmt.Errorf("%w: %q", deliver.ErrNoEndpoint, name)
+					return ep, fmt.Errorf("%w: %q", dispatch.ErrNoEndpoint, name)
 				}
 				return ep, nil
 			},
 			Backlog: 1,
-			OnAttempt: func(r deliver.Report) {
+			OnAttempt: func(r dispatch.Report) {
 				mu.Lock()
 				reports[r.Event.ID] = append(reports[r.Event.ID], r)
 				mu.Unlock()
