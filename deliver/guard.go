@@ -48,12 +48,16 @@ var refused = []struct {
 	{netip.MustParsePrefix("240.0.0.0/4"), "reserved (and broadcast)"},
 	{netip.MustParsePrefix("::/128"), "unspecified"},
 	{netip.MustParsePrefix("::1/128"), "loopback"},
+	{netip.MustParsePrefix("::/96"), "IPv4-compatible (deprecated)"},
 	{netip.MustParsePrefix("64:ff9b:1::/48"), "local-use NAT64 (RFC 8215)"},
 	{netip.MustParsePrefix("fc00::/7"), "unique local (private)"},
 	{netip.MustParsePrefix("fe80::/10"), "link-local"},
 	{netip.MustParsePrefix("fec0::/10"), "site-local (deprecated)"},
 	{netip.MustParsePrefix("ff00::/8"), "multicast"},
 }
+
+// nat64 is the well-known NAT64 prefix (RFC 6052).
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
 
 // metadata lists cloud metadata and host agent addresses. Most lie in a
 // refused range already; they are named so that an Allow of a whole range
@@ -114,9 +118,23 @@ type Guard struct {
 // error wrapping ErrRefused that says which range addr is in and how to
 // allow it.
 func (g *Guard) CheckAddr(host string, addr netip.Addr) error {
-	addr = addr.Unmap()
+	// A zone (fe80::1%eth0) would make every prefix test false; an
+	// IPv4-mapped address is its IPv4 address.
+	addr = addr.WithZone("").Unmap()
 	if g.hostAllowed(host) {
 		return nil
+	}
+	if !addr.IsValid() {
+		return fmt.Errorf("%w: no address", ErrRefused)
+	}
+	// NAT64 (64:ff9b::/96) reaches the IPv4 address in its last 32 bits:
+	// judge that address.
+	if nat64.Contains(addr) {
+		b := addr.As16()
+		v4 := netip.AddrFrom4([4]byte(b[12:]))
+		if err := g.CheckAddr(host, v4); err != nil {
+			return fmt.Errorf("%s is NAT64 for %s: %w", addr, v4, err)
+		}
 	}
 	for _, m := range metadata {
 		if addr == m {
