@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -99,6 +100,7 @@ func TestDispatcherDeliversAndSettles(t *testing.T) {
 		fast := newSink(t, nil)
 		unblock := make(chan struct{})
 		slow := newSink(t, func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
 			select {
 			case <-unblock:
 			case <-r.Context().Done():
@@ -217,6 +219,72 @@ func TestDispatcherDeliversAndSettles(t *testing.T) {
 		stop()
 		if n := fast.hits.Load(); n != 40 {
 			t.Errorf("the fast endpoint got %d requests for 40 fires", n)
+		}
+	})
+}
+
+// A dispatcher that stops hands back the fires it holds, under way or
+// waiting for their endpoint, so that another dispatcher of the group
+// delivers them at once rather than after their leases (a minute) run out.
+func TestDispatcherStopHandsFiresBack(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stuck := newSink(t, func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body) // the server notices a closed connection only once the body is read
+			<-r.Context().Done()
+		})
+		fast := newSink(t, nil)
+		var mu sync.Mutex
+		delivered := map[string]string{} // timer ID → consumer
+		run := func(consumer, url string) (stop func()) {
+			d := &dispatch.Dispatcher{
+				Queue: q, Consumer: consumer, Sender: newSender(t, &deliver.Guard{Allow: loopback}),
+				Route: func(queue.Event) string { return "e" },
+				Lookup: func(context.Context, string) (deliver.Endpoint, error) {
+					return deliver.Endpoint{URL: url, MaxInFlight: 2, Timeout: time.Minute}, nil
+				},
+				OnAttempt: func(r dispatch.Report) {
+					if r.Attempt.Outcome == deliver.Delivered {
+						mu.Lock()
+						delivered[r.Event.ID] = consumer
+						mu.Unlock()
+					}
+				},
+				OnError: func(err error) { t.Errorf("%s: %v", consumer, err) },
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- d.Run(ctx) }()
+			return func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("%s: Run: %v", consumer, err)
+				}
+			}
+		}
+		ids := names("t", 6)
+		fireAll(t, q, ids)
+		stop1 := run("d1", stuck.URL)
+		// d1 holds all six: two attempts under way, the rest in its
+		// backlog (2 slots × 4).
+		redistest.Eventually(t, 30*time.Second, "d1's two attempts under way", func() bool { return stuck.hits.Load() == 2 })
+		stop1()
+		stop2 := run("d2", fast.URL)
+		defer stop2()
+		redistest.Eventually(t, 20*time.Second, "d2 delivering all six", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(delivered) == len(ids)
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range ids {
+			if delivered[id] != "d2" {
+				t.Errorf("%s delivered by %q, want d2", id, delivered[id])
+			}
 		}
 	})
 }
