@@ -99,6 +99,8 @@ type Dispatcher struct {
 	Lookup func(ctx context.Context, name string) (deliver.Endpoint, error)
 	// Lease is the group's lease (queue.LeaseOptions.Lease); 0 means
 	// DefaultDispatchLease. Every dispatcher of a group must use the same.
+	// Keep it above the longest endpoint Timeout: an attempt that outlasts
+	// the lease may be made again, at the same time, by another dispatcher.
 	Lease time.Duration
 	// MaxOutstanding bounds the fires this dispatcher holds at once,
 	// under way or waiting for their endpoint; 0 means
@@ -157,6 +159,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	if d.Lease == 0 {
 		d.Lease = DefaultDispatchLease
+	}
+	if d.Lease < queue.MinLease || d.Lease > queue.MaxLease {
+		return fmt.Errorf("%w: lease %v is outside %v..%v", queue.ErrInvalidOptions, d.Lease, queue.MinLease, queue.MaxLease)
 	}
 	if d.MaxOutstanding <= 0 {
 		d.MaxOutstanding = DefaultMaxOutstanding

@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/timerq/timerq/deliver"
@@ -287,4 +289,32 @@ func TestDispatcherStopHandsFiresBack(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestDispatcherRefusesBadConfig(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never reached: Run refuses first
+	t.Cleanup(func() { rdb.Close() })
+	q, err := queue.New(rdb, queue.Options{Namespace: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := func(queue.Event) string { return "" }
+	lookup := func(context.Context, string) (deliver.Endpoint, error) { return deliver.Endpoint{}, nil }
+	for name, d := range map[string]*dispatch.Dispatcher{
+		"no queue":     {Route: route, Lookup: lookup},
+		"no route":     {Queue: q, Lookup: lookup},
+		"no lookup":    {Queue: q, Route: route},
+		"short lease":  {Queue: q, Route: route, Lookup: lookup, Lease: time.Millisecond},
+		"bad group":    {Queue: q, Route: route, Lookup: lookup, Group: "a b"},
+		"bad consumer": {Queue: q, Route: route, Lookup: lookup, Consumer: strings.Repeat("c", 200)},
+	} {
+		// A Run that accepted the configuration would run until the
+		// deadline and return nil.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		err := d.Run(ctx)
+		cancel()
+		if !errors.Is(err, queue.ErrInvalidOptions) {
+			t.Errorf("%s: Run = %v, want ErrInvalidOptions", name, err)
+		}
+	}
 }
