@@ -189,6 +189,25 @@ func (g *Guard) hostAllowed(host string) bool {
 // not resolved here (see Guard.ResolveURL): the address is checked again
 // at every connection anyway.
 func ValidateURL(raw string, g *Guard) (*url.URL, error) {
+	u, err := parseURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	if addr, err := netip.ParseAddr(u.Hostname()); err == nil {
+		if err := g.CheckAddr(u.Hostname(), addr); err != nil {
+			return nil, err
+		}
+	} else if !g.hostAllowed(u.Hostname()) {
+		h := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+		if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+			return nil, fmt.Errorf("%w: %s names the loopback interface; allow 127.0.0.1/32 with Guard.Allow and use http://127.0.0.1:PORT/", ErrRefused, u.Hostname())
+		}
+	}
+	return u, nil
+}
+
+// parseURL is ValidateURL's check of the URL's form, without the guard.
+func parseURL(raw string) (*url.URL, error) {
 	const want = "use an absolute http:// or https:// URL with a host, such as https://billing.example.com/hooks/timerq"
 	if len(raw) > 2048 {
 		return nil, fmt.Errorf("%w: it is %d bytes, above 2048", ErrInvalidURL, len(raw))
@@ -208,16 +227,6 @@ func ValidateURL(raw string, g *Guard) (*url.URL, error) {
 	}
 	if u.Fragment != "" || strings.Contains(raw, "#") {
 		return nil, fmt.Errorf("%w: it has a fragment (#…), which is never sent", ErrInvalidURL)
-	}
-	if addr, err := netip.ParseAddr(u.Hostname()); err == nil {
-		if err := g.CheckAddr(u.Hostname(), addr); err != nil {
-			return nil, err
-		}
-	} else if !g.hostAllowed(u.Hostname()) {
-		h := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
-		if h == "localhost" || strings.HasSuffix(h, ".localhost") {
-			return nil, fmt.Errorf("%w: %s names the loopback interface; allow 127.0.0.1/32 with Guard.Allow and use http://127.0.0.1:PORT/", ErrRefused, u.Hostname())
-		}
 	}
 	return u, nil
 }

@@ -229,9 +229,16 @@ func (s *Sender) Send(ctx context.Context, ep Endpoint, f Fire) Attempt {
 		a.Decision = Decide(ep.Policy, f.Attempt, f.Due, r, s.Jitter)
 		return a
 	}
+	// The form of the URL is checked here, its address when dialled: a
+	// URL that can never be delivered to is a dead letter, not a retry.
+	u, err := parseURL(ep.URL)
+	if err != nil {
+		a.Error = excerpt(err.Error())
+		return finish(Result{Err: err, Refused: true})
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL, bytes.NewReader(f.Payload))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(f.Payload))
 	if err != nil {
 		a.Error = excerpt(err.Error())
 		return finish(Result{Err: err, Refused: true})

@@ -190,3 +190,15 @@ func TestEndpointValidate(t *testing.T) {
 		}
 	}
 }
+
+// A URL that can never be delivered to (another scheme, userinfo) is a
+// dead letter at once, not a connection error to retry.
+func TestSendBadURLIsADeadLetter(t *testing.T) {
+	snd := newSender(t, &deliver.Guard{Allow: loopback})
+	for _, u := range []string{"ftp://127.0.0.1/x", "http://user:pw@127.0.0.1/", "not a url"} {
+		a := snd.Send(context.Background(), deliver.Endpoint{URL: u}, fire("t1"))
+		if a.Outcome != deliver.DeadLetter || a.Reason != deliver.ReasonRefused || a.Status != 0 {
+			t.Errorf("%q: %+v, want a dead letter", u, a)
+		}
+	}
+}
