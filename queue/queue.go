@@ -221,7 +221,9 @@ func (q *Queue) scheduleBatch(ctx context.Context, timers []NewTimer, tp string)
 // read inside the script that creates the timer, so the client's clock plays
 // no part: a client whose clock is a minute slow still gets a timer due d
 // from now. The due time is rounded up to the millisecond; d may be 0 (due
-// at once) but not negative.
+// at once) but not negative. As with Schedule, retrying with the same ID
+// is safe, and is what to do on ErrOutcomeUnknown: a timer the lost call
+// wrote keeps its due time and comes back with Created false.
 func (q *Queue) ScheduleIn(ctx context.Context, id string, d time.Duration, payload []byte) (ScheduleResult, error) {
 	res, err := q.ScheduleBatch(ctx, []NewTimer{NewTimerIn(id, d, payload)})
 	if err != nil {
