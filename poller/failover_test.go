@@ -43,7 +43,10 @@ func TestMasterFailoverResumesInSeconds(t *testing.T) {
 		opts.ClusterStateReloadInterval = queue.ClusterStateReloadInterval
 	}
 	rdb := redis.NewClusterClient(opts)
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() {
+		rdb.Close()
+		redistest.AwaitRedials(t) // of the dead master's address
+	})
 	if !ab {
 		queue.ReloadOnFailover(rdb)
 	}

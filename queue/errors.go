@@ -80,7 +80,7 @@ var (
 	// wraps the dial error. A call that fails with it alone may still have
 	// reached Redis on an earlier attempt of go-redis's own retries, so
 	// Schedule reports ErrOutcomeUnknown beside it.
-	ErrUnreachable = errors.New("timerq: cannot connect to the Redis node that serves the shard")
+	ErrUnreachable = errors.New("timerq: cannot connect to Redis")
 	// ErrOutcomeUnknown means a write may or may not have happened: the
 	// command was, or may have been, sent to Redis, and no reply came back
 	// (a connection lost or timed out mid-call, a server that crashed, or

@@ -146,7 +146,10 @@ func TestScheduleLostReplyIsOutcomeUnknown(t *testing.T) {
 	srv := redistest.Start(t, redistest.Config{})
 	proxy := startLossyProxy(t, srv.Addr())
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.addr(), ReadTimeout: 2 * time.Second})
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() {
+		rdb.Close()
+		redistest.AwaitRedials(t) // of the proxy's closed address
+	})
 	ns := redistest.Namespace(t)
 	q, err := queue.New(rdb, queue.Options{Namespace: ns})
 	if err != nil {

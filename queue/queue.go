@@ -607,7 +607,7 @@ func (q *Queue) redisError(err error) error {
 	case migrating(err):
 		return fmt.Errorf("%w: %w; retry once the move ends (other shards are unaffected)", ErrSlotMigrating, err)
 	case isDialError(err):
-		return fmt.Errorf("%w: %w; is the node down? On a Cluster, retry once its replica is promoted", ErrUnreachable, err)
+		return fmt.Errorf("%w: %w; is the server down? On a Cluster, retry once the failed master's replica is promoted", ErrUnreachable, err)
 	case hasRedisCode(err, "OOM"):
 		// Not "cancel timers": a cancel writes, and is refused too.
 		return fmt.Errorf("%w: %w; raise maxmemory, or lower Options.Retention so the workers' purges, which still run, free more",

@@ -441,3 +441,27 @@ func Namespace(t testing.TB) string {
 	}
 	return string(name) + "-" + hex.EncodeToString(b[:])
 }
+
+// AwaitRedials waits up to 3 s for go-redis's background redials to end.
+// After a dial is refused, a go-redis pool redials on a goroutine of its
+// own every second until it connects or the pool is closed; so a test
+// whose client dialled a dead server calls it after closing the client,
+// or goleak finds that goroutine still asleep.
+func AwaitRedials(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if !strings.Contains(string(buf[:n]), "go-redis/v9/internal/pool.(*ConnPool).tryDial") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("redistest: a go-redis redial goroutine outlived its client's Close by 3 s")
+			return
+		}
+		// Polling with a deadline: the goroutine belongs to go-redis and
+		// signals nothing when it ends.
+		time.Sleep(20 * time.Millisecond)
+	}
+}
