@@ -35,7 +35,9 @@ type Queue struct {
 // New returns a Queue over rdb, which may be a standalone, Sentinel or
 // Cluster client. It validates opts but does not contact Redis: the
 // namespace's shard count is read (and checked against Options.Shards) on
-// first use.
+// first use. Give a Cluster client ReloadOnFailover and
+// ClusterStateReloadInterval, or a master failover stalls its shards for
+// up to a minute.
 func New(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: pass a client from redis.NewClient, redis.NewUniversalClient or similar", ErrNilClient)
