@@ -110,6 +110,7 @@ func TestMasterFailoverResumesInSeconds(t *testing.T) {
 		acked   []string
 		unknown atomic.Int64
 		stopped atomic.Bool
+		failAt  []time.Time // when each failed schedule returned, under mu
 	)
 	done := make(chan struct{})
 	go func() {
@@ -129,6 +130,9 @@ func TestMasterFailoverResumesInSeconds(t *testing.T) {
 				if errors.Is(err, queue.ErrOutcomeUnknown) {
 					unknown.Add(1)
 				}
+				mu.Lock()
+				failAt = append(failAt, time.Now())
+				mu.Unlock()
 				// Retrying with the same ID is safe: that is the contract
 				// under test too (no ID fires twice).
 				time.Sleep(20 * time.Millisecond)
@@ -213,6 +217,24 @@ func TestMasterFailoverResumesInSeconds(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	stopped.Store(true)
 	<-done
+	mu.Lock()
+	var lastFail time.Time
+	after := 0
+	for _, at := range failAt {
+		if at.After(promotedAt) {
+			after++
+			lastFail = at
+		}
+	}
+	mu.Unlock()
+	if after > 0 {
+		t.Logf("%d schedules failed after the promotion, the last %v after it", after, lastFail.Sub(promotedAt).Round(time.Millisecond))
+		if !ab && lastFail.Sub(promotedAt) > bound {
+			t.Errorf("a schedule failed %v after the promotion, want none after %v", lastFail.Sub(promotedAt), bound)
+		}
+	} else {
+		t.Logf("no schedule failed after the promotion")
+	}
 	waitFor(t, 30*time.Second, "every acknowledged timer to fire", func() bool {
 		st, err := q.Stats(ctx)
 		return err == nil && st.Fired >= int64(len(acked))

@@ -51,7 +51,14 @@ func ReloadOnFailover(rdb redis.UniversalClient) {
 	if !ok {
 		return
 	}
-	c.AddHook(&failoverHook{c: c})
+	h := &failoverHook{c: c}
+	c.AddHook(h)
+	// On each node's client too: a Cluster client retries a failed call
+	// on a fresh look-up of the slot's node (MaxRedirects), so a reload
+	// asked for after the first attempt can already route the retry to the
+	// promoted replica, and the call succeeds. Nodes the client has
+	// already connected to keep only the hook above.
+	c.OnNewNode(func(n *redis.Client) { n.AddHook(h) })
 }
 
 // failoverHook asks c for a slot-map reload after a command that failed
