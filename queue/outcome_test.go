@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -18,7 +19,7 @@ import (
 
 // lossyProxy forwards TCP connections to a Redis server until a request
 // containing trap passes: it forwards that request, lets Redis run it, and
-// then, instead of relaying the reply, drops the connection and stops
+// then, instead of relaying the reply, drops every connection and stops
 // listening, as a master that crashes right after a write does. go-redis's
 // retries then find the address refusing connections.
 type lossyProxy struct {
@@ -104,10 +105,14 @@ func (p *lossyProxy) accept() {
 				select {
 				case <-trapped:
 					// Redis ran the trapped request and replied: lose
-					// the reply, the connection and the listener.
+					// the reply, every connection and the listener, as
+					// a crashed server would.
 					p.ln.Close()
-					c.Close()
-					s.Close()
+					p.mu.Lock()
+					for _, x := range p.conns {
+						x.Close()
+					}
+					p.mu.Unlock()
 					close(p.sprung)
 					return
 				default:
@@ -193,5 +198,61 @@ func TestScheduleLostReplyIsOutcomeUnknown(t *testing.T) {
 	_, err = direct.ScheduleIn(ctx, "refused", time.Hour, nil)
 	if !errors.Is(err, queue.ErrOutOfMemory) || errors.Is(err, queue.ErrOutcomeUnknown) {
 		t.Fatalf("Schedule refused with OOM = %v, want ErrOutOfMemory and not ErrOutcomeUnknown", err)
+	}
+}
+
+// TestScheduleBatchLostReplyIsOutcomeUnknown: the same for ScheduleBatch
+// over a 4-shard namespace, whose calls go out in one pipeline: the
+// pipeline ran, its replies were lost, and the batch's error is
+// ErrOutcomeUnknown; the same batch again creates nothing.
+func TestScheduleBatchLostReplyIsOutcomeUnknown(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	proxy := startLossyProxy(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.addr(), ReadTimeout: 2 * time.Second})
+	t.Cleanup(func() {
+		rdb.Close()
+		redistest.AwaitRedials(t) // of the proxy's closed address
+	})
+	ctx := context.Background()
+	ns := redistest.Namespace(t)
+	if _, err := queue.CreateNamespace(ctx, srv.Client(t), ns, 4); err != nil {
+		t.Fatal(err)
+	}
+	q, err := queue.New(rdb, queue.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := func(prefix string) []queue.NewTimer {
+		var out []queue.NewTimer
+		for i := range 8 {
+			out = append(out, queue.NewTimerIn(fmt.Sprint(prefix, i), time.Hour, nil))
+		}
+		return out
+	}
+	if _, err := q.ScheduleBatch(ctx, batch("warm-up-")); err != nil {
+		t.Fatal(err)
+	}
+	proxy.arm("batch-lost-3")
+	_, err = q.ScheduleBatch(ctx, batch("batch-lost-"))
+	select {
+	case <-proxy.sprung:
+	default:
+		t.Fatalf("the proxy's trap did not spring; ScheduleBatch returned %v", err)
+	}
+	if !errors.Is(err, queue.ErrOutcomeUnknown) {
+		t.Fatalf("ScheduleBatch after a lost reply = %v, want ErrOutcomeUnknown", err)
+	}
+	direct, err := queue.New(srv.Client(t), queue.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := direct.ScheduleBatch(ctx, batch("batch-lost-"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Created {
+			t.Errorf("retry of the batch created %s, which the lost call had written", r.Timer.ID)
+		}
 	}
 }
