@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -150,9 +151,36 @@ type Hooks struct {
 	// Owned is called with the shards the poller claims, whenever they change.
 	Owned func(shards []int)
 	// Paused is called when a shard's claim failed because its Cluster slot
-	// is migrating (TRYAGAIN, ASK, MOVED) or unserved (CLUSTERDOWN); the
+	// is migrating (TRYAGAIN, ASK, MOVED: queue.ErrSlotMigrating); the
 	// shard is retried with backoff while the others go on.
 	Paused func(shard int, err error)
+	// Unavailable is called when a shard's claim failed because the Redis
+	// serving it is not there: a Cluster that answers CLUSTERDOWN
+	// (queue.ErrClusterDown, a failover under way) or a node that refuses
+	// connections (queue.ErrUnreachable, a dead server, or a dead master
+	// not yet replaced). UnavailableReason names which. The shard is
+	// retried with backoff, on a Cluster at most FailoverBackoffMax apart,
+	// so that it resumes soon after Redis promotes a replica.
+	Unavailable func(shard int, err error)
+}
+
+// FailoverBackoffMax caps the retry delay of a shard whose Cluster node is
+// unavailable (Hooks.Unavailable) when it is below Options.BackoffMax:
+// Redis promotes a replica within seconds, and a longer delay would hold
+// the shard back after the promotion.
+const FailoverBackoffMax = 500 * time.Millisecond
+
+// UnavailableReason returns the reason label of an error passed to
+// Hooks.Unavailable: "cluster_down" (CLUSTERDOWN), "unreachable" (a failed
+// connection), or "" for any other error.
+func UnavailableReason(err error) string {
+	switch {
+	case errors.Is(err, queue.ErrClusterDown):
+		return "cluster_down"
+	case errors.Is(err, queue.ErrUnreachable):
+		return "unreachable"
+	}
+	return ""
 }
 
 // withDefaults validates o and fills in its defaults.

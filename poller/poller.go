@@ -41,6 +41,9 @@ type Poller struct {
 	opts Options
 	log  *slog.Logger
 	rs   *redsync.Redsync
+	// cluster is set on a Redis Cluster client, whose failed master is
+	// replaced within seconds (see FailoverBackoffMax).
+	cluster bool
 
 	running   atomic.Bool
 	lastClaim atomic.Int64 // local Unix nanoseconds of the last successful claim
@@ -65,12 +68,18 @@ func New(q *queue.Queue, opts Options) (*Poller, error) {
 		return nil, err
 	}
 	return &Poller{
-		q:    q,
-		rdb:  rdb,
-		opts: opts,
-		log:  opts.Logger.With("namespace", q.Namespace()),
-		rs:   redsync.New(goredis.NewPool(rdb)),
+		q:       q,
+		rdb:     rdb,
+		opts:    opts,
+		log:     opts.Logger.With("namespace", q.Namespace()),
+		rs:      redsync.New(goredis.NewPool(rdb)),
+		cluster: isCluster(rdb),
 	}, nil
+}
+
+func isCluster(rdb redis.UniversalClient) bool {
+	_, ok := rdb.(*redis.ClusterClient)
+	return ok
 }
 
 // Options returns the poller's options with defaults filled in.
@@ -464,13 +473,29 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 			if err != nil {
 				failures++
 				d := p.backoff(failures)
-				if errors.Is(err, queue.ErrSlotMigrating) {
+				switch reason := UnavailableReason(err); {
+				case errors.Is(err, queue.ErrSlotMigrating):
 					// Only this shard's slot is moving: the others go on.
 					if h := p.opts.Hooks.Paused; h != nil {
 						h(l.shard, err)
 					}
 					p.log.Info("timerq: shard paused by a slot migration; retrying", "shard", l.shard, "retry_in", d, "err", err)
-				} else {
+				case reason != "":
+					if p.cluster {
+						// A failover: retry soon enough to resume right
+						// after the promotion (the client re-reads its slot
+						// map on these errors: queue.ReloadOnFailover).
+						d = min(d, backoff(p.opts.BackoffMin, max(p.opts.BackoffMin, FailoverBackoffMax), failures))
+					}
+					if h := p.opts.Hooks.Unavailable; h != nil {
+						h(l.shard, err)
+					}
+					what := "cannot connect to the Redis node that serves it (the node is down; on a Cluster, until its replica is promoted)"
+					if reason == "cluster_down" {
+						what = "Redis Cluster answers CLUSTERDOWN (a master has failed and its replica is not yet promoted)"
+					}
+					p.log.Warn("timerq: shard paused: "+what+"; retrying", "shard", l.shard, "reason", reason, "attempt", failures, "retry_in", d, "err", err)
+				default:
 					p.log.Warn("timerq: claim failed; retrying", "shard", l.shard, "attempt", failures, "retry_in", d, "err", err)
 				}
 				timer.Reset(d)
