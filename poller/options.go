@@ -43,6 +43,10 @@ const (
 	// when Options.MemberTTL is 0: a dead worker's shards move to the others
 	// within about this long.
 	DefaultMemberTTL = 3 * time.Second
+	// DefaultTakeoverAfter is how overdue a shard's earliest timer must be
+	// before a worker that does not own the shard claims it, when
+	// TakeoverOptions.After is 0.
+	DefaultTakeoverAfter = 250 * time.Millisecond
 )
 
 // Options configures a Poller. The zero value selects every default: a
@@ -99,6 +103,11 @@ type Options struct {
 	// Disabled field turns them off for this poller.
 	Maintenance MaintenanceOptions
 
+	// Takeover configures how this poller claims, on a sharded namespace,
+	// the shards it does not own once their timers are overdue: what keeps
+	// a dead worker's shards firing until its membership lapses.
+	Takeover TakeoverOptions
+
 	// Hooks are called on claims, errors and maintenance events, for
 	// metrics. A nil field is not called.
 	Hooks Hooks
@@ -131,6 +140,33 @@ type MaintenanceOptions struct {
 	// StatsInterval is how often the holder samples queue.Stats for
 	// Hooks.Stats. 0 means DefaultStatsInterval (5 s).
 	StatsInterval time.Duration
+}
+
+// TakeoverOptions configures the takeover of overdue shards. On a sharded
+// namespace whose shards are shared by membership (Options.Shards nil), a
+// poller watches every shard it does not own: it learns each one's earliest
+// due time from its wake messages and from its own claims, and claims the
+// shard itself once that time is After overdue. The owner, if alive, has
+// fired those timers by then, so the claim finds nothing and only reads the
+// next due time. If the owner died, the claim fires them. Claims are
+// atomic, so a timer still fires exactly once, whoever claims it.
+//
+// A watched shard costs Redis nothing while it has no timer due, since
+// the watcher learns of new ones from wake messages. While timers are due,
+// each watcher claims the shard about once per After. A wake message lost
+// in a reconnect can leave a dead owner's timer to wait for the membership
+// to lapse (Options.MemberTTL), as without takeover.
+type TakeoverOptions struct {
+	// Disabled turns the takeover off for this poller: it claims only its
+	// own shards, and a dead worker's shards wait until its membership
+	// lapses (about MemberTTL plus a Heartbeat).
+	Disabled bool
+
+	// After is how overdue a shard's earliest timer must be before this
+	// poller claims a shard it does not own. Shorter resumes a dead
+	// worker's shards sooner and costs more claims while timers are due.
+	// 0 means DefaultTakeoverAfter (250 ms).
+	After time.Duration
 }
 
 // Hooks observe a Poller, typically to feed metrics (see Metrics). They are
@@ -182,6 +218,7 @@ func (o Options) withDefaults() (Options, error) {
 		{"Maintenance.AcquireInterval", &o.Maintenance.AcquireInterval, 0},
 		{"Heartbeat", &o.Heartbeat, DefaultHeartbeat},
 		{"MemberTTL", &o.MemberTTL, DefaultMemberTTL},
+		{"Takeover.After", &o.Takeover.After, DefaultTakeoverAfter},
 	}
 	for _, d := range durations {
 		if *d.p < 0 {

@@ -13,6 +13,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -118,8 +119,10 @@ func (p *Poller) OwnedShards() []int {
 // Options.Shards): the live workers share the shards by rendezvous hashing
 // over the membership list in Redis, which each renews every
 // Options.Heartbeat. A worker that dies drops out after Options.MemberTTL
-// and its shards go to the others. An unsharded namespace's one shard is
-// claimed by every poller, as before sharding.
+// and its shards go to the others; until then, the others claim its shards
+// once their timers are Options.Takeover.After overdue (see
+// TakeoverOptions). An unsharded namespace's one shard is claimed by every
+// poller, as before sharding.
 //
 // Redis errors are logged and retried with backoff (an outage, LOADING, a
 // timeout, a slot migration), except a refusal for lack of an ACL right,
@@ -214,6 +217,9 @@ func (p *Poller) serve(ctx context.Context, stop context.CancelCauseFunc) {
 		}
 	}()
 
+	// With takeover, every shard has a loop: the owned ones claim as due,
+	// the others watch (see TakeoverOptions).
+	watch := p.opts.Shards == nil && shards > 1 && !p.opts.Takeover.Disabled
 	setOwned := func(want []int) {
 		loopsMu.Lock()
 		defer loopsMu.Unlock()
@@ -223,18 +229,31 @@ func (p *Poller) serve(ctx context.Context, stop context.CancelCauseFunc) {
 		}
 		var drop, add []string
 		for k, l := range loops {
-			if !keep[k] {
+			switch {
+			case keep[k]:
+				l.promote()
+			case watch:
+				l.owner.Store(false)
+			default:
 				l.cancel()
 				delete(loops, k)
 				drop = append(drop, p.q.ShardWakeChannel(k))
 			}
 		}
-		for _, k := range want {
+		start := want
+		if watch {
+			start = make([]int, shards)
+			for k := range start {
+				start[k] = k
+			}
+		}
+		for _, k := range start {
 			if loops[k] != nil {
 				continue
 			}
 			lctx, cancel := context.WithCancel(ctx)
-			l := &shardLoop{p: p, shard: k, cancel: cancel, events: make(chan shardsub.Event, 64)}
+			l := &shardLoop{p: p, shard: k, cancel: cancel, events: make(chan shardsub.Event, 64), promoted: make(chan struct{}, 1)}
+			l.owner.Store(keep[k])
 			loops[k] = l
 			add = append(add, p.q.ShardWakeChannel(k))
 			loopsWG.Go(func() { l.run(lctx, stop) })
@@ -249,7 +268,7 @@ func (p *Poller) serve(ctx context.Context, stop context.CancelCauseFunc) {
 				p.log.Debug("timerq: wake subscription failed; polling covers it", "err", err)
 			}
 		}
-		owned := slices.Sorted(maps.Keys(loops))
+		owned := slices.Sorted(maps.Keys(keep))
 		p.ownedMu.Lock()
 		changed := !slices.Equal(owned, p.owned)
 		p.owned = owned
@@ -398,12 +417,27 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// shardLoop claims one shard.
+// shardLoop claims one shard: as its owner, or, when it watches a shard
+// another worker owns, once the shard's timers are overdue (see
+// TakeoverOptions).
 type shardLoop struct {
-	p      *Poller
-	shard  int
-	cancel context.CancelFunc
-	events chan shardsub.Event
+	p        *Poller
+	shard    int
+	cancel   context.CancelFunc
+	events   chan shardsub.Event
+	owner    atomic.Bool   // this worker owns the shard; else it watches it
+	promoted chan struct{} // poked when a watched shard becomes owned
+}
+
+// promote makes the loop the shard's owner; a watcher that becomes the
+// owner claims at once, since the shard may have waited for its last owner.
+func (l *shardLoop) promote() {
+	if !l.owner.Swap(true) {
+		select {
+		case l.promoted <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // fatal reports whether err is one that stops Run (see Run), and if so
@@ -424,6 +458,12 @@ func (p *Poller) fatal(err error, stop context.CancelCauseFunc, what string) boo
 // instant the reply arrived, so that a wake message (a server due time) can
 // be compared with, and converted to, a local sleep without ever trusting
 // the local wall clock.
+//
+// A loop that watches a shard it does not own claims Takeover.After past
+// each due time instead, and does not poll while the shard has nothing
+// due. If such a claim fires timers, the owner is not keeping up (it died,
+// or is stuck), so the loop claims at the due times themselves until a
+// claim finds nothing to fire.
 func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 	p := l.p
 	timer := time.NewTimer(0)
@@ -433,11 +473,25 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 		refServer int64     // server ms of the last claim
 		refLocal  time.Time // local instant its reply arrived
 		failures  int
+		eager     bool // this watcher's last claim fired timers
 	)
+	// lag is how long after a due time the loop claims, in ms.
+	lag := func() int64 {
+		if l.owner.Load() || eager {
+			return 0
+		}
+		return p.opts.Takeover.After.Milliseconds()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-l.promoted:
+			if failures > 0 {
+				continue // backing off: the next claim comes with the backoff
+			}
+			target = 0
+			timer.Reset(0)
 		case ev := <-l.events:
 			if failures > 0 {
 				continue // backing off: the next claim comes with the backoff
@@ -450,13 +504,18 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 				continue
 			}
 			due, err := strconv.ParseInt(ev.Payload, 10, 64)
-			if err != nil || due >= target {
+			if err != nil {
 				continue
 			}
-			target = due
+			at := due + lag()
+			if at >= target {
+				continue
+			}
+			target = at
 			serverNow := refServer + time.Since(refLocal).Milliseconds()
-			timer.Reset(max(time.Duration(due-serverNow)*time.Millisecond, 0))
+			timer.Reset(max(time.Duration(at-serverNow)*time.Millisecond, 0))
 		case <-timer.C:
+			owner := l.owner.Load()
 			res, err := p.claim(ctx, l.shard)
 			if err != nil && p.fatal(err, stop, "claim") {
 				return
@@ -464,32 +523,57 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 			if err != nil {
 				failures++
 				d := p.backoff(failures)
-				if errors.Is(err, queue.ErrSlotMigrating) {
+				switch {
+				case !owner:
+					// The owner reports the shard's errors; a watcher's
+					// would repeat them once per worker.
+					p.log.Debug("timerq: claim of a watched shard failed; retrying", "shard", l.shard, "attempt", failures, "retry_in", d, "err", err)
+				case errors.Is(err, queue.ErrSlotMigrating):
 					// Only this shard's slot is moving: the others go on.
 					if h := p.opts.Hooks.Paused; h != nil {
 						h(l.shard, err)
 					}
 					p.log.Info("timerq: shard paused by a slot migration; retrying", "shard", l.shard, "retry_in", d, "err", err)
-				} else {
+				default:
 					p.log.Warn("timerq: claim failed; retrying", "shard", l.shard, "attempt", failures, "retry_in", d, "err", err)
 				}
 				timer.Reset(d)
 				continue
 			}
 			if failures > 0 {
-				p.log.Info("timerq: claims succeed again", "shard", l.shard, "failed_attempts", failures)
+				if owner {
+					p.log.Info("timerq: claims succeed again", "shard", l.shard, "failed_attempts", failures)
+				}
 				failures = 0
 			}
 			refServer, refLocal = res.Now.UnixMilli(), time.Now()
 			p.armFired(res)
+			if !owner {
+				if len(res.Fired) > 0 && !eager {
+					p.log.Debug("timerq: claimed an overdue shard another worker owns", "shard", l.shard, "fired", len(res.Fired))
+				}
+				eager = len(res.Fired) > 0
+			}
 			if len(res.Fired) >= p.opts.BatchSize {
 				target = 0 // backlog: claim again at once
 				timer.Reset(0)
 				continue
 			}
-			sleep := p.opts.MaxPollInterval
-			if !res.NextDue.IsZero() {
-				sleep = min(sleep, max(res.NextDue.Sub(res.Now), 0))
+			var sleep time.Duration
+			switch {
+			case owner:
+				sleep = p.opts.MaxPollInterval
+				if !res.NextDue.IsZero() {
+					sleep = min(sleep, max(res.NextDue.Sub(res.Now), 0))
+				}
+			case res.NextDue.IsZero():
+				// Watching an empty shard: a wake message announces the
+				// next timer, so nothing to poll.
+				target = math.MaxInt64
+				timer.Stop()
+				continue
+			default:
+				sleep = max(res.NextDue.Sub(res.Now), 0) + time.Duration(lag())*time.Millisecond
 			}
 			target = refServer + sleep.Milliseconds()
 			timer.Reset(sleep)
