@@ -459,11 +459,13 @@ func (p *Poller) fatal(err error, stop context.CancelCauseFunc, what string) boo
 // be compared with, and converted to, a local sleep without ever trusting
 // the local wall clock.
 //
-// A loop that watches a shard it does not own claims Takeover.After past
+// A loop that watches a shard it does not own wakes Takeover.After past
 // each due time instead, and does not poll while the shard has nothing
-// due. If such a claim fires timers, the owner is not keeping up (it died,
-// or is stuck), so the loop claims at the due times themselves until a
-// claim finds nothing to fire.
+// due. Waking, it reads the shard's earliest due time (one ZRANGE, far
+// cheaper than a claim): if that is Takeover.After overdue it claims,
+// else it sleeps until it is. If such a claim fires timers, the owner is
+// not keeping up (it died, or is stuck), so the loop claims at the due
+// times themselves until a claim finds nothing to fire.
 func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 	p := l.p
 	timer := time.NewTimer(0)
@@ -516,6 +518,24 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 			timer.Reset(max(time.Duration(at-serverNow)*time.Millisecond, 0))
 		case <-timer.C:
 			owner := l.owner.Load()
+			if !owner && !eager && target != 0 {
+				// target 0 asks for a claim: after a (re)subscription, a
+				// promotion, a backlog or a failure.
+				head, ok, err := l.peek(ctx)
+				serverNow := refServer + time.Since(refLocal).Milliseconds()
+				switch {
+				case err != nil:
+					// Claim instead: its errors are classified and backed off.
+					p.log.Debug("timerq: reading a watched shard's earliest due time failed; claiming it instead", "shard", l.shard, "err", err)
+				case !ok:
+					target = math.MaxInt64 // empty: a wake message announces the next timer
+					continue
+				case head+lag() > serverNow:
+					target = head + lag()
+					timer.Reset(time.Duration(target-serverNow) * time.Millisecond)
+					continue
+				}
+			}
 			res, err := p.claim(ctx, l.shard)
 			if err != nil && p.fatal(err, stop, "claim") {
 				return
@@ -537,6 +557,7 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 				default:
 					p.log.Warn("timerq: claim failed; retrying", "shard", l.shard, "attempt", failures, "retry_in", d, "err", err)
 				}
+				target = 0
 				timer.Reset(d)
 				continue
 			}
@@ -579,6 +600,18 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 			timer.Reset(sleep)
 		}
 	}
+}
+
+// peek reads the shard's earliest due time, in server ms; ok is false if
+// nothing is pending.
+func (l *shardLoop) peek(ctx context.Context) (head int64, ok bool, err error) {
+	cctx, cancel := context.WithTimeout(ctx, l.p.opts.ClaimTimeout)
+	defer cancel()
+	zs, err := l.p.rdb.ZRangeWithScores(cctx, l.p.q.ShardKeys(l.shard)[0], 0, 0).Result()
+	if err != nil || len(zs) == 0 {
+		return 0, false, err
+	}
+	return int64(zs[0].Score), true, nil
 }
 
 // claim runs one claim. Its context is not cancelled with Run's, so that a
