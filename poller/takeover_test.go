@@ -23,9 +23,12 @@ import (
 // membership has not lapsed: here it lasts an hour) must not stall them:
 // the live worker, which does not own them, claims their timers once they
 // are overdue, and each fires once. With the takeover disabled they would
-// wait the hour.
+// wait the hour. On the Cluster, the shards' keys live on three masters.
 func TestNonOwnerClaimsOverdueShard(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
+		if b.Cluster != nil && b.Shards == 0 {
+			t.Skip("the test makes its own 16-shard namespace: the cluster16 arm covers the Cluster")
+		}
 		ctx := context.Background()
 		rdb := b.Client
 		q := newShardedQueue(t, rdb, 16)
@@ -118,10 +121,10 @@ func shardFires(t *testing.T, rdb redis.UniversalClient, q *queue.Queue, k int) 
 
 // A 16-shard namespace served by 4 workers, one of which crashes (its
 // client closes, so it never leaves the membership) every 300 ms and is
-// replaced by a new one, while 2,000 timers come due: every timer fires
-// once, none early, and none waits for long. Memberships last an hour, so
-// every crashed worker keeps its shards for the whole test: only the
-// takeover of overdue shards fires their timers.
+// replaced by a new one, while 2,000 timers come due over 4 s: every timer
+// fires once, none early, and none waits for long. Memberships last an
+// hour, so every crashed worker keeps its shards for the whole test: only
+// the takeover of overdue shards fires their timers.
 func TestChaosWorkerCrashesOnShardedNamespace(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the chaos runs ~10 s on a real redis-server")
@@ -208,8 +211,12 @@ func TestChaosWorkerCrashesOnShardedNamespace(t *testing.T) {
 		}
 		schedDone <- nil
 	}()
+	// The crashes stop a second before the last due time: a new worker
+	// claims every shard until its first heartbeat, which alone would fire
+	// the crashed workers' shards now and then. The last second's timers
+	// are left to the takeover.
 	kills := 0
-	for deadline := time.Now().Add(window + 500*time.Millisecond); time.Now().Before(deadline); kills++ {
+	for deadline := t0.Add(window - time.Second); time.Now().Before(deadline); kills++ {
 		time.Sleep(300 * time.Millisecond)
 		i := rand.N(len(ws))
 		crash(ws[i])
@@ -266,7 +273,7 @@ func TestChaosWorkerCrashesOnShardedNamespace(t *testing.T) {
 	t.Logf("%d crashes, %d memberships, worst lateness %v", kills, members, worst)
 	// A worker crashed before its first heartbeat never joined; the others
 	// stay members, owning shards that only the takeover fires.
-	if kills < 5 || members <= 4 {
-		t.Errorf("%d crashes left %d memberships, want at least 5 crashes and crashed workers still members", kills, members)
+	if kills < 4 || members <= 4 {
+		t.Errorf("%d crashes left %d memberships, want at least 4 crashes and crashed workers still members", kills, members)
 	}
 }
