@@ -145,17 +145,21 @@ type MaintenanceOptions struct {
 // TakeoverOptions configures the takeover of overdue shards. On a sharded
 // namespace whose shards are shared by membership (Options.Shards nil), a
 // poller watches every shard it does not own: it learns each one's earliest
-// due time from its wake messages and from its own claims, and claims the
+// due time from its wake messages and from reading it, and claims the
 // shard itself once that time is After overdue. The owner, if alive, has
-// fired those timers by then, so the claim finds nothing and only reads the
-// next due time. If the owner died, the claim fires them. Claims are
-// atomic, so a timer still fires exactly once, whoever claims it.
+// fired those timers by then, so the watcher only reads the next due time.
+// If the owner died (or is stuck), the watcher's claim fires them, and it
+// keeps claiming at the due times until the owner is back or the shard is
+// reassigned. Claims are atomic, so a timer still fires exactly once,
+// whoever claims it.
 //
 // A watched shard costs Redis nothing while it has no timer due, since
-// the watcher learns of new ones from wake messages. While timers are due,
-// each watcher claims the shard about once per After. A wake message lost
-// in a reconnect can leave a dead owner's timer to wait for the membership
-// to lapse (Options.MemberTTL), as without takeover.
+// the watcher learns of new ones from wake messages (so every worker
+// subscribes to every shard's wake channel). While timers are due, each
+// watcher reads the shard's earliest due time (one ZRANGE) about once per
+// After, and claims only when it is overdue. A wake message lost in a
+// reconnect can leave a dead owner's timer to wait for the membership to
+// lapse (Options.MemberTTL), as without takeover.
 type TakeoverOptions struct {
 	// Disabled turns the takeover off for this poller: it claims only its
 	// own shards, and a dead worker's shards wait until its membership
@@ -164,7 +168,7 @@ type TakeoverOptions struct {
 
 	// After is how overdue a shard's earliest timer must be before this
 	// poller claims a shard it does not own. Shorter resumes a dead
-	// worker's shards sooner and costs more claims while timers are due.
+	// worker's shards sooner and costs more reads while timers are due.
 	// 0 means DefaultTakeoverAfter (250 ms).
 	After time.Duration
 }

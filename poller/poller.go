@@ -524,6 +524,8 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 				head, ok, err := l.peek(ctx)
 				serverNow := refServer + time.Since(refLocal).Milliseconds()
 				switch {
+				case ctx.Err() != nil:
+					return
 				case err != nil:
 					// Claim instead: its errors are classified and backed off.
 					p.log.Debug("timerq: reading a watched shard's earliest due time failed; claiming it instead", "shard", l.shard, "err", err)
@@ -571,7 +573,9 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 			p.armFired(res)
 			if !owner {
 				if len(res.Fired) > 0 && !eager {
-					p.log.Debug("timerq: claimed an overdue shard another worker owns", "shard", l.shard, "fired", len(res.Fired))
+					// Its owner fell Takeover.After behind: it died, or
+					// is stuck. Logged once per episode per watcher.
+					p.log.Info("timerq: took over an overdue shard another worker owns; its owner is late, dead or stuck", "shard", l.shard, "fired", len(res.Fired))
 				}
 				eager = len(res.Fired) > 0
 			}
