@@ -44,6 +44,10 @@ const (
 	// when Options.MemberTTL is 0: a dead worker's shards move to the others
 	// within about this long.
 	DefaultMemberTTL = 3 * time.Second
+	// DefaultTakeoverAfter is how overdue a shard's earliest timer must be
+	// before a worker that does not own the shard claims it, when
+	// TakeoverOptions.After is 0.
+	DefaultTakeoverAfter = 250 * time.Millisecond
 )
 
 // Options configures a Poller. The zero value selects every default: a
@@ -100,6 +104,11 @@ type Options struct {
 	// Disabled field turns them off for this poller.
 	Maintenance MaintenanceOptions
 
+	// Takeover configures how this poller claims, on a sharded namespace,
+	// the shards it does not own once their timers are overdue: what keeps
+	// a dead worker's shards firing until its membership lapses.
+	Takeover TakeoverOptions
+
 	// Hooks are called on claims, errors and maintenance events, for
 	// metrics. A nil field is not called.
 	Hooks Hooks
@@ -132,6 +141,37 @@ type MaintenanceOptions struct {
 	// StatsInterval is how often the holder samples queue.Stats for
 	// Hooks.Stats. 0 means DefaultStatsInterval (5 s).
 	StatsInterval time.Duration
+}
+
+// TakeoverOptions configures the takeover of overdue shards. On a sharded
+// namespace whose shards are shared by membership (Options.Shards nil), a
+// poller watches every shard it does not own: it learns each one's earliest
+// due time from its wake messages and from reading it, and claims the
+// shard itself once that time is After overdue. The owner, if alive, has
+// fired those timers by then, so the watcher only reads the next due time.
+// If the owner died (or is stuck), the watcher's claim fires them, and it
+// keeps claiming at the due times until the owner is back or the shard is
+// reassigned. Claims are atomic, so a timer still fires exactly once,
+// whoever claims it.
+//
+// A watched shard costs Redis nothing while it has no timer due, since
+// the watcher learns of new ones from wake messages (so every worker
+// subscribes to every shard's wake channel). While timers are due, each
+// watcher reads the shard's earliest due time (one ZRANGE) about once per
+// After, and claims only when it is overdue. A wake message lost in a
+// reconnect can leave a dead owner's timer to wait for the membership to
+// lapse (Options.MemberTTL), as without takeover.
+type TakeoverOptions struct {
+	// Disabled turns the takeover off for this poller: it claims only its
+	// own shards, and a dead worker's shards wait until its membership
+	// lapses (about MemberTTL plus a Heartbeat).
+	Disabled bool
+
+	// After is how overdue a shard's earliest timer must be before this
+	// poller claims a shard it does not own. Shorter resumes a dead
+	// worker's shards sooner and costs more reads while timers are due.
+	// 0 means DefaultTakeoverAfter (250 ms).
+	After time.Duration
 }
 
 // Hooks observe a Poller, typically to feed metrics (see Metrics). They are
@@ -210,6 +250,7 @@ func (o Options) withDefaults() (Options, error) {
 		{"Maintenance.AcquireInterval", &o.Maintenance.AcquireInterval, 0},
 		{"Heartbeat", &o.Heartbeat, DefaultHeartbeat},
 		{"MemberTTL", &o.MemberTTL, DefaultMemberTTL},
+		{"Takeover.After", &o.Takeover.After, DefaultTakeoverAfter},
 	}
 	for _, d := range durations {
 		if *d.p < 0 {
