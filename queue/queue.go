@@ -27,6 +27,11 @@ type Queue struct {
 	layMu sync.Mutex             // serialises the first read of the layout
 	lay   atomic.Pointer[layout] // nil until read from Redis
 
+	// gaveUp holds, per shard, the token of this queue's last claim
+	// decision that was not committed (replicas.go), which its next claim
+	// of the shard takes over at once.
+	gaveUp sync.Map
+
 	mu     sync.Mutex
 	hub    *hub // started by the first Wait
 	closed bool
@@ -172,7 +177,12 @@ func (q *Queue) scheduleBatch(ctx context.Context, timers []NewTimer, tp string)
 			order = append(order, chunk)
 		}
 	}
-	replies, err := q.runMany(ctx, l, lua.Schedule, calls)
+	var replies []any
+	if l.replicas > 0 {
+		replies, err = q.scheduleWait(ctx, l, calls)
+	} else {
+		replies, err = q.runMany(ctx, l, lua.Schedule, calls)
+	}
 	if err != nil {
 		return nil, errorf("schedule: %w", err)
 	}

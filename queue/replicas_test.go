@@ -1,0 +1,153 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/internal/keyspace"
+	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/queue"
+)
+
+// masterReplica starts a master and a replica of it, synced.
+func masterReplica(t *testing.T) (master, replica *redistest.Server) {
+	t.Helper()
+	master = redistest.Start(t, redistest.Config{})
+	_, port, _ := net.SplitHostPort(master.Addr())
+	replica = redistest.Start(t, redistest.Config{Args: []string{"--replicaof", "127.0.0.1", port}})
+	attach(t, replica, master)
+	return master, replica
+}
+
+// attach makes replica a replica of master and waits until it is synced
+// and master counts it.
+func attach(t *testing.T, replica, master *redistest.Server) {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(master.Addr())
+	rc, mc := replica.Client(t), master.Client(t)
+	if err := rc.Do(context.Background(), "REPLICAOF", host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	redistest.Eventually(t, 30*time.Second, "the replica to sync", func() bool {
+		return infoField(rc, "master_link_status") == "up" && infoField(mc, "connected_slaves") == "1"
+	})
+}
+
+func infoField(c *redis.Client, field string) string {
+	info, err := c.Info(context.Background(), "replication").Result()
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestReplicasFireOnlyOnceReplicasHaveTheClaim: in a namespace with
+// replicas: 1, a claim whose decision no replica acknowledged fires
+// nothing (no record marked fired, no stream entry, no wakeup), and
+// Schedule says the outcome is unknown; once a replica is back, the next
+// claim fires the held timers, once.
+func TestReplicasFireOnlyOnceReplicasHaveTheClaim(t *testing.T) {
+	master, replica := masterReplica(t)
+	ctx := context.Background()
+	mc := master.Client(t)
+	ns := redistest.Namespace(t)
+	if err := queue.SetReplicas(ctx, mc, ns, 1); err != nil {
+		t.Fatal(err)
+	}
+	q, err := queue.New(mc, queue.Options{Namespace: ns, ReplicaTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	past := time.Now().Add(-time.Minute)
+	if n, err := q.Replicas(ctx); err != nil || n != 1 {
+		t.Fatalf("Replicas = %d, %v; want 1", n, err)
+	}
+	for i := range 5 {
+		if _, err := q.Schedule(ctx, fmt.Sprintf("a%d", i), past, []byte("p")); err != nil {
+			t.Fatalf("schedule with a replica in sync: %v", err)
+		}
+	}
+	res, err := q.Claim(ctx, 100)
+	if err != nil || len(res.Fired) != 5 {
+		t.Fatalf("claim with a replica in sync: %d fired, %v; want 5", len(res.Fired), err)
+	}
+	sp := keyspace.Shard(ns, 0, 1)
+	if n := mc.XLen(ctx, sp.Fires()).Val(); n != 5 {
+		t.Fatalf("%d fire stream entries, want 5", n)
+	}
+
+	// No replica: Schedule's outcome is unknown, and a claim fires nothing.
+	rc := replica.Client(t)
+	if err := rc.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	redistest.Eventually(t, 10*time.Second, "the master to lose its replica", func() bool {
+		return infoField(mc, "connected_slaves") == "0"
+	})
+	_, err = q.Schedule(ctx, "b", past, []byte("p"))
+	if !errors.Is(err, queue.ErrNotReplicated) || !strings.Contains(err.Error(), "retry with the same IDs") {
+		t.Fatalf("schedule without a replica: %v; want ErrNotReplicated saying a retry is safe", err)
+	}
+	sub := mc.Subscribe(ctx, q.TimerChannel("b"))
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err = q.Claim(ctx, 100)
+	if !errors.Is(err, queue.ErrNotReplicated) || len(res.Fired) != 0 {
+		t.Fatalf("claim without a replica: %d fired, %v; want none and ErrNotReplicated", len(res.Fired), err)
+	}
+	if tm, err := q.Get(ctx, "b"); err != nil || tm.State != queue.StateScheduled {
+		t.Fatalf("a held timer reads %+v, %v; want scheduled", tm, err)
+	}
+	if n := mc.XLen(ctx, sp.Fires()).Val(); n != 5 {
+		t.Fatalf("%d fire stream entries after an unreplicated claim, want 5", n)
+	}
+	// Another claimer finds the decision held until its lease ends.
+	q2, err := queue.New(mc, queue.Options{Namespace: ns, ReplicaTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q2.Close()
+	res2, err := q2.Claim(ctx, 100)
+	if err != nil || len(res2.Fired) != 0 || !res2.NextDue.After(res2.Now) {
+		t.Fatalf("a second claimer: %+v, %v; want nothing fired and a NextDue at the lease's end", res2, err)
+	}
+
+	// The replica back: this queue's next claim takes its decision over.
+	attach(t, replica, master)
+	res, err = q.Claim(ctx, 100)
+	if err != nil || len(res.Fired) != 1 || res.Fired[0].ID != "b" {
+		t.Fatalf("claim with the replica back: %+v, %v; want b fired", res.Fired, err)
+	}
+	msg, err := sub.ReceiveMessage(ctx)
+	if err != nil || msg.Payload != "fired" {
+		t.Fatalf("wakeup: %v, %v", msg, err)
+	}
+	if tm, err := q.Get(ctx, "b"); err != nil || tm.State != queue.StateFired {
+		t.Fatalf("b reads %+v, %v; want fired", tm, err)
+	}
+	entries := mc.XRange(ctx, sp.Fires(), "-", "+").Val()
+	if len(entries) != 6 || entries[5].Values["id"] != "b" {
+		t.Fatalf("fire stream: %v; want 6 entries, b last", entries)
+	}
+	if res, err := q2.Claim(ctx, 100); err != nil || len(res.Fired) != 0 {
+		t.Fatalf("claim after the commit: %+v, %v; want nothing more", res, err)
+	}
+	if fields := mc.HKeys(ctx, sp.Hold()).Val(); len(fields) != 1 || fields[0] != "top" {
+		t.Fatalf("hold hash after the commit: %v, want only top", fields)
+	}
+}
