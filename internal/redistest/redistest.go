@@ -278,6 +278,34 @@ func (s *Server) mustOwn(op string) {
 	}
 }
 
+// alive reports whether the server's process runs (it may be paused).
+func (s *Server) alive() bool { return s.cmd != nil && s.cmd.Process != nil }
+
+// Pid is the server's process ID; 0 when it does not run.
+func (s *Server) Pid() int {
+	if !s.alive() {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+// Pause freezes the server with SIGSTOP: it keeps its sockets and answers
+// nothing, as a hung host would. Continue, Stop, Restart or the end of the
+// test resumes it.
+func (s *Server) Pause() {
+	s.mustOwn("Pause")
+	if s.alive() {
+		_ = s.cmd.Process.Signal(syscall.SIGSTOP)
+	}
+}
+
+// Continue resumes a server frozen by Pause (SIGCONT).
+func (s *Server) Continue() {
+	if s.alive() {
+		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
 // Kill9 kills the server with SIGKILL, as a crash would.
 func (s *Server) Kill9() {
 	s.mustOwn("Kill9")
@@ -297,6 +325,8 @@ func (s *Server) Stop() {
 }
 
 func (s *Server) stop() {
+	// A paused server would hold SIGTERM until the 3 s run out.
+	s.Continue()
 	if !s.signal(syscall.SIGTERM, 3*time.Second) {
 		s.kill9()
 	}
