@@ -220,3 +220,152 @@ func sentinelFailover(t *testing.T, replicas int) failoverRun {
 	defer mu.Unlock()
 	return failoverRun{acked: append([]string(nil), acked...), report: rec.Stop()}
 }
+
+// TestClusterStaleMasterWithReplicas freezes (SIGSTOP) the master of a
+// 16-shard namespace's shard 0 past the node timeout, on a Cluster of 3
+// masters and 3 replicas, while an application schedules and two workers
+// fire, and resumes it (SIGCONT) once its replica was promoted: for a
+// moment the old master runs the claims queued on its sockets before it
+// learns it was demoted. A Recorder reads every node's fire streams every
+// 20 ms and hears every wakeup. With replicas: 1 no timer is seen fired
+// twice, every acknowledged timer fires and none early; without it, the
+// run logs what the recorder saw.
+func TestClusterStaleMasterWithReplicas(t *testing.T) {
+	for _, arm := range []struct {
+		name     string
+		replicas int
+	}{{"replicas1", 1}, {"plain", 0}} {
+		t.Run(arm.name, func(t *testing.T) {
+			redistest.Require(t)
+			run := staleMaster(t, arm.replicas)
+			lost, twice, early := run.report.Missing(run.acked), run.report.Twice(), run.report.Early()
+			t.Logf("%s: %d acknowledged, %d lost, %d fired twice, %d early", arm.name, len(run.acked), len(lost), len(twice), len(early))
+			if len(twice) > 0 {
+				t.Logf("first: %v", twice[0])
+			}
+			if arm.replicas == 0 {
+				return
+			}
+			if len(early) > 0 {
+				t.Errorf("fired early: %v", early)
+			}
+			if len(lost) > 0 {
+				t.Errorf("%d of %d acknowledged schedules never fired: %v", len(lost), len(run.acked), lost)
+			}
+			if len(twice) > 0 {
+				t.Errorf("%d timers seen fired twice: %v", len(twice), twice)
+			}
+		})
+	}
+}
+
+func staleMaster(t *testing.T, replicas int) failoverRun {
+	const shards = 16
+	c := redistest.StartClusterOpts(t, redistest.ClusterConfig{Masters: 3, ReplicasPerMaster: 1, NodeTimeout: 2 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := redistest.Namespace(t)
+	admin := c.Client(t)
+	if _, err := queue.CreateNamespace(ctx, admin, ns, shards); err != nil {
+		t.Fatal(err)
+	}
+	if replicas > 0 {
+		if err := queue.SetReplicas(ctx, admin, ns, replicas); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec, err := firerecorder.Start(ctx, firerecorder.Options{Nodes: c.Addrs(), Namespace: ns, Shards: shards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newQueue := func() *queue.Queue {
+		// Clients that learn a promotion within about a second, as
+		// clients that re-read the slot map on failover errors do: the
+		// stale master's claims then race the new master's.
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ClusterStateReloadInterval: 500 * time.Millisecond})
+		t.Cleanup(func() { rdb.Close() })
+		q, err := queue.New(rdb, queue.Options{Namespace: ns, PubSub: queue.PubSubClassic, ReplicaTimeout: 500 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { q.Close() })
+		return q
+	}
+	app := newQueue()
+	wctx, stopWorkers := context.WithCancel(ctx)
+	var workers, load sync.WaitGroup
+	var wqs []*queue.Queue
+	for range 2 {
+		wq := newQueue()
+		wqs = append(wqs, wq)
+		p, err := poller.New(wq, poller.Options{MaxPollInterval: 100 * time.Millisecond, BackoffMax: 500 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		workers.Go(func() { _ = p.Run(wctx) })
+	}
+	defer func() { stopWorkers(); workers.Wait() }()
+
+	var mu sync.Mutex
+	var acked []string
+	var ackedN atomic.Int64
+	sctx, stopLoad := context.WithCancel(ctx)
+	for g := range 4 {
+		load.Go(func() {
+			for i := 0; sctx.Err() == nil; i++ {
+				id := fmt.Sprintf("g%d-%06d", g, i)
+				for sctx.Err() == nil {
+					c, cancel := context.WithTimeout(sctx, 2*time.Second)
+					_, err := app.ScheduleIn(c, id, 300*time.Millisecond, nil)
+					cancel()
+					if err == nil {
+						mu.Lock()
+						acked = append(acked, id)
+						mu.Unlock()
+						ackedN.Add(1)
+						break
+					}
+					// The application's retry pause, part of the workload.
+					time.Sleep(20 * time.Millisecond)
+				}
+				// About 50 schedules a second per goroutine.
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+	redistest.Eventually(t, 30*time.Second, "300 schedules", func() bool { return ackedN.Load() >= 300 })
+
+	old := c.Master(t, app.ShardKeys(0)[0])
+	cands := c.ReplicasOf(t, old)
+	if len(cands) != 1 {
+		t.Fatalf("%s has replicas %v, want one", old.Addr(), cands)
+	}
+	promoted := cands[0]
+	pc := promoted.Client(t)
+	c.Stop(old)
+	redistest.Eventually(t, 30*time.Second, "the replica to be promoted", func() bool { return replInfo(pc, "role") == "master" })
+	at := time.Now()
+	c.Cont(old)
+	t.Logf("froze %s; %s promoted at %v; resumed", old.Addr(), promoted.Addr(), at.Format("15:04:05.000"))
+	oc := old.Client(t)
+	redistest.Eventually(t, 60*time.Second, "the old master to replicate the new one", func() bool {
+		return replInfo(oc, "role") == "slave" && replInfo(oc, "master_link_status") == "up" &&
+			replInfo(pc, "connected_slaves") == "1"
+	})
+	after := ackedN.Load()
+	redistest.Eventually(t, 60*time.Second, "300 schedules after the failover", func() bool { return ackedN.Load() >= after+300 })
+	stopLoad()
+	load.Wait()
+
+	redistest.Eventually(t, 90*time.Second, "every timer to fire", func() bool {
+		st, err := wqs[0].Stats(ctx)
+		return err == nil && st.Scheduled == 0
+	})
+	redistest.Eventually(t, 10*time.Second, "the recorder to read every fired timer", func() bool {
+		st, err := wqs[0].Stats(ctx)
+		return err == nil && len(rec.Snapshot().Events) >= int(st.Fired)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	return failoverRun{acked: append([]string(nil), acked...), report: rec.Stop()}
+}

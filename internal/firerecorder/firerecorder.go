@@ -9,12 +9,16 @@
 // given (masters and replicas alike, each on its own connection, so a
 // stopped node delays only its own reads) every Options.Interval, and
 // listens on every node to the namespace's wakeups (classic pub/sub, by
-// pattern). A fire event is identified by its stream entry ID and its
-// fired time: the same event read on several nodes, or again after a
-// promoted replica committed the same held decision, counts once; two
-// events of one timer with different IDs or times are a duplicate. A
-// wakeup carries no identity, so wakeups only prove that a timer fired,
-// and when a client first heard of it.
+// pattern). On each wakeup heard on a node it reads, at once and on that
+// node, the timer's record, as a Get would: a master that is about to
+// learn it was demoted shows its fire there for a moment, and its fire
+// stream entry may be gone before the next poll.
+//
+// A fire event is identified by its stream entry ID and its fired time (a
+// record read gives only the fired time): the same event read on several
+// nodes, or again after a promoted replica committed the same held
+// decision, counts once; two events of one timer with different entry IDs
+// or fired times are a duplicate.
 package firerecorder
 
 import (
@@ -51,7 +55,9 @@ type Options struct {
 
 // Event is one fire as a client read it from a fire stream.
 type Event struct {
-	Timer   string
+	Timer string
+	// EntryID is the fire stream entry's ID; empty for an event read only
+	// from the timer's record so far.
 	EntryID string
 	Due     int64 // ms, the entry's due field
 	Fired   int64 // ms, the entry's fired field
@@ -96,13 +102,24 @@ func Start(ctx context.Context, o Options) (*Recorder, error) {
 			r.Stop()
 			return nil, fmt.Errorf("firerecorder: subscribe on %s: %w", addr, err)
 		}
+		// READONLY lets a Cluster replica answer reads of its master's
+		// slots; a standalone server refuses it, which changes nothing.
+		quick := &redis.Options{Addr: addr, MaxRetries: -1, ReadTimeout: 500 * time.Millisecond,
+			WriteTimeout: 500 * time.Millisecond, DialTimeout: 500 * time.Millisecond, PoolSize: 1,
+			OnConnect: func(ctx context.Context, cn *redis.Conn) error { _ = cn.ReadOnly(ctx).Err(); return nil }}
+		get := redis.NewClient(quick)
+		woken := make(chan string, 100000)
 		r.wg.Go(func() {
 			defer sub.Close()
 			defer ps.Close()
-			r.listen(rctx, ps)
+			defer close(woken)
+			r.listen(rctx, ps, woken)
 		})
-		poll := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ReadTimeout: 500 * time.Millisecond,
-			WriteTimeout: 500 * time.Millisecond, DialTimeout: 500 * time.Millisecond, PoolSize: 1})
+		r.wg.Go(func() {
+			defer get.Close()
+			r.readRecords(rctx, addr, get, woken)
+		})
+		poll := redis.NewClient(quick)
 		r.wg.Go(func() {
 			defer poll.Close()
 			r.poll(rctx, addr, poll)
@@ -111,8 +128,9 @@ func Start(ctx context.Context, o Options) (*Recorder, error) {
 	return r, nil
 }
 
-// listen counts wakeups: "fired" on a timer channel.
-func (r *Recorder) listen(ctx context.Context, ps *redis.PubSub) {
+// listen counts wakeups, "fired" on a timer channel, and hands their
+// timers to readRecords.
+func (r *Recorder) listen(ctx context.Context, ps *redis.PubSub, woken chan<- string) {
 	ch := ps.Channel(redis.WithChannelSize(100000))
 	for {
 		select {
@@ -136,7 +154,37 @@ func (r *Recorder) listen(ctx context.Context, ps *redis.PubSub) {
 				r.woke[id] = now
 			}
 			r.mu.Unlock()
+			select {
+			case woken <- id:
+			default: // the stream polls still see the fire
+			}
 		}
+	}
+}
+
+// readRecords reads, on one node, the record of each timer whose wakeup
+// that node delivered, and records its fire. A node that does not serve
+// the timer's slot answers MOVED, which is ignored.
+func (r *Recorder) readRecords(ctx context.Context, addr string, c *redis.Client, woken <-chan string) {
+	for id := range woken {
+		if ctx.Err() != nil {
+			continue // drain
+		}
+		sp := keyspace.Shard(r.opts.Namespace, keyspace.ShardOf(id, r.opts.Shards), r.opts.Shards)
+		rec, err := c.HGet(ctx, sp.Timers(), id).Result()
+		if err != nil || !strings.HasPrefix(rec, "f:") {
+			continue
+		}
+		// f:<due_ms>:<created_ms>:<fired_ms>:<payload>
+		f := strings.SplitN(rec, ":", 5)
+		if len(f) < 5 {
+			continue
+		}
+		due, _ := strconv.ParseInt(f[1], 10, 64)
+		fired, _ := strconv.ParseInt(f[3], 10, 64)
+		r.mu.Lock()
+		r.add(Event{Timer: id, Due: due, Fired: fired, Node: addr, Seen: time.Now()})
+		r.mu.Unlock()
 	}
 }
 
@@ -186,18 +234,27 @@ func (r *Recorder) poll(ctx context.Context, addr string, c *redis.Client) {
 	}
 }
 
-// record adds one stream entry, unless the same event is known. Callers
-// hold r.mu.
+// record adds one stream entry. Callers hold r.mu.
 func (r *Recorder) record(addr string, now time.Time, m redis.XMessage) {
 	id, _ := m.Values["id"].(string)
 	due, _ := strconv.ParseInt(fmt.Sprint(m.Values["due"]), 10, 64)
 	fired, _ := strconv.ParseInt(fmt.Sprint(m.Values["fired"]), 10, 64)
-	for _, e := range r.events[id] {
-		if e.EntryID == m.ID && e.Fired == fired {
+	r.add(Event{Timer: id, EntryID: m.ID, Due: due, Fired: fired, Node: addr, Seen: now})
+}
+
+// add adds e unless it is an event already known: the same fired time and
+// the same entry ID, or an entry ID on one side only. Callers hold r.mu.
+func (r *Recorder) add(e Event) {
+	evs := r.events[e.Timer]
+	for i, k := range evs {
+		if k.Fired == e.Fired && (k.EntryID == e.EntryID || k.EntryID == "" || e.EntryID == "") {
+			if k.EntryID == "" {
+				evs[i].EntryID = e.EntryID
+			}
 			return
 		}
 	}
-	r.events[id] = append(r.events[id], Event{Timer: id, EntryID: m.ID, Due: due, Fired: fired, Node: addr, Seen: now})
+	r.events[e.Timer] = append(evs, e)
 }
 
 // Stop stops recording, waits for its goroutines and returns what it saw.

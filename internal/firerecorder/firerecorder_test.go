@@ -54,13 +54,34 @@ func TestRecorderTellsTwoFiresFromOneSeenTwice(t *testing.T) {
 	if err := bc.Publish(ctx, sp.TimerChannel("once"), "fired").Err(); err != nil {
 		t.Fatal(err)
 	}
+	// A wakeup makes the recorder read the record on the node that
+	// delivered it, as a Get would: rec's fire there is the one its stream
+	// entry shows; rec2's record shows a fire its stream entry does not.
+	for _, r := range []struct{ id, fired string }{{"rec", "4000"}, {"rec2", "5000"}} {
+		if err := ac.HSet(ctx, sp.Timers(), r.id, "f:1000:900:"+r.fired+":p").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := ac.Publish(ctx, sp.TimerChannel(r.id), "fired").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	redistest.Eventually(t, 10*time.Second, "the recorder to read the records", func() bool {
+		rep := rec.Snapshot()
+		return len(rep.Events["rec"]) == 1 && len(rep.Events["rec2"]) == 1
+	})
+	xadd("b", "rec", "4000-0", "4000")
+	xadd("b", "rec2", "6000-0", "6000")
 	redistest.Eventually(t, 10*time.Second, "the recorder to read b and hear the wakeup", func() bool {
 		rep := rec.Snapshot()
-		return len(rep.Events["twice"]) == 2 && len(rep.Events["early"]) == 1 && rep.Wakeups["once"] == 1
+		return len(rep.Events["twice"]) == 2 && len(rep.Events["early"]) == 1 && rep.Wakeups["once"] == 1 &&
+			len(rep.Events["rec2"]) == 2 && rep.Events["rec"][0].EntryID == "4000-0"
 	})
 	rep := rec.Stop()
-	if tw := rep.Twice(); len(tw) != 1 || tw[0][:6] != "twice:" {
-		t.Errorf("Twice = %v; want only twice", tw)
+	if tw := rep.Twice(); len(tw) != 2 || tw[0][:5] != "rec2:" || tw[1][:6] != "twice:" {
+		t.Errorf("Twice = %v; want rec2 and twice", tw)
+	}
+	if n := len(rep.Events["rec"]); n != 1 {
+		t.Errorf("rec: %d events, want 1: %v", n, rep.Events["rec"])
 	}
 	if e := rep.Early(); len(e) != 1 || e[0][:6] != "early:" {
 		t.Errorf("Early = %v; want only early", e)
