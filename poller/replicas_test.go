@@ -97,10 +97,11 @@ func TestSentinelFailoverWithReplicas(t *testing.T) {
 	for _, arm := range []struct {
 		name     string
 		replicas int
-	}{{"replicas1", 1}, {"plain", 0}} {
+		maxLag   int // min-replicas-to-write 1 with this min-replicas-max-lag; 0: off
+	}{{"replicas1", 1, 0}, {"plain", 0, 0}, {"plain-min-replicas-lag1", 0, 1}} {
 		t.Run(arm.name, func(t *testing.T) {
 			redistest.Require(t)
-			run := sentinelFailover(t, arm.replicas)
+			run := sentinelFailover(t, arm.replicas, arm.maxLag)
 			lost, twice, early := run.report.Missing(run.acked), run.report.Twice(), run.report.Early()
 			t.Logf("%s: %d acknowledged, %d lost, %d fired twice, %d early; poll errors %v",
 				arm.name, len(run.acked), len(lost), len(twice), len(early), run.report.PollErrors)
@@ -120,10 +121,21 @@ func TestSentinelFailoverWithReplicas(t *testing.T) {
 	}
 }
 
-func sentinelFailover(t *testing.T, replicas int) failoverRun {
+func sentinelFailover(t *testing.T, replicas, maxLag int) failoverRun {
 	s := startSentinelSet(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	if maxLag > 0 {
+		// docs/security.md's advice for unplanned failovers, on both nodes
+		// (the replica becomes the master).
+		for _, n := range []*redistest.Server{s.master, s.replica} {
+			for _, kv := range [][2]any{{"min-replicas-to-write", 1}, {"min-replicas-max-lag", maxLag}} {
+				if err := n.Client(t).ConfigSet(ctx, kv[0].(string), fmt.Sprint(kv[1])).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
 	ns := redistest.Namespace(t)
 	mc := s.master.Client(t)
 	if replicas > 0 {

@@ -151,3 +151,37 @@ func TestReplicasFireOnlyOnceReplicasHaveTheClaim(t *testing.T) {
 		t.Fatalf("hold hash after the commit: %v, want only top", fields)
 	}
 }
+
+// TestReplicasCheckPermissionsNamesWait: with the replicas setting, a
+// Redis user refused WAIT is told at start-up, by CheckPermissions; the
+// same user passes without the setting.
+func TestReplicasCheckPermissionsNamesWait(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	admin := srv.Client(t)
+	ctx := context.Background()
+	ns := redistest.Namespace(t)
+	if err := admin.Do(ctx, "ACL", "SETUSER", "nowait", "on", ">pw", "+@all", "-wait",
+		"~timerq:{"+ns+"}:*", "&timerq:{"+ns+"}:*").Err(); err != nil {
+		t.Fatal(err)
+	}
+	uc := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "nowait", Password: "pw"})
+	defer uc.Close()
+	check := func() error {
+		q, err := queue.New(uc, queue.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		return q.CheckPermissions(ctx)
+	}
+	if err := check(); err != nil {
+		t.Fatalf("without the setting: %v", err)
+	}
+	if err := queue.SetReplicas(ctx, admin, ns, 1); err != nil {
+		t.Fatal(err)
+	}
+	err := check()
+	if !errors.Is(err, queue.ErrPermission) || !strings.Contains(err.Error(), "+wait") {
+		t.Fatalf("with the setting: %v; want ErrPermission naming +wait", err)
+	}
+}
