@@ -98,7 +98,7 @@ func TestSentinelFailoverWithReplicas(t *testing.T) {
 		name     string
 		replicas int
 		maxLag   int // min-replicas-to-write 1 with this min-replicas-max-lag; 0: off
-	}{{"replicas1", 1, 0}, {"plain", 0, 0}, {"plain-min-replicas-lag1", 0, 1}} {
+	}{{"replicas1", 1, 0}, {"plain", 0, 0}, {"plain-min-replicas-lag1", 0, 1}, {"plain-min-replicas-lag10", 0, 10}} {
 		t.Run(arm.name, func(t *testing.T) {
 			redistest.Require(t)
 			run := sentinelFailover(t, arm.replicas, arm.maxLag)
