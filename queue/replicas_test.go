@@ -14,6 +14,7 @@ import (
 	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
+	"github.com/timerq/timerq/scripts/lua"
 )
 
 // masterReplica starts a master and a replica of it, synced.
@@ -113,6 +114,12 @@ func TestReplicasFireOnlyOnceReplicasHaveTheClaim(t *testing.T) {
 	if tm, err := q.Get(ctx, "b"); err != nil || tm.State != queue.StateScheduled {
 		t.Fatalf("a held timer reads %+v, %v; want scheduled", tm, err)
 	}
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err = q.Wait(wctx, "b")
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait on a held timer: %v; want it still waiting when its context ends", err)
+	}
 	if n := mc.XLen(ctx, sp.Fires()).Val(); n != 5 {
 		t.Fatalf("%d fire stream entries after an unreplicated claim, want 5", n)
 	}
@@ -139,6 +146,9 @@ func TestReplicasFireOnlyOnceReplicasHaveTheClaim(t *testing.T) {
 	}
 	if tm, err := q.Get(ctx, "b"); err != nil || tm.State != queue.StateFired {
 		t.Fatalf("b reads %+v, %v; want fired", tm, err)
+	}
+	if err := q.Wait(ctx, "b"); err != nil {
+		t.Fatalf("Wait on b once fired: %v", err)
 	}
 	entries := mc.XRange(ctx, sp.Fires(), "-", "+").Val()
 	if len(entries) != 6 || entries[5].Values["id"] != "b" {
@@ -183,5 +193,71 @@ func TestReplicasCheckPermissionsNamesWait(t *testing.T) {
 	err := check()
 	if !errors.Is(err, queue.ErrPermission) || !strings.Contains(err.Error(), "+wait") {
 		t.Fatalf("with the setting: %v; want ErrPermission naming +wait", err)
+	}
+}
+
+// TestReplicasRecommitIsTheSameFire plays the failover the replicas
+// setting is built for: a decision reaches the replica, the commit runs
+// on the master (a reader sees the fire there) and is lost with it. The
+// promoted replica takes the decision over once its lease ends and commits
+// it again: the same fire stream entry ID and fired time, one fire, not a
+// second one.
+func TestReplicasRecommitIsTheSameFire(t *testing.T) {
+	master, replica := masterReplica(t)
+	ctx := context.Background()
+	mc, rc := master.Client(t), replica.Client(t)
+	ns := redistest.Namespace(t)
+	if err := queue.SetReplicas(ctx, mc, ns, 1); err != nil {
+		t.Fatal(err)
+	}
+	q, err := queue.New(mc, queue.Options{Namespace: ns, ReplicaTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if _, err := q.Schedule(ctx, "c", time.Now().Add(-time.Minute), []byte("p")); err != nil {
+		t.Fatal(err)
+	}
+	sp := keyspace.Shard(ns, 0, 1)
+	keys := lua.Hold.Keys(sp, "")
+	// The decision, on the master, until the replica has it.
+	r, err := redis.NewScript(lua.Hold.Source).Run(ctx, mc, keys, 10, 1200, "tok1", "").StringSlice()
+	if err != nil || r[2] != "held" {
+		t.Fatalf("hold: %v, %v", r, err)
+	}
+	redistest.Eventually(t, 10*time.Second, "the replica to have the decision", func() bool {
+		return rc.HGet(ctx, sp.Hold(), "token").Val() == "tok1"
+	})
+	// The replica is promoted; the master, not yet told, commits: a reader
+	// of the master sees the fire.
+	if err := rc.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := redis.NewScript(lua.Commit.Source).Run(ctx, mc, keys, "tok1", 60000, 1000,
+		sp.TimerChannelPrefix(), sp.Notify()).StringSlice(); err != nil {
+		t.Fatal(err)
+	}
+	seen := mc.XRange(ctx, sp.Fires(), "-", "+").Val()
+	if len(seen) != 1 || seen[0].Values["id"] != "c" {
+		t.Fatalf("the old master's stream: %v", seen)
+	}
+	// The old master follows the new one, losing its commit; a worker of
+	// the new master takes the decision over once the lease ends.
+	attach(t, master, replica)
+	q2, err := queue.New(rc, queue.Options{Namespace: ns, ReplicaTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q2.Close()
+	if tm, err := q2.Get(ctx, "c"); err != nil || tm.State != queue.StateScheduled {
+		t.Fatalf("c on the new master before the takeover: %+v, %v; want scheduled", tm, err)
+	}
+	redistest.Eventually(t, 10*time.Second, "the new master to commit the decision", func() bool {
+		res, err := q2.Claim(ctx, 10)
+		return err == nil && len(res.Fired) == 1
+	})
+	again := rc.XRange(ctx, sp.Fires(), "-", "+").Val()
+	if len(again) != 1 || again[0].ID != seen[0].ID || again[0].Values["fired"] != seen[0].Values["fired"] {
+		t.Fatalf("the new master's stream %v; want the old master's entry %v again, same ID and fired time", again, seen)
 	}
 }
