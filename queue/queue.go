@@ -27,6 +27,11 @@ type Queue struct {
 	layMu sync.Mutex             // serialises the first read of the layout
 	lay   atomic.Pointer[layout] // nil until read from Redis
 
+	// gaveUp holds, per shard, the token of this queue's last claim
+	// decision that was not committed (replicas.go), which its next claim
+	// of the shard takes over at once.
+	gaveUp sync.Map
+
 	mu     sync.Mutex
 	hub    *hub // started by the first Wait
 	closed bool
@@ -195,18 +200,24 @@ func (q *Queue) scheduleBatch(ctx context.Context, timers []NewTimer, tp string)
 			order = append(order, chunk)
 		}
 	}
-	replies, errs, err := q.runEach(ctx, l, lua.Schedule, calls)
-	if err == nil {
-		// Any call whose reply was lost makes the batch's outcome unknown,
-		// even when an earlier call has a definite error.
-		for _, e := range errs {
-			if e != nil && (err == nil || mayHaveRun(e)) {
-				err = e
+	var replies []any
+	if l.replicas > 0 {
+		replies, err = q.scheduleWait(ctx, l, calls)
+	} else {
+		var errs []error
+		replies, errs, err = q.runEach(ctx, l, lua.Schedule, calls)
+		if err == nil {
+			// Any call whose reply was lost makes the batch's outcome
+			// unknown, even when an earlier call has a definite error.
+			for _, e := range errs {
+				if e != nil && (err == nil || mayHaveRun(e)) {
+					err = e
+				}
 			}
 		}
 	}
 	if err != nil {
-		if mayHaveRun(err) {
+		if mayHaveRun(err) || errors.Is(err, ErrNotReplicated) {
 			return nil, errorf("%w: schedule: %w", ErrOutcomeUnknown, err)
 		}
 		return nil, errorf("schedule: %w", err)
