@@ -50,15 +50,19 @@ func scenarios() map[string][]scenario {
 	nothing := func(*testing.T, *redis.Client, keyspace.Space) {}
 	return map[string][]scenario{
 		"schedule": {{
-			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) { scheduled(t, c, sp, "old", ms(time.Hour)) },
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				scheduled(t, c, sp, "old", ms(time.Hour))
+				do(t, c, "HSET", sp.EndpointNames(), "billing", "{}")
+			},
 			args: func(sp keyspace.Space) []any {
-				return []any{sp.Wake(), tp, "old", ms(time.Hour), "p", "new", "+1000.000", "p"}
+				return []any{sp.Wake(), tp, "old", ms(time.Hour), "p", "", "new", "+1000.000", "p", "billing"}
 			},
 		}},
 		"claim": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				scheduled(t, c, sp, "due", ms(-time.Second))
 				do(t, c, "HSET", sp.Traces(), "due", tp)
+				do(t, c, "HSET", sp.Deliveries(), "due", "billing")
 				do(t, c, "HSET", sp.Timers(), "bad", "not a record")
 				do(t, c, "ZADD", sp.Due(), ms(-time.Second), "bad")
 			},
@@ -78,6 +82,7 @@ func scenarios() map[string][]scenario {
 				do(t, c, "ZADD", sp.Cancelled(), 1000, "p")
 				do(t, c, "ZADD", sp.Expire(), 3000, "p")
 				do(t, c, "HSET", sp.Traces(), "p", tp)
+				do(t, c, "HSET", sp.Deliveries(), "p", "billing")
 			},
 			args: func(keyspace.Space) []any { return []any{10} },
 		}},
