@@ -100,19 +100,27 @@ func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.Redacted()
 // standard base64 of MinSecretBytes..MaxSecretBytes bytes. The error,
 // wrapping ErrInvalidEndpoint, never repeats the secret.
 func ValidateSecret(s string) error {
+	if p := secretProblem(s); p != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidEndpoint, p)
+	}
+	return nil
+}
+
+// secretProblem says what is wrong with a secret, "" when nothing is.
+func secretProblem(s string) string {
 	const want = "use \"whsec_\" and the standard base64 of 24-64 random bytes (for example: echo whsec_$(head -c 32 /dev/urandom | base64))"
 	b64, ok := strings.CutPrefix(s, SecretPrefix)
 	if !ok {
-		return fmt.Errorf("%w: a secret does not start with %q; %s", ErrInvalidEndpoint, SecretPrefix, want)
+		return fmt.Sprintf("the secret does not start with %q; %s", SecretPrefix, want)
 	}
 	key, err := base64.StdEncoding.Strict().DecodeString(b64)
 	if err != nil {
-		return fmt.Errorf("%w: what follows %q in a secret is not standard base64; %s", ErrInvalidEndpoint, SecretPrefix, want)
+		return fmt.Sprintf("what follows %q in the secret is not standard base64; %s", SecretPrefix, want)
 	}
 	if len(key) < MinSecretBytes || len(key) > MaxSecretBytes {
-		return fmt.Errorf("%w: a secret's key is %d bytes; %s", ErrInvalidEndpoint, len(key), want)
+		return fmt.Sprintf("the secret's key is %d bytes; %s", len(key), want)
 	}
-	return nil
+	return ""
 }
 
 // RetryPolicy is an endpoint's retry policy. Zero fields mean the delivery
@@ -234,66 +242,74 @@ func ValidateEndpoint(e Endpoint, opts *PutEndpointOptions) error {
 	if err := ValidateEndpointName(e.Name); err != nil {
 		return err
 	}
-	if err := validateEndpointURL(e.URL, opts); err != nil {
-		return fmt.Errorf("endpoint %q: %w", e.Name, err)
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: endpoint %q: "+format, append([]any{ErrInvalidEndpoint, e.Name}, args...)...)
+	}
+	if p, private := urlProblem(e.URL, opts); p != "" {
+		if private {
+			return fmt.Errorf("%w: endpoint %q: %s", ErrPrivateAddress, e.Name, p)
+		}
+		return bad("%s", p)
 	}
 	if len(e.Headers) > MaxEndpointHeaders {
-		return fmt.Errorf("%w: endpoint %q has %d headers, above %d", ErrInvalidEndpoint, e.Name, len(e.Headers), MaxEndpointHeaders)
+		return bad("%d headers, above %d", len(e.Headers), MaxEndpointHeaders)
 	}
 	for k, v := range e.Headers {
-		if err := validateHeader(k, v); err != nil {
-			return fmt.Errorf("endpoint %q: %w", e.Name, err)
+		if p := headerProblem(k, v); p != "" {
+			return bad("%s", p)
 		}
 	}
 	if e.Timeout < 0 || e.Timeout > MaxEndpointTimeout {
-		return fmt.Errorf("%w: endpoint %q: timeout %v is outside 0..%v (0 for the default)", ErrInvalidEndpoint, e.Name, e.Timeout, MaxEndpointTimeout)
+		return bad("timeout %v is outside 0..%v (0 for the default)", e.Timeout, MaxEndpointTimeout)
 	}
 	r := e.Retry
 	switch {
 	case r.MaxAttempts < 0 || r.MaxAge < 0 || r.Base < 0 || r.Cap < 0:
-		return fmt.Errorf("%w: endpoint %q: a retry field is negative; use 0 for the default", ErrInvalidEndpoint, e.Name)
+		return bad("a retry field is negative; use 0 for the default")
 	case r.MaxAttempts > MaxRetryAttempts:
-		return fmt.Errorf("%w: endpoint %q: %d attempts, above %d", ErrInvalidEndpoint, e.Name, r.MaxAttempts, MaxRetryAttempts)
+		return bad("%d attempts, above %d", r.MaxAttempts, MaxRetryAttempts)
 	case r.Base > 0 && r.Cap > 0 && r.Base > r.Cap:
-		return fmt.Errorf("%w: endpoint %q: backoff base %v is above its cap %v", ErrInvalidEndpoint, e.Name, r.Base, r.Cap)
+		return bad("backoff base %v is above its cap %v", r.Base, r.Cap)
 	}
 	if e.MaxInFlight < 0 || e.MaxInFlight > MaxEndpointInFlight {
-		return fmt.Errorf("%w: endpoint %q: max in flight %d is outside 0..%d (0 for the default)", ErrInvalidEndpoint, e.Name, e.MaxInFlight, MaxEndpointInFlight)
+		return bad("max in flight %d is outside 0..%d (0 for the default)", e.MaxInFlight, MaxEndpointInFlight)
 	}
 	if len(e.Secrets) == 0 || len(e.Secrets) > MaxEndpointSecrets {
-		return fmt.Errorf("%w: endpoint %q has %d signing secrets; give 1 to %d", ErrInvalidEndpoint, e.Name, len(e.Secrets), MaxEndpointSecrets)
+		return bad("%d signing secrets; give 1 to %d", len(e.Secrets), MaxEndpointSecrets)
 	}
-	for i, s := range e.Secrets {
-		if err := ValidateSecret(string(s)); err != nil {
-			return fmt.Errorf("endpoint %q: secret %d: %w", e.Name, i+1, err)
+	for i, sec := range e.Secrets {
+		if p := secretProblem(string(sec)); p != "" {
+			return bad("secret %d: %s", i+1, p)
 		}
-		if slices.Contains(e.Secrets[:i], s) {
-			return fmt.Errorf("%w: endpoint %q: secret %d repeats an earlier one", ErrInvalidEndpoint, e.Name, i+1)
+		if slices.Contains(e.Secrets[:i], sec) {
+			return bad("secret %d repeats an earlier one", i+1)
 		}
 	}
 	return nil
 }
 
-func validateEndpointURL(raw string, opts *PutEndpointOptions) error {
+// urlProblem says what is wrong with an endpoint URL ("" when nothing),
+// and whether it is a refused private or reserved address.
+func urlProblem(raw string, opts *PutEndpointOptions) (problem string, private bool) {
 	const want = "use an absolute http:// or https:// URL with a host, such as https://billing.example.com/hooks/timerq"
 	if len(raw) > MaxEndpointURLLen {
-		return fmt.Errorf("%w: the URL is %d bytes, above %d", ErrInvalidEndpoint, len(raw), MaxEndpointURLLen)
+		return fmt.Sprintf("the URL is %d bytes, above %d", len(raw), MaxEndpointURLLen), false
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("%w: URL: %v; %s", ErrInvalidEndpoint, err, want)
+		return fmt.Sprintf("URL: %v; %s", err, want), false
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("%w: URL scheme %q; %s", ErrInvalidEndpoint, u.Scheme, want)
+		return fmt.Sprintf("URL scheme %q; %s", u.Scheme, want), false
 	}
 	if u.User != nil {
-		return fmt.Errorf("%w: the URL has user information before the host; put credentials in the endpoint's headers instead", ErrInvalidEndpoint)
+		return "the URL has user information before the host; put credentials in the endpoint's headers instead", false
 	}
 	if u.Opaque != "" || u.Hostname() == "" {
-		return fmt.Errorf("%w: the URL has no host; %s", ErrInvalidEndpoint, want)
+		return "the URL has no host; " + want, false
 	}
 	if u.Fragment != "" || strings.Contains(raw, "#") {
-		return fmt.Errorf("%w: the URL has a fragment (#…), which is never sent", ErrInvalidEndpoint)
+		return "the URL has a fragment (#…), which is never sent", false
 	}
 	var allow []netip.Prefix
 	if opts != nil {
@@ -312,34 +328,34 @@ func validateEndpointURL(raw string, opts *PutEndpointOptions) error {
 		a = a.Unmap()
 		for _, p := range refusedRanges {
 			if p.Contains(a) && !allowed(a) {
-				return fmt.Errorf("%w: the URL's host %s is in %s; deliveries reach such addresses only when the operator allows the range", ErrPrivateAddress, a, p)
+				return fmt.Sprintf("the URL's host %s is in %s; deliveries reach such addresses only when the operator allows the range", a, p), true
 			}
 		}
-		return nil
+		return "", false
 	}
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		if !allowed(netip.MustParseAddr("127.0.0.1")) && !allowed(netip.IPv6Loopback()) {
-			return fmt.Errorf("%w: the URL's host %s is the loopback interface; deliveries reach it only when the operator allows 127.0.0.1", ErrPrivateAddress, u.Hostname())
+			return fmt.Sprintf("the URL's host %s is the loopback interface; deliveries reach it only when the operator allows 127.0.0.1", u.Hostname()), true
 		}
 	}
-	return nil
+	return "", false
 }
 
-func validateHeader(k, v string) error {
+func headerProblem(k, v string) string {
 	if k == "" || strings.ContainsFunc(k, func(r rune) bool {
 		return r <= ' ' || r >= 0x7f || strings.ContainsRune("\"(),/:;<=>?@[\\]{}", r)
 	}) {
-		return fmt.Errorf("%w: header name %q is not an HTTP token", ErrInvalidEndpoint, k)
+		return fmt.Sprintf("header name %q is not an HTTP token", k)
 	}
 	c := textproto.CanonicalMIMEHeaderKey(k)
 	lower := strings.ToLower(k)
 	if slices.Contains(reservedHeaders, c) || strings.HasPrefix(lower, "webhook-") || strings.HasPrefix(lower, "timerq-") {
-		return fmt.Errorf("%w: header %q is set by the delivery itself; remove it", ErrInvalidEndpoint, k)
+		return fmt.Sprintf("header %q is set by the delivery itself; remove it", k)
 	}
 	if strings.ContainsAny(v, "\r\n\x00") {
-		return fmt.Errorf("%w: the value of header %q holds a line break or NUL", ErrInvalidEndpoint, k)
+		return fmt.Sprintf("the value of header %q holds a line break or NUL", k)
 	}
-	return nil
+	return ""
 }
 
 // storedEndpoint is an endpoint as the endpoints hash keeps it: secrets in
