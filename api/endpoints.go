@@ -58,8 +58,9 @@ type endpointListJSON struct {
 	Endpoints []EndpointJSON `json:"endpoints"`
 }
 
-// deliverJSON is a timer's or schedule's "deliver" object.
-type deliverJSON struct {
+// DeliverJSON is the "deliver" object of a timer or schedule: the name of
+// the namespace's endpoint its fires are POSTed to.
+type DeliverJSON struct {
 	Endpoint *string `json:"endpoint"`
 }
 
@@ -271,7 +272,7 @@ func (h *Handler) endpointCall(w http.ResponseWriter, r *http.Request, call func
 }
 
 // readDeliver reads a timer's deliver object into t.Endpoint.
-func readDeliver(d *deliverJSON, prefix string) (string, error) {
+func readDeliver(d *DeliverJSON, prefix string) (string, error) {
 	if d == nil {
 		return "", nil
 	}

@@ -197,3 +197,36 @@ func TestTimerDeliver(t *testing.T) {
 		}
 	})
 }
+
+// A schedule may deliver its occurrences; naming a missing endpoint is a
+// 422 unknown-endpoint with nothing written.
+func TestScheduleDeliver(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		e := newEnv(t, b, api.Options{})
+		ctx := context.Background()
+		before := e.snapshot()
+		body := map[string]any{"id": "tick", "every": "1h", "deliver": map[string]any{"endpoint": "billing"}}
+		r := e.do(ctx, "POST", e.url("/schedules"), body)
+		if p := r.problem(t); r.Status != http.StatusUnprocessableEntity || p.Type != api.ProblemTypePrefix+api.SlugUnknownEndpoint || p.Field != "/deliver/endpoint" {
+			t.Fatalf("schedule to a missing endpoint = %d %s", r.Status, r.Body)
+		}
+		if after := e.snapshot(); after != before {
+			t.Fatalf("the refused schedule wrote:\n%s", after)
+		}
+		if r := e.do(ctx, "PUT", e.url("/endpoints/billing"), billingBody()); r.Status != http.StatusCreated {
+			t.Fatalf("put = %d %s", r.Status, r.Body)
+		}
+		r = e.do(ctx, "POST", e.url("/schedules"), body)
+		if s := r.schedule(t); r.Status != http.StatusCreated || s.Deliver == nil || *s.Deliver.Endpoint != "billing" {
+			t.Fatalf("schedule to billing = %d %s", r.Status, r.Body)
+		}
+		r = e.do(ctx, "PUT", e.url("/schedules/tick"), map[string]any{"every": "1h", "deliver": map[string]any{"endpoint": "nope"}})
+		if p := r.problem(t); r.Status != http.StatusUnprocessableEntity || p.Field != "/deliver/endpoint" {
+			t.Fatalf("update to a missing endpoint = %d %s", r.Status, r.Body)
+		}
+		r = e.do(ctx, "PUT", e.url("/schedules/tick"), map[string]any{"every": "1h"})
+		if s := r.schedule(t); r.Status != http.StatusOK || s.Deliver != nil {
+			t.Fatalf("update without deliver = %d %s", r.Status, r.Body)
+		}
+	})
+}

@@ -71,7 +71,7 @@ type newTimerJSON struct {
 	In          *string         `json:"in"`
 	Payload     json.RawMessage `json:"payload"`
 	PayloadText *string         `json:"payload_text"`
-	Deliver     *deliverJSON    `json:"deliver"`
+	Deliver     *DeliverJSON    `json:"deliver"`
 }
 
 // toNewTimer checks j and turns it into a queue.NewTimer; prefix is the

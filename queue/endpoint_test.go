@@ -300,3 +300,81 @@ func TestPurgeDropsCancelledDelivery(t *testing.T) {
 		}
 	})
 }
+
+// A recurring schedule may deliver: each occurrence's fire event names its
+// endpoint; a schedule naming a missing endpoint is refused with nothing
+// written, and an update that drops the endpoint stops its occurrences
+// delivering.
+func TestRecurringDeliverToEndpoint(t *testing.T) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		r := queue.Recurring{ID: "tick", Every: 50 * time.Millisecond, Endpoint: "billing", Ahead: 3}
+		if _, _, err := q.PutRecurring(ctx, r); !errors.Is(err, queue.ErrEndpointNotFound) {
+			t.Fatalf("PutRecurring to a missing endpoint: %v, want ErrEndpointNotFound", err)
+		}
+		if keys := nsKeys(t, b, q); len(keys) != 0 {
+			t.Fatalf("the refused schedule wrote %v", keys)
+		}
+		if _, err := q.PutEndpoint(ctx, billing(), nil); err != nil {
+			t.Fatal(err)
+		}
+		info, created, err := q.PutRecurring(ctx, r)
+		if err != nil || !created || info.Recurring.Endpoint != "billing" {
+			t.Fatalf("PutRecurring = %+v, %v, %v", info, created, err)
+		}
+		got, err := q.GetRecurring(ctx, "tick")
+		if err != nil || got.Recurring.Endpoint != "billing" || len(got.Pending) == 0 {
+			t.Fatalf("GetRecurring = %+v, %v", got, err)
+		}
+		n, err := q.Shards(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deliveries := keyspace.Shard(q.Namespace(), keyspace.ScheduleShard("tick", n), n).Deliveries()
+		for _, o := range got.Pending {
+			if v, err := b.Client.HGet(ctx, deliveries, o.ID).Result(); err != nil || v != "billing" {
+				t.Fatalf("pending occurrence %s: deliver = %q, %v", o.ID, v, err)
+			}
+		}
+		var fired []queue.Fired
+		redistest.Eventually(t, 10*time.Second, "an occurrence to fire", func() bool { fired = claimAll(t, q); return len(fired) > 0 })
+		// The occurrences the materializer arms after a fire deliver too.
+		if armed, err := q.ArmFired(ctx, fired); err != nil || armed == 0 {
+			t.Fatalf("ArmFired = %d, %v", armed, err)
+		}
+		if got, err = q.GetRecurring(ctx, "tick"); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range got.Pending {
+			if v, err := b.Client.HGet(ctx, deliveries, o.ID).Result(); err != nil || v != "billing" {
+				t.Fatalf("occurrence %s armed after a fire: deliver = %q, %v", o.ID, v, err)
+			}
+		}
+		events, _, err := q.RecentFires(ctx, 10)
+		if err != nil || len(events) == 0 {
+			t.Fatalf("RecentFires = %v, %v", events, err)
+		}
+		for _, ev := range events {
+			if ev.Endpoint != "billing" {
+				t.Errorf("occurrence %s: Endpoint %q, want billing", ev.ID, ev.Endpoint)
+			}
+		}
+		// An update that drops the endpoint: the occurrences it arms do not
+		// deliver.
+		r.Endpoint, r.Every = "", time.Hour
+		info, err = q.UpdateRecurring(ctx, r)
+		if err != nil || len(info.Pending) == 0 {
+			t.Fatalf("UpdateRecurring = %+v, %v", info, err)
+		}
+		for _, o := range info.Pending {
+			if c, err := b.Client.HExists(ctx, deliveries, o.ID).Result(); err != nil || c {
+				t.Fatalf("after the update, %s still delivers (%v)", o.ID, err)
+			}
+		}
+		r.Endpoint = "nope"
+		if _, err := q.UpdateRecurring(ctx, r); !errors.Is(err, queue.ErrEndpointNotFound) {
+			t.Fatalf("update to a missing endpoint: %v", err)
+		}
+	})
+}

@@ -237,9 +237,6 @@ func (r *runner) recordOut(s *session, t queue.Timer, created *bool) error {
 
 func (r *runner) schedule(c *cli.Context) error {
 	if isRecurring(c) {
-		if c.IsSet("deliver") {
-			return usageErr("--deliver is not supported for recurring schedules yet", "schedule one-shot timers with --deliver, or consume the schedule's fires")
-		}
 		return r.scheduleRecurring(c)
 	}
 	id, err := oneID(c)

@@ -3,6 +3,7 @@ package ctl_test
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,6 +96,21 @@ func TestEndpointsCommands(t *testing.T) {
 		if r := c.run("get", "t2"); r.code != ctl.ExitNotFound {
 			t.Fatalf("the refused timer exists: %d %s", r.code, r.stdout)
 		}
+		// A recurring schedule delivers its occurrences.
+		r = c.ok("schedule", "tick", "--every", "1h", "--deliver", "billing", "-o", "json")
+		var sched struct {
+			Deliver *struct{ Endpoint string } `json:"deliver"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &sched); err != nil || sched.Deliver == nil || sched.Deliver.Endpoint != "billing" {
+			t.Fatalf("schedule --every --deliver = %s (%v)", r.stdout, err)
+		}
+		if r := c.run("schedule", "tock", "--every", "1h", "--deliver", "nope"); r.code != ctl.ExitNotFound || !strings.Contains(r.stderr, `"nope"`) {
+			t.Fatalf("schedule --every --deliver nope: exit %d, stderr %q", r.code, r.stderr)
+		}
+		if r := c.run("schedules", "get", "tock"); r.code != ctl.ExitNotFound {
+			t.Fatalf("the refused schedule exists: %d %s", r.code, r.stdout)
+		}
+		c.ok("schedules", "delete", "tick")
 		redistest.Eventually(t, 10*time.Second, "t1 fires", func() bool { return len(c.claim()) == 1 })
 		evs, _, err := c.q.RecentFires(context.Background(), 10)
 		if err != nil || len(evs) != 1 || evs[0].Endpoint != "billing" {
@@ -145,7 +161,7 @@ func TestEndpointsBadInputWritesNothing(t *testing.T) {
 			{[]string{"endpoints", "frob"}, `not "frob"`},
 			{[]string{"endpoints", "get"}, "takes one endpoint name"},
 			{[]string{"schedule", "t", "--in", "1m", "--deliver", "bad name"}, "name"},
-			{[]string{"schedule", "s", "--every", "1m", "--deliver", "billing"}, "not supported for recurring schedules"},
+			{[]string{"schedule", "s", "--every", "1m", "--deliver", "bad name"}, "name"},
 		} {
 			r := c.run(tc.args...)
 			if r.code != ctl.ExitUsage || !strings.HasPrefix(r.stderr, "timerctl: ") || !strings.Contains(r.stderr, tc.want) || strings.Count(r.stderr, "\n") != 1 {

@@ -57,7 +57,7 @@ func add(s *Script) *Script {
 func timerKeys(sp keyspace.Space, _ string) []string { return sp.Keys() }
 
 func recurKeys(sp keyspace.Space, _ string) []string {
-	return append(sp.Keys(), sp.Schedules(), sp.SchedDue())
+	return append(sp.Keys(), sp.Deliveries(), sp.EndpointNames(), sp.Schedules(), sp.SchedDue())
 }
 
 func workerKeys(sp keyspace.Space, _ string) []string {
@@ -137,7 +137,7 @@ var (
 	// RecurPut creates, updates, pauses, resumes or deletes a schedule
 	// (recur_put.lua).
 	RecurPut = add(&Script{Name: "recur_put", prelude: "recur_prelude", Keys: recurKeys, Publishes: true,
-		Commands: []string{"type", "time", "hget", "zscore", "zrange", "hset", "zrem", "zadd", "hdel"}})
+		Commands: []string{"type", "time", "hget", "zscore", "hexists", "zrange", "hset", "zrem", "zadd", "hdel"}})
 	// Lease hands one consumer of a group a batch of one shard's fire
 	// events under leases: reclaims expired ones, dead-letters what
 	// exceeded its attempts, reads new entries (lease.lua).
