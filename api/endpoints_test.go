@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -143,6 +144,10 @@ func TestEndpointBadInput(t *testing.T) {
 		if after := e.snapshot(); after != before {
 			t.Fatalf("refused PUTs wrote:\n%s", after)
 		}
+		// The snapshot holds the timer keys; the endpoints hash is apart.
+		if list, err := e.q.ListEndpoints(ctx); err != nil || len(list) != 0 {
+			t.Fatalf("refused PUTs stored %v (%v)", list, err)
+		}
 
 		allowing := newEnv(t, b, api.Options{EndpointAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 		if r := allowing.do(ctx, "PUT", allowing.url("/endpoints/local"), with("url", "http://127.0.0.1:9/")); r.Status != http.StatusCreated {
@@ -173,6 +178,12 @@ func TestTimerDeliver(t *testing.T) {
 		}
 		if after := e.snapshot(); after != before {
 			t.Fatalf("refused creates wrote:\n%s", after)
+		}
+		// The snapshot holds shard 0; the timers may be in others.
+		for _, id := range []string{"t1", "a", "b"} {
+			if _, err := e.q.Get(ctx, id); !errors.Is(err, queue.ErrNotFound) {
+				t.Fatalf("refused timer %s: Get = %v, want ErrNotFound", id, err)
+			}
 		}
 		if r := e.do(ctx, "PUT", e.url("/endpoints/billing"), billingBody()); r.Status != http.StatusCreated {
 			t.Fatalf("put = %d %s", r.Status, r.Body)
@@ -212,6 +223,9 @@ func TestScheduleDeliver(t *testing.T) {
 		}
 		if after := e.snapshot(); after != before {
 			t.Fatalf("the refused schedule wrote:\n%s", after)
+		}
+		if _, err := e.q.GetRecurring(ctx, "tick"); !errors.Is(err, queue.ErrRecurringNotFound) {
+			t.Fatalf("refused schedule: GetRecurring = %v", err)
 		}
 		if r := e.do(ctx, "PUT", e.url("/endpoints/billing"), billingBody()); r.Status != http.StatusCreated {
 			t.Fatalf("put = %d %s", r.Status, r.Body)
