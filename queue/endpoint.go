@@ -410,9 +410,9 @@ func decodeEndpoint(key, name, v string) (Endpoint, error) {
 //
 // The endpoint is stored once, in the namespace's endpoints hash; in a
 // namespace of several shards each shard also gets its name, written after
-// the endpoint, so that a timer scheduled on any shard may name it. Create
-// the namespace (CreateNamespace) before its endpoints; putting an
-// endpoint again repairs a shard that lacks its name.
+// the endpoint, so that a timer scheduled on any shard may name it
+// (CreateNamespace gives every shard the names of the endpoints put before
+// it); putting an endpoint again repairs a shard that lacks its name.
 func (q *Queue) PutEndpoint(ctx context.Context, e Endpoint, opts *PutEndpointOptions) (created bool, err error) {
 	if err := ValidateEndpoint(e, opts); err != nil {
 		return false, err

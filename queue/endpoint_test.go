@@ -378,3 +378,34 @@ func TestRecurringDeliverToEndpoint(t *testing.T) {
 		}
 	})
 }
+
+// An endpoint put before its namespace was created with several shards
+// may be named by timers on every shard once it is.
+func TestEndpointBeforeShardedNamespace(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		ns := redistest.Namespace(t)
+		before, err := queue.New(b.Client, queue.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer before.Close()
+		if _, err := before.PutEndpoint(ctx, billing(), nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := queue.CreateNamespace(ctx, b.Client, ns, 8); err != nil {
+			t.Fatal(err)
+		}
+		q, err := queue.New(b.Client, queue.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		for i := range 16 { // one timer at a time: each checked in its shard's script
+			id := fmt.Sprintf("t-%d", i)
+			if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: id, Due: time.Now().Add(time.Hour), Endpoint: "billing"}}); err != nil {
+				t.Fatalf("schedule %s (shard of 8): %v", id, err)
+			}
+		}
+	})
+}
