@@ -70,8 +70,15 @@ type Options struct {
 	// Queue is the template of every namespace's queue.Options. Its
 	// Namespace is replaced by the one in the request path, and its Shards
 	// by 0, so that each namespace's shard count is read from Redis
-	// (PUT /v1/namespaces/{ns} sets it).
+	// (PUT /v1/namespaces/{ns} sets it). Its CoalesceSchedules is set
+	// from NoCoalesce.
 	Queue queue.Options
+
+	// NoCoalesce turns off the merging of concurrent single creates of one
+	// namespace into shared script calls (queue.Options.CoalesceSchedules),
+	// which is on by default: under many concurrent creates it multiplies
+	// what one Redis core takes, and a lone create waits for nothing.
+	NoCoalesce bool
 
 	// Logger receives failures the client cannot be told about (a stream
 	// cut short) and every 5xx answer; nil discards them.
@@ -143,6 +150,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Client == nil {
 		return o, fmt.Errorf("api: %w: set Options.Client to a client from redis.NewClient, redis.NewUniversalClient or similar", queue.ErrNilClient)
 	}
+	o.Queue.CoalesceSchedules = !o.NoCoalesce
 	bad := func(format string, args ...any) (Options, error) {
 		return o, fmt.Errorf("api: %w: "+format, append([]any{queue.ErrInvalidOptions}, args...)...)
 	}

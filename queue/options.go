@@ -87,6 +87,19 @@ type Options struct {
 	// span keeps that span's traceparent until it fires, so that its fire
 	// and its handler join the trace; one scheduled outside stores nothing.
 	TracerProvider trace.TracerProvider
+
+	// CoalesceSchedules merges concurrent single-timer schedules (Schedule,
+	// ScheduleIn, and ScheduleBatch of one timer) made through this Queue
+	// into shared script calls: a group commit. A call that finds fewer
+	// than two calls in flight goes at once; calls that arrive meanwhile
+	// wait for one to finish and then go together, up to 256 in one call.
+	// One script call costs Redis about as much for one timer as for a
+	// hundred, so under many concurrent callers this multiplies the
+	// schedules one Redis core can take, while a lone caller waits for
+	// nothing. Results and errors are each caller's own, as without it.
+	// Calls inside a sampled span are never merged, so each keeps its
+	// trace. The HTTP API turns it on.
+	CoalesceSchedules bool
 }
 
 // withDefaults validates o and fills in its defaults.

@@ -30,6 +30,8 @@ type Queue struct {
 	mu     sync.Mutex
 	hub    *hub // started by the first Wait
 	closed bool
+
+	coalesce coalescer // Options.CoalesceSchedules (coalesce.go)
 }
 
 // New returns a Queue over rdb, which may be a standalone, Sentinel or
@@ -44,7 +46,11 @@ func New(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Queue{rdb: rdb, opts: opts, tracer: newTracer(opts.TracerProvider)}, nil
+	q := &Queue{rdb: rdb, opts: opts, tracer: newTracer(opts.TracerProvider)}
+	if opts.CoalesceSchedules {
+		q.coalesce.slots = make(chan struct{}, maxLeaders)
+	}
+	return q, nil
 }
 
 // Client returns the Redis client the queue was created with. Everything
@@ -130,6 +136,9 @@ const scheduleChunk = 500
 func (q *Queue) ScheduleBatch(ctx context.Context, timers []NewTimer) (out []ScheduleResult, err error) {
 	ctx, span, tp := q.startSchedule(ctx, timers)
 	defer func() { endSchedule(span, out, err) }()
+	if q.opts.CoalesceSchedules && len(timers) == 1 && tp == "" {
+		return q.scheduleCoalesced(ctx, timers[0])
+	}
 	return q.scheduleBatch(ctx, timers, tp)
 }
 

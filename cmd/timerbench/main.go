@@ -95,6 +95,14 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		&cli.DurationFlag{Name: "every", Value: time.Second, Usage: "recurring: each schedule's interval"},
 		&cli.DurationFlag{Name: "recurring-duration", Value: 20 * time.Second, Usage: "recurring: the measured window"},
 	}
+	apiFlags := []cli.Flag{
+		&cli.DurationFlag{Name: "api-duration", Value: 10 * time.Second, Usage: "api: each throughput phase's length"},
+		&cli.IntFlag{Name: "api-conns", Value: 64, Usage: "api: HTTP connections (and Go goroutines) for single creates"},
+		&cli.IntFlag{Name: "api-batch-conns", Value: 4, Usage: "api: concurrent batch creates of 1000"},
+		&cli.IntFlag{Name: "api-wait-rate", Value: 2000, Usage: "api: timers due per second in the long-poll phase (one in 20 waited)"},
+		&cli.IntFlag{Name: "api-waiters", Value: 10_000, Usage: "api: concurrent long polls held open on the API replica"},
+		&cli.IntFlag{Name: "api-consume-events", Value: 50_000, Usage: "api: fire events pull-consumed over HTTP, 100 a lease"},
+	}
 	chaos := []cli.Flag{
 		&cli.IntFlag{Name: "timers", Value: 20_000, Usage: "chaos: timers due over --window"},
 		&cli.DurationFlag{Name: "window", Value: 10 * time.Second, Usage: "chaos: the span the due times cover"},
@@ -135,6 +143,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			return e.Recurring(c.Context, bench.RecurringConfig{Schedules: c.Int("schedules"), Every: c.Duration("every"),
 				Duration: c.Duration("recurring-duration")})
 		},
+		"api": func(c *cli.Context, e *bench.Env) (any, error) {
+			return e.API(c.Context, bench.APIConfig{Duration: c.Duration("api-duration"), Conns: c.Int("api-conns"),
+				BatchConns: c.Int("api-batch-conns"), WaitRate: c.Int("api-wait-rate"), Waiters: c.Int("api-waiters"),
+				ConsumeEvents: c.Int("api-consume-events")})
+		},
 		"waiters": func(c *cli.Context, e *bench.Env) (any, error) {
 			return e.Waiters(c.Context, bench.WaitersConfig{Waiters: c.Int("waiters"),
 				Lead: c.Duration("waiters-lead"), Spread: c.Duration("spread")})
@@ -148,6 +161,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		{"scale", "claim throughput with 10k, 1M and 10M timers pending", scale, runs["scale"]},
 		{"recurring", "interval schedules fired by --workers timerworkers: occurrences/s, lateness, memory", recurring, runs["recurring"]},
 		{"waiters", "many concurrent Wait calls in one process: connections, heap, latency", waiters, runs["waiters"]},
+		{"api", "the HTTP API on an API-only timerworker beside the Go API: creates, batches, long polls, open waits, pull-consume", apiFlags, runs["api"]},
 	}
 	open := func(c *cli.Context) (*bench.Env, error) {
 		log := stderr

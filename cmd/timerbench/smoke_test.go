@@ -32,6 +32,8 @@ func TestSmoke(t *testing.T) {
 		"--pending", "100,1000", "--due", "500",
 		"--waiters", "500", "--waiters-lead", "3s", "--spread", "500ms",
 		"--schedules", "200", "--recurring-duration", "3s",
+		"--api-duration", "500ms", "--api-conns", "8", "--api-batch-conns", "2", "--api-wait-rate", "200",
+		"--api-waiters", "1500", "--api-consume-events", "1000",
 	}
 	if err := newApp(&stdout, &stderr).RunContext(context.Background(), args); err != nil {
 		t.Fatalf("timerbench all: %v\n%s", err, stderr.String())
@@ -53,6 +55,8 @@ func TestSmoke(t *testing.T) {
 			"scale":     {"levels", "flat_ratio"},
 			"waiters":   {"redis_connections", "heap_bytes_per_waiter", "fire_to_return_p99_ms"},
 			"recurring": {"fire_per_s", "lateness_p50_ms", "lateness_p99_ms", "bytes_per_schedule", "redis_us_per_fire", "gaps"},
+			"api": {"create_per_s", "create_go_per_s", "api_cpu_us_per_create", "batch_timers_per_s", "wait_p99_ms",
+				"waiter_redis_conns", "waiter_kib", "consume_events_per_s"},
 		}[name]
 		if want == nil {
 			t.Errorf("unexpected scenario %q in %s", name, sc.Text())
@@ -71,7 +75,7 @@ func TestSmoke(t *testing.T) {
 			}
 		}
 	}
-	if want := []string{"burst", "steady", "ceiling", "memory", "scale", "recurring", "waiters"}; !slices.Equal(seen, want) {
+	if want := []string{"burst", "steady", "ceiling", "memory", "scale", "recurring", "waiters", "api"}; !slices.Equal(seen, want) {
 		t.Errorf("scenarios %v, want %v", seen, want)
 	}
 	if fi, err := os.Stat(plot); err != nil || fi.Size() == 0 {

@@ -704,3 +704,31 @@ func TestWorkerRefusesAClusterNodeAsASingleServer(t *testing.T) {
 		t.Errorf("exit %d:\n%s", code, w.logText())
 	}
 }
+
+// TestPprofOnlyWhenAsked: --pprof serves Go's profiles on --metrics-addr;
+// without it they are not there, and --pprof alone is a usage error.
+func TestPprofOnlyWhenAsked(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	for _, withPprof := range []bool{false, true} {
+		metrics := freeAddr(t)
+		args := []string{"--redis", srv.URL(), "--namespace", redistest.Namespace(t), "--metrics-addr", metrics}
+		if withPprof {
+			args = append(args, "--pprof")
+		}
+		w := startWorker(t, args...)
+		waitFor(t, 10*time.Second, "/healthz 200", func() bool { return w.exited() || httpStatus("http://"+metrics+"/healthz") == 200 })
+		want := http.StatusNotFound
+		if withPprof {
+			want = http.StatusOK
+		}
+		if got := httpStatus("http://" + metrics + "/debug/pprof/goroutine?debug=1"); got != want {
+			t.Errorf("--pprof %v: /debug/pprof/goroutine = %d, want %d; log:\n%s", withPprof, got, want, w.logText())
+		}
+		w.term()
+	}
+	w := startWorker(t, "--redis", srv.URL(), "--namespace", redistest.Namespace(t), "--pprof")
+	waitFor(t, 10*time.Second, "the worker to refuse --pprof alone", w.exited)
+	if code := w.cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(w.logText(), "--metrics-addr") {
+		t.Errorf("--pprof without --metrics-addr: exit %d, want 2 naming --metrics-addr; log:\n%s", code, w.logText())
+	}
+}

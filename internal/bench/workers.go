@@ -96,13 +96,13 @@ func (e *Env) startWorkers(ctx context.Context) (*workers, error) {
 }
 
 // spawnWorker starts one timerworker process against the bench's Redis
-// and namespace.
-func (e *Env) spawnWorker() (*workerProc, error) {
-	cmd := exec.Command(e.workers,
+// and namespace, with extra flags after the bench's own.
+func (e *Env) spawnWorker(extra ...string) (*workerProc, error) {
+	cmd := exec.Command(e.workers, append([]string{
 		"--redis", e.url,
 		"--namespace", e.cfg.Namespace,
 		"--batch-size", strconv.Itoa(e.cfg.BatchSize),
-		"--log-level", "warn")
+		"--log-level", "warn"}, extra...)...)
 	cmd.Env = append(os.Environ(), e.tracing.workerEnv()...)
 	p := &workerProc{cmd: cmd, done: make(chan struct{}), stderr: &syncBuffer{}}
 	cmd.Stderr = p.stderr
@@ -111,6 +111,17 @@ func (e *Env) spawnWorker() (*workerProc, error) {
 	}
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	return p, nil
+}
+
+// stop stops one process with SIGTERM, SIGKILL after 10 s.
+func (p *workerProc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
 }
 
 // exited reports whether the process has exited.

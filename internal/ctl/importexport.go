@@ -215,138 +215,29 @@ func (r *runner) importCmd(c *cli.Context) error {
 	}
 	defer s.close()
 
-	// Lines go to Redis in batches of one kind, in the order they came, so
-	// that the first line of an ID wins, as it would one line at a time.
-	var (
-		res      importJSON
-		batch    []queue.NewTimer
-		restores []queue.Timer
-		// Occurrence lines (an ID "<schedule>@<ms>" with a state) wait for
-		// their schedule's line, which export writes after every timer:
-		// queue.Restore refuses them while their schedule does not exist,
-		// so that a line cannot plant an occurrence for a later schedule.
-		occs    = map[string][]pendingOcc{}
-		read    int64
-		lineNo  int
-		bar     = r.progress(size)
-		maxPay  = s.q.Options().MaxPayloadBytes
-		rd      = bufio.NewReaderSize(in, 64<<10)
-		flushed = func() error {
-			if len(batch) == 0 && len(restores) == 0 {
-				return nil
-			}
-			ctx, cancel := s.ctx(c)
-			defer cancel()
-			var out []queue.ScheduleResult
-			var err error
-			if len(restores) > 0 {
-				out, err = s.q.Restore(ctx, restores)
-			} else {
-				out, err = s.q.ScheduleBatch(ctx, batch)
-			}
-			if err != nil {
-				return s.redisErr(err)
-			}
-			for _, o := range out {
-				if o.Created {
-					res.Created++
-				} else {
-					res.Existing++
-				}
-			}
-			batch, restores = batch[:0], restores[:0]
-			bar.update(read, lineNo)
-			return nil
-		}
-	)
-	res.RejectedLines = []int{}
+	im := &importer{r: r, c: c, s: s, bar: r.progress(size), maxPay: s.q.Options().MaxPayloadBytes,
+		occs: map[string][]pendingOcc{}}
+	im.res.RejectedLines = []int{}
+	defer im.bar.done() // on every early return; done twice is done once
+	rd := bufio.NewReaderSize(in, 64<<10)
 	for {
 		b, err := readLine(rd, maxImportLine)
-		read += int64(len(b))
+		im.read += int64(len(b))
 		if len(b) == 0 && err == io.EOF {
 			break
 		}
 		if err != nil && err != io.EOF && !errors.Is(err, errLineTooLong) {
-			bar.done()
-			return &Error{Code: ExitFailure, Problem: fmt.Sprintf("reading line %d: %v", lineNo+1, err),
-				Fix: fmt.Sprintf("lines before it were imported (%d created, %d existing); fix the input and import again, which is idempotent", res.Created, res.Existing), Err: err}
+			return &Error{Code: ExitFailure, Problem: fmt.Sprintf("reading line %d: %v", im.lineNo+1, err),
+				Fix: fmt.Sprintf("lines before it were imported (%d created, %d existing); fix the input and import again, which is idempotent", im.res.Created, im.res.Existing), Err: err}
 		}
-		lineNo++
+		im.lineNo++
 		if line := bytes.TrimSpace(b); len(line) > 0 {
-			var it importItem
-			perr := err
-			kind := ""
-			if perr == nil || perr == io.EOF {
-				// Schedule lines too: their IDs would be changed the same way.
-				if perr = strictUTF8(line); perr == nil {
-					if kind, perr = lineKind(line); perr == nil && kind == "" {
-						it, perr = parseLine(line, maxPay)
-					}
-				}
-			}
-			switch {
-			case perr == nil && kind == kindQuarantined:
-				var qr queue.QuarantinedRecord
-				if qr, perr = parseQuarantineLine(line); perr == nil {
-					ctx, cancel := s.ctx(c)
-					var n int
-					n, perr = s.q.RestoreQuarantined(ctx, []queue.QuarantinedRecord{qr})
-					cancel()
-					if perr != nil && !errors.Is(perr, queue.ErrInvalidOptions) && !errors.Is(perr, queue.ErrInvalidID) {
-						bar.done()
-						return s.redisErr(perr)
-					}
-					res.Quarantined += n
-				}
-			case perr == nil && kind == kindSchedule:
-				// After the timers before it, which may be its occurrences
-				// (export writes timers first): the restore keeps them.
-				if err := flushed(); err != nil {
-					bar.done()
-					return err
-				}
-				var info queue.RecurringInfo
-				if info, perr = parseScheduleLine(line); perr == nil {
-					perr = restoreSchedule(c, s, info, occs[info.ID], &res)
-					if perr != nil && !isBadInput(perr) {
-						bar.done()
-						return recurringErr(s, perr)
-					}
-					if perr == nil {
-						delete(occs, info.ID)
-					}
-				}
-			}
-			switch {
-			case perr != nil:
-				res.Rejected++
-				res.RejectedLines = append(res.RejectedLines, lineNo)
-				bar.clear()
-				fmt.Fprintf(r.o.Stderr, "timerctl: line %d: %s: fix the line and import again\n", lineNo, oneLine(perr.Error()))
-			case kind == kindSchedule, kind == kindQuarantined:
-			case it.restore && it.occurrenceOf != "":
-				occs[it.occurrenceOf] = append(occs[it.occurrenceOf], pendingOcc{line: lineNo, timer: it.timer})
-			case it.restore:
-				if len(batch) > 0 {
-					if err := flushed(); err != nil {
-						bar.done()
-						return err
-					}
-				}
-				restores = append(restores, it.timer)
-			default:
-				if len(restores) > 0 {
-					if err := flushed(); err != nil {
-						bar.done()
-						return err
-					}
-				}
-				batch = append(batch, it.sched)
+			if err := im.add(line, err); err != nil {
+				return err
 			}
 		}
-		if len(batch)+len(restores) >= importBatch {
-			if err := flushed(); err != nil {
-				bar.done()
+		if len(im.batch)+len(im.restores) >= importBatch {
+			if err := im.flush(); err != nil {
 				return err
 			}
 		}
@@ -354,20 +245,16 @@ func (r *runner) importCmd(c *cli.Context) error {
 			break
 		}
 	}
-	if err := flushed(); err != nil {
-		bar.done()
+	if err := im.flush(); err != nil {
 		return err
 	}
-	if err := restoreOrphans(c, s, occs, &res, func(line int, msg string) {
-		bar.clear()
-		fmt.Fprintf(r.o.Stderr, "timerctl: line %d: %s: fix the line and import again\n", line, msg)
-	}); err != nil {
-		bar.done()
+	if err := restoreOrphans(c, s, im.occs, &im.res, im.say); err != nil {
 		return err
 	}
+	res := im.res
 	slices.Sort(res.RejectedLines)
-	bar.update(read, lineNo)
-	bar.done()
+	im.bar.update(im.read, im.lineNo)
+	im.bar.done()
 	if s.g.json {
 		if err := writeJSON(r.o.Stdout, res); err != nil {
 			return err
@@ -385,6 +272,139 @@ func (r *runner) importCmd(c *cli.Context) error {
 	if res.Rejected > 0 {
 		return errRejected
 	}
+	return nil
+}
+
+// importer is one run of timerctl import. Lines go to Redis in batches of
+// one kind, in the order they came, so that the first line of an ID wins,
+// as it would one line at a time.
+type importer struct {
+	r   *runner
+	c   *cli.Context
+	s   *session
+	bar *progressBar
+
+	maxPay   int
+	res      importJSON
+	batch    []queue.NewTimer
+	restores []queue.Timer
+	// Occurrence lines (an ID "<schedule>@<ms>" with a state) wait for
+	// their schedule's line, which export writes after every timer:
+	// queue.Restore refuses them while their schedule does not exist, so
+	// that a line cannot plant an occurrence for a later schedule.
+	occs   map[string][]pendingOcc
+	read   int64 // bytes read so far
+	lineNo int
+}
+
+// add takes one non-empty line, read with readErr (nil, io.EOF or
+// errLineTooLong). A bad line is rejected and counted; the error returned
+// is one that stops the import (Redis refused or failed).
+func (im *importer) add(line []byte, readErr error) error {
+	var it importItem
+	perr := readErr
+	kind := ""
+	if perr == nil || perr == io.EOF {
+		// Schedule lines too: their IDs would be changed the same way.
+		if perr = strictUTF8(line); perr == nil {
+			if kind, perr = lineKind(line); perr == nil && kind == "" {
+				it, perr = parseLine(line, im.maxPay)
+			}
+		}
+	}
+	switch {
+	case perr == nil && kind == kindQuarantined:
+		var qr queue.QuarantinedRecord
+		if qr, perr = parseQuarantineLine(line); perr == nil {
+			ctx, cancel := im.s.ctx(im.c)
+			var n int
+			n, perr = im.s.q.RestoreQuarantined(ctx, []queue.QuarantinedRecord{qr})
+			cancel()
+			if perr != nil && !errors.Is(perr, queue.ErrInvalidOptions) && !errors.Is(perr, queue.ErrInvalidID) {
+				return im.s.redisErr(perr)
+			}
+			im.res.Quarantined += n
+		}
+	case perr == nil && kind == kindSchedule:
+		// After the timers before it, which may be its occurrences (export
+		// writes timers first): the restore keeps them.
+		if err := im.flush(); err != nil {
+			return err
+		}
+		var info queue.RecurringInfo
+		if info, perr = parseScheduleLine(line); perr == nil {
+			perr = restoreSchedule(im.c, im.s, info, im.occs[info.ID], &im.res)
+			if perr != nil && !isBadInput(perr) {
+				return recurringErr(im.s, perr)
+			}
+			if perr == nil {
+				delete(im.occs, info.ID)
+			}
+		}
+	}
+	switch {
+	case perr != nil:
+		im.reject(im.lineNo, oneLine(perr.Error()))
+	case kind == kindSchedule, kind == kindQuarantined:
+	case it.restore && it.occurrenceOf != "":
+		im.occs[it.occurrenceOf] = append(im.occs[it.occurrenceOf], pendingOcc{line: im.lineNo, timer: it.timer})
+	case it.restore:
+		if len(im.batch) > 0 {
+			if err := im.flush(); err != nil {
+				return err
+			}
+		}
+		im.restores = append(im.restores, it.timer)
+	default:
+		if len(im.restores) > 0 {
+			if err := im.flush(); err != nil {
+				return err
+			}
+		}
+		im.batch = append(im.batch, it.sched)
+	}
+	return nil
+}
+
+// reject counts line as rejected and says why.
+func (im *importer) reject(line int, msg string) {
+	im.res.Rejected++
+	im.res.RejectedLines = append(im.res.RejectedLines, line)
+	im.say(line, msg)
+}
+
+// say tells on stderr why line was rejected.
+func (im *importer) say(line int, msg string) {
+	im.bar.clear()
+	fmt.Fprintf(im.r.o.Stderr, "timerctl: line %d: %s: fix the line and import again\n", line, msg)
+}
+
+// flush sends the pending batch (schedules or restores) to Redis.
+func (im *importer) flush() error {
+	if len(im.batch) == 0 && len(im.restores) == 0 {
+		return nil
+	}
+	ctx, cancel := im.s.ctx(im.c)
+	defer cancel()
+	var out []queue.ScheduleResult
+	var err error
+	if len(im.restores) > 0 {
+		out, err = im.s.q.Restore(ctx, im.restores)
+	} else {
+		out, err = im.s.q.ScheduleBatch(ctx, im.batch)
+	}
+	if err != nil {
+		return im.s.redisErr(err)
+	}
+	for _, o := range out {
+		if o.Created {
+			im.res.Created++
+		} else {
+			im.res.Existing++
+		}
+	}
+	im.batch, im.restores = im.batch[:0], im.restores[:0]
+	im.bar.update(im.read, im.lineNo)
 	return nil
 }
 

@@ -122,7 +122,9 @@ func (s *Sub) Subscribe(ctx context.Context, channels ...string) error {
 	return first
 }
 
-// Unsubscribe drops channels.
+// Unsubscribe drops channels. Once it returns, no message of theirs is
+// delivered, though the server may still send some before it reads the
+// unsubscribe.
 func (s *Sub) Unsubscribe(ctx context.Context, channels ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -281,7 +283,14 @@ func (s *Sub) receive(c *conn, ps *redis.PubSub) {
 				}
 			}
 		case *redis.Message:
-			s.emit(Event{Channel: m.Channel, Payload: m.Payload})
+			// The server may send a message between Unsubscribe's return
+			// and its reading the UNSUBSCRIBE: the caller wants none then.
+			s.mu.Lock()
+			_, ok := s.where[m.Channel]
+			s.mu.Unlock()
+			if ok {
+				s.emit(Event{Channel: m.Channel, Payload: m.Payload})
+			}
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -47,7 +48,10 @@ type Config struct {
 	// keep settled records forever.
 	Retention   time.Duration
 	MetricsAddr string // empty: no HTTP server
-	Dev         bool
+	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/ on
+	// MetricsAddr, which it needs.
+	Pprof bool
+	Dev   bool
 	// DevAddr is where --dev listens; empty means the host:port of --redis,
 	// so that one TIMERQ_REDIS_URL serves both timerworker --dev and
 	// timerctl.
@@ -115,6 +119,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	if err := checkAPI(cfg); err != nil {
 		return err
+	}
+	if cfg.Pprof && cfg.MetricsAddr == "" {
+		return cliconf.Usage("--pprof is set but --metrics-addr is not", "give --metrics-addr, e.g. --metrics-addr 127.0.0.1:9464: the profiles are served there")
 	}
 	if cfg.Dev {
 		stop, err := startDev(&cfg, log)
@@ -214,11 +221,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 				pollers = append(pollers, namedPoller{s.q.Namespace(), s.p})
 			}
 		}
-		srv, ln, err := listenHTTP(cfg.MetricsAddr, handler(reg, rdb, pollers))
+		srv, ln, err := listenHTTP(cfg.MetricsAddr, handler(reg, rdb, pollers, cfg.Pprof))
 		if err != nil {
 			return err
 		}
 		log.Info("timerq: serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
+		if cfg.Pprof {
+			log.Warn("timerq: serving Go profiles under /debug/pprof/ (--pprof): keep --metrics-addr off public networks", "addr", ln.Addr().String())
+		}
 		wg.Go(func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("timerq: metrics server failed", "err", err)
@@ -514,9 +524,16 @@ func listenHTTP(addr string, h http.Handler) (*http.Server, net.Listener, error)
 
 // handler serves /metrics, /healthz (the process runs) and /readyz (Redis
 // answers PING and every namespace's poller claimed recently, which proves
-// its claim script is loaded or loadable).
-func handler(reg *prometheus.Registry, rdb redis.UniversalClient, pollers []namedPoller) http.Handler {
+// its claim script is loaded or loadable), and with pprof Go's profiles.
+func handler(reg *prometheus.Registry, rdb redis.UniversalClient, pollers []namedPoller, profiles bool) http.Handler {
 	mux := http.NewServeMux()
+	if profiles {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))

@@ -18,7 +18,25 @@ import (
 const (
 	workerName    = "rel-timerq-worker"
 	dashboardName = "rel-timerq-dashboard"
+	apiName       = "rel-timerq-api"
 )
+
+// apiArgs turn the HTTP API on, served by the workers (api.claim's
+// default); apiOnlyArgs serve it from the API-only Deployment instead.
+var (
+	apiArgs     = []string{"--set", "api.enabled=true", "--set", "api.tokens.existingSecret=timerq-api-tokens"}
+	apiOnlyArgs = append(append([]string{}, apiArgs...), "--set", "api.claim=false")
+)
+
+// argv joins argument lists into a new slice, so that no render shares
+// (and overwrites) another's backing array.
+func argv(lists ...[]string) []string {
+	var r []string
+	for _, l := range lists {
+		r = append(r, l...)
+	}
+	return r
+}
 
 // TestWorkerProbes: liveness on /healthz and readiness on /readyz, on the
 // container port that TIMERQ_METRICS_ADDR makes timerworker listen on.
@@ -78,8 +96,8 @@ func TestWorkerReplicasAndResources(t *testing.T) {
 // a read-only root filesystem, with no capabilities, no privilege
 // escalation and the runtime's default seccomp profile.
 func TestSecurityContext(t *testing.T) {
-	objs := render(t, append(baseArgs, dashboardArgs...)...)
-	for _, name := range []string{workerName, dashboardName} {
+	objs := render(t, argv(baseArgs, dashboardArgs, apiOnlyArgs)...)
+	for _, name := range []string{workerName, dashboardName, apiName} {
 		d := deployment(t, objs, name)
 		ps := d.Spec.Template.Spec.SecurityContext
 		if ps == nil || ps.RunAsNonRoot == nil || !*ps.RunAsNonRoot {
@@ -197,7 +215,7 @@ var dashboardArgs = []string{"--set", "dashboard.enabled=true", "--set", "dashbo
 // mounted Secret, and appear in no other object, in plain or in base64.
 func TestNoSecretInPlainValues(t *testing.T) {
 	url := "rediss://timerq-worker:" + redisPassword + "@redis.example:6380/0"
-	objs := render(t, append([]string{"--set", "redis.url=" + url, "--set", "redis.tls.enabled=true", "--set", "redis.tls.existingSecret=tls"}, dashboardArgs...)...)
+	objs := render(t, argv([]string{"--set", "redis.url=" + url, "--set", "redis.tls.enabled=true", "--set", "redis.tls.existingSecret=tls"}, dashboardArgs, apiOnlyArgs)...)
 	for _, o := range objs {
 		if o.Kind == "Secret" {
 			continue
@@ -216,7 +234,7 @@ func TestNoSecretInPlainValues(t *testing.T) {
 	if string(us.Data["token"]) != dashboardToken {
 		t.Errorf("chart-made dashboard Secret holds %q under token", us.Data["token"])
 	}
-	for _, name := range []string{workerName, dashboardName} {
+	for _, name := range []string{workerName, dashboardName, apiName} {
 		d := deployment(t, objs, name)
 		for _, c := range d.Spec.Template.Spec.Containers {
 			e, ok := envVar(c, "TIMERQ_REDIS_URL")
@@ -271,10 +289,10 @@ func TestExistingSecrets(t *testing.T) {
 // Secret read-only and point TIMERQ_TLS_* at files inside the mount that
 // the Secret's keys name.
 func TestTLSFiles(t *testing.T) {
-	objs := render(t, append(baseArgs, append(dashboardArgs,
+	objs := render(t, argv(baseArgs, dashboardArgs, apiOnlyArgs, []string{
 		"--set", "redis.tls.enabled=true", "--set", "redis.tls.existingSecret=redis-tls",
-		"--set", "redis.tls.serverName=redis.internal")...)...)
-	for _, name := range []string{workerName, dashboardName} {
+		"--set", "redis.tls.serverName=redis.internal"})...)
+	for _, name := range []string{workerName, dashboardName, apiName} {
 		d := deployment(t, objs, name)
 		var tlsVol *corev1.Volume
 		for i, v := range d.Spec.Template.Spec.Volumes {
@@ -340,6 +358,7 @@ func TestOptionalObjects(t *testing.T) {
 		"prometheusRule.enabled":   "PrometheusRule/rel-timerq",
 		"grafanaDashboard.enabled": "ConfigMap/rel-timerq-grafana-dashboard",
 		"dashboard.enabled":        "Deployment/rel-timerq-dashboard",
+		"api.enabled":              "Service/rel-timerq-api",
 	}
 	has := func(objs []object, kn string) bool {
 		for _, n := range names(objs) {
@@ -355,6 +374,9 @@ func TestOptionalObjects(t *testing.T) {
 			t.Errorf("%s rendered by default", kn)
 		}
 	}
+	if n := len(ofKind(def, "Service")); n != 1 {
+		t.Errorf("by default want the metrics Service only, got %v", names(ofKind(def, "Service")))
+	}
 	for _, kind := range []string{"ServiceMonitor", "PrometheusRule", "ConfigMap"} {
 		if n := len(ofKind(def, kind)); n != 0 {
 			t.Errorf("%d %s rendered by default", n, kind)
@@ -367,6 +389,9 @@ func TestOptionalObjects(t *testing.T) {
 		args := append(append([]string{}, baseArgs...), "--set", key+"=true")
 		if key == "dashboard.enabled" {
 			args = append(args, dashboardArgs...)
+		}
+		if key == "api.enabled" {
+			args = append(args, apiArgs...)
 		}
 		objs := render(t, args...)
 		if !has(objs, kn) {
@@ -421,6 +446,30 @@ func TestServiceMonitor(t *testing.T) {
 	}
 	if sm.Metadata.Labels["release"] != "prom" {
 		t.Errorf("serviceMonitor.labels not applied: %v", sm.Metadata.Labels)
+	}
+
+	// API-only replicas (api.claim=false) serve the API's request metrics:
+	// the ServiceMonitor scrapes them through a metrics Service of theirs,
+	// and no Service without a metrics port.
+	objs = render(t, argv(baseArgs, apiOnlyArgs, dashboardArgs, []string{"--set", "serviceMonitor.enabled=true"})...)
+	if err := yaml.Unmarshal(one(t, objs, "ServiceMonitor", workerName).YAML, &sm); err != nil {
+		t.Fatal(err)
+	}
+	am := service(t, objs, "rel-timerq-api-metrics")
+	if !selects(sm.Spec.Selector.MatchLabels, am.Labels) {
+		t.Errorf("ServiceMonitor selector %v does not select the API metrics Service %v", sm.Spec.Selector.MatchLabels, am.Labels)
+	}
+	a := deployment(t, objs, apiName)
+	if !selects(am.Spec.Selector, a.Spec.Template.Labels) || selects(am.Spec.Selector, deployment(t, objs, workerName).Spec.Template.Labels) {
+		t.Errorf("API metrics Service selector %v: want the API pods only", am.Spec.Selector)
+	}
+	if len(am.Spec.Ports) != 1 || am.Spec.Ports[0].Name != "metrics" || containerPort(t, container(t, a, "api"), am.Spec.Ports[0].TargetPort.String()) != 9090 {
+		t.Errorf("API metrics Service ports %+v, want metrics to the API pods' metrics port", am.Spec.Ports)
+	}
+	for _, name := range []string{apiName, dashboardName} {
+		if svc := service(t, objs, name); selects(sm.Spec.Selector.MatchLabels, svc.Labels) {
+			t.Errorf("ServiceMonitor selects Service %s, which has no metrics port", name)
+		}
 	}
 }
 
@@ -508,7 +557,12 @@ func TestRefusals(t *testing.T) {
 		{"client cert without key", append(baseArgs, "--set", "redis.tls.enabled=true", "--set", "redis.tls.existingSecret=t", "--set", "redis.tls.keyKey="), "go together"},
 		{"dashboard without auth", append(baseArgs, "--set", "dashboard.enabled=true"), "needs auth"},
 		{"dashboard short token", append(baseArgs, "--set", "dashboard.enabled=true", "--set", "dashboard.auth.token=short"), "shorter than 16"},
-		{"API not released", append(baseArgs, "--set", "api.enabled=true"), "not released yet"},
+		{"API without tokens", argv(baseArgs, []string{"--set", "api.enabled=true"}), "api.enabled needs api.tokens.existingSecret"},
+		{"API without tokens, API-only", argv(baseArgs, []string{"--set", "api.enabled=true", "--set", "api.claim=false"}), "api.enabled needs api.tokens.existingSecret"},
+		{"API on the metrics port", argv(baseArgs, apiArgs, []string{"--set", "api.port=9090"}), "same port"},
+		{"API client CA without TLS", argv(baseArgs, apiArgs, []string{"--set", "api.tls.clientCAKey=ca.crt"}), "api.tls.existingSecret"},
+		{"API PDB both ways", argv(baseArgs, apiOnlyArgs, []string{"--set", "api.podDisruptionBudget.minAvailable=1"}), "not both"},
+		{"API negative rate", argv(baseArgs, apiArgs, []string{"--set", "api.rateLimit=-1"}), "rateLimit"},
 		{"misspelt value", append(baseArgs, "--set", "worker.replica=2"), "'replica' not allowed"},
 		{"bad timer namespace", append(baseArgs, "--set", "worker.namespaces={a b}"), "does not match pattern"},
 		{"PDB both ways", append(baseArgs, "--set", "worker.podDisruptionBudget.minAvailable=1"), "not both"},
@@ -531,6 +585,8 @@ func TestLint(t *testing.T) {
 		baseArgs,
 		append(append([]string{}, baseArgs...), append(dashboardArgs, "--set", "serviceMonitor.enabled=true", "--set", "prometheusRule.enabled=true",
 			"--set", "grafanaDashboard.enabled=true", "--set", "redis.tls.enabled=true", "--set", "redis.tls.existingSecret=t")...),
+		argv(baseArgs, apiArgs, []string{"--set", "api.tls.existingSecret=api-tls", "--set", "api.rateLimit=20"}),
+		argv(baseArgs, apiOnlyArgs, []string{"--set", "api.tls.existingSecret=api-tls", "--set", "api.tls.clientCAKey=ca.crt"}),
 	} {
 		cmd := execHelm(append([]string{"lint", "--strict", chartDir}, args...)...)
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -70,7 +70,18 @@ app.kubernetes.io/component: {{ .component }}
 {{- fail "timerq: worker.podDisruptionBudget takes maxUnavailable or minAvailable, not both" -}}
 {{- end -}}
 {{- if .Values.api.enabled -}}
-{{- fail "timerq: api.enabled: the HTTP API is not released yet; leave it false" -}}
+{{- if not .Values.api.tokens.existingSecret -}}
+{{- fail "timerq: api.enabled needs api.tokens.existingSecret, a Secret holding the tokens file (lines of `timerctl api-token create`); timerworker refuses to serve the API beyond loopback without tokens" -}}
+{{- end -}}
+{{- if eq (int .Values.api.port) (int .Values.worker.metricsPort) -}}
+{{- fail "timerq: api.port and worker.metricsPort are the same port; give the API another one" -}}
+{{- end -}}
+{{- if and .Values.api.tls.clientCAKey (not .Values.api.tls.existingSecret) -}}
+{{- fail "timerq: api.tls.clientCAKey needs api.tls.existingSecret, the Secret holding the API's certificate, key and client CA" -}}
+{{- end -}}
+{{- if and (not .Values.api.claim) .Values.api.podDisruptionBudget.maxUnavailable (not (kindIs "invalid" .Values.api.podDisruptionBudget.minAvailable)) -}}
+{{- fail "timerq: api.podDisruptionBudget takes maxUnavailable or minAvailable, not both" -}}
+{{- end -}}
 {{- end -}}
 {{- if .Values.dashboard.enabled -}}
 {{- if and (not .Values.dashboard.auth.existingSecret) (not .Values.dashboard.auth.token) -}}
@@ -125,6 +136,70 @@ file paths. Call with (dict "ctx" $ "secret" NAME "key" KEY).
 - name: redis-tls
   secret:
     secretName: {{ .Values.redis.tls.existingSecret }}
+    defaultMode: 0440
+{{- end }}
+{{- end -}}
+
+
+{{/* The component that serves the HTTP API: the workers, or the API-only replicas. */}}
+{{- define "timerq.apiComponent" -}}
+{{- if .Values.api.claim }}worker{{ else }}api{{ end -}}
+{{- end -}}
+
+{{/*
+The HTTP API's environment (docs/worker.md, "The HTTP API"): the listen
+address, and files from the mounted Secrets, never their contents.
+*/}}
+{{- define "timerq.apiEnv" -}}
+- name: TIMERQ_API_ADDR
+  value: {{ printf ":%v" .Values.api.port | quote }}
+- name: TIMERQ_API_TOKENS_FILE
+  value: /etc/timerq/api-tokens/{{ .Values.api.tokens.existingSecretKey }}
+{{- with .Values.api.tls }}
+{{- if .existingSecret }}
+- name: TIMERQ_API_TLS_CERT_FILE
+  value: /etc/timerq/api-tls/{{ .certKey }}
+- name: TIMERQ_API_TLS_KEY_FILE
+  value: /etc/timerq/api-tls/{{ .keyKey }}
+{{- if .clientCAKey }}
+- name: TIMERQ_API_TLS_CLIENT_CA_FILE
+  value: /etc/timerq/api-tls/{{ .clientCAKey }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if .Values.api.rateLimit }}
+- name: TIMERQ_API_RATE_LIMIT
+  value: {{ .Values.api.rateLimit | quote }}
+{{- end }}
+{{- end -}}
+
+{{- define "timerq.apiPort" -}}
+- name: api
+  containerPort: {{ .Values.api.port }}
+  protocol: TCP
+{{- end -}}
+
+{{- define "timerq.apiVolumeMounts" -}}
+- name: api-tokens
+  mountPath: /etc/timerq/api-tokens
+  readOnly: true
+{{- if .Values.api.tls.existingSecret }}
+- name: api-tls
+  mountPath: /etc/timerq/api-tls
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* 0440 with the pod's fsGroup: timerworker refuses a tokens file others may write. */}}
+{{- define "timerq.apiVolumes" -}}
+- name: api-tokens
+  secret:
+    secretName: {{ .Values.api.tokens.existingSecret }}
+    defaultMode: 0440
+{{- if .Values.api.tls.existingSecret }}
+- name: api-tls
+  secret:
+    secretName: {{ .Values.api.tls.existingSecret }}
     defaultMode: 0440
 {{- end }}
 {{- end -}}

@@ -1,0 +1,381 @@
+// Package dispatch runs push delivery: a Dispatcher leases a namespace's
+// fires as a consumer group of the queue and delivers each to its endpoint
+// with package deliver, settling it by the endpoint's retry policy. It is
+// apart from deliver so that package queue may use deliver's validation
+// (deliver.ValidateURL, deliver.ParseSecret) without an import cycle.
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/timerq/timerq/deliver"
+	"github.com/timerq/timerq/queue"
+)
+
+// Defaults of Dispatcher.
+const (
+	// DefaultGroup is Dispatcher.Group when it is "": the consumer group
+	// every dispatcher of a namespace shares.
+	DefaultGroup = "timerq-deliver"
+	// DefaultDispatchLease is Dispatcher.Lease when it is 0. A fire whose
+	// dispatcher died is delivered again once its lease runs out, and a
+	// retry waits at most this long (queue.Release's limit): the
+	// backoff of a policy whose Cap is longer is cut to it.
+	DefaultDispatchLease = time.Minute
+	// DefaultMaxOutstanding is Dispatcher.MaxOutstanding when it is 0.
+	DefaultMaxOutstanding = 1024
+	// DefaultBacklog is Dispatcher.Backlog when it is 0.
+	DefaultBacklog = 4
+	// BusyDelay is how long a fire waits, released, when its endpoint's
+	// backlog in this dispatcher is full, or its endpoint is disabled or
+	// could not be looked up.
+	BusyDelay = time.Second
+	// groupMaxAttempts is the group's queue-side limit: each endpoint's
+	// Policy decides when a fire is dead-lettered, not the group.
+	groupMaxAttempts = 1 << 20
+)
+
+// ErrNoEndpoint is what Dispatcher.Lookup wraps when no endpoint has the
+// name: the fire is dead-lettered. Any other Lookup error is taken as
+// passing, and the fire is tried again after BusyDelay.
+var ErrNoEndpoint = errors.New("timerq: dispatch: no such endpoint")
+
+// Report is what a Dispatcher tells OnAttempt after each attempt, for
+// attempt logs and metrics.
+type Report struct {
+	// Event is the fire; Endpoint the endpoint's name.
+	Event    queue.Event
+	Endpoint string
+	// Attempt is what Send returned.
+	Attempt deliver.Attempt
+	// SettleErr is the error, if any, of acknowledging, releasing or
+	// dead-lettering the delivery afterwards; the lease then runs out and
+	// the fire is delivered again.
+	SettleErr error
+}
+
+// Dispatcher delivers the fires of a queue's namespace to their
+// endpoints: it leases fire events as consumer group Group (queue.Lease),
+// sends each with a deliver.Sender, and settles it by deliver.Decide's verdict: Ack when
+// delivered, Release with the backoff delay to retry, Release as a dead
+// letter when the policy says so. Any number of dispatchers, in any
+// processes, may share a group: each fire goes to one of them at a time,
+// and a fire whose dispatcher dies is delivered again by another when its
+// lease runs out (at least once). Fires that deliver nowhere (Route gives
+// "") are acknowledged at once, in one round trip per leased batch.
+//
+// One slow endpoint does not delay the others: each endpoint has at most
+// MaxInFlight attempts under way in this dispatcher and a backlog of
+// Backlog·MaxInFlight leased fires waiting for a slot; its fires beyond
+// that are released for BusyDelay, and the dispatcher goes on leasing
+// fires for the other endpoints.
+//
+// The attempt number given to the policy is the group's delivery count
+// (queue.Event.Attempt), which also counts releases for a full backlog, a
+// disabled endpoint or a failed Lookup, and reclaims after a dispatcher
+// died.
+type Dispatcher struct {
+	// Queue is the namespace whose fires are delivered.
+	Queue *queue.Queue
+	// Group is the consumer group; "" means DefaultGroup.
+	Group string
+	// Consumer names this dispatcher in the group; "" means
+	// "<hostname>-<pid>".
+	Consumer string
+	// Sender sends the attempts; nil means a deliver.Sender with a zero
+	// Guard, which refuses every private address.
+	Sender *deliver.Sender
+	// Route names the endpoint a fire is delivered to, "" for none.
+	// Required.
+	Route func(queue.Event) string
+	// Lookup returns the endpoint of a name. It is called for every fire,
+	// so cache in it if reads are costly. Required.
+	Lookup func(ctx context.Context, name string) (deliver.Endpoint, error)
+	// Lease is the group's lease (queue.LeaseOptions.Lease); 0 means
+	// DefaultDispatchLease. Every dispatcher of a group must use the same.
+	// Keep it above the longest endpoint Timeout: an attempt that outlasts
+	// the lease may be made again, at the same time, by another dispatcher.
+	Lease time.Duration
+	// MaxOutstanding bounds the fires this dispatcher holds at once,
+	// under way or waiting for their endpoint; 0 means
+	// DefaultMaxOutstanding.
+	MaxOutstanding int
+	// Backlog is how many fires per slot of MaxInFlight an endpoint may
+	// have waiting in this dispatcher; 0 means DefaultBacklog.
+	Backlog int
+	// OnAttempt, if set, is called after each attempt.
+	OnAttempt func(Report)
+	// OnError, if set, is called with errors that do not stop Run: a
+	// failed lease, acknowledgement or release.
+	OnError func(error)
+
+	mu          sync.Mutex
+	endpoints   map[string]*endpointState
+	outstanding int
+	freed       chan struct{}
+	wg          sync.WaitGroup
+	opts        queue.LeaseOptions
+}
+
+type endpointState struct {
+	running int
+	backlog []pending
+}
+
+type pending struct {
+	d  queue.Delivery
+	ep deliver.Endpoint
+}
+
+// Run delivers until ctx is done (call it once per Dispatcher), then hands back the fires it holds
+// (released at once, for another dispatcher) and returns nil once every
+// attempt under way has ended. It returns an error only for a
+// configuration it cannot run with.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	if d.Queue == nil || d.Route == nil || d.Lookup == nil {
+		return fmt.Errorf("%w: a Dispatcher needs Queue, Route and Lookup", queue.ErrInvalidOptions)
+	}
+	if d.Group == "" {
+		d.Group = DefaultGroup
+	}
+	if d.Consumer == "" {
+		host, _ := os.Hostname()
+		d.Consumer = host + "-" + strconv.Itoa(os.Getpid())
+	}
+	if err := queue.ValidateConsumerName("group", d.Group); err != nil {
+		return err
+	}
+	if err := queue.ValidateConsumerName("consumer", d.Consumer); err != nil {
+		return err
+	}
+	if d.Sender == nil {
+		d.Sender = &deliver.Sender{}
+	}
+	if d.Lease == 0 {
+		d.Lease = DefaultDispatchLease
+	}
+	if d.Lease < queue.MinLease || d.Lease > queue.MaxLease {
+		return fmt.Errorf("%w: lease %v is outside %v..%v", queue.ErrInvalidOptions, d.Lease, queue.MinLease, queue.MaxLease)
+	}
+	if d.MaxOutstanding <= 0 {
+		d.MaxOutstanding = DefaultMaxOutstanding
+	}
+	if d.Backlog <= 0 {
+		d.Backlog = DefaultBacklog
+	}
+	d.opts = queue.LeaseOptions{Lease: d.Lease, MaxAttempts: groupMaxAttempts}
+	d.endpoints = map[string]*endpointState{}
+	d.freed = make(chan struct{}, 1)
+
+	defer d.wg.Wait()
+	fails := 0
+	for ctx.Err() == nil {
+		d.mu.Lock()
+		free := d.MaxOutstanding - d.outstanding
+		d.mu.Unlock()
+		if free <= 0 {
+			select {
+			case <-ctx.Done():
+			case <-d.freed:
+			}
+			continue
+		}
+		o := d.opts
+		o.Count, o.Block = min(free, queue.MaxBatch, 256), time.Second
+		ds, err := d.Queue.Lease(ctx, d.Group, d.Consumer, o)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			d.onError(err)
+			fails++
+			sleep(ctx, min(time.Duration(fails)*100*time.Millisecond, 5*time.Second))
+			continue
+		}
+		fails = 0
+		var nowhere []string // fires of timers that deliver nowhere
+		for _, dl := range ds {
+			if d.Route(dl.Event) == "" {
+				nowhere = append(nowhere, dl.DeliveryID)
+				continue
+			}
+			d.dispatch(ctx, dl)
+		}
+		if len(nowhere) > 0 {
+			if _, err := d.Queue.Ack(context.WithoutCancel(ctx), d.Group, nowhere...); err != nil {
+				d.onError(err)
+			}
+		}
+	}
+	return nil
+}
+
+func (d *Dispatcher) onError(err error) {
+	if d.OnError != nil {
+		d.OnError(err)
+	}
+}
+
+// dispatch starts dl's attempt, queues it behind its endpoint's attempts
+// under way, or releases it.
+func (d *Dispatcher) dispatch(ctx context.Context, dl queue.Delivery) {
+	name := d.Route(dl.Event)
+	ep, err := d.Lookup(ctx, name)
+	switch {
+	case errors.Is(err, ErrNoEndpoint):
+		d.settle(dl, queue.ReleaseOptions{DeadLetter: true, Error: fmt.Sprintf("endpoint %q: %v", name, err)})
+		return
+	case err != nil:
+		d.onError(fmt.Errorf("looking up endpoint %q: %w", name, err))
+		d.settle(dl, queue.ReleaseOptions{Delay: min(BusyDelay, d.Lease), Error: "endpoint lookup failed"})
+		return
+	case ep.Disabled:
+		d.settle(dl, queue.ReleaseOptions{Delay: min(BusyDelay, d.Lease), Error: "endpoint disabled"})
+		return
+	}
+	if ep.Name == "" {
+		ep.Name = name
+	}
+	limit := ep.MaxInFlight
+	if limit <= 0 {
+		limit = deliver.DefaultMaxInFlight
+	}
+	d.mu.Lock()
+	st := d.endpoints[name]
+	if st == nil {
+		st = &endpointState{}
+		d.endpoints[name] = st
+	}
+	switch {
+	case st.running < limit:
+		st.running++
+		d.outstanding++
+		d.mu.Unlock()
+		d.wg.Add(1)
+		go d.work(ctx, name, pending{dl, ep})
+	case len(st.backlog) < limit*d.Backlog:
+		st.backlog = append(st.backlog, pending{dl, ep})
+		d.outstanding++
+		d.mu.Unlock()
+	default:
+		d.mu.Unlock()
+		d.settle(dl, queue.ReleaseOptions{Delay: min(BusyDelay, d.Lease), Error: "endpoint busy"})
+	}
+}
+
+// work runs p's attempt, then those waiting for its endpoint, until none
+// is left; once ctx is done it hands the waiting ones back.
+func (d *Dispatcher) work(ctx context.Context, name string, p pending) {
+	defer d.wg.Done()
+	for {
+		if ctx.Err() != nil {
+			d.settle(p.d, queue.ReleaseOptions{Error: "dispatcher stopped"})
+		} else {
+			d.attempt(ctx, p)
+		}
+		d.mu.Lock()
+		st := d.endpoints[name]
+		d.outstanding--
+		if len(st.backlog) == 0 {
+			st.running--
+			if st.running == 0 {
+				delete(d.endpoints, name)
+			}
+			d.mu.Unlock()
+			select {
+			case d.freed <- struct{}{}:
+			default:
+			}
+			return
+		}
+		p = st.backlog[0]
+		st.backlog = st.backlog[1:]
+		d.mu.Unlock()
+		select {
+		case d.freed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// attempt sends one attempt and settles it.
+func (d *Dispatcher) attempt(ctx context.Context, p pending) {
+	timeout := p.ep.Timeout
+	if timeout <= 0 {
+		timeout = deliver.DefaultTimeout
+	}
+	// A fire that waited in the backlog may be near the end of its lease:
+	// renew it so that no other dispatcher takes it over mid-attempt.
+	if time.Until(p.d.LeaseExpires) < min(timeout+time.Second, d.Lease) {
+		if _, err := d.Queue.ExtendLease(ctx, d.Group, p.d.DeliveryID, 0, d.opts); err != nil {
+			if !errors.Is(err, queue.ErrLeaseLost) && !errors.Is(err, queue.ErrDeliveryNotFound) {
+				d.onError(err)
+			}
+			return // another dispatcher has it, or it is settled
+		}
+	}
+	ev := p.d.Event
+	a := d.Sender.Send(ctx, p.ep, deliver.Fire{Namespace: d.Queue.Namespace(), TimerID: ev.ID, Due: ev.Due, FiredAt: ev.FiredAt,
+		Payload: ev.Payload, Attempt: ev.Attempt})
+	var err error
+	switch {
+	case ctx.Err() != nil && a.Outcome != deliver.Delivered:
+		err = d.settle(p.d, queue.ReleaseOptions{Error: "dispatcher stopped"})
+	case a.Outcome == deliver.Delivered:
+		if _, err = d.Queue.Ack(context.WithoutCancel(ctx), d.Group, p.d.DeliveryID); err != nil {
+			d.onError(err)
+		}
+	case a.Outcome == deliver.Retry:
+		err = d.settle(p.d, queue.ReleaseOptions{Delay: min(a.Delay, d.Lease), Error: describe(a)})
+	default:
+		err = d.settle(p.d, queue.ReleaseOptions{DeadLetter: true, Error: describe(a)})
+	}
+	if d.OnAttempt != nil {
+		d.OnAttempt(Report{Event: ev, Endpoint: p.ep.Name, Attempt: a, SettleErr: err})
+	}
+}
+
+// settle releases dl, with a context of its own so that a stopping
+// dispatcher still hands its fires back.
+func (d *Dispatcher) settle(dl queue.Delivery, ro queue.ReleaseOptions) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := d.Queue.Release(ctx, d.Group, dl.DeliveryID, ro, d.opts)
+	if errors.Is(err, queue.ErrLeaseLost) || errors.Is(err, queue.ErrDeliveryNotFound) {
+		return nil // another dispatcher decides
+	}
+	if err != nil {
+		d.onError(err)
+	}
+	return err
+}
+
+// describe is the error recorded with a retried or dead-lettered fire.
+func describe(a deliver.Attempt) string {
+	s := string(a.Reason)
+	if a.Cause != "" {
+		s += " after " + string(a.Cause)
+	}
+	if a.Status != 0 {
+		s += ": HTTP " + strconv.Itoa(a.Status)
+	}
+	if a.Error != "" {
+		s += ": " + a.Error
+	}
+	return s
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

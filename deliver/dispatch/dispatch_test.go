@@ -1,0 +1,320 @@
+package dispatch_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/timerq/timerq/deliver"
+	"github.com/timerq/timerq/deliver/dispatch"
+	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/queue"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(redistest.Shared(m)) }
+
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+
+// sink is a local endpoint that counts the requests it gets and answers
+// with h (204 if nil).
+type sink struct {
+	*httptest.Server
+	hits atomic.Int64
+}
+
+func newSink(t *testing.T, h http.HandlerFunc) *sink {
+	t.Helper()
+	s := &sink{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.hits.Add(1)
+		if h != nil {
+			h(w, r)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func newSender(t *testing.T, g *deliver.Guard) *deliver.Sender {
+	s := &deliver.Sender{Guard: g}
+	t.Cleanup(s.CloseIdleConnections)
+	return s
+}
+
+// fireAll schedules timers due in the past and fires them all.
+func fireAll(t *testing.T, q *queue.Queue, ids []string) {
+	t.Helper()
+	var batch []queue.NewTimer
+	for _, id := range ids {
+		batch = append(batch, queue.NewTimer{ID: id, Due: time.Now().Add(-time.Second), Payload: []byte(`{"id":"` + id + `"}`)})
+	}
+	if _, err := q.ScheduleBatch(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	fired := 0
+	for fired < len(ids) {
+		res, err := q.Claim(context.Background(), queue.MaxBatch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Fired) == 0 {
+			t.Fatalf("fired %d of %d timers due in the past", fired, len(ids))
+		}
+		fired += len(res.Fired)
+	}
+}
+
+func names(prefix string, n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("%s/%d", prefix, i))
+	}
+	return out
+}
+
+// The dispatcher delivers each fire to the endpoint its route names, and
+// settles it by the policy: a fast endpoint gets all its fires while a
+// slow one holds every slot it has (one slow endpoint does not delay the
+// others), an endpoint that always answers 500 has its fires
+// dead-lettered after the policy's attempts, 410 and a missing endpoint
+// dead-letter at once, a fire that delivers nowhere is acknowledged, and
+// once the slow endpoint answers, its fires arrive too.
+func TestDispatcherDeliversAndSettles(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast := newSink(t, nil)
+		unblock := make(chan struct{})
+		slow := newSink(t, func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			select {
+			case <-unblock:
+			case <-r.Context().Done():
+			}
+		})
+		failing := newSink(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) })
+		gone := newSink(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(410) })
+		quick := deliver.Policy{MaxAttempts: 3, Base: time.Millisecond, Cap: 5 * time.Millisecond}
+		endpoints := map[string]deliver.Endpoint{
+			"fast":    {URL: fast.URL, Policy: quick, MaxInFlight: 4},
+			"slow":    {URL: slow.URL, Policy: quick, MaxInFlight: 2, Timeout: time.Minute},
+			"failing": {URL: failing.URL, Policy: quick},
+			"gone":    {URL: gone.URL, Policy: quick},
+		}
+		var mu sync.Mutex
+		reports := map[string][]dispatch.Report{}
+		d := &dispatch.Dispatcher{
+			Queue:    q,
+			Consumer: "d1",
+			Sender:   newSender(t, &deliver.Guard{Allow: loopback}),
+			Route: func(ev queue.Event) string {
+				name, _, _ := strings.Cut(ev.ID, "/")
+				if name == "none" {
+					return "" // a timer that delivers nowhere
+				}
+				return name
+			},
+			Lookup: func(_ context.Context, name string) (deliver.Endpoint, error) {
+				ep, ok := endpoints[name]
+				if !ok {
+					return ep, fmt.Errorf("%w: %q", dispatch.ErrNoEndpoint, name)
+				}
+				return ep, nil
+			},
+			Backlog: 1,
+			OnAttempt: func(r dispatch.Report) {
+				mu.Lock()
+				reports[r.Event.ID] = append(reports[r.Event.ID], r)
+				mu.Unlock()
+			},
+			OnError: func(err error) { t.Errorf("dispatcher: %v", err) },
+		}
+		// The slow endpoint's fires go first, so they hold its slots
+		// and backlog before the fast ones are leased.
+		fireAll(t, q, names("slow", 6))
+		fireAll(t, q, append(append(append(append(names("fast", 40), names("failing", 3)...), "gone/0"), "missing/0"), "none/0"))
+
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		stopped := false
+		stop := func() {
+			if !stopped {
+				stopped = true
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			}
+		}
+		defer stop()
+
+		redistest.Eventually(t, 30*time.Second, "every fast fire delivered", func() bool { return fast.hits.Load() >= 40 })
+		if n := slow.hits.Load(); n > 2 {
+			t.Fatalf("the slow endpoint (2 in flight) has %d requests under way", n)
+		}
+		redistest.Eventually(t, 30*time.Second, "5 dead letters", func() bool {
+			dl, _, err := q.DeadLetters(context.Background(), "", 100)
+			return err == nil && len(dl) >= 5
+		})
+		dls, _, err := q.DeadLetters(context.Background(), "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		why := map[string]string{}
+		for _, dl := range dls {
+			why[dl.Event.ID] = dl.Error
+		}
+		for id, want := range map[string]string{
+			"failing/0": "exhausted after server_error: HTTP 500",
+			"failing/2": "exhausted after server_error: HTTP 500",
+			"gone/0":    "gone: HTTP 410",
+			"missing/0": "no such endpoint",
+		} {
+			if !strings.Contains(why[id], want) {
+				t.Errorf("dead letter %s: %q, want it to say %q (all: %v)", id, why[id], want, why)
+			}
+		}
+		if len(dls) != 5 {
+			t.Errorf("%d dead letters, want 5: %v", len(dls), why)
+		}
+		if n := failing.hits.Load(); n != 9 {
+			t.Errorf("the failing endpoint got %d requests, want 3 fires × 3 attempts", n)
+		}
+		mu.Lock()
+		if rs := reports["failing/1"]; len(rs) != 3 || rs[0].Attempt.Outcome != deliver.Retry || rs[2].Attempt.Outcome != deliver.DeadLetter {
+			t.Errorf("attempts of failing/1: %+v", rs)
+		}
+		if _, ok := reports["none/0"]; ok {
+			t.Error("a fire that delivers nowhere was attempted")
+		}
+		mu.Unlock()
+
+		close(unblock)
+		redistest.Eventually(t, 30*time.Second, "every slow fire delivered", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, id := range names("slow", 6) {
+				rs := reports[id]
+				if len(rs) == 0 || rs[len(rs)-1].Attempt.Outcome != deliver.Delivered {
+					return false
+				}
+			}
+			return true
+		})
+		stop()
+		if n := fast.hits.Load(); n != 40 {
+			t.Errorf("the fast endpoint got %d requests for 40 fires", n)
+		}
+	})
+}
+
+// A dispatcher that stops hands back the fires it holds, under way or
+// waiting for their endpoint, so that another dispatcher of the group
+// delivers them at once rather than after their leases (a minute) run out.
+func TestDispatcherStopHandsFiresBack(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stuck := newSink(t, func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body) // the server notices a closed connection only once the body is read
+			<-r.Context().Done()
+		})
+		fast := newSink(t, nil)
+		var mu sync.Mutex
+		delivered := map[string]string{} // timer ID → consumer
+		run := func(consumer, url string) (stop func()) {
+			d := &dispatch.Dispatcher{
+				Queue: q, Consumer: consumer, Sender: newSender(t, &deliver.Guard{Allow: loopback}),
+				Route: func(queue.Event) string { return "e" },
+				Lookup: func(context.Context, string) (deliver.Endpoint, error) {
+					return deliver.Endpoint{URL: url, MaxInFlight: 2, Timeout: time.Minute}, nil
+				},
+				OnAttempt: func(r dispatch.Report) {
+					if r.Attempt.Outcome == deliver.Delivered {
+						mu.Lock()
+						delivered[r.Event.ID] = consumer
+						mu.Unlock()
+					}
+				},
+				OnError: func(err error) { t.Errorf("%s: %v", consumer, err) },
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- d.Run(ctx) }()
+			return func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("%s: Run: %v", consumer, err)
+				}
+			}
+		}
+		ids := names("t", 6)
+		fireAll(t, q, ids)
+		stop1 := run("d1", stuck.URL)
+		// d1 holds all six: two attempts under way, the rest in its
+		// backlog (2 slots × 4).
+		redistest.Eventually(t, 30*time.Second, "d1's two attempts under way", func() bool { return stuck.hits.Load() == 2 })
+		stop1()
+		stop2 := run("d2", fast.URL)
+		defer stop2()
+		redistest.Eventually(t, 20*time.Second, "d2 delivering all six", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(delivered) == len(ids)
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range ids {
+			if delivered[id] != "d2" {
+				t.Errorf("%s delivered by %q, want d2", id, delivered[id])
+			}
+		}
+	})
+}
+
+func TestDispatcherRefusesBadConfig(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never reached: Run refuses first
+	t.Cleanup(func() { rdb.Close() })
+	q, err := queue.New(rdb, queue.Options{Namespace: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := func(queue.Event) string { return "" }
+	lookup := func(context.Context, string) (deliver.Endpoint, error) { return deliver.Endpoint{}, nil }
+	for name, d := range map[string]*dispatch.Dispatcher{
+		"no queue":     {Route: route, Lookup: lookup},
+		"no route":     {Queue: q, Lookup: lookup},
+		"no lookup":    {Queue: q, Route: route},
+		"short lease":  {Queue: q, Route: route, Lookup: lookup, Lease: time.Millisecond},
+		"bad group":    {Queue: q, Route: route, Lookup: lookup, Group: "a b"},
+		"bad consumer": {Queue: q, Route: route, Lookup: lookup, Consumer: strings.Repeat("c", 200)},
+	} {
+		// A Run that accepted the configuration would run until the
+		// deadline and return nil.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		err := d.Run(ctx)
+		cancel()
+		if !errors.Is(err, queue.ErrInvalidOptions) {
+			t.Errorf("%s: Run = %v, want ErrInvalidOptions", name, err)
+		}
+	}
+}

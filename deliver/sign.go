@@ -1,0 +1,132 @@
+package deliver
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Signing follows Standard Webhooks (https://www.standardwebhooks.com/),
+// symmetric scheme: each request carries webhook-id, webhook-timestamp and
+// webhook-signature, where the signature is "v1," followed by the base64
+// HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>" under the
+// secret's key. With several active secrets (a rotation) the header holds
+// one signature per secret, space separated, and a receiver that knows any
+// one of them accepts the request.
+
+// Limits of a signing secret's key, as Standard Webhooks sets them.
+const (
+	// SecretPrefix starts every secret in its text form: "whsec_" and the
+	// key in standard base64.
+	SecretPrefix = "whsec_"
+	// MinSecretBytes is the shortest key a secret may have (192 bits).
+	MinSecretBytes = 24
+	// MaxSecretBytes is the longest key a secret may have (512 bits).
+	MaxSecretBytes = 64
+	// GeneratedSecretBytes is the key length of GenerateSecret.
+	GeneratedSecretBytes = 32
+)
+
+// ErrInvalidSecret means a signing secret is not "whsec_" followed by the
+// standard base64 of a key of MinSecretBytes..MaxSecretBytes bytes.
+var ErrInvalidSecret = errors.New("timerq: deliver: invalid signing secret")
+
+// Secret is a parsed signing secret. Its key is never printed: String and
+// the fmt verbs show only a redacted form.
+type Secret struct {
+	key  []byte
+	text string
+}
+
+// ParseSecret reads a secret in its text form, "whsec_<base64 key>". A key
+// shorter than MinSecretBytes or longer than MaxSecretBytes, a missing
+// prefix or bad base64 is refused with an error wrapping ErrInvalidSecret
+// that never repeats the secret.
+func ParseSecret(s string) (Secret, error) {
+	const want = "use \"whsec_\" and the standard base64 of 24-64 random bytes (GenerateSecret makes one)"
+	b64, ok := strings.CutPrefix(s, SecretPrefix)
+	if !ok {
+		return Secret{}, fmt.Errorf("%w: it does not start with %q; %s", ErrInvalidSecret, SecretPrefix, want)
+	}
+	key, err := base64.StdEncoding.Strict().DecodeString(b64)
+	if err != nil {
+		return Secret{}, fmt.Errorf("%w: what follows %q is not standard base64; %s", ErrInvalidSecret, SecretPrefix, want)
+	}
+	if len(key) < MinSecretBytes || len(key) > MaxSecretBytes {
+		return Secret{}, fmt.Errorf("%w: its key is %d bytes; %s", ErrInvalidSecret, len(key), want)
+	}
+	return Secret{key: key, text: s}, nil
+}
+
+// GenerateSecret returns a new random secret in its text form, with a key
+// of GeneratedSecretBytes bytes from crypto/rand.
+func GenerateSecret() string {
+	key := make([]byte, GeneratedSecretBytes)
+	rand.Read(key) // never fails (crypto/rand)
+	return SecretPrefix + base64.StdEncoding.EncodeToString(key)
+}
+
+// Text returns the secret in its full text form, "whsec_…", for storing
+// it. Never log it; String is the form to show.
+func (s Secret) Text() string { return s.text }
+
+// String is the secret redacted: RedactSecret of its text.
+func (s Secret) String() string { return RedactSecret(s.text) }
+
+// GoString is String, so that %#v does not print the key either.
+func (s Secret) GoString() string { return s.String() }
+
+// RedactSecret shows a secret's text form the way timerq prints secrets
+// back: the prefix, the first 4 characters of the key and "…", enough to
+// tell two secrets apart and too little to sign with. Anything that is not
+// a secret's text is redacted whole.
+func RedactSecret(s string) string {
+	b64, ok := strings.CutPrefix(s, SecretPrefix)
+	if !ok || len(b64) < 8 {
+		return SecretPrefix + "…"
+	}
+	return SecretPrefix + b64[:4] + "…"
+}
+
+// Sign returns the webhook-signature header value for a request with
+// webhook-id id, webhook-timestamp ts (whole seconds) and body body: one
+// "v1,<base64 HMAC-SHA256>" per secret, space separated, in the order
+// given. With no secrets it returns "".
+func Sign(id string, ts time.Time, body []byte, secrets ...Secret) string {
+	prefix := id + "." + strconv.FormatInt(ts.Unix(), 10) + "."
+	var b strings.Builder
+	for i, s := range secrets {
+		m := hmac.New(sha256.New, s.key)
+		m.Write([]byte(prefix))
+		m.Write(body)
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString("v1,")
+		b.WriteString(base64.StdEncoding.EncodeToString(m.Sum(nil)))
+	}
+	return b.String()
+}
+
+// MessageID is the webhook-id of one fire: "msg_" and 32 characters of
+// unpadded base64url of a SHA-256 over the namespace, the timer ID and the
+// due time in milliseconds. Every attempt of a fire, by any dispatcher,
+// carries the same ID, and so does a redriven dead letter, so receivers
+// can deduplicate by it. Another fire of the same timer (a reschedule to
+// another due time, the next occurrence of a schedule) has another ID. It
+// holds no '.', as Standard Webhooks requires, whatever the timer ID holds.
+func MessageID(namespace, timerID string, due time.Time) string {
+	h := sha256.New()
+	h.Write([]byte(namespace))
+	h.Write([]byte{0})
+	h.Write([]byte(timerID))
+	h.Write([]byte{0})
+	h.Write([]byte(strconv.FormatInt(due.UnixMilli(), 10)))
+	return "msg_" + base64.RawURLEncoding.EncodeToString(h.Sum(nil))[:32]
+}

@@ -1,0 +1,195 @@
+package bench
+
+// The ceiling and burst scenarios: many timers due at once.
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/timerq/timerq/queue"
+)
+
+// CeilingConfig sizes the ceiling scenario.
+type CeilingConfig struct {
+	// Timers is how many pre-due timers are claimed. Default 100,000.
+	Timers int
+	// Limit is each Claim's limit. Default queue.MaxBatch.
+	Limit int
+}
+
+// CeilingResult is the physical limit of the layout: claim.lua back to back
+// from one connection, no worker logic.
+type CeilingResult struct {
+	Common
+	Timers   int     `json:"timers"`
+	Limit    int     `json:"claim_limit"`
+	Claims   int     `json:"claims"`
+	FirePerS float64 `json:"fire_per_s"`
+	ClaimP50 float64 `json:"claim_p50_ms"`
+	ClaimP99 float64 `json:"claim_p99_ms"`
+	Checks
+}
+
+// Ceiling schedules cfg.Timers timers already due and claims them with
+// Queue.Claim in a loop from one connection.
+func (e *Env) Ceiling(ctx context.Context, cfg CeilingConfig) (*CeilingResult, error) {
+	if cfg.Timers == 0 {
+		cfg.Timers = 100_000
+	}
+	if cfg.Limit == 0 {
+		cfg.Limit = queue.MaxBatch
+	}
+	if err := e.wipe(ctx); err != nil {
+		return nil, err
+	}
+	q, closeQ, err := e.ownQueue("timerbench-ceiling", 1)
+	if err != nil {
+		return nil, err
+	}
+	defer closeQ()
+	if _, err := q.Claim(ctx, 1); err != nil { // loads the script
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	run := rand.Uint32()
+	due := e.serverNow().Add(-time.Second)
+	expected := make(map[string]bool, cfg.Timers)
+	if _, err := scheduleAll(ctx, q, cfg.Timers, 1, func(i int) queue.NewTimer {
+		return queue.NewTimer{ID: timerID(run, i), Due: due, Payload: payload16}
+	}); err != nil {
+		return nil, err
+	}
+	for i := range cfg.Timers {
+		expected[timerID(run, i)] = true
+	}
+	e.logf("ceiling: claiming %d timers, limit %d, one connection", cfg.Timers, cfg.Limit)
+	w := e.startWindow(ctx)
+	_, lat, el, err := claimAll(ctx, q, cfg.Timers, cfg.Limit, 5*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	r := &CeilingResult{Common: w.end(ctx, "ceiling"), Timers: cfg.Timers, Limit: cfg.Limit, Claims: len(lat)}
+	r.WallS = round3(el.Seconds())
+	r.FirePerS = round1(float64(cfg.Timers) / el.Seconds())
+	slices.Sort(lat)
+	r.ClaimP50, r.ClaimP99 = round3(pct(lat, 0.5)), round3(pct(lat, 0.99))
+	fc, err := checkFires(ctx, e.rdb, q.StreamKey(), expected)
+	if err != nil {
+		return nil, err
+	}
+	r.Checks = Checks{FiredEarly: fc.early, Duplicates: fc.dups, Lost: fc.lost}
+	return r, nil
+}
+
+// BurstConfig sizes the burst scenario.
+type BurstConfig struct {
+	// Timers all come due at one instant. Default 100,000.
+	Timers int
+	// Lead is how far ahead of the start the instant is; scheduling must
+	// finish before it. Default 5 s.
+	Lead time.Duration
+}
+
+// BurstResult is many timers due at one instant, fired by the workers.
+type BurstResult struct {
+	Common
+	Timers       int     `json:"timers"`
+	Workers      int     `json:"workers"`
+	BatchSize    int     `json:"batch_size"`
+	SchedulePerS float64 `json:"schedule_per_s"`
+	FirePerS     float64 `json:"fire_per_s"`
+	LatenessP50  int64   `json:"lateness_p50_ms"`
+	LatenessP99  int64   `json:"lateness_p99_ms"`
+	LatenessMax  int64   `json:"lateness_max_ms"`
+	Checks
+	// FireRedisCPU is Redis's CPU use (cores) from the due instant until
+	// the last fire was seen (polled every 20 ms).
+	FireRedisCPU    float64 `json:"fire_redis_cpu"`
+	CeilingFirePerS float64 `json:"ceiling_fire_per_s"`
+	CeilingRatio    float64 `json:"ceiling_ratio"`
+}
+
+// Burst schedules cfg.Timers timers due at one instant a few seconds ahead
+// from one client, lets the workers fire them, and then measures the
+// ceiling with as many timers for ceiling_ratio.
+func (e *Env) Burst(ctx context.Context, cfg BurstConfig) (*BurstResult, error) {
+	if cfg.Timers == 0 {
+		cfg.Timers = 100_000
+	}
+	if cfg.Lead == 0 {
+		cfg.Lead = 5 * time.Second
+	}
+	if e.cfg.Workers < 1 {
+		return nil, fmt.Errorf("bench: burst needs --workers 1 or more")
+	}
+	if err := e.wipe(ctx); err != nil {
+		return nil, err
+	}
+	q, err := e.queue(e.rdb)
+	if err != nil {
+		return nil, err
+	}
+	defer q.Close()
+	ws, err := e.startWorkers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer ws.stop()
+	run := rand.Uint32()
+	due := e.serverNow().Add(cfg.Lead).Truncate(time.Millisecond)
+	expected := make(map[string]bool, cfg.Timers)
+	for i := range cfg.Timers {
+		expected[timerID(run, i)] = true
+	}
+	e.logf("burst: scheduling %d timers due in %v", cfg.Timers, cfg.Lead)
+	w := e.startWindow(ctx)
+	el, err := scheduleAll(ctx, q, cfg.Timers, 1, func(i int) queue.NewTimer {
+		return queue.NewTimer{ID: timerID(run, i), Due: due, Payload: payload16}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if late := e.serverNow().Sub(due); late > 0 {
+		return nil, fmt.Errorf("bench: scheduling %d timers took %v, past the due instant by %v; raise --lead", cfg.Timers, el, late)
+	}
+	// Redis's CPU from the due instant to the last fire says whether the
+	// server was the bottleneck (1.0 is one core, all Redis can use).
+	time.Sleep(time.Until(due.Add(-e.offset)))
+	fireStart, fireCPU := time.Now(), e.redisCPU(ctx)
+	limit := cfg.Lead + 30*time.Second + time.Duration(cfg.Timers/5000)*time.Second
+	err = waitUntil(ctx, limit, 20*time.Millisecond, func() (bool, error) {
+		n, err := e.rdb.XLen(ctx, q.StreamKey()).Result()
+		return n >= int64(cfg.Timers), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: waiting for the workers to fire %d timers: %w", cfg.Timers, err)
+	}
+	fireWall, fireCPU := time.Since(fireStart).Seconds(), e.redisCPU(ctx)-fireCPU
+	time.Sleep(100 * time.Millisecond) // a late duplicate would land now
+	r := &BurstResult{Common: w.end(ctx, "burst"), Timers: cfg.Timers, Workers: e.cfg.Workers, BatchSize: e.cfg.BatchSize}
+	r.FireRedisCPU = round3(fireCPU / fireWall)
+	cpu, errs := ws.stop()
+	if errs != "" {
+		return nil, fmt.Errorf("bench: timerworker failed: %s", errs)
+	}
+	r.WorkerCPUS = round3(cpu)
+	r.SchedulePerS = round1(float64(cfg.Timers) / el.Seconds())
+	fc, err := checkFires(ctx, e.rdb, q.StreamKey(), expected)
+	if err != nil {
+		return nil, err
+	}
+	r.Checks = Checks{FiredEarly: fc.early, Duplicates: fc.dups, Lost: fc.lost}
+	r.LatenessP50, r.LatenessP99, r.LatenessMax = pct(fc.lateness, 0.5), pct(fc.lateness, 0.99), pct(fc.lateness, 1)
+	span := max(fc.lastFire-due.UnixMilli(), 1)
+	r.FirePerS = round1(float64(len(fc.lateness)) / (float64(span) / 1000))
+
+	c, err := e.Ceiling(ctx, CeilingConfig{Timers: cfg.Timers})
+	if err != nil {
+		return nil, fmt.Errorf("bench: burst's ceiling run: %w", err)
+	}
+	r.CeilingFirePerS = c.FirePerS
+	r.CeilingRatio = round3(r.FirePerS / c.FirePerS)
+	return r, nil
+}

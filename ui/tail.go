@@ -1,0 +1,152 @@
+package ui
+
+// The live tail of fires, a page and its event stream.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/timerq/timerq/internal/httpstream"
+	"github.com/timerq/timerq/queue"
+)
+
+type tailData struct {
+	Events []queue.Event
+	After  string
+}
+
+func (h *Handler) tail(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	evs, cursor, err := h.q.RecentFires(ctx, 20)
+	if err != nil {
+		h.fail(w, r, statusOf(err), err)
+		return
+	}
+	h.render(w, r, http.StatusOK, "tail", "Live tail", tailData{Events: evs, After: cursor})
+}
+
+// streamCursor matches a position in the fire or dead-letter streams: one
+// stream entry ID per shard, joined by commas (queue.ReadFires). The queue
+// checks it against the namespace's shard count; this keeps anything else
+// from reaching it.
+var streamCursor = regexp.MustCompile(`^[0-9]{1,20}(-[0-9]{1,20})?(,[0-9]{1,20}(-[0-9]{1,20})?)*$`)
+
+// validCursor reports whether c is a stream cursor of at most MaxShards
+// positions.
+func validCursor(c string) bool {
+	return len(c) <= queue.MaxShards*42 && streamCursor.MatchString(c)
+}
+
+// streamID matches one stream entry ID.
+var streamID = regexp.MustCompile(`^[0-9]{1,20}(-[0-9]{1,20})?$`)
+
+// tailPoll is how often a live tail reads the fire streams. The reads do
+// not block: a blocking XREAD holds a pool connection for its whole wait,
+// and 20 open tails held all of go-redis's default pool, so no page could
+// get one. Polling costs a tail at most half a second of delay, and Redis
+// one cheap read per tail per tailPoll, of at most Options.MaxTails tails.
+const tailPoll = 500 * time.Millisecond
+
+// tailKeepAlive is how long a tail with nothing to show waits before it
+// writes a comment, so a gone browser (or a proxy's idle timeout) is
+// noticed this soon.
+const tailKeepAlive = 2 * time.Second
+
+// tailEvents streams fire events as Server-Sent Events. The last event of
+// each batch carries the cursor after it as its event ID, so a
+// reconnecting browser resumes where it stopped (Last-Event-ID), at worst
+// showing the rest of an interrupted batch again. Beyond the caps on open
+// tails it answers 503 with Retry-After.
+func (h *Handler) tailEvents(w http.ResponseWriter, r *http.Request) {
+	after := cmpOr(r.Header.Get("Last-Event-ID"), r.URL.Query().Get("after"), "0")
+	if !validCursor(after) {
+		h.fail(w, r, http.StatusBadRequest, fmt.Errorf("after %q is not a fire stream cursor", after))
+		return
+	}
+	release, err := h.tails.Acquire(r)
+	if err != nil {
+		h.tails.SetRetryAfter(w.Header())
+		h.log.Warn("timerq ui: live tail refused", "client", httpstream.ClientOf(r), "err", err)
+		h.fail(w, r, http.StatusServiceUnavailable, err)
+		return
+	}
+	defer release()
+	// A wrong cursor (say, for another shard count) fails now, as a 400,
+	// rather than as a stream of problems.
+	vctx, cancel := h.ctx(r)
+	_, _, err = h.q.ReadFires(vctx, after, 1, 0)
+	cancel()
+	if errors.Is(err, queue.ErrInvalidOptions) {
+		h.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
+	st := httpstream.Start(w, h.opts.TailWriteTimeout)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if st.Send([]byte("retry: 2000\n\n")) != nil {
+		return
+	}
+	ctx := r.Context()
+	tick := time.NewTicker(tailPoll)
+	defer tick.Stop()
+	lastSent := time.Now()
+	var buf bytes.Buffer
+	for {
+		rctx, cancel := h.ctx(r)
+		evs, next, err := h.q.ReadFires(rctx, after, 100, 0)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		buf.Reset()
+		switch {
+		case err != nil:
+			h.log.Warn("timerq ui: reading the fire stream failed", "err", err)
+			fmt.Fprintf(&buf, "event: problem\ndata: %s\n\n", jsonString(err.Error()))
+		case len(evs) > 0:
+			for i, ev := range evs {
+				if i == len(evs)-1 {
+					fmt.Fprintf(&buf, "id: %s\n", next)
+				}
+				fmt.Fprintf(&buf, "event: fire\ndata: %s\n\n", fireJSON(ev, h))
+			}
+			after = next
+		case time.Since(lastSent) >= tailKeepAlive:
+			buf.WriteString(": keep-alive\n\n")
+		}
+		if buf.Len() > 0 {
+			if st.Send(buf.Bytes()) != nil {
+				return // the client is gone or stopped reading
+			}
+			lastSent = time.Now()
+		}
+		if len(evs) == 100 {
+			continue // more are waiting
+		}
+		wait := tick.C
+		if err != nil {
+			// Redis is failing: say so every keep-alive, not every poll.
+			wait = time.After(tailKeepAlive)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wait:
+		}
+	}
+}
+
+func cmpOr(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
