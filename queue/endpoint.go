@@ -325,7 +325,8 @@ func urlProblem(raw string, opts *PutEndpointOptions) (problem string, private b
 	}
 	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
 	if a, err := netip.ParseAddr(host); err == nil {
-		a = a.Unmap()
+		// A zone (fe80::1%eth0) would make every Prefix.Contains false.
+		a = a.Unmap().WithZone("")
 		for _, p := range refusedRanges {
 			if p.Contains(a) && !allowed(a) {
 				return fmt.Sprintf("the URL's host %s is in %s; deliveries reach such addresses only when the operator allows the range", a, p), true

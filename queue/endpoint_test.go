@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -405,6 +406,33 @@ func TestEndpointBeforeShardedNamespace(t *testing.T) {
 			id := fmt.Sprintf("t-%d", i)
 			if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: id, Due: time.Now().Add(time.Hour), Endpoint: "billing"}}); err != nil {
 				t.Fatalf("schedule %s (shard of 8): %v", id, err)
+			}
+		}
+	})
+}
+
+// FuzzEndpointURL: whatever ValidateEndpoint accepts as a URL is an
+// absolute http or https URL with a host, without user information or
+// fragment, whose host is no refused address literal.
+func FuzzEndpointURL(f *testing.F) {
+	for _, s := range []string{"https://example.com/x", "http://127.0.0.1/", "http://[::ffff:10.0.0.1]/", "https://u@h/",
+		"HTTP://EXAMPLE.COM", "http://0x7f.1/", "http://localhost./", "https://h/#f", "//h/p", "http://[fe80::1%25eth0]/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		e := billing()
+		e.URL = raw
+		if queue.ValidateEndpoint(e, nil) != nil {
+			return
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil || strings.Contains(raw, "#") {
+			t.Fatalf("accepted %q: %+v, %v", raw, u, err)
+		}
+		if a, err := netip.ParseAddr(strings.TrimSuffix(u.Hostname(), ".")); err == nil {
+			a = a.Unmap()
+			if a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsMulticast() || a.IsUnspecified() {
+				t.Fatalf("accepted %q, whose host %v is refused by default", raw, a)
 			}
 		}
 	})
