@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/timerq/timerq/deliver"
 	"github.com/timerq/timerq/internal/keyspace"
 )
 
@@ -155,7 +156,8 @@ type Endpoint struct {
 	// URL is an absolute http or https URL with a host and without user
 	// information or fragment. A host that is an address literal in a
 	// private or reserved range, or localhost, is refused unless
-	// PutEndpointOptions.Allow admits it.
+	// PutEndpointOptions.Allow admits its range (localhost is refused:
+	// use 127.0.0.1).
 	URL string `json:"url"`
 	// Headers are sent with every request. They may not set the
 	// webhook-*, timerq-* or traceparent headers, nor Host,
@@ -214,7 +216,7 @@ var refusedRanges = func() []netip.Prefix {
 type PutEndpointOptions struct {
 	// Allow admits endpoint URLs whose host is an address literal in one
 	// of these ranges, though it is loopback, private or otherwise
-	// reserved. localhost is admitted when Allow holds 127.0.0.1 or ::1.
+	// reserved. The host localhost is always refused: use 127.0.0.1.
 	// It is the registration-time check only: the dispatcher's SSRF
 	// guard checks every address it dials against its own allow list.
 	Allow []netip.Prefix
@@ -285,7 +287,45 @@ func ValidateEndpoint(e Endpoint, opts *PutEndpointOptions) error {
 			return bad("secret %d repeats an earlier one", i+1)
 		}
 	}
+	// Last, the delivery engine's own check, so that every endpoint stored
+	// can be delivered to (it also refuses NAT64 forms of refused IPv4
+	// addresses, cloud metadata addresses inside an allowed range, and
+	// header values that are not UTF-8).
+	var g deliver.Guard
+	if opts != nil {
+		g.Allow = opts.Allow
+	}
+	if _, err := e.Deliver(&g); err != nil {
+		msg := strings.NewReplacer(fmt.Sprintf("endpoint %q url: ", e.Name), "the URL: ", fmt.Sprintf("endpoint %q: ", e.Name), "",
+			fmt.Sprintf("%q: ", e.Name), "", "timerq: deliver: ", "").Replace(err.Error())
+		if errors.Is(err, deliver.ErrRefused) {
+			return fmt.Errorf("%w: endpoint %q: %s", ErrPrivateAddress, e.Name, msg)
+		}
+		return bad("%s", msg)
+	}
 	return nil
+}
+
+// Deliver returns the endpoint as the delivery engine takes it (package
+// deliver; a dispatcher's Lookup returns it), checked by
+// deliver.Endpoint.Validate with the guard g (nil: the default guard,
+// which refuses every private address). Errors wrap deliver's sentinels.
+func (e Endpoint) Deliver(g *deliver.Guard) (deliver.Endpoint, error) {
+	out := deliver.Endpoint{Name: e.Name, URL: e.URL, Headers: e.Headers, Timeout: e.Timeout,
+		Policy: deliver.Policy{MaxAttempts: e.Retry.MaxAttempts, MaxAge: e.Retry.MaxAge, Base: e.Retry.Base,
+			Cap: e.Retry.Cap, RetryClientErrors: e.Retry.RetryClientErrors},
+		MaxInFlight: e.MaxInFlight, Disabled: e.Disabled}
+	for _, s := range e.Secrets {
+		p, err := deliver.ParseSecret(s.Reveal())
+		if err != nil {
+			return deliver.Endpoint{}, fmt.Errorf("endpoint %q: %w", e.Name, err)
+		}
+		out.Secrets = append(out.Secrets, p)
+	}
+	if err := out.Validate(g); err != nil {
+		return deliver.Endpoint{}, err
+	}
+	return out, nil
 }
 
 // urlProblem says what is wrong with an endpoint URL ("" when nothing),
@@ -335,9 +375,8 @@ func urlProblem(raw string, opts *PutEndpointOptions) (problem string, private b
 		return "", false
 	}
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		if !allowed(netip.MustParseAddr("127.0.0.1")) && !allowed(netip.IPv6Loopback()) {
-			return fmt.Sprintf("the URL's host %s is the loopback interface; deliveries reach it only when the operator allows 127.0.0.1", u.Hostname()), true
-		}
+		// As the delivery engine's guard: by address only.
+		return fmt.Sprintf("the URL's host %s is the loopback interface; use http://127.0.0.1:PORT/ and have the operator allow 127.0.0.1", u.Hostname()), true
 	}
 	return "", false
 }
