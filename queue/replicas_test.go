@@ -261,3 +261,45 @@ func TestReplicasRecommitIsTheSameFire(t *testing.T) {
 		t.Fatalf("the new master's stream %v; want the old master's entry %v again, same ID and fired time", again, seen)
 	}
 }
+
+// In a namespace with replicas, a delivering timer's fire event names its
+// endpoint as a plain claim's does, and the fire moves the name out of the
+// deliver hash (commit.lua).
+func TestReplicasDeliveringTimerCarriesEndpoint(t *testing.T) {
+	master, _ := masterReplica(t)
+	ctx := context.Background()
+	mc := master.Client(t)
+	ns := redistest.Namespace(t)
+	if err := queue.SetReplicas(ctx, mc, ns, 1); err != nil {
+		t.Fatal(err)
+	}
+	q, err := queue.New(mc, queue.Options{Namespace: ns, ReplicaTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if _, err := q.PutEndpoint(ctx, billing(), nil); err != nil {
+		t.Fatal(err)
+	}
+	past := time.Now().Add(-time.Minute)
+	if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "d", Due: past, Endpoint: "billing"}, {ID: "p", Due: past}}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := q.Claim(ctx, 100); err != nil || len(res.Fired) != 2 {
+		t.Fatalf("claim: %+v, %v", res, err)
+	}
+	sp := keyspace.Shard(ns, 0, 1)
+	entries, err := mc.XRange(ctx, sp.Fires(), "-", "+").Result()
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("fire stream: %v, %v", entries, err)
+	}
+	for _, m := range entries {
+		want := map[string]string{"d": "billing", "p": ""}[m.Values["id"].(string)]
+		if got, _ := m.Values["endpoint"].(string); got != want {
+			t.Errorf("fire event of %v: endpoint %q, want %q", m.Values["id"], got, want)
+		}
+	}
+	if n := mc.Exists(ctx, sp.Deliveries()).Val(); n != 0 {
+		t.Fatalf("the deliver hash outlived the fire")
+	}
+}

@@ -9,7 +9,8 @@
 --
 -- KEYS: the namespace's seven keys, then its traces hash, KEYS[9] its
 --       quarantine hash (unused here), KEYS[10] the shard's hold hash (see
---       hold.lua)
+--       hold.lua), KEYS[11] its deliveries hash (id -> endpoint name, as
+--       claim.lua takes it: the name moves into the fire stream entry)
 -- ARGV[1] token: the hold's token, as hold.lua was given it
 -- ARGV[2] retention_ms: how long fired records are kept; 0 keeps them forever
 -- ARGV[3] stream_maxlen: approximate bound of the fire stream; 0 = unbounded
@@ -120,6 +121,21 @@ if #events > 0 then
     end
   end
 end
+-- The endpoints of the timers that deliver, as in claim.lua.
+local delivering = {}
+if #events > 0 then
+  local exists, derr = check_hash(KEYS[11])
+  if derr then return derr end
+  if exists then
+    local eps = redis.call('HMGET', KEYS[11], unpack(rem))
+    for i, e in ipairs(events) do
+      if eps[i] then
+        e[6] = eps[i]
+        delivering[#delivering + 1] = e[1]
+      end
+    end
+  end
+end
 for _, e in ipairs(events) do
   reply[#reply + 1] = e[1]
   reply[#reply + 1] = e[2]
@@ -143,6 +159,7 @@ if #events > 0 then
   if maxlen > 0 then probes[#probes + 1] = {'XTRIM', KEYS[6]} end
   probes[#probes + 1] = {'HINCRBY', KEYS[7]}
   if #traced > 0 then probes[#probes + 1] = {'HDEL', KEYS[8]} end
+  if #delivering > 0 then probes[#probes + 1] = {'HDEL', KEYS[11]} end
 end
 err = probe_all(probes)
 if err then return err end
@@ -168,6 +185,10 @@ if #events > 0 then
       entry[#entry + 1] = 'traceparent'
       entry[#entry + 1] = e[4]
     end
+    if e[6] then
+      entry[#entry + 1] = 'endpoint'
+      entry[#entry + 1] = e[6]
+    end
     if reserved then
       local r = redis.pcall('XADD', KEYS[6], fmt(ms) .. '-' .. fmt(seq + e[5]), unpack(entry))
       if type(r) == 'table' and r.err then
@@ -184,6 +205,7 @@ if #events > 0 then
   end
   redis.call('HSET', KEYS[2], unpack(hset))
   if #traced > 0 then redis.call('HDEL', KEYS[8], unpack(traced)) end
+  if #delivering > 0 then redis.call('HDEL', KEYS[11], unpack(delivering)) end
   redis.call('ZADD', KEYS[3], unpack(fired))
   if retention > 0 then
     redis.call('ZADD', KEYS[5], unpack(expire))
