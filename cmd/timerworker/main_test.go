@@ -335,7 +335,7 @@ func TestWorkerSurvivesRedisOutage(t *testing.T) {
 	time.Sleep(time.Until(due))
 	// And the worker has noticed: a claim failed (it retries, with backoff).
 	waitFor(t, 10*time.Second, "a failed claim during the outage", func() bool {
-		return w.exited() || strings.Contains(w.logText(), "claim failed; retrying")
+		return w.exited() || strings.Contains(w.logText(), "shard paused: cannot connect to the Redis node")
 	})
 	if w.exited() {
 		t.Fatalf("worker exited during the outage; log:\n%s", w.logText())
@@ -370,8 +370,8 @@ func TestWorkerSurvivesRedisOutage(t *testing.T) {
 		t.Error("timerq_claim_errors_total is 0 after an outage")
 	}
 	logs := w.logText()
-	if n := strings.Count(logs, "claim failed; retrying"); n < 1 || n > 30 {
-		t.Errorf("%d 'claim failed' lines for the outage, want a few (one per backoff step); log:\n%s", n, logs)
+	if n := strings.Count(logs, "shard paused: cannot connect to the Redis node"); n < 1 || n > 30 {
+		t.Errorf("%d 'shard paused: cannot connect' lines for the outage, want a few (one per backoff step); log:\n%s", n, logs)
 	}
 	if code, took := w.term(); code != 0 || took > 5*time.Second {
 		t.Errorf("exit %d after %v on SIGTERM, want 0 within 5s", code, took)
