@@ -90,11 +90,10 @@ type failoverRun struct {
 // application schedules (retrying each ID until acknowledged) and a worker
 // fires, both through Sentinel, with a Recorder on both nodes. With the
 // namespace's replicas setting, no acknowledged schedule is lost and no
-// timer is seen fired twice, and none fires early. With docs/security.md's
-// min-replicas-to-write advice instead, the same holds for this planned
-// failover (the promoted replica closes its link, so the old master refuses
-// writes at once). With neither the run only logs what it saw: losses and
-// duplicates are what the setting is for (docs/guarantees.md).
+// timer is seen fired twice, and none fires early. Without it, plain and
+// with docs/security.md's min-replicas-to-write advice, the run only checks
+// that none fires early and logs what it saw: losses and duplicates are
+// what the setting is for (docs/guarantees.md).
 func TestSentinelFailoverWithReplicas(t *testing.T) {
 	for _, arm := range []struct {
 		name     string
@@ -110,8 +109,13 @@ func TestSentinelFailoverWithReplicas(t *testing.T) {
 			if len(early) > 0 {
 				t.Errorf("fired early: %v", early)
 			}
-			if arm.replicas == 0 && arm.maxLag == 0 {
-				return // today's behaviour, logged above: docs/security.md quotes it
+			if arm.replicas == 0 {
+				// Without the setting the run is a measurement, logged above
+				// and quoted by docs/security.md: min-replicas-to-write
+				// narrows the window (0 or 1 lost in runs, against ~50) but
+				// cannot close it, since writes in flight when the link
+				// closes are acknowledged and then discarded.
+				return
 			}
 			if len(lost) > 0 {
 				t.Errorf("%d of %d acknowledged schedules never fired: %v", len(lost), len(run.acked), lost)
