@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -135,6 +136,13 @@ type Options struct {
 	// out of memory, a Cluster slot migrating). 0 means DefaultRetryAfter
 	// (2 s).
 	RetryAfter time.Duration
+
+	// EndpointAllow admits endpoint URLs whose host is an address literal
+	// in these ranges (queue.PutEndpointOptions.Allow), though loopback,
+	// private or otherwise reserved. Nil admits none: such an endpoint is
+	// refused with 422 invalid-endpoint. The dispatcher's SSRF guard has
+	// its own allow list, checked at every connection.
+	EndpointAllow []netip.Prefix
 }
 
 // withDefaults validates o and fills in its defaults.
@@ -258,8 +266,9 @@ func New(opts Options) (*Handler, error) {
 // method and path alone: everything namespace-scoped is under
 // /v1/namespaces/{ns}; GET and HEAD never change anything (right "read");
 // every other method changes something (right "write"); PUT and DELETE on
-// /v1/namespaces/{ns} itself need "admin". /v1/namespaces/{ns}/groups/ is
-// left to the pull-consume routes.
+// /v1/namespaces/{ns} itself, and every method but GET and HEAD under
+// /v1/namespaces/{ns}/endpoints, need "admin". /v1/namespaces/{ns}/groups/
+// is left to the pull-consume routes.
 func (h *Handler) routes() {
 	m := h.mux
 	m.HandleFunc("GET /v1/openapi.json", h.openAPI)
@@ -285,6 +294,13 @@ func (h *Handler) routes() {
 	m.HandleFunc("DELETE /v1/namespaces/{ns}/schedules/{id}", h.deleteSchedule)
 	m.HandleFunc("POST /v1/namespaces/{ns}/schedules/{id}/pause", h.pauseSchedule)
 	m.HandleFunc("POST /v1/namespaces/{ns}/schedules/{id}/resume", h.resumeSchedule)
+
+	m.HandleFunc("GET /v1/namespaces/{ns}/endpoints", h.listEndpoints)
+	m.HandleFunc("GET /v1/namespaces/{ns}/endpoints/{name}", h.getEndpoint)
+	m.HandleFunc("PUT /v1/namespaces/{ns}/endpoints/{name}", h.putEndpoint)
+	m.HandleFunc("DELETE /v1/namespaces/{ns}/endpoints/{name}", h.deleteEndpoint)
+	m.HandleFunc("POST /v1/namespaces/{ns}/endpoints/{name}/enable", h.enableEndpoint)
+	m.HandleFunc("POST /v1/namespaces/{ns}/endpoints/{name}/disable", h.disableEndpoint)
 
 	h.consumeRoutes() // consume.go: /v1/namespaces/{ns}/groups/{group}/...
 

@@ -20,7 +20,9 @@
 // middleware can authorize by method and path alone: everything about a
 // namespace is under /v1/namespaces/{ns}; GET and HEAD change nothing and
 // need "read"; every other method needs "write"; PUT and DELETE on
-// /v1/namespaces/{ns} itself need "admin". GET /v1/openapi.json is public.
+// /v1/namespaces/{ns} itself, and changes under
+// /v1/namespaces/{ns}/endpoints (where fires are delivered, with which
+// secrets), need "admin". GET /v1/openapi.json is public.
 //
 // ServeHTTP hands the request itself, not a copy, to its ServeMux, so the
 // middleware finds the matched route in r.Pattern after ServeHTTP returns;

@@ -33,6 +33,9 @@ const (
 	SlugPayloadTooLarge      = "payload-too-large"      // 422: queue.ErrPayloadTooLarge
 	SlugInvalidArgument      = "invalid-argument"       // 422: queue.ErrInvalidOptions
 	SlugInvalidSchedule      = "invalid-schedule"       // 422: schedule.ErrInvalidSchedule
+	SlugInvalidEndpoint      = "invalid-endpoint"       // 422: queue.ErrInvalidEndpoint (a bad URL, address, header or secret)
+	SlugUnknownEndpoint      = "unknown-endpoint"       // 422: a timer delivers to an endpoint the namespace does not have
+	SlugEndpointNotFound     = "endpoint-not-found"     // 404: queue.ErrEndpointNotFound
 	SlugNotFound             = "not-found"              // 404: queue.ErrNotFound, and an unknown route
 	SlugMethodNotAllowed     = "method-not-allowed"     // 405: a route that takes other methods
 	SlugScheduleNotFound     = "schedule-not-found"     // 404: queue.ErrRecurringNotFound
@@ -105,6 +108,9 @@ var titles = map[string]string{
 	SlugPayloadTooLarge:      "Payload too large",
 	SlugInvalidArgument:      "Invalid argument",
 	SlugInvalidSchedule:      "Invalid schedule",
+	SlugInvalidEndpoint:      "Invalid endpoint",
+	SlugUnknownEndpoint:      "Unknown endpoint",
+	SlugEndpointNotFound:     "Endpoint not found",
 	SlugNotFound:             "Not found",
 	SlugMethodNotAllowed:     "Method not allowed",
 	SlugScheduleNotFound:     "Schedule not found",
@@ -156,6 +162,10 @@ func (h *Handler) problemOf(err error, ns string) (Problem, bool) {
 	switch {
 	case errors.Is(err, queue.ErrNotFound):
 		return out(http.StatusNotFound, SlugNotFound, msg+"; check the ID and the namespace, or create the timer")
+	case errors.Is(err, queue.ErrEndpointNotFound):
+		return out(http.StatusNotFound, SlugEndpointNotFound, msg)
+	case errors.Is(err, queue.ErrInvalidEndpoint):
+		return out(http.StatusUnprocessableEntity, SlugInvalidEndpoint, msg)
 	case errors.Is(err, queue.ErrRecurringNotFound):
 		return out(http.StatusNotFound, SlugScheduleNotFound, msg+"; check the ID and the namespace, or create the schedule")
 	case errors.Is(err, queue.ErrDeadLetterNotFound):

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/timerq/timerq/internal/timefmt"
@@ -27,6 +29,7 @@ type scheduleSpecJSON struct {
 	MaxCount     *int64          `json:"max_count"`
 	Ahead        *int            `json:"ahead"`
 	Overlap      *string         `json:"overlap"`
+	Deliver      *DeliverJSON    `json:"deliver"`
 }
 
 type newScheduleJSON struct {
@@ -114,6 +117,9 @@ func toRecurring(id string, j scheduleSpecJSON, maxPayload int) (queue.Recurring
 	if j.Ahead != nil {
 		rec.Ahead = *j.Ahead
 	}
+	if rec.Endpoint, err = readDeliver(j.Deliver, ""); err != nil {
+		return rec, err
+	}
 	if _, err := rec.Schedule(); err != nil {
 		return rec, &fieldError{"/" + map[bool]string{true: "cron", false: "every"}[rec.Spec != ""], err}
 	}
@@ -138,6 +144,7 @@ type ScheduleJSON struct {
 	MaxCount     int64            `json:"max_count"`
 	Ahead        int              `json:"ahead"`
 	Overlap      string           `json:"overlap"`
+	Deliver      *DeliverJSON     `json:"deliver,omitempty"`
 	Count        int64            `json:"count"`
 	Last         *string          `json:"last"`
 	Pending      []OccurrenceJSON `json:"pending"`
@@ -169,6 +176,10 @@ func toScheduleJSON(in queue.RecurringInfo) ScheduleJSON {
 	}
 	if in.Every > 0 {
 		j.Every, j.Anchor = in.Every.String(), optTime(in.Anchor)
+	}
+	if in.Endpoint != "" {
+		ep := in.Endpoint
+		j.Deliver = &DeliverJSON{Endpoint: &ep}
 	}
 	for _, o := range in.Pending {
 		j.Pending = append(j.Pending, OccurrenceJSON{ID: o.ID, Nominal: timefmt.Format(o.Nominal), DueAt: timefmt.Format(o.Due)})
@@ -203,7 +214,7 @@ func (h *Handler) createSchedule(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	info, created, err := q.PutRecurring(ctx, rec)
 	if err != nil {
-		h.fail(w, r, err)
+		h.fail(w, r, scheduleEndpoint(err))
 		return
 	}
 	out := toScheduleJSON(info)
@@ -232,8 +243,18 @@ func (h *Handler) updateSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.scheduleCall(w, r, func(ctx context.Context, q *queue.Queue, _ string) (queue.RecurringInfo, error) {
-		return q.UpdateRecurring(ctx, rec)
+		info, err := q.UpdateRecurring(ctx, rec)
+		return info, scheduleEndpoint(err)
 	})
+}
+
+// scheduleEndpoint turns a schedule refused for a missing endpoint into a
+// 422 naming deliver.endpoint.
+func scheduleEndpoint(err error) error {
+	if err == nil || !errors.Is(err, queue.ErrEndpointNotFound) {
+		return err
+	}
+	return invalid(SlugUnknownEndpoint, "/deliver/endpoint", "%s", strings.TrimPrefix(err.Error(), "timerq: "))
 }
 
 // scheduleCall runs one call on the schedule of r's path and answers the

@@ -52,7 +52,7 @@ func (h *Handler) createTimer(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	res, err := q.ScheduleBatch(ctx, []queue.NewTimer{t})
 	if err != nil {
-		h.fail(w, r, err)
+		h.fail(w, r, unknownEndpoint(err, []queue.NewTimer{t}, func(int) string { return "" }))
 		return
 	}
 	status := http.StatusOK
@@ -121,7 +121,7 @@ func (h *Handler) createTimers(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	res, err := q.ScheduleBatch(ctx, timers)
 	if err != nil {
-		h.fail(w, r, err)
+		h.fail(w, r, unknownEndpoint(err, timers, func(i int) string { return "/timers/" + strconv.Itoa(i) }))
 		return
 	}
 	out := batchResultJSON{Timers: make([]TimerJSON, len(res))}

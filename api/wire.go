@@ -71,6 +71,7 @@ type newTimerJSON struct {
 	In          *string         `json:"in"`
 	Payload     json.RawMessage `json:"payload"`
 	PayloadText *string         `json:"payload_text"`
+	Deliver     *DeliverJSON    `json:"deliver"`
 }
 
 // toNewTimer checks j and turns it into a queue.NewTimer; prefix is the
@@ -95,10 +96,16 @@ func (h *Handler) toNewTimer(j newTimerJSON, prefix string, maxPayload int) (que
 	if err != nil {
 		return queue.NewTimer{}, err
 	}
-	if rel != nil {
-		return queue.NewTimerIn(id, *rel, payload), nil
+	endpoint, err := readDeliver(j.Deliver, prefix)
+	if err != nil {
+		return queue.NewTimer{}, err
 	}
-	return queue.NewTimer{ID: id, Due: due, Payload: payload}, nil
+	if rel != nil {
+		t := queue.NewTimerIn(id, *rel, payload)
+		t.Endpoint = endpoint
+		return t, nil
+	}
+	return queue.NewTimer{ID: id, Due: due, Payload: payload, Endpoint: endpoint}, nil
 }
 
 func payloadField(text *string) string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
 )
@@ -184,4 +185,36 @@ func benchClaim(b *testing.B, limit int) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "timers/s")
 	b.ReportMetric((redisCPU(b, rdb)-cpu)/float64(b.N-1), "redis-cpu-us/timer")
+}
+
+// BenchmarkDeliveringTimerBytes schedules b.N pending timers (36-character
+// IDs, 16-byte payloads) that deliver to the endpoint "billing", and
+// reports what they add beyond plain timers: the bytes of the shard's
+// deliver hash (MEMORY USAGE ... SAMPLES 0, exact) per timer. Run it with a
+// fixed -benchtime such as 10000x: the hash changes encoding above 128
+// fields.
+func BenchmarkDeliveringTimerBytes(b *testing.B) {
+	q, rdb := benchQueueClient(b)
+	ctx := context.Background()
+	secret := queue.Secret(queue.SecretPrefix + strings.Repeat("QUFB", 8))
+	if _, err := q.PutEndpoint(ctx, queue.Endpoint{Name: "billing", URL: "https://billing.example.com/", Secrets: []queue.Secret{secret}}, nil); err != nil {
+		b.Fatal(err)
+	}
+	due := time.Now().Add(time.Hour)
+	var batch []queue.NewTimer
+	for i := range b.N {
+		batch = append(batch, queue.NewTimer{ID: benchID(i), Due: due, Payload: benchPayload, Endpoint: "billing"})
+		if len(batch) == queue.MaxBatch || i == b.N-1 {
+			if _, err := q.ScheduleBatch(ctx, batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	b.StopTimer()
+	n, err := rdb.MemoryUsage(ctx, keyspace.Shard("bench", 0, 1).Deliveries(), 0).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(n)/float64(b.N), "B/timer")
 }

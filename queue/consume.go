@@ -53,6 +53,9 @@ type Event struct {
 	// redelivery since (retries after errors, and reclaims from consumers
 	// that died), as Redis's delivery counter does.
 	Attempt int
+	// Endpoint is the name of the endpoint the fire is delivered to
+	// (NewTimer.Endpoint), "" for a timer that does not deliver.
+	Endpoint string
 }
 
 // ConsumeOptions configures Consume. The zero value selects every default:
@@ -638,7 +641,7 @@ func (c *consumerLoop) nextWake() time.Time {
 // parseEvent decodes a fire stream entry written by claim.lua.
 func parseEvent(m redis.XMessage, attempt int) (Event, error) {
 	str := func(k string) string { s, _ := m.Values[k].(string); return s }
-	ev := Event{ID: str("id"), Payload: []byte(str("payload")), StreamID: m.ID, Attempt: attempt}
+	ev := Event{ID: str("id"), Payload: []byte(str("payload")), StreamID: m.ID, Attempt: attempt, Endpoint: str("endpoint")}
 	if err := ValidateID(ev.ID); err != nil {
 		return ev, fmt.Errorf("malformed fire event %s: %w", m.ID, err)
 	}

@@ -166,16 +166,19 @@ func (q *Queue) scheduleBatch(ctx context.Context, timers []NewTimer, tp string)
 		k := l.shardOf(t.ID)
 		byShard[k] = append(byShard[k], i)
 	}
+	if err := q.checkEndpoints(ctx, l, byShard, timers); err != nil {
+		return nil, err
+	}
 	var calls []call
 	var order [][]int // timer indexes of each call
 	for k, idx := range byShard {
 		for start := 0; start < len(idx); start += scheduleChunk {
 			chunk := idx[start:min(start+scheduleChunk, len(idx))]
-			args := make([]any, 0, 2+3*len(chunk))
+			args := make([]any, 0, 2+4*len(chunk))
 			args = append(args, l.spaces[k].Wake(), tp)
 			for _, i := range chunk {
 				t := timers[i]
-				args = append(args, t.ID, t.dueArg(), t.Payload)
+				args = append(args, t.ID, t.dueArg(), t.Payload, t.Endpoint)
 			}
 			calls = append(calls, call{shard: k, args: args})
 			order = append(order, chunk)
@@ -593,6 +596,8 @@ func (q *Queue) redisError(err error) error {
 			ErrOutOfMemory, err)
 	case hasRedisCode(err, "TIMERQ_MALFORMED"):
 		return fmt.Errorf("%w: %w", ErrMalformedRecord, err)
+	case hasRedisCode(err, "TIMERQ_NOENDPOINT"):
+		return q.noEndpoint(strings.TrimPrefix(err.Error(), "TIMERQ_NOENDPOINT "))
 	case hasRedisCode(err, "TIMERQ_OCCURRENCE"):
 		// The script's words without its code: the sentinel names the rule.
 		return fmt.Errorf("%w: %s; create the schedule first, or restore it with its occurrences (RestoreRecurringWith, as timerctl import does)",

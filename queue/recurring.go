@@ -94,6 +94,11 @@ type Recurring struct {
 	// while the group still has the schedule's previous occurrence
 	// unacknowledged; "" means OverlapAllow (see Overlap).
 	Overlap Overlap
+	// Endpoint, when set, names the namespace's endpoint (PutEndpoint)
+	// that each occurrence's fire is delivered to, as NewTimer.Endpoint
+	// does for a timer. Creating or updating a schedule that names an
+	// endpoint the namespace lacks is refused with ErrEndpointNotFound.
+	Endpoint string
 }
 
 // RecurringState is where a schedule is in its life.
@@ -196,6 +201,7 @@ type body struct {
 	// overlap field of the record (decodeSchedule) kept the skip policy
 	// here, where prelude.lua's sdecode still finds it.
 	Overlap   string `json:"overlap,omitempty"`
+	Endpoint  string `json:"endpoint,omitempty"`
 	CreatedMs int64  `json:"created_ms"`
 	UpdatedMs int64  `json:"updated_ms"`
 }
@@ -249,6 +255,11 @@ func (q *Queue) validateRecurring(r Recurring) (Recurring, error) {
 	case r.Ahead == 0:
 		r.Ahead = DefaultAhead
 	}
+	if r.Endpoint != "" {
+		if err := ValidateEndpointName(r.Endpoint); err != nil {
+			return r, fmt.Errorf("schedule %q: %w", r.ID, err)
+		}
+	}
 	ov, err := r.Overlap.normalize()
 	if err != nil {
 		return bad("%v", err)
@@ -270,7 +281,7 @@ func (q *Queue) validateRecurring(r Recurring) (Recurring, error) {
 func (r Recurring) body(created, updated int64) body {
 	b := body{Spec: r.Spec, EveryMs: r.Every.Milliseconds(), Payload: r.Payload,
 		CatchUp: string(r.CatchUp), CatchUpLimit: r.CatchUpLimit, JitterMs: r.Jitter.Milliseconds(),
-		MaxCount: r.MaxCount, Ahead: r.Ahead, CreatedMs: created, UpdatedMs: updated}
+		MaxCount: r.MaxCount, Ahead: r.Ahead, Endpoint: r.Endpoint, CreatedMs: created, UpdatedMs: updated}
 	if r.Every%time.Millisecond != 0 {
 		b.EveryMs = 0 // refused by validate; keep ms resolution honest
 	}
@@ -289,7 +300,7 @@ func (r Recurring) body(created, updated int64) body {
 func (b body) recurring(id string) (Recurring, error) {
 	r := Recurring{ID: id, Spec: b.Spec, Every: time.Duration(b.EveryMs) * time.Millisecond, Payload: b.Payload,
 		CatchUp: CatchUp(b.CatchUp), CatchUpLimit: b.CatchUpLimit, Jitter: time.Duration(b.JitterMs) * time.Millisecond,
-		MaxCount: b.MaxCount, Ahead: b.Ahead, Overlap: OverlapAllow}
+		MaxCount: b.MaxCount, Ahead: b.Ahead, Overlap: OverlapAllow, Endpoint: b.Endpoint}
 	if b.Overlap != "" {
 		r.Overlap = Overlap(b.Overlap)
 	}
@@ -543,13 +554,14 @@ func (q *Queue) loadScanned(ctx context.Context, l *layout, k int, args ...any) 
 
 // put runs recur_put.lua on the shard of the schedule id.
 // overlap is the schedule's overlap policy after the op, "" to keep it.
-func (q *Queue) put(ctx context.Context, op, id, expected, bodyJSON string, overlap Overlap, state, last string, payload []byte, arms []Occurrence) (string, time.Time, string, error) {
+// endpoint is the endpoint the occurrences it arms deliver to, "" for none.
+func (q *Queue) put(ctx context.Context, op, id, expected, bodyJSON string, overlap Overlap, state, last string, payload []byte, endpoint string, arms []Occurrence) (string, time.Time, string, error) {
 	l, err := q.layout(ctx)
 	if err != nil {
 		return "", time.Time{}, "", err
 	}
 	k := l.scheduleShard(id)
-	args := []any{op, id, expected, bodyJSON, state, last, payload, l.spaces[k].Wake(), l.spaces[k].TimerChannelPrefix(), q.opts.retentionMillis(), string(overlap)}
+	args := []any{op, id, expected, bodyJSON, state, last, payload, l.spaces[k].Wake(), l.spaces[k].TimerChannelPrefix(), q.opts.retentionMillis(), string(overlap), endpoint}
 	for _, o := range arms {
 		args = append(args, o.Nominal.UnixMilli(), o.Due.UnixMilli())
 	}
@@ -594,7 +606,7 @@ func (q *Queue) PutRecurring(ctx context.Context, r Recurring) (info RecurringIn
 		return RecurringInfo{}, false, err
 	}
 	b, _ := json.Marshal(r.body(now.UnixMilli(), now.UnixMilli()))
-	status, now, rec, err := q.put(ctx, "create", r.ID, "", string(b), r.Overlap, stateCode(p.ended), lastArg(p.last), r.Payload, p.arms)
+	status, now, rec, err := q.put(ctx, "create", r.ID, "", string(b), r.Overlap, stateCode(p.ended), lastArg(p.last), r.Payload, r.Endpoint, p.arms)
 	if err != nil {
 		return RecurringInfo{}, false, errorf("put schedule %q: %w", r.ID, err)
 	}
@@ -701,7 +713,7 @@ func (q *Queue) DeleteRecurring(ctx context.Context, id string) error {
 	if err := ValidateID(id); err != nil {
 		return err
 	}
-	status, _, _, err := q.put(ctx, "delete", id, "", "", "", "", "-", nil, nil)
+	status, _, _, err := q.put(ctx, "delete", id, "", "", "", "", "-", nil, "", nil)
 	if err != nil {
 		return errorf("delete schedule %q: %w", id, err)
 	}
@@ -733,7 +745,16 @@ func (q *Queue) modify(ctx context.Context, op, id string, overlap Overlap, fn f
 		if err != nil {
 			return RecurringInfo{}, err
 		}
-		status, now, rec, err := q.put(ctx, op, id, strconv.FormatInt(s.version, 10), b, overlap, state, last, payload, arms)
+		// The endpoint after the change: the new body's, or the kept one's.
+		endpoint := s.r.Endpoint
+		if b != "" {
+			var nb body
+			if err := json.Unmarshal([]byte(b), &nb); err != nil {
+				return RecurringInfo{}, errorf("%s schedule %q: %w", op, id, err)
+			}
+			endpoint = nb.Endpoint
+		}
+		status, now, rec, err := q.put(ctx, op, id, strconv.FormatInt(s.version, 10), b, overlap, state, last, payload, endpoint, arms)
 		if err != nil {
 			return RecurringInfo{}, errorf("%s schedule %q: %w", op, id, err)
 		}
@@ -908,7 +929,7 @@ func (q *Queue) RestoreRecurringWith(ctx context.Context, in RecurringInfo, occu
 	base := max(in.Count-int64(len(arms)), 0)
 	created0, updated0 := in.CreatedAt.UnixMilli(), in.UpdatedAt.UnixMilli()
 	b, _ := json.Marshal(r.body(created0, updated0))
-	status, _, _, err := q.put(ctx, "create", r.ID, strconv.FormatInt(base, 10), string(b), r.Overlap, state, lastArg(in.Last), r.Payload, arms)
+	status, _, _, err := q.put(ctx, "create", r.ID, strconv.FormatInt(base, 10), string(b), r.Overlap, state, lastArg(in.Last), r.Payload, r.Endpoint, arms)
 	if err != nil {
 		return false, results, errorf("restore schedule %q: %w", r.ID, err)
 	}

@@ -228,7 +228,41 @@ func CreateNamespace(ctx context.Context, rdb redis.UniversalClient, ns string, 
 		return false, fmt.Errorf("%w: namespace %q exists with %d shards; changing the shard count of a live namespace is not supported yet (docs/operations.md says how to move to a new namespace)",
 			ErrShardMismatch, ns, v[0])
 	}
+	if v[1] == 1 && shards > 1 {
+		// Endpoints put before the namespace was created are in its
+		// endpoints hash only: give every shard their names, so timers
+		// scheduled on any shard may name them.
+		if err := indexEndpoints(ctx, rdb, ns, shards); err != nil {
+			return true, err
+		}
+	}
 	return v[1] == 1, nil
+}
+
+// indexEndpoints writes the names of the namespace's endpoints into the
+// endpoint names of each of its shards shards.
+func indexEndpoints(ctx context.Context, rdb redis.UniversalClient, ns string, shards int) error {
+	names, err := rdb.HKeys(ctx, keyspace.Namespace(ns).Endpoints()).Result()
+	if err != nil || len(names) == 0 {
+		if err != nil {
+			q := &Queue{opts: Options{Namespace: ns}}
+			return errorf("created namespace %q, but could not read its endpoints: %w; put each endpoint again (PutEndpoint, timerctl endpoints create)", ns, q.redisError(err))
+		}
+		return nil
+	}
+	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, sp := range keyspace.Shards(ns, shards) {
+			for _, n := range names {
+				p.HSet(ctx, sp.EndpointNames(), n, "1")
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		q := &Queue{opts: Options{Namespace: ns}}
+		return errorf("created namespace %q, but could not index its endpoints in every shard: %w; put each endpoint again (PutEndpoint, timerctl endpoints create)", ns, q.redisError(err))
+	}
+	return nil
 }
 
 // Shards returns the namespace's shard count, reading it from Redis on

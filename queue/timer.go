@@ -64,6 +64,12 @@ type NewTimer struct {
 	// is refused; use NewTimerIn for a timer due at once by the server's
 	// clock. In must not be negative.
 	In time.Duration
+	// Endpoint, when set, names the namespace's endpoint (PutEndpoint)
+	// that the fire is delivered to; its payload is the request body. Only
+	// the name is stored with the timer, and the fire event carries it
+	// (Event.Endpoint). Scheduling refuses a name the namespace has no
+	// endpoint of, with ErrEndpointNotFound, and writes nothing.
+	Endpoint string
 
 	// relative marks a timer built by NewTimerIn, whose In may be zero.
 	relative bool

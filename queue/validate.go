@@ -95,6 +95,11 @@ func (q *Queue) validateTimer(t NewTimer) error {
 			return errorf("timer %q: %w", t.ID, err)
 		}
 	}
+	if t.Endpoint != "" {
+		if err := ValidateEndpointName(t.Endpoint); err != nil {
+			return errorf("timer %q: %w", t.ID, err)
+		}
+	}
 	return q.validatePayload(t.ID, t.Payload)
 }
 

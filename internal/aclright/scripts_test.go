@@ -50,15 +50,19 @@ func scenarios() map[string][]scenario {
 	nothing := func(*testing.T, *redis.Client, keyspace.Space) {}
 	return map[string][]scenario{
 		"schedule": {{
-			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) { scheduled(t, c, sp, "old", ms(time.Hour)) },
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				scheduled(t, c, sp, "old", ms(time.Hour))
+				do(t, c, "HSET", sp.EndpointNames(), "billing", "{}")
+			},
 			args: func(sp keyspace.Space) []any {
-				return []any{sp.Wake(), tp, "old", ms(time.Hour), "p", "new", "+1000.000", "p"}
+				return []any{sp.Wake(), tp, "old", ms(time.Hour), "p", "", "new", "+1000.000", "p", "billing"}
 			},
 		}},
 		"claim": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				scheduled(t, c, sp, "due", ms(-time.Second))
 				do(t, c, "HSET", sp.Traces(), "due", tp)
+				do(t, c, "HSET", sp.Deliveries(), "due", "billing")
 				do(t, c, "HSET", sp.Timers(), "bad", "not a record")
 				do(t, c, "ZADD", sp.Due(), ms(-time.Second), "bad")
 			},
@@ -78,6 +82,7 @@ func scenarios() map[string][]scenario {
 				do(t, c, "ZADD", sp.Cancelled(), 1000, "p")
 				do(t, c, "ZADD", sp.Expire(), 3000, "p")
 				do(t, c, "HSET", sp.Traces(), "p", tp)
+				do(t, c, "HSET", sp.Deliveries(), "p", "billing")
 			},
 			args: func(keyspace.Space) []any { return []any{10} },
 		}},
@@ -188,8 +193,8 @@ func scenarios() map[string][]scenario {
 				do(t, c, "ZADD", sp.SchedDue(), ms(time.Hour), "ra", ms(time.Hour), "rb")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{sp.Wake(), "ra", 1, 100, 200, "a", "p", 1, 200, ms(time.Minute),
-					"rb", 1, 100, 100, "e", "p", 0}
+				return []any{sp.Wake(), "ra", 1, 100, 200, "a", "p", "billing", 1, 200, ms(time.Minute),
+					"rb", 1, 100, 100, "e", "p", "", 0}
 			},
 		}},
 		"recur_put": {{
@@ -198,9 +203,21 @@ func scenarios() map[string][]scenario {
 				do(t, c, "HSET", sp.Schedules(), "rp", "1:a:1:100:100:{}")
 				scheduled(t, c, sp, "rp@100", ms(time.Hour))
 				do(t, c, "ZADD", sp.SchedDue(), ms(time.Hour), "rp")
+				do(t, c, "HSET", sp.EndpointNames(), "billing", "{}")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{"update", "rp", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "skip", 300, ms(time.Minute)}
+				return []any{"update", "rp", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "skip", "billing", 300, ms(time.Minute)}
+			},
+		}, {
+			name: "update without endpoint",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "HSET", sp.Schedules(), "rp", "1:a:1:100:100:{}")
+				scheduled(t, c, sp, "rp@100", ms(time.Hour))
+				do(t, c, "HSET", sp.Deliveries(), "rp@100", "billing")
+				do(t, c, "ZADD", sp.SchedDue(), ms(time.Hour), "rp")
+			},
+			args: func(sp keyspace.Space) []any {
+				return []any{"update", "rp", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", "", 100, ms(time.Minute)}
 			},
 		}, {
 			name: "delete",
@@ -209,7 +226,7 @@ func scenarios() map[string][]scenario {
 				do(t, c, "ZADD", sp.SchedDue(), ms(time.Hour), "rp")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{"delete", "rp", "", "", "a", "-", "", sp.Wake(), sp.TimerChannelPrefix(), 60000, ""}
+				return []any{"delete", "rp", "", "", "a", "-", "", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", ""}
 			},
 		}},
 	}
@@ -225,7 +242,9 @@ func nsKeys(sp keyspace.Space) []string {
 	return []string{ns.Workers(), ns.WorkersSeen()}
 }
 
-func recurKeys(sp keyspace.Space) []string { return append(sp.Keys(), sp.Schedules(), sp.SchedDue()) }
+func recurKeys(sp keyspace.Space) []string {
+	return append(sp.Keys(), sp.Deliveries(), sp.EndpointNames(), sp.Schedules(), sp.SchedDue())
+}
 
 // snapshot dumps every key of the namespace, for telling whether a refused
 // script wrote anything.

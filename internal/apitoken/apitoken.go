@@ -50,7 +50,8 @@ const (
 	Read Right = "read"
 	// Write allows every other method under /v1/namespaces/{ns}.
 	Write Right = "write"
-	// Admin allows PUT and DELETE of /v1/namespaces/{ns} itself.
+	// Admin allows PUT and DELETE of /v1/namespaces/{ns} itself, and
+	// every method but GET and HEAD under /v1/namespaces/{ns}/endpoints.
 	Admin Right = "admin"
 )
 

@@ -64,5 +64,10 @@ func Required(r *http.Request) Need {
 	if itself && (r.Method == http.MethodPut || r.Method == http.MethodDelete) {
 		right = Admin
 	}
+	// An endpoint decides where every delivering timer's payload goes and
+	// holds the secrets that sign it: changing one is the admin's.
+	if !read && len(seg) >= 5 && seg[4] == "endpoints" {
+		right = Admin
+	}
 	return Need{Right: right, Namespace: ns}
 }

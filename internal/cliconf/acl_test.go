@@ -238,6 +238,18 @@ func TestACLRoles(t *testing.T) {
 		if _, err := q.Cancel(ctx, "y"); err != nil {
 			t.Fatalf("cancel: %v", err)
 		}
+		// A timer that delivers to an endpoint (the operator made it).
+		ep := queue.Endpoint{Name: "billing", URL: "https://billing.example.com/",
+			Secrets: []queue.Secret{queue.Secret("whsec_" + strings.Repeat("QUFB", 8))}}
+		if _, err := adminQ(mine).PutEndpoint(ctx, ep, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "d", Due: time.Now().Add(time.Hour), Endpoint: "billing"}}); err != nil {
+			t.Fatalf("schedule a delivering timer: %v", err)
+		}
+		if _, err := q.Cancel(ctx, "d"); err != nil {
+			t.Fatalf("cancel: %v", err)
+		}
 		if _, err := q.Reschedule(ctx, "x", time.Now().Add(300*time.Millisecond)); err != nil {
 			t.Fatalf("reschedule: %v", err)
 		}

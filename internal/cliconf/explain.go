@@ -51,8 +51,10 @@ func Explain(err error, t Target) *Error {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return out(ExitFailure, "interrupted", "run the command again to finish it")
-	case errors.Is(err, queue.ErrNotFound):
+	case errors.Is(err, queue.ErrNotFound), errors.Is(err, queue.ErrEndpointNotFound):
 		return out(ExitNotFound, problem, fix)
+	case errors.Is(err, queue.ErrInvalidEndpoint):
+		return out(ExitUsage, problem, fix)
 	case errors.Is(err, queue.ErrAlreadyFired), errors.Is(err, queue.ErrCancelled):
 		return out(ExitConflict, problem, fix)
 	case errors.Is(err, queue.ErrInvalidID), errors.Is(err, queue.ErrInvalidDue),

@@ -31,6 +31,7 @@ func (r *runner) commands() []*cli.Command {
 			Flags: append(when(
 				&cli.StringFlag{Name: "payload", Aliases: []string{"p"}, Usage: "payload `TEXT`"},
 				&cli.StringFlag{Name: "payload-file", Usage: "read the payload from `PATH`, or stdin for -"},
+				&cli.StringFlag{Name: "deliver", Usage: "deliver the fire to the namespace's endpoint `NAME` (timerctl endpoints)"},
 			), recurringFlags()...),
 			Action: r.schedule,
 		},
@@ -256,6 +257,23 @@ func (r *runner) schedule(c *cli.Context) error {
 			what = "--payload-file " + c.String("payload-file")
 		}
 		return payloadTooLarge(int64(len(p)), what)
+	}
+	if ep := c.String("deliver"); c.IsSet("deliver") {
+		if err := queue.ValidateEndpointName(ep); err != nil {
+			return err
+		}
+		t := queue.NewTimer{ID: id, Due: due.at, Payload: p, Endpoint: ep}
+		if due.relative {
+			t = queue.NewTimerIn(id, due.in, p)
+			t.Endpoint = ep
+		}
+		return r.once(c, func(ctx context.Context, s *session) error {
+			res, err := s.q.ScheduleBatch(ctx, []queue.NewTimer{t})
+			if err != nil {
+				return s.redisErr(err)
+			}
+			return r.recordOut(s, res[0].Timer, &res[0].Created)
+		})
 	}
 	return r.once(c, func(ctx context.Context, s *session) error {
 		var res queue.ScheduleResult

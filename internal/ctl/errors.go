@@ -53,6 +53,10 @@ func classify(err error, t cliconf.Target) *Error {
 		ex.Fix = cmp.Or(ex.Fix, "pass a valid timer ID")
 	case errors.Is(err, queue.ErrInvalidDue), errors.Is(err, queue.ErrInvalidOptions):
 		ex.Fix = cmp.Or(ex.Fix, "see 'timerctl --help'")
+	case errors.Is(err, queue.ErrEndpointNotFound):
+		ex.Fix = "check the name and --namespace; 'timerctl endpoints list' shows the endpoints, 'timerctl endpoints create NAME --url URL --secret-file PATH' makes one"
+	case errors.Is(err, queue.ErrPrivateAddress):
+		ex.Fix = "if the endpoint is meant to be internal, admit its range with --allow CIDR (the dispatcher needs its own allow rule too)"
 	case errors.Is(err, queue.ErrShardMismatch):
 		// The namespace exists with another shard count: a conflict.
 		ex.Code = ExitConflict

@@ -74,7 +74,7 @@ func (r *runner) scheduleRecurring(c *cli.Context) error {
 	}
 	rec := queue.Recurring{ID: id, Spec: c.String("cron"), CatchUp: queue.CatchUp(c.String("catch-up")),
 		CatchUpLimit: c.Int("catch-up-limit"), MaxCount: c.Int64("max-count"), Ahead: c.Int("ahead"),
-		Overlap: queue.Overlap(c.String("overlap"))}
+		Overlap: queue.Overlap(c.String("overlap")), Endpoint: c.String("deliver")}
 	if c.IsSet("every") && c.IsSet("cron") {
 		return usageErr("both --every and --cron are given", "give one of them")
 	}
@@ -260,6 +260,7 @@ type scheduleJSON struct {
 	MaxCount     int64            `json:"max_count"`
 	Ahead        int              `json:"ahead"`
 	Overlap      string           `json:"overlap"`
+	Deliver      *deliverJSON     `json:"deliver,omitempty"`
 	Count        int64            `json:"count"`
 	Last         *string          `json:"last"`
 	Pending      []occurrenceJSON `json:"pending"`
@@ -267,6 +268,11 @@ type scheduleJSON struct {
 	CreatedAt    string           `json:"created_at"`
 	UpdatedAt    string           `json:"updated_at"`
 	Note         string           `json:"note,omitempty"`
+}
+
+// deliverJSON names the endpoint a schedule's occurrences deliver to.
+type deliverJSON struct {
+	Endpoint string `json:"endpoint"`
 }
 
 type occurrenceJSON struct {
@@ -288,6 +294,9 @@ func toScheduleJSON(in queue.RecurringInfo) scheduleJSON {
 	}
 	if in.Every > 0 {
 		j.Every, j.Anchor = in.Every.String(), optTime(in.Anchor)
+	}
+	if in.Endpoint != "" {
+		j.Deliver = &deliverJSON{Endpoint: in.Endpoint}
 	}
 	for _, o := range in.Pending {
 		j.Pending = append(j.Pending, occurrenceJSON{ID: o.ID, Nominal: fmtJSONTime(o.Nominal), DueAt: fmtJSONTime(o.Due)})
@@ -479,6 +488,9 @@ func (j scheduleJSON) info() (queue.RecurringInfo, error) {
 	in := queue.RecurringInfo{State: queue.RecurringState(j.State), Count: j.Count}
 	in.Recurring = queue.Recurring{ID: j.ID, Spec: j.Cron, Payload: j.Payload, CatchUp: queue.CatchUp(j.CatchUp),
 		CatchUpLimit: j.CatchUpLimit, MaxCount: j.MaxCount, Ahead: j.Ahead, Overlap: queue.Overlap(j.Overlap)}
+	if j.Deliver != nil {
+		in.Endpoint = j.Deliver.Endpoint
+	}
 	var err error
 	if j.TZ != "" {
 		if in.Location, err = time.LoadLocation(j.TZ); err != nil {

@@ -59,6 +59,12 @@ func (ns Namespace) Workers() string { return ns.key("workers") }
 // when a namespace last had a worker.
 func (ns Namespace) WorkersSeen() string { return ns.key("workers-seen") }
 
+// Endpoints is the hash of the namespace's delivery endpoints: name -> the
+// endpoint as JSON (queue.Endpoint), signing secrets included. It is
+// stored once per namespace; each shard keeps only the names
+// (Space.EndpointNames), so that scheduling checks a name in its own slot.
+func (ns Namespace) Endpoints() string { return ns.key("endpoints") }
+
 // Pattern matches every key and channel of the namespace, of every shard.
 // It is a KEYS/SCAN pattern; glob characters in NS are escaped.
 func (ns Namespace) Pattern() string {
@@ -159,6 +165,24 @@ func (s Space) Quarantine() string { return s.tag + "quarantine" }
 func (s Space) Keys() []string {
 	return []string{s.Due(), s.Timers(), s.Fired(), s.Cancelled(), s.Expire(), s.Fires(), s.Counters()}
 }
+
+// EndpointNames is the hash schedule.lua checks a delivering timer's
+// endpoint name in (HEXISTS), in the shard's own slot. With one shard it is
+// the namespace's Endpoints hash itself; with several, each shard has a
+// hash of the names only (name -> "1"), which queue.PutEndpoint writes
+// after the Endpoints hash and queue.DeleteEndpoint clears before it.
+func (s Space) EndpointNames() string {
+	if s.shards <= 1 {
+		return s.ns.Endpoints()
+	}
+	return s.tag + "endpoint-names"
+}
+
+// Deliveries is the hash of the shard's scheduled timers that deliver to an
+// endpoint: id -> endpoint name. schedule.lua writes it; claim.lua moves
+// the name into the fire stream entry (field "endpoint"); purge.lua drops a
+// cancelled timer's.
+func (s Space) Deliveries() string { return s.tag + "deliver" }
 
 // Schedules is the hash of the recurring schedules that live in this
 // shard (scripts/lua/recur_prelude.lua): those whose ID ScheduleShard puts

@@ -27,6 +27,9 @@ func TestOneShardKeepsTheUnshardedNames(t *testing.T) {
 		Namespace("orders").SchedDue():    "timerq:{orders}:sched-due",
 		s.Traces():                        "timerq:{orders}:traces",
 		s.Quarantine():                    "timerq:{orders}:quarantine",
+		s.Deliveries():                    "timerq:{orders}:deliver",
+		s.EndpointNames():                 "timerq:{orders}:endpoints",
+		Namespace("orders").Endpoints():   "timerq:{orders}:endpoints",
 		Namespace("orders").Meta():        "timerq:{orders}:meta",
 		Namespace("orders").MaintLock():   "timerq:{orders}:maint-lock",
 		Namespace("orders").WorkersSeen(): "timerq:{orders}:workers-seen",
@@ -46,6 +49,11 @@ func TestShardedNamesCarryTheShardTag(t *testing.T) {
 	if s.Schedules() != "timerq:{orders:7}:schedules" || s.SchedDue() != "timerq:{orders:7}:sched-due" {
 		t.Fatalf("shard 7 of 16: %v %v", s.Schedules(), s.SchedDue())
 	}
+	// The endpoints themselves are namespace-wide; each shard of several
+	// keeps only their names, in its own slot.
+	if s.EndpointNames() != "timerq:{orders:7}:endpoint-names" || s.Deliveries() != "timerq:{orders:7}:deliver" {
+		t.Fatalf("shard 7 of 16: %v %v", s.EndpointNames(), s.Deliveries())
+	}
 }
 
 // Every key and channel of one shard must hash to one slot, or a script
@@ -54,7 +62,8 @@ func TestEveryNameOfAShardHashesToOneSlot(t *testing.T) {
 	for _, shards := range []int{1, 2, 16, MaxShards} {
 		for _, s := range Shards("ns-1.x", shards) {
 			names := append(s.Keys(), s.Wake(), s.Notify(), s.TimerChannel("some-id"), s.TimerChannel("{other}"),
-				s.DeadLetter(), s.TimerChannelPrefix(), s.Schedules(), s.SchedDue(), s.TimerChannel("sched@1767225600000"), s.Traces(), s.Quarantine())
+				s.DeadLetter(), s.TimerChannelPrefix(), s.Schedules(), s.SchedDue(), s.TimerChannel("sched@1767225600000"), s.Traces(), s.Quarantine(),
+				s.Deliveries(), s.EndpointNames())
 			want := Slot(names[0])
 			for _, n := range names {
 				if Slot(n) != want {

@@ -1,7 +1,8 @@
 -- claim.lua: fire up to ARGV[1] due timers, atomically and exactly once.
 --
 -- KEYS: the namespace's seven keys, then its traces hash (see prelude.lua),
---       then KEYS[9] its quarantine hash: id -> quarantine_value (prelude.lua)
+--       then KEYS[9] its quarantine hash: id -> quarantine_value (prelude.lua),
+--       then KEYS[10] its deliveries hash: id -> endpoint name (schedule.lua)
 -- ARGV[1] limit: most timers to claim (1..1000)
 -- ARGV[2] retention_ms: how long fired records are kept; 0 keeps them forever
 -- ARGV[3] stream_maxlen: approximate bound of the fire stream; 0 = unbounded
@@ -20,7 +21,9 @@
 --
 -- A traced timer's traceparent (KEYS[8], written by schedule.lua) moves
 -- into its fire stream entry, as the field traceparent, so that a consumer
--- continues the trace that scheduled it.
+-- continues the trace that scheduled it. Likewise a delivering timer's
+-- endpoint name (KEYS[10]) moves into its entry as the field endpoint, so
+-- that a dispatcher finds the endpoint to deliver it to.
 --
 -- A timer is due when due_ms <= now_ms of the server clock, never earlier.
 -- Removing it from the due set and marking it fired happen in this one
@@ -130,6 +133,23 @@ if n > 0 then
       end
     end
   end
+  -- The endpoints of the timers that deliver, if any does.
+  local delivering = {}
+  if #events > 0 then
+    local exists, derr = check_hash(KEYS[10])
+    if derr then return derr end
+    if exists then
+      local fids = {}
+      for i, e in ipairs(events) do fids[i] = e[1] end
+      local eps = redis.call('HMGET', KEYS[10], unpack(fids))
+      for i, e in ipairs(events) do
+        if eps[i] then
+          e[5] = eps[i]
+          delivering[#delivering + 1] = e[1]
+        end
+      end
+    end
+  end
   for _, e in ipairs(events) do
     reply[#reply + 1] = e[1]
     reply[#reply + 1] = e[2]
@@ -148,6 +168,7 @@ if n > 0 then
     if maxlen > 0 then probes[#probes + 1] = {'XTRIM', KEYS[6]} end
     probes[#probes + 1] = {'HINCRBY', KEYS[7]}
     if #traced > 0 then probes[#probes + 1] = {'HDEL', KEYS[8]} end
+    if #delivering > 0 then probes[#probes + 1] = {'HDEL', KEYS[10]} end
   end
   if #quarantined > 0 then
     probes[#probes + 1] = {'HDEL', KEYS[2]}
@@ -171,8 +192,13 @@ if n > 0 then
   redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
   if #hset > 0 then
     for _, e in ipairs(events) do
-      if e[4] then
+      if e[4] and e[5] then
+        redis.call('XADD', KEYS[6], '*', 'id', e[1], 'due', e[2], 'fired', now_s, 'payload', e[3],
+          'traceparent', e[4], 'endpoint', e[5])
+      elseif e[4] then
         redis.call('XADD', KEYS[6], '*', 'id', e[1], 'due', e[2], 'fired', now_s, 'payload', e[3], 'traceparent', e[4])
+      elseif e[5] then
+        redis.call('XADD', KEYS[6], '*', 'id', e[1], 'due', e[2], 'fired', now_s, 'payload', e[3], 'endpoint', e[5])
       else
         redis.call('XADD', KEYS[6], '*', 'id', e[1], 'due', e[2], 'fired', now_s, 'payload', e[3])
       end
@@ -185,6 +211,7 @@ if n > 0 then
     end
     redis.call('HSET', KEYS[2], unpack(hset))
     if #traced > 0 then redis.call('HDEL', KEYS[8], unpack(traced)) end
+    if #delivering > 0 then redis.call('HDEL', KEYS[10], unpack(delivering)) end
     redis.call('ZADD', KEYS[3], unpack(fired))
     if retention > 0 then
       redis.call('ZADD', KEYS[5], unpack(expire))

@@ -104,20 +104,24 @@ local function check_types()
   return nil
 end
 
--- check_traces checks KEYS[8], the traces hash, and reports whether it
--- exists, so that a script reads it only when some timer was traced: with
--- tracing off the hash never exists, and it costs one TYPE per call.
--- It returns exists, err.
-local function check_traces()
-  local got = redis.call('TYPE', KEYS[8])
+-- check_hash checks an optional hash key and reports whether it exists,
+-- with one TYPE. It returns exists, err.
+local function check_hash(key)
+  local got = redis.call('TYPE', key)
   if type(got) == 'table' then got = got['ok'] end
   if got == 'none' then return false, nil end
   if got ~= 'hash' then
-    return false, redis.error_reply('WRONGTYPE key ' .. KEYS[8] .. ' holds a ' .. got ..
+    return false, redis.error_reply('WRONGTYPE key ' .. key .. ' holds a ' .. got ..
       ' where timerq keeps a hash')
   end
   return true, nil
 end
+
+-- check_traces checks KEYS[8], the traces hash, and reports whether it
+-- exists, so that a script reads it only when some timer was traced: with
+-- tracing off the hash never exists, and it costs one TYPE per call.
+-- It returns exists, err.
+local function check_traces() return check_hash(KEYS[8]) end
 
 -- ns_prefix is the namespace's key prefix, 'timerq:{NS}:', for the ACL
 -- rules that refusal suggests: the hash tag of KEYS[1], whichever key of

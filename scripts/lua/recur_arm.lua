@@ -3,11 +3,13 @@
 -- occurrence that exists in any state is never created again, and a plan
 -- made from a record that has changed since is refused.
 --
--- KEYS: one shard's keys (prelude.lua), then its schedules and sched-due.
+-- KEYS: one shard's keys (prelude.lua), then its deliveries, endpoint names,
+--       schedules and sched-due (recur_prelude.lua).
 -- ARGV[1] wake channel, told the new earliest due_ms when it moves earlier
 -- ARGV[2..] per schedule: id, version, last_ms (both as read), new_last_ms,
---         new state ('a', or 'e' when nothing follows), payload, k, then k
---         pairs nominal_ms, due_ms.
+--         new state ('a', or 'e' when nothing follows), payload, endpoint
+--         ('' for none: the occurrences' entries in DELIVER_KEY), k, then
+--         k pairs nominal_ms, due_ms.
 -- Reply: {now_ms, status_1, status_2, ...}: 'ok', 'stale' (the record moved
 --        on: another worker armed it, or it was updated, paused or ended)
 --        or 'gone' (deleted).
@@ -28,8 +30,9 @@ local plans = {}
 local i = 2
 while i <= #ARGV do
   local sid, version, last, new_last, new_state, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
-  local k = tonumber(ARGV[i + 6])
-  local pairs_at = i + 7
+  local endpoint = ARGV[i + 6]
+  local k = tonumber(ARGV[i + 7])
+  local pairs_at = i + 8
   i = pairs_at + 2 * k
   local rec = redis.call('HGET', SCHED_KEY, sid)
   if not rec then
@@ -63,7 +66,7 @@ while i <= #ARGV do
           wake_consider(d)
         end
       end
-      plans[#plans + 1] = {sid = sid, create = create, payload = payload,
+      plans[#plans + 1] = {sid = sid, create = create, payload = payload, endpoint = endpoint,
         rec = sencode(v, new_state, cnt + #create, new_last, table.concat(keep, ','), overlap, body),
         state = new_state, min_due = min_due}
       reply[#reply + 1] = 'ok'
@@ -72,14 +75,20 @@ while i <= #ARGV do
 end
 
 -- Phase 2: probes, a ZADD first.
-local probes, creates, actives, ends = {}, false, false, false
+local probes, creates, actives, ends, delivers = {}, false, false, false, false
 for _, p in ipairs(plans) do
   if #p.create > 0 then creates = true end
+  if #p.create > 0 and p.endpoint ~= '' then delivers = true end
   if p.state == 'a' then actives = true else ends = true end
 end
 if creates then
   probes[#probes + 1] = {'ZADD', KEYS[1]}
   probes[#probes + 1] = {'HSET', KEYS[2]}
+end
+if delivers then
+  err = check_type(DELIVER_KEY, 'hash')
+  if err then return err end
+  probes[#probes + 1] = {'HSET', DELIVER_KEY}
 end
 if actives then probes[#probes + 1] = {'ZADD', SDUE_KEY} end
 if #plans > 0 then probes[#probes + 1] = {'HSET', SCHED_KEY} end
@@ -95,6 +104,7 @@ for _, p in ipairs(plans) do
   for _, c in ipairs(p.create) do
     redis.call('HSET', KEYS[2], c[1], encode('s', '', now_s, '', p.payload))
     redis.call('ZADD', KEYS[1], c[2], c[1])
+    if p.endpoint ~= '' then redis.call('HSET', DELIVER_KEY, c[1], p.endpoint) end
   end
   redis.call('HSET', SCHED_KEY, p.sid, p.rec)
   if p.state == 'a' then

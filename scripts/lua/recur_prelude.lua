@@ -1,8 +1,13 @@
 -- recur_prelude.lua: helpers of the recurring-schedule scripts, prepended
 -- after prelude.lua (the table in scripts.go). Those scripts take one shard's
--- keys, in prelude.lua's order, and two more last, with the same hash tag:
--- the schedules of that shard, whose occurrences live in it too.
--- They are addressed from the end, so that the timer keys may grow:
+-- keys, in prelude.lua's order, and four more last, with the same hash tag:
+-- the shard's deliveries and endpoint names (keyspace Deliveries and
+-- EndpointNames), then the schedules of that shard, whose occurrences live
+-- in it too. They are addressed from the end, so that the timer keys may
+-- grow:
+--   DELIVER_KEY   = KEYS[#KEYS-3] deliver  HASH  occurrence id -> endpoint name,
+--                      for the occurrences of a schedule that delivers
+--   ENDPOINTS_KEY = KEYS[#KEYS-2] the endpoint names a schedule may deliver to
 --   SCHED_KEY = KEYS[#KEYS-1] schedules  HASH  schedule id -> record (below)
 --   SDUE_KEY  = KEYS[#KEYS]   sched-due  ZSET  schedule id -> due ms of its earliest pending
 --                      occurrence: once that is well past, the occurrence
@@ -14,6 +19,7 @@
 -- "<schedule id>@<nominal ms>".
 
 local SCHED_KEY, SDUE_KEY = KEYS[#KEYS - 1], KEYS[#KEYS]
+local DELIVER_KEY, ENDPOINTS_KEY = KEYS[#KEYS - 3], KEYS[#KEYS - 2]
 
 local function check_recur_types()
   local err = check_types()

@@ -1,7 +1,8 @@
 -- recur_put.lua: create, update, pause, resume or delete one schedule, with
 -- its pending occurrences, in one atomic step.
 --
--- KEYS: one shard's keys (prelude.lua), then its schedules and sched-due.
+-- KEYS: one shard's keys (prelude.lua), then its deliveries, endpoint names,
+--       schedules and sched-due (recur_prelude.lua).
 -- ARGV[1] op: 'create' | 'update' | 'pause' | 'resume' | 'delete'
 -- ARGV[2] schedule id
 -- ARGV[3] expected version, or '' for any; for create, the count to start
@@ -16,7 +17,10 @@
 -- ARGV[9] prefix of the timers' own channels
 -- ARGV[10] retention_ms of cancelled occurrences; 0 = forever
 -- ARGV[11] overlap policy after: 'allow' or 'skip', or '' to keep it
--- ARGV[12..] pairs nominal_ms, due_ms: occurrences to arm
+-- ARGV[12] the endpoint the occurrences deliver to, '' for none; a create
+--          or update naming one that ENDPOINTS_KEY lacks is refused with
+--          'TIMERQ_NOENDPOINT <name>' before any write
+-- ARGV[13..] pairs nominal_ms, due_ms: occurrences to arm
 -- Reply: {status, now_ms, record}: status 'created', 'exists' (create of an
 --        existing ID: record unchanged), 'ok', 'notfound' or 'conflict'
 --        (the version differs; record returned as it is).
@@ -54,6 +58,16 @@ if ARGV[6] ~= '-' then last = ARGV[6] end
 local new_state = ARGV[5]
 local payload = ARGV[7]
 local retention = tonumber(ARGV[10])
+local endpoint = ARGV[12]
+local delivers, derr = check_hash(DELIVER_KEY)
+if derr then return derr end
+if endpoint ~= '' and (op == 'create' or op == 'update') then
+  err = check_type(ENDPOINTS_KEY, 'hash')
+  if err then return err end
+  if redis.call('HEXISTS', ENDPOINTS_KEY, endpoint) == 0 then
+    return redis.error_reply('TIMERQ_NOENDPOINT ' .. endpoint)
+  end
+end
 
 -- Pending occurrences, by nominal ms: cancelled unless armed again below.
 local pending = {}
@@ -66,7 +80,7 @@ end
 wake_start()
 local writes, keep, min_due = {}, {}, nil
 if op ~= 'pause' and op ~= 'delete' then
-  for i = 12, #ARGV, 2 do
+  for i = 13, #ARGV, 2 do
     local n, due = ARGV[i], ARGV[i + 1]
     local oid = occ_id(sid, n)
     local p = pending[n]
@@ -129,6 +143,12 @@ end
 if #writes > 0 then
   probes[#probes + 1] = {'ZADD', KEYS[1]}
   probes[#probes + 1] = {'HSET', KEYS[2]}
+  -- An armed occurrence delivers to the schedule's endpoint, or to none.
+  if endpoint ~= '' then
+    probes[#probes + 1] = {'HSET', DELIVER_KEY}
+  elseif delivers then
+    probes[#probes + 1] = {'HDEL', DELIVER_KEY}
+  end
 end
 if revives then
   probes[#probes + 1] = {'ZREM', KEYS[4]}
@@ -163,6 +183,11 @@ for _, w in ipairs(writes) do
   end
   redis.call('HSET', KEYS[2], w.oid, encode('s', '', w.created, '', payload))
   redis.call('ZADD', KEYS[1], w.due, w.oid)
+  if endpoint ~= '' then
+    redis.call('HSET', DELIVER_KEY, w.oid, endpoint)
+  elseif delivers then
+    redis.call('HDEL', DELIVER_KEY, w.oid)
+  end
 end
 
 if op == 'delete' then

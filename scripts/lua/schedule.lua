@@ -1,16 +1,24 @@
 -- schedule.lua: create timers that do not exist yet; leave existing ones alone.
 --
--- KEYS: the namespace's seven keys, then its traces hash (see prelude.lua).
+-- KEYS: the namespace's seven keys, then its traces hash (see prelude.lua),
+--       then KEYS[9] the shard's deliveries hash (id -> endpoint name) and
+--       KEYS[10] the shard's endpoint names hash (keyspace EndpointNames:
+--       with one shard, the namespace's endpoints hash itself)
 -- ARGV[1]        wake channel, told the new earliest due_ms when it moves earlier
 -- ARGV[2]        traceparent of the scheduling span, kept in KEYS[8] for each
 --                timer created, so the fire continues its trace; '' for none
--- ARGV[3+3i..]   triples: id, due, payload (validated by the client); due is
---                due_ms, or '+<ms>.<us>' for that long after the server's
---                clock (see resolve_due in prelude.lua)
+-- ARGV[3+4i..]   quadruples: id, due, payload, endpoint (validated by the
+--                client); due is due_ms, or '+<ms>.<us>' for that long after
+--                the server's clock (see resolve_due in prelude.lua);
+--                endpoint is the name of the endpoint the fire is delivered
+--                to, '' for a timer that does not deliver
 -- Reply: {now_ms, created_1, record_1, created_2, record_2, ...}; created is
 --        1 for a new timer and 0 when the ID already existed in any state.
+--        A new delivering timer whose endpoint KEYS[10] does not name is
+--        refused: the error 'TIMERQ_NOENDPOINT <name>', and nothing written.
 -- Complexity: O(k log N) for k timers in a set of N (plus one HSET of k
---        fields when traced).
+--        fields when traced, and one HEXISTS per distinct endpoint and one
+--        HSET of the delivering timers when some deliver).
 --
 -- Idempotent by ID: an existing record, even fired or cancelled, is returned
 -- unchanged, so a replaying caller never re-arms a timer that already fired.
@@ -25,14 +33,15 @@ wake_start()
 
 -- Phase 1: read every record and check every argument.
 local ids = {}
-for i = 3, #ARGV, 3 do ids[#ids + 1] = ARGV[i] end
+for i = 3, #ARGV, 4 do ids[#ids + 1] = ARGV[i] end
 if #ids == 0 then return {now} end
 local recs = redis.call('HMGET', KEYS[2], unpack(ids))
 local reply = {now}
-local hset, zadd, created, traced = {}, {}, {}, {}
+local hset, zadd, created, traced, delivers = {}, {}, {}, {}, {}
+local endpoints = {} -- name -> true once checked
 local trace = ARGV[2] ~= ''
 for k, id in ipairs(ids) do
-  local due, payload = ARGV[3 + 3 * k - 2], ARGV[3 + 3 * k - 1]
+  local due, payload, endpoint = ARGV[4 * k], ARGV[4 * k + 1], ARGV[4 * k + 2]
   local rec = recs[k]
   if rec then
     local state = decode(rec)
@@ -60,6 +69,20 @@ for k, id in ipairs(ids) do
       traced[#traced + 1] = id
       traced[#traced + 1] = ARGV[2]
     end
+    if endpoint ~= '' then
+      if next(endpoints) == nil then
+        err = check_type(KEYS[9], 'hash') or check_type(KEYS[10], 'hash')
+        if err then return err end
+      end
+      if not endpoints[endpoint] then
+        if redis.call('HEXISTS', KEYS[10], endpoint) == 0 then
+          return redis.error_reply('TIMERQ_NOENDPOINT ' .. endpoint)
+        end
+        endpoints[endpoint] = true
+      end
+      delivers[#delivers + 1] = id
+      delivers[#delivers + 1] = endpoint
+    end
     wake_consider(due)
     created[id] = encode('s', due, now, '', payload)
     reply[#reply + 1] = 1
@@ -75,6 +98,7 @@ end
 -- Phase 2: probes; ZADD first, so that Redis refuses a schedule under OOM.
 local probes = {{'ZADD', KEYS[1]}, {'HSET', KEYS[2]}}
 if trace then probes[#probes + 1] = {'HSET', KEYS[8]} end
+if #delivers > 0 then probes[#probes + 1] = {'HSET', KEYS[9]} end
 err = probe_all(probes)
 if err then return err end
 
@@ -84,4 +108,5 @@ if err then return err end
 redis.call('HSET', KEYS[2], unpack(hset))
 redis.call('ZADD', KEYS[1], unpack(zadd))
 if trace then redis.call('HSET', KEYS[8], unpack(traced)) end
+if #delivers > 0 then redis.call('HSET', KEYS[9], unpack(delivers)) end
 return reply

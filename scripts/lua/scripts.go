@@ -56,10 +56,8 @@ func add(s *Script) *Script {
 // Key sets the entries take.
 func timerKeys(sp keyspace.Space, _ string) []string { return sp.Keys() }
 
-func tracedKeys(sp keyspace.Space, _ string) []string { return append(sp.Keys(), sp.Traces()) }
-
 func recurKeys(sp keyspace.Space, _ string) []string {
-	return append(sp.Keys(), sp.Schedules(), sp.SchedDue())
+	return append(sp.Keys(), sp.Deliveries(), sp.EndpointNames(), sp.Schedules(), sp.SchedDue())
 }
 
 func workerKeys(sp keyspace.Space, _ string) []string {
@@ -70,12 +68,15 @@ func workerKeys(sp keyspace.Space, _ string) []string {
 // The table.
 var (
 	// Schedule creates timers that do not exist yet (schedule.lua).
-	Schedule = add(&Script{Name: "schedule", Keys: tracedKeys, Publishes: true,
-		Commands: []string{"type", "time", "zrange", "hmget", "zscore", "zadd", "hset"}})
+	Schedule = add(&Script{Name: "schedule", Publishes: true,
+		Keys: func(sp keyspace.Space, _ string) []string {
+			return append(sp.Keys(), sp.Traces(), sp.Deliveries(), sp.EndpointNames())
+		},
+		Commands: []string{"type", "time", "zrange", "hmget", "zscore", "hexists", "zadd", "hset"}})
 	// Claim fires due timers exactly once (claim.lua).
 	Claim = add(&Script{Name: "claim", Publishes: true, Worker: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
-			return append(sp.Keys(), sp.Traces(), sp.Quarantine())
+			return append(sp.Keys(), sp.Traces(), sp.Quarantine(), sp.Deliveries())
 		},
 		Commands: []string{"type", "time", "zrangebyscore", "hmget", "zrange", "zremrangebyrank", "hset", "zadd",
 			"xadd", "xtrim", "hincrby", "hdel"}})
@@ -86,7 +87,10 @@ var (
 	Reschedule = add(&Script{Name: "reschedule", Keys: timerKeys, Publishes: true,
 		Commands: []string{"type", "hget", "time", "zrange", "zadd"}})
 	// Purge removes settled timers past their retention (purge.lua).
-	Purge = add(&Script{Name: "purge", Keys: tracedKeys, Worker: true,
+	Purge = add(&Script{Name: "purge", Worker: true,
+		Keys: func(sp keyspace.Space, _ string) []string {
+			return append(sp.Keys(), sp.Traces(), sp.Deliveries())
+		},
 		Commands: []string{"type", "time", "zrangebyscore", "zcount", "zremrangebyrank", "hdel", "zrem"}})
 	// Stats reports counts and the overdue backlog (stats.lua).
 	Stats = add(&Script{Name: "stats", Keys: timerKeys, Worker: true,
@@ -133,7 +137,7 @@ var (
 	// RecurPut creates, updates, pauses, resumes or deletes a schedule
 	// (recur_put.lua).
 	RecurPut = add(&Script{Name: "recur_put", prelude: "recur_prelude", Keys: recurKeys, Publishes: true,
-		Commands: []string{"type", "time", "hget", "zscore", "zrange", "hset", "zrem", "zadd", "hdel"}})
+		Commands: []string{"type", "time", "hget", "zscore", "hexists", "zrange", "hset", "zrem", "zadd", "hdel"}})
 	// Lease hands one consumer of a group a batch of one shard's fire
 	// events under leases: reclaims expired ones, dead-letters what
 	// exceeded its attempts, reads new entries (lease.lua).

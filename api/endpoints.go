@@ -1,0 +1,302 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/timerq/timerq/internal/timefmt"
+	"github.com/timerq/timerq/queue"
+)
+
+// Endpoint routes: /v1/namespaces/{ns}/endpoints/... (docs/api.md,
+// "Endpoints"). Secrets go in whole on PUT and come back redacted, always.
+
+// RetryJSON is an endpoint's retry policy on the wire. Durations are in
+// Go's syntax (90s, 5m, 1h30m); an absent or zero field means the
+// delivery engine's default.
+type RetryJSON struct {
+	MaxAttempts            int    `json:"max_attempts,omitempty"`
+	MaxAge                 string `json:"max_age,omitempty"`
+	BackoffBase            string `json:"backoff_base,omitempty"`
+	BackoffCap             string `json:"backoff_cap,omitempty"`
+	DeadLetterClientErrors *bool  `json:"dead_letter_client_errors,omitempty"`
+}
+
+// EndpointJSON is an endpoint as the API returns it: its secrets redacted
+// (queue.Secret.Redacted), never whole.
+type EndpointJSON struct {
+	Name        string            `json:"name"`
+	URL         string            `json:"url"`
+	Headers     map[string]string `json:"headers"`
+	Timeout     string            `json:"timeout"`
+	Retry       RetryJSON         `json:"retry"`
+	MaxInFlight int               `json:"max_in_flight"`
+	Secrets     []string          `json:"secrets"`
+	Enabled     bool              `json:"enabled"`
+	UpdatedAt   string            `json:"updated_at"`
+	// Created is set only in answers to PUT: whether it created the
+	// endpoint.
+	Created *bool `json:"created,omitempty"`
+}
+
+// endpointInJSON is the body of PUT .../endpoints/{name}.
+type endpointInJSON struct {
+	URL         *string           `json:"url"`
+	Headers     map[string]string `json:"headers"`
+	Timeout     *string           `json:"timeout"`
+	Retry       *RetryJSON        `json:"retry"`
+	MaxInFlight int               `json:"max_in_flight"`
+	Secrets     []string          `json:"secrets"`
+	Enabled     *bool             `json:"enabled"`
+}
+
+type endpointListJSON struct {
+	Endpoints []EndpointJSON `json:"endpoints"`
+}
+
+// DeliverJSON is the "deliver" object of a timer or schedule: the name of
+// the namespace's endpoint its fires are POSTed to.
+type DeliverJSON struct {
+	Endpoint *string `json:"endpoint"`
+}
+
+func durString(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
+
+func toEndpointJSON(e queue.Endpoint) EndpointJSON {
+	h := e.Headers
+	if h == nil {
+		h = map[string]string{}
+	}
+	dl := !e.Retry.RetryClientErrors
+	j := EndpointJSON{Name: e.Name, URL: e.URL, Headers: h, Timeout: durString(e.Timeout),
+		Retry: RetryJSON{MaxAttempts: e.Retry.MaxAttempts, MaxAge: durString(e.Retry.MaxAge),
+			BackoffBase: durString(e.Retry.Base), BackoffCap: durString(e.Retry.Cap), DeadLetterClientErrors: &dl},
+		MaxInFlight: e.MaxInFlight, Secrets: make([]string, len(e.Secrets)), Enabled: !e.Disabled,
+		UpdatedAt: timefmt.Format(e.UpdatedAt)}
+	for i, s := range e.Secrets {
+		j.Secrets[i] = s.Redacted()
+	}
+	return j
+}
+
+// toEndpoint checks the wire form's own syntax; queue.ValidateEndpoint
+// checks the rest.
+func toEndpoint(name string, j endpointInJSON) (queue.Endpoint, error) {
+	if j.URL == nil {
+		return queue.Endpoint{}, badRequest("/url", "the endpoint has no url; give an absolute http:// or https:// URL")
+	}
+	e := queue.Endpoint{Name: name, URL: *j.URL, Headers: j.Headers, MaxInFlight: j.MaxInFlight}
+	if j.Enabled != nil {
+		e.Disabled = !*j.Enabled
+	}
+	dur := func(s *string, field string) (time.Duration, error) {
+		if s == nil || *s == "" {
+			return 0, nil
+		}
+		return readDelay(*s, field)
+	}
+	var err error
+	if e.Timeout, err = dur(j.Timeout, "/timeout"); err != nil {
+		return e, err
+	}
+	if r := j.Retry; r != nil {
+		e.Retry.MaxAttempts = r.MaxAttempts
+		if e.Retry.MaxAge, err = dur(&r.MaxAge, "/retry/max_age"); err != nil {
+			return e, err
+		}
+		if e.Retry.Base, err = dur(&r.BackoffBase, "/retry/backoff_base"); err != nil {
+			return e, err
+		}
+		if e.Retry.Cap, err = dur(&r.BackoffCap, "/retry/backoff_cap"); err != nil {
+			return e, err
+		}
+		if r.DeadLetterClientErrors != nil {
+			e.Retry.RetryClientErrors = !*r.DeadLetterClientErrors
+		}
+	}
+	for _, s := range j.Secrets {
+		e.Secrets = append(e.Secrets, queue.Secret(s))
+	}
+	return e, nil
+}
+
+// endpointField names the request field a refusal of queue.ValidateEndpoint
+// is about, from its words.
+func endpointField(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "secret"):
+		return "/secrets"
+	case strings.Contains(msg, "URL"):
+		return "/url"
+	case strings.Contains(msg, "header"):
+		return "/headers"
+	case strings.Contains(msg, "timeout"):
+		return "/timeout"
+	case strings.Contains(msg, "in flight"):
+		return "/max_in_flight"
+	case strings.Contains(msg, "retry") || strings.Contains(msg, "attempts") || strings.Contains(msg, "backoff"):
+		return "/retry"
+	}
+	return ""
+}
+
+func (h *Handler) putEndpoint(w http.ResponseWriter, r *http.Request) {
+	q, release, ok := h.queue(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	name := r.PathValue("name")
+	if err := queue.ValidateEndpointName(name); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	var j endpointInJSON
+	if err := h.decode(w, r, &j, false); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	e, err := toEndpoint(name, j)
+	if err == nil {
+		if err = queue.ValidateEndpoint(e, &queue.PutEndpointOptions{Allow: h.opts.EndpointAllow}); err != nil {
+			err = &fieldError{endpointField(err), err}
+		}
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	created, err := q.PutEndpoint(ctx, e, &queue.PutEndpointOptions{Allow: h.opts.EndpointAllow})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	stored, err := q.GetEndpoint(ctx, name)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := toEndpointJSON(stored)
+	out.Created = &created
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, out)
+}
+
+func (h *Handler) getEndpoint(w http.ResponseWriter, r *http.Request) {
+	h.endpointCall(w, r, func(ctxq endpointCtx) (queue.Endpoint, error) { return ctxq.q.GetEndpoint(ctxq.ctx, ctxq.name) })
+}
+
+func (h *Handler) enableEndpoint(w http.ResponseWriter, r *http.Request) {
+	h.endpointCall(w, r, func(c endpointCtx) (queue.Endpoint, error) { return c.q.SetEndpointEnabled(c.ctx, c.name, true) })
+}
+
+func (h *Handler) disableEndpoint(w http.ResponseWriter, r *http.Request) {
+	h.endpointCall(w, r, func(c endpointCtx) (queue.Endpoint, error) { return c.q.SetEndpointEnabled(c.ctx, c.name, false) })
+}
+
+func (h *Handler) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
+	q, release, ok := h.queue(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	if err := q.DeleteEndpoint(ctx, r.PathValue("name")); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *Handler) listEndpoints(w http.ResponseWriter, r *http.Request) {
+	if _, err := query(r); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	q, release, ok := h.queue(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	list, err := q.ListEndpoints(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := endpointListJSON{Endpoints: make([]EndpointJSON, len(list))}
+	for i, e := range list {
+		out.Endpoints[i] = toEndpointJSON(e)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type endpointCtx struct {
+	ctx  context.Context
+	q    *queue.Queue
+	name string
+}
+
+// endpointCall runs one call on the endpoint of r's path and answers it.
+func (h *Handler) endpointCall(w http.ResponseWriter, r *http.Request, call func(c endpointCtx) (queue.Endpoint, error)) {
+	q, release, ok := h.queue(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	e, err := call(endpointCtx{ctx: ctx, q: q, name: r.PathValue("name")})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toEndpointJSON(e))
+}
+
+// readDeliver reads a timer's deliver object into t.Endpoint.
+func readDeliver(d *DeliverJSON, prefix string) (string, error) {
+	if d == nil {
+		return "", nil
+	}
+	if d.Endpoint == nil {
+		return "", badRequest(prefix+"/deliver/endpoint", "deliver has no endpoint; name one of the namespace's endpoints (GET .../endpoints lists them)")
+	}
+	if err := queue.ValidateEndpointName(*d.Endpoint); err != nil {
+		return "", &fieldError{prefix + "/deliver/endpoint", err}
+	}
+	return *d.Endpoint, nil
+}
+
+// unknownEndpoint turns a schedule refused for a missing endpoint into a
+// 422 naming the field of the first timer that named it.
+func unknownEndpoint(err error, timers []queue.NewTimer, prefix func(i int) string) error {
+	if !errors.Is(err, queue.ErrEndpointNotFound) {
+		return err
+	}
+	field := ""
+	for i, t := range timers {
+		if t.Endpoint != "" && strings.Contains(err.Error(), fmt.Sprintf("%q", t.Endpoint)) {
+			field = prefix(i) + "/deliver/endpoint"
+			break
+		}
+	}
+	return invalid(SlugUnknownEndpoint, field, "%s", strings.TrimPrefix(err.Error(), "timerq: "))
+}

@@ -1,0 +1,300 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/timerq/timerq/internal/timefmt"
+	"github.com/timerq/timerq/queue"
+)
+
+// endpointJSON is an endpoint as `timerctl endpoints ... -o json` prints
+// it: the field names of the HTTP API's, secrets redacted.
+type endpointJSON struct {
+	Name        string            `json:"name"`
+	URL         string            `json:"url"`
+	Headers     map[string]string `json:"headers"`
+	Timeout     string            `json:"timeout"`
+	Retry       endpointRetryJSON `json:"retry"`
+	MaxInFlight int               `json:"max_in_flight"`
+	Secrets     []string          `json:"secrets"`
+	Enabled     bool              `json:"enabled"`
+	UpdatedAt   string            `json:"updated_at"`
+	Created     *bool             `json:"created,omitempty"`
+}
+
+type endpointRetryJSON struct {
+	MaxAttempts            int    `json:"max_attempts,omitempty"`
+	MaxAge                 string `json:"max_age,omitempty"`
+	BackoffBase            string `json:"backoff_base,omitempty"`
+	BackoffCap             string `json:"backoff_cap,omitempty"`
+	DeadLetterClientErrors bool   `json:"dead_letter_client_errors"`
+}
+
+func durText(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
+
+func toEndpointJSON(e queue.Endpoint) endpointJSON {
+	h := e.Headers
+	if h == nil {
+		h = map[string]string{}
+	}
+	j := endpointJSON{Name: e.Name, URL: e.URL, Headers: h, Timeout: durText(e.Timeout),
+		Retry: endpointRetryJSON{MaxAttempts: e.Retry.MaxAttempts, MaxAge: durText(e.Retry.MaxAge),
+			BackoffBase: durText(e.Retry.Base), BackoffCap: durText(e.Retry.Cap), DeadLetterClientErrors: !e.Retry.RetryClientErrors},
+		MaxInFlight: e.MaxInFlight, Secrets: make([]string, len(e.Secrets)), Enabled: !e.Disabled,
+		UpdatedAt: timefmt.Format(e.UpdatedAt)}
+	for i, s := range e.Secrets {
+		j.Secrets[i] = s.Redacted()
+	}
+	return j
+}
+
+// endpointsCommand is `timerctl endpoints create|get|list|delete|enable|
+// disable`: one command with the verb as its first argument, as
+// `timerctl namespace`, so that flags may follow the arguments.
+func (r *runner) endpointsCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "endpoints",
+		Usage:     "manage the HTTP endpoints fires are delivered to (create NAME --url URL --secret-file PATH | get NAME | list | delete NAME | enable NAME | disable NAME)",
+		ArgsUsage: "create NAME --url URL --secret-file PATH [flags] | get NAME | list | delete NAME | enable NAME | disable NAME",
+		Description: `create makes or replaces the endpoint NAME of --namespace. Its signing secrets are read
+from --secret-file, one per line ("whsec_" and the base64 of 24-64 random bytes, e.g.
+echo whsec_$(head -c 32 /dev/urandom | base64)), never from the command line; give two
+during a rotation. Secrets are never printed whole.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "url", Usage: "create: the endpoint's `URL`, http:// or https://"},
+			&cli.StringFlag{Name: "secret-file", Usage: "create: read the signing secrets from `PATH`, one per line"},
+			&cli.StringSliceFlag{Name: "header", Usage: "create: an extra request header `NAME: VALUE` (repeat for more)"},
+			&cli.DurationFlag{Name: "request-timeout", Usage: "create: bound of one attempt, `D` (0: the default, 30s)"},
+			&cli.IntFlag{Name: "max-attempts", Usage: "create: attempts before dead-lettering (0: the default, 10)"},
+			&cli.DurationFlag{Name: "max-age", Usage: "create: retry a fire at most `D` after its due time (0: the default, 24h)"},
+			&cli.DurationFlag{Name: "backoff-base", Usage: "create: first backoff `D` (0: the default, 1s)"},
+			&cli.DurationFlag{Name: "backoff-cap", Usage: "create: longest backoff `D` (0: the default, 10m)"},
+			&cli.BoolFlag{Name: "retry-client-errors", Usage: "create: retry 4xx answers (but 408, 410, 429) instead of dead-lettering them"},
+			&cli.IntFlag{Name: "max-in-flight", Usage: "create: attempts under way at once per dispatcher (0: the default, 16)"},
+			&cli.BoolFlag{Name: "disabled", Usage: "create: store the endpoint disabled"},
+			&cli.StringSliceFlag{Name: "allow", Usage: "create: admit a URL whose host is an address in `CIDR` though private or loopback (repeat for more)"},
+		},
+		Action: func(c *cli.Context) error {
+			switch verb := c.Args().First(); verb {
+			case "create":
+				return r.endpointCreate(c)
+			case "list":
+				if c.NArg() != 1 {
+					return usageErr("endpoints list takes no argument", "run 'timerctl endpoints list'")
+				}
+				return r.endpointList(c)
+			case "get", "delete", "enable", "disable":
+				if c.NArg() != 2 {
+					return usageErr(fmt.Sprintf("endpoints %s takes one endpoint name", verb), fmt.Sprintf("run 'timerctl endpoints %s NAME'", verb))
+				}
+				return r.endpointByName(c, verb, c.Args().Get(1))
+			}
+			return usageErr(fmt.Sprintf("endpoints takes create, get, list, delete, enable or disable, not %q", c.Args().First()),
+				"run 'timerctl endpoints --help'")
+		},
+	}
+}
+
+func (r *runner) endpointCreate(c *cli.Context) error {
+	if c.NArg() != 2 {
+		return usageErr("endpoints create takes one endpoint name", "run 'timerctl endpoints create NAME --url URL --secret-file PATH'")
+	}
+	e := queue.Endpoint{Name: c.Args().Get(1), URL: c.String("url"), Timeout: c.Duration("request-timeout"),
+		Retry: queue.RetryPolicy{MaxAttempts: c.Int("max-attempts"), MaxAge: c.Duration("max-age"),
+			Base: c.Duration("backoff-base"), Cap: c.Duration("backoff-cap"), RetryClientErrors: c.Bool("retry-client-errors")},
+		MaxInFlight: c.Int("max-in-flight"), Disabled: c.Bool("disabled")}
+	if e.URL == "" {
+		return usageErr("endpoints create needs --url", "give the endpoint's http:// or https:// URL")
+	}
+	for _, h := range c.StringSlice("header") {
+		k, v, ok := strings.Cut(h, ":")
+		if !ok {
+			return usageErr(fmt.Sprintf("--header %q is not NAME: VALUE", h), "write it as --header 'Authorization: Bearer ...'")
+		}
+		if e.Headers == nil {
+			e.Headers = map[string]string{}
+		}
+		e.Headers[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	path := c.String("secret-file")
+	if path == "" {
+		return usageErr("endpoints create needs --secret-file", "put one secret per line in a file (echo whsec_$(head -c 32 /dev/urandom | base64) > secret) and pass --secret-file")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return usageErr(fmt.Sprintf("--secret-file: %v", err), "give a readable file holding one secret per line")
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if s := strings.TrimSpace(line); s != "" {
+			e.Secrets = append(e.Secrets, queue.Secret(s))
+		}
+	}
+	var opts queue.PutEndpointOptions
+	for _, a := range c.StringSlice("allow") {
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			if addr, aerr := netip.ParseAddr(a); aerr == nil {
+				p = netip.PrefixFrom(addr, addr.BitLen())
+			} else {
+				return usageErr(fmt.Sprintf("--allow %q is not a CIDR", a), "give a range such as 10.0.0.0/8 or an address such as 127.0.0.1")
+			}
+		}
+		opts.Allow = append(opts.Allow, p)
+	}
+	// Refused before connecting: a usage error costs no round trip.
+	if err := queue.ValidateEndpoint(e, &opts); err != nil {
+		return err
+	}
+	return r.once(c, func(ctx context.Context, s *session) error {
+		created, err := s.q.PutEndpoint(ctx, e, &opts)
+		if err != nil {
+			return s.redisErr(err)
+		}
+		stored, err := s.q.GetEndpoint(ctx, e.Name)
+		if err != nil {
+			return s.redisErr(err)
+		}
+		if s.g.json {
+			j := toEndpointJSON(stored)
+			j.Created = &created
+			return writeJSON(r.o.Stdout, j)
+		}
+		note := "created"
+		if !created {
+			note = "replaced"
+		}
+		return writeEndpoint(r, stored, note)
+	})
+}
+
+func (r *runner) endpointByName(c *cli.Context, verb, name string) error {
+	if err := queue.ValidateEndpointName(name); err != nil {
+		return err
+	}
+	return r.once(c, func(ctx context.Context, s *session) error {
+		var e queue.Endpoint
+		var err error
+		switch verb {
+		case "get":
+			e, err = s.q.GetEndpoint(ctx, name)
+		case "enable", "disable":
+			e, err = s.q.SetEndpointEnabled(ctx, name, verb == "enable")
+		case "delete":
+			if err := s.q.DeleteEndpoint(ctx, name); err != nil {
+				return s.redisErr(err)
+			}
+			if s.g.json {
+				return writeJSON(r.o.Stdout, map[string]any{"name": name, "deleted": true})
+			}
+			fmt.Fprintf(r.o.Stdout, "deleted endpoint %s\n", name)
+			return nil
+		}
+		if err != nil {
+			return s.redisErr(err)
+		}
+		if s.g.json {
+			return writeJSON(r.o.Stdout, toEndpointJSON(e))
+		}
+		note := ""
+		if verb != "get" {
+			note = verb + "d"
+		}
+		return writeEndpoint(r, e, note)
+	})
+}
+
+func (r *runner) endpointList(c *cli.Context) error {
+	return r.once(c, func(ctx context.Context, s *session) error {
+		list, err := s.q.ListEndpoints(ctx)
+		if err != nil {
+			return s.redisErr(err)
+		}
+		if s.g.json {
+			out := struct {
+				Endpoints []endpointJSON `json:"endpoints"`
+			}{Endpoints: make([]endpointJSON, len(list))}
+			for i, e := range list {
+				out.Endpoints[i] = toEndpointJSON(e)
+			}
+			return writeJSON(r.o.Stdout, out)
+		}
+		if len(list) == 0 {
+			fmt.Fprintf(r.o.Stdout, "no endpoints in namespace %s\n", s.q.Namespace())
+			return nil
+		}
+		tw := newTable(r.o.Stdout)
+		fmt.Fprintln(tw, "NAME\tSTATE\tURL\tSECRETS")
+		for _, e := range list {
+			j := toEndpointJSON(e)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Name, enabledText(j.Enabled), e.URL, strings.Join(j.Secrets, " "))
+		}
+		return tw.Flush()
+	})
+}
+
+func enabledText(on bool) string {
+	if on {
+		return "enabled"
+	}
+	return "disabled"
+}
+
+// writeEndpoint prints one endpoint as label: value lines.
+func writeEndpoint(r *runner, e queue.Endpoint, note string) error {
+	j := toEndpointJSON(e)
+	tw := newTable(r.o.Stdout)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	name := e.Name
+	if note != "" {
+		name += " (" + note + ")"
+	}
+	row("name", name)
+	row("url", e.URL)
+	row("state", enabledText(j.Enabled))
+	for _, k := range sortedKeys(e.Headers) {
+		row("header", k+": "+e.Headers[k])
+	}
+	def := func(s, d string) string {
+		if s == "" {
+			return d + " (default)"
+		}
+		return s
+	}
+	row("timeout", def(j.Timeout, "30s"))
+	attempts := "10 (default)"
+	if e.Retry.MaxAttempts > 0 {
+		attempts = fmt.Sprint(e.Retry.MaxAttempts)
+	}
+	row("max attempts", attempts)
+	row("max age", def(j.Retry.MaxAge, "24h"))
+	row("backoff", def(j.Retry.BackoffBase, "1s")+" to "+def(j.Retry.BackoffCap, "10m"))
+	if e.Retry.RetryClientErrors {
+		row("other 4xx", "retried")
+	} else {
+		row("other 4xx", "dead-lettered at once")
+	}
+	inflight := "16 (default)"
+	if e.MaxInFlight > 0 {
+		inflight = fmt.Sprint(e.MaxInFlight)
+	}
+	row("max in flight", inflight)
+	row("secrets", strings.Join(j.Secrets, " "))
+	row("updated", timefmt.Format(e.UpdatedAt))
+	return tw.Flush()
+}
+
+func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
