@@ -33,9 +33,13 @@ const (
 	// DefaultBacklog is Dispatcher.Backlog when it is 0.
 	DefaultBacklog = 4
 	// BusyDelay is how long a fire waits, released, when its endpoint's
-	// backlog in this dispatcher is full, or its endpoint is disabled or
-	// could not be looked up.
+	// backlog in this dispatcher is full, or its endpoint could not be
+	// looked up.
 	BusyDelay = time.Second
+	// DisabledDelay is how long a fire of a disabled endpoint waits,
+	// released, before it is looked at again (at most the lease): it is
+	// kept, not dead-lettered, until the endpoint is enabled.
+	DisabledDelay = 5 * time.Second
 	// groupMaxAttempts is the group's queue-side limit: each endpoint's
 	// Policy decides when a fire is dead-lettered, not the group.
 	groupMaxAttempts = 1 << 20
@@ -91,11 +95,12 @@ type Dispatcher struct {
 	// Sender sends the attempts; nil means a deliver.Sender with a zero
 	// Guard, which refuses every private address.
 	Sender *deliver.Sender
-	// Route names the endpoint a fire is delivered to, "" for none.
-	// Required.
+	// Route names the endpoint a fire is delivered to, "" for none; nil
+	// means the endpoint the timer names (queue.Event.Endpoint).
 	Route func(queue.Event) string
 	// Lookup returns the endpoint of a name. It is called for every fire,
-	// so cache in it if reads are costly. Required.
+	// so cache in it if reads are costly; nil means the queue's endpoints
+	// through an Endpoints cache (one read per name per second).
 	Lookup func(ctx context.Context, name string) (deliver.Endpoint, error)
 	// Lease is the group's lease (queue.LeaseOptions.Lease); 0 means
 	// DefaultDispatchLease. Every dispatcher of a group must use the same.
@@ -138,8 +143,14 @@ type pending struct {
 // attempt under way has ended. It returns an error only for a
 // configuration it cannot run with.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	if d.Queue == nil || d.Route == nil || d.Lookup == nil {
-		return fmt.Errorf("%w: a Dispatcher needs Queue, Route and Lookup", queue.ErrInvalidOptions)
+	if d.Queue == nil {
+		return fmt.Errorf("%w: a Dispatcher needs a Queue", queue.ErrInvalidOptions)
+	}
+	if d.Route == nil {
+		d.Route = func(ev queue.Event) string { return ev.Endpoint }
+	}
+	if d.Lookup == nil {
+		d.Lookup = (&Endpoints{Queue: d.Queue}).Lookup
 	}
 	if d.Group == "" {
 		d.Group = DefaultGroup
@@ -236,7 +247,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, dl queue.Delivery) {
 		d.settle(dl, queue.ReleaseOptions{Delay: min(BusyDelay, d.Lease), Error: "endpoint lookup failed"})
 		return
 	case ep.Disabled:
-		d.settle(dl, queue.ReleaseOptions{Delay: min(BusyDelay, d.Lease), Error: "endpoint disabled"})
+		d.settle(dl, queue.ReleaseOptions{Delay: min(DisabledDelay, d.Lease), Error: "endpoint disabled"})
 		return
 	}
 	if ep.Name == "" {
@@ -322,7 +333,7 @@ func (d *Dispatcher) attempt(ctx context.Context, p pending) {
 	}
 	ev := p.d.Event
 	a := d.Sender.Send(ctx, p.ep, deliver.Fire{Namespace: d.Queue.Namespace(), TimerID: ev.ID, Due: ev.Due, FiredAt: ev.FiredAt,
-		Payload: ev.Payload, Attempt: ev.Attempt})
+		Payload: ev.Payload, Attempt: ev.Attempt, TraceParent: ev.TraceParent})
 	var err error
 	switch {
 	case ctx.Err() != nil && a.Outcome != deliver.Delivered:

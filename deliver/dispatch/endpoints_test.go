@@ -1,0 +1,106 @@
+package dispatch_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/timerq/timerq/deliver"
+	"github.com/timerq/timerq/deliver/dispatch"
+	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/queue"
+)
+
+func testSecret() queue.Secret { return queue.Secret(deliver.GenerateSecret()) }
+
+// With neither Route nor Lookup, a dispatcher delivers each fire to the
+// endpoint its timer names, as the queue stores it: the stored secret
+// signs, the traceparent the fire carries is sent on, a disabled
+// endpoint's fires wait (not dead-lettered) and arrive once it is enabled,
+// and a fire naming an endpoint deleted since is dead-lettered.
+func TestDispatcherDeliversToQueueEndpoints(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		got := map[string]http.Header{}
+		sink := newSink(t, func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			got[r.Header.Get(deliver.HeaderTimerID)] = r.Header.Clone()
+			mu.Unlock()
+			w.WriteHeader(http.StatusNoContent)
+		})
+		sec := testSecret()
+		allow := &queue.PutEndpointOptions{Allow: loopback}
+		for _, name := range []string{"on", "off", "doomed"} {
+			e := queue.Endpoint{Name: name, URL: sink.URL + "/" + name, Secrets: []queue.Secret{sec}, Disabled: name == "off"}
+			if _, err := q.PutEndpoint(ctx, e, allow); err != nil {
+				t.Fatal(err)
+			}
+		}
+		past := time.Now().Add(-time.Second)
+		if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{
+			{ID: "a", Due: past, Endpoint: "on", Payload: []byte(`{}`)},
+			{ID: "b", Due: past, Endpoint: "off", Payload: []byte(`{}`)},
+			{ID: "c", Due: past, Endpoint: "doomed", Payload: []byte(`{}`)},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.DeleteEndpoint(ctx, "doomed"); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := q.Claim(ctx, 10); err != nil || len(res.Fired) != 3 {
+			t.Fatalf("claim: %+v %v", res, err)
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		d := &dispatch.Dispatcher{Queue: q, Consumer: "d1", Sender: newSender(t, &deliver.Guard{Allow: loopback}), Lease: 2 * time.Second}
+		go func() { done <- d.Run(runCtx) }()
+		defer func() {
+			stop()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}()
+		received := func(id string) http.Header {
+			mu.Lock()
+			defer mu.Unlock()
+			return got[id]
+		}
+		redistest.Eventually(t, 10*time.Second, "the enabled endpoint receives its fire", func() bool { return received("a") != nil })
+		h := received("a")
+		key, _ := deliver.ParseSecret(sec.Reveal())
+		if err := deliver.Verify(h, []byte(`{}`), time.Now(), key); err != nil {
+			t.Errorf("the stored secret's signature does not verify: %v", err)
+		}
+		// The deleted endpoint's fire is dead-lettered.
+		redistest.Eventually(t, 10*time.Second, "the deleted endpoint's fire is dead-lettered", func() bool {
+			dls, _, err := q.DeadLetters(ctx, "", 10)
+			return err == nil && len(dls) == 1 && dls[0].Event.ID == "c" && strings.Contains(dls[0].Error, "doomed")
+		})
+		// The disabled endpoint's fire waits, neither delivered nor dead-lettered.
+		time.Sleep(1500 * time.Millisecond) // wall time is what is under test: a second of leases passes
+		if received("b") != nil {
+			t.Fatal("a disabled endpoint received a fire")
+		}
+		if dls, _, _ := q.DeadLetters(ctx, "", 10); len(dls) != 1 {
+			t.Fatalf("dead letters %+v; the disabled endpoint's fire must wait", dls)
+		}
+		if _, err := q.SetEndpointEnabled(ctx, "off", true); err != nil {
+			t.Fatal(err)
+		}
+		redistest.Eventually(t, 15*time.Second, "the enabled endpoint receives the fire that waited", func() bool { return received("b") != nil })
+		if err := deliver.Verify(received("b"), []byte(`{}`), time.Now(), key); err != nil {
+			t.Errorf("signature: %v", err)
+		}
+		if received("c") != nil {
+			t.Error("the deleted endpoint's fire was delivered")
+		}
+	})
+}
