@@ -4,6 +4,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -28,6 +30,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/timerq/timerq/api"
+	"github.com/timerq/timerq/deliver"
+	"github.com/timerq/timerq/deliver/dispatch"
 	"github.com/timerq/timerq/internal/apiserver"
 	"github.com/timerq/timerq/internal/cliconf"
 	"github.com/timerq/timerq/internal/otelenv"
@@ -72,6 +76,8 @@ type Config struct {
 	// APIHandler builds the handler served at API.Addr; nil means package
 	// api's (NewAPIHandler). Tests give a fake.
 	APIHandler func(APIEnv) (http.Handler, error)
+	// Deliver is push delivery (--deliver and the --deliver-* flags).
+	Deliver DeliverConfig
 	// APIListening, if not nil, is called with the API's base URL once it
 	// listens and SIGHUP reloads its tokens; tests wait for it.
 	APIListening func(url string)
@@ -86,6 +92,9 @@ type APIEnv struct {
 	Namespaces []string
 	// Claiming is false in an API-only replica (--claim=false).
 	Claiming bool
+	// EndpointAllow is --deliver-allow's ranges: endpoint URLs whose
+	// host is an address literal in them are admitted.
+	EndpointAllow []netip.Prefix
 	// Retention is --retention, as the worker's queues use it.
 	Retention time.Duration
 	// TracerProvider is nil when tracing is off; the queue's spans then go
@@ -118,6 +127,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	if err := checkAPI(cfg); err != nil {
+		return err
+	}
+	guard, err := cfg.Deliver.guard()
+	if err != nil {
 		return err
 	}
 	if cfg.Pprof && cfg.MetricsAddr == "" {
@@ -244,7 +257,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var api *apiserver.Server
 	if cfg.API.Addr != "" {
 		var release func()
-		if api, release, err = listenAPI(cfg, rdb, namespaces, reg, tracing.TracerProvider, log); err != nil {
+		if api, release, err = listenAPI(cfg, rdb, namespaces, reg, tracing.TracerProvider, guard.Allow, log); err != nil {
 			return err
 		}
 		defer release() // after run.Wait below: no request is left
@@ -273,6 +286,21 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 				stopAll()
 			}
 		})
+	}
+	if cfg.Deliver.Enabled {
+		sender := &deliver.Sender{Guard: guard}
+		defer sender.CloseIdleConnections()
+		for _, s := range all {
+			d := newDispatcher(s.q, cfg.Deliver, sender, nil, log)
+			run.Go(func() {
+				if err := d.Run(rctx); err != nil {
+					log.Error("timerq: delivery stopped", "namespace", s.q.Namespace(), "err", err)
+					stopAll()
+				}
+			})
+		}
+		log.Info("timerq: delivering fires to endpoints (--deliver)", "group", cmp.Or(cfg.Deliver.Group, dispatch.DefaultGroup),
+			"allow", strings.Join(cfg.Deliver.Allow, ","))
 	}
 	if api != nil {
 		// SIGHUP reloads the tokens file and the TLS files. Registered
@@ -321,7 +349,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 func checkAPI(cfg Config) error {
 	a := cfg.API
 	if a.Addr == "" {
-		if cfg.NoClaim {
+		if cfg.NoClaim && !cfg.Deliver.Enabled {
 			return cliconf.Usage("--claim=false without --"+apiserver.FlagAddr+" would serve nothing",
 				"give --"+apiserver.FlagAddr+" for an API-only replica, or drop --claim=false")
 		}
@@ -342,7 +370,7 @@ func checkAPI(cfg Config) error {
 // listenAPI builds the API's handler and binds its server, with the
 // request metrics on reg (nil without --metrics-addr).
 // The returned func releases the handler, once the server stopped.
-func listenAPI(cfg Config, rdb redis.UniversalClient, namespaces []string, reg *prometheus.Registry, tp trace.TracerProvider, log *slog.Logger) (*apiserver.Server, func(), error) {
+func listenAPI(cfg Config, rdb redis.UniversalClient, namespaces []string, reg *prometheus.Registry, tp trace.TracerProvider, allow []netip.Prefix, log *slog.Logger) (*apiserver.Server, func(), error) {
 	sc := cfg.API
 	if sc.Limits == (apiserver.Limits{}) {
 		sc.Limits = apiserver.DefaultLimits()
@@ -356,7 +384,7 @@ func listenAPI(cfg Config, rdb redis.UniversalClient, namespaces []string, reg *
 		build = NewAPIHandler
 	}
 	h, err := build(APIEnv{Redis: rdb, Namespaces: namespaces, Claiming: !cfg.NoClaim, Retention: cfg.Retention,
-		TracerProvider: tp, WriteTimeout: sc.Limits.Write, Logger: log})
+		TracerProvider: tp, WriteTimeout: sc.Limits.Write, Logger: log, EndpointAllow: allow})
 	if err != nil {
 		return nil, nil, &Error{Code: cliconf.ExitUsage, Problem: "cannot build the HTTP API: " + err.Error(), Fix: "fix the --api-* flags", Err: err}
 	}
@@ -377,9 +405,10 @@ func listenAPI(cfg Config, rdb redis.UniversalClient, namespaces []string, reg *
 // with the worker's retention and tracer for the namespaces it opens.
 func NewAPIHandler(env APIEnv) (http.Handler, error) {
 	return api.New(api.Options{
-		Client: env.Redis,
-		Queue:  queue.Options{Retention: env.Retention, TracerProvider: env.TracerProvider},
-		Logger: env.Logger,
+		Client:        env.Redis,
+		Queue:         queue.Options{Retention: env.Retention, TracerProvider: env.TracerProvider},
+		Logger:        env.Logger,
+		EndpointAllow: env.EndpointAllow,
 	})
 }
 
