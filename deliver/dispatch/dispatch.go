@@ -56,8 +56,10 @@ type Report struct {
 	// Event is the fire; Endpoint the endpoint's name.
 	Event    queue.Event
 	Endpoint string
-	// Attempt is what Send returned.
+	// Attempt is what Send returned; Number the attempt's number for this
+	// fire, from 1, counted in the timer's attempt log.
 	Attempt deliver.Attempt
+	Number  int
 	// SettleErr is the error, if any, of acknowledging, releasing or
 	// dead-lettering the delivery afterwards; the lease then runs out and
 	// the fire is delivered again.
@@ -80,10 +82,13 @@ type Report struct {
 // that are released for BusyDelay, and the dispatcher goes on leasing
 // fires for the other endpoints.
 //
-// The attempt number given to the policy is the group's delivery count
-// (queue.Event.Attempt), which also counts releases for a full backlog, a
-// disabled endpoint or a failed Lookup, and reclaims after a dispatcher
-// died.
+// Each attempt is appended to the timer's attempt log
+// (queue.DeliveryAttempts) in the round trip that settles it, and the
+// attempt number the policy sees is counted there: a fire handed back
+// untried (a full backlog, a disabled endpoint, a failed Lookup, a
+// stopping dispatcher) uses up no attempt. A first delivery costs no read;
+// a redelivery reads the log's last entry (one round trip). An attempt
+// whose dispatcher died before settling it is not counted.
 type Dispatcher struct {
 	// Queue is the namespace whose fires are delivered.
 	Queue *queue.Queue
@@ -332,24 +337,60 @@ func (d *Dispatcher) attempt(ctx context.Context, p pending) {
 		}
 	}
 	ev := p.d.Event
+	n := d.attemptNumber(ctx, ev)
 	a := d.Sender.Send(ctx, p.ep, deliver.Fire{Namespace: d.Queue.Namespace(), TimerID: ev.ID, Due: ev.Due, FiredAt: ev.FiredAt,
-		Payload: ev.Payload, Attempt: ev.Attempt, TraceParent: ev.TraceParent})
+		Payload: ev.Payload, Attempt: n, TraceParent: ev.TraceParent})
+	if ctx.Err() != nil && a.Outcome != deliver.Delivered {
+		// Cut short by the stop, not the endpoint's doing: no attempt.
+		err := d.settle(p.d, queue.ReleaseOptions{Error: "dispatcher stopped"})
+		if d.OnAttempt != nil {
+			d.OnAttempt(Report{Event: ev, Endpoint: p.ep.Name, Attempt: a, Number: n, SettleErr: err})
+		}
+		return
+	}
+	log := &queue.DeliveryAttempt{TimerID: ev.ID, Attempt: n, Due: ev.Due, At: a.At, Latency: a.Latency, Status: a.Status,
+		Outcome: a.Outcome.String(), Error: a.Error}
+	if a.Outcome != deliver.Delivered {
+		log.Reason = string(a.Reason)
+	}
 	var err error
-	switch {
-	case ctx.Err() != nil && a.Outcome != deliver.Delivered:
-		err = d.settle(p.d, queue.ReleaseOptions{Error: "dispatcher stopped"})
-	case a.Outcome == deliver.Delivered:
-		if _, err = d.Queue.Ack(context.WithoutCancel(ctx), d.Group, p.d.DeliveryID); err != nil {
+	switch a.Outcome {
+	case deliver.Delivered:
+		_, err = d.Queue.AckAttempt(context.WithoutCancel(ctx), d.Group, p.d.DeliveryID, *log)
+		if err != nil {
 			d.onError(err)
 		}
-	case a.Outcome == deliver.Retry:
-		err = d.settle(p.d, queue.ReleaseOptions{Delay: min(a.Delay, d.Lease), Error: describe(a)})
+	case deliver.Retry:
+		log.RetryIn = min(a.Delay, d.Lease)
+		err = d.settle(p.d, queue.ReleaseOptions{Delay: log.RetryIn, Error: describe(a), Log: log})
 	default:
-		err = d.settle(p.d, queue.ReleaseOptions{DeadLetter: true, Error: describe(a)})
+		err = d.settle(p.d, queue.ReleaseOptions{DeadLetter: true, Error: describe(a), Log: log})
+	}
+	if errors.Is(err, queue.ErrAttemptLog) {
+		err = nil // settled; onError has it
 	}
 	if d.OnAttempt != nil {
-		d.OnAttempt(Report{Event: ev, Endpoint: p.ep.Name, Attempt: a, SettleErr: err})
+		d.OnAttempt(Report{Event: ev, Endpoint: p.ep.Name, Attempt: a, Number: n, SettleErr: err})
 	}
+}
+
+// attemptNumber is the number of ev's attempt about to be made: 1 on its
+// first delivery to the group, else one more than the last attempt of
+// this fire in the timer's attempt log (the group's delivery count if the
+// log cannot be read).
+func (d *Dispatcher) attemptNumber(ctx context.Context, ev queue.Event) int {
+	if ev.Attempt <= 1 {
+		return 1
+	}
+	last, ok, err := d.Queue.LastDeliveryAttempt(ctx, ev.ID)
+	switch {
+	case err != nil:
+		d.onError(fmt.Errorf("reading the attempt log of %s: %w", ev.ID, err))
+		return ev.Attempt
+	case ok && last.Due.Equal(ev.Due):
+		return last.Attempt + 1
+	}
+	return 1
 }
 
 // settle releases dl, with a context of its own so that a stopping

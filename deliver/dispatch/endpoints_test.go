@@ -19,7 +19,8 @@ func testSecret() queue.Secret { return queue.Secret(deliver.GenerateSecret()) }
 // With neither Route nor Lookup, a dispatcher delivers each fire to the
 // endpoint its timer names, as the queue stores it: the stored secret
 // signs, the traceparent the fire carries is sent on, a disabled
-// endpoint's fires wait (not dead-lettered) and arrive once it is enabled,
+// endpoint's fires wait (not dead-lettered, using up no attempt) and
+// arrive once it is enabled,
 // and a fire naming an endpoint deleted since is dead-lettered.
 func TestDispatcherDeliversToQueueEndpoints(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
@@ -99,6 +100,14 @@ func TestDispatcherDeliversToQueueEndpoints(t *testing.T) {
 		if err := deliver.Verify(received("b"), []byte(`{}`), time.Now(), key); err != nil {
 			t.Errorf("signature: %v", err)
 		}
+		// Handed back untried while disabled, it used up no attempt.
+		if n := received("b").Get(deliver.HeaderAttempt); n != "1" {
+			t.Errorf("the fire that waited arrived as attempt %s, want 1", n)
+		}
+		redistest.Eventually(t, 10*time.Second, "the attempt is logged", func() bool {
+			log, err := q.DeliveryAttempts(ctx, "b")
+			return err == nil && len(log) == 1 && log[0].Attempt == 1 && log[0].Outcome == "delivered" && log[0].Status == 204
+		})
 		if received("c") != nil {
 			t.Error("the deleted endpoint's fire was delivered")
 		}

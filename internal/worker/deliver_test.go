@@ -231,6 +231,22 @@ func TestDeliverEndToEnd(t *testing.T) {
 				t.Errorf("%s was dead-lettered though its third attempt succeeded", id)
 			}
 		}
+		// Every attempt is in the timer's attempt log.
+		redistest.Eventually(t, 10*time.Second, "the attempt logs are written", func() bool {
+			var got []string
+			for _, id := range []string{"flaky-0", "gone-0", "bad-0", "fast-0"} {
+				log, err := q.DeliveryAttempts(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var s []string
+				for _, a := range log {
+					s = append(s, fmt.Sprintf("%d:%d:%s", a.Attempt, a.Status, a.Outcome))
+				}
+				got = append(got, strings.Join(s, ","))
+			}
+			return fmt.Sprint(got) == "[1:500:retry,2:500:retry,3:204:delivered 1:410:dead_letter 1:400:dead_letter 1:204:delivered]"
+		})
 		all := rc.requests("")
 		for _, g := range all {
 			if want[g.timer] == "" || "/"+want[g.timer] != g.path {
