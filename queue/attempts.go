@@ -41,7 +41,7 @@ type DeliveryAttempt struct {
 	// Outcome is "delivered", "retry" or "dead_letter" (deliver.Outcome).
 	Outcome string `json:"outcome"`
 	// Reason says why, in the delivery engine's words (deliver.Reason),
-	// such as "server-error" or "attempts-exhausted"; "" when delivered.
+	// such as "server_error" or "exhausted"; "" when delivered.
 	Reason string `json:"reason,omitempty"`
 	// Error is an excerpt of what went wrong: the transport error or the
 	// start of the answer's body.

@@ -37,7 +37,7 @@ func TestDeliveryAttemptLog(t *testing.T) {
 				return len(ds) == 1
 			})
 			a := queue.DeliveryAttempt{TimerID: "t/1", Attempt: i, Due: due, At: due.Add(time.Duration(i) * time.Second),
-				Latency: 1500 * time.Microsecond, Status: 500, Outcome: "retry", Reason: "server-error", Error: fmt.Sprint("boom ", i)}
+				Latency: 1500 * time.Microsecond, Status: 500, Outcome: "retry", Reason: "server_error", Error: fmt.Sprint("boom ", i)}
 			if i <= queue.AttemptLogLen+1 {
 				if _, err := q.Release(ctx, "g", ds[0].DeliveryID, queue.ReleaseOptions{Log: &a}, o); err != nil {
 					t.Fatal(err)
@@ -61,7 +61,7 @@ func TestDeliveryAttemptLog(t *testing.T) {
 			t.Errorf("log from %+v to %+v: want attempts 3..%d ending delivered", first, last, queue.AttemptLogLen+2)
 		}
 		if !first.Due.Equal(due) || !first.At.Equal(due.Add(3*time.Second)) || first.Latency != 1500*time.Microsecond ||
-			first.Error != "boom 3" || first.Reason != "server-error" || first.TimerID != "t/1" {
+			first.Error != "boom 3" || first.Reason != "server_error" || first.TimerID != "t/1" {
 			t.Errorf("first entry %+v does not read back as written", first)
 		}
 		if got, ok, err := q.LastDeliveryAttempt(ctx, "t/1"); err != nil || !ok || got.Attempt != last.Attempt {
