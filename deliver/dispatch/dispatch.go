@@ -60,6 +60,9 @@ type Report struct {
 	// fire, from 1, counted in the timer's attempt log.
 	Attempt deliver.Attempt
 	Number  int
+	// Stopped means the attempt was cut short by the dispatcher's stop and
+	// the fire handed back: no attempt of the endpoint's.
+	Stopped bool
 	// SettleErr is the error, if any, of acknowledging, releasing or
 	// dead-lettering the delivery afterwards; the lease then runs out and
 	// the fire is delivered again.
@@ -232,6 +235,14 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	return nil
 }
 
+// Held is how many fires the dispatcher holds: attempts under way and
+// fires waiting for a slot of their endpoint. Safe to call at any time.
+func (d *Dispatcher) Held() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.outstanding
+}
+
 func (d *Dispatcher) onError(err error) {
 	if d.OnError != nil {
 		d.OnError(err)
@@ -344,7 +355,7 @@ func (d *Dispatcher) attempt(ctx context.Context, p pending) {
 		// Cut short by the stop, not the endpoint's doing: no attempt.
 		err := d.settle(p.d, queue.ReleaseOptions{Error: "dispatcher stopped"})
 		if d.OnAttempt != nil {
-			d.OnAttempt(Report{Event: ev, Endpoint: p.ep.Name, Attempt: a, Number: n, SettleErr: err})
+			d.OnAttempt(Report{Event: ev, Endpoint: p.ep.Name, Attempt: a, Number: n, Stopped: true, SettleErr: err})
 		}
 		return
 	}

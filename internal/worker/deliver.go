@@ -86,16 +86,14 @@ func (c DeliverConfig) guard() (*deliver.Guard, error) {
 	return g, nil
 }
 
-// newDispatcher is the dispatcher of q's namespace; report, if not nil,
-// sees every attempt (metrics).
-func newDispatcher(q *queue.Queue, c DeliverConfig, sender *deliver.Sender, report func(dispatch.Report), log *slog.Logger) *dispatch.Dispatcher {
+// newDispatcher is the dispatcher of q's namespace.
+func newDispatcher(q *queue.Queue, c DeliverConfig, sender *deliver.Sender, log *slog.Logger) *dispatch.Dispatcher {
 	return &dispatch.Dispatcher{
 		Queue:          q,
 		Group:          c.Group,
 		Sender:         sender,
 		Lease:          c.Lease,
 		MaxOutstanding: c.MaxOutstanding,
-		OnAttempt:      report,
 		OnError: func(err error) {
 			log.Warn("timerq: delivery", "namespace", q.Namespace(), "err", err)
 		},

@@ -182,9 +182,24 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// One queue and one poller per namespace, all on rdb: its pool is
 	// shared, and each poller holds one pub/sub connection of its own.
 	type served struct {
-		q *queue.Queue
-		p *poller.Poller
-		m *poller.Metrics
+		q  *queue.Queue
+		p  *poller.Poller
+		m  *poller.Metrics
+		d  *dispatch.Dispatcher // nil without --deliver
+		dm *dispatch.Metrics
+	}
+	var sender *deliver.Sender
+	if cfg.Deliver.Enabled {
+		sender = &deliver.Sender{Guard: guard}
+		defer sender.CloseIdleConnections()
+	}
+	withDelivery := func(s served) served {
+		if sender != nil {
+			s.d = newDispatcher(s.q, cfg.Deliver, sender, log)
+			s.dm = dispatch.NewMetrics(s.d.Held)
+			s.d.OnAttempt = s.dm.Observe
+		}
+		return s
 	}
 	var all []served
 	for _, ns := range namespaces {
@@ -197,7 +212,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if cfg.NoClaim {
 			// An API-only replica claims nothing, so it needs none of the
 			// claim rights CheckPermissions checks.
-			all = append(all, served{q, nil, m})
+			all = append(all, withDelivery(served{q: q, m: m}))
 			continue
 		}
 		if err := checkPermissions(ctx, q, cfg.StartupTimeout, log); err != nil {
@@ -212,7 +227,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return &Error{Code: cliconf.ExitUsage, Problem: err.Error(), Fix: "fix --batch-size or --max-poll-interval", Err: err}
 		}
-		all = append(all, served{q, p, m})
+		all = append(all, withDelivery(served{q: q, p: p, m: m}))
 	}
 
 	var wg sync.WaitGroup
@@ -220,11 +235,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var reg *prometheus.Registry
 	if cfg.MetricsAddr != "" {
 		reg = prometheus.NewRegistry()
-		qs, ms := make([]*queue.Queue, len(all)), make([]*poller.Metrics, len(all))
+		qs, ms, dms := make([]*queue.Queue, len(all)), make([]*poller.Metrics, len(all)), make([]*dispatch.Metrics, len(all))
 		for i, s := range all {
-			qs[i], ms[i] = s.q, s.m
+			qs[i], ms[i], dms[i] = s.q, s.m, s.dm
 		}
-		if err := registerAll(reg, rdb, qs, ms, cfg.Version); err != nil {
+		if err := registerAll(reg, rdb, qs, ms, dms, cfg.Version); err != nil {
 			return fmt.Errorf("registering metrics: %w", err)
 		}
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -288,12 +303,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		})
 	}
 	if cfg.Deliver.Enabled {
-		sender := &deliver.Sender{Guard: guard}
-		defer sender.CloseIdleConnections()
 		for _, s := range all {
-			d := newDispatcher(s.q, cfg.Deliver, sender, nil, log)
 			run.Go(func() {
-				if err := d.Run(rctx); err != nil {
+				if err := s.d.Run(rctx); err != nil {
 					log.Error("timerq: delivery stopped", "namespace", s.q.Namespace(), "err", err)
 					stopAll()
 				}
@@ -604,14 +616,21 @@ func notReady(ctx context.Context, rdb redis.UniversalClient, pollers []namedPol
 }
 
 // registerAll registers the process's metrics: the Redis pool once, and
-// each namespace's (queues[i] with its poller's metrics[i]).
-func registerAll(reg prometheus.Registerer, rdb redis.UniversalClient, queues []*queue.Queue, metrics []*poller.Metrics, version string) error {
+// each namespace's (queues[i] with its poller's metrics[i] and, with
+// --deliver, its dispatcher's delivery[i]).
+func registerAll(reg prometheus.Registerer, rdb redis.UniversalClient, queues []*queue.Queue, metrics []*poller.Metrics,
+	delivery []*dispatch.Metrics, version string) error {
 	if err := reg.Register(poller.NewPoolCollector(rdb)); err != nil {
 		return err
 	}
 	for i, q := range queues {
 		if err := registerMetrics(reg, q, metrics[i], version); err != nil {
 			return err
+		}
+		if i < len(delivery) && delivery[i] != nil {
+			if err := delivery[i].Register(prometheus.WrapRegistererWith(prometheus.Labels{"namespace": q.Namespace()}, reg)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
