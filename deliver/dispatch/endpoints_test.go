@@ -23,9 +23,15 @@ func testSecret() queue.Secret { return queue.Secret(deliver.GenerateSecret()) }
 // arrive once it is enabled,
 // and a fire naming an endpoint deleted since is dead-lettered.
 func TestDispatcherDeliversToQueueEndpoints(t *testing.T) {
-	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
+		ns := redistest.Namespace(t)
+		if b.Shards > 1 {
+			if _, err := queue.CreateNamespace(ctx, b.Client, ns, b.Shards); err != nil {
+				t.Fatal(err)
+			}
+		}
+		q, err := queue.New(b.Client, queue.Options{Namespace: ns})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,8 +62,12 @@ func TestDispatcherDeliversToQueueEndpoints(t *testing.T) {
 		if err := q.DeleteEndpoint(ctx, "doomed"); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := q.Claim(ctx, 10); err != nil || len(res.Fired) != 3 {
-			t.Fatalf("claim: %+v %v", res, err)
+		for fired := 0; fired < 3; {
+			res, err := q.Claim(ctx, 10)
+			if err != nil || len(res.Fired) == 0 {
+				t.Fatalf("claim: %+v %v (fired %d of 3)", res, err, fired)
+			}
+			fired += len(res.Fired)
 		}
 		runCtx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
