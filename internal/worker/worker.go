@@ -279,7 +279,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 
 	if cfg.NoClaim {
-		log.Info("timerq: API-only replica started: claiming nothing (--claim=false)", "redis", redacted, "namespaces", strings.Join(namespaces, ","))
+		role := "API-only replica"
+		switch {
+		case cfg.Deliver.Enabled && cfg.API.Addr != "":
+			role = "API and delivery replica"
+		case cfg.Deliver.Enabled:
+			role = "delivery-only replica"
+		}
+		log.Info("timerq: "+role+" started: claiming nothing (--claim=false)", "redis", redacted, "namespaces", strings.Join(namespaces, ","))
 	} else {
 		log.Info("timerq: worker started", "redis", redacted, "namespaces", strings.Join(namespaces, ","),
 			"batch_size", all[0].p.Options().BatchSize, "max_poll_interval", all[0].p.Options().MaxPollInterval)
