@@ -35,8 +35,13 @@ type Metrics struct {
 	// (timerq_shards_owned).
 	ShardsOwned prometheus.Gauge
 	// ShardPauses counts claims of a shard refused because its Cluster slot
-	// was migrating or unserved (timerq_shard_pauses_total).
+	// was migrating (timerq_shard_pauses_total).
 	ShardPauses prometheus.Counter
+	// ShardUnavailable counts claims of a shard that failed because the
+	// Redis serving it was not there, by reason: "cluster_down"
+	// (CLUSTERDOWN) or "unreachable" (a failed connection)
+	// (timerq_shard_unavailable_total; see Hooks.Unavailable).
+	ShardUnavailable *prometheus.CounterVec
 }
 
 // ClaimBatchSizeHelp is the help of timerq_claim_batch_size. It observes
@@ -74,14 +79,17 @@ func NewMetrics() *Metrics {
 			Name: "timerq_shards_owned", Help: "Shards of the namespace this process claims.",
 		}),
 		ShardPauses: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "timerq_shard_pauses_total", Help: "Shard claims refused while the shard's Cluster slot migrated (TRYAGAIN, ASK, MOVED, CLUSTERDOWN).",
+			Name: "timerq_shard_pauses_total", Help: "Shard claims refused while the shard's Cluster slot migrated (TRYAGAIN, ASK, MOVED).",
 		}),
+		ShardUnavailable: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "timerq_shard_unavailable_total", Help: "Shard claims that failed because the Redis serving the shard was not there, by reason: cluster_down (CLUSTERDOWN, a Cluster failover under way) or unreachable (the connection failed: the node is down, or a failed master not yet replaced).",
+		}, []string{"reason"}),
 	}
 }
 
 // Register registers every collector with reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.Fired, m.ClaimErrors, m.ClaimBatchSize, m.FireLateness, m.Purged, m.MaintenanceHolder, m.ShardsOwned, m.ShardPauses} {
+	for _, c := range []prometheus.Collector{m.Fired, m.ClaimErrors, m.ClaimBatchSize, m.FireLateness, m.Purged, m.MaintenanceHolder, m.ShardsOwned, m.ShardPauses, m.ShardUnavailable} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -110,6 +118,9 @@ func (m *Metrics) Hooks() Hooks {
 		Purged: func(n int) { m.Purged.Add(float64(n)) },
 		Owned:  func(shards []int) { m.ShardsOwned.Set(float64(len(shards))) },
 		Paused: func(int, error) { m.ShardPauses.Inc() },
+		Unavailable: func(_ int, err error) {
+			m.ShardUnavailable.WithLabelValues(UnavailableReason(err)).Inc()
+		},
 	}
 }
 

@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -43,6 +44,10 @@ const (
 	// when Options.MemberTTL is 0: a dead worker's shards move to the others
 	// within about this long.
 	DefaultMemberTTL = 3 * time.Second
+	// DefaultTakeoverAfter is how overdue a shard's earliest timer must be
+	// before a worker that does not own the shard claims it, when
+	// TakeoverOptions.After is 0.
+	DefaultTakeoverAfter = 250 * time.Millisecond
 )
 
 // Options configures a Poller. The zero value selects every default: a
@@ -99,6 +104,11 @@ type Options struct {
 	// Disabled field turns them off for this poller.
 	Maintenance MaintenanceOptions
 
+	// Takeover configures how this poller claims, on a sharded namespace,
+	// the shards it does not own once their timers are overdue: what keeps
+	// a dead worker's shards firing until its membership lapses.
+	Takeover TakeoverOptions
+
 	// Hooks are called on claims, errors and maintenance events, for
 	// metrics. A nil field is not called.
 	Hooks Hooks
@@ -133,6 +143,37 @@ type MaintenanceOptions struct {
 	StatsInterval time.Duration
 }
 
+// TakeoverOptions configures the takeover of overdue shards. On a sharded
+// namespace whose shards are shared by membership (Options.Shards nil), a
+// poller watches every shard it does not own: it learns each one's earliest
+// due time from its wake messages and from reading it, and claims the
+// shard itself once that time is After overdue. The owner, if alive, has
+// fired those timers by then, so the watcher only reads the next due time.
+// If the owner died (or is stuck), the watcher's claim fires them, and it
+// keeps claiming at the due times until the owner is back or the shard is
+// reassigned. Claims are atomic, so a timer still fires exactly once,
+// whoever claims it.
+//
+// A watched shard costs Redis nothing while it has no timer due, since
+// the watcher learns of new ones from wake messages (so every worker
+// subscribes to every shard's wake channel). While timers are due, each
+// watcher reads the shard's earliest due time (one ZRANGE) about once per
+// After, and claims only when it is overdue. A wake message lost in a
+// reconnect can leave a dead owner's timer to wait for the membership to
+// lapse (Options.MemberTTL), as without takeover.
+type TakeoverOptions struct {
+	// Disabled turns the takeover off for this poller: it claims only its
+	// own shards, and a dead worker's shards wait until its membership
+	// lapses (about MemberTTL plus a Heartbeat).
+	Disabled bool
+
+	// After is how overdue a shard's earliest timer must be before this
+	// poller claims a shard it does not own. Shorter resumes a dead
+	// worker's shards sooner and costs more reads while timers are due.
+	// 0 means DefaultTakeoverAfter (250 ms).
+	After time.Duration
+}
+
 // Hooks observe a Poller, typically to feed metrics (see Metrics). They are
 // called from the poller's goroutines and must not block.
 type Hooks struct {
@@ -150,9 +191,36 @@ type Hooks struct {
 	// Owned is called with the shards the poller claims, whenever they change.
 	Owned func(shards []int)
 	// Paused is called when a shard's claim failed because its Cluster slot
-	// is migrating (TRYAGAIN, ASK, MOVED) or unserved (CLUSTERDOWN); the
+	// is migrating (TRYAGAIN, ASK, MOVED: queue.ErrSlotMigrating); the
 	// shard is retried with backoff while the others go on.
 	Paused func(shard int, err error)
+	// Unavailable is called when a shard's claim failed because the Redis
+	// serving it is not there: a Cluster that answers CLUSTERDOWN
+	// (queue.ErrClusterDown, a failover under way) or a node that refuses
+	// connections (queue.ErrUnreachable, a dead server, or a dead master
+	// not yet replaced). UnavailableReason names which. The shard is
+	// retried with backoff, on a Cluster at most FailoverBackoffMax apart,
+	// so that it resumes soon after Redis promotes a replica.
+	Unavailable func(shard int, err error)
+}
+
+// FailoverBackoffMax caps the retry delay of a shard whose Cluster node is
+// unavailable (Hooks.Unavailable) when it is below Options.BackoffMax:
+// Redis promotes a replica within seconds, and a longer delay would hold
+// the shard back after the promotion.
+const FailoverBackoffMax = 500 * time.Millisecond
+
+// UnavailableReason returns the reason label of an error passed to
+// Hooks.Unavailable: "cluster_down" (CLUSTERDOWN), "unreachable" (a failed
+// connection), or "" for any other error.
+func UnavailableReason(err error) string {
+	switch {
+	case errors.Is(err, queue.ErrClusterDown):
+		return "cluster_down"
+	case errors.Is(err, queue.ErrUnreachable):
+		return "unreachable"
+	}
+	return ""
 }
 
 // withDefaults validates o and fills in its defaults.
@@ -182,6 +250,7 @@ func (o Options) withDefaults() (Options, error) {
 		{"Maintenance.AcquireInterval", &o.Maintenance.AcquireInterval, 0},
 		{"Heartbeat", &o.Heartbeat, DefaultHeartbeat},
 		{"MemberTTL", &o.MemberTTL, DefaultMemberTTL},
+		{"Takeover.After", &o.Takeover.After, DefaultTakeoverAfter},
 	}
 	for _, d := range durations {
 		if *d.p < 0 {

@@ -13,6 +13,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -41,6 +42,9 @@ type Poller struct {
 	opts Options
 	log  *slog.Logger
 	rs   *redsync.Redsync
+	// cluster is set on a Redis Cluster client, whose failed master is
+	// replaced within seconds (see FailoverBackoffMax).
+	cluster bool
 
 	running   atomic.Bool
 	lastClaim atomic.Int64 // local Unix nanoseconds of the last successful claim
@@ -65,12 +69,18 @@ func New(q *queue.Queue, opts Options) (*Poller, error) {
 		return nil, err
 	}
 	return &Poller{
-		q:    q,
-		rdb:  rdb,
-		opts: opts,
-		log:  opts.Logger.With("namespace", q.Namespace()),
-		rs:   redsync.New(goredis.NewPool(rdb)),
+		q:       q,
+		rdb:     rdb,
+		opts:    opts,
+		log:     opts.Logger.With("namespace", q.Namespace()),
+		rs:      redsync.New(goredis.NewPool(rdb)),
+		cluster: isCluster(rdb),
 	}, nil
+}
+
+func isCluster(rdb redis.UniversalClient) bool {
+	_, ok := rdb.(*redis.ClusterClient)
+	return ok
 }
 
 // Options returns the poller's options with defaults filled in.
@@ -118,8 +128,10 @@ func (p *Poller) OwnedShards() []int {
 // Options.Shards): the live workers share the shards by rendezvous hashing
 // over the membership list in Redis, which each renews every
 // Options.Heartbeat. A worker that dies drops out after Options.MemberTTL
-// and its shards go to the others. An unsharded namespace's one shard is
-// claimed by every poller, as before sharding.
+// and its shards go to the others; until then, the others claim its shards
+// once their timers are Options.Takeover.After overdue (see
+// TakeoverOptions). An unsharded namespace's one shard is claimed by every
+// poller, as before sharding.
 //
 // Redis errors are logged and retried with backoff (an outage, LOADING, a
 // timeout, a slot migration), except a refusal for lack of an ACL right,
@@ -214,6 +226,9 @@ func (p *Poller) serve(ctx context.Context, stop context.CancelCauseFunc) {
 		}
 	}()
 
+	// With takeover, every shard has a loop: the owned ones claim as due,
+	// the others watch (see TakeoverOptions).
+	watch := p.opts.Shards == nil && shards > 1 && !p.opts.Takeover.Disabled
 	setOwned := func(want []int) {
 		loopsMu.Lock()
 		defer loopsMu.Unlock()
@@ -223,18 +238,31 @@ func (p *Poller) serve(ctx context.Context, stop context.CancelCauseFunc) {
 		}
 		var drop, add []string
 		for k, l := range loops {
-			if !keep[k] {
+			switch {
+			case keep[k]:
+				l.promote()
+			case watch:
+				l.owner.Store(false)
+			default:
 				l.cancel()
 				delete(loops, k)
 				drop = append(drop, p.q.ShardWakeChannel(k))
 			}
 		}
-		for _, k := range want {
+		start := want
+		if watch {
+			start = make([]int, shards)
+			for k := range start {
+				start[k] = k
+			}
+		}
+		for _, k := range start {
 			if loops[k] != nil {
 				continue
 			}
 			lctx, cancel := context.WithCancel(ctx)
-			l := &shardLoop{p: p, shard: k, cancel: cancel, events: make(chan shardsub.Event, 64)}
+			l := &shardLoop{p: p, shard: k, cancel: cancel, events: make(chan shardsub.Event, 64), promoted: make(chan struct{}, 1)}
+			l.owner.Store(keep[k])
 			loops[k] = l
 			add = append(add, p.q.ShardWakeChannel(k))
 			loopsWG.Go(func() { l.run(lctx, stop) })
@@ -249,7 +277,7 @@ func (p *Poller) serve(ctx context.Context, stop context.CancelCauseFunc) {
 				p.log.Debug("timerq: wake subscription failed; polling covers it", "err", err)
 			}
 		}
-		owned := slices.Sorted(maps.Keys(loops))
+		owned := slices.Sorted(maps.Keys(keep))
 		p.ownedMu.Lock()
 		changed := !slices.Equal(owned, p.owned)
 		p.owned = owned
@@ -398,12 +426,27 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// shardLoop claims one shard.
+// shardLoop claims one shard: as its owner, or, when it watches a shard
+// another worker owns, once the shard's timers are overdue (see
+// TakeoverOptions).
 type shardLoop struct {
-	p      *Poller
-	shard  int
-	cancel context.CancelFunc
-	events chan shardsub.Event
+	p        *Poller
+	shard    int
+	cancel   context.CancelFunc
+	events   chan shardsub.Event
+	owner    atomic.Bool   // this worker owns the shard; else it watches it
+	promoted chan struct{} // poked when a watched shard becomes owned
+}
+
+// promote makes the loop the shard's owner; a watcher that becomes the
+// owner claims at once, since the shard may have waited for its last owner.
+func (l *shardLoop) promote() {
+	if !l.owner.Swap(true) {
+		select {
+		case l.promoted <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // fatal reports whether err is one that stops Run (see Run), and if so
@@ -424,6 +467,14 @@ func (p *Poller) fatal(err error, stop context.CancelCauseFunc, what string) boo
 // instant the reply arrived, so that a wake message (a server due time) can
 // be compared with, and converted to, a local sleep without ever trusting
 // the local wall clock.
+//
+// A loop that watches a shard it does not own wakes Takeover.After past
+// each due time instead, and does not poll while the shard has nothing
+// due. Waking, it reads the shard's earliest due time (one ZRANGE, far
+// cheaper than a claim): if that is Takeover.After overdue it claims,
+// else it sleeps until it is. If such a claim fires timers, the owner is
+// not keeping up (it died, or is stuck), so the loop claims at the due
+// times themselves until a claim finds nothing to fire.
 func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 	p := l.p
 	timer := time.NewTimer(0)
@@ -433,11 +484,25 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 		refServer int64     // server ms of the last claim
 		refLocal  time.Time // local instant its reply arrived
 		failures  int
+		eager     bool // this watcher's last claim fired timers
 	)
+	// lag is how long after a due time the loop claims, in ms.
+	lag := func() int64 {
+		if l.owner.Load() || eager {
+			return 0
+		}
+		return p.opts.Takeover.After.Milliseconds()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-l.promoted:
+			if failures > 0 {
+				continue // backing off: the next claim comes with the backoff
+			}
+			target = 0
+			timer.Reset(0)
 		case ev := <-l.events:
 			if failures > 0 {
 				continue // backing off: the next claim comes with the backoff
@@ -450,13 +515,38 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 				continue
 			}
 			due, err := strconv.ParseInt(ev.Payload, 10, 64)
-			if err != nil || due >= target {
+			if err != nil {
 				continue
 			}
-			target = due
+			at := due + lag()
+			if at >= target {
+				continue
+			}
+			target = at
 			serverNow := refServer + time.Since(refLocal).Milliseconds()
-			timer.Reset(max(time.Duration(due-serverNow)*time.Millisecond, 0))
+			timer.Reset(max(time.Duration(at-serverNow)*time.Millisecond, 0))
 		case <-timer.C:
+			owner := l.owner.Load()
+			if !owner && !eager && target != 0 {
+				// target 0 asks for a claim: after a (re)subscription, a
+				// promotion, a backlog or a failure.
+				head, ok, err := l.peek(ctx)
+				serverNow := refServer + time.Since(refLocal).Milliseconds()
+				switch {
+				case ctx.Err() != nil:
+					return
+				case err != nil:
+					// Claim instead: its errors are classified and backed off.
+					p.log.Debug("timerq: reading a watched shard's earliest due time failed; claiming it instead", "shard", l.shard, "err", err)
+				case !ok:
+					target = math.MaxInt64 // empty: a wake message announces the next timer
+					continue
+				case head+lag() > serverNow:
+					target = head + lag()
+					timer.Reset(time.Duration(target-serverNow) * time.Millisecond)
+					continue
+				}
+			}
 			res, err := p.claim(ctx, l.shard)
 			if err != nil && p.fatal(err, stop, "claim") {
 				return
@@ -464,37 +554,93 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 			if err != nil {
 				failures++
 				d := p.backoff(failures)
-				if errors.Is(err, queue.ErrSlotMigrating) {
+				reason := UnavailableReason(err)
+				if reason != "" && p.cluster {
+					// A failover: retry soon enough to resume right after
+					// the promotion (the client re-reads its slot map on
+					// these errors: queue.ReloadOnFailover).
+					d = min(d, backoff(p.opts.BackoffMin, max(p.opts.BackoffMin, FailoverBackoffMax), failures))
+				}
+				switch {
+				case !owner:
+					// The owner reports the shard's errors; a watcher's
+					// would repeat them once per worker.
+					p.log.Debug("timerq: claim of a watched shard failed; retrying", "shard", l.shard, "attempt", failures, "retry_in", d, "err", err)
+				case errors.Is(err, queue.ErrSlotMigrating):
 					// Only this shard's slot is moving: the others go on.
 					if h := p.opts.Hooks.Paused; h != nil {
 						h(l.shard, err)
 					}
 					p.log.Info("timerq: shard paused by a slot migration; retrying", "shard", l.shard, "retry_in", d, "err", err)
-				} else {
+				case reason != "":
+					if h := p.opts.Hooks.Unavailable; h != nil {
+						h(l.shard, err)
+					}
+					what := "cannot connect to the Redis node that serves it (the node is down; on a Cluster, until its replica is promoted)"
+					if reason == "cluster_down" {
+						what = "Redis Cluster answers CLUSTERDOWN (a master has failed and its replica is not yet promoted)"
+					}
+					p.log.Warn("timerq: shard paused: "+what+"; retrying", "shard", l.shard, "reason", reason, "attempt", failures, "retry_in", d, "err", err)
+				default:
 					p.log.Warn("timerq: claim failed; retrying", "shard", l.shard, "attempt", failures, "retry_in", d, "err", err)
 				}
+				target = 0
 				timer.Reset(d)
 				continue
 			}
 			if failures > 0 {
-				p.log.Info("timerq: claims succeed again", "shard", l.shard, "failed_attempts", failures)
+				if owner {
+					p.log.Info("timerq: claims succeed again", "shard", l.shard, "failed_attempts", failures)
+				}
 				failures = 0
 			}
 			refServer, refLocal = res.Now.UnixMilli(), time.Now()
 			p.armFired(res)
+			if !owner {
+				if len(res.Fired) > 0 && !eager {
+					// Its owner fell Takeover.After behind: it died, or
+					// is stuck. Logged once per episode per watcher.
+					p.log.Info("timerq: took over an overdue shard another worker owns; its owner is late, dead or stuck", "shard", l.shard, "fired", len(res.Fired))
+				}
+				eager = len(res.Fired) > 0
+			}
 			if len(res.Fired) >= p.opts.BatchSize {
 				target = 0 // backlog: claim again at once
 				timer.Reset(0)
 				continue
 			}
-			sleep := p.opts.MaxPollInterval
-			if !res.NextDue.IsZero() {
-				sleep = min(sleep, max(res.NextDue.Sub(res.Now), 0))
+			var sleep time.Duration
+			switch {
+			case owner:
+				sleep = p.opts.MaxPollInterval
+				if !res.NextDue.IsZero() {
+					sleep = min(sleep, max(res.NextDue.Sub(res.Now), 0))
+				}
+			case res.NextDue.IsZero():
+				// Watching an empty shard: a wake message announces the
+				// next timer, so nothing to poll.
+				target = math.MaxInt64
+				timer.Stop()
+				continue
+			default:
+				sleep = max(res.NextDue.Sub(res.Now), 0) + time.Duration(lag())*time.Millisecond
 			}
 			target = refServer + sleep.Milliseconds()
 			timer.Reset(sleep)
 		}
 	}
+}
+
+// peek reads the shard's earliest due time, in server ms; ok is false if
+// nothing is pending.
+func (l *shardLoop) peek(ctx context.Context) (head int64, ok bool, err error) {
+	cctx, cancel := context.WithTimeout(ctx, l.p.opts.ClaimTimeout)
+	defer cancel()
+	zs, err := l.p.rdb.ZRangeWithScores(cctx, l.p.q.ShardKeys(l.shard)[0], 0, 0).Result()
+	if err != nil || len(zs) == 0 {
+		return 0, false, err
+	}
+	return int64(zs[0].Score), true, nil
 }
 
 // claim runs one claim. Its context is not cancelled with Run's, so that a

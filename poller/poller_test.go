@@ -334,6 +334,7 @@ func TestOptionsValidation(t *testing.T) {
 		{MaxPollInterval: -time.Second},
 		{BackoffMin: time.Second, BackoffMax: time.Millisecond},
 		{Maintenance: poller.MaintenanceOptions{LockExpiry: time.Millisecond}},
+		{Takeover: poller.TakeoverOptions{After: -time.Millisecond}},
 	} {
 		if _, err := poller.New(q, o); !errors.Is(err, queue.ErrInvalidOptions) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidOptions", o, err)
@@ -341,5 +342,12 @@ func TestOptionsValidation(t *testing.T) {
 	}
 	if _, err := poller.New(nil, poller.Options{}); err == nil {
 		t.Error("New(nil queue) succeeded")
+	}
+	p, err := poller.New(q, poller.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Options().Takeover.After; got != poller.DefaultTakeoverAfter {
+		t.Errorf("Takeover.After defaults to %v, want %v", got, poller.DefaultTakeoverAfter)
 	}
 }

@@ -122,6 +122,9 @@ func (q *Queue) claimShard(ctx context.Context, l *layout, k, limit int) (ClaimR
 // claimOnce runs claim.lua once on shard k. It returns the traceparent of
 // each fired timer too, in tps, or nil when none was traced.
 func (q *Queue) claimOnce(ctx context.Context, l *layout, k, limit int) (res ClaimResult, tps []string, _ error) {
+	if l.replicas > 0 {
+		return q.claimHeld(ctx, l, k, limit)
+	}
 	reply, err := q.runTries(ctx, l, lua.Claim, k, 1, limit, q.opts.retentionMillis(), q.opts.streamMaxLen(),
 		l.spaces[k].TimerChannelPrefix(), l.spaces[k].Notify())
 	if err != nil {

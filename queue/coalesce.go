@@ -156,8 +156,9 @@ func (q *Queue) runCoalesced(ctx context.Context, batch []*coalesced) {
 		timers[i] = w.t
 	}
 	res, err := q.scheduleBatch(ctx, timers, "")
-	if err != nil && len(batch) > 1 && errors.Is(err, ErrMalformedRecord) {
-		// One timer's record is damaged: that caller alone gets the error.
+	if err != nil && len(batch) > 1 && (errors.Is(err, ErrMalformedRecord) || errors.Is(err, ErrEndpointNotFound)) {
+		// One timer's record is damaged, or it names a missing endpoint:
+		// that caller alone gets the error.
 		for _, w := range batch {
 			r, err := q.scheduleBatch(ctx, []NewTimer{w.t}, "")
 			if err == nil {

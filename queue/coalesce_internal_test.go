@@ -266,3 +266,44 @@ func TestCoalescedMalformedRecordFailsOnlyItsCaller(t *testing.T) {
 		}
 	})
 }
+
+// A coalesced timer that names a missing endpoint fails its caller alone;
+// the timers beside it, one delivering to an endpoint that exists, are
+// scheduled.
+func TestCoalescedMissingEndpointFailsOnlyItsCaller(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		q, g := coalescingQueue(t, b)
+		ctx := context.Background()
+		secret := Secret(SecretPrefix + strings.Repeat("QUFB", 8))
+		if _, err := q.PutEndpoint(ctx, Endpoint{Name: "billing", URL: "https://billing.example.com/", Secrets: []Secret{secret}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		g.close()
+		var wg sync.WaitGroup
+		holdSlots(t, q, g, &wg)
+		timers := []NewTimer{
+			NewTimerIn("a", time.Hour, nil),
+			{ID: "b", In: time.Hour, Endpoint: "nope"},
+			{ID: "c", In: time.Hour, Endpoint: "billing"},
+		}
+		errs := make([]error, len(timers))
+		for i, tm := range timers {
+			wg.Go(func() { _, errs[i] = q.ScheduleBatch(ctx, []NewTimer{tm}) })
+		}
+		waitQueued(t, q, g, maxLeaders+len(timers))
+		if len(q.coalesce.waiting) != len(timers) {
+			t.Fatalf("%d callers queued, want %d", len(q.coalesce.waiting), len(timers))
+		}
+		g.release()
+		wg.Wait()
+		if errs[0] != nil || errs[2] != nil {
+			t.Fatalf("good timers beside one naming a missing endpoint: %v, %v", errs[0], errs[2])
+		}
+		if !errors.Is(errs[1], ErrEndpointNotFound) {
+			t.Fatalf("the caller naming a missing endpoint: %v, want ErrEndpointNotFound", errs[1])
+		}
+		if _, err := q.Get(ctx, "b"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("the refused timer: Get = %v", err)
+		}
+	})
+}

@@ -64,7 +64,13 @@
 //     acknowledged writes, so across a failover firing is at least once,
 //     and a schedule not yet replicated can be lost. A planned failover
 //     that pauses writes until the replica has caught up keeps every
-//     guarantee (docs/security.md).
+//     guarantee (docs/security.md). A fire seen on the old master may then
+//     be seen again, as a second event, on the new one. The namespace's
+//     replicas setting (SetReplicas) closes this for an unplanned failover
+//     too: a fire becomes visible, and Schedule returns, only once that
+//     many replicas have it (otherwise ErrNotReplicated), at the price of
+//     a WAIT per claim and per schedule call, and of firing nothing while
+//     a master has too few replicas (docs/guarantees.md).
 //   - Side effects. Exactly once is about the firing. What a consumer does
 //     on a fire event is at least once (it may crash after acting and
 //     before acknowledging): deduplicate side effects by timer ID.

@@ -151,7 +151,8 @@ type Endpoint struct {
 	// URL is an absolute http or https URL with a host and without user
 	// information or fragment. A host that is an address literal in a
 	// private or reserved range, or localhost, is refused unless
-	// PutEndpointOptions.Allow admits it.
+	// PutEndpointOptions.Allow admits its range (localhost is refused:
+	// use 127.0.0.1).
 	URL string `json:"url"`
 	// Headers are sent with every request. They may not set the
 	// webhook-*, timerq-* or traceparent headers, nor Host,
@@ -197,7 +198,7 @@ var reservedHeaders = []string{"Host", "Content-Length", "Transfer-Encoding", "C
 type PutEndpointOptions struct {
 	// Allow admits endpoint URLs whose host is an address literal in one
 	// of these ranges, though it is loopback, private or otherwise
-	// reserved. localhost is admitted when Allow holds 127.0.0.1 or ::1.
+	// reserved. The host localhost is always refused: use 127.0.0.1.
 	// It is the registration-time check only: the dispatcher's SSRF
 	// guard checks every address it dials against its own allow list.
 	Allow []netip.Prefix
@@ -268,24 +269,57 @@ func ValidateEndpoint(e Endpoint, opts *PutEndpointOptions) error {
 			return bad("secret %d repeats an earlier one", i+1)
 		}
 	}
+	// Last, the delivery engine's own check, so that every endpoint stored
+	// can be delivered to (it also refuses NAT64 forms of refused IPv4
+	// addresses, cloud metadata addresses inside an allowed range, and
+	// header values that are not UTF-8).
+	var g deliver.Guard
+	if opts != nil {
+		g.Allow = opts.Allow
+	}
+	if _, err := e.Deliver(&g); err != nil {
+		msg := strings.NewReplacer(fmt.Sprintf("endpoint %q url: ", e.Name), "the URL: ", fmt.Sprintf("endpoint %q: ", e.Name), "",
+			fmt.Sprintf("%q: ", e.Name), "", "timerq: deliver: ", "").Replace(err.Error())
+		if errors.Is(err, deliver.ErrRefused) {
+			return fmt.Errorf("%w: endpoint %q: %s", ErrPrivateAddress, e.Name, msg)
+		}
+		return bad("%s", msg)
+	}
 	return nil
+}
+
+// Deliver returns the endpoint as the delivery engine takes it (package
+// deliver; a dispatcher's Lookup returns it), checked by
+// deliver.Endpoint.Validate with the guard g (nil: the default guard,
+// which refuses every private address). Errors wrap deliver's sentinels.
+func (e Endpoint) Deliver(g *deliver.Guard) (deliver.Endpoint, error) {
+	out := deliver.Endpoint{Name: e.Name, URL: e.URL, Headers: e.Headers, Timeout: e.Timeout,
+		Policy: deliver.Policy{MaxAttempts: e.Retry.MaxAttempts, MaxAge: e.Retry.MaxAge, Base: e.Retry.Base,
+			Cap: e.Retry.Cap, RetryClientErrors: e.Retry.RetryClientErrors},
+		MaxInFlight: e.MaxInFlight, Disabled: e.Disabled}
+	for _, s := range e.Secrets {
+		p, err := deliver.ParseSecret(s.Reveal())
+		if err != nil {
+			return deliver.Endpoint{}, fmt.Errorf("endpoint %q: %w", e.Name, err)
+		}
+		out.Secrets = append(out.Secrets, p)
+	}
+	if err := out.Validate(g); err != nil {
+		return deliver.Endpoint{}, err
+	}
+	return out, nil
 }
 
 // urlProblem says what is wrong with an endpoint URL ("" when nothing),
 // and whether it is a refused private or reserved address. It is the
 // delivery engine's own check (deliver.ValidateURL with a guard allowing
 // opts.Allow), so that registration and the dispatcher's dial-time guard
-// judge addresses alike; localhost is admitted when Allow holds 127.0.0.1
-// or ::1.
+// judge addresses alike; as the guard does, it judges by address only, so
+// localhost is refused (use 127.0.0.1 and an allow rule).
 func urlProblem(raw string, opts *PutEndpointOptions) (problem string, private bool) {
 	g := &deliver.Guard{}
 	if opts != nil {
 		g.Allow = opts.Allow
-		for _, p := range opts.Allow {
-			if p.Contains(netip.MustParseAddr("127.0.0.1")) || p.Contains(netip.IPv6Loopback()) {
-				g.AllowHosts = []string{"localhost"}
-			}
-		}
 	}
 	_, err := deliver.ValidateURL(raw, g)
 	switch {
@@ -296,6 +330,9 @@ func urlProblem(raw string, opts *PutEndpointOptions) (problem string, private b
 		return "the URL's host: " + msg, true
 	default:
 		msg, _ := strings.CutPrefix(err.Error(), deliver.ErrInvalidURL.Error()+": ")
+		if strings.HasPrefix(msg, "scheme ") {
+			return "URL " + msg, false // URL scheme "ftp"; use …
+		}
 		return "URL: " + msg, false
 	}
 }

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/timerq/timerq/deliver"
 	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
@@ -163,9 +165,18 @@ func TestEndpointBadInputWritesNothing(t *testing.T) {
 		if _, err := q.PutEndpoint(ctx, e, &queue.PutEndpointOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}); err != nil {
 			t.Fatalf("allowed loopback: %v", err)
 		}
+		// localhost is refused even so, as the dispatcher's guard does:
+		// the address is what an allow rule names.
 		if _, err := q.PutEndpoint(ctx, mod(func(e *queue.Endpoint) { e.URL = "http://localhost:8080/x" }),
-			&queue.PutEndpointOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}); err != nil {
-			t.Fatalf("allowed localhost: %v", err)
+			&queue.PutEndpointOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}); !errors.Is(err, queue.ErrPrivateAddress) {
+			t.Fatalf("localhost with 127.0.0.0/8 allowed: %v, want ErrPrivateAddress", err)
+		}
+		// What only the delivery engine's guard knows is refused too: a
+		// cloud metadata address inside an allowed range.
+		_, err := q.PutEndpoint(ctx, mod(func(e *queue.Endpoint) { e.URL = "http://169.254.169.254/latest" }),
+			&queue.PutEndpointOptions{Allow: []netip.Prefix{netip.MustParsePrefix("169.254.0.0/16")}})
+		if !errors.Is(err, queue.ErrPrivateAddress) || !strings.Contains(err.Error(), "metadata") {
+			t.Fatalf("metadata address with 169.254.0.0/16 allowed: %v, want ErrPrivateAddress naming metadata", err)
 		}
 	})
 }
@@ -408,4 +419,55 @@ func TestEndpointBeforeShardedNamespace(t *testing.T) {
 			}
 		}
 	})
+}
+
+// FuzzEndpointURL: whatever ValidateEndpoint accepts as a URL is an
+// absolute http or https URL with a host, without user information or
+// fragment, whose host is no refused address literal.
+func FuzzEndpointURL(f *testing.F) {
+	for _, s := range []string{"https://example.com/x", "http://127.0.0.1/", "http://[::ffff:10.0.0.1]/", "https://u@h/",
+		"HTTP://EXAMPLE.COM", "http://0x7f.1/", "http://localhost./", "https://h/#f", "//h/p", "http://[fe80::1%25eth0]/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		e := billing()
+		e.URL = raw
+		if queue.ValidateEndpoint(e, nil) != nil {
+			return
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil || strings.Contains(raw, "#") {
+			t.Fatalf("accepted %q: %+v, %v", raw, u, err)
+		}
+		if a, err := netip.ParseAddr(strings.TrimSuffix(u.Hostname(), ".")); err == nil {
+			a = a.Unmap()
+			if a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsMulticast() || a.IsUnspecified() {
+				t.Fatalf("accepted %q, whose host %v is refused by default", raw, a)
+			}
+		}
+	})
+}
+
+// Endpoint.Deliver hands the delivery engine every field, secrets whole.
+func TestEndpointDeliverMapsEveryField(t *testing.T) {
+	e := billing()
+	e.Disabled, e.Retry.RetryClientErrors = true, true
+	d, err := e.Deliver(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Name != e.Name || d.URL != e.URL || d.Headers["Authorization"] != "Bearer t0ken" || d.Timeout != e.Timeout ||
+		d.MaxInFlight != e.MaxInFlight || !d.Disabled || d.Policy.MaxAttempts != 7 || d.Policy.MaxAge != time.Hour ||
+		d.Policy.Base != 500*time.Millisecond || d.Policy.Cap != time.Minute || !d.Policy.RetryClientErrors ||
+		len(d.Secrets) != 2 || d.Secrets[0].Text() != e.Secrets[0].Reveal() || d.Secrets[1].Text() != e.Secrets[1].Reveal() {
+		t.Fatalf("Deliver = %+v", d)
+	}
+	// The default guard refuses a private address; an allow rule admits it.
+	e.URL = "http://127.0.0.1:9/"
+	if _, err := e.Deliver(nil); !errors.Is(err, deliver.ErrRefused) {
+		t.Fatalf("Deliver of a loopback URL without an allow rule: %v", err)
+	}
+	if _, err := e.Deliver(&deliver.Guard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}); err != nil {
+		t.Fatalf("Deliver with 127.0.0.1 allowed: %v", err)
+	}
 }

@@ -64,9 +64,32 @@ var (
 	ErrOutOfMemory = errors.New("timerq: Redis is out of memory")
 	// ErrSlotMigrating means Redis Cluster refused a script because the
 	// Cluster slot of the timer's shard was being moved (TRYAGAIN, ASK,
-	// MOVED) or had no owner (CLUSTERDOWN), for longer than the queue's own
-	// retries (a few seconds). The call changed nothing; retry it.
+	// MOVED), for longer than the queue's own retries (a few seconds). The
+	// call changed nothing; retry it.
 	ErrSlotMigrating = errors.New("timerq: the shard's Cluster slot is migrating")
+	// ErrClusterDown means Redis Cluster refused a script with CLUSTERDOWN:
+	// the node answering considers the Cluster down, most often because a
+	// master has failed and its replica is not yet promoted (a failover
+	// takes cluster-node-timeout plus about a second), for longer than the
+	// queue's own retries. The call changed nothing; retry it.
+	ErrClusterDown = errors.New("timerq: Redis Cluster is down (CLUSTERDOWN): a failover is probably under way")
+	// ErrUnreachable means the Redis node that serves the timer's shard
+	// could not be connected to (the dial failed): the node is down, or a
+	// Cluster client still routes to a failed master until it learns of
+	// the promoted replica (ReloadOnFailover makes that quick). The error
+	// wraps the dial error. A call that fails with it alone may still have
+	// reached Redis on an earlier attempt of go-redis's own retries, so
+	// Schedule reports ErrOutcomeUnknown beside it.
+	ErrUnreachable = errors.New("timerq: cannot connect to Redis")
+	// ErrOutcomeUnknown means a write may or may not have happened: the
+	// command was, or may have been, sent to Redis, and no reply came back
+	// (a connection lost or timed out mid-call, a server that crashed, or
+	// go-redis retrying a call whose reply was lost and failing to
+	// reconnect). Schedule and ScheduleBatch are idempotent by ID, so
+	// calling them again with the same IDs, due times and payloads is safe:
+	// a timer that was written is reported with Created false and is not
+	// scheduled twice. The error also wraps its cause.
+	ErrOutcomeUnknown = errors.New("timerq: outcome unknown: retry with the same ID (safe: scheduling is idempotent)")
 	// ErrMalformedRecord means a timer's record in Redis is not one timerq
 	// writes (or a scheduled timer has no due time): something else wrote
 	// under the namespace. The operation changed nothing; the error names

@@ -79,6 +79,13 @@ type Options struct {
 	// change it only to force classic pub/sub on all of them.
 	PubSub PubSubMode
 
+	// ReplicaTimeout bounds each WAIT in a namespace with replicas
+	// (SetReplicas): how long Schedule and a claim wait for the replicas to
+	// acknowledge a write before giving up with ErrNotReplicated. A claim
+	// decision not committed is taken over after twice this plus a second.
+	// 0 means DefaultReplicaTimeout (1 s). Unused without the setting.
+	ReplicaTimeout time.Duration
+
 	// TracerProvider makes the queue's OpenTelemetry spans (timerq.schedule,
 	// timerq.claim, timerq.fire, timerq.consume; docs/tracing.md). nil means
 	// the global provider, otel.GetTracerProvider(), which makes no spans
@@ -140,6 +147,13 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.PubSub < PubSubAuto || o.PubSub > PubSubSharded {
 		return o, fmt.Errorf("%w: PubSub %d is not PubSubAuto, PubSubClassic or PubSubSharded", ErrInvalidOptions, o.PubSub)
+	}
+	switch {
+	case o.ReplicaTimeout == 0:
+		o.ReplicaTimeout = DefaultReplicaTimeout
+	case o.ReplicaTimeout < time.Millisecond:
+		return o, fmt.Errorf("%w: ReplicaTimeout %v is under a millisecond, WAIT's resolution; use a positive duration or 0 for the 1 s default",
+			ErrInvalidOptions, o.ReplicaTimeout)
 	}
 	switch {
 	case o.RecheckInterval == 0:

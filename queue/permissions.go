@@ -46,6 +46,16 @@ func (q *Queue) CheckPermissions(ctx context.Context) error {
 	if err := checkScript.Load(ctx, q.rdb).Err(); err != nil {
 		return fail("SCRIPT LOAD", err)
 	}
+	if l.replicas > 0 {
+		// WAIT 0 0 returns at once: it checks the right, not the replicas.
+		conn, err := q.shardConn(ctx, l, len(l.spaces)-1)
+		if err == nil {
+			err = conn.Do(ctx, "WAIT", 0, 0).Err()
+		}
+		if err != nil {
+			return fail("WAIT, which the namespace's replicas setting needs", err)
+		}
+	}
 	for _, ch := range []string{sp.Wake(), sp.TimerChannel("")} {
 		if err := q.checkSubscribe(ctx, l.sharded, ch); err != nil {
 			how := "SUBSCRIBE "

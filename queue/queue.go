@@ -27,6 +27,11 @@ type Queue struct {
 	layMu sync.Mutex             // serialises the first read of the layout
 	lay   atomic.Pointer[layout] // nil until read from Redis
 
+	// gaveUp holds, per shard, the token of this queue's last claim
+	// decision that was not committed (replicas.go), which its next claim
+	// of the shard takes over at once.
+	gaveUp sync.Map
+
 	mu     sync.Mutex
 	hub    *hub // started by the first Wait
 	closed bool
@@ -37,7 +42,9 @@ type Queue struct {
 // New returns a Queue over rdb, which may be a standalone, Sentinel or
 // Cluster client. It validates opts but does not contact Redis: the
 // namespace's shard count is read (and checked against Options.Shards) on
-// first use.
+// first use. Give a Cluster client ReloadOnFailover and
+// ClusterStateReloadInterval, or a master failover stalls its shards for
+// up to a minute.
 func New(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: pass a client from redis.NewClient, redis.NewUniversalClient or similar", ErrNilClient)
@@ -109,6 +116,13 @@ func (q *Queue) Close() error {
 // with Created false and changes nothing. A due time in the past is
 // allowed: the timer fires on the next claim. A due time between two
 // milliseconds is rounded up to the later one, so it is never early.
+//
+// Retrying with the same ID is safe, whatever the error: the timer is
+// created once at most. An error that wraps ErrOutcomeUnknown means the
+// call may have written the timer (its reply was lost, say in a Redis
+// crash or failover): call Schedule again with the same ID to learn which
+// (Created false if it had been written) and to make sure it is. Other
+// errors mean nothing was written.
 func (q *Queue) Schedule(ctx context.Context, id string, due time.Time, payload []byte) (ScheduleResult, error) {
 	// Validated here too, so that the error does not speak of a batch.
 	if err := q.validateTimer(NewTimer{ID: id, Due: due, Payload: payload}); err != nil {
@@ -130,6 +144,11 @@ const scheduleChunk = 500
 // timer first: if any is invalid it returns an error naming it and writes
 // nothing. A repeated ID within the batch is created once; its later
 // occurrences report Created false.
+//
+// On an error some timers may have been written (one shard's call can
+// fail while another's succeeds), and an error that wraps
+// ErrOutcomeUnknown means a reply was lost. Calling ScheduleBatch again
+// with the same timers is safe: each ID is created once at most.
 //
 // Each call makes one timerq.schedule span (Options.TracerProvider); when it
 // is sampled, every timer the call creates carries its trace to the fire.
@@ -184,8 +203,26 @@ func (q *Queue) scheduleBatch(ctx context.Context, timers []NewTimer, tp string)
 			order = append(order, chunk)
 		}
 	}
-	replies, err := q.runMany(ctx, l, lua.Schedule, calls)
+	var replies []any
+	if l.replicas > 0 {
+		replies, err = q.scheduleWait(ctx, l, calls)
+	} else {
+		var errs []error
+		replies, errs, err = q.runEach(ctx, l, lua.Schedule, calls)
+		if err == nil {
+			// Any call whose reply was lost makes the batch's outcome
+			// unknown, even when an earlier call has a definite error.
+			for _, e := range errs {
+				if e != nil && (err == nil || mayHaveRun(e)) {
+					err = e
+				}
+			}
+		}
+	}
 	if err != nil {
+		if mayHaveRun(err) || errors.Is(err, ErrNotReplicated) {
+			return nil, errorf("%w: schedule: %w", ErrOutcomeUnknown, err)
+		}
 		return nil, errorf("schedule: %w", err)
 	}
 	out := make([]ScheduleResult, len(timers))
@@ -209,7 +246,9 @@ func (q *Queue) scheduleBatch(ctx context.Context, timers []NewTimer, tp string)
 // read inside the script that creates the timer, so the client's clock plays
 // no part: a client whose clock is a minute slow still gets a timer due d
 // from now. The due time is rounded up to the millisecond; d may be 0 (due
-// at once) but not negative.
+// at once) but not negative. As with Schedule, retrying with the same ID
+// is safe, and is what to do on ErrOutcomeUnknown: a timer the lost call
+// wrote keeps its due time and comes back with Created false.
 func (q *Queue) ScheduleIn(ctx context.Context, id string, d time.Duration, payload []byte) (ScheduleResult, error) {
 	res, err := q.ScheduleBatch(ctx, []NewTimer{NewTimerIn(id, d, payload)})
 	if err != nil {
@@ -588,8 +627,12 @@ func (q *Queue) redisError(err error) error {
 			ErrWrongType, err, q.opts.Namespace)
 	case hasRedisCode(err, "NOPERM") || isScriptACLError(err):
 		return fmt.Errorf("%w: %w%s", ErrPermission, err, q.permissionHint(err.Error()))
+	case hasRedisCode(err, "CLUSTERDOWN"):
+		return fmt.Errorf("%w: %w; retry once Redis has promoted a replica (CLUSTER INFO shows cluster_state:ok)", ErrClusterDown, err)
 	case migrating(err):
 		return fmt.Errorf("%w: %w; retry once the move ends (other shards are unaffected)", ErrSlotMigrating, err)
+	case isDialError(err):
+		return fmt.Errorf("%w: %w; is the server down? On a Cluster, retry once the failed master's replica is promoted", ErrUnreachable, err)
 	case hasRedisCode(err, "OOM"):
 		// Not "cancel timers": a cancel writes, and is refused too.
 		return fmt.Errorf("%w: %w; raise maxmemory, or lower Options.Retention so the workers' purges, which still run, free more",

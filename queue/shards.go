@@ -67,10 +67,11 @@ func classic(s *lua.Script) *redis.Script { return redisScripts[s][0] }
 // layout is what a Queue learns from Redis on first use: the shard count
 // and the pub/sub flavour.
 type layout struct {
-	spaces  []keyspace.Space
-	created bool // the meta key existed when the layout was read
-	sharded bool
-	keys    sync.Map // scriptShard -> []string, each script's keys per shard
+	spaces   []keyspace.Space
+	created  bool // the meta key existed when the layout was read
+	sharded  bool
+	replicas int      // the namespace's replicas setting (SetReplicas); 0 = off
+	keys     sync.Map // scriptShard -> []string, each script's keys per shard
 }
 
 type scriptShard struct {
@@ -117,7 +118,7 @@ func (q *Queue) layout(ctx context.Context) (*layout, error) {
 	if l := q.lay.Load(); l != nil {
 		return l, nil
 	}
-	shards, created, err := readShards(ctx, q.rdb, q.opts.Namespace)
+	shards, replicas, created, err := readMeta(ctx, q.rdb, q.opts.Namespace)
 	if err != nil {
 		err = q.redisError(err)
 		if errors.Is(err, ErrPermission) {
@@ -160,8 +161,14 @@ func (q *Queue) layout(ctx context.Context) (*layout, error) {
 			return nil, errorf("probe for sharded pub/sub: %w", q.redisError(err))
 		}
 	}
+	if replicas > 0 {
+		if err := checkReplicaClient(q.rdb); err != nil {
+			return nil, err
+		}
+	}
 	l := newLayout(q.opts.Namespace, shards, sharded)
 	l.created = created
+	l.replicas = replicas
 	q.lay.Store(l)
 	return l, nil
 }
@@ -175,21 +182,34 @@ func (q *Queue) known() *layout {
 	return newLayout(q.opts.Namespace, max(q.opts.Shards, 1), q.opts.PubSub == PubSubSharded)
 }
 
-// readShards reads the namespace's shard count: DefaultShards when the
-// namespace was never created.
-func readShards(ctx context.Context, rdb redis.UniversalClient, ns string) (int, bool, error) {
-	v, err := rdb.HGet(ctx, keyspace.Namespace(ns).Meta(), "shards").Result()
-	if errors.Is(err, redis.Nil) {
-		return DefaultShards, false, nil
-	}
+// readMeta reads the namespace's shard count (DefaultShards when the
+// namespace was never created) and its replicas setting (0 when unset), in
+// one HMGET.
+func readMeta(ctx context.Context, rdb redis.UniversalClient, ns string) (shards, replicas int, created bool, _ error) {
+	meta := keyspace.Namespace(ns).Meta()
+	v, err := rdb.HMGet(ctx, meta, "shards", "replicas").Result()
 	if err != nil {
-		return 0, false, err
+		return 0, 0, false, err
 	}
-	n, err := strconv.Atoi(v)
+	if len(v) != 2 {
+		return 0, 0, false, fmt.Errorf("HMGET %s replied %v", meta, v)
+	}
+	if s, ok := v[1].(string); ok {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > MaxReplicas {
+			return 0, 0, false, fmt.Errorf("the meta key %s holds replicas=%q, not 0..%d: something else wrote it", meta, s, MaxReplicas)
+		}
+		replicas = n
+	}
+	s, ok := v[0].(string)
+	if !ok {
+		return DefaultShards, replicas, false, nil
+	}
+	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 || n > MaxShards {
-		return 0, false, fmt.Errorf("the meta key %s holds shards=%q, not 1..%d: something else wrote it", keyspace.Namespace(ns).Meta(), v, MaxShards)
+		return 0, 0, false, fmt.Errorf("the meta key %s holds shards=%q, not 1..%d: something else wrote it", meta, s, MaxShards)
 	}
-	return n, true, nil
+	return n, replicas, true, nil
 }
 
 // CreateNamespace creates namespace ns with shards shards (1..MaxShards),

@@ -112,6 +112,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		&cli.DurationFlag{Name: "redis-down", Value: 500 * time.Millisecond, Usage: "chaos: how long Redis stays down at each crash"},
 		&cli.DurationFlag{Name: "settle", Value: 30 * time.Second, Usage: "chaos: how long to wait after the window for the last timers before counting them lost"},
 		&cli.StringFlag{Name: "appendfsync", Value: "always", Usage: "chaos: the private redis-server's AOF policy: always, everysec, no, or off (no AOF)"},
+		&cli.IntFlag{Name: "shards", Value: 1, Usage: "chaos: the namespace's shards, shared by the workers by membership (1: unsharded)"},
 	}
 	type scenario struct {
 		name, usage string
@@ -274,7 +275,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			r, err := e.Chaos(c.Context, bench.ChaosConfig{
 				Timers: c.Int("timers"), Window: c.Duration("window"), Lead: c.Duration("lead"),
 				KillEvery: c.Duration("kill-every"), RedisCrashes: c.Int("redis-crashes"),
-				RedisDown: c.Duration("redis-down"), Settle: c.Duration("settle"),
+				RedisDown: c.Duration("redis-down"), Settle: c.Duration("settle"), Shards: c.Int("shards"),
 			})
 			if err != nil {
 				return fmt.Errorf("chaos: %w", err)

@@ -108,7 +108,8 @@ type Dispatcher struct {
 	Route func(queue.Event) string
 	// Lookup returns the endpoint of a name. It is called for every fire,
 	// so cache in it if reads are costly; nil means the queue's endpoints
-	// through an Endpoints cache (one read per name per second).
+	// through an Endpoints cache (one read per name per second) checked
+	// with the Sender's Guard.
 	Lookup func(ctx context.Context, name string) (deliver.Endpoint, error)
 	// Lease is the group's lease (queue.LeaseOptions.Lease); 0 means
 	// DefaultDispatchLease. Every dispatcher of a group must use the same.
@@ -154,11 +155,14 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	if d.Queue == nil {
 		return fmt.Errorf("%w: a Dispatcher needs a Queue", queue.ErrInvalidOptions)
 	}
+	if d.Sender == nil {
+		d.Sender = &deliver.Sender{}
+	}
 	if d.Route == nil {
-		d.Route = func(ev queue.Event) string { return ev.Endpoint }
+		d.Route = RouteByEndpoint
 	}
 	if d.Lookup == nil {
-		d.Lookup = (&Endpoints{Queue: d.Queue}).Lookup
+		d.Lookup = (&Endpoints{Queue: d.Queue, Guard: d.Sender.Guard}).Lookup
 	}
 	if d.Group == "" {
 		d.Group = DefaultGroup
@@ -172,9 +176,6 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	if err := queue.ValidateConsumerName("consumer", d.Consumer); err != nil {
 		return err
-	}
-	if d.Sender == nil {
-		d.Sender = &deliver.Sender{}
 	}
 	if d.Lease == 0 {
 		d.Lease = DefaultDispatchLease

@@ -17,32 +17,17 @@ import (
 // about a second without a Redis round trip per fire.
 const DefaultEndpointTTL = time.Second
 
-// FromQueue maps an endpoint as queue stores it onto what the delivery
-// engine needs: each secret through deliver.ParseSecret, the retry policy
-// field for field. An error (a secret that is not one, written by
-// something other than timerq) wraps deliver.ErrInvalidSecret.
-func FromQueue(e queue.Endpoint) (deliver.Endpoint, error) {
-	out := deliver.Endpoint{Name: e.Name, URL: e.URL, Headers: e.Headers, Timeout: e.Timeout,
-		Policy: deliver.Policy{MaxAttempts: e.Retry.MaxAttempts, MaxAge: e.Retry.MaxAge, Base: e.Retry.Base,
-			Cap: e.Retry.Cap, RetryClientErrors: e.Retry.RetryClientErrors},
-		MaxInFlight: e.MaxInFlight, Disabled: e.Disabled}
-	for i, s := range e.Secrets {
-		sec, err := deliver.ParseSecret(s.Reveal())
-		if err != nil {
-			return deliver.Endpoint{}, fmt.Errorf("endpoint %q secret %d: %w; put the endpoint again with valid secrets", e.Name, i+1, err)
-		}
-		out.Secrets = append(out.Secrets, sec)
-	}
-	return out, nil
-}
-
 // Endpoints is a Dispatcher's Lookup over a queue's endpoints
-// (queue.GetEndpoint), each kept for TTL once read, a missing one too: at
-// most one Redis round trip per endpoint name per TTL, none per fire.
-// Safe for concurrent use.
+// (queue.GetEndpoint, mapped by queue.Endpoint.Deliver), each kept for TTL
+// once read, a missing one too: at most one Redis round trip per endpoint
+// name per TTL, none per fire (StoredEndpoints reads at every fire). Safe
+// for concurrent use.
 type Endpoints struct {
 	// Queue is the namespace whose endpoints are read.
 	Queue *queue.Queue
+	// Guard checks each endpoint read (deliver.Endpoint.Validate); nil
+	// refuses every private address. Give the Sender's.
+	Guard *deliver.Guard
 	// TTL is how long a read endpoint is used; 0 means
 	// DefaultEndpointTTL.
 	TTL time.Duration
@@ -87,7 +72,7 @@ func (c *Endpoints) Lookup(ctx context.Context, name string) (deliver.Endpoint, 
 	}
 	var ep deliver.Endpoint
 	if err == nil {
-		ep, err = FromQueue(qe)
+		ep, err = qe.Deliver(c.Guard)
 	}
 	c.mu.Lock()
 	if c.cache == nil {

@@ -68,6 +68,40 @@ func scenarios() map[string][]scenario {
 			},
 			args: func(sp keyspace.Space) []any { return []any{10, 60000, 1000, sp.TimerChannelPrefix(), sp.Notify()} },
 		}},
+		"hold": {{
+			name: "hold",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				scheduled(t, c, sp, "due", ms(-time.Second))
+				do(t, c, "HSET", sp.Timers(), "bad", "not a record", "done", "f:1000:1000:2000:x")
+				do(t, c, "ZADD", sp.Due(), ms(-time.Second), "bad", ms(-time.Second), "done", ms(-time.Second), "gone")
+				do(t, c, "HSET", sp.Hold(), "top", "5-1")
+			},
+			args: func(keyspace.Space) []any { return []any{10, 3000, "tok", ""} },
+		}, {
+			name: "nothing held",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "HSET", sp.Timers(), "done", "f:1000:1000:2000:x")
+				do(t, c, "ZADD", sp.Due(), ms(-time.Second), "done")
+			},
+			args: func(keyspace.Space) []any { return []any{10, 3000, "tok", ""} },
+		}, {
+			name: "takeover",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "HSET", sp.Hold(), "token", "old", "lease", "1000", "fired", "1000", "ms", "1000", "seq", "0", "n", "0")
+			},
+			args: func(keyspace.Space) []any { return []any{10, 3000, "tok", ""} },
+		}},
+		"commit": {{
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				due := ms(-time.Second)
+				scheduled(t, c, sp, "c1", due)
+				scheduled(t, c, sp, "c2", due)
+				do(t, c, "HSET", sp.Traces(), "c1", tp)
+				do(t, c, "HSET", sp.Hold(), "token", "tok", "lease", ms(time.Minute), "fired", ms(0), "ms", ms(0),
+					"seq", "0", "n", "2", "i:0", due+":c1", "i:1", due+":c2")
+			},
+			args: func(sp keyspace.Space) []any { return []any{"tok", 60000, 1000, sp.TimerChannelPrefix(), sp.Notify()} },
+		}},
 		"cancel": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) { scheduled(t, c, sp, "c", ms(time.Hour)) },
 			args:  func(sp keyspace.Space) []any { return []any{"c", 60000, sp.TimerChannel("c")} },

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -37,6 +39,10 @@ type ChaosConfig struct {
 	// Settle bounds the wait, after the last due time, for the remaining
 	// timers to fire; those that have not are counted lost. Default 30 s.
 	Settle time.Duration
+	// Shards is the namespace's shard count; 0 or 1 is unsharded. With
+	// more, the workers share the shards by membership, so a killed
+	// worker's shards wait for the others to take them over.
+	Shards int
 }
 
 // ChaosResult is what the fire stream says after workers and Redis were
@@ -46,6 +52,7 @@ type ChaosResult struct {
 	Common
 	Timers  int `json:"timers"`
 	Workers int `json:"workers"`
+	Shards  int `json:"shards"`
 	// AppendFsync is the private redis-server's AOF policy ("off": none).
 	AppendFsync string `json:"appendfsync"`
 	// Fired is how many of the timers have a fire entry in the stream at
@@ -120,6 +127,8 @@ func (e *Env) Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) 
 	switch {
 	case e.cfg.Workers < 1:
 		return nil, fmt.Errorf("bench: chaos needs --workers 1 or more")
+	case cfg.Shards < 0 || cfg.Shards > queue.MaxShards:
+		return nil, fmt.Errorf("bench: chaos: --shards %d is outside 0..%d", cfg.Shards, queue.MaxShards)
 	case cfg.Timers < 1 || cfg.Window <= 0 || cfg.Lead <= 0 || cfg.KillEvery < 0 || cfg.RedisCrashes < 0 || cfg.RedisDown < 0:
 		return nil, fmt.Errorf("bench: chaos: --timers, --window and --lead must be positive, --kill-every, --redis-crashes and --redis-down not negative")
 	case cfg.RedisCrashes > 0 && e.server == nil:
@@ -130,16 +139,35 @@ func (e *Env) Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) 
 	if err := e.wipe(ctx); err != nil {
 		return nil, err
 	}
+	shards := max(cfg.Shards, 1)
+	if shards > 1 {
+		if _, err := queue.CreateNamespace(ctx, e.rdb, e.cfg.Namespace, shards); err != nil {
+			return nil, fmt.Errorf("bench: chaos: %w", err)
+		}
+	}
 	q, closeQ, err := e.ownQueue("timerbench-chaos", 0)
 	if err != nil {
 		return nil, err
 	}
 	defer closeQ()
-	ws, err := e.startWorkers(ctx)
+	if _, err := q.Shards(ctx); err != nil { // reads the layout the key names below need
+		return nil, fmt.Errorf("bench: chaos: %w", err)
+	}
+	var ws *workers
+	if shards > 1 {
+		ws, err = e.startShardWorkers(ctx, q)
+	} else {
+		ws, err = e.startWorkers(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}
-	r := &ChaosResult{Timers: cfg.Timers, Workers: e.cfg.Workers, AppendFsync: e.cfg.AppendFsync}
+	streams := make([]string, shards)
+	dues := make([]string, shards)
+	for k := range shards {
+		streams[k], dues[k] = q.ShardStreamKey(k), q.ShardKeys(k)[0]
+	}
+	r := &ChaosResult{Timers: cfg.Timers, Workers: e.cfg.Workers, Shards: shards, AppendFsync: e.cfg.AppendFsync}
 	if e.server == nil {
 		r.AppendFsync = "unknown (--redis)"
 	} else if r.AppendFsync == "" {
@@ -160,13 +188,13 @@ func (e *Env) Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) 
 	var obs sync.WaitGroup
 	live := &liveTail{seen: make(map[string]fireEvent)}
 	wakes := &wakeCount{n: make(map[string]int)}
-	obs.Go(func() { e.tailFires(octx, q.StreamKey(), live) })
+	obs.Go(func() { e.tailFires(octx, streams, live) })
 	obs.Go(func() { e.countWakes(octx, q, wakes) })
 	defer obs.Wait()
 	defer stopObservers()
 
-	e.logf("chaos: %d timers due over %v, %d workers, a worker killed every %v, %d Redis crashes",
-		cfg.Timers, cfg.Window, e.cfg.Workers, cfg.KillEvery, cfg.RedisCrashes)
+	e.logf("chaos: %d timers due over %v, %d shards, %d workers, a worker killed every %v, %d Redis crashes",
+		cfg.Timers, cfg.Window, shards, e.cfg.Workers, cfg.KillEvery, cfg.RedisCrashes)
 	w := e.startWindow(ctx)
 	redisCPU := 0.0
 
@@ -292,9 +320,16 @@ func (e *Env) Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) 
 	}
 	e.logf("chaos: all %d timers scheduled; waiting for the last to fire", want)
 	_ = waitUntil(ctx, cfg.Settle, 50*time.Millisecond, func() (bool, error) {
-		n, err1 := e.rdb.XLen(ctx, q.StreamKey()).Result()
-		d, err2 := e.rdb.ZCard(ctx, q.Keys()[0]).Result()
-		return err1 == nil && err2 == nil && n >= want && d == 0, nil
+		var n, d int64
+		for k := range shards {
+			nk, err1 := e.rdb.XLen(ctx, streams[k]).Result()
+			dk, err2 := e.rdb.ZCard(ctx, dues[k]).Result()
+			if err1 != nil || err2 != nil {
+				return false, nil
+			}
+			n, d = n+nk, d+dk
+		}
+		return n >= want && d == 0, nil
 	})
 	time.Sleep(200 * time.Millisecond) // a late duplicate would land now
 	redisCPU += e.redisCPU(ctx)
@@ -306,9 +341,13 @@ func (e *Env) Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) 
 	stopObservers()
 	obs.Wait()
 
-	final, err := readFires(ctx, e.rdb, q.StreamKey())
-	if err != nil {
-		return nil, err
+	final := make(map[string]fireEvent)
+	for _, stream := range streams {
+		f, err := readFires(ctx, e.rdb, stream)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(final, f)
 	}
 	expected := make(map[string]int, cfg.Timers)
 	for i := range cfg.Timers {
@@ -425,17 +464,25 @@ func (l *liveTail) all() map[string]fireEvent {
 	return l.seen
 }
 
-// tailFires reads the fire stream with XREAD as entries arrive, through
-// Redis restarts, until ctx ends.
-func (e *Env) tailFires(ctx context.Context, stream string, l *liveTail) {
+// tailFires reads the fire streams (one per shard) with XREAD as entries
+// arrive, through Redis restarts, until ctx ends. It keys what it saw by
+// stream and entry ID, as readFires does.
+func (e *Env) tailFires(ctx context.Context, streams []string, l *liveTail) {
 	c, err := e.client("timerbench-chaos-tail", 1)
 	if err != nil {
 		return
 	}
 	defer c.Close()
-	last := "0"
+	last := make(map[string]string, len(streams))
+	for _, s := range streams {
+		last[s] = "0"
+	}
 	for ctx.Err() == nil {
-		res, err := c.XRead(ctx, &redis.XReadArgs{Streams: []string{stream, last}, Count: 1000, Block: 200 * time.Millisecond}).Result()
+		args := append([]string(nil), streams...)
+		for _, s := range streams {
+			args = append(args, last[s])
+		}
+		res, err := c.XRead(ctx, &redis.XReadArgs{Streams: args, Count: 1000, Block: 200 * time.Millisecond}).Result()
 		if err != nil {
 			if !errors.Is(err, redis.Nil) {
 				time.Sleep(20 * time.Millisecond) // Redis down or loading
@@ -446,9 +493,9 @@ func (e *Env) tailFires(ctx context.Context, stream string, l *liveTail) {
 		for _, s := range res {
 			for _, m := range s.Messages {
 				if ev, err := parseFire(m); err == nil {
-					l.seen[m.ID] = ev
+					l.seen[s.Stream+" "+m.ID] = ev
 				}
-				last = m.ID
+				last[s.Stream] = m.ID
 			}
 		}
 		l.mu.Unlock()
@@ -481,7 +528,12 @@ func (e *Env) countWakes(ctx context.Context, q *queue.Queue, w *wakeCount) {
 		return
 	}
 	defer c.Close()
-	ps := c.PSubscribe(ctx, q.TimerChannel("*"))
+	shards, _ := q.Shards(ctx) // read by Chaos already
+	var patterns []string
+	for k := range max(shards, 1) {
+		patterns = append(patterns, keyspace.Shard(q.Namespace(), k, max(shards, 1)).TimerChannel("*"))
+	}
+	ps := c.PSubscribe(ctx, patterns...)
 	defer ps.Close()
 	ch := ps.Channel(redis.WithChannelSize(10_000))
 	for {
@@ -501,7 +553,8 @@ func (e *Env) countWakes(ctx context.Context, q *queue.Queue, w *wakeCount) {
 	}
 }
 
-// readFires reads the whole fire stream, retrying while Redis loads.
+// readFires reads the whole fire stream, keyed by the stream's name and
+// the entry ID.
 func readFires(ctx context.Context, rdb *redis.Client, stream string) (map[string]fireEvent, error) {
 	out := make(map[string]fireEvent)
 	start := "-"
@@ -515,7 +568,7 @@ func readFires(ctx context.Context, rdb *redis.Client, stream string) (map[strin
 			if err != nil {
 				return nil, err
 			}
-			out[m.ID] = ev
+			out[stream+" "+m.ID] = ev
 		}
 		if len(msgs) < 10000 {
 			return out, nil

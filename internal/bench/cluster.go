@@ -158,7 +158,11 @@ func Cluster(ctx context.Context, cfg ClusterConfig) (_ *ClusterResult, err erro
 		return nil, err
 	}
 	e.logf("cluster: %d masters at %v", cfg.Masters, bc.addrs)
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: bc.addrs, ReadTimeout: time.Minute})
+	// Built as an application should (queue.ReloadOnFailover), like the
+	// timerworkers' clients (cliconf.NewClient).
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: bc.addrs, ReadTimeout: time.Minute,
+		ClusterStateReloadInterval: queue.ClusterStateReloadInterval})
+	queue.ReloadOnFailover(rdb)
 	defer rdb.Close()
 
 	r := &ClusterResult{Scenario: "cluster", Load: loadAvg(), Masters: cfg.Masters, Shards: cfg.Shards,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/timerq/timerq/internal/keyspace"
+	"github.com/timerq/timerq/queue"
 )
 
 // workers is a set of running timerworker processes.
@@ -90,6 +91,45 @@ func (e *Env) startWorkers(ctx context.Context) (*workers, error) {
 	if err != nil {
 		ws.stop()
 		return nil, fmt.Errorf("bench: waiting for %d timerworkers to subscribe: %w", len(ws.procs), err)
+	}
+	e.logf("%d timerworker processes running (batch size %d)", len(ws.procs), e.cfg.BatchSize)
+	return ws, nil
+}
+
+// startShardWorkers starts e.cfg.Workers timerworker processes on the
+// sharded namespace of q and waits until every one is a live member of it
+// (a worker subscribes only to the wake channels of its own shards, so
+// startWorkers' count of subscribers does not apply).
+func (e *Env) startShardWorkers(ctx context.Context, q *queue.Queue) (*workers, error) {
+	if e.workers == "" {
+		if err := e.buildWorker(ctx); err != nil {
+			return nil, err
+		}
+	}
+	ws := &workers{}
+	for range e.cfg.Workers {
+		p, err := e.spawnWorker()
+		if err != nil {
+			ws.stop()
+			return nil, err
+		}
+		ws.procs = append(ws.procs, p)
+	}
+	err := waitUntil(ctx, 20*time.Second, 20*time.Millisecond, func() (bool, error) {
+		for _, p := range ws.procs {
+			if p.exited() {
+				return false, fmt.Errorf("bench: timerworker exited at start: %s", p.stderr.String())
+			}
+		}
+		st, err := q.Workers(ctx)
+		if err != nil {
+			return false, fmt.Errorf("bench: reading the namespace's workers: %w", err)
+		}
+		return len(st.Live) >= len(ws.procs), nil
+	})
+	if err != nil {
+		ws.stop()
+		return nil, fmt.Errorf("bench: waiting for %d timerworkers to join the namespace: %w", len(ws.procs), err)
 	}
 	e.logf("%d timerworker processes running (batch size %d)", len(ws.procs), e.cfg.BatchSize)
 	return ws, nil

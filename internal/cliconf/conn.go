@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/timerq/timerq/internal/redisurl"
+	"github.com/timerq/timerq/queue"
 )
 
 // DefaultRedisURL is --redis's default in both binaries.
@@ -165,4 +166,22 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// NewClient builds the Redis client of every timerq binary (timerworker,
+// timerctl and its dashboard): standalone, Sentinel or Cluster as
+// opts say, as redis.NewUniversalClient does. A Cluster client also
+// re-reads its slot map every queue.ClusterStateReloadInterval and at once
+// after a connection error or CLUSTERDOWN (queue.ReloadOnFailover), so a
+// master failover stalls its shards for about a second after the
+// promotion instead of go-redis's 60 s.
+func NewClient(opts *redis.UniversalOptions) redis.UniversalClient {
+	if opts.MasterName == "" && (len(opts.Addrs) > 1 || opts.IsClusterMode) {
+		co := opts.Cluster()
+		co.ClusterStateReloadInterval = queue.ClusterStateReloadInterval
+		rdb := redis.NewClusterClient(co)
+		queue.ReloadOnFailover(rdb)
+		return rdb
+	}
+	return redis.NewUniversalClient(opts)
 }

@@ -81,6 +81,8 @@ func Explain(err error, t Target) *Error {
 		return out(ExitFailure, problem, fmt.Sprintf("another program writes under timerq:{%s}:*: use another --namespace, or remove those keys", ns))
 	case errors.Is(err, queue.ErrMalformedRecord):
 		return out(ExitFailure, problem, fmt.Sprintf("something other than timerq wrote that timer's field in timerq:{%s}:timers; delete the field (HDEL) or use another --namespace", ns))
+	case errors.Is(err, queue.ErrClusterDown):
+		return out(ExitFailure, problem, "Redis Cluster is failing over (a master is down and its replica not yet promoted, which takes cluster-node-timeout plus about a second): run the command again in a few seconds; CLUSTER INFO shows cluster_state:ok when it is over")
 	case errors.Is(err, context.DeadlineExceeded):
 		wait := ""
 		if t.Timeout > 0 {
@@ -98,6 +100,10 @@ func Explain(err error, t Target) *Error {
 	}
 	if ex := explainReply(err, msg, t); ex != nil {
 		return ex
+	}
+	if errors.Is(err, queue.ErrOutcomeUnknown) {
+		return out(ExitFailure, fmt.Sprintf("the reply from Redis at %s was lost, so the timer may or may not have been written: %s", t.Redis, msg),
+			"run the same command again, with the same ID: scheduling is idempotent, so a timer that was written is reported as existing and is not scheduled twice")
 	}
 	if isConnError(err) {
 		return out(ExitFailure, fmt.Sprintf("cannot reach Redis at %s: %s", t.Redis, msg),

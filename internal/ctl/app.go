@@ -355,7 +355,7 @@ func (r *runner) open(c *cli.Context) (*session, error) {
 			Fix: "fix the OTEL_* environment variables, or unset OTEL_TRACES_EXPORTER to run without tracing (docs/tracing.md)", Err: err}
 	}
 	// Standalone, Sentinel or Cluster, as the URL says (as timerworker).
-	rdb := redis.NewUniversalClient(opts)
+	rdb := cliconf.NewClient(opts)
 	q, err := queue.New(rdb, queue.Options{Namespace: g.namespace, TracerProvider: tr.TracerProvider})
 	if err != nil {
 		rdb.Close()

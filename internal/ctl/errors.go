@@ -63,6 +63,8 @@ func classify(err error, t cliconf.Target) *Error {
 		ex.Fix = cmp.Or(ex.Fix, "'timerctl namespace show' prints the namespace's shard count")
 	case errors.Is(err, queue.ErrSlotMigrating):
 		ex.Fix = cmp.Or(ex.Fix, "run the command again once the slot has moved")
+	case errors.Is(err, queue.ErrClusterDown):
+		ex.Fix = cmp.Or(ex.Fix, "run the command again once Redis Cluster has promoted a replica (CLUSTER INFO shows cluster_state:ok), usually within seconds")
 	}
 	return ex
 }

@@ -12,6 +12,7 @@ import (
 type namespaceJSON struct {
 	Namespace string `json:"namespace"`
 	Shards    int    `json:"shards"`
+	Replicas  int    `json:"replicas"`
 	Created   bool   `json:"created"`
 }
 
@@ -23,9 +24,10 @@ func (r *runner) namespaceCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "namespace",
 		Usage:     "create a namespace with a shard count (create NS --shards N), or show the --namespace's (show)",
-		ArgsUsage: "create NS --shards N | show",
+		ArgsUsage: "create NS --shards N [--replicas N] | show",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "shards", Value: queue.DefaultShards, Usage: fmt.Sprintf("create: shard count `N`, 1-%d; fixed for the namespace's life", queue.MaxShards)},
+			&cli.IntFlag{Name: "replicas", Usage: fmt.Sprintf("create: fire and acknowledge schedules only once `N` replicas have them (0-%d, 0 = off; docs/guarantees.md); may be changed later, then restart workers and applications", queue.MaxReplicas)},
 		},
 		Action: func(c *cli.Context) error {
 			switch c.Args().First() {
@@ -56,8 +58,18 @@ func (r *runner) namespaceCreate(c *cli.Context) error {
 		if err != nil {
 			return s.redisErr(err)
 		}
+		replicas := -1
+		if c.IsSet("replicas") {
+			replicas = c.Int("replicas")
+			if err := queue.SetReplicas(ctx, s.rdb, ns, replicas); err != nil {
+				return s.redisErr(err)
+			}
+		}
 		if s.g.json {
-			return writeJSON(r.o.Stdout, namespaceJSON{Namespace: ns, Shards: shards, Created: created})
+			return writeJSON(r.o.Stdout, namespaceJSON{Namespace: ns, Shards: shards, Replicas: max(replicas, 0), Created: created})
+		}
+		if replicas >= 0 {
+			fmt.Fprintf(r.o.Stdout, "namespace %s: replicas set to %d\n", ns, replicas)
 		}
 		if created {
 			fmt.Fprintf(r.o.Stdout, "created namespace %s with %s\n", ns, plural(shards, "shard"))
@@ -77,10 +89,18 @@ func (r *runner) namespaceShow(c *cli.Context) error {
 		if err != nil {
 			return s.redisErr(err)
 		}
-		if s.g.json {
-			return writeJSON(r.o.Stdout, namespaceJSON{Namespace: s.q.Namespace(), Shards: n})
+		rep, err := s.q.Replicas(ctx)
+		if err != nil {
+			return s.redisErr(err)
 		}
-		fmt.Fprintf(r.o.Stdout, "namespace %s has %s\n", s.q.Namespace(), plural(n, "shard"))
+		if s.g.json {
+			return writeJSON(r.o.Stdout, namespaceJSON{Namespace: s.q.Namespace(), Shards: n, Replicas: rep})
+		}
+		fmt.Fprintf(r.o.Stdout, "namespace %s has %s", s.q.Namespace(), plural(n, "shard"))
+		if rep > 0 {
+			fmt.Fprintf(r.o.Stdout, "; a fire or schedule waits for %s", plural(rep, "replica"))
+		}
+		fmt.Fprintln(r.o.Stdout)
 		return nil
 	})
 }

@@ -18,6 +18,7 @@ func TestNamespaceCreateAndPerShardStats(t *testing.T) {
 		type ns struct {
 			Namespace string `json:"namespace"`
 			Shards    int    `json:"shards"`
+			Replicas  int    `json:"replicas"`
 			Created   bool   `json:"created"`
 		}
 		if got := decode[ns](t, c.ok("-o", "json", "namespace", "create", c.ns, "--shards", "4").stdout); !got.Created || got.Shards != 4 {
@@ -33,8 +34,20 @@ func TestNamespaceCreateAndPerShardStats(t *testing.T) {
 		if r := c.run("namespace", "create", c.ns, "--shards", "0"); r.code != ctl.ExitUsage {
 			t.Fatalf("--shards 0: exit %d %q", r.code, r.stderr)
 		}
-		if got := decode[ns](t, c.ok("-o", "json", "namespace", "show").stdout); got.Shards != 4 {
+		if got := decode[ns](t, c.ok("-o", "json", "namespace", "show").stdout); got.Shards != 4 || got.Replicas != 0 {
 			t.Fatalf("show = %+v", got)
+		}
+		// The replicas setting, set on an existing namespace, is shown to
+		// a new client.
+		if out := c.ok("namespace", "create", c.ns, "--shards", "4", "--replicas", "1").stdout; !strings.Contains(out, "replicas set to 1") {
+			t.Fatalf("create --replicas: %q", out)
+		}
+		if out := c.ok("namespace", "show").stdout; !strings.Contains(out, "waits for 1 replica") {
+			t.Fatalf("show after --replicas 1: %q", out)
+		}
+		c.ok("namespace", "create", c.ns, "--shards", "4", "--replicas", "0")
+		if got := decode[ns](t, c.ok("-o", "json", "namespace", "show").stdout); got.Replicas != 0 {
+			t.Fatalf("show after --replicas 0 = %+v", got)
 		}
 		for i := range 40 {
 			c.ok("schedule", fmt.Sprint("t-", i), "--in", "1h")

@@ -159,6 +159,13 @@ func (s Space) Traces() string { return s.tag + "traces" }
 // not stop the shard. claim.lua takes it as its ninth key.
 func (s Space) Quarantine() string { return s.tag + "quarantine" }
 
+// Hold is the hash of the one claim of the shard that is held but not yet
+// committed, in a namespace with replicas (queue.SetReplicas): its token,
+// lease, fire time, fire stream entry IDs and timers
+// (scripts/lua/hold.lua), and the last entry ID a commit added, which
+// outlives the hold. hold.lua and commit.lua take it as their tenth key.
+func (s Space) Hold() string { return s.tag + "hold" }
+
 // Keys are the seven keys every script takes, in the order of
 // scripts/lua/prelude.lua: due, timers, fired, cancelled, expire, fires,
 // counters.

@@ -11,10 +11,37 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Cluster is a Redis Cluster of masters owned by one test.
+// Cluster is a Redis Cluster owned by one test.
 type Cluster struct {
+	// Nodes are the masters as started. A failover changes roles, not
+	// this list: ask Master and ReplicasOf for the roles now.
 	Nodes []*Server
-	tls   bool
+	// Replicas are the replicas as started (ClusterConfig.ReplicasPerMaster
+	// per master), in master order.
+	Replicas []*Server
+	tls      bool
+	// ids are the nodes' cluster IDs (CLUSTER MYID).
+	ids map[*Server]string
+}
+
+// ClusterConfig describes a Cluster for StartClusterOpts.
+type ClusterConfig struct {
+	// Masters is the number of masters; the 16384 slots are spread
+	// evenly over them. 0 means 3.
+	Masters int
+	// ReplicasPerMaster is the number of replicas each master gets
+	// (CLUSTER REPLICATE); 0 means none.
+	ReplicasPerMaster int
+	// NodeTimeout is cluster-node-timeout: how long a master may be
+	// unreachable before its replica is promoted. 0 leaves the server's
+	// default (15 s).
+	NodeTimeout time.Duration
+	// Args are more redis-server arguments for every node, such as
+	// "--appendonly", "yes", "--appendfsync", "always".
+	Args []string
+	// PKI, when set, makes every node speak TLS only, on the client port
+	// and on the cluster bus.
+	PKI *PKI
 }
 
 // StartCluster starts n masters (--cluster-enabled yes), joins them with
@@ -25,24 +52,53 @@ type Cluster struct {
 // the nodes speak TLS only, on the client port and on the cluster bus.
 func StartCluster(t testing.TB, n int, pki *PKI) *Cluster {
 	t.Helper()
-	c := &Cluster{tls: pki != nil}
-	for i := range n {
+	return StartClusterOpts(t, ClusterConfig{Masters: n, PKI: pki})
+}
+
+// StartClusterOpts starts a Cluster as StartCluster does, with the
+// replicas, node timeout and server arguments of cfg. Replicas listen on
+// the addresses after the masters' and join with CLUSTER REPLICATE; it
+// returns once every replica is in sync (master_link_status:up), every
+// node knows every other and its role, and cluster_state is ok on all.
+func StartClusterOpts(t testing.TB, cfg ClusterConfig) *Cluster {
+	t.Helper()
+	n := cfg.Masters
+	if n == 0 {
+		n = 3
+	}
+	total := n * (1 + cfg.ReplicasPerMaster)
+	c := &Cluster{tls: cfg.PKI != nil, ids: map[*Server]string{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range total {
 		ip := fmt.Sprintf("127.0.0.%d", i+1)
 		bus := freePort(t)
-		cfg := Config{Bind: ip, Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		sc := Config{Bind: ip, Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-port", fmt.Sprint(bus), "--cluster-announce-ip", ip}}
-		if pki != nil {
-			cfg.TLS = pki.ServerTLS(false, ip)
-			cfg.Args = append(cfg.Args, "--tls-cluster", "yes")
+		if cfg.NodeTimeout > 0 {
+			sc.Args = append(sc.Args, "--cluster-node-timeout", fmt.Sprint(cfg.NodeTimeout.Milliseconds()))
 		}
-		s := Start(t, cfg)
+		sc.Args = append(sc.Args, cfg.Args...)
+		if cfg.PKI != nil {
+			sc.TLS = cfg.PKI.ServerTLS(false, ip)
+			sc.Args = append(sc.Args, "--tls-cluster", "yes")
+		}
+		s := Start(t, sc)
 		s.bus = bus
-		c.Nodes = append(c.Nodes, s)
+		id, err := s.Client(t).Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			t.Fatalf("redistest: CLUSTER MYID on %s: %v", s.Addr(), err)
+		}
+		c.ids[s] = id
+		if i < n {
+			c.Nodes = append(c.Nodes, s)
+		} else {
+			c.Replicas = append(c.Replicas, s)
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	all := c.All()
 	first := c.Nodes[0].Client(t)
-	for _, s := range c.Nodes[1:] {
+	for _, s := range all[1:] {
 		host, port, _ := net.SplitHostPort(s.Addr())
 		if err := first.Do(ctx, "CLUSTER", "MEET", host, port, s.bus).Err(); err != nil {
 			t.Fatalf("redistest: CLUSTER MEET %s: %v", s.Addr(), err)
@@ -54,22 +110,86 @@ func StartCluster(t testing.TB, n int, pki *PKI) *Cluster {
 			t.Fatalf("redistest: CLUSTER ADDSLOTSRANGE on %s: %v", s.Addr(), err)
 		}
 	}
-	for _, s := range c.Nodes {
-		cl := s.Client(t)
-		for {
-			info, err := cl.ClusterInfo(ctx).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", n)) {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("redistest: cluster not ok within 30s: %v\n%s\n%s", err, info, s.logTail())
-			}
-			// Polling with a deadline: the nodes gossip their way to
-			// cluster_state:ok and announce it nowhere but CLUSTER INFO.
-			time.Sleep(50 * time.Millisecond)
+	// A replica can follow only a master it knows: wait for the gossip.
+	c.waitAll(t, ctx, "every node known", func(s *Server, cl *redis.Client) (bool, string) {
+		info, err := cl.ClusterInfo(ctx).Result()
+		return err == nil && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", total)), fmt.Sprint(info, err)
+	})
+	for i, s := range c.Replicas {
+		m := c.Nodes[i/cfg.ReplicasPerMaster]
+		if err := s.Client(t).Do(ctx, "CLUSTER", "REPLICATE", c.ids[m]).Err(); err != nil {
+			t.Fatalf("redistest: CLUSTER REPLICATE %s on %s: %v", m.Addr(), s.Addr(), err)
 		}
 	}
+	for _, s := range c.Replicas {
+		c.waitNode(t, ctx, s, "replica in sync", func(cl *redis.Client) (bool, string) {
+			info, err := cl.Info(ctx, "replication").Result()
+			return err == nil && strings.Contains(info, "master_link_status:up") &&
+				strings.Contains(info, "master_sync_in_progress:0"), fmt.Sprint(info, err)
+		})
+	}
+	c.waitAll(t, ctx, "cluster_state:ok with every role known", func(s *Server, cl *redis.Client) (bool, string) {
+		info, err := cl.ClusterInfo(ctx).Result()
+		if err != nil || !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", total)) {
+			return false, fmt.Sprint(info, err)
+		}
+		nodes, err := cl.ClusterNodes(ctx).Result()
+		if err != nil {
+			return false, err.Error()
+		}
+		masters, replicas := 0, 0
+		for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 3 {
+				continue
+			}
+			flags := "," + f[2] + ","
+			switch {
+			case strings.Contains(flags, ",fail") || strings.Contains(flags, ",handshake,") || strings.Contains(flags, ",noaddr,"):
+			case strings.Contains(flags, ",master,"):
+				masters++
+			case strings.Contains(flags, ",slave,"):
+				replicas++
+			}
+		}
+		return masters == n && replicas == len(c.Replicas), nodes
+	})
 	return c
+}
+
+// All returns every node as started: the masters, then the replicas.
+func (c *Cluster) All() []*Server {
+	return append(append([]*Server(nil), c.Nodes...), c.Replicas...)
+}
+
+// waitNode polls cond on s until it holds, failing the test when ctx ends.
+func (c *Cluster) waitNode(t testing.TB, ctx context.Context, s *Server, what string, cond func(*redis.Client) (bool, string)) {
+	t.Helper()
+	cl := s.newClient(&redis.Options{MaxRetries: -1})
+	defer cl.Close()
+	for {
+		ok, state := cond(cl)
+		if ok {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("redistest: %s: not on %s in time:\n%s\n%s", what, s.Addr(), state, s.logTail())
+		}
+		// Polling with a deadline: the nodes gossip their way to the
+		// state and announce it nowhere but INFO and CLUSTER INFO.
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitAll polls cond on every live node (see waitNode).
+func (c *Cluster) waitAll(t testing.TB, ctx context.Context, what string, cond func(*Server, *redis.Client) (bool, string)) {
+	t.Helper()
+	for _, s := range c.All() {
+		if !s.alive() {
+			continue
+		}
+		c.waitNode(t, ctx, s, what, func(cl *redis.Client) (bool, string) { return cond(s, cl) })
+	}
 }
 
 // URL is a --redis URL of the cluster: every node as a seed, rediss://
@@ -79,8 +199,9 @@ func (c *Cluster) URL() string {
 	if c.tls {
 		scheme = "rediss://"
 	}
-	u := scheme + c.Nodes[0].Addr() + "?"
-	for i, s := range c.Nodes[1:] {
+	all := c.All()
+	u := scheme + all[0].Addr() + "?"
+	for i, s := range all[1:] {
 		if i > 0 {
 			u += "&"
 		}
@@ -89,11 +210,12 @@ func (c *Cluster) URL() string {
 	return u
 }
 
-// Addrs are the masters' host:port.
+// Addrs are every node's host:port, masters first: seeds a client can
+// still reach when a master is down.
 func (c *Cluster) Addrs() []string {
-	out := make([]string, len(c.Nodes))
-	for i, s := range c.Nodes {
-		out[i] = s.Addr()
+	var out []string
+	for _, s := range c.All() {
+		out = append(out, s.Addr())
 	}
 	return out
 }
@@ -110,33 +232,161 @@ func (c *Cluster) NewClient() *redis.ClusterClient {
 	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
 }
 
-// ServerFor returns the master that serves key's slot now.
+// ServerFor returns the master that serves key's slot now, as the first
+// live node that answers sees it.
 func (c *Cluster) ServerFor(t testing.TB, key string) *Server {
 	t.Helper()
-	for _, s := range c.Nodes {
-		cl := redis.NewClient(&redis.Options{Addr: s.Addr()})
-		slot, err := cl.ClusterKeySlot(context.Background(), key).Result()
+	return c.Master(t, key)
+}
+
+// Master returns the master that serves key's slot now, as the first live
+// node that answers sees it; a node that has not yet heard of a failover
+// may name the old master.
+func (c *Cluster) Master(t testing.TB, key string) *Server {
+	t.Helper()
+	ctx := context.Background()
+	var lastErr error
+	for _, s := range c.All() {
+		if !s.alive() {
+			continue
+		}
+		cl := s.newClient(&redis.Options{MaxRetries: -1})
+		slot, err := cl.ClusterKeySlot(ctx, key).Result()
+		var ranges []redis.ClusterSlot
 		if err == nil {
-			var nodes []redis.ClusterSlot
-			nodes, err = cl.ClusterSlots(context.Background()).Result()
-			for _, r := range nodes {
-				if int64(r.Start) <= slot && slot <= int64(r.End) {
-					cl.Close()
-					for _, s2 := range c.Nodes {
-						if s2.Addr() == r.Nodes[0].Addr {
-							return s2
-						}
-					}
-				}
-			}
+			ranges, err = cl.ClusterSlots(ctx).Result()
 		}
 		cl.Close()
 		if err != nil {
-			t.Fatalf("redistest: slot of %q: %v", key, err)
+			lastErr = err
+			continue
+		}
+		for _, r := range ranges {
+			if int64(r.Start) <= slot && slot <= int64(r.End) {
+				if m := c.byAddr(r.Nodes[0].Addr); m != nil {
+					return m
+				}
+			}
+		}
+		t.Fatalf("redistest: no master serves %q (slot %d) according to %s", key, slot, s.Addr())
+	}
+	t.Fatalf("redistest: no live node told the master of %q: %v", key, lastErr)
+	return nil
+}
+
+func (c *Cluster) byAddr(addr string) *Server {
+	for _, s := range c.All() {
+		if s.Addr() == addr {
+			return s
 		}
 	}
-	t.Fatalf("redistest: no master serves %q", key)
 	return nil
+}
+
+// ID is s's cluster node ID.
+func (c *Cluster) ID(s *Server) string { return c.ids[s] }
+
+// ReplicasOf returns the replicas of master now, as the first live node
+// that answers sees them in CLUSTER NODES (failed nodes left out).
+func (c *Cluster) ReplicasOf(t testing.TB, master *Server) []*Server {
+	t.Helper()
+	nodes := c.clusterNodes(t)
+	var out []*Server
+	for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[3] != c.ids[master] {
+			continue
+		}
+		flags := "," + f[2] + ","
+		if !strings.Contains(flags, ",slave,") || strings.Contains(flags, ",fail") {
+			continue
+		}
+		for s, id := range c.ids {
+			if id == f[0] {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// clusterNodes is CLUSTER NODES from the first live node that answers.
+func (c *Cluster) clusterNodes(t testing.TB) string {
+	t.Helper()
+	var lastErr error
+	for _, s := range c.All() {
+		if !s.alive() {
+			continue
+		}
+		cl := s.newClient(&redis.Options{MaxRetries: -1})
+		nodes, err := cl.ClusterNodes(context.Background()).Result()
+		cl.Close()
+		if err == nil {
+			return nodes
+		}
+		lastErr = err
+	}
+	t.Fatalf("redistest: no live node answered CLUSTER NODES: %v", lastErr)
+	return ""
+}
+
+// Kill kills s with SIGKILL, as a crash would, and reaps it.
+func (c *Cluster) Kill(s *Server) { s.Kill9() }
+
+// Stop freezes s with SIGSTOP: its sockets stay open and unanswered, as
+// with a hung host. Cont, or the end of the test, resumes it.
+func (c *Cluster) Stop(s *Server) { s.Pause() }
+
+// Cont resumes a server frozen by Stop (SIGCONT).
+func (c *Cluster) Cont(s *Server) { s.Continue() }
+
+// WaitPromoted waits up to d for one of old's replicas to become a master,
+// and then for cluster_state:ok on every live node. Call it before the
+// failover completes (right after Kill or Stop of old): it finds old's
+// replicas in CLUSTER NODES. It returns the promoted node and when it was
+// first seen as master (polled every 10 ms), the instant a test measures
+// recovery from.
+func (c *Cluster) WaitPromoted(t testing.TB, old *Server, d time.Duration) (*Server, time.Time) {
+	t.Helper()
+	cands := c.ReplicasOf(t, old)
+	if len(cands) == 0 {
+		t.Fatalf("redistest: %s has no replica to promote (or it has been promoted already: call WaitPromoted before the failover completes)", old.Addr())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	clients := make([]*redis.Client, len(cands))
+	for i, s := range cands {
+		clients[i] = s.newClient(&redis.Options{MaxRetries: -1})
+		defer clients[i].Close()
+	}
+	var promoted *Server
+	var at time.Time
+	for promoted == nil {
+		for i, cl := range clients {
+			info, err := cl.Info(ctx, "replication").Result()
+			if err == nil && strings.Contains(info, "role:master") {
+				promoted, at = cands[i], time.Now()
+				break
+			}
+		}
+		if promoted != nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("redistest: no replica of %s promoted within %v\n%s", old.Addr(), d, cands[0].logTail())
+		}
+		// Polling with a deadline: a promotion is announced nowhere a
+		// test can await but INFO (or a gossip it cannot subscribe to).
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.waitAll(t, ctx, "cluster_state:ok after the failover", func(s *Server, cl *redis.Client) (bool, string) {
+		if s == old {
+			return true, "" // frozen by Stop: it answers nothing
+		}
+		info, err := cl.ClusterInfo(ctx).Result()
+		return err == nil && strings.Contains(info, "cluster_state:ok"), fmt.Sprint(info, err)
+	})
+	return promoted, at
 }
 
 // SharedCluster returns a 3-master Cluster shared by every test of the
@@ -157,6 +407,9 @@ func (c *Cluster) CommandCalls(t testing.TB, cmd string) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
 	for _, s := range c.Nodes {
+		if !s.alive() {
+			continue
+		}
 		cl := redis.NewClient(&redis.Options{Addr: s.Addr()})
 		info, err := cl.Info(context.Background(), "commandstats").Result()
 		cl.Close()

@@ -278,6 +278,34 @@ func (s *Server) mustOwn(op string) {
 	}
 }
 
+// alive reports whether the server's process runs (it may be paused).
+func (s *Server) alive() bool { return s.cmd != nil && s.cmd.Process != nil }
+
+// Pid is the server's process ID; 0 when it does not run.
+func (s *Server) Pid() int {
+	if !s.alive() {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+// Pause freezes the server with SIGSTOP: it keeps its sockets and answers
+// nothing, as a hung host would. Continue, Stop, Restart or the end of the
+// test resumes it.
+func (s *Server) Pause() {
+	s.mustOwn("Pause")
+	if s.alive() {
+		_ = s.cmd.Process.Signal(syscall.SIGSTOP)
+	}
+}
+
+// Continue resumes a server frozen by Pause (SIGCONT).
+func (s *Server) Continue() {
+	if s.alive() {
+		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
 // Kill9 kills the server with SIGKILL, as a crash would.
 func (s *Server) Kill9() {
 	s.mustOwn("Kill9")
@@ -297,6 +325,8 @@ func (s *Server) Stop() {
 }
 
 func (s *Server) stop() {
+	// A paused server would hold SIGTERM until the 3 s run out.
+	s.Continue()
 	if !s.signal(syscall.SIGTERM, 3*time.Second) {
 		s.kill9()
 	}
@@ -410,4 +440,28 @@ func Namespace(t testing.TB) string {
 		name = name[len(name)-50:]
 	}
 	return string(name) + "-" + hex.EncodeToString(b[:])
+}
+
+// AwaitRedials waits up to 3 s for go-redis's background redials to end.
+// After a dial is refused, a go-redis pool redials on a goroutine of its
+// own every second until it connects or the pool is closed; so a test
+// whose client dialled a dead server calls it after closing the client,
+// or goleak finds that goroutine still asleep.
+func AwaitRedials(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if !strings.Contains(string(buf[:n]), "go-redis/v9/internal/pool.(*ConnPool).tryDial") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("redistest: a go-redis redial goroutine outlived its client's Close by 3 s")
+			return
+		}
+		// Polling with a deadline: the goroutine belongs to go-redis and
+		// signals nothing when it ends.
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -171,7 +171,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// The poller retries with its own backoff; go-redis's 5 dial attempts
 	// per command would only stretch each failed claim during an outage.
 	opts.DialerRetries = 2
-	rdb := redis.NewUniversalClient(opts)
+	rdb := cliconf.NewClient(opts)
 	defer rdb.Close()
 	redacted := cfg.Conn.Redacted()
 	target := cliconf.Target{Redis: redacted, Namespace: strings.Join(namespaces, ","), Retention: "--retention"}

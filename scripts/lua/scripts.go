@@ -60,6 +60,11 @@ func recurKeys(sp keyspace.Space, _ string) []string {
 	return append(sp.Keys(), sp.Deliveries(), sp.EndpointNames(), sp.Schedules(), sp.SchedDue())
 }
 
+// holdKeys are claim's keys and the shard's hold hash.
+func holdKeys(sp keyspace.Space, _ string) []string {
+	return append(sp.Keys(), sp.Traces(), sp.Quarantine(), sp.Hold(), sp.Deliveries())
+}
+
 func workerKeys(sp keyspace.Space, _ string) []string {
 	ns := sp.Namespace()
 	return []string{ns.Workers(), ns.WorkersSeen()}
@@ -80,6 +85,15 @@ var (
 		},
 		Commands: []string{"type", "time", "zrangebyscore", "hmget", "zrange", "zremrangebyrank", "hset", "zadd",
 			"xadd", "xtrim", "hincrby", "hdel"}})
+	// Hold decides a claim in a namespace with replicas, firing nothing
+	// until Commit (hold.lua).
+	Hold = add(&Script{Name: "hold", Worker: true, Keys: holdKeys,
+		Commands: []string{"type", "time", "hmget", "hset", "zrangebyscore", "zrange", "zrem", "hdel", "hincrby"}})
+	// Commit fires what Hold decided, once WAIT saw replicas have it
+	// (commit.lua).
+	Commit = add(&Script{Name: "commit", Publishes: true, Worker: true, Keys: holdKeys,
+		Commands: []string{"type", "hmget", "zscore", "zrange", "hdel", "zrem", "hset", "zadd", "xadd", "xtrim",
+			"hincrby"}})
 	// Cancel cancels a scheduled timer (cancel.lua).
 	Cancel = add(&Script{Name: "cancel", Keys: timerKeys, Publishes: true,
 		Commands: []string{"type", "hget", "zscore", "time", "zadd", "hset", "zrem"}})

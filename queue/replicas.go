@@ -1,0 +1,276 @@
+package queue
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/internal/keyspace"
+	"github.com/timerq/timerq/scripts/lua"
+)
+
+// MaxReplicas is the largest replicas setting SetReplicas takes.
+const MaxReplicas = 16
+
+// DefaultReplicaTimeout bounds each WAIT of a namespace with replicas when
+// Options.ReplicaTimeout is 0.
+const DefaultReplicaTimeout = time.Second
+
+// ErrNotReplicated means that in a namespace with replicas (SetReplicas)
+// fewer replicas than the setting asks acknowledged a write within
+// Options.ReplicaTimeout.
+//
+// From Schedule (and the other calls that create timers) it means the
+// outcome is unknown, and the error wraps ErrOutcomeUnknown too: the timers
+// are written on the master, but a failover now may lose them. Retrying with the same IDs is safe: scheduling is
+// idempotent by ID, so the retry creates a timer that was lost and returns
+// one that was kept. From a claim it means nothing fired: the claim's
+// decision is taken over by the next claim of the shard.
+var ErrNotReplicated = errors.New("timerq: too few replicas acknowledged the write")
+
+// SetReplicas sets namespace ns's replicas setting to n (0..MaxReplicas),
+// storing it beside the shard count in the namespace's meta key, where
+// every client and worker reads it on first use. With n > 0:
+//
+//   - a fire becomes visible (a fire stream entry, a wakeup, the record
+//     marked fired) only after n replicas have the claim that decided it,
+//     so that a fire seen on a master that then fails is never followed by
+//     a second, different fire of the same timer (docs/guarantees.md);
+//   - Schedule returns only after n replicas have the new timers (WAIT),
+//     and otherwise an error wrapping ErrNotReplicated.
+//
+// Each Redis master then needs n replicas in sync to fire and schedule at
+// all, and the Redis user needs +wait. n = 0 turns the setting off. Queues
+// read the setting once, with the shard count: restart workers and
+// applications after changing it. A namespace that was never created is
+// created with one shard.
+func SetReplicas(ctx context.Context, rdb redis.UniversalClient, ns string, n int) error {
+	if rdb == nil {
+		return fmt.Errorf("%w: pass a client from redis.NewClient, redis.NewUniversalClient or similar", ErrNilClient)
+	}
+	if err := ValidateNamespace(ns); err != nil {
+		return err
+	}
+	if n < 0 || n > MaxReplicas {
+		return fmt.Errorf("%w: replicas %d is outside 0..%d", ErrInvalidOptions, n, MaxReplicas)
+	}
+	if n > 0 {
+		if err := checkReplicaClient(rdb); err != nil {
+			return err
+		}
+	}
+	shards, _, created, err := readMeta(ctx, rdb, ns)
+	if err != nil {
+		q := &Queue{opts: Options{Namespace: ns}}
+		return errorf("set replicas of namespace %q: %w", ns, q.redisError(err))
+	}
+	if !created {
+		if _, err := CreateNamespace(ctx, rdb, ns, shards); err != nil {
+			return err
+		}
+	}
+	if err := rdb.HSet(ctx, keyspace.Namespace(ns).Meta(), "replicas", n).Err(); err != nil {
+		q := &Queue{opts: Options{Namespace: ns}}
+		return errorf("set replicas of namespace %q: %w", ns, q.redisError(err))
+	}
+	return nil
+}
+
+// Replicas returns the namespace's replicas setting (SetReplicas), as the
+// queue read it with the shard count on first use; 0 when it is off.
+func (q *Queue) Replicas(ctx context.Context) (int, error) {
+	l, err := q.layout(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return l.replicas, nil
+}
+
+// checkReplicaClient refuses a client on which a script and the WAIT after
+// it cannot share one connection to the shard's master.
+func checkReplicaClient(rdb redis.UniversalClient) error {
+	switch rdb.(type) {
+	case *redis.Client, *redis.ClusterClient:
+		return nil
+	}
+	return fmt.Errorf("%w: a namespace with replicas needs a standalone, Sentinel or Cluster client (redis.NewClient, redis.NewFailoverClient, redis.NewClusterClient or redis.NewUniversalClient), not %T",
+		ErrInvalidOptions, rdb)
+}
+
+// holdLease is how long a claim's decision is its own to commit: two WAITs
+// and a second of slack.
+func (o Options) holdLease() time.Duration { return 2*o.ReplicaTimeout + time.Second }
+
+// shardConn returns a client of shard k's master alone, so that a script
+// and the WAIT after it run on one connection (WAIT waits for the writes
+// of its own connection).
+func (q *Queue) shardConn(ctx context.Context, l *layout, k int) (*redis.Client, error) {
+	switch c := q.rdb.(type) {
+	case *redis.ClusterClient:
+		return c.MasterForKey(ctx, l.spaces[k].Due())
+	case *redis.Client:
+		return c, nil
+	}
+	return nil, checkReplicaClient(q.rdb)
+}
+
+// runWait runs script s on shard k and then WAIT for the namespace's
+// replicas, pipelined on one connection to the shard's master, and returns
+// the script's reply and how many replicas acknowledged its writes. A
+// script refused because the shard's slot moved is retried, for a few
+// seconds, with the slot map reloaded.
+func (q *Queue) runWait(ctx context.Context, l *layout, s *lua.Script, k int, args ...any) (any, int, error) {
+	rs := l.script(s)
+	keys := l.keysOf(s, k)
+	loaded := false
+	for attempt := 1; ; attempt++ {
+		conn, err := q.shardConn(ctx, l, k)
+		if err != nil {
+			return nil, 0, shardErr(l, k, q.redisError(err))
+		}
+		var ev *redis.Cmd
+		var wait *redis.IntCmd
+		_, _ = conn.Pipelined(ctx, func(p redis.Pipeliner) error {
+			ev = rs.EvalSha(ctx, p, keys, args...)
+			wait = redis.NewIntCmd(ctx, "wait", l.replicas, q.opts.ReplicaTimeout.Milliseconds())
+			_ = p.Process(ctx, wait)
+			return nil
+		})
+		err = ev.Err()
+		switch {
+		case err == nil:
+			if werr := wait.Err(); werr != nil {
+				// A demoted master refuses WAIT: its writes count as
+				// acknowledged by none.
+				return ev.Val(), 0, nil
+			}
+			return ev.Val(), int(wait.Val()), nil
+		case hasRedisCode(err, "NOSCRIPT") && !loaded:
+			if err := rs.Load(ctx, conn).Err(); err != nil {
+				return nil, 0, shardErr(l, k, q.redisError(err))
+			}
+			loaded = true
+			continue
+		case migrating(err) && attempt < migrationAttempts:
+			if c, ok := q.rdb.(*redis.ClusterClient); ok {
+				c.ReloadState(ctx)
+			}
+			if sleepCtx(ctx, migrationBackoff(attempt)) {
+				continue
+			}
+		}
+		return nil, 0, shardErr(l, k, q.redisError(err))
+	}
+}
+
+// notReplicated is the error of a write that too few replicas acknowledged.
+func (q *Queue) notReplicated(l *layout, what string, acks int) error {
+	return fmt.Errorf("%w: %s: %d of the %d replicas that namespace %q asks for acknowledged it within %v",
+		ErrNotReplicated, what, acks, l.replicas, q.opts.Namespace, q.opts.ReplicaTimeout)
+}
+
+// newToken returns a claim's token: 16 random bytes, hex.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// claimHeld is claimOnce in a namespace with replicas: hold.lua decides
+// the claim, WAIT makes sure the replicas have the decision, and only then
+// commit.lua makes the fires visible. A decision whose WAIT fell short is
+// not committed; this Queue's next claim of the shard takes it over at
+// once, anyone else's once its lease ends.
+func (q *Queue) claimHeld(ctx context.Context, l *layout, k, limit int) (res ClaimResult, tps []string, _ error) {
+	token := newToken()
+	mine, _ := q.gaveUp.Load(k)
+	mineTok, _ := mine.(string)
+	reply, acks, err := q.runWait(ctx, l, lua.Hold, k, limit, q.opts.holdLease().Milliseconds(), token, mineTok)
+	if err != nil {
+		return ClaimResult{}, nil, errorf("claim: %w", err)
+	}
+	r, err := replyStrings(reply)
+	if err != nil || len(r) < 4 {
+		return ClaimResult{}, nil, errorf("claim: unexpected reply %v", reply)
+	}
+	nq := int(atoi(r[3]))
+	if nq < 0 || len(r) != 4+2*nq {
+		return ClaimResult{}, nil, errorf("claim: unexpected reply %v", reply)
+	}
+	res = ClaimResult{Shard: k, Now: fromMillis(atoi(r[0]))}
+	if r[1] != "" {
+		res.NextDue = fromMillis(atoi(r[1]))
+	}
+	for i := range nq {
+		res.Quarantined = append(res.Quarantined, QuarantineNotice{ID: r[4+2*i], Shard: k, Reason: r[5+2*i]})
+	}
+	if r[2] != "held" {
+		return res, nil, nil // 'none', or 'busy' until NextDue, the lease's end
+	}
+	if acks < l.replicas {
+		q.gaveUp.Store(k, token)
+		return res, nil, shardErr(l, k, errorf("claim: %w; nothing fired, and the next claim retries",
+			q.notReplicated(l, "the claim's decision", acks)))
+	}
+	reply, err = q.runTries(ctx, l, lua.Commit, k, 1, token, q.opts.retentionMillis(), q.opts.streamMaxLen(),
+		l.spaces[k].TimerChannelPrefix(), l.spaces[k].Notify())
+	if err != nil {
+		// Committed or not, the next claim of this Queue takes the
+		// decision over (a committed one is gone).
+		q.gaveUp.Store(k, token)
+		return res, nil, errorf("claim: commit: %w", err)
+	}
+	q.gaveUp.CompareAndDelete(k, mineTok)
+	r, err = replyStrings(reply)
+	if err != nil || len(r) < 3 || (len(r)-3)%4 != 0 {
+		return res, nil, errorf("claim: commit: unexpected reply %v", reply)
+	}
+	if r[2] != "ok" {
+		// Another claimer took the decision over: claim again soon.
+		res.NextDue = res.Now
+		return res, nil, nil
+	}
+	firedAt := fromMillis(atoi(r[0]))
+	res.NextDue = time.Time{}
+	if r[1] != "" {
+		res.NextDue = fromMillis(atoi(r[1]))
+	}
+	r = r[3:]
+	if n := len(r) / 4; n > 0 {
+		res.Fired = make([]Fired, n)
+		for i := range res.Fired {
+			f := r[4*i:]
+			res.Fired[i] = Fired{ID: f[0], Due: fromMillis(atoi(f[1])), FiredAt: firedAt, Payload: []byte(f[2])}
+			if f[3] != "" {
+				if tps == nil {
+					tps = make([]string, n)
+				}
+				tps[i] = f[3]
+			}
+		}
+	}
+	return res, tps, nil
+}
+
+// scheduleWait is the schedule step of scheduleBatch in a namespace with
+// replicas: each call, then WAIT, on the shard's master.
+func (q *Queue) scheduleWait(ctx context.Context, l *layout, calls []call) ([]any, error) {
+	out := make([]any, len(calls))
+	for i, c := range calls {
+		reply, acks, err := q.runWait(ctx, l, lua.Schedule, c.shard, c.args...)
+		if err != nil {
+			return nil, err
+		}
+		if acks < l.replicas {
+			return nil, shardErr(l, c.shard, fmt.Errorf("%w; retry with the same IDs, which is safe",
+				q.notReplicated(l, "the new timers", acks)))
+		}
+		out[i] = reply
+	}
+	return out, nil
+}
