@@ -39,8 +39,9 @@ type DeliverConfig struct {
 }
 
 // guard reads the allow list into the SSRF guard, or returns a usage
-// error naming the entry it cannot read.
-func (c DeliverConfig) guard() (*deliver.Guard, error) {
+// error naming the entry it cannot read; api says the process serves the
+// HTTP API, whose endpoint check takes the allow list too.
+func (c DeliverConfig) guard(api bool) (*deliver.Guard, error) {
 	g := &deliver.Guard{MaxRedirects: c.MaxRedirects}
 	if c.MaxRedirects < 0 || c.MaxRedirects > deliver.MaxRedirects {
 		return nil, cliconf.Usage(fmt.Sprintf("--deliver-max-redirects %d is outside 0-%d", c.MaxRedirects, deliver.MaxRedirects),
@@ -67,7 +68,9 @@ func (c DeliverConfig) guard() (*deliver.Guard, error) {
 			g.AllowHosts = append(g.AllowHosts, s)
 		}
 	}
-	if (c.Group != "" || c.MaxOutstanding != 0 || c.Lease != 0 || len(c.Allow) > 0 || c.MaxRedirects != 0) && !c.Enabled {
+	// --deliver-allow also sets what the API admits, so an API-only
+	// replica may take it without delivering.
+	if (c.Group != "" || c.MaxOutstanding != 0 || c.Lease != 0 || len(c.Allow) > 0 && !api || c.MaxRedirects != 0) && !c.Enabled {
 		return nil, cliconf.Usage("a --deliver-* flag is set but --deliver is not", "give --deliver to run push delivery, or drop the --deliver-* flags")
 	}
 	if c.MaxOutstanding < 0 {

@@ -266,3 +266,36 @@ func TestDeliverEndToEnd(t *testing.T) {
 		}
 	})
 }
+
+// The --deliver flags are checked before anything starts: a --deliver-*
+// flag without --deliver (but --deliver-allow with the API, which uses
+// it), an allow entry that is neither a range, an address nor a host.
+func TestDeliverConfigRefusals(t *testing.T) {
+	for _, c := range []struct {
+		cfg  DeliverConfig
+		api  bool
+		want string // "" for accepted
+	}{
+		{DeliverConfig{Group: "g"}, false, "--deliver is not"},
+		{DeliverConfig{Allow: []string{"10.0.0.0/8"}}, false, "--deliver is not"},
+		{DeliverConfig{Allow: []string{"10.0.0.0/8"}}, true, ""},
+		{DeliverConfig{Enabled: true, Allow: []string{"10.0.0.0/8,127.0.0.1", "hooks.internal"}}, false, ""},
+		{DeliverConfig{Enabled: true, Allow: []string{"not a host"}}, false, "neither a CIDR"},
+		{DeliverConfig{Enabled: true, MaxRedirects: 11}, false, "--deliver-max-redirects"},
+		{DeliverConfig{Enabled: true, Lease: time.Millisecond}, false, "--deliver-lease"},
+		{DeliverConfig{Enabled: true, Group: "a b"}, false, "--deliver-group"},
+	} {
+		g, err := c.cfg.guard(c.api)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%+v: %v", c.cfg, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%+v: %v, want a usage error about %s", c.cfg, err, c.want)
+		}
+		if c.cfg.Enabled && c.want == "" {
+			if len(g.Allow) != 2 || g.Allow[1].String() != "127.0.0.1/32" || len(g.AllowHosts) != 1 {
+				t.Errorf("guard %+v from %v", g, c.cfg.Allow)
+			}
+		}
+	}
+}

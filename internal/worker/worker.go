@@ -129,7 +129,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := checkAPI(cfg); err != nil {
 		return err
 	}
-	guard, err := cfg.Deliver.guard()
+	guard, err := cfg.Deliver.guard(cfg.API.Addr != "")
 	if err != nil {
 		return err
 	}
