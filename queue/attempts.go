@@ -29,9 +29,13 @@ type DeliveryAttempt struct {
 	TimerID string `json:"-"`
 	// Attempt is the attempt's number for this fire, from 1.
 	Attempt int `json:"attempt"`
-	// Due is the fire's due time: attempts of another fire of the same
-	// timer (a reschedule, a redrive) have another Due, or count afresh.
+	// Due is the fire's due time.
 	Due time.Time `json:"due"`
+	// StreamID is the fire's entry in its shard's fire stream
+	// (Event.StreamID): the attempts of one fire share it, and another
+	// fire of the timer (a reschedule, the same fire requeued from the
+	// dead letters) has another, so its attempts count afresh.
+	StreamID string `json:"stream_id"`
 	// At is when the request was sent; Latency how long until the answer
 	// was read or the attempt failed.
 	At      time.Time     `json:"at"`
@@ -55,6 +59,7 @@ type DeliveryAttempt struct {
 type storedAttempt struct {
 	N       int    `json:"n"`
 	Due     int64  `json:"due"`
+	SID     string `json:"sid,omitempty"`
 	At      int64  `json:"at"`
 	US      int64  `json:"us"`
 	Status  int    `json:"s,omitempty"`
@@ -65,7 +70,7 @@ type storedAttempt struct {
 }
 
 func encodeAttempt(a DeliveryAttempt) string {
-	b, _ := json.Marshal(storedAttempt{N: a.Attempt, Due: a.Due.UnixMilli(), At: a.At.UnixMilli(), US: a.Latency.Microseconds(),
+	b, _ := json.Marshal(storedAttempt{N: a.Attempt, Due: a.Due.UnixMilli(), SID: a.StreamID, At: a.At.UnixMilli(), US: a.Latency.Microseconds(),
 		Status: a.Status, Outcome: a.Outcome, Reason: a.Reason, Error: a.Error, RetryMS: a.RetryIn.Milliseconds()})
 	return string(b)
 }
@@ -75,7 +80,7 @@ func decodeAttempt(id, v string) (DeliveryAttempt, error) {
 	if err := json.Unmarshal([]byte(v), &s); err != nil {
 		return DeliveryAttempt{}, fmt.Errorf("%w: an attempt of timer %q is not the JSON timerq writes (%v)", ErrMalformedRecord, id, err)
 	}
-	return DeliveryAttempt{TimerID: id, Attempt: s.N, Due: fromMillis(s.Due), At: fromMillis(s.At),
+	return DeliveryAttempt{TimerID: id, Attempt: s.N, Due: fromMillis(s.Due), StreamID: s.SID, At: fromMillis(s.At),
 		Latency: time.Duration(s.US) * time.Microsecond, Status: s.Status, Outcome: s.Outcome, Reason: s.Reason,
 		Error: s.Error, RetryIn: time.Duration(s.RetryMS) * time.Millisecond}, nil
 }

@@ -24,9 +24,10 @@ const (
 	// every dispatcher of a namespace shares.
 	DefaultGroup = "timerq-deliver"
 	// DefaultDispatchLease is Dispatcher.Lease when it is 0. A fire whose
-	// dispatcher died is delivered again once its lease runs out, and a
-	// retry waits at most this long (queue.Release's limit): the
-	// backoff of a policy whose Cap is longer is cut to it.
+	// dispatcher died is delivered again once its lease runs out. A retry
+	// delay longer than the lease (queue.Release's limit) is kept in
+	// full: the fire comes back each lease and is released again, untried,
+	// until the delay its attempt logged has run.
 	DefaultDispatchLease = time.Minute
 	// DefaultMaxOutstanding is Dispatcher.MaxOutstanding when it is 0.
 	DefaultMaxOutstanding = 1024
@@ -349,7 +350,14 @@ func (d *Dispatcher) attempt(ctx context.Context, p pending) {
 		}
 	}
 	ev := p.d.Event
-	n := d.attemptNumber(ctx, ev)
+	n, wait := d.attemptNumber(ctx, ev)
+	if wait > 0 {
+		// A retry whose backoff or Retry-After is longer than the lease:
+		// the release could delay it only by the lease, so it waits again,
+		// untried, for what is left.
+		d.settle(p.d, queue.ReleaseOptions{Delay: min(wait, d.Lease), Error: "waiting to retry"})
+		return
+	}
 	a := d.Sender.Send(ctx, p.ep, deliver.Fire{Namespace: d.Queue.Namespace(), TimerID: ev.ID, Due: ev.Due, FiredAt: ev.FiredAt,
 		Payload: ev.Payload, Attempt: n, TraceParent: ev.TraceParent})
 	if ctx.Err() != nil && a.Outcome != deliver.Delivered {
@@ -360,7 +368,7 @@ func (d *Dispatcher) attempt(ctx context.Context, p pending) {
 		}
 		return
 	}
-	log := &queue.DeliveryAttempt{TimerID: ev.ID, Attempt: n, Due: ev.Due, At: a.At, Latency: a.Latency, Status: a.Status,
+	log := &queue.DeliveryAttempt{TimerID: ev.ID, Attempt: n, Due: ev.Due, StreamID: ev.StreamID, At: a.At, Latency: a.Latency, Status: a.Status,
 		Outcome: a.Outcome.String(), Error: a.Error}
 	if a.Outcome != deliver.Delivered {
 		log.Reason = string(a.Reason)
@@ -373,8 +381,8 @@ func (d *Dispatcher) attempt(ctx context.Context, p pending) {
 			d.onError(err)
 		}
 	case deliver.Retry:
-		log.RetryIn = min(a.Delay, d.Lease)
-		err = d.settle(p.d, queue.ReleaseOptions{Delay: log.RetryIn, Error: describe(a), Log: log})
+		log.RetryIn = a.Delay
+		err = d.settle(p.d, queue.ReleaseOptions{Delay: min(a.Delay, d.Lease), Error: describe(a), Log: log})
 	default:
 		err = d.settle(p.d, queue.ReleaseOptions{DeadLetter: true, Error: describe(a), Log: log})
 	}
@@ -388,22 +396,36 @@ func (d *Dispatcher) attempt(ctx context.Context, p pending) {
 
 // attemptNumber is the number of ev's attempt about to be made: 1 on its
 // first delivery to the group, else one more than the last attempt of
-// this fire in the timer's attempt log (the group's delivery count if the
-// log cannot be read).
-func (d *Dispatcher) attemptNumber(ctx context.Context, ev queue.Event) int {
+// this fire (its stream entry) in the timer's attempt log (the group's
+// delivery count if the log cannot be read). wait, if positive, is how
+// long the last attempt's retry delay has still to run: a delay longer
+// than the lease, which one release cannot give.
+func (d *Dispatcher) attemptNumber(ctx context.Context, ev queue.Event) (n int, wait time.Duration) {
 	if ev.Attempt <= 1 {
-		return 1
+		return 1, 0
 	}
 	last, ok, err := d.Queue.LastDeliveryAttempt(ctx, ev.ID)
 	switch {
 	case err != nil:
 		d.onError(fmt.Errorf("reading the attempt log of %s: %w", ev.ID, err))
-		return ev.Attempt
-	case ok && last.Due.Equal(ev.Due):
-		return last.Attempt + 1
+		return ev.Attempt, 0
+	case !ok || last.StreamID != ev.StreamID:
+		return 1, 0
 	}
-	return 1
+	if last.Outcome == deliver.Retry.String() {
+		// Within a few milliseconds is due: a release's delay is
+		// counted in whole milliseconds by the server's clock.
+		if w := time.Until(last.At.Add(last.Latency + last.RetryIn)); w > retrySlack {
+			wait = w
+		}
+	}
+	return last.Attempt + 1, wait
 }
+
+// retrySlack is how early a retry may start against the delay its
+// attempt logged: clocks of two dispatchers' hosts, and the server's,
+// differ by a little.
+const retrySlack = 50 * time.Millisecond
 
 // settle releases dl, with a context of its own so that a stopping
 // dispatcher still hands its fires back.

@@ -123,3 +123,69 @@ func TestDispatcherDeliversToQueueEndpoints(t *testing.T) {
 		}
 	})
 }
+
+// A retry delay longer than the dispatcher's lease (here a Retry-After of
+// 2 s with a 300 ms lease) is kept in full: the fire comes back each lease
+// and is released again, untried and using up no attempt, until the delay
+// has run.
+func TestDispatcherWaitsRetryDelaysLongerThanTheLease(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var at []time.Time
+		var attempts []string
+		sink := newSink(t, func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			at = append(at, time.Now())
+			attempts = append(attempts, r.Header.Get(deliver.HeaderAttempt))
+			first := len(at) == 1
+			mu.Unlock()
+			if first {
+				w.Header().Set("Retry-After", "2")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+		})
+		if _, err := q.PutEndpoint(ctx, queue.Endpoint{Name: "e", URL: sink.URL, Secrets: []queue.Secret{testSecret()}},
+			&queue.PutEndpointOptions{Allow: loopback}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "t", Due: time.Now().Add(-time.Second), Endpoint: "e"}}); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := q.Claim(ctx, 10); err != nil || len(res.Fired) != 1 {
+			t.Fatalf("claim: %+v %v", res, err)
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		d := &dispatch.Dispatcher{Queue: q, Consumer: "d1", Sender: newSender(t, &deliver.Guard{Allow: loopback}), Lease: 300 * time.Millisecond}
+		go func() { done <- d.Run(runCtx) }()
+		defer func() {
+			stop()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}()
+		redistest.Eventually(t, 15*time.Second, "the retry arrives", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(at) == 2
+		})
+		mu.Lock()
+		gap, got := at[1].Sub(at[0]), attempts
+		mu.Unlock()
+		// Never before the delay the endpoint asked for (less the slack
+		// allowed for clocks).
+		if gap < 2*time.Second-100*time.Millisecond {
+			t.Errorf("the retry came %v after a Retry-After of 2 s", gap)
+		}
+		if len(got) != 2 || got[1] != "2" {
+			t.Errorf("attempt headers %v, want [1 2]: the waits used up no attempt", got)
+		}
+	})
+}
