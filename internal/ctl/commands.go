@@ -61,6 +61,7 @@ func (r *runner) commands() []*cli.Command {
 			},
 			Action: r.wait,
 		},
+		r.redriveCommand(),
 		{Name: "stats", Usage: "counts per state, the overdue backlog and a histogram of due times", ArgsUsage: " ", Action: r.stats},
 		{
 			Name: "import", Usage: "schedule new timers and restore exported ones from JSON Lines", ArgsUsage: "[FILE|-]",
