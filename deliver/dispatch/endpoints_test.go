@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,6 +187,89 @@ func TestDispatcherWaitsRetryDelaysLongerThanTheLease(t *testing.T) {
 		}
 		if len(got) != 2 || got[1] != "2" {
 			t.Errorf("attempt headers %v, want [1 2]: the waits used up no attempt", got)
+		}
+	})
+}
+
+// An endpoint that is down (every connection cut) for a while, then up:
+// every fire arrives, none is dead-lettered, and each timer's attempt log
+// shows the failed attempts, with their backoff, before the delivery.
+func TestDispatcherEndpointDownThenUp(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var up atomic.Bool
+		sink := newSink(t, func(w http.ResponseWriter, r *http.Request) {
+			if !up.Load() {
+				conn, _, err := w.(http.Hijacker).Hijack()
+				if err == nil {
+					conn.Close() // down: the connection is cut, no answer
+				}
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+		})
+		if _, err := q.PutEndpoint(ctx, queue.Endpoint{Name: "e", URL: sink.URL, Secrets: []queue.Secret{testSecret()},
+			Retry: queue.RetryPolicy{MaxAttempts: 50, Base: 50 * time.Millisecond, Cap: 400 * time.Millisecond}},
+			&queue.PutEndpointOptions{Allow: loopback}); err != nil {
+			t.Fatal(err)
+		}
+		ids := []string{"a", "b", "c", "d", "e"}
+		var batch []queue.NewTimer
+		for _, id := range ids {
+			batch = append(batch, queue.NewTimer{ID: id, Due: time.Now().Add(-time.Second), Endpoint: "e"})
+		}
+		if _, err := q.ScheduleBatch(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := q.Claim(ctx, 10); err != nil || len(res.Fired) != len(ids) {
+			t.Fatalf("claim: %+v %v", res, err)
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		d := &dispatch.Dispatcher{Queue: q, Consumer: "d1", Sender: newSender(t, &deliver.Guard{Allow: loopback}), Lease: 2 * time.Second}
+		go func() { done <- d.Run(runCtx) }()
+		defer func() {
+			stop()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}()
+		// Down until every timer has failed three times.
+		redistest.Eventually(t, 20*time.Second, "three failed attempts of each", func() bool {
+			for _, id := range ids {
+				if log, err := q.DeliveryAttempts(ctx, id); err != nil || len(log) < 3 {
+					return false
+				}
+			}
+			return true
+		})
+		up.Store(true)
+		redistest.Eventually(t, 20*time.Second, "every fire is delivered once the endpoint is up", func() bool {
+			for _, id := range ids {
+				log, err := q.DeliveryAttempts(ctx, id)
+				if err != nil || len(log) == 0 || log[len(log)-1].Outcome != "delivered" {
+					return false
+				}
+			}
+			return true
+		})
+		for _, id := range ids {
+			log, _ := q.DeliveryAttempts(ctx, id)
+			for i, a := range log[:len(log)-1] {
+				if a.Outcome != "retry" || a.Reason != "connection" || a.Attempt != i+1 || a.RetryIn > 400*time.Millisecond {
+					t.Errorf("%s attempt %d: %+v; want a retry after a connection error, backoff within the cap", id, i+1, a)
+				}
+				if next := log[i+1]; next.At.Before(a.At.Add(a.RetryIn)) {
+					t.Errorf("%s: attempt %d at %v, before attempt %d's backoff of %v from %v ran", id, next.Attempt, next.At, a.Attempt, a.RetryIn, a.At)
+				}
+			}
+		}
+		if dls, _, _ := q.DeadLetters(ctx, "", 10); len(dls) != 0 {
+			t.Errorf("dead letters %+v; nothing should be lost", dls)
 		}
 	})
 }
