@@ -90,15 +90,17 @@ type failoverRun struct {
 // application schedules (retrying each ID until acknowledged) and a worker
 // fires, both through Sentinel, with a Recorder on both nodes. With the
 // namespace's replicas setting, no acknowledged schedule is lost and no
-// timer is seen fired twice, and none fires early. Without it the run
-// only logs what it saw: losses and duplicates are what the setting is
-// for (docs/guarantees.md).
+// timer is seen fired twice, and none fires early. With docs/security.md's
+// min-replicas-to-write advice instead, the same holds for this planned
+// failover (the promoted replica closes its link, so the old master refuses
+// writes at once). With neither the run only logs what it saw: losses and
+// duplicates are what the setting is for (docs/guarantees.md).
 func TestSentinelFailoverWithReplicas(t *testing.T) {
 	for _, arm := range []struct {
 		name     string
 		replicas int
 		maxLag   int // min-replicas-to-write 1 with this min-replicas-max-lag; 0: off
-	}{{"replicas1", 1, 0}, {"plain", 0, 0}, {"plain-min-replicas-lag1", 0, 1}, {"plain-min-replicas-lag10", 0, 10}} {
+	}{{"replicas1", 1, 0}, {"plain", 0, 0}, {"plain-min-replicas-lag10", 0, 10}} {
 		t.Run(arm.name, func(t *testing.T) {
 			redistest.Require(t)
 			run := sentinelFailover(t, arm.replicas, arm.maxLag)
@@ -108,8 +110,8 @@ func TestSentinelFailoverWithReplicas(t *testing.T) {
 			if len(early) > 0 {
 				t.Errorf("fired early: %v", early)
 			}
-			if arm.replicas == 0 {
-				return
+			if arm.replicas == 0 && arm.maxLag == 0 {
+				return // today's behaviour, logged above: docs/security.md quotes it
 			}
 			if len(lost) > 0 {
 				t.Errorf("%d of %d acknowledged schedules never fired: %v", len(lost), len(run.acked), lost)

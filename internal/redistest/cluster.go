@@ -72,9 +72,8 @@ func StartClusterOpts(t testing.TB, cfg ClusterConfig) *Cluster {
 	defer cancel()
 	for i := range total {
 		ip := fmt.Sprintf("127.0.0.%d", i+1)
-		bus := freePort(t)
-		sc := Config{Bind: ip, Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-port", fmt.Sprint(bus), "--cluster-announce-ip", ip}}
+		sc := Config{Bind: ip, ClusterBus: true, Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-announce-ip", ip}}
 		if cfg.NodeTimeout > 0 {
 			sc.Args = append(sc.Args, "--cluster-node-timeout", fmt.Sprint(cfg.NodeTimeout.Milliseconds()))
 		}
@@ -84,7 +83,6 @@ func StartClusterOpts(t testing.TB, cfg ClusterConfig) *Cluster {
 			sc.Args = append(sc.Args, "--tls-cluster", "yes")
 		}
 		s := Start(t, sc)
-		s.bus = bus
 		id, err := s.Client(t).Do(ctx, "CLUSTER", "MYID").Text()
 		if err != nil {
 			t.Fatalf("redistest: CLUSTER MYID on %s: %v", s.Addr(), err)

@@ -77,6 +77,10 @@ type Config struct {
 	// Sentinel starts a Sentinel (redis-server CONF --sentinel) with an
 	// empty configuration; tell it what to monitor with SENTINEL MONITOR.
 	Sentinel bool
+	// ClusterBus gives the server a free Cluster bus port of its own
+	// (--cluster-port), picked afresh at each start attempt, as the client
+	// port is: a port picked once may be taken before the server binds it.
+	ClusterBus bool
 }
 
 // TLS is a TLS-only server's certificates (PEM files; see NewPKI).
@@ -141,7 +145,7 @@ func Start(t testing.TB, cfg Config) *Server {
 	}
 	var lastErr error
 	for range 5 {
-		s.port = freePort(t)
+		s.port = freePort(t, s.bind)
 		s.args = []string{"--port", fmt.Sprint(s.port)}
 		if cfg.TLS != nil {
 			auth := "no"
@@ -154,6 +158,10 @@ func Start(t testing.TB, cfg Config) *Server {
 		}
 		s.args = append(s.args, "--bind", s.bind, "--dir", s.dir,
 			"--save", "", "--appendonly", "no", "--logfile", filepath.Join(s.dir, "redis.log"))
+		if cfg.ClusterBus {
+			s.bus = freePort(t, s.bind)
+			s.args = append(s.args, "--cluster-port", fmt.Sprint(s.bus))
+		}
 		s.args = append(s.args, cfg.Args...)
 		if cfg.Sentinel {
 			conf := filepath.Join(s.dir, "sentinel.conf")
@@ -171,8 +179,10 @@ func Start(t testing.TB, cfg Config) *Server {
 	return nil
 }
 
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// freePort is a port free on host now. Another process may take it before
+// the server binds it: Start then tries again with another.
+func freePort(t testing.TB, host string) int {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatalf("redistest: no free port: %v", err)
 	}
