@@ -166,8 +166,32 @@ func (h *Handler) timerCall(w http.ResponseWriter, r *http.Request, call func(ct
 	writeJSON(w, http.StatusOK, toTimerJSON(t))
 }
 
+// getTimer answers the timer, with its attempt log if its fires were
+// delivered to an endpoint.
 func (h *Handler) getTimer(w http.ResponseWriter, r *http.Request) {
-	h.timerCall(w, r, func(ctx context.Context, q *queue.Queue, id string) (queue.Timer, error) { return q.Get(ctx, id) })
+	q, release, ok := h.queue(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	id := r.PathValue("id")
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	t, err := q.Get(ctx, id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	j := toTimerJSON(t)
+	if t.State == queue.StateFired {
+		log, err := q.DeliveryAttempts(ctx, id)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		j.Delivery = toDeliveryLogJSON(log)
+	}
+	writeJSON(w, http.StatusOK, j)
 }
 
 func (h *Handler) cancelTimer(w http.ResponseWriter, r *http.Request) {

@@ -34,6 +34,44 @@ type TimerJSON struct {
 	// Created is set only in answers to creates: whether the request
 	// created the timer.
 	Created *bool `json:"created,omitempty"`
+	// Delivery is set only in answers to GET of a timer whose fires were
+	// delivered to an endpoint: its attempt log.
+	Delivery *DeliveryLogJSON `json:"delivery,omitempty"`
+}
+
+// DeliveryLogJSON is a delivering timer's attempt log
+// (queue.DeliveryAttempts): its last attempts, oldest first.
+type DeliveryLogJSON struct {
+	Attempts []AttemptJSON `json:"attempts"`
+}
+
+// AttemptJSON is one delivery attempt (queue.DeliveryAttempt).
+type AttemptJSON struct {
+	Attempt   int     `json:"attempt"`
+	DueAt     string  `json:"due_at"`
+	At        string  `json:"at"`
+	LatencyMS float64 `json:"latency_ms"`
+	Status    int     `json:"status"`
+	Outcome   string  `json:"outcome"`
+	Reason    string  `json:"reason,omitempty"`
+	Error     string  `json:"error,omitempty"`
+	RetryIn   string  `json:"retry_in,omitempty"`
+}
+
+func toDeliveryLogJSON(log []queue.DeliveryAttempt) *DeliveryLogJSON {
+	if len(log) == 0 {
+		return nil
+	}
+	out := &DeliveryLogJSON{Attempts: make([]AttemptJSON, len(log))}
+	for i, a := range log {
+		j := AttemptJSON{Attempt: a.Attempt, DueAt: timefmt.Format(a.Due), At: timefmt.Format(a.At),
+			LatencyMS: float64(a.Latency.Microseconds()) / 1000, Status: a.Status, Outcome: a.Outcome, Reason: a.Reason, Error: a.Error}
+		if a.RetryIn > 0 {
+			j.RetryIn = a.RetryIn.String()
+		}
+		out.Attempts[i] = j
+	}
+	return out
 }
 
 func optTime(t time.Time) *string {

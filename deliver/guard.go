@@ -145,8 +145,14 @@ func (g *Guard) CheckAddr(host string, addr netip.Addr) error {
 					}
 				}
 			}
-			return fmt.Errorf("%w: %s is a cloud metadata address; only an Allow entry of exactly %s/%d opens it",
-				ErrRefused, addr, addr, addr.BitLen())
+			in := ""
+			for _, r := range refused {
+				if r.prefix.Contains(addr) {
+					in = ", in " + r.prefix.String()
+				}
+			}
+			return fmt.Errorf("%w: %s is a cloud metadata address%s; only an Allow entry of exactly %s/%d opens it",
+				ErrRefused, addr, in, addr, addr.BitLen())
 		}
 	}
 	if g != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +33,53 @@ const (
 	// GeneratedSecretBytes is the key length of GenerateSecret.
 	GeneratedSecretBytes = 32
 )
+
+// ErrBadSignature means Verify found no valid signature of a request by
+// any of the secrets given, or its webhook-timestamp is too far from now.
+var ErrBadSignature = errors.New("timerq: deliver: webhook signature does not verify")
+
+// VerifyTolerance is how far a request's webhook-timestamp may be from
+// the receiver's clock, as Standard Webhooks' libraries allow.
+const VerifyTolerance = 5 * time.Minute
+
+// Verify checks a received request as a Standard Webhooks receiver does:
+// its webhook-id, webhook-timestamp (within VerifyTolerance of now) and a
+// "v1," signature in webhook-signature that one of secrets made over
+// body, compared in constant time. It returns nil or an error wrapping
+// ErrBadSignature. It is for Go receivers and tests; any Standard
+// Webhooks library does the same.
+func Verify(h http.Header, body []byte, now time.Time, secrets ...Secret) error {
+	get := func(k string) string {
+		if v := h.Get(k); v != "" {
+			return v
+		}
+		if vs := h[k]; len(vs) > 0 {
+			return vs[0]
+		}
+		return ""
+	}
+	id, tsText, sigs := get(HeaderID), get(HeaderTimestamp), get(HeaderSignature)
+	if id == "" || tsText == "" || sigs == "" {
+		return fmt.Errorf("%w: a webhook-id, webhook-timestamp or webhook-signature header is missing", ErrBadSignature)
+	}
+	sec, err := strconv.ParseInt(tsText, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: webhook-timestamp %q is not Unix seconds", ErrBadSignature, tsText)
+	}
+	ts := time.Unix(sec, 0)
+	if d := now.Sub(ts); d > VerifyTolerance || d < -VerifyTolerance {
+		return fmt.Errorf("%w: webhook-timestamp %s is %v from now", ErrBadSignature, ts.UTC().Format(time.RFC3339), d)
+	}
+	for _, s := range secrets {
+		want := Sign(id, ts, body, s)
+		for _, got := range strings.Fields(sigs) {
+			if hmac.Equal([]byte(got), []byte(want)) {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%w: none of the %d signatures matches any of the %d secrets", ErrBadSignature, len(strings.Fields(sigs)), len(secrets))
+}
 
 // ErrInvalidSecret means a signing secret is not "whsec_" followed by the
 // standard base64 of a key of MinSecretBytes..MaxSecretBytes bytes.

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +111,33 @@ func TestMessageIDStableAndDotFree(t *testing.T) {
 	} {
 		if other == id {
 			t.Fatalf("another fire has the same ID %q", id)
+		}
+	}
+}
+
+// Verify accepts what Sign makes with any one of the secrets, and refuses
+// a tampered body, another secret and an old timestamp.
+func TestVerify(t *testing.T) {
+	a, _ := deliver.ParseSecret(deliver.GenerateSecret())
+	b, _ := deliver.ParseSecret(deliver.GenerateSecret())
+	now := time.Unix(1_800_000_000, 0)
+	h := http.Header{}
+	h.Set(deliver.HeaderID, "msg_x")
+	h.Set(deliver.HeaderTimestamp, "1800000000")
+	h.Set(deliver.HeaderSignature, deliver.Sign("msg_x", now, []byte("body"), a, b))
+	for _, s := range []deliver.Secret{a, b} {
+		if err := deliver.Verify(h, []byte("body"), now, s); err != nil {
+			t.Errorf("Verify with one of the secrets: %v", err)
+		}
+	}
+	other, _ := deliver.ParseSecret(deliver.GenerateSecret())
+	for what, err := range map[string]error{
+		"tampered body": deliver.Verify(h, []byte("bodY"), now, a),
+		"other secret":  deliver.Verify(h, []byte("body"), now, other),
+		"old":           deliver.Verify(h, []byte("body"), now.Add(6*time.Minute), a),
+	} {
+		if !errors.Is(err, deliver.ErrBadSignature) {
+			t.Errorf("%s: %v, want ErrBadSignature", what, err)
 		}
 	}
 }

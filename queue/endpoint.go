@@ -3,14 +3,12 @@ package queue
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
 	"net/textproto"
-	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -44,7 +42,7 @@ const (
 	// MaxEndpointNameLen is the longest endpoint name, in bytes.
 	MaxEndpointNameLen = 64
 	// MaxEndpointURLLen is the longest endpoint URL, in bytes.
-	MaxEndpointURLLen = 2048
+	MaxEndpointURLLen = 2048 // deliver.ValidateURL's limit
 	// MaxEndpointHeaders is the most extra headers an endpoint may have.
 	MaxEndpointHeaders = 32
 	// MaxEndpointTimeout is the longest Endpoint.Timeout.
@@ -54,8 +52,8 @@ const (
 	MaxEndpointSecrets = 4
 	// MinSecretBytes and MaxSecretBytes bound a signing secret's key, as
 	// Standard Webhooks does: "whsec_" and the base64 of 24 to 64 bytes.
-	MinSecretBytes = 24
-	MaxSecretBytes = 64
+	MinSecretBytes = deliver.MinSecretBytes
+	MaxSecretBytes = deliver.MaxSecretBytes
 	// MaxRetryAttempts is the most attempts a RetryPolicy may allow.
 	MaxRetryAttempts = 1000
 	// MaxEndpointInFlight is the largest Endpoint.MaxInFlight.
@@ -64,7 +62,7 @@ const (
 
 // SecretPrefix starts every signing secret: "whsec_" and the key in
 // standard base64 (Standard Webhooks).
-const SecretPrefix = "whsec_"
+const SecretPrefix = deliver.SecretPrefix
 
 // Secret is a signing secret in its text form, "whsec_<base64 key>". It is
 // never printed whole: String, GoString, fmt's verbs and MarshalJSON show
@@ -107,19 +105,16 @@ func ValidateSecret(s string) error {
 	return nil
 }
 
-// secretProblem says what is wrong with a secret, "" when nothing is.
+// secretProblem says what is wrong with a secret, "" when nothing is: the
+// check of the delivery engine (deliver.ParseSecret), so that every secret
+// stored can sign.
 func secretProblem(s string) string {
-	const want = "use \"whsec_\" and the standard base64 of 24-64 random bytes (for example: echo whsec_$(head -c 32 /dev/urandom | base64))"
-	b64, ok := strings.CutPrefix(s, SecretPrefix)
-	if !ok {
-		return fmt.Sprintf("the secret does not start with %q; %s", SecretPrefix, want)
-	}
-	key, err := base64.StdEncoding.Strict().DecodeString(b64)
-	if err != nil {
-		return fmt.Sprintf("what follows %q in the secret is not standard base64; %s", SecretPrefix, want)
-	}
-	if len(key) < MinSecretBytes || len(key) > MaxSecretBytes {
-		return fmt.Sprintf("the secret's key is %d bytes; %s", len(key), want)
+	if _, err := deliver.ParseSecret(s); err != nil {
+		msg := err.Error()
+		if m, ok := strings.CutPrefix(msg, deliver.ErrInvalidSecret.Error()+": "); ok {
+			msg = "the secret: " + m
+		}
+		return msg
 	}
 	return ""
 }
@@ -198,19 +193,6 @@ func (e Endpoint) String() string {
 
 // reservedHeaders are the headers the delivery engine sets itself.
 var reservedHeaders = []string{"Host", "Content-Length", "Transfer-Encoding", "Connection", "Traceparent"}
-
-// refusedRanges are the ranges an endpoint URL's address literal may not
-// be in without an Allow; those of the delivery engine's SSRF guard.
-var refusedRanges = func() []netip.Prefix {
-	var out []netip.Prefix
-	for _, p := range []string{"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
-		"172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4",
-		"::/128", "::1/128", "64:ff9b:1::/48", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8",
-		"168.63.129.16/32"} { // Azure's wire server, a public address
-		out = append(out, netip.MustParsePrefix(p))
-	}
-	return out
-}()
 
 // PutEndpointOptions are PutEndpoint's options; nil means none.
 type PutEndpointOptions struct {
@@ -329,56 +311,30 @@ func (e Endpoint) Deliver(g *deliver.Guard) (deliver.Endpoint, error) {
 }
 
 // urlProblem says what is wrong with an endpoint URL ("" when nothing),
-// and whether it is a refused private or reserved address.
+// and whether it is a refused private or reserved address. It is the
+// delivery engine's own check (deliver.ValidateURL with a guard allowing
+// opts.Allow), so that registration and the dispatcher's dial-time guard
+// judge addresses alike; as the guard does, it judges by address only, so
+// localhost is refused (use 127.0.0.1 and an allow rule).
 func urlProblem(raw string, opts *PutEndpointOptions) (problem string, private bool) {
-	const want = "use an absolute http:// or https:// URL with a host, such as https://billing.example.com/hooks/timerq"
-	if len(raw) > MaxEndpointURLLen {
-		return fmt.Sprintf("the URL is %d bytes, above %d", len(raw), MaxEndpointURLLen), false
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Sprintf("URL: %v; %s", err, want), false
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Sprintf("URL scheme %q; %s", u.Scheme, want), false
-	}
-	if u.User != nil {
-		return "the URL has user information before the host; put credentials in the endpoint's headers instead", false
-	}
-	if u.Opaque != "" || u.Hostname() == "" {
-		return "the URL has no host; " + want, false
-	}
-	if u.Fragment != "" || strings.Contains(raw, "#") {
-		return "the URL has a fragment (#…), which is never sent", false
-	}
-	var allow []netip.Prefix
+	g := &deliver.Guard{}
 	if opts != nil {
-		allow = opts.Allow
+		g.Allow = opts.Allow
 	}
-	allowed := func(a netip.Addr) bool {
-		for _, p := range allow {
-			if p.Contains(a) {
-				return true
-			}
-		}
-		return false
-	}
-	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
-	if a, err := netip.ParseAddr(host); err == nil {
-		// A zone (fe80::1%eth0) would make every Prefix.Contains false.
-		a = a.Unmap().WithZone("")
-		for _, p := range refusedRanges {
-			if p.Contains(a) && !allowed(a) {
-				return fmt.Sprintf("the URL's host %s is in %s; deliveries reach such addresses only when the operator allows the range", a, p), true
-			}
-		}
+	_, err := deliver.ValidateURL(raw, g)
+	switch {
+	case err == nil:
 		return "", false
+	case errors.Is(err, deliver.ErrRefused):
+		msg, _ := strings.CutPrefix(err.Error(), deliver.ErrRefused.Error()+": ")
+		return "the URL's host: " + msg, true
+	default:
+		msg, _ := strings.CutPrefix(err.Error(), deliver.ErrInvalidURL.Error()+": ")
+		if strings.HasPrefix(msg, "scheme ") {
+			return "URL " + msg, false // URL scheme "ftp"; use …
+		}
+		return "URL: " + msg, false
 	}
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		// As the delivery engine's guard: by address only.
-		return fmt.Sprintf("the URL's host %s is the loopback interface; use http://127.0.0.1:PORT/ and have the operator allow 127.0.0.1", u.Hostname()), true
-	}
-	return "", false
 }
 
 func headerProblem(k, v string) string {

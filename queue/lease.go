@@ -529,6 +529,11 @@ type ReleaseOptions struct {
 	// DeadLetter dead-letters the event now, whatever its attempt: for an
 	// event the consumer knows it can never handle.
 	DeadLetter bool
+	// Log, if set, is appended to the attempt log of timer Log.TimerID
+	// (DeliveryAttempts) in the same round trip. A failed log write, after
+	// a good release, gives the Released and an error wrapping
+	// ErrAttemptLog.
+	Log *DeliveryAttempt
 }
 
 // Released is what Release did.
@@ -578,15 +583,29 @@ func (q *Queue) Release(ctx context.Context, group, id string, ro ReleaseOptions
 	if cause == "" {
 		cause = "released by the consumer"
 	}
-	r, err := q.settle(ctx, l, group, id, op, ceilMilli(ro.Delay), cause, opts)
-	if err != nil {
+	var r []string
+	var logErr error
+	if ro.Log != nil {
+		if err := ValidateID(ro.Log.TimerID); err != nil {
+			return Released{}, err
+		}
+		ref, err := q.parseDeliveryIDIn(l, id)
+		if err != nil {
+			return Released{}, err
+		}
+		r, err = q.releaseLogged(ctx, l, group, id, ref, op, ceilMilli(ro.Delay), cause, opts, *ro.Log)
+		if r == nil {
+			return Released{}, err
+		}
+		logErr = err
+	} else if r, err = q.settle(ctx, l, group, id, op, ceilMilli(ro.Delay), cause, opts); err != nil {
 		return Released{}, err
 	}
 	if r[0] == "dead" {
-		return Released{DeadLetterID: r[1]}, nil
+		return Released{DeadLetterID: r[1]}, logErr
 	}
 	at, _ := strconv.ParseInt(r[1], 10, 64)
-	return Released{RedeliverAt: fromMillis(at)}, nil
+	return Released{RedeliverAt: fromMillis(at)}, logErr
 }
 
 // ExtendLease renews the lease of delivery id of group, so that it ends d
@@ -637,6 +656,12 @@ func (q *Queue) settle(ctx context.Context, l *layout, group, id, op string, d t
 	if err != nil {
 		return nil, errorf("%s %s: %w", op, id, err)
 	}
+	return settleReply(reply, group, id, op)
+}
+
+// settleReply reads release.lua's reply, turning its refusals into
+// errors; it returns the reply's two strings otherwise.
+func settleReply(reply any, group, id, op string) ([]string, error) {
 	r, err := replyStrings(reply)
 	if err != nil || len(r) != 2 {
 		return nil, errorf("%s %s: unexpected reply %v", op, id, reply)

@@ -22,6 +22,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/deliver"
+	"github.com/timerq/timerq/deliver/dispatch"
 	"github.com/timerq/timerq/internal/apiserver"
 	"github.com/timerq/timerq/internal/cliconf"
 	"github.com/timerq/timerq/internal/worker"
@@ -123,6 +125,18 @@ func flags() []cli.Flag {
 			Usage: "require API clients to present a certificate signed by a CA in `PEM` file (mutual TLS)"},
 		&cli.Float64Flag{Name: apiserver.FlagRateLimit, EnvVars: []string{"TIMERQ_API_RATE_LIMIT"},
 			Usage: "requests per second each API token may make, unless its line says rps= (0: no limit)"},
+		&cli.BoolFlag{Name: "deliver", EnvVars: []string{"TIMERQ_DELIVER"},
+			Usage: "deliver the fires of timers that name an endpoint: signed POSTs, retried, dead-lettered (docs/delivery.md); any number of replicas share the work"},
+		&cli.StringSliceFlag{Name: "deliver-allow", EnvVars: []string{"TIMERQ_DELIVER_ALLOW"},
+			Usage: "CIDRs, addresses or host names deliveries may reach though private or reserved, e.g. 10.1.0.0/16,127.0.0.1/32 (default: none); the API admits endpoint URLs in them"},
+		&cli.StringFlag{Name: "deliver-group", Value: dispatch.DefaultGroup, EnvVars: []string{"TIMERQ_DELIVER_GROUP"},
+			Usage: "consumer group the delivering replicas share"},
+		&cli.IntFlag{Name: "deliver-max-in-flight", Value: dispatch.DefaultMaxOutstanding, EnvVars: []string{"TIMERQ_DELIVER_MAX_IN_FLIGHT"},
+			Usage: "most fires one replica holds per namespace, under way or waiting for their endpoint (each endpoint's max_in_flight bounds its own)"},
+		&cli.DurationFlag{Name: "deliver-lease", Value: dispatch.DefaultDispatchLease, EnvVars: []string{"TIMERQ_DELIVER_LEASE"},
+			Usage: "how long a replica holds a fire before another may deliver it; above the longest endpoint timeout, the same on every replica"},
+		&cli.IntFlag{Name: "deliver-max-redirects", EnvVars: []string{"TIMERQ_DELIVER_MAX_REDIRECTS"},
+			Usage: fmt.Sprintf("redirects a delivery follows, each hop checked by the guard (0-%d; 0: none)", deliver.MaxRedirects)},
 		&cli.BoolFlag{Name: "dev", EnvVars: []string{"TIMERQ_DEV"},
 			Usage: "run an embedded in-memory Redis (miniredis) and use it; nothing persists"},
 		&cli.StringFlag{Name: "dev-addr", EnvVars: []string{"TIMERQ_DEV_ADDR"},
@@ -191,6 +205,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 					RateLimit:       c.Float64(apiserver.FlagRateLimit),
 				},
 				APIHandler: newAPIHandler,
+				Deliver:    deliverConfig(c),
 			}, log)
 		},
 	}
@@ -220,3 +235,21 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 }
 
 func buildVersion() string { return cliconf.BuildVersion(version) }
+
+// deliverConfig reads the --deliver flags; the --deliver-* flags count as
+// set only when given (so that their defaults do not trip the check that
+// they need --deliver).
+func deliverConfig(c *cli.Context) worker.DeliverConfig {
+	d := worker.DeliverConfig{Enabled: c.Bool("deliver"), Allow: c.StringSlice("deliver-allow")}
+	if c.IsSet("deliver-group") {
+		d.Group = c.String("deliver-group")
+	}
+	if c.IsSet("deliver-max-in-flight") {
+		d.MaxOutstanding = c.Int("deliver-max-in-flight")
+	}
+	if c.IsSet("deliver-lease") {
+		d.Lease = c.Duration("deliver-lease")
+	}
+	d.MaxRedirects = c.Int("deliver-max-redirects")
+	return d
+}

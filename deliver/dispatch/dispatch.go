@@ -24,18 +24,23 @@ const (
 	// every dispatcher of a namespace shares.
 	DefaultGroup = "timerq-deliver"
 	// DefaultDispatchLease is Dispatcher.Lease when it is 0. A fire whose
-	// dispatcher died is delivered again once its lease runs out, and a
-	// retry waits at most this long (queue.Release's limit): the
-	// backoff of a policy whose Cap is longer is cut to it.
+	// dispatcher died is delivered again once its lease runs out. A retry
+	// delay longer than the lease (queue.Release's limit) is kept in
+	// full: the fire comes back each lease and is released again, untried,
+	// until the delay its attempt logged has run.
 	DefaultDispatchLease = time.Minute
 	// DefaultMaxOutstanding is Dispatcher.MaxOutstanding when it is 0.
 	DefaultMaxOutstanding = 1024
 	// DefaultBacklog is Dispatcher.Backlog when it is 0.
 	DefaultBacklog = 4
 	// BusyDelay is how long a fire waits, released, when its endpoint's
-	// backlog in this dispatcher is full, or its endpoint is disabled or
-	// could not be looked up.
+	// backlog in this dispatcher is full, or its endpoint could not be
+	// looked up.
 	BusyDelay = time.Second
+	// DisabledDelay is how long a fire of a disabled endpoint waits,
+	// released, before it is looked at again (at most the lease): it is
+	// kept, not dead-lettered, until the endpoint is enabled.
+	DisabledDelay = 5 * time.Second
 	// groupMaxAttempts is the group's queue-side limit: each endpoint's
 	// Policy decides when a fire is dead-lettered, not the group.
 	groupMaxAttempts = 1 << 20
@@ -52,8 +57,13 @@ type Report struct {
 	// Event is the fire; Endpoint the endpoint's name.
 	Event    queue.Event
 	Endpoint string
-	// Attempt is what Send returned.
+	// Attempt is what Send returned; Number the attempt's number for this
+	// fire, from 1, counted in the timer's attempt log.
 	Attempt deliver.Attempt
+	Number  int
+	// Stopped means the attempt was cut short by the dispatcher's stop and
+	// the fire handed back: no attempt of the endpoint's.
+	Stopped bool
 	// SettleErr is the error, if any, of acknowledging, releasing or
 	// dead-lettering the delivery afterwards; the lease then runs out and
 	// the fire is delivered again.
@@ -76,10 +86,13 @@ type Report struct {
 // that are released for BusyDelay, and the dispatcher goes on leasing
 // fires for the other endpoints.
 //
-// The attempt number given to the policy is the group's delivery count
-// (queue.Event.Attempt), which also counts releases for a full backlog, a
-// disabled endpoint or a failed Lookup, and reclaims after a dispatcher
-// died.
+// Each attempt is appended to the timer's attempt log
+// (queue.DeliveryAttempts) in the round trip that settles it, and the
+// attempt number the policy sees is counted there: a fire handed back
+// untried (a full backlog, a disabled endpoint, a failed Lookup, a
+// stopping dispatcher) uses up no attempt. A first delivery costs no read;
+// a redelivery reads the log's last entry (one round trip). An attempt
+// whose dispatcher died before settling it is not counted.
 type Dispatcher struct {
 	// Queue is the namespace whose fires are delivered.
 	Queue *queue.Queue
@@ -91,11 +104,13 @@ type Dispatcher struct {
 	// Sender sends the attempts; nil means a deliver.Sender with a zero
 	// Guard, which refuses every private address.
 	Sender *deliver.Sender
-	// Route names the endpoint a fire is delivered to, "" for none.
-	// Required.
+	// Route names the endpoint a fire is delivered to, "" for none; nil
+	// means the endpoint the timer names (queue.Event.Endpoint).
 	Route func(queue.Event) string
 	// Lookup returns the endpoint of a name. It is called for every fire,
-	// so cache in it if reads are costly. Required.
+	// so cache in it if reads are costly; nil means the queue's endpoints
+	// through an Endpoints cache (one read per name per second) checked
+	// with the Sender's Guard.
 	Lookup func(ctx context.Context, name string) (deliver.Endpoint, error)
 	// Lease is the group's lease (queue.LeaseOptions.Lease); 0 means
 	// DefaultDispatchLease. Every dispatcher of a group must use the same.
@@ -138,8 +153,17 @@ type pending struct {
 // attempt under way has ended. It returns an error only for a
 // configuration it cannot run with.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	if d.Queue == nil || d.Route == nil || d.Lookup == nil {
-		return fmt.Errorf("%w: a Dispatcher needs Queue, Route and Lookup", queue.ErrInvalidOptions)
+	if d.Queue == nil {
+		return fmt.Errorf("%w: a Dispatcher needs a Queue", queue.ErrInvalidOptions)
+	}
+	if d.Sender == nil {
+		d.Sender = &deliver.Sender{}
+	}
+	if d.Route == nil {
+		d.Route = RouteByEndpoint
+	}
+	if d.Lookup == nil {
+		d.Lookup = (&Endpoints{Queue: d.Queue, Guard: d.Sender.Guard}).Lookup
 	}
 	if d.Group == "" {
 		d.Group = DefaultGroup
@@ -153,9 +177,6 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	if err := queue.ValidateConsumerName("consumer", d.Consumer); err != nil {
 		return err
-	}
-	if d.Sender == nil {
-		d.Sender = &deliver.Sender{}
 	}
 	if d.Lease == 0 {
 		d.Lease = DefaultDispatchLease
@@ -216,6 +237,14 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	return nil
 }
 
+// Held is how many fires the dispatcher holds: attempts under way and
+// fires waiting for a slot of their endpoint. Safe to call at any time.
+func (d *Dispatcher) Held() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.outstanding
+}
+
 func (d *Dispatcher) onError(err error) {
 	if d.OnError != nil {
 		d.OnError(err)
@@ -236,7 +265,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, dl queue.Delivery) {
 		d.settle(dl, queue.ReleaseOptions{Delay: min(BusyDelay, d.Lease), Error: "endpoint lookup failed"})
 		return
 	case ep.Disabled:
-		d.settle(dl, queue.ReleaseOptions{Delay: min(BusyDelay, d.Lease), Error: "endpoint disabled"})
+		d.settle(dl, queue.ReleaseOptions{Delay: min(DisabledDelay, d.Lease), Error: "endpoint disabled"})
 		return
 	}
 	if ep.Name == "" {
@@ -321,25 +350,82 @@ func (d *Dispatcher) attempt(ctx context.Context, p pending) {
 		}
 	}
 	ev := p.d.Event
+	n, wait := d.attemptNumber(ctx, ev)
+	if wait > 0 {
+		// A retry whose backoff or Retry-After is longer than the lease:
+		// the release could delay it only by the lease, so it waits again,
+		// untried, for what is left.
+		d.settle(p.d, queue.ReleaseOptions{Delay: min(wait, d.Lease), Error: "waiting to retry"})
+		return
+	}
 	a := d.Sender.Send(ctx, p.ep, deliver.Fire{Namespace: d.Queue.Namespace(), TimerID: ev.ID, Due: ev.Due, FiredAt: ev.FiredAt,
-		Payload: ev.Payload, Attempt: ev.Attempt})
+		Payload: ev.Payload, Attempt: n, TraceParent: ev.TraceParent})
+	if ctx.Err() != nil && a.Outcome != deliver.Delivered {
+		// Cut short by the stop, not the endpoint's doing: no attempt.
+		err := d.settle(p.d, queue.ReleaseOptions{Error: "dispatcher stopped"})
+		if d.OnAttempt != nil {
+			d.OnAttempt(Report{Event: ev, Endpoint: p.ep.Name, Attempt: a, Number: n, Stopped: true, SettleErr: err})
+		}
+		return
+	}
+	log := &queue.DeliveryAttempt{TimerID: ev.ID, Attempt: n, Due: ev.Due, StreamID: ev.StreamID, At: a.At, Latency: a.Latency, Status: a.Status,
+		Outcome: a.Outcome.String(), Error: a.Error}
+	if a.Outcome != deliver.Delivered {
+		log.Reason = string(a.Reason)
+	}
 	var err error
-	switch {
-	case ctx.Err() != nil && a.Outcome != deliver.Delivered:
-		err = d.settle(p.d, queue.ReleaseOptions{Error: "dispatcher stopped"})
-	case a.Outcome == deliver.Delivered:
-		if _, err = d.Queue.Ack(context.WithoutCancel(ctx), d.Group, p.d.DeliveryID); err != nil {
+	switch a.Outcome {
+	case deliver.Delivered:
+		_, err = d.Queue.AckAttempt(context.WithoutCancel(ctx), d.Group, p.d.DeliveryID, *log)
+		if err != nil {
 			d.onError(err)
 		}
-	case a.Outcome == deliver.Retry:
-		err = d.settle(p.d, queue.ReleaseOptions{Delay: min(a.Delay, d.Lease), Error: describe(a)})
+	case deliver.Retry:
+		log.RetryIn = a.Delay
+		err = d.settle(p.d, queue.ReleaseOptions{Delay: min(a.Delay, d.Lease), Error: describe(a), Log: log})
 	default:
-		err = d.settle(p.d, queue.ReleaseOptions{DeadLetter: true, Error: describe(a)})
+		err = d.settle(p.d, queue.ReleaseOptions{DeadLetter: true, Error: describe(a), Log: log})
+	}
+	if errors.Is(err, queue.ErrAttemptLog) {
+		err = nil // settled; onError has it
 	}
 	if d.OnAttempt != nil {
-		d.OnAttempt(Report{Event: ev, Endpoint: p.ep.Name, Attempt: a, SettleErr: err})
+		d.OnAttempt(Report{Event: ev, Endpoint: p.ep.Name, Attempt: a, Number: n, SettleErr: err})
 	}
 }
+
+// attemptNumber is the number of ev's attempt about to be made: 1 on its
+// first delivery to the group, else one more than the last attempt of
+// this fire (its stream entry) in the timer's attempt log (the group's
+// delivery count if the log cannot be read). wait, if positive, is how
+// long the last attempt's retry delay has still to run: a delay longer
+// than the lease, which one release cannot give.
+func (d *Dispatcher) attemptNumber(ctx context.Context, ev queue.Event) (n int, wait time.Duration) {
+	if ev.Attempt <= 1 {
+		return 1, 0
+	}
+	last, ok, err := d.Queue.LastDeliveryAttempt(ctx, ev.ID)
+	switch {
+	case err != nil:
+		d.onError(fmt.Errorf("reading the attempt log of %s: %w", ev.ID, err))
+		return ev.Attempt, 0
+	case !ok || last.StreamID != ev.StreamID:
+		return 1, 0
+	}
+	if last.Outcome == deliver.Retry.String() {
+		// Within a few milliseconds is due: a release's delay is
+		// counted in whole milliseconds by the server's clock.
+		if w := time.Until(last.At.Add(last.Latency + last.RetryIn)); w > retrySlack {
+			wait = w
+		}
+	}
+	return last.Attempt + 1, wait
+}
+
+// retrySlack is how early a retry may start against the delay its
+// attempt logged: clocks of two dispatchers' hosts, and the server's,
+// differ by a little.
+const retrySlack = 50 * time.Millisecond
 
 // settle releases dl, with a context of its own so that a stopping
 // dispatcher still hands its fires back.

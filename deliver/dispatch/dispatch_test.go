@@ -302,8 +302,6 @@ func TestDispatcherRefusesBadConfig(t *testing.T) {
 	lookup := func(context.Context, string) (deliver.Endpoint, error) { return deliver.Endpoint{}, nil }
 	for name, d := range map[string]*dispatch.Dispatcher{
 		"no queue":     {Route: route, Lookup: lookup},
-		"no route":     {Queue: q, Lookup: lookup},
-		"no lookup":    {Queue: q, Route: route},
 		"short lease":  {Queue: q, Route: route, Lookup: lookup, Lease: time.Millisecond},
 		"bad group":    {Queue: q, Route: route, Lookup: lookup, Group: "a b"},
 		"bad consumer": {Queue: q, Route: route, Lookup: lookup, Consumer: strings.Repeat("c", 200)},

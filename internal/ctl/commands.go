@@ -61,6 +61,7 @@ func (r *runner) commands() []*cli.Command {
 			},
 			Action: r.wait,
 		},
+		r.redriveCommand(),
 		{Name: "stats", Usage: "counts per state, the overdue backlog and a histogram of due times", ArgsUsage: " ", Action: r.stats},
 		{
 			Name: "import", Usage: "schedule new timers and restore exported ones from JSON Lines", ArgsUsage: "[FILE|-]",
@@ -318,8 +319,31 @@ func (r *runner) byID(c *cli.Context, op func(context.Context, *queue.Queue, str
 	})
 }
 
+// get prints a timer, and for a fired one whose fires were delivered to
+// an endpoint, its attempt log.
 func (r *runner) get(c *cli.Context) error {
-	return r.byID(c, func(ctx context.Context, q *queue.Queue, id string) (queue.Timer, error) { return q.Get(ctx, id) })
+	id, err := oneID(c)
+	if err != nil {
+		return err
+	}
+	return r.once(c, func(ctx context.Context, s *session) error {
+		t, err := s.q.Get(ctx, id)
+		if err != nil {
+			return s.redisErr(err)
+		}
+		var log []queue.DeliveryAttempt
+		if t.State == queue.StateFired {
+			if log, err = s.q.DeliveryAttempts(ctx, id); err != nil {
+				return s.redisErr(err)
+			}
+		}
+		if s.g.json {
+			j := toJSON(t)
+			j.Delivery = toDeliveryJSON(log)
+			return writeJSON(r.o.Stdout, j)
+		}
+		return writeRecord(r.o.Stdout, t, r.o.Now(), "", log...)
+	})
 }
 
 func (r *runner) cancel(c *cli.Context) error {

@@ -28,6 +28,65 @@ type timerJSON struct {
 	CancelledAt *string `json:"cancelled_at"`
 	Payload     []byte  `json:"payload"` // base64, as encoding/json writes []byte
 	Created     *bool   `json:"created,omitempty"`
+	// Delivery is get's only: the attempt log of a timer whose fires were
+	// delivered to an endpoint, as the HTTP API shows it.
+	Delivery *deliveryJSON `json:"delivery,omitempty"`
+}
+
+// deliveryJSON is a timer's attempt log, the shape of the HTTP API's
+// DeliveryLog.
+type deliveryJSON struct {
+	Attempts []attemptJSON `json:"attempts"`
+}
+
+type attemptJSON struct {
+	Attempt   int     `json:"attempt"`
+	DueAt     string  `json:"due_at"`
+	At        string  `json:"at"`
+	LatencyMS float64 `json:"latency_ms"`
+	Status    int     `json:"status"`
+	Outcome   string  `json:"outcome"`
+	Reason    string  `json:"reason,omitempty"`
+	Error     string  `json:"error,omitempty"`
+	RetryIn   string  `json:"retry_in,omitempty"`
+}
+
+func toDeliveryJSON(log []queue.DeliveryAttempt) *deliveryJSON {
+	if len(log) == 0 {
+		return nil
+	}
+	out := &deliveryJSON{Attempts: make([]attemptJSON, len(log))}
+	for i, a := range log {
+		j := attemptJSON{Attempt: a.Attempt, DueAt: fmtJSONTime(a.Due), At: fmtJSONTime(a.At),
+			LatencyMS: float64(a.Latency.Microseconds()) / 1000, Status: a.Status, Outcome: a.Outcome, Reason: a.Reason, Error: a.Error}
+		if a.RetryIn > 0 {
+			j.RetryIn = a.RetryIn.String()
+		}
+		out.Attempts[i] = j
+	}
+	return out
+}
+
+// writeAttempts adds a timer's attempt log to writeRecord's table: one
+// row per attempt, oldest first.
+func writeAttempts(tw io.Writer, log []queue.DeliveryAttempt, now time.Time) {
+	for _, a := range log {
+		status := "no answer"
+		if a.Status != 0 {
+			status = fmt.Sprintf("HTTP %d", a.Status)
+		}
+		line := fmt.Sprintf("#%d %s, %s in %v: %s", a.Attempt, fmtTime(a.At, now), status, a.Latency.Round(10*time.Microsecond), a.Outcome)
+		if a.Reason != "" {
+			line += " (" + a.Reason + ")"
+		}
+		if a.RetryIn > 0 {
+			line += ", next in " + a.RetryIn.String()
+		}
+		if a.Error != "" {
+			line += ": " + strconv.Quote(a.Error)
+		}
+		fmt.Fprintf(tw, "attempt\t%s\n", line)
+	}
 }
 
 func fmtJSONTime(t time.Time) string { return timefmt.Format(t) }
@@ -135,7 +194,7 @@ func newTable(w io.Writer) *tabwriter.Writer {
 
 // writeRecord prints one timer as a two-column table; note, if set, is an
 // extra "result" row (schedule says whether it created the timer).
-func writeRecord(w io.Writer, t queue.Timer, now time.Time, note string) error {
+func writeRecord(w io.Writer, t queue.Timer, now time.Time, note string, log ...queue.DeliveryAttempt) error {
 	tw := newTable(w)
 	fmt.Fprintf(tw, "id\t%s\n", t.ID)
 	fmt.Fprintf(tw, "state\t%s\n", t.State)
@@ -151,6 +210,7 @@ func writeRecord(w io.Writer, t queue.Timer, now time.Time, note string) error {
 		fmt.Fprintf(tw, "cancelled\t%s\n", fmtTime(t.CancelledAt, now))
 	}
 	fmt.Fprintf(tw, "payload\t%s\n", fmtPayload(t.Payload))
+	writeAttempts(tw, log, now)
 	if note != "" {
 		fmt.Fprintf(tw, "result\t%s\n", note)
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/timerq/timerq/deliver"
+	"github.com/timerq/timerq/deliver/dispatch"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/poller"
 	"github.com/timerq/timerq/queue"
@@ -44,8 +46,19 @@ func exportedMetrics(t *testing.T) (names []string, perProcess map[string]bool) 
 	if _, err := qs[0].Heartbeat(context.Background(), "w1", time.Minute, false); err != nil {
 		t.Fatal(err)
 	}
+	// A --deliver worker's delivery metrics, with an attempt of each
+	// outcome, so every series exists.
+	var dms []*dispatch.Metrics
+	for range qs {
+		dm := dispatch.NewMetrics(func() int { return 0 })
+		for _, o := range []deliver.Outcome{deliver.Delivered, deliver.Retry, deliver.DeadLetter} {
+			dm.Observe(dispatch.Report{Event: queue.Event{Due: time.Now()}, Endpoint: "billing",
+				Attempt: deliver.Attempt{At: time.Now(), Decision: deliver.Decision{Outcome: o, Reason: deliver.ReasonServerError}}})
+		}
+		dms = append(dms, dm)
+	}
 	reg := prometheus.NewRegistry()
-	if err := registerAll(reg, rdb, qs, ms, "test"); err != nil {
+	if err := registerAll(reg, rdb, qs, ms, dms, "test"); err != nil {
 		t.Fatal(err)
 	}
 	mfs, err := reg.Gather()

@@ -4,6 +4,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -28,6 +30,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/timerq/timerq/api"
+	"github.com/timerq/timerq/deliver"
+	"github.com/timerq/timerq/deliver/dispatch"
 	"github.com/timerq/timerq/internal/apiserver"
 	"github.com/timerq/timerq/internal/cliconf"
 	"github.com/timerq/timerq/internal/otelenv"
@@ -72,6 +76,8 @@ type Config struct {
 	// APIHandler builds the handler served at API.Addr; nil means package
 	// api's (NewAPIHandler). Tests give a fake.
 	APIHandler func(APIEnv) (http.Handler, error)
+	// Deliver is push delivery (--deliver and the --deliver-* flags).
+	Deliver DeliverConfig
 	// APIListening, if not nil, is called with the API's base URL once it
 	// listens and SIGHUP reloads its tokens; tests wait for it.
 	APIListening func(url string)
@@ -86,6 +92,9 @@ type APIEnv struct {
 	Namespaces []string
 	// Claiming is false in an API-only replica (--claim=false).
 	Claiming bool
+	// EndpointAllow is --deliver-allow's ranges: endpoint URLs whose
+	// host is an address literal in them are admitted.
+	EndpointAllow []netip.Prefix
 	// Retention is --retention, as the worker's queues use it.
 	Retention time.Duration
 	// TracerProvider is nil when tracing is off; the queue's spans then go
@@ -118,6 +127,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	if err := checkAPI(cfg); err != nil {
+		return err
+	}
+	guard, err := cfg.Deliver.guard(cfg.API.Addr != "")
+	if err != nil {
 		return err
 	}
 	if cfg.Pprof && cfg.MetricsAddr == "" {
@@ -169,9 +182,24 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// One queue and one poller per namespace, all on rdb: its pool is
 	// shared, and each poller holds one pub/sub connection of its own.
 	type served struct {
-		q *queue.Queue
-		p *poller.Poller
-		m *poller.Metrics
+		q  *queue.Queue
+		p  *poller.Poller
+		m  *poller.Metrics
+		d  *dispatch.Dispatcher // nil without --deliver
+		dm *dispatch.Metrics
+	}
+	var sender *deliver.Sender
+	if cfg.Deliver.Enabled {
+		sender = &deliver.Sender{Guard: guard}
+		defer sender.CloseIdleConnections()
+	}
+	withDelivery := func(s served) served {
+		if sender != nil {
+			s.d = newDispatcher(s.q, cfg.Deliver, sender, log)
+			s.dm = dispatch.NewMetrics(s.d.Held)
+			s.d.OnAttempt = s.dm.Observe
+		}
+		return s
 	}
 	var all []served
 	for _, ns := range namespaces {
@@ -184,7 +212,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if cfg.NoClaim {
 			// An API-only replica claims nothing, so it needs none of the
 			// claim rights CheckPermissions checks.
-			all = append(all, served{q, nil, m})
+			all = append(all, withDelivery(served{q: q, m: m}))
 			continue
 		}
 		if err := checkPermissions(ctx, q, cfg.StartupTimeout, log); err != nil {
@@ -199,7 +227,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return &Error{Code: cliconf.ExitUsage, Problem: err.Error(), Fix: "fix --batch-size or --max-poll-interval", Err: err}
 		}
-		all = append(all, served{q, p, m})
+		all = append(all, withDelivery(served{q: q, p: p, m: m}))
 	}
 
 	var wg sync.WaitGroup
@@ -207,11 +235,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var reg *prometheus.Registry
 	if cfg.MetricsAddr != "" {
 		reg = prometheus.NewRegistry()
-		qs, ms := make([]*queue.Queue, len(all)), make([]*poller.Metrics, len(all))
+		qs, ms, dms := make([]*queue.Queue, len(all)), make([]*poller.Metrics, len(all)), make([]*dispatch.Metrics, len(all))
 		for i, s := range all {
-			qs[i], ms[i] = s.q, s.m
+			qs[i], ms[i], dms[i] = s.q, s.m, s.dm
 		}
-		if err := registerAll(reg, rdb, qs, ms, cfg.Version); err != nil {
+		if err := registerAll(reg, rdb, qs, ms, dms, cfg.Version); err != nil {
 			return fmt.Errorf("registering metrics: %w", err)
 		}
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -244,14 +272,21 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var api *apiserver.Server
 	if cfg.API.Addr != "" {
 		var release func()
-		if api, release, err = listenAPI(cfg, rdb, namespaces, reg, tracing.TracerProvider, log); err != nil {
+		if api, release, err = listenAPI(cfg, rdb, namespaces, reg, tracing.TracerProvider, guard.Allow, log); err != nil {
 			return err
 		}
 		defer release() // after run.Wait below: no request is left
 	}
 
 	if cfg.NoClaim {
-		log.Info("timerq: API-only replica started: claiming nothing (--claim=false)", "redis", redacted, "namespaces", strings.Join(namespaces, ","))
+		role := "API-only replica"
+		switch {
+		case cfg.Deliver.Enabled && cfg.API.Addr != "":
+			role = "API and delivery replica"
+		case cfg.Deliver.Enabled:
+			role = "delivery-only replica"
+		}
+		log.Info("timerq: "+role+" started: claiming nothing (--claim=false)", "redis", redacted, "namespaces", strings.Join(namespaces, ","))
 	} else {
 		log.Info("timerq: worker started", "redis", redacted, "namespaces", strings.Join(namespaces, ","),
 			"batch_size", all[0].p.Options().BatchSize, "max_poll_interval", all[0].p.Options().MaxPollInterval)
@@ -273,6 +308,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 				stopAll()
 			}
 		})
+	}
+	if cfg.Deliver.Enabled {
+		for _, s := range all {
+			run.Go(func() {
+				if err := s.d.Run(rctx); err != nil {
+					log.Error("timerq: delivery stopped", "namespace", s.q.Namespace(), "err", err)
+					stopAll()
+				}
+			})
+		}
+		log.Info("timerq: delivering fires to endpoints (--deliver)", "group", cmp.Or(cfg.Deliver.Group, dispatch.DefaultGroup),
+			"allow", strings.Join(cfg.Deliver.Allow, ","))
 	}
 	if api != nil {
 		// SIGHUP reloads the tokens file and the TLS files. Registered
@@ -321,7 +368,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 func checkAPI(cfg Config) error {
 	a := cfg.API
 	if a.Addr == "" {
-		if cfg.NoClaim {
+		if cfg.NoClaim && !cfg.Deliver.Enabled {
 			return cliconf.Usage("--claim=false without --"+apiserver.FlagAddr+" would serve nothing",
 				"give --"+apiserver.FlagAddr+" for an API-only replica, or drop --claim=false")
 		}
@@ -342,7 +389,7 @@ func checkAPI(cfg Config) error {
 // listenAPI builds the API's handler and binds its server, with the
 // request metrics on reg (nil without --metrics-addr).
 // The returned func releases the handler, once the server stopped.
-func listenAPI(cfg Config, rdb redis.UniversalClient, namespaces []string, reg *prometheus.Registry, tp trace.TracerProvider, log *slog.Logger) (*apiserver.Server, func(), error) {
+func listenAPI(cfg Config, rdb redis.UniversalClient, namespaces []string, reg *prometheus.Registry, tp trace.TracerProvider, allow []netip.Prefix, log *slog.Logger) (*apiserver.Server, func(), error) {
 	sc := cfg.API
 	if sc.Limits == (apiserver.Limits{}) {
 		sc.Limits = apiserver.DefaultLimits()
@@ -356,7 +403,7 @@ func listenAPI(cfg Config, rdb redis.UniversalClient, namespaces []string, reg *
 		build = NewAPIHandler
 	}
 	h, err := build(APIEnv{Redis: rdb, Namespaces: namespaces, Claiming: !cfg.NoClaim, Retention: cfg.Retention,
-		TracerProvider: tp, WriteTimeout: sc.Limits.Write, Logger: log})
+		TracerProvider: tp, WriteTimeout: sc.Limits.Write, Logger: log, EndpointAllow: allow})
 	if err != nil {
 		return nil, nil, &Error{Code: cliconf.ExitUsage, Problem: "cannot build the HTTP API: " + err.Error(), Fix: "fix the --api-* flags", Err: err}
 	}
@@ -377,9 +424,10 @@ func listenAPI(cfg Config, rdb redis.UniversalClient, namespaces []string, reg *
 // with the worker's retention and tracer for the namespaces it opens.
 func NewAPIHandler(env APIEnv) (http.Handler, error) {
 	return api.New(api.Options{
-		Client: env.Redis,
-		Queue:  queue.Options{Retention: env.Retention, TracerProvider: env.TracerProvider},
-		Logger: env.Logger,
+		Client:        env.Redis,
+		Queue:         queue.Options{Retention: env.Retention, TracerProvider: env.TracerProvider},
+		Logger:        env.Logger,
+		EndpointAllow: env.EndpointAllow,
 	})
 }
 
@@ -575,14 +623,21 @@ func notReady(ctx context.Context, rdb redis.UniversalClient, pollers []namedPol
 }
 
 // registerAll registers the process's metrics: the Redis pool once, and
-// each namespace's (queues[i] with its poller's metrics[i]).
-func registerAll(reg prometheus.Registerer, rdb redis.UniversalClient, queues []*queue.Queue, metrics []*poller.Metrics, version string) error {
+// each namespace's (queues[i] with its poller's metrics[i] and, with
+// --deliver, its dispatcher's delivery[i]).
+func registerAll(reg prometheus.Registerer, rdb redis.UniversalClient, queues []*queue.Queue, metrics []*poller.Metrics,
+	delivery []*dispatch.Metrics, version string) error {
 	if err := reg.Register(poller.NewPoolCollector(rdb)); err != nil {
 		return err
 	}
 	for i, q := range queues {
 		if err := registerMetrics(reg, q, metrics[i], version); err != nil {
 			return err
+		}
+		if i < len(delivery) && delivery[i] != nil {
+			if err := delivery[i].Register(prometheus.WrapRegistererWith(prometheus.Labels{"namespace": q.Namespace()}, reg)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

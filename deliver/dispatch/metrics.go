@@ -1,0 +1,101 @@
+package dispatch
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/timerq/timerq/deliver"
+)
+
+// Metrics are the Prometheus collectors of a Dispatcher, like
+// poller.Metrics: create them with NewMetrics, register them with
+// Register (under a namespace label, as timerworker does) and set
+// Dispatcher.OnAttempt to Observe. The endpoint label is the endpoint's
+// name, so its cardinality is the namespace's endpoint count.
+type Metrics struct {
+	// Deliveries counts attempts by endpoint and outcome: delivered, retry
+	// or dead_letter (timerq_deliveries_total).
+	Deliveries *prometheus.CounterVec
+	// AttemptSeconds observes each attempt's latency, by endpoint
+	// (timerq_delivery_attempt_seconds).
+	AttemptSeconds *prometheus.HistogramVec
+	// Lateness observes, for each delivered fire, the time from its due
+	// time to the end of the attempt that delivered it, by endpoint
+	// (timerq_delivery_lateness_seconds): kept apart from the fire
+	// lateness of timerq_fire_lateness_seconds.
+	Lateness *prometheus.HistogramVec
+	// DeadLetters counts fires dead-lettered by endpoint and reason
+	// (timerq_delivery_dead_letters_total).
+	DeadLetters *prometheus.CounterVec
+	// Retries counts fires released for a retry, by endpoint
+	// (timerq_delivery_retries_total): their rate is the retry backlog's
+	// inflow.
+	Retries *prometheus.CounterVec
+
+	inFlight prometheus.GaugeFunc
+}
+
+// NewMetrics returns unregistered collectors; inFlight, if not nil, is
+// read at each scrape as timerq_deliveries_in_flight (Dispatcher.Held).
+func NewMetrics(inFlight func() int) *Metrics {
+	buckets := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}
+	m := &Metrics{
+		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "timerq_deliveries_total",
+			Help: "Delivery attempts by endpoint and outcome: delivered (2xx), retry (to be tried again) or dead_letter (given up).",
+		}, []string{"endpoint", "outcome"}),
+		AttemptSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "timerq_delivery_attempt_seconds", Help: "Duration of each delivery attempt, from sending the request to reading the answer (or failing).",
+			Buckets: buckets,
+		}, []string{"endpoint"}),
+		Lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "timerq_delivery_lateness_seconds",
+			Help:    "For each delivered fire, due time to the end of the attempt that delivered it (retries included); timerq_fire_lateness_seconds is due to fired.",
+			Buckets: buckets,
+		}, []string{"endpoint"}),
+		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "timerq_delivery_dead_letters_total", Help: "Fires dead-lettered by the dispatcher, by endpoint and reason (gone, client_error, exhausted, expired, ...).",
+		}, []string{"endpoint", "reason"}),
+		Retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "timerq_delivery_retries_total", Help: "Fires released to be tried again after a failed attempt, by endpoint.",
+		}, []string{"endpoint"}),
+	}
+	if inFlight != nil {
+		m.inFlight = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "timerq_deliveries_in_flight", Help: "Fires this process's dispatcher holds: attempts under way and fires waiting for a slot of their endpoint.",
+		}, func() float64 { return float64(inFlight()) })
+	}
+	return m
+}
+
+// Register registers the collectors with reg.
+func (m *Metrics) Register(reg prometheus.Registerer) error {
+	cs := []prometheus.Collector{m.Deliveries, m.AttemptSeconds, m.Lateness, m.DeadLetters, m.Retries}
+	if m.inFlight != nil {
+		cs = append(cs, m.inFlight)
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Observe records one attempt: a Dispatcher's OnAttempt. An attempt cut
+// short by a stopping dispatcher is not counted.
+func (m *Metrics) Observe(r Report) {
+	if r.Stopped {
+		return
+	}
+	outcome := r.Attempt.Outcome.String()
+	m.Deliveries.WithLabelValues(r.Endpoint, outcome).Inc()
+	m.AttemptSeconds.WithLabelValues(r.Endpoint).Observe(r.Attempt.Latency.Seconds())
+	switch r.Attempt.Outcome {
+	case deliver.Delivered:
+		m.Lateness.WithLabelValues(r.Endpoint).Observe(max(r.Attempt.At.Add(r.Attempt.Latency).Sub(r.Event.Due), 0).Seconds())
+	case deliver.Retry:
+		m.Retries.WithLabelValues(r.Endpoint).Inc()
+	case deliver.DeadLetter:
+		m.DeadLetters.WithLabelValues(r.Endpoint, string(r.Attempt.Reason)).Inc()
+	}
+}

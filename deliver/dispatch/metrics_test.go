@@ -1,0 +1,67 @@
+package dispatch_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/timerq/timerq/deliver"
+	"github.com/timerq/timerq/deliver/dispatch"
+	"github.com/timerq/timerq/queue"
+)
+
+// Observe counts each attempt by endpoint and outcome, dead letters by
+// reason, the lateness of delivered fires only, and not an attempt cut
+// short by a stop; the in-flight gauge reads the function it was given.
+func TestMetricsObserve(t *testing.T) {
+	held := 3
+	m := dispatch.NewMetrics(func() int { return held })
+	reg := prometheus.NewRegistry()
+	if err := m.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Add(-2 * time.Second)
+	report := func(ep string, o deliver.Outcome, reason deliver.Reason, stopped bool) {
+		m.Observe(dispatch.Report{Event: queue.Event{Due: due}, Endpoint: ep, Stopped: stopped,
+			Attempt: deliver.Attempt{At: due.Add(time.Second), Latency: 500 * time.Millisecond, Decision: deliver.Decision{Outcome: o, Reason: reason}}})
+	}
+	report("a", deliver.Retry, deliver.ReasonServerError, false)
+	report("a", deliver.Delivered, deliver.ReasonOK, false)
+	report("b", deliver.DeadLetter, deliver.ReasonGone, false)
+	report("b", deliver.Retry, deliver.ReasonConnection, true) // stopped: not counted
+	for _, c := range []struct {
+		got  float64
+		want float64
+		what string
+	}{
+		{testutil.ToFloat64(m.Deliveries.WithLabelValues("a", "retry")), 1, "a retry"},
+		{testutil.ToFloat64(m.Deliveries.WithLabelValues("a", "delivered")), 1, "a delivered"},
+		{testutil.ToFloat64(m.Deliveries.WithLabelValues("b", "dead_letter")), 1, "b dead letter"},
+		{testutil.ToFloat64(m.Deliveries.WithLabelValues("b", "retry")), 0, "b stopped"},
+		{testutil.ToFloat64(m.DeadLetters.WithLabelValues("b", "gone")), 1, "b gone"},
+		{testutil.ToFloat64(m.Retries.WithLabelValues("a")), 1, "a retries"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", c.what, c.got, c.want)
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "timerq_delivery_lateness_seconds":
+			h := mf.GetMetric()[0].GetHistogram()
+			if len(mf.GetMetric()) != 1 || h.GetSampleCount() != 1 || h.GetSampleSum() != 1.5 {
+				t.Errorf("lateness: %v", mf)
+			}
+		case "timerq_deliveries_in_flight":
+			if v := mf.GetMetric()[0].GetGauge().GetValue(); v != 3 {
+				t.Errorf("in flight %v, want 3", v)
+			}
+		}
+	}
+}

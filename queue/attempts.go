@@ -1,0 +1,222 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/scripts/lua"
+)
+
+// AttemptLogLen is how many attempts a delivering timer's attempt log
+// keeps: the newest ones.
+const AttemptLogLen = 10
+
+// ErrAttemptLog means a delivery was settled but its attempt could not be
+// added to the timer's attempt log (a Redis user without RPUSH, LTRIM or
+// PEXPIRE on the namespace's keys, for one). The settlement stands.
+var ErrAttemptLog = errors.New("timerq: the attempt log was not written")
+
+// DeliveryAttempt is one attempt to deliver a fire to its endpoint, as a
+// dispatcher logs it (ReleaseOptions.Log, AckAttempt) and
+// DeliveryAttempts returns it.
+type DeliveryAttempt struct {
+	// TimerID is the timer whose fire was delivered.
+	TimerID string `json:"-"`
+	// Attempt is the attempt's number for this fire, from 1.
+	Attempt int `json:"attempt"`
+	// Due is the fire's due time.
+	Due time.Time `json:"due"`
+	// StreamID is the fire's entry in its shard's fire stream
+	// (Event.StreamID): the attempts of one fire share it, and another
+	// fire of the timer (a reschedule, the same fire requeued from the
+	// dead letters) has another, so its attempts count afresh.
+	StreamID string `json:"stream_id"`
+	// At is when the request was sent; Latency how long until the answer
+	// was read or the attempt failed.
+	At      time.Time     `json:"at"`
+	Latency time.Duration `json:"latency"`
+	// Status is the answer's HTTP status, 0 if there was none.
+	Status int `json:"status,omitempty"`
+	// Outcome is "delivered", "retry" or "dead_letter" (deliver.Outcome).
+	Outcome string `json:"outcome"`
+	// Reason says why, in the delivery engine's words (deliver.Reason),
+	// such as "server_error" or "exhausted"; "" when delivered.
+	Reason string `json:"reason,omitempty"`
+	// Error is an excerpt of what went wrong: the transport error or the
+	// start of the answer's body.
+	Error string `json:"error,omitempty"`
+	// RetryIn is the wait before the next attempt, for a retry.
+	RetryIn time.Duration `json:"retry_in,omitempty"`
+}
+
+// storedAttempt is an attempt as the list keeps it: times in milliseconds,
+// latency in microseconds.
+type storedAttempt struct {
+	N       int    `json:"n"`
+	Due     int64  `json:"due"`
+	SID     string `json:"sid,omitempty"`
+	At      int64  `json:"at"`
+	US      int64  `json:"us"`
+	Status  int    `json:"s,omitempty"`
+	Outcome string `json:"o"`
+	Reason  string `json:"r,omitempty"`
+	Error   string `json:"e,omitempty"`
+	RetryMS int64  `json:"rt,omitempty"`
+}
+
+func encodeAttempt(a DeliveryAttempt) string {
+	b, _ := json.Marshal(storedAttempt{N: a.Attempt, Due: a.Due.UnixMilli(), SID: a.StreamID, At: a.At.UnixMilli(), US: a.Latency.Microseconds(),
+		Status: a.Status, Outcome: a.Outcome, Reason: a.Reason, Error: a.Error, RetryMS: a.RetryIn.Milliseconds()})
+	return string(b)
+}
+
+func decodeAttempt(id, v string) (DeliveryAttempt, error) {
+	var s storedAttempt
+	if err := json.Unmarshal([]byte(v), &s); err != nil {
+		return DeliveryAttempt{}, fmt.Errorf("%w: an attempt of timer %q is not the JSON timerq writes (%v)", ErrMalformedRecord, id, err)
+	}
+	return DeliveryAttempt{TimerID: id, Attempt: s.N, Due: fromMillis(s.Due), StreamID: s.SID, At: fromMillis(s.At),
+		Latency: time.Duration(s.US) * time.Microsecond, Status: s.Status, Outcome: s.Outcome, Reason: s.Reason,
+		Error: s.Error, RetryIn: time.Duration(s.RetryMS) * time.Millisecond}, nil
+}
+
+// logAttempt queues on p the commands that append a to its timer's
+// attempt log in shard k: RPUSH, LTRIM to AttemptLogLen, and an expiry of
+// the namespace's retention (none when it keeps records forever).
+func (q *Queue) logAttempt(ctx context.Context, p redis.Pipeliner, l *layout, k int, a DeliveryAttempt) {
+	key := l.spaces[k].Attempts(a.TimerID)
+	p.RPush(ctx, key, encodeAttempt(a))
+	p.LTrim(ctx, key, -AttemptLogLen, -1)
+	if ms := q.opts.retentionMillis(); ms > 0 {
+		p.PExpire(ctx, key, time.Duration(ms)*time.Millisecond)
+	}
+}
+
+// DeliveryAttempts returns the attempt log of timer id, oldest first: the
+// last AttemptLogLen attempts to deliver its fires to its endpoint, kept
+// for the namespace's retention after the last one. A timer that never
+// delivered has none. One round trip.
+func (q *Queue) DeliveryAttempts(ctx context.Context, id string) ([]DeliveryAttempt, error) {
+	if err := ValidateID(id); err != nil {
+		return nil, err
+	}
+	l, err := q.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	vs, err := q.rdb.LRange(ctx, l.spaces[l.shardOf(id)].Attempts(id), 0, -1).Result()
+	if err != nil {
+		return nil, errorf("delivery attempts of %s: %w", id, q.redisError(err))
+	}
+	out := make([]DeliveryAttempt, 0, len(vs))
+	for _, v := range vs {
+		a, err := decodeAttempt(id, v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// LastDeliveryAttempt returns the newest entry of timer id's attempt log,
+// and false if it has none: a dispatcher counts a fire's attempts from it.
+// One round trip.
+func (q *Queue) LastDeliveryAttempt(ctx context.Context, id string) (DeliveryAttempt, bool, error) {
+	if err := ValidateID(id); err != nil {
+		return DeliveryAttempt{}, false, err
+	}
+	l, err := q.layout(ctx)
+	if err != nil {
+		return DeliveryAttempt{}, false, err
+	}
+	v, err := q.rdb.LIndex(ctx, l.spaces[l.shardOf(id)].Attempts(id), -1).Result()
+	if errors.Is(err, redis.Nil) {
+		return DeliveryAttempt{}, false, nil
+	}
+	if err != nil {
+		return DeliveryAttempt{}, false, errorf("last delivery attempt of %s: %w", id, q.redisError(err))
+	}
+	a, err := decodeAttempt(id, v)
+	return a, err == nil, err
+}
+
+// AckAttempt acknowledges delivery id of group, as Ack does, and appends
+// a to the attempt log of timer a.TimerID, in one round trip (one
+// pipeline). acked is false if the delivery was not pending. A failed log
+// write, after a good acknowledgement, gives an error wrapping
+// ErrAttemptLog.
+func (q *Queue) AckAttempt(ctx context.Context, group, id string, a DeliveryAttempt) (acked bool, _ error) {
+	if err := ValidateConsumerName("group", group); err != nil {
+		return false, err
+	}
+	if err := ValidateID(a.TimerID); err != nil {
+		return false, err
+	}
+	l, err := q.layout(ctx)
+	if err != nil {
+		return false, err
+	}
+	ref, err := q.parseDeliveryIDIn(l, id)
+	if err != nil {
+		return false, err
+	}
+	var ack *redis.IntCmd
+	cmds, _ := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		ack = p.XAck(ctx, l.spaces[ref.Shard].Fires(), group, ref.StreamID)
+		q.logAttempt(ctx, p, l, ref.Shard, a)
+		return nil
+	})
+	if err := ack.Err(); err != nil && !isNoGroup(err) {
+		return false, errorf("ack %s: %w", id, q.redisError(err))
+	}
+	for _, c := range cmds[1:] {
+		if err := c.Err(); err != nil {
+			return ack.Val() > 0, errorf("%w: timer %s: %w", ErrAttemptLog, a.TimerID, q.redisError(err))
+		}
+	}
+	return ack.Val() > 0, nil
+}
+
+// releaseLogged runs release.lua for delivery ref and appends log to its
+// timer's attempt log in one pipeline. When the script is not loaded yet,
+// or the shard's slot is moving, it settles again the ordinary way (the
+// log is written already).
+func (q *Queue) releaseLogged(ctx context.Context, l *layout, group, id string, ref DeliveryRef, op string, d time.Duration, cause string,
+	opts LeaseOptions, log DeliveryAttempt) ([]string, error) {
+	args := []any{group, ref.StreamID, ref.Attempt, op, d.Milliseconds(), opts.Lease.Milliseconds(), opts.MaxAttempts, cause, q.opts.streamMaxLen()}
+	var ev *redis.Cmd
+	cmds, _ := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		ev = l.script(lua.Release).EvalSha(ctx, p, l.keysOf(lua.Release, ref.Shard), args...)
+		q.logAttempt(ctx, p, l, ref.Shard, log)
+		return nil
+	})
+	var logErr error
+	for _, c := range cmds[1:] {
+		if err := c.Err(); err != nil {
+			logErr = errorf("%w: timer %s: %w", ErrAttemptLog, log.TimerID, q.redisError(err))
+			break
+		}
+	}
+	reply, err := ev.Result()
+	if err != nil {
+		if !hasRedisCode(err, "NOSCRIPT") && !migrating(err) {
+			return nil, errorf("%s %s: %w", op, id, shardErr(l, ref.Shard, q.redisError(err)))
+		}
+		r, err := q.settle(ctx, l, group, id, op, d, cause, opts)
+		if err != nil {
+			return nil, err
+		}
+		return r, logErr
+	}
+	r, err := settleReply(reply, group, id, op)
+	if err != nil {
+		return nil, err
+	}
+	return r, logErr
+}
