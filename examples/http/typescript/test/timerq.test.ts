@@ -420,3 +420,51 @@ test("a token is needed; the document is public", async () => {
   const doc = await anon.GET("/v1/openapi.json");
   assert.equal(doc.response.status, 200);
 });
+
+test("endpoints: create, read with secrets redacted, list, disable, enable, deliver to, delete", async () => {
+  const name = "billing";
+  const ep = { path: { ns, name } };
+  const secret = "whsec_" + Buffer.from(Array.from({ length: 32 }, (_, i) => i * 7)).toString("base64");
+  const body = { url: "https://example.com/hooks/billing", secrets: [secret], timeout: "5s", retry: { max_attempts: 3 } };
+  const put = await client.PUT("/v1/namespaces/{ns}/endpoints/{name}", { params: ep, body });
+  assert.equal(put.response.status, 201, JSON.stringify(put.error));
+  assert.equal(put.data?.created, true);
+  const again = await client.PUT("/v1/namespaces/{ns}/endpoints/{name}", { params: ep, body });
+  assert.equal(again.response.status, 200, JSON.stringify(again.error));
+  assert.equal(again.data?.created, false);
+
+  const got = await client.GET("/v1/namespaces/{ns}/endpoints/{name}", { params: ep });
+  assert.equal(got.response.status, 200, JSON.stringify(got.error));
+  assert.equal(got.data?.url, body.url);
+  assert.equal(got.data?.retry.max_attempts, 3);
+  assert.equal(got.data?.secrets.length, 1);
+  const redacted = got.data!.secrets[0] ?? "";
+  assert.ok(redacted.startsWith("whsec_") && redacted !== secret, "the secret comes back redacted");
+
+  const list = await client.GET("/v1/namespaces/{ns}/endpoints", { params: ns_ });
+  assert.equal(list.response.status, 200, JSON.stringify(list.error));
+  assert.ok(list.data?.endpoints.some((e) => e.name === name), JSON.stringify(list.data));
+
+  const off = await client.POST("/v1/namespaces/{ns}/endpoints/{name}/disable", { params: ep });
+  assert.equal(off.response.status, 200, JSON.stringify(off.error));
+  assert.equal(off.data?.enabled, false);
+  const on = await client.POST("/v1/namespaces/{ns}/endpoints/{name}/enable", { params: ep });
+  assert.equal(on.response.status, 200, JSON.stringify(on.error));
+  assert.equal(on.data?.enabled, true);
+
+  const delivering = await client.POST("/v1/namespaces/{ns}/timers", {
+    params: ns_, body: { id: "ep-delivers", in: "1h", payload_text: "invoice 7", deliver: { endpoint: name } },
+  });
+  assert.equal(delivering.response.status, 201, JSON.stringify(delivering.error));
+  const nowhere = await client.POST("/v1/namespaces/{ns}/timers", {
+    params: ns_, body: { id: "ep-nowhere", in: "1h", deliver: { endpoint: "no-such-endpoint" } },
+  });
+  assert.equal(nowhere.response.status, 422);
+  assert.equal(nowhere.error?.type, "urn:timerq:problem:unknown-endpoint");
+
+  const del = await client.DELETE("/v1/namespaces/{ns}/endpoints/{name}", { params: ep });
+  assert.equal(del.response.status, 204, JSON.stringify(del.error));
+  const gone = await client.GET("/v1/namespaces/{ns}/endpoints/{name}", { params: ep });
+  assert.equal(gone.response.status, 404);
+  assert.equal(gone.error?.type, "urn:timerq:problem:endpoint-not-found");
+});
