@@ -64,7 +64,7 @@ type endpointView struct {
 	Name, URL   string
 	Enabled     bool
 	Timeout     string
-	Retry       string
+	Retry       []string
 	MaxInFlight string
 	Secrets     []string
 	Headers     []string
@@ -88,13 +88,14 @@ func toEndpointView(e queue.Endpoint) endpointView {
 		MaxInFlight: orDefault(e.MaxInFlight, deliver.DefaultMaxInFlight, itoa),
 		Headers:     slices.Sorted(maps.Keys(e.Headers))}
 	r := e.Retry
-	client := "other 4xx dead-lettered at once"
+	client := "dead-lettered at once"
 	if r.RetryClientErrors {
-		client = "other 4xx retried"
+		client = "retried"
 	}
-	v.Retry = fmt.Sprintf("%s attempts, max age %s, backoff %s to %s; %s",
-		orDefault(r.MaxAttempts, deliver.DefaultMaxAttempts, itoa), orDefault(r.MaxAge, deliver.DefaultMaxAge, dur),
-		orDefault(r.Base, deliver.DefaultBackoffBase, dur), orDefault(r.Cap, deliver.DefaultBackoffCap, dur), client)
+	v.Retry = []string{"attempts: " + orDefault(r.MaxAttempts, deliver.DefaultMaxAttempts, itoa),
+		"max age: " + orDefault(r.MaxAge, deliver.DefaultMaxAge, dur),
+		"backoff: " + orDefault(r.Base, deliver.DefaultBackoffBase, dur) + " to " + orDefault(r.Cap, deliver.DefaultBackoffCap, dur),
+		"other 4xx: " + client}
 	for _, s := range e.Secrets {
 		v.Secrets = append(v.Secrets, s.Redacted())
 	}

@@ -46,20 +46,24 @@ func newDeliveryEnv(t *testing.T, b *redistest.Backend, shards int, opts ui.Opti
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { q.Close() })
-	for _, e := range []queue.Endpoint{
-		{Name: "billing", URL: evilURL, Secrets: testSecrets, Headers: map[string]string{"Authorization": "Bearer topsecret-header"},
+	putEndpoints(t, q,
+		queue.Endpoint{Name: "billing", URL: evilURL, Secrets: testSecrets, Headers: map[string]string{"Authorization": "Bearer topsecret-header"},
 			Timeout: 5 * time.Second, MaxInFlight: 4, Retry: queue.RetryPolicy{MaxAttempts: 3, Base: 2 * time.Second, Cap: time.Minute}},
-		{Name: "audit", URL: "https://audit.example.com/", Secrets: testSecrets[:1], Disabled: true},
-	} {
-		if _, err := q.PutEndpoint(ctx, e, nil); err != nil {
-			t.Fatalf("PutEndpoint %s: %v", e.Name, err)
-		}
-	}
+		queue.Endpoint{Name: "audit", URL: "https://audit.example.com/", Secrets: testSecrets[:1], Disabled: true})
 	h, err := ui.New(q, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &env{q: q, Client: uitest.Serve(t, h, opts.Prefix)}
+}
+
+func putEndpoints(t *testing.T, q *queue.Queue, eps ...queue.Endpoint) {
+	t.Helper()
+	for _, e := range eps {
+		if _, err := q.PutEndpoint(context.Background(), e, nil); err != nil {
+			t.Fatalf("PutEndpoint %s: %v", e.Name, err)
+		}
+	}
 }
 
 // deliverAndFail fires timers (id -> endpoint), leases them as the
@@ -132,14 +136,14 @@ func TestEndpointsPage(t *testing.T) {
 			t.Error("the page shows a header's value")
 		}
 		billing, audit := section(t, body, "endpoint-billing"), section(t, body, "endpoint-audit")
-		for _, want := range []string{html.EscapeString(evilURL), "enabled", "5s", "3 attempts", "max age 24h0m0s (default)", "backoff 2s to 1m0s",
-			"other 4xx dead-lettered at once", ">4<", html.EscapeString(testSecrets[0].Redacted()), html.EscapeString(testSecrets[1].Redacted()),
+		for _, want := range []string{html.EscapeString(evilURL), "enabled", "5s", "attempts: 3<", "max age: 24h0m0s (default)<", "backoff: 2s to 1m0s<",
+			"other 4xx: dead-lettered at once", ">4<", html.EscapeString(testSecrets[0].Redacted()), html.EscapeString(testSecrets[1].Redacted()),
 			"<code>Authorization</code>", ">2</a>"} {
 			if !strings.Contains(billing, want) {
 				t.Errorf("billing's row lacks %q:\n%s", want, billing)
 			}
 		}
-		for _, want := range []string{"disabled", "30s (default)", "10 (default) attempts", "16 (default)", ">0</a>"} {
+		for _, want := range []string{"disabled", "30s (default)", "attempts: 10 (default)<", "16 (default)", ">0</a>"} {
 			if !strings.Contains(audit, want) {
 				t.Errorf("audit's row lacks %q:\n%s", want, audit)
 			}
