@@ -211,8 +211,10 @@ type deadView struct {
 	Redrive string
 }
 
-// ctlPrefix starts a timerctl command for the namespace, and ctlGroup ends
-// one with the delivery group when it is not timerctl's default.
+// ctlPrefix starts a timerctl redrive command for the namespace, and
+// ctlGroup ends one of --endpoint or --all with the delivery group when it
+// is not timerctl's default (one dead letter, named by its ID, needs none;
+// and timerctl reads no flag after an argument).
 func (h *Handler) ctlPrefix() string { return "timerctl -n " + h.q.Namespace() + " redrive " }
 
 func (h *Handler) ctlGroup() string {
@@ -254,7 +256,7 @@ func (h *Handler) deliveries(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			d.Dead = append(d.Dead, deadView{DeadLetter: dl, Excerpt: excerpt(dl.Error),
-				Redrive: h.ctlPrefix() + strconv.Itoa(dl.Event.Shard) + "/" + dl.Event.StreamID + h.ctlGroup()})
+				Redrive: h.ctlPrefix() + strconv.Itoa(dl.Event.Shard) + "/" + dl.Event.StreamID})
 		}
 		cursor = next
 		if cursor == "" {

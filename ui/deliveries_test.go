@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/timerq/timerq/deliver/dispatch"
+	"github.com/timerq/timerq/internal/ctl"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/internal/uitest"
 	"github.com/timerq/timerq/queue"
@@ -303,13 +304,13 @@ func TestRedriveDeliveries(t *testing.T) {
 
 // TestDeliveriesReadOnly: a read-only dashboard lists the dead-lettered
 // deliveries with the timerctl commands that redrive them, offers no
-// action, and refuses the POST.
+// action, and refuses the POST; the commands, run, redrive.
 func TestDeliveriesReadOnly(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		e := newDeliveryEnv(t, b, 0, ui.Options{})
-		deliverAndFail(t, e.q, map[string]string{"b-1": "billing"}, "b-1")
+		deliverAndFail(t, e.q, map[string]string{"b-1": "billing", "b-2": "billing"}, "b-1", "b-2")
 		dead, _, err := e.q.DeadLetters(context.Background(), "", 10)
-		if err != nil || len(dead) != 1 {
+		if err != nil || len(dead) != 2 {
 			t.Fatalf("dead letters: %v %v", dead, err)
 		}
 		_, body := e.Get(t, "/deliveries?endpoint=billing")
@@ -328,8 +329,25 @@ func TestDeliveriesReadOnly(t *testing.T) {
 		if resp, _ := e.Post(t, "/deliveries/redrive", url.Values{"endpoint": {"billing"}}, nil); resp.StatusCode != 403 {
 			t.Errorf("POST in read-only mode = %d, want 403", resp.StatusCode)
 		}
-		if n, _ := e.q.DeadLetterCount(context.Background()); n != 1 {
-			t.Errorf("%d dead letters after refused redrives, want 1", n)
+		if n, _ := e.q.DeadLetterCount(context.Background()); n != 2 {
+			t.Fatalf("%d dead letters after refused redrives, want 2", n)
+		}
+		// The commands as printed: the first row's, then the endpoint's.
+		addr := ""
+		if b.Mini != nil {
+			addr = b.Mini.Addr()
+		} else {
+			addr = b.Real.Addr()
+		}
+		for i, cmd := range []string{regexpFind(t, body, `<code class="redrive-cmd">([^<]+)</code>`), regexpFind(t, body, `Redrive every one to billing with <code>([^<]+)</code>`)} {
+			args := append([]string{"timerctl", "--redis", "redis://" + addr + "/0"}, strings.Fields(html.UnescapeString(cmd))[1:]...)
+			var out, errOut strings.Builder
+			if code := ctl.Run(context.Background(), args, ctl.Options{Stdout: &out, Stderr: &errOut}); code != 0 {
+				t.Fatalf("%q: exit %d %s", args, code, errOut.String())
+			}
+			if n, _ := e.q.DeadLetterCount(context.Background()); n != int64(1-i) {
+				t.Errorf("%d dead letters after %q, want %d", n, cmd, 1-i)
+			}
 		}
 	})
 }

@@ -131,7 +131,7 @@ func New(q *queue.Queue, opts Options) (*Handler, error) {
 	}
 	if opts.DeliveryGroup != "" {
 		if err := queue.ValidateConsumerName("DeliveryGroup", opts.DeliveryGroup); err != nil {
-			return nil, fmt.Errorf("%w: %w", queue.ErrInvalidOptions, err)
+			return nil, err // wraps ErrInvalidOptions
 		}
 	}
 	if opts.Timeout < 0 {
