@@ -141,6 +141,51 @@ func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "endpoints", "Endpoints", d)
 }
 
+// confirmEndpoint asks before enabling or disabling an endpoint.
+func (h *Handler) confirmEndpoint(w http.ResponseWriter, r *http.Request) {
+	qs := r.URL.Query()
+	name, action := qs.Get("name"), qs.Get("action")
+	if err := queue.ValidateEndpointName(name); err != nil {
+		h.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
+	d := confirmData{Action: action, Subject: "Endpoint", ID: name, Post: h.link("/endpoints/" + action), Back: h.link("/endpoints")}
+	switch action {
+	case "disable":
+		d.Question = "Disable this endpoint? Its fires wait, neither tried nor dead-lettered, until it is enabled again."
+	case "enable":
+		d.Question = "Enable this endpoint? The dispatchers deliver to it again within a few seconds, its waiting fires among them."
+	default:
+		h.fail(w, r, http.StatusNotFound, fmt.Errorf("no action %q: use enable or disable", action))
+		return
+	}
+	h.render(w, r, http.StatusOK, "confirm", "Confirm", d)
+}
+
+// actEndpoint enables or disables an endpoint (queue.SetEndpointEnabled).
+func (h *Handler) actEndpoint(w http.ResponseWriter, r *http.Request) {
+	name, action := r.PostForm.Get("id"), r.PathValue("action")
+	if action != "enable" && action != "disable" {
+		h.fail(w, r, http.StatusNotFound, fmt.Errorf("no action %q: use enable or disable", action))
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	if _, err := h.q.SetEndpointEnabled(ctx, name, action == "enable"); err != nil {
+		code := statusOf(err)
+		switch {
+		case errors.Is(err, queue.ErrEndpointNotFound):
+			code = http.StatusNotFound
+		case errors.Is(err, queue.ErrInvalidEndpoint):
+			code = http.StatusBadRequest
+		}
+		h.fail(w, r, code, err)
+		return
+	}
+	h.log.Info("timerq ui: endpoint "+action+"d", "endpoint", name, "namespace", h.q.Namespace())
+	http.Redirect(w, r, h.link("/endpoints", "done", action+"d"), http.StatusSeeOther)
+}
+
 // ---- a timer's delivery ----
 
 // timerDelivery is the delivery part of a timer's page.

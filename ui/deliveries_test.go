@@ -363,3 +363,61 @@ func regexpFind(t *testing.T, body, pattern string) string {
 }
 
 func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
+
+// TestEndpointEnableDisable: with actions, an endpoint is disabled and
+// enabled again through the confirmation; without the CSRF token, or on a
+// read-only dashboard, the POST is refused and nothing changes.
+func TestEndpointEnableDisable(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		e := newDeliveryEnv(t, b, 0, ui.Options{AllowWrites: true})
+		disabled := func(name string) bool {
+			t.Helper()
+			ep, err := e.q.GetEndpoint(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ep.Disabled
+		}
+		if resp, _ := e.Post(t, "/endpoints/disable", url.Values{"id": {"billing"}}, nil); resp.StatusCode != 403 || disabled("billing") {
+			t.Errorf("disable without a CSRF token = %d, disabled %v; want 403 and no change", resp.StatusCode, disabled("billing"))
+		}
+		_, body := e.Get(t, "/endpoints")
+		link := regexpFind(t, section(t, body, "endpoint-billing"), `class="button ep-toggle" href="([^"]+)">Disable…`)
+		resp, _ := e.Act(t, html.UnescapeString(link))
+		if resp.StatusCode != 303 || !strings.Contains(resp.Header.Get("Location"), "done=disabled") || !disabled("billing") {
+			t.Fatalf("disable = %d %s, disabled %v", resp.StatusCode, resp.Header.Get("Location"), disabled("billing"))
+		}
+		_, body = e.Get(t, "/endpoints?done=disabled")
+		if !strings.Contains(body, `id="notice">Endpoint disabled`) {
+			t.Errorf("no notice after disabling:\n%s", body)
+		}
+		link = regexpFind(t, section(t, body, "endpoint-billing"), `class="button ep-toggle" href="([^"]+)">Enable…`)
+		if resp, _ := e.Act(t, html.UnescapeString(link)); resp.StatusCode != 303 || disabled("billing") {
+			t.Fatalf("enable = %d, disabled %v", resp.StatusCode, disabled("billing"))
+		}
+		if resp, _ := e.Get(t, "/endpoints/confirm?name=billing&action=delete"); resp.StatusCode != 404 {
+			t.Errorf("confirm of an unknown action = %d, want 404", resp.StatusCode)
+		}
+		if resp, body := e.Act(t, "/endpoints/confirm?name=nope&action=disable"); resp.StatusCode != 404 {
+			t.Errorf("disable of a missing endpoint = %d, want 404:\n%s", resp.StatusCode, body)
+		}
+
+		ro := newEnvHandler(t, e.q, mustUI(t, e.q, ui.Options{}), "")
+		if _, body := ro.Get(t, "/endpoints"); strings.Contains(body, "ep-toggle") {
+			t.Errorf("the read-only endpoints page offers enable or disable:\n%s", body)
+		}
+		if resp, _ := ro.Get(t, "/endpoints/confirm?name=audit&action=enable"); resp.StatusCode != 403 {
+			t.Errorf("confirm on a read-only dashboard = %d, want 403", resp.StatusCode)
+		}
+	})
+}
+
+func mustUI(t *testing.T, q *queue.Queue, opts ui.Options) *ui.Handler {
+	t.Helper()
+	h, err := ui.New(q, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}

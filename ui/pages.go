@@ -70,6 +70,8 @@ var notices = map[string]string{
 	"fired":        "Timer made due now: the next claim fires it.",
 	"rescheduled":  "Timer rescheduled.",
 	"requeued":     "Dead letter requeued to its group.",
+	"enabled":      "Endpoint enabled: the dispatchers deliver to it again.",
+	"disabled":     "Endpoint disabled: its fires wait until it is enabled again.",
 	"redriven":     "Delivery redriven: the dispatchers deliver it again.",
 	"redriven-all": "The endpoint's dead-lettered deliveries are redriven: the dispatchers deliver them again.",
 	"paused":       "Schedule paused: its pending occurrences are cancelled.",

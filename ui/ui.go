@@ -70,8 +70,8 @@ type Options struct {
 	Prefix string
 
 	// AllowWrites shows and accepts cancel, reschedule, fire-now, requeue,
-	// redrive of dead-lettered deliveries, and pause, resume and delete of
-	// schedules. False (the default) hides
+	// redrive of dead-lettered deliveries, enable and disable of endpoints,
+	// and pause, resume and delete of schedules. False (the default) hides
 	// them and refuses every POST with 403, whatever the request carries.
 	AllowWrites bool
 
@@ -180,6 +180,8 @@ func New(q *queue.Queue, opts Options) (*Handler, error) {
 	mux.HandleFunc("GET "+p+"/dead/confirm", h.writeOnly(h.confirmRequeue))
 	mux.HandleFunc("POST "+p+"/dead/requeue", h.post(h.requeue))
 	mux.HandleFunc("GET "+p+"/endpoints", h.endpoints)
+	mux.HandleFunc("GET "+p+"/endpoints/confirm", h.writeOnly(h.confirmEndpoint))
+	mux.HandleFunc("POST "+p+"/endpoints/{action}", h.post(h.actEndpoint))
 	mux.HandleFunc("GET "+p+"/deliveries", h.deliveries)
 	mux.HandleFunc("GET "+p+"/deliveries/confirm", h.writeOnly(h.confirmRedrive))
 	mux.HandleFunc("POST "+p+"/deliveries/redrive", h.post(h.redrive))

@@ -466,7 +466,7 @@ func TestACLRoles(t *testing.T) {
 		for _, p := range []string{"/timer/confirm?id=rw-t1&action=cancel", "/timer/confirm?id=rw-t2&action=fire",
 			"/timer/confirm?id=rw-t3&action=reschedule&due=2031-05-06T07:08:09Z", "/schedule/confirm?id=rw-s1&action=pause",
 			"/schedule/confirm?id=rw-s1&action=resume", "/schedule/confirm?id=rw-s2&action=delete", "/dead/confirm?id=" + deadID,
-			"/deliveries/confirm?endpoint=hooks"} {
+			"/deliveries/confirm?endpoint=hooks", "/endpoints/confirm?name=hooks&action=disable"} {
 			if code, body := d.act(p); code != 303 {
 				t.Errorf("%s under the ui role = %d, want 303:\n%s", p, code, body)
 			}
@@ -477,6 +477,9 @@ func TestACLRoles(t *testing.T) {
 		}
 		if n, _ := q.DeadLetterCount(ctx); n != 1 {
 			t.Errorf("%d dead letters after requeueing one of two and redriving the delivery, want 1", n)
+		}
+		if ep, err := q.GetEndpoint(ctx, "hooks"); err != nil || !ep.Disabled {
+			t.Errorf("hooks after disabling it: %+v %v", ep, err)
 		}
 		o := newDashboard(t, rdb, theirs, true)
 		if code, body := o.act("/timer/confirm?id=a&action=cancel"); code == 303 || !strings.Contains(body, "missing right") {
