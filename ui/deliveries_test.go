@@ -410,6 +410,9 @@ func TestEndpointEnableDisable(t *testing.T) {
 		if resp, _ := ro.Get(t, "/endpoints/confirm?name=audit&action=enable"); resp.StatusCode != 403 {
 			t.Errorf("confirm on a read-only dashboard = %d, want 403", resp.StatusCode)
 		}
+		if resp, _ := ro.Post(t, "/endpoints/enable", url.Values{"id": {"audit"}}, nil); resp.StatusCode != 403 || !disabled("audit") {
+			t.Errorf("enable on a read-only dashboard = %d, disabled %v; want 403 and no change", resp.StatusCode, disabled("audit"))
+		}
 	})
 }
 
