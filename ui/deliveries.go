@@ -4,7 +4,6 @@ package ui
 // attempt log), and the dead-lettered deliveries with their redrive.
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -172,14 +171,7 @@ func (h *Handler) actEndpoint(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	if _, err := h.q.SetEndpointEnabled(ctx, name, action == "enable"); err != nil {
-		code := statusOf(err)
-		switch {
-		case errors.Is(err, queue.ErrEndpointNotFound):
-			code = http.StatusNotFound
-		case errors.Is(err, queue.ErrInvalidEndpoint):
-			code = http.StatusBadRequest
-		}
-		h.fail(w, r, code, err)
+		h.fail(w, r, statusOf(err), err)
 		return
 	}
 	h.log.Info("timerq ui: endpoint "+action+"d", "endpoint", name, "namespace", h.q.Namespace())
@@ -350,13 +342,13 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	if ep := r.PostForm.Get("endpoint"); ep != "" {
+		if err := queue.ValidateEndpointName(ep); err != nil {
+			h.fail(w, r, http.StatusBadRequest, err)
+			return
+		}
 		done, err := dispatch.Redrive(ctx, h.q, h.deliveryGroup(), ep, false)
 		if err != nil {
-			code := statusOf(err)
-			if errors.Is(err, queue.ErrInvalidEndpoint) {
-				code = http.StatusBadRequest
-			}
-			h.fail(w, r, code, fmt.Errorf("redrove %d dead-lettered deliveries to endpoint %q, then: %w; redrive again for the rest", len(done), ep, err))
+			h.fail(w, r, statusOf(err), fmt.Errorf("redrove %d dead-lettered deliveries to endpoint %q, then: %w; redrive again for the rest", len(done), ep, err))
 			return
 		}
 		h.log.Info("timerq ui: deliveries redriven", "endpoint", ep, "count", len(done), "namespace", h.q.Namespace())

@@ -90,12 +90,13 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, code int, err err
 // statusOf maps queue errors to HTTP statuses.
 func statusOf(err error) int {
 	switch {
-	case errors.Is(err, queue.ErrNotFound), errors.Is(err, queue.ErrDeadLetterNotFound), errors.Is(err, queue.ErrRecurringNotFound):
+	case errors.Is(err, queue.ErrNotFound), errors.Is(err, queue.ErrDeadLetterNotFound), errors.Is(err, queue.ErrRecurringNotFound),
+		errors.Is(err, queue.ErrEndpointNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, queue.ErrAlreadyFired), errors.Is(err, queue.ErrCancelled):
 		return http.StatusConflict
 	case errors.Is(err, queue.ErrInvalidID), errors.Is(err, queue.ErrInvalidDue), errors.Is(err, queue.ErrInvalidOptions),
-		errors.Is(err, schedule.ErrInvalidSchedule):
+		errors.Is(err, schedule.ErrInvalidSchedule), errors.Is(err, queue.ErrInvalidEndpoint):
 		return http.StatusBadRequest
 	}
 	return http.StatusBadGateway
