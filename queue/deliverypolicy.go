@@ -49,7 +49,7 @@ func (q *Queue) DeliveryPolicy(ctx context.Context) (DeliveryPolicy, error) {
 
 // SetDeliveryPolicy stores the namespace's delivery policy. It applies to
 // timers scheduled afterwards at once, and to dispatchers within a second
-// (dispatch.Endpoints reads it at most once a second).
+// (each reads it at most once a second, when a fire has a timer URL).
 func (q *Queue) SetDeliveryPolicy(ctx context.Context, p DeliveryPolicy) error {
 	v := "0"
 	if p.AllowTimerURLs {

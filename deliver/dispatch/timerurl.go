@@ -41,8 +41,9 @@ func (c *policyCache) get(ctx context.Context, q *queue.Queue) (queue.DeliveryPo
 // withTimerURL returns ep with the fire's own URL when the namespace's
 // delivery policy allows timer URLs: errTimerURLsOff (dead-letter it)
 // when it does not, another error (try again later) when the policy could
-// not be read. The URL is checked as scheduling checked it, without an
-// allow list: the Sender's guard judges every address it dials.
+// not be read. The URL was checked when the timer was scheduled
+// (queue.ValidateTimerURL); the Sender's guard judges every address it
+// dials, and refuses (dead-letters) what it does not allow.
 func (d *Dispatcher) withTimerURL(ctx context.Context, ep deliver.Endpoint, url string) (deliver.Endpoint, error) {
 	p, err := d.policy.get(ctx, d.Queue)
 	if err != nil {
