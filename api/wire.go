@@ -134,16 +134,16 @@ func (h *Handler) toNewTimer(j newTimerJSON, prefix string, maxPayload int) (que
 	if err != nil {
 		return queue.NewTimer{}, err
 	}
-	endpoint, err := readDeliver(j.Deliver, prefix)
+	endpoint, url, err := h.readDeliver(j.Deliver, prefix)
 	if err != nil {
 		return queue.NewTimer{}, err
 	}
 	if rel != nil {
 		t := queue.NewTimerIn(id, *rel, payload)
-		t.Endpoint = endpoint
+		t.Endpoint, t.URL = endpoint, url
 		return t, nil
 	}
-	return queue.NewTimer{ID: id, Due: due, Payload: payload, Endpoint: endpoint}, nil
+	return queue.NewTimer{ID: id, Due: due, Payload: payload, Endpoint: endpoint, URL: url}, nil
 }
 
 func payloadField(text *string) string {

@@ -155,7 +155,7 @@ const scheduleChunk = 500
 func (q *Queue) ScheduleBatch(ctx context.Context, timers []NewTimer) (out []ScheduleResult, err error) {
 	ctx, span, tp := q.startSchedule(ctx, timers)
 	defer func() { endSchedule(span, out, err) }()
-	if q.opts.CoalesceSchedules && len(timers) == 1 && tp == "" {
+	if q.opts.CoalesceSchedules && len(timers) == 1 && tp == "" && timers[0].URL == "" {
 		return q.scheduleCoalesced(ctx, timers[0])
 	}
 	return q.scheduleBatch(ctx, timers, tp)
@@ -188,6 +188,14 @@ func (q *Queue) scheduleBatch(ctx context.Context, timers []NewTimer, tp string)
 	if err := q.checkEndpoints(ctx, l, byShard, timers); err != nil {
 		return nil, err
 	}
+	for i, t := range timers {
+		if t.URL != "" {
+			if err := q.checkTimerURLs(ctx, fmt.Sprintf("timer %q", t.ID)); err != nil {
+				return nil, errorf("batch item %d: %w", i, err)
+			}
+			break
+		}
+	}
 	var calls []call
 	var order [][]int // timer indexes of each call
 	for k, idx := range byShard {
@@ -197,7 +205,7 @@ func (q *Queue) scheduleBatch(ctx context.Context, timers []NewTimer, tp string)
 			args = append(args, l.spaces[k].Wake(), tp)
 			for _, i := range chunk {
 				t := timers[i]
-				args = append(args, t.ID, t.dueArg(), t.Payload, t.Endpoint)
+				args = append(args, t.ID, t.dueArg(), t.Payload, deliverArg(t.Endpoint, t.URL))
 			}
 			calls = append(calls, call{shard: k, args: args})
 			order = append(order, chunk)

@@ -99,6 +99,10 @@ type Recurring struct {
 	// does for a timer. Creating or updating a schedule that names an
 	// endpoint the namespace lacks is refused with ErrEndpointNotFound.
 	Endpoint string
+	// URL, with Endpoint, delivers each occurrence's fire to this URL
+	// instead of the endpoint's, as NewTimer.URL does for a timer; the
+	// namespace's delivery policy must allow timer URLs.
+	URL string
 }
 
 // RecurringState is where a schedule is in its life.
@@ -202,6 +206,7 @@ type body struct {
 	// here, where prelude.lua's sdecode still finds it.
 	Overlap   string `json:"overlap,omitempty"`
 	Endpoint  string `json:"endpoint,omitempty"`
+	URL       string `json:"url,omitempty"`
 	CreatedMs int64  `json:"created_ms"`
 	UpdatedMs int64  `json:"updated_ms"`
 }
@@ -260,6 +265,14 @@ func (q *Queue) validateRecurring(r Recurring) (Recurring, error) {
 			return r, fmt.Errorf("schedule %q: %w", r.ID, err)
 		}
 	}
+	if r.URL != "" {
+		if r.Endpoint == "" {
+			return r, fmt.Errorf("schedule %q: %w: a delivery URL needs an endpoint to take its secrets and policy from; set Endpoint", r.ID, ErrInvalidOptions)
+		}
+		if err := ValidateTimerURL(r.URL, q.opts.TimerURLAllow); err != nil {
+			return r, fmt.Errorf("schedule %q: %w", r.ID, err)
+		}
+	}
 	ov, err := r.Overlap.normalize()
 	if err != nil {
 		return bad("%v", err)
@@ -281,7 +294,7 @@ func (q *Queue) validateRecurring(r Recurring) (Recurring, error) {
 func (r Recurring) body(created, updated int64) body {
 	b := body{Spec: r.Spec, EveryMs: r.Every.Milliseconds(), Payload: r.Payload,
 		CatchUp: string(r.CatchUp), CatchUpLimit: r.CatchUpLimit, JitterMs: r.Jitter.Milliseconds(),
-		MaxCount: r.MaxCount, Ahead: r.Ahead, Endpoint: r.Endpoint, CreatedMs: created, UpdatedMs: updated}
+		MaxCount: r.MaxCount, Ahead: r.Ahead, Endpoint: r.Endpoint, URL: r.URL, CreatedMs: created, UpdatedMs: updated}
 	if r.Every%time.Millisecond != 0 {
 		b.EveryMs = 0 // refused by validate; keep ms resolution honest
 	}
@@ -300,7 +313,7 @@ func (r Recurring) body(created, updated int64) body {
 func (b body) recurring(id string) (Recurring, error) {
 	r := Recurring{ID: id, Spec: b.Spec, Every: time.Duration(b.EveryMs) * time.Millisecond, Payload: b.Payload,
 		CatchUp: CatchUp(b.CatchUp), CatchUpLimit: b.CatchUpLimit, Jitter: time.Duration(b.JitterMs) * time.Millisecond,
-		MaxCount: b.MaxCount, Ahead: b.Ahead, Overlap: OverlapAllow, Endpoint: b.Endpoint}
+		MaxCount: b.MaxCount, Ahead: b.Ahead, Overlap: OverlapAllow, Endpoint: b.Endpoint, URL: b.URL}
 	if b.Overlap != "" {
 		r.Overlap = Overlap(b.Overlap)
 	}
@@ -560,6 +573,11 @@ func (q *Queue) put(ctx context.Context, op, id, expected, bodyJSON string, over
 	if err != nil {
 		return "", time.Time{}, "", err
 	}
+	if _, url := splitDeliver(endpoint); url != "" && (op == "create" || op == "update") {
+		if err := q.checkTimerURLs(ctx, fmt.Sprintf("schedule %q", id)); err != nil {
+			return "", time.Time{}, "", err
+		}
+	}
 	k := l.scheduleShard(id)
 	args := []any{op, id, expected, bodyJSON, state, last, payload, l.spaces[k].Wake(), l.spaces[k].TimerChannelPrefix(), q.opts.retentionMillis(), string(overlap), endpoint}
 	for _, o := range arms {
@@ -606,7 +624,7 @@ func (q *Queue) PutRecurring(ctx context.Context, r Recurring) (info RecurringIn
 		return RecurringInfo{}, false, err
 	}
 	b, _ := json.Marshal(r.body(now.UnixMilli(), now.UnixMilli()))
-	status, now, rec, err := q.put(ctx, "create", r.ID, "", string(b), r.Overlap, stateCode(p.ended), lastArg(p.last), r.Payload, r.Endpoint, p.arms)
+	status, now, rec, err := q.put(ctx, "create", r.ID, "", string(b), r.Overlap, stateCode(p.ended), lastArg(p.last), r.Payload, deliverArg(r.Endpoint, r.URL), p.arms)
 	if err != nil {
 		return RecurringInfo{}, false, errorf("put schedule %q: %w", r.ID, err)
 	}
@@ -746,13 +764,13 @@ func (q *Queue) modify(ctx context.Context, op, id string, overlap Overlap, fn f
 			return RecurringInfo{}, err
 		}
 		// The endpoint after the change: the new body's, or the kept one's.
-		endpoint := s.r.Endpoint
+		endpoint := deliverArg(s.r.Endpoint, s.r.URL)
 		if b != "" {
 			var nb body
 			if err := json.Unmarshal([]byte(b), &nb); err != nil {
 				return RecurringInfo{}, errorf("%s schedule %q: %w", op, id, err)
 			}
-			endpoint = nb.Endpoint
+			endpoint = deliverArg(nb.Endpoint, nb.URL)
 		}
 		status, now, rec, err := q.put(ctx, op, id, strconv.FormatInt(s.version, 10), b, overlap, state, last, payload, endpoint, arms)
 		if err != nil {
@@ -929,7 +947,7 @@ func (q *Queue) RestoreRecurringWith(ctx context.Context, in RecurringInfo, occu
 	base := max(in.Count-int64(len(arms)), 0)
 	created0, updated0 := in.CreatedAt.UnixMilli(), in.UpdatedAt.UnixMilli()
 	b, _ := json.Marshal(r.body(created0, updated0))
-	status, _, _, err := q.put(ctx, "create", r.ID, strconv.FormatInt(base, 10), string(b), r.Overlap, state, lastArg(in.Last), r.Payload, r.Endpoint, arms)
+	status, _, _, err := q.put(ctx, "create", r.ID, strconv.FormatInt(base, 10), string(b), r.Overlap, state, lastArg(in.Last), r.Payload, deliverArg(r.Endpoint, r.URL), arms)
 	if err != nil {
 		return false, results, errorf("restore schedule %q: %w", r.ID, err)
 	}

@@ -70,6 +70,14 @@ type NewTimer struct {
 	// (Event.Endpoint). Scheduling refuses a name the namespace has no
 	// endpoint of, with ErrEndpointNotFound, and writes nothing.
 	Endpoint string
+	// URL, with Endpoint, delivers the fire to this URL instead of the
+	// endpoint's, signed with the endpoint's secrets and under its
+	// headers, timeout, retry policy and in-flight limit. The namespace's
+	// delivery policy must allow it (DeliveryPolicy.AllowTimerURLs), else
+	// scheduling fails with ErrTimerURLsOff and writes nothing. It is
+	// checked with ValidateTimerURL (address literals in private ranges
+	// are refused), and stored with the timer beside the endpoint's name.
+	URL string
 
 	// relative marks a timer built by NewTimerIn, whose In may be zero.
 	relative bool

@@ -32,6 +32,7 @@ func (r *runner) commands() []*cli.Command {
 				&cli.StringFlag{Name: "payload", Aliases: []string{"p"}, Usage: "payload `TEXT`"},
 				&cli.StringFlag{Name: "payload-file", Usage: "read the payload from `PATH`, or stdin for -"},
 				&cli.StringFlag{Name: "deliver", Usage: "deliver the fire to the namespace's endpoint `NAME` (timerctl endpoints)"},
+				&cli.StringFlag{Name: "deliver-url", Usage: "with --deliver: POST to `URL` instead of the endpoint's, under its secrets and policy (timerctl delivery-policy must allow timer URLs)"},
 			), recurringFlags()...),
 			Action: r.schedule,
 		},
@@ -62,6 +63,7 @@ func (r *runner) commands() []*cli.Command {
 			Action: r.wait,
 		},
 		r.redriveCommand(),
+		r.deliveryPolicyCommand(),
 		{Name: "stats", Usage: "counts per state, the overdue backlog and a histogram of due times", ArgsUsage: " ", Action: r.stats},
 		{
 			Name: "import", Usage: "schedule new timers and restore exported ones from JSON Lines", ArgsUsage: "[FILE|-]",
@@ -259,14 +261,17 @@ func (r *runner) schedule(c *cli.Context) error {
 		}
 		return payloadTooLarge(int64(len(p)), what)
 	}
+	if c.IsSet("deliver-url") && !c.IsSet("deliver") {
+		return usageErr("--deliver-url needs --deliver", "name the endpoint whose secrets and retry policy apply: --deliver NAME --deliver-url URL")
+	}
 	if ep := c.String("deliver"); c.IsSet("deliver") {
 		if err := queue.ValidateEndpointName(ep); err != nil {
 			return err
 		}
-		t := queue.NewTimer{ID: id, Due: due.at, Payload: p, Endpoint: ep}
+		t := queue.NewTimer{ID: id, Due: due.at, Payload: p, Endpoint: ep, URL: c.String("deliver-url")}
 		if due.relative {
 			t = queue.NewTimerIn(id, due.in, p)
-			t.Endpoint = ep
+			t.Endpoint, t.URL = ep, c.String("deliver-url")
 		}
 		return r.once(c, func(ctx context.Context, s *session) error {
 			res, err := s.q.ScheduleBatch(ctx, []queue.NewTimer{t})

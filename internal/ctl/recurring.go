@@ -74,7 +74,7 @@ func (r *runner) scheduleRecurring(c *cli.Context) error {
 	}
 	rec := queue.Recurring{ID: id, Spec: c.String("cron"), CatchUp: queue.CatchUp(c.String("catch-up")),
 		CatchUpLimit: c.Int("catch-up-limit"), MaxCount: c.Int64("max-count"), Ahead: c.Int("ahead"),
-		Overlap: queue.Overlap(c.String("overlap")), Endpoint: c.String("deliver")}
+		Overlap: queue.Overlap(c.String("overlap")), Endpoint: c.String("deliver"), URL: c.String("deliver-url")}
 	if c.IsSet("every") && c.IsSet("cron") {
 		return usageErr("both --every and --cron are given", "give one of them")
 	}
@@ -273,6 +273,7 @@ type scheduleJSON struct {
 // deliverJSON names the endpoint a schedule's occurrences deliver to.
 type deliverJSON struct {
 	Endpoint string `json:"endpoint"`
+	URL      string `json:"url,omitempty"`
 }
 
 type occurrenceJSON struct {
@@ -296,7 +297,7 @@ func toScheduleJSON(in queue.RecurringInfo) scheduleJSON {
 		j.Every, j.Anchor = in.Every.String(), optTime(in.Anchor)
 	}
 	if in.Endpoint != "" {
-		j.Deliver = &deliverJSON{Endpoint: in.Endpoint}
+		j.Deliver = &deliverJSON{Endpoint: in.Endpoint, URL: in.URL}
 	}
 	for _, o := range in.Pending {
 		j.Pending = append(j.Pending, occurrenceJSON{ID: o.ID, Nominal: fmtJSONTime(o.Nominal), DueAt: fmtJSONTime(o.Due)})
@@ -489,7 +490,7 @@ func (j scheduleJSON) info() (queue.RecurringInfo, error) {
 	in.Recurring = queue.Recurring{ID: j.ID, Spec: j.Cron, Payload: j.Payload, CatchUp: queue.CatchUp(j.CatchUp),
 		CatchUpLimit: j.CatchUpLimit, MaxCount: j.MaxCount, Ahead: j.Ahead, Overlap: queue.Overlap(j.Overlap)}
 	if j.Deliver != nil {
-		in.Endpoint = j.Deliver.Endpoint
+		in.Endpoint, in.URL = j.Deliver.Endpoint, j.Deliver.URL
 	}
 	var err error
 	if j.TZ != "" {

@@ -64,8 +64,10 @@ if derr then return derr end
 if endpoint ~= '' and (op == 'create' or op == 'update') then
   err = check_type(ENDPOINTS_KEY, 'hash')
   if err then return err end
-  if redis.call('HEXISTS', ENDPOINTS_KEY, endpoint) == 0 then
-    return redis.error_reply('TIMERQ_NOENDPOINT ' .. endpoint)
+  -- The endpoint's name, before the schedule's own URL if it has one.
+  local name = string.match(endpoint, '^[^ ]*')
+  if redis.call('HEXISTS', ENDPOINTS_KEY, name) == 0 then
+    return redis.error_reply('TIMERQ_NOENDPOINT ' .. name)
   end
 end
 

@@ -11,7 +11,9 @@
 --                client); due is due_ms, or '+<ms>.<us>' for that long after
 --                the server's clock (see resolve_due in prelude.lua);
 --                endpoint is the name of the endpoint the fire is delivered
---                to, '' for a timer that does not deliver
+--                to, '' for a timer that does not deliver, and after a space
+--                the timer's own delivery URL if it has one (kept whole in
+--                KEYS[9]; only the name is checked)
 -- Reply: {now_ms, created_1, record_1, created_2, record_2, ...}; created is
 --        1 for a new timer and 0 when the ID already existed in any state.
 --        A new delivering timer whose endpoint KEYS[10] does not name is
@@ -74,11 +76,13 @@ for k, id in ipairs(ids) do
         err = check_type(KEYS[9], 'hash') or check_type(KEYS[10], 'hash')
         if err then return err end
       end
-      if not endpoints[endpoint] then
-        if redis.call('HEXISTS', KEYS[10], endpoint) == 0 then
-          return redis.error_reply('TIMERQ_NOENDPOINT ' .. endpoint)
+      -- The endpoint's name, before the timer's own URL if it has one.
+      local name = string.match(endpoint, '^[^ ]*')
+      if not endpoints[name] then
+        if redis.call('HEXISTS', KEYS[10], name) == 0 then
+          return redis.error_reply('TIMERQ_NOENDPOINT ' .. name)
         end
-        endpoints[endpoint] = true
+        endpoints[name] = true
       end
       delivers[#delivers + 1] = id
       delivers[#delivers + 1] = endpoint

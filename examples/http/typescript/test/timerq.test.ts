@@ -462,6 +462,23 @@ test("endpoints: create, read with secrets redacted, list, disable, enable, deli
   assert.equal(nowhere.response.status, 422);
   assert.equal(nowhere.error?.type, "urn:timerq:problem:unknown-endpoint");
 
+  // A timer URL of its own is a namespace policy, off by default.
+  const timerURL = { id: "ep-own-url", in: "1h", deliver: { endpoint: name, url: "https://example.com/hooks/own" } };
+  const policy0 = await client.GET("/v1/namespaces/{ns}/delivery-policy", { params: ns_ });
+  assert.equal(policy0.response.status, 200, JSON.stringify(policy0.error));
+  assert.equal(policy0.data?.allow_timer_urls, false);
+  const refused = await client.POST("/v1/namespaces/{ns}/timers", { params: ns_, body: timerURL });
+  assert.equal(refused.response.status, 422);
+  assert.equal(refused.error?.type, "urn:timerq:problem:timer-urls-off");
+  assert.equal(refused.error?.field, "/deliver/url");
+  const allow = await client.PUT("/v1/namespaces/{ns}/delivery-policy", { params: ns_, body: { allow_timer_urls: true } });
+  assert.equal(allow.response.status, 200, JSON.stringify(allow.error));
+  assert.equal(allow.data?.allow_timer_urls, true);
+  const own = await client.POST("/v1/namespaces/{ns}/timers", { params: ns_, body: timerURL });
+  assert.equal(own.response.status, 201, JSON.stringify(own.error));
+  const deny = await client.PUT("/v1/namespaces/{ns}/delivery-policy", { params: ns_, body: { allow_timer_urls: false } });
+  assert.equal(deny.response.status, 200, JSON.stringify(deny.error));
+
   const del = await client.DELETE("/v1/namespaces/{ns}/endpoints/{name}", { params: ep });
   assert.equal(del.response.status, 204, JSON.stringify(del.error));
   const gone = await client.GET("/v1/namespaces/{ns}/endpoints/{name}", { params: ep });
