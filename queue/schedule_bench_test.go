@@ -2,10 +2,12 @@ package queue_test
 
 import (
 	"context"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -68,4 +70,45 @@ func ownCPU(b *testing.B) float64 {
 		b.Fatal(err)
 	}
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e3
+}
+
+// BenchmarkScheduleConcurrentCPU is many goroutines each calling Schedule
+// for one timer, as a request handler does, with and without
+// Options.CoalesceSchedules, which merges the waiting calls into one
+// script call: Redis CPU per timer, against the per-call figure of
+// BenchmarkScheduleCPU's batch=1.
+func BenchmarkScheduleConcurrentCPU(b *testing.B) {
+	for _, coalesce := range []bool{false, true} {
+		b.Run(map[bool]string{false: "coalesce=off", true: "coalesce=on"}[coalesce], func(b *testing.B) {
+			srv := redistest.Start(b, redistest.Config{})
+			rdb := srv.Client(b)
+			q, err := queue.New(rdb, queue.Options{Namespace: "bench", CoalesceSchedules: coalesce})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer q.Close()
+			ctx := context.Background()
+			due := time.Now().Add(time.Hour)
+			if _, err := q.Schedule(ctx, "warm-up", due, benchPayload); err != nil {
+				b.Fatal(err)
+			}
+			var next atomic.Int64
+			cpu, own := redisCPU(b, rdb), ownCPU(b)
+			b.SetParallelism(16) // 32 goroutines on 2 cores
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := q.Schedule(ctx, benchID(int(next.Add(1))), due, benchPayload); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			used, client := redisCPU(b, rdb)-cpu, ownCPU(b)-own
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "timers/s")
+			b.ReportMetric(used/float64(b.N), "redis-cpu-us/timer")
+			b.ReportMetric(client/float64(b.N), "client-cpu-us/timer")
+		})
+	}
 }

@@ -57,22 +57,29 @@ if #ARGV < 3 then return {now, ''} end
 local head, err = read('zset', 'ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if err then return err end
 local wake_head = tonumber(head[2])
-local ids = {}
-for i = 3, #ARGV, 4 do ids[#ids + 1] = ARGV[i] end
+local ids, n = {}, 0
+for i = 3, #ARGV, 4 do
+  n = n + 1
+  ids[n] = ARGV[i]
+end
 local recs
 recs, err = read('hash', 'HMGET', KEYS[2], unpack(ids))
 if err then return err end
 
-local flags, extra = {}, {}
-local hset, zadd, traced, delivers = {}, {}, {}, {}
+-- The loop below runs once per timer: it keeps counts rather than using
+-- the length operator, and string.match and tonumber as locals.
+local match, number = string.match, tonumber
+local flags, extra, nextra = {}, {}, 0
+local hset, zadd, nw = {}, {}, 0
+local traced, delivers = {}, {}
 local created = {}        -- id -> index of the timer that created it
 local resolved = {}       -- index -> due_ms, for relative due times only
 local endpoints = {}      -- name -> true once checked
 local trace = ARGV[2] ~= ''
 local value = 's::' .. now .. '::' -- a new record, but for its payload
 local earliest = wake_head
-for k, id in ipairs(ids) do
-  local rec = recs[k]
+for k = 1, n do
+  local id, rec = ids[k], recs[k]
   if rec then
     local state = decode(rec)
     if not state then return malformed(id, 'has a malformed record') end
@@ -80,26 +87,26 @@ for k, id in ipairs(ids) do
       return malformed(id, 'is scheduled but has no due time in ' .. KEYS[1])
     end
     flags[k] = '0'
-    extra[#extra + 1] = full(id, rec)
+    nextra = nextra + 1
+    extra[nextra] = full(id, rec)
   elseif created[id] then
     -- A repeated ID within the call: created once, by its first occurrence.
     local first = created[id]
     flags[k] = '0'
-    extra[#extra + 1] = encode('s', resolved[first] or ARGV[4 * first], now, '', ARGV[4 * first + 1])
+    nextra = nextra + 1
+    extra[nextra] = encode('s', resolved[first] or ARGV[4 * first], now, '', ARGV[4 * first + 1])
   else
-    local arg, payload, endpoint = ARGV[4 * k], ARGV[4 * k + 1], ARGV[4 * k + 2]
+    local arg, endpoint = ARGV[4 * k], ARGV[4 * k + 2]
     local due = resolve_due(arg)
-    if not string.match(due, '^%d+$') then
+    if not match(due, '^%d+$') then
       return redis.error_reply('ERR timerq: due time "' .. due .. '" of timer "' .. id ..
         '" is not a count of milliseconds')
     end
-    hset[#hset + 1] = id
-    hset[#hset + 1] = value .. payload
-    zadd[#zadd + 1] = due
-    zadd[#zadd + 1] = id
+    nw = nw + 2
+    hset[nw - 1], hset[nw] = id, value .. ARGV[4 * k + 1]
+    zadd[nw - 1], zadd[nw] = due, id
     if trace then
-      traced[#traced + 1] = id
-      traced[#traced + 1] = ARGV[2]
+      traced[nw - 1], traced[nw] = id, ARGV[2]
     end
     if endpoint ~= '' then
       if next(endpoints) == nil then
@@ -115,7 +122,7 @@ for k, id in ipairs(ids) do
       delivers[#delivers + 1] = id
       delivers[#delivers + 1] = endpoint
     end
-    local d = tonumber(due)
+    local d = number(due)
     if earliest == nil or d < earliest then earliest = d end
     created[id] = k
     if due == arg then
@@ -123,13 +130,14 @@ for k, id in ipairs(ids) do
     else
       flags[k] = '2'
       resolved[k] = due
-      extra[#extra + 1] = due
+      nextra = nextra + 1
+      extra[nextra] = due
     end
   end
 end
 local reply = {now, table.concat(flags)}
-for _, e in ipairs(extra) do reply[#reply + 1] = e end
-if #hset == 0 then return reply end
+for i = 1, nextra do reply[i + 2] = extra[i] end
+if nw == 0 then return reply end
 if trace then
   local _, terr = check_traces()
   if terr then return terr end
