@@ -140,8 +140,10 @@ func (q *Queue) Schedule(ctx context.Context, id string, due time.Time, payload 
 // amortise the call, small enough not to stall Redis for long.
 const scheduleChunk = 500
 
-// ScheduleBatch schedules many timers in one round trip and returns one
-// result per timer, in order, each as Schedule would. It validates every
+// ScheduleBatch schedules many timers in one round trip (a batch of more
+// than 1,000 in pipelines of about 1,000, up to four in flight at once on
+// connections of the client's pool) and returns one result per timer, in
+// order, each as Schedule would. It validates every
 // timer first: if any is invalid it returns an error naming it and writes
 // nothing. A repeated ID within the batch is created once; its later
 // occurrences report Created false.
