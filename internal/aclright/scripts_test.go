@@ -57,6 +57,12 @@ func scenarios() map[string][]scenario {
 			args: func(sp keyspace.Space) []any {
 				return []any{sp.Wake(), tp, "old", ms(time.Hour), "p", "", "new", "+1000.000", "p", "billing"}
 			},
+		}, {
+			// Neither traced nor delivering: the records' HSET is the
+			// first write, which no probe precedes.
+			name:  "plain",
+			setup: nothing,
+			args:  func(sp keyspace.Space) []any { return []any{sp.Wake(), "", "new", ms(time.Hour), "p", ""} },
 		}},
 		"claim": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
