@@ -124,14 +124,15 @@ func (p *Poller) OwnedShards() []int {
 // those are logged and retried with backoff. It returns ErrRunning if the
 // Poller is already running.
 //
-// On a sharded namespace the poller claims only the shards it owns (see
-// Options.Shards): the live workers share the shards by rendezvous hashing
-// over the membership list in Redis, which each renews every
-// Options.Heartbeat. A worker that dies drops out after Options.MemberTTL
-// and its shards go to the others; until then, the others claim its shards
-// once their timers are Options.Takeover.After overdue (see
-// TakeoverOptions). An unsharded namespace's one shard is claimed by every
-// poller, as before sharding.
+// The poller claims only the shards it owns (see Options.Shards): the
+// live workers share the shards by rendezvous hashing over the membership
+// list in Redis, which each renews every Options.Heartbeat. A worker that
+// dies drops out after Options.MemberTTL and its shards go to the others;
+// until then, the others claim its shards once their timers are
+// Options.Takeover.After overdue (see TakeoverOptions). This holds for an
+// unsharded namespace too, whose one shard has one owner and is watched by
+// the other workers; with the takeover disabled every poller claims that
+// one shard, as before sharding.
 //
 // Redis errors are logged and retried with backoff (an outage, LOADING, a
 // timeout, a slot migration), except a refusal for lack of an ACL right,
@@ -227,8 +228,10 @@ func (p *Poller) serve(ctx context.Context, stop context.CancelCauseFunc) {
 	}()
 
 	// With takeover, every shard has a loop: the owned ones claim as due,
-	// the others watch (see TakeoverOptions).
-	watch := p.opts.Shards == nil && shards > 1 && !p.opts.Takeover.Disabled
+	// the others watch (see TakeoverOptions). That holds for the one shard
+	// of an unsharded namespace too: one worker claims it and the others
+	// watch, so its claims do not grow with the number of workers.
+	watch := p.opts.Shards == nil && !p.opts.Takeover.Disabled
 	setOwned := func(want []int) {
 		loopsMu.Lock()
 		defer loopsMu.Unlock()
@@ -300,7 +303,9 @@ func (p *Poller) serve(ctx context.Context, stop context.CancelCauseFunc) {
 		}
 		setOwned(fixed)
 		<-ctx.Done()
-	case shards == 1:
+	case shards == 1 && !watch:
+		// Without the takeover a dead owner's one shard would wait for its
+		// membership to lapse: every poller claims it, as before ownership.
 		setOwned([]int{0})
 		<-ctx.Done()
 	default:
