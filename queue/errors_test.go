@@ -79,3 +79,44 @@ func TestErrorsCarryOnePrefix(t *testing.T) {
 		}
 	}
 }
+
+// A claim that would fire a timer refuses a foreign type in any key it
+// writes, naming the key, before its first write, whether the fire stream
+// is trimmed (its probe checks the type) or not (a TYPE does). A claim that
+// finds nothing due reads only the due set, and checks nothing else.
+func TestClaimRefusesForeignTypes(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		for _, maxlen := range []int64{0, queue.Unbounded} {
+			// The keys claim writes, by their index in Keys: timers,
+			// fired, expire, fires, counters.
+			for _, k := range []int{1, 2, 4, 5, 6} {
+				q := newQueue(t, b, queue.Options{StreamMaxLen: maxlen})
+				if _, err := q.Schedule(ctx, "due", time.Now().Add(-time.Second), nil); err != nil {
+					t.Fatal(err)
+				}
+				key := q.Keys()[k]
+				if err := b.Client.Del(ctx, key).Err(); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Client.Set(ctx, key, "foreign", 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+				_, err := q.Claim(ctx, 10)
+				if !errors.Is(err, queue.ErrWrongType) || !strings.Contains(err.Error(), key) {
+					t.Fatalf("StreamMaxLen %d: claim over a foreign %s = %v, want ErrWrongType naming it", maxlen, key, err)
+				}
+				if n, err := b.Client.ZCard(ctx, q.Keys()[0]).Result(); err != nil || n != 1 {
+					t.Fatalf("StreamMaxLen %d: the claim refused over %s left %d due timers (%v), want 1 untouched", maxlen, key, n, err)
+				}
+			}
+		}
+		q := newQueue(t, b, queue.Options{})
+		if err := b.Client.Set(ctx, q.Keys()[2], "foreign", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := q.Claim(ctx, 10); err != nil || len(res.Fired) != 0 {
+			t.Fatalf("an empty claim beside a foreign fired set = %v, %v; want nothing fired, no error", res, err)
+		}
+	})
+}
