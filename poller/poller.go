@@ -467,9 +467,11 @@ func (p *Poller) fatal(err error, stop context.CancelCauseFunc, what string) boo
 
 // run is the claim loop of one shard.
 //
-// Sleep targets are kept in the server's clock: after a claim, the loop
-// sleeps NextDue-Now (both server times) and remembers the local monotonic
-// instant the reply arrived, so that a wake message (a server due time) can
+// Sleep targets are kept in the server's clock, in microseconds: after a
+// claim, the loop sleeps NextDue-Clock (both server times; the claim's
+// clock to the microsecond, so that the sleep ends at the due millisecond
+// rather than up to a millisecond after it) and remembers the local
+// monotonic instant the reply arrived, so that a wake message (a server due time) can
 // be compared with, and converted to, a local sleep without ever trusting
 // the local wall clock.
 //
@@ -485,18 +487,18 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var (
-		target    int64     // server ms the current sleep ends at
-		refServer int64     // server ms of the last claim
+		target    int64     // server µs the current sleep ends at
+		refServer int64     // server µs of the last claim
 		refLocal  time.Time // local instant its reply arrived
 		failures  int
 		eager     bool // this watcher's last claim fired timers
 	)
-	// lag is how long after a due time the loop claims, in ms.
+	// lag is how long after a due time the loop claims, in µs.
 	lag := func() int64 {
 		if l.owner.Load() || eager {
 			return 0
 		}
-		return p.opts.Takeover.After.Milliseconds()
+		return p.opts.Takeover.After.Microseconds()
 	}
 	for {
 		select {
@@ -523,20 +525,20 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 			if err != nil {
 				continue
 			}
-			at := due + lag()
+			at := due*1000 + lag()
 			if at >= target {
 				continue
 			}
 			target = at
-			serverNow := refServer + time.Since(refLocal).Milliseconds()
-			timer.Reset(max(time.Duration(at-serverNow)*time.Millisecond, 0))
+			serverNow := refServer + time.Since(refLocal).Microseconds()
+			timer.Reset(max(time.Duration(at-serverNow)*time.Microsecond, 0))
 		case <-timer.C:
 			owner := l.owner.Load()
 			if !owner && !eager && target != 0 {
 				// target 0 asks for a claim: after a (re)subscription, a
 				// promotion, a backlog or a failure.
 				head, ok, err := l.peek(ctx)
-				serverNow := refServer + time.Since(refLocal).Milliseconds()
+				serverNow := refServer + time.Since(refLocal).Microseconds()
 				switch {
 				case ctx.Err() != nil:
 					return
@@ -546,9 +548,9 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 				case !ok:
 					target = math.MaxInt64 // empty: a wake message announces the next timer
 					continue
-				case head+lag() > serverNow:
-					target = head + lag()
-					timer.Reset(time.Duration(target-serverNow) * time.Millisecond)
+				case head*1000+lag() > serverNow:
+					target = head*1000 + lag()
+					timer.Reset(time.Duration(target-serverNow) * time.Microsecond)
 					continue
 				}
 			}
@@ -599,7 +601,13 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 				}
 				failures = 0
 			}
-			refServer, refLocal = res.Now.UnixMilli(), time.Now()
+			// The claim's clock to the microsecond, so that a sleep until
+			// the next due time does not add the millisecond's remainder.
+			clock := res.Clock
+			if clock.IsZero() {
+				clock = res.Now
+			}
+			refServer, refLocal = clock.UnixMicro(), time.Now()
 			p.armFired(res)
 			if !owner {
 				if len(res.Fired) > 0 && !eager {
@@ -619,7 +627,7 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 			case owner:
 				sleep = p.opts.MaxPollInterval
 				if !res.NextDue.IsZero() {
-					sleep = min(sleep, max(res.NextDue.Sub(res.Now), 0))
+					sleep = min(sleep, max(res.NextDue.Sub(clock), 0))
 				}
 			case res.NextDue.IsZero():
 				// Watching an empty shard: a wake message announces the
@@ -628,9 +636,9 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 				timer.Stop()
 				continue
 			default:
-				sleep = max(res.NextDue.Sub(res.Now), 0) + time.Duration(lag())*time.Millisecond
+				sleep = max(res.NextDue.Sub(clock), 0) + time.Duration(lag())*time.Microsecond
 			}
-			target = refServer + sleep.Milliseconds()
+			target = refServer + sleep.Microseconds()
 			timer.Reset(sleep)
 		}
 	}

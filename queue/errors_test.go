@@ -120,3 +120,30 @@ func TestClaimRefusesForeignTypes(t *testing.T) {
 		}
 	})
 }
+
+// A claim reports the server's clock twice: Now to the millisecond (every
+// timer it fired has FiredAt = Now) and Clock to the microsecond, which a
+// poller sleeps by.
+func TestClaimClockHasMicroseconds(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		at := time.Date(2030, 1, 2, 3, 4, 5, 678_901_000, time.UTC)
+		if b.Mini != nil {
+			b.Mini.SetTime(at)
+		}
+		if _, err := q.Schedule(ctx, "due", time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), nil); err != nil {
+			t.Fatal(err)
+		}
+		res, err := q.Claim(ctx, 10)
+		if err != nil || len(res.Fired) != 1 {
+			t.Fatalf("claim = %+v, %v; want one timer fired", res, err)
+		}
+		if !res.Clock.Truncate(time.Millisecond).Equal(res.Now) || !res.Fired[0].FiredAt.Equal(res.Now) {
+			t.Fatalf("Clock %v, Now %v, FiredAt %v: want Now = FiredAt = Clock to the millisecond", res.Clock, res.Now, res.Fired[0].FiredAt)
+		}
+		if b.Mini != nil && !res.Clock.Equal(at) {
+			t.Fatalf("Clock = %v, want the server's %v to the microsecond", res.Clock, at)
+		}
+	})
+}

@@ -9,8 +9,9 @@
 -- ARGV[4] channel prefix: a fired timer's wakeup goes to prefix .. id
 -- ARGV[5] notify channel: told how many timers a claim fired, once per claim
 --         that fired any, so consumers of the fire stream wake (optional)
--- Reply: {now_ms, earliest_ms_or_empty, q, qid_1, qreason_1, ..., qid_q,
---        qreason_q, id_1, due_1, payload_1, traceparent_1, id_2, ...}: the q
+-- Reply: {now, earliest_ms_or_empty, q, qid_1, qreason_1, ..., qid_q,
+--        qreason_q, id_1, due_1, payload_1, traceparent_1, id_2, ...}: now
+--        is the server clock as '<now_ms>.<us>' (us 000-999), the q
 --        records this claim quarantined, then the fired timers; every timer
 --        of one claim has fired_at = now_ms; traceparent is '' for a timer
 --        scheduled outside a trace.
@@ -62,7 +63,9 @@ local function typed(err, cmd, key)
   return refusal(msg, cmd, key, 'read')
 end
 
-local now = now_ms()
+-- now_ms, with TIME's microseconds kept for the reply's clock.
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local now_s = fmt(now)
 local maxlen = tonumber(ARGV[3])
 
@@ -83,7 +86,7 @@ local notify = ARGV[5]
 local due = redis.pcall('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
 if due.err then return typed(due, 'ZRANGEBYSCORE', KEYS[1]) end
 local n = #due / 2
-local reply = {now_s, '', '0'}
+local reply = {now_s .. '.' .. string.format('%03d', tonumber(clock[2]) % 1000), '', '0'}
 -- The earliest due time left after the claim: the member ranked just
 -- after the n claimed ones, read before the writes so that nothing runs
 -- after them.
