@@ -73,24 +73,27 @@ local maxlen = tonumber(ARGV[3])
 -- is set bounds the stream to about maxlen entries.
 local function xadd(trim, id, due_s, payload, ...)
   if trim then
-    return redis.call('XADD', KEYS[6], 'MAXLEN', '~', maxlen, '*', 'id', id, 'due', due_s, 'fired', now_s,
+    return redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[3], '*', 'id', id, 'due', due_s, 'fired', now_s,
       'payload', payload, ...)
   end
   return redis.call('XADD', KEYS[6], '*', 'id', id, 'due', due_s, 'fired', now_s, 'payload', payload, ...)
 end
-local limit = tonumber(ARGV[1])
 local retention = tonumber(ARGV[2])
 local prefix = ARGV[4]
 local notify = ARGV[5]
 
-local due = redis.pcall('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+-- Arguments go to Redis as strings where the script has them: Redis 7.0
+-- formats each number argument of a call with snprintf, which costs about
+-- as much as a cheap command.
+local due = redis.pcall('ZRANGEBYSCORE', KEYS[1], '-inf', now_s, 'WITHSCORES', 'LIMIT', '0', ARGV[1])
 if due.err then return typed(due, 'ZRANGEBYSCORE', KEYS[1]) end
 local n = #due / 2
 local reply = {now_s .. '.' .. string.format('%03d', tonumber(clock[2]) % 1000), '', '0'}
 -- The earliest due time left after the claim: the member ranked just
 -- after the n claimed ones, read before the writes so that nothing runs
 -- after them.
-local head = redis.call('ZRANGE', KEYS[1], n, n, 'WITHSCORES')
+local n_s = fmt(n)
+local head = redis.call('ZRANGE', KEYS[1], n_s, n_s, 'WITHSCORES')
 if head[2] then reply[2] = head[2] end
 if n > 0 then
   local LATE_MS = {1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000}
@@ -216,7 +219,7 @@ if n > 0 then
   end
   -- The due members are exactly the lowest ranks, so removing by rank is
   -- O(log N + n) instead of n separate ZREMs.
-  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
+  redis.call('ZREMRANGEBYRANK', KEYS[1], '0', fmt(n - 1))
   if #hset > 0 then
     -- The last entry trims the stream (approximately, MAXLEN ~): one trim
     -- per claim rather than per entry (1.6 us a timer in BENCHMARKS.md),

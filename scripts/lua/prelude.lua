@@ -200,7 +200,7 @@ local function probe_run(cmd, key)
   elseif cmd == 'HINCRBY' then
     return redis.pcall(cmd, key, '', 'x'), 'not an integer'
   elseif cmd == 'ZREMRANGEBYRANK' or cmd == 'ZREMRANGEBYSCORE' then
-    return redis.pcall(cmd, key, 1, 0) -- an empty range
+    return redis.pcall(cmd, key, '1', '0') -- an empty range
   elseif cmd == 'ZREM' or cmd == 'HDEL' then
     return redis.pcall(cmd, key, '')
   elseif cmd == 'XTRIM' then
