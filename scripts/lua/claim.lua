@@ -190,22 +190,17 @@ if n > 0 then
 
   -- Phase 2: probes. ZREMRANGEBYRANK goes first: Redis does not refuse it
   -- under OOM, and no write after it, so a full Redis still fires timers.
-  local probes = {{'ZREMRANGEBYRANK', KEYS[1]}}
-  if #hset > 0 then
-    probes[#probes + 1] = {'HSET', KEYS[2]}
-    probes[#probes + 1] = {'ZADD', KEYS[3]}
-    if retention > 0 then probes[#probes + 1] = {'ZADD', KEYS[5]} end
-    probes[#probes + 1] = {'XADD', KEYS[6]}
-    probes[#probes + 1] = {'HINCRBY', KEYS[7]}
-    if #traced > 0 then probes[#probes + 1] = {'HDEL', KEYS[8]} end
-    if #delivering > 0 then probes[#probes + 1] = {'HDEL', KEYS[10]} end
+  -- (Called one by one rather than through probe_all: its list is a
+  -- table per probe, on every claim.)
+  err = probe('ZREMRANGEBYRANK', KEYS[1])
+  if not err and #hset > 0 then
+    err = probe('HSET', KEYS[2]) or probe('ZADD', KEYS[3]) or
+      (retention > 0 and probe('ZADD', KEYS[5])) or probe('XADD', KEYS[6]) or probe('HINCRBY', KEYS[7]) or
+      (#traced > 0 and probe('HDEL', KEYS[8])) or (#delivering > 0 and probe('HDEL', KEYS[10])) or nil
   end
-  if #quarantined > 0 then
-    probes[#probes + 1] = {'HDEL', KEYS[2]}
-    probes[#probes + 1] = {'HSET', KEYS[9]}
-    probes[#probes + 1] = {'HINCRBY', KEYS[7]}
+  if not err and #quarantined > 0 then
+    err = probe('HDEL', KEYS[2]) or probe('HSET', KEYS[9]) or probe('HINCRBY', KEYS[7])
   end
-  err = probe_all(probes)
   if err then return typed(err) end
 
   -- Phase 3: publish, then write.

@@ -346,6 +346,9 @@ end
 local function score_ms(score)
   local d = tonumber(score)
   if not d or d < 0 or d > MAX_MS or d ~= math.floor(d) then return nil end
+  -- Redis writes a whole score below 1e17 as its digits: keep them rather
+  -- than format them again (a claim does this for every timer).
+  if type(score) == 'string' and string.find(score, '^%d+$') then return score end
   return fmt(d)
 end
 
