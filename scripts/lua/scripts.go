@@ -84,7 +84,7 @@ var (
 			return append(sp.Keys(), sp.Traces(), sp.Quarantine(), sp.Deliveries())
 		},
 		Commands: []string{"type", "time", "zrangebyscore", "hmget", "zrange", "zremrangebyrank", "hset", "zadd",
-			"xadd", "xtrim", "hincrby", "hdel"}})
+			"xadd", "hincrby", "hdel"}})
 	// Hold decides a claim in a namespace with replicas, firing nothing
 	// until Commit (hold.lua).
 	Hold = add(&Script{Name: "hold", Worker: true, Keys: holdKeys,
