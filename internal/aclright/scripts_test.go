@@ -163,6 +163,21 @@ func scenarios() map[string][]scenario {
 			args:  func(keyspace.Space) []any { return []any{4} },
 		}},
 		"workers": {{setup: nothing, args: func(keyspace.Space) []any { return nil }}},
+		"debounce": {{
+			// No window: one is opened (Keys takes the key "g").
+			name: "create", setup: nothing,
+			args: func(sp keyspace.Space) []any { return []any{"g", "1000", "60000", "p", "0", sp.Wake()} },
+		}, {
+			// An open window: its timer is pushed, earlier than the
+			// shard's head (a wakeup), with a new payload.
+			name: "push",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				opened := time.Now().UnixMilli()
+				do(t, c, "SET", sp.Debounce("g"), fmt.Sprintf("%d:%d", opened, opened+3600000))
+				scheduled(t, c, sp, fmt.Sprintf("g@%d", opened), ms(time.Hour))
+			},
+			args: func(sp keyspace.Space) []any { return []any{"g", "1000", "60000", "new", "0", sp.Wake()} },
+		}},
 		"overlap": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				for _, sid := range []string{"skip1", "skip2"} {

@@ -199,6 +199,7 @@ local PROBES = {
   XDEL = {'0-0'},                    -- no entry has the ID 0-0
   XACK = {'', '0-0'},                -- no group is named ''
   ZREMRANGEBYSCORE = {1, 0},         -- an empty range
+  SET = {'', 'PX', '0', err = 'invalid expire time'},
 }
 
 -- probe runs the no-op form of cmd on key and returns an error reply if

@@ -14,7 +14,7 @@ type Script struct {
 	ShardedSource string
 	// Keys returns the keys the script takes, in its order, for shard sp
 	// of a namespace; group is the consumer group the script acts for
-	// (overlap), "" for the others. A script of the whole namespace takes
+	// (overlap) or the debounce key (debounce), "" for the others. A script of the whole namespace takes
 	// sp.Namespace()'s keys, in the slot {NS}.
 	Keys func(sp keyspace.Space, group string) []string
 	// Publishes means the script announces through pub/sub: it has a
@@ -100,6 +100,14 @@ var (
 	// Reschedule moves a scheduled timer (reschedule.lua).
 	Reschedule = add(&Script{Name: "reschedule", Keys: timerKeys, Publishes: true,
 		Commands: []string{"type", "hget", "time", "zrange", "zadd"}})
+	// Debounce creates a debounce key's window timer or pushes it back,
+	// within the window's maximum wait (debounce.lua); group is the
+	// debounce key.
+	Debounce = add(&Script{Name: "debounce", Publishes: true,
+		Keys: func(sp keyspace.Space, key string) []string {
+			return append(sp.Keys(), sp.Schedules(), sp.Debounce(key))
+		},
+		Commands: []string{"type", "time", "get", "hget", "zscore", "zrange", "hexists", "zadd", "hset", "set"}})
 	// Purge removes settled timers past their retention (purge.lua).
 	Purge = add(&Script{Name: "purge", Worker: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
