@@ -58,8 +58,10 @@ type DebounceOptions struct {
 	// Payload is the timer's payload. The newest call's payload wins,
 	// unless KeepFirst is set.
 	Payload []byte
-	// KeepFirst keeps the payload of the call that opened the window:
-	// later calls move the timer but leave its payload.
+	// KeepFirst leaves the window's payload as it is: a call with it
+	// moves the timer only. The payload is then the opening call's, unless
+	// a call without KeepFirst replaced it since. A call that opens a
+	// window always sets its payload.
 	KeepFirst bool
 }
 
