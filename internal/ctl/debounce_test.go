@@ -1,0 +1,85 @@
+package ctl_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/timerq/timerq/internal/ctl"
+	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/queue"
+)
+
+type debounceJSON struct {
+	Outcome    string    `json:"outcome"`
+	Timer      timerJSON `json:"timer"`
+	Now        string    `json:"now"`
+	DeadlineAt string    `json:"deadline_at"`
+}
+
+// TestDebounce: timerctl debounce opens a window, pushes it, caps it at
+// the deadline, in JSON and as a table, and opens the next window once
+// the timer fired.
+func TestDebounce(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		c := newCLI(t, b)
+		first := decode[debounceJSON](t, c.ok("-o", "json", "debounce", "cart-7", "--delay", "1h", "--max-wait", "2h", "-p", "v1").stdout)
+		now := mustTime(t, first.Now)
+		if first.Outcome != "created" || first.Timer.ID != queue.DebounceID("cart-7", now.UnixMilli()) || string(first.Timer.Payload) != "v1" {
+			t.Fatalf("first: %+v", first)
+		}
+		if mustTime(t, first.DeadlineAt) != now.Add(2*time.Hour) {
+			t.Errorf("deadline %s, want %v + 2h", first.DeadlineAt, now)
+		}
+		redistest.AwaitServerTime(t, b.Client, now.Add(2*time.Millisecond))
+		pushed := decode[debounceJSON](t, c.ok("-o", "json", "debounce", "cart-7", "--delay", "1h", "--max-wait", "2h", "-p", "v2", "--keep-first").stdout)
+		if pushed.Outcome != "pushed" || pushed.Timer.ID != first.Timer.ID || string(pushed.Timer.Payload) != "v1" || pushed.Timer.DueAt <= first.Timer.DueAt {
+			t.Fatalf("second: %+v, first due %s", pushed, first.Timer.DueAt)
+		}
+		table := c.ok("debounce", "cart-7", "--delay", "3h", "--max-wait", "3h").stdout
+		if !strings.Contains(table, "result") || !strings.Contains(table, "capped; the window's deadline is ") || !strings.Contains(table, first.Timer.ID) {
+			t.Fatalf("table:\n%s", table)
+		}
+		got, err := c.q.Get(t.Context(), first.Timer.ID)
+		if err != nil || got.Due.Format(time.RFC3339Nano) != mustTime(t, first.DeadlineAt).Format(time.RFC3339Nano) || len(got.Payload) != 0 {
+			t.Fatalf("in Redis: %+v %v", got, err)
+		}
+		c.ok("fire", first.Timer.ID)
+		redistest.Eventually(t, 5*time.Second, "the window to fire", func() bool { return len(c.claim()) == 1 })
+		next := decode[debounceJSON](t, c.ok("-o", "json", "debounce", "cart-7", "--delay", "1h", "--max-wait", "2h").stdout)
+		if next.Outcome != "created" || next.Timer.ID == first.Timer.ID {
+			t.Fatalf("after the fire: %+v, want a new window", next)
+		}
+	})
+}
+
+// TestDebounceBadInputWritesNothing: each bad call is a usage error
+// naming the flag and what to do, and writes nothing.
+func TestDebounceBadInputWritesNothing(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		c := newCLI(t, b)
+		for _, tc := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"debounce", "k", "--delay", "5s"}, "missing --delay or --max-wait"},
+			{[]string{"debounce", "k", "--max-wait", "5s"}, "missing --delay or --max-wait"},
+			{[]string{"debounce", "--delay", "1s", "--max-wait", "5s"}, "missing the debounce key"},
+			{[]string{"debounce", "k", "--delay", "soon", "--max-wait", "5s"}, `--delay "soon" is not a duration`},
+			{[]string{"debounce", "k", "--delay", "-1s", "--max-wait", "5s"}, `--delay "-1s" is negative`},
+			{[]string{"debounce", "k", "--delay", "0s", "--max-wait", "5s"}, "the debounce delay is 0s"},
+			{[]string{"debounce", "k", "--delay", "1m", "--max-wait", "5s"}, "the debounce max wait 5s is shorter than the delay 1m0s"},
+			{[]string{"debounce", "k", "--delay", "1s", "--max-wait", "9000h"}, "over the limit of 8760h0m0s"},
+			{[]string{"debounce", strings.Repeat("k", queue.MaxDebounceKeyBytes+1), "--delay", "1s", "--max-wait", "5s"}, "use at most 240"},
+			{[]string{"debounce", "k", "--delay", "1s", "--max-wait", "5s", "-p", strings.Repeat("p", 70<<10)}, "over the payload limit"},
+		} {
+			r := c.run(tc.args...)
+			if r.code != ctl.ExitUsage || !strings.Contains(r.stderr, tc.want) || strings.Count(r.stderr, "\n") != 1 || r.stdout != "" {
+				t.Errorf("%q: exit %d, stderr %q, want exit %d and %q", tc.args, r.code, r.stderr, ctl.ExitUsage, tc.want)
+			}
+		}
+		if keys := c.keys(); len(keys) != 0 {
+			t.Fatalf("bad input wrote keys: %v", keys)
+		}
+	})
+}
