@@ -154,6 +154,12 @@ func TestDebounceAfterFireCreatesTheNext(t *testing.T) {
 			t.Errorf("fired %+v, call at %v", f, first.Now)
 		}
 
+		// The poller hands every fire of this form to ArmFired: a window
+		// is no schedule, so nothing is armed and nothing fails.
+		if n, err := q.ArmFired(ctx, []queue.Fired{f}); n != 0 || err != nil {
+			t.Errorf("ArmFired of a window's fire: %d, %v", n, err)
+		}
+
 		o.Delay, o.Payload = time.Hour, []byte("2")
 		next := debounce(t, q, "order-9", o)
 		if next.Outcome != queue.DebounceCreated || next.Timer.ID == first.Timer.ID {

@@ -179,6 +179,16 @@
 // pending. In a sharded namespace a schedule and its occurrences live in
 // the shard of the schedule's ID. docs/recurring.md has the design.
 //
+// # Debounce
+//
+// Debounce runs "once, Delay after the last call, but never later than
+// MaxWait after the first" for a key, in one script by the server's clock:
+// it creates the timer of the key's window, pushes it back, or caps it at
+// the window's deadline, and its result says which. A window's timer,
+// DebounceID(key, ms the window opened), is an ordinary timer that fires
+// once; a call after it fired opens the next window with a new ID.
+// docs/debounce.md has the ID rule and what a replaying caller relies on.
+//
 // # Shards
 //
 // A namespace has a fixed number of shards, each one Redis Cluster hash
