@@ -83,3 +83,22 @@ func TestDebounceBadInputWritesNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestDebounceWindowIsNotImported: export writes a window's timer, import
+// skips it with a line that says why and what to do, and imports the rest.
+func TestDebounceWindowIsNotImported(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		c := newCLI(t, b)
+		c.ok("debounce", "cart-7", "--delay", "1h", "--max-wait", "2h")
+		c.ok("schedule", "plain", "--in", "1h")
+		export := c.ok("export").stdout
+		other := newCLI(t, b)
+		r := other.runCtx(t.Context(), export, "import", "-")
+		if r.code != ctl.ExitUsage || !strings.Contains(r.stderr, `a debounce window of key "cart-7" is not imported: debounce the key again`) {
+			t.Fatalf("import: exit %d, stderr %q", r.code, r.stderr)
+		}
+		if _, err := other.q.Get(t.Context(), "plain"); err != nil {
+			t.Errorf("the other line was not imported: %v", err)
+		}
+	})
+}

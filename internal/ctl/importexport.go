@@ -556,7 +556,8 @@ func restoreOrphans(c *cli.Context, s *session, occs map[string][]pendingOcc, re
 					res.Rejected++
 					res.RejectedLines = append(res.RejectedLines, o.line)
 					reject(o.line, fmt.Sprintf("timer %q is an occurrence of schedule %q (its ID has the form <schedule ID>@<Unix ms>, which is reserved for occurrences), "+
-						"and neither this input nor the namespace holds that schedule; import it with the schedule's line (a full export writes both), or give a plain timer another ID", o.timer.ID, sid))
+						"and neither this input nor the namespace holds that schedule; import it with the schedule's line (a full export writes both), or give a plain timer another ID "+
+						"(a debounce window of key %q is not imported: debounce the key again, docs/debounce.md)", o.timer.ID, sid, sid))
 				}
 				continue
 			}
