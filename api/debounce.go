@@ -16,6 +16,7 @@ type debounceJSON struct {
 	Payload     json.RawMessage `json:"payload"`
 	PayloadText *string         `json:"payload_text"`
 	KeepFirst   bool            `json:"keep_first"`
+	Deliver     *DeliverJSON    `json:"deliver"`
 }
 
 // DebounceResultJSON is the answer to a debounce call (queue.DebounceResult).
@@ -55,6 +56,9 @@ func (h *Handler) debounceKey(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		o.Payload, err = readPayload(j.Payload, j.PayloadText, "")
 	}
+	if err == nil {
+		o.Endpoint, err = readDeliver(j.Deliver, "")
+	}
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -82,7 +86,7 @@ func (h *Handler) debounceKey(w http.ResponseWriter, r *http.Request) {
 		if field != "" {
 			err = &fieldError{field, err}
 		}
-		h.fail(w, r, err)
+		h.fail(w, r, unknownEndpoint(err, []queue.NewTimer{{Endpoint: o.Endpoint}}, func(int) string { return "" }))
 		return
 	}
 	status := http.StatusOK

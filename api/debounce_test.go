@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/timerq/timerq/api"
+	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
@@ -50,6 +51,28 @@ func TestDebounceRoute(t *testing.T) {
 		if got := r.timer(t); r.Status != http.StatusOK || got.DueAt != first.DeadlineAt || string(got.Payload) != "b" {
 			t.Fatalf("get = %d %s", r.Status, r.Body)
 		}
+
+		// deliver names the endpoint the window's fire goes to.
+		if _, err := e.q.PutEndpoint(ctx, queue.Endpoint{Name: "billing", URL: "https://billing.example.com/",
+			Secrets: []queue.Secret{queue.Secret(queue.SecretPrefix + "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE=")}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		r = e.do(ctx, "POST", e.url("/debounce/inv-1"), map[string]any{"delay": "1h", "max_wait": "2h", "deliver": map[string]any{"endpoint": "billing"}})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("debounce with deliver = %d %s, want 201", r.Status, r.Body)
+		}
+		id := decodeAs[api.DebounceResultJSON](t, r).Timer.ID
+		k, err := e.q.ShardOf(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := e.q.Shards(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ep, err := b.Client.HGet(ctx, keyspace.Shard(e.q.Namespace(), k, n).Deliveries(), id).Result(); err != nil || ep != "billing" {
+			t.Fatalf("the window's timer delivers to %q (%v), want billing", ep, err)
+		}
 	})
 }
 
@@ -82,6 +105,8 @@ func TestDebounceRouteRefusesBadInput(t *testing.T) {
 			{"absurd max wait", "k", map[string]any{"delay": "1s", "max_wait": "9000h"}, false, 422, api.SlugInvalidArgument, "/max_wait"},
 			{"both payloads", "k", map[string]any{"delay": "1s", "max_wait": "1m", "payload": "", "payload_text": "x"}, false, 400, api.SlugInvalidRequest, "/payload"},
 			{"a schedule's ID", "nightly", map[string]any{"delay": "1s", "max_wait": "1m"}, false, 422, api.SlugInvalidID, ""},
+			{"deliver without an endpoint", "k", map[string]any{"delay": "1s", "max_wait": "1m", "deliver": map[string]any{}}, true, 400, api.SlugInvalidRequest, "/deliver/endpoint"},
+			{"a missing endpoint", "k", map[string]any{"delay": "1s", "max_wait": "1m", "deliver": map[string]any{"endpoint": "billing"}}, false, 422, api.SlugUnknownEndpoint, "/deliver/endpoint"},
 		} {
 			rctx := ctx
 			if c.invalid {

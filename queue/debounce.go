@@ -63,6 +63,14 @@ type DebounceOptions struct {
 	// a call without KeepFirst replaced it since. A call that opens a
 	// window always sets its payload.
 	KeepFirst bool
+	// Endpoint, when set, names the namespace's endpoint (PutEndpoint)
+	// that the window's fire is delivered to, as NewTimer.Endpoint. It goes
+	// with the payload: the call that opens the window sets it, and so
+	// does each later call without KeepFirst (an empty Endpoint then
+	// makes the window's fire deliver nowhere). A name the namespace has
+	// no endpoint of is refused with ErrEndpointNotFound, and nothing is
+	// written.
+	Endpoint string
 }
 
 // DebounceResult is the outcome of a Debounce call.
@@ -114,7 +122,23 @@ func DebounceID(key string, opened int64) string {
 // written, so an error other than ErrOutcomeUnknown means nothing
 // changed. On ErrOutcomeUnknown, calling again is the way to learn the
 // state: at worst the window was pushed twice.
-func (q *Queue) Debounce(ctx context.Context, key string, opts DebounceOptions) (DebounceResult, error) {
+func (q *Queue) Debounce(ctx context.Context, key string, opts DebounceOptions) (res DebounceResult, err error) {
+	ctx, span, tp := q.startSchedule(ctx, []NewTimer{{ID: key}})
+	defer func() {
+		var out []ScheduleResult
+		if err == nil {
+			out = []ScheduleResult{{Timer: res.Timer, Created: res.Outcome == DebounceCreated}}
+			// The window's timer, not the key the span started with.
+			span.SetAttributes(attrTimerID.String(res.Timer.ID))
+		}
+		endSchedule(span, out, err)
+	}()
+	return q.debounce(ctx, key, opts, tp)
+}
+
+// debounce is Debounce, storing the traceparent tp ("" for none) with a
+// window's timer it creates.
+func (q *Queue) debounce(ctx context.Context, key string, opts DebounceOptions, tp string) (DebounceResult, error) {
 	if err := ValidateID(key); err != nil {
 		return DebounceResult{}, errorf("debounce key: %w", err)
 	}
@@ -129,6 +153,11 @@ func (q *Queue) Debounce(ctx context.Context, key string, opts DebounceOptions) 
 	if err := q.validatePayload(key, opts.Payload); err != nil {
 		return DebounceResult{}, errorf("debounce %q: %w", key, err)
 	}
+	if opts.Endpoint != "" {
+		if err := ValidateEndpointName(opts.Endpoint); err != nil {
+			return DebounceResult{}, errorf("debounce %q: %w", key, err)
+		}
+	}
 	l, err := q.layout(ctx)
 	if err != nil {
 		return DebounceResult{}, err
@@ -139,7 +168,7 @@ func (q *Queue) Debounce(ctx context.Context, key string, opts DebounceOptions) 
 	if opts.KeepFirst {
 		keep = "1"
 	}
-	args := []any{key, delay, wait, opts.Payload, keep, l.spaces[k].Wake()}
+	args := []any{key, delay, wait, opts.Payload, keep, l.spaces[k].Wake(), tp, opts.Endpoint}
 	var reply any
 	if l.replicas > 0 {
 		var acks int

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
@@ -459,5 +460,98 @@ func TestDebounceRace(t *testing.T) {
 			t.Errorf("only %d window(s): the calls never outlasted a max wait, so reopening went untested", len(windows))
 		}
 		t.Logf("%d calls, %d windows", len(results), len(windows))
+	})
+}
+
+// A debounced timer may deliver: the endpoint goes with the payload (the
+// newest call's, unless KeepFirst), its fire event names it, and the
+// opening call's sampled span is the fire's parent. A missing endpoint is
+// refused with nothing written, on a new key and on an open window.
+func TestDebounceDeliversAndTraces(t *testing.T) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		o := queue.DebounceOptions{Delay: time.Hour, MaxWait: 2 * time.Hour, Payload: []byte("a"), Endpoint: "billing"}
+		if _, err := q.Debounce(ctx, "cart", o); !errors.Is(err, queue.ErrEndpointNotFound) || !strings.Contains(err.Error(), `"billing"`) {
+			t.Fatalf("debounce to a missing endpoint: %v, want ErrEndpointNotFound naming it", err)
+		}
+		if keys := nsKeys(t, b, q); len(keys) != 0 {
+			t.Fatalf("the refused debounce wrote %v", keys)
+		}
+		for _, name := range []string{"billing", "audit"} {
+			e := billing()
+			e.Name = name
+			if _, err := q.PutEndpoint(ctx, e, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sc := trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID: trace.TraceID{0xab, 1}, SpanID: trace.SpanID{0xcd, 2}, TraceFlags: trace.FlagsSampled,
+		})
+		first, err := q.Debounce(trace.ContextWithSpanContext(ctx, sc), "cart", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := q.ShardOf(ctx, first.Timer.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := q.Shards(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp := keyspace.Shard(q.Namespace(), k, n)
+		endpoint := func() string {
+			t.Helper()
+			v, err := b.Client.HGet(ctx, sp.Deliveries(), first.Timer.ID).Result()
+			if err != nil && err != redis.Nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		if got := endpoint(); got != "billing" {
+			t.Fatalf("after the opening call: endpoint %q, want billing", got)
+		}
+
+		// A push to a missing endpoint changes nothing.
+		before := nsKeys(t, b, q)
+		bad := o
+		bad.Endpoint, bad.Payload = "nowhere", []byte("z")
+		if _, err := q.Debounce(ctx, "cart", bad); !errors.Is(err, queue.ErrEndpointNotFound) {
+			t.Fatalf("push to a missing endpoint: %v", err)
+		}
+		if got, _ := q.Get(ctx, first.Timer.ID); string(got.Payload) != "a" || !got.Due.Equal(first.Timer.Due) || endpoint() != "billing" {
+			t.Fatalf("the refused push changed the window: %+v, endpoint %q", got, endpoint())
+		}
+		if after := nsKeys(t, b, q); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Fatalf("refused push: keys %v, then %v", before, after)
+		}
+
+		// KeepFirst keeps the endpoint with the payload; a push without it
+		// sets both, and a push without an endpoint stops the delivery.
+		keep := o
+		keep.KeepFirst, keep.Endpoint, keep.Payload = true, "audit", []byte("b")
+		debounce(t, q, "cart", keep)
+		if got := endpoint(); got != "billing" {
+			t.Errorf("after a KeepFirst push: endpoint %q, want billing", got)
+		}
+		plain := o
+		plain.Endpoint, plain.Payload = "", []byte("c")
+		debounce(t, q, "cart", plain)
+		if got := endpoint(); got != "" {
+			t.Errorf("after a push without an endpoint: endpoint %q, want none", got)
+		}
+		last := o
+		last.Endpoint, last.Payload, last.Delay = "audit", []byte("d"), time.Millisecond
+		res := debounce(t, q, "cart", last)
+		if got := endpoint(); got != "audit" {
+			t.Errorf("after the last push: endpoint %q, want audit", got)
+		}
+		claimUntilFired(t, b, q, res.Timer.ID)
+		want := "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"
+		e := fireEntries(t, b, q)
+		if len(e) != 1 || e[0].Values["endpoint"] != "audit" || e[0].Values["payload"] != "d" || e[0].Values["traceparent"] != want {
+			t.Fatalf("fire events %v, want one to audit with payload d and traceparent %s", e, want)
+		}
 	})
 }

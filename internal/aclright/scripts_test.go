@@ -164,19 +164,35 @@ func scenarios() map[string][]scenario {
 		}},
 		"workers": {{setup: nothing, args: func(keyspace.Space) []any { return nil }}},
 		"debounce": {{
-			// No window: one is opened (Keys takes the key "g").
-			name: "create", setup: nothing,
-			args: func(sp keyspace.Space) []any { return []any{"g", "1000", "60000", "p", "0", sp.Wake()} },
+			// No window: one is opened (Keys takes the key "g"), traced and
+			// delivering.
+			name: "create",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "HSET", sp.EndpointNames(), "billing", "{}")
+			},
+			args: func(sp keyspace.Space) []any { return []any{"g", "1000", "60000", "p", "0", sp.Wake(), tp, "billing"} },
 		}, {
 			// An open window: its timer is pushed, earlier than the
-			// shard's head (a wakeup), with a new payload.
+			// shard's head (a wakeup), with a new payload and endpoint.
 			name: "push",
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				opened := time.Now().UnixMilli()
 				do(t, c, "SET", sp.Debounce("g"), fmt.Sprintf("%d:%d", opened, opened+3600000))
 				scheduled(t, c, sp, fmt.Sprintf("g@%d", opened), ms(time.Hour))
+				do(t, c, "HSET", sp.EndpointNames(), "billing", "{}")
 			},
-			args: func(sp keyspace.Space) []any { return []any{"g", "1000", "60000", "new", "0", sp.Wake()} },
+			args: func(sp keyspace.Space) []any { return []any{"g", "1000", "60000", "new", "0", sp.Wake(), "", "billing"} },
+		}, {
+			// A push without an endpoint into a delivering window.
+			name: "push undeliver",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				opened := time.Now().UnixMilli()
+				id := fmt.Sprintf("g@%d", opened)
+				do(t, c, "SET", sp.Debounce("g"), fmt.Sprintf("%d:%d", opened, opened+3600000))
+				scheduled(t, c, sp, id, ms(time.Hour))
+				do(t, c, "HSET", sp.Deliveries(), id, "billing")
+			},
+			args: func(sp keyspace.Space) []any { return []any{"g", "1000", "60000", "new", "0", sp.Wake(), "", ""} },
 		}},
 		"overlap": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {

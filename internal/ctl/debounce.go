@@ -14,13 +14,14 @@ func (r *runner) debounceCommand() *cli.Command {
 		Name: "debounce",
 		Usage: "create KEY's window timer due --delay from now, or push the open one back, " +
 			"never past --max-wait after the window opened",
-		ArgsUsage: "KEY --delay DURATION --max-wait DURATION [--payload TEXT | --payload-file PATH|-] [--keep-first]",
+		ArgsUsage: "KEY --delay DURATION --max-wait DURATION [--payload TEXT | --payload-file PATH|-] [--keep-first] [--deliver NAME]",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "delay", Usage: "due `DURATION` after this call by the Redis server's clock, e.g. 5s"},
 			&cli.StringFlag{Name: "max-wait", Usage: "the window's timer is never due later than `DURATION` after the window opened, e.g. 1m"},
 			&cli.StringFlag{Name: "payload", Aliases: []string{"p"}, Usage: "payload `TEXT` (the newest call's wins)"},
 			&cli.StringFlag{Name: "payload-file", Usage: "read the payload from `PATH`, or stdin for -"},
-			&cli.BoolFlag{Name: "keep-first", Usage: "leave the window's payload as it is; only move its timer"},
+			&cli.BoolFlag{Name: "keep-first", Usage: "leave the window's payload (and endpoint) as it is; only move its timer"},
+			&cli.StringFlag{Name: "deliver", Usage: "deliver the fire to the namespace's endpoint `NAME` (timerctl endpoints); it goes with the payload"},
 		},
 		Action: r.debounce,
 	}
@@ -64,6 +65,12 @@ func (r *runner) debounce(c *cli.Context) error {
 		return payloadTooLarge(int64(len(o.Payload)), what)
 	}
 	o.KeepFirst = c.Bool("keep-first")
+	if c.IsSet("deliver") {
+		if err := queue.ValidateEndpointName(c.String("deliver")); err != nil {
+			return err
+		}
+		o.Endpoint = c.String("deliver")
+	}
 	return r.once(c, func(ctx context.Context, s *session) error {
 		res, err := s.q.Debounce(ctx, key, o)
 		if err != nil {

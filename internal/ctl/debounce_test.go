@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/timerq/timerq/internal/ctl"
+	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
 )
@@ -99,6 +100,30 @@ func TestDebounceWindowIsNotImported(t *testing.T) {
 		}
 		if _, err := other.q.Get(t.Context(), "plain"); err != nil {
 			t.Errorf("the other line was not imported: %v", err)
+		}
+	})
+}
+
+// TestDebounceDeliver: --deliver names the endpoint the window's fire goes
+// to; a name the namespace has no endpoint of is refused, writing nothing.
+func TestDebounceDeliver(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		c := newCLI(t, b)
+		r := c.run("debounce", "inv-1", "--delay", "1h", "--max-wait", "2h", "--deliver", "billing")
+		if r.code == 0 || !strings.Contains(r.stderr, `"billing"`) || r.stdout != "" {
+			t.Fatalf("to a missing endpoint: exit %d, stderr %q", r.code, r.stderr)
+		}
+		if keys := c.keys(); len(keys) != 0 {
+			t.Fatalf("the refused call wrote keys: %v", keys)
+		}
+		if _, err := c.q.PutEndpoint(t.Context(), queue.Endpoint{Name: "billing", URL: "https://billing.example.com/",
+			Secrets: []queue.Secret{queue.Secret(queue.SecretPrefix + "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE=")}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		res := decode[debounceJSON](t, c.ok("-o", "json", "debounce", "inv-1", "--delay", "1h", "--max-wait", "2h", "--deliver", "billing").stdout)
+		deliveries := keyspace.Shard(c.q.Namespace(), 0, 1).Deliveries()
+		if ep, err := b.Client.HGet(t.Context(), deliveries, res.Timer.ID).Result(); err != nil || ep != "billing" {
+			t.Fatalf("the window's timer delivers to %q (%v), want billing", ep, err)
 		}
 	})
 }

@@ -9,19 +9,31 @@
 --   KEYS[9] window     STRING the key's open window (keyspace
 --                             Space.Debounce): "<opened_ms>:<deadline_ms>",
 --                             expiring at the deadline
+--   KEYS[10] traces    HASH   the shard's traces (prelude.lua)
+--   KEYS[11] deliveries HASH  the shard's deliveries (id -> endpoint name)
+--   KEYS[12] endpoint names HASH (keyspace EndpointNames, as schedule.lua)
 -- ARGV[1] debounce key K (validated by the client)
 -- ARGV[2] delay_ms, 1 .. max_wait_ms
 -- ARGV[3] max_wait_ms, delay_ms .. MAX_WAIT_MS (one year)
 -- ARGV[4] payload
 -- ARGV[5] '1' to keep the window's first payload, '0' for the newest to win
 -- ARGV[6] wake channel, told the new earliest due_ms when it moves earlier
+-- ARGV[7] traceparent of the calling span, kept in KEYS[10] for a window's
+--         timer by the call that opens the window; '' for none
+-- ARGV[8] endpoint the fire is delivered to ('' for none): set with the
+--         payload (by the call that opens the window, and by a push
+--         unless ARGV[5] keeps the first payload, which keeps its
+--         endpoint too). A name KEYS[12] does not hold is refused: the
+--         error 'TIMERQ_NOENDPOINT <name>', nothing written.
 -- Reply: {outcome, id, record, now_ms, deadline_ms}. outcome is 'created'
 --        (a new window: its timer id, "K@<opened_ms>", was created), 'pushed'
 --        (the open window's timer is now due delay after now_ms) or
 --        'capped' (it is due at deadline_ms, sooner than that), with the
 --        timer's record; or 'schedule' (K is a recurring schedule's ID,
 --        nothing written; id, record and deadline_ms are '').
--- Complexity: O(log N) for a set of N.
+-- Complexity: O(log N) for a set of N (plus an HEXISTS of the endpoint
+--        names when ARGV[8] is set, and on a push that sets the payload an
+--        HGET of the deliveries).
 --
 -- A window is open while its timer is scheduled and the server's clock is
 -- before its deadline. Otherwise (it fired, was cancelled, or its deadline
@@ -39,11 +51,13 @@ local MAX_WAIT_MS = 31536000000 -- 365 days; queue.MaxDebounceWait
 
 local err = check_types()
 if err then return err end
-err = check_type(KEYS[8], 'hash') or check_type(KEYS[9], 'string')
+err = check_type(KEYS[8], 'hash') or check_type(KEYS[9], 'string') or check_type(KEYS[10], 'hash') or
+  check_type(KEYS[11], 'hash') or check_type(KEYS[12], 'hash')
 if err then return err end
 
 -- Phase 1: read and check.
 local key, payload, keep = ARGV[1], ARGV[4], ARGV[5] == '1'
+local tp, endpoint = ARGV[7] or '', ARGV[8] or ''
 local delay_s, wait_s = ARGV[2], ARGV[3]
 local delay, wait
 if string.match(delay_s, '^%d+$') and string.match(wait_s, '^%d+$') and #delay_s <= 15 and #wait_s <= 15 then
@@ -52,6 +66,10 @@ end
 if not delay or delay < 1 or wait < delay or wait > MAX_WAIT_MS then
   return redis.error_reply('ERR timerq: debounce delay "' .. delay_s .. '" and max wait "' .. wait_s ..
     '" must be milliseconds with 1 <= delay <= max wait <= ' .. fmt(MAX_WAIT_MS))
+end
+
+if endpoint ~= '' and redis.call('HEXISTS', KEYS[12], endpoint) == 0 then
+  return redis.error_reply('TIMERQ_NOENDPOINT ' .. endpoint)
 end
 
 -- One TIME for now_ms and the due time (resolve_due reads relative_base).
@@ -90,9 +108,16 @@ if opened and now < deadline then
     wake_consider(due)
     local body = payload
     if keep then body = first end
+    -- The endpoint goes with the payload: a push that sets the payload
+    -- sets it (or removes it, for a call without one).
+    local ep_write
+    if not keep and (redis.call('HGET', KEYS[11], id) or '') ~= endpoint then
+      if endpoint == '' then ep_write = 'HDEL' else ep_write = 'HSET' end
+    end
     -- Phase 2: probes; ZADD first, so that Redis refuses a push under OOM.
     local probes = {{'ZADD', KEYS[1]}}
-    if body ~= first then probes[2] = {'HSET', KEYS[2]} end
+    if body ~= first then probes[#probes + 1] = {'HSET', KEYS[2]} end
+    if ep_write then probes[#probes + 1] = {ep_write, KEYS[11]} end
     err = probe_all(probes)
     if err then return err end
     -- Phase 3: publish, then write.
@@ -100,6 +125,11 @@ if opened and now < deadline then
     if err then return err end
     redis.call('ZADD', KEYS[1], due, id)
     if body ~= first then redis.call('HSET', KEYS[2], id, encode('s', '', created, '', body)) end
+    if ep_write == 'HSET' then
+      redis.call('HSET', KEYS[11], id, endpoint)
+    elseif ep_write == 'HDEL' then
+      redis.call('HDEL', KEYS[11], id)
+    end
     return {outcome, id, encode('s', fmt(due), created, '', body), fmt(now), fmt(deadline)}
   end
 end
@@ -126,7 +156,10 @@ if due > deadline then due = deadline end
 wake_consider(due)
 
 -- Phase 2: probes; ZADD first, so that Redis refuses a debounce under OOM.
-err = probe_all({{'ZADD', KEYS[1]}, {'HSET', KEYS[2]}, {'SET', KEYS[9]}})
+local probes = {{'ZADD', KEYS[1]}, {'HSET', KEYS[2]}, {'SET', KEYS[9]}}
+if tp ~= '' then probes[#probes + 1] = {'HSET', KEYS[10]} end
+if endpoint ~= '' then probes[#probes + 1] = {'HSET', KEYS[11]} end
+err = probe_all(probes)
 if err then return err end
 
 -- Phase 3: publish, then write.
@@ -136,4 +169,6 @@ local now_s = fmt(now)
 redis.call('HSET', KEYS[2], id, encode('s', '', now_s, '', payload))
 redis.call('ZADD', KEYS[1], due, id)
 redis.call('SET', KEYS[9], fmt(n) .. ':' .. fmt(deadline), 'PXAT', fmt(deadline))
+if tp ~= '' then redis.call('HSET', KEYS[10], id, tp) end
+if endpoint ~= '' then redis.call('HSET', KEYS[11], id, endpoint) end
 return {'created', id, encode('s', fmt(due), now_s, '', payload), now_s, fmt(deadline)}

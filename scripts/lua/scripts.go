@@ -105,9 +105,9 @@ var (
 	// debounce key.
 	Debounce = add(&Script{Name: "debounce", Publishes: true,
 		Keys: func(sp keyspace.Space, key string) []string {
-			return append(sp.Keys(), sp.Schedules(), sp.Debounce(key))
+			return append(sp.Keys(), sp.Schedules(), sp.Debounce(key), sp.Traces(), sp.Deliveries(), sp.EndpointNames())
 		},
-		Commands: []string{"type", "time", "get", "hget", "zscore", "zrange", "hexists", "zadd", "hset", "set"}})
+		Commands: []string{"type", "time", "get", "hget", "zscore", "zrange", "hexists", "zadd", "hset", "set", "hdel"}})
 	// Purge removes settled timers past their retention (purge.lua).
 	Purge = add(&Script{Name: "purge", Worker: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
