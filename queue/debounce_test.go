@@ -555,3 +555,84 @@ func TestDebounceDeliversAndTraces(t *testing.T) {
 		}
 	})
 }
+
+// RestoreDebounce writes a window's timer that Restore refuses, reopens
+// its window only while the deadline is ahead and the key has none of its
+// own, and refuses a key that is a schedule here, writing nothing.
+func TestRestoreDebounce(t *testing.T) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		src := newQueue(t, b, queue.Options{})
+		open := debounce(t, src, "cart", queue.DebounceOptions{Delay: time.Hour, MaxWait: 2 * time.Hour, Payload: []byte("a")})
+		w, ok, err := src.DebounceWindowOf(ctx, open.Timer.ID)
+		if err != nil || !ok || w.Key != "cart" || !w.Deadline.Equal(open.Deadline) || !w.Opened.Equal(open.Now) {
+			t.Fatalf("DebounceWindowOf(%q) = %+v, %v, %v; the call gave %+v", open.Timer.ID, w, ok, err, open)
+		}
+		if _, _, err := src.PutRecurring(ctx, queue.Recurring{ID: "nightly", Every: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, err := src.DebounceWindowOf(ctx, "nightly@1000"); ok || err != nil {
+			t.Fatalf("an occurrence's ID read as a window: %v, %v", ok, err)
+		}
+
+		dst := newQueue(t, b, queue.Options{})
+		if _, err := dst.Restore(ctx, []queue.Timer{open.Timer}); !errors.Is(err, queue.ErrOccurrenceID) {
+			t.Fatalf("Restore of a window's timer: %v, want ErrOccurrenceID", err)
+		}
+		res, err := dst.RestoreDebounce(ctx, queue.RestoredWindow{Timer: open.Timer, Deadline: w.Deadline})
+		if err != nil || !res.Created || !res.Timer.Due.Equal(open.Timer.Due) {
+			t.Fatalf("RestoreDebounce: %+v, %v", res, err)
+		}
+		if got, ok, err := dst.DebounceWindowOf(ctx, open.Timer.ID); err != nil || !ok || !got.Deadline.Equal(open.Deadline) {
+			t.Fatalf("the restored window: %+v, %v, %v", got, ok, err)
+		}
+		if res, err := dst.RestoreDebounce(ctx, queue.RestoredWindow{Timer: open.Timer, Deadline: w.Deadline}); err != nil || res.Created {
+			t.Fatalf("RestoreDebounce again: %+v, %v, want Created false", res, err)
+		}
+		pushed := debounce(t, dst, "cart", queue.DebounceOptions{Delay: 3 * time.Hour, MaxWait: 3 * time.Hour})
+		if pushed.Outcome != queue.DebounceCapped || pushed.Timer.ID != open.Timer.ID || !pushed.Deadline.Equal(open.Deadline) {
+			t.Fatalf("after the restore: %+v, want the window capped at %v", pushed, open.Deadline)
+		}
+
+		// A deadline that passed, or a key with a window of its own: the
+		// timer is restored, the window is not reopened.
+		past := open.Timer
+		past.ID = queue.DebounceID("old", 1000)
+		if _, err := dst.RestoreDebounce(ctx, queue.RestoredWindow{Timer: past, Deadline: time.UnixMilli(2000)}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _, err := dst.DebounceWindowOf(ctx, past.ID); err != nil || !got.Deadline.IsZero() {
+			t.Fatalf("a window past its deadline reopened: %+v, %v", got, err)
+		}
+		second := open.Timer
+		second.ID = queue.DebounceID("cart", open.Now.UnixMilli()-5)
+		if _, err := dst.RestoreDebounce(ctx, queue.RestoredWindow{Timer: second, Deadline: open.Deadline.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _, _ := dst.DebounceWindowOf(ctx, open.Timer.ID); !got.Deadline.Equal(open.Deadline) {
+			t.Fatalf("the key's own window was replaced: %+v", got)
+		}
+
+		// Refusals write nothing.
+		if _, _, err := dst.PutRecurring(ctx, queue.Recurring{ID: "nightly", Every: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		before := nsKeys(t, b, dst)
+		occ := open.Timer
+		occ.ID = queue.DebounceID("nightly", 1000)
+		if _, err := dst.RestoreDebounce(ctx, queue.RestoredWindow{Timer: occ, Deadline: open.Deadline}); !errors.Is(err, queue.ErrDebounceKeyIsSchedule) {
+			t.Errorf("a schedule's occurrence as a window: %v", err)
+		}
+		plain := open.Timer
+		plain.ID = "plain"
+		if _, err := dst.RestoreDebounce(ctx, queue.RestoredWindow{Timer: plain}); !errors.Is(err, queue.ErrInvalidID) {
+			t.Errorf("a plain ID as a window: %v", err)
+		}
+		if after := nsKeys(t, b, dst); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Errorf("refused restores wrote: %v, then %v", before, after)
+		}
+		if _, err := dst.Get(ctx, occ.ID); !errors.Is(err, queue.ErrNotFound) {
+			t.Errorf("the refused window's timer: %v, want ErrNotFound", err)
+		}
+	})
+}

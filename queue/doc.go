@@ -107,7 +107,8 @@
 //
 // Round trips keep everything. Restore (timerctl export, then import)
 // brings back each timer with its state, times and payload; a fired timer
-// is restored fired and never fires again. The export is not an atomic
+// is restored fired and never fires again; a debounce window's timer is
+// restored with its window (RestoreDebounce). The export is not an atomic
 // snapshot, and the fire stream, consumer groups and dead letters are not
 // exported.
 //

@@ -145,6 +145,32 @@ func scenarios() map[string][]scenario {
 					"sch@5", "f", "5", "1000", "2000", "p"}
 			},
 		}},
+		"debounce_restore": {{
+			// An open window's timer: restored, earlier than the shard's
+			// head (a wakeup), and its window reopened (Keys takes "g").
+			name: "open",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				scheduled(t, c, sp, "later", ms(2*time.Hour))
+			},
+			args: func(sp keyspace.Space) []any {
+				return []any{60000, sp.Wake(), "g", ms(time.Hour), "g@1000", "s", ms(time.Minute), "1000", "", "p"}
+			},
+		}, {
+			// A closed window's fired timer, kept for the retention.
+			name: "fired", setup: nothing,
+			args: func(sp keyspace.Space) []any {
+				return []any{60000, sp.Wake(), "g", "", "g@1000", "f", "1500", "1000", "2000", "p"}
+			},
+		}, {
+			// The timer exists, scheduled: returned as it is.
+			name: "existing",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				scheduled(t, c, sp, "g@1000", ms(time.Hour))
+			},
+			args: func(sp keyspace.Space) []any {
+				return []any{60000, sp.Wake(), "g", ms(time.Hour), "g@1000", "s", ms(time.Minute), "1000", "", "p"}
+			},
+		}},
 		"requeue": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				do(t, c, "XADD", sp.DeadLetter(), "5-1", "id", "x", "payload", "p", "group", "g", "error", "e")

@@ -1,6 +1,7 @@
 package ctl_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -85,21 +86,51 @@ func TestDebounceBadInputWritesNothing(t *testing.T) {
 	})
 }
 
-// TestDebounceWindowIsNotImported: export writes a window's timer, import
-// skips it with a line that says why and what to do, and imports the rest.
-func TestDebounceWindowIsNotImported(t *testing.T) {
+type importResult struct {
+	Created           int   `json:"created"`
+	Existing          int   `json:"existing"`
+	Rejected          int   `json:"rejected"`
+	RejectedLines     []int `json:"rejected_lines"`
+	SchedulesCreated  int   `json:"schedules_created"`
+	SchedulesExisting int   `json:"schedules_existing"`
+	Quarantined       int   `json:"quarantined"`
+}
+
+// TestDebounceWindowRoundTrip: export marks a debounce window's timer,
+// with its deadline while the window is open, and import restores it
+// (queue.RestoreDebounce): the open window's later calls push the same
+// timer within the same deadline, and a fired window stays fired.
+func TestDebounceWindowRoundTrip(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		c := newCLI(t, b)
-		c.ok("debounce", "cart-7", "--delay", "1h", "--max-wait", "2h")
+		done := decode[debounceJSON](t, c.ok("-o", "json", "debounce", "done", "--delay", "1ms", "--max-wait", "1h").stdout)
+		redistest.Eventually(t, 5*time.Second, "the closed window to fire", func() bool { return len(c.claim()) == 1 })
+		open := decode[debounceJSON](t, c.ok("-o", "json", "debounce", "cart-7", "--delay", "1h", "--max-wait", "2h", "-p", "v1").stdout)
 		c.ok("schedule", "plain", "--in", "1h")
 		export := c.ok("export").stdout
-		other := newCLI(t, b)
-		r := other.runCtx(t.Context(), export, "import", "-")
-		if r.code != ctl.ExitUsage || !strings.Contains(r.stderr, `a debounce window of key "cart-7" is not imported: debounce the key again`) {
-			t.Fatalf("import: exit %d, stderr %q", r.code, r.stderr)
+		if !strings.Contains(export, `"debounce":{"deadline_at":"`+open.DeadlineAt+`"}`) || !strings.Contains(export, `"debounce":{}`) {
+			t.Fatalf("export does not mark the windows:\n%s", export)
 		}
-		if _, err := other.q.Get(t.Context(), "plain"); err != nil {
-			t.Errorf("the other line was not imported: %v", err)
+		other := newCLI(t, b)
+		r := other.runCtx(t.Context(), export, "-o", "json", "import", "-")
+		if r.code != 0 || fmt.Sprint(decode[importResult](t, r.stdout)) != fmt.Sprint(importResult{Created: 3, RejectedLines: []int{}}) {
+			t.Fatalf("import: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		got, err := other.q.Get(t.Context(), open.Timer.ID)
+		if err != nil || got.State != queue.StateScheduled || !got.Due.Equal(mustTime(t, open.Timer.DueAt)) || string(got.Payload) != "v1" {
+			t.Fatalf("the open window's timer: %+v, %v; exported %+v", got, err, open.Timer)
+		}
+		if got, err := other.q.Get(t.Context(), done.Timer.ID); err != nil || got.State != queue.StateFired {
+			t.Fatalf("the fired window's timer: %+v, %v", got, err)
+		}
+		pushed := decode[debounceJSON](t, other.ok("-o", "json", "debounce", "cart-7", "--delay", "3h", "--max-wait", "3h", "-p", "v2").stdout)
+		if pushed.Outcome != "capped" || pushed.Timer.ID != open.Timer.ID || pushed.DeadlineAt != open.DeadlineAt {
+			t.Fatalf("a call after the import: %+v, want the restored window capped at %s", pushed, open.DeadlineAt)
+		}
+		// Again: every line exists, nothing changes.
+		r = other.runCtx(t.Context(), export, "-o", "json", "import", "-")
+		if r.code != 0 || fmt.Sprint(decode[importResult](t, r.stdout)) != fmt.Sprint(importResult{Existing: 3, RejectedLines: []int{}}) {
+			t.Fatalf("second import: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 		}
 	})
 }

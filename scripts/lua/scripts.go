@@ -14,7 +14,7 @@ type Script struct {
 	ShardedSource string
 	// Keys returns the keys the script takes, in its order, for shard sp
 	// of a namespace; group is the consumer group the script acts for
-	// (overlap) or the debounce key (debounce), "" for the others. A script of the whole namespace takes
+	// (overlap) or the debounce key (debounce, debounce_restore), "" for the others. A script of the whole namespace takes
 	// sp.Namespace()'s keys, in the slot {NS}.
 	Keys func(sp keyspace.Space, group string) []string
 	// Publishes means the script announces through pub/sub: it has a
@@ -108,6 +108,13 @@ var (
 			return append(sp.Keys(), sp.Schedules(), sp.Debounce(key), sp.Traces(), sp.Deliveries(), sp.EndpointNames())
 		},
 		Commands: []string{"type", "time", "get", "hget", "zscore", "zrange", "hexists", "zadd", "hset", "set", "hdel"}})
+	// DebounceRestore writes an exported debounce window's timer and
+	// reopens its window (debounce_restore.lua); group is the debounce key.
+	DebounceRestore = add(&Script{Name: "debounce_restore", Publishes: true,
+		Keys: func(sp keyspace.Space, key string) []string {
+			return append(sp.Keys(), sp.Schedules(), sp.Debounce(key))
+		},
+		Commands: []string{"type", "hget", "zscore", "time", "get", "zrange", "zadd", "hset", "set"}})
 	// Purge removes settled timers past their retention (purge.lua).
 	Purge = add(&Script{Name: "purge", Worker: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
