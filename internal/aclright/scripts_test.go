@@ -207,7 +207,9 @@ func scenarios() map[string][]scenario {
 				scheduled(t, c, sp, fmt.Sprintf("g@%d", opened), ms(time.Hour))
 				do(t, c, "HSET", sp.EndpointNames(), "billing", "{}")
 			},
-			args: func(sp keyspace.Space) []any { return []any{"g", "1000", "60000", "new", "0", sp.Wake(), "", "billing"} },
+			args: func(sp keyspace.Space) []any {
+				return []any{"g", "1000", "60000", "new", "0", sp.Wake(), "", "billing"}
+			},
 		}, {
 			// A push without an endpoint into a delivering window.
 			name: "push undeliver",
