@@ -25,6 +25,12 @@ const (
 // name cannot be both. It wraps ErrInvalidID.
 var ErrDebounceKeyIsSchedule = fmt.Errorf("%w: a debounce key may not be the ID of a recurring schedule", ErrInvalidID)
 
+// ErrScheduleIDIsDebounceKey means a schedule's ID is a debounce key with an
+// open window (its window string lives until the window's deadline): both
+// own the timer IDs "<id>@<ms>". PutRecurring and RestoreRecurring refuse
+// it, writing nothing. It wraps ErrInvalidID.
+var ErrScheduleIDIsDebounceKey = fmt.Errorf("%w: a schedule's ID may not be a debounce key with an open window", ErrInvalidID)
+
 // DebounceOutcome says what a Debounce call did.
 type DebounceOutcome string
 

@@ -636,3 +636,32 @@ func TestRestoreDebounce(t *testing.T) {
 		}
 	})
 }
+
+// PutRecurring and RestoreRecurring refuse the name of a debounce key with
+// an open window, writing nothing, as Debounce refuses a schedule's ID.
+func TestPutRecurringRefusesOpenDebounceKey(t *testing.T) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		debounce(t, q, "cart", queue.DebounceOptions{Delay: time.Hour, MaxWait: 2 * time.Hour})
+		before := nsKeys(t, b, q)
+		_, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "cart", Every: time.Minute})
+		if !errors.Is(err, queue.ErrScheduleIDIsDebounceKey) || !errors.Is(err, queue.ErrInvalidID) {
+			t.Fatalf("PutRecurring of an open debounce key: %v", err)
+		}
+		if _, err := q.RestoreRecurring(ctx, queue.RecurringInfo{Recurring: queue.Recurring{ID: "cart", Every: time.Minute, Anchor: time.Now()},
+			State: queue.RecurringActive, CreatedAt: time.Now(), UpdatedAt: time.Now()}); !errors.Is(err, queue.ErrScheduleIDIsDebounceKey) {
+			t.Fatalf("RestoreRecurring of an open debounce key: %v", err)
+		}
+		if _, err := q.GetRecurring(ctx, "cart"); !errors.Is(err, queue.ErrRecurringNotFound) {
+			t.Fatalf("the refused schedule: %v", err)
+		}
+		if after := nsKeys(t, b, q); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Fatalf("refused puts wrote: %v, then %v", before, after)
+		}
+		// Another name is fine.
+		if _, created, err := q.PutRecurring(ctx, queue.Recurring{ID: "nightly", Every: time.Hour}); err != nil || !created {
+			t.Fatalf("PutRecurring: %v, %v", created, err)
+		}
+	})
+}

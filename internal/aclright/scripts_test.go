@@ -291,6 +291,12 @@ func scenarios() map[string][]scenario {
 			},
 		}},
 		"recur_put": {{
+			// A create reads the debounce window of its ID (Keys takes "g").
+			name: "create", setup: nothing,
+			args: func(sp keyspace.Space) []any {
+				return []any{"create", "g", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", "", 300, ms(time.Minute)}
+			},
+		}, {
 			name: "update",
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				do(t, c, "HSET", sp.Schedules(), "rp", "1:a:1:100:100:{}")

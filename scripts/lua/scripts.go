@@ -165,8 +165,12 @@ var (
 		Commands: []string{"type", "time", "zrange", "hget", "zscore", "hset", "zadd", "zrem"}})
 	// RecurPut creates, updates, pauses, resumes or deletes a schedule
 	// (recur_put.lua).
-	RecurPut = add(&Script{Name: "recur_put", prelude: "recur_prelude", Keys: recurKeys, Publishes: true,
-		Commands: []string{"type", "time", "hget", "zscore", "hexists", "zrange", "hset", "zrem", "zadd", "hdel"}})
+	// group is the schedule's ID, whose debounce window it reads.
+	RecurPut = add(&Script{Name: "recur_put", prelude: "recur_prelude", Publishes: true,
+		Keys: func(sp keyspace.Space, id string) []string {
+			return append(append(sp.Keys(), sp.Debounce(id)), recurKeys(sp, "")[7:]...)
+		},
+		Commands: []string{"type", "time", "hget", "zscore", "hexists", "zrange", "hset", "zrem", "zadd", "hdel", "get"}})
 	// Lease hands one consumer of a group a batch of one shard's fire
 	// events under leases: reclaims expired ones, dead-letters what
 	// exceeded its attempts, reads new entries (lease.lua).
