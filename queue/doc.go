@@ -187,8 +187,8 @@
 // it creates the timer of the key's window, pushes it back, or caps it at
 // the window's deadline, and its result says which. A window's timer,
 // DebounceID(key, ms the window opened), is an ordinary timer that fires
-// once; a call after it fired opens the next window with a new ID.
-// docs/debounce.md has the ID rule and what a replaying caller relies on.
+// once (and may deliver to an endpoint, DebounceOptions.Endpoint); a call
+// after it fired opens the next window with a new ID. docs/debounce.md has the ID rule and what a replaying caller relies on.
 //
 // # Shards
 //
