@@ -331,6 +331,12 @@ func TestOutOfMemory(t *testing.T) {
 			_, err := q.Debounce(ctx, "open", queue.DebounceOptions{Delay: time.Second, MaxWait: time.Hour, Payload: []byte("second")})
 			return err
 		},
+		"restore a debounce window": func() error {
+			w := open.Timer
+			w.ID = queue.DebounceID("restored", 1000)
+			_, err := q.RestoreDebounce(ctx, queue.RestoredWindow{Timer: w, Deadline: time.Now().Add(time.Hour)})
+			return err
+		},
 	} {
 		err := op()
 		if !errors.Is(err, queue.ErrOutOfMemory) {
