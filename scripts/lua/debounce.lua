@@ -20,7 +20,8 @@
 -- ARGV[6] wake channel, told the new earliest due_ms when it moves earlier
 -- ARGV[7] traceparent of the calling span, kept in KEYS[10] for a window's
 --         timer by the call that opens the window; '' for none
--- ARGV[8] endpoint the fire is delivered to ('' for none): set with the
+-- ARGV[8] endpoint the fire is delivered to ('' for none; after a space,
+--         a delivery URL of the timer's own, kept whole): set with the
 --         payload (by the call that opens the window, and by a push
 --         unless ARGV[5] keeps the first payload, which keeps its
 --         endpoint too). A name KEYS[12] does not hold is refused: the
@@ -68,8 +69,11 @@ if not delay or delay < 1 or wait < delay or wait > MAX_WAIT_MS then
     '" must be milliseconds with 1 <= delay <= max wait <= ' .. fmt(MAX_WAIT_MS))
 end
 
-if endpoint ~= '' and redis.call('HEXISTS', KEYS[12], endpoint) == 0 then
-  return redis.error_reply('TIMERQ_NOENDPOINT ' .. endpoint)
+-- Only the name is checked: a value 'name url' (a timer's own delivery
+-- URL after a space, as schedule.lua takes it) is kept whole.
+local ep_name = string.match(endpoint, '^[^ ]*')
+if endpoint ~= '' and redis.call('HEXISTS', KEYS[12], ep_name) == 0 then
+  return redis.error_reply('TIMERQ_NOENDPOINT ' .. ep_name)
 end
 
 -- One TIME for now_ms and the due time (resolve_due reads relative_base).
