@@ -286,6 +286,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /v1/namespaces/{ns}/timers/{id}/reschedule", h.rescheduleTimer)
 	m.HandleFunc("POST /v1/namespaces/{ns}/timers/{id}/fire", h.fireTimer)
 	m.HandleFunc("GET /v1/namespaces/{ns}/timers/{id}/wait", h.waitTimer)
+	m.HandleFunc("POST /v1/namespaces/{ns}/debounce/{key}", h.debounceKey)
 
 	m.HandleFunc("GET /v1/namespaces/{ns}/fires", h.streamFires)
 

@@ -180,6 +180,8 @@ func (h *Handler) problemOf(err error, ns string) (Problem, bool) {
 		return out(http.StatusConflict, SlugCancelled, msg+"; a cancelled timer cannot change: create a timer with another ID")
 	case errors.Is(err, queue.ErrShardMismatch):
 		return out(http.StatusConflict, SlugShardMismatch, msg)
+	case errors.Is(err, queue.ErrDebounceKeyIsSchedule), errors.Is(err, queue.ErrScheduleIDIsDebounceKey):
+		return out(http.StatusUnprocessableEntity, SlugInvalidID, msg)
 	case errors.Is(err, queue.ErrOccurrenceID):
 		return out(http.StatusUnprocessableEntity, SlugOccurrenceID, msg+"; give the timer another ID")
 	case errors.Is(err, queue.ErrInvalidID):

@@ -583,13 +583,17 @@ func (q *Queue) put(ctx context.Context, op, id, expected, bodyJSON string, over
 	for _, o := range arms {
 		args = append(args, o.Nominal.UnixMilli(), o.Due.UnixMilli())
 	}
-	v, err := q.run(ctx, l, lua.RecurPut, k, args...)
+	v, err := q.runKeysTries(ctx, l, lua.RecurPut, k, lua.RecurPut.Keys(l.spaces[k], id), migrationAttempts, args...)
 	if err != nil {
 		return "", time.Time{}, "", err
 	}
 	r, err := replyStrings(v)
 	if err != nil || len(r) != 3 {
 		return "", time.Time{}, "", fmt.Errorf("unexpected reply %v", v)
+	}
+	if r[0] == "debounce" {
+		return "", time.Time{}, "", fmt.Errorf("%w: %q is a debounce key with an open window in namespace %q (Debounce); use another schedule ID",
+			ErrScheduleIDIsDebounceKey, id, q.opts.Namespace)
 	}
 	return r[0], fromMillis(atoi(r[1])), r[2], nil
 }

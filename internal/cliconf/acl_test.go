@@ -251,6 +251,12 @@ func TestACLRoles(t *testing.T) {
 		if _, err := q.Cancel(ctx, "d"); err != nil {
 			t.Fatalf("cancel: %v", err)
 		}
+		// Debounce: a window opened, then pushed.
+		for range 2 {
+			if _, err := q.Debounce(ctx, "dk", queue.DebounceOptions{Delay: time.Hour, MaxWait: 2 * time.Hour}); err != nil {
+				t.Fatalf("debounce: %v", err)
+			}
+		}
 		if _, err := q.Reschedule(ctx, "x", time.Now().Add(300*time.Millisecond)); err != nil {
 			t.Fatalf("reschedule: %v", err)
 		}
@@ -314,6 +320,8 @@ func TestACLRoles(t *testing.T) {
 		refused(t, "cancel", err)
 		_, err = o.Reschedule(ctx, "a", time.Now())
 		refused(t, "reschedule", err)
+		_, err = o.Debounce(ctx, "dk", queue.DebounceOptions{Delay: time.Hour, MaxWait: 2 * time.Hour})
+		refused(t, "debounce", err)
 		_, err = o.Get(ctx, "a")
 		refused(t, "get", err)
 		// Consume retries Redis errors and reports each to OnError.

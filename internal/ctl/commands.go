@@ -37,6 +37,7 @@ func (r *runner) commands() []*cli.Command {
 			Action: r.schedule,
 		},
 		r.schedulesCommand(),
+		r.debounceCommand(),
 		{Name: "get", Usage: "show a timer", ArgsUsage: "ID", Action: r.get},
 		{
 			Name: "list", Usage: "list timers by due time", ArgsUsage: " ",

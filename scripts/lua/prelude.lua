@@ -209,6 +209,8 @@ local function probe_run(cmd, key)
     return redis.pcall(cmd, key, '0-0') -- no entry has the ID 0-0
   elseif cmd == 'XACK' then
     return redis.pcall(cmd, key, '', '0-0') -- no group is named ''
+  elseif cmd == 'SET' then
+    return redis.pcall(cmd, key, '', 'PX', '0'), 'invalid expire time'
   end
   return {err = 'ERR timerq: no probe for ' .. cmd}
 end

@@ -1,8 +1,10 @@
 -- recur_put.lua: create, update, pause, resume or delete one schedule, with
 -- its pending occurrences, in one atomic step.
 --
--- KEYS: one shard's keys (prelude.lua), then its deliveries, endpoint names,
---       schedules and sched-due (recur_prelude.lua).
+-- KEYS: one shard's keys (prelude.lua), then KEYS[8] the debounce window
+--       of a debounce key named like the schedule (keyspace Space.Debounce,
+--       read only), then its deliveries, endpoint names, schedules and
+--       sched-due (recur_prelude.lua, which counts them from the end).
 -- ARGV[1] op: 'create' | 'update' | 'pause' | 'resume' | 'delete'
 -- ARGV[2] schedule id
 -- ARGV[3] expected version, or '' for any; for create, the count to start
@@ -22,7 +24,8 @@
 --          'TIMERQ_NOENDPOINT <name>' before any write
 -- ARGV[13..] pairs nominal_ms, due_ms: occurrences to arm
 -- Reply: {status, now_ms, record}: status 'created', 'exists' (create of an
---        existing ID: record unchanged), 'ok', 'notfound' or 'conflict'
+--        existing ID: record unchanged), 'debounce' (create of an ID that
+--        is a debounce key with an open window: nothing written), 'ok', 'notfound' or 'conflict'
 --        (the version differs; record returned as it is).
 -- Complexity: O((a + k) log N) for a armed and k new occurrences.
 --
@@ -46,6 +49,10 @@ local rec = redis.call('HGET', SCHED_KEY, sid)
 local v, st, cnt, last, armed, overlap, body = 0, 'a', 0, '', '', 'allow', ''
 if op == 'create' then
   if rec then return {'exists', now_s, rec} end
+  -- Both own the timer IDs "<id>@<ms>" (debounce.lua refuses the other way).
+  err = check_type(KEYS[8], 'string')
+  if err then return err end
+  if redis.call('GET', KEYS[8]) then return {'debounce', now_s, ''} end
   cnt = tonumber(expected) or 0
 else
   if not rec then return {'notfound', now_s, ''} end
