@@ -57,7 +57,11 @@ func (h *Handler) debounceKey(w http.ResponseWriter, r *http.Request) {
 		o.Payload, err = readPayload(j.Payload, j.PayloadText, "")
 	}
 	if err == nil {
-		o.Endpoint, err = readDeliver(j.Deliver, "")
+		var url string
+		o.Endpoint, url, err = h.readDeliver(j.Deliver, "")
+		if err == nil && url != "" {
+			err = badRequest("/deliver/url", "a debounce window delivers to its endpoint's own URL; drop deliver.url, or register an endpoint with that URL")
+		}
 	}
 	if err != nil {
 		h.fail(w, r, err)
