@@ -212,6 +212,45 @@ func TestLeaseScanCoversLongPendingLists(t *testing.T) {
 	})
 }
 
+// TestLeaseScanQuietsLongPendingLists: with more than 128 deliveries
+// pending, a scan that finds no expired lease is not repeated, by any
+// caller, for the lease / 10 (at most 100 ms): so the leases that run out
+// meanwhile are reclaimed that much later, and then all of them.
+func TestLeaseScanQuietsLongPendingLists(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		freezeMini(b)
+		q := newQueue(t, b, queue.Options{})
+		const n = 200
+		fireN(t, q, "q", n)
+		o := queue.LeaseOptions{Lease: time.Second, Count: n}
+		all := lease(t, q, "g", "a", o)
+		if len(all) != n {
+			t.Fatalf("leased %d, want %d", len(all), n)
+		}
+		expires := all[0].LeaseExpires
+		some := o
+		some.Count = 50
+		if b.Mini != nil { // the server's clock, to the millisecond
+			passTo(t, b, expires.Add(-50*time.Millisecond))
+			if got := lease(t, q, "g", "b", some); len(got) != 0 {
+				t.Fatalf("leased %d before the leases end", len(got))
+			}
+			passTo(t, b, expires)
+			if got := lease(t, q, "g", "b", some); len(got) != 0 {
+				t.Fatalf("reclaimed %d while the scan is quiet (50 ms more)", len(got))
+			}
+		}
+		passTo(t, b, expires.Add(50*time.Millisecond))
+		var again []queue.Delivery
+		for range n/some.Count + 1 {
+			again = append(again, lease(t, q, "g", "b", some)...)
+		}
+		if len(again) != n || again[0].Event.Attempt != 2 {
+			t.Fatalf("reclaimed %d, want all %d as attempt 2", len(again), n)
+		}
+	})
+}
+
 // compareStreamIDs orders stream entry IDs as Redis does.
 func compareStreamIDs(a, b string) int {
 	var am, as, bm, bs uint64
