@@ -136,9 +136,12 @@ type Dispatcher struct {
 	freed       chan struct{}
 	wg          sync.WaitGroup
 	opts        queue.LeaseOptions
+	acks        chan delivered // to ackLoop
+	ackDone     chan struct{}  // closed when ackLoop returns
 }
 
 type endpointState struct {
+	limit   int // MaxInFlight, as last looked up
 	running int
 	backlog []pending
 }
@@ -193,8 +196,14 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	d.opts = queue.LeaseOptions{Lease: d.Lease, MaxAttempts: groupMaxAttempts}
 	d.endpoints = map[string]*endpointState{}
 	d.freed = make(chan struct{}, 1)
+	d.acks, d.ackDone = make(chan delivered, d.MaxOutstanding), make(chan struct{})
+	go d.ackLoop(context.WithoutCancel(ctx))
 
-	defer d.wg.Wait()
+	defer func() {
+		d.wg.Wait()
+		close(d.acks)
+		<-d.ackDone
+	}()
 	fails := 0
 	for ctx.Err() == nil {
 		d.mu.Lock()
@@ -208,7 +217,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			continue
 		}
 		o := d.opts
-		o.Count, o.Block = min(free, queue.MaxBatch, 256), time.Second
+		o.Count, o.Block = d.leaseCount(ctx, min(free, queue.MaxBatch, maxLeaseBatch)), time.Second
 		ds, err := d.Queue.Lease(ctx, d.Group, d.Consumer, o)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -235,6 +244,58 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// Lease sizes (leaseCount).
+const (
+	maxLeaseBatch = 256
+	minLeaseBatch = 32
+	busyPause     = 5 * time.Millisecond
+)
+
+// leaseCount is how many fires the next Lease call asks for, at most n: as
+// many as the endpoints this dispatcher holds fires for have room for
+// (running and backlog, room), so that a busy endpoint's fires are not
+// leased only to be released for a full backlog, each a round trip now
+// and a lease again later. While they have room for fewer than
+// minLeaseBatch, it waits up to busyPause for more, then leases what room
+// there is and at least one: fires of other endpoints, in the stream
+// behind the busy one's, are still leased. A dispatcher that holds nothing
+// leases minLeaseBatch, then more as it learns its endpoints' room.
+func (d *Dispatcher) leaseCount(ctx context.Context, n int) int {
+	room, known := d.room()
+	if !known {
+		return min(n, minLeaseBatch)
+	}
+	if room < minLeaseBatch {
+		t := time.NewTimer(busyPause)
+		defer t.Stop()
+	wait:
+		for room < minLeaseBatch {
+			select {
+			case <-ctx.Done():
+				return n
+			case <-t.C:
+				break wait
+			case <-d.freed:
+			}
+			if room, known = d.room(); !known {
+				return min(n, minLeaseBatch)
+			}
+		}
+	}
+	return min(n, max(room, 1))
+}
+
+// room sums the room of the endpoints that hold fires: how many more each
+// takes before it releases fires as busy. known is false if none does.
+func (d *Dispatcher) room() (room int, known bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, st := range d.endpoints {
+		room += max(st.limit*(1+d.Backlog)-st.running-len(st.backlog), 0)
+	}
+	return room, len(d.endpoints) > 0
 }
 
 // Held is how many fires the dispatcher holds: attempts under way and
@@ -281,6 +342,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, dl queue.Delivery) {
 		st = &endpointState{}
 		d.endpoints[name] = st
 	}
+	st.limit = limit
 	switch {
 	case st.running < limit:
 		st.running++
@@ -376,10 +438,9 @@ func (d *Dispatcher) attempt(ctx context.Context, p pending) {
 	var err error
 	switch a.Outcome {
 	case deliver.Delivered:
-		_, err = d.Queue.AckAttempt(context.WithoutCancel(ctx), d.Group, p.d.DeliveryID, *log)
-		if err != nil {
-			d.onError(err)
-		}
+		// Acknowledged with others in one round trip; ackLoop reports it.
+		d.acks <- delivered{id: p.d.DeliveryID, log: *log, report: Report{Event: ev, Endpoint: p.ep.Name, Attempt: a, Number: n}}
+		return
 	case deliver.Retry:
 		log.RetryIn = a.Delay
 		err = d.settle(p.d, queue.ReleaseOptions{Delay: min(a.Delay, d.Lease), Error: describe(a), Log: log})
