@@ -402,6 +402,64 @@ func TestLeaseMaxAttemptsDeadLetters(t *testing.T) {
 	})
 }
 
+// TestLeaseBlockSkipsRequeuesForOtherGroups: a blocking Lease woken by a
+// dead letter requeued for another group acknowledges it and hands it
+// not out, as lease.lua does, and goes on waiting for its own events.
+func TestLeaseBlockSkipsRequeuesForOtherGroups(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		fireN(t, q, "r", 1)
+		o := queue.LeaseOptions{Lease: time.Minute}
+		ds := lease(t, q, "g", "c", o)
+		if len(ds) != 1 {
+			t.Fatalf("leased %d, want 1", len(ds))
+		}
+		r, err := q.Release(ctx, "g", ds[0].DeliveryID, queue.ReleaseOptions{DeadLetter: true, Error: "bad"}, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if own := lease(t, q, "other", "x", o); len(own) != 1 { // its own first delivery of r0
+			t.Fatalf("group other leased %d, want 1", len(own))
+		} else if _, err := q.Ack(ctx, "other", own[0].DeliveryID); err != nil {
+			t.Fatal(err)
+		}
+		c := redis.NewClient(&redis.Options{Addr: b.Client.(*redis.Client).Options().Addr})
+		t.Cleanup(func() { c.Close() })
+		trips := &tripCounter{}
+		c.AddHook(trips)
+		qc, err := queue.New(c, queue.Options{Namespace: q.Namespace()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer qc.Close()
+		got := make(chan []queue.Delivery, 1)
+		go func() {
+			o := o
+			o.Block = 20 * time.Second
+			ds, err := qc.Lease(ctx, "other", "x", o)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- ds
+		}()
+		redistest.Eventually(t, 10*time.Second, "the Lease waits", func() bool { return trips.n.Load() >= 3 }) // layout, lease.lua, the wait
+		if _, err := q.Requeue(ctx, 0, r.DeadLetterID); err != nil {
+			t.Fatal(err)
+		}
+		fireN(t, q, "s", 1)
+		if ds := <-got; fmt.Sprint(timerIDs(ds)) != "[s0]" {
+			t.Fatalf("blocking Lease of group other = %v, want [s0] and not g's requeued r0", timerIDs(ds))
+		}
+		if n := pendingIn(t, b, q, "other"); n != 1 {
+			t.Errorf("group other has %d pending, want only s0 (g's requeued copy acknowledged)", n)
+		}
+		if back := lease(t, q, "g", "c", o); fmt.Sprint(timerIDs(back)) != "[r0 s0]" {
+			t.Errorf("group g leased %v, want its requeued r0 and s0", timerIDs(back))
+		}
+	})
+}
+
 // TestLeaseAcrossReplicas: two Queue values, as two stateless API replicas,
 // serve one consumer's calls in turn; every event is handed out once.
 func TestLeaseAcrossReplicas(t *testing.T) {
@@ -738,6 +796,25 @@ func TestLeaseRoundTrips(t *testing.T) {
 				}
 			})
 			measure("empty Lease", 1, func() { lease(t, qc, "g", "other", queue.LeaseOptions{Lease: time.Minute, Count: 100}) })
+			// A blocking Lease that finds nothing, then is woken by a fire:
+			// the blocking read hands the fire out, with no lease.lua after.
+			measure("blocking Lease woken by a fire", 2, func() {
+				before := trips.n.Load()
+				got := make(chan []queue.Delivery, 1)
+				go func() {
+					ds, err := qc.Lease(ctx, "g", "other", queue.LeaseOptions{Lease: time.Minute, Count: 100, Block: 20 * time.Second})
+					if err != nil {
+						t.Error(err)
+					}
+					got <- ds
+				}()
+				redistest.Eventually(t, 10*time.Second, "the Lease waits", func() bool { return trips.n.Load()-before >= 2 })
+				fireN(t, q, "wake", 1)
+				if ds := <-got; len(ds) != 1 || ds[0].Event.ID != "wake0" || ds[0].Event.Attempt != 1 ||
+					ds[0].LeaseExpires.Before(time.Now().Add(50*time.Second)) {
+					t.Errorf("blocking Lease = %+v, want wake0, attempt 1, leased for a minute", ds)
+				}
+			})
 		})
 	}
 }
