@@ -84,10 +84,12 @@ type Report struct {
 // MaxInFlight attempts under way in this dispatcher and a backlog of
 // Backlog·MaxInFlight leased fires waiting for a slot; its fires beyond
 // that are released for BusyDelay, and the dispatcher goes on leasing
-// fires for the other endpoints.
+// fires for the other endpoints. It leases about as many fires as its
+// endpoints have room for (leaseCount), so that this stays rare.
 //
 // Each attempt is appended to the timer's attempt log
-// (queue.DeliveryAttempts) in the round trip that settles it, and the
+// (queue.DeliveryAttempts) in the round trip that settles it (delivered
+// fires are acknowledged in batches, queue.AckAttempts), and the
 // attempt number the policy sees is counted there: a fire handed back
 // untried (a full backlog, a disabled endpoint, a failed Lookup, a
 // stopping dispatcher) uses up no attempt. A first delivery costs no read;
