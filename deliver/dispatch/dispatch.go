@@ -250,30 +250,32 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 // Lease sizes (leaseCount).
 const (
-	maxLeaseBatch = 256
-	minLeaseBatch = 32
-	busyPause     = 5 * time.Millisecond
+	maxLeaseBatch   = 256
+	minLeaseBatch   = 64
+	firstLeaseBatch = 32
+	busyPause       = 5 * time.Millisecond
 )
 
 // leaseCount is how many fires the next Lease call asks for, at most n: as
 // many as the endpoints this dispatcher holds fires for have room for
 // (running and backlog, room), so that a busy endpoint's fires are not
 // leased only to be released for a full backlog, each a round trip now
-// and a lease again later. While they have room for fewer than
-// minLeaseBatch, it waits up to busyPause for more, then leases what room
-// there is and at least one: fires of other endpoints, in the stream
-// behind the busy one's, are still leased. A dispatcher that holds nothing
-// leases minLeaseBatch, then more as it learns its endpoints' room.
+// and a lease again later. While they have room for less than a quarter
+// of what they hold at most, or than minLeaseBatch, it waits up to
+// busyPause for more (fewer, larger leases), then leases what room there
+// is and at least one: fires of other endpoints, in the stream behind the
+// busy one's, are still leased. A dispatcher that holds nothing leases
+// firstLeaseBatch, then more as it learns its endpoints' room.
 func (d *Dispatcher) leaseCount(ctx context.Context, n int) int {
-	room, known := d.room()
-	if !known {
-		return min(n, minLeaseBatch)
+	room, size := d.room()
+	if size == 0 {
+		return min(n, firstLeaseBatch)
 	}
-	if room < minLeaseBatch {
+	if enough := max(min(minLeaseBatch, size/4), 1); room < enough {
 		t := time.NewTimer(busyPause)
 		defer t.Stop()
 	wait:
-		for room < minLeaseBatch {
+		for room < enough {
 			select {
 			case <-ctx.Done():
 				return n
@@ -281,8 +283,8 @@ func (d *Dispatcher) leaseCount(ctx context.Context, n int) int {
 				break wait
 			case <-d.freed:
 			}
-			if room, known = d.room(); !known {
-				return min(n, minLeaseBatch)
+			if room, size = d.room(); size == 0 {
+				return min(n, firstLeaseBatch)
 			}
 		}
 	}
@@ -290,14 +292,17 @@ func (d *Dispatcher) leaseCount(ctx context.Context, n int) int {
 }
 
 // room sums the room of the endpoints that hold fires: how many more each
-// takes before it releases fires as busy. known is false if none does.
-func (d *Dispatcher) room() (room int, known bool) {
+// takes before it releases fires as busy; size is how many they hold at
+// most, 0 if none holds any.
+func (d *Dispatcher) room() (room, size int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, st := range d.endpoints {
-		room += max(st.limit*(1+d.Backlog)-st.running-len(st.backlog), 0)
+		c := st.limit * (1 + d.Backlog)
+		room += max(c-st.running-len(st.backlog), 0)
+		size += c
 	}
-	return room, len(d.endpoints) > 0
+	return room, size
 }
 
 // Held is how many fires the dispatcher holds: attempts under way and
