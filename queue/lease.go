@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/scripts/lua"
 )
 
@@ -230,13 +229,10 @@ func (q *Queue) parseDeliveryIDIn(l *layout, id string) (DeliveryRef, error) {
 // least the shard count. A batch holding occurrences of recurring
 // schedules costs one more (the overlap check), and a malformed entry,
 // dead-lettered at once, one more. With Block, a
-// call that finds nothing waits with one blocking XREADGROUP over every
-// shard's stream, which hands out the new events it is woken by (no
-// further round trip; their LeaseExpires counts from the newest one's
-// stream entry ID, a little before the delivery, so it is never late), and
-// returns at most every second to look for expired leases and released
-// events that became due; on a Cluster, where one command cannot span a
-// sharded namespace's slots, it looks every 200 ms.
+// call that finds nothing waits with one blocking XREAD over every shard's
+// stream, woken by a new event and at most every second to look for
+// expired leases and released events that became due; on a Cluster, where
+// one XREAD cannot span a sharded namespace's slots, it looks every 200 ms.
 //
 // Overlap policies of recurring schedules apply as in Consume: an
 // occurrence of a schedule under OverlapSkip is not handed out while the
@@ -268,99 +264,13 @@ func (q *Queue) Lease(ctx context.Context, group, consumer string, opts LeaseOpt
 		if wait <= 0 {
 			return nil, nil
 		}
-		out, err = q.leaseAwait(ctx, l, group, consumer, last, opts, min(wait, leasePoll))
-		if err != nil {
+		if err := q.awaitFires(ctx, l, last, min(wait, leasePoll)); err != nil {
 			if ctx.Err() != nil {
 				return nil, nil
 			}
 			return nil, errorf("lease %s/%s: %w", group, consumer, q.redisError(err))
 		}
-		if len(out) > 0 {
-			return out, nil
-		}
 	}
-}
-
-// leaseAwait waits up to d for new events after a lease call that found
-// nothing to do (last, as leaseOnce returns it). Where one command can
-// read every shard's fire stream (not a Cluster, or one shard), it waits
-// with a blocking XREADGROUP, which hands the new events out as it
-// returns them, sparing the round trip of another lease.lua after the
-// wait: new entries need no reclaim scan, and are what lease.lua's
-// XREADGROUP would hand out, attempt 1. Otherwise, or with Count below the
-// shard count, it waits with awaitFires and returns nothing: the caller
-// leases again.
-func (q *Queue) leaseAwait(ctx context.Context, l *layout, group, consumer string, last []string, opts LeaseOptions, d time.Duration) ([]Delivery, error) {
-	_, cluster := q.rdb.(*redis.ClusterClient)
-	per := opts.Count / len(l.spaces) // XREADGROUP's COUNT is per stream
-	if last == nil || (cluster && len(l.spaces) > 1) || per < 1 {
-		return nil, q.awaitFires(ctx, l, last, d)
-	}
-	args := &redis.XReadGroupArgs{Group: group, Consumer: consumer, Count: int64(per), Block: max(d, time.Millisecond)}
-	for _, sp := range l.spaces {
-		args.Streams = append(args.Streams, sp.Fires())
-	}
-	for range l.spaces {
-		args.Streams = append(args.Streams, ">")
-	}
-	streams, err := q.rdb.XReadGroup(ctx, args).Result()
-	switch {
-	case errors.Is(err, redis.Nil):
-		return nil, nil
-	case err != nil && isNoGroup(err):
-		// The group went away since leaseOnce made it: wait as a reader,
-		// and let the next lease.lua make it again.
-		return nil, q.awaitFires(ctx, l, last, d)
-	case err != nil:
-		return nil, err
-	}
-	var out, others []Delivery
-	for _, st := range streams {
-		k := slices.IndexFunc(l.spaces, func(sp keyspace.Space) bool { return sp.Fires() == st.Stream })
-		if k < 0 {
-			return nil, fmt.Errorf("XREADGROUP answered for stream %q, not one of the namespace's", st.Stream)
-		}
-		// The lease counts from the delivery, which is no earlier than the
-		// newest entry's creation (its ID's milliseconds, by the server's
-		// clock): LeaseExpires from there ends no later than the lease.
-		var newest int64
-		reply := []any{"0", ""}
-		for _, m := range st.Messages {
-			if g, ok := m.Values["for_group"]; ok && g != group {
-				others = append(others, Delivery{DeliveryID: DeliveryRef{Shard: k, StreamID: m.ID, Attempt: 1}.String()})
-				continue // a dead letter requeued for another group
-			}
-			ms, _, _ := strings.Cut(m.ID, "-")
-			if v, err := strconv.ParseInt(ms, 10, 64); err == nil {
-				newest = max(newest, v)
-			}
-			e := []any{m.ID, "1"}
-			for f, v := range m.Values {
-				e = append(e, f, v)
-			}
-			reply = append(reply, e)
-		}
-		reply[0] = strconv.FormatInt(newest, 10)
-		got, _, err := q.leaseReply(ctx, l, group, k, reply, opts)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, got...)
-	}
-	if len(others) > 0 {
-		if _, err := q.Ack(ctx, group, deliveryIDsOf(others)...); err != nil {
-			return nil, err
-		}
-	}
-	return q.leaseOverlap(ctx, l, group, out)
-}
-
-func deliveryIDsOf(ds []Delivery) []string {
-	ids := make([]string, len(ds))
-	for i, d := range ds {
-		ids[i] = d.DeliveryID
-	}
-	return ids
 }
 
 // leasePoll bounds each wait of a blocking Lease, so that expired leases

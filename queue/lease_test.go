@@ -404,7 +404,7 @@ func TestLeaseMaxAttemptsDeadLetters(t *testing.T) {
 
 // TestLeaseBlockSkipsRequeuesForOtherGroups: a blocking Lease woken by a
 // dead letter requeued for another group acknowledges it and hands it
-// not out, as lease.lua does, and goes on waiting for its own events.
+// not out, and goes on waiting for its own events.
 func TestLeaseBlockSkipsRequeuesForOtherGroups(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
@@ -796,25 +796,6 @@ func TestLeaseRoundTrips(t *testing.T) {
 				}
 			})
 			measure("empty Lease", 1, func() { lease(t, qc, "g", "other", queue.LeaseOptions{Lease: time.Minute, Count: 100}) })
-			// A blocking Lease that finds nothing, then is woken by a fire:
-			// the blocking read hands the fire out, with no lease.lua after.
-			measure("blocking Lease woken by a fire", 2, func() {
-				before := trips.n.Load()
-				got := make(chan []queue.Delivery, 1)
-				go func() {
-					ds, err := qc.Lease(ctx, "g", "other", queue.LeaseOptions{Lease: time.Minute, Count: 100, Block: 20 * time.Second})
-					if err != nil {
-						t.Error(err)
-					}
-					got <- ds
-				}()
-				redistest.Eventually(t, 10*time.Second, "the Lease waits", func() bool { return trips.n.Load()-before >= 2 })
-				fireN(t, q, "wake", 1)
-				if ds := <-got; len(ds) != 1 || ds[0].Event.ID != "wake0" || ds[0].Event.Attempt != 1 ||
-					ds[0].LeaseExpires.Before(time.Now().Add(50*time.Second)) {
-					t.Errorf("blocking Lease = %+v, want wake0, attempt 1, leased for a minute", ds)
-				}
-			})
 		})
 	}
 }
