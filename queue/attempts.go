@@ -88,13 +88,13 @@ func decodeAttempt(id, v string) (DeliveryAttempt, error) {
 // logAttempt queues on p the commands that append a to its timer's
 // attempt log in shard k: RPUSH, LTRIM to AttemptLogLen, and an expiry of
 // the namespace's retention (none when it keeps records forever).
-func (q *Queue) logAttempt(ctx context.Context, p redis.Pipeliner, l *layout, k int, a DeliveryAttempt) {
+func (q *Queue) logAttempt(ctx context.Context, p redis.Pipeliner, l *layout, k int, a DeliveryAttempt) []redis.Cmder {
 	key := l.spaces[k].Attempts(a.TimerID)
-	p.RPush(ctx, key, encodeAttempt(a))
-	p.LTrim(ctx, key, -AttemptLogLen, -1)
+	cmds := []redis.Cmder{p.RPush(ctx, key, encodeAttempt(a)), p.LTrim(ctx, key, -AttemptLogLen, -1)}
 	if ms := q.opts.retentionMillis(); ms > 0 {
-		p.PExpire(ctx, key, time.Duration(ms)*time.Millisecond)
+		cmds = append(cmds, p.PExpire(ctx, key, time.Duration(ms)*time.Millisecond))
 	}
+	return cmds
 }
 
 // DeliveryAttempts returns the attempt log of timer id, oldest first: the
@@ -152,35 +152,78 @@ func (q *Queue) LastDeliveryAttempt(ctx context.Context, id string) (DeliveryAtt
 // write, after a good acknowledgement, gives an error wrapping
 // ErrAttemptLog.
 func (q *Queue) AckAttempt(ctx context.Context, group, id string, a DeliveryAttempt) (acked bool, _ error) {
-	if err := ValidateConsumerName("group", group); err != nil {
-		return false, err
+	ok, errs := q.AckAttempts(ctx, group, []AttemptAck{{DeliveryID: id, Attempt: a}})
+	return ok[0], errs[0]
+}
+
+// AttemptAck is one delivery for AckAttempts: its ID, as Lease handed it
+// out, and the attempt that delivered it.
+type AttemptAck struct {
+	DeliveryID string
+	Attempt    DeliveryAttempt
+}
+
+// AckAttempts is AckAttempt for many deliveries of group at once, in one
+// round trip (one pipeline, split by node on a Cluster), however many
+// there are: what a dispatcher settles while the previous round trip was
+// under way goes in the next. acked[i] and errs[i] are what AckAttempt
+// would return for acks[i]; an invalid group gives its error for every
+// item.
+func (q *Queue) AckAttempts(ctx context.Context, group string, acks []AttemptAck) (acked []bool, errs []error) {
+	acked, errs = make([]bool, len(acks)), make([]error, len(acks))
+	fail := func(err error) ([]bool, []error) {
+		for i := range errs {
+			errs[i] = err
+		}
+		return acked, errs
 	}
-	if err := ValidateID(a.TimerID); err != nil {
-		return false, err
+	if err := ValidateConsumerName("group", group); err != nil {
+		return fail(err)
 	}
 	l, err := q.layout(ctx)
 	if err != nil {
-		return false, err
+		return fail(err)
 	}
-	ref, err := q.parseDeliveryIDIn(l, id)
-	if err != nil {
-		return false, err
+	refs := make([]DeliveryRef, len(acks))
+	valid := make([]bool, len(acks))
+	for i, a := range acks {
+		if errs[i] = ValidateID(a.Attempt.TimerID); errs[i] != nil {
+			continue
+		}
+		if refs[i], errs[i] = q.parseDeliveryIDIn(l, a.DeliveryID); errs[i] != nil {
+			continue
+		}
+		valid[i] = true
 	}
-	var ack *redis.IntCmd
-	cmds, _ := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		ack = p.XAck(ctx, l.spaces[ref.Shard].Fires(), group, ref.StreamID)
-		q.logAttempt(ctx, p, l, ref.Shard, a)
+	xacks := make([]*redis.IntCmd, len(acks))
+	logs := make([][]redis.Cmder, len(acks))
+	_, _ = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, a := range acks {
+			if !valid[i] {
+				continue
+			}
+			xacks[i] = p.XAck(ctx, l.spaces[refs[i].Shard].Fires(), group, refs[i].StreamID)
+			logs[i] = q.logAttempt(ctx, p, l, refs[i].Shard, a.Attempt)
+		}
 		return nil
 	})
-	if err := ack.Err(); err != nil && !isNoGroup(err) {
-		return false, errorf("ack %s: %w", id, q.redisError(err))
-	}
-	for _, c := range cmds[1:] {
-		if err := c.Err(); err != nil {
-			return ack.Val() > 0, errorf("%w: timer %s: %w", ErrAttemptLog, a.TimerID, q.redisError(err))
+	for i, a := range acks {
+		if !valid[i] {
+			continue
+		}
+		if err := xacks[i].Err(); err != nil && !isNoGroup(err) {
+			errs[i] = errorf("ack %s: %w", a.DeliveryID, q.redisError(err))
+			continue
+		}
+		acked[i] = xacks[i].Val() > 0
+		for _, c := range logs[i] {
+			if err := c.Err(); err != nil {
+				errs[i] = errorf("%w: timer %s: %w", ErrAttemptLog, a.Attempt.TimerID, q.redisError(err))
+				break
+			}
 		}
 	}
-	return ack.Val() > 0, nil
+	return acked, errs
 }
 
 // releaseLogged runs release.lua for delivery ref and appends log to its

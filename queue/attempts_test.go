@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -73,6 +74,52 @@ func TestDeliveryAttemptLog(t *testing.T) {
 		key := keyspace.Shard(q.Namespace(), keyspace.ShardOf("t/1", max(b.Shards, 1)), max(b.Shards, 1)).Attempts("t/1")
 		if ttl := b.Client.PTTL(ctx, key).Val(); ttl <= 0 || ttl > time.Hour {
 			t.Errorf("%s expires in %v, want the retention (1h)", key, ttl)
+		}
+	})
+}
+
+// AckAttempts settles many deliveries in one call: each is acknowledged
+// and its attempt logged as AckAttempt would, a delivery acknowledged
+// already reports false, and a bad delivery ID fails alone.
+func TestAckAttemptsBatch(t *testing.T) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		fireN(t, q, "b", 5)
+		ds := lease(t, q, "g", "c", queue.LeaseOptions{Lease: time.Minute, Count: 100}) // every shard visited: the group made in each
+		if len(ds) != 5 {
+			t.Fatalf("leased %d, want 5", len(ds))
+		}
+		if _, err := q.Ack(ctx, "g", ds[4].DeliveryID); err != nil {
+			t.Fatal(err)
+		}
+		var acks []queue.AttemptAck
+		for i, d := range ds {
+			acks = append(acks, queue.AttemptAck{DeliveryID: d.DeliveryID, Attempt: queue.DeliveryAttempt{TimerID: d.Event.ID, Attempt: 1,
+				Due: d.Event.Due, StreamID: d.Event.StreamID, At: time.UnixMilli(int64(1000 * (i + 1))), Status: 204, Outcome: "delivered"}})
+		}
+		acks = append(acks, queue.AttemptAck{DeliveryID: "garbled", Attempt: queue.DeliveryAttempt{TimerID: "b0"}})
+		acked, errs := q.AckAttempts(ctx, "g", acks)
+		if fmt.Sprint(acked) != "[true true true true false false]" {
+			t.Errorf("acked %v, want the four pending ones", acked)
+		}
+		for i, err := range errs {
+			if bad := i == len(acks)-1; bad != (err != nil) || (bad && !errors.Is(err, queue.ErrInvalidDeliveryID)) {
+				t.Errorf("errs[%d] = %v", i, err)
+			}
+		}
+		if n := pendingIn(t, b, q, "g"); n != 0 {
+			t.Errorf("%d pending after AckAttempts, want 0", n)
+		}
+		for i, d := range ds {
+			log, err := q.DeliveryAttempts(ctx, d.Event.ID)
+			if err != nil || len(log) != 1 || log[0].Outcome != "delivered" || log[0].StreamID != d.Event.StreamID ||
+				!log[0].At.Equal(time.UnixMilli(int64(1000*(i+1)))) {
+				t.Errorf("attempt log of %s: %+v, %v; want its one delivered attempt", d.Event.ID, log, err)
+			}
+		}
+		if _, errs := q.AckAttempts(ctx, "bad group!", acks[:1]); !errors.Is(errs[0], queue.ErrInvalidOptions) {
+			t.Errorf("a bad group: %v", errs[0])
 		}
 	})
 }

@@ -212,11 +212,14 @@ func (q *Queue) parseDeliveryIDIn(l *layout, id string) (DeliveryRef, error) {
 // dead letter goes only to the group that dead-lettered it.
 //
 // Each call reclaims before it reads new events, so retries and expired
-// leases are not starved. Expired leases are found by a scan of the
-// group's pending entries that visits at most 10 Count entries per shard
-// per call, resuming where the previous call of any caller stopped; with a
-// pending list of P entries a lease is thus reclaimed at most about
-// P/(10 Count) calls after it ran out.
+// leases are not starved. Expired leases are found by a walk of the
+// group's pending entries (XPENDING IDLE, which reads no stream entry), at
+// most Count of them per shard per call. When a shard has more than 128
+// entries pending and its walk finds none expired, its scan pauses, for
+// every caller, for a tenth of the lease (at most 100 ms): a lease that
+// runs out, or a release's delay that ends, meanwhile is reclaimed that
+// much later. Without the pause, a walk of thousands of live leases at
+// every call was most of Redis's work per delivery.
 //
 // Cost: one round trip, a pipeline of one script per shard (split by
 // node, in parallel, on a Cluster), whatever the number of events. Count
@@ -558,7 +561,9 @@ type Released struct {
 // delivery time is set so that its lease runs out ro.Delay from now, after
 // which the next Lease call of the group reclaims it. Its precision is
 // therefore the millisecond plus the time until the next Lease call (while
-// a Lease long-polls, at most a second).
+// a Lease long-polls, at most a second), plus, with more than 128 entries
+// pending, up to a tenth of the lease (at most 100 ms) of a paused scan
+// (Lease).
 //
 // A delivery whose lease already expired and whose event went out again
 // gives ErrLeaseLost, one no longer pending ErrDeliveryNotFound; neither

@@ -212,6 +212,45 @@ func TestLeaseScanCoversLongPendingLists(t *testing.T) {
 	})
 }
 
+// TestLeaseScanQuietsLongPendingLists: with more than 128 deliveries
+// pending, a scan that finds no expired lease is not repeated, by any
+// caller, for the lease / 10 (at most 100 ms): so the leases that run out
+// meanwhile are reclaimed that much later, and then all of them.
+func TestLeaseScanQuietsLongPendingLists(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		freezeMini(b)
+		q := newQueue(t, b, queue.Options{})
+		const n = 200
+		fireN(t, q, "q", n)
+		o := queue.LeaseOptions{Lease: time.Second, Count: n}
+		all := lease(t, q, "g", "a", o)
+		if len(all) != n {
+			t.Fatalf("leased %d, want %d", len(all), n)
+		}
+		expires := all[0].LeaseExpires
+		some := o
+		some.Count = 50
+		if b.Mini != nil { // the server's clock, to the millisecond
+			passTo(t, b, expires.Add(-50*time.Millisecond))
+			if got := lease(t, q, "g", "b", some); len(got) != 0 {
+				t.Fatalf("leased %d before the leases end", len(got))
+			}
+			passTo(t, b, expires)
+			if got := lease(t, q, "g", "b", some); len(got) != 0 {
+				t.Fatalf("reclaimed %d while the scan is quiet (50 ms more)", len(got))
+			}
+		}
+		passTo(t, b, expires.Add(50*time.Millisecond))
+		var again []queue.Delivery
+		for range n/some.Count + 1 {
+			again = append(again, lease(t, q, "g", "b", some)...)
+		}
+		if len(again) != n || again[0].Event.Attempt != 2 {
+			t.Fatalf("reclaimed %d, want all %d as attempt 2", len(again), n)
+		}
+	})
+}
+
 // compareStreamIDs orders stream entry IDs as Redis does.
 func compareStreamIDs(a, b string) int {
 	var am, as, bm, bs uint64
@@ -359,6 +398,64 @@ func TestLeaseMaxAttemptsDeadLetters(t *testing.T) {
 		back := lease(t, q, "g", "c", o)
 		if len(back) != 1 || back[0].Event.ID != "d0" || back[0].Event.Attempt != 1 {
 			t.Fatalf("after Requeue leased %+v, want d0 as attempt 1", back)
+		}
+	})
+}
+
+// TestLeaseBlockSkipsRequeuesForOtherGroups: a blocking Lease woken by a
+// dead letter requeued for another group acknowledges it and hands it
+// not out, and goes on waiting for its own events.
+func TestLeaseBlockSkipsRequeuesForOtherGroups(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		fireN(t, q, "r", 1)
+		o := queue.LeaseOptions{Lease: time.Minute}
+		ds := lease(t, q, "g", "c", o)
+		if len(ds) != 1 {
+			t.Fatalf("leased %d, want 1", len(ds))
+		}
+		r, err := q.Release(ctx, "g", ds[0].DeliveryID, queue.ReleaseOptions{DeadLetter: true, Error: "bad"}, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if own := lease(t, q, "other", "x", o); len(own) != 1 { // its own first delivery of r0
+			t.Fatalf("group other leased %d, want 1", len(own))
+		} else if _, err := q.Ack(ctx, "other", own[0].DeliveryID); err != nil {
+			t.Fatal(err)
+		}
+		c := redis.NewClient(&redis.Options{Addr: b.Client.(*redis.Client).Options().Addr})
+		t.Cleanup(func() { c.Close() })
+		trips := &tripCounter{}
+		c.AddHook(trips)
+		qc, err := queue.New(c, queue.Options{Namespace: q.Namespace()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer qc.Close()
+		got := make(chan []queue.Delivery, 1)
+		go func() {
+			o := o
+			o.Block = 20 * time.Second
+			ds, err := qc.Lease(ctx, "other", "x", o)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- ds
+		}()
+		redistest.Eventually(t, 10*time.Second, "the Lease waits", func() bool { return trips.n.Load() >= 3 }) // layout, lease.lua, the wait
+		if _, err := q.Requeue(ctx, 0, r.DeadLetterID); err != nil {
+			t.Fatal(err)
+		}
+		fireN(t, q, "s", 1)
+		if ds := <-got; fmt.Sprint(timerIDs(ds)) != "[s0]" {
+			t.Fatalf("blocking Lease of group other = %v, want [s0] and not g's requeued r0", timerIDs(ds))
+		}
+		if n := pendingIn(t, b, q, "other"); n != 1 {
+			t.Errorf("group other has %d pending, want only s0 (g's requeued copy acknowledged)", n)
+		}
+		if back := lease(t, q, "g", "c", o); fmt.Sprint(timerIDs(back)) != "[r0 s0]" {
+			t.Errorf("group g leased %v, want its requeued r0 and s0", timerIDs(back))
 		}
 	})
 }

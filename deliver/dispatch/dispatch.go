@@ -84,10 +84,12 @@ type Report struct {
 // MaxInFlight attempts under way in this dispatcher and a backlog of
 // Backlog·MaxInFlight leased fires waiting for a slot; its fires beyond
 // that are released for BusyDelay, and the dispatcher goes on leasing
-// fires for the other endpoints.
+// fires for the other endpoints. It leases about as many fires as its
+// endpoints have room for (leaseCount), so that this stays rare.
 //
 // Each attempt is appended to the timer's attempt log
-// (queue.DeliveryAttempts) in the round trip that settles it, and the
+// (queue.DeliveryAttempts) in the round trip that settles it (delivered
+// fires are acknowledged in batches, queue.AckAttempts), and the
 // attempt number the policy sees is counted there: a fire handed back
 // untried (a full backlog, a disabled endpoint, a failed Lookup, a
 // stopping dispatcher) uses up no attempt. A first delivery costs no read;
@@ -137,9 +139,12 @@ type Dispatcher struct {
 	wg          sync.WaitGroup
 	opts        queue.LeaseOptions
 	policy      policyCache
+	acks        chan delivered // to ackLoop
+	ackDone     chan struct{}  // closed when ackLoop returns
 }
 
 type endpointState struct {
+	limit   int // MaxInFlight, as last looked up
 	running int
 	backlog []pending
 }
@@ -194,8 +199,14 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	d.opts = queue.LeaseOptions{Lease: d.Lease, MaxAttempts: groupMaxAttempts}
 	d.endpoints = map[string]*endpointState{}
 	d.freed = make(chan struct{}, 1)
+	d.acks, d.ackDone = make(chan delivered, d.MaxOutstanding), make(chan struct{})
+	go d.ackLoop(context.WithoutCancel(ctx))
 
-	defer d.wg.Wait()
+	defer func() {
+		d.wg.Wait()
+		close(d.acks)
+		<-d.ackDone
+	}()
 	fails := 0
 	for ctx.Err() == nil {
 		d.mu.Lock()
@@ -209,7 +220,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			continue
 		}
 		o := d.opts
-		o.Count, o.Block = min(free, queue.MaxBatch, 256), time.Second
+		o.Count, o.Block = d.leaseCount(ctx, min(free, queue.MaxBatch, maxLeaseBatch)), time.Second
 		ds, err := d.Queue.Lease(ctx, d.Group, d.Consumer, o)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -236,6 +247,63 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// Lease sizes (leaseCount).
+const (
+	maxLeaseBatch   = 256
+	minLeaseBatch   = 64
+	firstLeaseBatch = 32
+	busyPause       = 5 * time.Millisecond
+)
+
+// leaseCount is how many fires the next Lease call asks for, at most n: as
+// many as the endpoints this dispatcher holds fires for have room for
+// (running and backlog, room), so that a busy endpoint's fires are not
+// leased only to be released for a full backlog, each a round trip now
+// and a lease again later. While they have room for less than a quarter
+// of what they hold at most, or than minLeaseBatch, it waits up to
+// busyPause for more (fewer, larger leases), then leases what room there
+// is and at least one: fires of other endpoints, in the stream behind the
+// busy one's, are still leased. A dispatcher that holds nothing leases
+// firstLeaseBatch, then more as it learns its endpoints' room.
+func (d *Dispatcher) leaseCount(ctx context.Context, n int) int {
+	room, size := d.room()
+	if size == 0 {
+		return min(n, firstLeaseBatch)
+	}
+	if enough := max(min(minLeaseBatch, size/4), 1); room < enough {
+		t := time.NewTimer(busyPause)
+		defer t.Stop()
+	wait:
+		for room < enough {
+			select {
+			case <-ctx.Done():
+				return n
+			case <-t.C:
+				break wait
+			case <-d.freed:
+			}
+			if room, size = d.room(); size == 0 {
+				return min(n, firstLeaseBatch)
+			}
+		}
+	}
+	return min(n, max(room, 1))
+}
+
+// room sums the room of the endpoints that hold fires: how many more each
+// takes before it releases fires as busy; size is how many they hold at
+// most, 0 if none holds any.
+func (d *Dispatcher) room() (room, size int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, st := range d.endpoints {
+		c := st.limit * (1 + d.Backlog)
+		room += max(c-st.running-len(st.backlog), 0)
+		size += c
+	}
+	return room, size
 }
 
 // Held is how many fires the dispatcher holds: attempts under way and
@@ -292,6 +360,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, dl queue.Delivery) {
 		st = &endpointState{}
 		d.endpoints[name] = st
 	}
+	st.limit = limit
 	switch {
 	case st.running < limit:
 		st.running++
@@ -387,10 +456,9 @@ func (d *Dispatcher) attempt(ctx context.Context, p pending) {
 	var err error
 	switch a.Outcome {
 	case deliver.Delivered:
-		_, err = d.Queue.AckAttempt(context.WithoutCancel(ctx), d.Group, p.d.DeliveryID, *log)
-		if err != nil {
-			d.onError(err)
-		}
+		// Acknowledged with others in one round trip; ackLoop reports it.
+		d.acks <- delivered{id: p.d.DeliveryID, log: *log, report: Report{Event: ev, Endpoint: p.ep.Name, Attempt: a, Number: n}}
+		return
 	case deliver.Retry:
 		log.RetryIn = a.Delay
 		err = d.settle(p.d, queue.ReleaseOptions{Delay: min(a.Delay, d.Lease), Error: describe(a), Log: log})

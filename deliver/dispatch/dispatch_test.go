@@ -291,6 +291,76 @@ func TestDispatcherStopHandsFiresBack(t *testing.T) {
 	})
 }
 
+// A dispatcher leases no more than its endpoints have room for: with one
+// endpoint that holds 40 fires (8 in flight, a backlog of 4 × 8) and 300
+// fires waiting, none is leased only to be released as busy and leased
+// again (each is delivered as the group's first delivery), and all arrive,
+// acknowledged with their attempt logs.
+func TestDispatcherLeasesWhatItsEndpointsTake(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 300
+		if b.Mini != nil {
+			n = 100 // Lua in Go under -race
+		}
+		s := newSink(t, nil)
+		var mu sync.Mutex
+		again := map[string]string{} // fires delivered to the group more than once
+		failed := map[string]bool{}  // fires with a failed attempt: released to retry, no busy release
+		done := 0
+		d := &dispatch.Dispatcher{
+			Queue: q, Consumer: "d", Sender: newSender(t, &deliver.Guard{Allow: loopback}),
+			Route: func(queue.Event) string { return "e" },
+			Lookup: func(context.Context, string) (deliver.Endpoint, error) {
+				return deliver.Endpoint{URL: s.URL, MaxInFlight: 8}, nil
+			},
+			OnAttempt: func(r dispatch.Report) {
+				mu.Lock()
+				defer mu.Unlock()
+				if r.Event.Attempt != 1 {
+					again[r.Event.ID] = fmt.Sprintf("delivery %d, attempt %d, %v", r.Event.Attempt, r.Number, r.Attempt.Outcome)
+				}
+				if r.Attempt.Outcome != deliver.Delivered || r.Stopped {
+					failed[r.Event.ID] = true
+				}
+				if r.Attempt.Outcome == deliver.Delivered && r.SettleErr == nil {
+					done++
+				}
+			},
+			OnError: func(err error) { t.Errorf("dispatcher: %v", err) },
+		}
+		ids := names("t", n)
+		fireAll(t, q, ids)
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan error, 1)
+		go func() { stopped <- d.Run(ctx) }()
+		redistest.Eventually(t, 60*time.Second, "every fire delivered and acknowledged", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return done == n
+		})
+		cancel()
+		if err := <-stopped; err != nil {
+			t.Fatal(err)
+		}
+		for id, what := range again {
+			if !failed[id] {
+				t.Errorf("%s was leased again (%s) though no attempt of it failed: released as busy first", id, what)
+			}
+		}
+		if p, err := b.Client.XPending(context.Background(), q.ShardStreamKey(0), dispatch.DefaultGroup).Result(); err != nil || p.Count != 0 {
+			t.Errorf("pending after every acknowledgement: %+v, %v", p, err)
+		}
+		log, err := q.DeliveryAttempts(context.Background(), ids[n-1])
+		if err != nil || len(log) != 1 || log[0].Outcome != "delivered" {
+			t.Errorf("attempt log of %s: %+v, %v", ids[n-1], log, err)
+		}
+	})
+}
+
 func TestDispatcherRefusesBadConfig(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never reached: Run refuses first
 	t.Cleanup(func() { rdb.Close() })

@@ -1,14 +1,16 @@
 -- lease.lua: hand one consumer of a group a batch of one shard's fire
 -- events, each under a lease (queue.Lease). Every bit of state lives in
 -- Redis, in the group's pending entry list (who holds an entry, since when,
--- how often it was delivered) and in the scan cursor below, so that any
+-- how often it was delivered) and in the cursors hash below, so that any
 -- stateless caller may run it for any consumer, one after the other.
 --
 -- KEYS[1..7] the shard's seven keys (prelude.lua); only KEYS[6] fires, the
 --            shard's fire stream, is read or written
 -- KEYS[8] dead     STREAM the shard's dead-letter stream
--- KEYS[9] cursors  HASH   group -> fire stream entry ID where the next scan
---                  for expired leases resumes; no field: at the start
+-- KEYS[9] cursors  HASH   group..'#quiet' -> server time (ms) before which
+--                  the scan for expired leases is skipped (see "Quiet"
+--                  below); no field: none. A field named after the group
+--                  alone is a scan cursor of earlier versions, not read.
 -- ARGV[1] group
 -- ARGV[2] consumer
 -- ARGV[3] lease_ms: a delivery left unacknowledged this long has lost its
@@ -23,10 +25,10 @@
 --        each lease ends at now_ms + lease_ms. last is '' unless the call
 --        found nothing to do at all; then it is the stream's last entry ID
 --        ('0-0' if empty), after which new entries may be awaited (XREAD).
--- Complexity: O(c log P) for the scan, which visits at most 10 c pending
---        entries in all (XAUTOCLAIM's own bound, twice at most when it wraps
---        round), plus O(c) for the new entries, for c = count and P
---        pending entries; one XPENDING per reclaimed entry.
+-- Complexity: O(P + c log P) for the scan, which walks the pending entry
+--        list (about 0.1 us an entry: it reads no stream entry) and
+--        reclaims at most c, plus O(c) for the new entries, for c = count
+--        and P pending entries. A quiet call (below) scans nothing.
 --
 -- Like queue.Consume, and into the same dead-letter stream with the same
 -- fields (consume.go, deadLetter): a reclaimed delivery whose count now
@@ -35,9 +37,18 @@
 -- requeue.lua) is acknowledged and skipped. The group is created on first
 -- use at the start of the stream, as Consume creates it.
 --
--- The scan uses XAUTOCLAIM, which reclaims at most count entries and looks
--- at most at 10 count pending ones per call; the cursor makes successive
--- calls, by any caller, cover the whole pending list in turn.
+-- The scan is XPENDING IDLE, which walks the pending entry list from the
+-- start and lists up to count entries whose lease ran out, then one XCLAIM
+-- of those (with the lease as min-idle). It replaced XAUTOCLAIM, which
+-- looks each entry up in the stream, at several microseconds an entry,
+-- and at 10 count entries per call that was most of Redis's work per
+-- delivery under load.
+--
+-- Quiet: when the group has more than QUIET_PENDING entries pending and a
+-- scan found fewer expired leases than it could take (none left), the
+-- scan pauses for lease / 10, at most QUIET_MAX_MS, for every caller: an
+-- expired lease, or the end of a release's delay, is then seen up to that
+-- much later. A short pending list is scanned at every call.
 --
 -- Phases (prelude.lua): reads and checks; probes, XACK first: Redis never
 -- refuses XACK for memory, so once it ran the script is past the OOM check
@@ -62,14 +73,16 @@ if type(summary) == 'table' and summary.err then
 else
   pending = tonumber(summary[1])
 end
-local stored = exists and redis.call('HGET', KEYS[9], group) or false
+local QUIET_PENDING, QUIET_MAX_MS = 128, 100
+local quiet_field = group .. '#quiet'
+local quiet = pending > 0 and tonumber(redis.call('HGET', KEYS[9], quiet_field) or '0') or 0
 
 -- Phase 2: probes.
 local r = redis.pcall('XACK', KEYS[6], group, '0-0')
 if type(r) == 'table' and r.err and not string.find(r.err, 'NOGROUP', 1, true) then
   return refusal(r.err, 'XACK', KEYS[6])
 end
-err = probe_all({{'XADD', KEYS[8]}, {'HSET', KEYS[9]}, {'HDEL', KEYS[9]}})
+err = probe_all({{'XADD', KEYS[8]}, {'HSET', KEYS[9]}})
 if err then return err end
 -- XREADGROUP and XREVRANGE run after the first write (the group's creation,
 -- a reclaim), so their rights are checked here. No group is named '': the
@@ -105,32 +118,23 @@ local function route(id, fields, attempt)
   end
 end
 
-if pending > 0 then
-  local start = stored or '0-0'
-  local cursor = start
-  for _ = 1, 2 do
-    local want = count - #out
-    if want <= 0 then break end
-    local claimed = redis.call('XAUTOCLAIM', KEYS[6], group, consumer, lease, start, 'COUNT', want)
-    for _, e in ipairs(claimed[2]) do
-      -- A Redis before 7.0 lists a deleted entry as nil; 7.0 drops it from
-      -- the pending list and reports it in claimed[3].
-      if type(e) == 'table' then
-        local p = redis.call('XPENDING', KEYS[6], group, e[1], e[1], 1)
-        route(e[1], e[2], tonumber(p[1][4]))
-      end
+if pending > 0 and now >= quiet then
+  local expired = redis.call('XPENDING', KEYS[6], group, 'IDLE', lease, '-', '+', count)
+  if #expired > 0 then
+    local ids, attempts = {}, {}
+    for i, p in ipairs(expired) do
+      ids[i] = p[1]
+      attempts[p[1]] = tonumber(p[4]) + 1 -- XCLAIM counts a delivery
     end
-    cursor = claimed[1]
-    -- Wrapped round from the middle: scan the start once in this call too.
-    if cursor ~= '0-0' or start == '0-0' then break end
-    start = '0-0'
+    -- A deleted entry is left out of the reply, and out of the pending
+    -- list (Redis 7.0; before, it was listed as nil).
+    local claimed = redis.call('XCLAIM', KEYS[6], group, consumer, lease, unpack(ids))
+    for _, e in ipairs(claimed) do
+      if type(e) == 'table' then route(e[1], e[2], attempts[e[1]]) end
+    end
   end
-  if cursor ~= (stored or '0-0') then
-    if cursor == '0-0' then
-      redis.call('HDEL', KEYS[9], group)
-    else
-      redis.call('HSET', KEYS[9], group, cursor)
-    end
+  if #expired < count and pending > QUIET_PENDING then
+    redis.call('HSET', KEYS[9], quiet_field, fmt(now + math.min(math.floor(lease / 10), QUIET_MAX_MS)))
   end
 end
 

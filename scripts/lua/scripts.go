@@ -178,8 +178,8 @@ var (
 		Keys: func(sp keyspace.Space, _ string) []string {
 			return append(sp.Keys(), sp.DeadLetter(), sp.LeaseCursors())
 		},
-		Commands: []string{"type", "time", "xpending", "hget", "xack", "xadd", "hset", "hdel", "xgroup",
-			"xautoclaim", "xreadgroup", "xrevrange"}})
+		Commands: []string{"type", "time", "xpending", "hget", "xack", "xadd", "hset", "xgroup",
+			"xclaim", "xreadgroup", "xrevrange"}})
 	// Release hands a leased delivery back, dead-letters it or extends its
 	// lease (release.lua).
 	Release = add(&Script{Name: "release",

@@ -1,0 +1,70 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+
+	"github.com/timerq/timerq/queue"
+)
+
+// maxAckBatch bounds the deliveries one acknowledgement round trip
+// settles.
+const maxAckBatch = 256
+
+// delivered is a fire its endpoint took, waiting for its acknowledgement
+// and attempt log entry (queue.AckAttempts).
+type delivered struct {
+	id     string
+	log    queue.DeliveryAttempt
+	report Report
+}
+
+// ackLoop acknowledges delivered fires until d.acks is closed and
+// drained: each round trip takes every fire delivered while the one
+// before was under way (group commit), so a busy dispatcher makes one
+// round trip per batch instead of one per fire, and an idle one adds no
+// wait. The context is never cancelled by the dispatcher's stop: a fire
+// delivered is acknowledged.
+func (d *Dispatcher) ackLoop(ctx context.Context) {
+	defer close(d.ackDone)
+	batch := make([]delivered, 0, maxAckBatch)
+	for first := range d.acks {
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < maxAckBatch {
+			select {
+			case x, ok := <-d.acks:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, x)
+			default:
+				break fill
+			}
+		}
+		d.flushAcks(ctx, batch)
+	}
+}
+
+// flushAcks acknowledges batch in one round trip and reports each
+// attempt.
+func (d *Dispatcher) flushAcks(ctx context.Context, batch []delivered) {
+	acks := make([]queue.AttemptAck, len(batch))
+	for i, x := range batch {
+		acks[i] = queue.AttemptAck{DeliveryID: x.id, Attempt: x.log}
+	}
+	_, errs := d.Queue.AckAttempts(ctx, d.Group, acks)
+	for i, x := range batch {
+		err := errs[i]
+		if err != nil {
+			d.onError(err)
+			if errors.Is(err, queue.ErrAttemptLog) {
+				err = nil // settled; onError has it
+			}
+		}
+		if d.OnAttempt != nil {
+			x.report.SettleErr = err
+			d.OnAttempt(x.report)
+		}
+	}
+}
