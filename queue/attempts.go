@@ -180,6 +180,9 @@ func (q *Queue) AckAttempt(ctx context.Context, group, id string, a DeliveryAtte
 			return ack.Val() > 0, errorf("%w: timer %s: %w", ErrAttemptLog, a.TimerID, q.redisError(err))
 		}
 	}
+	if err := q.flowDone(ctx, l, group, ref); err != nil {
+		return ack.Val() > 0, err
+	}
 	return ack.Val() > 0, nil
 }
 

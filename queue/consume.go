@@ -60,6 +60,8 @@ type Event struct {
 	// timer, when it was scheduled inside a trace (Options.Tracing), else
 	// "": a push delivery sends it on.
 	TraceParent string
+	// FlowKey is the timer's flow key (NewTimer.FlowKey), "" for none.
+	FlowKey string
 }
 
 // ConsumeOptions configures Consume. The zero value selects every default:
@@ -646,7 +648,7 @@ func (c *consumerLoop) nextWake() time.Time {
 func parseEvent(m redis.XMessage, attempt int) (Event, error) {
 	str := func(k string) string { s, _ := m.Values[k].(string); return s }
 	ev := Event{ID: str("id"), Payload: []byte(str("payload")), StreamID: m.ID, Attempt: attempt, Endpoint: str("endpoint"),
-		TraceParent: str("traceparent")}
+		TraceParent: str("traceparent"), FlowKey: str("flow")}
 	if err := ValidateID(ev.ID); err != nil {
 		return ev, fmt.Errorf("malformed fire event %s: %w", m.ID, err)
 	}

@@ -100,6 +100,11 @@ func (q *Queue) validateTimer(t NewTimer) error {
 			return errorf("timer %q: %w", t.ID, err)
 		}
 	}
+	if t.FlowKey != "" {
+		if err := ValidateFlowKey(t.FlowKey); err != nil {
+			return errorf("timer %q: %w", t.ID, err)
+		}
+	}
 	return q.validatePayload(t.ID, t.Payload)
 }
 

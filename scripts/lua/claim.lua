@@ -192,7 +192,21 @@ if n > 0 then
   redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
   if #hset > 0 then
     for _, e in ipairs(events) do
-      if e[4] and e[5] then
+      -- "<endpoint>\0<flow key>" for a timer with a flow key (schedule.lua).
+      local name, flow = nil, nil
+      if e[5] then name, flow = string.match(e[5], '^([^%z]*)%z(.*)$') end
+      if flow then
+        local entry = {'id', e[1], 'due', e[2], 'fired', now_s, 'payload', e[3], 'flow', flow}
+        if e[4] then
+          entry[#entry + 1] = 'traceparent'
+          entry[#entry + 1] = e[4]
+        end
+        if name ~= '' then
+          entry[#entry + 1] = 'endpoint'
+          entry[#entry + 1] = name
+        end
+        redis.call('XADD', KEYS[6], '*', unpack(entry))
+      elseif e[4] and e[5] then
         redis.call('XADD', KEYS[6], '*', 'id', e[1], 'due', e[2], 'fired', now_s, 'payload', e[3],
           'traceparent', e[4], 'endpoint', e[5])
       elseif e[4] then

@@ -11,7 +11,10 @@
 --                client); due is due_ms, or '+<ms>.<us>' for that long after
 --                the server's clock (see resolve_due in prelude.lua);
 --                endpoint is the name of the endpoint the fire is delivered
---                to, '' for a timer that does not deliver
+--                to, '' for a timer that does not deliver; with a flow key
+--                it is "<endpoint>\0<flow key>" (the endpoint may be ''),
+--                stored as is, which claim.lua splits into the fields
+--                endpoint and flow
 -- Reply: {now_ms, created_1, record_1, created_2, record_2, ...}; created is
 --        1 for a new timer and 0 when the ID already existed in any state.
 --        A new delivering timer whose endpoint KEYS[10] does not name is
@@ -69,17 +72,21 @@ for k, id in ipairs(ids) do
       traced[#traced + 1] = id
       traced[#traced + 1] = ARGV[2]
     end
+    -- "<endpoint>\0<flow key>" when the timer has a flow key: only the
+    -- endpoint part names an endpoint, and the whole value is stored.
     if endpoint ~= '' then
+      local name = string.match(endpoint, '^[^%z]*')
       if next(endpoints) == nil then
         err = check_type(KEYS[9], 'hash') or check_type(KEYS[10], 'hash')
         if err then return err end
       end
-      if not endpoints[endpoint] then
-        if redis.call('HEXISTS', KEYS[10], endpoint) == 0 then
-          return redis.error_reply('TIMERQ_NOENDPOINT ' .. endpoint)
+      if name ~= '' and not endpoints[name] then
+        if redis.call('HEXISTS', KEYS[10], name) == 0 then
+          return redis.error_reply('TIMERQ_NOENDPOINT ' .. name)
         end
-        endpoints[endpoint] = true
+        endpoints[name] = true
       end
+      endpoints[''] = true
       delivers[#delivers + 1] = id
       delivers[#delivers + 1] = endpoint
     end

@@ -1,0 +1,157 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/queue"
+)
+
+// fireFlow schedules n timers of flow key key, due in the past, and fires
+// them.
+func fireFlow(t *testing.T, q *queue.Queue, key string, n int) {
+	t.Helper()
+	var batch []queue.NewTimer
+	for i := range n {
+		batch = append(batch, queue.NewTimer{ID: fmt.Sprintf("%s-%d", key, i), Due: time.Now().Add(-time.Second),
+			Payload: []byte("p"), FlowKey: key})
+	}
+	if _, err := q.ScheduleBatch(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	if got := claimAll(t, q); len(got) != n {
+		t.Fatalf("claimed %d, want %d", len(got), n)
+	}
+}
+
+func countKeys(ds []queue.Delivery) map[string]int {
+	m := map[string]int{}
+	for _, d := range ds {
+		m[d.Event.FlowKey]++
+	}
+	return m
+}
+
+func putFlow(t *testing.T, q *queue.Queue, p queue.FlowPolicy) {
+	t.Helper()
+	if err := q.PutFlowPolicy(context.Background(), p); err != nil {
+		t.Fatalf("PutFlowPolicy(%+v): %v", p, err)
+	}
+}
+
+// A key's deliveries beyond its in-flight bound are parked, not handed
+// out, and come back once a slot frees; other keys are not held back;
+// a fire without a policy is handed out at once.
+func TestFlowMaxInFlightParksAndResumes(t *testing.T) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		putFlow(t, q, queue.FlowPolicy{Key: "big", Rate: 1000, Period: time.Millisecond, MaxInFlight: 2})
+		putFlow(t, q, queue.FlowPolicy{Rate: 1000, Period: time.Millisecond, MaxInFlight: 5})
+		fireFlow(t, q, "big", 6)
+		fireFlow(t, q, "small", 3)
+		fireN(t, q, "plain", 2)
+		o := queue.LeaseOptions{Lease: 10 * time.Second, Count: 50}
+		ds := lease(t, q, "g", "c1", o)
+		if got := countKeys(ds); got["big"] != 2 || got["small"] != 3 || got[""] != 2 {
+			t.Fatalf("first lease handed out %v, want big:2 small:3 plain:2", got)
+		}
+		for _, d := range ds {
+			if d.Event.FlowKey != "" && !strings.Contains(d.DeliveryID, ".") {
+				t.Fatalf("delivery %s of flow %q does not name its flow", d.DeliveryID, d.Event.FlowKey)
+			}
+		}
+		if again := lease(t, q, "g", "c2", o); len(again) != 0 {
+			t.Fatalf("second lease handed out %v with big's slots full", timerIDs(again))
+		}
+		st, err := q.FlowStats(ctx, "g", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st) != 1 || st[0].Key != "big" || st[0].Backlog != 4 || st[0].InFlight != 2 || st[0].Policy.MaxInFlight != 2 {
+			t.Fatalf("FlowStats = %+v, want big with backlog 4, 2 in flight", st)
+		}
+		// Acknowledging one of big's frees one slot: one more comes out.
+		var bigs []string
+		for _, d := range ds {
+			if d.Event.FlowKey == "big" {
+				bigs = append(bigs, d.DeliveryID)
+			}
+		}
+		if _, err := q.Ack(ctx, "g", bigs[0]); err != nil {
+			t.Fatal(err)
+		}
+		var more []queue.Delivery
+		redistest.Eventually(t, 5*time.Second, "a parked fire of big to come back", func() bool {
+			if b.Mini != nil {
+				b.Mini.SetTime(time.Now().Add(time.Second))
+			}
+			more = append(more, lease(t, q, "g", "c2", o)...)
+			return len(more) > 0
+		})
+		if got := countKeys(more); got["big"] != 1 || len(more) != 1 {
+			t.Fatalf("after one ack leased %v, want one of big", timerIDs(more))
+		}
+		if more[0].Event.Attempt != 1 {
+			t.Fatalf("a parked fire came back as attempt %d, want 1: parking is no attempt", more[0].Event.Attempt)
+		}
+		// The fires themselves were never delayed: each fired once, at claim.
+		tm, err := q.Get(ctx, more[0].Event.ID)
+		if err != nil || tm.State != queue.StateFired {
+			t.Fatalf("Get(%s) = %+v, %v; want fired", more[0].Event.ID, tm, err)
+		}
+	})
+}
+
+// Bad policies are refused with an error that says what to change, and
+// nothing is written.
+func TestFlowBadPoliciesRefused(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		for _, p := range []queue.FlowPolicy{
+			{Rate: 0, Period: time.Second},
+			{Rate: -5, Period: time.Second},
+			{Rate: 10, Period: 0},
+			{Rate: 10, Period: -time.Second},
+			{Rate: 10, Period: 365 * 24 * time.Hour},
+			{Rate: 10, Period: 1500 * time.Microsecond},
+			{Rate: 10, Period: time.Second, MaxInFlight: -1},
+			{Rate: queue.MaxFlowRate + 1, Period: time.Second},
+			{Endpoint: "bad name", Rate: 10, Period: time.Second},
+			{Key: "tab\there", Rate: 10, Period: time.Second},
+			{Key: strings.Repeat("k", queue.MaxFlowKeyBytes+1), Rate: 10, Period: time.Second},
+		} {
+			err := q.PutFlowPolicy(ctx, p)
+			if !errors.Is(err, queue.ErrInvalidFlowPolicy) || !errors.Is(err, queue.ErrInvalidOptions) {
+				t.Errorf("PutFlowPolicy(%+v) = %v, want ErrInvalidFlowPolicy", p, err)
+			}
+		}
+		if ps, err := q.FlowPolicies(ctx); err != nil || len(ps) != 0 {
+			t.Fatalf("after refusals FlowPolicies = %v, %v; want none", ps, err)
+		}
+		if keys := nsKeys(t, b, q); len(keys) != 0 {
+			t.Fatalf("refused policies wrote %v", keys)
+		}
+		// A timer with a bad flow key is refused too, with nothing written.
+		_, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "x", In: time.Hour, FlowKey: "nul\x00"}})
+		if !errors.Is(err, queue.ErrInvalidFlowPolicy) {
+			t.Fatalf("scheduling with a bad flow key: %v", err)
+		}
+		putFlow(t, q, queue.FlowPolicy{Endpoint: "billing", Key: "t1", Rate: 5, Period: time.Minute, MaxInFlight: 3})
+		ps, err := q.FlowPolicies(ctx)
+		want := []queue.FlowPolicy{{Endpoint: "billing", Key: "t1", Rate: 5, Period: time.Minute, MaxInFlight: 3}}
+		if err != nil || !slices.Equal(ps, want) {
+			t.Fatalf("FlowPolicies = %v, %v; want %v", ps, err, want)
+		}
+		if ok, err := q.DeleteFlowPolicy(ctx, "billing", "t1"); !ok || err != nil {
+			t.Fatalf("DeleteFlowPolicy = %v, %v", ok, err)
+		}
+	})
+}
