@@ -327,6 +327,24 @@ func (q *Queue) leaseRound(ctx context.Context, l *layout, group, consumer strin
 	return out, nil, wait, nil
 }
 
+// blockGrain is the precision of a blocking read's timeout on a Redis
+// server: it checks them on its timer (hz 10 by default), so a BLOCK of
+// 10 ms may last 100.
+const blockGrain = 100 * time.Millisecond
+
+// awaitParked waits d, until a parked fire may be handed out: with a
+// blocking read for new fires for all but the last blockGrain of it, then
+// a sleep, so that the wait ends on time. It reports whether ctx is live.
+func (q *Queue) awaitParked(ctx context.Context, l *layout, last []string, d time.Duration) bool {
+	if d > blockGrain+leasePoll/10 && last != nil {
+		if err := q.awaitFires(ctx, l, last, min(d-blockGrain, leasePoll)); err != nil {
+			return ctx.Err() == nil // a failed wait: the next round reports it
+		}
+		return ctx.Err() == nil
+	}
+	return sleepCtx(ctx, d)
+}
+
 // flowPop takes back, from every shard, parked fires of group whose flows
 // may be tried again, leased to consumer. wait is how long until the
 // earliest flow still parked may be tried (0: none parked).
@@ -420,6 +438,7 @@ func (q *Queue) flowAdmit(ctx context.Context, l *layout, group, consumer string
 	parked := make([]bool, len(ds))
 	type parkFlow struct {
 		flow, next string
+		hint       int
 		idx        []int
 	}
 	parks := map[int][]parkFlow{} // stream shard -> flows to park there
@@ -441,7 +460,7 @@ func (q *Queue) flowAdmit(ctx context.Context, l *layout, group, consumer string
 				k := ds[i].Event.Shard
 				pf := parks[k]
 				if len(pf) == 0 || pf[len(pf)-1].flow != r.flow {
-					pf = append(pf, parkFlow{flow: r.flow, next: v[2+2*j]})
+					pf = append(pf, parkFlow{flow: r.flow, next: v[2+2*j], hint: flowHint(r.pol, g == 0 && x == 0)})
 				}
 				pf[len(pf)-1].idx = append(pf[len(pf)-1].idx, i)
 				parks[k] = pf
@@ -453,7 +472,7 @@ func (q *Queue) flowAdmit(ctx context.Context, l *layout, group, consumer string
 		for k, pfs := range parks {
 			args := []any{group, consumer}
 			for _, pf := range pfs {
-				args = append(args, pf.flow, pf.next, len(pf.idx))
+				args = append(args, pf.flow, pf.next, pf.hint, len(pf.idx))
 				for _, i := range pf.idx {
 					args = append(args, ds[i].Event.StreamID, ds[i].Event.Attempt)
 				}
@@ -472,6 +491,17 @@ func (q *Queue) flowAdmit(ctx context.Context, l *layout, group, consumer string
 		}
 	}
 	return out, nil
+}
+
+// flowHint is how many parked fires of a flow under policy p to take at
+// once when it is next tried: what its rate allows in one millisecond,
+// and no more than its in-flight bound.
+func flowHint(p FlowPolicy, _ bool) int {
+	h := max(1, int(float64(p.Rate)/float64(p.Period.Milliseconds())))
+	if p.MaxInFlight > 0 {
+		h = min(h, p.MaxInFlight)
+	}
+	return h
 }
 
 // flowMember is d's member in its flow's state: "<shard>-<stream entry ID>".

@@ -155,3 +155,50 @@ func TestFlowBadPoliciesRefused(t *testing.T) {
 		}
 	})
 }
+
+// A consumer that dies holding a flow's slots (nothing of it is in process
+// memory: a SIGKILL is a lease never settled) frees them when its leases
+// run out: another consumer then gets the flow's fires, and never more at
+// once than the bound.
+func TestFlowCrashedConsumerFreesSlotsWithinLease(t *testing.T) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
+		q := newQueue(t, b, queue.Options{})
+		putFlow(t, q, queue.FlowPolicy{Key: "k", Rate: 1000, Period: time.Second, MaxInFlight: 2})
+		fireFlow(t, q, "k", 5)
+		freezeMini(b)
+		lease := 300 * time.Millisecond
+		o := queue.LeaseOptions{Lease: lease, Count: 10}
+		held := leaseFlow(t, q, "dead", o)
+		if len(held) != 2 {
+			t.Fatalf("the first consumer got %d, want its 2 slots", len(held))
+		}
+		expires := held[0].LeaseExpires
+		// Before the leases run out, the slots stay taken.
+		if b.Mini != nil {
+			b.Mini.SetTime(expires.Add(-50 * time.Millisecond))
+		}
+		if got := leaseFlow(t, q, "alive", o); len(got) != 0 && serverNow(t, b).Before(expires) {
+			t.Fatalf("a second consumer got %v while the dead one's leases ran", timerIDs(got))
+		}
+		passTo(t, b, expires.Add(time.Millisecond))
+		var got []queue.Delivery
+		redistest.Eventually(t, 5*time.Second, "the flow's fires to go to the live consumer", func() bool {
+			if b.Mini != nil {
+				b.Mini.SetTime(serverNow(t, b).Add(100 * time.Millisecond))
+			}
+			got = append(got, leaseFlow(t, q, "alive", o)...)
+			return len(got) >= 2
+		})
+		if len(got) != 2 {
+			t.Fatalf("after the leases ran out the live consumer got %v, want 2: the bound", timerIDs(got))
+		}
+		if more := leaseFlow(t, q, "alive", o); len(more) != 0 {
+			t.Fatalf("with both slots taken again the live consumer got %v", timerIDs(more))
+		}
+	})
+}
+
+func leaseFlow(t *testing.T, q *queue.Queue, consumer string, o queue.LeaseOptions) []queue.Delivery {
+	t.Helper()
+	return lease(t, q, "g", consumer, o)
+}

@@ -281,8 +281,12 @@ func (q *Queue) Lease(ctx context.Context, group, consumer string, opts LeaseOpt
 		if wait <= 0 {
 			return nil, nil
 		}
-		if parkedWait > 0 {
-			wait = min(wait, parkedWait) // a parked fire may be handed out then
+		if parkedWait > 0 && parkedWait < wait {
+			// A parked fire may be handed out then (flow.go).
+			if !q.awaitParked(ctx, l, last, parkedWait) {
+				return nil, nil
+			}
+			continue
 		}
 		if err := q.awaitFires(ctx, l, last, min(wait, leasePoll)); err != nil {
 			if ctx.Err() != nil {

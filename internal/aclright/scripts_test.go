@@ -228,7 +228,7 @@ func scenarios() map[string][]scenario {
 				do(t, c, "XGROUP", "CREATE", sp.Fires(), "g", "0")
 				do(t, c, "XREADGROUP", "GROUP", "g", "c", "COUNT", 1, "STREAMS", sp.Fires(), ">")
 			},
-			args: func(keyspace.Space) []any { return []any{"g", "c", ":k", ms(time.Second), 1, "1-1", 1} },
+			args: func(keyspace.Space) []any { return []any{"g", "c", ":k", ms(time.Second), 1, 1, "1-1", 1} },
 		}},
 		"flow_pop": {{
 			// Two fires of a ready flow parked, one taken: the flow stays

@@ -42,6 +42,12 @@ func (s Space) FlowState(group, flow string) string { return s.tag + "flow:" + g
 // by the Redis time they may next be tried.
 func (s Space) FlowReady(group string) string { return s.tag + "flow-ready:" + group }
 
+// FlowHint is the hash of how many parked fires of a flow (field) of
+// group flow_pop.lua takes at once when the flow is next tried: what its
+// rate allows in one millisecond, or one for a flow waiting for a slot.
+// A flow without a field was last served, not held back.
+func (s Space) FlowHint(group string) string { return s.tag + "flow-hint:" + group }
+
 // FlowParked is the set of the shard's fires of group parked by flow
 // control, ordered by flow, then by stream entry.
 func (s Space) FlowParked(group string) string { return s.tag + "flow-parked:" + group }

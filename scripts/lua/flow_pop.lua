@@ -9,6 +9,7 @@
 -- KEYS[1] fires   STREAM the shard's fire stream
 -- KEYS[2] ready   ZSET   flow -> Redis time (ms) it may next be tried
 -- KEYS[3] parked  ZSET   the parked fires (flow_park.lua)
+-- KEYS[4] hint    HASH   flow -> most fires to take (flow_park.lua)
 -- ARGV[1] group
 -- ARGV[2] consumer
 -- ARGV[3] count: most fires to hand over (1..1000)
@@ -20,7 +21,7 @@
 -- Complexity: O(F log R + k (log Q + log P)) for F ready flows visited
 --        (at most count), R flows parked, Q parked fires, P pending.
 
-local err = check_type(KEYS[1], 'stream') or check_type(KEYS[2], 'zset') or check_type(KEYS[3], 'zset')
+local err = check_type(KEYS[1], 'stream') or check_type(KEYS[2], 'zset') or check_type(KEYS[3], 'zset') or check_type(KEYS[4], 'hash')
 if err then return err end
 local group, consumer, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local now = now_ms()
@@ -35,12 +36,16 @@ local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', fmt(now), 'WITHSCORES',
 if #due == 0 then return {fmt(now), next_ready()} end
 local nflows = #due / 2
 local share = math.ceil(count / nflows)
-local takes, drop, rem, serve, gone = {}, {}, {}, {}, {}
-for i = 1, #due, 2 do
-  local flow = due[i]
+local names = {}
+for i = 1, #due, 2 do names[#names + 1] = due[i] end
+local hint = redis.call('HMGET', KEYS[4], unpack(names))
+local takes, rem, serve, gone = {}, {}, {}, {}
+for f, flow in ipairs(names) do
   local lo, hi = '[' .. flow .. '\0', '(' .. flow .. '\1'
   local total = tonumber(redis.call('ZLEXCOUNT', KEYS[3], lo, hi))
-  local ms = redis.call('ZRANGEBYLEX', KEYS[3], lo, hi, 'LIMIT', 0, share)
+  local take = share
+  if hint[f] then take = math.max(1, math.min(share, tonumber(hint[f]) or share)) end
+  local ms = redis.call('ZRANGEBYLEX', KEYS[3], lo, hi, 'LIMIT', 0, take)
   for _, m in ipairs(ms) do
     local padded, attempt = string.match(m, '%z(%d+%-%d+)%z(%d+)$')
     local pms, pseq = string.match(padded or '', '^(%d+)-(%d+)$')
@@ -61,7 +66,7 @@ local r = redis.pcall('XCLAIM', KEYS[1], '', consumer, 0, '0-0')
 if type(r) == 'table' and r.err and not string.find(r.err, 'NOGROUP', 1, true) then
   return refusal(r.err, 'XCLAIM', KEYS[1])
 end
-err = probe_all({{'ZREM', KEYS[3]}, {'ZADD', KEYS[2]}, {'ZREM', KEYS[2]}})
+err = probe_all({{'ZREM', KEYS[3]}, {'ZADD', KEYS[2]}, {'ZREM', KEYS[2]}, {'HDEL', KEYS[4]}})
 if err then return err end
 
 -- Phase 3: writes.
@@ -89,6 +94,9 @@ if #serve > 0 then
   end
   redis.call('ZADD', KEYS[2], unpack(add))
 end
-if #gone > 0 then redis.call('ZREM', KEYS[2], unpack(gone)) end
+if #gone > 0 then
+  redis.call('ZREM', KEYS[2], unpack(gone))
+  redis.call('HDEL', KEYS[4], unpack(gone))
+end
 reply[2] = next_ready()
 return reply

@@ -19,10 +19,12 @@
 -- Complexity: O(log H) per flow plus O(log H) per granted ref, for H
 --        deliveries of a flow under way.
 --
--- The rate is paced, GCRA with no burst tolerance beyond the millisecond:
--- one delivery every period/rate ms (those whose slots fall within the
--- current millisecond at once), so no window of one period ever holds
--- more than rate deliveries, give or take one millisecond's worth. A flow bound by its
+-- The rate is paced (GCRA): one delivery every T = period/rate ms, those
+-- whose slots fall within the current millisecond at once. A flow whose
+-- slots went unused may catch up by tau = min(period - T, max(T, 50 ms)),
+-- so that the long-run rate stays exact when consumers ask late: no
+-- window of one period holds more than rate + tau/T + 1 deliveries, and
+-- an idle flow starts with a burst of at most tau/T + 1. A flow bound by its
 -- in-flight slots is tried again after max(period/rate, 50 ms), at most
 -- 250 ms: an acknowledgement in another process cannot wake it sooner.
 --
@@ -45,6 +47,9 @@ for i = 1, #KEYS do
   local first = a + 4
   a = first + n
   local T = period / rate
+  -- A flow served late (its consumers were slow to ask) may catch up by
+  -- tau: without it every late millisecond would be lost to the rate.
+  local tau = math.min(period - T, math.max(T, 50))
   local tat = tonumber(redis.call('ZSCORE', KEYS[i], '') or '0')
   local held = 0
   if max > 0 then
@@ -59,7 +64,7 @@ for i = 1, #KEYS do
     end
     -- Time is counted in whole milliseconds: every slot that starts within
     -- the current one is due.
-    local t0 = math.max(tat, now)
+    local t0 = math.max(tat, now - tau)
     if t0 >= now + 1 then
       nxt = math.floor(t0)
       break

@@ -67,7 +67,7 @@ func holdKeys(sp keyspace.Space, _ string) []string {
 
 // flowKeys are a shard's fire stream and its flow-control sets of group.
 func flowKeys(sp keyspace.Space, group string) []string {
-	return []string{sp.Fires(), sp.FlowReady(group), sp.FlowParked(group)}
+	return []string{sp.Fires(), sp.FlowReady(group), sp.FlowParked(group), sp.FlowHint(group)}
 }
 
 func workerKeys(sp keyspace.Space, _ string) []string {
@@ -182,12 +182,12 @@ var (
 	// FlowPark parks leased fires that flow control holds back
 	// (flow_park.lua).
 	FlowPark = add(&Script{Name: "flow_park", Keys: flowKeys,
-		Commands: []string{"type", "xpending", "xack", "zadd"}})
+		Commands: []string{"type", "xpending", "xack", "zadd", "hset"}})
 	// FlowPop hands a consumer parked fires whose flows may be tried
 	// again (flow_pop.lua).
 	FlowPop = add(&Script{Name: "flow_pop", Keys: flowKeys,
-		Commands: []string{"type", "time", "zrangebyscore", "zlexcount", "zrangebylex", "xrange", "xclaim", "zrem",
-			"zadd"}})
+		Commands: []string{"type", "time", "zrangebyscore", "hmget", "zlexcount", "zrangebylex", "xrange", "xclaim", "zrem",
+			"zadd", "hdel"}})
 	// Create writes a namespace's meta key unless it exists (create.lua).
 	Create = add(&Script{Name: "create",
 		Keys: func(sp keyspace.Space, _ string) []string {
