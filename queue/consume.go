@@ -196,6 +196,12 @@ func ValidateConsumerName(kind, name string) error {
 // ConsumeOptions.OnSkip instead (see Overlap). Checking costs one script
 // call per read that holds occurrences, none for plain timers.
 //
+// In a namespace with flow policies (PutFlowPolicy) when Consume starts,
+// Consume takes events one at a time through Lease instead, so that each
+// flow key's rate and in-flight bound hold across every consumer; the
+// retries, dead letters and stop are as above, and ConsumeOptions.Count
+// and OnSkip do not apply.
+//
 // Redis errors are passed to ConsumeOptions.OnError and retried with
 // backoff; Consume returns an error only for invalid arguments, or when
 // the namespace's layout cannot be read before ctx ends.
@@ -224,6 +230,11 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 		if !sleepCtx(ctx, min(50*time.Millisecond<<min(failures-1, 10), 5*time.Second)) {
 			return nil
 		}
+	}
+	if q.hasFlowPolicies(ctx) {
+		// Flow control holds per key across consumers: through Lease.
+		q.consumeLeased(ctx, group, consumer, handler, opts)
+		return nil
 	}
 	loops := make([]*consumerLoop, len(l.spaces))
 	for k, sp := range l.spaces {

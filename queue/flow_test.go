@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -201,4 +202,65 @@ func TestFlowCrashedConsumerFreesSlotsWithinLease(t *testing.T) {
 func leaseFlow(t *testing.T, q *queue.Queue, consumer string, o queue.LeaseOptions) []queue.Delivery {
 	t.Helper()
 	return lease(t, q, "g", consumer, o)
+}
+
+// Consume in a namespace with flow policies holds each key's bound across
+// consumers: three consumers never run more than two handlers of one key
+// at once, and every event is handled once.
+func TestFlowConsumeHoldsInFlight(t *testing.T) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
+		q := newQueue(t, b, queue.Options{})
+		putFlow(t, q, queue.FlowPolicy{Key: "k", Rate: 1000, Period: time.Second, MaxInFlight: 2})
+		n := 30
+		if b.Mini != nil {
+			n = 12
+		}
+		fireFlow(t, q, "k", n)
+		var mu sync.Mutex
+		now, most, seen := 0, 0, map[string]int{}
+		handler := func(ctx context.Context, ev queue.Event) error {
+			mu.Lock()
+			now++
+			most = max(most, now)
+			seen[ev.ID]++
+			mu.Unlock()
+			// Wall time is the thing under test: handlers that overlap.
+			time.Sleep(10 * time.Millisecond)
+			mu.Lock()
+			now--
+			mu.Unlock()
+			return nil
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for i := range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := q.Consume(ctx, "g", fmt.Sprint("c", i), handler, queue.ConsumeOptions{ClaimIdle: 5 * time.Second, Block: 50 * time.Millisecond,
+					OnError: func(err error) { t.Errorf("consume: %v", err) }})
+				if err != nil {
+					t.Errorf("Consume: %v", err)
+				}
+			}()
+		}
+		redistest.Eventually(t, 20*time.Second, "every event handled", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(seen) == n
+		})
+		cancel()
+		wg.Wait()
+		if most > 2 {
+			t.Fatalf("%d handlers of key k ran at once, above its bound of 2", most)
+		}
+		if most < 2 {
+			t.Fatalf("never 2 handlers at once: the test does not load the bound")
+		}
+		for id, c := range seen {
+			if c != 1 {
+				t.Errorf("%s handled %d times", id, c)
+			}
+		}
+	})
 }
