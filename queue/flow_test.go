@@ -205,7 +205,7 @@ func leaseFlow(t *testing.T, q *queue.Queue, consumer string, o queue.LeaseOptio
 }
 
 // Consume in a namespace with flow policies holds each key's bound across
-// consumers: three consumers never run more than two handlers of one key
+// consumers: five consumers never run more than two handlers of one key
 // at once, and every event is handled once.
 func TestFlowConsumeHoldsInFlight(t *testing.T) {
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
@@ -233,11 +233,11 @@ func TestFlowConsumeHoldsInFlight(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
-		for i := range 3 {
+		for i := range 5 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				err := q.Consume(ctx, "g", fmt.Sprint("c", i), handler, queue.ConsumeOptions{ClaimIdle: 5 * time.Second, Block: 50 * time.Millisecond,
+				err := q.Consume(ctx, "g", fmt.Sprint("c", i), handler, queue.ConsumeOptions{ClaimIdle: 5 * time.Second, Block: 50 * time.Millisecond, Count: 2,
 					OnError: func(err error) { t.Errorf("consume: %v", err) }})
 				if err != nil {
 					t.Errorf("Consume: %v", err)
