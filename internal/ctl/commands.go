@@ -32,6 +32,7 @@ func (r *runner) commands() []*cli.Command {
 				&cli.StringFlag{Name: "payload", Aliases: []string{"p"}, Usage: "payload `TEXT`"},
 				&cli.StringFlag{Name: "payload-file", Usage: "read the payload from `PATH`, or stdin for -"},
 				&cli.StringFlag{Name: "deliver", Usage: "deliver the fire to the namespace's endpoint `NAME` (timerctl endpoints)"},
+				&cli.StringFlag{Name: "flow-key", Usage: "the timer's flow `KEY`: its delivery is held to the key's flow policy (timerctl flow)"},
 			), recurringFlags()...),
 			Action: r.schedule,
 		},
@@ -238,6 +239,10 @@ func (r *runner) recordOut(s *session, t queue.Timer, created *bool) error {
 
 func (r *runner) schedule(c *cli.Context) error {
 	if isRecurring(c) {
+		if c.IsSet("flow-key") {
+			return usageErr("--flow-key is for one-shot timers; recurring schedules do not carry a flow key yet",
+				"drop --flow-key, or schedule one-shot timers with it")
+		}
 		return r.scheduleRecurring(c)
 	}
 	id, err := oneID(c)
@@ -259,14 +264,22 @@ func (r *runner) schedule(c *cli.Context) error {
 		}
 		return payloadTooLarge(int64(len(p)), what)
 	}
-	if ep := c.String("deliver"); c.IsSet("deliver") {
-		if err := queue.ValidateEndpointName(ep); err != nil {
-			return err
+	if ep := c.String("deliver"); c.IsSet("deliver") || c.IsSet("flow-key") {
+		if c.IsSet("deliver") {
+			if err := queue.ValidateEndpointName(ep); err != nil {
+				return err
+			}
 		}
-		t := queue.NewTimer{ID: id, Due: due.at, Payload: p, Endpoint: ep}
+		key := c.String("flow-key")
+		if c.IsSet("flow-key") {
+			if err := queue.ValidateFlowKey(key); err != nil {
+				return err
+			}
+		}
+		t := queue.NewTimer{ID: id, Due: due.at, Payload: p, Endpoint: ep, FlowKey: key}
 		if due.relative {
 			t = queue.NewTimerIn(id, due.in, p)
-			t.Endpoint = ep
+			t.Endpoint, t.FlowKey = ep, key
 		}
 		return r.once(c, func(ctx context.Context, s *session) error {
 			res, err := s.q.ScheduleBatch(ctx, []queue.NewTimer{t})
