@@ -636,17 +636,29 @@ func (q *Queue) FlowStats(ctx context.Context, group string, limit int) ([]FlowS
 	if err != nil {
 		return nil, errorf("flow stats: %w", q.redisError(err))
 	}
-	cmds := make([]*redis.IntCmd, len(out))
-	if err := q.each(ctx, len(out), func(c redis.Cmdable, i int) redis.Cmder {
+	// Per flow: its live members, less the GCRA member "" when that is
+	// live too.
+	counts := make([]*redis.IntCmd, len(out))
+	tats := make([]*redis.FloatCmd, len(out))
+	nowMs := now.UnixMilli()
+	if err := q.each(ctx, 2*len(out), func(c redis.Cmdable, j int) redis.Cmder {
+		i := j / 2
 		f := keyspace.FlowID(out[i].Endpoint, out[i].Key)
-		cmds[i] = c.ZCount(ctx, l.spaces[keyspace.FlowHome(f, len(l.spaces))].FlowState(group, f),
-			"("+strconv.FormatInt(now.UnixMilli(), 10), "+inf")
-		return cmds[i]
+		key := l.spaces[keyspace.FlowHome(f, len(l.spaces))].FlowState(group, f)
+		if j%2 == 0 {
+			counts[i] = c.ZCount(ctx, key, "("+strconv.FormatInt(nowMs, 10), "+inf")
+			return counts[i]
+		}
+		tats[i] = c.ZScore(ctx, key, "")
+		return tats[i]
 	}); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, errorf("flow stats: %w", q.redisError(err))
 	}
 	for i := range out {
-		out[i].InFlight = cmds[i].Val()
+		out[i].InFlight = counts[i].Val()
+		if tat, err := tats[i].Result(); err == nil && tat > float64(nowMs) {
+			out[i].InFlight--
+		}
 	}
 	return out, nil
 }
