@@ -23,7 +23,9 @@
 -- into its fire stream entry, as the field traceparent, so that a consumer
 -- continues the trace that scheduled it. Likewise a delivering timer's
 -- endpoint name (KEYS[10]) moves into its entry as the field endpoint, so
--- that a dispatcher finds the endpoint to deliver it to.
+-- that a dispatcher finds the endpoint to deliver it to; a value
+-- "<endpoint>\0<flow key>" (a timer with a flow key) becomes the fields
+-- endpoint (unless '') and flow.
 --
 -- A timer is due when due_ms <= now_ms of the server clock, never earlier.
 -- Removing it from the due set and marking it fired happen in this one
