@@ -21,7 +21,7 @@
 --
 -- The rate is paced (GCRA): one delivery every T = period/rate ms, those
 -- whose slots fall within the current millisecond at once. A flow whose
--- slots went unused may catch up by tau = min(period - T, max(T, 50 ms)),
+-- slots went unused may catch up by tau = min(period - T, max(T, 250 ms)),
 -- so that the long-run rate stays exact when consumers ask late: no
 -- window of one period holds more than rate + tau/T + 1 deliveries, and
 -- an idle flow starts with a burst of at most tau/T + 1. A flow bound by its
@@ -49,7 +49,7 @@ for i = 1, #KEYS do
   local T = period / rate
   -- A flow served late (its consumers were slow to ask) may catch up by
   -- tau: without it every late millisecond would be lost to the rate.
-  local tau = math.min(period - T, math.max(T, 50))
+  local tau = math.min(period - T, math.max(T, 250))
   local tat = tonumber(redis.call('ZSCORE', KEYS[i], '') or '0')
   local held = 0
   if max > 0 then
