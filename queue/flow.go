@@ -176,6 +176,7 @@ func (q *Queue) PutFlowPolicy(ctx context.Context, p FlowPolicy) error {
 // one. The flow's parked fires are still handed out, under the policy
 // that applies now (none: at once). One round trip.
 func (q *Queue) DeleteFlowPolicy(ctx context.Context, endpoint, key string) (bool, error) {
+	// The scope and key checked as a policy's, with a valid rate.
 	if err := ValidateFlowPolicy(FlowPolicy{Endpoint: endpoint, Key: key, Rate: 1, Period: time.Second}); err != nil {
 		return false, err
 	}
@@ -460,7 +461,7 @@ func (q *Queue) flowAdmit(ctx context.Context, l *layout, group, consumer string
 				k := ds[i].Event.Shard
 				pf := parks[k]
 				if len(pf) == 0 || pf[len(pf)-1].flow != r.flow {
-					pf = append(pf, parkFlow{flow: r.flow, next: v[2+2*j], hint: flowHint(r.pol, g == 0 && x == 0)})
+					pf = append(pf, parkFlow{flow: r.flow, next: v[2+2*j], hint: flowHint(r.pol)})
 				}
 				pf[len(pf)-1].idx = append(pf[len(pf)-1].idx, i)
 				parks[k] = pf
@@ -496,7 +497,7 @@ func (q *Queue) flowAdmit(ctx context.Context, l *layout, group, consumer string
 // flowHint is how many parked fires of a flow under policy p to take at
 // once when it is next tried: what its rate allows in one millisecond,
 // and no more than its in-flight bound.
-func flowHint(p FlowPolicy, _ bool) int {
+func flowHint(p FlowPolicy) int {
 	h := max(1, int(float64(p.Rate)/float64(p.Period.Milliseconds())))
 	if p.MaxInFlight > 0 {
 		h = min(h, p.MaxInFlight)
