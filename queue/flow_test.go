@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
@@ -263,4 +266,75 @@ func TestFlowConsumeHoldsInFlight(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Flow control needs no right beyond the application and delivery lines
+// of docs/security.md: under each, a key's bound holds through Lease, Ack,
+// ExtendLease and FlowStats.
+func TestFlowUnderDocumentedACLs(t *testing.T) {
+	redistest.Require(t)
+	doc, err := os.ReadFile("../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := redistest.Start(t, redistest.Config{})
+	admin := srv.Client(t)
+	ctx := context.Background()
+	for _, role := range []string{"timerq-app-NS", "timerq-deliver-NS"} {
+		t.Run(role, func(t *testing.T) {
+			var line []string
+			for _, l := range strings.Split(string(doc), "\n") {
+				if strings.HasPrefix(l, "ACL SETUSER "+role+" ") {
+					line = strings.Fields(l)
+				}
+			}
+			if line == nil {
+				t.Fatalf("docs/security.md has no %s line", role)
+			}
+			ns := redistest.Namespace(t)
+			var args []any
+			for _, w := range line {
+				if strings.HasPrefix(w, ">") {
+					w = ">pw"
+				}
+				args = append(args, strings.ReplaceAll(w, "NS", ns))
+			}
+			if err := admin.Do(ctx, args...).Err(); err != nil {
+				t.Fatalf("ACL SETUSER: %v", err)
+			}
+			aq := newQueue(t, &redistest.Backend{Name: "real", Client: admin, Real: srv}, queue.Options{Namespace: ns})
+			putFlow(t, aq, queue.FlowPolicy{Key: "k", Rate: 1000, Period: time.Second, MaxInFlight: 1})
+			fireFlow(t, aq, "k", 3)
+			user := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: strings.ReplaceAll(role, "NS", ns), Password: "pw"})
+			t.Cleanup(func() { user.Close() })
+			q, err := queue.New(user, queue.Options{Namespace: ns})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.Close()
+			o := queue.LeaseOptions{Lease: 5 * time.Second, Count: 10}
+			ds, err := q.Lease(ctx, "g", "c", o)
+			if err != nil || len(ds) != 1 {
+				t.Fatalf("Lease = %d, %v; want the key's one slot", len(ds), err)
+			}
+			if _, err := q.ExtendLease(ctx, "g", ds[0].DeliveryID, 0, o); err != nil {
+				t.Fatalf("ExtendLease: %v", err)
+			}
+			if _, err := q.Ack(ctx, "g", ds[0].DeliveryID); err != nil {
+				t.Fatalf("Ack: %v", err)
+			}
+			var next []queue.Delivery
+			redistest.Eventually(t, 5*time.Second, "the next fire of k", func() bool {
+				got, err := q.Lease(ctx, "g", "c", o)
+				if err != nil {
+					t.Fatalf("Lease: %v", err)
+				}
+				next = append(next, got...)
+				return len(next) > 0
+			})
+			if len(next) != 1 {
+				t.Fatalf("after one ack leased %v, want one", timerIDs(next))
+			}
+		})
+	}
 }
