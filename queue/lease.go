@@ -251,6 +251,14 @@ func (q *Queue) parseDeliveryIDIn(l *layout, id string) (DeliveryRef, error) {
 // expired leases and released events that became due; on a Cluster, where
 // one XREAD cannot span a sharded namespace's slots, it looks every 200 ms.
 //
+// Flow policies (PutFlowPolicy) apply to fires with a flow key: a fire
+// whose key has no rate or in-flight slot free is parked instead of
+// handed out, and a later Lease hands it out, round-robin across the keys
+// that are ready, with the attempt it had; its delivery ID then names its
+// key, whose slot Ack, Release and ExtendLease settle. That costs one more
+// round trip per call (the parked fires, every shard in one pipeline),
+// and one or two for a batch holding keyed fires; see flow.go.
+//
 // Overlap policies of recurring schedules apply as in Consume: an
 // occurrence of a schedule under OverlapSkip is not handed out while the
 // group has another of its occurrences pending; it is acknowledged and
