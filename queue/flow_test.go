@@ -338,3 +338,33 @@ func TestFlowUnderDocumentedACLs(t *testing.T) {
 		})
 	}
 }
+
+// A delivery ID under a flow policy names its flow, and reads back exactly;
+// a garbled or forged flow part is refused.
+func TestFlowDeliveryIDRoundTrip(t *testing.T) {
+	r := queue.DeliveryRef{Shard: 3, StreamID: "1700000000000-7", Attempt: 2, Flow: "billing:tenant/42 ü"}
+	id := r.String()
+	got, err := queue.ParseDeliveryID(id)
+	if err != nil || got != r {
+		t.Fatalf("ParseDeliveryID(%q) = %+v, %v; want %+v", id, got, err, r)
+	}
+	if len(id) > 320 {
+		t.Fatalf("%q is longer than the contract's 320", id)
+	}
+	long := queue.DeliveryRef{Shard: 1023, StreamID: "99999999999999-99999", Attempt: 1 << 31,
+		Flow: strings.Repeat("e", queue.MaxEndpointNameLen) + ":" + strings.Repeat("k", queue.MaxFlowKeyBytes)}
+	if n := len(long.String()); n > 320 {
+		t.Fatalf("the longest delivery ID is %d characters, above the contract's 320", n)
+	}
+	for _, bad := range []string{
+		"3-1700000000000-7-2.",         // an empty flow
+		"3-1700000000000-7-2.!!",       // not base64
+		"3-1700000000000-7-2.dGVuYW50", // "tenant": no scope separator
+		"3-1700000000000-7-2.OmEJYg",   // ":a\tb": a control character in the key
+		"3-1700000000000-7-2." + strings.TrimSuffix(id[strings.IndexByte(id, '.')+1:], "") + "=",
+	} {
+		if _, err := queue.ParseDeliveryID(bad); !errors.Is(err, queue.ErrInvalidDeliveryID) {
+			t.Errorf("ParseDeliveryID(%q) = %v, want ErrInvalidDeliveryID", bad, err)
+		}
+	}
+}
