@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
 )
@@ -367,4 +368,61 @@ func TestFlowDeliveryIDRoundTrip(t *testing.T) {
 			t.Errorf("ParseDeliveryID(%q) = %v, want ErrInvalidDeliveryID", bad, err)
 		}
 	}
+}
+
+// A timer's flow key reaches its fire entry as the field flow, beside its
+// endpoint or without one, through the claim and, with replicas, through
+// hold and commit; the deliveries hash goes with the fire.
+func TestFlowKeyReachesTheFireEntry(t *testing.T) {
+	check := func(t *testing.T, c redis.UniversalClient, q *queue.Queue) {
+		t.Helper()
+		ctx := context.Background()
+		if _, err := q.PutEndpoint(ctx, billing(), nil); err != nil {
+			t.Fatal(err)
+		}
+		past := time.Now().Add(-time.Minute)
+		if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "d", Due: past, Endpoint: "billing", FlowKey: "k1"},
+			{ID: "f", Due: past, FlowKey: "k 2"}, {ID: "p", Due: past}}); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := q.Claim(ctx, 100); err != nil || len(res.Fired) != 3 {
+			t.Fatalf("claim: %+v, %v", res, err)
+		}
+		sp := keyspace.Shard(q.Namespace(), 0, 1)
+		entries, err := c.XRange(ctx, sp.Fires(), "-", "+").Result()
+		if err != nil || len(entries) != 3 {
+			t.Fatalf("fire stream: %v, %v", entries, err)
+		}
+		want := map[string][2]string{"d": {"billing", "k1"}, "f": {"", "k 2"}, "p": {"", ""}}
+		for _, m := range entries {
+			id := m.Values["id"].(string)
+			ep, _ := m.Values["endpoint"].(string)
+			fk, _ := m.Values["flow"].(string)
+			if got := [2]string{ep, fk}; got != want[id] {
+				t.Errorf("fire entry of %s: endpoint, flow = %q, want %q", id, got, want[id])
+			}
+		}
+		if n := c.Exists(ctx, sp.Deliveries()).Val(); n != 0 {
+			t.Fatalf("the deliver hash outlived the fires")
+		}
+	}
+	t.Run("claim", func(t *testing.T) {
+		redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+			check(t, b.Client, newQueue(t, b, queue.Options{}))
+		})
+	})
+	t.Run("replicas", func(t *testing.T) {
+		master, _ := masterReplica(t)
+		mc := master.Client(t)
+		ns := redistest.Namespace(t)
+		if err := queue.SetReplicas(context.Background(), mc, ns, 1); err != nil {
+			t.Fatal(err)
+		}
+		q, err := queue.New(mc, queue.Options{Namespace: ns, ReplicaTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		check(t, mc, q)
+	})
 }
