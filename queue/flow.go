@@ -283,13 +283,17 @@ func policyFor(m map[string]FlowPolicy, ev Event) (flow string, p FlowPolicy, ok
 	return "", p, false
 }
 
-// deliveryArg is what schedule.lua keeps of t's delivery: the endpoint, and
-// "\x00" and the flow key when t has one.
-func (t NewTimer) deliveryArg() string {
-	if t.FlowKey == "" {
-		return t.Endpoint
+// deliveryArg is what schedule.lua keeps of t's delivery (deliveryOf).
+func (t NewTimer) deliveryArg() string { return deliveryOf(t.Endpoint, t.FlowKey) }
+
+// deliveryOf is what the scripts keep of a delivery in a shard's
+// deliveries hash: the endpoint, and "\x00" and the flow key when there
+// is one; claim.lua splits it into the fire entry's fields.
+func deliveryOf(endpoint, flowKey string) string {
+	if flowKey == "" {
+		return endpoint
 	}
-	return t.Endpoint + "\x00" + t.FlowKey
+	return endpoint + "\x00" + flowKey
 }
 
 // leaseRound is one round of Lease: leaseOnce, under the namespace's flow

@@ -426,3 +426,38 @@ func TestFlowKeyReachesTheFireEntry(t *testing.T) {
 		check(t, mc, q)
 	})
 }
+
+// A recurring schedule's flow key is each occurrence's: it reaches the
+// occurrence's fire entry, and GetRecurring shows it.
+func TestFlowKeyOfARecurringSchedule(t *testing.T) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		if _, err := q.PutEndpoint(ctx, billing(), nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "r", Every: time.Hour, Endpoint: "billing", FlowKey: "tenant-9"}); err != nil {
+			t.Fatalf("PutRecurring: %v", err)
+		}
+		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "bad", Every: time.Hour, FlowKey: "a\x00b"}); !errors.Is(err, queue.ErrInvalidFlowPolicy) {
+			t.Fatalf("PutRecurring with a bad flow key: %v", err)
+		}
+		info, err := q.GetRecurring(ctx, "r")
+		if err != nil || info.FlowKey != "tenant-9" || len(info.Pending) == 0 {
+			t.Fatalf("GetRecurring = %+v, %v", info, err)
+		}
+		occ := info.Pending[0].ID
+		if _, err := q.FireNow(ctx, occ); err != nil {
+			t.Fatal(err)
+		}
+		var got []queue.Delivery
+		redistest.Eventually(t, 5*time.Second, "the occurrence to fire", func() bool {
+			claimAll(t, q)
+			got = append(got, lease(t, q, "g", "c", queue.LeaseOptions{Count: 10})...)
+			return len(got) > 0
+		})
+		if got[0].Event.ID != occ || got[0].Event.FlowKey != "tenant-9" || got[0].Event.Endpoint != "billing" {
+			t.Fatalf("the occurrence's fire = %+v, want %s of flow key tenant-9 to billing", got[0].Event, occ)
+		}
+	})
+}

@@ -99,6 +99,9 @@ type Recurring struct {
 	// does for a timer. Creating or updating a schedule that names an
 	// endpoint the namespace lacks is refused with ErrEndpointNotFound.
 	Endpoint string
+	// FlowKey, when set, is each occurrence's flow key, as NewTimer.FlowKey
+	// is a timer's: its delivery is held to the key's flow policy.
+	FlowKey string
 }
 
 // RecurringState is where a schedule is in its life.
@@ -202,6 +205,7 @@ type body struct {
 	// here, where prelude.lua's sdecode still finds it.
 	Overlap   string `json:"overlap,omitempty"`
 	Endpoint  string `json:"endpoint,omitempty"`
+	FlowKey   string `json:"flow_key,omitempty"`
 	CreatedMs int64  `json:"created_ms"`
 	UpdatedMs int64  `json:"updated_ms"`
 }
@@ -260,6 +264,11 @@ func (q *Queue) validateRecurring(r Recurring) (Recurring, error) {
 			return r, fmt.Errorf("schedule %q: %w", r.ID, err)
 		}
 	}
+	if r.FlowKey != "" {
+		if err := ValidateFlowKey(r.FlowKey); err != nil {
+			return r, fmt.Errorf("schedule %q: %w", r.ID, err)
+		}
+	}
 	ov, err := r.Overlap.normalize()
 	if err != nil {
 		return bad("%v", err)
@@ -281,7 +290,7 @@ func (q *Queue) validateRecurring(r Recurring) (Recurring, error) {
 func (r Recurring) body(created, updated int64) body {
 	b := body{Spec: r.Spec, EveryMs: r.Every.Milliseconds(), Payload: r.Payload,
 		CatchUp: string(r.CatchUp), CatchUpLimit: r.CatchUpLimit, JitterMs: r.Jitter.Milliseconds(),
-		MaxCount: r.MaxCount, Ahead: r.Ahead, Endpoint: r.Endpoint, CreatedMs: created, UpdatedMs: updated}
+		MaxCount: r.MaxCount, Ahead: r.Ahead, Endpoint: r.Endpoint, FlowKey: r.FlowKey, CreatedMs: created, UpdatedMs: updated}
 	if r.Every%time.Millisecond != 0 {
 		b.EveryMs = 0 // refused by validate; keep ms resolution honest
 	}
@@ -300,7 +309,7 @@ func (r Recurring) body(created, updated int64) body {
 func (b body) recurring(id string) (Recurring, error) {
 	r := Recurring{ID: id, Spec: b.Spec, Every: time.Duration(b.EveryMs) * time.Millisecond, Payload: b.Payload,
 		CatchUp: CatchUp(b.CatchUp), CatchUpLimit: b.CatchUpLimit, Jitter: time.Duration(b.JitterMs) * time.Millisecond,
-		MaxCount: b.MaxCount, Ahead: b.Ahead, Overlap: OverlapAllow, Endpoint: b.Endpoint}
+		MaxCount: b.MaxCount, Ahead: b.Ahead, Overlap: OverlapAllow, Endpoint: b.Endpoint, FlowKey: b.FlowKey}
 	if b.Overlap != "" {
 		r.Overlap = Overlap(b.Overlap)
 	}
@@ -606,7 +615,7 @@ func (q *Queue) PutRecurring(ctx context.Context, r Recurring) (info RecurringIn
 		return RecurringInfo{}, false, err
 	}
 	b, _ := json.Marshal(r.body(now.UnixMilli(), now.UnixMilli()))
-	status, now, rec, err := q.put(ctx, "create", r.ID, "", string(b), r.Overlap, stateCode(p.ended), lastArg(p.last), r.Payload, r.Endpoint, p.arms)
+	status, now, rec, err := q.put(ctx, "create", r.ID, "", string(b), r.Overlap, stateCode(p.ended), lastArg(p.last), r.Payload, deliveryOf(r.Endpoint, r.FlowKey), p.arms)
 	if err != nil {
 		return RecurringInfo{}, false, errorf("put schedule %q: %w", r.ID, err)
 	}
@@ -746,13 +755,13 @@ func (q *Queue) modify(ctx context.Context, op, id string, overlap Overlap, fn f
 			return RecurringInfo{}, err
 		}
 		// The endpoint after the change: the new body's, or the kept one's.
-		endpoint := s.r.Endpoint
+		endpoint := deliveryOf(s.r.Endpoint, s.r.FlowKey)
 		if b != "" {
 			var nb body
 			if err := json.Unmarshal([]byte(b), &nb); err != nil {
 				return RecurringInfo{}, errorf("%s schedule %q: %w", op, id, err)
 			}
-			endpoint = nb.Endpoint
+			endpoint = deliveryOf(nb.Endpoint, nb.FlowKey)
 		}
 		status, now, rec, err := q.put(ctx, op, id, strconv.FormatInt(s.version, 10), b, overlap, state, last, payload, endpoint, arms)
 		if err != nil {
@@ -929,7 +938,7 @@ func (q *Queue) RestoreRecurringWith(ctx context.Context, in RecurringInfo, occu
 	base := max(in.Count-int64(len(arms)), 0)
 	created0, updated0 := in.CreatedAt.UnixMilli(), in.UpdatedAt.UnixMilli()
 	b, _ := json.Marshal(r.body(created0, updated0))
-	status, _, _, err := q.put(ctx, "create", r.ID, strconv.FormatInt(base, 10), string(b), r.Overlap, state, lastArg(in.Last), r.Payload, r.Endpoint, arms)
+	status, _, _, err := q.put(ctx, "create", r.ID, strconv.FormatInt(base, 10), string(b), r.Overlap, state, lastArg(in.Last), r.Payload, deliveryOf(r.Endpoint, r.FlowKey), arms)
 	if err != nil {
 		return false, results, errorf("restore schedule %q: %w", r.ID, err)
 	}

@@ -17,7 +17,8 @@
 -- ARGV[9] prefix of the timers' own channels
 -- ARGV[10] retention_ms of cancelled occurrences; 0 = forever
 -- ARGV[11] overlap policy after: 'allow' or 'skip', or '' to keep it
--- ARGV[12] the endpoint the occurrences deliver to, '' for none; a create
+-- ARGV[12] the endpoint the occurrences deliver to, '' for none, and "\0<flow key>"
+--          after it for a schedule with a flow key; a create
 --          or update naming one that ENDPOINTS_KEY lacks is refused with
 --          'TIMERQ_NOENDPOINT <name>' before any write
 -- ARGV[13..] pairs nominal_ms, due_ms: occurrences to arm
@@ -61,11 +62,14 @@ local retention = tonumber(ARGV[10])
 local endpoint = ARGV[12]
 local delivers, derr = check_hash(DELIVER_KEY)
 if derr then return derr end
-if endpoint ~= '' and (op == 'create' or op == 'update') then
+-- "<endpoint>\0<flow key>" with a flow key: only the first part names an
+-- endpoint; the whole value goes into the deliveries hash.
+local endpoint_name = string.match(endpoint, '^[^%z]*')
+if endpoint_name ~= '' and (op == 'create' or op == 'update') then
   err = check_type(ENDPOINTS_KEY, 'hash')
   if err then return err end
-  if redis.call('HEXISTS', ENDPOINTS_KEY, endpoint) == 0 then
-    return redis.error_reply('TIMERQ_NOENDPOINT ' .. endpoint)
+  if redis.call('HEXISTS', ENDPOINTS_KEY, endpoint_name) == 0 then
+    return redis.error_reply('TIMERQ_NOENDPOINT ' .. endpoint_name)
   end
 end
 
