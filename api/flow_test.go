@@ -83,3 +83,27 @@ func TestFlowControlOverHTTP(t *testing.T) {
 		}
 	})
 }
+
+// A schedule created over HTTP with a flow key shows it, and its
+// occurrences carry it.
+func TestScheduleFlowKeyOverHTTP(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		e := newEnv(t, b, api.Options{})
+		r := e.do(ctx, "POST", e.url("/schedules"), map[string]any{"id": "s", "every": "1h", "flow_key": "tenant-3"})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("create: %d %s", r.Status, r.Body)
+		}
+		if j := decodeAs[api.ScheduleJSON](t, r); j.FlowKey != "tenant-3" || len(j.Pending) == 0 {
+			t.Fatalf("created %+v", j)
+		}
+		info, err := e.q.GetRecurring(ctx, "s")
+		if err != nil || info.FlowKey != "tenant-3" {
+			t.Fatalf("GetRecurring = %+v, %v", info, err)
+		}
+		r = e.do(ctx, "POST", e.url("/schedules"), map[string]any{"id": "s2", "every": "1h", "flow_key": "bad\u0001key"})
+		if r.Status != http.StatusUnprocessableEntity {
+			t.Fatalf("a bad flow key: %d %s", r.Status, r.Body)
+		}
+	})
+}
