@@ -151,6 +151,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("api: %w: set Options.Client to a client from redis.NewClient, redis.NewUniversalClient or similar", queue.ErrNilClient)
 	}
 	o.Queue.CoalesceSchedules = !o.NoCoalesce
+	o.Queue.TimerURLAllow = o.EndpointAllow
 	bad := func(format string, args ...any) (Options, error) {
 		return o, fmt.Errorf("api: %w: "+format, append([]any{queue.ErrInvalidOptions}, args...)...)
 	}
@@ -267,7 +268,8 @@ func New(opts Options) (*Handler, error) {
 // /v1/namespaces/{ns}; GET and HEAD never change anything (right "read");
 // every other method changes something (right "write"); PUT and DELETE on
 // /v1/namespaces/{ns} itself, and every method but GET and HEAD under
-// /v1/namespaces/{ns}/endpoints, need "admin". /v1/namespaces/{ns}/groups/
+// /v1/namespaces/{ns}/endpoints and /v1/namespaces/{ns}/delivery-policy,
+// need "admin". /v1/namespaces/{ns}/groups/
 // is left to the pull-consume routes.
 func (h *Handler) routes() {
 	m := h.mux
@@ -284,6 +286,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /v1/namespaces/{ns}/timers/{id}/reschedule", h.rescheduleTimer)
 	m.HandleFunc("POST /v1/namespaces/{ns}/timers/{id}/fire", h.fireTimer)
 	m.HandleFunc("GET /v1/namespaces/{ns}/timers/{id}/wait", h.waitTimer)
+	m.HandleFunc("POST /v1/namespaces/{ns}/debounce/{key}", h.debounceKey)
 
 	m.HandleFunc("GET /v1/namespaces/{ns}/fires", h.streamFires)
 
@@ -306,6 +309,9 @@ func (h *Handler) routes() {
 	m.HandleFunc("PUT /v1/namespaces/{ns}/flow-policies", h.putFlowPolicy)
 	m.HandleFunc("DELETE /v1/namespaces/{ns}/flow-policies", h.deleteFlowPolicy)
 	m.HandleFunc("GET /v1/namespaces/{ns}/groups/{group}/flows", h.groupFlows) // flow.go
+
+	m.HandleFunc("GET /v1/namespaces/{ns}/delivery-policy", h.getDeliveryPolicy)
+	m.HandleFunc("PUT /v1/namespaces/{ns}/delivery-policy", h.putDeliveryPolicy)
 
 	h.consumeRoutes() // consume.go: /v1/namespaces/{ns}/groups/{group}/...
 

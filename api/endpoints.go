@@ -59,9 +59,12 @@ type endpointListJSON struct {
 }
 
 // DeliverJSON is the "deliver" object of a timer or schedule: the name of
-// the namespace's endpoint its fires are POSTed to.
+// the namespace's endpoint its fires are POSTed to, and optionally a URL
+// of its own (allowed by the namespace's delivery policy), which then
+// takes the endpoint's place as the target of the POST.
 type DeliverJSON struct {
 	Endpoint *string `json:"endpoint"`
+	URL      *string `json:"url,omitempty"`
 }
 
 func durString(d time.Duration) string {
@@ -271,25 +274,47 @@ func (h *Handler) endpointCall(w http.ResponseWriter, r *http.Request, call func
 	writeJSON(w, http.StatusOK, toEndpointJSON(e))
 }
 
-// readDeliver reads a timer's deliver object into t.Endpoint.
-func readDeliver(d *DeliverJSON, prefix string) (string, error) {
+// readDeliver reads a timer's deliver object: the endpoint's name, and
+// the timer's own URL, checked with the server's allow list
+// (Options.EndpointAllow).
+func (h *Handler) readDeliver(d *DeliverJSON, prefix string) (endpoint, url string, _ error) {
 	if d == nil {
-		return "", nil
+		return "", "", nil
 	}
 	if d.Endpoint == nil {
-		return "", badRequest(prefix+"/deliver/endpoint", "deliver has no endpoint; name one of the namespace's endpoints (GET .../endpoints lists them)")
+		return "", "", badRequest(prefix+"/deliver/endpoint", "deliver has no endpoint; name one of the namespace's endpoints (GET .../endpoints lists them)")
 	}
 	if err := queue.ValidateEndpointName(*d.Endpoint); err != nil {
-		return "", &fieldError{prefix + "/deliver/endpoint", err}
+		return "", "", &fieldError{prefix + "/deliver/endpoint", err}
 	}
-	return *d.Endpoint, nil
+	if d.URL != nil {
+		if err := queue.ValidateTimerURL(*d.URL, h.opts.EndpointAllow); err != nil {
+			return "", "", &fieldError{prefix + "/deliver/url", err}
+		}
+		url = *d.URL
+	}
+	return *d.Endpoint, url, nil
+}
+
+// timerURLsOff turns a schedule refused for a timer URL the namespace's
+// policy does not allow into a 422 naming the first timer's deliver.url.
+func timerURLsOff(err error, timers []queue.NewTimer, prefix func(i int) string) error {
+	if !errors.Is(err, queue.ErrTimerURLsOff) {
+		return err
+	}
+	for i, t := range timers {
+		if t.URL != "" {
+			return &fieldError{prefix(i) + "/deliver/url", err}
+		}
+	}
+	return err
 }
 
 // unknownEndpoint turns a schedule refused for a missing endpoint into a
 // 422 naming the field of the first timer that named it.
 func unknownEndpoint(err error, timers []queue.NewTimer, prefix func(i int) string) error {
 	if !errors.Is(err, queue.ErrEndpointNotFound) {
-		return err
+		return timerURLsOff(err, timers, prefix)
 	}
 	field := ""
 	for i, t := range timers {

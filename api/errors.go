@@ -35,6 +35,7 @@ const (
 	SlugInvalidSchedule      = "invalid-schedule"       // 422: schedule.ErrInvalidSchedule
 	SlugInvalidEndpoint      = "invalid-endpoint"       // 422: queue.ErrInvalidEndpoint (a bad URL, address, header or secret)
 	SlugUnknownEndpoint      = "unknown-endpoint"       // 422: a timer delivers to an endpoint the namespace does not have
+	SlugTimerURLsOff         = "timer-urls-off"         // 422: queue.ErrTimerURLsOff: a timer URL, and the delivery policy does not allow them
 	SlugEndpointNotFound     = "endpoint-not-found"     // 404: queue.ErrEndpointNotFound
 	SlugNotFound             = "not-found"              // 404: queue.ErrNotFound, and an unknown route
 	SlugMethodNotAllowed     = "method-not-allowed"     // 405: a route that takes other methods
@@ -110,6 +111,7 @@ var titles = map[string]string{
 	SlugInvalidSchedule:      "Invalid schedule",
 	SlugInvalidEndpoint:      "Invalid endpoint",
 	SlugUnknownEndpoint:      "Unknown endpoint",
+	SlugTimerURLsOff:         "Timer URLs not allowed",
 	SlugEndpointNotFound:     "Endpoint not found",
 	SlugNotFound:             "Not found",
 	SlugMethodNotAllowed:     "Method not allowed",
@@ -166,6 +168,8 @@ func (h *Handler) problemOf(err error, ns string) (Problem, bool) {
 		return out(http.StatusNotFound, SlugEndpointNotFound, msg)
 	case errors.Is(err, queue.ErrInvalidEndpoint):
 		return out(http.StatusUnprocessableEntity, SlugInvalidEndpoint, msg)
+	case errors.Is(err, queue.ErrTimerURLsOff):
+		return out(http.StatusUnprocessableEntity, SlugTimerURLsOff, msg)
 	case errors.Is(err, queue.ErrRecurringNotFound):
 		return out(http.StatusNotFound, SlugScheduleNotFound, msg+"; check the ID and the namespace, or create the schedule")
 	case errors.Is(err, queue.ErrDeadLetterNotFound):
@@ -176,6 +180,8 @@ func (h *Handler) problemOf(err error, ns string) (Problem, bool) {
 		return out(http.StatusConflict, SlugCancelled, msg+"; a cancelled timer cannot change: create a timer with another ID")
 	case errors.Is(err, queue.ErrShardMismatch):
 		return out(http.StatusConflict, SlugShardMismatch, msg)
+	case errors.Is(err, queue.ErrDebounceKeyIsSchedule), errors.Is(err, queue.ErrScheduleIDIsDebounceKey):
+		return out(http.StatusUnprocessableEntity, SlugInvalidID, msg)
 	case errors.Is(err, queue.ErrOccurrenceID):
 		return out(http.StatusUnprocessableEntity, SlugOccurrenceID, msg+"; give the timer another ID")
 	case errors.Is(err, queue.ErrInvalidID):

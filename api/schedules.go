@@ -41,7 +41,7 @@ type newScheduleJSON struct {
 func given(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
 
 // toRecurring checks j and turns it into the schedule id.
-func toRecurring(id string, j scheduleSpecJSON, maxPayload int) (queue.Recurring, error) {
+func (h *Handler) toRecurring(id string, j scheduleSpecJSON, maxPayload int) (queue.Recurring, error) {
 	rec := queue.Recurring{ID: id}
 	switch {
 	case j.Cron != nil && j.Every != nil:
@@ -118,7 +118,7 @@ func toRecurring(id string, j scheduleSpecJSON, maxPayload int) (queue.Recurring
 	if j.Ahead != nil {
 		rec.Ahead = *j.Ahead
 	}
-	if rec.Endpoint, err = readDeliver(j.Deliver, ""); err != nil {
+	if rec.Endpoint, rec.URL, err = h.readDeliver(j.Deliver, ""); err != nil {
 		return rec, err
 	}
 	if j.FlowKey != nil {
@@ -188,6 +188,10 @@ func toScheduleJSON(in queue.RecurringInfo) ScheduleJSON {
 	if in.Endpoint != "" {
 		ep := in.Endpoint
 		j.Deliver = &DeliverJSON{Endpoint: &ep}
+		if in.URL != "" {
+			u := in.URL
+			j.Deliver.URL = &u
+		}
 	}
 	for _, o := range in.Pending {
 		j.Pending = append(j.Pending, OccurrenceJSON{ID: o.ID, Nominal: timefmt.Format(o.Nominal), DueAt: timefmt.Format(o.Due)})
@@ -213,7 +217,7 @@ func (h *Handler) createSchedule(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, badRequest("/id", "the schedule has no id; give one, 1-%d bytes of UTF-8", queue.MaxRecurringIDBytes))
 		return
 	}
-	rec, err := toRecurring(*j.ID, j.scheduleSpecJSON, q.Options().MaxPayloadBytes)
+	rec, err := h.toRecurring(*j.ID, j.scheduleSpecJSON, q.Options().MaxPayloadBytes)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -245,7 +249,7 @@ func (h *Handler) updateSchedule(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	rec, err := toRecurring(r.PathValue("id"), j, q.Options().MaxPayloadBytes)
+	rec, err := h.toRecurring(r.PathValue("id"), j, q.Options().MaxPayloadBytes)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -259,6 +263,9 @@ func (h *Handler) updateSchedule(w http.ResponseWriter, r *http.Request) {
 // scheduleEndpoint turns a schedule refused for a missing endpoint into a
 // 422 naming deliver.endpoint.
 func scheduleEndpoint(err error) error {
+	if errors.Is(err, queue.ErrTimerURLsOff) {
+		return &fieldError{"/deliver/url", err}
+	}
 	if err == nil || !errors.Is(err, queue.ErrEndpointNotFound) {
 		return err
 	}

@@ -135,7 +135,7 @@ func (h *Handler) toNewTimer(j newTimerJSON, prefix string, maxPayload int) (que
 	if err != nil {
 		return queue.NewTimer{}, err
 	}
-	endpoint, err := readDeliver(j.Deliver, prefix)
+	endpoint, url, err := h.readDeliver(j.Deliver, prefix)
 	if err != nil {
 		return queue.NewTimer{}, err
 	}
@@ -148,10 +148,10 @@ func (h *Handler) toNewTimer(j newTimerJSON, prefix string, maxPayload int) (que
 	}
 	if rel != nil {
 		t := queue.NewTimerIn(id, *rel, payload)
-		t.Endpoint, t.FlowKey = endpoint, flowKey
+		t.Endpoint, t.URL, t.FlowKey = endpoint, url, flowKey
 		return t, nil
 	}
-	return queue.NewTimer{ID: id, Due: due, Payload: payload, Endpoint: endpoint, FlowKey: flowKey}, nil
+	return queue.NewTimer{ID: id, Due: due, Payload: payload, Endpoint: endpoint, URL: url, FlowKey: flowKey}, nil
 }
 
 func payloadField(text *string) string {

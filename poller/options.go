@@ -104,9 +104,10 @@ type Options struct {
 	// Disabled field turns them off for this poller.
 	Maintenance MaintenanceOptions
 
-	// Takeover configures how this poller claims, on a sharded namespace,
-	// the shards it does not own once their timers are overdue: what keeps
-	// a dead worker's shards firing until its membership lapses.
+	// Takeover configures how this poller claims the shards it does not
+	// own (on an unsharded namespace, the one shard when another worker
+	// owns it) once their timers are overdue: what keeps a dead worker's
+	// shards firing until its membership lapses.
 	Takeover TakeoverOptions
 
 	// Hooks are called on claims, errors and maintenance events, for
@@ -143,9 +144,9 @@ type MaintenanceOptions struct {
 	StatsInterval time.Duration
 }
 
-// TakeoverOptions configures the takeover of overdue shards. On a sharded
-// namespace whose shards are shared by membership (Options.Shards nil), a
-// poller watches every shard it does not own: it learns each one's earliest
+// TakeoverOptions configures the takeover of overdue shards. On a
+// namespace whose shards are shared by membership (Options.Shards nil),
+// sharded or not, a poller watches every shard it does not own: it learns each one's earliest
 // due time from its wake messages and from reading it, and claims the
 // shard itself once that time is After overdue. The owner, if alive, has
 // fired those timers by then, so the watcher only reads the next due time.
@@ -162,9 +163,12 @@ type MaintenanceOptions struct {
 // reconnect can leave a dead owner's timer to wait for the membership to
 // lapse (Options.MemberTTL), as without takeover.
 type TakeoverOptions struct {
-	// Disabled turns the takeover off for this poller: it claims only its
-	// own shards, and a dead worker's shards wait until its membership
-	// lapses (about MemberTTL plus a Heartbeat).
+	// Disabled turns the takeover off for this poller: on a sharded
+	// namespace it claims only its own shards, and a dead worker's shards
+	// wait until its membership lapses (about MemberTTL plus a Heartbeat);
+	// on an unsharded one it claims the one shard whoever owns it, as every
+	// poller did before ownership (each claim then costs Redis a script
+	// call per poller, most of them finding nothing).
 	Disabled bool
 
 	// After is how overdue a shard's earliest timer must be before this

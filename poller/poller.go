@@ -124,14 +124,15 @@ func (p *Poller) OwnedShards() []int {
 // those are logged and retried with backoff. It returns ErrRunning if the
 // Poller is already running.
 //
-// On a sharded namespace the poller claims only the shards it owns (see
-// Options.Shards): the live workers share the shards by rendezvous hashing
-// over the membership list in Redis, which each renews every
-// Options.Heartbeat. A worker that dies drops out after Options.MemberTTL
-// and its shards go to the others; until then, the others claim its shards
-// once their timers are Options.Takeover.After overdue (see
-// TakeoverOptions). An unsharded namespace's one shard is claimed by every
-// poller, as before sharding.
+// The poller claims only the shards it owns (see Options.Shards): the
+// live workers share the shards by rendezvous hashing over the membership
+// list in Redis, which each renews every Options.Heartbeat. A worker that
+// dies drops out after Options.MemberTTL and its shards go to the others;
+// until then, the others claim its shards once their timers are
+// Options.Takeover.After overdue (see TakeoverOptions). This holds for an
+// unsharded namespace too, whose one shard has one owner and is watched by
+// the other workers; with the takeover disabled every poller claims that
+// one shard, as before sharding.
 //
 // Redis errors are logged and retried with backoff (an outage, LOADING, a
 // timeout, a slot migration), except a refusal for lack of an ACL right,
@@ -227,8 +228,10 @@ func (p *Poller) serve(ctx context.Context, stop context.CancelCauseFunc) {
 	}()
 
 	// With takeover, every shard has a loop: the owned ones claim as due,
-	// the others watch (see TakeoverOptions).
-	watch := p.opts.Shards == nil && shards > 1 && !p.opts.Takeover.Disabled
+	// the others watch (see TakeoverOptions). That holds for the one shard
+	// of an unsharded namespace too: one worker claims it and the others
+	// watch, so its claims do not grow with the number of workers.
+	watch := p.opts.Shards == nil && !p.opts.Takeover.Disabled
 	setOwned := func(want []int) {
 		loopsMu.Lock()
 		defer loopsMu.Unlock()
@@ -300,7 +303,9 @@ func (p *Poller) serve(ctx context.Context, stop context.CancelCauseFunc) {
 		}
 		setOwned(fixed)
 		<-ctx.Done()
-	case shards == 1:
+	case shards == 1 && !watch:
+		// Without the takeover a dead owner's one shard would wait for its
+		// membership to lapse: every poller claims it, as before ownership.
 		setOwned([]int{0})
 		<-ctx.Done()
 	default:
@@ -462,9 +467,11 @@ func (p *Poller) fatal(err error, stop context.CancelCauseFunc, what string) boo
 
 // run is the claim loop of one shard.
 //
-// Sleep targets are kept in the server's clock: after a claim, the loop
-// sleeps NextDue-Now (both server times) and remembers the local monotonic
-// instant the reply arrived, so that a wake message (a server due time) can
+// Sleep targets are kept in the server's clock, in microseconds: after a
+// claim, the loop sleeps NextDue-Clock (both server times; the claim's
+// clock to the microsecond, so that the sleep ends at the due millisecond
+// rather than up to a millisecond after it) and remembers the local
+// monotonic instant the reply arrived, so that a wake message (a server due time) can
 // be compared with, and converted to, a local sleep without ever trusting
 // the local wall clock.
 //
@@ -480,18 +487,18 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var (
-		target    int64     // server ms the current sleep ends at
-		refServer int64     // server ms of the last claim
+		target    int64     // server µs the current sleep ends at
+		refServer int64     // server µs of the last claim
 		refLocal  time.Time // local instant its reply arrived
 		failures  int
 		eager     bool // this watcher's last claim fired timers
 	)
-	// lag is how long after a due time the loop claims, in ms.
+	// lag is how long after a due time the loop claims, in µs.
 	lag := func() int64 {
 		if l.owner.Load() || eager {
 			return 0
 		}
-		return p.opts.Takeover.After.Milliseconds()
+		return p.opts.Takeover.After.Microseconds()
 	}
 	for {
 		select {
@@ -518,20 +525,20 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 			if err != nil {
 				continue
 			}
-			at := due + lag()
+			at := due*1000 + lag()
 			if at >= target {
 				continue
 			}
 			target = at
-			serverNow := refServer + time.Since(refLocal).Milliseconds()
-			timer.Reset(max(time.Duration(at-serverNow)*time.Millisecond, 0))
+			serverNow := refServer + time.Since(refLocal).Microseconds()
+			timer.Reset(max(time.Duration(at-serverNow)*time.Microsecond, 0))
 		case <-timer.C:
 			owner := l.owner.Load()
 			if !owner && !eager && target != 0 {
 				// target 0 asks for a claim: after a (re)subscription, a
 				// promotion, a backlog or a failure.
 				head, ok, err := l.peek(ctx)
-				serverNow := refServer + time.Since(refLocal).Milliseconds()
+				serverNow := refServer + time.Since(refLocal).Microseconds()
 				switch {
 				case ctx.Err() != nil:
 					return
@@ -541,9 +548,9 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 				case !ok:
 					target = math.MaxInt64 // empty: a wake message announces the next timer
 					continue
-				case head+lag() > serverNow:
-					target = head + lag()
-					timer.Reset(time.Duration(target-serverNow) * time.Millisecond)
+				case head*1000+lag() > serverNow:
+					target = head*1000 + lag()
+					timer.Reset(time.Duration(target-serverNow) * time.Microsecond)
 					continue
 				}
 			}
@@ -594,7 +601,13 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 				}
 				failures = 0
 			}
-			refServer, refLocal = res.Now.UnixMilli(), time.Now()
+			// The claim's clock to the microsecond, so that a sleep until
+			// the next due time does not add the millisecond's remainder.
+			clock := res.Clock
+			if clock.IsZero() {
+				clock = res.Now
+			}
+			refServer, refLocal = clock.UnixMicro(), time.Now()
 			p.armFired(res)
 			if !owner {
 				if len(res.Fired) > 0 && !eager {
@@ -614,7 +627,7 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 			case owner:
 				sleep = p.opts.MaxPollInterval
 				if !res.NextDue.IsZero() {
-					sleep = min(sleep, max(res.NextDue.Sub(res.Now), 0))
+					sleep = min(sleep, max(res.NextDue.Sub(clock), 0))
 				}
 			case res.NextDue.IsZero():
 				// Watching an empty shard: a wake message announces the
@@ -623,9 +636,9 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 				timer.Stop()
 				continue
 			default:
-				sleep = max(res.NextDue.Sub(res.Now), 0) + time.Duration(lag())*time.Millisecond
+				sleep = max(res.NextDue.Sub(clock), 0) + time.Duration(lag())*time.Microsecond
 			}
-			target = refServer + sleep.Milliseconds()
+			target = refServer + sleep.Microseconds()
 			timer.Reset(sleep)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,26 +25,41 @@ import (
 // the live worker, which does not own them, claims their timers once they
 // are overdue, and each fires once. With the takeover disabled they would
 // wait the hour. On the Cluster, the shards' keys live on three masters.
+// An unsharded namespace's one shard has an owner too, and is taken over
+// the same way.
 func TestNonOwnerClaimsOverdueShard(t *testing.T) {
+	for _, shards := range []int{16, 1} {
+		t.Run(fmt.Sprint("shards", shards), func(t *testing.T) { testNonOwnerClaimsOverdueShard(t, shards) })
+	}
+}
+
+func testNonOwnerClaimsOverdueShard(t *testing.T, shards int) {
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
-		// The test makes its own 16-shard namespace, so the Cluster's 1- and
+		// The test makes its own namespace, so the Cluster's 1- and
 		// 16-shard arms run alike.
 		ctx := context.Background()
 		rdb := b.Client
-		q := newShardedQueue(t, rdb, 16)
+		q := newShardedQueue(t, rdb, shards)
 		// The ghost's membership runs an hour past the server's present.
 		now, err := rdb.Time(ctx).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A ghost that owns some shards, not all: with one shard, the
+		// ghost owns it.
+		ghost := "ghost"
+		for i := 0; ; i++ {
+			n := len(poller.Owned([]string{ghost, "live"}, shards, ghost))
+			if n > 0 && (n < shards || shards == 1) {
+				break
+			}
+			ghost = fmt.Sprint("ghost-", i)
+		}
 		members := keyspace.Namespace(q.Namespace()).Workers()
-		if err := rdb.ZAdd(ctx, members, redis.Z{Score: float64(now.Add(time.Hour).UnixMilli()), Member: "ghost"}).Err(); err != nil {
+		if err := rdb.ZAdd(ctx, members, redis.Z{Score: float64(now.Add(time.Hour).UnixMilli()), Member: ghost}).Err(); err != nil {
 			t.Fatal(err)
 		}
-		ghostShards := poller.Owned([]string{"ghost", "live"}, 16, "ghost")
-		if len(ghostShards) == 0 || len(ghostShards) == 16 {
-			t.Fatalf("the ghost owns %v of 16 shards; pick other IDs", ghostShards)
-		}
+		ghostShards := poller.Owned([]string{ghost, "live"}, shards, ghost)
 		p, err := poller.New(q, poller.Options{
 			WorkerID: "live", Heartbeat: 50 * time.Millisecond, MemberTTL: time.Hour,
 			Maintenance: poller.MaintenanceOptions{Disabled: true},
@@ -54,7 +70,7 @@ func TestNonOwnerClaimsOverdueShard(t *testing.T) {
 		}
 		start(t, p)
 		waitFor(t, 5*time.Second, "the live worker to own its share", func() bool {
-			return slices.Equal(p.OwnedShards(), poller.Owned([]string{"ghost", "live"}, 16, "live"))
+			return slices.Equal(p.OwnedShards(), poller.Owned([]string{ghost, "live"}, shards, "live"))
 		})
 
 		// Timers in every shard, due now and a little later, so that some
@@ -75,7 +91,7 @@ func TestNonOwnerClaimsOverdueShard(t *testing.T) {
 		}
 		seen := map[string]int{}
 		inGhost := 0
-		for k := range 16 {
+		for k := range shards {
 			for id, n := range shardFires(t, rdb, q, k) {
 				seen[id] += n
 				if slices.Contains(ghostShards, k) {
@@ -90,6 +106,76 @@ func TestNonOwnerClaimsOverdueShard(t *testing.T) {
 		}
 		if inGhost == 0 {
 			t.Fatalf("no timer was in the ghost's shards %v: the test proves nothing", ghostShards)
+		}
+	})
+}
+
+// An unsharded namespace's one shard has one claimer however many workers
+// run: the owner claims (here every 50 ms, MaxPollInterval), and the
+// others only watch it: each claims when its loop starts (at most twice:
+// the start and the subscription's confirmation) and never after while
+// the owner keeps up (Takeover.After is an hour, so no lateness of a
+// loaded machine counts as a dead owner). Before ownership every worker
+// claimed the shard each time, most claims finding nothing.
+func TestUnshardedNamespaceHasOneClaimer(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b.Client, redistest.Namespace(t))
+		ids := []string{"w0", "w1", "w2"}
+		claims := make([]atomic.Int64, len(ids))
+		var ps []*poller.Poller
+		for i, id := range ids {
+			p, err := poller.New(q, poller.Options{
+				WorkerID: id, Heartbeat: 50 * time.Millisecond, MemberTTL: time.Hour,
+				MaxPollInterval: 50 * time.Millisecond,
+				Takeover:        poller.TakeoverOptions{After: time.Hour},
+				Maintenance:     poller.MaintenanceOptions{Disabled: true},
+				Logger:          slog.New(slog.DiscardHandler),
+				Hooks:           poller.Hooks{Claimed: func(queue.ClaimResult) { claims[i].Add(1) }},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start(t, p)
+			ps = append(ps, p)
+		}
+		owner := -1
+		for i, id := range ids {
+			if len(poller.Owned(ids, 1, id)) == 1 {
+				owner = i
+			}
+		}
+		waitFor(t, 5*time.Second, "one owner among three workers, each having claimed or heartbeated", func() bool {
+			for i, p := range ps {
+				if len(p.OwnedShards()) != len(poller.Owned(ids, 1, ids[i])) || p.LastClaim().IsZero() {
+					return false
+				}
+			}
+			return true
+		})
+		before := make([]int64, len(ids))
+		for i := range claims {
+			before[i] = claims[i].Load()
+		}
+		var batch []queue.NewTimer
+		for i := range 20 {
+			batch = append(batch, queue.NewTimer{ID: fmt.Sprint("t-", i), Due: time.Now().Add(-time.Second)})
+		}
+		if _, err := q.ScheduleBatch(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the owner to fire every timer and claim 20 more times", func() bool {
+			st, err := q.Stats(ctx)
+			return err == nil && st.Fired == int64(len(batch)) && claims[owner].Load() >= before[owner]+20
+		})
+		for i := range ids {
+			// A watcher's loop claims once when it starts and once when
+			// its subscription is confirmed, and both may come after the
+			// wait above (its heartbeat marks it ready before them).
+			if n := claims[i].Load() - before[i]; i != owner && n > 2 {
+				t.Errorf("watcher %s claimed %d times while the owner %s claimed %d; a watcher claims only an overdue shard",
+					ids[i], n, ids[owner], claims[owner].Load()-before[owner])
+			}
 		}
 	})
 }

@@ -28,8 +28,13 @@ type ClaimResult struct {
 	// Shard is the shard ClaimShard claimed from; -1 when Claim covered
 	// several shards.
 	Shard int
-	// Now is the Redis server's clock when the claim ran.
+	// Now is the Redis server's clock when the claim ran, to the
+	// millisecond: the fired_at of every timer it fired.
 	Now time.Time
+	// Clock is Now to the microsecond (zero when the claim does not say),
+	// so that a poller can sleep until the next due time without adding
+	// up to a millisecond of truncation to each sleep.
+	Clock time.Time
 	// Fired lists the timers fired by this claim, in due order within each
 	// shard.
 	Fired []Fired
@@ -66,7 +71,7 @@ func (q *Queue) Claim(ctx context.Context, limit int) (ClaimResult, error) {
 		if err != nil {
 			return total, err
 		}
-		total.Now = res.Now
+		total.Now, total.Clock = res.Now, res.Clock
 		total.Fired = append(total.Fired, res.Fired...)
 		total.Quarantined = append(total.Quarantined, res.Quarantined...)
 		if !res.NextDue.IsZero() && (total.NextDue.IsZero() || res.NextDue.Before(total.NextDue)) {
@@ -138,7 +143,9 @@ func (q *Queue) claimOnce(ctx context.Context, l *layout, k, limit int) (res Cla
 	if nq < 0 || len(r) < 3+2*nq || (len(r)-3-2*nq)%4 != 0 {
 		return ClaimResult{}, nil, errorf("claim: unexpected reply %v", reply)
 	}
-	res = ClaimResult{Shard: k, Now: fromMillis(atoi(r[0]))}
+	ms, us, _ := strings.Cut(r[0], ".")
+	res = ClaimResult{Shard: k, Now: fromMillis(atoi(ms))}
+	res.Clock = res.Now.Add(time.Duration(atoi(us)) * time.Microsecond)
 	if r[1] != "" {
 		res.NextDue = fromMillis(atoi(r[1]))
 	}

@@ -56,6 +56,9 @@ type Event struct {
 	// Endpoint is the name of the endpoint the fire is delivered to
 	// (NewTimer.Endpoint), "" for a timer that does not deliver.
 	Endpoint string
+	// URL is the timer's own delivery URL (NewTimer.URL), "" when it
+	// delivers to its endpoint's.
+	URL string
 	// TraceParent is the W3C traceparent of the span that scheduled the
 	// timer, when it was scheduled inside a trace (Options.Tracing), else
 	// "": a push delivery sends it on.
@@ -658,8 +661,9 @@ func (c *consumerLoop) nextWake() time.Time {
 // parseEvent decodes a fire stream entry written by claim.lua.
 func parseEvent(m redis.XMessage, attempt int) (Event, error) {
 	str := func(k string) string { s, _ := m.Values[k].(string); return s }
-	ev := Event{ID: str("id"), Payload: []byte(str("payload")), StreamID: m.ID, Attempt: attempt, Endpoint: str("endpoint"),
-		TraceParent: str("traceparent"), FlowKey: str("flow")}
+	ev := Event{ID: str("id"), Payload: []byte(str("payload")), StreamID: m.ID, Attempt: attempt, TraceParent: str("traceparent"),
+		FlowKey: str("flow")}
+	ev.Endpoint, ev.URL = splitDeliver(str("endpoint"))
 	if err := ValidateID(ev.ID); err != nil {
 		return ev, fmt.Errorf("malformed fire event %s: %w", m.ID, err)
 	}

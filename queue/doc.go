@@ -107,7 +107,8 @@
 //
 // Round trips keep everything. Restore (timerctl export, then import)
 // brings back each timer with its state, times and payload; a fired timer
-// is restored fired and never fires again. The export is not an atomic
+// is restored fired and never fires again; a debounce window's timer is
+// restored with its window (RestoreDebounce). The export is not an atomic
 // snapshot, and the fire stream, consumer groups and dead letters are not
 // exported.
 //
@@ -178,6 +179,16 @@
 // Consume skip an occurrence while its group still has the previous one
 // pending. In a sharded namespace a schedule and its occurrences live in
 // the shard of the schedule's ID. docs/recurring.md has the design.
+//
+// # Debounce
+//
+// Debounce runs "once, Delay after the last call, but never later than
+// MaxWait after the first" for a key, in one script by the server's clock:
+// it creates the timer of the key's window, pushes it back, or caps it at
+// the window's deadline, and its result says which. A window's timer,
+// DebounceID(key, ms the window opened), is an ordinary timer that fires
+// once (and may deliver to an endpoint, DebounceOptions.Endpoint); a call
+// after it fired opens the next window with a new ID. docs/debounce.md has the ID rule and what a replaying caller relies on.
 //
 // # Shards
 //

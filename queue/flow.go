@@ -284,16 +284,20 @@ func policyFor(m map[string]FlowPolicy, ev Event) (flow string, p FlowPolicy, ok
 }
 
 // deliveryArg is what schedule.lua keeps of t's delivery (deliveryOf).
-func (t NewTimer) deliveryArg() string { return deliveryOf(t.Endpoint, t.FlowKey) }
+func (t NewTimer) deliveryArg() string { return deliveryOf(t.Endpoint, t.URL, t.FlowKey) }
 
 // deliveryOf is what the scripts keep of a delivery in a shard's
-// deliveries hash: the endpoint, and "\x00" and the flow key when there
-// is one; claim.lua splits it into the fire entry's fields.
-func deliveryOf(endpoint, flowKey string) string {
+// deliveries hash: the endpoint and its URL (deliverArg), then "\x00" and
+// the flow key when there is one; claim.lua splits the flow key off into
+// the fire entry's field flow. A flow key holds no control character
+// (ValidateFlowKey), nor an endpoint name or URL (ValidateTimerURL) a
+// NUL, so the first NUL splits them. Without a flow key the value is as
+// before flow control, so a timer without one costs nothing more.
+func deliveryOf(endpoint, url, flowKey string) string {
 	if flowKey == "" {
-		return endpoint
+		return deliverArg(endpoint, url)
 	}
-	return endpoint + "\x00" + flowKey
+	return deliverArg(endpoint, url) + "\x00" + flowKey
 }
 
 // leaseRound is one round of Lease: leaseOnce, under the namespace's flow

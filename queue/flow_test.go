@@ -371,7 +371,7 @@ func TestFlowDeliveryIDRoundTrip(t *testing.T) {
 }
 
 // A timer's flow key reaches its fire entry as the field flow, beside its
-// endpoint or without one, through the claim and, with replicas, through
+// endpoint (and the timer's own URL) or without one, through the claim and, with replicas, through
 // hold and commit; the deliveries hash goes with the fire.
 func TestFlowKeyReachesTheFireEntry(t *testing.T) {
 	check := func(t *testing.T, c redis.UniversalClient, q *queue.Queue) {
@@ -380,26 +380,47 @@ func TestFlowKeyReachesTheFireEntry(t *testing.T) {
 		if _, err := q.PutEndpoint(ctx, billing(), nil); err != nil {
 			t.Fatal(err)
 		}
-		past := time.Now().Add(-time.Minute)
-		if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "d", Due: past, Endpoint: "billing", FlowKey: "k1"},
-			{ID: "f", Due: past, FlowKey: "k 2"}, {ID: "p", Due: past}}); err != nil {
+		if err := q.SetDeliveryPolicy(ctx, queue.DeliveryPolicy{AllowTimerURLs: true}); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := q.Claim(ctx, 100); err != nil || len(res.Fired) != 3 {
+		const url = "https://hooks.example.com/t?a=1"
+		past := time.Now().Add(-time.Minute)
+		if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "d", Due: past, Endpoint: "billing", FlowKey: "k1"},
+			{ID: "f", Due: past, FlowKey: "k 2"}, {ID: "p", Due: past},
+			{ID: "u", Due: past, Endpoint: "billing", URL: url, FlowKey: "k3"},
+			{ID: "v", Due: past, Endpoint: "billing", URL: url}}); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := q.Claim(ctx, 100); err != nil || len(res.Fired) != 5 {
 			t.Fatalf("claim: %+v, %v", res, err)
 		}
 		sp := keyspace.Shard(q.Namespace(), 0, 1)
 		entries, err := c.XRange(ctx, sp.Fires(), "-", "+").Result()
-		if err != nil || len(entries) != 3 {
+		if err != nil || len(entries) != 5 {
 			t.Fatalf("fire stream: %v, %v", entries, err)
 		}
-		want := map[string][2]string{"d": {"billing", "k1"}, "f": {"", "k 2"}, "p": {"", ""}}
+		want := map[string][2]string{"d": {"billing", "k1"}, "f": {"", "k 2"}, "p": {"", ""},
+			"u": {"billing " + url, "k3"}, "v": {"billing " + url, ""}}
 		for _, m := range entries {
 			id := m.Values["id"].(string)
 			ep, _ := m.Values["endpoint"].(string)
 			fk, _ := m.Values["flow"].(string)
 			if got := [2]string{ep, fk}; got != want[id] {
 				t.Errorf("fire entry of %s: endpoint, flow = %q, want %q", id, got, want[id])
+			}
+		}
+		// A consumer reads the endpoint, the timer's URL and the flow key
+		// apart.
+		ds, err := q.Lease(ctx, "g", "c", queue.LeaseOptions{Count: 10})
+		if err != nil || len(ds) != 5 {
+			t.Fatalf("Lease = %d, %v; want 5", len(ds), err)
+		}
+		for _, d := range ds {
+			if d.Event.ID != "u" {
+				continue
+			}
+			if d.Event.Endpoint != "billing" || d.Event.URL != url || d.Event.FlowKey != "k3" {
+				t.Errorf("event of u: endpoint %q, URL %q, flow key %q", d.Event.Endpoint, d.Event.URL, d.Event.FlowKey)
 			}
 		}
 		if n := c.Exists(ctx, sp.Deliveries()).Val(); n != 0 {
@@ -428,7 +449,8 @@ func TestFlowKeyReachesTheFireEntry(t *testing.T) {
 }
 
 // A recurring schedule's flow key is each occurrence's: it reaches the
-// occurrence's fire entry, and GetRecurring shows it.
+// occurrence's fire entry, beside the schedule's endpoint and own URL, and
+// GetRecurring shows it.
 func TestFlowKeyOfARecurringSchedule(t *testing.T) {
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
@@ -436,14 +458,18 @@ func TestFlowKeyOfARecurringSchedule(t *testing.T) {
 		if _, err := q.PutEndpoint(ctx, billing(), nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "r", Every: time.Hour, Endpoint: "billing", FlowKey: "tenant-9"}); err != nil {
+		if err := q.SetDeliveryPolicy(ctx, queue.DeliveryPolicy{AllowTimerURLs: true}); err != nil {
+			t.Fatal(err)
+		}
+		const url = "https://hooks.example.com/r"
+		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "r", Every: time.Hour, Endpoint: "billing", URL: url, FlowKey: "tenant-9"}); err != nil {
 			t.Fatalf("PutRecurring: %v", err)
 		}
 		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "bad", Every: time.Hour, FlowKey: "a\x00b"}); !errors.Is(err, queue.ErrInvalidFlowPolicy) {
 			t.Fatalf("PutRecurring with a bad flow key: %v", err)
 		}
 		info, err := q.GetRecurring(ctx, "r")
-		if err != nil || info.FlowKey != "tenant-9" || len(info.Pending) == 0 {
+		if err != nil || info.FlowKey != "tenant-9" || info.URL != url || len(info.Pending) == 0 {
 			t.Fatalf("GetRecurring = %+v, %v", info, err)
 		}
 		occ := info.Pending[0].ID
@@ -456,8 +482,8 @@ func TestFlowKeyOfARecurringSchedule(t *testing.T) {
 			got = append(got, lease(t, q, "g", "c", queue.LeaseOptions{Count: 10})...)
 			return len(got) > 0
 		})
-		if got[0].Event.ID != occ || got[0].Event.FlowKey != "tenant-9" || got[0].Event.Endpoint != "billing" {
-			t.Fatalf("the occurrence's fire = %+v, want %s of flow key tenant-9 to billing", got[0].Event, occ)
+		if got[0].Event.ID != occ || got[0].Event.FlowKey != "tenant-9" || got[0].Event.Endpoint != "billing" || got[0].Event.URL != url {
+			t.Fatalf("the occurrence's fire = %+v, want %s of flow key tenant-9 to billing at %s", got[0].Event, occ, url)
 		}
 	})
 }

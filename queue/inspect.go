@@ -560,6 +560,12 @@ type DeadLetter struct {
 // DeadLetters returns up to count (1..MaxBatch) dead letters of every shard
 // after the cursor after ("" starts at the oldest), oldest first, and the
 // cursor of the next page ("" on the last page).
+//
+// In a namespace of several shards it reads each shard's share of count
+// and a margin first, in one pipeline, then more only from a shard that
+// ran out before count were merged (its next read is at most the rest):
+// about count entries in all, however the dead letters are spread, rather
+// than count from every shard.
 func (q *Queue) DeadLetters(ctx context.Context, after string, count int) ([]DeadLetter, string, error) {
 	if err := checkCount(count); err != nil {
 		return nil, "", err
@@ -572,40 +578,98 @@ func (q *Queue) DeadLetters(ctx context.Context, after string, count int) ([]Dea
 	if err != nil {
 		return nil, "", err
 	}
-	cmds := make([]*redis.XMessageSliceCmd, len(l.spaces))
-	err = q.each(ctx, len(l.spaces), func(c redis.Cmdable, k int) redis.Cmder {
-		start := "(" + pos[k]
+	n := len(l.spaces)
+	type shard struct {
+		buf  []DeadLetter // fetched, oldest first, not yet merged
+		from string       // XRANGE's start for the next fetch
+		more bool         // the stream may hold newer entries not fetched
+	}
+	shards := make([]shard, n)
+	for k := range shards {
+		shards[k] = shard{from: "(" + pos[k], more: true}
 		if pos[k] == "0-0" {
-			start = "-"
-		}
-		// One more than a page, to tell whether there is a next one.
-		cmds[k] = c.XRangeN(ctx, l.spaces[k].DeadLetter(), start, "+", int64(count)+1)
-		return cmds[k]
-	})
-	if err != nil {
-		return nil, "", errorf("dead letters: %w", q.redisError(err))
-	}
-	shards := make([][]DeadLetter, len(cmds))
-	for k, c := range cmds {
-		for _, m := range c.Val() {
-			str := func(f string) string { s, _ := m.Values[f].(string); return s }
-			ev, _ := parseEvent(m, 0)
-			ev.Shard = k
-			n, _ := strconv.Atoi(str("attempts"))
-			shards[k] = append(shards[k], DeadLetter{Event: ev, Error: str("error"), Attempts: n, Group: str("group"),
-				Consumer: str("consumer"), FireStreamID: str("stream_id")})
+			shards[k].from = "-"
 		}
 	}
-	older := func(a, b DeadLetter) int { return compareEntryIDs(a.Event, b.Event) }
-	out := mergeShards(shards, older, count+1)
-	if len(out) <= count {
+	// One more than a page in all, to tell whether there is a next one.
+	chunk := count + 1
+	if n > 1 {
+		chunk = min(count+1, count/n+count/(2*n)+8)
+	}
+	var out []DeadLetter
+	for round := 0; ; round++ {
+		var need []int
+		for k, s := range shards {
+			if len(s.buf) == 0 && s.more {
+				need = append(need, k)
+			}
+		}
+		if len(need) > 0 {
+			if round > 0 {
+				// A shard ran out before count were merged: it can give at
+				// most the rest (and one to tell a next page), so one more
+				// read of it settles it.
+				chunk = count + 1 - len(out)
+			}
+			cmds := make([]*redis.XMessageSliceCmd, len(need))
+			err = q.each(ctx, len(need), func(c redis.Cmdable, i int) redis.Cmder {
+				k := need[i]
+				cmds[i] = c.XRangeN(ctx, l.spaces[k].DeadLetter(), shards[k].from, "+", int64(chunk))
+				return cmds[i]
+			})
+			if err != nil {
+				return nil, "", errorf("dead letters: %w", q.redisError(err))
+			}
+			for i, k := range need {
+				msgs := cmds[i].Val()
+				s := &shards[k]
+				s.buf, s.more = parseDeadLetters(msgs, k), len(msgs) == chunk
+				if len(msgs) > 0 {
+					s.from = "(" + msgs[len(msgs)-1].ID
+				}
+			}
+			continue
+		}
+		if len(out) == count {
+			break
+		}
+		best := -1
+		for k, s := range shards {
+			if len(s.buf) > 0 && (best < 0 || compareEntryIDs(s.buf[0].Event, shards[best].buf[0].Event) < 0) {
+				best = k
+			}
+		}
+		if best < 0 {
+			break
+		}
+		out = append(out, shards[best].buf[0])
+		shards[best].buf = shards[best].buf[1:]
+	}
+	next := false
+	for _, s := range shards {
+		next = next || len(s.buf) > 0
+	}
+	if !next {
 		return out, "", nil
 	}
-	out = out[:count]
 	for _, d := range out {
 		pos[d.Event.Shard] = d.Event.StreamID
 	}
 	return out, strings.Join(pos, ","), nil
+}
+
+// parseDeadLetters decodes shard k's dead-letter stream entries.
+func parseDeadLetters(msgs []redis.XMessage, k int) []DeadLetter {
+	out := make([]DeadLetter, 0, len(msgs))
+	for _, m := range msgs {
+		str := func(f string) string { s, _ := m.Values[f].(string); return s }
+		ev, _ := parseEvent(m, 0)
+		ev.Shard = k
+		n, _ := strconv.Atoi(str("attempts"))
+		out = append(out, DeadLetter{Event: ev, Error: str("error"), Attempts: n, Group: str("group"),
+			Consumer: str("consumer"), FireStreamID: str("stream_id")})
+	}
+	return out
 }
 
 // DeadLetterCount returns how many dead letters the namespace holds, over

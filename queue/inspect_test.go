@@ -423,3 +423,69 @@ func TestRecentFiresSkewed(t *testing.T) {
 		}
 	})
 }
+
+// TestDeadLettersPagingSkewed: dead letters crowded in one shard, then
+// spread, then in another shard: every page size walks them oldest first,
+// each once, and the last page says it is the last (no empty page after
+// it), though each shard is read only for its share at first.
+func TestDeadLettersPagingSkewed(t *testing.T) {
+	forEachLayout(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		shards, err := q.Shards(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 40 in shard 0, then 20 round the shards, then 25 in the last.
+		var want []string
+		shardOf := func(i int) int {
+			switch {
+			case i < 40:
+				return 0
+			case i < 60:
+				return i % shards
+			}
+			return shards - 1
+		}
+		for i := range 85 {
+			id := fmt.Sprintf("t%02d", i)
+			args := &redis.XAddArgs{Stream: q.ShardDeadLetterKey(shardOf(i)), ID: fmt.Sprintf("%d-0", 1000+i),
+				Values: []any{"id", id, "due", "1", "fired", "2", "payload", "", "group", "g"}}
+			if err := b.Client.XAdd(ctx, args).Err(); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, id)
+		}
+		for _, size := range []int{1, 7, 17, 85, 100} {
+			var ids []string
+			cursor := ""
+			for pages := 0; ; pages++ {
+				if pages > 85 {
+					t.Fatal("paging does not end")
+				}
+				page, next, err := q.DeadLetters(ctx, cursor, size)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page) == 0 || next != "" && len(page) != size {
+					t.Fatalf("page size %d: a page of %d with next %q", size, len(page), next)
+				}
+				for _, d := range page {
+					ids = append(ids, d.Event.ID)
+					var i int
+					fmt.Sscanf(d.Event.ID, "t%d", &i)
+					if d.Event.Shard != shardOf(i) {
+						t.Fatalf("%s says shard %d, it is in %d", d.Event.ID, d.Event.Shard, shardOf(i))
+					}
+				}
+				if next == "" {
+					break
+				}
+				cursor = next
+			}
+			if fmt.Sprint(ids) != fmt.Sprint(want) {
+				t.Errorf("page size %d: paged dead letters = %v, want %v", size, ids, want)
+			}
+		}
+	})
+}

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"fmt"
+	"net/netip"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -58,6 +59,13 @@ type Options struct {
 	// to (XADD MAXLEN ~). 0 means DefaultStreamMaxLen (1,000,000 entries);
 	// Unbounded turns trimming off.
 	StreamMaxLen int64
+
+	// TimerURLAllow admits timers' own delivery URLs (NewTimer.URL) whose
+	// host is an address literal in these ranges, though loopback,
+	// private or otherwise reserved, as PutEndpointOptions.Allow does for
+	// endpoints. Nil admits none. The dispatcher's SSRF guard has its own
+	// allow list, checked at every connection.
+	TimerURLAllow []netip.Prefix
 
 	// RecheckInterval is how often Wait re-reads the state of every waited
 	// timer, so that a pub/sub message lost in transit delays a waiter by at

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -141,8 +142,10 @@ func (q *Queue) Schedule(ctx context.Context, id string, due time.Time, payload 
 // amortise the call, small enough not to stall Redis for long.
 const scheduleChunk = 500
 
-// ScheduleBatch schedules many timers in one round trip and returns one
-// result per timer, in order, each as Schedule would. It validates every
+// ScheduleBatch schedules many timers in one round trip (a batch of more
+// than 1,000 in pipelines of about 1,000, up to four in flight at once on
+// connections of the client's pool) and returns one result per timer, in
+// order, each as Schedule would. It validates every
 // timer first: if any is invalid it returns an error naming it and writes
 // nothing. A repeated ID within the batch is created once; its later
 // occurrences report Created false.
@@ -157,7 +160,7 @@ const scheduleChunk = 500
 func (q *Queue) ScheduleBatch(ctx context.Context, timers []NewTimer) (out []ScheduleResult, err error) {
 	ctx, span, tp := q.startSchedule(ctx, timers)
 	defer func() { endSchedule(span, out, err) }()
-	if q.opts.CoalesceSchedules && len(timers) == 1 && tp == "" {
+	if q.opts.CoalesceSchedules && len(timers) == 1 && tp == "" && timers[0].URL == "" {
 		return q.scheduleCoalesced(ctx, timers[0])
 	}
 	return q.scheduleBatch(ctx, timers, tp)
@@ -180,8 +183,8 @@ func (q *Queue) scheduleBatch(ctx context.Context, timers []NewTimer, tp string)
 	}
 	// Group by shard, keeping the batch's order within each shard, so a
 	// repeated ID is created by its first occurrence. One script call per
-	// shard (per chunk), all in one pipeline: a Cluster client sends one
-	// pipeline per node.
+	// shard (per chunk); the calls go out in pipelines, several in flight
+	// (runInFlight), and a Cluster client sends one pipeline per node.
 	byShard := make([][]int, len(l.spaces))
 	for i, t := range timers {
 		k := l.shardOf(t.ID)
@@ -189,6 +192,24 @@ func (q *Queue) scheduleBatch(ctx context.Context, timers []NewTimer, tp string)
 	}
 	if err := q.checkEndpoints(ctx, l, byShard, timers); err != nil {
 		return nil, err
+	}
+	for i, t := range timers {
+		if t.URL != "" {
+			if err := q.checkTimerURLs(ctx, fmt.Sprintf("timer %q", t.ID)); err != nil {
+				return nil, errorf("batch item %d: %w", i, err)
+			}
+			break
+		}
+	}
+	// A shard's chunks may run at once on several connections
+	// (runInFlight), so an ID repeated across them would be created by
+	// whichever ran first: such a repeat is left out, and takes its first
+	// occurrence's result.
+	var repeats [][2]int // {index, index of its first occurrence}
+	for k, idx := range byShard {
+		if len(idx) > scheduleChunk {
+			byShard[k], repeats = firstOccurrences(timers, idx, repeats)
+		}
 	}
 	var calls []call
 	var order [][]int // timer indexes of each call
@@ -210,7 +231,7 @@ func (q *Queue) scheduleBatch(ctx context.Context, timers []NewTimer, tp string)
 		replies, err = q.scheduleWait(ctx, l, calls)
 	} else {
 		var errs []error
-		replies, errs, err = q.runEach(ctx, l, lua.Schedule, calls)
+		replies, errs, err = q.runInFlight(ctx, l, lua.Schedule, calls, func(i int) int { return len(order[i]) })
 		if err == nil {
 			// Any call whose reply was lost makes the batch's outcome
 			// unknown, even when an earlier call has a definite error.
@@ -229,19 +250,88 @@ func (q *Queue) scheduleBatch(ctx context.Context, timers []NewTimer, tp string)
 	}
 	out := make([]ScheduleResult, len(timers))
 	for c, reply := range replies {
-		r, err := replyStrings(reply)
-		if err != nil || len(r) != 1+2*len(order[c]) {
-			return nil, errorf("schedule: unexpected reply %v", reply)
-		}
-		for j, i := range order[c] {
-			t, err := decodeRecord(timers[i].ID, r[2+2*j])
-			if err != nil {
-				return nil, err
-			}
-			out[i] = ScheduleResult{Timer: t, Created: r[1+2*j] == "1"}
+		if err := decodeScheduleReply(reply, timers, order[c], out); err != nil {
+			return nil, err
 		}
 	}
+	for _, r := range repeats {
+		t := out[r[1]].Timer
+		t.Payload = append([]byte{}, t.Payload...)
+		out[r[0]] = ScheduleResult{Timer: t}
+	}
 	return out, nil
+}
+
+// firstOccurrences returns the indexes idx of timers whose ID no earlier
+// index of idx has, and appends each other to repeats with the index of
+// its ID's first occurrence.
+func firstOccurrences(timers []NewTimer, idx []int, repeats [][2]int) ([]int, [][2]int) {
+	first := make(map[string]int, len(idx))
+	keep := idx[:0:0]
+	for _, i := range idx {
+		if f, ok := first[timers[i].ID]; ok {
+			repeats = append(repeats, [2]int{i, f})
+			continue
+		}
+		first[timers[i].ID] = i
+		keep = append(keep, i)
+	}
+	return keep, repeats
+}
+
+// decodeScheduleReply fills in out[i] for each timer index i of one
+// schedule.lua call from its reply: {now_ms, flags, extra...}, one flag
+// byte per timer ('1' created with the due time sent, '2' created with the
+// due time that is the next extra, '0' existing, with its record as the
+// next extra). A created timer's record is what the client sent, so the
+// script does not send it back.
+func decodeScheduleReply(reply any, timers []NewTimer, idx []int, out []ScheduleResult) error {
+	r, err := replyStrings(reply)
+	if err != nil || len(r) < 2 || len(r[1]) != len(idx) || !isMillis(r[0]) {
+		return errorf("schedule: unexpected reply %v", reply)
+	}
+	now := fromMillis(atoi(r[0]))
+	extra := r[2:]
+	next := func() (string, bool) {
+		if len(extra) == 0 {
+			return "", false
+		}
+		e := extra[0]
+		extra = extra[1:]
+		return e, true
+	}
+	for j, i := range idx {
+		t := timers[i]
+		switch r[1][j] {
+		case '1', '2':
+			due := dueMillis(t.Due)
+			if r[1][j] == '2' {
+				e, ok := next()
+				if !ok || !isMillis(e) {
+					return errorf("schedule: unexpected reply %v", reply)
+				}
+				due = atoi(e)
+			}
+			out[i] = ScheduleResult{Created: true, Timer: Timer{ID: t.ID, State: StateScheduled, Due: fromMillis(due),
+				CreatedAt: now, Payload: append([]byte{}, t.Payload...)}}
+		case '0':
+			e, ok := next()
+			if !ok {
+				return errorf("schedule: unexpected reply %v", reply)
+			}
+			rec, err := decodeRecord(t.ID, e)
+			if err != nil {
+				return err
+			}
+			out[i] = ScheduleResult{Timer: rec}
+		default:
+			return errorf("schedule: unexpected reply %v", reply)
+		}
+	}
+	if len(extra) != 0 {
+		return errorf("schedule: unexpected reply %v", reply)
+	}
+	return nil
 }
 
 // ScheduleIn is Schedule with a due time d after the Redis server's clock,
@@ -559,6 +649,62 @@ func (q *Queue) runMany(ctx context.Context, l *layout, s *lua.Script, calls []c
 		}
 	}
 	return out, nil
+}
+
+// Bulk schedules keep several pipelines of script calls in flight: while
+// Redis runs one, the client encodes the next and decodes the last, so one
+// client keeps a Redis core busy instead of taking turns with it.
+const (
+	// inFlightItems is how many items (timers) a pipeline gathers before
+	// the next call starts a pipeline of its own; a batch of at most this
+	// many goes out in one pipeline, as every batch did before.
+	inFlightItems = 1000
+	// inFlightMax is how many pipelines one runInFlight keeps in flight,
+	// each on a connection of its own from the client's pool.
+	inFlightMax = 4
+)
+
+// runInFlight is runEach with the calls split into pipelines of about
+// inFlightItems items (items(i) is call i's), up to inFlightMax of them in
+// flight at once, in no particular order: the calls must not depend on
+// each other's order.
+func (q *Queue) runInFlight(ctx context.Context, l *layout, s *lua.Script, calls []call, items func(i int) int) (out []any, errs []error, err error) {
+	var groups [][2]int // {start, end} of each pipeline's calls
+	for start := 0; start < len(calls); {
+		end, n := start, 0
+		for ; end < len(calls) && n < inFlightItems; end++ {
+			n += items(end)
+		}
+		groups = append(groups, [2]int{start, end})
+		start = end
+	}
+	if len(groups) <= 1 {
+		return q.runEach(ctx, l, s, calls)
+	}
+	out, errs = make([]any, len(calls)), make([]error, len(calls))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, inFlightMax)
+	for _, g := range groups {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			o, e, gerr := q.runEach(ctx, l, s, calls[g[0]:g[1]])
+			if gerr != nil {
+				mu.Lock()
+				err = cmp.Or(err, gerr)
+				mu.Unlock()
+				return
+			}
+			copy(out[g[0]:g[1]], o)
+			copy(errs[g[0]:g[1]], e)
+		})
+	}
+	wg.Wait()
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, errs, nil
 }
 
 // runEach is runMany keeping each call's own error: errs[i] is call i's,

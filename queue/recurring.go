@@ -102,6 +102,10 @@ type Recurring struct {
 	// FlowKey, when set, is each occurrence's flow key, as NewTimer.FlowKey
 	// is a timer's: its delivery is held to the key's flow policy.
 	FlowKey string
+	// URL, with Endpoint, delivers each occurrence's fire to this URL
+	// instead of the endpoint's, as NewTimer.URL does for a timer; the
+	// namespace's delivery policy must allow timer URLs.
+	URL string
 }
 
 // RecurringState is where a schedule is in its life.
@@ -206,6 +210,7 @@ type body struct {
 	Overlap   string `json:"overlap,omitempty"`
 	Endpoint  string `json:"endpoint,omitempty"`
 	FlowKey   string `json:"flow_key,omitempty"`
+	URL       string `json:"url,omitempty"`
 	CreatedMs int64  `json:"created_ms"`
 	UpdatedMs int64  `json:"updated_ms"`
 }
@@ -269,6 +274,14 @@ func (q *Queue) validateRecurring(r Recurring) (Recurring, error) {
 			return r, fmt.Errorf("schedule %q: %w", r.ID, err)
 		}
 	}
+	if r.URL != "" {
+		if r.Endpoint == "" {
+			return r, fmt.Errorf("schedule %q: %w: a delivery URL needs an endpoint to take its secrets and policy from; set Endpoint", r.ID, ErrInvalidOptions)
+		}
+		if err := ValidateTimerURL(r.URL, q.opts.TimerURLAllow); err != nil {
+			return r, fmt.Errorf("schedule %q: %w", r.ID, err)
+		}
+	}
 	ov, err := r.Overlap.normalize()
 	if err != nil {
 		return bad("%v", err)
@@ -290,7 +303,7 @@ func (q *Queue) validateRecurring(r Recurring) (Recurring, error) {
 func (r Recurring) body(created, updated int64) body {
 	b := body{Spec: r.Spec, EveryMs: r.Every.Milliseconds(), Payload: r.Payload,
 		CatchUp: string(r.CatchUp), CatchUpLimit: r.CatchUpLimit, JitterMs: r.Jitter.Milliseconds(),
-		MaxCount: r.MaxCount, Ahead: r.Ahead, Endpoint: r.Endpoint, FlowKey: r.FlowKey, CreatedMs: created, UpdatedMs: updated}
+		MaxCount: r.MaxCount, Ahead: r.Ahead, Endpoint: r.Endpoint, URL: r.URL, FlowKey: r.FlowKey, CreatedMs: created, UpdatedMs: updated}
 	if r.Every%time.Millisecond != 0 {
 		b.EveryMs = 0 // refused by validate; keep ms resolution honest
 	}
@@ -309,7 +322,7 @@ func (r Recurring) body(created, updated int64) body {
 func (b body) recurring(id string) (Recurring, error) {
 	r := Recurring{ID: id, Spec: b.Spec, Every: time.Duration(b.EveryMs) * time.Millisecond, Payload: b.Payload,
 		CatchUp: CatchUp(b.CatchUp), CatchUpLimit: b.CatchUpLimit, Jitter: time.Duration(b.JitterMs) * time.Millisecond,
-		MaxCount: b.MaxCount, Ahead: b.Ahead, Overlap: OverlapAllow, Endpoint: b.Endpoint, FlowKey: b.FlowKey}
+		MaxCount: b.MaxCount, Ahead: b.Ahead, Overlap: OverlapAllow, Endpoint: b.Endpoint, URL: b.URL, FlowKey: b.FlowKey}
 	if b.Overlap != "" {
 		r.Overlap = Overlap(b.Overlap)
 	}
@@ -569,18 +582,27 @@ func (q *Queue) put(ctx context.Context, op, id, expected, bodyJSON string, over
 	if err != nil {
 		return "", time.Time{}, "", err
 	}
+	if _, url := splitDeliver(endpoint); url != "" && (op == "create" || op == "update") {
+		if err := q.checkTimerURLs(ctx, fmt.Sprintf("schedule %q", id)); err != nil {
+			return "", time.Time{}, "", err
+		}
+	}
 	k := l.scheduleShard(id)
 	args := []any{op, id, expected, bodyJSON, state, last, payload, l.spaces[k].Wake(), l.spaces[k].TimerChannelPrefix(), q.opts.retentionMillis(), string(overlap), endpoint}
 	for _, o := range arms {
 		args = append(args, o.Nominal.UnixMilli(), o.Due.UnixMilli())
 	}
-	v, err := q.run(ctx, l, lua.RecurPut, k, args...)
+	v, err := q.runKeysTries(ctx, l, lua.RecurPut, k, lua.RecurPut.Keys(l.spaces[k], id), migrationAttempts, args...)
 	if err != nil {
 		return "", time.Time{}, "", err
 	}
 	r, err := replyStrings(v)
 	if err != nil || len(r) != 3 {
 		return "", time.Time{}, "", fmt.Errorf("unexpected reply %v", v)
+	}
+	if r[0] == "debounce" {
+		return "", time.Time{}, "", fmt.Errorf("%w: %q is a debounce key with an open window in namespace %q (Debounce); use another schedule ID",
+			ErrScheduleIDIsDebounceKey, id, q.opts.Namespace)
 	}
 	return r[0], fromMillis(atoi(r[1])), r[2], nil
 }
@@ -615,7 +637,7 @@ func (q *Queue) PutRecurring(ctx context.Context, r Recurring) (info RecurringIn
 		return RecurringInfo{}, false, err
 	}
 	b, _ := json.Marshal(r.body(now.UnixMilli(), now.UnixMilli()))
-	status, now, rec, err := q.put(ctx, "create", r.ID, "", string(b), r.Overlap, stateCode(p.ended), lastArg(p.last), r.Payload, deliveryOf(r.Endpoint, r.FlowKey), p.arms)
+	status, now, rec, err := q.put(ctx, "create", r.ID, "", string(b), r.Overlap, stateCode(p.ended), lastArg(p.last), r.Payload, deliveryOf(r.Endpoint, r.URL, r.FlowKey), p.arms)
 	if err != nil {
 		return RecurringInfo{}, false, errorf("put schedule %q: %w", r.ID, err)
 	}
@@ -755,13 +777,13 @@ func (q *Queue) modify(ctx context.Context, op, id string, overlap Overlap, fn f
 			return RecurringInfo{}, err
 		}
 		// The endpoint after the change: the new body's, or the kept one's.
-		endpoint := deliveryOf(s.r.Endpoint, s.r.FlowKey)
+		endpoint := deliveryOf(s.r.Endpoint, s.r.URL, s.r.FlowKey)
 		if b != "" {
 			var nb body
 			if err := json.Unmarshal([]byte(b), &nb); err != nil {
 				return RecurringInfo{}, errorf("%s schedule %q: %w", op, id, err)
 			}
-			endpoint = deliveryOf(nb.Endpoint, nb.FlowKey)
+			endpoint = deliveryOf(nb.Endpoint, nb.URL, nb.FlowKey)
 		}
 		status, now, rec, err := q.put(ctx, op, id, strconv.FormatInt(s.version, 10), b, overlap, state, last, payload, endpoint, arms)
 		if err != nil {
@@ -938,7 +960,7 @@ func (q *Queue) RestoreRecurringWith(ctx context.Context, in RecurringInfo, occu
 	base := max(in.Count-int64(len(arms)), 0)
 	created0, updated0 := in.CreatedAt.UnixMilli(), in.UpdatedAt.UnixMilli()
 	b, _ := json.Marshal(r.body(created0, updated0))
-	status, _, _, err := q.put(ctx, "create", r.ID, strconv.FormatInt(base, 10), string(b), r.Overlap, state, lastArg(in.Last), r.Payload, deliveryOf(r.Endpoint, r.FlowKey), arms)
+	status, _, _, err := q.put(ctx, "create", r.ID, strconv.FormatInt(base, 10), string(b), r.Overlap, state, lastArg(in.Last), r.Payload, deliveryOf(r.Endpoint, r.URL, r.FlowKey), arms)
 	if err != nil {
 		return false, results, errorf("restore schedule %q: %w", r.ID, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/timerq/timerq/internal/consistency"
+	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
 )
@@ -302,6 +303,11 @@ func TestOutOfMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	schedule(t, q, "later", time.Now().Add(time.Hour))
+	dbo := queue.DebounceOptions{Delay: time.Minute, MaxWait: time.Hour, Payload: []byte("first")}
+	open, err := q.Debounce(ctx, "open", dbo)
+	if err != nil {
+		t.Fatal(err)
+	}
 	used := usedMemory(t, rdb)
 	limit := used - 512<<10
 	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
@@ -317,6 +323,20 @@ func TestOutOfMemory(t *testing.T) {
 		"cancel":     func() error { _, err := q.Cancel(ctx, "later"); return err },
 		"reschedule": func() error { _, err := q.Reschedule(ctx, "later", time.Now()); return err },
 		"fire-now":   func() error { _, err := q.FireNow(ctx, "later"); return err },
+		"debounce a new key": func() error {
+			_, err := q.Debounce(ctx, "new", dbo)
+			return err
+		},
+		"debounce the open window": func() error {
+			_, err := q.Debounce(ctx, "open", queue.DebounceOptions{Delay: time.Second, MaxWait: time.Hour, Payload: []byte("second")})
+			return err
+		},
+		"restore a debounce window": func() error {
+			w := open.Timer
+			w.ID = queue.DebounceID("restored", 1000)
+			_, err := q.RestoreDebounce(ctx, queue.RestoredWindow{Timer: w, Deadline: time.Now().Add(time.Hour)})
+			return err
+		},
 	} {
 		err := op()
 		if !errors.Is(err, queue.ErrOutOfMemory) {
@@ -337,6 +357,12 @@ func TestOutOfMemory(t *testing.T) {
 	}
 	if after := snapshot(t, rdb, q); after != before {
 		t.Fatalf("refused operations changed the namespace:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if n, err := rdb.Exists(ctx, keyspace.Shard(q.Namespace(), 0, 1).Debounce("new")).Result(); n != 0 || err != nil {
+		t.Errorf("a refused debounce wrote its window: %d %v", n, err)
+	}
+	if got, err := q.Get(ctx, open.Timer.ID); err != nil || !got.Due.Equal(open.Timer.Due) || string(got.Payload) != "first" {
+		t.Errorf("a refused push changed the window's timer: %+v %v", got, err)
 	}
 
 	// Claims run on: their first write cannot be refused.

@@ -125,8 +125,12 @@ func (q *Queue) shardConn(ctx context.Context, l *layout, k int) (*redis.Client,
 // script refused because the shard's slot moved is retried, for a few
 // seconds, with the slot map reloaded.
 func (q *Queue) runWait(ctx context.Context, l *layout, s *lua.Script, k int, args ...any) (any, int, error) {
+	return q.runWaitKeys(ctx, l, s, k, l.keysOf(s, k), args...)
+}
+
+// runWaitKeys is runWait with the keys given.
+func (q *Queue) runWaitKeys(ctx context.Context, l *layout, s *lua.Script, k int, keys []string, args ...any) (any, int, error) {
 	rs := l.script(s)
-	keys := l.keysOf(s, k)
 	loaded := false
 	for attempt := 1; ; attempt++ {
 		conn, err := q.shardConn(ctx, l, k)

@@ -303,3 +303,51 @@ func TestReplicasDeliveringTimerCarriesEndpoint(t *testing.T) {
 		t.Fatalf("the deliver hash outlived the fire")
 	}
 }
+
+// TestReplicasDebounce: in a namespace with replicas: 1, Debounce waits
+// for the replica like Schedule: with it in sync a window opens, is pushed
+// and fires once, through the claim's hold and commit; without it the
+// outcome is unknown, and calling again is what to do.
+func TestReplicasDebounce(t *testing.T) {
+	master, replica := masterReplica(t)
+	ctx := context.Background()
+	mc := master.Client(t)
+	ns := redistest.Namespace(t)
+	if err := queue.SetReplicas(ctx, mc, ns, 1); err != nil {
+		t.Fatal(err)
+	}
+	q, err := queue.New(mc, queue.Options{Namespace: ns, ReplicaTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	o := queue.DebounceOptions{Delay: time.Hour, MaxWait: 2 * time.Hour, Payload: []byte("p")}
+	first, err := q.Debounce(ctx, "k", o)
+	if err != nil || first.Outcome != queue.DebounceCreated {
+		t.Fatalf("debounce with a replica in sync: %+v, %v", first, err)
+	}
+	redistest.AwaitServerTime(t, mc, first.Now.Add(2*time.Millisecond))
+	if res, err := q.Debounce(ctx, "k", o); err != nil || res.Outcome != queue.DebouncePushed {
+		t.Fatalf("second debounce: %+v, %v", res, err)
+	}
+	if _, err := q.FireNow(ctx, first.Timer.ID); err != nil {
+		t.Fatal(err)
+	}
+	redistest.Eventually(t, 5*time.Second, "the window to fire", func() bool {
+		res, err := q.Claim(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(res.Fired) == 1 && res.Fired[0].ID == first.Timer.ID
+	})
+	if err := replica.Client(t).Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	redistest.Eventually(t, 10*time.Second, "the master to lose its replica", func() bool {
+		return infoField(mc, "connected_slaves") == "0"
+	})
+	_, err = q.Debounce(ctx, "k", o)
+	if !errors.Is(err, queue.ErrNotReplicated) || !errors.Is(err, queue.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "debounce again") {
+		t.Fatalf("debounce without a replica: %v; want ErrNotReplicated and ErrOutcomeUnknown, saying to call again", err)
+	}
+}

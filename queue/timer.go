@@ -76,6 +76,14 @@ type NewTimer struct {
 	// other keys' deliveries. The fire itself is never delayed. At most
 	// MaxFlowKeyBytes of UTF-8 without control characters.
 	FlowKey string
+	// URL, with Endpoint, delivers the fire to this URL instead of the
+	// endpoint's, signed with the endpoint's secrets and under its
+	// headers, timeout, retry policy and in-flight limit. The namespace's
+	// delivery policy must allow it (DeliveryPolicy.AllowTimerURLs), else
+	// scheduling fails with ErrTimerURLsOff and writes nothing. It is
+	// checked with ValidateTimerURL (address literals in private ranges
+	// are refused), and stored with the timer beside the endpoint's name.
+	URL string
 
 	// relative marks a timer built by NewTimerIn, whose In may be zero.
 	relative bool

@@ -105,6 +105,14 @@ func (q *Queue) validateTimer(t NewTimer) error {
 			return errorf("timer %q: %w", t.ID, err)
 		}
 	}
+	if t.URL != "" {
+		if t.Endpoint == "" {
+			return errorf("timer %q: %w: a delivery URL needs an endpoint to take its secrets and policy from; set Endpoint", t.ID, ErrInvalidOptions)
+		}
+		if err := ValidateTimerURL(t.URL, q.opts.TimerURLAllow); err != nil {
+			return errorf("timer %q: %w", t.ID, err)
+		}
+	}
 	return q.validatePayload(t.ID, t.Payload)
 }
 

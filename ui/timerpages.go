@@ -114,9 +114,15 @@ type timerData struct {
 	Binary      bool
 	Size        int
 	DueInput    string
+	// Debounce is set when the timer is a debounce window's: its ID has
+	// an occurrence's form but no such schedule exists
+	// (queue.DebounceWindowOf); the page then shows no Schedule.
+	Debounce *queue.DebounceWindow
 	// Schedule is the schedule this timer is an occurrence of, by the form
 	// of its ID ("<schedule>@<ms>"); empty when the ID has another form.
 	Schedule string
+	// Delivery is the endpoint it delivers to and its attempt log.
+	Delivery timerDelivery
 }
 
 func (h *Handler) timer(w http.ResponseWriter, r *http.Request) {
@@ -129,8 +135,17 @@ func (h *Handler) timer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := timerData{Timer: t, Now: time.Now().UTC(), Size: len(t.Payload), DueInput: formatTime(t.Due)}
+	// A user without +get (an older ui line) still sees the page, with
+	// the schedule link as before.
+	if w, ok, err := h.q.DebounceWindowOf(ctx, t.ID); err == nil && ok {
+		d.Debounce = &w
+	}
 	d.PayloadText, d.Binary = payloadText(t.Payload)
 	d.Schedule, _, _ = queue.ParseOccurrenceID(t.ID)
+	if d.Delivery, err = h.timerDelivery(r, t); err != nil {
+		h.fail(w, r, statusOf(err), err)
+		return
+	}
 	h.render(w, r, http.StatusOK, "timer", t.ID, d)
 }
 
@@ -151,6 +166,7 @@ type confirmData struct {
 	Post     string
 	ID       string
 	Shard    string // a dead letter's shard
+	Endpoint string // the endpoint whose dead-lettered deliveries are redriven
 	Due      time.Time
 	DueMS    string // the due time as Unix ms with its unit ("1796238000000ms")
 	Back     string

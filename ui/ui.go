@@ -2,9 +2,11 @@
 // namespace's counts (per shard), backlog, due-time histogram, fire rate
 // and lateness, its timers, its recurring schedules with their next, armed
 // and recent occurrences, a live tail of the fire stream, the consumer
-// groups and the dead-letter stream, and, when writes are allowed, cancels,
-// reschedules and fires timers, pauses, resumes and deletes schedules, and
-// requeues dead letters.
+// groups and the dead-letter stream, the endpoints fires are delivered to
+// with each delivering timer's attempt log and the dead-lettered
+// deliveries, and, when writes are allowed, cancels, reschedules and fires
+// timers, pauses, resumes and deletes schedules, requeues dead letters and
+// redrives dead-lettered deliveries.
 //
 // Mount it in an application's own mux under a prefix:
 //
@@ -68,9 +70,16 @@ type Options struct {
 	Prefix string
 
 	// AllowWrites shows and accepts cancel, reschedule, fire-now, requeue,
+	// redrive of dead-lettered deliveries, enable and disable of endpoints,
 	// and pause, resume and delete of schedules. False (the default) hides
 	// them and refuses every POST with 403, whatever the request carries.
 	AllowWrites bool
+
+	// DeliveryGroup is the consumer group of the namespace's dispatchers
+	// (timerworker --deliver-group): the endpoints page shows its pending
+	// deliveries, and its dead letters are the dead-lettered deliveries.
+	// "" means dispatch.DefaultGroup.
+	DeliveryGroup string
 
 	// Timeout bounds the Redis calls of one page. 0 means DefaultTimeout.
 	Timeout time.Duration
@@ -120,6 +129,11 @@ func New(q *queue.Queue, opts Options) (*Handler, error) {
 	if opts.Prefix != "" && (!strings.HasPrefix(opts.Prefix, "/") || strings.HasSuffix(opts.Prefix, "/")) {
 		return nil, fmt.Errorf("%w: Prefix %q must start with / and not end with one, like /timerq", queue.ErrInvalidOptions, opts.Prefix)
 	}
+	if opts.DeliveryGroup != "" {
+		if err := queue.ValidateConsumerName("DeliveryGroup", opts.DeliveryGroup); err != nil {
+			return nil, err // wraps ErrInvalidOptions
+		}
+	}
 	if opts.Timeout < 0 {
 		return nil, fmt.Errorf("%w: Timeout %v is negative; use 0 for the default", queue.ErrInvalidOptions, opts.Timeout)
 	}
@@ -165,6 +179,12 @@ func New(q *queue.Queue, opts Options) (*Handler, error) {
 	mux.HandleFunc("GET "+p+"/groups", h.groups)
 	mux.HandleFunc("GET "+p+"/dead/confirm", h.writeOnly(h.confirmRequeue))
 	mux.HandleFunc("POST "+p+"/dead/requeue", h.post(h.requeue))
+	mux.HandleFunc("GET "+p+"/endpoints", h.endpoints)
+	mux.HandleFunc("GET "+p+"/endpoints/confirm", h.writeOnly(h.confirmEndpoint))
+	mux.HandleFunc("POST "+p+"/endpoints/{action}", h.post(h.actEndpoint))
+	mux.HandleFunc("GET "+p+"/deliveries", h.deliveries)
+	mux.HandleFunc("GET "+p+"/deliveries/confirm", h.writeOnly(h.confirmRedrive))
+	mux.HandleFunc("POST "+p+"/deliveries/redrive", h.post(h.redrive))
 	mux.HandleFunc("GET "+p+"/schedules", h.schedules)
 	mux.HandleFunc("GET "+p+"/quarantine", h.quarantine)
 	mux.HandleFunc("GET "+p+"/schedule", h.schedule)

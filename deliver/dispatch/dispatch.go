@@ -136,6 +136,7 @@ type Dispatcher struct {
 	freed       chan struct{}
 	wg          sync.WaitGroup
 	opts        queue.LeaseOptions
+	policy      policyCache
 }
 
 type endpointState struct {
@@ -267,6 +268,16 @@ func (d *Dispatcher) dispatch(ctx context.Context, dl queue.Delivery) {
 	case ep.Disabled:
 		d.settle(dl, queue.ReleaseOptions{Delay: min(DisabledDelay, d.Lease), Error: "endpoint disabled"})
 		return
+	}
+	if dl.Event.URL != "" { // the timer's own URL (timerurl.go)
+		if ep, err = d.withTimerURL(ctx, ep, dl.Event.URL); errors.Is(err, errTimerURLsOff) {
+			d.settle(dl, queue.ReleaseOptions{DeadLetter: true, Error: err.Error()})
+			return
+		} else if err != nil {
+			d.onError(err)
+			d.settle(dl, queue.ReleaseOptions{Delay: min(BusyDelay, d.Lease), Error: "delivery policy lookup failed"})
+			return
+		}
 	}
 	if ep.Name == "" {
 		ep.Name = name

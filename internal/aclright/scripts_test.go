@@ -57,6 +57,12 @@ func scenarios() map[string][]scenario {
 			args: func(sp keyspace.Space) []any {
 				return []any{sp.Wake(), tp, "old", ms(time.Hour), "p", "", "new", "+1000.000", "p", "billing"}
 			},
+		}, {
+			// Neither traced nor delivering: the records' HSET is the
+			// first write, which no probe precedes.
+			name:  "plain",
+			setup: nothing,
+			args:  func(sp keyspace.Space) []any { return []any{sp.Wake(), "", "new", ms(time.Hour), "p", ""} },
 		}},
 		"claim": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
@@ -145,6 +151,32 @@ func scenarios() map[string][]scenario {
 					"sch@5", "f", "5", "1000", "2000", "p"}
 			},
 		}},
+		"debounce_restore": {{
+			// An open window's timer: restored, earlier than the shard's
+			// head (a wakeup), and its window reopened (Keys takes "g").
+			name: "open",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				scheduled(t, c, sp, "later", ms(2*time.Hour))
+			},
+			args: func(sp keyspace.Space) []any {
+				return []any{60000, sp.Wake(), "g", ms(time.Hour), "g@1000", "s", ms(time.Minute), "1000", "", "p"}
+			},
+		}, {
+			// A closed window's fired timer, kept for the retention.
+			name: "fired", setup: nothing,
+			args: func(sp keyspace.Space) []any {
+				return []any{60000, sp.Wake(), "g", "", "g@1000", "f", "1500", "1000", "2000", "p"}
+			},
+		}, {
+			// The timer exists, scheduled: returned as it is.
+			name: "existing",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				scheduled(t, c, sp, "g@1000", ms(time.Hour))
+			},
+			args: func(sp keyspace.Space) []any {
+				return []any{60000, sp.Wake(), "g", ms(time.Hour), "g@1000", "s", ms(time.Minute), "1000", "", "p"}
+			},
+		}},
 		"requeue": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				do(t, c, "XADD", sp.DeadLetter(), "5-1", "id", "x", "payload", "p", "group", "g", "error", "e")
@@ -163,6 +195,39 @@ func scenarios() map[string][]scenario {
 			args:  func(keyspace.Space) []any { return []any{4} },
 		}},
 		"workers": {{setup: nothing, args: func(keyspace.Space) []any { return nil }}},
+		"debounce": {{
+			// No window: one is opened (Keys takes the key "g"), traced and
+			// delivering.
+			name: "create",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "HSET", sp.EndpointNames(), "billing", "{}")
+			},
+			args: func(sp keyspace.Space) []any { return []any{"g", "1000", "60000", "p", "0", sp.Wake(), tp, "billing"} },
+		}, {
+			// An open window: its timer is pushed, earlier than the
+			// shard's head (a wakeup), with a new payload and endpoint.
+			name: "push",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				opened := time.Now().UnixMilli()
+				do(t, c, "SET", sp.Debounce("g"), fmt.Sprintf("%d:%d", opened, opened+3600000))
+				scheduled(t, c, sp, fmt.Sprintf("g@%d", opened), ms(time.Hour))
+				do(t, c, "HSET", sp.EndpointNames(), "billing", "{}")
+			},
+			args: func(sp keyspace.Space) []any {
+				return []any{"g", "1000", "60000", "new", "0", sp.Wake(), "", "billing"}
+			},
+		}, {
+			// A push without an endpoint into a delivering window.
+			name: "push undeliver",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				opened := time.Now().UnixMilli()
+				id := fmt.Sprintf("g@%d", opened)
+				do(t, c, "SET", sp.Debounce("g"), fmt.Sprintf("%d:%d", opened, opened+3600000))
+				scheduled(t, c, sp, id, ms(time.Hour))
+				do(t, c, "HSET", sp.Deliveries(), id, "billing")
+			},
+			args: func(sp keyspace.Space) []any { return []any{"g", "1000", "60000", "new", "0", sp.Wake(), "", ""} },
+		}},
 		"overlap": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				for _, sid := range []string{"skip1", "skip2"} {
@@ -274,6 +339,12 @@ func scenarios() map[string][]scenario {
 			},
 		}},
 		"recur_put": {{
+			// A create reads the debounce window of its ID (Keys takes "g").
+			name: "create", setup: nothing,
+			args: func(sp keyspace.Space) []any {
+				return []any{"create", "g", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", "", 300, ms(time.Minute)}
+			},
+		}, {
 			name: "update",
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				do(t, c, "HSET", sp.Schedules(), "rp", "1:a:1:100:100:{}")

@@ -51,7 +51,8 @@ const (
 	// Write allows every other method under /v1/namespaces/{ns}.
 	Write Right = "write"
 	// Admin allows PUT and DELETE of /v1/namespaces/{ns} itself, and
-	// every method but GET and HEAD under /v1/namespaces/{ns}/endpoints.
+	// every method but GET and HEAD under /v1/namespaces/{ns}/endpoints
+	// and /v1/namespaces/{ns}/delivery-policy.
 	Admin Right = "admin"
 )
 

@@ -191,6 +191,8 @@ func TestRequired(t *testing.T) {
 		{"PUT", "/v1/namespaces/orders/endpoints/billing", Need{Right: Admin, Namespace: "orders"}},
 		{"DELETE", "/v1/namespaces/orders/endpoints/billing", Need{Right: Admin, Namespace: "orders"}},
 		{"POST", "/v1/namespaces/orders/endpoints/billing/disable", Need{Right: Admin, Namespace: "orders"}},
+		{"PUT", "/v1/namespaces/orders/delivery-policy", Need{Right: Admin, Namespace: "orders"}},
+		{"GET", "/v1/namespaces/orders/delivery-policy", Need{Right: Read, Namespace: "orders"}},
 		{"POST", "/v1/namespaces/orders", Need{Right: Write, Namespace: "orders"}},
 		{"GET", "/v1/namespaces", Need{Right: Read, Namespace: AllNamespaces}},
 		{"GET", "/v1/namespaces/", Need{Right: Read, Namespace: AllNamespaces}},

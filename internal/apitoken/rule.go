@@ -26,7 +26,9 @@ type Need struct {
 // Required returns what r needs, by the rule the API's routes follow:
 // everything that concerns one namespace is under /v1/namespaces/{ns};
 // GET and HEAD need read, other methods write; PUT and DELETE of
-// /v1/namespaces/{ns} itself need admin; GET of OpenAPIPath is public. A
+// /v1/namespaces/{ns} itself, and every method but GET and HEAD under
+// /v1/namespaces/{ns}/endpoints and /v1/namespaces/{ns}/delivery-policy,
+// need admin; GET of OpenAPIPath is public. A
 // request elsewhere needs its right on AllNamespaces.
 //
 // The namespace is read from r's escaped path, one segment unescaped, as
@@ -67,6 +69,10 @@ func Required(r *http.Request) Need {
 	// An endpoint decides where every delivering timer's payload goes and
 	// holds the secrets that sign it: changing one is the admin's.
 	if !read && len(seg) >= 5 && seg[4] == "endpoints" {
+		right = Admin
+	}
+	// So does the delivery policy, which may let timers name URLs.
+	if !read && len(seg) >= 5 && seg[4] == "delivery-policy" {
 		right = Admin
 	}
 	return Need{Right: right, Namespace: ns}

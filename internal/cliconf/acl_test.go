@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/timerq/timerq/deliver/dispatch"
 	"github.com/timerq/timerq/internal/cliconf"
 	"github.com/timerq/timerq/internal/ctl"
 	"github.com/timerq/timerq/internal/redistest"
@@ -250,6 +251,12 @@ func TestACLRoles(t *testing.T) {
 		if _, err := q.Cancel(ctx, "d"); err != nil {
 			t.Fatalf("cancel: %v", err)
 		}
+		// Debounce: a window opened, then pushed.
+		for range 2 {
+			if _, err := q.Debounce(ctx, "dk", queue.DebounceOptions{Delay: time.Hour, MaxWait: 2 * time.Hour}); err != nil {
+				t.Fatalf("debounce: %v", err)
+			}
+		}
 		if _, err := q.Reschedule(ctx, "x", time.Now().Add(300*time.Millisecond)); err != nil {
 			t.Fatalf("reschedule: %v", err)
 		}
@@ -313,6 +320,8 @@ func TestACLRoles(t *testing.T) {
 		refused(t, "cancel", err)
 		_, err = o.Reschedule(ctx, "a", time.Now())
 		refused(t, "reschedule", err)
+		_, err = o.Debounce(ctx, "dk", queue.DebounceOptions{Delay: time.Hour, MaxWait: 2 * time.Hour})
+		refused(t, "debounce", err)
 		_, err = o.Get(ctx, "a")
 		refused(t, "get", err)
 		// Consume retries Redis errors and reports each to OnError.
@@ -394,11 +403,41 @@ func TestACLRoles(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// A delivering timer, fired, with an attempt logged and its fire
+		// dead-lettered by the delivery group.
+		ep := queue.Endpoint{Name: "hooks", URL: "https://hooks.example.com/",
+			Secrets: []queue.Secret{queue.Secret("whsec_" + strings.Repeat("QUFB", 8))}}
+		if _, err := q.PutEndpoint(ctx, ep, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: prefix + "d", Due: time.Now().Add(-time.Second), Endpoint: "hooks"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Claim(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		for done := false; !done; {
+			ds, err := q.Lease(ctx, dispatch.DefaultGroup, "d", queue.LeaseOptions{Count: 100, Block: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range ds {
+				if d.Event.ID != prefix+"d" {
+					continue
+				}
+				a := queue.DeliveryAttempt{TimerID: d.Event.ID, Attempt: 1, Due: d.Event.Due, StreamID: d.Event.StreamID, At: time.Now(),
+					Status: 500, Outcome: "dead_letter", Reason: "exhausted", Error: "boom"}
+				if _, err := q.Release(ctx, dispatch.DefaultGroup, d.DeliveryID, queue.ReleaseOptions{DeadLetter: true, Log: &a}, queue.LeaseOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				done = true
+			}
+		}
 		return deadID
 	}
 	pages := func(prefix string) []string {
 		return []string{"/", "/timers", "/timers?prefix=" + prefix, "/timer?id=" + prefix + "t1", "/tail", "/groups",
-			"/schedules", "/schedule?id=" + prefix + "s1"}
+			"/schedules", "/schedule?id=" + prefix + "s1", "/endpoints", "/timer?id=" + prefix + "d", "/deliveries", "/deliveries?endpoint=hooks"}
 	}
 	t.Run("ui-readonly", func(t *testing.T) {
 		rdb, _ := createUser(t, srv, admin, lines["ui-readonly"], mine)
@@ -434,7 +473,8 @@ func TestACLRoles(t *testing.T) {
 		d.tailHasNoProblem()
 		for _, p := range []string{"/timer/confirm?id=rw-t1&action=cancel", "/timer/confirm?id=rw-t2&action=fire",
 			"/timer/confirm?id=rw-t3&action=reschedule&due=2031-05-06T07:08:09Z", "/schedule/confirm?id=rw-s1&action=pause",
-			"/schedule/confirm?id=rw-s1&action=resume", "/schedule/confirm?id=rw-s2&action=delete", "/dead/confirm?id=" + deadID} {
+			"/schedule/confirm?id=rw-s1&action=resume", "/schedule/confirm?id=rw-s2&action=delete", "/dead/confirm?id=" + deadID,
+			"/deliveries/confirm?endpoint=hooks", "/endpoints/confirm?name=hooks&action=disable"} {
 			if code, body := d.act(p); code != 303 {
 				t.Errorf("%s under the ui role = %d, want 303:\n%s", p, code, body)
 			}
@@ -444,7 +484,10 @@ func TestACLRoles(t *testing.T) {
 			t.Errorf("rw-t1 is %v after cancel", tm.State)
 		}
 		if n, _ := q.DeadLetterCount(ctx); n != 1 {
-			t.Errorf("%d dead letters after requeueing one of two, want 1", n)
+			t.Errorf("%d dead letters after requeueing one of two and redriving the delivery, want 1", n)
+		}
+		if ep, err := q.GetEndpoint(ctx, "hooks"); err != nil || !ep.Disabled {
+			t.Errorf("hooks after disabling it: %+v %v", ep, err)
 		}
 		o := newDashboard(t, rdb, theirs, true)
 		if code, body := o.act("/timer/confirm?id=a&action=cancel"); code == 303 || !strings.Contains(body, "missing right") {

@@ -32,11 +32,13 @@ func (r *runner) commands() []*cli.Command {
 				&cli.StringFlag{Name: "payload", Aliases: []string{"p"}, Usage: "payload `TEXT`"},
 				&cli.StringFlag{Name: "payload-file", Usage: "read the payload from `PATH`, or stdin for -"},
 				&cli.StringFlag{Name: "deliver", Usage: "deliver the fire to the namespace's endpoint `NAME` (timerctl endpoints)"},
-				&cli.StringFlag{Name: "flow-key", Usage: "the timer's flow `KEY`: its delivery is held to the key's flow policy (timerctl flow)"},
+				&cli.StringFlag{Name: "deliver-url", Usage: "with --deliver: POST to `URL` instead of the endpoint's, under its secrets and policy (timerctl delivery-policy must allow timer URLs)"},
+				&cli.StringFlag{Name: "flow-key", Usage: "the timer's (or each occurrence's) flow `KEY`: its delivery is held to the key's flow policy (timerctl flow)"},
 			), recurringFlags()...),
 			Action: r.schedule,
 		},
 		r.schedulesCommand(),
+		r.debounceCommand(),
 		{Name: "get", Usage: "show a timer", ArgsUsage: "ID", Action: r.get},
 		{
 			Name: "list", Usage: "list timers by due time", ArgsUsage: " ",
@@ -63,6 +65,7 @@ func (r *runner) commands() []*cli.Command {
 			Action: r.wait,
 		},
 		r.redriveCommand(),
+		r.deliveryPolicyCommand(),
 		{Name: "stats", Usage: "counts per state, the overdue backlog and a histogram of due times", ArgsUsage: " ", Action: r.stats},
 		{
 			Name: "import", Usage: "schedule new timers and restore exported ones from JSON Lines", ArgsUsage: "[FILE|-]",
@@ -239,10 +242,6 @@ func (r *runner) recordOut(s *session, t queue.Timer, created *bool) error {
 
 func (r *runner) schedule(c *cli.Context) error {
 	if isRecurring(c) {
-		if c.IsSet("flow-key") {
-			return usageErr("--flow-key is for one-shot timers; recurring schedules do not carry a flow key yet",
-				"drop --flow-key, or schedule one-shot timers with it")
-		}
 		return r.scheduleRecurring(c)
 	}
 	id, err := oneID(c)
@@ -264,6 +263,9 @@ func (r *runner) schedule(c *cli.Context) error {
 		}
 		return payloadTooLarge(int64(len(p)), what)
 	}
+	if c.IsSet("deliver-url") && !c.IsSet("deliver") {
+		return usageErr("--deliver-url needs --deliver", "name the endpoint whose secrets and retry policy apply: --deliver NAME --deliver-url URL")
+	}
 	if ep := c.String("deliver"); c.IsSet("deliver") || c.IsSet("flow-key") {
 		if c.IsSet("deliver") {
 			if err := queue.ValidateEndpointName(ep); err != nil {
@@ -276,10 +278,10 @@ func (r *runner) schedule(c *cli.Context) error {
 				return err
 			}
 		}
-		t := queue.NewTimer{ID: id, Due: due.at, Payload: p, Endpoint: ep, FlowKey: key}
+		t := queue.NewTimer{ID: id, Due: due.at, Payload: p, Endpoint: ep, URL: c.String("deliver-url"), FlowKey: key}
 		if due.relative {
 			t = queue.NewTimerIn(id, due.in, p)
-			t.Endpoint, t.FlowKey = ep, key
+			t.Endpoint, t.URL, t.FlowKey = ep, c.String("deliver-url"), key
 		}
 		return r.once(c, func(ctx context.Context, s *session) error {
 			res, err := s.q.ScheduleBatch(ctx, []queue.NewTimer{t})

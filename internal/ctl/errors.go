@@ -55,6 +55,8 @@ func classify(err error, t cliconf.Target) *Error {
 		ex.Fix = cmp.Or(ex.Fix, "see 'timerctl --help'")
 	case errors.Is(err, queue.ErrEndpointNotFound):
 		ex.Fix = "check the name and --namespace; 'timerctl endpoints list' shows the endpoints, 'timerctl endpoints create NAME --url URL --secret-file PATH' makes one"
+	case errors.Is(err, queue.ErrTimerURLsOff):
+		ex.Fix = "drop --deliver-url to deliver to the endpoint's URL, or let timers give URLs: 'timerctl delivery-policy --allow-timer-urls=true' (an admin's decision: a timer URL chooses where its payload goes)"
 	case errors.Is(err, queue.ErrPrivateAddress):
 		ex.Fix = "if the endpoint is meant to be internal, admit its range with --allow CIDR (the dispatcher needs its own allow rule too)"
 	case errors.Is(err, queue.ErrShardMismatch):

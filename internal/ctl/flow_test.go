@@ -56,6 +56,27 @@ func TestFlowCommands(t *testing.T) {
 		if r := c.run("schedule", "a5", "--in", "1h", "--flow-key", "bad\x01key"); r.code != ctl.ExitUsage {
 			t.Fatalf("a bad --flow-key: exit %d, stderr %q", r.code, r.stderr)
 		}
+		// A recurring schedule takes --flow-key for its occurrences,
+		// schedules export writes it,
+		c.ok("schedule", "s1", "--every", "1h", "--flow-key", "acme")
+		if in, err := c.q.GetRecurring(ctx, "s1"); err != nil || in.FlowKey != "acme" {
+			t.Fatalf("schedule s1: flow key %q, %v; want acme", in.FlowKey, err)
+		}
+		out := c.ok("schedules", "export").stdout
+		if !strings.Contains(out, `"flow_key":"acme"`) {
+			t.Fatalf("schedules export lacks the flow key:\n%s", out)
+		}
+		// and schedules import restores it.
+		c.ok("schedules", "delete", "s1")
+		if r := c.runCtx(ctx, out, "schedules", "import"); r.code != 0 {
+			t.Fatalf("schedules import: exit %d, stderr %q", r.code, r.stderr)
+		}
+		if in, err := c.q.GetRecurring(ctx, "s1"); err != nil || in.FlowKey != "acme" {
+			t.Fatalf("imported s1: flow key %q, %v; want acme", in.FlowKey, err)
+		}
+		if r := c.run("schedule", "s2", "--every", "1h", "--flow-key", "bad\x01key"); r.code != ctl.ExitUsage {
+			t.Fatalf("a bad recurring --flow-key: exit %d, stderr %q", r.code, r.stderr)
+		}
 		r = c.ok("flow", "stats")
 		if !strings.Contains(r.stdout, "BACKLOG") || !regexpLine(r.stdout, "acme", "2", "1", "100 per 1m0s") {
 			t.Fatalf("stats said %q", r.stdout)

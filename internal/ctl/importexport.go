@@ -43,6 +43,10 @@ type importLine struct {
 	CancelledAt json.RawMessage `json:"cancelled_at,omitempty"`
 	Payload     []byte          `json:"payload,omitempty"` // base64
 	PayloadText *string         `json:"payload_text,omitempty"`
+	// Debounce marks a debounce window's timer (export's debounceLine).
+	Debounce *struct {
+		DeadlineAt json.RawMessage `json:"deadline_at,omitempty"`
+	} `json:"debounce,omitempty"`
 }
 
 // importItem is one parsed line: a timer to restore as it was, or a new one
@@ -54,6 +58,9 @@ type importItem struct {
 	// occurrenceOf is the schedule of a timer to restore whose ID has an
 	// occurrence's form, "" for any other.
 	occurrenceOf string
+	// window is set for a debounce window's timer (a "debounce" line),
+	// restored with its window instead of timer.
+	window *queue.RestoredWindow
 }
 
 type importJSON struct {
@@ -138,6 +145,9 @@ func parseLine(b []byte, maxPayload int) (importItem, error) {
 			return importItem{}, err
 		}
 	}
+	if l.Debounce != nil && l.State == "" {
+		return importItem{}, errors.New(`"debounce" marks a debounce window's timer as export writes it, with its state; give the state, or drop "debounce" for a new timer`)
+	}
 	if l.State == "" {
 		if sid, ms, ok := keyspace.SplitOccurrence(l.ID); ok {
 			return importItem{}, fmt.Errorf("id %q has the form <schedule ID>@<Unix ms>, which is reserved for occurrences of recurring schedules (this one of %q): give the timer another ID, e.g. %q",
@@ -162,6 +172,16 @@ func parseLine(b []byte, maxPayload int) (importItem, error) {
 		return importItem{}, fmt.Errorf("cancelled_at is given with state %s, or missing: only a cancelled timer has one", st)
 	}
 	sid, _, _ := keyspace.SplitOccurrence(t.ID)
+	if l.Debounce != nil {
+		if sid == "" {
+			return importItem{}, fmt.Errorf(`"debounce" is given for id %q, which is no debounce window's timer ID (<key>@<Unix ms>); drop "debounce"`, l.ID)
+		}
+		deadline, _, err := lineTime("debounce.deadline_at", l.Debounce.DeadlineAt)
+		if err != nil {
+			return importItem{}, err
+		}
+		return importItem{restore: true, timer: t, window: &queue.RestoredWindow{Timer: t, Deadline: deadline}}, nil
+	}
 	return importItem{restore: true, timer: t, occurrenceOf: sid}, nil
 }
 
@@ -346,6 +366,22 @@ func (im *importer) add(line []byte, readErr error) error {
 	case perr != nil:
 		im.reject(im.lineNo, oneLine(perr.Error()))
 	case kind == kindSchedule, kind == kindQuarantined:
+	case it.window != nil:
+		// One script call, after the lines before it.
+		if err := im.flush(); err != nil {
+			return err
+		}
+		ctx, cancel := im.s.ctx(im.c)
+		res, err := im.s.q.RestoreDebounce(ctx, *it.window)
+		cancel()
+		switch {
+		case err == nil:
+			countResults([]queue.ScheduleResult{res}, &im.res)
+		case isBadInput(err):
+			im.reject(im.lineNo, oneLine(err.Error()))
+		default:
+			return im.s.redisErr(err)
+		}
 	case it.restore && it.occurrenceOf != "":
 		im.occs[it.occurrenceOf] = append(im.occs[it.occurrenceOf], pendingOcc{line: im.lineNo, timer: it.timer})
 	case it.restore:
@@ -594,6 +630,9 @@ func (r *runner) export(c *cli.Context) error {
 	// loses nothing and an operator sees them (stderr).
 	var bad []quarantineLine
 	skipped := 0
+	// Keys of IDs "<key>@<ms>" that are recurring schedules: the other
+	// timers of that form are debounce windows' (see windowOf).
+	schedules := map[string]bool{}
 	for {
 		ctx, cancel := s.ctx(c)
 		page, err := s.q.List(ctx, o)
@@ -611,7 +650,11 @@ func (r *runner) export(c *cli.Context) error {
 					"it was written outside timerq (no API takes such an ID); re-create it under a UTF-8 ID and remove the record (docs/redis-layout.md names the keys)\n", t.ID)
 				continue
 			}
-			if err := enc.Encode(toExportLine(t)); err != nil {
+			l := toExportLine(t)
+			if l.Debounce, err = windowOf(c, s, schedules, t); err != nil {
+				return err
+			}
+			if err := enc.Encode(l); err != nil {
 				return err
 			}
 		}
@@ -673,6 +716,40 @@ type exportLine struct {
 	FiredAt     *string `json:"fired_at,omitempty"`
 	CancelledAt *string `json:"cancelled_at,omitempty"`
 	Payload     []byte  `json:"payload"` // base64: any bytes survive
+	// Debounce marks a debounce window's timer, which import restores with
+	// its window (queue.RestoreDebounce) although no schedule of its ID's
+	// "<key>@" exists.
+	Debounce *debounceLine `json:"debounce,omitempty"`
+}
+
+// debounceLine is what export writes of a debounce window.
+type debounceLine struct {
+	// DeadlineAt is the window's deadline while it is open and t its timer.
+	DeadlineAt *string `json:"deadline_at,omitempty"`
+}
+
+// windowOf says whether export's timer t is a debounce window's timer, and
+// its window's deadline, caching in schedules the keys that are schedules.
+func windowOf(c *cli.Context, s *session, schedules map[string]bool, t queue.Timer) (*debounceLine, error) {
+	key, _, ok := keyspace.SplitOccurrence(t.ID)
+	if !ok || schedules[key] {
+		return nil, nil
+	}
+	ctx, cancel := s.ctx(c)
+	w, ok, err := s.q.DebounceWindowOf(ctx, t.ID)
+	cancel()
+	if err != nil {
+		return nil, s.redisErr(err)
+	}
+	if !ok {
+		schedules[key] = true
+		return nil, nil
+	}
+	l := &debounceLine{}
+	if t.State == queue.StateScheduled {
+		l.DeadlineAt = optTime(w.Deadline)
+	}
+	return l, nil
 }
 
 func toExportLine(t queue.Timer) exportLine {

@@ -15,7 +15,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/deliver/dispatch"
 	"github.com/timerq/timerq/internal/cliconf"
+	"github.com/timerq/timerq/queue"
 	"github.com/timerq/timerq/ui"
 )
 
@@ -44,7 +46,9 @@ with any user name and the token as the password. See docs/ui.md.`,
 			&cli.StringFlag{Name: "listen", Value: DefaultUIListen, EnvVars: []string{"TIMERQ_UI_LISTEN"},
 				Usage: "`ADDR` to serve on; anything but loopback requires auth"},
 			&cli.BoolFlag{Name: "read-only", EnvVars: []string{"TIMERQ_UI_READ_ONLY"},
-				Usage: "hide and refuse every action: cancel, reschedule, fire-now, requeue, and pause, resume and delete of schedules"},
+				Usage: "hide and refuse every action: cancel, reschedule, fire-now, requeue, redrive, enable and disable of endpoints, and pause, resume and delete of schedules"},
+			&cli.StringFlag{Name: "deliver-group", Value: dispatch.DefaultGroup, EnvVars: []string{"TIMERQ_DELIVER_GROUP"},
+				Usage: "the delivering replicas' consumer `GROUP` (timerworker --deliver-group), whose dead letters the dashboard lists and redrives"},
 			&cli.StringFlag{Name: "prefix", EnvVars: []string{"TIMERQ_UI_PREFIX"},
 				Usage: "serve under `PATH`, e.g. /timerq, for a reverse proxy"},
 			&cli.StringFlag{Name: "token-file", EnvVars: []string{"TIMERQ_UI_TOKEN_FILE"},
@@ -161,6 +165,10 @@ func (r *runner) ui(c *cli.Context) error {
 		return usageErr(fmt.Sprintf("refusing to serve the dashboard on %s without auth: anyone who reaches that address could read every timer and payload", listen),
 			"set "+envUIToken+" or --token-file, or "+envUIBasicAuth+" or --basic-auth-file, or listen on 127.0.0.1")
 	}
+	if err := queue.ValidateConsumerName("--deliver-group", c.String("deliver-group")); err != nil {
+		return usageErr(strings.TrimPrefix(err.Error(), queue.ErrInvalidOptions.Error()+": "),
+			"give the group timerworker --deliver-group uses, e.g. "+dispatch.DefaultGroup)
+	}
 	s, err := r.open(c)
 	if err != nil {
 		return err
@@ -176,7 +184,8 @@ func (r *runner) ui(c *cli.Context) error {
 	if r.o.UIServer != nil {
 		lim = *r.o.UIServer
 	}
-	h, err := ui.New(s.q, ui.Options{Prefix: c.String("prefix"), AllowWrites: !c.Bool("read-only"), Timeout: s.g.timeout, Logger: log,
+	h, err := ui.New(s.q, ui.Options{Prefix: c.String("prefix"), AllowWrites: !c.Bool("read-only"), DeliveryGroup: c.String("deliver-group"),
+		Timeout: s.g.timeout, Logger: log,
 		MaxTails: c.Int("max-tails"), MaxTailsPerClient: c.Int("max-tails-per-client"),
 		MaxTailsSetting: "--max-tails", MaxTailsPerClientSetting: "--max-tails-per-client",
 		TailWriteTimeout: lim.Write})

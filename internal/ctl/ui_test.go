@@ -200,3 +200,27 @@ func TestUILoopbackRefusesOtherHostNames(t *testing.T) {
 		t.Errorf("foreign Host: %d, want 421 saying why:\n%.200s", code, body)
 	}
 }
+
+// TestUIDeliverGroup: --deliver-group names the group whose dead letters
+// the dashboard lists and whose redrive commands it prints; a bad name is
+// a usage error before Redis is dialled.
+func TestUIDeliverGroup(t *testing.T) {
+	t.Setenv("TIMERQ_UI_TOKEN", "")
+	t.Setenv("TIMERQ_UI_BASIC_AUTH", "")
+	var out, errOut bytes.Buffer
+	code := ctl.Run(context.Background(), []string{"timerctl", "--redis", "redis://127.0.0.1:1/0", "ui", "--deliver-group", "a b"},
+		ctl.Options{Stdout: &out, Stderr: &errOut})
+	if code != ctl.ExitUsage || !strings.Contains(errOut.String(), "--deliver-group") || strings.Contains(errOut.String(), "invalid options") {
+		t.Errorf("ui --deliver-group 'a b': exit %d, stderr %q; want exit 2 naming the flag", code, errOut.String())
+	}
+	srv := redistest.Start(t, redistest.Config{})
+	ns := redistest.Namespace(t)
+	base, _ := uiServer(t, "redis://"+srv.Addr()+"/0", ns, "--read-only", "--deliver-group", "billing-dispatch")
+	want := "timerctl -n " + ns + " redrive --all --group billing-dispatch"
+	if code, body := httpGet(t, base+"/deliveries", nil); code != 200 || !strings.Contains(body, want) {
+		t.Errorf("GET /deliveries = %d, without %q:\n%s", code, want, body)
+	}
+	if code, body := httpGet(t, base+"/endpoints", nil); code != 200 || !strings.Contains(body, "<code>billing-dispatch</code>") {
+		t.Errorf("GET /endpoints = %d, not naming the group:\n%s", code, body)
+	}
+}

@@ -65,6 +65,10 @@ func (ns Namespace) WorkersSeen() string { return ns.key("workers-seen") }
 // (Space.EndpointNames), so that scheduling checks a name in its own slot.
 func (ns Namespace) Endpoints() string { return ns.key("endpoints") }
 
+// DeliveryPolicy is the hash of the namespace's delivery policy
+// (queue.DeliveryPolicy): field "allow_timer_urls" = "1" or "0".
+func (ns Namespace) DeliveryPolicy() string { return ns.key("delivery-policy") }
+
 // Pattern matches every key and channel of the namespace, of every shard.
 // It is a KEYS/SCAN pattern; glob characters in NS are escaped.
 func (ns Namespace) Pattern() string {

@@ -9,23 +9,24 @@
 -- ARGV[4] channel prefix: a fired timer's wakeup goes to prefix .. id
 -- ARGV[5] notify channel: told how many timers a claim fired, once per claim
 --         that fired any, so consumers of the fire stream wake (optional)
--- Reply: {now_ms, earliest_ms_or_empty, q, qid_1, qreason_1, ..., qid_q,
---        qreason_q, id_1, due_1, payload_1, traceparent_1, id_2, ...}: the q
+-- Reply: {now, earliest_ms_or_empty, q, qid_1, qreason_1, ..., qid_q,
+--        qreason_q, id_1, due_1, payload_1, traceparent_1, id_2, ...}: now
+--        is the server clock as '<now_ms>.<us>' (us 000-999), the q
 --        records this claim quarantined, then the fired timers; every timer
 --        of one claim has fired_at = now_ms; traceparent is '' for a timer
 --        scheduled outside a trace.
 -- Complexity: O(log N + k) for k claimed timers in a set of N, plus one
---        PUBLISH and one XADD per claimed timer, and one XTRIM and a few
---        HINCRBYs (the counters) per claim; when some timer was traced, one
---        HMGET and one HDEL of k fields more.
+--        PUBLISH and one XADD per claimed timer (the last one trimming the
+--        stream), and a few HINCRBYs (the counters) per claim; when some
+--        timer was traced, one HMGET and one HDEL of k fields more.
 --
 -- A traced timer's traceparent (KEYS[8], written by schedule.lua) moves
 -- into its fire stream entry, as the field traceparent, so that a consumer
 -- continues the trace that scheduled it. Likewise a delivering timer's
--- endpoint name (KEYS[10]) moves into its entry as the field endpoint, so
--- that a dispatcher finds the endpoint to deliver it to; a value
--- "<endpoint>\0<flow key>" (a timer with a flow key) becomes the fields
--- endpoint (unless '') and flow.
+-- endpoint name (KEYS[10], with the timer's own URL after a space if it has
+-- one) moves into its entry as the field endpoint, so that a dispatcher
+-- finds the endpoint to deliver it to; a value "<endpoint>\0<flow key>" (a
+-- timer with a flow key) becomes the fields endpoint (unless '') and flow.
 --
 -- A timer is due when due_ms <= now_ms of the server clock, never earlier.
 -- Removing it from the due set and marking it fired happen in this one
@@ -47,34 +48,64 @@
 -- most <ms> (late_le_inf above the last). queue.LatenessBuckets mirrors
 -- LATE_MS; change both together.
 
-local LATE_MS = {1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000}
-local LATE_FIELDS = {}
-for i, le in ipairs(LATE_MS) do LATE_FIELDS[i] = 'late_le_' .. le end
+-- The key types are checked by the commands themselves, not by a TYPE of
+-- each key per call: most claims find nothing due and then only read the
+-- due set, whose type ZRANGEBYSCORE checks. A claim that fires checks the
+-- type of every key it writes before its first write: the timers hash by
+-- HMGET, the fired and expire sets by their probes, the stream and the
+-- counters by TYPE, as their probes fail on arguments before looking at
+-- the key. typed turns a
+-- WRONGTYPE from any of them into check_types' reply, which names the key.
+-- err is a pcall's error table, and cmd and key say what it ran; without
+-- them, err is an error reply already made (by probe_all).
+local function typed(err, cmd, key)
+  local msg = string.gsub(err.err, '^%-', '')
+  if string.sub(msg, 1, 9) == 'WRONGTYPE' then return check_types() or redis.error_reply(msg) end
+  if not cmd then return err end
+  return refusal(msg, cmd, key, 'read')
+end
 
-local err = check_types()
-if err then return err end
-
-local now = now_ms()
+-- now_ms, with TIME's microseconds kept for the reply's clock.
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local now_s = fmt(now)
-local limit = tonumber(ARGV[1])
-local retention = tonumber(ARGV[2])
 local maxlen = tonumber(ARGV[3])
+
+-- xadd appends a fire entry, with the optional fields given, and when trim
+-- is set bounds the stream to about maxlen entries.
+local function xadd(trim, id, due_s, payload, ...)
+  if trim then
+    return redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[3], '*', 'id', id, 'due', due_s, 'fired', now_s,
+      'payload', payload, ...)
+  end
+  return redis.call('XADD', KEYS[6], '*', 'id', id, 'due', due_s, 'fired', now_s, 'payload', payload, ...)
+end
+local retention = tonumber(ARGV[2])
 local prefix = ARGV[4]
 local notify = ARGV[5]
 
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+-- Arguments go to Redis as strings where the script has them: Redis 7.0
+-- formats each number argument of a call with snprintf, which costs about
+-- as much as a cheap command.
+local due = redis.pcall('ZRANGEBYSCORE', KEYS[1], '-inf', now_s, 'WITHSCORES', 'LIMIT', '0', ARGV[1])
+if due.err then return typed(due, 'ZRANGEBYSCORE', KEYS[1]) end
 local n = #due / 2
-local reply = {now_s, '', '0'}
+local reply = {now_s .. '.' .. string.format('%03d', tonumber(clock[2]) % 1000), '', '0'}
 -- The earliest due time left after the claim: the member ranked just
 -- after the n claimed ones, read before the writes so that nothing runs
 -- after them.
-local head = redis.call('ZRANGE', KEYS[1], n, n, 'WITHSCORES')
+local n_s = fmt(n)
+local head = redis.call('ZRANGE', KEYS[1], n_s, n_s, 'WITHSCORES')
 if head[2] then reply[2] = head[2] end
 if n > 0 then
+  local LATE_MS = {1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000}
   -- Phase 1: read and check every record.
   local ids = {}
   for i = 1, n do ids[i] = due[2 * i - 1] end
-  local recs = redis.call('HMGET', KEYS[2], unpack(ids))
+  local recs = redis.pcall('HMGET', KEYS[2], unpack(ids))
+  if recs.err then return typed(recs, 'HMGET', KEYS[2]) end
+  local err = check_type(KEYS[7], 'hash') or check_type(KEYS[6], 'stream')
+  if err then return err end
   local hset, fired, expire, events = {}, {}, {}, {}
   local buckets, late_sum = {}, 0
   local purge_at = fmt(now + retention)
@@ -100,9 +131,9 @@ if n > 0 then
         events[#events + 1] = {id, due_s, payload}
         local late = now - tonumber(due_s)
         late_sum = late_sum + late
-        local b = 'late_le_inf'
-        for j = 1, #LATE_MS do
-          if late <= LATE_MS[j] then b = LATE_FIELDS[j]; break end
+        local b = 0 -- late_le_inf
+        for j = 1, 16 do
+          if late <= LATE_MS[j] then b = j; break end
         end
         buckets[b] = (buckets[b] or 0) + 1
       end
@@ -161,24 +192,18 @@ if n > 0 then
 
   -- Phase 2: probes. ZREMRANGEBYRANK goes first: Redis does not refuse it
   -- under OOM, and no write after it, so a full Redis still fires timers.
-  local probes = {{'ZREMRANGEBYRANK', KEYS[1]}}
-  if #hset > 0 then
-    probes[#probes + 1] = {'HSET', KEYS[2]}
-    probes[#probes + 1] = {'ZADD', KEYS[3]}
-    if retention > 0 then probes[#probes + 1] = {'ZADD', KEYS[5]} end
-    probes[#probes + 1] = {'XADD', KEYS[6]}
-    if maxlen > 0 then probes[#probes + 1] = {'XTRIM', KEYS[6]} end
-    probes[#probes + 1] = {'HINCRBY', KEYS[7]}
-    if #traced > 0 then probes[#probes + 1] = {'HDEL', KEYS[8]} end
-    if #delivering > 0 then probes[#probes + 1] = {'HDEL', KEYS[10]} end
+  -- (Called one by one rather than through probe_all: its list is a
+  -- table per probe, on every claim.)
+  err = probe('ZREMRANGEBYRANK', KEYS[1])
+  if not err and #hset > 0 then
+    err = probe('HSET', KEYS[2]) or probe('ZADD', KEYS[3]) or
+      (retention > 0 and probe('ZADD', KEYS[5])) or probe('XADD', KEYS[6]) or probe('HINCRBY', KEYS[7]) or
+      (#traced > 0 and probe('HDEL', KEYS[8])) or (#delivering > 0 and probe('HDEL', KEYS[10])) or nil
   end
-  if #quarantined > 0 then
-    probes[#probes + 1] = {'HDEL', KEYS[2]}
-    probes[#probes + 1] = {'HSET', KEYS[9]}
-    probes[#probes + 1] = {'HINCRBY', KEYS[7]}
+  if not err and #quarantined > 0 then
+    err = probe('HDEL', KEYS[2]) or probe('HSET', KEYS[9]) or probe('HINCRBY', KEYS[7])
   end
-  err = probe_all(probes)
-  if err then return err end
+  if err then return typed(err) end
 
   -- Phase 3: publish, then write.
   if notify and notify ~= '' and #events > 0 then
@@ -191,39 +216,40 @@ if n > 0 then
   end
   -- The due members are exactly the lowest ranks, so removing by rank is
   -- O(log N + n) instead of n separate ZREMs.
-  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
+  redis.call('ZREMRANGEBYRANK', KEYS[1], '0', fmt(n - 1))
   if #hset > 0 then
-    for _, e in ipairs(events) do
-      -- "<endpoint>\0<flow key>" for a timer with a flow key (schedule.lua).
-      local name, flow = nil, nil
-      if e[5] then name, flow = string.match(e[5], '^([^%z]*)%z(.*)$') end
-      if flow then
-        local entry = {'id', e[1], 'due', e[2], 'fired', now_s, 'payload', e[3], 'flow', flow}
-        if e[4] then
-          entry[#entry + 1] = 'traceparent'
-          entry[#entry + 1] = e[4]
-        end
-        if name ~= '' then
-          entry[#entry + 1] = 'endpoint'
-          entry[#entry + 1] = name
-        end
-        redis.call('XADD', KEYS[6], '*', unpack(entry))
-      elseif e[4] and e[5] then
-        redis.call('XADD', KEYS[6], '*', 'id', e[1], 'due', e[2], 'fired', now_s, 'payload', e[3],
-          'traceparent', e[4], 'endpoint', e[5])
-      elseif e[4] then
-        redis.call('XADD', KEYS[6], '*', 'id', e[1], 'due', e[2], 'fired', now_s, 'payload', e[3], 'traceparent', e[4])
-      elseif e[5] then
-        redis.call('XADD', KEYS[6], '*', 'id', e[1], 'due', e[2], 'fired', now_s, 'payload', e[3], 'endpoint', e[5])
-      else
-        redis.call('XADD', KEYS[6], '*', 'id', e[1], 'due', e[2], 'fired', now_s, 'payload', e[3])
-      end
-    end
-    -- One approximate trim per claim rather than per entry (1.6 us a timer
-    -- in BENCHMARKS.md); the script is atomic, so no reader sees the
+    -- The last entry trims the stream (approximately, MAXLEN ~): one trim
+    -- per claim rather than per entry (1.6 us a timer in BENCHMARKS.md),
+    -- and no XTRIM of its own; the script is atomic, so no reader sees the
     -- stream past its bound.
-    if maxlen > 0 then
-      redis.call('XTRIM', KEYS[6], 'MAXLEN', '~', maxlen)
+    for i, e in ipairs(events) do
+      local trim = maxlen > 0 and i == #events
+      local ep = e[5]
+      -- "<endpoint>\0<flow key>" for a timer with a flow key (schedule.lua):
+      -- the fields endpoint (unless '') and flow. A plain find, so that a
+      -- delivering timer without one costs no pattern match.
+      local z = ep and string.find(ep, '\0', 1, true)
+      if z then
+        local flow = string.sub(ep, z + 1)
+        ep = string.sub(ep, 1, z - 1)
+        if e[4] and ep ~= '' then
+          xadd(trim, e[1], e[2], e[3], 'flow', flow, 'traceparent', e[4], 'endpoint', ep)
+        elseif e[4] then
+          xadd(trim, e[1], e[2], e[3], 'flow', flow, 'traceparent', e[4])
+        elseif ep ~= '' then
+          xadd(trim, e[1], e[2], e[3], 'flow', flow, 'endpoint', ep)
+        else
+          xadd(trim, e[1], e[2], e[3], 'flow', flow)
+        end
+      elseif e[4] and ep then
+        xadd(trim, e[1], e[2], e[3], 'traceparent', e[4], 'endpoint', ep)
+      elseif e[4] then
+        xadd(trim, e[1], e[2], e[3], 'traceparent', e[4])
+      elseif ep then
+        xadd(trim, e[1], e[2], e[3], 'endpoint', ep)
+      else
+        xadd(trim, e[1], e[2], e[3])
+      end
     end
     redis.call('HSET', KEYS[2], unpack(hset))
     if #traced > 0 then redis.call('HDEL', KEYS[8], unpack(traced)) end
@@ -235,7 +261,7 @@ if n > 0 then
     redis.call('HINCRBY', KEYS[7], 'fired', #events)
     redis.call('HINCRBY', KEYS[7], 'late_sum_ms', fmt(late_sum))
     for b, c in pairs(buckets) do
-      redis.call('HINCRBY', KEYS[7], b, c)
+      redis.call('HINCRBY', KEYS[7], b == 0 and 'late_le_inf' or 'late_le_' .. LATE_MS[b], c)
     end
   end
   if #quarantined > 0 then

@@ -1,8 +1,10 @@
 -- recur_put.lua: create, update, pause, resume or delete one schedule, with
 -- its pending occurrences, in one atomic step.
 --
--- KEYS: one shard's keys (prelude.lua), then its deliveries, endpoint names,
---       schedules and sched-due (recur_prelude.lua).
+-- KEYS: one shard's keys (prelude.lua), then KEYS[8] the debounce window
+--       of a debounce key named like the schedule (keyspace Space.Debounce,
+--       read only), then its deliveries, endpoint names, schedules and
+--       sched-due (recur_prelude.lua, which counts them from the end).
 -- ARGV[1] op: 'create' | 'update' | 'pause' | 'resume' | 'delete'
 -- ARGV[2] schedule id
 -- ARGV[3] expected version, or '' for any; for create, the count to start
@@ -17,13 +19,15 @@
 -- ARGV[9] prefix of the timers' own channels
 -- ARGV[10] retention_ms of cancelled occurrences; 0 = forever
 -- ARGV[11] overlap policy after: 'allow' or 'skip', or '' to keep it
--- ARGV[12] the endpoint the occurrences deliver to, '' for none, and "\0<flow key>"
---          after it for a schedule with a flow key; a create
---          or update naming one that ENDPOINTS_KEY lacks is refused with
---          'TIMERQ_NOENDPOINT <name>' before any write
+-- ARGV[12] the endpoint the occurrences deliver to, '' for none, then
+--          after a space the schedule's own URL if it has one, and
+--          "\0<flow key>" after that for a schedule with a flow key; a
+--          create or update naming an endpoint that ENDPOINTS_KEY lacks is
+--          refused with 'TIMERQ_NOENDPOINT <name>' before any write
 -- ARGV[13..] pairs nominal_ms, due_ms: occurrences to arm
 -- Reply: {status, now_ms, record}: status 'created', 'exists' (create of an
---        existing ID: record unchanged), 'ok', 'notfound' or 'conflict'
+--        existing ID: record unchanged), 'debounce' (create of an ID that
+--        is a debounce key with an open window: nothing written), 'ok', 'notfound' or 'conflict'
 --        (the version differs; record returned as it is).
 -- Complexity: O((a + k) log N) for a armed and k new occurrences.
 --
@@ -47,6 +51,10 @@ local rec = redis.call('HGET', SCHED_KEY, sid)
 local v, st, cnt, last, armed, overlap, body = 0, 'a', 0, '', '', 'allow', ''
 if op == 'create' then
   if rec then return {'exists', now_s, rec} end
+  -- Both own the timer IDs "<id>@<ms>" (debounce.lua refuses the other way).
+  err = check_type(KEYS[8], 'string')
+  if err then return err end
+  if redis.call('GET', KEYS[8]) then return {'debounce', now_s, ''} end
   cnt = tonumber(expected) or 0
 else
   if not rec then return {'notfound', now_s, ''} end
@@ -62,9 +70,10 @@ local retention = tonumber(ARGV[10])
 local endpoint = ARGV[12]
 local delivers, derr = check_hash(DELIVER_KEY)
 if derr then return derr end
--- "<endpoint>\0<flow key>" with a flow key: only the first part names an
--- endpoint; the whole value goes into the deliveries hash.
-local endpoint_name = string.match(endpoint, '^[^%z]*')
+-- The endpoint's name, before the schedule's own URL (after a space) or
+-- its flow key (after a \0) if it has one; the whole value goes into the
+-- deliveries hash.
+local endpoint_name = string.match(endpoint, '^[^ %z]*')
 if endpoint_name ~= '' and (op == 'create' or op == 'update') then
   err = check_type(ENDPOINTS_KEY, 'hash')
   if err then return err end

@@ -11,12 +11,19 @@
 --                client); due is due_ms, or '+<ms>.<us>' for that long after
 --                the server's clock (see resolve_due in prelude.lua);
 --                endpoint is the name of the endpoint the fire is delivered
---                to, '' for a timer that does not deliver; with a flow key
---                it is "<endpoint>\0<flow key>" (the endpoint may be ''),
---                stored as is, which claim.lua splits into the fields
---                endpoint and flow
--- Reply: {now_ms, created_1, record_1, created_2, record_2, ...}; created is
---        1 for a new timer and 0 when the ID already existed in any state.
+--                to, '' for a timer that does not deliver, and after a space
+--                the timer's own delivery URL if it has one; with a flow key,
+--                "\0<flow key>" follows (and the endpoint may be ''). The
+--                value is kept whole in KEYS[9], only the name is checked;
+--                claim.lua splits off the flow key into the field flow
+-- Reply: {now_ms, flags, extra...}. flags holds one byte per timer, in
+--        order: '1' created with the due_ms it was given (the client knows
+--        the record: state s, that due, created now_ms, its payload); '2'
+--        created with a relative due, whose due_ms is the next extra; '0'
+--        not created, because the ID already existed in any state (or came
+--        earlier in this call), whose record (with its due time filled in,
+--        as full() does) is the next extra. Only existing and relative
+--        timers cost an extra, so a bulk of new timers replies two strings.
 --        A new delivering timer whose endpoint KEYS[10] does not name is
 --        refused: the error 'TIMERQ_NOENDPOINT <name>', and nothing written.
 -- Complexity: O(k log N) for k timers in a set of N (plus one HSET of k
@@ -27,60 +34,94 @@
 -- unchanged, so a replaying caller never re-arms a timer that already fired.
 -- All or nothing: it checks and probes before its first write (prelude.lua),
 -- so a refusal (ACL, OOM) creates none of the timers.
+--
+-- Cheap per call: it writes only KEYS[1] and KEYS[2] (and KEYS[8], KEYS[9]
+-- when some timer is traced or delivers), so it checks the types of those
+-- alone, and the two reads it needs anyway (the due set's head, the
+-- records) check KEYS[1] and KEYS[2]: a TYPE runs only to word the error
+-- when one is refused. The first write, HSET of KEYS[2], needs no probe.
 
-local err = check_types()
-if err then return err end
+-- read runs a read that doubles as the type check of key, which timerq
+-- keeps as a want: it returns the reply, or nil and an error reply.
+local function read(want, cmd, key, ...)
+  local r = redis.pcall(cmd, key, ...)
+  if type(r) == 'table' and r.err then
+    if string.sub(r.err, 1, 9) == 'WRONGTYPE' then
+      return nil, check_type(key, want) or redis.error_reply(r.err)
+    end
+    return nil, refusal(r.err, cmd, key, 'read')
+  end
+  return r, nil
+end
 
 local now = fmt(now_ms())
-wake_start()
+if #ARGV < 3 then return {now, ''} end
 
--- Phase 1: read every record and check every argument.
-local ids = {}
-for i = 3, #ARGV, 4 do ids[#ids + 1] = ARGV[i] end
-if #ids == 0 then return {now} end
-local recs = redis.call('HMGET', KEYS[2], unpack(ids))
-local reply = {now}
-local hset, zadd, created, traced, delivers = {}, {}, {}, {}, {}
-local endpoints = {} -- name -> true once checked
+-- Phase 1: read the due set's head and every record, check every argument.
+local head, err = read('zset', 'ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if err then return err end
+local wake_head = tonumber(head[2])
+local ids, n = {}, 0
+for i = 3, #ARGV, 4 do
+  n = n + 1
+  ids[n] = ARGV[i]
+end
+local recs
+recs, err = read('hash', 'HMGET', KEYS[2], unpack(ids))
+if err then return err end
+
+-- The loop below runs once per timer: it keeps counts rather than using
+-- the length operator, and string.match and tonumber as locals.
+local match, number = string.match, tonumber
+local flags, extra, nextra = {}, {}, 0
+local hset, zadd, nw = {}, {}, 0
+local traced, delivers = {}, {}
+local created = {}        -- id -> index of the timer that created it
+local resolved = {}       -- index -> due_ms, for relative due times only
+local endpoints = {}      -- name -> true once checked
 local trace = ARGV[2] ~= ''
-for k, id in ipairs(ids) do
-  local due, payload, endpoint = ARGV[4 * k], ARGV[4 * k + 1], ARGV[4 * k + 2]
-  local rec = recs[k]
+local value = 's::' .. now .. '::' -- a new record, but for its payload
+local earliest = wake_head
+for k = 1, n do
+  local id, rec = ids[k], recs[k]
   if rec then
     local state = decode(rec)
     if not state then return malformed(id, 'has a malformed record') end
     if state == 's' and not due_of(id) then
       return malformed(id, 'is scheduled but has no due time in ' .. KEYS[1])
     end
-    reply[#reply + 1] = 0
-    reply[#reply + 1] = full(id, rec)
+    flags[k] = '0'
+    nextra = nextra + 1
+    extra[nextra] = full(id, rec)
   elseif created[id] then
     -- A repeated ID within the call: created once, by its first occurrence.
-    reply[#reply + 1] = 0
-    reply[#reply + 1] = created[id]
+    local first = created[id]
+    flags[k] = '0'
+    nextra = nextra + 1
+    extra[nextra] = encode('s', resolved[first] or ARGV[4 * first], now, '', ARGV[4 * first + 1])
   else
-    due = resolve_due(due)
-    if not string.match(due, '^%d+$') then
+    local arg, endpoint = ARGV[4 * k], ARGV[4 * k + 2]
+    local due = resolve_due(arg)
+    if not match(due, '^%d+$') then
       return redis.error_reply('ERR timerq: due time "' .. due .. '" of timer "' .. id ..
         '" is not a count of milliseconds')
     end
-    hset[#hset + 1] = id
-    hset[#hset + 1] = encode('s', '', now, '', payload)
-    zadd[#zadd + 1] = due
-    zadd[#zadd + 1] = id
+    nw = nw + 2
+    hset[nw - 1], hset[nw] = id, value .. ARGV[4 * k + 1]
+    zadd[nw - 1], zadd[nw] = due, id
     if trace then
-      traced[#traced + 1] = id
-      traced[#traced + 1] = ARGV[2]
+      traced[nw - 1], traced[nw] = id, ARGV[2]
     end
-    -- "<endpoint>\0<flow key>" when the timer has a flow key: only the
-    -- endpoint part names an endpoint, and the whole value is stored.
     if endpoint ~= '' then
-      local name = string.match(endpoint, '^[^%z]*')
       if next(endpoints) == nil then
         err = check_type(KEYS[9], 'hash') or check_type(KEYS[10], 'hash')
         if err then return err end
+        endpoints[''] = true -- a flow key without an endpoint names none
       end
-      if name ~= '' and not endpoints[name] then
+      -- The endpoint's name, before the timer's own URL (after a space) or
+      -- its flow key (after a \0) if it has one.
+      local name = match(endpoint, '^[^ %z]*')
+      if not endpoints[name] then
         if redis.call('HEXISTS', KEYS[10], name) == 0 then
           return redis.error_reply('TIMERQ_NOENDPOINT ' .. name)
         end
@@ -90,29 +131,42 @@ for k, id in ipairs(ids) do
       delivers[#delivers + 1] = id
       delivers[#delivers + 1] = endpoint
     end
-    wake_consider(due)
-    created[id] = encode('s', due, now, '', payload)
-    reply[#reply + 1] = 1
-    reply[#reply + 1] = created[id]
+    local d = number(due)
+    if earliest == nil or d < earliest then earliest = d end
+    created[id] = k
+    if due == arg then
+      flags[k] = '1'
+    else
+      flags[k] = '2'
+      resolved[k] = due
+      nextra = nextra + 1
+      extra[nextra] = due
+    end
   end
 end
-if #hset == 0 then return reply end
+local reply = {now, table.concat(flags)}
+for i = 1, nextra do reply[i + 2] = extra[i] end
+if nw == 0 then return reply end
 if trace then
   local _, terr = check_traces()
   if terr then return terr end
 end
 
--- Phase 2: probes; ZADD first, so that Redis refuses a schedule under OOM.
-local probes = {{'ZADD', KEYS[1]}, {'HSET', KEYS[2]}}
+-- Phase 2: probes of every write but the first (HSET of KEYS[2]); the ZADD
+-- probe comes first, so that Redis refuses a schedule under OOM.
+local probes = {{'ZADD', KEYS[1]}}
 if trace then probes[#probes + 1] = {'HSET', KEYS[8]} end
 if #delivers > 0 then probes[#probes + 1] = {'HSET', KEYS[9]} end
 err = probe_all(probes)
 if err then return err end
 
 -- Phase 3: publish, then write.
-err = wake_publish(ARGV[1])
-if err then return err end
-redis.call('HSET', KEYS[2], unpack(hset))
+if earliest ~= wake_head then
+  err = publish(ARGV[1], fmt(earliest))
+  if err then return err end
+end
+local r = redis.pcall('HSET', KEYS[2], unpack(hset)) -- the first write
+if type(r) == 'table' and r.err then return refusal(r.err, 'HSET', KEYS[2]) end
 redis.call('ZADD', KEYS[1], unpack(zadd))
 if trace then redis.call('HSET', KEYS[8], unpack(traced)) end
 if #delivers > 0 then redis.call('HSET', KEYS[9], unpack(delivers)) end

@@ -14,7 +14,7 @@ type Script struct {
 	ShardedSource string
 	// Keys returns the keys the script takes, in its order, for shard sp
 	// of a namespace; group is the consumer group the script acts for
-	// (overlap), "" for the others. A script of the whole namespace takes
+	// (overlap) or the debounce key (debounce, debounce_restore), "" for the others. A script of the whole namespace takes
 	// sp.Namespace()'s keys, in the slot {NS}.
 	Keys func(sp keyspace.Space, group string) []string
 	// Publishes means the script announces through pub/sub: it has a
@@ -89,7 +89,7 @@ var (
 			return append(sp.Keys(), sp.Traces(), sp.Quarantine(), sp.Deliveries())
 		},
 		Commands: []string{"type", "time", "zrangebyscore", "hmget", "zrange", "zremrangebyrank", "hset", "zadd",
-			"xadd", "xtrim", "hincrby", "hdel"}})
+			"xadd", "hincrby", "hdel"}})
 	// Hold decides a claim in a namespace with replicas, firing nothing
 	// until Commit (hold.lua).
 	Hold = add(&Script{Name: "hold", Worker: true, Keys: holdKeys,
@@ -105,6 +105,21 @@ var (
 	// Reschedule moves a scheduled timer (reschedule.lua).
 	Reschedule = add(&Script{Name: "reschedule", Keys: timerKeys, Publishes: true,
 		Commands: []string{"type", "hget", "time", "zrange", "zadd"}})
+	// Debounce creates a debounce key's window timer or pushes it back,
+	// within the window's maximum wait (debounce.lua); group is the
+	// debounce key.
+	Debounce = add(&Script{Name: "debounce", Publishes: true,
+		Keys: func(sp keyspace.Space, key string) []string {
+			return append(sp.Keys(), sp.Schedules(), sp.Debounce(key), sp.Traces(), sp.Deliveries(), sp.EndpointNames())
+		},
+		Commands: []string{"type", "time", "get", "hget", "zscore", "zrange", "hexists", "zadd", "hset", "set", "hdel"}})
+	// DebounceRestore writes an exported debounce window's timer and
+	// reopens its window (debounce_restore.lua); group is the debounce key.
+	DebounceRestore = add(&Script{Name: "debounce_restore", Publishes: true,
+		Keys: func(sp keyspace.Space, key string) []string {
+			return append(sp.Keys(), sp.Schedules(), sp.Debounce(key))
+		},
+		Commands: []string{"type", "hget", "zscore", "time", "get", "zrange", "zadd", "hset", "set"}})
 	// Purge removes settled timers past their retention (purge.lua).
 	Purge = add(&Script{Name: "purge", Worker: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
@@ -155,8 +170,12 @@ var (
 		Commands: []string{"type", "time", "zrange", "hget", "zscore", "hset", "zadd", "zrem"}})
 	// RecurPut creates, updates, pauses, resumes or deletes a schedule
 	// (recur_put.lua).
-	RecurPut = add(&Script{Name: "recur_put", prelude: "recur_prelude", Keys: recurKeys, Publishes: true,
-		Commands: []string{"type", "time", "hget", "zscore", "hexists", "zrange", "hset", "zrem", "zadd", "hdel"}})
+	// group is the schedule's ID, whose debounce window it reads.
+	RecurPut = add(&Script{Name: "recur_put", prelude: "recur_prelude", Publishes: true,
+		Keys: func(sp keyspace.Space, id string) []string {
+			return append(append(sp.Keys(), sp.Debounce(id)), recurKeys(sp, "")[7:]...)
+		},
+		Commands: []string{"type", "time", "hget", "zscore", "hexists", "zrange", "hset", "zrem", "zadd", "hdel", "get"}})
 	// Lease hands one consumer of a group a batch of one shard's fire
 	// events under leases: reclaims expired ones, dead-letters what
 	// exceeded its attempts, reads new entries (lease.lua).

@@ -176,6 +176,43 @@ test("reschedule, fire now and cancel, with 409 for a timer that cannot change",
   assert.equal(noCancel.error?.type, "urn:timerq:problem:already-fired");
 });
 
+test("debounce: created, pushed, capped; a fired window is not re-armed, the next call opens another", async () => {
+  const key = "cart/7 x";
+  const d = (body: components["schemas"]["Debounce"]) => client.POST("/v1/namespaces/{ns}/debounce/{key}", { params: { path: { ns, key } }, body });
+  const first = await d({ delay: "1h", max_wait: "2h", payload_text: "v1" });
+  assert.equal(first.response.status, 201, JSON.stringify(first.error));
+  assert.equal(first.data?.outcome, "created");
+  const id = first.data!.timer.id;
+  assert.ok(id.startsWith(key + "@"), `window ID ${id} is not <key>@<ms>`);
+  assert.equal(Date.parse(first.data!.deadline_at) - Date.parse(first.data!.now), 2 * 3600_000);
+
+  const pushed = await d({ delay: "1h", max_wait: "2h", payload_text: "v2" });
+  assert.equal(pushed.response.status, 200, JSON.stringify(pushed.error));
+  assert.equal(pushed.data?.outcome, "pushed");
+  assert.equal(pushed.data?.timer.id, id);
+  assert.equal(text(pushed.data!.timer), "v2", "the newest payload wins");
+
+  const capped = await d({ delay: "3h", max_wait: "3h", payload_text: "v3", keep_first: true });
+  assert.equal(capped.response.status, 200, JSON.stringify(capped.error));
+  assert.equal(capped.data?.outcome, "capped");
+  assert.equal(capped.data?.timer.due_at, first.data!.deadline_at, "capped at the first call's deadline");
+  assert.equal(text(capped.data!.timer), "v2", "keep_first leaves the payload");
+
+  const bad = await d({ delay: "1m", max_wait: "1s" });
+  assert.equal(bad.response.status, 422);
+  assert.equal(bad.error?.type, "urn:timerq:problem:invalid-argument");
+
+  const p = { params: { path: { ns, id } } };
+  await client.POST("/v1/namespaces/{ns}/timers/{id}/fire", p);
+  const w = await client.GET("/v1/namespaces/{ns}/timers/{id}/wait", { params: { path: { ns, id }, query: { timeout: "20s" } } });
+  assert.equal(w.data?.state, "fired", "the worker did not fire the window made due now");
+  const next = await d({ delay: "1h", max_wait: "2h", payload_text: "v4" });
+  assert.equal(next.response.status, 201, JSON.stringify(next.error));
+  assert.equal(next.data?.outcome, "created");
+  assert.notEqual(next.data?.timer.id, id, "a fired window was re-armed");
+  assert.ok(next.data!.timer.id.startsWith(key + "@"));
+});
+
 test("wait is a long poll: it answers when the timer fires, or scheduled at the timeout", async () => {
   const made = await client.POST("/v1/namespaces/{ns}/timers", { params: ns_, body: { id: "soon", in: "800ms", payload_text: "hello" } });
   assert.equal(made.response.status, 201, JSON.stringify(made.error));
@@ -461,6 +498,23 @@ test("endpoints: create, read with secrets redacted, list, disable, enable, deli
   });
   assert.equal(nowhere.response.status, 422);
   assert.equal(nowhere.error?.type, "urn:timerq:problem:unknown-endpoint");
+
+  // A timer URL of its own is a namespace policy, off by default.
+  const timerURL = { id: "ep-own-url", in: "1h", deliver: { endpoint: name, url: "https://example.com/hooks/own" } };
+  const policy0 = await client.GET("/v1/namespaces/{ns}/delivery-policy", { params: ns_ });
+  assert.equal(policy0.response.status, 200, JSON.stringify(policy0.error));
+  assert.equal(policy0.data?.allow_timer_urls, false);
+  const refused = await client.POST("/v1/namespaces/{ns}/timers", { params: ns_, body: timerURL });
+  assert.equal(refused.response.status, 422);
+  assert.equal(refused.error?.type, "urn:timerq:problem:timer-urls-off");
+  assert.equal(refused.error?.field, "/deliver/url");
+  const allow = await client.PUT("/v1/namespaces/{ns}/delivery-policy", { params: ns_, body: { allow_timer_urls: true } });
+  assert.equal(allow.response.status, 200, JSON.stringify(allow.error));
+  assert.equal(allow.data?.allow_timer_urls, true);
+  const own = await client.POST("/v1/namespaces/{ns}/timers", { params: ns_, body: timerURL });
+  assert.equal(own.response.status, 201, JSON.stringify(own.error));
+  const deny = await client.PUT("/v1/namespaces/{ns}/delivery-policy", { params: ns_, body: { allow_timer_urls: false } });
+  assert.equal(deny.response.status, 200, JSON.stringify(deny.error));
 
   const del = await client.DELETE("/v1/namespaces/{ns}/endpoints/{name}", { params: ep });
   assert.equal(del.response.status, 204, JSON.stringify(del.error));

@@ -1,0 +1,86 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/timerq/timerq/queue"
+)
+
+func (r *runner) debounceCommand() *cli.Command {
+	return &cli.Command{
+		Name: "debounce",
+		Usage: "create KEY's window timer due --delay from now, or push the open one back, " +
+			"never past --max-wait after the window opened",
+		ArgsUsage: "KEY --delay DURATION --max-wait DURATION [--payload TEXT | --payload-file PATH|-] [--keep-first] [--deliver NAME]",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "delay", Usage: "due `DURATION` after this call by the Redis server's clock, e.g. 5s"},
+			&cli.StringFlag{Name: "max-wait", Usage: "the window's timer is never due later than `DURATION` after the window opened, e.g. 1m"},
+			&cli.StringFlag{Name: "payload", Aliases: []string{"p"}, Usage: "payload `TEXT` (the newest call's wins)"},
+			&cli.StringFlag{Name: "payload-file", Usage: "read the payload from `PATH`, or stdin for -"},
+			&cli.BoolFlag{Name: "keep-first", Usage: "leave the window's payload (and endpoint) as it is; only move its timer"},
+			&cli.StringFlag{Name: "deliver", Usage: "deliver the fire to the namespace's endpoint `NAME` (timerctl endpoints); it goes with the payload"},
+		},
+		Action: r.debounce,
+	}
+}
+
+// debounceJSON is debounce's JSON output: the HTTP API's answer.
+type debounceJSON struct {
+	Outcome    string    `json:"outcome"`
+	Timer      timerJSON `json:"timer"`
+	Now        string    `json:"now"`
+	DeadlineAt string    `json:"deadline_at"`
+}
+
+func (r *runner) debounce(c *cli.Context) error {
+	if c.NArg() != 1 {
+		if c.NArg() == 0 {
+			return usageErr("missing the debounce key", helpFix(c))
+		}
+		return usageErr(fmt.Sprintf("too many arguments: %q", c.Args().Slice()), helpFix(c))
+	}
+	key := c.Args().First()
+	var err error
+	var o queue.DebounceOptions
+	if !c.IsSet("delay") || !c.IsSet("max-wait") {
+		return usageErr("missing --delay or --max-wait", "give both, e.g. --delay 5s --max-wait 1m")
+	}
+	if o.Delay, err = parseIn("delay", c.String("delay")); err != nil {
+		return err
+	}
+	if o.MaxWait, err = parseIn("max-wait", c.String("max-wait")); err != nil {
+		return err
+	}
+	if o.Payload, err = r.payload(c); err != nil {
+		return err
+	}
+	if len(o.Payload) > queue.DefaultMaxPayloadBytes {
+		what := "--payload"
+		if c.IsSet("payload-file") {
+			what = "--payload-file " + c.String("payload-file")
+		}
+		return payloadTooLarge(int64(len(o.Payload)), what)
+	}
+	o.KeepFirst = c.Bool("keep-first")
+	if c.IsSet("deliver") {
+		if err := queue.ValidateEndpointName(c.String("deliver")); err != nil {
+			return err
+		}
+		o.Endpoint = c.String("deliver")
+	}
+	return r.once(c, func(ctx context.Context, s *session) error {
+		res, err := s.q.Debounce(ctx, key, o)
+		if err != nil {
+			return s.redisErr(err)
+		}
+		if s.g.json {
+			return writeJSON(r.o.Stdout, debounceJSON{Outcome: string(res.Outcome), Timer: toJSON(res.Timer),
+				Now: fmtJSONTime(res.Now), DeadlineAt: fmtJSONTime(res.Deadline)})
+		}
+		now := r.o.Now()
+		return writeRecord(r.o.Stdout, res.Timer, now, fmt.Sprintf("%s; the window's deadline is %s", res.Outcome, fmtTime(res.Deadline, now)))
+	})
+}

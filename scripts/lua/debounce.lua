@@ -1,0 +1,178 @@
+-- debounce.lua: debounce a key. Create the timer of the key's window, due
+-- delay after the server's clock, or push the open window's timer back to
+-- that, but never beyond the window's deadline: its opening plus max wait.
+--
+-- KEYS: the shard's seven keys (see prelude.lua), then
+--   KEYS[8] schedules  HASH   the shard's recurring schedules: a debounce key
+--                             must not be a schedule's ID, since both own
+--                             the timer IDs "<id>@<ms>"
+--   KEYS[9] window     STRING the key's open window (keyspace
+--                             Space.Debounce): "<opened_ms>:<deadline_ms>",
+--                             expiring at the deadline
+--   KEYS[10] traces    HASH   the shard's traces (prelude.lua)
+--   KEYS[11] deliveries HASH  the shard's deliveries (id -> endpoint name)
+--   KEYS[12] endpoint names HASH (keyspace EndpointNames, as schedule.lua)
+-- ARGV[1] debounce key K (validated by the client)
+-- ARGV[2] delay_ms, 1 .. max_wait_ms
+-- ARGV[3] max_wait_ms, delay_ms .. MAX_WAIT_MS (one year)
+-- ARGV[4] payload
+-- ARGV[5] '1' to keep the window's first payload, '0' for the newest to win
+-- ARGV[6] wake channel, told the new earliest due_ms when it moves earlier
+-- ARGV[7] traceparent of the calling span, kept in KEYS[10] for a window's
+--         timer by the call that opens the window; '' for none
+-- ARGV[8] endpoint the fire is delivered to ('' for none; after a space,
+--         a delivery URL of the timer's own, kept whole): set with the
+--         payload (by the call that opens the window, and by a push
+--         unless ARGV[5] keeps the first payload, which keeps its
+--         endpoint too). A name KEYS[12] does not hold is refused: the
+--         error 'TIMERQ_NOENDPOINT <name>', nothing written.
+-- Reply: {outcome, id, record, now_ms, deadline_ms}. outcome is 'created'
+--        (a new window: its timer id, "K@<opened_ms>", was created), 'pushed'
+--        (the open window's timer is now due delay after now_ms) or
+--        'capped' (it is due at deadline_ms, sooner than that), with the
+--        timer's record; or 'schedule' (K is a recurring schedule's ID,
+--        nothing written; id, record and deadline_ms are '').
+-- Complexity: O(log N) for a set of N (plus an HEXISTS of the endpoint
+--        names when ARGV[8] is set, and on a push that sets the payload an
+--        HGET of the deliveries).
+--
+-- A window is open while its timer is scheduled and the server's clock is
+-- before its deadline. Otherwise (it fired, was cancelled, or its deadline
+-- passed) the call opens the next window: its ID is K@<now_ms>, or one
+-- millisecond later than the last window's (if the clock went back) and
+-- than any existing timer's of that form, so a window's ID is never reused.
+-- The timer's record is an ordinary scheduled one (created_ms is the
+-- window's opening): a push is one ZADD of the due set, which is all the
+-- claim reads, so the timer fires once, at its last due time.
+--
+-- It runs in prelude.lua's three phases, so a refusal (ACL, OOM) writes
+-- nothing.
+
+local MAX_WAIT_MS = 31536000000 -- 365 days; queue.MaxDebounceWait
+
+local err = check_types()
+if err then return err end
+err = check_type(KEYS[8], 'hash') or check_type(KEYS[9], 'string') or check_type(KEYS[10], 'hash') or
+  check_type(KEYS[11], 'hash') or check_type(KEYS[12], 'hash')
+if err then return err end
+
+-- Phase 1: read and check.
+local key, payload, keep = ARGV[1], ARGV[4], ARGV[5] == '1'
+local tp, endpoint = ARGV[7] or '', ARGV[8] or ''
+local delay_s, wait_s = ARGV[2], ARGV[3]
+local delay, wait
+if string.match(delay_s, '^%d+$') and string.match(wait_s, '^%d+$') and #delay_s <= 15 and #wait_s <= 15 then
+  delay, wait = tonumber(delay_s), tonumber(wait_s)
+end
+if not delay or delay < 1 or wait < delay or wait > MAX_WAIT_MS then
+  return redis.error_reply('ERR timerq: debounce delay "' .. delay_s .. '" and max wait "' .. wait_s ..
+    '" must be milliseconds with 1 <= delay <= max wait <= ' .. fmt(MAX_WAIT_MS))
+end
+
+-- Only the name is checked: a value 'name url' (a timer's own delivery
+-- URL after a space, as schedule.lua takes it) is kept whole.
+local ep_name = string.match(endpoint, '^[^ ]*')
+if endpoint ~= '' and redis.call('HEXISTS', KEYS[12], ep_name) == 0 then
+  return redis.error_reply('TIMERQ_NOENDPOINT ' .. ep_name)
+end
+
+-- One TIME for now_ms and the due time (resolve_due reads relative_base).
+relative_base = redis.call('TIME')
+local now = tonumber(relative_base[1]) * 1000 + math.floor(tonumber(relative_base[2]) / 1000)
+local due = tonumber(resolve_due('+' .. delay_s .. '.000'))
+
+local win = redis.call('GET', KEYS[9])
+local opened, deadline
+if win then
+  local o, d = string.match(win, '^(%d+):(%d+)$')
+  if not o or not is_ms(o) or not is_ms(d) then
+    return redis.error_reply('TIMERQ_MALFORMED debounce window ' .. KEYS[9] .. ' holds "' ..
+      string.gsub(win, '%c', '?') .. '", not "<opened_ms>:<deadline_ms>", so timerq changed nothing;' ..
+      ' something other than timerq wrote it: inspect it (GET), then remove it (DEL)')
+  end
+  opened, deadline = tonumber(o), tonumber(d)
+end
+
+wake_start()
+if opened and now < deadline then
+  local id = key .. '@' .. fmt(opened)
+  local rec = redis.call('HGET', KEYS[2], id)
+  local state, created, first
+  if rec then
+    local st, _, cr, _, pl = decode(rec)
+    state, created, first = st, cr, pl
+    if not state then return malformed(id, 'has a malformed record') end
+    if state == 's' and not due_of(id) then
+      return malformed(id, 'is scheduled but has no due time in ' .. KEYS[1])
+    end
+  end
+  if state == 's' then
+    local outcome = 'pushed'
+    if due > deadline then due, outcome = deadline, 'capped' end
+    wake_consider(due)
+    local body = payload
+    if keep then body = first end
+    -- The endpoint goes with the payload: a push that sets the payload
+    -- sets it (or removes it, for a call without one).
+    local ep_write
+    if not keep and (redis.call('HGET', KEYS[11], id) or '') ~= endpoint then
+      if endpoint == '' then ep_write = 'HDEL' else ep_write = 'HSET' end
+    end
+    -- Phase 2: probes; ZADD first, so that Redis refuses a push under OOM.
+    local probes = {{'ZADD', KEYS[1]}}
+    if body ~= first then probes[#probes + 1] = {'HSET', KEYS[2]} end
+    if ep_write then probes[#probes + 1] = {ep_write, KEYS[11]} end
+    err = probe_all(probes)
+    if err then return err end
+    -- Phase 3: publish, then write.
+    err = wake_publish(ARGV[6])
+    if err then return err end
+    redis.call('ZADD', KEYS[1], due, id)
+    if body ~= first then redis.call('HSET', KEYS[2], id, encode('s', '', created, '', body)) end
+    if ep_write == 'HSET' then
+      redis.call('HSET', KEYS[11], id, endpoint)
+    elseif ep_write == 'HDEL' then
+      redis.call('HDEL', KEYS[11], id)
+    end
+    return {outcome, id, encode('s', fmt(due), created, '', body), fmt(now), fmt(deadline)}
+  end
+end
+
+-- The next window.
+if redis.call('HEXISTS', KEYS[8], key) == 1 then
+  return {'schedule', '', '', fmt(now), ''}
+end
+local n = now
+if opened and n <= opened then n = opened + 1 end
+local id = key .. '@' .. fmt(n)
+local taken = 0
+while redis.call('HEXISTS', KEYS[2], id) == 1 do
+  taken = taken + 1
+  if taken > 1000 then
+    return redis.error_reply('ERR timerq: the timers ' .. key .. '@' .. fmt(now) .. ' to ' .. id ..
+      ' all exist, so debounce key "' .. key .. '" has no free window ID; something other than timerq wrote them')
+  end
+  n = n + 1
+  id = key .. '@' .. fmt(n)
+end
+deadline = now + wait
+if due > deadline then due = deadline end
+wake_consider(due)
+
+-- Phase 2: probes; ZADD first, so that Redis refuses a debounce under OOM.
+local probes = {{'ZADD', KEYS[1]}, {'HSET', KEYS[2]}, {'SET', KEYS[9]}}
+if tp ~= '' then probes[#probes + 1] = {'HSET', KEYS[10]} end
+if endpoint ~= '' then probes[#probes + 1] = {'HSET', KEYS[11]} end
+err = probe_all(probes)
+if err then return err end
+
+-- Phase 3: publish, then write.
+err = wake_publish(ARGV[6])
+if err then return err end
+local now_s = fmt(now)
+redis.call('HSET', KEYS[2], id, encode('s', '', now_s, '', payload))
+redis.call('ZADD', KEYS[1], due, id)
+redis.call('SET', KEYS[9], fmt(n) .. ':' .. fmt(deadline), 'PXAT', fmt(deadline))
+if tp ~= '' then redis.call('HSET', KEYS[10], id, tp) end
+if endpoint ~= '' then redis.call('HSET', KEYS[11], id, endpoint) end
+return {'created', id, encode('s', fmt(due), now_s, '', payload), now_s, fmt(deadline)}
