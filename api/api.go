@@ -305,6 +305,11 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /v1/namespaces/{ns}/endpoints/{name}/enable", h.enableEndpoint)
 	m.HandleFunc("POST /v1/namespaces/{ns}/endpoints/{name}/disable", h.disableEndpoint)
 
+	m.HandleFunc("GET /v1/namespaces/{ns}/flow-policies", h.listFlowPolicies)
+	m.HandleFunc("PUT /v1/namespaces/{ns}/flow-policies", h.putFlowPolicy)
+	m.HandleFunc("DELETE /v1/namespaces/{ns}/flow-policies", h.deleteFlowPolicy)
+	m.HandleFunc("GET /v1/namespaces/{ns}/groups/{group}/flows", h.groupFlows) // flow.go
+
 	m.HandleFunc("GET /v1/namespaces/{ns}/delivery-policy", h.getDeliveryPolicy)
 	m.HandleFunc("PUT /v1/namespaces/{ns}/delivery-policy", h.putDeliveryPolicy)
 

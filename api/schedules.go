@@ -30,6 +30,7 @@ type scheduleSpecJSON struct {
 	Ahead        *int            `json:"ahead"`
 	Overlap      *string         `json:"overlap"`
 	Deliver      *DeliverJSON    `json:"deliver"`
+	FlowKey      *string         `json:"flow_key"`
 }
 
 type newScheduleJSON struct {
@@ -120,6 +121,12 @@ func (h *Handler) toRecurring(id string, j scheduleSpecJSON, maxPayload int) (qu
 	if rec.Endpoint, rec.URL, err = h.readDeliver(j.Deliver, ""); err != nil {
 		return rec, err
 	}
+	if j.FlowKey != nil {
+		if err := queue.ValidateFlowKey(*j.FlowKey); err != nil {
+			return rec, &fieldError{"/flow_key", err}
+		}
+		rec.FlowKey = *j.FlowKey
+	}
 	if _, err := rec.Schedule(); err != nil {
 		return rec, &fieldError{"/" + map[bool]string{true: "cron", false: "every"}[rec.Spec != ""], err}
 	}
@@ -145,6 +152,7 @@ type ScheduleJSON struct {
 	Ahead        int              `json:"ahead"`
 	Overlap      string           `json:"overlap"`
 	Deliver      *DeliverJSON     `json:"deliver,omitempty"`
+	FlowKey      string           `json:"flow_key,omitempty"`
 	Count        int64            `json:"count"`
 	Last         *string          `json:"last"`
 	Pending      []OccurrenceJSON `json:"pending"`
@@ -166,7 +174,7 @@ func toScheduleJSON(in queue.RecurringInfo) ScheduleJSON {
 	j := ScheduleJSON{ID: in.ID, Cron: in.Spec, State: string(in.State), Version: in.Version, Payload: in.Payload,
 		CatchUp: string(cmp.Or(in.CatchUp, queue.CatchUpOnce)), CatchUpLimit: in.CatchUpLimit, Jitter: in.Jitter.String(),
 		End: optTime(in.End), MaxCount: in.MaxCount, Ahead: in.Ahead, Overlap: string(cmp.Or(in.Overlap, queue.OverlapAllow)),
-		Count: in.Count, Pending: []OccurrenceJSON{}, Next: []string{},
+		Count: in.Count, Pending: []OccurrenceJSON{}, Next: []string{}, FlowKey: in.FlowKey,
 		CreatedAt: timefmt.Format(in.CreatedAt), UpdatedAt: timefmt.Format(in.UpdatedAt), Last: optTime(in.Last)}
 	if j.Payload == nil {
 		j.Payload = []byte{}

@@ -110,6 +110,7 @@ type newTimerJSON struct {
 	Payload     json.RawMessage `json:"payload"`
 	PayloadText *string         `json:"payload_text"`
 	Deliver     *DeliverJSON    `json:"deliver"`
+	FlowKey     *string         `json:"flow_key"`
 }
 
 // toNewTimer checks j and turns it into a queue.NewTimer; prefix is the
@@ -138,12 +139,19 @@ func (h *Handler) toNewTimer(j newTimerJSON, prefix string, maxPayload int) (que
 	if err != nil {
 		return queue.NewTimer{}, err
 	}
+	flowKey := ""
+	if j.FlowKey != nil {
+		flowKey = *j.FlowKey
+		if err := queue.ValidateFlowKey(flowKey); err != nil {
+			return queue.NewTimer{}, &fieldError{prefix + "/flow_key", err}
+		}
+	}
 	if rel != nil {
 		t := queue.NewTimerIn(id, *rel, payload)
-		t.Endpoint, t.URL = endpoint, url
+		t.Endpoint, t.URL, t.FlowKey = endpoint, url, flowKey
 		return t, nil
 	}
-	return queue.NewTimer{ID: id, Due: due, Payload: payload, Endpoint: endpoint, URL: url}, nil
+	return queue.NewTimer{ID: id, Due: due, Payload: payload, Endpoint: endpoint, URL: url, FlowKey: flowKey}, nil
 }
 
 func payloadField(text *string) string {

@@ -223,6 +223,21 @@ func (q *Queue) AckAttempts(ctx context.Context, group string, acks []AttemptAck
 			}
 		}
 	}
+	// Free the flow slots of what was acknowledged (a second round trip,
+	// only when some of them carry a flow key).
+	var settled []DeliveryRef
+	for i := range acks {
+		if valid[i] && xacks[i].Err() == nil {
+			settled = append(settled, refs[i])
+		}
+	}
+	if err := q.flowDone(ctx, l, group, settled...); err != nil {
+		for i := range acks {
+			if valid[i] && xacks[i].Err() == nil && refs[i].Flow != "" && errs[i] == nil {
+				errs[i] = err
+			}
+		}
+	}
 	return acked, errs
 }
 

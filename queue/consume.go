@@ -63,6 +63,8 @@ type Event struct {
 	// timer, when it was scheduled inside a trace (Options.Tracing), else
 	// "": a push delivery sends it on.
 	TraceParent string
+	// FlowKey is the timer's flow key (NewTimer.FlowKey), "" for none.
+	FlowKey string
 }
 
 // ConsumeOptions configures Consume. The zero value selects every default:
@@ -197,6 +199,12 @@ func ValidateConsumerName(kind, name string) error {
 // ConsumeOptions.OnSkip instead (see Overlap). Checking costs one script
 // call per read that holds occurrences, none for plain timers.
 //
+// In a namespace with flow policies (PutFlowPolicy) when Consume starts,
+// Consume takes events one at a time through Lease instead, so that each
+// flow key's rate and in-flight bound hold across every consumer; the
+// retries, dead letters and stop are as above, and ConsumeOptions.Count
+// and OnSkip do not apply.
+//
 // Redis errors are passed to ConsumeOptions.OnError and retried with
 // backoff; Consume returns an error only for invalid arguments, or when
 // the namespace's layout cannot be read before ctx ends.
@@ -225,6 +233,11 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 		if !sleepCtx(ctx, min(50*time.Millisecond<<min(failures-1, 10), 5*time.Second)) {
 			return nil
 		}
+	}
+	if q.hasFlowPolicies(ctx) {
+		// Flow control holds per key across consumers: through Lease.
+		q.consumeLeased(ctx, group, consumer, handler, opts)
+		return nil
 	}
 	loops := make([]*consumerLoop, len(l.spaces))
 	for k, sp := range l.spaces {
@@ -648,7 +661,8 @@ func (c *consumerLoop) nextWake() time.Time {
 // parseEvent decodes a fire stream entry written by claim.lua.
 func parseEvent(m redis.XMessage, attempt int) (Event, error) {
 	str := func(k string) string { s, _ := m.Values[k].(string); return s }
-	ev := Event{ID: str("id"), Payload: []byte(str("payload")), StreamID: m.ID, Attempt: attempt, TraceParent: str("traceparent")}
+	ev := Event{ID: str("id"), Payload: []byte(str("payload")), StreamID: m.ID, Attempt: attempt, TraceParent: str("traceparent"),
+		FlowKey: str("flow")}
 	ev.Endpoint, ev.URL = splitDeliver(str("endpoint"))
 	if err := ValidateID(ev.ID); err != nil {
 		return ev, fmt.Errorf("malformed fire event %s: %w", m.ID, err)

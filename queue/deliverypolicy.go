@@ -89,8 +89,10 @@ func deliverArg(endpoint, url string) string {
 }
 
 // splitDeliver splits a deliveries hash value (or a fire event's endpoint
-// field) into the endpoint's name and the timer's URL.
+// field) into the endpoint's name and the timer's URL, leaving out a flow
+// key (deliveryOf).
 func splitDeliver(v string) (endpoint, url string) {
+	v, _, _ = strings.Cut(v, "\x00")
 	endpoint, url, _ = strings.Cut(v, " ")
 	return endpoint, url
 }

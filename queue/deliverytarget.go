@@ -41,7 +41,9 @@ func (q *Queue) DeliveryTarget(ctx context.Context, id string) (string, error) {
 		}
 	}
 	if n := name.Val(); n != "" {
-		return n, nil
+		// The name alone, without the timer's URL or flow key.
+		ep, _ := splitDeliver(n)
+		return ep, nil
 	}
 	if len(last.Val()) == 0 {
 		return "", nil

@@ -10,7 +10,8 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-// DeliveryTarget names a scheduled timer's endpoint, a fired one's from the
+// DeliveryTarget names a scheduled timer's endpoint (its name alone, without
+// the timer's own URL or flow key), a fired one's from the
 // fire of its newest attempt, a cancelled one's as it was scheduled, and
 // none for a fired timer without attempts, a timer that does not deliver,
 // or an unknown one.
@@ -25,9 +26,15 @@ func TestDeliveryTarget(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		if err := q.SetDeliveryPolicy(ctx, queue.DeliveryPolicy{AllowTimerURLs: true}); err != nil {
+			t.Fatal(err)
+		}
 		past, later := time.Now().Add(-time.Second), time.Now().Add(time.Hour)
 		if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{
 			{ID: "later", Due: later, Endpoint: "billing"},
+			{ID: "own-url", Due: later, Endpoint: "billing", URL: "https://own.example.com/t"},
+			{ID: "flowing", Due: later, Endpoint: "billing", URL: "https://own.example.com/t", FlowKey: "acme"},
+			{ID: "flow-only", Due: later, FlowKey: "acme"},
 			{ID: "gone", Due: later, Endpoint: "billing"},
 			{ID: "fired", Due: past, Endpoint: "audit"},
 			{ID: "unsent", Due: past, Endpoint: "audit"},
@@ -62,7 +69,7 @@ func TestDeliveryTarget(t *testing.T) {
 				t.Fatalf("AckAttempt: %v %v", acked, err)
 			}
 		}
-		for id, want := range map[string]string{"later": "billing", "fired": "audit", "unsent": "", "gone": "billing", "plain": "", "nope": ""} {
+		for id, want := range map[string]string{"later": "billing", "own-url": "billing", "flowing": "billing", "flow-only": "", "fired": "audit", "unsent": "", "gone": "billing", "plain": "", "nope": ""} {
 			if got, err := q.DeliveryTarget(ctx, id); err != nil || got != want {
 				t.Errorf("DeliveryTarget(%q) = %q, %v; want %q", id, got, err, want)
 			}

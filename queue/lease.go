@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -132,12 +133,21 @@ type DeliveryRef struct {
 	StreamID string
 	// Attempt is the delivery's attempt (Event.Attempt).
 	Attempt int
+	// Flow is the flow whose in-flight slot the delivery holds under a
+	// flow policy (flow.go), "" for none: settling the delivery frees it.
+	Flow string
 }
 
 // String is the delivery ID: "<shard>-<stream entry ID>-<attempt>", as in
-// "0-1700000000000-0-1"; only unreserved URL characters.
+// "0-1700000000000-0-1", followed for a delivery under a flow policy by
+// "." and its flow in unpadded URL-safe base64; only unreserved URL
+// characters.
 func (r DeliveryRef) String() string {
-	return strconv.Itoa(r.Shard) + "-" + r.StreamID + "-" + strconv.Itoa(r.Attempt)
+	s := strconv.Itoa(r.Shard) + "-" + r.StreamID + "-" + strconv.Itoa(r.Attempt)
+	if r.Flow != "" {
+		s += "." + base64.RawURLEncoding.EncodeToString([]byte(r.Flow))
+	}
+	return s
 }
 
 // ParseDeliveryID reads a delivery ID that Lease handed out. An ID that is
@@ -151,7 +161,16 @@ func ParseDeliveryID(id string) (DeliveryRef, error) {
 		}
 		return DeliveryRef{}, fmt.Errorf("%w %q: use a delivery ID exactly as Lease returned it, such as 0-1700000000000-0-1", ErrInvalidDeliveryID, shown)
 	}
-	parts := strings.Split(id, "-")
+	base, flow, hasFlow := strings.Cut(id, ".")
+	var flowID string
+	if hasFlow {
+		b, err := base64.RawURLEncoding.DecodeString(flow)
+		if err != nil || !validFlowID(string(b)) {
+			return bad()
+		}
+		flowID = string(b)
+	}
+	parts := strings.Split(base, "-")
 	if len(parts) != 4 {
 		return bad()
 	}
@@ -166,7 +185,8 @@ func ParseDeliveryID(id string) (DeliveryRef, error) {
 	if n[0] >= MaxShards || n[3] < 1 || n[3] > 1<<31 {
 		return bad()
 	}
-	r := DeliveryRef{Shard: int(n[0]), StreamID: strconv.FormatUint(n[1], 10) + "-" + strconv.FormatUint(n[2], 10), Attempt: int(n[3])}
+	r := DeliveryRef{Shard: int(n[0]), StreamID: strconv.FormatUint(n[1], 10) + "-" + strconv.FormatUint(n[2], 10), Attempt: int(n[3]),
+		Flow: flowID}
 	if r.String() != id { // leading zeros, a sign: not one Lease wrote
 		return bad()
 	}
@@ -234,6 +254,14 @@ func (q *Queue) parseDeliveryIDIn(l *layout, id string) (DeliveryRef, error) {
 // expired leases and released events that became due; on a Cluster, where
 // one XREAD cannot span a sharded namespace's slots, it looks every 200 ms.
 //
+// Flow policies (PutFlowPolicy) apply to fires with a flow key: a fire
+// whose key has no rate or in-flight slot free is parked instead of
+// handed out, and a later Lease hands it out, round-robin across the keys
+// that are ready, with the attempt it had; its delivery ID then names its
+// key, whose slot Ack, Release and ExtendLease settle. That costs one more
+// round trip per call (the parked fires, every shard in one pipeline),
+// and one or two for a batch holding keyed fires; see flow.go.
+//
 // Overlap policies of recurring schedules apply as in Consume: an
 // occurrence of a schedule under OverlapSkip is not handed out while the
 // group has another of its occurrences pending; it is acknowledged and
@@ -256,13 +284,20 @@ func (q *Queue) Lease(ctx context.Context, group, consumer string, opts LeaseOpt
 	}
 	deadline := time.Now().Add(opts.Block)
 	for {
-		out, last, err := q.leaseOnce(ctx, l, group, consumer, opts)
+		out, last, parkedWait, err := q.leaseRound(ctx, l, group, consumer, opts)
 		if err != nil || len(out) > 0 {
 			return out, err
 		}
 		wait := time.Until(deadline)
 		if wait <= 0 {
 			return nil, nil
+		}
+		if parkedWait > 0 && parkedWait < wait {
+			// A parked fire may be handed out then (flow.go).
+			if !q.awaitParked(ctx, l, last, parkedWait) {
+				return nil, nil
+			}
+			continue
 		}
 		if err := q.awaitFires(ctx, l, last, min(wait, leasePoll)); err != nil {
 			if ctx.Err() != nil {
@@ -516,6 +551,9 @@ func (q *Queue) Ack(ctx context.Context, group string, ids ...string) (acked []b
 	if err != nil && !isNoGroup(err) {
 		return nil, errorf("ack: %w", q.redisError(err))
 	}
+	if err := q.flowDone(ctx, l, group, refs...); err != nil {
+		return acked, err
+	}
 	return acked, nil
 }
 
@@ -606,6 +644,11 @@ func (q *Queue) Release(ctx context.Context, group, id string, ro ReleaseOptions
 	} else if r, err = q.settle(ctx, l, group, id, op, ceilMilli(ro.Delay), cause, opts); err != nil {
 		return Released{}, err
 	}
+	if ref, _ := ParseDeliveryID(id); ref.Flow != "" {
+		if err := q.flowDone(ctx, l, group, ref); err != nil && logErr == nil {
+			logErr = err
+		}
+	}
 	if r[0] == "dead" {
 		return Released{DeadLetterID: r[1]}, logErr
 	}
@@ -639,6 +682,11 @@ func (q *Queue) ExtendLease(ctx context.Context, group, id string, d time.Durati
 		return time.Time{}, err
 	}
 	at, _ := strconv.ParseInt(r[1], 10, 64)
+	if ref, _ := ParseDeliveryID(id); ref.Flow != "" {
+		if err := q.flowExtend(ctx, l, group, ref, fromMillis(at), opts); err != nil {
+			return fromMillis(at), err
+		}
+	}
 	return fromMillis(at), nil
 }
 

@@ -38,6 +38,8 @@ type Queue struct {
 	closed bool
 
 	coalesce coalescer // Options.CoalesceSchedules (coalesce.go)
+
+	flow flowCache // the namespace's flow policies, read at most once a second (flow.go)
 }
 
 // New returns a Queue over rdb, which may be a standalone, Sentinel or
@@ -218,7 +220,7 @@ func (q *Queue) scheduleBatch(ctx context.Context, timers []NewTimer, tp string)
 			args = append(args, l.spaces[k].Wake(), tp)
 			for _, i := range chunk {
 				t := timers[i]
-				args = append(args, t.ID, t.dueArg(), t.Payload, deliverArg(t.Endpoint, t.URL))
+				args = append(args, t.ID, t.dueArg(), t.Payload, t.deliveryArg())
 			}
 			calls = append(calls, call{shard: k, args: args})
 			order = append(order, chunk)

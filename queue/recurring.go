@@ -99,6 +99,9 @@ type Recurring struct {
 	// does for a timer. Creating or updating a schedule that names an
 	// endpoint the namespace lacks is refused with ErrEndpointNotFound.
 	Endpoint string
+	// FlowKey, when set, is each occurrence's flow key, as NewTimer.FlowKey
+	// is a timer's: its delivery is held to the key's flow policy.
+	FlowKey string
 	// URL, with Endpoint, delivers each occurrence's fire to this URL
 	// instead of the endpoint's, as NewTimer.URL does for a timer; the
 	// namespace's delivery policy must allow timer URLs.
@@ -206,6 +209,7 @@ type body struct {
 	// here, where prelude.lua's sdecode still finds it.
 	Overlap   string `json:"overlap,omitempty"`
 	Endpoint  string `json:"endpoint,omitempty"`
+	FlowKey   string `json:"flow_key,omitempty"`
 	URL       string `json:"url,omitempty"`
 	CreatedMs int64  `json:"created_ms"`
 	UpdatedMs int64  `json:"updated_ms"`
@@ -265,6 +269,11 @@ func (q *Queue) validateRecurring(r Recurring) (Recurring, error) {
 			return r, fmt.Errorf("schedule %q: %w", r.ID, err)
 		}
 	}
+	if r.FlowKey != "" {
+		if err := ValidateFlowKey(r.FlowKey); err != nil {
+			return r, fmt.Errorf("schedule %q: %w", r.ID, err)
+		}
+	}
 	if r.URL != "" {
 		if r.Endpoint == "" {
 			return r, fmt.Errorf("schedule %q: %w: a delivery URL needs an endpoint to take its secrets and policy from; set Endpoint", r.ID, ErrInvalidOptions)
@@ -294,7 +303,7 @@ func (q *Queue) validateRecurring(r Recurring) (Recurring, error) {
 func (r Recurring) body(created, updated int64) body {
 	b := body{Spec: r.Spec, EveryMs: r.Every.Milliseconds(), Payload: r.Payload,
 		CatchUp: string(r.CatchUp), CatchUpLimit: r.CatchUpLimit, JitterMs: r.Jitter.Milliseconds(),
-		MaxCount: r.MaxCount, Ahead: r.Ahead, Endpoint: r.Endpoint, URL: r.URL, CreatedMs: created, UpdatedMs: updated}
+		MaxCount: r.MaxCount, Ahead: r.Ahead, Endpoint: r.Endpoint, URL: r.URL, FlowKey: r.FlowKey, CreatedMs: created, UpdatedMs: updated}
 	if r.Every%time.Millisecond != 0 {
 		b.EveryMs = 0 // refused by validate; keep ms resolution honest
 	}
@@ -313,7 +322,7 @@ func (r Recurring) body(created, updated int64) body {
 func (b body) recurring(id string) (Recurring, error) {
 	r := Recurring{ID: id, Spec: b.Spec, Every: time.Duration(b.EveryMs) * time.Millisecond, Payload: b.Payload,
 		CatchUp: CatchUp(b.CatchUp), CatchUpLimit: b.CatchUpLimit, Jitter: time.Duration(b.JitterMs) * time.Millisecond,
-		MaxCount: b.MaxCount, Ahead: b.Ahead, Overlap: OverlapAllow, Endpoint: b.Endpoint, URL: b.URL}
+		MaxCount: b.MaxCount, Ahead: b.Ahead, Overlap: OverlapAllow, Endpoint: b.Endpoint, URL: b.URL, FlowKey: b.FlowKey}
 	if b.Overlap != "" {
 		r.Overlap = Overlap(b.Overlap)
 	}
@@ -628,7 +637,7 @@ func (q *Queue) PutRecurring(ctx context.Context, r Recurring) (info RecurringIn
 		return RecurringInfo{}, false, err
 	}
 	b, _ := json.Marshal(r.body(now.UnixMilli(), now.UnixMilli()))
-	status, now, rec, err := q.put(ctx, "create", r.ID, "", string(b), r.Overlap, stateCode(p.ended), lastArg(p.last), r.Payload, deliverArg(r.Endpoint, r.URL), p.arms)
+	status, now, rec, err := q.put(ctx, "create", r.ID, "", string(b), r.Overlap, stateCode(p.ended), lastArg(p.last), r.Payload, deliveryOf(r.Endpoint, r.URL, r.FlowKey), p.arms)
 	if err != nil {
 		return RecurringInfo{}, false, errorf("put schedule %q: %w", r.ID, err)
 	}
@@ -768,13 +777,13 @@ func (q *Queue) modify(ctx context.Context, op, id string, overlap Overlap, fn f
 			return RecurringInfo{}, err
 		}
 		// The endpoint after the change: the new body's, or the kept one's.
-		endpoint := deliverArg(s.r.Endpoint, s.r.URL)
+		endpoint := deliveryOf(s.r.Endpoint, s.r.URL, s.r.FlowKey)
 		if b != "" {
 			var nb body
 			if err := json.Unmarshal([]byte(b), &nb); err != nil {
 				return RecurringInfo{}, errorf("%s schedule %q: %w", op, id, err)
 			}
-			endpoint = deliverArg(nb.Endpoint, nb.URL)
+			endpoint = deliveryOf(nb.Endpoint, nb.URL, nb.FlowKey)
 		}
 		status, now, rec, err := q.put(ctx, op, id, strconv.FormatInt(s.version, 10), b, overlap, state, last, payload, endpoint, arms)
 		if err != nil {
@@ -951,7 +960,7 @@ func (q *Queue) RestoreRecurringWith(ctx context.Context, in RecurringInfo, occu
 	base := max(in.Count-int64(len(arms)), 0)
 	created0, updated0 := in.CreatedAt.UnixMilli(), in.UpdatedAt.UnixMilli()
 	b, _ := json.Marshal(r.body(created0, updated0))
-	status, _, _, err := q.put(ctx, "create", r.ID, strconv.FormatInt(base, 10), string(b), r.Overlap, state, lastArg(in.Last), r.Payload, deliverArg(r.Endpoint, r.URL), arms)
+	status, _, _, err := q.put(ctx, "create", r.ID, strconv.FormatInt(base, 10), string(b), r.Overlap, state, lastArg(in.Last), r.Payload, deliveryOf(r.Endpoint, r.URL, r.FlowKey), arms)
 	if err != nil {
 		return false, results, errorf("restore schedule %q: %w", r.ID, err)
 	}

@@ -70,6 +70,12 @@ type NewTimer struct {
 	// (Event.Endpoint). Scheduling refuses a name the namespace has no
 	// endpoint of, with ErrEndpointNotFound, and writes nothing.
 	Endpoint string
+	// FlowKey, when set, is the timer's flow key (a tenant ID, say): its
+	// fire's delivery, to its endpoint or to a consumer group, is held to
+	// the namespace's flow policy for the key (PutFlowPolicy), apart from
+	// other keys' deliveries. The fire itself is never delayed. At most
+	// MaxFlowKeyBytes of UTF-8 without control characters.
+	FlowKey string
 	// URL, with Endpoint, delivers the fire to this URL instead of the
 	// endpoint's, signed with the endpoint's secrets and under its
 	// headers, timeout, retry policy and in-flight limit. The namespace's

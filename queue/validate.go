@@ -100,6 +100,11 @@ func (q *Queue) validateTimer(t NewTimer) error {
 			return errorf("timer %q: %w", t.ID, err)
 		}
 	}
+	if t.FlowKey != "" {
+		if err := ValidateFlowKey(t.FlowKey); err != nil {
+			return errorf("timer %q: %w", t.ID, err)
+		}
+	}
 	if t.URL != "" {
 		if t.Endpoint == "" {
 			return errorf("timer %q: %w: a delivery URL needs an endpoint to take its secrets and policy from; set Endpoint", t.ID, ErrInvalidOptions)

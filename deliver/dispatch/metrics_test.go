@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/timerq/timerq/deliver"
 	"github.com/timerq/timerq/deliver/dispatch"
@@ -63,5 +64,34 @@ func TestMetricsObserve(t *testing.T) {
 				t.Errorf("in flight %v, want 3", v)
 			}
 		}
+	}
+}
+
+// Delivery delay, fired to first attempt, is observed apart from the fire's
+// lateness, by flow (keyed or none), with no label per key.
+func TestMetricsDeliveryDelayApartFromLateness(t *testing.T) {
+	m := dispatch.NewMetrics(nil)
+	due := time.Now().Add(-2 * time.Second)
+	fired := due.Add(250 * time.Millisecond)
+	for _, r := range []dispatch.Report{
+		{Event: queue.Event{Due: due, FiredAt: fired, FlowKey: "tenant-1"}, Endpoint: "a", Number: 1,
+			Attempt: deliver.Attempt{At: due.Add(time.Second), Decision: deliver.Decision{Outcome: deliver.Delivered}}},
+		{Event: queue.Event{Due: due, FiredAt: fired}, Endpoint: "a", Number: 1,
+			Attempt: deliver.Attempt{At: fired, Decision: deliver.Decision{Outcome: deliver.Delivered}}},
+		{Event: queue.Event{Due: due, FiredAt: fired, FlowKey: "tenant-1"}, Endpoint: "a", Number: 2, // a retry: not counted
+			Attempt: deliver.Attempt{At: due.Add(time.Minute), Decision: deliver.Decision{Outcome: deliver.Delivered}}},
+	} {
+		m.Observe(r)
+	}
+	if n := testutil.CollectAndCount(m.DeliveryDelay); n != 2 {
+		t.Fatalf("%d delivery delay series, want 2 (keyed, none)", n)
+	}
+	keyed := m.DeliveryDelay.WithLabelValues("a", "keyed").(prometheus.Histogram)
+	var mm dto.Metric
+	if err := keyed.Write(&mm); err != nil {
+		t.Fatal(err)
+	}
+	if h := mm.GetHistogram(); h.GetSampleCount() != 1 || h.GetSampleSum() != 0.75 {
+		t.Fatalf("keyed delay: %d samples summing %v, want one of 0.75 s", h.GetSampleCount(), h.GetSampleSum())
 	}
 }

@@ -277,6 +277,48 @@ func scenarios() map[string][]scenario {
 			},
 			args: func(keyspace.Space) []any { return []any{"g", "1-1", 1, "dead", 0, 30000, 5, "gave up", 0} },
 		}},
+		"flow_take": {{
+			// Two deliveries of a flow with room for both but a rate of one
+			// per 100 ms: one granted (every write), one not.
+			name: "grant",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "ZADD", sp.FlowState("g", keyspace.FlowID("", "k")), ms(-time.Minute), "0-9-1")
+			},
+			args: func(keyspace.Space) []any { return []any{30000, 10, 1000, 2, 2, "0-1-1", "0-2-1"} },
+		}},
+		"flow_park": {{
+			name: "park",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "XADD", sp.Fires(), "1-1", "id", "x", "payload", "p", "flow", "k")
+				do(t, c, "XGROUP", "CREATE", sp.Fires(), "g", "0")
+				do(t, c, "XREADGROUP", "GROUP", "g", "c", "COUNT", 1, "STREAMS", sp.Fires(), ">")
+			},
+			args: func(keyspace.Space) []any { return []any{"g", "c", ":k", ms(time.Second), 1, 1, "1-1", 1} },
+		}},
+		"flow_pop": {{
+			// Two fires of a ready flow parked, one taken: the flow stays
+			// ready, served.
+			name: "pop",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "XADD", sp.Fires(), "1-1", "id", "x", "payload", "p", "flow", "k")
+				do(t, c, "XADD", sp.Fires(), "2-1", "id", "y", "payload", "p", "flow", "k")
+				do(t, c, "XGROUP", "CREATE", sp.Fires(), "g", "$")
+				do(t, c, "ZADD", sp.FlowReady("g"), ms(-time.Second), ":k")
+				do(t, c, "ZADD", sp.FlowParked("g"), 0, ":k\x00000000000000001-0000000001\x001",
+					0, ":k\x00000000000000002-0000000001\x001")
+			},
+			args: func(keyspace.Space) []any { return []any{"g", "c", 1} },
+		}, {
+			// The last parked fire of a flow taken: the flow leaves the ready set.
+			name: "last",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "XADD", sp.Fires(), "1-1", "id", "x", "payload", "p", "flow", "k")
+				do(t, c, "XGROUP", "CREATE", sp.Fires(), "g", "$")
+				do(t, c, "ZADD", sp.FlowReady("g"), ms(-time.Second), ":k")
+				do(t, c, "ZADD", sp.FlowParked("g"), 0, ":k\x00000000000000001-0000000001\x001")
+			},
+			args: func(keyspace.Space) []any { return []any{"g", "c", 5} },
+		}},
 		"recur_load": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				do(t, c, "HSET", sp.Schedules(), "rs", "1:a:1:100:100:{}")

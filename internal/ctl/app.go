@@ -160,7 +160,7 @@ func NewApp(o Options) *cli.App {
 			return cli.ShowAppHelp(c)
 		},
 	}
-	app.Commands = append(r.commands(), r.uiCommand(), r.namespaceCommand(), r.apiTokenCommand(), r.endpointsCommand())
+	app.Commands = append(r.commands(), r.uiCommand(), r.namespaceCommand(), r.apiTokenCommand(), r.endpointsCommand(), r.flowCommand())
 	for _, cmd := range app.Commands {
 		cmd.OnUsageError = usage
 	}

@@ -33,6 +33,7 @@ func (r *runner) commands() []*cli.Command {
 				&cli.StringFlag{Name: "payload-file", Usage: "read the payload from `PATH`, or stdin for -"},
 				&cli.StringFlag{Name: "deliver", Usage: "deliver the fire to the namespace's endpoint `NAME` (timerctl endpoints)"},
 				&cli.StringFlag{Name: "deliver-url", Usage: "with --deliver: POST to `URL` instead of the endpoint's, under its secrets and policy (timerctl delivery-policy must allow timer URLs)"},
+				&cli.StringFlag{Name: "flow-key", Usage: "the timer's (or each occurrence's) flow `KEY`: its delivery is held to the key's flow policy (timerctl flow)"},
 			), recurringFlags()...),
 			Action: r.schedule,
 		},
@@ -265,14 +266,22 @@ func (r *runner) schedule(c *cli.Context) error {
 	if c.IsSet("deliver-url") && !c.IsSet("deliver") {
 		return usageErr("--deliver-url needs --deliver", "name the endpoint whose secrets and retry policy apply: --deliver NAME --deliver-url URL")
 	}
-	if ep := c.String("deliver"); c.IsSet("deliver") {
-		if err := queue.ValidateEndpointName(ep); err != nil {
-			return err
+	if ep := c.String("deliver"); c.IsSet("deliver") || c.IsSet("flow-key") {
+		if c.IsSet("deliver") {
+			if err := queue.ValidateEndpointName(ep); err != nil {
+				return err
+			}
 		}
-		t := queue.NewTimer{ID: id, Due: due.at, Payload: p, Endpoint: ep, URL: c.String("deliver-url")}
+		key := c.String("flow-key")
+		if c.IsSet("flow-key") {
+			if err := queue.ValidateFlowKey(key); err != nil {
+				return err
+			}
+		}
+		t := queue.NewTimer{ID: id, Due: due.at, Payload: p, Endpoint: ep, URL: c.String("deliver-url"), FlowKey: key}
 		if due.relative {
 			t = queue.NewTimerIn(id, due.in, p)
-			t.Endpoint, t.URL = ep, c.String("deliver-url")
+			t.Endpoint, t.URL, t.FlowKey = ep, c.String("deliver-url"), key
 		}
 		return r.once(c, func(ctx context.Context, s *session) error {
 			res, err := s.q.ScheduleBatch(ctx, []queue.NewTimer{t})

@@ -35,6 +35,7 @@ type scheduleExportLine struct {
 	Ahead        int              `json:"ahead"`
 	Overlap      string           `json:"overlap"`
 	Deliver      *deliverJSON     `json:"deliver,omitempty"`
+	FlowKey      string           `json:"flow_key,omitempty"`
 	Count        int64            `json:"count"`
 	Last         *string          `json:"last"`
 	Pending      []occurrenceJSON `json:"pending"`
@@ -46,7 +47,7 @@ func toScheduleExportLine(in queue.RecurringInfo) scheduleExportLine {
 	j := toScheduleJSON(in)
 	return scheduleExportLine{Kind: kindSchedule, ID: j.ID, Cron: j.Cron, TZ: j.TZ, Every: j.Every, Anchor: j.Anchor,
 		State: j.State, Payload: j.Payload, CatchUp: j.CatchUp, CatchUpLimit: j.CatchUpLimit, Jitter: j.Jitter,
-		End: j.End, MaxCount: j.MaxCount, Ahead: j.Ahead, Overlap: j.Overlap, Deliver: j.Deliver, Count: j.Count, Last: j.Last,
+		End: j.End, MaxCount: j.MaxCount, Ahead: j.Ahead, Overlap: j.Overlap, Deliver: j.Deliver, FlowKey: j.FlowKey, Count: j.Count, Last: j.Last,
 		Pending: j.Pending, CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt}
 }
 

@@ -74,7 +74,13 @@ func (r *runner) scheduleRecurring(c *cli.Context) error {
 	}
 	rec := queue.Recurring{ID: id, Spec: c.String("cron"), CatchUp: queue.CatchUp(c.String("catch-up")),
 		CatchUpLimit: c.Int("catch-up-limit"), MaxCount: c.Int64("max-count"), Ahead: c.Int("ahead"),
-		Overlap: queue.Overlap(c.String("overlap")), Endpoint: c.String("deliver"), URL: c.String("deliver-url")}
+		Overlap: queue.Overlap(c.String("overlap")), Endpoint: c.String("deliver"), URL: c.String("deliver-url"),
+		FlowKey: c.String("flow-key")}
+	if c.IsSet("flow-key") {
+		if err := queue.ValidateFlowKey(rec.FlowKey); err != nil {
+			return err
+		}
+	}
 	if c.IsSet("every") && c.IsSet("cron") {
 		return usageErr("both --every and --cron are given", "give one of them")
 	}
@@ -261,6 +267,7 @@ type scheduleJSON struct {
 	Ahead        int              `json:"ahead"`
 	Overlap      string           `json:"overlap"`
 	Deliver      *deliverJSON     `json:"deliver,omitempty"`
+	FlowKey      string           `json:"flow_key,omitempty"`
 	Count        int64            `json:"count"`
 	Last         *string          `json:"last"`
 	Pending      []occurrenceJSON `json:"pending"`
@@ -299,6 +306,7 @@ func toScheduleJSON(in queue.RecurringInfo) scheduleJSON {
 	if in.Endpoint != "" {
 		j.Deliver = &deliverJSON{Endpoint: in.Endpoint, URL: in.URL}
 	}
+	j.FlowKey = in.FlowKey
 	for _, o := range in.Pending {
 		j.Pending = append(j.Pending, occurrenceJSON{ID: o.ID, Nominal: fmtJSONTime(o.Nominal), DueAt: fmtJSONTime(o.Due)})
 	}
@@ -488,7 +496,8 @@ func (r *runner) importSchedules(c *cli.Context, rest []string) error {
 func (j scheduleJSON) info() (queue.RecurringInfo, error) {
 	in := queue.RecurringInfo{State: queue.RecurringState(j.State), Count: j.Count}
 	in.Recurring = queue.Recurring{ID: j.ID, Spec: j.Cron, Payload: j.Payload, CatchUp: queue.CatchUp(j.CatchUp),
-		CatchUpLimit: j.CatchUpLimit, MaxCount: j.MaxCount, Ahead: j.Ahead, Overlap: queue.Overlap(j.Overlap)}
+		CatchUpLimit: j.CatchUpLimit, MaxCount: j.MaxCount, Ahead: j.Ahead, Overlap: queue.Overlap(j.Overlap),
+		FlowKey: j.FlowKey}
 	if j.Deliver != nil {
 		in.Endpoint, in.URL = j.Deliver.Endpoint, j.Deliver.URL
 	}

@@ -63,7 +63,8 @@ func TestEveryNameOfAShardHashesToOneSlot(t *testing.T) {
 		for _, s := range Shards("ns-1.x", shards) {
 			names := append(s.Keys(), s.Wake(), s.Notify(), s.TimerChannel("some-id"), s.TimerChannel("{other}"),
 				s.DeadLetter(), s.TimerChannelPrefix(), s.Schedules(), s.SchedDue(), s.TimerChannel("sched@1767225600000"), s.Traces(), s.Quarantine(),
-				s.Deliveries(), s.EndpointNames())
+				s.Deliveries(), s.EndpointNames(), s.FlowState("g", FlowID("ep", "{tenant}")), s.FlowReady("g"),
+				s.FlowParked("g"), s.FlowHint("g"))
 			want := Slot(names[0])
 			for _, n := range names {
 				if Slot(n) != want {

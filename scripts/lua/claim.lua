@@ -23,8 +23,10 @@
 -- A traced timer's traceparent (KEYS[8], written by schedule.lua) moves
 -- into its fire stream entry, as the field traceparent, so that a consumer
 -- continues the trace that scheduled it. Likewise a delivering timer's
--- endpoint name (KEYS[10]) moves into its entry as the field endpoint, so
--- that a dispatcher finds the endpoint to deliver it to.
+-- endpoint name (KEYS[10], with the timer's own URL after a space if it has
+-- one) moves into its entry as the field endpoint, so that a dispatcher
+-- finds the endpoint to deliver it to; a value "<endpoint>\0<flow key>" (a
+-- timer with a flow key) becomes the fields endpoint (unless '') and flow.
 --
 -- A timer is due when due_ms <= now_ms of the server clock, never earlier.
 -- Removing it from the due set and marking it fired happen in this one
@@ -222,12 +224,29 @@ if n > 0 then
     -- stream past its bound.
     for i, e in ipairs(events) do
       local trim = maxlen > 0 and i == #events
-      if e[4] and e[5] then
-        xadd(trim, e[1], e[2], e[3], 'traceparent', e[4], 'endpoint', e[5])
+      local ep = e[5]
+      -- "<endpoint>\0<flow key>" for a timer with a flow key (schedule.lua):
+      -- the fields endpoint (unless '') and flow. A plain find, so that a
+      -- delivering timer without one costs no pattern match.
+      local z = ep and string.find(ep, '\0', 1, true)
+      if z then
+        local flow = string.sub(ep, z + 1)
+        ep = string.sub(ep, 1, z - 1)
+        if e[4] and ep ~= '' then
+          xadd(trim, e[1], e[2], e[3], 'flow', flow, 'traceparent', e[4], 'endpoint', ep)
+        elseif e[4] then
+          xadd(trim, e[1], e[2], e[3], 'flow', flow, 'traceparent', e[4])
+        elseif ep ~= '' then
+          xadd(trim, e[1], e[2], e[3], 'flow', flow, 'endpoint', ep)
+        else
+          xadd(trim, e[1], e[2], e[3], 'flow', flow)
+        end
+      elseif e[4] and ep then
+        xadd(trim, e[1], e[2], e[3], 'traceparent', e[4], 'endpoint', ep)
       elseif e[4] then
         xadd(trim, e[1], e[2], e[3], 'traceparent', e[4])
-      elseif e[5] then
-        xadd(trim, e[1], e[2], e[3], 'endpoint', e[5])
+      elseif ep then
+        xadd(trim, e[1], e[2], e[3], 'endpoint', ep)
       else
         xadd(trim, e[1], e[2], e[3])
       end

@@ -186,8 +186,17 @@ if #events > 0 then
       entry[#entry + 1] = e[4]
     end
     if e[6] then
-      entry[#entry + 1] = 'endpoint'
-      entry[#entry + 1] = e[6]
+      -- "<endpoint>\0<flow key>" for a timer with a flow key (schedule.lua).
+      local name, flow = string.match(e[6], '^([^%z]*)%z(.*)$')
+      if not name then name = e[6] end
+      if name ~= '' then
+        entry[#entry + 1] = 'endpoint'
+        entry[#entry + 1] = name
+      end
+      if flow then
+        entry[#entry + 1] = 'flow'
+        entry[#entry + 1] = flow
+      end
     end
     if reserved then
       local r = redis.pcall('XADD', KEYS[6], fmt(ms) .. '-' .. fmt(seq + e[5]), unpack(entry))

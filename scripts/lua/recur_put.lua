@@ -19,9 +19,11 @@
 -- ARGV[9] prefix of the timers' own channels
 -- ARGV[10] retention_ms of cancelled occurrences; 0 = forever
 -- ARGV[11] overlap policy after: 'allow' or 'skip', or '' to keep it
--- ARGV[12] the endpoint the occurrences deliver to, '' for none; a create
---          or update naming one that ENDPOINTS_KEY lacks is refused with
---          'TIMERQ_NOENDPOINT <name>' before any write
+-- ARGV[12] the endpoint the occurrences deliver to, '' for none, then
+--          after a space the schedule's own URL if it has one, and
+--          "\0<flow key>" after that for a schedule with a flow key; a
+--          create or update naming an endpoint that ENDPOINTS_KEY lacks is
+--          refused with 'TIMERQ_NOENDPOINT <name>' before any write
 -- ARGV[13..] pairs nominal_ms, due_ms: occurrences to arm
 -- Reply: {status, now_ms, record}: status 'created', 'exists' (create of an
 --        existing ID: record unchanged), 'debounce' (create of an ID that
@@ -68,13 +70,15 @@ local retention = tonumber(ARGV[10])
 local endpoint = ARGV[12]
 local delivers, derr = check_hash(DELIVER_KEY)
 if derr then return derr end
-if endpoint ~= '' and (op == 'create' or op == 'update') then
+-- The endpoint's name, before the schedule's own URL (after a space) or
+-- its flow key (after a \0) if it has one; the whole value goes into the
+-- deliveries hash.
+local endpoint_name = string.match(endpoint, '^[^ %z]*')
+if endpoint_name ~= '' and (op == 'create' or op == 'update') then
   err = check_type(ENDPOINTS_KEY, 'hash')
   if err then return err end
-  -- The endpoint's name, before the schedule's own URL if it has one.
-  local name = string.match(endpoint, '^[^ ]*')
-  if redis.call('HEXISTS', ENDPOINTS_KEY, name) == 0 then
-    return redis.error_reply('TIMERQ_NOENDPOINT ' .. name)
+  if redis.call('HEXISTS', ENDPOINTS_KEY, endpoint_name) == 0 then
+    return redis.error_reply('TIMERQ_NOENDPOINT ' .. endpoint_name)
   end
 end
 

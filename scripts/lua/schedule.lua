@@ -12,8 +12,10 @@
 --                the server's clock (see resolve_due in prelude.lua);
 --                endpoint is the name of the endpoint the fire is delivered
 --                to, '' for a timer that does not deliver, and after a space
---                the timer's own delivery URL if it has one (kept whole in
---                KEYS[9]; only the name is checked)
+--                the timer's own delivery URL if it has one; with a flow key,
+--                "\0<flow key>" follows (and the endpoint may be ''). The
+--                value is kept whole in KEYS[9], only the name is checked;
+--                claim.lua splits off the flow key into the field flow
 -- Reply: {now_ms, flags, extra...}. flags holds one byte per timer, in
 --        order: '1' created with the due_ms it was given (the client knows
 --        the record: state s, that due, created now_ms, its payload); '2'
@@ -114,15 +116,18 @@ for k = 1, n do
       if next(endpoints) == nil then
         err = check_type(KEYS[9], 'hash') or check_type(KEYS[10], 'hash')
         if err then return err end
+        endpoints[''] = true -- a flow key without an endpoint names none
       end
-      -- The endpoint's name, before the timer's own URL if it has one.
-      local name = string.match(endpoint, '^[^ ]*')
+      -- The endpoint's name, before the timer's own URL (after a space) or
+      -- its flow key (after a \0) if it has one.
+      local name = match(endpoint, '^[^ %z]*')
       if not endpoints[name] then
         if redis.call('HEXISTS', KEYS[10], name) == 0 then
           return redis.error_reply('TIMERQ_NOENDPOINT ' .. name)
         end
         endpoints[name] = true
       end
+      endpoints[''] = true
       delivers[#delivers + 1] = id
       delivers[#delivers + 1] = endpoint
     end

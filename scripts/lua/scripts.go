@@ -65,6 +65,11 @@ func holdKeys(sp keyspace.Space, _ string) []string {
 	return append(sp.Keys(), sp.Traces(), sp.Quarantine(), sp.Hold(), sp.Deliveries())
 }
 
+// flowKeys are a shard's fire stream and its flow-control sets of group.
+func flowKeys(sp keyspace.Space, group string) []string {
+	return []string{sp.Fires(), sp.FlowReady(group), sp.FlowParked(group), sp.FlowHint(group)}
+}
+
 func workerKeys(sp keyspace.Space, _ string) []string {
 	ns := sp.Namespace()
 	return []string{ns.Workers(), ns.WorkersSeen()}
@@ -185,6 +190,23 @@ var (
 	Release = add(&Script{Name: "release",
 		Keys:     func(sp keyspace.Space, _ string) []string { return append(sp.Keys(), sp.DeadLetter()) },
 		Commands: []string{"type", "time", "xpending", "xclaim", "xrange", "xadd", "xack"}})
+	// FlowTake grants deliveries of flows their rate and in-flight slots,
+	// in the flows' home shard (flow_take.lua). Its keys are the flows'
+	// states, which the caller gives; Keys names one, for one flow.
+	FlowTake = add(&Script{Name: "flow_take",
+		Keys: func(sp keyspace.Space, group string) []string {
+			return []string{sp.FlowState(group, keyspace.FlowID("", "k"))}
+		},
+		Commands: []string{"type", "time", "zscore", "zcount", "zadd", "zremrangebyscore", "pexpire"}})
+	// FlowPark parks leased fires that flow control holds back
+	// (flow_park.lua).
+	FlowPark = add(&Script{Name: "flow_park", Keys: flowKeys,
+		Commands: []string{"type", "xpending", "xack", "zadd", "hset"}})
+	// FlowPop hands a consumer parked fires whose flows may be tried
+	// again (flow_pop.lua).
+	FlowPop = add(&Script{Name: "flow_pop", Keys: flowKeys,
+		Commands: []string{"type", "time", "zrangebyscore", "hmget", "zlexcount", "zrangebylex", "xrange", "xclaim", "zrem",
+			"zadd", "hdel"}})
 	// Create writes a namespace's meta key unless it exists (create.lua).
 	Create = add(&Script{Name: "create",
 		Keys: func(sp keyspace.Space, _ string) []string {

@@ -522,3 +522,27 @@ test("endpoints: create, read with secrets redacted, list, disable, enable, deli
   assert.equal(gone.response.status, 404);
   assert.equal(gone.error?.type, "urn:timerq:problem:endpoint-not-found");
 });
+
+test("flow control: a policy refused, put, listed and deleted; a timer with a flow key; a group's flows", async () => {
+  const key = "ts-tenant";
+  const bad = await client.PUT("/v1/namespaces/{ns}/flow-policies", { params: ns_, body: { key, rate: 0, period: "1s" } });
+  assert.equal(bad.response.status, 422, JSON.stringify(bad.error));
+  assert.equal(bad.error?.type, "urn:timerq:problem:invalid-argument");
+  const put = await client.PUT("/v1/namespaces/{ns}/flow-policies", { params: ns_, body: { key, rate: 5, period: "1s", max_in_flight: 2 } });
+  assert.equal(put.response.status, 200, JSON.stringify(put.error));
+  assert.deepEqual(put.data, { key, rate: 5, period: "1s", max_in_flight: 2 });
+  const list = await client.GET("/v1/namespaces/{ns}/flow-policies", { params: ns_ });
+  assert.equal(list.response.status, 200, JSON.stringify(list.error));
+  assert.ok(list.data?.flow_policies.some((p) => p.key === key && p.rate === 5), JSON.stringify(list.data));
+
+  const made = await client.POST("/v1/namespaces/{ns}/timers", { params: ns_, body: { id: "flow-later", in: "1h", flow_key: key } });
+  assert.equal(made.response.status, 201, JSON.stringify(made.error));
+  const flows = await client.GET("/v1/namespaces/{ns}/groups/{group}/flows", { params: { path: { ns, group: "ts-flows" }, query: { limit: 10 } } });
+  assert.equal(flows.response.status, 200, JSON.stringify(flows.error));
+  assert.deepEqual(flows.data?.flows, [], "nothing parked: the timer has not fired");
+
+  const del = await client.DELETE("/v1/namespaces/{ns}/flow-policies", { params: { path: { ns }, query: { key } } });
+  assert.equal(del.response.status, 204, JSON.stringify(del.error));
+  const again = await client.DELETE("/v1/namespaces/{ns}/flow-policies", { params: { path: { ns }, query: { key } } });
+  assert.equal(again.response.status, 404);
+});
