@@ -17,11 +17,17 @@ import (
 // them.
 func fireFlow(t *testing.T, q *queue.Queue, key string, n int) {
 	t.Helper()
+	fireFlowTo(t, q, "", key, n)
+}
+
+// fireFlowTo is fireFlow for timers that deliver to endpoint.
+func fireFlowTo(t *testing.T, q *queue.Queue, endpoint, key string, n int) {
+	t.Helper()
 	ctx := context.Background()
 	var batch []queue.NewTimer
 	for i := range n {
-		batch = append(batch, queue.NewTimer{ID: fmt.Sprintf("f%d-%d", len(key), i), Due: time.Now().Add(-time.Second),
-			Payload: []byte("p"), FlowKey: key})
+		batch = append(batch, queue.NewTimer{ID: fmt.Sprintf("f%s%d-%d", endpoint, len(key), i), Due: time.Now().Add(-time.Second),
+			Payload: []byte("p"), FlowKey: key, Endpoint: endpoint})
 	}
 	if _, err := q.ScheduleBatch(ctx, batch); err != nil {
 		t.Fatal(err)
@@ -59,10 +65,11 @@ func flowRows(t *testing.T, body string) []string {
 	return rows
 }
 
-// TestFlowsPage: a key held to two in flight with three fires parked, and
-// a key under the namespace's default policy, show with their numbers and
-// policies, the largest backlog first, the key's markup as text; ?top
-// bounds the rows and counts the rest; another group has none.
+// TestFlowsPage: a key held to two in flight with three fires parked, a
+// key under the namespace's default policy and one under an endpoint's
+// default show with their numbers and policies, the largest backlog
+// first, a key's markup as text; ?top bounds the rows and counts the rest;
+// another group has none.
 func TestFlowsPage(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
@@ -71,9 +78,14 @@ func TestFlowsPage(t *testing.T) {
 			t.Fatalf("flows page before any flow:\n%s", body)
 		}
 		const evil = `<b>acme</b>&"`
+		secret := queue.Secret(queue.SecretPrefix + strings.Repeat("QUFB", 8))
+		if _, err := e.q.PutEndpoint(ctx, queue.Endpoint{Name: "billing", URL: "https://billing.example.com/", Secrets: []queue.Secret{secret}}, nil); err != nil {
+			t.Fatal(err)
+		}
 		for _, p := range []queue.FlowPolicy{
 			{Key: "big", Rate: 100, Period: time.Second, MaxInFlight: 2},
 			{Rate: 1000, Period: time.Second, MaxInFlight: 1},
+			{Endpoint: "billing", Rate: 50, Period: time.Second, MaxInFlight: 1},
 		} {
 			if err := e.q.PutFlowPolicy(ctx, p); err != nil {
 				t.Fatal(err)
@@ -81,25 +93,27 @@ func TestFlowsPage(t *testing.T) {
 		}
 		fireFlow(t, e.q, "big", 5)
 		fireFlow(t, e.q, evil, 3)
+		fireFlowTo(t, e.q, "billing", "big", 5)
 		ds, err := e.q.Lease(ctx, "timerq-deliver", "c1", queue.LeaseOptions{Lease: time.Minute, Count: 50})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(ds) != 3 {
-			t.Fatalf("leased %d, want 2 of big and 1 of %s", len(ds), evil)
+		if len(ds) != 4 {
+			t.Fatalf("leased %d, want 2 of big, 1 of %s and 1 of big to billing", len(ds), evil)
 		}
 		resp, body := e.Get(t, "/flows")
 		if resp.StatusCode != 200 {
 			t.Fatalf("GET /flows = %d\n%s", resp.StatusCode, body)
 		}
 		want := []string{
+			"billing|big|4|1 full|50 per 1s (one every 20ms)|1|endpoint billing default",
 			"-|big|3|2 full|100 per 1s (one every 10ms)|2|namespace",
 			"-|&lt;b&gt;acme&lt;/b&gt;&amp;&#34;|2|1 full|1000 per 1s (one every 1ms)|1|namespace default",
 		}
 		if got := flowRows(t, body); strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("flows rows:\n%s\nwant:\n%s\npage:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), body)
 		}
-		for _, s := range []string{`id="flow-keys">2<`, `id="flow-backlog">5<`, `id="flow-inflight">3<`, `class="active">Flows</a>`} {
+		for _, s := range []string{`id="flow-keys">3<`, `id="flow-backlog">9<`, `id="flow-inflight">4<`, `class="active">Flows</a>`} {
 			if !strings.Contains(body, s) {
 				t.Errorf("flows page lacks %q", s)
 			}
@@ -108,10 +122,10 @@ func TestFlowsPage(t *testing.T) {
 			t.Error("the flows page renders markup from a flow key")
 		}
 		_, body = e.Get(t, "/flows?top=1")
-		if got := flowRows(t, body); len(got) != 1 || !strings.HasPrefix(got[0], "-|big|3|") {
-			t.Errorf("top=1 rows %q, want big's alone", got)
+		if got := flowRows(t, body); len(got) != 1 || !strings.HasPrefix(got[0], "billing|big|4|") {
+			t.Errorf("top=1 rows %q, want billing's big alone", got)
 		}
-		if !strings.Contains(body, "and 1 more key with a backlog") || !strings.Contains(body, `href="/flows?group=timerq-deliver&amp;top=1000"`) {
+		if !strings.Contains(body, "and 2 more keys with a backlog") || !strings.Contains(body, `href="/flows?group=timerq-deliver&amp;top=1000"`) {
 			t.Errorf("top=1 does not count the rest:\n%s", body)
 		}
 		if _, body := e.Get(t, "/flows?group=other"); !strings.Contains(body, `id="flows-empty"`) {
