@@ -105,7 +105,7 @@ func BenchmarkDeliveryPages(b *testing.B) {
 }
 
 // redisCPU is the server's used_cpu_sys plus used_cpu_user, in seconds.
-func redisCPU(b *testing.B, rdb *redis.Client) float64 {
+func redisCPU(b *testing.B, rdb redis.UniversalClient) float64 {
 	info, err := rdb.Info(context.Background(), "cpu").Result()
 	if err != nil {
 		b.Fatal(err)

@@ -13,7 +13,7 @@ import (
 )
 
 // pages are the templates, each rendered inside layout.html.
-var pageNames = []string{"overview", "timers", "timer", "confirm", "tail", "groups", "schedules", "schedule", "quarantine", "endpoints", "deliveries", "error"}
+var pageNames = []string{"overview", "timers", "timer", "confirm", "tail", "groups", "schedules", "schedule", "quarantine", "endpoints", "deliveries", "flows", "error"}
 
 func (h *Handler) parseTemplates() error {
 	funcs := template.FuncMap{

@@ -187,6 +187,7 @@ func New(q *queue.Queue, opts Options) (*Handler, error) {
 	mux.HandleFunc("POST "+p+"/deliveries/redrive", h.post(h.redrive))
 	mux.HandleFunc("GET "+p+"/schedules", h.schedules)
 	mux.HandleFunc("GET "+p+"/quarantine", h.quarantine)
+	mux.HandleFunc("GET "+p+"/flows", h.flows)
 	mux.HandleFunc("GET "+p+"/schedule", h.schedule)
 	mux.HandleFunc("GET "+p+"/schedule/confirm", h.writeOnly(h.confirmSchedule))
 	mux.HandleFunc("POST "+p+"/schedule/{action}", h.post(h.actSchedule))

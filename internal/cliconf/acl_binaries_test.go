@@ -248,7 +248,7 @@ func TestACLLinesRunTheBinaries(t *testing.T) {
 			}
 			d := timerctlUI(t, url, mine, args...)
 			for _, p := range []string{"/", "/timers", "/timers?prefix=t", "/timer?id=t1", "/tail", "/groups", "/schedules", "/schedule?id=s1",
-				"/endpoints", "/deliveries"} {
+				"/endpoints", "/deliveries", "/flows"} {
 				resp, body := d.Get(t, p)
 				if resp.StatusCode != 200 || strings.Contains(body, `class="problem"`) {
 					t.Errorf("GET %s under the documented %s line = %d, want 200 with no problem:\n%s", p, role, resp.StatusCode, body)

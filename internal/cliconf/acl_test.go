@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -433,11 +434,30 @@ func TestACLRoles(t *testing.T) {
 				done = true
 			}
 		}
+		// A flow key with one delivery in flight and one parked, for the
+		// flows page.
+		if err := q.PutFlowPolicy(ctx, queue.FlowPolicy{Key: prefix + "k", Rate: 1000, Period: time.Second, MaxInFlight: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: prefix + "k1", Due: time.Now().Add(-time.Second), FlowKey: prefix + "k"},
+			{ID: prefix + "k2", Due: time.Now().Add(-time.Second), FlowKey: prefix + "k"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Claim(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Lease(ctx, dispatch.DefaultGroup, "c1", queue.LeaseOptions{Lease: time.Minute, Count: 100}); err != nil {
+			t.Fatal(err)
+		}
+		st, err := q.FlowStats(ctx, dispatch.DefaultGroup, 0)
+		if err != nil || !slices.ContainsFunc(st, func(s queue.FlowStat) bool { return s.Key == prefix+"k" && s.Backlog == 1 && s.InFlight == 1 }) {
+			t.Fatalf("flow stats after seeding = %+v, %v; want %sk with 1 parked, 1 in flight", st, err, prefix)
+		}
 		return deadID
 	}
 	pages := func(prefix string) []string {
 		return []string{"/", "/timers", "/timers?prefix=" + prefix, "/timer?id=" + prefix + "t1", "/tail", "/groups",
-			"/schedules", "/schedule?id=" + prefix + "s1", "/endpoints", "/timer?id=" + prefix + "d", "/deliveries", "/deliveries?endpoint=hooks"}
+			"/schedules", "/schedule?id=" + prefix + "s1", "/endpoints", "/timer?id=" + prefix + "d", "/deliveries", "/deliveries?endpoint=hooks", "/flows"}
 	}
 	t.Run("ui-readonly", func(t *testing.T) {
 		rdb, _ := createUser(t, srv, admin, lines["ui-readonly"], mine)
