@@ -1,0 +1,91 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/timerq/timerq/internal/keyspace"
+	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/queue"
+)
+
+// An application's queue that read the one-shard layout of a namespace not
+// yet created follows `timerctl namespace create --shards 16` without a
+// restart: a Schedule right after the creation, before the queue's next
+// read of the meta key, is refused in the old layout and goes to the new
+// one, and a queue that writes nothing reads the new layout within about a
+// second.
+func TestLayoutFollowsNamespaceCreatedLater(t *testing.T) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		ns := redistest.Namespace(t)
+		early, err := queue.New(b.Client, queue.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer early.Close()
+		idle, err := queue.New(b.Client, queue.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer idle.Close()
+		pinned, err := queue.New(b.Client, queue.Options{Namespace: ns, Shards: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pinned.Close()
+		for _, q := range []*queue.Queue{early, idle, pinned} {
+			if n, err := q.Shards(ctx); err != nil || n != 1 {
+				t.Fatalf("Shards before the creation = %d, %v; want 1", n, err)
+			}
+		}
+		if _, err := queue.CreateNamespace(ctx, b.Client, ns, 16); err != nil {
+			t.Fatal(err)
+		}
+		// At once, well within the queue's trust in what it read.
+		var ids []string
+		for i := range 8 {
+			id := "t-" + string(rune('a'+i))
+			ids = append(ids, id)
+			if _, err := early.Schedule(ctx, id, time.Now().Add(time.Hour), nil); err != nil {
+				t.Fatalf("Schedule right after the creation: %v", err)
+			}
+		}
+		if n, err := early.Shards(ctx); err != nil || n != 16 {
+			t.Fatalf("Shards after a refused write = %d, %v; want 16", n, err)
+		}
+		old := keyspace.Shard(ns, 0, 1)
+		if n, err := b.Client.Exists(ctx, old.Due(), old.Timers()).Result(); err != nil || n != 0 {
+			t.Fatalf("the one-shard layout holds %d keys (%v); want none", n, err)
+		}
+		fresh, err := queue.New(b.Client, queue.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fresh.Close()
+		for _, id := range ids {
+			if _, err := fresh.Get(ctx, id); err != nil {
+				t.Fatalf("a fresh client's Get(%s): %v", id, err)
+			}
+		}
+		created := time.Now()
+		redistest.Eventually(t, 5*time.Second, "the idle queue to read 16 shards", func() bool {
+			n, err := idle.Shards(ctx)
+			return err == nil && n == 16
+		})
+		if d := time.Since(created); d > 3*time.Second {
+			t.Fatalf("the idle queue took %v to follow the creation; want about a second", d)
+		}
+		// Options.Shards pins one shard: every call fails rather than
+		// writing where no worker claims.
+		redistest.Eventually(t, 5*time.Second, "the pinned queue to refuse", func() bool {
+			_, err := pinned.Schedule(ctx, "pinned", time.Now(), nil)
+			return errors.Is(err, queue.ErrShardMismatch)
+		})
+		if n, _ := b.Client.Exists(ctx, old.Due(), old.Timers()).Result(); n != 0 {
+			t.Fatalf("the pinned queue wrote %d one-shard keys", n)
+		}
+	})
+}
