@@ -3,6 +3,8 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,5 +89,58 @@ func TestLayoutFollowsNamespaceCreatedLater(t *testing.T) {
 		if n, _ := b.Client.Exists(ctx, old.Due(), old.Timers()).Result(); n != 0 {
 			t.Fatalf("the pinned queue wrote %d one-shard keys", n)
 		}
+	})
+}
+
+// A consumer started on a namespace not yet created reads the 16 shard
+// streams once it is created with 16 shards: every fire reaches it.
+func TestConsumeFollowsNamespaceCreatedLater(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		ns := redistest.Namespace(t)
+		early, err := queue.New(b.Client, queue.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer early.Close()
+		var mu sync.Mutex
+		got := map[string]bool{}
+		stop := consumeAsync(t, early, "g", "c1", func(_ context.Context, e queue.Event) error {
+			mu.Lock()
+			got[e.ID] = true
+			mu.Unlock()
+			return nil
+		}, queue.ConsumeOptions{Block: 50 * time.Millisecond})
+		defer stop()
+		redistest.Eventually(t, 5*time.Second, "the consumer to read the one-shard layout", func() bool {
+			n, err := early.Shards(ctx)
+			return err == nil && n == 1
+		})
+		if _, err := queue.CreateNamespace(ctx, b.Client, ns, 16); err != nil {
+			t.Fatal(err)
+		}
+		fresh, err := queue.New(b.Client, queue.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fresh.Close()
+		const n = 48
+		var batch []queue.NewTimer
+		for i := range n {
+			batch = append(batch, queue.NewTimer{ID: fmt.Sprint("t-", i), Due: time.Now()})
+		}
+		if _, err := fresh.ScheduleBatch(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		for k := range 16 {
+			if _, err := fresh.ClaimShard(ctx, k, 100); err != nil {
+				t.Fatal(err)
+			}
+		}
+		redistest.Eventually(t, 5*time.Second, "every fire to reach the consumer", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(got) == n
+		})
 	})
 }
