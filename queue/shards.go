@@ -383,7 +383,7 @@ func indexEndpoints(ctx context.Context, rdb redis.UniversalClient, ns string, s
 }
 
 // Shards returns the namespace's shard count, reading it from Redis on
-// first use.
+// first use and again when the last read is a second old or more.
 func (q *Queue) Shards(ctx context.Context) (int, error) {
 	l, err := q.layout(ctx)
 	if err != nil {
@@ -393,7 +393,7 @@ func (q *Queue) Shards(ctx context.Context) (int, error) {
 }
 
 // Created reports whether the namespace was created by CreateNamespace
-// (it has a meta key), as read with the layout on first use. A namespace
+// (it has a meta key), as last read with the layout. A namespace
 // used without being created has one shard and reads false.
 func (q *Queue) Created(ctx context.Context) (bool, error) {
 	l, err := q.layout(ctx)
