@@ -92,8 +92,9 @@ func TestLayoutFollowsNamespaceCreatedLater(t *testing.T) {
 	})
 }
 
-// A consumer started on a namespace not yet created reads the 16 shard
-// streams once it is created with 16 shards: every fire reaches it.
+// A consumer whose queue read the one-shard layout of a namespace not yet
+// created reads the 16 shard streams once it is created with 16 shards:
+// every fire reaches it.
 func TestConsumeFollowsNamespaceCreatedLater(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
@@ -103,6 +104,16 @@ func TestConsumeFollowsNamespaceCreatedLater(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer early.Close()
+		// The queue reads the one-shard layout; Consume starts after the
+		// creation, within the second the queue trusts what it read, so it
+		// starts on the one-shard stream. (A consumer that ran before the
+		// creation made that stream, and the creation would be refused.)
+		if n, err := early.Shards(ctx); err != nil || n != 1 {
+			t.Fatalf("Shards = %d, %v; want 1", n, err)
+		}
+		if _, err := queue.CreateNamespace(ctx, b.Client, ns, 16); err != nil {
+			t.Fatal(err)
+		}
 		var mu sync.Mutex
 		got := map[string]bool{}
 		stop := consumeAsync(t, early, "g", "c1", func(_ context.Context, e queue.Event) error {
@@ -112,13 +123,6 @@ func TestConsumeFollowsNamespaceCreatedLater(t *testing.T) {
 			return nil
 		}, queue.ConsumeOptions{Block: 50 * time.Millisecond})
 		defer stop()
-		redistest.Eventually(t, 5*time.Second, "the consumer to read the one-shard layout", func() bool {
-			n, err := early.Shards(ctx)
-			return err == nil && n == 1
-		})
-		if _, err := queue.CreateNamespace(ctx, b.Client, ns, 16); err != nil {
-			t.Fatal(err)
-		}
 		fresh, err := queue.New(b.Client, queue.Options{Namespace: ns})
 		if err != nil {
 			t.Fatal(err)
