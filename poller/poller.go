@@ -134,6 +134,12 @@ func (p *Poller) OwnedShards() []int {
 // the other workers; with the takeover disabled every poller claims that
 // one shard, as before sharding.
 //
+// The poller follows the namespace's layout: when its heartbeat (or, with
+// no membership, a read at most every Options.Heartbeat) finds another
+// shard count, as when the namespace is created after Run started, it
+// stops its claim loops and starts them again on the new shards, with
+// their wake subscriptions, staying a member throughout.
+//
 // Redis errors are logged and retried with backoff (an outage, LOADING, a
 // timeout, a slot migration), except a refusal for lack of an ACL right,
 // which no retry can fix: then Run stops as if ctx ended and returns that
