@@ -33,12 +33,17 @@ func TestLayoutFollowsNamespaceCreatedLater(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer idle.Close()
+		debouncer, err := queue.New(b.Client, queue.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer debouncer.Close()
 		pinned, err := queue.New(b.Client, queue.Options{Namespace: ns, Shards: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer pinned.Close()
-		for _, q := range []*queue.Queue{early, idle, pinned} {
+		for _, q := range []*queue.Queue{early, idle, debouncer, pinned} {
 			if n, err := q.Shards(ctx); err != nil || n != 1 {
 				t.Fatalf("Shards before the creation = %d, %v; want 1", n, err)
 			}
@@ -58,6 +63,12 @@ func TestLayoutFollowsNamespaceCreatedLater(t *testing.T) {
 		if n, err := early.Shards(ctx); err != nil || n != 16 {
 			t.Fatalf("Shards after a refused write = %d, %v; want 16", n, err)
 		}
+		// A debounce, likewise: from a second early queue, still trusting
+		// the one-shard layout.
+		if _, err := debouncer.Debounce(ctx, "dk", queue.DebounceOptions{Delay: time.Hour, MaxWait: time.Hour}); err != nil {
+			t.Fatalf("Debounce right after the creation: %v", err)
+		}
+		ids = append(ids, "dk")
 		old := keyspace.Shard(ns, 0, 1)
 		if n, err := b.Client.Exists(ctx, old.Due(), old.Timers()).Result(); err != nil || n != 0 {
 			t.Fatalf("the one-shard layout holds %d keys (%v); want none", n, err)
@@ -67,10 +78,13 @@ func TestLayoutFollowsNamespaceCreatedLater(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer fresh.Close()
-		for _, id := range ids {
+		for _, id := range ids[:len(ids)-1] {
 			if _, err := fresh.Get(ctx, id); err != nil {
 				t.Fatalf("a fresh client's Get(%s): %v", id, err)
 			}
+		}
+		if n, err := fresh.Stats(ctx); err != nil || n.Scheduled != int64(len(ids)) {
+			t.Fatalf("a fresh client's Stats: %d scheduled (%v); want %d", n.Scheduled, err, len(ids))
 		}
 		created := time.Now()
 		redistest.Eventually(t, 5*time.Second, "the idle queue to read 16 shards", func() bool {

@@ -111,7 +111,11 @@ var (
 	// debounce key.
 	Debounce = add(&Script{Name: "debounce", Publishes: true,
 		Keys: func(sp keyspace.Space, key string) []string {
-			return append(sp.Keys(), sp.Schedules(), sp.Debounce(key), sp.Traces(), sp.Deliveries(), sp.EndpointNames())
+			keys := append(sp.Keys(), sp.Schedules(), sp.Debounce(key), sp.Traces(), sp.Deliveries(), sp.EndpointNames())
+			if sp.Count() == 1 {
+				keys = append(keys, sp.Namespace().Meta()) // as Schedule
+			}
+			return keys
 		},
 		Commands: []string{"type", "time", "get", "hget", "zscore", "zrange", "hexists", "zadd", "hset", "set", "hdel"}})
 	// DebounceRestore writes an exported debounce window's timer and
