@@ -134,6 +134,12 @@ func (p *Poller) OwnedShards() []int {
 // the other workers; with the takeover disabled every poller claims that
 // one shard, as before sharding.
 //
+// The poller follows the namespace's layout: when its heartbeat (or, with
+// no membership, a read at most every Options.Heartbeat) finds another
+// shard count, as when the namespace is created after Run started, it
+// stops its claim loops and starts them again on the new shards, with
+// their wake subscriptions, staying a member throughout.
+//
 // Redis errors are logged and retried with backoff (an outage, LOADING, a
 // timeout, a slot migration), except a refusal for lack of an ACL right,
 // which no retry can fix: then Run stops as if ctx ended and returns that
@@ -164,9 +170,17 @@ func (p *Poller) Run(ctx context.Context) error {
 	return nil
 }
 
-// serve reads the namespace's layout, then runs one claim loop per owned
-// shard, adjusting the set on every heartbeat, until ctx ends.
+// serve runs serveLayout until ctx ends, again each time the namespace's
+// shard count changes (a namespace created after the poller started).
 func (p *Poller) serve(ctx context.Context, stop context.CancelCauseFunc) {
+	for p.serveLayout(ctx, stop) {
+	}
+}
+
+// serveLayout reads the namespace's layout, then runs one claim loop per
+// owned shard, adjusting the set on every heartbeat, until ctx ends, or
+// until the shard count changes, when it stops its loops and reports true.
+func (p *Poller) serveLayout(ctx context.Context, stop context.CancelCauseFunc) (changed bool) {
 	var shards int
 	var sharded bool
 	for failures := 1; ; failures++ {
@@ -182,7 +196,7 @@ func (p *Poller) serve(ctx context.Context, stop context.CancelCauseFunc) {
 			break
 		}
 		if ctx.Err() != nil || p.fatal(err, stop, "read of the namespace's layout") {
-			return
+			return false
 		}
 		if h := p.opts.Hooks.ClaimFailed; h != nil {
 			h(err)
@@ -190,7 +204,7 @@ func (p *Poller) serve(ctx context.Context, stop context.CancelCauseFunc) {
 		d := p.backoff(failures)
 		p.log.Warn("timerq: claim failed; retrying", "attempt", failures, "retry_in", d, "err", err)
 		if !sleep(ctx, d) {
-			return
+			return false
 		}
 	}
 	for _, k := range p.opts.Shards {
@@ -302,14 +316,14 @@ func (p *Poller) serve(ctx context.Context, stop context.CancelCauseFunc) {
 			}
 		}
 		setOwned(fixed)
-		<-ctx.Done()
+		changed = p.watchLayout(ctx, shards)
 	case shards == 1 && !watch:
 		// Without the takeover a dead owner's one shard would wait for its
 		// membership to lapse: every poller claims it, as before ownership.
 		setOwned([]int{0})
-		<-ctx.Done()
+		changed = p.watchLayout(ctx, shards)
 	default:
-		p.membership(ctx, shards, setOwned, stop)
+		changed = p.membership(ctx, shards, setOwned, stop)
 	}
 
 	loopsMu.Lock()
@@ -323,13 +337,47 @@ func (p *Poller) serve(ctx context.Context, stop context.CancelCauseFunc) {
 	p.ownedMu.Lock()
 	p.owned = nil
 	p.ownedMu.Unlock()
+	if changed {
+		n, _ := p.q.Shards(ctx)
+		p.log.Info("timerq: the namespace's shard count changed; restarting the claim loops", "was", shards, "now", n)
+	}
+	return changed
+}
+
+// layoutChanged reports whether the queue's layout, re-read from Redis at
+// most once per layoutTTL (queue.Queue.Shards), now has another shard count
+// than shards.
+func (p *Poller) layoutChanged(ctx context.Context, shards int) bool {
+	n, err := p.q.Shards(ctx)
+	return err == nil && n != shards
+}
+
+// watchLayout waits until ctx ends, reporting false, or the namespace's
+// shard count is no longer shards, reporting true. It checks every
+// Options.Heartbeat (an HMGET at most once a second): the poller modes
+// without a membership have no heartbeat to read it with.
+func (p *Poller) watchLayout(ctx context.Context, shards int) bool {
+	tick := time.NewTicker(p.opts.Heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+			if p.layoutChanged(ctx, shards) {
+				return true
+			}
+		}
+	}
 }
 
 // membership heartbeats every Options.Heartbeat and gives setOwned the
 // shards this worker wins by rendezvous hashing among the live members.
 // Until the first heartbeat succeeds it claims every shard: ownership only
 // saves work, so overlap is safe, and a lone worker must not sit idle.
-func (p *Poller) membership(ctx context.Context, shards int, setOwned func([]int), stop context.CancelCauseFunc) {
+// The heartbeat also reads the namespace's meta key: when the shard count
+// changes, membership returns true, staying a member for the next layout.
+func (p *Poller) membership(ctx context.Context, shards int, setOwned func([]int), stop context.CancelCauseFunc) (changed bool) {
 	all := make([]int, shards)
 	for k := range all {
 		all[k] = k
@@ -340,6 +388,9 @@ func (p *Poller) membership(ctx context.Context, shards int, setOwned func([]int
 		return p.q.Heartbeat(cctx, p.opts.WorkerID, p.opts.MemberTTL, leave)
 	}
 	defer func() {
+		if changed {
+			return
+		}
 		// Leave, so the others take this worker's shards at once rather
 		// than after MemberTTL.
 		if _, err := beat(context.WithoutCancel(ctx), true); err != nil {
@@ -357,6 +408,9 @@ func (p *Poller) membership(ctx context.Context, shards int, setOwned func([]int
 				p.log.Info("timerq: heartbeats succeed again", "failed_attempts", failures)
 			}
 			failures = 0
+			if p.layoutChanged(ctx, shards) {
+				return true
+			}
 			owned := Owned(members, shards, p.opts.WorkerID)
 			setOwned(owned)
 			if len(owned) == 0 {
@@ -367,7 +421,7 @@ func (p *Poller) membership(ctx context.Context, shards int, setOwned func([]int
 			}
 		case ctx.Err() != nil:
 		case p.fatal(err, stop, "heartbeat"):
-			return
+			return false
 		default:
 			failures++
 			if failures == 1 {
@@ -379,7 +433,7 @@ func (p *Poller) membership(ctx context.Context, shards int, setOwned func([]int
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-tick.C:
 		}
 	}
@@ -649,6 +703,10 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 func (l *shardLoop) peek(ctx context.Context) (head int64, ok bool, err error) {
 	cctx, cancel := context.WithTimeout(ctx, l.p.opts.ClaimTimeout)
 	defer cancel()
+	if n, err := l.p.q.Shards(ctx); err != nil || l.shard >= n {
+		// The layout changed under the loop, which serve is replacing.
+		return 0, false, err
+	}
 	zs, err := l.p.rdb.ZRangeWithScores(cctx, l.p.q.ShardKeys(l.shard)[0], 0, 0).Result()
 	if err != nil || len(zs) == 0 {
 		return 0, false, err

@@ -222,6 +222,29 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 	if err != nil {
 		return err
 	}
+	for {
+		moved, err := q.consumeLayout(ctx, group, consumer, handler, opts)
+		if !moved {
+			return err
+		}
+	}
+}
+
+// layoutMoved reports whether the namespace of layout l, never created
+// when l was read, now has another shard count: created since, after the
+// consumer started. It reads the meta key at most once per layoutTTL, and
+// not at all for a created namespace, whose shard count is fixed.
+func (q *Queue) layoutMoved(ctx context.Context, l *layout) bool {
+	if l.created {
+		return false
+	}
+	nl, err := q.layout(ctx)
+	return err == nil && len(nl.spaces) != len(l.spaces)
+}
+
+// consumeLayout is Consume in the namespace's layout as read now, until
+// ctx ends or the shard count changes (moved).
+func (q *Queue) consumeLayout(ctx context.Context, group, consumer string, handler func(context.Context, Event) error, opts ConsumeOptions) (moved bool, err error) {
 	var l *layout
 	for failures := 1; ; failures++ {
 		if l, err = q.layout(ctx); err == nil {
@@ -231,13 +254,13 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 			opts.OnError(errorf("consume %s/%s: %w", group, consumer, err))
 		}
 		if !sleepCtx(ctx, min(50*time.Millisecond<<min(failures-1, 10), 5*time.Second)) {
-			return nil
+			return false, nil
 		}
 	}
 	if q.hasFlowPolicies(ctx) {
 		// Flow control holds per key across consumers: through Lease.
 		q.consumeLeased(ctx, group, consumer, handler, opts)
-		return nil
+		return false, nil
 	}
 	loops := make([]*consumerLoop, len(l.spaces))
 	for k, sp := range l.spaces {
@@ -254,8 +277,7 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 		}
 	}
 	if len(loops) > 1 {
-		q.consumeShards(ctx, l, loops, onErr)
-		return nil
+		return q.consumeShards(ctx, l, loops, onErr), nil
 	}
 	c := loops[0]
 	failures := 0
@@ -276,8 +298,11 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 			continue
 		}
 		failures = 0
+		if q.layoutMoved(ctx, l) {
+			return true, nil
+		}
 	}
-	return nil
+	return false, nil
 }
 
 func isNoGroup(err error) bool {
@@ -295,8 +320,9 @@ func consumeBackoff(n int) time.Duration {
 // each read without blocking when it may have work. A shard may have work
 // when its claim announced fires on its notify channel (over one pub/sub
 // connection per node), when a retry or reclaim of it is due, or, since
-// pub/sub may lose messages, once every Block for every shard.
-func (q *Queue) consumeShards(ctx context.Context, l *layout, loops []*consumerLoop, onErr func(error)) {
+// pub/sub may lose messages, once every Block for every shard. It reports
+// whether it stopped because the shard count changed (layoutMoved).
+func (q *Queue) consumeShards(ctx context.Context, l *layout, loops []*consumerLoop, onErr func(error)) (moved bool) {
 	block := loops[0].opts.Block
 	sub := shardsub.New(q.rdb, l.sharded, 1024)
 	defer sub.Close()
@@ -321,6 +347,9 @@ func (q *Queue) consumeShards(ctx context.Context, l *layout, loops []*consumerL
 	for ctx.Err() == nil {
 		now := time.Now()
 		if !now.Before(nextPass) {
+			if q.layoutMoved(ctx, l) {
+				return true
+			}
 			all()
 			nextPass = now.Add(block)
 		}
@@ -345,13 +374,13 @@ func (q *Queue) consumeShards(ctx context.Context, l *layout, loops []*consumerL
 			ready[k] = n >= c.opts.Count // a full read: more may be waiting
 		}
 		if ctx.Err() != nil {
-			return
+			return false
 		}
 		if err != nil {
 			onErr(q.redisError(err))
 			failures++
 			if !sleepCtx(ctx, consumeBackoff(failures)) {
-				return
+				return false
 			}
 			all()
 			continue
@@ -369,7 +398,7 @@ func (q *Queue) consumeShards(ctx context.Context, l *layout, loops []*consumerL
 		timer.Reset(max(time.Until(wake), 0))
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case ev := <-sub.Events():
 			// A notification, or a (re)subscription after which one may
 			// have been missed: read that shard.
@@ -379,6 +408,7 @@ func (q *Queue) consumeShards(ctx context.Context, l *layout, loops []*consumerL
 		case <-timer.C:
 		}
 	}
+	return false
 }
 
 type retryState struct {

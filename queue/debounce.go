@@ -164,16 +164,33 @@ func (q *Queue) debounce(ctx context.Context, key string, opts DebounceOptions, 
 			return DebounceResult{}, errorf("debounce %q: %w", key, err)
 		}
 	}
-	l, err := q.layout(ctx)
-	if err != nil {
-		return DebounceResult{}, err
-	}
-	k := l.scheduleShard(key)
-	keys := lua.Debounce.Keys(l.spaces[k], key)
 	keep := "0"
 	if opts.KeepFirst {
 		keep = "1"
 	}
+	reply, err := q.debounceRun(ctx, key, delay, wait, keep, tp, opts)
+	if errors.Is(err, errRelayout) {
+		// Refused before any write: the namespace was created with more
+		// shards since the layout was read, and is read again now.
+		reply, err = q.debounceRun(ctx, key, delay, wait, keep, tp, opts)
+	}
+	if err != nil {
+		if mayHaveRun(err) || errors.Is(err, ErrNotReplicated) {
+			return DebounceResult{}, errorf("%w: debounce %q: %w", ErrOutcomeUnknown, key, err)
+		}
+		return DebounceResult{}, errorf("debounce %q: %w", key, err)
+	}
+	return q.debounceResult(key, reply)
+}
+
+// debounceRun runs debounce.lua for key in the layout the queue knows.
+func (q *Queue) debounceRun(ctx context.Context, key string, delay, wait int64, keep, tp string, opts DebounceOptions) (any, error) {
+	l, err := q.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	k := l.scheduleShard(key)
+	keys := lua.Debounce.Keys(l.spaces[k], key)
 	args := []any{key, delay, wait, opts.Payload, keep, l.spaces[k].Wake(), tp, opts.Endpoint}
 	var reply any
 	if l.replicas > 0 {
@@ -186,12 +203,11 @@ func (q *Queue) debounce(ctx context.Context, key string, opts DebounceOptions, 
 	} else {
 		reply, err = q.runKeysTries(ctx, l, lua.Debounce, k, keys, migrationAttempts, args...)
 	}
-	if err != nil {
-		if mayHaveRun(err) || errors.Is(err, ErrNotReplicated) {
-			return DebounceResult{}, errorf("%w: debounce %q: %w", ErrOutcomeUnknown, key, err)
-		}
-		return DebounceResult{}, errorf("debounce %q: %w", key, err)
-	}
+	return reply, err
+}
+
+// debounceResult decodes debounce.lua's reply for key.
+func (q *Queue) debounceResult(key string, reply any) (DebounceResult, error) {
 	r, err := replyStrings(reply)
 	if err != nil || len(r) != 5 {
 		return DebounceResult{}, errorf("debounce %q: unexpected reply %v", key, reply)

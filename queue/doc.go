@@ -198,7 +198,10 @@
 // use with CreateNamespace (or `timerctl namespace create NS --shards N`);
 // a namespace never created has DefaultShards (one), the layout timerq
 // has always had. A Queue reads the count from Redis on first use, and
-// Options.Shards, when set, must agree (ErrShardMismatch otherwise).
+// again at most once a second, so a namespace created after the queue's
+// first call is followed without a restart (a one-shard Schedule in that
+// second is refused by Redis and retried in the new layout); Options.Shards,
+// when set, must agree (ErrShardMismatch otherwise).
 //
 // A timer's shard is a fixed function of its ID, so Get, Cancel,
 // Reschedule, FireNow and Wait go straight to it; ScheduleBatch makes one

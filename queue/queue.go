@@ -25,7 +25,7 @@ type Queue struct {
 	opts   Options
 	tracer trace.Tracer // from opts.TracerProvider (tracing.go)
 
-	layMu sync.Mutex             // serialises the first read of the layout
+	layMu sync.Mutex             // serialises the reads of the layout
 	lay   atomic.Pointer[layout] // nil until read from Redis
 
 	// gaveUp holds, per shard, the token of this queue's last claim
@@ -169,6 +169,17 @@ func (q *Queue) ScheduleBatch(ctx context.Context, timers []NewTimer) (out []Sch
 // scheduleBatch is ScheduleBatch, storing the traceparent tp ("" for none)
 // with each timer it creates.
 func (q *Queue) scheduleBatch(ctx context.Context, timers []NewTimer, tp string) ([]ScheduleResult, error) {
+	out, err := q.scheduleLayout(ctx, timers, tp)
+	if errors.Is(err, errRelayout) {
+		// Refused before any write: the namespace was created with more
+		// shards since the layout was read, and is read again now.
+		out, err = q.scheduleLayout(ctx, timers, tp)
+	}
+	return out, err
+}
+
+// scheduleLayout is scheduleBatch in the layout the queue knows.
+func (q *Queue) scheduleLayout(ctx context.Context, timers []NewTimer, tp string) ([]ScheduleResult, error) {
 	for i, t := range timers {
 		if err := q.validateTimer(t); err != nil {
 			return nil, errorf("batch item %d: %w", i, err)
@@ -789,6 +800,8 @@ func (q *Queue) redisError(err error) error {
 		return fmt.Errorf("%w: %w", ErrMalformedRecord, err)
 	case hasRedisCode(err, "TIMERQ_NOENDPOINT"):
 		return q.noEndpoint(strings.TrimPrefix(err.Error(), "TIMERQ_NOENDPOINT "))
+	case hasRedisCode(err, "TIMERQ_RELAYOUT"):
+		return q.relayout(strings.TrimPrefix(err.Error(), "TIMERQ_RELAYOUT "))
 	case hasRedisCode(err, "TIMERQ_OCCURRENCE"):
 		// The script's words without its code: the sentinel names the rule.
 		return fmt.Errorf("%w: %s; create the schedule first, or restore it with its occurrences (RestoreRecurringWith, as timerctl import does)",

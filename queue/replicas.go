@@ -46,9 +46,9 @@ var ErrNotReplicated = errors.New("timerq: too few replicas acknowledged the wri
 //
 // Each Redis master then needs n replicas in sync to fire and schedule at
 // all, and the Redis user needs +wait. n = 0 turns the setting off. Queues
-// read the setting once, with the shard count: restart workers and
-// applications after changing it. A namespace that was never created is
-// created with one shard.
+// re-read the setting at most once a second, with the shard count, so
+// workers and applications follow a change within about a second, without
+// a restart. A namespace that was never created is created with one shard.
 func SetReplicas(ctx context.Context, rdb redis.UniversalClient, ns string, n int) error {
 	if rdb == nil {
 		return fmt.Errorf("%w: pass a client from redis.NewClient, redis.NewUniversalClient or similar", ErrNilClient)
@@ -82,7 +82,8 @@ func SetReplicas(ctx context.Context, rdb redis.UniversalClient, ns string, n in
 }
 
 // Replicas returns the namespace's replicas setting (SetReplicas), as the
-// queue read it with the shard count on first use; 0 when it is off.
+// queue last read it with the shard count (at most a second ago, or by a
+// poller's heartbeat); 0 when it is off.
 func (q *Queue) Replicas(ctx context.Context) (int, error) {
 	l, err := q.layout(ctx)
 	if err != nil {

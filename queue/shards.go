@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -72,6 +73,27 @@ type layout struct {
 	sharded  bool
 	replicas int      // the namespace's replicas setting (SetReplicas); 0 = off
 	keys     sync.Map // scriptShard -> []string, each script's keys per shard
+	// read is when the meta key was last read (or confirmed by a
+	// heartbeat), as time since layoutEpoch; 0 asks for a re-read.
+	read atomic.Int64
+}
+
+// layoutTTL is how long a Queue trusts the meta key it read: the first
+// call after it reads the key again (one HMGET), so that a namespace
+// created, or given a replicas setting, after the queue's first call is
+// picked up within about a second, without a restart. Pollers renew it
+// with their heartbeat, which reads the key in the same script.
+var layoutTTL = time.Second
+
+// layoutEpoch anchors layout.read to the monotonic clock.
+var layoutEpoch = time.Now()
+
+func sinceEpoch() int64 { return int64(time.Since(layoutEpoch)) }
+
+// fresh reports whether the layout was read less than layoutTTL ago.
+func (l *layout) fresh() bool {
+	r := l.read.Load()
+	return r != 0 && time.Duration(sinceEpoch()-r) < layoutTTL
 }
 
 type scriptShard struct {
@@ -108,10 +130,18 @@ func (l *layout) shardOf(id string) int { return keyspace.ShardOf(id, len(l.spac
 // layout returns the namespace's layout, reading it from Redis on first use:
 // the shard count from the namespace's meta key, checked against
 // Options.Shards, and whether the server takes SPUBLISH. A failed read is
-// retried on the next call.
+// retried on the next call. Once read, the meta key is read again by the
+// first call after layoutTTL (reread), so a namespace created or given a
+// replicas setting later is followed.
 func (q *Queue) layout(ctx context.Context) (*layout, error) {
-	if l := q.lay.Load(); l != nil {
-		return l, nil
+	l := q.lay.Load()
+	if l != nil {
+		if l.fresh() || !q.layMu.TryLock() {
+			// Fresh, or another call is reading it: use it as it is.
+			return l, nil
+		}
+		defer q.layMu.Unlock()
+		return q.reread(ctx, l)
 	}
 	q.layMu.Lock()
 	defer q.layMu.Unlock()
@@ -128,17 +158,8 @@ func (q *Queue) layout(ctx context.Context) (*layout, error) {
 		}
 		return nil, errorf("read the shard count of namespace %q: %w", q.opts.Namespace, err)
 	}
-	if q.opts.Shards != 0 && q.opts.Shards != shards {
-		how := "created with"
-		if !created {
-			how = "not created, so it has the default of"
-		}
-		noun := "shards"
-		if shards == 1 {
-			noun = "shard"
-		}
-		return nil, fmt.Errorf("%w: Options.Shards is %d but namespace %q was %s %d %s; set Shards to %d or 0 (read it from Redis)",
-			ErrShardMismatch, q.opts.Shards, q.opts.Namespace, how, shards, noun, shards)
+	if err := q.checkShards(shards, created); err != nil {
+		return nil, err
 	}
 	sharded := q.opts.PubSub == PubSubSharded
 	if _, cluster := q.rdb.(*redis.ClusterClient); cluster && q.opts.PubSub == PubSubAuto {
@@ -161,6 +182,28 @@ func (q *Queue) layout(ctx context.Context) (*layout, error) {
 			return nil, errorf("probe for sharded pub/sub: %w", q.redisError(err))
 		}
 	}
+	return q.adopt(shards, replicas, created, sharded)
+}
+
+// reread reads the meta key again for the layout l, read layoutTTL ago or
+// more, and adopts what changed. A failed read keeps l for another
+// layoutTTL: the call that asked goes on, and reports its own errors.
+func (q *Queue) reread(ctx context.Context, l *layout) (*layout, error) {
+	shards, replicas, created, err := readMeta(ctx, q.rdb, q.opts.Namespace)
+	if err != nil || shards == len(l.spaces) && replicas == l.replicas && created == l.created {
+		l.read.Store(sinceEpoch())
+		return l, nil
+	}
+	// Changed: every call fails until the queue agrees with Redis again
+	// (it re-reads on each), rather than writing the old layout.
+	if err := q.checkShards(shards, created); err != nil {
+		return nil, err
+	}
+	return q.adopt(shards, replicas, created, l.sharded)
+}
+
+// adopt stores and returns the layout of shards shards.
+func (q *Queue) adopt(shards, replicas int, created, sharded bool) (*layout, error) {
 	if replicas > 0 {
 		if err := checkReplicaClient(q.rdb); err != nil {
 			return nil, err
@@ -169,8 +212,62 @@ func (q *Queue) layout(ctx context.Context) (*layout, error) {
 	l := newLayout(q.opts.Namespace, shards, sharded)
 	l.created = created
 	l.replicas = replicas
+	l.read.Store(sinceEpoch())
 	q.lay.Store(l)
 	return l, nil
+}
+
+// noteMeta compares the meta key's fields as a heartbeat read them with the
+// loaded layout: the same renews it for layoutTTL, a change makes the next
+// call read the key again (reread), with every check of a first read.
+func (q *Queue) noteMeta(shards, replicas string) {
+	l := q.lay.Load()
+	if l == nil {
+		return
+	}
+	n, rep := DefaultShards, 0
+	if shards != "" {
+		n, _ = strconv.Atoi(shards)
+	}
+	if replicas != "" {
+		rep, _ = strconv.Atoi(replicas)
+	}
+	if n == len(l.spaces) && rep == l.replicas && (shards != "") == l.created {
+		l.read.Store(sinceEpoch())
+	} else {
+		l.read.Store(0)
+	}
+}
+
+// errRelayout marks the refusal of a write in a layout the namespace left
+// (TIMERQ_RELAYOUT): nothing was written, and the next call re-reads.
+var errRelayout = errors.New("the namespace's layout changed")
+
+// relayout makes the next call re-read the layout, and returns the error
+// of a write refused because the namespace now has shards shards.
+func (q *Queue) relayout(shards string) error {
+	if l := q.lay.Load(); l != nil {
+		l.read.Store(0)
+	}
+	return fmt.Errorf("%w: namespace %q was created with %s shards after this client read its one-shard layout; nothing was written, and a retry uses the new layout (%w)",
+		ErrShardMismatch, q.opts.Namespace, shards, errRelayout)
+}
+
+// checkShards checks the namespace's shard count against Options.Shards.
+func (q *Queue) checkShards(shards int, created bool) error {
+	if q.opts.Shards != 0 && q.opts.Shards != shards {
+		how := "created with"
+		if !created {
+			how = "not created, so it has the default of"
+		}
+		noun := "shards"
+		if shards == 1 {
+			noun = "shard"
+		}
+		return fmt.Errorf("%w: Options.Shards is %d but namespace %q was %s %d %s; set Shards to %d or 0 (read it from Redis)",
+			ErrShardMismatch, q.opts.Shards, q.opts.Namespace, how, shards, noun, shards)
+	}
+	return nil
 }
 
 // known returns the layout if it is loaded, else the one Options imply
@@ -286,7 +383,7 @@ func indexEndpoints(ctx context.Context, rdb redis.UniversalClient, ns string, s
 }
 
 // Shards returns the namespace's shard count, reading it from Redis on
-// first use.
+// first use and again when the last read is a second old or more.
 func (q *Queue) Shards(ctx context.Context) (int, error) {
 	l, err := q.layout(ctx)
 	if err != nil {
@@ -296,7 +393,7 @@ func (q *Queue) Shards(ctx context.Context) (int, error) {
 }
 
 // Created reports whether the namespace was created by CreateNamespace
-// (it has a meta key), as read with the layout on first use. A namespace
+// (it has a meta key), as last read with the layout. A namespace
 // used without being created has one shard and reads false.
 func (q *Queue) Created(ctx context.Context) (bool, error) {
 	l, err := q.layout(ctx)
@@ -348,7 +445,8 @@ func shardErr(l *layout, k int, err error) error {
 
 // Heartbeat renews worker's membership of the namespace for ttl, by the
 // Redis clock, or ends it when leave is set, and returns the live members,
-// sorted. Pollers call it to share a sharded namespace's shards (see
+// sorted. It also reads the namespace's meta key: a changed shard count or
+// replicas setting makes the queue's next call adopt it. Pollers call it to share a sharded namespace's shards (see
 // package poller); applications rarely need to.
 func (q *Queue) Heartbeat(ctx context.Context, worker string, ttl time.Duration, leave bool) ([]string, error) {
 	flag := "0"
@@ -360,7 +458,11 @@ func (q *Queue) Heartbeat(ctx context.Context, worker string, ttl time.Duration,
 	if err != nil {
 		return nil, errorf("heartbeat: %w", q.redisError(err))
 	}
-	return res[1:], nil
+	if len(res) < 3 {
+		return nil, errorf("heartbeat: unexpected reply %v", res)
+	}
+	q.noteMeta(res[1], res[2])
+	return res[3:], nil
 }
 
 // Worker is one live member of a namespace's workers.

@@ -12,6 +12,10 @@
 --   KEYS[10] traces    HASH   the shard's traces (prelude.lua)
 --   KEYS[11] deliveries HASH  the shard's deliveries (id -> endpoint name)
 --   KEYS[12] endpoint names HASH (keyspace EndpointNames, as schedule.lua)
+--   KEYS[13] meta       HASH   with one shard only: the namespace's meta
+--                             key; once it says more shards the call is
+--                             refused, 'TIMERQ_RELAYOUT <shards>' and
+--                             nothing written (as schedule.lua)
 -- ARGV[1] debounce key K (validated by the client)
 -- ARGV[2] delay_ms, 1 .. max_wait_ms
 -- ARGV[3] max_wait_ms, delay_ms .. MAX_WAIT_MS (one year)
@@ -55,6 +59,10 @@ if err then return err end
 err = check_type(KEYS[8], 'hash') or check_type(KEYS[9], 'string') or check_type(KEYS[10], 'hash') or
   check_type(KEYS[11], 'hash') or check_type(KEYS[12], 'hash')
 if err then return err end
+if KEYS[13] then
+  local shards = redis.call('HGET', KEYS[13], 'shards')
+  if shards and shards ~= '1' then return redis.error_reply('TIMERQ_RELAYOUT ' .. shards) end
+end
 
 -- Phase 1: read and check.
 local key, payload, keep = ARGV[1], ARGV[4], ARGV[5] == '1'

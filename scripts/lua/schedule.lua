@@ -3,7 +3,8 @@
 -- KEYS: the namespace's seven keys, then its traces hash (see prelude.lua),
 --       then KEYS[9] the shard's deliveries hash (id -> endpoint name) and
 --       KEYS[10] the shard's endpoint names hash (keyspace EndpointNames:
---       with one shard, the namespace's endpoints hash itself)
+--       with one shard, the namespace's endpoints hash itself), and with
+--       one shard only, KEYS[11] the namespace's meta key (read only)
 -- ARGV[1]        wake channel, told the new earliest due_ms when it moves earlier
 -- ARGV[2]        traceparent of the scheduling span, kept in KEYS[8] for each
 --                timer created, so the fire continues its trace; '' for none
@@ -26,6 +27,10 @@
 --        timers cost an extra, so a bulk of new timers replies two strings.
 --        A new delivering timer whose endpoint KEYS[10] does not name is
 --        refused: the error 'TIMERQ_NOENDPOINT <name>', and nothing written.
+--        A call in the one-shard layout of a namespace whose meta key now
+--        says more shards (created after the client read its layout) is
+--        refused: 'TIMERQ_RELAYOUT <shards>', and nothing written, so that
+--        no timer lands where no worker claims it; the client re-reads.
 -- Complexity: O(k log N) for k timers in a set of N (plus one HSET of k
 --        fields when traced, and one HEXISTS per distinct endpoint and one
 --        HSET of the delivering timers when some deliver).
@@ -56,6 +61,10 @@ end
 
 local now = fmt(now_ms())
 if #ARGV < 3 then return {now, ''} end
+if KEYS[11] then
+  local shards = redis.call('HGET', KEYS[11], 'shards')
+  if shards and shards ~= '1' then return redis.error_reply('TIMERQ_RELAYOUT ' .. shards) end
+end
 
 -- Phase 1: read the due set's head and every record, check every argument.
 local head, err = read('zset', 'ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')

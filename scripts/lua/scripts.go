@@ -80,9 +80,15 @@ var (
 	// Schedule creates timers that do not exist yet (schedule.lua).
 	Schedule = add(&Script{Name: "schedule", Publishes: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
-			return append(sp.Keys(), sp.Traces(), sp.Deliveries(), sp.EndpointNames())
+			keys := append(sp.Keys(), sp.Traces(), sp.Deliveries(), sp.EndpointNames())
+			if sp.Count() == 1 {
+				// A namespace created with more shards after the client
+				// read its layout refuses the one-shard write.
+				keys = append(keys, sp.Namespace().Meta())
+			}
+			return keys
 		},
-		Commands: []string{"type", "time", "zrange", "hmget", "zscore", "hexists", "zadd", "hset"}})
+		Commands: []string{"type", "time", "zrange", "hmget", "zscore", "hexists", "zadd", "hset", "hget"}})
 	// Claim fires due timers exactly once (claim.lua).
 	Claim = add(&Script{Name: "claim", Publishes: true, Worker: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
@@ -110,7 +116,11 @@ var (
 	// debounce key.
 	Debounce = add(&Script{Name: "debounce", Publishes: true,
 		Keys: func(sp keyspace.Space, key string) []string {
-			return append(sp.Keys(), sp.Schedules(), sp.Debounce(key), sp.Traces(), sp.Deliveries(), sp.EndpointNames())
+			keys := append(sp.Keys(), sp.Schedules(), sp.Debounce(key), sp.Traces(), sp.Deliveries(), sp.EndpointNames())
+			if sp.Count() == 1 {
+				keys = append(keys, sp.Namespace().Meta()) // as Schedule
+			}
+			return keys
 		},
 		Commands: []string{"type", "time", "get", "hget", "zscore", "zrange", "hexists", "zadd", "hset", "set", "hdel"}})
 	// DebounceRestore writes an exported debounce window's timer and
@@ -150,8 +160,11 @@ var (
 		Commands: []string{"type", "xrange", "xadd", "xdel"}})
 	// Heartbeat renews or ends a worker's membership of the namespace
 	// (heartbeat.lua).
-	Heartbeat = add(&Script{Name: "heartbeat", Keys: workerKeys, Worker: true,
-		Commands: []string{"type", "time", "zrange", "hset", "zadd", "zrem", "zremrangebyscore"}})
+	Heartbeat = add(&Script{Name: "heartbeat", Worker: true,
+		Keys: func(sp keyspace.Space, g string) []string {
+			return append(workerKeys(sp, g), sp.Namespace().Meta())
+		},
+		Commands: []string{"type", "time", "hmget", "zrange", "hset", "zadd", "zrem", "zremrangebyscore"}})
 	// Workers reads the namespace's live workers (workers.lua).
 	Workers = add(&Script{Name: "workers", Keys: workerKeys,
 		Commands: []string{"type", "time", "hmget", "zrangebyscore"}})
