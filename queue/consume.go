@@ -199,9 +199,10 @@ func ValidateConsumerName(kind, name string) error {
 // ConsumeOptions.OnSkip instead (see Overlap). Checking costs one script
 // call per read that holds occurrences, none for plain timers.
 //
-// In a namespace with flow policies (PutFlowPolicy) when Consume starts,
-// Consume takes events one at a time through Lease instead, so that each
-// flow key's rate and in-flight bound hold across every consumer; the
+// In a namespace with flow policies (PutFlowPolicy), Consume takes events
+// one at a time through Lease instead, so that each flow key's rate and
+// in-flight bound hold across every consumer; a Consume that started
+// before the first policy was put switches within about a second. The
 // retries, dead letters and stop are as above, and ConsumeOptions.Count
 // and OnSkip do not apply.
 //
@@ -228,6 +229,14 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 			return err
 		}
 	}
+}
+
+// consumeMoved reports whether Consume must start over in another mode:
+// the shard count changed (layoutMoved), or flow policies now exist, so
+// that events must go through Lease for each key's limits to hold across
+// consumers. Both reads are cached (at most one each per second).
+func (q *Queue) consumeMoved(ctx context.Context, l *layout) bool {
+	return q.layoutMoved(ctx, l) || q.hasFlowPolicies(ctx)
 }
 
 // layoutMoved reports whether the namespace of layout l, never created
@@ -298,7 +307,7 @@ func (q *Queue) consumeLayout(ctx context.Context, group, consumer string, handl
 			continue
 		}
 		failures = 0
-		if q.layoutMoved(ctx, l) {
+		if q.consumeMoved(ctx, l) {
 			return true, nil
 		}
 	}
@@ -321,7 +330,7 @@ func consumeBackoff(n int) time.Duration {
 // when its claim announced fires on its notify channel (over one pub/sub
 // connection per node), when a retry or reclaim of it is due, or, since
 // pub/sub may lose messages, once every Block for every shard. It reports
-// whether it stopped because the shard count changed (layoutMoved).
+// whether it stopped to start over in another mode (consumeMoved).
 func (q *Queue) consumeShards(ctx context.Context, l *layout, loops []*consumerLoop, onErr func(error)) (moved bool) {
 	block := loops[0].opts.Block
 	sub := shardsub.New(q.rdb, l.sharded, 1024)
@@ -347,7 +356,7 @@ func (q *Queue) consumeShards(ctx context.Context, l *layout, loops []*consumerL
 	for ctx.Err() == nil {
 		now := time.Now()
 		if !now.Before(nextPass) {
-			if q.layoutMoved(ctx, l) {
+			if q.consumeMoved(ctx, l) {
 				return true
 			}
 			all()

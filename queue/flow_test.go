@@ -487,3 +487,68 @@ func TestFlowKeyOfARecurringSchedule(t *testing.T) {
 		}
 	})
 }
+
+// A Consume that started before the namespace had any flow policy holds
+// a policy put later: it switches to Lease within about a second, so a
+// key's in-flight bound holds across its consumers from then on.
+func TestFlowConsumeFollowsAPolicyPutLater(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		q := newQueue(t, b, queue.Options{})
+		var mu sync.Mutex
+		now, most, seen := 0, 0, map[string]int{}
+		handler := func(ctx context.Context, ev queue.Event) error {
+			mu.Lock()
+			now++
+			most = max(most, now)
+			seen[ev.ID]++
+			mu.Unlock()
+			// Wall time is the thing under test: handlers that overlap.
+			time.Sleep(20 * time.Millisecond)
+			mu.Lock()
+			now--
+			mu.Unlock()
+			return nil
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for i := range 3 {
+			wg.Go(func() {
+				err := q.Consume(ctx, "g", fmt.Sprint("c", i), handler, queue.ConsumeOptions{ClaimIdle: 5 * time.Second, Block: 50 * time.Millisecond, Count: 4,
+					OnError: func(err error) { t.Errorf("consume: %v", err) }})
+				if err != nil {
+					t.Errorf("Consume: %v", err)
+				}
+			})
+		}
+		defer func() { cancel(); wg.Wait() }()
+		// The consumers run without flow control: a fire is handled.
+		fireFlow(t, q, "warm", 1)
+		redistest.Eventually(t, 10*time.Second, "the warm-up event handled", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return seen["warm-0"] == 1
+		})
+		putFlow(t, q, queue.FlowPolicy{Key: "k", Rate: 1000, Period: time.Second, MaxInFlight: 1})
+		// Wall time is the promise under test: a running Consume follows a
+		// new policy within about a second (its cached read of the
+		// policies, and one Block).
+		time.Sleep(1500 * time.Millisecond)
+		n := 12
+		fireFlow(t, q, "k", n)
+		redistest.Eventually(t, 20*time.Second, "every event of k handled", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(seen) == n+1
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		if most > 1 {
+			t.Fatalf("%d handlers of key k ran at once after its policy of 1 in flight was put", most)
+		}
+		for id, c := range seen {
+			if c != 1 {
+				t.Errorf("%s handled %d times", id, c)
+			}
+		}
+	})
+}
