@@ -105,11 +105,26 @@ func Explain(err error, t Target) *Error {
 		return out(ExitFailure, fmt.Sprintf("the reply from Redis at %s was lost, so the timer may or may not have been written: %s", t.Redis, msg),
 			"run the same command again, with the same ID: scheduling is idempotent, so a timer that was written is reported as existing and is not scheduled twice")
 	}
+	if isConnError(err) && strings.HasPrefix(t.Redis, "rediss://") && closedAfterHandshake(msg) {
+		// Under TLS 1.3 the client's handshake ends before the server
+		// checks the client certificate, so a server with
+		// tls-auth-clients yes refuses a missing or foreign one by closing
+		// the connection: the client sees a reset or an EOF, not the alert.
+		return out(ExitFailure, fmt.Sprintf("Redis at %s closed the TLS connection: %s", t.Redis, msg),
+			"if the server requires client certificates (tls-auth-clients yes), pass one signed by a CA in its tls-ca-cert-file with --tls-cert-file and --tls-key-file (TIMERQ_TLS_CERT_FILE, TIMERQ_TLS_KEY_FILE); otherwise check that Redis is reachable there and not restarting")
+	}
 	if isConnError(err) {
 		return out(ExitFailure, fmt.Sprintf("cannot reach Redis at %s: %s", t.Redis, msg),
 			"check that Redis is reachable there and that --redis (TIMERQ_REDIS_URL) is right; if that port speaks TLS only, use rediss://")
 	}
 	return out(ExitFailure, problem, cmpOr(fix, "this is unexpected: report it, with the message above, to the timerq maintainers"))
+}
+
+// closedAfterHandshake reports whether msg is the server closing or
+// resetting a connection, rather than refusing or not answering it.
+func closedAfterHandshake(msg string) bool {
+	return strings.Contains(msg, "connection reset by peer") || strings.Contains(msg, "broken pipe") ||
+		strings.HasSuffix(msg, "EOF")
 }
 
 // replyText is the Redis error reply inside err, or err's text.

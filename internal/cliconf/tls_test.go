@@ -5,8 +5,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -159,6 +162,24 @@ func TestMutualTLS(t *testing.T) {
 	e = firstErr(t, cliconf.Conn{RedisURL: srv.URL(), TLS: cliconf.TLS{CAFile: pki.CAFile, CertFile: other.ClientCertFile, KeyFile: other.ClientKeyFile}})
 	if !strings.Contains(e.Error(), "--tls-cert-file") {
 		t.Fatalf("foreign client certificate: %q", e)
+	}
+}
+
+// TestTLSResetNamesTheClientCertificate: under TLS 1.3 a server with
+// tls-auth-clients yes refuses a client without an acceptable certificate
+// by closing the connection after the handshake, so the client may see a
+// reset instead of the "certificate required" alert (TestMutualTLS sees
+// either, by timing). On a rediss:// URL that reset names the certificate
+// flags; on redis:// it is an unreachable Redis.
+func TestTLSResetNamesTheClientCertificate(t *testing.T) {
+	reset := fmt.Errorf("write: %w", &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.ECONNRESET)})
+	e := cliconf.Explain(reset, cliconf.Target{Redis: "rediss://127.0.0.1:6380/0"})
+	if !strings.Contains(e.Error(), "--tls-cert-file and --tls-key-file") || strings.Contains(e.Error(), "use rediss://") {
+		t.Errorf("a reset on rediss:// = %q, want a hint naming --tls-cert-file and --tls-key-file", e)
+	}
+	e = cliconf.Explain(reset, cliconf.Target{Redis: "redis://127.0.0.1:6379/0"})
+	if strings.Contains(e.Error(), "--tls-cert-file") || !strings.Contains(e.Error(), "check that Redis is reachable") {
+		t.Errorf("a reset on redis:// = %q, want the reachability hint", e)
 	}
 }
 
