@@ -198,13 +198,26 @@ func TestDispatchFlowRateAndInFlight(t *testing.T) {
 		t.Logf("rate: %d deliveries at %.1f/s (want 100/s), %d in the first second; conc: at most %d at once",
 			len(at), got, first, sink.maxOver["conc"])
 		// Arrivals, not grants, are counted: a first request that took
-		// longer than the next few lets a few more into its second.
-		if first > 100+26+5 {
-			t.Errorf("%d deliveries of key rate in its first second, above 100, a burst of 26 and 5 of jitter", first)
+		// longer than the next ones (it opens a connection) lets those
+		// granted in the next moment into its second. On a loaded CI
+		// machine the first arrival came up to ~100 ms after its grant
+		// (132-134 here), so 200 ms of grants at 100/s, 20, are allowed
+		// for it. Without the limiter all 250 arrive in the first second;
+		// a doubled burst would give 152 or more.
+		if first > 100+26+20 {
+			t.Errorf("%d deliveries of key rate in its first second, above 100, a burst of 26 and 20 of arrival jitter", first)
 		}
+		// The upper bound is GCRA's own: in any stretch of time, at most
+		// the rate times its length plus the tolerance (26, which the idle
+		// key's burst and the catch-up of late slots share), plus 25 of
+		// arrival jitter. Over the whole run, that holds however the
+		// deliveries bunch; the 10th-percentile figure above does not on a
+		// loaded machine with 16 shards (110.1/s over 2.5 s seen once).
+		span := at[len(at)-1].Sub(at[0]).Seconds()
+		bound := float64(len(at)-1-26-25) / span
 		switch {
-		case got > 110:
-			t.Errorf("key rate delivered at %.1f/s, want 100/s within 10%%", got)
+		case got > 110 && bound > 100:
+			t.Errorf("key rate delivered at %.1f/s (%.1f/s beyond the tolerance over the whole run), want 100/s within 10%%", got, bound)
 		case got < 90 && b.Mini == nil:
 			// miniredis runs Lua in a Go interpreter, under -race too slow
 			// to keep up with 100 a second from four dispatchers: there
