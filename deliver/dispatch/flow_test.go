@@ -303,7 +303,13 @@ func TestDispatchFlowFairAcrossKeys(t *testing.T) {
 		slices.SortFunc(big, func(a, b time.Time) int { return a.Compare(b) })
 		drain := big[len(big)-1].Sub(big[0])
 		t.Logf("small keys: p99 delivery delay %v, max %v; big key drained in %v", p99, delays[len(delays)-1], drain)
-		if p99 > drain/3 {
+		// On miniredis (Lua in a Go interpreter, under -race) the big key
+		// is small enough to drain in a second or so, and one lease pass
+		// on a loaded machine is most of that (p99 398 and 846 ms against
+		// 1.1 and 1.5 s drains seen in CI's reruns), so the arm cannot
+		// tell fairness from load: fairness is checked on real Redis and
+		// the Cluster arms, and miniredis keeps the 2 s bound below.
+		if p99 > drain/3 && b.Mini == nil {
 			t.Errorf("small keys' p99 delivery delay %v is not far below the big key's drain time %v: they waited behind it", p99, drain)
 		}
 		if p99 > 2*time.Second {

@@ -300,7 +300,18 @@ func TestDeliverAlwaysFailingEndpoint(t *testing.T) {
 			}
 			return dls
 		}
-		redistest.Eventually(t, 60*time.Second, "every fire dead-lettered", func() bool { return len(deadLetters()) >= len(all) })
+		// A dead letter and the entry its last attempt adds to the attempt
+		// log are two writes (release.lua, then the log's RPUSH in the
+		// same pipeline), so wait for both.
+		logged := func() bool {
+			for _, id := range byAttempts {
+				if log, err := q.DeliveryAttempts(ctx, id); err != nil || len(log) < maxAttempts {
+					return false
+				}
+			}
+			return true
+		}
+		redistest.Eventually(t, 60*time.Second, "every fire dead-lettered and logged", func() bool { return len(deadLetters()) >= len(all) && logged() })
 		dls := deadLetters()
 		seen := map[string]int{}
 		for _, d := range dls {
