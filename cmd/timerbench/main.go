@@ -30,7 +30,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
-	"github.com/timerq/timerq/internal/bench"
+	"github.com/timerq/timerq/cmd/internal/bench"
 )
 
 // quietRedis drops go-redis's own log lines (a failed dial each time chaos

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/timerq/timerq/internal/bench"
+	"github.com/timerq/timerq/cmd/internal/bench"
 	"github.com/timerq/timerq/internal/redistest"
 )
 

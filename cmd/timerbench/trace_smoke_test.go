@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/timerq/timerq/internal/bench"
+	"github.com/timerq/timerq/cmd/internal/bench"
 	"github.com/timerq/timerq/internal/redistest"
 )
 

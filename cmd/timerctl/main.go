@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/timerq/timerq/internal/ctl"
+	"github.com/timerq/timerq/cmd/internal/ctl"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".

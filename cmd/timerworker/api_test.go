@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/timerq/timerq/cmd/internal/worker"
 	"github.com/timerq/timerq/internal/apitoken"
 	"github.com/timerq/timerq/internal/redistest"
-	"github.com/timerq/timerq/internal/worker"
 )
 
 // withFakeAPI points the API seam at a handler that answers 200 for the

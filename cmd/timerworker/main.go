@@ -22,11 +22,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/cmd/internal/apiserver"
+	"github.com/timerq/timerq/cmd/internal/cliconf"
+	"github.com/timerq/timerq/cmd/internal/worker"
 	"github.com/timerq/timerq/deliver"
 	"github.com/timerq/timerq/deliver/dispatch"
-	"github.com/timerq/timerq/internal/apiserver"
-	"github.com/timerq/timerq/internal/cliconf"
-	"github.com/timerq/timerq/internal/worker"
 	"github.com/timerq/timerq/poller"
 	"github.com/timerq/timerq/queue"
 )

@@ -22,7 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
-	"github.com/timerq/timerq/internal/ctl"
+	"github.com/timerq/timerq/cmd/internal/ctl"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
 )

@@ -1,0 +1,54 @@
+package cliconf_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/timerq/timerq/cmd/internal/cliconf"
+)
+
+// TestRepeatedFlag: a single-value flag given twice at one command level
+// is a usage error naming it, whatever the spelling (alias, --f=v); a
+// slice flag may repeat, an app flag and a command flag of one name are
+// two flags, and values and arguments after "--" are not flags.
+func TestRepeatedFlag(t *testing.T) {
+	app := &cli.App{
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "namespace", Aliases: []string{"n"}},
+			&cli.DurationFlag{Name: "timeout"},
+			&cli.BoolFlag{Name: "dev"},
+			&cli.StringSliceFlag{Name: "tag"},
+		},
+		Commands: []*cli.Command{
+			{Name: "wait", Flags: []cli.Flag{&cli.DurationFlag{Name: "timeout"}}},
+			{Name: "schedules", Subcommands: []*cli.Command{{Name: "list", Flags: []cli.Flag{&cli.IntFlag{Name: "limit"}}}}},
+		},
+	}
+	for _, tc := range []struct {
+		args []string
+		want string // "" for no error
+	}{
+		{[]string{"-n", "a", "--namespace", "b"}, "--namespace (or -n) is given more than once"},
+		{[]string{"--namespace=a", "-n=b"}, "--namespace (or -n) is given more than once"},
+		{[]string{"--dev", "--dev"}, "--dev is given more than once"},
+		{[]string{"schedules", "list", "--limit", "1", "--limit", "2"}, "--limit is given more than once"},
+		{[]string{"--tag", "a", "--tag", "b"}, ""},
+		{[]string{"--timeout", "1s", "wait", "x", "--timeout", "2s"}, ""},
+		{[]string{"-n", "--namespace"}, ""}, // "--namespace" is the value of -n
+		{[]string{"wait", "--", "--timeout", "--timeout"}, ""},
+		{[]string{"--bogus", "--bogus"}, ""}, // the parser reports it
+	} {
+		err := cliconf.RepeatedFlag(app, append([]string{"prog"}, tc.args...))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q: %v, want no error", tc.args, err)
+		case tc.want != "":
+			e, ok := err.(*cliconf.Error)
+			if !ok || e.Code != cliconf.ExitUsage || !strings.Contains(err.Error(), tc.want) || e.Fix == "" {
+				t.Errorf("%q: %v, want a usage error with %q", tc.args, err, tc.want)
+			}
+		}
+	}
+}

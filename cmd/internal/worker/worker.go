@@ -1,0 +1,668 @@
+// Package worker is the logic behind cmd/timerworker: it connects to Redis
+// (or starts an embedded one in dev mode), runs a poller.Poller and serves
+// metrics and health endpoints. The binary only parses flags.
+package worker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/timerq/timerq/api"
+	"github.com/timerq/timerq/cmd/internal/apiserver"
+	"github.com/timerq/timerq/cmd/internal/cliconf"
+	"github.com/timerq/timerq/cmd/internal/otelenv"
+	"github.com/timerq/timerq/deliver"
+	"github.com/timerq/timerq/deliver/dispatch"
+	"github.com/timerq/timerq/poller"
+	"github.com/timerq/timerq/queue"
+)
+
+// Config is the worker's configuration, one field per timerworker flag.
+type Config struct {
+	// Conn is --redis and the --tls-* flags.
+	Conn cliconf.Conn
+	// Namespaces are the namespaces served, each by its own poller on the
+	// one shared Redis client. Empty means queue.DefaultNamespace.
+	Namespaces      []string
+	BatchSize       int
+	MaxPollInterval time.Duration
+	// Retention is queue.Options.Retention: 0 for the default, negative to
+	// keep settled records forever.
+	Retention   time.Duration
+	MetricsAddr string // empty: no HTTP server
+	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/ on
+	// MetricsAddr, which it needs.
+	Pprof bool
+	Dev   bool
+	// DevAddr is where --dev listens; empty means the host:port of --redis,
+	// so that one TIMERQ_REDIS_URL serves both timerworker --dev and
+	// timerctl.
+	DevAddr string
+	// StartupTimeout bounds the start-up checks. Default 5 s.
+	StartupTimeout time.Duration
+	// Version labels timerq_build_info; empty reads "unknown".
+	Version string
+
+	// API is the HTTP API's server (--api-addr and the other --api-*
+	// flags); an empty API.Addr serves no API. Run fills in its Metrics
+	// (the --metrics-addr registry) and TracerProvider.
+	API apiserver.Config
+	// NoClaim runs no poller (--claim=false): the process serves the API
+	// and fires nothing, holds no shard, takes no part in maintenance and
+	// needs no claim rights. It needs API.Addr.
+	NoClaim bool
+	// APIHandler builds the handler served at API.Addr; nil means package
+	// api's (NewAPIHandler). Tests give a fake.
+	APIHandler func(APIEnv) (http.Handler, error)
+	// Deliver is push delivery (--deliver and the --deliver-* flags).
+	Deliver DeliverConfig
+	// APIListening, if not nil, is called with the API's base URL once it
+	// listens and SIGHUP reloads its tokens; tests wait for it.
+	APIListening func(url string)
+}
+
+// APIEnv is what the worker hands to Config.APIHandler.
+type APIEnv struct {
+	// Redis is the worker's client, shared with its pollers.
+	Redis redis.UniversalClient
+	// Namespaces are the --namespace list: the ones this deployment's
+	// workers fire (a timer in another waits until some worker serves it).
+	Namespaces []string
+	// Claiming is false in an API-only replica (--claim=false).
+	Claiming bool
+	// EndpointAllow is --deliver-allow's ranges: endpoint URLs whose
+	// host is an address literal in them are admitted.
+	EndpointAllow []netip.Prefix
+	// Retention is --retention, as the worker's queues use it.
+	Retention time.Duration
+	// TracerProvider is nil when tracing is off; the queue's spans then go
+	// to the global provider, a no-op.
+	TracerProvider trace.TracerProvider
+	// WriteTimeout is the server's Limits.Write: a long poll or an event
+	// stream must move its own write deadline past it (see
+	// apiserver.Limits).
+	WriteTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// Error is a failure an operator can fix; it prints as "<problem>: <fix>".
+// It is the type timerctl uses too.
+type Error = cliconf.Error
+
+// Run runs the worker until ctx ends, then stops within a few seconds and
+// returns nil. It returns an *Error when it cannot start: with
+// cliconf.ExitUsage for a bad flag, and cliconf.ExitFailure for a Redis it
+// cannot use.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if cfg.StartupTimeout == 0 {
+		cfg.StartupTimeout = 5 * time.Second
+	}
+	if cfg.Retention < 0 {
+		cfg.Retention = queue.KeepForever
+	}
+	namespaces, err := checkNamespaces(cfg.Namespaces)
+	if err != nil {
+		return err
+	}
+	if err := checkAPI(cfg); err != nil {
+		return err
+	}
+	guard, err := cfg.Deliver.guard(cfg.API.Addr != "")
+	if err != nil {
+		return err
+	}
+	if cfg.Pprof && cfg.MetricsAddr == "" {
+		return cliconf.Usage("--pprof is set but --metrics-addr is not", "give --metrics-addr, e.g. --metrics-addr 127.0.0.1:9464: the profiles are served there")
+	}
+	if cfg.Dev {
+		stop, err := startDev(&cfg, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	for _, w := range cfg.Conn.Warnings() {
+		log.Warn("timerq: " + w)
+	}
+	opts, err := cfg.Conn.Options()
+	if err != nil {
+		return err
+	}
+	tracing, err := setupTracing(ctx, cfg.Version, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Flush the last spans; a collector that is gone costs at most this.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(sctx); err != nil {
+			log.Warn("timerq: flushing OpenTelemetry spans failed", "err", err)
+		}
+	}()
+	// Deadlines must bound calls (the poller's claim timeout, redsync's
+	// per-attempt timeout), or a dead server stalls shutdown.
+	opts.ContextTimeoutEnabled = true
+	if opts.DialTimeout == 0 {
+		opts.DialTimeout = 2 * time.Second
+	}
+	// The poller retries with its own backoff; go-redis's 5 dial attempts
+	// per command would only stretch each failed claim during an outage.
+	opts.DialerRetries = 2
+	rdb := cliconf.NewClient(opts)
+	defer rdb.Close()
+	redacted := cfg.Conn.Redacted()
+	target := cliconf.Target{Redis: redacted, Namespace: strings.Join(namespaces, ","), Retention: "--retention"}
+	if err := startupChecks(ctx, rdb, cfg.StartupTimeout, target); err != nil {
+		return err
+	}
+
+	// One queue and one poller per namespace, all on rdb: its pool is
+	// shared, and each poller holds one pub/sub connection of its own.
+	type served struct {
+		q  *queue.Queue
+		p  *poller.Poller
+		m  *poller.Metrics
+		d  *dispatch.Dispatcher // nil without --deliver
+		dm *dispatch.Metrics
+	}
+	var sender *deliver.Sender
+	if cfg.Deliver.Enabled {
+		sender = &deliver.Sender{Guard: guard}
+		defer sender.CloseIdleConnections()
+	}
+	withDelivery := func(s served) served {
+		if sender != nil {
+			s.d = newDispatcher(s.q, cfg.Deliver, sender, log)
+			s.dm = dispatch.NewMetrics(s.d.Held)
+			s.d.OnAttempt = s.dm.Observe
+		}
+		return s
+	}
+	var all []served
+	for _, ns := range namespaces {
+		q, err := queue.New(rdb, queue.Options{Namespace: ns, Retention: cfg.Retention, TracerProvider: tracing.TracerProvider})
+		if err != nil {
+			return &Error{Code: cliconf.ExitUsage, Problem: err.Error(), Fix: "fix --retention (TIMERQ_RETENTION), e.g. --retention 168h", Err: err}
+		}
+		defer q.Close()
+		m := poller.NewMetrics()
+		if cfg.NoClaim {
+			// An API-only replica claims nothing, so it needs none of the
+			// claim rights CheckPermissions checks.
+			all = append(all, withDelivery(served{q: q, m: m}))
+			continue
+		}
+		if err := checkPermissions(ctx, q, cfg.StartupTimeout, log); err != nil {
+			return err
+		}
+		p, err := poller.New(q, poller.Options{
+			BatchSize:       cfg.BatchSize,
+			MaxPollInterval: cfg.MaxPollInterval,
+			Logger:          log,
+			Hooks:           m.Hooks(),
+		})
+		if err != nil {
+			return &Error{Code: cliconf.ExitUsage, Problem: err.Error(), Fix: "fix --batch-size or --max-poll-interval", Err: err}
+		}
+		all = append(all, withDelivery(served{q: q, p: p, m: m}))
+	}
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var reg *prometheus.Registry
+	if cfg.MetricsAddr != "" {
+		reg = prometheus.NewRegistry()
+		qs, ms, dms := make([]*queue.Queue, len(all)), make([]*poller.Metrics, len(all)), make([]*dispatch.Metrics, len(all))
+		for i, s := range all {
+			qs[i], ms[i], dms[i] = s.q, s.m, s.dm
+		}
+		if err := registerAll(reg, rdb, qs, ms, dms, cfg.Version); err != nil {
+			return fmt.Errorf("registering metrics: %w", err)
+		}
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		var pollers []namedPoller
+		for _, s := range all {
+			if s.p != nil {
+				pollers = append(pollers, namedPoller{s.q.Namespace(), s.p})
+			}
+		}
+		srv, ln, err := listenHTTP(cfg.MetricsAddr, handler(reg, rdb, pollers, cfg.Pprof))
+		if err != nil {
+			return err
+		}
+		log.Info("timerq: serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
+		if cfg.Pprof {
+			log.Warn("timerq: serving Go profiles under /debug/pprof/ (--pprof): keep --metrics-addr off public networks", "addr", ln.Addr().String())
+		}
+		wg.Go(func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("timerq: metrics server failed", "err", err)
+			}
+		})
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+
+	var api *apiserver.Server
+	if cfg.API.Addr != "" {
+		var release func()
+		if api, release, err = listenAPI(cfg, rdb, namespaces, reg, tracing.TracerProvider, guard.Allow, log); err != nil {
+			return err
+		}
+		defer release() // after run.Wait below: no request is left
+	}
+
+	if cfg.NoClaim {
+		role := "API-only replica"
+		switch {
+		case cfg.Deliver.Enabled && cfg.API.Addr != "":
+			role = "API and delivery replica"
+		case cfg.Deliver.Enabled:
+			role = "delivery-only replica"
+		}
+		log.Info("timerq: "+role+" started: claiming nothing (--claim=false)", "redis", redacted, "namespaces", strings.Join(namespaces, ","))
+	} else {
+		log.Info("timerq: worker started", "redis", redacted, "namespaces", strings.Join(namespaces, ","),
+			"batch_size", all[0].p.Options().BatchSize, "max_poll_interval", all[0].p.Options().MaxPollInterval)
+	}
+	errs := make([]error, len(all))
+	var apiErr error
+	var run sync.WaitGroup
+	// A poller that gives up (a missing ACL right) or an API server whose
+	// listener fails stops the rest: the process exits and the operator
+	// sees why, rather than a worker that serves part of its job.
+	rctx, stopAll := context.WithCancel(ctx)
+	defer stopAll()
+	for i, s := range all {
+		if s.p == nil {
+			continue
+		}
+		run.Go(func() {
+			if errs[i] = s.p.Run(rctx); errs[i] != nil {
+				stopAll()
+			}
+		})
+	}
+	if cfg.Deliver.Enabled {
+		for _, s := range all {
+			run.Go(func() {
+				if err := s.d.Run(rctx); err != nil {
+					log.Error("timerq: delivery stopped", "namespace", s.q.Namespace(), "err", err)
+					stopAll()
+				}
+			})
+		}
+		log.Info("timerq: delivering fires to endpoints (--deliver)", "group", cmp.Or(cfg.Deliver.Group, dispatch.DefaultGroup),
+			"allow", strings.Join(cfg.Deliver.Allow, ","))
+	}
+	if api != nil {
+		// SIGHUP reloads the tokens file and the TLS files. Registered
+		// before APIListening, so a test's signal is never the default
+		// (fatal) one.
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		run.Go(func() {
+			for {
+				select {
+				case <-hup:
+					_ = api.Reload() // it logs what failed, and keeps the old
+				case <-rctx.Done():
+					return
+				}
+			}
+		})
+		run.Go(func() {
+			if apiErr = api.Serve(rctx); apiErr != nil {
+				stopAll()
+			}
+		})
+		if cfg.APIListening != nil {
+			cfg.APIListening(api.URL())
+		}
+	}
+	run.Wait()
+	log.Info("timerq: worker stopped")
+	if apiErr != nil {
+		return apiErr
+	}
+	for i, err := range errs {
+		if err != nil {
+			// The hint names that namespace's rights, not the list's.
+			t := target
+			t.Namespace = all[i].q.Namespace()
+			return cliconf.Explain(err, t)
+		}
+	}
+	return nil
+}
+
+// checkAPI refuses --api-* flags that cannot work together, before
+// anything starts.
+func checkAPI(cfg Config) error {
+	a := cfg.API
+	if a.Addr == "" {
+		if cfg.NoClaim && !cfg.Deliver.Enabled {
+			return cliconf.Usage("--claim=false without --"+apiserver.FlagAddr+" would serve nothing",
+				"give --"+apiserver.FlagAddr+" for an API-only replica, or drop --claim=false")
+		}
+		for _, f := range []struct {
+			flag string
+			set  bool
+		}{{apiserver.FlagTokensFile, a.TokensFile != ""}, {apiserver.FlagTLSCertFile, a.TLSCertFile != ""}, {apiserver.FlagTLSKeyFile, a.TLSKeyFile != ""},
+			{apiserver.FlagTLSClientCA, a.TLSClientCAFile != ""}, {apiserver.FlagRateLimit, a.RateLimit != 0}} {
+			if f.set {
+				return cliconf.Usage("--"+f.flag+" is set but --"+apiserver.FlagAddr+" is not", "give --"+apiserver.FlagAddr+" to serve the HTTP API, e.g. --"+apiserver.FlagAddr+" :8080")
+			}
+		}
+		return nil
+	}
+	return a.Check()
+}
+
+// listenAPI builds the API's handler and binds its server, with the
+// request metrics on reg (nil without --metrics-addr).
+// The returned func releases the handler, once the server stopped.
+func listenAPI(cfg Config, rdb redis.UniversalClient, namespaces []string, reg *prometheus.Registry, tp trace.TracerProvider, allow []netip.Prefix, log *slog.Logger) (*apiserver.Server, func(), error) {
+	sc := cfg.API
+	if sc.Limits == (apiserver.Limits{}) {
+		sc.Limits = apiserver.DefaultLimits()
+	}
+	if reg != nil {
+		sc.Metrics = reg
+	}
+	sc.TracerProvider = tp
+	build := cfg.APIHandler
+	if build == nil {
+		build = NewAPIHandler
+	}
+	h, err := build(APIEnv{Redis: rdb, Namespaces: namespaces, Claiming: !cfg.NoClaim, Retention: cfg.Retention,
+		TracerProvider: tp, WriteTimeout: sc.Limits.Write, Logger: log, EndpointAllow: allow})
+	if err != nil {
+		return nil, nil, &Error{Code: cliconf.ExitUsage, Problem: "cannot build the HTTP API: " + err.Error(), Fix: "fix the --api-* flags", Err: err}
+	}
+	api, err := apiserver.Listen(sc, h, log)
+	if err != nil {
+		closeHandler(h)
+		return nil, nil, err
+	}
+	auth := "none (loopback only)"
+	if sc.TokensFile != "" {
+		auth = "bearer tokens from " + sc.TokensFile
+	}
+	log.Info("timerq: serving the HTTP API", "url", api.URL(), "auth", auth, "client_certificates", sc.TLSClientCAFile != "")
+	return api, func() { closeHandler(h) }, nil
+}
+
+// NewAPIHandler is package api's handler over the worker's Redis client,
+// with the worker's retention and tracer for the namespaces it opens.
+func NewAPIHandler(env APIEnv) (http.Handler, error) {
+	return api.New(api.Options{
+		Client:        env.Redis,
+		Queue:         queue.Options{Retention: env.Retention, TracerProvider: env.TracerProvider},
+		Logger:        env.Logger,
+		EndpointAllow: env.EndpointAllow,
+	})
+}
+
+// closeHandler releases what a handler holds (package api's namespaces,
+// each with a pub/sub connection while someone waits), if it holds any.
+func closeHandler(h http.Handler) {
+	if c, ok := h.(io.Closer); ok {
+		_ = c.Close()
+	}
+}
+
+// setupTracing switches OpenTelemetry tracing on when the OTEL_*
+// environment variables ask for it (cmd/internal/otelenv), and sends the SDK's
+// own errors (a collector that cannot be reached) to the log.
+func setupTracing(ctx context.Context, version string, log *slog.Logger) (*otelenv.Provider, error) {
+	p, err := otelenv.Setup(ctx, "timerworker", version, os.Stderr)
+	var uerr *otelenv.UsageError
+	switch {
+	case errors.As(err, &uerr):
+		return nil, &Error{Code: cliconf.ExitUsage, Problem: uerr.Problem, Fix: uerr.Fix + " (docs/tracing.md)", Err: err}
+	case err != nil:
+		return nil, &Error{Problem: "cannot start OpenTelemetry tracing: " + err.Error(),
+			Fix: "fix the OTEL_* environment variables, or unset OTEL_TRACES_EXPORTER to run without tracing (docs/tracing.md)", Err: err}
+	}
+	if p.TracerProvider != nil {
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+			log.Warn("timerq: OpenTelemetry", "err", err)
+		}))
+		log.Info("timerq: tracing on", "exporters", strings.Join(p.Exporters, ","))
+	}
+	return p, nil
+}
+
+// checkNamespaces validates the namespaces and refuses a repeated one,
+// which would run two pollers on one namespace for nothing.
+func checkNamespaces(in []string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, ns := range in {
+		ns = strings.TrimSpace(ns)
+		if ns == "" {
+			continue
+		}
+		if err := queue.ValidateNamespace(ns); err != nil {
+			msg := strings.TrimPrefix(err.Error(), "timerq: invalid namespace: ")
+			problem, fix, _ := strings.Cut(msg, "; ")
+			return nil, &Error{Code: cliconf.ExitUsage, Problem: "--namespace (TIMERQ_NAMESPACE) " + problem,
+				Fix: fix + "; separate several with commas, e.g. --namespace orders,billing", Err: err}
+		}
+		if seen[ns] {
+			return nil, &Error{Code: cliconf.ExitUsage, Problem: fmt.Sprintf("--namespace names %q twice", ns),
+				Fix: "name each namespace once"}
+		}
+		seen[ns] = true
+		out = append(out, ns)
+	}
+	if len(out) == 0 {
+		out = []string{queue.DefaultNamespace}
+	}
+	return out, nil
+}
+
+// permissionFix follows an error that already names the missing right
+// and the ACL rule granting it.
+const permissionFix = "grant that right to the Redis user, then start timerworker again"
+
+// checkPermissions checks at start-up that the Redis user may do what the
+// worker does (queue.CheckPermissions), so that a missing right is named
+// at once rather than at the first due timer. Only a refusal stops the
+// start: another error (LOADING, a timeout) is the poller's to retry.
+func checkPermissions(ctx context.Context, q *queue.Queue, timeout time.Duration, log *slog.Logger) error {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := q.CheckPermissions(cctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, queue.ErrPermission):
+		return &Error{Problem: "the Redis user lacks a right timerworker needs: " + err.Error(), Fix: permissionFix, Err: err}
+	}
+	log.Warn("timerq: start-up permission check failed; starting anyway, claims will retry", "err", err)
+	return nil
+}
+
+// startDev starts the --dev miniredis, and points cfg.Conn at it.
+func startDev(cfg *Config, log *slog.Logger) (func(), error) {
+	addr := cfg.DevAddr
+	if addr == "" {
+		opts, err := cfg.Conn.Options()
+		if err != nil {
+			return nil, err
+		}
+		if len(opts.Addrs) != 1 || opts.MasterName != "" || opts.IsClusterMode || opts.TLSConfig != nil {
+			return nil, &Error{Code: cliconf.ExitUsage, Problem: fmt.Sprintf("--dev serves a plain single Redis, but --redis %s is not one", cfg.Conn.Redacted()),
+				Fix: "give --dev-addr host:port, or a --redis of the form redis://127.0.0.1:6390/0"}
+		}
+		addr = opts.Addrs[0]
+	}
+	m := miniredis.NewMiniRedis()
+	if err := m.StartAddr(addr); err != nil {
+		return nil, &Error{Code: cliconf.ExitFailure,
+			Problem: fmt.Sprintf("--dev cannot listen on %s: %v", addr, err),
+			Fix: "stop what uses that address, or pick a free port for both binaries: export TIMERQ_REDIS_URL=redis://127.0.0.1:6390/0 in both shells " +
+				"(or timerworker --dev --dev-addr 127.0.0.1:6390 with timerctl --redis redis://127.0.0.1:6390/0)",
+			Err: err}
+	}
+	cfg.Conn = cliconf.Conn{RedisURL: "redis://" + m.Addr() + "/0"}
+	log.Warn("timerq: dev mode: serving an embedded in-memory Redis; nothing persists, every timer is lost when timerworker stops",
+		"url", cfg.Conn.RedisURL, "timerctl", "timerctl --redis "+cfg.Conn.RedisURL)
+	return m.Close, nil
+}
+
+// startupChecks checks at start-up that Redis answers, accepts the
+// credentials and is recent enough, turning the usual failures into a
+// problem and a fix.
+func startupChecks(ctx context.Context, rdb redis.UniversalClient, timeout time.Duration, t cliconf.Target) error {
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := rdb.Ping(pctx).Err()
+	if err == nil {
+		err = cliconf.CheckServer(pctx, rdb, t.Redis, cliconf.NeedCore)
+	}
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &Error{Code: cliconf.ExitFailure,
+			Problem: fmt.Sprintf("cannot reach Redis at %s (start-up check, %v timeout)", t.Redis, timeout),
+			Fix:     "start Redis there, fix --redis (TIMERQ_REDIS_URL), or run with --dev for a throwaway in-memory Redis", Err: err}
+	}
+	return cliconf.Explain(err, t)
+}
+
+func listenHTTP(addr string, h http.Handler) (*http.Server, net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, &Error{Code: cliconf.ExitUsage, Problem: fmt.Sprintf("cannot listen on --metrics-addr %s: %v", addr, err),
+			Fix: "pick a free address, e.g. --metrics-addr 127.0.0.1:9464, or leave it empty to disable metrics", Err: err}
+	}
+	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}, ln, nil
+}
+
+// handler serves /metrics, /healthz (the process runs) and /readyz (Redis
+// answers PING and every namespace's poller claimed recently, which proves
+// its claim script is loaded or loadable), and with pprof Go's profiles.
+func handler(reg *prometheus.Registry, rdb redis.UniversalClient, pollers []namedPoller, profiles bool) http.Handler {
+	mux := http.NewServeMux()
+	if profiles {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if why := notReady(r.Context(), rdb, pollers); why != "" {
+			http.Error(w, why, http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	return mux
+}
+
+// namedPoller is a poller and the namespace it serves.
+type namedPoller struct {
+	ns string
+	p  *poller.Poller
+}
+
+func notReady(ctx context.Context, rdb redis.UniversalClient, pollers []namedPoller) string {
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		return "redis: " + err.Error()
+	}
+	var why []string
+	for _, np := range pollers {
+		p, ns := np.p, np.ns
+		fresh := max(3*p.Options().MaxPollInterval, 3*time.Second)
+		last := p.LastClaim()
+		if last.IsZero() {
+			why = append(why, fmt.Sprintf("namespace %q: no successful claim yet", ns))
+		} else if age := time.Since(last); age > fresh {
+			why = append(why, fmt.Sprintf("namespace %q: last successful claim %v ago", ns, age.Round(time.Millisecond)))
+		}
+	}
+	return strings.Join(why, "; ")
+}
+
+// registerAll registers the process's metrics: the Redis pool once, and
+// each namespace's (queues[i] with its poller's metrics[i] and, with
+// --deliver, its dispatcher's delivery[i]).
+func registerAll(reg prometheus.Registerer, rdb redis.UniversalClient, queues []*queue.Queue, metrics []*poller.Metrics,
+	delivery []*dispatch.Metrics, version string) error {
+	if err := reg.Register(poller.NewPoolCollector(rdb)); err != nil {
+		return err
+	}
+	for i, q := range queues {
+		if err := registerMetrics(reg, q, metrics[i], version); err != nil {
+			return err
+		}
+		if i < len(delivery) && delivery[i] != nil {
+			if err := delivery[i].Register(prometheus.WrapRegistererWith(prometheus.Labels{"namespace": q.Namespace()}, reg)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// registerMetrics registers timerq's collectors with a namespace label, so
+// one Prometheus can scrape the workers of many namespaces: the poller's
+// counters, the namespace's counters recorded by claim.lua, the build info
+// and the backlog gauges that every worker reads at scrape time (so alerts
+// on them survive the loss of the maintenance holder). The Redis pool is
+// the process's, shared by its namespaces: Run registers it once, without a
+// namespace label (registerAll), or every namespace would repeat it.
+func registerMetrics(reg prometheus.Registerer, q *queue.Queue, m *poller.Metrics, version string) error {
+	ns := prometheus.WrapRegistererWith(prometheus.Labels{"namespace": q.Namespace()}, reg)
+	if err := m.Register(ns); err != nil {
+		return err
+	}
+	if version == "" {
+		version = "unknown"
+	}
+	for _, c := range []prometheus.Collector{poller.NewBacklogCollector(q, 0),
+		poller.NewCountersCollector(q), poller.NewBuildInfo(version)} {
+		if err := ns.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
