@@ -36,7 +36,7 @@ import (
 func TestACLLinesRunTheBinaries(t *testing.T) {
 	lines := aclLines(t)
 	// No ACL line may live outside the block the tests read.
-	doc, err := os.ReadFile("../../docs/security.md")
+	doc, err := os.ReadFile("../../../docs/security.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestACLLinesRunTheBinaries(t *testing.T) {
 		if _, err := q.Schedule(ctx, "fired-by-admin", time.Now().Add(-time.Second), nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := q.Claim(ctx, 10); err != nil {
+		if _, err := q.Engine().Claim(ctx, 10); err != nil {
 			t.Fatal(err)
 		}
 		redistest.Eventually(t, 10*time.Second, "watch to print the fire", func() bool {
@@ -225,20 +225,20 @@ func TestACLLinesRunTheBinaries(t *testing.T) {
 			if _, err := q.Schedule(ctx, "f", time.Now().Add(-time.Second), nil); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := q.Claim(ctx, 10); err != nil {
+			if _, err := q.Engine().Claim(ctx, 10); err != nil {
 				t.Fatal(err)
 			}
-			if err := admin.XGroupCreate(ctx, q.StreamKey(), "billing", "0").Err(); err != nil {
+			if err := admin.XGroupCreate(ctx, q.Keys().Stream(0), "billing", "0").Err(); err != nil {
 				t.Fatal(err)
 			}
-			deadID, err := admin.XAdd(ctx, &redis.XAddArgs{Stream: q.DeadLetterKey(), Values: []any{
+			deadID, err := admin.XAdd(ctx, &redis.XAddArgs{Stream: q.Keys().DeadLetter(0), Values: []any{
 				"id", "f", "due", "1", "fired", "2", "payload", "", "error", "broke", "attempts", "5",
 				"group", "billing", "consumer", "c1", "stream_id", "1-0"}}).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, id := range []string{"s1", "s2"} {
-				if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: id, Every: time.Hour}); err != nil {
+				if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: id, Every: time.Hour}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -268,7 +268,7 @@ func TestACLLinesRunTheBinaries(t *testing.T) {
 			if tm, _ := q.Get(ctx, "t1"); tm.State != queue.StateCancelled {
 				t.Errorf("t1 is %v after cancel", tm.State)
 			}
-			if n, _ := q.DeadLetterCount(ctx); n != 0 {
+			if n, _ := q.Deliveries().DeadLetterCount(ctx); n != 0 {
 				t.Errorf("%d dead letters after requeueing the only one", n)
 			}
 		})

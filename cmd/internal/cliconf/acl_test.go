@@ -30,7 +30,7 @@ import (
 // say.
 func aclLines(t *testing.T) map[string][]string {
 	t.Helper()
-	doc, err := os.ReadFile("../../docs/security.md")
+	doc, err := os.ReadFile("../../../docs/security.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestACLRoles(t *testing.T) {
 			t.Fatal(err)
 		}
 		if id == "done" {
-			if _, err := other.Claim(ctx, 10); err != nil {
+			if _, err := other.Engine().Claim(ctx, 10); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -196,7 +196,7 @@ func TestACLRoles(t *testing.T) {
 			now, err := admin.Time(ctx).Result()
 			return err == nil && now.After(tm.FiredAt.Add(time.Second))
 		})
-		if n, _, err := q.Purge(ctx, 10); err != nil || n != 1 {
+		if n, _, err := q.Engine().Purge(ctx, 10); err != nil || n != 1 {
 			t.Fatalf("purge: %d %v", n, err)
 		}
 		if _, err := q.Stats(ctx); err != nil {
@@ -208,9 +208,9 @@ func TestACLRoles(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer o.Close()
-		_, err = o.Claim(ctx, 10)
+		_, err = o.Engine().Claim(ctx, 10)
 		refused(t, "claim", err)
-		_, _, err = o.Purge(ctx, 10)
+		_, _, err = o.Engine().Purge(ctx, 10)
 		refused(t, "purge", err)
 	})
 
@@ -243,7 +243,7 @@ func TestACLRoles(t *testing.T) {
 		// A timer that delivers to an endpoint (the operator made it).
 		ep := queue.Endpoint{Name: "billing", URL: "https://billing.example.com/",
 			Secrets: []queue.Secret{queue.Secret("whsec_" + strings.Repeat("QUFB", 8))}}
-		if _, err := adminQ(mine).PutEndpoint(ctx, ep, nil); err != nil {
+		if _, err := adminQ(mine).Endpoints().Put(ctx, ep, nil); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "d", Due: time.Now().Add(time.Hour), Endpoint: "billing"}}); err != nil {
@@ -267,7 +267,7 @@ func TestACLRoles(t *testing.T) {
 		if _, err := adminQ(mine).FireNow(ctx, "x"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := adminQ(mine).Claim(ctx, 10); err != nil {
+		if _, err := adminQ(mine).Engine().Claim(ctx, 10); err != nil {
 			t.Fatal(err)
 		}
 		if err := <-waited; err != nil {
@@ -285,7 +285,7 @@ func TestACLRoles(t *testing.T) {
 		// Occurrences of a schedule under the skip overlap policy run the
 		// consumer's overlap script: s@1 is handled, s@2 (read with it)
 		// skipped and counted.
-		if _, _, err := adminQ(mine).PutRecurring(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip}); err != nil {
+		if _, _, err := adminQ(mine).Recurring().Put(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip}); err != nil {
 			t.Fatal(err)
 		}
 		// Restored: Schedule refuses an occurrence's ID for a plain timer.
@@ -294,7 +294,7 @@ func TestACLRoles(t *testing.T) {
 			{ID: "s@2", State: queue.StateScheduled, Due: past, CreatedAt: past}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := adminQ(mine).Claim(ctx, 10); err != nil {
+		if _, err := adminQ(mine).Engine().Claim(ctx, 10); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -306,7 +306,7 @@ func TestACLRoles(t *testing.T) {
 			t.Fatal("s@1 was not consumed")
 		}
 		redistest.Eventually(t, 10*time.Second, "s@2 to be skipped", func() bool {
-			c, _ := adminQ(mine).Counters(ctx)
+			c, _ := adminQ(mine).Inspect().Counters(ctx)
 			return c.OverlapSkipped == 1
 		})
 
@@ -389,18 +389,18 @@ func TestACLRoles(t *testing.T) {
 		if _, err := q.Schedule(ctx, prefix+"f", time.Now().Add(-time.Second), nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := q.Claim(ctx, 100); err != nil {
+		if _, err := q.Engine().Claim(ctx, 100); err != nil {
 			t.Fatal(err)
 		}
-		_ = admin.XGroupCreate(ctx, q.StreamKey(), "billing", "0").Err() // made by the first role
-		deadID, err := admin.XAdd(ctx, &redis.XAddArgs{Stream: q.DeadLetterKey(), Values: []any{
+		_ = admin.XGroupCreate(ctx, q.Keys().Stream(0), "billing", "0").Err() // made by the first role
+		deadID, err := admin.XAdd(ctx, &redis.XAddArgs{Stream: q.Keys().DeadLetter(0), Values: []any{
 			"id", prefix + "f", "due", "1", "fired", "2", "payload", "", "error", "broke", "attempts", "5",
 			"group", "billing", "consumer", "c1", "stream_id", "1-0"}}).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range []string{"s1", "s2"} {
-			if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: prefix + id, Every: time.Hour}); err != nil {
+			if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: prefix + id, Every: time.Hour}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -408,13 +408,13 @@ func TestACLRoles(t *testing.T) {
 		// dead-lettered by the delivery group.
 		ep := queue.Endpoint{Name: "hooks", URL: "https://hooks.example.com/",
 			Secrets: []queue.Secret{queue.Secret("whsec_" + strings.Repeat("QUFB", 8))}}
-		if _, err := q.PutEndpoint(ctx, ep, nil); err != nil {
+		if _, err := q.Endpoints().Put(ctx, ep, nil); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: prefix + "d", Due: time.Now().Add(-time.Second), Endpoint: "hooks"}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := q.Claim(ctx, 10); err != nil {
+		if _, err := q.Engine().Claim(ctx, 10); err != nil {
 			t.Fatal(err)
 		}
 		for done := false; !done; {
@@ -436,20 +436,20 @@ func TestACLRoles(t *testing.T) {
 		}
 		// A flow key with one delivery in flight and one parked, for the
 		// flows page.
-		if err := q.PutFlowPolicy(ctx, queue.FlowPolicy{Key: prefix + "k", Rate: 1000, Period: time.Second, MaxInFlight: 1}); err != nil {
+		if err := q.Flows().PutPolicy(ctx, queue.FlowPolicy{Key: prefix + "k", Rate: 1000, Period: time.Second, MaxInFlight: 1}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: prefix + "k1", Due: time.Now().Add(-time.Second), FlowKey: prefix + "k"},
 			{ID: prefix + "k2", Due: time.Now().Add(-time.Second), FlowKey: prefix + "k"}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := q.Claim(ctx, 100); err != nil {
+		if _, err := q.Engine().Claim(ctx, 100); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := q.Lease(ctx, dispatch.DefaultGroup, "c1", queue.LeaseOptions{Lease: time.Minute, Count: 100}); err != nil {
 			t.Fatal(err)
 		}
-		st, err := q.FlowStats(ctx, dispatch.DefaultGroup, 0)
+		st, err := q.Flows().Stats(ctx, dispatch.DefaultGroup, 0)
 		if err != nil || !slices.ContainsFunc(st, func(s queue.FlowStat) bool { return s.Key == prefix+"k" && s.Backlog == 1 && s.InFlight == 1 }) {
 			t.Fatalf("flow stats after seeding = %+v, %v; want %sk with 1 parked, 1 in flight", st, err, prefix)
 		}
@@ -503,10 +503,10 @@ func TestACLRoles(t *testing.T) {
 		if tm, _ := q.Get(ctx, "rw-t1"); tm.State != queue.StateCancelled {
 			t.Errorf("rw-t1 is %v after cancel", tm.State)
 		}
-		if n, _ := q.DeadLetterCount(ctx); n != 1 {
+		if n, _ := q.Deliveries().DeadLetterCount(ctx); n != 1 {
 			t.Errorf("%d dead letters after requeueing one of two and redriving the delivery, want 1", n)
 		}
-		if ep, err := q.GetEndpoint(ctx, "hooks"); err != nil || !ep.Disabled {
+		if ep, err := q.Endpoints().Get(ctx, "hooks"); err != nil || !ep.Disabled {
 			t.Errorf("hooks after disabling it: %+v %v", ep, err)
 		}
 		o := newDashboard(t, rdb, theirs, true)

@@ -9,7 +9,7 @@ import (
 // TestDocumentedScheduleLineParses keeps docs/timerctl.md's schedule line
 // true: it is a schedule line, and it parses.
 func TestDocumentedScheduleLineParses(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/timerctl.md")
+	doc, err := os.ReadFile("../../../docs/timerctl.md")
 	if err != nil {
 		t.Fatal(err)
 	}

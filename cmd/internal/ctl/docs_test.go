@@ -10,7 +10,7 @@ import (
 // import format true: each one parses, and the refused number form is
 // refused.
 func TestDocumentedImportLinesParse(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/timerctl.md")
+	doc, err := os.ReadFile("../../../docs/timerctl.md")
 	if err != nil {
 		t.Fatal(err)
 	}

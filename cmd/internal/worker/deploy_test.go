@@ -37,13 +37,13 @@ func exportedMetrics(t *testing.T) (names []string, perProcess map[string]bool) 
 		}
 		defer q.Close()
 		// A group, so the per-group gauges have a series.
-		if err := rdb.XGroupCreateMkStream(context.Background(), q.StreamKey(), "g", "0").Err(); err != nil {
+		if err := rdb.XGroupCreateMkStream(context.Background(), q.Keys().Stream(0), "g", "0").Err(); err != nil {
 			t.Fatal(err)
 		}
 		qs, ms = append(qs, q), append(ms, poller.NewMetrics())
 	}
 	// A heartbeat, so the last-seen gauge has a series.
-	if _, err := qs[0].Heartbeat(context.Background(), "w1", time.Minute, false); err != nil {
+	if _, err := qs[0].Engine().Heartbeat(context.Background(), "w1", time.Minute, false); err != nil {
 		t.Fatal(err)
 	}
 	// A --deliver worker's delivery metrics, with an attempt of each
@@ -97,7 +97,7 @@ var metricName = regexp.MustCompile(`timerq_[a-z_]+`)
 // look for. promtool (in .ci/run) checks the rules' syntax and behaviour.
 func TestDeployReferencesExportedMetrics(t *testing.T) {
 	names, perProcess := exportedMetrics(t)
-	root := filepath.Join("..", "..")
+	root := filepath.Join("..", "..", "..")
 	raw, err := os.ReadFile(filepath.Join(root, "deploy", "grafana", "timerq.json"))
 	if err != nil {
 		t.Fatal(err)
