@@ -422,7 +422,7 @@ func (h *Handler) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 	if c := v["cursor"]; len(c) > 0 {
 		cursor = c[0]
 	}
-	dls, next, err := q.DeadLetters(ctx, cursor, limit)
+	dls, next, err := q.Deliveries().DeadLetters(ctx, cursor, limit)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -467,7 +467,7 @@ func (h *Handler) requeueDeadLetter(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	sid, err := q.Requeue(ctx, shard, id)
+	sid, err := q.Deliveries().Requeue(ctx, shard, id)
 	if err != nil {
 		if errors.Is(err, queue.ErrInvalidOptions) {
 			err = invalid(SlugInvalidDeadLetter, "", "%s", fmt.Sprint(strings.TrimPrefix(err.Error(), "timerq: invalid options: ")))

@@ -53,7 +53,7 @@ func TestDebounceRoute(t *testing.T) {
 		}
 
 		// deliver names the endpoint the window's fire goes to.
-		if _, err := e.q.PutEndpoint(ctx, queue.Endpoint{Name: "billing", URL: "https://billing.example.com/",
+		if _, err := e.q.Endpoints().Put(ctx, queue.Endpoint{Name: "billing", URL: "https://billing.example.com/",
 			Secrets: []queue.Secret{queue.Secret(queue.SecretPrefix + "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE=")}}, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -62,11 +62,11 @@ func TestDebounceRoute(t *testing.T) {
 			t.Fatalf("debounce with deliver = %d %s, want 201", r.Status, r.Body)
 		}
 		id := decodeAs[api.DebounceResultJSON](t, r).Timer.ID
-		k, err := e.q.ShardOf(ctx, id)
+		k, err := e.q.Inspect().ShardOf(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, err := e.q.Shards(ctx)
+		n, err := e.q.Inspect().Shards(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +82,7 @@ func TestDebounceRouteRefusesBadInput(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		e := newEnv(t, b, api.Options{})
 		ctx := context.Background()
-		if _, _, err := e.q.PutRecurring(ctx, queue.Recurring{ID: "nightly", Every: time.Hour}); err != nil {
+		if _, _, err := e.q.Recurring().Put(ctx, queue.Recurring{ID: "nightly", Every: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		before := e.snapshot()

@@ -23,7 +23,7 @@ func TestGetTimerShowsAttemptLog(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if res, err := e.q.Claim(ctx, 10); err != nil || len(res.Fired) != 2 {
+		if res, err := e.q.Engine().Claim(ctx, 10); err != nil || len(res.Fired) != 2 {
 			t.Fatalf("claim: %+v %v", res, err)
 		}
 		o := queue.LeaseOptions{Lease: time.Minute, MaxAttempts: 10, Count: 10}

@@ -28,7 +28,7 @@ func (h *Handler) getDeliveryPolicy(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	p, err := q.DeliveryPolicy(ctx)
+	p, err := q.Deliveries().Policy(ctx)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -54,7 +54,7 @@ func (h *Handler) putDeliveryPolicy(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	p := queue.DeliveryPolicy{AllowTimerURLs: *j.AllowTimerURLs}
-	if err := q.SetDeliveryPolicy(ctx, p); err != nil {
+	if err := q.Deliveries().SetPolicy(ctx, p); err != nil {
 		h.fail(w, r, err)
 		return
 	}

@@ -181,12 +181,12 @@ func (h *Handler) putEndpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	created, err := q.PutEndpoint(ctx, e, &queue.PutEndpointOptions{Allow: h.opts.EndpointAllow})
+	created, err := q.Endpoints().Put(ctx, e, &queue.PutEndpointOptions{Allow: h.opts.EndpointAllow})
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	stored, err := q.GetEndpoint(ctx, name)
+	stored, err := q.Endpoints().Get(ctx, name)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -201,15 +201,15 @@ func (h *Handler) putEndpoint(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) getEndpoint(w http.ResponseWriter, r *http.Request) {
-	h.endpointCall(w, r, func(ctxq endpointCtx) (queue.Endpoint, error) { return ctxq.q.GetEndpoint(ctxq.ctx, ctxq.name) })
+	h.endpointCall(w, r, func(ctxq endpointCtx) (queue.Endpoint, error) { return ctxq.q.Endpoints().Get(ctxq.ctx, ctxq.name) })
 }
 
 func (h *Handler) enableEndpoint(w http.ResponseWriter, r *http.Request) {
-	h.endpointCall(w, r, func(c endpointCtx) (queue.Endpoint, error) { return c.q.SetEndpointEnabled(c.ctx, c.name, true) })
+	h.endpointCall(w, r, func(c endpointCtx) (queue.Endpoint, error) { return c.q.Endpoints().SetEnabled(c.ctx, c.name, true) })
 }
 
 func (h *Handler) disableEndpoint(w http.ResponseWriter, r *http.Request) {
-	h.endpointCall(w, r, func(c endpointCtx) (queue.Endpoint, error) { return c.q.SetEndpointEnabled(c.ctx, c.name, false) })
+	h.endpointCall(w, r, func(c endpointCtx) (queue.Endpoint, error) { return c.q.Endpoints().SetEnabled(c.ctx, c.name, false) })
 }
 
 func (h *Handler) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
@@ -220,7 +220,7 @@ func (h *Handler) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	if err := q.DeleteEndpoint(ctx, r.PathValue("name")); err != nil {
+	if err := q.Endpoints().Delete(ctx, r.PathValue("name")); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -239,7 +239,7 @@ func (h *Handler) listEndpoints(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	list, err := q.ListEndpoints(ctx)
+	list, err := q.Endpoints().List(ctx)
 	if err != nil {
 		h.fail(w, r, err)
 		return

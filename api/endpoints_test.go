@@ -61,7 +61,7 @@ func TestEndpointLifecycle(t *testing.T) {
 			*j.Retry.DeadLetterClientErrors || !j.Enabled || len(j.Secrets) != 2 || !strings.HasPrefix(j.Secrets[0], "whsec_") {
 			t.Fatalf("create = %d %s", r.Status, r.Body)
 		}
-		stored, err := e.q.GetEndpoint(ctx, "billing")
+		stored, err := e.q.Endpoints().Get(ctx, "billing")
 		if err != nil || stored.Secrets[1].Reveal() != secret('b') || !stored.Retry.RetryClientErrors {
 			t.Fatalf("stored = %+v, %v", stored, err)
 		}
@@ -145,7 +145,7 @@ func TestEndpointBadInput(t *testing.T) {
 			t.Fatalf("refused PUTs wrote:\n%s", after)
 		}
 		// The snapshot holds the timer keys; the endpoints hash is apart.
-		if list, err := e.q.ListEndpoints(ctx); err != nil || len(list) != 0 {
+		if list, err := e.q.Endpoints().List(ctx); err != nil || len(list) != 0 {
 			t.Fatalf("refused PUTs stored %v (%v)", list, err)
 		}
 
@@ -193,11 +193,11 @@ func TestTimerDeliver(t *testing.T) {
 		if r.Status != http.StatusCreated {
 			t.Fatalf("timer to billing = %d %s", r.Status, r.Body)
 		}
-		res, err := e.q.Claim(ctx, 10)
+		res, err := e.q.Engine().Claim(ctx, 10)
 		if err != nil || len(res.Fired) != 1 {
 			t.Fatalf("claim = %+v, %v", res, err)
 		}
-		evs, _, err := e.q.RecentFires(ctx, 10)
+		evs, _, err := e.q.Inspect().RecentFires(ctx, 10)
 		if err != nil || len(evs) != 1 || evs[0].Endpoint != "billing" {
 			t.Fatalf("fire events = %+v, %v; want one for endpoint billing", evs, err)
 		}
@@ -224,7 +224,7 @@ func TestScheduleDeliver(t *testing.T) {
 		if after := e.snapshot(); after != before {
 			t.Fatalf("the refused schedule wrote:\n%s", after)
 		}
-		if _, err := e.q.GetRecurring(ctx, "tick"); !errors.Is(err, queue.ErrRecurringNotFound) {
+		if _, err := e.q.Recurring().Get(ctx, "tick"); !errors.Is(err, queue.ErrRecurringNotFound) {
 			t.Fatalf("refused schedule: GetRecurring = %v", err)
 		}
 		if r := e.do(ctx, "PUT", e.url("/endpoints/billing"), billingBody()); r.Status != http.StatusCreated {

@@ -56,7 +56,7 @@ func (h *Handler) listFlowPolicies(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	list, err := q.FlowPolicies(ctx)
+	list, err := q.Flows().Policies(ctx)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -87,7 +87,7 @@ func (h *Handler) putFlowPolicy(w http.ResponseWriter, r *http.Request) {
 	p := queue.FlowPolicy{Endpoint: j.Endpoint, Key: j.Key, Rate: j.Rate, Period: period, MaxInFlight: j.MaxInFlight}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	if err := q.PutFlowPolicy(ctx, p); err != nil {
+	if err := q.Flows().PutPolicy(ctx, p); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -107,7 +107,7 @@ func (h *Handler) deleteFlowPolicy(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	found, err := q.DeleteFlowPolicy(ctx, v.Get("endpoint"), v.Get("key"))
+	found, err := q.Flows().DeletePolicy(ctx, v.Get("endpoint"), v.Get("key"))
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -140,7 +140,7 @@ func (h *Handler) groupFlows(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	st, err := q.FlowStats(ctx, r.PathValue("group"), limit)
+	st, err := q.Flows().Stats(ctx, r.PathValue("group"), limit)
 	if err != nil {
 		h.fail(w, r, err)
 		return

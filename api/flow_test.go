@@ -97,7 +97,7 @@ func TestScheduleFlowKeyOverHTTP(t *testing.T) {
 		if j := decodeAs[api.ScheduleJSON](t, r); j.FlowKey != "tenant-3" || len(j.Pending) == 0 {
 			t.Fatalf("created %+v", j)
 		}
-		info, err := e.q.GetRecurring(ctx, "s")
+		info, err := e.q.Recurring().Get(ctx, "s")
 		if err != nil || info.FlowKey != "tenant-3" {
 			t.Fatalf("GetRecurring = %+v, %v", info, err)
 		}

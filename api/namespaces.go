@@ -98,12 +98,12 @@ func (h *Handler) getNamespace(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	shards, err := q.Shards(ctx)
+	shards, err := q.Inspect().Shards(ctx)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	created, err := q.Created(ctx)
+	created, err := q.Inspect().Created(ctx)
 	if err != nil {
 		h.fail(w, r, err)
 		return

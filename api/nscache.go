@@ -85,7 +85,7 @@ func (c *nsCache) open(ns string) (*queue.Queue, func(), error) {
 func (c *nsCache) release(e *nsEntry) {
 	created := false
 	if !e.created {
-		created, _ = e.q.Created(doneCtx)
+		created, _ = e.q.Inspect().Created(doneCtx)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -87,8 +87,8 @@ func TestNamespacesInUseAreNotEvicted(t *testing.T) {
 	got := make(chan resp, 1)
 	go func() { got <- e.do(ctx, "GET", e.url("/timers/w/wait?timeout=50s"), nil) }()
 	redistest.Eventually(t, 5*time.Second, "the wait's subscription", func() bool {
-		n, err := rdb.PubSubNumSub(ctx, e.q.TimerChannel("w")).Result()
-		return err == nil && n[e.q.TimerChannel("w")] > 0
+		n, err := rdb.PubSubNumSub(ctx, e.q.Keys().Timer("w")).Result()
+		return err == nil && n[e.q.Keys().Timer("w")] > 0
 	})
 	for i := range 5 {
 		u := fmt.Sprintf("%s/v1/namespaces/%s-%d/timers", e.srv.URL, e.ns, i)

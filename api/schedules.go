@@ -224,7 +224,7 @@ func (h *Handler) createSchedule(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	info, created, err := q.PutRecurring(ctx, rec)
+	info, created, err := q.Recurring().Put(ctx, rec)
 	if err != nil {
 		h.fail(w, r, scheduleEndpoint(err))
 		return
@@ -255,7 +255,7 @@ func (h *Handler) updateSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.scheduleCall(w, r, func(ctx context.Context, q *queue.Queue, _ string) (queue.RecurringInfo, error) {
-		info, err := q.UpdateRecurring(ctx, rec)
+		info, err := q.Recurring().Update(ctx, rec)
 		return info, scheduleEndpoint(err)
 	})
 }
@@ -292,19 +292,19 @@ func (h *Handler) scheduleCall(w http.ResponseWriter, r *http.Request, call func
 
 func (h *Handler) getSchedule(w http.ResponseWriter, r *http.Request) {
 	h.scheduleCall(w, r, func(ctx context.Context, q *queue.Queue, id string) (queue.RecurringInfo, error) {
-		return q.GetRecurring(ctx, id)
+		return q.Recurring().Get(ctx, id)
 	})
 }
 
 func (h *Handler) pauseSchedule(w http.ResponseWriter, r *http.Request) {
 	h.scheduleCall(w, r, func(ctx context.Context, q *queue.Queue, id string) (queue.RecurringInfo, error) {
-		return q.PauseRecurring(ctx, id)
+		return q.Recurring().Pause(ctx, id)
 	})
 }
 
 func (h *Handler) resumeSchedule(w http.ResponseWriter, r *http.Request) {
 	h.scheduleCall(w, r, func(ctx context.Context, q *queue.Queue, id string) (queue.RecurringInfo, error) {
-		return q.ResumeRecurring(ctx, id)
+		return q.Recurring().Resume(ctx, id)
 	})
 }
 
@@ -316,7 +316,7 @@ func (h *Handler) deleteSchedule(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	if err := q.DeleteRecurring(ctx, r.PathValue("id")); err != nil {
+	if err := q.Recurring().Delete(ctx, r.PathValue("id")); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -345,7 +345,7 @@ func (h *Handler) listSchedules(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	page, err := q.ListRecurring(ctx, v.Get("cursor"), limit)
+	page, err := q.Recurring().List(ctx, v.Get("cursor"), limit)
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -82,7 +82,7 @@ func TestScheduleLifecycle(t *testing.T) {
 		if r.Status != http.StatusNoContent {
 			t.Fatalf("delete = %d %s", r.Status, r.Body)
 		}
-		if _, err := e.q.GetRecurring(ctx, "nightly/report"); err == nil {
+		if _, err := e.q.Recurring().Get(ctx, "nightly/report"); err == nil {
 			t.Fatal("the schedule is still in Redis after delete")
 		}
 		for _, c := range []struct{ method, path string }{{"GET", ""}, {"DELETE", ""}, {"POST", "/pause"}, {"PUT", ""}} {

@@ -67,7 +67,7 @@ func (h *Handler) streamFires(w http.ResponseWriter, r *http.Request) {
 	// rather than as a stream of them.
 	vctx, cancel := h.ctx(r)
 	if after == "" {
-		_, after, err = q.RecentFires(vctx, 1)
+		_, after, err = q.Inspect().RecentFires(vctx, 1)
 	} else {
 		_, _, err = q.ReadFires(vctx, after, 1, 0)
 	}

@@ -184,7 +184,7 @@ func (h *Handler) getTimer(w http.ResponseWriter, r *http.Request) {
 	}
 	j := toTimerJSON(t)
 	if t.State == queue.StateFired {
-		log, err := q.DeliveryAttempts(ctx, id)
+		log, err := q.Deliveries().Attempts(ctx, id)
 		if err != nil {
 			h.fail(w, r, err)
 			return

@@ -92,7 +92,7 @@ func (e *env) claimAll() []string {
 	e.t.Helper()
 	var ids []string
 	for {
-		res, err := e.q.Claim(context.Background(), queue.MaxBatch)
+		res, err := e.q.Engine().Claim(context.Background(), queue.MaxBatch)
 		if err != nil {
 			e.t.Fatalf("Claim: %v", err)
 		}
@@ -251,8 +251,8 @@ func TestWaitLongPoll(t *testing.T) {
 		// fired).
 		if b.Cluster == nil {
 			redistest.Eventually(t, 5*time.Second, "the wait's subscription", func() bool {
-				n, err := b.Client.PubSubNumSub(ctx, e.q.TimerChannel("later")).Result()
-				return err == nil && n[e.q.TimerChannel("later")] > 0
+				n, err := b.Client.PubSubNumSub(ctx, e.q.Keys().Timer("later")).Result()
+				return err == nil && n[e.q.Keys().Timer("later")] > 0
 			})
 		}
 		select {
@@ -284,8 +284,8 @@ func TestHeldRequestsAreCapped(t *testing.T) {
 	first := make(chan resp, 1)
 	go func() { first <- e.do(ctx, "GET", e.url("/timers/w/wait?timeout=50s"), nil) }()
 	redistest.Eventually(t, 5*time.Second, "the first wait's subscription", func() bool {
-		n, err := rdb.PubSubNumSub(ctx, e.q.TimerChannel("w")).Result()
-		return err == nil && n[e.q.TimerChannel("w")] > 0
+		n, err := rdb.PubSubNumSub(ctx, e.q.Keys().Timer("w")).Result()
+		return err == nil && n[e.q.Keys().Timer("w")] > 0
 	})
 	r := e.do(ctx, "GET", e.url("/timers/w/wait?timeout=50s"), nil)
 	if p := r.problem(t); r.Status != http.StatusServiceUnavailable || p.Type != api.ProblemTypePrefix+api.SlugTooManyHeld ||

@@ -81,7 +81,7 @@ func TestTimerURLPolicy(t *testing.T) {
 				t.Fatalf("refused timer %s: Get = %v, want ErrNotFound", id, err)
 			}
 		}
-		if _, err := e.q.GetRecurring(ctx, "tick"); !errors.Is(err, queue.ErrRecurringNotFound) {
+		if _, err := e.q.Recurring().Get(ctx, "tick"); !errors.Is(err, queue.ErrRecurringNotFound) {
 			t.Fatalf("refused schedule: GetRecurring = %v", err)
 		}
 
@@ -100,13 +100,13 @@ func TestTimerURLPolicy(t *testing.T) {
 		}
 		got := map[string]string{}
 		for fired := 0; fired < 2; {
-			res, err := e.q.Claim(ctx, 10)
+			res, err := e.q.Engine().Claim(ctx, 10)
 			if err != nil || len(res.Fired) == 0 {
 				t.Fatalf("claim = %+v, %v (fired %d of 2)", res, err, fired)
 			}
 			fired += len(res.Fired)
 		}
-		evs, _, err := e.q.RecentFires(ctx, 10)
+		evs, _, err := e.q.Inspect().RecentFires(ctx, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +123,7 @@ func TestTimerURLPolicy(t *testing.T) {
 		if s := r.schedule(t); r.Status != http.StatusCreated || s.Deliver == nil || s.Deliver.URL == nil || *s.Deliver.URL != target {
 			t.Fatalf("schedule with a URL = %d %s", r.Status, r.Body)
 		}
-		info, err := e.q.GetRecurring(ctx, "tick")
+		info, err := e.q.Recurring().Get(ctx, "tick")
 		if err != nil || info.URL != target || info.Endpoint != "billing" {
 			t.Fatalf("GetRecurring = %+v, %v", info, err)
 		}

@@ -50,8 +50,8 @@ func TestSlotMigrationPausesOnlyItsShard(t *testing.T) {
 		}
 		start(t, p)
 	}
-	slot := keyspace.Slot(q.ShardKeys(0)[0])
-	owner := c.ServerFor(t, q.ShardKeys(0)[0])
+	slot := keyspace.Slot(q.Keys().Shard(0)[0])
+	owner := c.ServerFor(t, q.Keys().Shard(0)[0])
 	to := c.Nodes[0]
 	if to == owner {
 		to = c.Nodes[1]
@@ -105,13 +105,13 @@ func TestSlotMigrationPausesOnlyItsShard(t *testing.T) {
 		st, err := q.Stats(ctx)
 		return err == nil && st.Fired == int64(len(batch))
 	})
-	if got := c.ServerFor(t, q.ShardKeys(0)[0]); got != to {
+	if got := c.ServerFor(t, q.Keys().Shard(0)[0]); got != to {
 		t.Fatalf("slot %d is on %s, not %s", slot, got.Addr(), to.Addr())
 	}
 	counts := map[string]int{}
 	duringMove := 0
 	for k := range 16 {
-		entries, err := rdb.XRange(ctx, q.ShardStreamKey(k), "-", "+").Result()
+		entries, err := rdb.XRange(ctx, q.Keys().Stream(k), "-", "+").Result()
 		if err != nil {
 			t.Fatal(err)
 		}

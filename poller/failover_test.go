@@ -53,13 +53,13 @@ func TestMasterFailoverResumesInSeconds(t *testing.T) {
 	ctx := context.Background()
 	const shards = 4
 	q := newShardedQueue(t, rdb, shards)
-	if _, err := q.ShardOf(ctx, "x"); err != nil { // reads the layout
+	if _, err := q.Inspect().ShardOf(ctx, "x"); err != nil { // reads the layout
 		t.Fatal(err)
 	}
-	master := c.Master(t, q.ShardKeys(0)[0])
+	master := c.Master(t, q.Keys().Shard(0)[0])
 	onMaster := map[int]bool{}
 	for k := range shards {
-		onMaster[k] = c.Master(t, q.ShardKeys(k)[0]) == master
+		onMaster[k] = c.Master(t, q.Keys().Shard(k)[0]) == master
 	}
 
 	var (
@@ -241,7 +241,7 @@ func TestMasterFailoverResumesInSeconds(t *testing.T) {
 	})
 	var entries []redis.XMessage
 	for k := range shards {
-		es, err := rdb.XRange(ctx, q.ShardStreamKey(k), "-", "+").Result()
+		es, err := rdb.XRange(ctx, q.Keys().Stream(k), "-", "+").Result()
 		if err != nil {
 			t.Fatal(err)
 		}

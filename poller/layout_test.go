@@ -64,7 +64,7 @@ func TestPollerFollowsNamespaceCreatedLater(t *testing.T) {
 				}
 				shards := map[int]bool{}
 				for _, nt := range batch {
-					k, _ := fresh.ShardOf(ctx, nt.ID)
+					k, _ := fresh.Inspect().ShardOf(ctx, nt.ID)
 					shards[k] = true
 				}
 				if len(shards) < 8 {

@@ -147,7 +147,7 @@ func (p *Poller) purge(ctx context.Context, mu *redsync.Mutex, keep func(bool) b
 		// Bounded by the lock's validity, so that a step does not run on
 		// long after the lock may have passed to another replica.
 		sctx, cancel := context.WithDeadline(ctx, mu.Until())
-		n, more, err := p.q.Purge(sctx, queue.MaxBatch)
+		n, more, err := p.q.Engine().Purge(sctx, queue.MaxBatch)
 		cancel()
 		total += n
 		if err != nil && p.fatal(err, stop, "purge") {

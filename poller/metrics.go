@@ -176,7 +176,7 @@ func (c *countersCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *countersCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), CountersTimeout)
 	defer cancel()
-	n, err := c.q.Counters(ctx)
+	n, err := c.q.Inspect().Counters(ctx)
 	if err != nil {
 		return
 	}

@@ -75,9 +75,9 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.success, 0)
 		return
 	}
-	dead, err1 := c.q.DeadLetterCount(ctx)
-	groups, err2 := c.q.Groups(ctx)
-	ws, err3 := c.q.Workers(ctx)
+	dead, err1 := c.q.Deliveries().DeadLetterCount(ctx)
+	groups, err2 := c.q.Inspect().Groups(ctx)
+	ws, err3 := c.q.Inspect().Workers(ctx)
 	if err1 != nil || err2 != nil || err3 != nil {
 		gauge(c.success, 0)
 		return

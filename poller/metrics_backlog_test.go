@@ -32,10 +32,10 @@ func TestBacklogCollector(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.Client.XGroupCreateMkStream(ctx, q.StreamKey(), "billing", "0").Err(); err != nil {
+		if err := b.Client.XGroupCreateMkStream(ctx, q.Keys().Stream(0), "billing", "0").Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.Client.XAdd(ctx, &redis.XAddArgs{Stream: q.DeadLetterKey(), Values: []any{"id", "x"}}).Err(); err != nil {
+		if err := b.Client.XAdd(ctx, &redis.XAddArgs{Stream: q.Keys().DeadLetter(0), Values: []any{"id", "x"}}).Err(); err != nil {
 			t.Fatal(err)
 		}
 		reg := prometheus.NewRegistry()

@@ -23,7 +23,7 @@ func TestCountersCollectorExportsOverlapSkips(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer q.Close()
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip}); err != nil {
+		if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip}); err != nil {
 			t.Fatal(err)
 		}
 		past := time.Now().Add(-time.Second)
@@ -32,7 +32,7 @@ func TestCountersCollectorExportsOverlapSkips(t *testing.T) {
 			{ID: "s@2", State: queue.StateScheduled, Due: past, CreatedAt: past}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := q.Claim(ctx, 10); err != nil {
+		if _, err := q.Engine().Claim(ctx, 10); err != nil {
 			t.Fatal(err)
 		}
 		// One read gets both: s@1 is handled, s@2 skipped.

@@ -186,10 +186,10 @@ func (p *Poller) serveLayout(ctx context.Context, stop context.CancelCauseFunc) 
 	for failures := 1; ; failures++ {
 		// Reading the layout is the first step of every claim: report its
 		// failures as failed claims, with the same backoff.
-		n, err := p.q.Shards(ctx)
+		n, err := p.q.Inspect().Shards(ctx)
 		if err == nil {
 			shards = n
-			sharded, _ = p.q.ShardedPubSub(ctx)
+			sharded, _ = p.q.Engine().ShardedPubSub(ctx)
 			if failures > 1 {
 				p.log.Info("timerq: claims succeed again", "failed_attempts", failures-1)
 			}
@@ -219,7 +219,7 @@ func (p *Poller) serveLayout(ctx context.Context, stop context.CancelCauseFunc) 
 	var loopsMu sync.Mutex
 	byChannel := map[string]int{}
 	for k := range shards {
-		byChannel[p.q.ShardWakeChannel(k)] = k
+		byChannel[p.q.Keys().Wake(k)] = k
 	}
 	// Route wake messages and (re)subscriptions to the shard's loop.
 	dispatched := make(chan struct{})
@@ -263,7 +263,7 @@ func (p *Poller) serveLayout(ctx context.Context, stop context.CancelCauseFunc) 
 			default:
 				l.cancel()
 				delete(loops, k)
-				drop = append(drop, p.q.ShardWakeChannel(k))
+				drop = append(drop, p.q.Keys().Wake(k))
 			}
 		}
 		start := want
@@ -281,7 +281,7 @@ func (p *Poller) serveLayout(ctx context.Context, stop context.CancelCauseFunc) 
 			l := &shardLoop{p: p, shard: k, cancel: cancel, events: make(chan shardsub.Event, 64), promoted: make(chan struct{}, 1)}
 			l.owner.Store(keep[k])
 			loops[k] = l
-			add = append(add, p.q.ShardWakeChannel(k))
+			add = append(add, p.q.Keys().Wake(k))
 			loopsWG.Go(func() { l.run(lctx, stop) })
 		}
 		if len(drop) > 0 {
@@ -338,7 +338,7 @@ func (p *Poller) serveLayout(ctx context.Context, stop context.CancelCauseFunc) 
 	p.owned = nil
 	p.ownedMu.Unlock()
 	if changed {
-		n, _ := p.q.Shards(ctx)
+		n, _ := p.q.Inspect().Shards(ctx)
 		p.log.Info("timerq: the namespace's shard count changed; restarting the claim loops", "was", shards, "now", n)
 	}
 	return changed
@@ -348,7 +348,7 @@ func (p *Poller) serveLayout(ctx context.Context, stop context.CancelCauseFunc) 
 // most once per layoutTTL (queue.Queue.Shards), now has another shard count
 // than shards.
 func (p *Poller) layoutChanged(ctx context.Context, shards int) bool {
-	n, err := p.q.Shards(ctx)
+	n, err := p.q.Inspect().Shards(ctx)
 	return err == nil && n != shards
 }
 
@@ -385,7 +385,7 @@ func (p *Poller) membership(ctx context.Context, shards int, setOwned func([]int
 	beat := func(ctx context.Context, leave bool) ([]string, error) {
 		cctx, cancel := context.WithTimeout(ctx, p.opts.ClaimTimeout)
 		defer cancel()
-		return p.q.Heartbeat(cctx, p.opts.WorkerID, p.opts.MemberTTL, leave)
+		return p.q.Engine().Heartbeat(cctx, p.opts.WorkerID, p.opts.MemberTTL, leave)
 	}
 	defer func() {
 		if changed {
@@ -703,11 +703,11 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 func (l *shardLoop) peek(ctx context.Context) (head int64, ok bool, err error) {
 	cctx, cancel := context.WithTimeout(ctx, l.p.opts.ClaimTimeout)
 	defer cancel()
-	if n, err := l.p.q.Shards(ctx); err != nil || l.shard >= n {
+	if n, err := l.p.q.Inspect().Shards(ctx); err != nil || l.shard >= n {
 		// The layout changed under the loop, which serve is replacing.
 		return 0, false, err
 	}
-	zs, err := l.p.rdb.ZRangeWithScores(cctx, l.p.q.ShardKeys(l.shard)[0], 0, 0).Result()
+	zs, err := l.p.rdb.ZRangeWithScores(cctx, l.p.q.Keys().Shard(l.shard)[0], 0, 0).Result()
 	if err != nil || len(zs) == 0 {
 		return 0, false, err
 	}
@@ -720,7 +720,7 @@ func (l *shardLoop) peek(ctx context.Context) (head int64, ok bool, err error) {
 func (p *Poller) claim(ctx context.Context, shard int) (queue.ClaimResult, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.ClaimTimeout)
 	defer cancel()
-	res, err := p.q.ClaimShard(cctx, shard, p.opts.BatchSize)
+	res, err := p.q.Engine().ClaimShard(cctx, shard, p.opts.BatchSize)
 	if err != nil {
 		if h := p.opts.Hooks.ClaimFailed; h != nil {
 			h(err)

@@ -89,7 +89,7 @@ func start(t *testing.T, p *poller.Poller) (stop func()) {
 // before its due time.
 func fireEntries(t *testing.T, rdb redis.UniversalClient, q *queue.Queue) map[string]int {
 	t.Helper()
-	msgs, err := rdb.XRange(context.Background(), q.StreamKey(), "-", "+").Result()
+	msgs, err := rdb.XRange(context.Background(), q.Keys().Stream(0), "-", "+").Result()
 	if err != nil {
 		t.Fatal(err)
 	}

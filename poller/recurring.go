@@ -80,7 +80,7 @@ func (p *Poller) armLoop(claimsDone <-chan struct{}) {
 func (p *Poller) armNow(fired []queue.Fired) {
 	cctx, cancel := context.WithTimeout(context.Background(), p.opts.ClaimTimeout)
 	defer cancel()
-	if _, err := p.q.ArmFired(cctx, fired); err != nil {
+	if _, err := p.q.Engine().ArmFired(cctx, fired); err != nil {
 		p.log.Warn("timerq: arming the next occurrences failed; the repair pass will", "err", err)
 	}
 }
@@ -106,7 +106,7 @@ func (p *Poller) repairRecurring(ctx context.Context) {
 			// Only the shards holding active schedules: on a sharded
 			// namespace with few schedules, an idle pass is one pipeline.
 			cctx, cancel := context.WithTimeout(ctx, p.opts.ClaimTimeout)
-			owned, firstErr = p.q.ScheduleShards(cctx, owned)
+			owned, firstErr = p.q.Engine().ScheduleShards(cctx, owned)
 			cancel()
 		}
 		for _, k := range owned {
@@ -134,7 +134,7 @@ func (p *Poller) repairRecurring(ctx context.Context) {
 func (p *Poller) repairShard(ctx context.Context, k int) error {
 	for range 100 { // bounded: at most 25,600 schedules per shard and pass
 		cctx, cancel := context.WithTimeout(ctx, p.opts.ClaimTimeout)
-		n, more, err := p.q.RepairRecurringShard(cctx, k, recurringRepairBatch, queue.DefaultRepairGrace)
+		n, more, err := p.q.Engine().RepairRecurringShard(cctx, k, recurringRepairBatch, queue.DefaultRepairGrace)
 		cancel()
 		if err != nil {
 			return err

@@ -119,7 +119,7 @@ func TestPollersFireRecurringOnShardedNamespace(t *testing.T) {
 			// even if a loaded machine delays arming past several
 			// occurrences, which the default (CatchUpOnce, or a limit of
 			// 10 = 1 s here) would rightly leave out.
-			if infos[k], _, err = q.PutRecurring(ctx, queue.Recurring{ID: id, Every: 100 * time.Millisecond, CatchUp: queue.CatchUpAll, CatchUpLimit: 1000}); err != nil {
+			if infos[k], _, err = q.Recurring().Put(ctx, queue.Recurring{ID: id, Every: 100 * time.Millisecond, CatchUp: queue.CatchUpAll, CatchUpLimit: 1000}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -137,7 +137,7 @@ func TestPollersFireRecurringOnShardedNamespace(t *testing.T) {
 		total := 0
 		for k, id := range ids {
 			total += log.series(t, infos[k], k)
-			info, err := q.GetRecurring(ctx, id)
+			info, err := q.Recurring().Get(ctx, id)
 			if err != nil || len(info.Pending) == 0 {
 				t.Fatalf("%s after the pollers stopped: pending %v, %v; want the next armed", id, info.Pending, err)
 			}
@@ -164,13 +164,13 @@ func TestPollersRepairShardedSchedulesAfterACrash(t *testing.T) {
 		infos := make([]queue.RecurringInfo, len(ids))
 		for k, id := range ids {
 			var err error
-			if infos[k], _, err = q.PutRecurring(ctx, queue.Recurring{ID: id, Every: 300 * time.Millisecond, Ahead: 1}); err != nil {
+			if infos[k], _, err = q.Recurring().Put(ctx, queue.Recurring{ID: id, Every: 300 * time.Millisecond, Ahead: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		fired := 0
 		waitFor(t, 5*time.Second, "the dead worker to fire every first occurrence", func() bool {
-			res, err := q.Claim(ctx, queue.MaxBatch)
+			res, err := q.Engine().Claim(ctx, queue.MaxBatch)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +178,7 @@ func TestPollersRepairShardedSchedulesAfterACrash(t *testing.T) {
 			return fired >= len(ids)
 		})
 		for _, id := range ids {
-			if info, err := q.GetRecurring(ctx, id); err != nil || len(info.Pending) != 0 {
+			if info, err := q.Recurring().Get(ctx, id); err != nil || len(info.Pending) != 0 {
 				t.Fatalf("%s after the crash: pending %v, %v; want nothing armed", id, info.Pending, err)
 			}
 		}

@@ -42,7 +42,7 @@ func TestPollersFireRecurringOccurrencesOnce(t *testing.T) {
 		// if a loaded machine delays arming past several occurrences, which
 		// the default (CatchUpOnce, or a limit of 10 = 1 s here) would
 		// rightly leave out.
-		info, _, err := q.PutRecurring(context.Background(), queue.Recurring{ID: "beat", Every: 100 * time.Millisecond, CatchUp: queue.CatchUpAll, CatchUpLimit: 1000})
+		info, _, err := q.Recurring().Put(context.Background(), queue.Recurring{ID: "beat", Every: 100 * time.Millisecond, CatchUp: queue.CatchUpAll, CatchUpLimit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +111,7 @@ func TestStopArmsWhatTheLastClaimFired(t *testing.T) {
 		// the put cannot push the first occurrence an hour out.
 		now := time.Now().Truncate(time.Millisecond)
 		m.SetTime(now)
-		info, _, err := q.PutRecurring(context.Background(), queue.Recurring{ID: "s", Every: time.Hour, Ahead: 1, Anchor: now.Add(-time.Hour + 300*time.Millisecond)})
+		info, _, err := q.Recurring().Put(context.Background(), queue.Recurring{ID: "s", Every: time.Hour, Ahead: 1, Anchor: now.Add(-time.Hour + 300*time.Millisecond)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +122,7 @@ func TestStopArmsWhatTheLastClaimFired(t *testing.T) {
 		if err := p.Run(ctx); err != nil {
 			t.Fatal(err)
 		}
-		info, err = q.GetRecurring(context.Background(), "s")
+		info, err = q.Recurring().Get(context.Background(), "s")
 		if err != nil {
 			t.Fatal(err)
 		}

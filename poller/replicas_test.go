@@ -353,7 +353,7 @@ func staleMaster(t *testing.T, replicas int) failoverRun {
 	}
 	redistest.Eventually(t, 30*time.Second, "300 schedules", func() bool { return ackedN.Load() >= 300 })
 
-	old := c.Master(t, app.ShardKeys(0)[0])
+	old := c.Master(t, app.Keys().Shard(0)[0])
 	cands := c.ReplicasOf(t, old)
 	if len(cands) != 1 {
 		t.Fatalf("%s has replicas %v, want one", old.Addr(), cands)

@@ -110,7 +110,7 @@ func TestPollersShareShards(t *testing.T) {
 	})
 	seen := map[string]int{}
 	for k := range 16 {
-		entries, err := rdb.XRange(ctx, q.ShardStreamKey(k), "-", "+").Result()
+		entries, err := rdb.XRange(ctx, q.Keys().Stream(k), "-", "+").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +167,7 @@ func TestPollerFixedShards(t *testing.T) {
 	var ids [4]string
 	for i := 0; ids[0] == "" || ids[1] == "" || ids[2] == "" || ids[3] == ""; i++ {
 		id := fmt.Sprint("f-", i)
-		k, _ := q.ShardOf(ctx, id)
+		k, _ := q.Inspect().ShardOf(ctx, id)
 		if ids[k] == "" {
 			ids[k] = id
 			if _, err := q.Schedule(ctx, id, time.Now(), nil); err != nil {

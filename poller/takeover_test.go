@@ -184,7 +184,7 @@ func TestUnshardedNamespaceHasOneClaimer(t *testing.T) {
 // none fired before its due time.
 func shardFires(t *testing.T, rdb redis.UniversalClient, q *queue.Queue, k int) map[string]int {
 	t.Helper()
-	msgs, err := rdb.XRange(context.Background(), q.ShardStreamKey(k), "-", "+").Result()
+	msgs, err := rdb.XRange(context.Background(), q.Keys().Stream(k), "-", "+").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +321,7 @@ func TestChaosWorkerCrashesOnShardedNamespace(t *testing.T) {
 	seen := map[string]int{}
 	var worst time.Duration
 	for k := range 16 {
-		msgs, err := admin.XRange(ctx, q.ShardStreamKey(k), "-", "+").Result()
+		msgs, err := admin.XRange(ctx, q.Keys().Stream(k), "-", "+").Result()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -97,11 +97,12 @@ func (q *Queue) logAttempt(ctx context.Context, p redis.Pipeliner, l *layout, k 
 	return cmds
 }
 
-// DeliveryAttempts returns the attempt log of timer id, oldest first: the
+// Attempts returns the attempt log of timer id, oldest first: the
 // last AttemptLogLen attempts to deliver its fires to its endpoint, kept
 // for the namespace's retention after the last one. A timer that never
 // delivered has none. One round trip.
-func (q *Queue) DeliveryAttempts(ctx context.Context, id string) ([]DeliveryAttempt, error) {
+func (d Deliveries) Attempts(ctx context.Context, id string) ([]DeliveryAttempt, error) {
+	q := d.q
 	if err := ValidateID(id); err != nil {
 		return nil, err
 	}
@@ -124,10 +125,11 @@ func (q *Queue) DeliveryAttempts(ctx context.Context, id string) ([]DeliveryAtte
 	return out, nil
 }
 
-// LastDeliveryAttempt returns the newest entry of timer id's attempt log,
+// LastAttempt returns the newest entry of timer id's attempt log,
 // and false if it has none: a dispatcher counts a fire's attempts from it.
 // One round trip.
-func (q *Queue) LastDeliveryAttempt(ctx context.Context, id string) (DeliveryAttempt, bool, error) {
+func (d Deliveries) LastAttempt(ctx context.Context, id string) (DeliveryAttempt, bool, error) {
+	q := d.q
 	if err := ValidateID(id); err != nil {
 		return DeliveryAttempt{}, false, err
 	}
@@ -151,8 +153,9 @@ func (q *Queue) LastDeliveryAttempt(ctx context.Context, id string) (DeliveryAtt
 // pipeline). acked is false if the delivery was not pending. A failed log
 // write, after a good acknowledgement, gives an error wrapping
 // ErrAttemptLog.
-func (q *Queue) AckAttempt(ctx context.Context, group, id string, a DeliveryAttempt) (acked bool, _ error) {
-	ok, errs := q.AckAttempts(ctx, group, []AttemptAck{{DeliveryID: id, Attempt: a}})
+func (d Deliveries) AckAttempt(ctx context.Context, group, id string, a DeliveryAttempt) (acked bool, _ error) {
+	q := d.q
+	ok, errs := q.Deliveries().AckAttempts(ctx, group, []AttemptAck{{DeliveryID: id, Attempt: a}})
 	return ok[0], errs[0]
 }
 
@@ -169,7 +172,8 @@ type AttemptAck struct {
 // under way goes in the next. acked[i] and errs[i] are what AckAttempt
 // would return for acks[i]; an invalid group gives its error for every
 // item.
-func (q *Queue) AckAttempts(ctx context.Context, group string, acks []AttemptAck) (acked []bool, errs []error) {
+func (d Deliveries) AckAttempts(ctx context.Context, group string, acks []AttemptAck) (acked []bool, errs []error) {
+	q := d.q
 	acked, errs = make([]bool, len(acks)), make([]error, len(acks))
 	fail := func(err error) ([]bool, []error) {
 		for i := range errs {

@@ -22,7 +22,7 @@ func TestDeliveryAttemptLog(t *testing.T) {
 		if _, err := q.Schedule(ctx, "t/1", time.Now().Add(-time.Second), []byte("x")); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := q.Claim(ctx, 10); err != nil || len(res.Fired) != 1 {
+		if res, err := q.Engine().Claim(ctx, 10); err != nil || len(res.Fired) != 1 {
 			t.Fatalf("claim: %+v %v", res, err)
 		}
 		o := queue.LeaseOptions{Lease: time.Minute, MaxAttempts: 100}
@@ -46,11 +46,11 @@ func TestDeliveryAttemptLog(t *testing.T) {
 				continue
 			}
 			a.Status, a.Outcome, a.Reason, a.Error = 204, "delivered", "", ""
-			if acked, err := q.AckAttempt(ctx, "g", ds[0].DeliveryID, a); err != nil || !acked {
+			if acked, err := q.Deliveries().AckAttempt(ctx, "g", ds[0].DeliveryID, a); err != nil || !acked {
 				t.Fatalf("AckAttempt: %v %v", acked, err)
 			}
 		}
-		log, err := q.DeliveryAttempts(ctx, "t/1")
+		log, err := q.Deliveries().Attempts(ctx, "t/1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,10 +65,10 @@ func TestDeliveryAttemptLog(t *testing.T) {
 			first.Error != "boom 3" || first.Reason != "server_error" || first.TimerID != "t/1" {
 			t.Errorf("first entry %+v does not read back as written", first)
 		}
-		if got, ok, err := q.LastDeliveryAttempt(ctx, "t/1"); err != nil || !ok || got.Attempt != last.Attempt {
+		if got, ok, err := q.Deliveries().LastAttempt(ctx, "t/1"); err != nil || !ok || got.Attempt != last.Attempt {
 			t.Errorf("LastDeliveryAttempt: %+v %v %v", got, ok, err)
 		}
-		if _, ok, err := q.LastDeliveryAttempt(ctx, "never"); ok || err != nil {
+		if _, ok, err := q.Deliveries().LastAttempt(ctx, "never"); ok || err != nil {
 			t.Errorf("a timer without attempts: %v %v", ok, err)
 		}
 		key := keyspace.Shard(q.Namespace(), keyspace.ShardOf("t/1", max(b.Shards, 1)), max(b.Shards, 1)).Attempts("t/1")
@@ -99,7 +99,7 @@ func TestAckAttemptsBatch(t *testing.T) {
 				Due: d.Event.Due, StreamID: d.Event.StreamID, At: time.UnixMilli(int64(1000 * (i + 1))), Status: 204, Outcome: "delivered"}})
 		}
 		acks = append(acks, queue.AttemptAck{DeliveryID: "garbled", Attempt: queue.DeliveryAttempt{TimerID: "b0"}})
-		acked, errs := q.AckAttempts(ctx, "g", acks)
+		acked, errs := q.Deliveries().AckAttempts(ctx, "g", acks)
 		if fmt.Sprint(acked) != "[true true true true false false]" {
 			t.Errorf("acked %v, want the four pending ones", acked)
 		}
@@ -112,13 +112,13 @@ func TestAckAttemptsBatch(t *testing.T) {
 			t.Errorf("%d pending after AckAttempts, want 0", n)
 		}
 		for i, d := range ds {
-			log, err := q.DeliveryAttempts(ctx, d.Event.ID)
+			log, err := q.Deliveries().Attempts(ctx, d.Event.ID)
 			if err != nil || len(log) != 1 || log[0].Outcome != "delivered" || log[0].StreamID != d.Event.StreamID ||
 				!log[0].At.Equal(time.UnixMilli(int64(1000*(i+1)))) {
 				t.Errorf("attempt log of %s: %+v, %v; want its one delivered attempt", d.Event.ID, log, err)
 			}
 		}
-		if _, errs := q.AckAttempts(ctx, "bad group!", acks[:1]); !errors.Is(errs[0], queue.ErrInvalidOptions) {
+		if _, errs := q.Deliveries().AckAttempts(ctx, "bad group!", acks[:1]); !errors.Is(errs[0], queue.ErrInvalidOptions) {
 			t.Errorf("a bad group: %v", errs[0])
 		}
 	})

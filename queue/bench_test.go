@@ -167,14 +167,14 @@ func benchClaim(b *testing.B, limit int) {
 			b.Fatal(err)
 		}
 	}
-	if _, err := q.Claim(ctx, 1); err != nil { // loads the script
+	if _, err := q.Engine().Claim(ctx, 1); err != nil { // loads the script
 		b.Fatal(err)
 	}
 	cpu := redisCPU(b, rdb)
 	b.ResetTimer()
 	fired := 1
 	for fired < b.N {
-		res, err := q.Claim(ctx, limit)
+		res, err := q.Engine().Claim(ctx, limit)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -201,13 +201,13 @@ func BenchmarkClaimEmpty(b *testing.B) {
 	if _, err := q.ScheduleBatch(ctx, batch); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := q.Claim(ctx, 1); err != nil { // loads the script
+	if _, err := q.Engine().Claim(ctx, 1); err != nil { // loads the script
 		b.Fatal(err)
 	}
 	cpu := redisCPU(b, rdb)
 	b.ResetTimer()
 	for range b.N {
-		res, err := q.Claim(ctx, queue.MaxBatch)
+		res, err := q.Engine().Claim(ctx, queue.MaxBatch)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -232,10 +232,10 @@ func BenchmarkDeliveringTimerBytes(b *testing.B) {
 			q, rdb := benchQueueClient(b)
 			ctx := context.Background()
 			secret := queue.Secret(queue.SecretPrefix + strings.Repeat("QUFB", 8))
-			if _, err := q.PutEndpoint(ctx, queue.Endpoint{Name: "billing", URL: "https://billing.example.com/", Secrets: []queue.Secret{secret}}, nil); err != nil {
+			if _, err := q.Endpoints().Put(ctx, queue.Endpoint{Name: "billing", URL: "https://billing.example.com/", Secrets: []queue.Secret{secret}}, nil); err != nil {
 				b.Fatal(err)
 			}
-			if err := q.SetDeliveryPolicy(ctx, queue.DeliveryPolicy{AllowTimerURLs: true}); err != nil {
+			if err := q.Deliveries().SetPolicy(ctx, queue.DeliveryPolicy{AllowTimerURLs: true}); err != nil {
 				b.Fatal(err)
 			}
 			due := time.Now().Add(time.Hour)

@@ -54,7 +54,8 @@ type ClaimResult struct {
 // channel, in one atomic script per shard. However many callers race, each
 // timer is fired by exactly one Claim. On a sharded namespace it visits the
 // shards in turn until limit timers fired; pollers use ClaimShard instead.
-func (q *Queue) Claim(ctx context.Context, limit int) (ClaimResult, error) {
+func (en Engine) Claim(ctx context.Context, limit int) (ClaimResult, error) {
+	q := en.q
 	if err := checkLimit("claim", limit); err != nil {
 		return ClaimResult{}, err
 	}
@@ -93,7 +94,8 @@ func (q *Queue) Claim(ctx context.Context, limit int) (ClaimResult, error) {
 // once (TRYAGAIN, ASK, MOVED or CLUSTERDOWN in the error), so the caller
 // can back off on this shard alone. Other calls retry such refusals for a
 // few seconds themselves.
-func (q *Queue) ClaimShard(ctx context.Context, shard, limit int) (ClaimResult, error) {
+func (en Engine) ClaimShard(ctx context.Context, shard, limit int) (ClaimResult, error) {
+	q := en.q
 	if err := checkLimit("claim", limit); err != nil {
 		return ClaimResult{}, err
 	}
@@ -174,7 +176,8 @@ func (q *Queue) claimOnce(ctx context.Context, l *layout, k, limit int) (res Cla
 // and whether more are waiting. Once purged, a timer's ID reads as not
 // found and may be scheduled again. It is idempotent, so overlapping
 // callers are safe.
-func (q *Queue) Purge(ctx context.Context, limit int) (removed int, more bool, err error) {
+func (en Engine) Purge(ctx context.Context, limit int) (removed int, more bool, err error) {
+	q := en.q
 	if err := checkLimit("purge", limit); err != nil {
 		return 0, false, err
 	}

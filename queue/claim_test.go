@@ -27,27 +27,27 @@ func TestClaimRefusesForeignTypes(t *testing.T) {
 				if _, err := q.Schedule(ctx, "due", time.Now().Add(-time.Second), nil); err != nil {
 					t.Fatal(err)
 				}
-				key := q.Keys()[k]
+				key := q.Keys().Shard(0)[k]
 				if err := b.Client.Del(ctx, key).Err(); err != nil {
 					t.Fatal(err)
 				}
 				if err := b.Client.Set(ctx, key, "foreign", 0).Err(); err != nil {
 					t.Fatal(err)
 				}
-				_, err := q.Claim(ctx, 10)
+				_, err := q.Engine().Claim(ctx, 10)
 				if !errors.Is(err, queue.ErrWrongType) || !strings.Contains(err.Error(), key) {
 					t.Fatalf("StreamMaxLen %d: claim over a foreign %s = %v, want ErrWrongType naming it", maxlen, key, err)
 				}
-				if n, err := b.Client.ZCard(ctx, q.Keys()[0]).Result(); err != nil || n != 1 {
+				if n, err := b.Client.ZCard(ctx, q.Keys().Shard(0)[0]).Result(); err != nil || n != 1 {
 					t.Fatalf("StreamMaxLen %d: the claim refused over %s left %d due timers (%v), want 1 untouched", maxlen, key, n, err)
 				}
 			}
 		}
 		q := newQueue(t, b, queue.Options{})
-		if err := b.Client.Set(ctx, q.Keys()[2], "foreign", 0).Err(); err != nil {
+		if err := b.Client.Set(ctx, q.Keys().Shard(0)[2], "foreign", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := q.Claim(ctx, 10); err != nil || len(res.Fired) != 0 {
+		if res, err := q.Engine().Claim(ctx, 10); err != nil || len(res.Fired) != 0 {
 			t.Fatalf("an empty claim beside a foreign fired set = %v, %v; want nothing fired, no error", res, err)
 		}
 	})
@@ -67,7 +67,7 @@ func TestClaimClockHasMicroseconds(t *testing.T) {
 		if _, err := q.Schedule(ctx, "due", time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), nil); err != nil {
 			t.Fatal(err)
 		}
-		res, err := q.Claim(ctx, 10)
+		res, err := q.Engine().Claim(ctx, 10)
 		if err != nil || len(res.Fired) != 1 {
 			t.Fatalf("claim = %+v, %v; want one timer fired", res, err)
 		}
@@ -99,7 +99,7 @@ func TestClaimLimitsAndNextDue(t *testing.T) {
 				t.Fatal(err)
 			}
 			for fired := 0; fired < 20; {
-				res, err := q.Claim(ctx, limit)
+				res, err := q.Engine().Claim(ctx, limit)
 				if err != nil {
 					t.Fatal(err)
 				}

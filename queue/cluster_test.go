@@ -40,7 +40,7 @@ func TestCreateNamespaceStoresShardsAndRefusesChanges(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n, err := q.Shards(ctx)
+			n, err := q.Inspect().Shards(ctx)
 			_, serr := q.Schedule(ctx, "a", time.Now().Add(time.Hour), nil)
 			if c.ok != (err == nil) || c.ok != (serr == nil) || !c.ok && (!errors.Is(err, queue.ErrShardMismatch) || !errors.Is(serr, queue.ErrShardMismatch)) {
 				t.Fatalf("Shards %d: Shards() = %d, %v; Schedule = %v", c.shards, n, err, serr)
@@ -58,8 +58,8 @@ func TestCreateNamespaceStoresShardsAndRefusesChanges(t *testing.T) {
 		if _, err := q.Schedule(ctx, "a", time.Now().Add(time.Hour), nil); err != nil {
 			t.Fatal(err)
 		}
-		if n, _ := q.Shards(ctx); n != queue.DefaultShards || q.Keys()[0] != "timerq:{"+old+"}:due" {
-			t.Fatalf("uncreated namespace: %d shards, keys %v", n, q.Keys())
+		if n, _ := q.Inspect().Shards(ctx); n != queue.DefaultShards || q.Keys().Shard(0)[0] != "timerq:{"+old+"}:due" {
+			t.Fatalf("uncreated namespace: %d shards, keys %v", n, q.Keys().Shard(0))
 		}
 		if _, err := queue.CreateNamespace(ctx, b.Client, old, 4); !errors.Is(err, queue.ErrShardMismatch) || !strings.Contains(err.Error(), "export") {
 			t.Fatalf("sharding a used namespace = %v, want ErrShardMismatch with a way out", err)
@@ -241,7 +241,7 @@ func TestWaitersWakeAcrossNodes(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer q.Close()
-			if sharded, _ := q.ShardedPubSub(ctx); sharded != (mode == queue.PubSubSharded) {
+			if sharded, _ := q.Engine().ShardedPubSub(ctx); sharded != (mode == queue.PubSubSharded) {
 				t.Fatalf("sharded = %v in mode %d", sharded, mode)
 			}
 			const n = 300
@@ -383,7 +383,7 @@ func TestConsumeShardsWakeOnFires(t *testing.T) {
 		// next periodic pass is 20 s away.
 		redistest.Eventually(t, 10*time.Second, "the first pass over every shard", func() bool {
 			for k := range 4 {
-				gs, err := b.Client.XInfoGroups(ctx, q.ShardStreamKey(k)).Result()
+				gs, err := b.Client.XInfoGroups(ctx, q.Keys().Stream(k)).Result()
 				if err != nil || len(gs) != 1 {
 					return false
 				}

@@ -237,7 +237,7 @@ func TestCoalescedMalformedRecordFailsOnlyItsCaller(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		q, g := coalescingQueue(t, b)
 		ctx := context.Background()
-		n, err := q.Shards(ctx)
+		n, err := q.Inspect().Shards(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -275,7 +275,7 @@ func TestCoalescedMissingEndpointFailsOnlyItsCaller(t *testing.T) {
 		q, g := coalescingQueue(t, b)
 		ctx := context.Background()
 		secret := Secret(SecretPrefix + strings.Repeat("QUFB", 8))
-		if _, err := q.PutEndpoint(ctx, Endpoint{Name: "billing", URL: "https://billing.example.com/", Secrets: []Secret{secret}}, nil); err != nil {
+		if _, err := q.Endpoints().Put(ctx, Endpoint{Name: "billing", URL: "https://billing.example.com/", Secrets: []Secret{secret}}, nil); err != nil {
 			t.Fatal(err)
 		}
 		g.close()

@@ -140,15 +140,6 @@ func (o ConsumeOptions) withDefaults() (ConsumeOptions, error) {
 	return o, nil
 }
 
-// DeadLetterKey returns the key of shard 0's dead-letter stream (each shard
-// has its own: ShardDeadLetterKey), where Consume moves events whose
-// handler failed ConsumeOptions.MaxAttempts times. Each
-// entry has the fire event's fields (id, due, fired, payload) plus error,
-// attempts, group, consumer and stream_id (the fire stream entry's ID).
-// Operators read it with XRANGE and may re-schedule or drop entries; timerq
-// never trims or reads it.
-func (q *Queue) DeadLetterKey() string { return q.ShardDeadLetterKey(0) }
-
 // ValidateConsumerName reports whether name can be a consumer group or
 // consumer name: 1-128 characters of [A-Za-z0-9_.:@-]. The error wraps
 // ErrInvalidOptions.

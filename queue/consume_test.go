@@ -63,13 +63,13 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 func pendingIn(t *testing.T, b *redistest.Backend, q *queue.Queue, group string) int64 {
 	t.Helper()
 	ctx := context.Background()
-	shards, err := q.Shards(ctx)
+	shards, err := q.Inspect().Shards(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var n int64
 	for k := range shards {
-		pend, err := b.Client.XPending(ctx, q.ShardStreamKey(k), group).Result()
+		pend, err := b.Client.XPending(ctx, q.Keys().Stream(k), group).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,9 +112,9 @@ func TestConsumeDeliversEveryEventOnce(t *testing.T) {
 		if string(ev.Payload) != "p-7" || ev.Attempt != 1 || ev.StreamID == "" || ev.FiredAt.Before(ev.Due) || ev.Due.IsZero() {
 			t.Errorf("event e7 = %+v", ev)
 		}
-		shards, _ := q.Shards(context.Background())
+		shards, _ := q.Inspect().Shards(context.Background())
 		for k := range shards {
-			pend, err := b.Client.XPending(context.Background(), q.ShardStreamKey(k), "g").Result()
+			pend, err := b.Client.XPending(context.Background(), q.Keys().Stream(k), "g").Result()
 			if err != nil || pend.Count != 0 {
 				t.Errorf("XPENDING = %+v, %v; want nothing pending after every handler returned nil", pend, err)
 			}
@@ -197,8 +197,8 @@ func TestConsumeDeadLetters(t *testing.T) {
 		fireN(t, q, "x", 3)
 		var dead []map[string]any
 		x1 := shardKeys(t, q, "x1")
-		k1, _ := q.ShardOf(ctx, "x1")
-		deadKey := q.ShardDeadLetterKey(k1)
+		k1, _ := q.Inspect().ShardOf(ctx, "x1")
+		deadKey := q.Keys().DeadLetter(k1)
 		waitUntil(t, 5*time.Second, "a dead letter", func() bool {
 			msgs, err := b.Client.XRange(ctx, deadKey, "-", "+").Result()
 			if err != nil {

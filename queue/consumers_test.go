@@ -19,7 +19,7 @@ func TestConsumers(t *testing.T) {
 	forEachLayout(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
-		if cs, err := q.Consumers(ctx, "g"); err != nil || len(cs) != 0 {
+		if cs, err := q.Inspect().Consumers(ctx, "g"); err != nil || len(cs) != 0 {
 			t.Fatalf("Consumers without a stream = %v, %v; want none", cs, err)
 		}
 		o := queue.ConsumeOptions{Block: 20 * time.Millisecond}
@@ -36,7 +36,7 @@ func TestConsumers(t *testing.T) {
 		}
 		consumers := func() []queue.ConsumerInfo {
 			t.Helper()
-			cs, err := q.Consumers(ctx, "g")
+			cs, err := q.Inspect().Consumers(ctx, "g")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,7 +72,7 @@ func TestConsumers(t *testing.T) {
 		if !want && (live.Inactive != 0 || gone.Inactive != 0) {
 			t.Errorf("Inactive without a report = %v, %v; want 0", live.Inactive, gone.Inactive)
 		}
-		if cs, err := q.Consumers(ctx, "nobody"); err != nil || len(cs) != 0 {
+		if cs, err := q.Inspect().Consumers(ctx, "nobody"); err != nil || len(cs) != 0 {
 			t.Errorf("Consumers of an unknown group = %v, %v; want none", cs, err)
 		}
 	})

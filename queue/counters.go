@@ -44,7 +44,8 @@ type Counters struct {
 
 // Counters reads the namespace's counters, summed over its shards, in one
 // round trip (one pipeline).
-func (q *Queue) Counters(ctx context.Context) (Counters, error) {
+func (in Inspector) Counters(ctx context.Context) (Counters, error) {
+	q := in.q
 	l, err := q.layout(ctx)
 	if err != nil {
 		return Counters{}, err

@@ -29,7 +29,7 @@ func TestCountersMatchFires(t *testing.T) {
 		schedule(t, q, "later", now.Add(time.Hour))
 		var fired []queue.Fired
 		for len(fired) < 3*len(lates) {
-			res, err := q.Claim(ctx, 5) // several claims, each adding its own
+			res, err := q.Engine().Claim(ctx, 5) // several claims, each adding its own
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -38,7 +38,7 @@ func TestCountersMatchFires(t *testing.T) {
 			}
 			fired = append(fired, res.Fired...)
 		}
-		got, err := q.Counters(ctx)
+		got, err := q.Inspect().Counters(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

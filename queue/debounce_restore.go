@@ -35,7 +35,8 @@ type DebounceWindow struct {
 // The key's window string, when it names id, gives the deadline. It runs
 // one pipeline of an HGET and a GET on the key's shard, and does not check
 // that id exists.
-func (q *Queue) DebounceWindowOf(ctx context.Context, id string) (DebounceWindow, bool, error) {
+func (in Inspector) DebounceWindowOf(ctx context.Context, id string) (DebounceWindow, bool, error) {
+	q := in.q
 	key, ms, ok := keyspace.SplitOccurrence(id)
 	if !ok {
 		return DebounceWindow{}, false, nil

@@ -32,7 +32,7 @@ func claimUntilFired(t *testing.T, b *redistest.Backend, q *queue.Queue, id stri
 	t.Helper()
 	var got *queue.Fired
 	redistest.Eventually(t, 10*time.Second, "timer "+id+" to fire", func() bool {
-		res, err := q.Claim(context.Background(), queue.MaxBatch)
+		res, err := q.Engine().Claim(context.Background(), queue.MaxBatch)
 		if err != nil {
 			t.Fatalf("Claim: %v", err)
 		}
@@ -157,7 +157,7 @@ func TestDebounceAfterFireCreatesTheNext(t *testing.T) {
 
 		// The poller hands every fire of this form to ArmFired: a window
 		// is no schedule, so nothing is armed and nothing fails.
-		if n, err := q.ArmFired(ctx, []queue.Fired{f}); n != 0 || err != nil {
+		if n, err := q.Engine().ArmFired(ctx, []queue.Fired{f}); n != 0 || err != nil {
 			t.Errorf("ArmFired of a window's fire: %d, %v", n, err)
 		}
 
@@ -261,7 +261,7 @@ func TestDebounceBadInputWritesNothing(t *testing.T) {
 		if keys := nsKeys(t, b, q); len(keys) != 0 {
 			t.Errorf("refused calls wrote %v", keys)
 		}
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "nightly", Every: time.Hour}); err != nil {
+		if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "nightly", Every: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		before := nsKeys(t, b, q)
@@ -295,7 +295,7 @@ func TestDebounceRace(t *testing.T) {
 		go func() {
 			defer close(claimerDone)
 			for {
-				res, err := q.Claim(ctx, queue.MaxBatch)
+				res, err := q.Engine().Claim(ctx, queue.MaxBatch)
 				if err != nil {
 					t.Errorf("Claim: %v", err)
 					return
@@ -481,7 +481,7 @@ func TestDebounceDeliversAndTraces(t *testing.T) {
 		for _, name := range []string{"billing", "audit"} {
 			e := billing()
 			e.Name = name
-			if _, err := q.PutEndpoint(ctx, e, nil); err != nil {
+			if _, err := q.Endpoints().Put(ctx, e, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -492,11 +492,11 @@ func TestDebounceDeliversAndTraces(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		k, err := q.ShardOf(ctx, first.Timer.ID)
+		k, err := q.Inspect().ShardOf(ctx, first.Timer.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, err := q.Shards(ctx)
+		n, err := q.Inspect().Shards(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -564,14 +564,14 @@ func TestRestoreDebounce(t *testing.T) {
 		ctx := context.Background()
 		src := newQueue(t, b, queue.Options{})
 		open := debounce(t, src, "cart", queue.DebounceOptions{Delay: time.Hour, MaxWait: 2 * time.Hour, Payload: []byte("a")})
-		w, ok, err := src.DebounceWindowOf(ctx, open.Timer.ID)
+		w, ok, err := src.Inspect().DebounceWindowOf(ctx, open.Timer.ID)
 		if err != nil || !ok || w.Key != "cart" || !w.Deadline.Equal(open.Deadline) || !w.Opened.Equal(open.Now) {
 			t.Fatalf("DebounceWindowOf(%q) = %+v, %v, %v; the call gave %+v", open.Timer.ID, w, ok, err, open)
 		}
-		if _, _, err := src.PutRecurring(ctx, queue.Recurring{ID: "nightly", Every: time.Hour}); err != nil {
+		if _, _, err := src.Recurring().Put(ctx, queue.Recurring{ID: "nightly", Every: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok, err := src.DebounceWindowOf(ctx, "nightly@1000"); ok || err != nil {
+		if _, ok, err := src.Inspect().DebounceWindowOf(ctx, "nightly@1000"); ok || err != nil {
 			t.Fatalf("an occurrence's ID read as a window: %v, %v", ok, err)
 		}
 
@@ -583,7 +583,7 @@ func TestRestoreDebounce(t *testing.T) {
 		if err != nil || !res.Created || !res.Timer.Due.Equal(open.Timer.Due) {
 			t.Fatalf("RestoreDebounce: %+v, %v", res, err)
 		}
-		if got, ok, err := dst.DebounceWindowOf(ctx, open.Timer.ID); err != nil || !ok || !got.Deadline.Equal(open.Deadline) {
+		if got, ok, err := dst.Inspect().DebounceWindowOf(ctx, open.Timer.ID); err != nil || !ok || !got.Deadline.Equal(open.Deadline) {
 			t.Fatalf("the restored window: %+v, %v, %v", got, ok, err)
 		}
 		if res, err := dst.RestoreDebounce(ctx, queue.RestoredWindow{Timer: open.Timer, Deadline: w.Deadline}); err != nil || res.Created {
@@ -601,7 +601,7 @@ func TestRestoreDebounce(t *testing.T) {
 		if _, err := dst.RestoreDebounce(ctx, queue.RestoredWindow{Timer: past, Deadline: time.UnixMilli(2000)}); err != nil {
 			t.Fatal(err)
 		}
-		if got, _, err := dst.DebounceWindowOf(ctx, past.ID); err != nil || !got.Deadline.IsZero() {
+		if got, _, err := dst.Inspect().DebounceWindowOf(ctx, past.ID); err != nil || !got.Deadline.IsZero() {
 			t.Fatalf("a window past its deadline reopened: %+v, %v", got, err)
 		}
 		second := open.Timer
@@ -609,12 +609,12 @@ func TestRestoreDebounce(t *testing.T) {
 		if _, err := dst.RestoreDebounce(ctx, queue.RestoredWindow{Timer: second, Deadline: open.Deadline.Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
-		if got, _, _ := dst.DebounceWindowOf(ctx, open.Timer.ID); !got.Deadline.Equal(open.Deadline) {
+		if got, _, _ := dst.Inspect().DebounceWindowOf(ctx, open.Timer.ID); !got.Deadline.Equal(open.Deadline) {
 			t.Fatalf("the key's own window was replaced: %+v", got)
 		}
 
 		// Refusals write nothing.
-		if _, _, err := dst.PutRecurring(ctx, queue.Recurring{ID: "nightly", Every: time.Hour}); err != nil {
+		if _, _, err := dst.Recurring().Put(ctx, queue.Recurring{ID: "nightly", Every: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		before := nsKeys(t, b, dst)
@@ -645,22 +645,22 @@ func TestPutRecurringRefusesOpenDebounceKey(t *testing.T) {
 		q := newQueue(t, b, queue.Options{})
 		debounce(t, q, "cart", queue.DebounceOptions{Delay: time.Hour, MaxWait: 2 * time.Hour})
 		before := nsKeys(t, b, q)
-		_, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "cart", Every: time.Minute})
+		_, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "cart", Every: time.Minute})
 		if !errors.Is(err, queue.ErrScheduleIDIsDebounceKey) || !errors.Is(err, queue.ErrInvalidID) {
 			t.Fatalf("PutRecurring of an open debounce key: %v", err)
 		}
-		if _, err := q.RestoreRecurring(ctx, queue.RecurringInfo{Recurring: queue.Recurring{ID: "cart", Every: time.Minute, Anchor: time.Now()},
+		if _, err := q.Recurring().Restore(ctx, queue.RecurringInfo{Recurring: queue.Recurring{ID: "cart", Every: time.Minute, Anchor: time.Now()},
 			State: queue.RecurringActive, CreatedAt: time.Now(), UpdatedAt: time.Now()}); !errors.Is(err, queue.ErrScheduleIDIsDebounceKey) {
 			t.Fatalf("RestoreRecurring of an open debounce key: %v", err)
 		}
-		if _, err := q.GetRecurring(ctx, "cart"); !errors.Is(err, queue.ErrRecurringNotFound) {
+		if _, err := q.Recurring().Get(ctx, "cart"); !errors.Is(err, queue.ErrRecurringNotFound) {
 			t.Fatalf("the refused schedule: %v", err)
 		}
 		if after := nsKeys(t, b, q); fmt.Sprint(after) != fmt.Sprint(before) {
 			t.Fatalf("refused puts wrote: %v, then %v", before, after)
 		}
 		// Another name is fine.
-		if _, created, err := q.PutRecurring(ctx, queue.Recurring{ID: "nightly", Every: time.Hour}); err != nil || !created {
+		if _, created, err := q.Recurring().Put(ctx, queue.Recurring{ID: "nightly", Every: time.Hour}); err != nil || !created {
 			t.Fatalf("PutRecurring: %v, %v", created, err)
 		}
 	})

@@ -34,9 +34,10 @@ type DeliveryPolicy struct {
 // timerURLsField is the delivery policy hash's field for AllowTimerURLs.
 const timerURLsField = "allow_timer_urls"
 
-// DeliveryPolicy returns the namespace's delivery policy: the default (all
+// Policy returns the namespace's delivery policy: the default (all
 // off) if none was set.
-func (q *Queue) DeliveryPolicy(ctx context.Context) (DeliveryPolicy, error) {
+func (d Deliveries) Policy(ctx context.Context) (DeliveryPolicy, error) {
+	q := d.q
 	v, err := q.rdb.HGet(ctx, keyspace.Namespace(q.opts.Namespace).DeliveryPolicy(), timerURLsField).Result()
 	if errors.Is(err, redis.Nil) {
 		return DeliveryPolicy{}, nil
@@ -47,10 +48,11 @@ func (q *Queue) DeliveryPolicy(ctx context.Context) (DeliveryPolicy, error) {
 	return DeliveryPolicy{AllowTimerURLs: v == "1"}, nil
 }
 
-// SetDeliveryPolicy stores the namespace's delivery policy. It applies to
+// SetPolicy stores the namespace's delivery policy. It applies to
 // timers scheduled afterwards at once, and to dispatchers within a second
 // (each reads it at most once a second, when a fire has a timer URL).
-func (q *Queue) SetDeliveryPolicy(ctx context.Context, p DeliveryPolicy) error {
+func (d Deliveries) SetPolicy(ctx context.Context, p DeliveryPolicy) error {
+	q := d.q
 	v := "0"
 	if p.AllowTimerURLs {
 		v = "1"
@@ -100,7 +102,7 @@ func splitDeliver(v string) (endpoint, url string) {
 // checkTimerURLs refuses timer URLs when the namespace's policy does not
 // allow them: one read, only when some timer has a URL.
 func (q *Queue) checkTimerURLs(ctx context.Context, what string) error {
-	p, err := q.DeliveryPolicy(ctx)
+	p, err := q.Deliveries().Policy(ctx)
 	if err != nil {
 		return err
 	}

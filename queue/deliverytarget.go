@@ -7,7 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DeliveryTarget returns the name of the endpoint timer id delivers to
+// Target returns the name of the endpoint timer id delivers to
 // (NewTimer.Endpoint), "" when none is known:
 //
 //   - a scheduled or cancelled timer's, as it was scheduled;
@@ -19,7 +19,8 @@ import (
 // One round trip (HGET of the shard's deliveries and LRANGE of the last
 // attempt), and one more (XRANGE of one entry) for a fired timer. An
 // unknown timer is not an error: it has no target.
-func (q *Queue) DeliveryTarget(ctx context.Context, id string) (string, error) {
+func (d Deliveries) Target(ctx context.Context, id string) (string, error) {
+	q := d.q
 	if err := ValidateID(id); err != nil {
 		return "", err
 	}

@@ -22,11 +22,11 @@ func TestDeliveryTarget(t *testing.T) {
 		for _, name := range []string{"billing", "audit"} {
 			ep := queue.Endpoint{Name: name, URL: "https://" + name + ".example.com/hook",
 				Secrets: []queue.Secret{queue.Secret("whsec_" + strings.Repeat("QUFB", 8))}}
-			if _, err := q.PutEndpoint(ctx, ep, nil); err != nil {
+			if _, err := q.Endpoints().Put(ctx, ep, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := q.SetDeliveryPolicy(ctx, queue.DeliveryPolicy{AllowTimerURLs: true}); err != nil {
+		if err := q.Deliveries().SetPolicy(ctx, queue.DeliveryPolicy{AllowTimerURLs: true}); err != nil {
 			t.Fatal(err)
 		}
 		past, later := time.Now().Add(-time.Second), time.Now().Add(time.Hour)
@@ -45,7 +45,7 @@ func TestDeliveryTarget(t *testing.T) {
 		if _, err := q.Cancel(ctx, "gone"); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := q.Claim(ctx, 10); err != nil || len(res.Fired) != 2 {
+		if res, err := q.Engine().Claim(ctx, 10); err != nil || len(res.Fired) != 2 {
 			t.Fatalf("claim: %+v %v", res, err)
 		}
 		// One attempt of "fired" is logged, with its fire's entry.
@@ -65,16 +65,16 @@ func TestDeliveryTarget(t *testing.T) {
 			}
 			a := queue.DeliveryAttempt{TimerID: "fired", Attempt: 1, Due: d.Event.Due, StreamID: d.Event.StreamID, At: time.Now(),
 				Status: 204, Outcome: "delivered"}
-			if acked, err := q.AckAttempt(ctx, "g", d.DeliveryID, a); err != nil || !acked {
+			if acked, err := q.Deliveries().AckAttempt(ctx, "g", d.DeliveryID, a); err != nil || !acked {
 				t.Fatalf("AckAttempt: %v %v", acked, err)
 			}
 		}
 		for id, want := range map[string]string{"later": "billing", "own-url": "billing", "flowing": "billing", "flow-only": "", "fired": "audit", "unsent": "", "gone": "billing", "plain": "", "nope": ""} {
-			if got, err := q.DeliveryTarget(ctx, id); err != nil || got != want {
+			if got, err := q.Deliveries().Target(ctx, id); err != nil || got != want {
 				t.Errorf("DeliveryTarget(%q) = %q, %v; want %q", id, got, err, want)
 			}
 		}
-		if _, err := q.DeliveryTarget(ctx, ""); err == nil {
+		if _, err := q.Deliveries().Target(ctx, ""); err == nil {
 			t.Error("DeliveryTarget of an empty ID: no error")
 		}
 	})

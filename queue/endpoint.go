@@ -399,7 +399,7 @@ func decodeEndpoint(key, name, v string) (Endpoint, error) {
 	return e, nil
 }
 
-// PutEndpoint creates or replaces the endpoint e.Name and reports whether
+// Put creates or replaces the endpoint e.Name and reports whether
 // it created it. It validates e first (ValidateEndpoint; opts may be nil)
 // and writes nothing if it is refused. Durations are stored in whole
 // milliseconds.
@@ -409,7 +409,8 @@ func decodeEndpoint(key, name, v string) (Endpoint, error) {
 // the endpoint, so that a timer scheduled on any shard may name it
 // (CreateNamespace gives every shard the names of the endpoints put before
 // it); putting an endpoint again repairs a shard that lacks its name.
-func (q *Queue) PutEndpoint(ctx context.Context, e Endpoint, opts *PutEndpointOptions) (created bool, err error) {
+func (eps Endpoints) Put(ctx context.Context, e Endpoint, opts *PutEndpointOptions) (created bool, err error) {
+	q := eps.q
 	if err := ValidateEndpoint(e, opts); err != nil {
 		return false, err
 	}
@@ -504,9 +505,10 @@ func (q *Queue) noEndpoint(name string) error {
 		ErrEndpointNotFound, name, q.opts.Namespace, q.opts.Namespace, name)
 }
 
-// GetEndpoint returns the endpoint name, or an error wrapping
+// Get returns the endpoint name, or an error wrapping
 // ErrEndpointNotFound.
-func (q *Queue) GetEndpoint(ctx context.Context, name string) (Endpoint, error) {
+func (eps Endpoints) Get(ctx context.Context, name string) (Endpoint, error) {
+	q := eps.q
 	if err := ValidateEndpointName(name); err != nil {
 		return Endpoint{}, err
 	}
@@ -522,8 +524,9 @@ func (q *Queue) GetEndpoint(ctx context.Context, name string) (Endpoint, error) 
 	return decodeEndpoint(key, name, v)
 }
 
-// ListEndpoints returns every endpoint of the namespace, by name.
-func (q *Queue) ListEndpoints(ctx context.Context) ([]Endpoint, error) {
+// List returns every endpoint of the namespace, by name.
+func (eps Endpoints) List(ctx context.Context) ([]Endpoint, error) {
+	q := eps.q
 	key := keyspace.Namespace(q.opts.Namespace).Endpoints()
 	m, err := q.rdb.HGetAll(ctx, key).Result()
 	if err != nil {
@@ -541,11 +544,12 @@ func (q *Queue) ListEndpoints(ctx context.Context) ([]Endpoint, error) {
 	return out, nil
 }
 
-// DeleteEndpoint deletes the endpoint name, or returns an error wrapping
+// Delete deletes the endpoint name, or returns an error wrapping
 // ErrEndpointNotFound. New timers may no longer name it; timers already
 // scheduled to deliver to it keep its name, and a dispatcher dead-letters
 // their fires while no endpoint of that name exists.
-func (q *Queue) DeleteEndpoint(ctx context.Context, name string) error {
+func (eps Endpoints) Delete(ctx context.Context, name string) error {
+	q := eps.q
 	if err := ValidateEndpointName(name); err != nil {
 		return err
 	}
@@ -568,10 +572,11 @@ func (q *Queue) DeleteEndpoint(ctx context.Context, name string) error {
 	return nil
 }
 
-// SetEndpointEnabled enables or disables the endpoint name and returns it
+// SetEnabled enables or disables the endpoint name and returns it
 // as stored. It rewrites the endpoint only if it is unchanged since it was
 // read (WATCH), retrying a few times when another writer got there first.
-func (q *Queue) SetEndpointEnabled(ctx context.Context, name string, enabled bool) (Endpoint, error) {
+func (eps Endpoints) SetEnabled(ctx context.Context, name string, enabled bool) (Endpoint, error) {
+	q := eps.q
 	if err := ValidateEndpointName(name); err != nil {
 		return Endpoint{}, err
 	}

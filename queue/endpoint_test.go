@@ -41,11 +41,11 @@ func TestEndpointPutGetListDelete(t *testing.T) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		e := billing()
-		created, err := q.PutEndpoint(ctx, e, nil)
+		created, err := q.Endpoints().Put(ctx, e, nil)
 		if err != nil || !created {
 			t.Fatalf("PutEndpoint = %v, %v; want created", created, err)
 		}
-		got, err := q.GetEndpoint(ctx, "billing")
+		got, err := q.Endpoints().Get(ctx, "billing")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,15 +61,15 @@ func TestEndpointPutGetListDelete(t *testing.T) {
 		// Replace: created is false and the new value is read back.
 		e.URL = "https://billing.example.com/v2"
 		e.Secrets = e.Secrets[1:]
-		if created, err := q.PutEndpoint(ctx, e, nil); err != nil || created {
+		if created, err := q.Endpoints().Put(ctx, e, nil); err != nil || created {
 			t.Fatalf("replace: PutEndpoint = %v, %v; want not created", created, err)
 		}
 		other := billing()
 		other.Name = "audit"
-		if _, err := q.PutEndpoint(ctx, other, nil); err != nil {
+		if _, err := q.Endpoints().Put(ctx, other, nil); err != nil {
 			t.Fatal(err)
 		}
-		list, err := q.ListEndpoints(ctx)
+		list, err := q.Endpoints().List(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,27 +77,27 @@ func TestEndpointPutGetListDelete(t *testing.T) {
 			t.Fatalf("ListEndpoints = %v", list)
 		}
 
-		off, err := q.SetEndpointEnabled(ctx, "billing", false)
+		off, err := q.Endpoints().SetEnabled(ctx, "billing", false)
 		if err != nil || !off.Disabled {
 			t.Fatalf("disable = %+v, %v", off, err)
 		}
-		if got, _ := q.GetEndpoint(ctx, "billing"); !got.Disabled || got.URL != e.URL {
+		if got, _ := q.Endpoints().Get(ctx, "billing"); !got.Disabled || got.URL != e.URL {
 			t.Fatalf("after disable: %+v", got)
 		}
-		if on, err := q.SetEndpointEnabled(ctx, "billing", true); err != nil || on.Disabled {
+		if on, err := q.Endpoints().SetEnabled(ctx, "billing", true); err != nil || on.Disabled {
 			t.Fatalf("enable = %+v, %v", on, err)
 		}
 
-		if err := q.DeleteEndpoint(ctx, "billing"); err != nil {
+		if err := q.Endpoints().Delete(ctx, "billing"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := q.GetEndpoint(ctx, "billing"); !errors.Is(err, queue.ErrEndpointNotFound) {
+		if _, err := q.Endpoints().Get(ctx, "billing"); !errors.Is(err, queue.ErrEndpointNotFound) {
 			t.Fatalf("Get after delete: %v, want ErrEndpointNotFound", err)
 		}
-		if err := q.DeleteEndpoint(ctx, "billing"); !errors.Is(err, queue.ErrEndpointNotFound) {
+		if err := q.Endpoints().Delete(ctx, "billing"); !errors.Is(err, queue.ErrEndpointNotFound) {
 			t.Fatalf("second delete: %v, want ErrEndpointNotFound", err)
 		}
-		if _, err := q.SetEndpointEnabled(ctx, "billing", true); !errors.Is(err, queue.ErrEndpointNotFound) {
+		if _, err := q.Endpoints().SetEnabled(ctx, "billing", true); !errors.Is(err, queue.ErrEndpointNotFound) {
 			t.Fatalf("enable a deleted endpoint: %v, want ErrEndpointNotFound", err)
 		}
 		// A deleted endpoint may no longer be named, on any shard.
@@ -149,7 +149,7 @@ func TestEndpointBadInputWritesNothing(t *testing.T) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		for _, c := range bad {
-			_, err := q.PutEndpoint(ctx, c.e, nil)
+			_, err := q.Endpoints().Put(ctx, c.e, nil)
 			if !errors.Is(err, queue.ErrInvalidEndpoint) || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("%s: PutEndpoint: %v; want ErrInvalidEndpoint saying %q", c.name, err, c.want)
 			}
@@ -162,18 +162,18 @@ func TestEndpointBadInputWritesNothing(t *testing.T) {
 		}
 		// The operator's allow list admits a private address.
 		e := mod(func(e *queue.Endpoint) { e.URL = "http://127.0.0.1:8080/x" })
-		if _, err := q.PutEndpoint(ctx, e, &queue.PutEndpointOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}); err != nil {
+		if _, err := q.Endpoints().Put(ctx, e, &queue.PutEndpointOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}); err != nil {
 			t.Fatalf("allowed loopback: %v", err)
 		}
 		// localhost is refused even so, as the dispatcher's guard does:
 		// the address is what an allow rule names.
-		if _, err := q.PutEndpoint(ctx, mod(func(e *queue.Endpoint) { e.URL = "http://localhost:8080/x" }),
+		if _, err := q.Endpoints().Put(ctx, mod(func(e *queue.Endpoint) { e.URL = "http://localhost:8080/x" }),
 			&queue.PutEndpointOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}); !errors.Is(err, queue.ErrPrivateAddress) {
 			t.Fatalf("localhost with 127.0.0.0/8 allowed: %v, want ErrPrivateAddress", err)
 		}
 		// What only the delivery engine's guard knows is refused too: a
 		// cloud metadata address inside an allowed range.
-		_, err := q.PutEndpoint(ctx, mod(func(e *queue.Endpoint) { e.URL = "http://169.254.169.254/latest" }),
+		_, err := q.Endpoints().Put(ctx, mod(func(e *queue.Endpoint) { e.URL = "http://169.254.169.254/latest" }),
 			&queue.PutEndpointOptions{Allow: []netip.Prefix{netip.MustParsePrefix("169.254.0.0/16")}})
 		if !errors.Is(err, queue.ErrPrivateAddress) || !strings.Contains(err.Error(), "metadata") {
 			t.Fatalf("metadata address with 169.254.0.0/16 allowed: %v, want ErrPrivateAddress naming metadata", err)
@@ -222,7 +222,7 @@ func TestScheduleDeliverToEndpoint(t *testing.T) {
 		if keys := nsKeys(t, b, q); len(keys) != 0 {
 			t.Fatalf("the refused schedule wrote %v", keys)
 		}
-		if _, err := q.PutEndpoint(ctx, billing(), nil); err != nil {
+		if _, err := q.Endpoints().Put(ctx, billing(), nil); err != nil {
 			t.Fatal(err)
 		}
 		ids := []string{"plain"}
@@ -259,7 +259,7 @@ func TestScheduleDeliverToEndpoint(t *testing.T) {
 				t.Errorf("fire event of %s: endpoint %q, want %q", id, got[id], want)
 			}
 		}
-		events, _, err := q.RecentFires(ctx, 100)
+		events, _, err := q.Inspect().RecentFires(ctx, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,7 +269,7 @@ func TestScheduleDeliverToEndpoint(t *testing.T) {
 			}
 		}
 		// The fire moved the names out: no deliveries hash is left behind.
-		n, err := q.Shards(ctx)
+		n, err := q.Inspect().Shards(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -286,7 +286,7 @@ func TestPurgeDropsCancelledDelivery(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{Retention: time.Millisecond})
-		if _, err := q.PutEndpoint(ctx, billing(), nil); err != nil {
+		if _, err := q.Endpoints().Put(ctx, billing(), nil); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "c", Due: time.Now().Add(time.Hour), Endpoint: "billing"}}); err != nil {
@@ -300,7 +300,7 @@ func TestPurgeDropsCancelledDelivery(t *testing.T) {
 			t.Fatal(err)
 		}
 		redistest.Eventually(t, 10*time.Second, "purge of c", func() bool {
-			removed, _, err := q.Purge(ctx, 100)
+			removed, _, err := q.Engine().Purge(ctx, 100)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -321,24 +321,24 @@ func TestRecurringDeliverToEndpoint(t *testing.T) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		r := queue.Recurring{ID: "tick", Every: 50 * time.Millisecond, Endpoint: "billing", Ahead: 3}
-		if _, _, err := q.PutRecurring(ctx, r); !errors.Is(err, queue.ErrEndpointNotFound) {
+		if _, _, err := q.Recurring().Put(ctx, r); !errors.Is(err, queue.ErrEndpointNotFound) {
 			t.Fatalf("PutRecurring to a missing endpoint: %v, want ErrEndpointNotFound", err)
 		}
 		if keys := nsKeys(t, b, q); len(keys) != 0 {
 			t.Fatalf("the refused schedule wrote %v", keys)
 		}
-		if _, err := q.PutEndpoint(ctx, billing(), nil); err != nil {
+		if _, err := q.Endpoints().Put(ctx, billing(), nil); err != nil {
 			t.Fatal(err)
 		}
-		info, created, err := q.PutRecurring(ctx, r)
+		info, created, err := q.Recurring().Put(ctx, r)
 		if err != nil || !created || info.Recurring.Endpoint != "billing" {
 			t.Fatalf("PutRecurring = %+v, %v, %v", info, created, err)
 		}
-		got, err := q.GetRecurring(ctx, "tick")
+		got, err := q.Recurring().Get(ctx, "tick")
 		if err != nil || got.Recurring.Endpoint != "billing" || len(got.Pending) == 0 {
 			t.Fatalf("GetRecurring = %+v, %v", got, err)
 		}
-		n, err := q.Shards(ctx)
+		n, err := q.Inspect().Shards(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -351,10 +351,10 @@ func TestRecurringDeliverToEndpoint(t *testing.T) {
 		var fired []queue.Fired
 		redistest.Eventually(t, 10*time.Second, "an occurrence to fire", func() bool { fired = claimAll(t, q); return len(fired) > 0 })
 		// The occurrences the materializer arms after a fire deliver too.
-		if armed, err := q.ArmFired(ctx, fired); err != nil || armed == 0 {
+		if armed, err := q.Engine().ArmFired(ctx, fired); err != nil || armed == 0 {
 			t.Fatalf("ArmFired = %d, %v", armed, err)
 		}
-		if got, err = q.GetRecurring(ctx, "tick"); err != nil {
+		if got, err = q.Recurring().Get(ctx, "tick"); err != nil {
 			t.Fatal(err)
 		}
 		for _, o := range got.Pending {
@@ -362,7 +362,7 @@ func TestRecurringDeliverToEndpoint(t *testing.T) {
 				t.Fatalf("occurrence %s armed after a fire: deliver = %q, %v", o.ID, v, err)
 			}
 		}
-		events, _, err := q.RecentFires(ctx, 10)
+		events, _, err := q.Inspect().RecentFires(ctx, 10)
 		if err != nil || len(events) == 0 {
 			t.Fatalf("RecentFires = %v, %v", events, err)
 		}
@@ -374,7 +374,7 @@ func TestRecurringDeliverToEndpoint(t *testing.T) {
 		// An update that drops the endpoint: the occurrences it arms do not
 		// deliver.
 		r.Endpoint, r.Every = "", time.Hour
-		info, err = q.UpdateRecurring(ctx, r)
+		info, err = q.Recurring().Update(ctx, r)
 		if err != nil || len(info.Pending) == 0 {
 			t.Fatalf("UpdateRecurring = %+v, %v", info, err)
 		}
@@ -384,7 +384,7 @@ func TestRecurringDeliverToEndpoint(t *testing.T) {
 			}
 		}
 		r.Endpoint = "nope"
-		if _, err := q.UpdateRecurring(ctx, r); !errors.Is(err, queue.ErrEndpointNotFound) {
+		if _, err := q.Recurring().Update(ctx, r); !errors.Is(err, queue.ErrEndpointNotFound) {
 			t.Fatalf("update to a missing endpoint: %v", err)
 		}
 	})
@@ -401,7 +401,7 @@ func TestEndpointBeforeShardedNamespace(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer before.Close()
-		if _, err := before.PutEndpoint(ctx, billing(), nil); err != nil {
+		if _, err := before.Endpoints().Put(ctx, billing(), nil); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := queue.CreateNamespace(ctx, b.Client, ns, 8); err != nil {

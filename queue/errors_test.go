@@ -24,11 +24,11 @@ func TestErrorsCarryOnePrefix(t *testing.T) {
 	if _, err := q.ScheduleIn(ctx, "fired", 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Claim(ctx, 10); err != nil {
+	if _, err := q.Engine().Claim(ctx, 10); err != nil {
 		t.Fatal(err)
 	}
 	// A key of the wrong type makes the scripts' Redis errors wrap a sentinel.
-	if err := rdb.Set(ctx, q.Keys()[1], "not a hash", 0).Err(); err != nil {
+	if err := rdb.Set(ctx, q.Keys().Shard(0)[1], "not a hash", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	ok := time.Now().Add(time.Hour)
@@ -55,7 +55,7 @@ func TestErrorsCarryOnePrefix(t *testing.T) {
 		{"cancel over a wrong type", func() error { _, err := q.Cancel(ctx, "x"); return err }(),
 			queue.ErrWrongType, `timerq: cancel "x": a namespace key holds the wrong type`},
 		{"invalid ID", func() error { _, err := q.Get(ctx, ""); return err }(), queue.ErrInvalidID, "timerq: invalid timer ID: the ID is empty"},
-		{"claim limit", func() error { _, err := q.Claim(ctx, 0); return err }(), queue.ErrInvalidOptions, "timerq: invalid options: claim limit 0"},
+		{"claim limit", func() error { _, err := q.Engine().Claim(ctx, 0); return err }(), queue.ErrInvalidOptions, "timerq: invalid options: claim limit 0"},
 		{"wait ended", func() error {
 			c, cancel := context.WithCancel(ctx)
 			cancel()

@@ -29,7 +29,7 @@ func Example() {
 	res, _ := q.Schedule(ctx, id, time.Now().Add(-time.Millisecond), []byte("expire order 42"))
 	fmt.Println("created:", res.Created)
 
-	claim, _ := q.Claim(ctx, 100) // what timerworker does
+	claim, _ := q.Engine().Claim(ctx, 100) // what timerworker does
 	fmt.Println("fired:", string(claim.Fired[0].Payload))
 
 	fmt.Println("wait:", q.Wait(ctx, id))
@@ -62,7 +62,7 @@ func ExampleQueue_SleepUntil() {
 	go func() {
 		defer close(claimsDone)
 		for claimCtx.Err() == nil {
-			if res, _ := q.Claim(claimCtx, 100); len(res.Fired) > 0 {
+			if res, _ := q.Engine().Claim(claimCtx, 100); len(res.Fired) > 0 {
 				return
 			}
 		}
@@ -143,14 +143,14 @@ func ExampleQueue_Restore() {
 
 	_, _ = src.Schedule(ctx, "done", time.Now().Add(-time.Second), nil)
 	_, _ = src.Schedule(ctx, "later", time.Now().Add(time.Hour), nil)
-	_, _ = src.Claim(ctx, 100) // "done" fires in the old namespace
+	_, _ = src.Engine().Claim(ctx, 100) // "done" fires in the old namespace
 
 	page, _ := src.List(ctx, queue.ListOptions{})
 	res, _ := dst.Restore(ctx, page.Timers)
 	for _, r := range res {
 		fmt.Println(r.Timer.ID, r.Timer.State, r.Created)
 	}
-	claim, _ := dst.Claim(ctx, 100)
+	claim, _ := dst.Engine().Claim(ctx, 100)
 	fmt.Println("fired again:", len(claim.Fired))
 	// Output:
 	// done fired true

@@ -154,13 +154,14 @@ func parseFlowPolicy(field, value string) (FlowPolicy, error) {
 	return p, nil
 }
 
-// PutFlowPolicy creates or replaces the flow policy of p.Endpoint and
+// PutPolicy creates or replaces the flow policy of p.Endpoint and
 // p.Key. A policy that ValidateFlowPolicy refuses gives an error wrapping
 // ErrInvalidFlowPolicy, and nothing is written. Every Lease of the
 // namespace applies it within a second (each Queue reads the policies at
 // most once a second); deliveries already handed out keep their slots.
 // One round trip.
-func (q *Queue) PutFlowPolicy(ctx context.Context, p FlowPolicy) error {
+func (f Flows) PutPolicy(ctx context.Context, p FlowPolicy) error {
+	q := f.q
 	if err := ValidateFlowPolicy(p); err != nil {
 		return err
 	}
@@ -171,11 +172,12 @@ func (q *Queue) PutFlowPolicy(ctx context.Context, p FlowPolicy) error {
 	return nil
 }
 
-// DeleteFlowPolicy deletes the flow policy of endpoint ("" for the
+// DeletePolicy deletes the flow policy of endpoint ("" for the
 // namespace's) and key ("" for the default), and reports whether there was
 // one. The flow's parked fires are still handed out, under the policy
 // that applies now (none: at once). One round trip.
-func (q *Queue) DeleteFlowPolicy(ctx context.Context, endpoint, key string) (bool, error) {
+func (f Flows) DeletePolicy(ctx context.Context, endpoint, key string) (bool, error) {
+	q := f.q
 	// The scope and key checked as a policy's, with a valid rate.
 	if err := ValidateFlowPolicy(FlowPolicy{Endpoint: endpoint, Key: key, Rate: 1, Period: time.Second}); err != nil {
 		return false, err
@@ -188,9 +190,10 @@ func (q *Queue) DeleteFlowPolicy(ctx context.Context, endpoint, key string) (boo
 	return n > 0, nil
 }
 
-// FlowPolicies returns the namespace's flow policies, the namespace's
+// Policies returns the namespace's flow policies, the namespace's
 // first, then by endpoint and key. One round trip.
-func (q *Queue) FlowPolicies(ctx context.Context) ([]FlowPolicy, error) {
+func (f Flows) Policies(ctx context.Context) ([]FlowPolicy, error) {
+	q := f.q
 	m, err := q.readFlowPolicies(ctx)
 	if err != nil {
 		return nil, err
@@ -582,13 +585,14 @@ type FlowStat struct {
 // MaxFlowStats bounds the flows FlowStats reports.
 const MaxFlowStats = 1000
 
-// FlowStats reports the flows of group that have fires parked, up to
+// Stats reports the flows of group that have fires parked, up to
 // limit (at most MaxFlowStats; 0 means MaxFlowStats), the largest backlog
 // first: each flow's backlog, deliveries under way and policy. Flows
 // without a backlog are not listed: their state is no more than their
 // deliveries under way. Cost: per shard a pipeline of one read per flow
 // with a backlog.
-func (q *Queue) FlowStats(ctx context.Context, group string, limit int) ([]FlowStat, error) {
+func (f Flows) Stats(ctx context.Context, group string, limit int) ([]FlowStat, error) {
+	q := f.q
 	if err := ValidateConsumerName("group", group); err != nil {
 		return nil, err
 	}

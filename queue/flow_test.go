@@ -45,7 +45,7 @@ func countKeys(ds []queue.Delivery) map[string]int {
 
 func putFlow(t *testing.T, q *queue.Queue, p queue.FlowPolicy) {
 	t.Helper()
-	if err := q.PutFlowPolicy(context.Background(), p); err != nil {
+	if err := q.Flows().PutPolicy(context.Background(), p); err != nil {
 		t.Fatalf("PutFlowPolicy(%+v): %v", p, err)
 	}
 }
@@ -75,7 +75,7 @@ func TestFlowMaxInFlightParksAndResumes(t *testing.T) {
 		if again := lease(t, q, "g", "c2", o); len(again) != 0 {
 			t.Fatalf("second lease handed out %v with big's slots full", timerIDs(again))
 		}
-		st, err := q.FlowStats(ctx, "g", 0)
+		st, err := q.Flows().Stats(ctx, "g", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,12 +133,12 @@ func TestFlowBadPoliciesRefused(t *testing.T) {
 			{Key: "tab\there", Rate: 10, Period: time.Second},
 			{Key: strings.Repeat("k", queue.MaxFlowKeyBytes+1), Rate: 10, Period: time.Second},
 		} {
-			err := q.PutFlowPolicy(ctx, p)
+			err := q.Flows().PutPolicy(ctx, p)
 			if !errors.Is(err, queue.ErrInvalidFlowPolicy) || !errors.Is(err, queue.ErrInvalidOptions) {
 				t.Errorf("PutFlowPolicy(%+v) = %v, want ErrInvalidFlowPolicy", p, err)
 			}
 		}
-		if ps, err := q.FlowPolicies(ctx); err != nil || len(ps) != 0 {
+		if ps, err := q.Flows().Policies(ctx); err != nil || len(ps) != 0 {
 			t.Fatalf("after refusals FlowPolicies = %v, %v; want none", ps, err)
 		}
 		if keys := nsKeys(t, b, q); len(keys) != 0 {
@@ -150,12 +150,12 @@ func TestFlowBadPoliciesRefused(t *testing.T) {
 			t.Fatalf("scheduling with a bad flow key: %v", err)
 		}
 		putFlow(t, q, queue.FlowPolicy{Endpoint: "billing", Key: "t1", Rate: 5, Period: time.Minute, MaxInFlight: 3})
-		ps, err := q.FlowPolicies(ctx)
+		ps, err := q.Flows().Policies(ctx)
 		want := []queue.FlowPolicy{{Endpoint: "billing", Key: "t1", Rate: 5, Period: time.Minute, MaxInFlight: 3}}
 		if err != nil || !slices.Equal(ps, want) {
 			t.Fatalf("FlowPolicies = %v, %v; want %v", ps, err, want)
 		}
-		if ok, err := q.DeleteFlowPolicy(ctx, "billing", "t1"); !ok || err != nil {
+		if ok, err := q.Flows().DeletePolicy(ctx, "billing", "t1"); !ok || err != nil {
 			t.Fatalf("DeleteFlowPolicy = %v, %v", ok, err)
 		}
 	})
@@ -377,10 +377,10 @@ func TestFlowKeyReachesTheFireEntry(t *testing.T) {
 	check := func(t *testing.T, c redis.UniversalClient, q *queue.Queue) {
 		t.Helper()
 		ctx := context.Background()
-		if _, err := q.PutEndpoint(ctx, billing(), nil); err != nil {
+		if _, err := q.Endpoints().Put(ctx, billing(), nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := q.SetDeliveryPolicy(ctx, queue.DeliveryPolicy{AllowTimerURLs: true}); err != nil {
+		if err := q.Deliveries().SetPolicy(ctx, queue.DeliveryPolicy{AllowTimerURLs: true}); err != nil {
 			t.Fatal(err)
 		}
 		const url = "https://hooks.example.com/t?a=1"
@@ -391,7 +391,7 @@ func TestFlowKeyReachesTheFireEntry(t *testing.T) {
 			{ID: "v", Due: past, Endpoint: "billing", URL: url}}); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := q.Claim(ctx, 100); err != nil || len(res.Fired) != 5 {
+		if res, err := q.Engine().Claim(ctx, 100); err != nil || len(res.Fired) != 5 {
 			t.Fatalf("claim: %+v, %v", res, err)
 		}
 		sp := keyspace.Shard(q.Namespace(), 0, 1)
@@ -455,20 +455,20 @@ func TestFlowKeyOfARecurringSchedule(t *testing.T) {
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
-		if _, err := q.PutEndpoint(ctx, billing(), nil); err != nil {
+		if _, err := q.Endpoints().Put(ctx, billing(), nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := q.SetDeliveryPolicy(ctx, queue.DeliveryPolicy{AllowTimerURLs: true}); err != nil {
+		if err := q.Deliveries().SetPolicy(ctx, queue.DeliveryPolicy{AllowTimerURLs: true}); err != nil {
 			t.Fatal(err)
 		}
 		const url = "https://hooks.example.com/r"
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "r", Every: time.Hour, Endpoint: "billing", URL: url, FlowKey: "tenant-9"}); err != nil {
+		if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "r", Every: time.Hour, Endpoint: "billing", URL: url, FlowKey: "tenant-9"}); err != nil {
 			t.Fatalf("PutRecurring: %v", err)
 		}
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "bad", Every: time.Hour, FlowKey: "a\x00b"}); !errors.Is(err, queue.ErrInvalidFlowPolicy) {
+		if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "bad", Every: time.Hour, FlowKey: "a\x00b"}); !errors.Is(err, queue.ErrInvalidFlowPolicy) {
 			t.Fatalf("PutRecurring with a bad flow key: %v", err)
 		}
-		info, err := q.GetRecurring(ctx, "r")
+		info, err := q.Recurring().Get(ctx, "r")
 		if err != nil || info.FlowKey != "tenant-9" || info.URL != url || len(info.Pending) == 0 {
 			t.Fatalf("GetRecurring = %+v, %v", info, err)
 		}

@@ -194,7 +194,7 @@ func FuzzRecordRoundTrip(f *testing.F) {
 			if due.After(now) {
 				return
 			}
-			res, err := q.Claim(ctx, 1)
+			res, err := q.Engine().Claim(ctx, 1)
 			if err != nil || len(res.Fired) != 1 {
 				t.Fatalf("Claim = %+v, %v; want the timer", res, err)
 			}
@@ -203,7 +203,7 @@ func FuzzRecordRoundTrip(f *testing.F) {
 				t.Fatalf("Claim fired %+v, want id %q due %v payload %q", fired, id, due, payload)
 			}
 			want.State, want.FiredAt = queue.StateFired, fired.FiredAt
-			msgs, err := c.XRange(ctx, q.StreamKey(), "-", "+").Result()
+			msgs, err := c.XRange(ctx, q.Keys().Stream(0), "-", "+").Result()
 			if err != nil || len(msgs) != 1 || msgs[0].Values["id"] != id || msgs[0].Values["payload"] != string(payload) {
 				t.Fatalf("fire stream = %v, %v; want one entry with id %q and payload %q", msgs, err, id, payload)
 			}

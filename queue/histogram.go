@@ -18,7 +18,8 @@ import (
 // meanwhile may shift a timer between buckets. Pass Stats().Now as now to
 // count by the server clock. When some shards fail, it returns the others'
 // counts with a *ShardError, as Stats does.
-func (q *Queue) DueHistogram(ctx context.Context, now time.Time, edges []time.Duration) ([]int64, error) {
+func (in Inspector) DueHistogram(ctx context.Context, now time.Time, edges []time.Duration) ([]int64, error) {
+	q := in.q
 	for i, e := range edges {
 		if e <= 0 || i > 0 && e <= edges[i-1] {
 			return nil, fmt.Errorf("%w: histogram edges must be positive and increasing, got %v", ErrInvalidOptions, edges)

@@ -42,7 +42,8 @@ const fireReadPoll = 200 * time.Millisecond
 // a shard whose share ran out before count events were merged. It reads
 // about 1.5 count entries in one round trip when fires are spread over the
 // shards, and about 2.5 count in two when one shard fired them all.
-func (q *Queue) RecentFires(ctx context.Context, count int) (events []Event, cursor string, err error) {
+func (in Inspector) RecentFires(ctx context.Context, count int) (events []Event, cursor string, err error) {
+	q := in.q
 	if err := checkCount(count); err != nil {
 		return nil, "", err
 	}
@@ -380,7 +381,8 @@ type GroupInfo struct {
 
 // Groups lists the consumer groups of the namespace's fire streams, by
 // name, each summed over the shards; none when no stream exists.
-func (q *Queue) Groups(ctx context.Context) ([]GroupInfo, error) {
+func (in Inspector) Groups(ctx context.Context) ([]GroupInfo, error) {
+	q := in.q
 	l, err := q.layout(ctx)
 	if err != nil {
 		return nil, err
@@ -451,7 +453,8 @@ type ConsumerInfo struct {
 
 // Consumers lists the consumers of group on the namespace's fire streams,
 // by name, each summed over the shards; none when no shard has the group.
-func (q *Queue) Consumers(ctx context.Context, group string) ([]ConsumerInfo, error) {
+func (in Inspector) Consumers(ctx context.Context, group string) ([]ConsumerInfo, error) {
+	q := in.q
 	l, err := q.layout(ctx)
 	if err != nil {
 		return nil, err
@@ -566,7 +569,8 @@ type DeadLetter struct {
 // ran out before count were merged (its next read is at most the rest):
 // about count entries in all, however the dead letters are spread, rather
 // than count from every shard.
-func (q *Queue) DeadLetters(ctx context.Context, after string, count int) ([]DeadLetter, string, error) {
+func (d Deliveries) DeadLetters(ctx context.Context, after string, count int) ([]DeadLetter, string, error) {
+	q := d.q
 	if err := checkCount(count); err != nil {
 		return nil, "", err
 	}
@@ -674,7 +678,8 @@ func parseDeadLetters(msgs []redis.XMessage, k int) []DeadLetter {
 
 // DeadLetterCount returns how many dead letters the namespace holds, over
 // every shard.
-func (q *Queue) DeadLetterCount(ctx context.Context) (int64, error) {
+func (d Deliveries) DeadLetterCount(ctx context.Context) (int64, error) {
+	q := d.q
 	l, err := q.layout(ctx)
 	if err != nil {
 		return 0, err
@@ -703,7 +708,8 @@ func (q *Queue) DeadLetterCount(ctx context.Context) (int64, error) {
 // ErrDeadLetterNotFound, so requeueing twice is safe.
 //
 // The timer itself stays fired: Requeue repeats the delivery, not the fire.
-func (q *Queue) Requeue(ctx context.Context, shard int, deadID string) (string, error) {
+func (d Deliveries) Requeue(ctx context.Context, shard int, deadID string) (string, error) {
+	q := d.q
 	if _, _, ok := parseEntryID(deadID); !ok {
 		return "", fmt.Errorf("%w: dead letter ID %q is not a stream entry ID such as 1700000000000-0", ErrInvalidOptions, deadID)
 	}

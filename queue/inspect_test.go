@@ -31,7 +31,7 @@ func idInShard(t *testing.T, q *queue.Queue, prefix string, k int) string {
 	t.Helper()
 	for i := range 10000 {
 		id := fmt.Sprint(prefix, i)
-		if got, err := q.ShardOf(context.Background(), id); err != nil {
+		if got, err := q.Inspect().ShardOf(context.Background(), id); err != nil {
 			t.Fatal(err)
 		} else if got == k {
 			return id
@@ -45,7 +45,7 @@ func idInShard(t *testing.T, q *queue.Queue, prefix string, k int) string {
 func checkShards(t *testing.T, q *queue.Queue, evs []queue.Event) {
 	t.Helper()
 	for _, ev := range evs {
-		if k, err := q.ShardOf(context.Background(), ev.ID); err != nil || k != ev.Shard {
+		if k, err := q.Inspect().ShardOf(context.Background(), ev.ID); err != nil || k != ev.Shard {
 			t.Fatalf("event %s says shard %d; the timer lives in shard %d (%v)", ev.ID, ev.Shard, k, err)
 		}
 	}
@@ -58,12 +58,12 @@ func TestRecentAndReadFires(t *testing.T) {
 	forEachLayout(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
-		if evs, cur, err := q.RecentFires(ctx, 5); err != nil || len(evs) != 0 {
+		if evs, cur, err := q.Inspect().RecentFires(ctx, 5); err != nil || len(evs) != 0 {
 			t.Fatalf("RecentFires on an empty namespace = %v, %q, %v; want none", evs, cur, err)
 		}
 		const n = 30
 		fireN(t, q, "r", n)
-		recent, cursor, err := q.RecentFires(ctx, 5)
+		recent, cursor, err := q.Inspect().RecentFires(ctx, 5)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func TestRecentAndReadFires(t *testing.T) {
 		if err != nil || len(next) != 3 || !strings.HasPrefix(next[0].ID+next[1].ID+next[2].ID, "s") {
 			t.Fatalf("ReadFires after the recent cursor = %+v, %v; want s0 s1 s2", next, err)
 		}
-		_, cursor, _ = q.RecentFires(ctx, 1)
+		_, cursor, _ = q.Inspect().RecentFires(ctx, 1)
 
 		// Blocking: a fire during the wait ends it.
 		got := make(chan []queue.Event, 1)
@@ -166,7 +166,7 @@ func TestRequeue(t *testing.T) {
 	forEachLayout(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
-		if gs, err := q.Groups(ctx); err != nil || len(gs) != 0 {
+		if gs, err := q.Inspect().Groups(ctx); err != nil || len(gs) != 0 {
 			t.Fatalf("Groups without a stream = %v, %v; want none", gs, err)
 		}
 		good := idInShard(t, q, "ok-", 0)
@@ -199,7 +199,7 @@ func TestRequeue(t *testing.T) {
 		var dls []queue.DeadLetter
 		waitUntil(t, 5*time.Second, "a dead letter", func() bool {
 			var err error
-			dls, _, err = q.DeadLetters(ctx, "", 10)
+			dls, _, err = q.Deliveries().DeadLetters(ctx, "", 10)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -209,17 +209,17 @@ func TestRequeue(t *testing.T) {
 		if dl.Event.ID != poison || dl.Event.Shard != max(b.Shards, 1)-1 || dl.Group != "bad" || dl.Consumer != "c1" || dl.Attempts != 2 || dl.Error != "poison" || dl.FireStreamID == "" || string(dl.Event.Payload) != "p-1" {
 			t.Fatalf("dead letter = %+v", dl)
 		}
-		if n, err := q.DeadLetterCount(ctx); err != nil || n != 1 {
+		if n, err := q.Deliveries().DeadLetterCount(ctx); err != nil || n != 1 {
 			t.Fatalf("DeadLetterCount = %d, %v; want 1", n, err)
 		}
 		waitUntil(t, 5*time.Second, "both groups done", func() bool {
-			gs, err := q.Groups(ctx)
+			gs, err := q.Inspect().Groups(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return len(gs) == 2 && gs[0].Pending == 0 && gs[1].Pending == 0
 		})
-		gs, _ := q.Groups(ctx)
+		gs, _ := q.Inspect().Groups(ctx)
 		if gs[0].Name != "bad" || gs[1].Name != "good" || gs[0].Consumers != 1 || gs[0].LastDeliveredID == "" {
 			t.Fatalf("Groups = %+v", gs)
 		}
@@ -230,12 +230,12 @@ func TestRequeue(t *testing.T) {
 		}
 
 		if b.Shards > 1 {
-			if _, err := q.Requeue(ctx, 0, dl.Event.StreamID); !errors.Is(err, queue.ErrDeadLetterNotFound) {
+			if _, err := q.Deliveries().Requeue(ctx, 0, dl.Event.StreamID); !errors.Is(err, queue.ErrDeadLetterNotFound) {
 				t.Errorf("Requeue on the wrong shard = %v, want ErrDeadLetterNotFound", err)
 			}
 		}
 		healed.Store(true)
-		id, err := q.Requeue(ctx, dl.Event.Shard, dl.Event.StreamID)
+		id, err := q.Deliveries().Requeue(ctx, dl.Event.Shard, dl.Event.StreamID)
 		if err != nil || id == "" {
 			t.Fatalf("Requeue = %q, %v", id, err)
 		}
@@ -248,7 +248,7 @@ func TestRequeue(t *testing.T) {
 		// its shard's stream: had it been delivered there, its handler
 		// would have seen it.
 		waitUntil(t, 5*time.Second, "both groups to acknowledge the requeued entry", func() bool {
-			gs, err := q.Groups(ctx)
+			gs, err := q.Inspect().Groups(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -276,16 +276,16 @@ func TestRequeue(t *testing.T) {
 		if a, b := of("bad", good), of("good", good); a != "1" || b != "1" {
 			t.Errorf("%s delivered as attempts %q to bad and %q to good, want once to each", good, a, b)
 		}
-		if n, _ := q.DeadLetterCount(ctx); n != 0 {
+		if n, _ := q.Deliveries().DeadLetterCount(ctx); n != 0 {
 			t.Errorf("%d dead letters after requeue, want 0", n)
 		}
-		if _, err := q.Requeue(ctx, dl.Event.Shard, dl.Event.StreamID); !errors.Is(err, queue.ErrDeadLetterNotFound) {
+		if _, err := q.Deliveries().Requeue(ctx, dl.Event.Shard, dl.Event.StreamID); !errors.Is(err, queue.ErrDeadLetterNotFound) {
 			t.Errorf("second Requeue = %v, want ErrDeadLetterNotFound", err)
 		}
-		if _, err := q.Requeue(ctx, 0, "not-an-id"); !errors.Is(err, queue.ErrInvalidOptions) {
+		if _, err := q.Deliveries().Requeue(ctx, 0, "not-an-id"); !errors.Is(err, queue.ErrInvalidOptions) {
 			t.Errorf("Requeue(not-an-id) = %v, want ErrInvalidOptions", err)
 		}
-		if _, err := q.Requeue(ctx, max(b.Shards, 1), dl.Event.StreamID); !errors.Is(err, queue.ErrInvalidOptions) {
+		if _, err := q.Deliveries().Requeue(ctx, max(b.Shards, 1), dl.Event.StreamID); !errors.Is(err, queue.ErrInvalidOptions) {
 			t.Errorf("Requeue on a shard past the last = %v, want ErrInvalidOptions", err)
 		}
 	})
@@ -297,7 +297,7 @@ func TestDeadLettersPaging(t *testing.T) {
 	forEachLayout(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
-		shards, err := q.Shards(ctx)
+		shards, err := q.Inspect().Shards(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,13 +305,13 @@ func TestDeadLettersPaging(t *testing.T) {
 		for i := range n {
 			// Entry i in shard i mod shards, at millisecond 1000+i: the
 			// merged order is t0 … t10 whatever the shard count.
-			args := &redis.XAddArgs{Stream: q.ShardDeadLetterKey(i % shards), ID: fmt.Sprintf("%d-0", 1000+i),
+			args := &redis.XAddArgs{Stream: q.Keys().DeadLetter(i % shards), ID: fmt.Sprintf("%d-0", 1000+i),
 				Values: []any{"id", fmt.Sprint("t", i), "due", "1", "fired", "2", "payload", "", "group", "g"}}
 			if err := b.Client.XAdd(ctx, args).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if c, err := q.DeadLetterCount(ctx); err != nil || c != n {
+		if c, err := q.Deliveries().DeadLetterCount(ctx); err != nil || c != n {
 			t.Fatalf("DeadLetterCount = %d, %v; want %d", c, err, n)
 		}
 		var ids []string
@@ -320,7 +320,7 @@ func TestDeadLettersPaging(t *testing.T) {
 			if pages > n {
 				t.Fatal("paging does not end")
 			}
-			page, next, err := q.DeadLetters(ctx, cursor, 2)
+			page, next, err := q.Deliveries().DeadLetters(ctx, cursor, 2)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -344,7 +344,7 @@ func TestDeadLettersPaging(t *testing.T) {
 		if fmt.Sprint(ids) != fmt.Sprint(want) {
 			t.Errorf("paged dead letters = %v, want %v", ids, want)
 		}
-		if _, _, err := q.DeadLetters(ctx, "nonsense", 2); !errors.Is(err, queue.ErrInvalidOptions) {
+		if _, _, err := q.Deliveries().DeadLetters(ctx, "nonsense", 2); !errors.Is(err, queue.ErrInvalidOptions) {
 			t.Errorf("DeadLetters(nonsense) = %v, want ErrInvalidOptions", err)
 		}
 	})
@@ -361,12 +361,12 @@ func TestGroupsSumShards(t *testing.T) {
 		fireN(t, q, "g", n)
 		var delivered int64
 		for k := range shards {
-			if err := b.Client.XGroupCreateMkStream(ctx, q.ShardStreamKey(k), "idle", "0").Err(); err != nil {
+			if err := b.Client.XGroupCreateMkStream(ctx, q.Keys().Stream(k), "idle", "0").Err(); err != nil {
 				t.Fatal(err)
 			}
 			// Deliver one entry of each shard to a consumer, unacknowledged.
 			res, err := b.Client.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "idle", Consumer: "c",
-				Streams: []string{q.ShardStreamKey(k), ">"}, Count: 1, Block: -1}).Result()
+				Streams: []string{q.Keys().Stream(k), ">"}, Count: 1, Block: -1}).Result()
 			if err != nil && !errors.Is(err, redis.Nil) {
 				t.Fatal(err)
 			}
@@ -374,7 +374,7 @@ func TestGroupsSumShards(t *testing.T) {
 				delivered += int64(len(s.Messages))
 			}
 		}
-		gs, err := q.Groups(ctx)
+		gs, err := q.Inspect().Groups(ctx)
 		if err != nil || len(gs) != 1 {
 			t.Fatalf("Groups = %+v, %v", gs, err)
 		}
@@ -395,7 +395,7 @@ func TestRecentFiresSkewed(t *testing.T) {
 		var hot, cold []queue.NewTimer
 		for i := 0; len(hot) < 150; i++ {
 			id := fmt.Sprintf("h-%04d", i)
-			switch k, _ := q.ShardOf(ctx, id); {
+			switch k, _ := q.Inspect().ShardOf(ctx, id); {
 			case k == 0:
 				hot = append(hot, queue.NewTimer{ID: id, Due: time.Now().Add(-time.Second)})
 			case k == 1 && len(cold) < 10:
@@ -412,7 +412,7 @@ func TestRecentFiresSkewed(t *testing.T) {
 		if err != nil || len(all) != 160 {
 			t.Fatalf("ReadFires = %d events, %v; want 160", len(all), err)
 		}
-		recent, _, err := q.RecentFires(ctx, 100)
+		recent, _, err := q.Inspect().RecentFires(ctx, 100)
 		if err != nil || len(recent) != 100 {
 			t.Fatalf("RecentFires(100) = %d events, %v", len(recent), err)
 		}
@@ -432,7 +432,7 @@ func TestDeadLettersPagingSkewed(t *testing.T) {
 	forEachLayout(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
-		shards, err := q.Shards(ctx)
+		shards, err := q.Inspect().Shards(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -449,7 +449,7 @@ func TestDeadLettersPagingSkewed(t *testing.T) {
 		}
 		for i := range 85 {
 			id := fmt.Sprintf("t%02d", i)
-			args := &redis.XAddArgs{Stream: q.ShardDeadLetterKey(shardOf(i)), ID: fmt.Sprintf("%d-0", 1000+i),
+			args := &redis.XAddArgs{Stream: q.Keys().DeadLetter(shardOf(i)), ID: fmt.Sprintf("%d-0", 1000+i),
 				Values: []any{"id", id, "due", "1", "fired", "2", "payload", "", "group", "g"}}
 			if err := b.Client.XAdd(ctx, args).Err(); err != nil {
 				t.Fatal(err)
@@ -463,7 +463,7 @@ func TestDeadLettersPagingSkewed(t *testing.T) {
 				if pages > 85 {
 					t.Fatal("paging does not end")
 				}
-				page, next, err := q.DeadLetters(ctx, cursor, size)
+				page, next, err := q.Deliveries().DeadLetters(ctx, cursor, size)
 				if err != nil {
 					t.Fatal(err)
 				}

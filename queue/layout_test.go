@@ -44,7 +44,7 @@ func TestLayoutFollowsNamespaceCreatedLater(t *testing.T) {
 		}
 		defer pinned.Close()
 		for _, q := range []*queue.Queue{early, idle, debouncer, pinned} {
-			if n, err := q.Shards(ctx); err != nil || n != 1 {
+			if n, err := q.Inspect().Shards(ctx); err != nil || n != 1 {
 				t.Fatalf("Shards before the creation = %d, %v; want 1", n, err)
 			}
 		}
@@ -60,7 +60,7 @@ func TestLayoutFollowsNamespaceCreatedLater(t *testing.T) {
 				t.Fatalf("Schedule right after the creation: %v", err)
 			}
 		}
-		if n, err := early.Shards(ctx); err != nil || n != 16 {
+		if n, err := early.Inspect().Shards(ctx); err != nil || n != 16 {
 			t.Fatalf("Shards after a refused write = %d, %v; want 16", n, err)
 		}
 		// A debounce, likewise: from a second early queue, still trusting
@@ -88,7 +88,7 @@ func TestLayoutFollowsNamespaceCreatedLater(t *testing.T) {
 		}
 		created := time.Now()
 		redistest.Eventually(t, 5*time.Second, "the idle queue to read 16 shards", func() bool {
-			n, err := idle.Shards(ctx)
+			n, err := idle.Inspect().Shards(ctx)
 			return err == nil && n == 16
 		})
 		if d := time.Since(created); d > 3*time.Second {
@@ -122,7 +122,7 @@ func TestConsumeFollowsNamespaceCreatedLater(t *testing.T) {
 		// creation, within the second the queue trusts what it read, so it
 		// starts on the one-shard stream. (A consumer that ran before the
 		// creation made that stream, and the creation would be refused.)
-		if n, err := early.Shards(ctx); err != nil || n != 1 {
+		if n, err := early.Inspect().Shards(ctx); err != nil || n != 1 {
 			t.Fatalf("Shards = %d, %v; want 1", n, err)
 		}
 		if _, err := queue.CreateNamespace(ctx, b.Client, ns, 16); err != nil {
@@ -151,7 +151,7 @@ func TestConsumeFollowsNamespaceCreatedLater(t *testing.T) {
 			t.Fatal(err)
 		}
 		for k := range 16 {
-			if _, err := fresh.ClaimShard(ctx, k, 100); err != nil {
+			if _, err := fresh.Engine().ClaimShard(ctx, k, 100); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -27,7 +27,7 @@ func BenchmarkLeaseAck(b *testing.B) {
 		}
 	}
 	for {
-		res, err := q.Claim(ctx, queue.MaxBatch)
+		res, err := q.Engine().Claim(ctx, queue.MaxBatch)
 		if err != nil {
 			b.Fatal(err)
 		}

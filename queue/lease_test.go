@@ -349,7 +349,7 @@ func TestLeaseMaxAttemptsDeadLetters(t *testing.T) {
 		if n := pendingIn(t, b, q, "g"); n != 0 {
 			t.Fatalf("%d pending, want 0: dead letters are acknowledged", n)
 		}
-		dead, _, err := q.DeadLetters(ctx, "", 10)
+		dead, _, err := q.Deliveries().DeadLetters(ctx, "", 10)
 		if err != nil || len(dead) != 2 {
 			t.Fatalf("DeadLetters = %+v, %v; want 2", dead, err)
 		}
@@ -371,7 +371,7 @@ func TestLeaseMaxAttemptsDeadLetters(t *testing.T) {
 			}
 		}
 		// The dead letter's fields are Consume's, in Consume's order.
-		raw, err := b.Client.XRange(ctx, q.ShardDeadLetterKey(dead[0].Event.Shard), dead[0].Event.StreamID, dead[0].Event.StreamID).Result()
+		raw, err := b.Client.XRange(ctx, q.Keys().DeadLetter(dead[0].Event.Shard), dead[0].Event.StreamID, dead[0].Event.StreamID).Result()
 		if err != nil || len(raw) != 1 {
 			t.Fatalf("XRANGE dead letter: %v %v", raw, err)
 		}
@@ -387,7 +387,7 @@ func TestLeaseMaxAttemptsDeadLetters(t *testing.T) {
 				d0 = dl
 			}
 		}
-		if _, err := q.Requeue(ctx, d0.Event.Shard, d0.Event.StreamID); err != nil {
+		if _, err := q.Deliveries().Requeue(ctx, d0.Event.Shard, d0.Event.StreamID); err != nil {
 			t.Fatal(err)
 		}
 		if other := lease(t, q, "other", "x", o); slices.Contains(timerIDs(other), "d0") && len(other) != 2 {
@@ -444,7 +444,7 @@ func TestLeaseBlockSkipsRequeuesForOtherGroups(t *testing.T) {
 			got <- ds
 		}()
 		redistest.Eventually(t, 10*time.Second, "the Lease waits", func() bool { return trips.n.Load() >= 3 }) // layout, lease.lua, the wait
-		if _, err := q.Requeue(ctx, 0, r.DeadLetterID); err != nil {
+		if _, err := q.Deliveries().Requeue(ctx, 0, r.DeadLetterID); err != nil {
 			t.Fatal(err)
 		}
 		fireN(t, q, "s", 1)
@@ -700,7 +700,7 @@ func TestLeaseAppliesOverlapSkip(t *testing.T) {
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip}); err != nil {
+		if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip}); err != nil {
 			t.Fatal(err)
 		}
 		fireOcc(t, q, "s", 1, 2, 3)
@@ -709,7 +709,7 @@ func TestLeaseAppliesOverlapSkip(t *testing.T) {
 		if got := fmt.Sprint(timerIDs(ds)); got != "[plain0 s@1]" {
 			t.Fatalf("leased %s, want [plain0 s@1]: s@2 and s@3 overlap s@1", got)
 		}
-		if c, err := q.Counters(ctx); err != nil || c.OverlapSkipped != 2 {
+		if c, err := q.Inspect().Counters(ctx); err != nil || c.OverlapSkipped != 2 {
 			t.Fatalf("Counters.OverlapSkipped = %d, %v; want 2", c.OverlapSkipped, err)
 		}
 		if n := pendingIn(t, b, q, "g"); n != 2 {

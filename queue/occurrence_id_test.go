@@ -58,7 +58,7 @@ func TestPlainTimerMayNotTakeAnOccurrenceID(t *testing.T) {
 
 		// The schedule of that ID arms its own occurrences, with its payload,
 		// the planted ID among them.
-		info, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "x", Every: 10 * time.Minute, Anchor: anchor, Payload: []byte("mine")})
+		info, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "x", Every: 10 * time.Minute, Anchor: anchor, Payload: []byte("mine")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +87,7 @@ func TestRestoreRecurringWithChecksItsOccurrences(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		src := newQueue(t, b, queue.Options{})
-		in, _, err := src.PutRecurring(ctx, queue.Recurring{ID: "r", Every: time.Hour})
+		in, _, err := src.Recurring().Put(ctx, queue.Recurring{ID: "r", Every: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,11 +98,11 @@ func TestRestoreRecurringWithChecksItsOccurrences(t *testing.T) {
 		other := occ
 		other.ID = queue.OccurrenceID("other", in.Pending[0].Nominal)
 		dst := newQueue(t, b, queue.Options{})
-		if _, _, err := dst.RestoreRecurringWith(ctx, in, []queue.Timer{occ, other}); !errors.Is(err, queue.ErrInvalidID) ||
+		if _, _, err := dst.Recurring().RestoreWith(ctx, in, []queue.Timer{occ, other}); !errors.Is(err, queue.ErrInvalidID) ||
 			!strings.Contains(err.Error(), `"other@`) {
 			t.Fatalf("RestoreRecurringWith with another schedule's occurrence = %v; want ErrInvalidID naming it", err)
 		}
-		if _, err := dst.GetRecurring(ctx, "r"); !errors.Is(err, queue.ErrRecurringNotFound) {
+		if _, err := dst.Recurring().Get(ctx, "r"); !errors.Is(err, queue.ErrRecurringNotFound) {
 			t.Fatalf("GetRecurring after the refusal = %v; want nothing written", err)
 		}
 		if _, err := dst.Get(ctx, occ.ID); !errors.Is(err, queue.ErrNotFound) {

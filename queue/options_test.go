@@ -40,7 +40,7 @@ func TestStreamMaxLenUnboundedKeepsEveryFire(t *testing.T) {
 		// timer must be due by the server's clock before the first.
 		redistest.AwaitServerTime(t, rdb, last.Due)
 		for {
-			res, err := q.Claim(ctx, queue.MaxBatch)
+			res, err := q.Engine().Claim(ctx, queue.MaxBatch)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,7 +48,7 @@ func TestStreamMaxLenUnboundedKeepsEveryFire(t *testing.T) {
 				break
 			}
 		}
-		n, err := rdb.XLen(ctx, q.StreamKey()).Result()
+		n, err := rdb.XLen(ctx, q.Keys().Stream(0)).Result()
 		if err != nil {
 			t.Fatal(err)
 		}

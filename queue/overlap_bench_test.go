@@ -29,7 +29,7 @@ func BenchmarkConsumeOverlap(b *testing.B) {
 					ov = queue.OverlapSkip
 				}
 				for k := range schedules {
-					if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: fmt.Sprint("s", k), Every: 24 * time.Hour, Overlap: ov}); err != nil {
+					if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: fmt.Sprint("s", k), Every: 24 * time.Hour, Overlap: ov}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -49,7 +49,7 @@ func BenchmarkConsumeOverlap(b *testing.B) {
 				}
 			}
 			for {
-				res, err := q.Claim(ctx, queue.MaxBatch)
+				res, err := q.Engine().Claim(ctx, queue.MaxBatch)
 				if err != nil {
 					b.Fatal(err)
 				}

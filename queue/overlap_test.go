@@ -85,7 +85,7 @@ func (r *overlapRecorder) onSkip(s queue.Skip) {
 
 func pendingIDs(t *testing.T, b *redistest.Backend, q *queue.Queue, group string) []string {
 	t.Helper()
-	pend, err := b.Client.XPendingExt(context.Background(), &redis.XPendingExtArgs{Stream: q.StreamKey(), Group: group, Start: "-", End: "+", Count: 100}).Result()
+	pend, err := b.Client.XPendingExt(context.Background(), &redis.XPendingExtArgs{Stream: q.Keys().Stream(0), Group: group, Start: "-", End: "+", Count: 100}).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestOverlapSkipWhilePreviousPending(t *testing.T) {
 			{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip},
 			{ID: "a", Every: time.Hour}, // allow, the default
 		} {
-			if _, _, err := q.PutRecurring(ctx, r); err != nil {
+			if _, _, err := q.Recurring().Put(ctx, r); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -181,7 +181,7 @@ func TestOverlapSkipWhilePreviousPending(t *testing.T) {
 		if slices.Contains(pend, sk.Event.StreamID) {
 			t.Fatalf("the skipped s@2 (%s) is still pending: %v", sk.Event.StreamID, pend)
 		}
-		if c, err := q.Counters(ctx); err != nil || c.OverlapSkipped != 1 {
+		if c, err := q.Inspect().Counters(ctx); err != nil || c.OverlapSkipped != 1 {
 			t.Fatalf("Counters.OverlapSkipped = %d, %v; want 1", c.OverlapSkipped, err)
 		}
 
@@ -211,10 +211,10 @@ func TestOverlapSkipWithinOneRead(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip}); err != nil {
+		if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip}); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "a", Every: time.Hour, Overlap: queue.OverlapAllow}); err != nil {
+		if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "a", Every: time.Hour, Overlap: queue.OverlapAllow}); err != nil {
 			t.Fatal(err)
 		}
 		fireOcc(t, q, "s", 1, 2, 3)
@@ -248,7 +248,7 @@ func TestOverlapSkipAfterConsumerCrash(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip}); err != nil {
+		if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip}); err != nil {
 			t.Fatal(err)
 		}
 		o := queue.ConsumeOptions{ClaimIdle: 300 * time.Millisecond, Block: 20 * time.Millisecond}
@@ -299,7 +299,7 @@ func TestOverlapPolicyChangeAndDelete(t *testing.T) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		r := queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip}
-		if _, _, err := q.PutRecurring(ctx, r); err != nil {
+		if _, _, err := q.Recurring().Put(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 		ovKey := keyspace.Shard(q.Namespace(), 0, 1).Overlap("g")
@@ -315,7 +315,7 @@ func TestOverlapPolicyChangeAndDelete(t *testing.T) {
 			t.Fatalf("overlap hash has %d fields, want 1", n)
 		}
 		r.Overlap = queue.OverlapAllow
-		if info, err := q.UpdateRecurring(ctx, r); err != nil || info.Overlap != queue.OverlapAllow {
+		if info, err := q.Recurring().Update(ctx, r); err != nil || info.Overlap != queue.OverlapAllow {
 			t.Fatalf("UpdateRecurring = %+v, %v", info.Overlap, err)
 		}
 		fireOcc(t, q, "s", 3, 4)
@@ -347,7 +347,7 @@ func TestOverlapCostsNothingForPlainTimers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if _, _, err := admin.PutRecurring(ctx, queue.Recurring{ID: "a", Every: time.Hour}); err != nil {
+	if _, _, err := admin.Recurring().Put(ctx, queue.Recurring{ID: "a", Every: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	fireN(t, admin, "plain", 10)
@@ -407,7 +407,7 @@ func TestOverlapPolicyIsValidated(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	_, _, err = q.PutRecurring(context.Background(), queue.Recurring{ID: "x", Every: time.Hour, Overlap: "buffer"})
+	_, _, err = q.Recurring().Put(context.Background(), queue.Recurring{ID: "x", Every: time.Hour, Overlap: "buffer"})
 	if !errors.Is(err, sched.ErrInvalidSchedule) || !strings.Contains(err.Error(), "allow, skip") {
 		t.Fatalf("PutRecurring with overlap buffer = %v, want ErrInvalidSchedule naming allow and skip", err)
 	}
@@ -420,7 +420,7 @@ func TestOverlapSkipHandsOverRequeuedDeadLetters(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip}); err != nil {
+		if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip}); err != nil {
 			t.Fatal(err)
 		}
 		rec := &overlapRecorder{}
@@ -455,7 +455,7 @@ func TestOverlapSkipHandsOverRequeuedDeadLetters(t *testing.T) {
 		var dead []queue.DeadLetter
 		waitUntil(t, 5*time.Second, "s@1 dead-lettered", func() bool {
 			var err error
-			dead, _, err = q.DeadLetters(ctx, "", 10)
+			dead, _, err = q.Deliveries().DeadLetters(ctx, "", 10)
 			return err == nil && len(dead) == 1
 		})
 		fireOcc(t, q, "s", 2)
@@ -464,7 +464,7 @@ func TestOverlapSkipHandsOverRequeuedDeadLetters(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("s@2 was not delivered")
 		}
-		if _, err := q.Requeue(ctx, dead[0].Event.Shard, dead[0].Event.StreamID); err != nil {
+		if _, err := q.Deliveries().Requeue(ctx, dead[0].Event.Shard, dead[0].Event.StreamID); err != nil {
 			t.Fatal(err)
 		}
 		waitUntil(t, 5*time.Second, "the requeued s@1 handled while s@2 is pending", func() bool { return rec.sawHandled("s@1") })
@@ -492,7 +492,7 @@ func TestOverlapSkipOnShardedNamespace(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer q.Close()
-		_, _, err = q.PutRecurring(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip})
+		_, _, err = q.Recurring().Put(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -520,7 +520,7 @@ func TestOverlapOfRecordsWrittenBeforeTheField(t *testing.T) {
 			{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip},
 			{ID: "a", Every: time.Hour},
 		} {
-			if _, _, err := q.PutRecurring(ctx, r); err != nil {
+			if _, _, err := q.Recurring().Put(ctx, r); err != nil {
 				t.Fatal(err)
 			}
 			// Rewrite it as an older timerq wrote it.
@@ -557,7 +557,7 @@ func TestOverlapOfRecordsWrittenBeforeTheField(t *testing.T) {
 			t.Fatalf("skipped %v, want [s@2]", got)
 		}
 
-		if _, err := q.PauseRecurring(ctx, "s"); err != nil {
+		if _, err := q.Recurring().Pause(ctx, "s"); err != nil {
 			t.Fatal(err)
 		}
 		raw, err := b.Client.HGet(ctx, schedules, "s").Result()

@@ -58,10 +58,11 @@ type MalformedRecord struct {
 // quarantineScan is the HSCAN page size for reading a quarantine.
 const quarantineScan = 500
 
-// Quarantine returns every record in the namespace's quarantines, by shard
+// List returns every record in the namespace's quarantines, by shard
 // and then ID. A quarantine holds only what a claim moved there, so it is
 // small; it is read with HSCAN, which never blocks Redis for long.
-func (q *Queue) Quarantine(ctx context.Context) ([]QuarantinedRecord, error) {
+func (qr Quarantine) List(ctx context.Context) ([]QuarantinedRecord, error) {
+	q := qr.q
 	l, err := q.layout(ctx)
 	if err != nil {
 		return nil, err
@@ -104,10 +105,11 @@ func parseQuarantined(id string, shard int, v string) QuarantinedRecord {
 	return r
 }
 
-// DropQuarantined deletes the quarantined record id from every shard's
+// Drop deletes the quarantined record id from every shard's
 // quarantine and reports whether there was one. Nothing else refers to a
 // quarantined record, so dropping it is final and changes nothing else.
-func (q *Queue) DropQuarantined(ctx context.Context, id string) (bool, error) {
+func (qr Quarantine) Drop(ctx context.Context, id string) (bool, error) {
+	q := qr.q
 	l, err := q.layout(ctx)
 	if err != nil {
 		return false, err
@@ -129,12 +131,13 @@ func (q *Queue) DropQuarantined(ctx context.Context, id string) (bool, error) {
 	return dropped, nil
 }
 
-// RestoreQuarantined writes quarantined records, as Quarantine returned
+// Restore writes quarantined records, as Quarantine returned
 // them from this or another namespace, into this namespace's quarantine,
 // so that an export and import keep them. Each goes to its Shard when the
 // namespace has that shard, else to the shard of its ID. An ID already
 // quarantined there is left as it is. It reports how many it wrote.
-func (q *Queue) RestoreQuarantined(ctx context.Context, recs []QuarantinedRecord) (int, error) {
+func (qr Quarantine) Restore(ctx context.Context, recs []QuarantinedRecord) (int, error) {
+	q := qr.q
 	l, err := q.layout(ctx)
 	if err != nil {
 		return 0, err

@@ -88,7 +88,7 @@ func FuzzQuarantineMatchesDecoder(f *testing.F) {
 		if err := rdb.ZAdd(ctx, sp.Due(), redis.Z{Score: score, Member: id}).Err(); err != nil {
 			t.Fatal(err)
 		}
-		res, err := q.Claim(ctx, 10)
+		res, err := q.Engine().Claim(ctx, 10)
 		if err != nil {
 			t.Fatalf("claim of %q at score %v: %v", raw, score, err)
 		}
@@ -101,7 +101,7 @@ func FuzzQuarantineMatchesDecoder(f *testing.F) {
 			t.Fatalf("record %q at score %v: Lua quarantined it: %v; Go decoder: %v", raw, score, quarantined, derr)
 		}
 		if quarantined {
-			qs, err := q.Quarantine(ctx)
+			qs, err := q.Quarantine().List(ctx)
 			if err != nil || len(qs) != 1 || string(qs[0].Raw) != string(raw) || len(res.Fired) != 0 {
 				t.Fatalf("%q: Quarantine() = %+v, %v; fired %v", raw, qs, err, res.Fired)
 			}

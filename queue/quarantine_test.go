@@ -21,11 +21,11 @@ import (
 func plant(t *testing.T, rdb redis.UniversalClient, q *queue.Queue, id, raw, set string, score float64) {
 	t.Helper()
 	ctx := context.Background()
-	k, err := q.ShardOf(ctx, id)
+	k, err := q.Inspect().ShardOf(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := q.Shards(ctx)
+	n, err := q.Inspect().Shards(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestMalformedRecordIsQuarantined(t *testing.T) {
 		plant(t, b.Client, q, "bad", badRaw, "due", float64(past.UnixMilli()+1))
 		plant(t, b.Client, q, "badscore", "s::1::p", "due", 1.5)
 
-		res, err := q.Claim(ctx, queue.MaxBatch)
+		res, err := q.Engine().Claim(ctx, queue.MaxBatch)
 		if err != nil {
 			t.Fatalf("Claim with a malformed record due: %v", err)
 		}
@@ -88,8 +88,8 @@ func TestMalformedRecordIsQuarantined(t *testing.T) {
 
 		// Moved: the record is out of the timers hash and the due set, and
 		// in the quarantine with its exact bytes.
-		k, _ := q.ShardOf(ctx, "bad")
-		n, _ := q.Shards(ctx)
+		k, _ := q.Inspect().ShardOf(ctx, "bad")
+		n, _ := q.Inspect().Shards(ctx)
 		sp := keyspace.Shard(q.Namespace(), k, n)
 		if ok, _ := b.Client.HExists(ctx, sp.Timers(), "bad").Result(); ok {
 			t.Error("the malformed record is still in the timers hash")
@@ -97,7 +97,7 @@ func TestMalformedRecordIsQuarantined(t *testing.T) {
 		if err := b.Client.ZScore(ctx, sp.Due(), "bad").Err(); !errors.Is(err, redis.Nil) {
 			t.Errorf("the malformed record is still in the due set (%v)", err)
 		}
-		qs, err := q.Quarantine(ctx)
+		qs, err := q.Quarantine().List(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,14 +107,14 @@ func TestMalformedRecordIsQuarantined(t *testing.T) {
 		}
 
 		// Nothing more to do, and nothing fires twice.
-		again, err := q.Claim(ctx, queue.MaxBatch)
+		again, err := q.Engine().Claim(ctx, queue.MaxBatch)
 		if err != nil || len(again.Fired) != 0 || len(again.Quarantined) != 0 {
 			t.Fatalf("second claim: %+v, %v", again, err)
 		}
 		if l, _ := b.Client.XLen(ctx, sp.Fires()).Result(); l != 3 {
 			t.Errorf("fire stream holds %d entries, want 3", l)
 		}
-		c, err := q.Counters(ctx)
+		c, err := q.Inspect().Counters(ctx)
 		if err != nil || c.Quarantined != 2 || c.Fired != 3 {
 			t.Errorf("Counters = %+v, %v; want 2 quarantined and 3 fired", c, err)
 		}
@@ -124,13 +124,13 @@ func TestMalformedRecordIsQuarantined(t *testing.T) {
 		if _, err := q.Schedule(ctx, "bad", time.Now().Add(time.Hour), nil); err != nil {
 			t.Errorf("schedule the quarantined ID again: %v", err)
 		}
-		if ok, err := q.DropQuarantined(ctx, "bad"); !ok || err != nil {
+		if ok, err := q.Quarantine().Drop(ctx, "bad"); !ok || err != nil {
 			t.Errorf("DropQuarantined(bad) = %v, %v", ok, err)
 		}
-		if ok, err := q.DropQuarantined(ctx, "bad"); ok || err != nil {
+		if ok, err := q.Quarantine().Drop(ctx, "bad"); ok || err != nil {
 			t.Errorf("second DropQuarantined(bad) = %v, %v; want false", ok, err)
 		}
-		if qs, _ := q.Quarantine(ctx); len(qs) != 1 || qs[0].ID != "badscore" {
+		if qs, _ := q.Quarantine().List(ctx); len(qs) != 1 || qs[0].ID != "badscore" {
 			t.Errorf("after the drop Quarantine() = %+v", qs)
 		}
 	})
@@ -214,24 +214,24 @@ func TestQuarantineRefusedChangesNothing(t *testing.T) {
 
 	// Without a malformed record the user claims fine.
 	schedule(t, aq, "ok-1", time.Now().Add(-time.Second))
-	if res, err := uq.Claim(ctx, queue.MaxBatch); err != nil || len(res.Fired) != 1 {
+	if res, err := uq.Engine().Claim(ctx, queue.MaxBatch); err != nil || len(res.Fired) != 1 {
 		t.Fatalf("claim without a malformed record: %+v, %v", res, err)
 	}
 	schedule(t, aq, "ok-2", time.Now().Add(-time.Second))
 	plant(t, admin, aq, "bad", "garbage", "due", float64(time.Now().Add(-2*time.Second).UnixMilli()))
 	before := snapshot(t, admin, aq)
-	_, err = uq.Claim(ctx, queue.MaxBatch)
+	_, err = uq.Engine().Claim(ctx, queue.MaxBatch)
 	if !errors.Is(err, queue.ErrPermission) || !strings.Contains(err.Error(), "may not run HDEL") || !strings.Contains(err.Error(), "+hdel") {
 		t.Fatalf("Claim = %v, want ErrPermission naming HDEL and +hdel", err)
 	}
 	if after := snapshot(t, admin, aq); after != before {
 		t.Fatalf("the refused claim changed the namespace:\nbefore %s\nafter  %s", before, after)
 	}
-	if qs, err := aq.Quarantine(ctx); err != nil || len(qs) != 0 {
+	if qs, err := aq.Quarantine().List(ctx); err != nil || len(qs) != 0 {
 		t.Fatalf("Quarantine() = %+v, %v; want empty", qs, err)
 	}
 	// The admin, with the right, quarantines it and fires ok-2.
-	res, err := aq.Claim(ctx, queue.MaxBatch)
+	res, err := aq.Engine().Claim(ctx, queue.MaxBatch)
 	if err != nil || len(res.Fired) != 1 || res.Fired[0].ID != "ok-2" || len(res.Quarantined) != 1 {
 		t.Fatalf("admin claim: %+v, %v", res, err)
 	}

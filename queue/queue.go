@@ -74,32 +74,6 @@ func (q *Queue) Namespace() string { return q.opts.Namespace }
 // Options returns the queue's options with defaults filled in.
 func (q *Queue) Options() Options { return q.opts }
 
-// Keys returns the Redis keys of shard 0, which for an unsharded
-// namespace are all its keys, in the order the scripts take them: due,
-// timers, fired, cancelled, expire, fires, counters. Before the queue has read the
-// namespace's layout from Redis, it assumes Options.Shards (1 if 0).
-func (q *Queue) Keys() []string { return q.ShardKeys(0) }
-
-// StreamKey returns the key of shard 0's fire stream, to which every claim
-// appends one entry per fired timer with fields id, due, fired and payload.
-// A sharded namespace has one stream per shard (ShardStreamKey).
-func (q *Queue) StreamKey() string { return q.ShardStreamKey(0) }
-
-// WakeChannel returns shard 0's pub/sub channel on which Schedule and
-// Reschedule announce a due time earlier than any pending one of the shard
-// (the message is that due time in Unix milliseconds), so that sleeping
-// pollers wake early. Each shard has one (ShardWakeChannel).
-func (q *Queue) WakeChannel() string { return q.ShardWakeChannel(0) }
-
-// TimerChannel returns the pub/sub channel on which a timer's firing
-// ("fired") or cancellation ("cancelled") is announced. It carries the hash
-// tag of the timer's shard. Before the queue has read the namespace's
-// layout, it assumes Options.Shards (1 if 0).
-func (q *Queue) TimerChannel(id string) string {
-	l := q.known()
-	return l.spaces[l.shardOf(id)].TimerChannel(id)
-}
-
 // Close stops the queue's waiters, which return ErrClosed. It does not close
 // the Redis client.
 func (q *Queue) Close() error {

@@ -86,24 +86,24 @@ func nsKeys(t *testing.T, b *redistest.Backend, q *queue.Queue) []string {
 // shardKeys returns the six keys of the shard that holds id.
 func shardKeys(t *testing.T, q *queue.Queue, id string) []string {
 	t.Helper()
-	k, err := q.ShardOf(context.Background(), id)
+	k, err := q.Inspect().ShardOf(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return q.ShardKeys(k)
+	return q.Keys().Shard(k)
 }
 
 // fireEntries reads every shard's fire stream.
 func fireEntries(t *testing.T, b *redistest.Backend, q *queue.Queue) []redis.XMessage {
 	t.Helper()
 	ctx := context.Background()
-	n, err := q.Shards(ctx)
+	n, err := q.Inspect().Shards(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var all []redis.XMessage
 	for k := range n {
-		entries, err := b.Client.XRange(ctx, q.ShardStreamKey(k), "-", "+").Result()
+		entries, err := b.Client.XRange(ctx, q.Keys().Stream(k), "-", "+").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +132,7 @@ func claimAll(t *testing.T, q *queue.Queue) []queue.Fired {
 	t.Helper()
 	var all []queue.Fired
 	for {
-		res, err := q.Claim(context.Background(), queue.MaxBatch)
+		res, err := q.Engine().Claim(context.Background(), queue.MaxBatch)
 		if err != nil {
 			t.Fatalf("Claim: %v", err)
 		}
@@ -324,7 +324,7 @@ func TestClaimReportsNextDueAndStream(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		res, err := q.Claim(ctx, 10)
+		res, err := q.Engine().Claim(ctx, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -390,7 +390,7 @@ func TestNeverEarly(t *testing.T) {
 		}
 		fired := 0
 		for fired < len(batch) {
-			res, err := q.Claim(ctx, 100)
+			res, err := q.Engine().Claim(ctx, 100)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -447,7 +447,7 @@ func TestConcurrentClaimersFireEachTimerOnce(t *testing.T) {
 			}
 			go func() {
 				for {
-					res, err := cq.Claim(ctx, 64)
+					res, err := cq.Engine().Claim(ctx, 64)
 					if err != nil || len(res.Fired) == 0 {
 						errs <- err
 						return
@@ -506,7 +506,7 @@ func TestRetentionLeavesOnlyFixedKeys(t *testing.T) {
 		claimAll(t, q)
 		settled := serverMs()
 		purgeFrom := settled
-		n, _, err := q.Purge(ctx, 100)
+		n, _, err := q.Engine().Purge(ctx, 100)
 		purgeTo := serverMs()
 		if err != nil {
 			t.Fatal(err)
@@ -537,13 +537,13 @@ func TestRetentionLeavesOnlyFixedKeys(t *testing.T) {
 		// What the first purge left: 31 records, or fewer after a stall.
 		left := 31 - n
 		if left > 20 {
-			n, more, err := q.Purge(ctx, 20)
+			n, more, err := q.Engine().Purge(ctx, 20)
 			if err != nil || n != 20 || !more {
 				t.Fatalf("Purge = %d, %v, %v; want 20 and more", n, more, err)
 			}
 			left -= 20
 		}
-		if n, more, err := q.Purge(ctx, 100); err != nil || n != left || more {
+		if n, more, err := q.Engine().Purge(ctx, 100); err != nil || n != left || more {
 			t.Fatalf("last Purge = %d, %v, %v; want %d, no more", n, more, err, left)
 		}
 		if _, err := q.Get(ctx, "k1"); !errors.Is(err, queue.ErrNotFound) {
@@ -555,7 +555,7 @@ func TestRetentionLeavesOnlyFixedKeys(t *testing.T) {
 				t.Fatalf("namespace keys after purge = %v, want only counters and fire streams", keys)
 			}
 		}
-		if want := []string{q.Keys()[6], q.StreamKey()}; b.Shards <= 1 && strings.Join(keys, " ") != strings.Join(want, " ") {
+		if want := []string{q.Keys().Shard(0)[6], q.Keys().Stream(0)}; b.Shards <= 1 && strings.Join(keys, " ") != strings.Join(want, " ") {
 			t.Fatalf("namespace keys after purge = %v, want only the counters and the fire stream", keys)
 		}
 	})
@@ -569,7 +569,7 @@ func TestKeepForeverNeverPurges(t *testing.T) {
 			t.Fatal(err)
 		}
 		claimAll(t, q)
-		if n, _, err := q.Purge(ctx, 10); err != nil || n != 0 {
+		if n, _, err := q.Engine().Purge(ctx, 10); err != nil || n != 0 {
 			t.Fatalf("Purge = %d, %v", n, err)
 		}
 		if tm, err := q.Get(ctx, "x"); err != nil || tm.State != queue.StateFired {
@@ -694,9 +694,9 @@ func TestBadInputWritesNothing(t *testing.T) {
 			func() error { _, err := q.Get(ctx, ""); return err }(),
 			func() error { _, err := q.Cancel(ctx, "a\x00"); return err }(),
 			func() error { _, err := q.Reschedule(ctx, "a", time.Time{}); return err }(),
-			func() error { _, err := q.Claim(ctx, 0); return err }(),
-			func() error { _, err := q.Claim(ctx, queue.MaxBatch+1); return err }(),
-			func() error { _, _, err := q.Purge(ctx, -1); return err }(),
+			func() error { _, err := q.Engine().Claim(ctx, 0); return err }(),
+			func() error { _, err := q.Engine().Claim(ctx, queue.MaxBatch+1); return err }(),
+			func() error { _, _, err := q.Engine().Purge(ctx, -1); return err }(),
 			func() error { _, err := q.List(ctx, queue.ListOptions{Limit: -1}); return err }(),
 			func() error { _, err := q.List(ctx, queue.ListOptions{State: "done"}); return err }(),
 			q.Wait(ctx, ""),
@@ -723,7 +723,7 @@ func TestWrongTypeKeyIsReportedAndNothingWritten(t *testing.T) {
 		if !errors.Is(err, queue.ErrWrongType) || !strings.Contains(err.Error(), due) {
 			t.Fatalf("Schedule over a string key: %v", err)
 		}
-		if _, err := q.Claim(ctx, 10); !errors.Is(err, queue.ErrWrongType) {
+		if _, err := q.Engine().Claim(ctx, 10); !errors.Is(err, queue.ErrWrongType) {
 			t.Fatalf("Claim over a string key: %v", err)
 		}
 		if keys := nsKeys(t, b, q); len(keys) != 1 {

@@ -614,11 +614,12 @@ func stateCode(ended bool) string {
 	return "a"
 }
 
-// PutRecurring creates the schedule r and arms its first occurrences,
+// Put creates the schedule r and arms its first occurrences,
 // unless a schedule with that ID exists, in which case it returns the
 // existing one with created false and changes nothing (use UpdateRecurring
 // to change it). Occurrence times are computed from the Redis server's clock.
-func (q *Queue) PutRecurring(ctx context.Context, r Recurring) (info RecurringInfo, created bool, err error) {
+func (rt RecurringTimers) Put(ctx context.Context, r Recurring) (info RecurringInfo, created bool, err error) {
+	q := rt.q
 	if r, err = q.validateRecurring(r); err != nil {
 		return RecurringInfo{}, false, err
 	}
@@ -647,7 +648,7 @@ func (q *Queue) PutRecurring(ctx context.Context, r Recurring) (info RecurringIn
 
 // afterPut reads a schedule back for the reply, with its pending occurrences.
 func (q *Queue) afterPut(ctx context.Context, id string, now time.Time, rec string) (RecurringInfo, error) {
-	info, err := q.GetRecurring(ctx, id)
+	info, err := q.Recurring().Get(ctx, id)
 	if err != nil && rec != "" {
 		s, derr := decodeSchedule(id, rec, "")
 		if derr == nil {
@@ -657,13 +658,14 @@ func (q *Queue) afterPut(ctx context.Context, id string, now time.Time, rec stri
 	return info, err
 }
 
-// UpdateRecurring replaces the spec, payload and policies of the existing
+// Update replaces the spec, payload and policies of the existing
 // schedule r.ID, atomically: its pending occurrences are cancelled, except
 // those the new spec also has, which are rewritten with the new payload and
 // jitter, and the next occurrences after the server's now are armed. A
 // paused schedule stays paused; an ended one becomes active again if the
 // new spec has occurrences left. Missed occurrences are not caught up.
-func (q *Queue) UpdateRecurring(ctx context.Context, r Recurring) (RecurringInfo, error) {
+func (rt RecurringTimers) Update(ctx context.Context, r Recurring) (RecurringInfo, error) {
+	q := rt.q
 	var err error
 	if r, err = q.validateRecurring(r); err != nil {
 		return RecurringInfo{}, err
@@ -687,10 +689,11 @@ func (q *Queue) UpdateRecurring(ctx context.Context, r Recurring) (RecurringInfo
 	})
 }
 
-// PauseRecurring pauses the schedule id: its pending occurrences are
+// Pause pauses the schedule id: its pending occurrences are
 // cancelled and nothing is armed until ResumeRecurring. Pausing a paused
 // schedule changes nothing, its version included.
-func (q *Queue) PauseRecurring(ctx context.Context, id string) (RecurringInfo, error) {
+func (rt RecurringTimers) Pause(ctx context.Context, id string) (RecurringInfo, error) {
+	q := rt.q
 	return q.modify(ctx, "pause", id, "", func(s *record, now time.Time) (string, string, string, []byte, []Occurrence, error) {
 		if s.state == 'p' {
 			// Already paused: nothing to cancel, and the version (which
@@ -704,11 +707,12 @@ func (q *Queue) PauseRecurring(ctx context.Context, id string) (RecurringInfo, e
 	})
 }
 
-// ResumeRecurring resumes a paused schedule from the server's now: the
+// Resume resumes a paused schedule from the server's now: the
 // occurrences that fell in the pause are skipped, whatever the catch-up
 // policy (a pause is not downtime), and the next ones are armed. Resuming
 // an active or ended schedule changes nothing.
-func (q *Queue) ResumeRecurring(ctx context.Context, id string) (RecurringInfo, error) {
+func (rt RecurringTimers) Resume(ctx context.Context, id string) (RecurringInfo, error) {
+	q := rt.q
 	return q.modify(ctx, "resume", id, "", func(s *record, now time.Time) (string, string, string, []byte, []Occurrence, error) {
 		if s.state != 'p' {
 			return "", "", "", nil, nil, errNoChange
@@ -738,9 +742,10 @@ func (q *Queue) loadOne(ctx context.Context, id string) (time.Time, *record, err
 	return now, recs[id], nil
 }
 
-// DeleteRecurring deletes the schedule id and cancels its pending
+// Delete deletes the schedule id and cancels its pending
 // occurrences. Fired occurrences stay until their retention passes.
-func (q *Queue) DeleteRecurring(ctx context.Context, id string) error {
+func (rt RecurringTimers) Delete(ctx context.Context, id string) error {
+	q := rt.q
 	if err := ValidateID(id); err != nil {
 		return err
 	}
@@ -799,9 +804,10 @@ func (q *Queue) modify(ctx context.Context, op, id string, overlap Overlap, fn f
 	return RecurringInfo{}, errorf("%s schedule %q: it kept changing under concurrent updates; retry", op, id)
 }
 
-// GetRecurring returns the schedule id with its pending occurrences and the
+// Get returns the schedule id with its pending occurrences and the
 // next 5 nominal occurrence times, or an error wrapping ErrRecurringNotFound.
-func (q *Queue) GetRecurring(ctx context.Context, id string) (RecurringInfo, error) {
+func (rt RecurringTimers) Get(ctx context.Context, id string) (RecurringInfo, error) {
+	q := rt.q
 	if err := ValidateID(id); err != nil {
 		return RecurringInfo{}, err
 	}
@@ -822,13 +828,14 @@ type RecurringPage struct {
 	NextCursor string
 }
 
-// ListRecurring returns a page of schedules, in no particular order, about
+// List returns a page of schedules, in no particular order, about
 // limit (1..MaxBatch, 0 means 100) at a time. Start with an empty cursor.
 // Like HSCAN, which it uses, a schedule present for the whole listing is
 // listed at least once. A sharded namespace is listed shard after shard,
 // each page filled from as many shards as it takes; the cursor names the
 // shard ("<shard>:<HSCAN cursor>"; with one shard, the HSCAN cursor alone).
-func (q *Queue) ListRecurring(ctx context.Context, cursor string, limit int) (RecurringPage, error) {
+func (rt RecurringTimers) List(ctx context.Context, cursor string, limit int) (RecurringPage, error) {
+	q := rt.q
 	if limit == 0 {
 		limit = 100
 	}
@@ -897,7 +904,7 @@ func parseRecurringCursor(cursor string, shards int) (int, uint64, error) {
 	return k, cur, nil
 }
 
-// RestoreRecurring recreates a schedule from a RecurringInfo that
+// Restore recreates a schedule from a RecurringInfo that
 // GetRecurring or ListRecurring returned (timerctl's `schedules export`
 // writes them, `schedules import` restores them): its spec, policies, payload, state, count,
 // last armed time and creation time, and arms its pending occurrences under
@@ -905,12 +912,13 @@ func parseRecurringCursor(cursor string, shards int) (int, uint64, error) {
 // import, is kept). Then workers top it up as usual; occurrences missed
 // since the export are caught up by its policy. Like PutRecurring it
 // changes nothing when the ID exists, and reports created false.
-func (q *Queue) RestoreRecurring(ctx context.Context, in RecurringInfo) (created bool, err error) {
-	created, _, err = q.RestoreRecurringWith(ctx, in, nil)
+func (rt RecurringTimers) Restore(ctx context.Context, in RecurringInfo) (created bool, err error) {
+	q := rt.q
+	created, _, err = q.Recurring().RestoreWith(ctx, in, nil)
 	return created, err
 }
 
-// RestoreRecurringWith is RestoreRecurring that first restores the
+// RestoreWith is RestoreRecurring that first restores the
 // schedule's exported occurrence timers, as Restore would, with their
 // states and times; results has one entry per occurrence, in order.
 // Restore alone refuses them while the schedule does not exist
@@ -920,7 +928,8 @@ func (q *Queue) RestoreRecurring(ctx context.Context, in RecurringInfo) (created
 // and the schedule are then two steps, so a failure between them (Redis
 // gone) leaves the occurrences without their schedule until the same call
 // is made again, which is idempotent.
-func (q *Queue) RestoreRecurringWith(ctx context.Context, in RecurringInfo, occurrences []Timer) (created bool, results []ScheduleResult, err error) {
+func (rt RecurringTimers) RestoreWith(ctx context.Context, in RecurringInfo, occurrences []Timer) (created bool, results []ScheduleResult, err error) {
+	q := rt.q
 	r, err := q.validateRecurring(in.Recurring)
 	if err != nil {
 		return false, nil, err

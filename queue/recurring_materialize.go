@@ -24,7 +24,8 @@ const DefaultRepairGrace = 2 * time.Second
 // stale read is refused), so racing callers arm each occurrence once. It
 // returns how many occurrences it armed. Fired timers that are not
 // occurrences are ignored.
-func (q *Queue) ArmFired(ctx context.Context, fired []Fired) (int, error) {
+func (en Engine) ArmFired(ctx context.Context, fired []Fired) (int, error) {
+	q := en.q
 	l, err := q.layout(ctx)
 	if err != nil {
 		return 0, errorf("arm schedules: %w", err)
@@ -71,7 +72,8 @@ func (q *Queue) ArmFired(ctx context.Context, fired []Fired) (int, error) {
 // namespace with few schedules runs its script only where there is
 // something to repair. A shard whose ZCARD fails is returned too, so that
 // its repair reports the error.
-func (q *Queue) ScheduleShards(ctx context.Context, shards []int) ([]int, error) {
+func (en Engine) ScheduleShards(ctx context.Context, shards []int) ([]int, error) {
+	q := en.q
 	l, err := q.layout(ctx)
 	if err != nil {
 		return nil, err
@@ -110,19 +112,20 @@ func (q *Queue) ScheduleShards(ctx context.Context, shards []int) ([]int, error)
 // fired it died before ArmFired. It visits every shard of the namespace
 // (RepairRecurringShard visits one) and returns how many occurrences it
 // armed and whether more schedules may need repair.
-func (q *Queue) RepairRecurring(ctx context.Context, limit int, grace time.Duration) (armed int, more bool, err error) {
+func (en Engine) RepairRecurring(ctx context.Context, limit int, grace time.Duration) (armed int, more bool, err error) {
+	q := en.q
 	l, err := q.layout(ctx)
 	if err != nil {
 		return 0, false, errorf("repair schedules: %w", err)
 	}
 	shards := []int{0}
 	if len(l.spaces) > 1 {
-		if shards, err = q.ScheduleShards(ctx, nil); err != nil {
+		if shards, err = q.Engine().ScheduleShards(ctx, nil); err != nil {
 			return 0, false, errorf("repair schedules: %w", err)
 		}
 	}
 	for _, k := range shards {
-		n, m, err := q.RepairRecurringShard(ctx, k, limit, grace)
+		n, m, err := q.Engine().RepairRecurringShard(ctx, k, limit, grace)
 		armed += n
 		more = more || m
 		if err != nil {
@@ -134,7 +137,8 @@ func (q *Queue) RepairRecurring(ctx context.Context, limit int, grace time.Durat
 
 // RepairRecurringShard is RepairRecurring for the schedules of shard k
 // only. Pollers call it every second for the shards they own.
-func (q *Queue) RepairRecurringShard(ctx context.Context, k, limit int, grace time.Duration) (armed int, more bool, err error) {
+func (en Engine) RepairRecurringShard(ctx context.Context, k, limit int, grace time.Duration) (armed int, more bool, err error) {
+	q := en.q
 	if limit < 1 || limit > MaxBatch {
 		return 0, false, fmt.Errorf("%w: repair limit %d is outside 1..%d", ErrInvalidOptions, limit, MaxBatch)
 	}

@@ -19,7 +19,7 @@ func TestRestoreRecurringAfterItsOccurrences(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		src := newQueue(t, b, queue.Options{})
-		in, _, err := src.PutRecurring(ctx, queue.Recurring{ID: "r", Every: time.Hour, MaxCount: 6, Overlap: queue.OverlapSkip})
+		in, _, err := src.Recurring().Put(ctx, queue.Recurring{ID: "r", Every: time.Hour, MaxCount: 6, Overlap: queue.OverlapSkip})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +40,7 @@ func TestRestoreRecurringAfterItsOccurrences(t *testing.T) {
 		if _, err := dst.Restore(ctx, timers); !errors.Is(err, queue.ErrOccurrenceID) {
 			t.Fatalf("Restore of occurrences without their schedule = %v, want ErrOccurrenceID", err)
 		}
-		created, res, err := dst.RestoreRecurringWith(ctx, in, timers)
+		created, res, err := dst.Recurring().RestoreWith(ctx, in, timers)
 		if err != nil || !created || len(res) != 2 || !res[0].Created || !res[1].Created {
 			t.Fatalf("RestoreRecurringWith = %v, %+v, %v", created, res, err)
 		}

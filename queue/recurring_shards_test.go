@@ -48,16 +48,16 @@ func inShard(t *testing.T, b *redistest.Backend, q *queue.Queue, k int, info que
 	t.Helper()
 	ctx := context.Background()
 	for j := range b.Shards {
-		ok, err := b.Client.HExists(ctx, q.ShardRecurringKeys(j)[0], info.ID).Result()
+		ok, err := b.Client.HExists(ctx, q.Keys().Recurring(j)[0], info.ID).Result()
 		if err != nil || ok != (j == k) {
 			t.Fatalf("schedule %q in shard %d's schedules hash: %v, %v; it belongs to shard %d", info.ID, j, ok, err, k)
 		}
 	}
 	for _, o := range info.Pending {
-		if got, err := q.ShardOf(ctx, o.ID); err != nil || got != k {
+		if got, err := q.Inspect().ShardOf(ctx, o.ID); err != nil || got != k {
 			t.Fatalf("occurrence %s routed to shard %d (%v), its schedule is in %d", o.ID, got, err, k)
 		}
-		if _, err := b.Client.ZScore(ctx, q.ShardKeys(k)[0], o.ID).Result(); err != nil {
+		if _, err := b.Client.ZScore(ctx, q.Keys().Shard(k)[0], o.ID).Result(); err != nil {
 			t.Fatalf("occurrence %s is not in shard %d's due set: %v", o.ID, k, err)
 		}
 		if tm, err := q.Get(ctx, o.ID); err != nil || tm.State != queue.StateScheduled || !tm.Due.Equal(o.Due) {
@@ -84,11 +84,11 @@ func TestRecurringOnShardedNamespace(t *testing.T) {
 			// then drops all but the latest of the occurrences that came
 			// due before the arm (the product's promise, see
 			// docs/development.md). The limit covers a 10 s stall.
-			info, created, err := q.PutRecurring(ctx, queue.Recurring{ID: id, Every: every, Payload: []byte(id), CatchUp: queue.CatchUpAll, CatchUpLimit: 50})
+			info, created, err := q.Recurring().Put(ctx, queue.Recurring{ID: id, Every: every, Payload: []byte(id), CatchUp: queue.CatchUpAll, CatchUpLimit: 50})
 			if err != nil || !created || len(info.Pending) != queue.DefaultAhead {
 				t.Fatalf("PutRecurring(%s) = %+v, %v, %v", id, info, created, err)
 			}
-			if got, err := q.ScheduleShard(ctx, id); err != nil || got != k {
+			if got, err := q.Engine().ScheduleShard(ctx, id); err != nil || got != k {
 				t.Fatalf("ScheduleShard(%s) = %d, %v; want %d", id, got, err, k)
 			}
 			inShard(t, b, q, k, info)
@@ -129,12 +129,12 @@ func TestRecurringOnShardedNamespace(t *testing.T) {
 		}
 
 		// Pause and resume.
-		paused, err := q.PauseRecurring(ctx, ids[0])
+		paused, err := q.Recurring().Pause(ctx, ids[0])
 		if err != nil || paused.State != queue.RecurringPaused || len(paused.Pending) != 0 {
 			t.Fatalf("PauseRecurring = %+v, %v", paused, err)
 		}
 		before := getRec(t, q, ids[0])
-		resumed, err := q.ResumeRecurring(ctx, ids[0])
+		resumed, err := q.Recurring().Resume(ctx, ids[0])
 		if err != nil || resumed.State != queue.RecurringActive || len(resumed.Pending) != queue.DefaultAhead {
 			t.Fatalf("ResumeRecurring = %+v, %v (before: %+v)", resumed, err, before)
 		}
@@ -142,7 +142,7 @@ func TestRecurringOnShardedNamespace(t *testing.T) {
 
 		// Update the schedule of the last shard but one (shard 0 if S = 1).
 		up := max(len(ids)-2, 0)
-		updated, err := q.UpdateRecurring(ctx, queue.Recurring{ID: ids[up], Every: time.Hour, Payload: []byte("new")})
+		updated, err := q.Recurring().Update(ctx, queue.Recurring{ID: ids[up], Every: time.Hour, Payload: []byte("new")})
 		if err != nil || updated.Every != time.Hour || len(updated.Pending) != queue.DefaultAhead {
 			t.Fatalf("UpdateRecurring = %+v, %v", updated, err)
 		}
@@ -154,10 +154,10 @@ func TestRecurringOnShardedNamespace(t *testing.T) {
 		// Delete the last shard's: its pending occurrences are cancelled.
 		last := len(ids) - 1
 		gone := getRec(t, q, ids[last])
-		if err := q.DeleteRecurring(ctx, ids[last]); err != nil {
+		if err := q.Recurring().Delete(ctx, ids[last]); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := q.GetRecurring(ctx, ids[last]); !errors.Is(err, queue.ErrRecurringNotFound) {
+		if _, err := q.Recurring().Get(ctx, ids[last]); !errors.Is(err, queue.ErrRecurringNotFound) {
 			t.Fatalf("GetRecurring after delete = %v", err)
 		}
 		for _, o := range gone.Pending {
@@ -167,11 +167,11 @@ func TestRecurringOnShardedNamespace(t *testing.T) {
 		}
 
 		// Only shards with active schedules need a repair pass.
-		active, err := q.ScheduleShards(ctx, nil)
+		active, err := q.Engine().ScheduleShards(ctx, nil)
 		if err != nil || len(active) != len(ids)-1 || slices.Contains(active, last) {
 			t.Fatalf("ScheduleShards = %v, %v; want every shard but %d, whose schedule was deleted", active, err, last)
 		}
-		if got, err := q.ScheduleShards(ctx, []int{last, 0}); err != nil || !slices.Equal(got, []int{0}) {
+		if got, err := q.Engine().ScheduleShards(ctx, []int{last, 0}); err != nil || !slices.Equal(got, []int{0}) {
 			t.Fatalf("ScheduleShards(%d, 0) = %v, %v; want [0]", last, got, err)
 		}
 
@@ -179,7 +179,7 @@ func TestRecurringOnShardedNamespace(t *testing.T) {
 		listed := map[string]int{}
 		cursor, pages := "", 0
 		for ; pages < 10*len(ids); pages++ {
-			page, err := q.ListRecurring(ctx, cursor, 1)
+			page, err := q.Recurring().List(ctx, cursor, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -202,7 +202,7 @@ func TestRecurringOnShardedNamespace(t *testing.T) {
 			}
 		}
 		for _, bad := range []string{"0", fmt.Sprint(b.Shards, ":0"), "x:1", "-1:0"} {
-			if _, err := q.ListRecurring(ctx, bad, 10); !errors.Is(err, queue.ErrInvalidOptions) {
+			if _, err := q.Recurring().List(ctx, bad, 10); !errors.Is(err, queue.ErrInvalidOptions) {
 				t.Fatalf("ListRecurring(cursor %q) = %v, want ErrInvalidOptions", bad, err)
 			}
 		}
@@ -218,7 +218,7 @@ func TestRecurringRepairOnShardedNamespace(t *testing.T) {
 		c := newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		ids := oneSchedulePerShard("r", b.Shards)
 		for _, id := range ids {
-			if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: id, Every: time.Second, Ahead: 1}); err != nil {
+			if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: id, Every: time.Second, Ahead: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -232,12 +232,12 @@ func TestRecurringRepairOnShardedNamespace(t *testing.T) {
 				t.Fatalf("%s: pending %v count %d after the crash", id, nominals(info.Pending), info.Count)
 			}
 		}
-		if n, _, err := q.RepairRecurring(ctx, 100, time.Hour); err != nil || n != 0 {
+		if n, _, err := q.Engine().RepairRecurring(ctx, 100, time.Hour); err != nil || n != 0 {
 			t.Fatalf("repair within the grace armed %d, %v", n, err)
 		}
 		c.advance(100 * time.Millisecond)
 		for k := range ids {
-			n, more, err := q.RepairRecurringShard(ctx, k, 100, 50*time.Millisecond)
+			n, more, err := q.Engine().RepairRecurringShard(ctx, k, 100, 50*time.Millisecond)
 			// On a real clock the loop itself takes time: by a late shard
 			// another interval may have passed, and the default catch-up
 			// (CatchUpOnce) then arms the missed occurrence beside the next.
@@ -257,10 +257,10 @@ func TestRecurringRepairOnShardedNamespace(t *testing.T) {
 				}
 			}
 		}
-		if n, more, err := q.RepairRecurring(ctx, 100, 50*time.Millisecond); err != nil || n != 0 || more {
+		if n, more, err := q.Engine().RepairRecurring(ctx, 100, 50*time.Millisecond); err != nil || n != 0 || more {
 			t.Fatalf("a second repair of every shard armed %d (more %v), %v; want nothing", n, more, err)
 		}
-		if _, _, err := q.RepairRecurringShard(ctx, b.Shards, 100, 0); !errors.Is(err, queue.ErrInvalidOptions) {
+		if _, _, err := q.Engine().RepairRecurringShard(ctx, b.Shards, 100, 0); !errors.Is(err, queue.ErrInvalidOptions) {
 			t.Fatalf("repair of shard %d of %d = %v, want ErrInvalidOptions", b.Shards, b.Shards, err)
 		}
 	})
@@ -273,11 +273,11 @@ func TestCreateNamespaceRefusesOverUnshardedSchedules(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{Retention: queue.KeepForever})
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "left", Every: time.Hour}); err != nil {
+		if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "left", Every: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		// Leave only the schedule keys, as if every occurrence was purged.
-		if err := b.Client.Del(ctx, q.Keys()...).Err(); err != nil {
+		if err := b.Client.Del(ctx, q.Keys().Shard(0)...).Err(); err != nil {
 			t.Fatal(err)
 		}
 		_, err := queue.CreateNamespace(ctx, b.Client, q.Namespace(), 4)

@@ -109,7 +109,7 @@ func soonThenHourly(t *testing.T, b *redistest.Backend, id string, lead time.Dur
 func fireAndArm(t *testing.T, q *queue.Queue) []queue.Fired {
 	t.Helper()
 	fired := claimAll(t, q)
-	if _, err := q.ArmFired(context.Background(), fired); err != nil {
+	if _, err := q.Engine().ArmFired(context.Background(), fired); err != nil {
 		t.Fatalf("ArmFired: %v", err)
 	}
 	return fired
@@ -117,7 +117,7 @@ func fireAndArm(t *testing.T, q *queue.Queue) []queue.Fired {
 
 func getRec(t *testing.T, q *queue.Queue, id string) queue.RecurringInfo {
 	t.Helper()
-	info, err := q.GetRecurring(context.Background(), id)
+	info, err := q.Recurring().Get(context.Background(), id)
 	if err != nil {
 		t.Fatalf("GetRecurring(%q): %v", id, err)
 	}
@@ -141,7 +141,7 @@ func TestRecurringFixedInterval(t *testing.T) {
 		// a real clock a stall of the machine between a claim and its arm
 		// can let the next occurrence come due, and CatchUpOnce would then
 		// drop all but the latest of those due.
-		info, created, err := q.PutRecurring(ctx, queue.Recurring{ID: "tick", Every: 300 * time.Millisecond, Payload: []byte("p"), CatchUp: queue.CatchUpAll, CatchUpLimit: 50})
+		info, created, err := q.Recurring().Put(ctx, queue.Recurring{ID: "tick", Every: 300 * time.Millisecond, Payload: []byte("p"), CatchUp: queue.CatchUpAll, CatchUpLimit: 50})
 		if err != nil || !created {
 			t.Fatalf("PutRecurring = %+v, %v, %v", info, created, err)
 		}
@@ -162,7 +162,7 @@ func TestRecurringFixedInterval(t *testing.T) {
 		creations := 0
 		for i := range 6 {
 			wg.Go(func() {
-				_, created, err := q.PutRecurring(ctx, queue.Recurring{ID: "race", Every: time.Duration(i+1) * time.Hour})
+				_, created, err := q.Recurring().Put(ctx, queue.Recurring{ID: "race", Every: time.Duration(i+1) * time.Hour})
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -177,7 +177,7 @@ func TestRecurringFixedInterval(t *testing.T) {
 		if race := getRec(t, q, "race"); creations != 1 || race.Version != 1 || race.Count != 2 {
 			t.Fatalf("racing creators: %d created, version %d count %d; want 1, 1, 2", creations, race.Version, race.Count)
 		}
-		again, created, err := q.PutRecurring(ctx, queue.Recurring{ID: "tick", Every: time.Hour})
+		again, created, err := q.Recurring().Put(ctx, queue.Recurring{ID: "tick", Every: time.Hour})
 		if err != nil || created || again.Every != 300*time.Millisecond || again.CatchUp != queue.CatchUpAll {
 			t.Fatalf("second PutRecurring = %+v, %v, %v; want the existing schedule unchanged", again.Recurring, created, err)
 		}
@@ -223,7 +223,7 @@ func TestRecurringCronWithSeconds(t *testing.T) {
 		// even second may pass in between, so each is judged against the
 		// time it was computed from.
 		before := serverNow(t, b)
-		info, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "even", Spec: "*/2 * * * * *"})
+		info, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "even", Spec: "*/2 * * * * *"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -283,7 +283,7 @@ func TestRecurringTimeZoneAndDST(t *testing.T) {
 	} {
 		c := newClock(b, utc(tc.start))
 		id := "nightly-" + tc.name
-		info, _, err := q.PutRecurring(ctx, queue.Recurring{ID: id, Spec: "30 2 * * *", Location: loc, Ahead: 1})
+		info, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: id, Spec: "30 2 * * *", Location: loc, Ahead: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -300,7 +300,7 @@ func TestRecurringTimeZoneAndDST(t *testing.T) {
 		for _, f := range fireAndArm(t, q) {
 			fired = append(fired, f.Due)
 		}
-		if err := q.DeleteRecurring(ctx, id); err != nil {
+		if err := q.Recurring().Delete(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 		if len(fired) != len(tc.want) {
@@ -330,7 +330,7 @@ func TestRecurringCatchUpPolicies(t *testing.T) {
 				ctx := context.Background()
 				q := newQueue(t, b, queue.Options{})
 				c := newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-				info, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "s", Every: every, CatchUp: tc.policy, CatchUpLimit: tc.limit})
+				info, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "s", Every: every, CatchUp: tc.policy, CatchUpLimit: tc.limit})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -386,12 +386,12 @@ func TestRecurringPauseResume(t *testing.T) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-		info, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "hourly", Every: time.Hour, Payload: []byte("x")})
+		info, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "hourly", Every: time.Hour, Payload: []byte("x")})
 		if err != nil {
 			t.Fatal(err)
 		}
 		pending := info.Pending
-		paused, err := q.PauseRecurring(ctx, "hourly")
+		paused, err := q.Recurring().Pause(ctx, "hourly")
 		if err != nil || paused.State != queue.RecurringPaused || len(paused.Pending) != 0 {
 			t.Fatalf("PauseRecurring = %+v, %v", paused, err)
 		}
@@ -401,17 +401,17 @@ func TestRecurringPauseResume(t *testing.T) {
 			}
 		}
 		// Pausing it again changes nothing, not even the version.
-		if again, err := q.PauseRecurring(ctx, "hourly"); err != nil || again.Version != paused.Version || again.State != queue.RecurringPaused {
+		if again, err := q.Recurring().Pause(ctx, "hourly"); err != nil || again.Version != paused.Version || again.State != queue.RecurringPaused {
 			t.Fatalf("second PauseRecurring = version %d state %s, %v; want version %d unchanged", again.Version, again.State, err, paused.Version)
 		}
 		// Neither the materializer nor the repair arms a paused schedule.
-		if n, err := q.ArmFired(ctx, []queue.Fired{{ID: pending[0].ID}}); err != nil || n != 0 {
+		if n, err := q.Engine().ArmFired(ctx, []queue.Fired{{ID: pending[0].ID}}); err != nil || n != 0 {
 			t.Fatalf("ArmFired on a paused schedule armed %d, %v", n, err)
 		}
-		if n, _, err := q.RepairRecurring(ctx, 100, time.Millisecond); err != nil || n != 0 {
+		if n, _, err := q.Engine().RepairRecurring(ctx, 100, time.Millisecond); err != nil || n != 0 {
 			t.Fatalf("RepairRecurring armed %d, %v", n, err)
 		}
-		resumed, err := q.ResumeRecurring(ctx, "hourly")
+		resumed, err := q.Recurring().Resume(ctx, "hourly")
 		if err != nil || resumed.State != queue.RecurringActive || len(resumed.Pending) != 2 {
 			t.Fatalf("ResumeRecurring = %+v, %v", resumed, err)
 		}
@@ -434,12 +434,12 @@ func TestRecurringUpdate(t *testing.T) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-		info, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "u", Every: time.Hour, Payload: []byte("old")})
+		info, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "u", Every: time.Hour, Payload: []byte("old")})
 		if err != nil {
 			t.Fatal(err)
 		}
 		h1, h2 := info.Pending[0], info.Pending[1]
-		up, err := q.UpdateRecurring(ctx, queue.Recurring{ID: "u", Every: 30 * time.Minute, Payload: []byte("new")})
+		up, err := q.Recurring().Update(ctx, queue.Recurring{ID: "u", Every: 30 * time.Minute, Payload: []byte("new")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -459,16 +459,16 @@ func TestRecurringUpdate(t *testing.T) {
 		if tm, err := q.Get(ctx, h2.ID); err != nil || tm.State != queue.StateCancelled {
 			t.Fatalf("dropped occurrence %s = %+v, %v; want cancelled", h2.ID, tm, err)
 		}
-		if _, err := q.UpdateRecurring(ctx, queue.Recurring{ID: "nope", Every: time.Hour}); !errors.Is(err, queue.ErrRecurringNotFound) {
+		if _, err := q.Recurring().Update(ctx, queue.Recurring{ID: "nope", Every: time.Hour}); !errors.Is(err, queue.ErrRecurringNotFound) {
 			t.Fatalf("update of a missing schedule: %v", err)
 		}
-		if err := q.DeleteRecurring(ctx, "u"); err != nil {
+		if err := q.Recurring().Delete(ctx, "u"); err != nil {
 			t.Fatal(err)
 		}
 		if tm, _ := q.Get(ctx, h1.ID); tm.State != queue.StateCancelled {
 			t.Fatalf("after delete occurrence %s is %s", h1.ID, tm.State)
 		}
-		if _, err := q.GetRecurring(ctx, "u"); !errors.Is(err, queue.ErrRecurringNotFound) {
+		if _, err := q.Recurring().Get(ctx, "u"); !errors.Is(err, queue.ErrRecurringNotFound) {
 			t.Fatalf("get after delete: %v", err)
 		}
 	})
@@ -479,11 +479,11 @@ func TestRecurringEndAndMaxCount(t *testing.T) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		c := newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "three", Every: 100 * time.Millisecond, MaxCount: 3}); err != nil {
+		if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "three", Every: 100 * time.Millisecond, MaxCount: 3}); err != nil {
 			t.Fatal(err)
 		}
 		now := getRec(t, q, "three").Now
-		until, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "until", Every: 100 * time.Millisecond, End: now.Add(450 * time.Millisecond)})
+		until, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "until", Every: 100 * time.Millisecond, End: now.Add(450 * time.Millisecond)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -495,7 +495,7 @@ func TestRecurringEndAndMaxCount(t *testing.T) {
 		if fit != 4 && b.Mini != nil {
 			t.Fatalf("%d occurrences fit before End (anchor %v, end %v), want 4", fit, until.Anchor, until.End)
 		}
-		one, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "one", Every: 100 * time.Millisecond, MaxCount: 1})
+		one, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "one", Every: 100 * time.Millisecond, MaxCount: 1})
 		if err != nil || len(one.Pending) != 1 || one.State != queue.RecurringEnded {
 			t.Fatalf("MaxCount 1 armed %v (state %s, %v); want one occurrence and nothing more", nominals(one.Pending), one.State, err)
 		}
@@ -527,7 +527,7 @@ func TestRecurringRepairArmsAfterACrash(t *testing.T) {
 		q := newQueue(t, b, queue.Options{})
 		c := newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		r := soonThenHourly(t, b, "r", time.Second)
-		put, _, err := q.PutRecurring(ctx, r)
+		put, _, err := q.Recurring().Put(ctx, r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -544,11 +544,11 @@ func TestRecurringRepairArmsAfterACrash(t *testing.T) {
 		if len(info.Pending) != 1 {
 			t.Fatalf("pending %v; the next occurrence must still be armed", nominals(info.Pending))
 		}
-		if n, _, err := q.RepairRecurring(ctx, 100, time.Hour); err != nil || n != 0 {
+		if n, _, err := q.Engine().RepairRecurring(ctx, 100, time.Hour); err != nil || n != 0 {
 			t.Fatalf("repair within the grace armed %d, %v", n, err)
 		}
 		c.reach(t, first.Due.Add(100*time.Millisecond))
-		n, more, err := q.RepairRecurring(ctx, 100, 50*time.Millisecond)
+		n, more, err := q.Engine().RepairRecurring(ctx, 100, 50*time.Millisecond)
 		if err != nil || n != 1 || more {
 			t.Fatalf("repair armed %d (more %v), %v; want 1", n, more, err)
 		}
@@ -556,8 +556,8 @@ func TestRecurringRepairArmsAfterACrash(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 4 {
 			wg.Go(func() {
-				_, _, _ = q.RepairRecurring(ctx, 100, time.Millisecond)
-				_, _ = q.ArmFired(ctx, []queue.Fired{{ID: info.Pending[0].ID}})
+				_, _, _ = q.Engine().RepairRecurring(ctx, 100, time.Millisecond)
+				_, _ = q.Engine().ArmFired(ctx, []queue.Fired{{ID: info.Pending[0].ID}})
 			})
 		}
 		wg.Wait()
@@ -577,21 +577,21 @@ func TestRecurringRepairLeavesSchedulesThatClaimsAreBehindOn(t *testing.T) {
 		q := newQueue(t, b, queue.Options{})
 		c := newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		for _, id := range []string{"behind", "behind-too"} {
-			if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: id, Every: 200 * time.Millisecond}); err != nil {
+			if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: id, Every: 200 * time.Millisecond}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		c.advance(700 * time.Millisecond)
 		before := serverNow(t, b).UnixMilli()
 		// A full page of schedules that are only behind ends the pass.
-		if n, more, err := q.RepairRecurring(ctx, 1, 50*time.Millisecond); err != nil || n != 0 || more {
+		if n, more, err := q.Engine().RepairRecurring(ctx, 1, 50*time.Millisecond); err != nil || n != 0 || more {
 			t.Fatalf("repair page of 1 behind schedule: armed %d, more %v, %v; want 0 and no more", n, more, err)
 		}
-		n, more, err := q.RepairRecurring(ctx, 100, 50*time.Millisecond)
+		n, more, err := q.Engine().RepairRecurring(ctx, 100, 50*time.Millisecond)
 		if err != nil || n != 0 || more {
 			t.Fatalf("repair of a schedule whose occurrences are pending armed %d (more %v), %v; want 0", n, more, err)
 		}
-		score, err := b.Client.ZScore(ctx, q.RecurringKeys()[1], "behind").Result()
+		score, err := b.Client.ZScore(ctx, q.Keys().Recurring(0)[1], "behind").Result()
 		now := getRec(t, q, "behind").Now.UnixMilli()
 		if err != nil || int64(score) < before || int64(score) > now {
 			t.Fatalf("sched-due score %.0f (%v), want moved to the repair's now, in [%d, %d]", score, err, before, now)
@@ -599,7 +599,7 @@ func TestRecurringRepairLeavesSchedulesThatClaimsAreBehindOn(t *testing.T) {
 		// Once they fire without arming, the pass does top it up.
 		claimAll(t, q)
 		c.advance(100 * time.Millisecond)
-		if n, _, err := q.RepairRecurring(ctx, 100, 50*time.Millisecond); err != nil || n == 0 {
+		if n, _, err := q.Engine().RepairRecurring(ctx, 100, 50*time.Millisecond); err != nil || n == 0 {
 			t.Fatalf("repair after the fires armed %d, %v", n, err)
 		}
 	})
@@ -610,7 +610,7 @@ func TestRecurringJitterIsSeeded(t *testing.T) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-		info, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "j", Spec: "@hourly", Jitter: 10 * time.Minute, Ahead: 5})
+		info, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "j", Spec: "@hourly", Jitter: 10 * time.Minute, Ahead: 5})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -642,16 +642,16 @@ func TestRecurringBadInputWritesNothing(t *testing.T) {
 			{ID: "x", Every: time.Hour, CatchUp: "sometimes"},
 			{ID: "", Every: time.Hour},
 		} {
-			if _, _, err := q.PutRecurring(ctx, r); err == nil {
+			if _, _, err := q.Recurring().Put(ctx, r); err == nil {
 				t.Fatalf("PutRecurring(%+v) succeeded", r)
 			} else if !errors.Is(err, sched.ErrInvalidSchedule) && !errors.Is(err, queue.ErrInvalidID) {
 				t.Fatalf("PutRecurring(%+v) = %v, want ErrInvalidSchedule or ErrInvalidID", r, err)
 			}
 		}
-		if err := b.Client.Set(ctx, q.RecurringKeys()[1], "junk", 0).Err(); err != nil {
+		if err := b.Client.Set(ctx, q.Keys().Recurring(0)[1], "junk", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "x", Every: time.Hour}); !errors.Is(err, queue.ErrWrongType) {
+		if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "x", Every: time.Hour}); !errors.Is(err, queue.ErrWrongType) {
 			t.Fatalf("PutRecurring over a foreign key = %v, want ErrWrongType", err)
 		}
 		if keys := nsKeys(t, b, q); len(keys) != 1 {
@@ -691,17 +691,17 @@ func TestRecurringUnreadableScheduleDoesNotBlockOthers(t *testing.T) {
 		// Hourly, the first due in a second: exactly one occurrence fires
 		// and one is armed, however long a loaded machine takes for the
 		// steps between.
-		good, _, err := q.PutRecurring(ctx, soonThenHourly(t, b, "good", time.Second))
+		good, _, err := q.Recurring().Put(ctx, soonThenHourly(t, b, "good", time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := good.Pending[0].Nominal; !got.Equal(good.Anchor.Add(time.Hour)) {
 			t.Fatalf("first occurrence %v, want %v: the put came over 1s after reading the clock", got, good.Anchor.Add(time.Hour))
 		}
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "bad", Spec: "@hourly", Location: berlin}); err != nil {
+		if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "bad", Spec: "@hourly", Location: berlin}); err != nil {
 			t.Fatal(err)
 		}
-		key := q.RecurringKeys()[0]
+		key := q.Keys().Recurring(0)[0]
 		rec, err := b.Client.HGet(ctx, key, "bad").Result()
 		if err != nil {
 			t.Fatal(err)
@@ -714,14 +714,14 @@ func TestRecurringUnreadableScheduleDoesNotBlockOthers(t *testing.T) {
 		if len(fired) != 1 || fired[0].ID != good.Pending[0].ID {
 			t.Fatalf("fired %+v, want %s", fired, good.Pending[0].ID)
 		}
-		n, err := q.ArmFired(ctx, append(fired, queue.Fired{ID: "bad@1767229200000"}))
+		n, err := q.Engine().ArmFired(ctx, append(fired, queue.Fired{ID: "bad@1767229200000"}))
 		if n != 1 || err == nil || !strings.Contains(err.Error(), "Mars/Olympus") {
 			t.Fatalf("ArmFired = %d, %v; want the good schedule armed and an error naming the bad zone", n, err)
 		}
 		if p := getRec(t, q, "good").Pending; len(p) != 2 {
 			t.Fatalf("good pending %v", nominals(p))
 		}
-		if _, err := q.GetRecurring(ctx, "bad"); err == nil || !strings.Contains(err.Error(), "Mars/Olympus") {
+		if _, err := q.Recurring().Get(ctx, "bad"); err == nil || !strings.Contains(err.Error(), "Mars/Olympus") {
 			t.Fatalf("GetRecurring(bad) = %v", err)
 		}
 	})
@@ -732,13 +732,13 @@ func TestRestoreRecurringKeepsCountAndPending(t *testing.T) {
 		ctx := context.Background()
 		src := newQueue(t, b, queue.Options{})
 		newClock(b, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-		in, _, err := src.PutRecurring(ctx, queue.Recurring{ID: "r", Every: time.Hour, MaxCount: 6})
+		in, _, err := src.Recurring().Put(ctx, queue.Recurring{ID: "r", Every: time.Hour, MaxCount: 6})
 		if err != nil {
 			t.Fatal(err)
 		}
 		in.Count = 5 // as if 3 had fired before the export
 		dst := newQueue(t, b, queue.Options{})
-		if created, err := dst.RestoreRecurring(ctx, in); err != nil || !created {
+		if created, err := dst.Recurring().Restore(ctx, in); err != nil || !created {
 			t.Fatalf("RestoreRecurring = %v, %v", created, err)
 		}
 		got := getRec(t, dst, "r")
@@ -749,7 +749,7 @@ func TestRestoreRecurringKeepsCountAndPending(t *testing.T) {
 		if len(got.Next) != 3 {
 			t.Fatalf("next %v, want the 2 pending and 1 more under MaxCount", got.Next)
 		}
-		if created, err := dst.RestoreRecurring(ctx, in); err != nil || created {
+		if created, err := dst.Recurring().Restore(ctx, in); err != nil || created {
 			t.Fatalf("second restore = %v, %v; want left as it is", created, err)
 		}
 	})
@@ -761,11 +761,11 @@ func TestRecurringKeysAreTheirOwn(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
-		if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "k", Every: time.Hour}); err != nil {
+		if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "k", Every: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		prefix := "timerq:{" + q.Namespace() + "}:"
-		if got := q.RecurringKeys(); len(got) != 2 || got[0] != prefix+"schedules" || got[1] != prefix+"sched-due" {
+		if got := q.Keys().Recurring(0); len(got) != 2 || got[0] != prefix+"schedules" || got[1] != prefix+"sched-due" {
 			t.Fatalf("RecurringKeys = %v", got)
 		}
 		if n, err := b.Client.HLen(ctx, prefix+"schedules").Result(); err != nil || n != 1 {
@@ -774,7 +774,7 @@ func TestRecurringKeysAreTheirOwn(t *testing.T) {
 		if n, err := b.Client.ZCard(ctx, prefix+"sched-due").Result(); err != nil || n != 1 {
 			t.Fatalf("sched-due has %d members, %v", n, err)
 		}
-		for _, k := range q.Keys() {
+		for _, k := range q.Keys().Shard(0) {
 			if typ, _ := b.Client.Type(ctx, k).Result(); typ == "hash" {
 				if ok, _ := b.Client.HExists(ctx, k, "k").Result(); ok {
 					t.Fatalf("the schedule was written into %s", k)

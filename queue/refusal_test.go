@@ -157,7 +157,7 @@ func TestRefusedCommandChangesNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer aq.Close()
-			args := append([]any{"ACL", "SETUSER", u.name, "reset", "on", ">pw"}, toAny(u.rules(prefix, aq.Keys()))...)
+			args := append([]any{"ACL", "SETUSER", u.name, "reset", "on", ">pw"}, toAny(u.rules(prefix, aq.Keys().Shard(0)))...)
 			if err := admin.Do(ctx, args...).Err(); err != nil {
 				t.Fatalf("ACL SETUSER: %v", err)
 			}
@@ -221,7 +221,7 @@ func TestRefusedCommandChangesNothing(t *testing.T) {
 					return err
 				},
 				"claim": func() error {
-					res, err := uq.Claim(ctx, 10)
+					res, err := uq.Engine().Claim(ctx, 10)
 					if err == nil && len(res.Fired) < 3 {
 						t.Errorf("claim fired %d, want at least 3", len(res.Fired))
 					}
@@ -231,7 +231,7 @@ func TestRefusedCommandChangesNothing(t *testing.T) {
 				"reschedule": func() error { _, err := uq.Reschedule(ctx, "r1", time.Now().Add(30*time.Second)); return err },
 				"fire-now":   func() error { _, err := uq.FireNow(ctx, "f1"); return err },
 				"purge": func() error {
-					n, _, err := uq.Purge(ctx, 10)
+					n, _, err := uq.Engine().Purge(ctx, 10)
 					if err == nil && n < 2 {
 						t.Errorf("purge removed %d, want at least 2", n)
 					}
@@ -380,7 +380,7 @@ func TestOutOfMemory(t *testing.T) {
 	}
 	awaitServerTime(t, rdb, now.Add(2*time.Millisecond))
 	high := usedMemory(t, rdb)
-	n, _, err := q.Purge(ctx, queue.MaxBatch)
+	n, _, err := q.Engine().Purge(ctx, queue.MaxBatch)
 	if err != nil || n != 400 {
 		t.Fatalf("purge over maxmemory = %d, %v; want 400 removed", n, err)
 	}
@@ -430,7 +430,7 @@ func TestMalformedRecordChangesNothing(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
-		k := q.Keys()
+		k := q.Keys().Shard(0)
 		past := time.Now().Add(-time.Second)
 		schedule(t, q, "good", past)
 		if err := b.Client.HSet(ctx, k[1], "bad", "garbage").Err(); err != nil {
@@ -493,7 +493,7 @@ func TestWaitTreatsMessagesAsHints(t *testing.T) {
 		w := waitAsync(ctx, q, "w")
 		redistest.Eventually(t, 5*time.Second, "the waiter's subscription", func() bool { return queue.WaitSubscribed(q, "w") })
 		for _, msg := range []string{"fired", "cancelled"} {
-			if err := b.Client.Publish(ctx, q.TimerChannel("w"), msg).Err(); err != nil {
+			if err := b.Client.Publish(ctx, q.Keys().Timer("w"), msg).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}

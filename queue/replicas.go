@@ -84,7 +84,8 @@ func SetReplicas(ctx context.Context, rdb redis.UniversalClient, ns string, n in
 // Replicas returns the namespace's replicas setting (SetReplicas), as the
 // queue last read it with the shard count (at most a second ago, or by a
 // poller's heartbeat); 0 when it is off.
-func (q *Queue) Replicas(ctx context.Context) (int, error) {
+func (in Inspector) Replicas(ctx context.Context) (int, error) {
+	q := in.q
 	l, err := q.layout(ctx)
 	if err != nil {
 		return 0, err

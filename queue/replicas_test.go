@@ -73,7 +73,7 @@ func TestReplicasFireOnlyOnceReplicasHaveTheClaim(t *testing.T) {
 	}
 	defer q.Close()
 	past := time.Now().Add(-time.Minute)
-	if n, err := q.Replicas(ctx); err != nil || n != 1 {
+	if n, err := q.Inspect().Replicas(ctx); err != nil || n != 1 {
 		t.Fatalf("Replicas = %d, %v; want 1", n, err)
 	}
 	for i := range 5 {
@@ -81,7 +81,7 @@ func TestReplicasFireOnlyOnceReplicasHaveTheClaim(t *testing.T) {
 			t.Fatalf("schedule with a replica in sync: %v", err)
 		}
 	}
-	res, err := q.Claim(ctx, 100)
+	res, err := q.Engine().Claim(ctx, 100)
 	if err != nil || len(res.Fired) != 5 {
 		t.Fatalf("claim with a replica in sync: %d fired, %v; want 5", len(res.Fired), err)
 	}
@@ -102,12 +102,12 @@ func TestReplicasFireOnlyOnceReplicasHaveTheClaim(t *testing.T) {
 	if !errors.Is(err, queue.ErrNotReplicated) || !strings.Contains(err.Error(), "retry with the same IDs") {
 		t.Fatalf("schedule without a replica: %v; want ErrNotReplicated saying a retry is safe", err)
 	}
-	sub := mc.Subscribe(ctx, q.TimerChannel("b"))
+	sub := mc.Subscribe(ctx, q.Keys().Timer("b"))
 	defer sub.Close()
 	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res, err = q.Claim(ctx, 100)
+	res, err = q.Engine().Claim(ctx, 100)
 	if !errors.Is(err, queue.ErrNotReplicated) || len(res.Fired) != 0 {
 		t.Fatalf("claim without a replica: %d fired, %v; want none and ErrNotReplicated", len(res.Fired), err)
 	}
@@ -129,14 +129,14 @@ func TestReplicasFireOnlyOnceReplicasHaveTheClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q2.Close()
-	res2, err := q2.Claim(ctx, 100)
+	res2, err := q2.Engine().Claim(ctx, 100)
 	if err != nil || len(res2.Fired) != 0 || !res2.NextDue.After(res2.Now) {
 		t.Fatalf("a second claimer: %+v, %v; want nothing fired and a NextDue at the lease's end", res2, err)
 	}
 
 	// The replica back: this queue's next claim takes its decision over.
 	attach(t, replica, master)
-	res, err = q.Claim(ctx, 100)
+	res, err = q.Engine().Claim(ctx, 100)
 	if err != nil || len(res.Fired) != 1 || res.Fired[0].ID != "b" {
 		t.Fatalf("claim with the replica back: %+v, %v; want b fired", res.Fired, err)
 	}
@@ -154,7 +154,7 @@ func TestReplicasFireOnlyOnceReplicasHaveTheClaim(t *testing.T) {
 	if len(entries) != 6 || entries[5].Values["id"] != "b" {
 		t.Fatalf("fire stream: %v; want 6 entries, b last", entries)
 	}
-	if res, err := q2.Claim(ctx, 100); err != nil || len(res.Fired) != 0 {
+	if res, err := q2.Engine().Claim(ctx, 100); err != nil || len(res.Fired) != 0 {
 		t.Fatalf("claim after the commit: %+v, %v; want nothing more", res, err)
 	}
 	if fields := mc.HKeys(ctx, sp.Hold()).Val(); len(fields) != 1 || fields[0] != "top" {
@@ -253,7 +253,7 @@ func TestReplicasRecommitIsTheSameFire(t *testing.T) {
 		t.Fatalf("c on the new master before the takeover: %+v, %v; want scheduled", tm, err)
 	}
 	redistest.Eventually(t, 10*time.Second, "the new master to commit the decision", func() bool {
-		res, err := q2.Claim(ctx, 10)
+		res, err := q2.Engine().Claim(ctx, 10)
 		return err == nil && len(res.Fired) == 1
 	})
 	again := rc.XRange(ctx, sp.Fires(), "-", "+").Val()
@@ -278,14 +278,14 @@ func TestReplicasDeliveringTimerCarriesEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if _, err := q.PutEndpoint(ctx, billing(), nil); err != nil {
+	if _, err := q.Endpoints().Put(ctx, billing(), nil); err != nil {
 		t.Fatal(err)
 	}
 	past := time.Now().Add(-time.Minute)
 	if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "d", Due: past, Endpoint: "billing"}, {ID: "p", Due: past}}); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := q.Claim(ctx, 100); err != nil || len(res.Fired) != 2 {
+	if res, err := q.Engine().Claim(ctx, 100); err != nil || len(res.Fired) != 2 {
 		t.Fatalf("claim: %+v, %v", res, err)
 	}
 	sp := keyspace.Shard(ns, 0, 1)
@@ -334,7 +334,7 @@ func TestReplicasDebounce(t *testing.T) {
 		t.Fatal(err)
 	}
 	redistest.Eventually(t, 5*time.Second, "the window to fire", func() bool {
-		res, err := q.Claim(ctx, 10)
+		res, err := q.Engine().Claim(ctx, 10)
 		if err != nil {
 			t.Fatal(err)
 		}

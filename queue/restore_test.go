@@ -85,7 +85,7 @@ func TestRestoreKeepsEveryStateAndNeverRefires(t *testing.T) {
 		}
 
 		// Each settled timer is purged its retention after it settled.
-		keys := dst.Keys()
+		keys := dst.Keys().Shard(0)
 		for _, tm := range timers {
 			at, err := b.Client.ZScore(ctx, keys[4], tm.ID).Result()
 			switch tm.State {
@@ -108,7 +108,7 @@ func TestRestoreKeepsEveryStateAndNeverRefires(t *testing.T) {
 		if len(fired) != 1 || fired[0].ID != "overdue" {
 			t.Fatalf("claim after restore fired %+v, want only overdue", fired)
 		}
-		entries, err := b.Client.XRange(ctx, dst.StreamKey(), "-", "+").Result()
+		entries, err := b.Client.XRange(ctx, dst.Keys().Stream(0), "-", "+").Result()
 		if err != nil || len(entries) != 1 || entries[0].Values["id"] != "overdue" {
 			t.Fatalf("fire stream after restore = %v, %v; want only overdue's entry", entries, err)
 		}
@@ -179,9 +179,9 @@ func TestRestorePublishesOnlyForScheduledTimers(t *testing.T) {
 				settled = append(settled, tm)
 			}
 		}
-		chans := []string{dst.WakeChannel()}
+		chans := []string{dst.Keys().Wake(0)}
 		for _, tm := range timers {
-			chans = append(chans, dst.TimerChannel(tm.ID))
+			chans = append(chans, dst.Keys().Timer(tm.ID))
 		}
 		ps := b.Client.Subscribe(ctx, chans...)
 		defer ps.Close()
@@ -211,7 +211,7 @@ func TestRestorePublishesOnlyForScheduledTimers(t *testing.T) {
 		for _, tm := range scheduled {
 			want = min(want, tm.Due.UnixMilli())
 		}
-		if msg.Channel != dst.WakeChannel() || msg.Payload != strconv.FormatInt(want, 10) {
+		if msg.Channel != dst.Keys().Wake(0) || msg.Payload != strconv.FormatInt(want, 10) {
 			t.Fatalf("first message %s %q; want the wake with %d", msg.Channel, msg.Payload, want)
 		}
 	})
@@ -251,7 +251,7 @@ func TestRestoreIsAllOrNothing(t *testing.T) {
 			t.Fatalf("bad input wrote keys %v", keys)
 		}
 		// A key of a foreign type fails the script before its first write.
-		if err := b.Client.Set(ctx, q.Keys()[4], "x", 0).Err(); err != nil {
+		if err := b.Client.Set(ctx, q.Keys().Shard(0)[4], "x", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 		settled := queue.Timer{ID: "s", State: queue.StateFired, Due: now, CreatedAt: now, FiredAt: now}

@@ -21,7 +21,7 @@ func TestScheduleBatchResultsMatchRecords(t *testing.T) {
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
-		shard, err := q.ShardOf(ctx, "x")
+		shard, err := q.Inspect().ShardOf(ctx, "x")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -29,7 +29,7 @@ func TestScheduleBatchResultsMatchRecords(t *testing.T) {
 		var ids []string
 		for i := 0; len(ids) < 1300; i++ {
 			id := fmt.Sprintf("t-%d", i)
-			if k, _ := q.ShardOf(ctx, id); k == shard {
+			if k, _ := q.Inspect().ShardOf(ctx, id); k == shard {
 				ids = append(ids, id)
 			}
 		}

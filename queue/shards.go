@@ -384,7 +384,8 @@ func indexEndpoints(ctx context.Context, rdb redis.UniversalClient, ns string, s
 
 // Shards returns the namespace's shard count, reading it from Redis on
 // first use and again when the last read is a second old or more.
-func (q *Queue) Shards(ctx context.Context) (int, error) {
+func (in Inspector) Shards(ctx context.Context) (int, error) {
+	q := in.q
 	l, err := q.layout(ctx)
 	if err != nil {
 		return 0, err
@@ -395,7 +396,8 @@ func (q *Queue) Shards(ctx context.Context) (int, error) {
 // Created reports whether the namespace was created by CreateNamespace
 // (it has a meta key), as last read with the layout. A namespace
 // used without being created has one shard and reads false.
-func (q *Queue) Created(ctx context.Context) (bool, error) {
+func (in Inspector) Created(ctx context.Context) (bool, error) {
+	q := in.q
 	l, err := q.layout(ctx)
 	if err != nil {
 		return false, err
@@ -405,7 +407,8 @@ func (q *Queue) Created(ctx context.Context) (bool, error) {
 
 // ShardedPubSub reports whether the queue uses sharded pub/sub
 // (SPUBLISH/SSUBSCRIBE). It reads the layout from Redis on first use.
-func (q *Queue) ShardedPubSub(ctx context.Context) (bool, error) {
+func (en Engine) ShardedPubSub(ctx context.Context) (bool, error) {
+	q := en.q
 	l, err := q.layout(ctx)
 	if err != nil {
 		return false, err
@@ -414,26 +417,14 @@ func (q *Queue) ShardedPubSub(ctx context.Context) (bool, error) {
 }
 
 // ShardOf returns the shard of the timer id.
-func (q *Queue) ShardOf(ctx context.Context, id string) (int, error) {
+func (in Inspector) ShardOf(ctx context.Context, id string) (int, error) {
+	q := in.q
 	l, err := q.layout(ctx)
 	if err != nil {
 		return 0, err
 	}
 	return l.shardOf(id), nil
 }
-
-// ShardKeys returns the six keys of shard k (due, timers, fired,
-// cancelled, expire, fires), as the scripts take them.
-func (q *Queue) ShardKeys(k int) []string { return q.known().spaces[k].Keys() }
-
-// ShardWakeChannel returns shard k's wake channel (see WakeChannel).
-func (q *Queue) ShardWakeChannel(k int) string { return q.known().spaces[k].Wake() }
-
-// ShardStreamKey returns shard k's fire stream.
-func (q *Queue) ShardStreamKey(k int) string { return q.known().spaces[k].Fires() }
-
-// ShardDeadLetterKey returns shard k's dead-letter stream.
-func (q *Queue) ShardDeadLetterKey(k int) string { return q.known().spaces[k].DeadLetter() }
 
 // shardErr names the shard in an error when the namespace has several.
 func shardErr(l *layout, k int, err error) error {
@@ -448,7 +439,8 @@ func shardErr(l *layout, k int, err error) error {
 // sorted. It also reads the namespace's meta key: a changed shard count or
 // replicas setting makes the queue's next call adopt it. Pollers call it to share a sharded namespace's shards (see
 // package poller); applications rarely need to.
-func (q *Queue) Heartbeat(ctx context.Context, worker string, ttl time.Duration, leave bool) ([]string, error) {
+func (en Engine) Heartbeat(ctx context.Context, worker string, ttl time.Duration, leave bool) ([]string, error) {
+	q := en.q
 	flag := "0"
 	if leave {
 		flag = "1"
@@ -495,7 +487,8 @@ type WorkerStatus struct {
 // Workers reports the namespace's live workers and its latest heartbeat,
 // by the Redis clock, in one read (O(W) for W workers). With no live
 // worker, nothing fires the namespace's timers.
-func (q *Queue) Workers(ctx context.Context) (WorkerStatus, error) {
+func (in Inspector) Workers(ctx context.Context) (WorkerStatus, error) {
+	q := in.q
 	keys := lua.Workers.Keys(keyspace.Shard(q.opts.Namespace, 0, 1), "")
 	r, err := classic(lua.Workers).Run(ctx, q.rdb, keys).StringSlice()
 	if err != nil {

@@ -64,7 +64,7 @@ func BenchmarkClaimTracing(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			if _, err := q.Claim(ctx, 1); err != nil { // loads the script
+			if _, err := q.Engine().Claim(ctx, 1); err != nil { // loads the script
 				b.Fatal(err)
 			}
 			cpu, own := redisCPU(b, rdb), processCPU()
@@ -72,7 +72,7 @@ func BenchmarkClaimTracing(b *testing.B) {
 			b.ResetTimer()
 			fired := 1
 			for fired < b.N {
-				res, err := q.Claim(ctx, queue.MaxBatch)
+				res, err := q.Engine().Claim(ctx, queue.MaxBatch)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -33,11 +33,11 @@ func newTracing(t *testing.T) (*sdktrace.TracerProvider, *tracetest.SpanRecorder
 func tracesKey(t *testing.T, q *queue.Queue, id string) string {
 	t.Helper()
 	ctx := context.Background()
-	k, err := q.ShardOf(ctx, id)
+	k, err := q.Inspect().ShardOf(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := q.Shards(ctx)
+	n, err := q.Inspect().Shards(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +350,7 @@ func TestTracesKeyIsCleanedAndChecked(t *testing.T) {
 			b.Mini.SetTime(time.Now().Add(time.Second))
 		}
 		waitUntil(t, 5*time.Second, "the cancelled timer's purge", func() bool {
-			n, _, err := q.Purge(ctx, 10)
+			n, _, err := q.Engine().Purge(ctx, 10)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -377,7 +377,7 @@ func TestTracesKeyIsCleanedAndChecked(t *testing.T) {
 		if _, err := plainQueue(t, b, q).Schedule(ctx, "e", time.Now().Add(-time.Second), nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := q.Claim(ctx, 10); !errors.Is(err, queue.ErrWrongType) {
+		if _, err := q.Engine().Claim(ctx, 10); !errors.Is(err, queue.ErrWrongType) {
 			t.Fatalf("Claim over a foreign traces key = %v", err)
 		}
 		if tm, err := q.Get(ctx, "e"); err != nil || tm.State != queue.StateScheduled {

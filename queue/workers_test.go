@@ -24,7 +24,7 @@ func TestWorkersReportsLiveMembersAndLastSeen(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer q.Close()
-		ws, err := q.Workers(ctx)
+		ws, err := q.Inspect().Workers(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,13 +32,13 @@ func TestWorkersReportsLiveMembersAndLastSeen(t *testing.T) {
 			t.Fatalf("a namespace never served: %+v", ws)
 		}
 
-		if _, err := q.Heartbeat(ctx, "w1", time.Minute, false); err != nil {
+		if _, err := q.Engine().Heartbeat(ctx, "w1", time.Minute, false); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := q.Heartbeat(ctx, "w2", time.Minute, false); err != nil {
+		if _, err := q.Engine().Heartbeat(ctx, "w2", time.Minute, false); err != nil {
 			t.Fatal(err)
 		}
-		ws, err = q.Workers(ctx)
+		ws, err = q.Inspect().Workers(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,14 +54,14 @@ func TestWorkersReportsLiveMembersAndLastSeen(t *testing.T) {
 
 		// w2 leaves; w1's membership lapses (a crash): none is live, and
 		// the last heartbeat is still known.
-		if _, err := q.Heartbeat(ctx, "w1", time.Millisecond, false); err != nil {
+		if _, err := q.Engine().Heartbeat(ctx, "w1", time.Millisecond, false); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := q.Heartbeat(ctx, "w2", time.Minute, true); err != nil {
+		if _, err := q.Engine().Heartbeat(ctx, "w2", time.Minute, true); err != nil {
 			t.Fatal(err)
 		}
 		redistest.Eventually(t, 5*time.Second, "w1's membership lapses", func() bool {
-			ws, err = q.Workers(ctx)
+			ws, err = q.Inspect().Workers(ctx)
 			return err == nil && len(ws.Live) == 0
 		})
 		if ws.LastSeen.IsZero() || ws.LastWorker != "w2" || !ws.LastLeft {
@@ -88,7 +88,7 @@ func TestStatsReportsTheShardsThatAnswer(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := b.Client.Set(ctx, q.ShardKeys(2)[0], "not a zset", 0).Err(); err != nil {
+		if err := b.Client.Set(ctx, q.Keys().Shard(2)[0], "not a zset", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 		st, err := q.Stats(ctx)
@@ -102,7 +102,7 @@ func TestStatsReportsTheShardsThatAnswer(t *testing.T) {
 		if st.Scheduled != 3 || len(st.Shards) != 4 || st.Shards[0].Scheduled != 1 || st.Shards[2].Scheduled != 0 || st.Now.IsZero() {
 			t.Errorf("stats = %+v, want the 3 timers of the shards that answered", st)
 		}
-		counts, err := q.DueHistogram(ctx, st.Now, []time.Duration{time.Minute, 2 * time.Hour})
+		counts, err := q.Inspect().DueHistogram(ctx, st.Now, []time.Duration{time.Minute, 2 * time.Hour})
 		if !errors.As(err, &se) || se.Failed[2] == nil || len(se.Failed) != 1 {
 			t.Fatalf("DueHistogram error = %v, want a *ShardError for shard 2", err)
 		}

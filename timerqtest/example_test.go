@@ -64,7 +64,7 @@ func ExampleEnv_FireDue_recurring() {
 
 	env := timerqtest.New(t, queue.Options{})
 	start := env.Now()
-	if _, _, err := env.Queue.PutRecurring(ctx, queue.Recurring{ID: "report", Every: time.Hour}); err != nil {
+	if _, _, err := env.Queue.Recurring().Put(ctx, queue.Recurring{ID: "report", Every: time.Hour}); err != nil {
 		t.Fatalf("PutRecurring: %v", err)
 	}
 	for range 3 {

@@ -177,14 +177,14 @@ func (e *Env) fireDue(tb testingT) []queue.Fired {
 	tb.Helper()
 	ctx, cancel := testContext(tb)
 	defer cancel()
-	shards, err := e.Queue.Shards(ctx)
+	shards, err := e.Queue.Inspect().Shards(ctx)
 	if err != nil {
 		tb.Fatalf("timerqtest: FireDue: %v", err)
 		return nil
 	}
 	var all []queue.Fired
 	for range maxFireRounds {
-		res, err := e.Queue.Claim(ctx, queue.MaxBatch)
+		res, err := e.Queue.Engine().Claim(ctx, queue.MaxBatch)
 		if err != nil {
 			tb.Fatalf("timerqtest: FireDue: %v", err)
 			return all
@@ -196,7 +196,7 @@ func (e *Env) fireDue(tb testingT) []queue.Fired {
 		// Recurring schedules live in unsharded namespaces only; a
 		// sharded one has no occurrences to arm (a poller skips it too).
 		if shards == 1 {
-			if _, err := e.Queue.ArmFired(ctx, res.Fired); err != nil {
+			if _, err := e.Queue.Engine().ArmFired(ctx, res.Fired); err != nil {
 				tb.Fatalf("timerqtest: FireDue: %v", err)
 				return all
 			}

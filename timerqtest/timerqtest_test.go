@@ -179,7 +179,7 @@ func TestConsumeSeesFireDue(t *testing.T) {
 func TestFireDueKeepsRecurringSchedulesGoing(t *testing.T) {
 	env := newAt(t, queue.Options{})
 	ctx := t.Context()
-	if _, _, err := env.Queue.PutRecurring(ctx, queue.Recurring{ID: "hourly", Every: time.Hour}); err != nil {
+	if _, _, err := env.Queue.Recurring().Put(ctx, queue.Recurring{ID: "hourly", Every: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	for hour := 1; hour <= 5; hour++ {
@@ -200,7 +200,7 @@ func TestFireDueKeepsRecurringSchedulesGoing(t *testing.T) {
 func TestFireDueFiresCatchUpOccurrences(t *testing.T) {
 	env := newAt(t, queue.Options{})
 	ctx := t.Context()
-	if _, _, err := env.Queue.PutRecurring(ctx, queue.Recurring{ID: "hourly", Every: time.Hour, CatchUp: queue.CatchUpAll, CatchUpLimit: 3}); err != nil {
+	if _, _, err := env.Queue.Recurring().Put(ctx, queue.Recurring{ID: "hourly", Every: time.Hour, CatchUp: queue.CatchUpAll, CatchUpLimit: 3}); err != nil {
 		t.Fatal(err)
 	}
 	env.Advance(10*time.Hour + time.Minute)
@@ -208,7 +208,7 @@ func TestFireDueFiresCatchUpOccurrences(t *testing.T) {
 	if len(fired) < 3 {
 		t.Fatalf("FireDue after 10 h fired %d occurrences, want the 2 armed and the caught-up ones", len(fired))
 	}
-	res, err := env.Queue.Claim(ctx, queue.MaxBatch)
+	res, err := env.Queue.Engine().Claim(ctx, queue.MaxBatch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestFireDueFiresCatchUpOccurrences(t *testing.T) {
 
 func TestFireDueOnAShardedNamespace(t *testing.T) {
 	env := newAt(t, queue.Options{Shards: 4})
-	if n, err := env.Queue.Shards(t.Context()); err != nil || n != 4 {
+	if n, err := env.Queue.Inspect().Shards(t.Context()); err != nil || n != 4 {
 		t.Fatalf("Shards() = %d, %v; want the namespace created with 4", n, err)
 	}
 	for i := range 20 {

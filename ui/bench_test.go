@@ -96,22 +96,22 @@ func BenchmarkSchedulePages(b *testing.B) {
 		if i%2 == 1 {
 			r = queue.Recurring{ID: r.ID, Every: time.Duration(i+1) * time.Minute, Jitter: time.Second}
 		}
-		if _, _, err := q.PutRecurring(ctx, r); err != nil {
+		if _, _, err := q.Recurring().Put(ctx, r); err != nil {
 			b.Fatal(err)
 		}
 	}
 	// A per-second schedule with 30 fired occurrences: fire each armed one
 	// now, and re-arm, as a worker would.
-	if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "fast", Spec: "* * * * * *", Ahead: 30}); err != nil {
+	if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "fast", Spec: "* * * * * *", Ahead: 30}); err != nil {
 		b.Fatal(err)
 	}
-	in, _ := q.GetRecurring(ctx, "fast")
+	in, _ := q.Recurring().Get(ctx, "fast")
 	for _, o := range in.Pending {
 		if _, err := q.FireNow(ctx, o.ID); err != nil {
 			b.Fatal(err)
 		}
 	}
-	if res, err := q.Claim(ctx, 100); err != nil || len(res.Fired) != 30 {
+	if res, err := q.Engine().Claim(ctx, 100); err != nil || len(res.Fired) != 30 {
 		b.Fatalf("claim: %d fired, %v", len(res.Fired), err)
 	}
 	h, err := ui.New(q, ui.Options{})
@@ -190,19 +190,19 @@ func BenchmarkShardedStreams(b *testing.B) {
 			if c.spread {
 				limit = 10
 			}
-			res, err := q.ClaimShard(ctx, k, limit)
+			res, err := q.Engine().ClaimShard(ctx, k, limit)
 			if err != nil {
 				b.Fatalf("claim: %v after %d", err, n)
 			}
 			n += len(res.Fired)
 		}
 		for k := range shards {
-			if err := rdb.XGroupCreate(ctx, q.ShardStreamKey(k), "billing", "0").Err(); err != nil {
+			if err := rdb.XGroupCreate(ctx, q.Keys().Stream(k), "billing", "0").Err(); err != nil {
 				b.Fatal(err)
 			}
 		}
 		for i := range 200 {
-			if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: q.ShardDeadLetterKey(i % shards), Values: []any{
+			if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: q.Keys().DeadLetter(i % shards), Values: []any{
 				"id", fmt.Sprintf("f-%06d", i), "due", "1", "fired", "2", "payload", "", "error", "broke", "attempts", "5",
 				"group", "billing", "consumer", "c1", "stream_id", "1-0",
 			}}).Err(); err != nil {
@@ -213,7 +213,7 @@ func BenchmarkShardedStreams(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		_, cursor, err := q.RecentFires(ctx, 1)
+		_, cursor, err := q.Inspect().RecentFires(ctx, 1)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -231,7 +231,7 @@ func BenchmarkShardedStreams(b *testing.B) {
 		// The overview's fire sample alone.
 		b.Run(name(shards, c.spread)+"/RecentFires-1000", func(b *testing.B) {
 			for b.Loop() {
-				if _, _, err := q.RecentFires(ctx, 1000); err != nil {
+				if _, _, err := q.Inspect().RecentFires(ctx, 1000); err != nil {
 					b.Fatal(err)
 				}
 			}

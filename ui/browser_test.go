@@ -160,7 +160,7 @@ func seed(t *testing.T, q *queue.Queue) {
 	if _, err := q.ScheduleBatch(ctx, batch); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Claim(ctx, 8); err != nil {
+	if _, err := q.Engine().Claim(ctx, 8); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{
@@ -239,7 +239,7 @@ func TestBrowserOperate(t *testing.T) {
 	if err != nil || tm.State != queue.StateCancelled {
 		t.Fatalf("Redis has invoice-000 as %v (%v), want cancelled", tm.State, err)
 	}
-	if n, _ := srv.Client(t).ZScore(context.Background(), q.Keys()[0], "invoice-000").Result(); n != 0 {
+	if n, _ := srv.Client(t).ZScore(context.Background(), q.Keys().Shard(0)[0], "invoice-000").Result(); n != 0 {
 		t.Error("invoice-000 is still in the due set")
 	}
 
@@ -249,7 +249,7 @@ func TestBrowserOperate(t *testing.T) {
 	if _, err := q.Schedule(context.Background(), "tail-me", time.Now().Add(-time.Millisecond), []byte("hello from the tail")); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := q.Claim(context.Background(), 10); err != nil || len(res.Fired) == 0 {
+	if res, err := q.Engine().Claim(context.Background(), 10); err != nil || len(res.Fired) == 0 {
 		t.Fatalf("claim: %v %v", res, err)
 	}
 	waitJS(t, ctx, "tail-me in the live tail", `document.querySelector("#tail-body tr.new td.id")?.textContent === "tail-me"`)
@@ -318,7 +318,7 @@ func TestBrowserReadOnlyAndXSS(t *testing.T) {
 	if _, err := q.FireNow(context.Background(), evil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Claim(context.Background(), 10); err != nil {
+	if _, err := q.Engine().Claim(context.Background(), 10); err != nil {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, "the evil ID in the tail", `document.querySelector("#tail-body tr.new td.id")?.textContent === `+"`"+evil+"`")

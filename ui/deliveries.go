@@ -104,13 +104,13 @@ func toEndpointView(e queue.Endpoint) endpointView {
 func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	eps, err := h.q.ListEndpoints(ctx)
+	eps, err := h.q.Endpoints().List(ctx)
 	if err != nil {
 		h.fail(w, r, statusOf(err), err)
 		return
 	}
 	d := endpointsData{Group: h.deliveryGroup()}
-	groups, err := h.q.Groups(ctx)
+	groups, err := h.q.Inspect().Groups(ctx)
 	if err != nil {
 		h.fail(w, r, statusOf(err), err)
 		return
@@ -120,7 +120,7 @@ func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request) {
 			d.GroupFound, d.Pending, d.Lag = true, g.Pending, g.Lag
 		}
 	}
-	dead, next, err := h.q.DeadLetters(ctx, "", deadCountBudget)
+	dead, next, err := h.q.Deliveries().DeadLetters(ctx, "", deadCountBudget)
 	if err != nil {
 		h.fail(w, r, statusOf(err), err)
 		return
@@ -170,7 +170,7 @@ func (h *Handler) actEndpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	if _, err := h.q.SetEndpointEnabled(ctx, name, action == "enable"); err != nil {
+	if _, err := h.q.Endpoints().SetEnabled(ctx, name, action == "enable"); err != nil {
 		h.fail(w, r, statusOf(err), err)
 		return
 	}
@@ -201,13 +201,13 @@ func (h *Handler) timerDelivery(r *http.Request, t queue.Timer) (timerDelivery, 
 	defer cancel()
 	var d timerDelivery
 	var err error
-	if d.Endpoint, err = h.q.DeliveryTarget(ctx, t.ID); err != nil {
+	if d.Endpoint, err = h.q.Deliveries().Target(ctx, t.ID); err != nil {
 		return d, err
 	}
 	if t.State != queue.StateFired {
 		return d, nil
 	}
-	log, err := h.q.DeliveryAttempts(ctx, t.ID)
+	log, err := h.q.Deliveries().Attempts(ctx, t.ID)
 	if err != nil {
 		return d, err
 	}
@@ -282,7 +282,7 @@ func (h *Handler) deliveries(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	cursor := after
 	for d.Scanned < deadBudget && len(d.Dead) < listPage {
-		page, next, err := h.q.DeadLetters(ctx, cursor, deadChunk)
+		page, next, err := h.q.Deliveries().DeadLetters(ctx, cursor, deadChunk)
 		if err != nil {
 			h.fail(w, r, statusOf(err), err)
 			return
@@ -303,7 +303,7 @@ func (h *Handler) deliveries(w http.ResponseWriter, r *http.Request) {
 	if cursor != "" {
 		d.Next = h.link("/deliveries", "endpoint", d.Endpoint, "after", cursor)
 	}
-	shards, _ := h.q.Shards(ctx) // read by the calls above
+	shards, _ := h.q.Inspect().Shards(ctx) // read by the calls above
 	d.Sharded = shards > 1
 	h.render(w, r, http.StatusOK, "deliveries", "Dead-lettered deliveries", d)
 }
@@ -360,7 +360,7 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
-	if _, err := h.q.Requeue(ctx, shard, id); err != nil {
+	if _, err := h.q.Deliveries().Requeue(ctx, shard, id); err != nil {
 		h.fail(w, r, statusOf(err), err)
 		return
 	}

@@ -43,7 +43,7 @@ func BenchmarkDeliveryPages(b *testing.B) {
 		defer q.Close()
 		for i := range 50 {
 			e := queue.Endpoint{Name: fmt.Sprintf("ep-%02d", i), URL: fmt.Sprintf("https://ep%02d.example.com/hook", i), Secrets: testSecrets}
-			if _, err := q.PutEndpoint(ctx, e, nil); err != nil {
+			if _, err := q.Endpoints().Put(ctx, e, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -67,7 +67,7 @@ func BenchmarkDeliveryPages(b *testing.B) {
 		if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "logged", Due: time.Now().Add(-time.Second), Endpoint: "ep-07"}}); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := q.Claim(ctx, 10); err != nil {
+		if _, err := q.Engine().Claim(ctx, 10); err != nil {
 			b.Fatal(err)
 		}
 		o := queue.LeaseOptions{Lease: time.Minute, MaxAttempts: 100}

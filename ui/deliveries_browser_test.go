@@ -105,7 +105,7 @@ func TestBrowserDeliveries(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#endpoint-billing a.ep-dead`)), chromedp.WaitVisible(chromedp.ID("redrive-all")),
 		chromedp.Click(chromedp.ID("redrive-all")), chromedp.WaitVisible(chromedp.ID("confirm")),
 		chromedp.Click(chromedp.ID("confirm-yes")), chromedp.WaitVisible(chromedp.ID("notice")))
-	if n, err := q.DeadLetterCount(context.Background()); err != nil || n != 0 {
+	if n, err := q.Deliveries().DeadLetterCount(context.Background()); err != nil || n != 0 {
 		t.Errorf("%d dead letters after the redrive (%v), want 0", n, err)
 	}
 	if eval[bool](t, ctx, `document.getElementById("deliveries") !== null`) {

@@ -60,7 +60,7 @@ func newDeliveryEnv(t *testing.T, b *redistest.Backend, shards int, opts ui.Opti
 func putEndpoints(t *testing.T, q *queue.Queue, eps ...queue.Endpoint) {
 	t.Helper()
 	for _, e := range eps {
-		if _, err := q.PutEndpoint(context.Background(), e, nil); err != nil {
+		if _, err := q.Endpoints().Put(context.Background(), e, nil); err != nil {
 			t.Fatalf("PutEndpoint %s: %v", e.Name, err)
 		}
 	}
@@ -80,7 +80,7 @@ func deliverAndFail(t *testing.T, q *queue.Queue, timers map[string]string, dead
 	if _, err := q.ScheduleBatch(ctx, nts); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := q.Claim(ctx, 100); err != nil || len(res.Fired) != len(timers) {
+	if res, err := q.Engine().Claim(ctx, 100); err != nil || len(res.Fired) != len(timers) {
 		t.Fatalf("claim = %+v, %v; want %d fired", res, err, len(timers))
 	}
 	o := queue.LeaseOptions{Lease: time.Minute, Count: 100}
@@ -209,7 +209,7 @@ func TestRedriveDeliveries(t *testing.T) {
 				a1 := "a-1"
 				for i := 1; ; i++ {
 					a1 = fmt.Sprint("a-", i)
-					if k, err := e.q.ShardOf(ctx, a1); err != nil || k == shards-1 {
+					if k, err := e.q.Inspect().ShardOf(ctx, a1); err != nil || k == shards-1 {
 						break
 					}
 				}
@@ -220,7 +220,7 @@ func TestRedriveDeliveries(t *testing.T) {
 				if _, err := e.q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "app-1", Due: time.Now().Add(-time.Second), Endpoint: "billing"}}); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := e.q.Claim(ctx, 10); err != nil {
+				if _, err := e.q.Engine().Claim(ctx, 10); err != nil {
 					t.Fatal(err)
 				}
 				redistest.Eventually(t, 10*time.Second, "app-1 to be leased by the app's group", func() bool {
@@ -290,7 +290,7 @@ func TestRedriveDeliveries(t *testing.T) {
 					t.Fatalf("redrive all = %d %s", resp.StatusCode, resp.Header.Get("Location"))
 				}
 				leased("b-1", "b-2", "b-3")
-				if n, _ := e.q.DeadLetterCount(ctx); n != 1 {
+				if n, _ := e.q.Deliveries().DeadLetterCount(ctx); n != 1 {
 					t.Errorf("%d dead letters left, want app-1's only", n)
 				}
 				if resp, body := e.Get(t, "/deliveries/confirm?endpoint=%3Cb%3E"); resp.StatusCode != 400 || strings.Contains(body, "<b>") {
@@ -310,7 +310,7 @@ func TestDeliveriesReadOnly(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		e := newDeliveryEnv(t, b, 0, ui.Options{})
 		deliverAndFail(t, e.q, map[string]string{"b-1": "billing", "b-2": "billing"}, "b-1", "b-2")
-		dead, _, err := e.q.DeadLetters(context.Background(), "", 10)
+		dead, _, err := e.q.Deliveries().DeadLetters(context.Background(), "", 10)
 		if err != nil || len(dead) != 2 {
 			t.Fatalf("dead letters: %v %v", dead, err)
 		}
@@ -330,7 +330,7 @@ func TestDeliveriesReadOnly(t *testing.T) {
 		if resp, _ := e.Post(t, "/deliveries/redrive", url.Values{"endpoint": {"billing"}}, nil); resp.StatusCode != 403 {
 			t.Errorf("POST in read-only mode = %d, want 403", resp.StatusCode)
 		}
-		if n, _ := e.q.DeadLetterCount(context.Background()); n != 2 {
+		if n, _ := e.q.Deliveries().DeadLetterCount(context.Background()); n != 2 {
 			t.Fatalf("%d dead letters after refused redrives, want 2", n)
 		}
 	})
@@ -357,7 +357,7 @@ func TestEndpointEnableDisable(t *testing.T) {
 		e := newDeliveryEnv(t, b, 0, ui.Options{AllowWrites: true})
 		disabled := func(name string) bool {
 			t.Helper()
-			ep, err := e.q.GetEndpoint(ctx, name)
+			ep, err := e.q.Endpoints().Get(ctx, name)
 			if err != nil {
 				t.Fatal(err)
 			}

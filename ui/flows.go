@@ -77,14 +77,14 @@ func (h *Handler) flows(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	groups, err := h.q.Groups(ctx)
+	groups, err := h.q.Inspect().Groups(ctx)
 	if err != nil {
 		h.fail(w, r, statusOf(err), err)
 		return
 	}
 	// All the keys FlowStats sees, so that the rest can be counted and
 	// summed: it reads every key's backlog to sort them whatever the limit.
-	st, err := h.q.FlowStats(ctx, group, queue.MaxFlowStats)
+	st, err := h.q.Flows().Stats(ctx, group, queue.MaxFlowStats)
 	if err != nil {
 		h.fail(w, r, statusOf(err), err)
 		return

@@ -34,7 +34,7 @@ func BenchmarkFlowsPage(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer q.Close()
-	if err := q.PutFlowPolicy(ctx, queue.FlowPolicy{Rate: 1, Period: time.Hour, MaxInFlight: 1}); err != nil {
+	if err := q.Flows().PutPolicy(ctx, queue.FlowPolicy{Rate: 1, Period: time.Hour, MaxInFlight: 1}); err != nil {
 		b.Fatal(err)
 	}
 	for k := 0; k < keys; k += 500 {
@@ -50,7 +50,7 @@ func BenchmarkFlowsPage(b *testing.B) {
 		}
 	}
 	for {
-		res, err := q.Claim(ctx, 1000)
+		res, err := q.Engine().Claim(ctx, 1000)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -29,7 +29,7 @@ func TestBrowserFlows(t *testing.T) {
 		{Key: "acme", Rate: 10, Period: time.Second, MaxInFlight: 1},
 		{Rate: 5, Period: time.Minute, MaxInFlight: 2},
 	} {
-		if err := q.PutFlowPolicy(bg, p); err != nil {
+		if err := q.Flows().PutPolicy(bg, p); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -34,7 +34,7 @@ func fireFlowTo(t *testing.T, q *queue.Queue, endpoint, key string, n int) {
 	}
 	fired := 0
 	for fired < n {
-		res, err := q.Claim(ctx, 100)
+		res, err := q.Engine().Claim(ctx, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestFlowsPage(t *testing.T) {
 		}
 		const evil = `<b>acme</b>&"`
 		secret := queue.Secret(queue.SecretPrefix + strings.Repeat("QUFB", 8))
-		if _, err := e.q.PutEndpoint(ctx, queue.Endpoint{Name: "billing", URL: "https://billing.example.com/", Secrets: []queue.Secret{secret}}, nil); err != nil {
+		if _, err := e.q.Endpoints().Put(ctx, queue.Endpoint{Name: "billing", URL: "https://billing.example.com/", Secrets: []queue.Secret{secret}}, nil); err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range []queue.FlowPolicy{
@@ -87,7 +87,7 @@ func TestFlowsPage(t *testing.T) {
 			{Rate: 1000, Period: time.Second, MaxInFlight: 1},
 			{Endpoint: "billing", Rate: 50, Period: time.Second, MaxInFlight: 1},
 		} {
-			if err := e.q.PutFlowPolicy(ctx, p); err != nil {
+			if err := e.q.Flows().PutPolicy(ctx, p); err != nil {
 				t.Fatal(err)
 			}
 		}

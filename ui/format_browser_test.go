@@ -100,7 +100,7 @@ func TestBrowserPayloadsAndTimes(t *testing.T) {
 	if _, err := q.Schedule(context.Background(), "bin-now", time.Now().Add(-time.Millisecond), bin); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := q.Claim(context.Background(), 10); err != nil || len(res.Fired) == 0 {
+	if res, err := q.Engine().Claim(context.Background(), 10); err != nil || len(res.Fired) == 0 {
 		t.Fatalf("claim: %v %v", res, err)
 	}
 	waitJS(t, ctx, "bin-now in the live tail", `document.querySelector("#tail-body tr.new td.id")?.textContent === "bin-now"`)

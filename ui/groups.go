@@ -27,13 +27,13 @@ func (h *Handler) groups(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	d := groupsData{Now: time.Now().UTC()}
-	groups, err := h.q.Groups(ctx)
+	groups, err := h.q.Inspect().Groups(ctx)
 	if err != nil {
 		h.fail(w, r, statusOf(err), err)
 		return
 	}
 	for _, g := range groups {
-		cs, err := h.q.Consumers(ctx, g.Name)
+		cs, err := h.q.Inspect().Consumers(ctx, g.Name)
 		if err != nil {
 			h.fail(w, r, statusOf(err), err)
 			return
@@ -46,18 +46,18 @@ func (h *Handler) groups(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var next string
-	if d.Dead, next, err = h.q.DeadLetters(ctx, after, listPage); err != nil {
+	if d.Dead, next, err = h.q.Deliveries().DeadLetters(ctx, after, listPage); err != nil {
 		h.fail(w, r, statusOf(err), err)
 		return
 	}
 	if next != "" {
 		d.Next = h.link("/groups", "after", next)
 	}
-	if d.Count, err = h.q.DeadLetterCount(ctx); err != nil {
+	if d.Count, err = h.q.Deliveries().DeadLetterCount(ctx); err != nil {
 		h.fail(w, r, statusOf(err), err)
 		return
 	}
-	shards, _ := h.q.Shards(ctx) // read by the calls above
+	shards, _ := h.q.Inspect().Shards(ctx) // read by the calls above
 	d.Sharded = shards > 1
 	h.render(w, r, http.StatusOK, "groups", "Consumer groups", d)
 }
@@ -152,7 +152,7 @@ func (h *Handler) confirmRequeue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := "Requeue dead letter " + id
-	if n, _ := h.q.Shards(r.Context()); n > 1 {
+	if n, _ := h.q.Inspect().Shards(r.Context()); n > 1 {
 		q += " of shard " + strconv.Itoa(shard)
 	}
 	h.render(w, r, http.StatusOK, "confirm", "Confirm", confirmData{
@@ -169,7 +169,7 @@ func (h *Handler) requeue(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	if _, err := h.q.Requeue(ctx, shard, id); err != nil {
+	if _, err := h.q.Deliveries().Requeue(ctx, shard, id); err != nil {
 		h.fail(w, r, statusOf(err), err)
 		return
 	}

@@ -30,7 +30,7 @@ func TestConsumersPage(t *testing.T) {
 		}()
 		defer func() { cancel(); <-done }()
 		schedule(t, e.q, "c-1", -time.Second, "")
-		if res, err := e.q.Claim(ctx, 10); err != nil || len(res.Fired) != 1 {
+		if res, err := e.q.Engine().Claim(ctx, 10); err != nil || len(res.Fired) != 1 {
 			t.Fatalf("claim: %+v %v", res, err)
 		}
 		select {
@@ -40,7 +40,7 @@ func TestConsumersPage(t *testing.T) {
 		}
 		var gs []queue.GroupInfo
 		redistest.Eventually(t, 5*time.Second, "the delivery acknowledged", func() bool {
-			gs, _ = e.q.Groups(ctx)
+			gs, _ = e.q.Inspect().Groups(ctx)
 			return len(gs) == 1 && gs[0].Pending == 0
 		})
 		resp, body := e.Get(t, "/groups")

@@ -93,26 +93,26 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	d.Shards = append(d.Shards, shardRow{Name: "all", Total: true, Stats: st})
-	if counts, err := h.q.DueHistogram(ctx, st.Now, histEdges); counts == nil {
+	if counts, err := h.q.Inspect().DueHistogram(ctx, st.Now, histEdges); counts == nil {
 		d.Problems = append(d.Problems, "histogram: "+err.Error())
 	} else {
 		d.Bars = bars(counts)
 	}
-	if ws, err := h.q.Workers(ctx); err != nil {
+	if ws, err := h.q.Inspect().Workers(ctx); err != nil {
 		d.Problems = append(d.Problems, "workers: "+err.Error())
 	} else {
 		d.Workers = &ws
 		d.NoWorker = len(ws.Live) == 0 && st.Overdue > 0
 	}
-	if evs, _, err := h.q.RecentFires(ctx, rateSample); err != nil {
+	if evs, _, err := h.q.Inspect().RecentFires(ctx, rateSample); err != nil {
 		d.Problems = append(d.Problems, "fire rate: "+err.Error())
 	} else {
 		d.Rate = fireRate(evs, st.Now)
 	}
-	if d.Groups, err = h.q.Groups(ctx); err != nil {
+	if d.Groups, err = h.q.Inspect().Groups(ctx); err != nil {
 		d.Problems = append(d.Problems, "consumer groups: "+err.Error())
 	}
-	if d.Dead, err = h.q.DeadLetterCount(ctx); err != nil {
+	if d.Dead, err = h.q.Deliveries().DeadLetterCount(ctx); err != nil {
 		d.Problems = append(d.Problems, "dead letters: "+err.Error())
 	}
 	h.render(w, r, http.StatusOK, "overview", "Overview", d)

@@ -25,7 +25,7 @@ func TestOverviewSaysWhoServesTheNamespace(t *testing.T) {
 			!strings.Contains(body, `id="no-worker">1 timers are due and no worker serves this namespace`) {
 			t.Errorf("overview without a worker:\n%s", body)
 		}
-		if _, err := e.q.Heartbeat(ctx, "w-1", time.Minute, false); err != nil {
+		if _, err := e.q.Engine().Heartbeat(ctx, "w-1", time.Minute, false); err != nil {
 			t.Fatal(err)
 		}
 		_, body = e.Get(t, "/")
@@ -44,10 +44,10 @@ func TestOverviewSaysWhoServesTheNamespace(t *testing.T) {
 		defer q.Close()
 		schedule(t, q, "a", time.Hour, "")
 		broken := 1
-		if k, _ := q.ShardOf(ctx, "a"); k == broken {
+		if k, _ := q.Inspect().ShardOf(ctx, "a"); k == broken {
 			broken = 2
 		}
-		if err := b.Client.Set(ctx, q.ShardKeys(broken)[0], "x", 0).Err(); err != nil {
+		if err := b.Client.Set(ctx, q.Keys().Shard(broken)[0], "x", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 		h, err := ui.New(q, ui.Options{})

@@ -36,7 +36,7 @@ const maxRawPreview = 120
 func (h *Handler) quarantine(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	recs, err := h.q.Quarantine(ctx)
+	recs, err := h.q.Quarantine().List(ctx)
 	if err != nil {
 		h.fail(w, r, statusOf(err), err)
 		return
@@ -45,7 +45,7 @@ func (h *Handler) quarantine(w http.ResponseWriter, r *http.Request) {
 	for _, q := range recs {
 		d.Rows = append(d.Rows, toQuarantineRow(q))
 	}
-	shards, _ := h.q.Shards(ctx) // read by Quarantine
+	shards, _ := h.q.Inspect().Shards(ctx) // read by Quarantine
 	d.Sharded = shards > 1
 	h.render(w, r, http.StatusOK, "quarantine", "Quarantine", d)
 }

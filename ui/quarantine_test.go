@@ -24,7 +24,7 @@ func TestQuarantinePage(t *testing.T) {
 			t.Fatalf("empty quarantine page:\n%s", body)
 		}
 		schedule(t, e.q, "valid", -time.Second, "v")
-		k := e.q.Keys()
+		k := e.q.Keys().Shard(0)
 		const raw = "<script>alert(1)</script>\x00\xff"
 		if err := b.Client.HSet(ctx, k[1], "poison", raw).Err(); err != nil {
 			t.Fatal(err)
@@ -35,7 +35,7 @@ func TestQuarantinePage(t *testing.T) {
 		if resp, body := e.Get(t, "/timers"); resp.StatusCode != 200 || !strings.Contains(body, "valid") {
 			t.Fatalf("timers page with a malformed record: %d\n%s", resp.StatusCode, body)
 		}
-		if res, err := e.q.Claim(ctx, 10); err != nil || len(res.Fired) != 1 || len(res.Quarantined) != 1 {
+		if res, err := e.q.Engine().Claim(ctx, 10); err != nil || len(res.Fired) != 1 || len(res.Quarantined) != 1 {
 			t.Fatalf("claim: %+v, %v", res, err)
 		}
 		resp, body := e.Get(t, "/quarantine")

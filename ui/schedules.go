@@ -155,7 +155,7 @@ func (h *Handler) schedules(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	d := schedulesData{Now: time.Now().UTC()}
-	page, err := h.q.ListRecurring(ctx, r.URL.Query().Get("cursor"), listPage)
+	page, err := h.q.Recurring().List(ctx, r.URL.Query().Get("cursor"), listPage)
 	if err != nil {
 		// Say why on the page itself: in a namespace of several shards
 		// (until schedules are supported there), or with a bad cursor.
@@ -206,7 +206,7 @@ func (h *Handler) schedule(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("id")
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	in, err := h.q.GetRecurring(ctx, id)
+	in, err := h.q.Recurring().Get(ctx, id)
 	if err != nil {
 		h.fail(w, r, statusOf(err), err)
 		return
@@ -324,11 +324,11 @@ func (h *Handler) actSchedule(w http.ResponseWriter, r *http.Request) {
 	var err error
 	switch action {
 	case "pause":
-		_, err = h.q.PauseRecurring(ctx, id)
+		_, err = h.q.Recurring().Pause(ctx, id)
 	case "resume":
-		_, err = h.q.ResumeRecurring(ctx, id)
+		_, err = h.q.Recurring().Resume(ctx, id)
 	case "delete":
-		err = h.q.DeleteRecurring(ctx, id)
+		err = h.q.Recurring().Delete(ctx, id)
 	default:
 		h.fail(w, r, http.StatusNotFound, fmt.Errorf("no action %q: use pause, resume or delete", action))
 		return

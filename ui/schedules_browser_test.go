@@ -40,22 +40,22 @@ func TestBrowserSchedules(t *testing.T) {
 		{ID: "weekly-digest", Spec: "0 9 * * MON", Payload: []byte("digest"), MaxCount: 52},
 		{ID: evil, Every: time.Hour, Payload: []byte(evil)},
 	} {
-		if _, _, err := q.PutRecurring(bg, r); err != nil {
+		if _, _, err := q.Recurring().Put(bg, r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := q.PauseRecurring(bg, "weekly-digest"); err != nil {
+	if _, err := q.Recurring().Pause(bg, "weekly-digest"); err != nil {
 		t.Fatal(err)
 	}
 	// One occurrence of cart-sweeper has fired, so its page has a recent one.
-	sweeper, err := q.GetRecurring(bg, "cart-sweeper")
+	sweeper, err := q.Recurring().Get(bg, "cart-sweeper")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := q.FireNow(bg, sweeper.Pending[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Claim(bg, 10); err != nil {
+	if _, err := q.Engine().Claim(bg, 10); err != nil {
 		t.Fatal(err)
 	}
 	h, err := ui.New(q, ui.Options{Prefix: "/ops/timerq", AllowWrites: true})
@@ -102,14 +102,14 @@ func TestBrowserSchedules(t *testing.T) {
 		t.Errorf("zone = %q, want %s", got, zone)
 	}
 	do(t, ctx, "ask to pause", chromedp.Click(chromedp.ID("action-pause")), chromedp.WaitVisible(chromedp.ID("confirm-yes")))
-	if got, _ := q.GetRecurring(bg, "nightly-report"); got.State != queue.RecurringActive {
+	if got, _ := q.Recurring().Get(bg, "nightly-report"); got.State != queue.RecurringActive {
 		t.Fatalf("the confirmation page already paused it: %s", got.State)
 	}
 	do(t, ctx, "confirm the pause", chromedp.Click(chromedp.ID("confirm-yes")), chromedp.WaitVisible(chromedp.ID("notice")))
 	if got := text(t, ctx, "schedule-state"); got != "paused" {
 		t.Errorf("page shows %q after pause", got)
 	}
-	got, err := q.GetRecurring(bg, "nightly-report")
+	got, err := q.Recurring().Get(bg, "nightly-report")
 	if err != nil || got.State != queue.RecurringPaused || len(got.Pending) != 0 {
 		t.Fatalf("Redis has nightly-report %s with %d armed (%v), want paused with none", got.State, len(got.Pending), err)
 	}
@@ -122,7 +122,7 @@ func TestBrowserSchedules(t *testing.T) {
 	if got := text(t, ctx, "schedule-state"); got != "active" {
 		t.Errorf("page shows %q after resume", got)
 	}
-	if got, err = q.GetRecurring(bg, "nightly-report"); err != nil || got.State != queue.RecurringActive || len(got.Pending) != queue.DefaultAhead {
+	if got, err = q.Recurring().Get(bg, "nightly-report"); err != nil || got.State != queue.RecurringActive || len(got.Pending) != queue.DefaultAhead {
 		t.Fatalf("Redis has nightly-report %s with %d armed (%v), want active with %d", got.State, len(got.Pending), err, queue.DefaultAhead)
 	}
 

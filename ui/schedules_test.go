@@ -25,7 +25,7 @@ import (
 // putRecurring creates a schedule or fails the test.
 func putRecurring(t *testing.T, q *queue.Queue, r queue.Recurring) queue.RecurringInfo {
 	t.Helper()
-	in, created, err := q.PutRecurring(context.Background(), r)
+	in, created, err := q.Recurring().Put(context.Background(), r)
 	if err != nil || !created {
 		t.Fatalf("PutRecurring(%s) = %v, %v", r.ID, created, err)
 	}
@@ -88,7 +88,7 @@ func TestSchedulePages(t *testing.T) {
 			t.Error("the overview does not link the schedules")
 		}
 
-		in, err := e.q.GetRecurring(ctx, "nightly")
+		in, err := e.q.Recurring().Get(ctx, "nightly")
 		if err != nil || len(in.Next) != 5 || len(in.Pending) != 2 {
 			t.Fatalf("GetRecurring = %+v, %v", in, err)
 		}
@@ -129,7 +129,7 @@ func TestSchedulePages(t *testing.T) {
 		if _, err := e.q.FireNow(ctx, first.ID); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := e.q.Claim(ctx, 10); err != nil || len(res.Fired) != 1 {
+		if res, err := e.q.Engine().Claim(ctx, 10); err != nil || len(res.Fired) != 1 {
 			t.Fatalf("claim = %+v, %v", res, err)
 		}
 		_, body = e.Get(t, "/schedule?id=heartbeat")
@@ -167,14 +167,14 @@ func TestScheduleActions(t *testing.T) {
 		if !strings.Contains(body, `Schedule <code id="confirm-id">tick</code>`) {
 			t.Errorf("the confirmation does not name the schedule:\n%s", body)
 		}
-		if got, _ := e.q.GetRecurring(ctx, "tick"); got.State != queue.RecurringActive {
+		if got, _ := e.q.Recurring().Get(ctx, "tick"); got.State != queue.RecurringActive {
 			t.Fatalf("the confirmation page changed the schedule: %s", got.State)
 		}
 		resp, _ := e.Act(t, "/schedule/confirm?id=tick&action=pause")
 		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/schedule?done=paused&id=tick" {
 			t.Fatalf("pause: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 		}
-		got, err := e.q.GetRecurring(ctx, "tick")
+		got, err := e.q.Recurring().Get(ctx, "tick")
 		if err != nil || got.State != queue.RecurringPaused || len(got.Pending) != 0 {
 			t.Fatalf("after pause: %s, %d pending, %v", got.State, len(got.Pending), err)
 		}
@@ -192,7 +192,7 @@ func TestScheduleActions(t *testing.T) {
 		if resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("resume: %d", resp.StatusCode)
 		}
-		if got, _ = e.q.GetRecurring(ctx, "tick"); got.State != queue.RecurringActive || len(got.Pending) != queue.DefaultAhead {
+		if got, _ = e.q.Recurring().Get(ctx, "tick"); got.State != queue.RecurringActive || len(got.Pending) != queue.DefaultAhead {
 			t.Fatalf("after resume: %s with %d pending", got.State, len(got.Pending))
 		}
 
@@ -200,7 +200,7 @@ func TestScheduleActions(t *testing.T) {
 		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/schedules?done=deleted" {
 			t.Fatalf("delete: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 		}
-		if _, err := e.q.GetRecurring(ctx, "tick"); !errors.Is(err, queue.ErrRecurringNotFound) {
+		if _, err := e.q.Recurring().Get(ctx, "tick"); !errors.Is(err, queue.ErrRecurringNotFound) {
 			t.Fatalf("after delete: %v", err)
 		}
 		// The confirmation of a deleted schedule's action says it is gone.
@@ -241,7 +241,7 @@ func TestScheduleCSRFAndReadOnly(t *testing.T) {
 				}
 			}
 		}
-		if got, err := e.q.GetRecurring(ctx, "guarded"); err != nil || got.State != queue.RecurringActive {
+		if got, err := e.q.Recurring().Get(ctx, "guarded"); err != nil || got.State != queue.RecurringActive {
 			t.Fatalf("after forged POSTs: %s, %v", got.State, err)
 		}
 
@@ -260,7 +260,7 @@ func TestScheduleCSRFAndReadOnly(t *testing.T) {
 				t.Errorf("POST %s in read-only mode: %d, want 403 saying read-only", action, resp.StatusCode)
 			}
 		}
-		if got, err := ro.q.GetRecurring(ctx, "ro"); err != nil || got.State != queue.RecurringActive {
+		if got, err := ro.q.Recurring().Get(ctx, "ro"); err != nil || got.State != queue.RecurringActive {
 			t.Errorf("after refused POSTs: %s, %v", got.State, err)
 		}
 	})
@@ -291,7 +291,7 @@ func TestScheduleEscaping(t *testing.T) {
 		if resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("pausing the evil schedule: %d", resp.StatusCode)
 		}
-		if got, _ := e.q.GetRecurring(context.Background(), evil); got.State != queue.RecurringPaused {
+		if got, _ := e.q.Recurring().Get(context.Background(), evil); got.State != queue.RecurringPaused {
 			t.Errorf("evil schedule is %s after pause", got.State)
 		}
 	})
@@ -357,7 +357,7 @@ func TestShardedNamespace(t *testing.T) {
 			t.Errorf("empty schedules list on 3 shards = %d\n%s", resp.StatusCode, body)
 		}
 		for _, id := range []string{"sharded-a", "sharded-b", "sharded-c", "sharded-d"} {
-			if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: id, Every: time.Hour}); err != nil {
+			if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: id, Every: time.Hour}); err != nil {
 				t.Fatal(err)
 			}
 			if resp, body := e.Get(t, "/schedule?id="+id); resp.StatusCode != 200 {
@@ -412,7 +412,7 @@ func TestShardedStreams(t *testing.T) {
 		inShard := func(prefix string, k int) string {
 			for i := 0; ; i++ {
 				id := fmt.Sprint(prefix, i)
-				if got, _ := q.ShardOf(ctx, id); got == k {
+				if got, _ := q.Inspect().ShardOf(ctx, id); got == k {
 					return id
 				}
 			}
@@ -422,7 +422,7 @@ func TestShardedStreams(t *testing.T) {
 			for _, id := range ids {
 				schedule(t, q, id, -time.Second, "")
 			}
-			if res, err := q.Claim(ctx, 100); err != nil || len(res.Fired) != len(ids) {
+			if res, err := q.Engine().Claim(ctx, 100); err != nil || len(res.Fired) != len(ids) {
 				t.Fatalf("claim = %+v, %v; want %d fired", res, err, len(ids))
 			}
 		}
@@ -485,7 +485,7 @@ func TestShardedStreams(t *testing.T) {
 		// Dead letters of shards 1 and 2, listed together and requeued
 		// onto their own shard.
 		for k := 1; k < shards; k++ {
-			if err := b.Client.XAdd(ctx, &redis.XAddArgs{Stream: q.ShardDeadLetterKey(k), Values: []any{
+			if err := b.Client.XAdd(ctx, &redis.XAddArgs{Stream: q.Keys().DeadLetter(k), Values: []any{
 				"id", fired[k], "due", "1", "fired", "2", "payload", "", "error", "broke", "attempts", "5", "group", "billing", "consumer", "c1", "stream_id", "1-0",
 			}}).Err(); err != nil {
 				t.Fatal(err)
@@ -500,17 +500,17 @@ func TestShardedStreams(t *testing.T) {
 		if !strings.Contains(last, "shard=2") {
 			t.Fatalf("the second dead letter's link %q does not name shard 2", last)
 		}
-		before, _ := b.Client.XLen(ctx, q.ShardStreamKey(2)).Result()
+		before, _ := b.Client.XLen(ctx, q.Keys().Stream(2)).Result()
 		if resp, body := e.Act(t, last); resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("requeue: %d\n%s", resp.StatusCode, body)
 		}
-		if n, _ := b.Client.XLen(ctx, q.ShardDeadLetterKey(2)).Result(); n != 0 {
+		if n, _ := b.Client.XLen(ctx, q.Keys().DeadLetter(2)).Result(); n != 0 {
 			t.Errorf("shard 2 still has %d dead letters after requeue", n)
 		}
-		if n, _ := b.Client.XLen(ctx, q.ShardDeadLetterKey(1)).Result(); n != 1 {
+		if n, _ := b.Client.XLen(ctx, q.Keys().DeadLetter(1)).Result(); n != 1 {
 			t.Errorf("shard 1 has %d dead letters, want its 1 untouched", n)
 		}
-		if n, _ := b.Client.XLen(ctx, q.ShardStreamKey(2)).Result(); n != before+1 {
+		if n, _ := b.Client.XLen(ctx, q.Keys().Stream(2)).Result(); n != before+1 {
 			t.Errorf("shard 2's fire stream has %d entries after requeue, want %d", n, before+1)
 		}
 		if resp, _ := e.Get(t, "/groups?after=1-0"); resp.StatusCode != http.StatusBadRequest {

@@ -22,7 +22,7 @@ type tailData struct {
 func (h *Handler) tail(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	evs, cursor, err := h.q.RecentFires(ctx, 20)
+	evs, cursor, err := h.q.Inspect().RecentFires(ctx, 20)
 	if err != nil {
 		h.fail(w, r, statusOf(err), err)
 		return

@@ -137,7 +137,7 @@ func (h *Handler) timer(w http.ResponseWriter, r *http.Request) {
 	d := timerData{Timer: t, Now: time.Now().UTC(), Size: len(t.Payload), DueInput: formatTime(t.Due)}
 	// A user without +get (an older ui line) still sees the page, with
 	// the schedule link as before.
-	if w, ok, err := h.q.DebounceWindowOf(ctx, t.ID); err == nil && ok {
+	if w, ok, err := h.q.Inspect().DebounceWindowOf(ctx, t.ID); err == nil && ok {
 		d.Debounce = &w
 	}
 	d.PayloadText, d.Binary = payloadText(t.Payload)

@@ -182,7 +182,7 @@ func TestEscaping(t *testing.T) {
 		e := newEnv(t, b, ui.Options{AllowWrites: true})
 		const evil = `<script>alert(1)</script>"'><img src=x onerror=alert(2)>`
 		schedule(t, e.q, evil, -time.Second, evil)
-		if _, err := e.q.Claim(context.Background(), 10); err != nil {
+		if _, err := e.q.Engine().Claim(context.Background(), 10); err != nil {
 			t.Fatal(err)
 		}
 		schedule(t, e.q, evil+"2", time.Hour, evil)
@@ -215,7 +215,7 @@ func TestActions(t *testing.T) {
 		if tm, _ := e.q.Get(ctx, "f-1"); !tm.Due.Before(time.Now().Add(time.Minute)) {
 			t.Errorf("fire-now left f-1 due at %v", tm.Due)
 		}
-		if res, _ := e.q.Claim(ctx, 10); len(res.Fired) != 1 || res.Fired[0].ID != "f-1" {
+		if res, _ := e.q.Engine().Claim(ctx, 10); len(res.Fired) != 1 || res.Fired[0].ID != "f-1" {
 			t.Errorf("claim after fire-now = %+v", res.Fired)
 		}
 
@@ -235,7 +235,7 @@ func TestActions(t *testing.T) {
 		}
 
 		// A dead letter is listed and requeued.
-		if err := b.Client.XAdd(ctx, &redis.XAddArgs{Stream: e.q.DeadLetterKey(), Values: []any{
+		if err := b.Client.XAdd(ctx, &redis.XAddArgs{Stream: e.q.Keys().DeadLetter(0), Values: []any{
 			"id", "f-1", "due", "1", "fired", "2", "payload", "", "error", "handler <b>broke</b>", "attempts", "5", "group", "billing", "consumer", "c1", "stream_id", "1-0",
 		}}).Err(); err != nil {
 			t.Fatal(err)
@@ -249,10 +249,10 @@ func TestActions(t *testing.T) {
 		if resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("requeue: %d", resp.StatusCode)
 		}
-		if n, _ := e.q.DeadLetterCount(ctx); n != 0 {
+		if n, _ := e.q.Deliveries().DeadLetterCount(ctx); n != 0 {
 			t.Errorf("%d dead letters after requeue", n)
 		}
-		evs, _, _ := e.q.RecentFires(ctx, 1)
+		evs, _, _ := e.q.Inspect().RecentFires(ctx, 1)
 		if len(evs) != 1 || evs[0].ID != "f-1" {
 			t.Errorf("newest fire stream entry = %+v, want the requeued f-1", evs)
 		}

@@ -177,12 +177,12 @@ func TestEveryCommandAndExitCode(t *testing.T) {
 	if err := wc.Start(); err != nil {
 		t.Fatal(err)
 	}
-	rdb, ch := e.srv.Client(t), q.TimerChannel("hello")
+	rdb, ch := e.srv.Client(t), q.Keys().Timer("hello")
 	redistest.Eventually(t, 10*time.Second, "timerctl wait to subscribe", func() bool {
 		n, err := rdb.PubSubNumSub(ctx, ch).Result()
 		return err == nil && n[ch] > 0
 	})
-	if _, err := q.Claim(ctx, 10); err != nil {
+	if _, err := q.Engine().Claim(ctx, 10); err != nil {
 		t.Fatal(err)
 	}
 	if err := wc.Wait(); err != nil || !strings.Contains(wout.String(), `"state": "fired"`) {
@@ -276,7 +276,7 @@ func TestWatchEndsOnInterruptWithZero(t *testing.T) {
 	if _, err := q.Schedule(ctx, "seen", time.Now().Add(-time.Second), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Claim(ctx, 10); err != nil {
+	if _, err := q.Engine().Claim(ctx, 10); err != nil {
 		t.Fatal(err)
 	}
 	redistest.Eventually(t, 10*time.Second, "watch to print the fire", func() bool {

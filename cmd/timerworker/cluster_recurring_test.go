@@ -50,10 +50,10 @@ func TestWorkersOnClusterFireAScheduleOnEachShard(t *testing.T) {
 	infos := make([]queue.RecurringInfo, shards)
 	masters := map[string]bool{}
 	for k, id := range ids {
-		if infos[k], _, err = q.PutRecurring(ctx, queue.Recurring{ID: id, Every: every, CatchUp: queue.CatchUpAll, CatchUpLimit: 100}); err != nil {
+		if infos[k], _, err = q.Recurring().Put(ctx, queue.Recurring{ID: id, Every: every, CatchUp: queue.CatchUpAll, CatchUpLimit: 100}); err != nil {
 			t.Fatal(err)
 		}
-		masters[c.ServerFor(t, q.ShardRecurringKeys(k)[0]).Addr()] = true
+		masters[c.ServerFor(t, q.Keys().Recurring(k)[0]).Addr()] = true
 	}
 	if len(masters) != 3 {
 		t.Fatalf("the schedules live on %d masters, want all 3", len(masters))
@@ -64,7 +64,7 @@ func TestWorkersOnClusterFireAScheduleOnEachShard(t *testing.T) {
 		out := make([]map[string]int, shards)
 		for k := range out {
 			out[k] = map[string]int{}
-			countStream(t, rdb, q.ShardStreamKey(k), out[k])
+			countStream(t, rdb, q.Keys().Stream(k), out[k])
 		}
 		return out
 	}
@@ -95,11 +95,11 @@ func TestWorkersOnClusterFireAScheduleOnEachShard(t *testing.T) {
 	w1.kill()
 	waitFor(t, 40*time.Second, "12 occurrences of every schedule after the kill", atLeast(12))
 	for _, id := range ids {
-		info, err := q.GetRecurring(ctx, id)
+		info, err := q.Recurring().Get(ctx, id)
 		if err != nil || info.State != queue.RecurringActive || len(info.Pending) == 0 {
 			t.Fatalf("%s: %+v, %v; want active with the next occurrences armed", id, info, err)
 		}
-		if _, err := q.PauseRecurring(ctx, id); err != nil {
+		if _, err := q.Recurring().Pause(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 	}

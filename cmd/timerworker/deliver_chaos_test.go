@@ -53,7 +53,7 @@ func TestDeliverAtLeastOnceUnderKills(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer sink.Close()
-	if _, err := q.PutEndpoint(context.Background(), queue.Endpoint{Name: "sink", URL: sink.URL, Secrets: []queue.Secret{queue.Secret(secret)},
+	if _, err := q.Endpoints().Put(context.Background(), queue.Endpoint{Name: "sink", URL: sink.URL, Secrets: []queue.Secret{queue.Secret(secret)},
 		MaxInFlight: 64}, &queue.PutEndpointOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}); err != nil {
 		t.Fatal(err)
 	}

@@ -193,12 +193,12 @@ func httpStatus(url string) int {
 func fireCounts(t *testing.T, rdb redis.UniversalClient, q *queue.Queue) map[string]int {
 	t.Helper()
 	counts := map[string]int{}
-	shards, err := q.Shards(context.Background())
+	shards, err := q.Inspect().Shards(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for k := range shards {
-		countStream(t, rdb, q.ShardStreamKey(k), counts)
+		countStream(t, rdb, q.Keys().Stream(k), counts)
 	}
 	return counts
 }

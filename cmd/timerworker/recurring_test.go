@@ -44,7 +44,7 @@ func TestWorkerRecurringExactlyOnceUnderKills(t *testing.T) {
 	// CatchUpAll: the test wants an unbroken series, and a kill or a stall
 	// of a loaded machine that delays an arm past two occurrences makes the
 	// default CatchUpOnce drop all but the latest of them, as documented.
-	info, _, err := q.PutRecurring(context.Background(), queue.Recurring{ID: "chaos", Every: time.Second, CatchUp: queue.CatchUpAll, CatchUpLimit: 100})
+	info, _, err := q.Recurring().Put(context.Background(), queue.Recurring{ID: "chaos", Every: time.Second, CatchUp: queue.CatchUpAll, CatchUpLimit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestWorkerRecurringExactlyOnceUnderKills(t *testing.T) {
 		kills++
 		workers[i] = startWorker(t, args...)
 	}
-	if _, err := q.PauseRecurring(context.Background(), "chaos"); err != nil {
+	if _, err := q.Recurring().Pause(context.Background(), "chaos"); err != nil {
 		t.Fatal(err)
 	}
 	for i, w := range workers {
@@ -79,7 +79,7 @@ func TestWorkerRecurringExactlyOnceUnderKills(t *testing.T) {
 
 	counts := fireCounts(t, rdb, q) // fails on any early fire
 	var worst time.Duration
-	msgs, err := rdb.XRange(context.Background(), q.StreamKey(), "-", "+").Result()
+	msgs, err := rdb.XRange(context.Background(), q.Keys().Stream(0), "-", "+").Result()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func (d *Dispatcher) flushAcks(ctx context.Context, batch []delivered) {
 	for i, x := range batch {
 		acks[i] = queue.AttemptAck{DeliveryID: x.id, Attempt: x.log}
 	}
-	_, errs := d.Queue.AckAttempts(ctx, d.Group, acks)
+	_, errs := d.Queue.Deliveries().AckAttempts(ctx, d.Group, acks)
 	for i, x := range batch {
 		err := errs[i]
 		if err != nil {

@@ -47,7 +47,7 @@ func BenchmarkDispatchThroughRedis(b *testing.B) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer sink.Close()
-	if _, err := q.PutEndpoint(ctx, queue.Endpoint{Name: "sink", URL: sink.URL, Secrets: []queue.Secret{testSecret()}, MaxInFlight: 64},
+	if _, err := q.Endpoints().Put(ctx, queue.Endpoint{Name: "sink", URL: sink.URL, Secrets: []queue.Secret{testSecret()}, MaxInFlight: 64},
 		&queue.PutEndpointOptions{Allow: loopback}); err != nil {
 		b.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func BenchmarkDispatchThroughRedis(b *testing.B) {
 		}
 	}
 	for fired := 0; fired < b.N; {
-		res, err := q.Claim(ctx, queue.MaxBatch)
+		res, err := q.Engine().Claim(ctx, queue.MaxBatch)
 		if err != nil {
 			b.Fatal(err)
 		}

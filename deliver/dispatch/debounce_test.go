@@ -36,7 +36,7 @@ func TestDeliversDebouncedTimer(t *testing.T) {
 			w.WriteHeader(http.StatusNoContent)
 		})
 		secret := queue.Secret(queue.SecretPrefix + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 32))))
-		if _, err := q.PutEndpoint(ctx, queue.Endpoint{Name: "billing", URL: sink.URL, Secrets: []queue.Secret{secret}},
+		if _, err := q.Endpoints().Put(ctx, queue.Endpoint{Name: "billing", URL: sink.URL, Secrets: []queue.Secret{secret}},
 			&queue.PutEndpointOptions{Allow: loopback}); err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +50,7 @@ func TestDeliversDebouncedTimer(t *testing.T) {
 			t.Fatal(err)
 		}
 		redistest.Eventually(t, 10*time.Second, "the window to fire", func() bool {
-			c, err := q.Claim(ctx, queue.MaxBatch)
+			c, err := q.Engine().Claim(ctx, queue.MaxBatch)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -483,7 +483,7 @@ func (d *Dispatcher) attemptNumber(ctx context.Context, ev queue.Event) (n int, 
 	if ev.Attempt <= 1 {
 		return 1, 0
 	}
-	last, ok, err := d.Queue.LastDeliveryAttempt(ctx, ev.ID)
+	last, ok, err := d.Queue.Deliveries().LastAttempt(ctx, ev.ID)
 	switch {
 	case err != nil:
 		d.onError(fmt.Errorf("reading the attempt log of %s: %w", ev.ID, err))

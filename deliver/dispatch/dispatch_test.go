@@ -67,7 +67,7 @@ func fireAll(t *testing.T, q *queue.Queue, ids []string) {
 	}
 	fired := 0
 	for fired < len(ids) {
-		res, err := q.Claim(context.Background(), queue.MaxBatch)
+		res, err := q.Engine().Claim(context.Background(), queue.MaxBatch)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,10 +170,10 @@ func TestDispatcherDeliversAndSettles(t *testing.T) {
 			t.Fatalf("the slow endpoint (2 in flight) has %d requests under way", n)
 		}
 		redistest.Eventually(t, 30*time.Second, "5 dead letters", func() bool {
-			dl, _, err := q.DeadLetters(context.Background(), "", 100)
+			dl, _, err := q.Deliveries().DeadLetters(context.Background(), "", 100)
 			return err == nil && len(dl) >= 5
 		})
-		dls, _, err := q.DeadLetters(context.Background(), "", 100)
+		dls, _, err := q.Deliveries().DeadLetters(context.Background(), "", 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -351,10 +351,10 @@ func TestDispatcherLeasesWhatItsEndpointsTake(t *testing.T) {
 				t.Errorf("%s was leased again (%s) though no attempt of it failed: released as busy first", id, what)
 			}
 		}
-		if p, err := b.Client.XPending(context.Background(), q.ShardStreamKey(0), dispatch.DefaultGroup).Result(); err != nil || p.Count != 0 {
+		if p, err := b.Client.XPending(context.Background(), q.Keys().Stream(0), dispatch.DefaultGroup).Result(); err != nil || p.Count != 0 {
 			t.Errorf("pending after every acknowledgement: %+v, %v", p, err)
 		}
-		log, err := q.DeliveryAttempts(context.Background(), ids[n-1])
+		log, err := q.Deliveries().Attempts(context.Background(), ids[n-1])
 		if err != nil || len(log) != 1 || log[0].Outcome != "delivered" {
 			t.Errorf("attempt log of %s: %+v, %v", ids[n-1], log, err)
 		}

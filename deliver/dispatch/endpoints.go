@@ -63,7 +63,7 @@ func (c *Endpoints) Lookup(ctx context.Context, name string) (deliver.Endpoint, 
 	if ok && t.Sub(e.at) < ttl {
 		return e.ep, e.err
 	}
-	qe, err := c.Queue.GetEndpoint(ctx, name)
+	qe, err := c.Queue.Endpoints().Get(ctx, name)
 	switch {
 	case errors.Is(err, queue.ErrEndpointNotFound):
 		err = fmt.Errorf("%w: %w", ErrNoEndpoint, err)

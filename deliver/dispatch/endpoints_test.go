@@ -48,7 +48,7 @@ func TestDispatcherDeliversToQueueEndpoints(t *testing.T) {
 		allow := &queue.PutEndpointOptions{Allow: loopback}
 		for _, name := range []string{"on", "off", "doomed"} {
 			e := queue.Endpoint{Name: name, URL: sink.URL + "/" + name, Secrets: []queue.Secret{sec}, Disabled: name == "off"}
-			if _, err := q.PutEndpoint(ctx, e, allow); err != nil {
+			if _, err := q.Endpoints().Put(ctx, e, allow); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -60,11 +60,11 @@ func TestDispatcherDeliversToQueueEndpoints(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if err := q.DeleteEndpoint(ctx, "doomed"); err != nil {
+		if err := q.Endpoints().Delete(ctx, "doomed"); err != nil {
 			t.Fatal(err)
 		}
 		for fired := 0; fired < 3; {
-			res, err := q.Claim(ctx, 10)
+			res, err := q.Engine().Claim(ctx, 10)
 			if err != nil || len(res.Fired) == 0 {
 				t.Fatalf("claim: %+v %v (fired %d of 3)", res, err, fired)
 			}
@@ -93,7 +93,7 @@ func TestDispatcherDeliversToQueueEndpoints(t *testing.T) {
 		}
 		// The deleted endpoint's fire is dead-lettered.
 		redistest.Eventually(t, 10*time.Second, "the deleted endpoint's fire is dead-lettered", func() bool {
-			dls, _, err := q.DeadLetters(ctx, "", 10)
+			dls, _, err := q.Deliveries().DeadLetters(ctx, "", 10)
 			return err == nil && len(dls) == 1 && dls[0].Event.ID == "c" && strings.Contains(dls[0].Error, "doomed")
 		})
 		// The disabled endpoint's fire waits, neither delivered nor dead-lettered.
@@ -101,10 +101,10 @@ func TestDispatcherDeliversToQueueEndpoints(t *testing.T) {
 		if received("b") != nil {
 			t.Fatal("a disabled endpoint received a fire")
 		}
-		if dls, _, _ := q.DeadLetters(ctx, "", 10); len(dls) != 1 {
+		if dls, _, _ := q.Deliveries().DeadLetters(ctx, "", 10); len(dls) != 1 {
 			t.Fatalf("dead letters %+v; the disabled endpoint's fire must wait", dls)
 		}
-		if _, err := q.SetEndpointEnabled(ctx, "off", true); err != nil {
+		if _, err := q.Endpoints().SetEnabled(ctx, "off", true); err != nil {
 			t.Fatal(err)
 		}
 		redistest.Eventually(t, 15*time.Second, "the enabled endpoint receives the fire that waited", func() bool { return received("b") != nil })
@@ -116,7 +116,7 @@ func TestDispatcherDeliversToQueueEndpoints(t *testing.T) {
 			t.Errorf("the fire that waited arrived as attempt %s, want 1", n)
 		}
 		redistest.Eventually(t, 10*time.Second, "the attempt is logged", func() bool {
-			log, err := q.DeliveryAttempts(ctx, "b")
+			log, err := q.Deliveries().Attempts(ctx, "b")
 			return err == nil && len(log) == 1 && log[0].Attempt == 1 && log[0].Outcome == "delivered" && log[0].Status == 204
 		})
 		if received("c") != nil {
@@ -152,14 +152,14 @@ func TestDispatcherWaitsRetryDelaysLongerThanTheLease(t *testing.T) {
 			}
 			w.WriteHeader(http.StatusNoContent)
 		})
-		if _, err := q.PutEndpoint(ctx, queue.Endpoint{Name: "e", URL: sink.URL, Secrets: []queue.Secret{testSecret()}},
+		if _, err := q.Endpoints().Put(ctx, queue.Endpoint{Name: "e", URL: sink.URL, Secrets: []queue.Secret{testSecret()}},
 			&queue.PutEndpointOptions{Allow: loopback}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "t", Due: time.Now().Add(-time.Second), Endpoint: "e"}}); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := q.Claim(ctx, 10); err != nil || len(res.Fired) != 1 {
+		if res, err := q.Engine().Claim(ctx, 10); err != nil || len(res.Fired) != 1 {
 			t.Fatalf("claim: %+v %v", res, err)
 		}
 		runCtx, stop := context.WithCancel(ctx)
@@ -212,7 +212,7 @@ func TestDispatcherEndpointDownThenUp(t *testing.T) {
 			}
 			w.WriteHeader(http.StatusNoContent)
 		})
-		if _, err := q.PutEndpoint(ctx, queue.Endpoint{Name: "e", URL: sink.URL, Secrets: []queue.Secret{testSecret()},
+		if _, err := q.Endpoints().Put(ctx, queue.Endpoint{Name: "e", URL: sink.URL, Secrets: []queue.Secret{testSecret()},
 			Retry: queue.RetryPolicy{MaxAttempts: 50, Base: 50 * time.Millisecond, Cap: 400 * time.Millisecond}},
 			&queue.PutEndpointOptions{Allow: loopback}); err != nil {
 			t.Fatal(err)
@@ -225,7 +225,7 @@ func TestDispatcherEndpointDownThenUp(t *testing.T) {
 		if _, err := q.ScheduleBatch(ctx, batch); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := q.Claim(ctx, 10); err != nil || len(res.Fired) != len(ids) {
+		if res, err := q.Engine().Claim(ctx, 10); err != nil || len(res.Fired) != len(ids) {
 			t.Fatalf("claim: %+v %v", res, err)
 		}
 		runCtx, stop := context.WithCancel(ctx)
@@ -241,7 +241,7 @@ func TestDispatcherEndpointDownThenUp(t *testing.T) {
 		// Down until every timer has failed three times.
 		redistest.Eventually(t, 20*time.Second, "three failed attempts of each", func() bool {
 			for _, id := range ids {
-				if log, err := q.DeliveryAttempts(ctx, id); err != nil || len(log) < 3 {
+				if log, err := q.Deliveries().Attempts(ctx, id); err != nil || len(log) < 3 {
 					return false
 				}
 			}
@@ -250,7 +250,7 @@ func TestDispatcherEndpointDownThenUp(t *testing.T) {
 		up.Store(true)
 		redistest.Eventually(t, 20*time.Second, "every fire is delivered once the endpoint is up", func() bool {
 			for _, id := range ids {
-				log, err := q.DeliveryAttempts(ctx, id)
+				log, err := q.Deliveries().Attempts(ctx, id)
 				if err != nil || len(log) == 0 || log[len(log)-1].Outcome != "delivered" {
 					return false
 				}
@@ -258,7 +258,7 @@ func TestDispatcherEndpointDownThenUp(t *testing.T) {
 			return true
 		})
 		for _, id := range ids {
-			log, _ := q.DeliveryAttempts(ctx, id)
+			log, _ := q.Deliveries().Attempts(ctx, id)
 			for i, a := range log[:len(log)-1] {
 				if a.Outcome != "retry" || a.Reason != "connection" || a.Attempt != i+1 || a.RetryIn > 400*time.Millisecond {
 					t.Errorf("%s attempt %d: %+v; want a retry after a connection error, backoff within the cap", id, i+1, a)
@@ -268,7 +268,7 @@ func TestDispatcherEndpointDownThenUp(t *testing.T) {
 				}
 			}
 		}
-		if dls, _, _ := q.DeadLetters(ctx, "", 10); len(dls) != 0 {
+		if dls, _, _ := q.Deliveries().DeadLetters(ctx, "", 10); len(dls) != 0 {
 			t.Errorf("dead letters %+v; nothing should be lost", dls)
 		}
 	})

@@ -116,7 +116,7 @@ func fireKeys(t *testing.T, q *queue.Queue, n map[string]int) {
 	}
 	fired := 0
 	for fired < len(batch) {
-		res, err := q.Claim(context.Background(), queue.MaxBatch)
+		res, err := q.Engine().Claim(context.Background(), queue.MaxBatch)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,7 +157,7 @@ func TestDispatchFlowRateAndInFlight(t *testing.T) {
 			{Key: "rate", Rate: 100, Period: time.Second},
 			{Key: "conc", Rate: 1000, Period: 100 * time.Millisecond, MaxInFlight: 3},
 		} {
-			if err := q.PutFlowPolicy(ctx, p); err != nil {
+			if err := q.Flows().PutPolicy(ctx, p); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -261,7 +261,7 @@ func TestDispatchFlowFairAcrossKeys(t *testing.T) {
 		}
 		// Every key: 200 a second. The big key's backlog takes 4.5 s
 		// (0.9 s on miniredis) to drain.
-		if err := q.PutFlowPolicy(ctx, queue.FlowPolicy{Rate: rate, Period: 100 * time.Millisecond}); err != nil {
+		if err := q.Flows().PutPolicy(ctx, queue.FlowPolicy{Rate: rate, Period: 100 * time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
 		sink, url := newFlowSink(t, nil)

@@ -40,7 +40,7 @@ func Redrive(ctx context.Context, q *queue.Queue, group, endpoint string, dryRun
 	var out []Redriven
 	cursor := ""
 	for {
-		page, next, err := q.DeadLetters(ctx, cursor, queue.MaxBatch)
+		page, next, err := q.Deliveries().DeadLetters(ctx, cursor, queue.MaxBatch)
 		if err != nil {
 			return out, err
 		}
@@ -50,7 +50,7 @@ func Redrive(ctx context.Context, q *queue.Queue, group, endpoint string, dryRun
 			}
 			r := Redriven{DeadLetter: d}
 			if !dryRun {
-				id, err := q.Requeue(ctx, d.Event.Shard, d.Event.StreamID)
+				id, err := q.Deliveries().Requeue(ctx, d.Event.Shard, d.Event.StreamID)
 				if errors.Is(err, queue.ErrDeadLetterNotFound) {
 					continue
 				}

@@ -44,7 +44,7 @@ func TestRedriveAnEndpointsDeadLetters(t *testing.T) {
 			w.WriteHeader(http.StatusGone)
 		})
 		for _, name := range []string{"flaky", "other"} {
-			if _, err := q.PutEndpoint(ctx, queue.Endpoint{Name: name, URL: sink.URL + "/" + name, Secrets: []queue.Secret{testSecret()}},
+			if _, err := q.Endpoints().Put(ctx, queue.Endpoint{Name: name, URL: sink.URL + "/" + name, Secrets: []queue.Secret{testSecret()}},
 				&queue.PutEndpointOptions{Allow: loopback}); err != nil {
 				t.Fatal(err)
 			}
@@ -54,7 +54,7 @@ func TestRedriveAnEndpointsDeadLetters(t *testing.T) {
 			t.Fatal(err)
 		}
 		for fired := 0; fired < 2; {
-			res, err := q.Claim(ctx, 10)
+			res, err := q.Engine().Claim(ctx, 10)
 			if err != nil || len(res.Fired) == 0 {
 				t.Fatalf("claim: %+v %v", res, err)
 			}
@@ -71,7 +71,7 @@ func TestRedriveAnEndpointsDeadLetters(t *testing.T) {
 			}
 		}()
 		redistest.Eventually(t, 10*time.Second, "both fires are dead-lettered (410)", func() bool {
-			dls, _, err := q.DeadLetters(ctx, "", 10)
+			dls, _, err := q.Deliveries().DeadLetters(ctx, "", 10)
 			return err == nil && len(dls) == 2
 		})
 		if all, err := dispatch.Redrive(ctx, q, "", "", true); err != nil || len(all) != 2 {
@@ -98,7 +98,7 @@ func TestRedriveAnEndpointsDeadLetters(t *testing.T) {
 			t.Errorf("redriven request: timer %s attempt %s id %s; want f, 1, %s", again.Get(deliver.HeaderTimerID),
 				again.Get(deliver.HeaderAttempt), again.Get(deliver.HeaderID), first.Get(deliver.HeaderID))
 		}
-		dls, _, err := q.DeadLetters(ctx, "", 10)
+		dls, _, err := q.Deliveries().DeadLetters(ctx, "", 10)
 		if err != nil || len(dls) != 1 || dls[0].Event.ID != "o" {
 			t.Errorf("dead letters after the redrive: %+v %v; want only o's", dls, err)
 		}

@@ -23,7 +23,7 @@ func RouteByEndpoint(ev queue.Event) string { return ev.Endpoint }
 // fires wait for the lookup to succeed.
 func StoredEndpoints(q *queue.Queue, g *deliver.Guard) func(ctx context.Context, name string) (deliver.Endpoint, error) {
 	return func(ctx context.Context, name string) (deliver.Endpoint, error) {
-		e, err := q.GetEndpoint(ctx, name)
+		e, err := q.Endpoints().Get(ctx, name)
 		if errors.Is(err, queue.ErrEndpointNotFound) {
 			return deliver.Endpoint{}, fmt.Errorf("%w: %w", ErrNoEndpoint, err)
 		}

@@ -47,7 +47,7 @@ func TestDeliversToStoredEndpoints(t *testing.T) {
 		})
 		allow := &queue.PutEndpointOptions{Allow: loopback}
 		for _, name := range []string{"billing", "doomed"} {
-			if _, err := q.PutEndpoint(ctx, queue.Endpoint{Name: name, URL: sink.URL, Secrets: []queue.Secret{secret},
+			if _, err := q.Endpoints().Put(ctx, queue.Endpoint{Name: name, URL: sink.URL, Secrets: []queue.Secret{secret},
 				Retry: queue.RetryPolicy{MaxAttempts: 2, Base: time.Millisecond, Cap: time.Millisecond}}, allow); err != nil {
 				t.Fatal(err)
 			}
@@ -61,11 +61,11 @@ func TestDeliversToStoredEndpoints(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if err := q.DeleteEndpoint(ctx, "doomed"); err != nil {
+		if err := q.Endpoints().Delete(ctx, "doomed"); err != nil {
 			t.Fatal(err)
 		}
 		for fired := 0; fired < 4; {
-			res, err := q.Claim(ctx, queue.MaxBatch)
+			res, err := q.Engine().Claim(ctx, queue.MaxBatch)
 			if err != nil || len(res.Fired) == 0 {
 				t.Fatalf("claim: %+v, %v", res, err)
 			}
@@ -90,7 +90,7 @@ func TestDeliversToStoredEndpoints(t *testing.T) {
 			return len(got) >= 2
 		})
 		redistest.Eventually(t, 30*time.Second, "the doomed fire dead-lettered", func() bool {
-			dl, _, err := q.DeadLetters(ctx, "", 10)
+			dl, _, err := q.Deliveries().DeadLetters(ctx, "", 10)
 			return err == nil && len(dl) == 1 && dl[0].Event.ID == "c" && strings.Contains(dl[0].Error, "no such endpoint")
 		})
 		mu.Lock()

@@ -30,7 +30,7 @@ func (c *policyCache) get(ctx context.Context, q *queue.Queue) (queue.DeliveryPo
 	if !c.at.IsZero() && time.Since(c.at) < time.Second {
 		return c.policy, nil
 	}
-	p, err := q.DeliveryPolicy(ctx)
+	p, err := q.Deliveries().Policy(ctx)
 	if err != nil {
 		return p, err
 	}

@@ -53,11 +53,11 @@ func TestDispatcherDeliversToTimerURLs(t *testing.T) {
 			return got[id], bodies[id]
 		}
 		sec := testSecret()
-		if _, err := q.PutEndpoint(ctx, queue.Endpoint{Name: "e", URL: sink.URL + "/endpoint", Secrets: []queue.Secret{sec}},
+		if _, err := q.Endpoints().Put(ctx, queue.Endpoint{Name: "e", URL: sink.URL + "/endpoint", Secrets: []queue.Secret{sec}},
 			&queue.PutEndpointOptions{Allow: loopback}); err != nil {
 			t.Fatal(err)
 		}
-		if err := q.SetDeliveryPolicy(ctx, queue.DeliveryPolicy{AllowTimerURLs: true}); err != nil {
+		if err := q.Deliveries().SetPolicy(ctx, queue.DeliveryPolicy{AllowTimerURLs: true}); err != nil {
 			t.Fatal(err)
 		}
 		port := sink.URL[strings.LastIndex(sink.URL, ":"):]
@@ -72,7 +72,7 @@ func TestDispatcherDeliversToTimerURLs(t *testing.T) {
 		}
 		claimAll := func(n int) {
 			for fired := 0; fired < n; {
-				res, err := q.Claim(ctx, 10)
+				res, err := q.Engine().Claim(ctx, 10)
 				if err != nil || len(res.Fired) == 0 {
 					t.Fatalf("claim: %+v %v (fired %d of %d)", res, err, fired, n)
 				}
@@ -82,7 +82,7 @@ func TestDispatcherDeliversToTimerURLs(t *testing.T) {
 		claimAll(4)
 		// Scheduled while allowed, turned off before any dispatcher reads
 		// the fires.
-		if err := q.SetDeliveryPolicy(ctx, queue.DeliveryPolicy{}); err != nil {
+		if err := q.Deliveries().SetPolicy(ctx, queue.DeliveryPolicy{}); err != nil {
 			t.Fatal(err)
 		}
 		run := func() (stop func()) {
@@ -99,7 +99,7 @@ func TestDispatcherDeliversToTimerURLs(t *testing.T) {
 		}
 		stop := run()
 		deadLetters := func() map[string]string {
-			dls, _, err := q.DeadLetters(ctx, "", 10)
+			dls, _, err := q.Deliveries().DeadLetters(ctx, "", 10)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -128,7 +128,7 @@ func TestDispatcherDeliversToTimerURLs(t *testing.T) {
 		}
 
 		// The policy on again, the dead letters redriven.
-		if err := q.SetDeliveryPolicy(ctx, queue.DeliveryPolicy{AllowTimerURLs: true}); err != nil {
+		if err := q.Deliveries().SetPolicy(ctx, queue.DeliveryPolicy{AllowTimerURLs: true}); err != nil {
 			t.Fatal(err)
 		}
 		if r, err := dispatch.Redrive(ctx, q, "", "e", false); err != nil || len(r) != 3 {

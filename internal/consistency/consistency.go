@@ -29,7 +29,7 @@ import (
 //   - while the stream is not trimmed (trimmed false), the counters' fired
 //     total equals the stream's length.
 func Check(ctx context.Context, rdb redis.UniversalClient, q *queue.Queue, trimmed bool) ([]string, error) {
-	k := q.Keys()
+	k := q.Keys().Shard(0)
 	recs, err := rdb.HGetAll(ctx, k[1]).Result()
 	if err != nil {
 		return nil, err
@@ -125,7 +125,7 @@ func parse(rec string) (state byte, due float64, ok bool) {
 // tell that an operation changed nothing.
 func Snapshot(ctx context.Context, rdb redis.UniversalClient, q *queue.Queue) (string, error) {
 	var b strings.Builder
-	for _, key := range q.Keys() {
+	for _, key := range q.Keys().Shard(0) {
 		typ, err := rdb.Type(ctx, key).Result()
 		if err != nil {
 			return "", err

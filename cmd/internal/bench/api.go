@@ -419,7 +419,7 @@ func (e *Env) apiWaiters(ctx context.Context, q *queue.Queue, c *apiClient, api 
 // acknowledges them over HTTP from one consumer, 100 at a time.
 func (e *Env) apiConsume(ctx context.Context, q *queue.Queue, c *apiClient, cfg APIConfig, run uint32, res *APIResult) error {
 	e.logf("api: pull-consume %d events, batches of 100", cfg.ConsumeEvents)
-	fired0, err := e.rdb.XLen(ctx, q.StreamKey()).Result()
+	fired0, err := e.rdb.XLen(ctx, q.Keys().Stream(0)).Result()
 	if err != nil {
 		return fmt.Errorf("bench: api consume: %w", err)
 	}
@@ -429,7 +429,7 @@ func (e *Env) apiConsume(ctx context.Context, q *queue.Queue, c *apiClient, cfg 
 		return err
 	}
 	err = waitUntil(ctx, time.Minute, 50*time.Millisecond, func() (bool, error) {
-		n, err := e.rdb.XLen(ctx, q.StreamKey()).Result()
+		n, err := e.rdb.XLen(ctx, q.Keys().Stream(0)).Result()
 		return n-fired0 >= int64(cfg.ConsumeEvents), err
 	})
 	if err != nil {

@@ -50,7 +50,7 @@ func (e *Env) Ceiling(ctx context.Context, cfg CeilingConfig) (*CeilingResult, e
 		return nil, err
 	}
 	defer closeQ()
-	if _, err := q.Claim(ctx, 1); err != nil { // loads the script
+	if _, err := q.Engine().Claim(ctx, 1); err != nil { // loads the script
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	run := rand.Uint32()
@@ -75,7 +75,7 @@ func (e *Env) Ceiling(ctx context.Context, cfg CeilingConfig) (*CeilingResult, e
 	r.FirePerS = round1(float64(cfg.Timers) / el.Seconds())
 	slices.Sort(lat)
 	r.ClaimP50, r.ClaimP99 = round3(pct(lat, 0.5)), round3(pct(lat, 0.99))
-	fc, err := checkFires(ctx, e.rdb, q.StreamKey(), expected)
+	fc, err := checkFires(ctx, e.rdb, q.Keys().Stream(0), expected)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ func (e *Env) Burst(ctx context.Context, cfg BurstConfig) (*BurstResult, error) 
 	fireStart, fireCPU := time.Now(), e.redisCPU(ctx)
 	limit := cfg.Lead + 30*time.Second + time.Duration(cfg.Timers/5000)*time.Second
 	err = waitUntil(ctx, limit, 20*time.Millisecond, func() (bool, error) {
-		n, err := e.rdb.XLen(ctx, q.StreamKey()).Result()
+		n, err := e.rdb.XLen(ctx, q.Keys().Stream(0)).Result()
 		return n >= int64(cfg.Timers), err
 	})
 	if err != nil {
@@ -176,7 +176,7 @@ func (e *Env) Burst(ctx context.Context, cfg BurstConfig) (*BurstResult, error) 
 	}
 	r.WorkerCPUS = round3(cpu)
 	r.SchedulePerS = round1(float64(cfg.Timers) / el.Seconds())
-	fc, err := checkFires(ctx, e.rdb, q.StreamKey(), expected)
+	fc, err := checkFires(ctx, e.rdb, q.Keys().Stream(0), expected)
 	if err != nil {
 		return nil, err
 	}

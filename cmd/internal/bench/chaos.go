@@ -150,7 +150,7 @@ func (e *Env) Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) 
 		return nil, err
 	}
 	defer closeQ()
-	if _, err := q.Shards(ctx); err != nil { // reads the layout the key names below need
+	if _, err := q.Inspect().Shards(ctx); err != nil { // reads the layout the key names below need
 		return nil, fmt.Errorf("bench: chaos: %w", err)
 	}
 	var ws *workers
@@ -165,7 +165,7 @@ func (e *Env) Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) 
 	streams := make([]string, shards)
 	dues := make([]string, shards)
 	for k := range shards {
-		streams[k], dues[k] = q.ShardStreamKey(k), q.ShardKeys(k)[0]
+		streams[k], dues[k] = q.Keys().Stream(k), q.Keys().Shard(k)[0]
 	}
 	r := &ChaosResult{Timers: cfg.Timers, Workers: e.cfg.Workers, Shards: shards, AppendFsync: e.cfg.AppendFsync}
 	if e.server == nil {
@@ -528,7 +528,7 @@ func (e *Env) countWakes(ctx context.Context, q *queue.Queue, w *wakeCount) {
 		return
 	}
 	defer c.Close()
-	shards, _ := q.Shards(ctx) // read by Chaos already
+	shards, _ := q.Inspect().Shards(ctx) // read by Chaos already
 	var patterns []string
 	for k := range max(shards, 1) {
 		patterns = append(patterns, keyspace.Shard(q.Namespace(), k, max(shards, 1)).TimerChannel("*"))

@@ -230,7 +230,7 @@ func clusterBurst(ctx context.Context, e *Env, cfg ClusterConfig, bc *benchClust
 	// idle claims in that margin cost next to nothing.
 	streams := make([]string, cfg.Shards)
 	for k := range streams {
-		streams[k] = q.ShardStreamKey(k)
+		streams[k] = q.Keys().Stream(k)
 	}
 	if _, err := bc.cpu(ctx); err != nil { // dials each master
 		return err
@@ -267,7 +267,7 @@ func clusterBurst(ctx context.Context, e *Env, cfg ClusterConfig, bc *benchClust
 	var lastFire int64
 	seen := make(map[string]int, cfg.Timers)
 	for k := range cfg.Shards {
-		stream := q.ShardStreamKey(k)
+		stream := q.Keys().Stream(k)
 		node, err := rdb.MasterForKey(ctx, stream)
 		if err != nil {
 			return err

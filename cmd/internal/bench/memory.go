@@ -57,7 +57,7 @@ func (e *Env) Memory(ctx context.Context, cfg MemoryConfig) (*MemoryResult, erro
 		return nil, err
 	}
 	// Load the script so its cache does not count.
-	if _, err := q.Claim(ctx, 1); err != nil {
+	if _, err := q.Engine().Claim(ctx, 1); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	m0, err := used()
@@ -165,7 +165,7 @@ func (e *Env) Scale(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) 
 		return nil, err
 	}
 	defer fq.Close()
-	if _, err := q.Claim(ctx, 1); err != nil {
+	if _, err := q.Engine().Claim(ctx, 1); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	run := rand.Uint32()
@@ -220,7 +220,7 @@ func (e *Env) Scale(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) 
 		slices.Sort(lat)
 		lv.ClaimP50, lv.ClaimP99 = round3(pct(lat, 0.5)), round3(pct(lat, 0.99))
 		r.Levels = append(r.Levels, lv)
-		n, err := e.rdb.ZCard(ctx, q.Keys()[0]).Result()
+		n, err := e.rdb.ZCard(ctx, q.Keys().Shard(0)[0]).Result()
 		if err != nil {
 			return nil, fmt.Errorf("bench: ZCARD: %w", err)
 		}

@@ -101,7 +101,7 @@ func (e *Env) Recurring(ctx context.Context, cfg RecurringConfig) (*RecurringRes
 					return
 				}
 				anchor := base.Add(time.Duration(i) * cfg.Every / time.Duration(cfg.Schedules))
-				if _, _, err := q.PutRecurring(ctx, queue.Recurring{ID: "s" + strconv.Itoa(i), Every: cfg.Every,
+				if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "s" + strconv.Itoa(i), Every: cfg.Every,
 					Anchor: anchor, Payload: payload16}); err != nil {
 					errs <- err
 					return
@@ -149,7 +149,7 @@ func (e *Env) Recurring(ctx context.Context, cfg RecurringConfig) (*RecurringRes
 	var lateness []int64
 	start := "-"
 	for {
-		msgs, err := e.rdb.XRangeN(ctx, q.StreamKey(), start, "+", 10000).Result()
+		msgs, err := e.rdb.XRangeN(ctx, q.Keys().Stream(0), start, "+", 10000).Result()
 		if err != nil {
 			return nil, err
 		}

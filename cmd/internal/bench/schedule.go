@@ -71,7 +71,7 @@ func claimAll(ctx context.Context, q *queue.Queue, want, limit int, d time.Durat
 			return fired, lat, time.Since(start), fmt.Errorf("bench: only %d of %d timers fired within %v", len(fired), want, d)
 		}
 		t := time.Now()
-		res, err := q.Claim(ctx, limit)
+		res, err := q.Engine().Claim(ctx, limit)
 		if err != nil {
 			return fired, lat, time.Since(start), fmt.Errorf("bench: %w", err)
 		}

@@ -159,7 +159,7 @@ func (e *Env) Steady(ctx context.Context, cfg SteadyConfig) (*SteadyResult, erro
 		}
 	}
 	err = waitUntil(ctx, cfg.Lead+30*time.Second, 20*time.Millisecond, func() (bool, error) {
-		n, err := e.rdb.XLen(ctx, q.StreamKey()).Result()
+		n, err := e.rdb.XLen(ctx, q.Keys().Stream(0)).Result()
 		return n >= int64(total), err
 	})
 	if err != nil {
@@ -175,7 +175,7 @@ func (e *Env) Steady(ctx context.Context, cfg SteadyConfig) (*SteadyResult, erro
 	}
 	r.WorkerCPUS = round3(cpu)
 	r.Traced, r.SpansExported = e.tracing != nil, e.tracing.received(ctx)
-	fc, err := checkFires(ctx, e.rdb, q.StreamKey(), expected)
+	fc, err := checkFires(ctx, e.rdb, q.Keys().Stream(0), expected)
 	if err != nil {
 		return nil, err
 	}

@@ -169,7 +169,7 @@ func (e *Env) Waiters(ctx context.Context, cfg WaitersConfig) (*WaitersResult, e
 		r.RedisConnections = max(r.RedisConnections, c)
 	}
 	err = waitUntil(ctx, 30*time.Second, 20*time.Millisecond, func() (bool, error) {
-		l, err := e.rdb.XLen(ctx, q.StreamKey()).Result()
+		l, err := e.rdb.XLen(ctx, q.Keys().Stream(0)).Result()
 		return l >= int64(n), err
 	})
 	if err != nil {
@@ -181,7 +181,7 @@ func (e *Env) Waiters(ctx context.Context, cfg WaitersConfig) (*WaitersResult, e
 		return nil, fmt.Errorf("bench: timerworker failed: %s", werrs)
 	}
 	r.WorkerCPUS = round3(cpu)
-	fc, err := checkFires(ctx, e.rdb, q.StreamKey(), expected)
+	fc, err := checkFires(ctx, e.rdb, q.Keys().Stream(0), expected)
 	if err != nil {
 		return nil, err
 	}

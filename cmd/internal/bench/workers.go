@@ -121,7 +121,7 @@ func (e *Env) startShardWorkers(ctx context.Context, q *queue.Queue) (*workers, 
 				return false, fmt.Errorf("bench: timerworker exited at start: %s", p.stderr.String())
 			}
 		}
-		st, err := q.Workers(ctx)
+		st, err := q.Inspect().Workers(ctx)
 		if err != nil {
 			return false, fmt.Errorf("bench: reading the namespace's workers: %w", err)
 		}

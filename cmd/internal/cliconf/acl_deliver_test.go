@@ -44,14 +44,14 @@ func TestACLDeliverRole(t *testing.T) {
 	}))
 	defer sink.Close()
 	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
-	if _, err := adminQ.PutEndpoint(ctx, queue.Endpoint{Name: "hook", URL: sink.URL, Secrets: []queue.Secret{queue.Secret(deliver.GenerateSecret())},
+	if _, err := adminQ.Endpoints().Put(ctx, queue.Endpoint{Name: "hook", URL: sink.URL, Secrets: []queue.Secret{queue.Secret(deliver.GenerateSecret())},
 		Retry: queue.RetryPolicy{Base: time.Millisecond, Cap: 10 * time.Millisecond}}, &queue.PutEndpointOptions{Allow: loopback}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := adminQ.ScheduleBatch(ctx, []queue.NewTimer{{ID: "t", Due: time.Now().Add(-time.Second), Endpoint: "hook"}}); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := adminQ.Claim(ctx, 10); err != nil || len(res.Fired) != 1 {
+	if res, err := adminQ.Engine().Claim(ctx, 10); err != nil || len(res.Fired) != 1 {
 		t.Fatalf("claim: %+v %v", res, err)
 	}
 
@@ -72,7 +72,7 @@ func TestACLDeliverRole(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- d.Run(rctx) }()
 	redistest.Eventually(t, 20*time.Second, "the fire is delivered and logged", func() bool {
-		log, err := adminQ.DeliveryAttempts(ctx, "t")
+		log, err := adminQ.Deliveries().Attempts(ctx, "t")
 		return err == nil && len(log) == 2 && log[1].Outcome == "delivered"
 	})
 	stop()
@@ -87,7 +87,7 @@ func TestACLDeliverRole(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if log, err := rq.DeliveryAttempts(ctx, "t"); err != nil || len(log) != 2 {
+		if log, err := rq.Deliveries().Attempts(ctx, "t"); err != nil || len(log) != 2 {
 			t.Errorf("%s reads the attempt log: %v %v", role, log, err)
 		}
 		rq.Close()
@@ -100,6 +100,6 @@ func TestACLDeliverRole(t *testing.T) {
 	defer other.Close()
 	_, err = other.Lease(ctx, dispatch.DefaultGroup, "d", queue.LeaseOptions{})
 	refused(t, "lease in another namespace", err)
-	_, err = other.GetEndpoint(ctx, "hook")
+	_, err = other.Endpoints().Get(ctx, "hook")
 	refused(t, "read another namespace's endpoint", err)
 }

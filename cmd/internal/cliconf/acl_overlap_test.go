@@ -30,7 +30,7 @@ func TestOverlapRefusalNamesTheRight(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer adminQ.Close()
-	if _, _, err := adminQ.PutRecurring(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip}); err != nil {
+	if _, _, err := adminQ.Recurring().Put(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip}); err != nil {
 		t.Fatal(err)
 	}
 	past := time.Now().Add(-time.Second)
@@ -39,7 +39,7 @@ func TestOverlapRefusalNamesTheRight(t *testing.T) {
 		{ID: "s@2", State: queue.StateScheduled, Due: past, CreatedAt: past}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := adminQ.Claim(ctx, 10); err != nil {
+	if _, err := adminQ.Engine().Claim(ctx, 10); err != nil {
 		t.Fatal(err)
 	}
 	q, err := queue.New(rdb, queue.Options{Namespace: ns})
@@ -69,7 +69,7 @@ func TestOverlapRefusalNamesTheRight(t *testing.T) {
 	if n, _ := admin.HLen(ctx, keyspace.Shard(ns, 0, 1).Overlap("g")).Result(); n != 0 {
 		t.Fatalf("the refused script wrote %d fields", n)
 	}
-	if pend, err := admin.XPending(ctx, adminQ.StreamKey(), "g").Result(); err != nil || pend.Count != 2 {
+	if pend, err := admin.XPending(ctx, adminQ.Keys().Stream(0), "g").Result(); err != nil || pend.Count != 2 {
 		t.Fatalf("XPENDING = %+v, %v; want both occurrences pending for a retry", pend, err)
 	}
 }

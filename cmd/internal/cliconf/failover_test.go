@@ -155,7 +155,7 @@ func TestPlannedFailoverProcedureLosesNothing(t *testing.T) {
 	stopWorker()
 	worker.Wait()
 	fires := map[string]int{}
-	msgs, err := rc.XRange(ctx, q.StreamKey(), "-", "+").Result()
+	msgs, err := rc.XRange(ctx, q.Keys().Stream(0), "-", "+").Result()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func keyOperations(t *testing.T, rdb redis.UniversalClient, ns string) {
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- q.Wait(ctx, "tls-1") }()
-	if res, err := q.Claim(ctx, 10); err != nil || len(res.Fired) != 1 {
+	if res, err := q.Engine().Claim(ctx, 10); err != nil || len(res.Fired) != 1 {
 		t.Fatalf("Claim = %+v, %v; want tls-1 fired", res, err)
 	}
 	if err := <-waited; err != nil {

@@ -348,7 +348,7 @@ func (r *runner) get(c *cli.Context) error {
 		}
 		var log []queue.DeliveryAttempt
 		if t.State == queue.StateFired {
-			if log, err = s.q.DeliveryAttempts(ctx, id); err != nil {
+			if log, err = s.q.Deliveries().Attempts(ctx, id); err != nil {
 				return s.redisErr(err)
 			}
 		}

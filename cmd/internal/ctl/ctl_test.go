@@ -117,7 +117,7 @@ func (c *cli) keys() []string {
 
 func (c *cli) claim() []queue.Fired {
 	c.t.Helper()
-	res, err := c.q.Claim(context.Background(), queue.MaxBatch)
+	res, err := c.q.Engine().Claim(context.Background(), queue.MaxBatch)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -389,7 +389,7 @@ func TestWait(t *testing.T) {
 		// Cancelled while waiting: exit 4.
 		go func() { done <- c.run("wait", "later", "--timeout", "20s") }()
 		// Cancel once the wait has subscribed, so its wakeup is what ends it.
-		ch := c.q.TimerChannel("later")
+		ch := c.q.Keys().Timer("later")
 		redistest.Eventually(t, 10*time.Second, "wait to subscribe", func() bool {
 			n, err := b.Client.PubSubNumSub(context.Background(), ch).Result()
 			return err == nil && n[ch] > 0
@@ -683,8 +683,8 @@ func testWatch(t *testing.T, b *redistest.Backend, shards int) {
 	if _, err := queue.CreateNamespace(context.Background(), b.Client, c.ns, shards); err != nil {
 		t.Fatal(err)
 	}
-	k1, _ := c.q.ShardOf(context.Background(), "w1")
-	k2, _ := c.q.ShardOf(context.Background(), "w2")
+	k1, _ := c.q.Inspect().ShardOf(context.Background(), "w1")
+	k2, _ := c.q.Inspect().ShardOf(context.Background(), "w2")
 	if shards > 1 && k1 == k2 {
 		t.Fatal("w1 and w2 are in one shard; pick IDs in two")
 	}
@@ -787,7 +787,7 @@ func TestWatchResumesAfterLosingRedis(t *testing.T) {
 			if _, err = q.Schedule(ctx, id, time.Now().Add(-time.Second), nil); err != nil {
 				return false
 			}
-			_, err = q.Claim(ctx, queue.MaxBatch)
+			_, err = q.Engine().Claim(ctx, queue.MaxBatch)
 			return err == nil
 		})
 	}

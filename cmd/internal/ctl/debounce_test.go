@@ -147,7 +147,7 @@ func TestDebounceDeliver(t *testing.T) {
 		if keys := c.keys(); len(keys) != 0 {
 			t.Fatalf("the refused call wrote keys: %v", keys)
 		}
-		if _, err := c.q.PutEndpoint(t.Context(), queue.Endpoint{Name: "billing", URL: "https://billing.example.com/",
+		if _, err := c.q.Endpoints().Put(t.Context(), queue.Endpoint{Name: "billing", URL: "https://billing.example.com/",
 			Secrets: []queue.Secret{queue.Secret(queue.SecretPrefix + "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE=")}}, nil); err != nil {
 			t.Fatal(err)
 		}

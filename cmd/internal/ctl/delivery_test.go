@@ -19,7 +19,7 @@ func TestGetShowsAttemptLog(t *testing.T) {
 		if _, err := c.q.Schedule(ctx, "hook", time.Now().Add(-time.Second), []byte("x")); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := c.q.Claim(ctx, 10); err != nil || len(res.Fired) != 1 {
+		if res, err := c.q.Engine().Claim(ctx, 10); err != nil || len(res.Fired) != 1 {
 			t.Fatalf("claim: %+v %v", res, err)
 		}
 		o := queue.LeaseOptions{Lease: time.Minute, MaxAttempts: 10}

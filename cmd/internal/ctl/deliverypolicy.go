@@ -30,11 +30,11 @@ dead-letter the fires of timers that already have one (redrive them once it is o
 			}
 			return r.once(c, func(ctx context.Context, s *session) error {
 				if c.IsSet("allow-timer-urls") {
-					if err := s.q.SetDeliveryPolicy(ctx, queue.DeliveryPolicy{AllowTimerURLs: c.Bool("allow-timer-urls")}); err != nil {
+					if err := s.q.Deliveries().SetPolicy(ctx, queue.DeliveryPolicy{AllowTimerURLs: c.Bool("allow-timer-urls")}); err != nil {
 						return s.redisErr(err)
 					}
 				}
-				p, err := s.q.DeliveryPolicy(ctx)
+				p, err := s.q.Deliveries().Policy(ctx)
 				if err != nil {
 					return s.redisErr(err)
 				}

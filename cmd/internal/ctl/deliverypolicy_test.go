@@ -21,7 +21,7 @@ func TestDeliveryPolicyAndTimerURL(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		c := newCLI(t, b)
 		ctx := context.Background()
-		if _, err := c.q.PutEndpoint(ctx, queue.Endpoint{Name: "billing", URL: "https://example.com/billing",
+		if _, err := c.q.Endpoints().Put(ctx, queue.Endpoint{Name: "billing", URL: "https://example.com/billing",
 			Secrets: []queue.Secret{queue.Secret(deliver.GenerateSecret())}}, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -48,11 +48,11 @@ func TestDeliveryPolicyAndTimerURL(t *testing.T) {
 		}
 		c.ok("schedule", "t1", "--in", "1h", "--deliver", "billing", "--deliver-url", target)
 		c.ok("schedule", "tick", "--every", "1h", "--deliver", "billing", "--deliver-url", target)
-		info, err := c.q.GetRecurring(ctx, "tick")
+		info, err := c.q.Recurring().Get(ctx, "tick")
 		if err != nil || info.URL != target {
 			t.Errorf("GetRecurring = %+v, %v", info, err)
 		}
-		if p, err := c.q.DeliveryPolicy(ctx); err != nil || !p.AllowTimerURLs {
+		if p, err := c.q.Deliveries().Policy(ctx); err != nil || !p.AllowTimerURLs {
 			t.Errorf("stored policy %+v, %v", p, err)
 		}
 		if out := c.ok("-o", "json", "delivery-policy", "--allow-timer-urls=false").stdout; !strings.Contains(out, `"allow_timer_urls": false`) &&

@@ -160,11 +160,11 @@ func (r *runner) endpointCreate(c *cli.Context) error {
 		return err
 	}
 	return r.once(c, func(ctx context.Context, s *session) error {
-		created, err := s.q.PutEndpoint(ctx, e, &opts)
+		created, err := s.q.Endpoints().Put(ctx, e, &opts)
 		if err != nil {
 			return s.redisErr(err)
 		}
-		stored, err := s.q.GetEndpoint(ctx, e.Name)
+		stored, err := s.q.Endpoints().Get(ctx, e.Name)
 		if err != nil {
 			return s.redisErr(err)
 		}
@@ -190,11 +190,11 @@ func (r *runner) endpointByName(c *cli.Context, verb, name string) error {
 		var err error
 		switch verb {
 		case "get":
-			e, err = s.q.GetEndpoint(ctx, name)
+			e, err = s.q.Endpoints().Get(ctx, name)
 		case "enable", "disable":
-			e, err = s.q.SetEndpointEnabled(ctx, name, verb == "enable")
+			e, err = s.q.Endpoints().SetEnabled(ctx, name, verb == "enable")
 		case "delete":
-			if err := s.q.DeleteEndpoint(ctx, name); err != nil {
+			if err := s.q.Endpoints().Delete(ctx, name); err != nil {
 				return s.redisErr(err)
 			}
 			if s.g.json {
@@ -219,7 +219,7 @@ func (r *runner) endpointByName(c *cli.Context, verb, name string) error {
 
 func (r *runner) endpointList(c *cli.Context) error {
 	return r.once(c, func(ctx context.Context, s *session) error {
-		list, err := s.q.ListEndpoints(ctx)
+		list, err := s.q.Endpoints().List(ctx)
 		if err != nil {
 			return s.redisErr(err)
 		}

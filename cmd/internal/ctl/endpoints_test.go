@@ -61,7 +61,7 @@ func TestEndpointsCommands(t *testing.T) {
 		if e.Name != "billing" || !*e.Created || len(e.Secrets) != 2 || e.Headers["Authorization"] != "Bearer x" || e.Retry["max_attempts"] != 5.0 || !e.Enabled {
 			t.Fatalf("create -o json = %+v", e)
 		}
-		stored, err := c.q.GetEndpoint(context.Background(), "billing")
+		stored, err := c.q.Endpoints().Get(context.Background(), "billing")
 		if err != nil || stored.Secrets[0].Reveal() != secrets[0] || stored.Retry.Base.String() != "2s" {
 			t.Fatalf("stored = %+v, %v", stored, err)
 		}
@@ -112,7 +112,7 @@ func TestEndpointsCommands(t *testing.T) {
 		}
 		c.ok("schedules", "delete", "tick")
 		redistest.Eventually(t, 10*time.Second, "t1 fires", func() bool { return len(c.claim()) == 1 })
-		evs, _, err := c.q.RecentFires(context.Background(), 10)
+		evs, _, err := c.q.Inspect().RecentFires(context.Background(), 10)
 		if err != nil || len(evs) != 1 || evs[0].Endpoint != "billing" {
 			t.Fatalf("fire events = %+v, %v", evs, err)
 		}

@@ -172,11 +172,11 @@ func TestImportedSchedulesFireEachOccurrenceOnce(t *testing.T) {
 		for range 6 {
 			advance(every)
 			res := dst.claim()
-			if _, err := dst.q.ArmFired(ctx, res); err != nil {
+			if _, err := dst.q.Engine().ArmFired(ctx, res); err != nil {
 				t.Fatal(err)
 			}
 		}
-		msgs, err := b.Client.XRange(ctx, dst.q.StreamKey(), "-", "+").Result()
+		msgs, err := b.Client.XRange(ctx, dst.q.Keys().Stream(0), "-", "+").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +192,7 @@ func TestImportedSchedulesFireEachOccurrenceOnce(t *testing.T) {
 				t.Fatalf("occurrence %d (%s) fired %d times; all: %v", k, id, fired[id], fired)
 			}
 		}
-		if n, _ := b.Client.XLen(ctx, src.q.StreamKey()).Result(); n != 0 {
+		if n, _ := b.Client.XLen(ctx, src.q.Keys().Stream(0)).Result(); n != 0 {
 			t.Fatalf("the source namespace fired %d (nothing ran there)", n)
 		}
 	})

@@ -78,7 +78,7 @@ func (r *runner) flowPut(c *cli.Context) error {
 		return err
 	}
 	return r.once(c, func(ctx context.Context, s *session) error {
-		if err := s.q.PutFlowPolicy(ctx, p); err != nil {
+		if err := s.q.Flows().PutPolicy(ctx, p); err != nil {
 			return s.redisErr(err)
 		}
 		if s.g.json {
@@ -110,7 +110,7 @@ func policyText(p queue.FlowPolicy) string {
 
 func (r *runner) flowList(c *cli.Context) error {
 	return r.once(c, func(ctx context.Context, s *session) error {
-		list, err := s.q.FlowPolicies(ctx)
+		list, err := s.q.Flows().Policies(ctx)
 		if err != nil {
 			return s.redisErr(err)
 		}
@@ -160,7 +160,7 @@ func inFlightText(n int) string {
 func (r *runner) flowDelete(c *cli.Context) error {
 	endpoint, key := c.String("endpoint"), c.String("key")
 	return r.once(c, func(ctx context.Context, s *session) error {
-		found, err := s.q.DeleteFlowPolicy(ctx, endpoint, key)
+		found, err := s.q.Flows().DeletePolicy(ctx, endpoint, key)
 		if err != nil {
 			return s.redisErr(err)
 		}
@@ -181,7 +181,7 @@ func (r *runner) flowStats(c *cli.Context) error {
 		return err
 	}
 	return r.once(c, func(ctx context.Context, s *session) error {
-		st, err := s.q.FlowStats(ctx, group, limit)
+		st, err := s.q.Flows().Stats(ctx, group, limit)
 		if err != nil {
 			return s.redisErr(err)
 		}

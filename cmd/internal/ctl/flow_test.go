@@ -27,7 +27,7 @@ func TestFlowCommands(t *testing.T) {
 				t.Fatalf("timerctl %q: exit %d, stderr %q; want a usage error about the policy", bad, r.code, r.stderr)
 			}
 		}
-		if ps, err := c.q.FlowPolicies(ctx); err != nil || len(ps) != 0 {
+		if ps, err := c.q.Flows().Policies(ctx); err != nil || len(ps) != 0 {
 			t.Fatalf("refused policies wrote %v, %v", ps, err)
 		}
 		r := c.ok("flow", "put", "--key", "acme", "--rate", "100", "--per", "1m", "--max-in-flight", "1")
@@ -46,7 +46,7 @@ func TestFlowCommands(t *testing.T) {
 		if _, err := c.q.ScheduleBatch(ctx, batch); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := c.q.Claim(ctx, 10); err != nil || len(res.Fired) != 3 {
+		if res, err := c.q.Engine().Claim(ctx, 10); err != nil || len(res.Fired) != 3 {
 			t.Fatalf("Claim = %v, %v", res, err)
 		}
 		if ds, err := c.q.Lease(ctx, "timerq-deliver", "d1", queue.LeaseOptions{Count: 10}); err != nil || len(ds) != 1 {
@@ -59,7 +59,7 @@ func TestFlowCommands(t *testing.T) {
 		// A recurring schedule takes --flow-key for its occurrences,
 		// schedules export writes it,
 		c.ok("schedule", "s1", "--every", "1h", "--flow-key", "acme")
-		if in, err := c.q.GetRecurring(ctx, "s1"); err != nil || in.FlowKey != "acme" {
+		if in, err := c.q.Recurring().Get(ctx, "s1"); err != nil || in.FlowKey != "acme" {
 			t.Fatalf("schedule s1: flow key %q, %v; want acme", in.FlowKey, err)
 		}
 		out := c.ok("schedules", "export").stdout
@@ -71,7 +71,7 @@ func TestFlowCommands(t *testing.T) {
 		if r := c.runCtx(ctx, out, "schedules", "import"); r.code != 0 {
 			t.Fatalf("schedules import: exit %d, stderr %q", r.code, r.stderr)
 		}
-		if in, err := c.q.GetRecurring(ctx, "s1"); err != nil || in.FlowKey != "acme" {
+		if in, err := c.q.Recurring().Get(ctx, "s1"); err != nil || in.FlowKey != "acme" {
 			t.Fatalf("imported s1: flow key %q, %v; want acme", in.FlowKey, err)
 		}
 		if r := c.run("schedule", "s2", "--every", "1h", "--flow-key", "bad\x01key"); r.code != ctl.ExitUsage {

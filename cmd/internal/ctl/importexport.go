@@ -338,7 +338,7 @@ func (im *importer) add(line []byte, readErr error) error {
 		if qr, perr = parseQuarantineLine(line); perr == nil {
 			ctx, cancel := im.s.ctx(im.c)
 			var n int
-			n, perr = im.s.q.RestoreQuarantined(ctx, []queue.QuarantinedRecord{qr})
+			n, perr = im.s.q.Quarantine().Restore(ctx, []queue.QuarantinedRecord{qr})
 			cancel()
 			if perr != nil && !errors.Is(perr, queue.ErrInvalidOptions) && !errors.Is(perr, queue.ErrInvalidID) {
 				return im.s.redisErr(perr)
@@ -546,7 +546,7 @@ func restoreSchedule(c *cli.Context, s *session, info queue.RecurringInfo, occs 
 	for i, o := range occs {
 		timers[i] = o.timer
 	}
-	created, out, err := s.q.RestoreRecurringWith(ctx, info, timers)
+	created, out, err := s.q.Recurring().RestoreWith(ctx, info, timers)
 	countResults(out, res)
 	if err != nil {
 		return err
@@ -668,7 +668,7 @@ func (r *runner) export(c *cli.Context) error {
 	}
 	if withSchedules {
 		ctx, cancel := s.ctx(c)
-		qs, err := s.q.Quarantine(ctx)
+		qs, err := s.q.Quarantine().List(ctx)
 		cancel()
 		if err != nil {
 			return s.redisErr(err)
@@ -736,7 +736,7 @@ func windowOf(c *cli.Context, s *session, schedules map[string]bool, t queue.Tim
 		return nil, nil
 	}
 	ctx, cancel := s.ctx(c)
-	w, ok, err := s.q.DebounceWindowOf(ctx, t.ID)
+	w, ok, err := s.q.Inspect().DebounceWindowOf(ctx, t.ID)
 	cancel()
 	if err != nil {
 		return nil, s.redisErr(err)

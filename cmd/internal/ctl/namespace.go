@@ -85,11 +85,11 @@ func (r *runner) namespaceShow(c *cli.Context) error {
 		return usageErr("namespace show takes no namespace name", "pass it with --namespace (TIMERQ_NAMESPACE)")
 	}
 	return r.once(c, func(ctx context.Context, s *session) error {
-		n, err := s.q.Shards(ctx)
+		n, err := s.q.Inspect().Shards(ctx)
 		if err != nil {
 			return s.redisErr(err)
 		}
-		rep, err := s.q.Replicas(ctx)
+		rep, err := s.q.Inspect().Replicas(ctx)
 		if err != nil {
 			return s.redisErr(err)
 		}

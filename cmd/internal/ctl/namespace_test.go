@@ -74,7 +74,7 @@ func TestNamespaceCreateAndPerShardStats(t *testing.T) {
 		if len(st.Shards) != 4 || sum != 40 || st.Scheduled != 40 {
 			t.Fatalf("stats = %s", out)
 		}
-		if n, err := c.q.Shards(context.Background()); err != nil || n != 4 {
+		if n, err := c.q.Inspect().Shards(context.Background()); err != nil || n != 4 {
 			t.Fatalf("a queue of the namespace reads %d shards, %v", n, err)
 		}
 		if out := c.ok("stats").stdout; !strings.Contains(out, "shards") {
@@ -117,7 +117,7 @@ func TestNamespaceShowSaysOneShard(t *testing.T) {
 		q, err := queue.New(b.Client, queue.Options{Namespace: other.ns, Shards: 4})
 		if err == nil {
 			defer q.Close()
-			_, err = q.Shards(context.Background())
+			_, err = q.Inspect().Shards(context.Background())
 		}
 		if err == nil || strings.Contains(err.Error(), "1 shards") || !strings.Contains(err.Error(), "1 shard;") {
 			t.Fatalf("Shards 4 on a namespace of 1: %v; want it to say 1 shard", err)

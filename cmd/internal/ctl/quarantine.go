@@ -91,7 +91,7 @@ func (r *runner) quarantineList(c *cli.Context) error {
 		return err
 	}
 	return r.once(c, func(ctx context.Context, s *session) error {
-		recs, err := s.q.Quarantine(ctx)
+		recs, err := s.q.Quarantine().List(ctx)
 		if err != nil {
 			return s.redisErr(err)
 		}
@@ -140,7 +140,7 @@ func (r *runner) quarantineDrop(c *cli.Context) error {
 	}
 	id := c.Args().First()
 	return r.once(c, func(ctx context.Context, s *session) error {
-		ok, err := s.q.DropQuarantined(ctx, id)
+		ok, err := s.q.Quarantine().Drop(ctx, id)
 		if err != nil {
 			return s.redisErr(err)
 		}

@@ -34,7 +34,7 @@ func TestQuarantineThroughTheCLI(t *testing.T) {
 		src := newCLI(t, b)
 		src.ok("schedule", "later", "--in", "1h", "--payload", "l")
 		src.ok("schedule", "due", "--at", "2020-01-02T03:04:05.678Z", "--payload", "d")
-		k := src.q.Keys()
+		k := src.q.Keys().Shard(0)
 		badRaw := "garbage\x00\xff\n"
 		for _, c := range []redis.Cmder{
 			b.Client.HSet(ctx, k[1], "bad", badRaw),

@@ -127,13 +127,13 @@ func (r *runner) scheduleRecurring(c *cli.Context) error {
 	}
 	return r.once(c, func(ctx context.Context, s *session) error {
 		if c.Bool("update") {
-			info, err := s.q.UpdateRecurring(ctx, rec)
+			info, err := s.q.Recurring().Update(ctx, rec)
 			if err != nil {
 				return recurringErr(s, err)
 			}
 			return r.scheduleOut(s, info, "updated")
 		}
-		info, created, err := s.q.PutRecurring(ctx, rec)
+		info, created, err := s.q.Recurring().Put(ctx, rec)
 		if err != nil {
 			return recurringErr(s, err)
 		}
@@ -209,17 +209,17 @@ func (r *runner) schedules(c *cli.Context) error {
 			return usageErr(fmt.Sprintf("unexpected arguments: %q", rest), "schedules list takes no ID")
 		}
 		return r.once(c, func(ctx context.Context, s *session) error {
-			page, err := s.q.ListRecurring(ctx, c.String("cursor"), c.Int("limit"))
+			page, err := s.q.Recurring().List(ctx, c.String("cursor"), c.Int("limit"))
 			if err != nil {
 				return recurringErr(s, err)
 			}
 			return r.schedulesOut(s, page)
 		})
 	}
-	ops := map[string]func(*queue.Queue, context.Context, string) (queue.RecurringInfo, error){
-		"get":    (*queue.Queue).GetRecurring,
-		"pause":  (*queue.Queue).PauseRecurring,
-		"resume": (*queue.Queue).ResumeRecurring,
+	ops := map[string]func(queue.RecurringTimers, context.Context, string) (queue.RecurringInfo, error){
+		"get":    queue.RecurringTimers.Get,
+		"pause":  queue.RecurringTimers.Pause,
+		"resume": queue.RecurringTimers.Resume,
 	}
 	op, ok := ops[verb]
 	if !ok && verb != "delete" {
@@ -231,7 +231,7 @@ func (r *runner) schedules(c *cli.Context) error {
 	id := rest[0]
 	return r.once(c, func(ctx context.Context, s *session) error {
 		if verb == "delete" {
-			if err := s.q.DeleteRecurring(ctx, id); err != nil {
+			if err := s.q.Recurring().Delete(ctx, id); err != nil {
 				return recurringErr(s, err)
 			}
 			if s.g.json {
@@ -240,7 +240,7 @@ func (r *runner) schedules(c *cli.Context) error {
 			_, err := fmt.Fprintf(r.o.Stdout, "deleted schedule %s; its pending occurrences are cancelled\n", id)
 			return err
 		}
-		info, err := op(s.q, ctx, id)
+		info, err := op(s.q.Recurring(), ctx, id)
 		if err != nil {
 			return recurringErr(s, err)
 		}
@@ -461,7 +461,7 @@ func (r *runner) importSchedules(c *cli.Context, rest []string) error {
 		if err == nil {
 			ctx, cancel := s.ctx(c)
 			var ok bool
-			ok, err = s.q.RestoreRecurring(ctx, info)
+			ok, err = s.q.Recurring().Restore(ctx, info)
 			cancel()
 			if err == nil && ok {
 				created++

@@ -59,7 +59,7 @@ func (r *runner) redrive(c *cli.Context) error {
 				_, err := fmt.Fprintf(r.o.Stdout, "would redrive %d/%s\n", shard, deadID)
 				return err
 			}
-			id, err := s.q.Requeue(ctx, shard, deadID)
+			id, err := s.q.Deliveries().Requeue(ctx, shard, deadID)
 			if errors.Is(err, queue.ErrDeadLetterNotFound) {
 				return &Error{Code: ExitNotFound, Problem: fmt.Sprintf("no dead letter %s in shard %d", deadID, shard),
 					Fix: "list them on the dashboard's group page or GET .../groups/GROUP/dead-letters; a redriven one is gone from there", Err: err}

@@ -25,7 +25,7 @@ func TestRedrive(t *testing.T) {
 		c := newCLI(t, b)
 		ctx := context.Background()
 		for _, name := range []string{"billing", "ledger"} {
-			if _, err := c.q.PutEndpoint(ctx, queue.Endpoint{Name: name, URL: "https://example.com/" + name,
+			if _, err := c.q.Endpoints().Put(ctx, queue.Endpoint{Name: name, URL: "https://example.com/" + name,
 				Secrets: []queue.Secret{queue.Secret(deliver.GenerateSecret())}}, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -34,7 +34,7 @@ func TestRedrive(t *testing.T) {
 		if _, err := c.q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "b1", Due: past, Endpoint: "billing"}, {ID: "l1", Due: past, Endpoint: "ledger"}}); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := c.q.Claim(ctx, 10); err != nil || len(res.Fired) != 2 {
+		if res, err := c.q.Engine().Claim(ctx, 10); err != nil || len(res.Fired) != 2 {
 			t.Fatalf("claim: %+v %v", res, err)
 		}
 		o := queue.LeaseOptions{Lease: time.Minute, MaxAttempts: 10, Count: 10}
@@ -48,7 +48,7 @@ func TestRedrive(t *testing.T) {
 			}
 		}
 		deadOf := func() []string {
-			dls, _, err := c.q.DeadLetters(ctx, "", 10)
+			dls, _, err := c.q.Deliveries().DeadLetters(ctx, "", 10)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +94,7 @@ func TestDashboardRedriveCommandsRun(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		c := newCLI(t, b)
 		ctx := context.Background()
-		if _, err := c.q.PutEndpoint(ctx, queue.Endpoint{Name: "billing", URL: "https://example.com/billing",
+		if _, err := c.q.Endpoints().Put(ctx, queue.Endpoint{Name: "billing", URL: "https://example.com/billing",
 			Secrets: []queue.Secret{queue.Secret(deliver.GenerateSecret())}}, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func TestDashboardRedriveCommandsRun(t *testing.T) {
 		if _, err := c.q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "b1", Due: past, Endpoint: "billing"}, {ID: "b2", Due: past, Endpoint: "billing"}}); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := c.q.Claim(ctx, 10); err != nil || len(res.Fired) != 2 {
+		if res, err := c.q.Engine().Claim(ctx, 10); err != nil || len(res.Fired) != 2 {
 			t.Fatalf("claim: %+v %v", res, err)
 		}
 		o := queue.LeaseOptions{Lease: time.Minute, MaxAttempts: 10, Count: 10}
@@ -130,7 +130,7 @@ func TestDashboardRedriveCommandsRun(t *testing.T) {
 				t.Fatalf("the page's command %q is not timerctl -n %s …", m[1], c.ns)
 			}
 			c.ok(args[3:]...) // c.run passes --namespace itself
-			if n, err := c.q.DeadLetterCount(ctx); err != nil || n != int64(1-i) {
+			if n, err := c.q.Deliveries().DeadLetterCount(ctx); err != nil || n != int64(1-i) {
 				t.Errorf("%d dead letters after %q, want %d (%v)", n, m[1], 1-i, err)
 			}
 		}

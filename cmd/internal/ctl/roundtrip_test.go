@@ -65,7 +65,7 @@ func TestExportImportKeepsEveryState(t *testing.T) {
 		if f := dst.claim(); len(f) != 0 {
 			t.Fatalf("claim after import fired %+v", f)
 		}
-		if n, err := b.Client.XLen(context.Background(), dst.q.StreamKey()).Result(); err != nil || n != 0 {
+		if n, err := b.Client.XLen(context.Background(), dst.q.Keys().Stream(0)).Result(); err != nil || n != 0 {
 			t.Fatalf("the import added %d fire-stream entries (%v)", n, err)
 		}
 		// export | import | export is the same text.

@@ -78,7 +78,7 @@ func (r *runner) stats(c *cli.Context) error {
 			return s.redisErr(err)
 		}
 		// Buckets by the server clock, as Stats counts overdue.
-		counts, err := s.q.DueHistogram(ctx, st.Now, histogramEdges)
+		counts, err := s.q.Inspect().DueHistogram(ctx, st.Now, histogramEdges)
 		var hpartial *queue.ShardError
 		if err != nil && !errors.As(err, &hpartial) {
 			return s.redisErr(err)
@@ -86,7 +86,7 @@ func (r *runner) stats(c *cli.Context) error {
 		if partial == nil && hpartial != nil {
 			partial = hpartial
 		}
-		ws, werr := s.q.Workers(ctx)
+		ws, werr := s.q.Inspect().Workers(ctx)
 		r.warnWorkers(ctx, s, st, ws, werr, partial != nil)
 		if !s.g.json {
 			if err := writeStats(r, st, counts, ws, werr, partial); err != nil {
@@ -193,7 +193,7 @@ func lastSeen(ws queue.WorkerStatus) string {
 // empty table and exit 0. ws is the namespace's workers if already read.
 // It stays quiet when it cannot tell.
 func (r *runner) warnIfNothing(ctx context.Context, s *session, ws *queue.WorkerStatus) {
-	created, err := s.q.Created(ctx)
+	created, err := s.q.Inspect().Created(ctx)
 	if err != nil || created {
 		return
 	}
@@ -202,7 +202,7 @@ func (r *runner) warnIfNothing(ctx context.Context, s *session, ws *queue.Worker
 		return
 	}
 	if ws == nil {
-		w, err := s.q.Workers(ctx)
+		w, err := s.q.Inspect().Workers(ctx)
 		if err != nil {
 			return
 		}

@@ -28,7 +28,7 @@ func TestStatsSaysWhoServesTheNamespace(t *testing.T) {
 			t.Errorf("no warning for due timers without a worker: stderr %q", r.stderr)
 		}
 
-		if _, err := c.q.Heartbeat(ctx, "w-7", time.Minute, false); err != nil {
+		if _, err := c.q.Engine().Heartbeat(ctx, "w-7", time.Minute, false); err != nil {
 			t.Fatal(err)
 		}
 		r = c.ok("stats")
@@ -49,7 +49,7 @@ func TestStatsSaysWhoServesTheNamespace(t *testing.T) {
 			t.Errorf("json workers = %+v", js.Workers)
 		}
 
-		if _, err := c.q.Heartbeat(ctx, "w-7", time.Minute, true); err != nil {
+		if _, err := c.q.Engine().Heartbeat(ctx, "w-7", time.Minute, true); err != nil {
 			t.Fatal(err)
 		}
 		r = c.ok("stats")
@@ -106,13 +106,13 @@ func TestStatsShowsTheShardsThatAnswer(t *testing.T) {
 		n := 0
 		for i := 0; n < 3; i++ {
 			id := "t" + string(rune('a'+i))
-			if k, _ := q.ShardOf(ctx, id); k == 2 {
+			if k, _ := q.Inspect().ShardOf(ctx, id); k == 2 {
 				continue
 			}
 			c.ok("schedule", id, "--in", "1h")
 			n++
 		}
-		if err := b.Client.Set(ctx, q.ShardKeys(2)[0], "x", 0).Err(); err != nil {
+		if err := b.Client.Set(ctx, q.Keys().Shard(2)[0], "x", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 		r := c.run("stats")

@@ -38,7 +38,7 @@ func TestUIInChromiumWithAuth(t *testing.T) {
 	if _, err := q.Schedule(context.Background(), "auth-1", time.Now().Add(time.Hour), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := q.PutRecurring(context.Background(), queue.Recurring{ID: "auth-sched", Every: time.Hour}); err != nil {
+	if _, _, err := q.Recurring().Put(context.Background(), queue.Recurring{ID: "auth-sched", Every: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	const token = "browser-token-0123456789"
@@ -72,7 +72,7 @@ func TestUIInChromiumWithAuth(t *testing.T) {
 	if _, err := q.FireNow(context.Background(), "auth-1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Claim(context.Background(), 10); err != nil {
+	if _, err := q.Engine().Claim(context.Background(), 10); err != nil {
 		t.Fatal(err)
 	}
 	redistest.Eventually(t, 15*time.Second, "the fire to reach the live tail behind auth", func() bool {

@@ -250,7 +250,7 @@ func TestUISlowClients(t *testing.T) {
 		if _, err := q.Schedule(ctx, "late-fire", time.Now().Add(-time.Second), nil); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := q.Claim(ctx, 10); err != nil || len(res.Fired) != 1 {
+		if res, err := q.Engine().Claim(ctx, 10); err != nil || len(res.Fired) != 1 {
 			t.Fatalf("claim: %v %v", res, err)
 		}
 		for lines.Scan() {

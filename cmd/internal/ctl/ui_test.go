@@ -137,7 +137,7 @@ func TestUIAuthReadOnlyAndNoPassword(t *testing.T) {
 	if _, err := q.Schedule(context.Background(), "t-1", time.Now().Add(time.Hour), []byte("hello")); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := q.PutRecurring(context.Background(), queue.Recurring{ID: "sched-1", Every: time.Hour, Payload: []byte("tick")}); err != nil {
+	if _, _, err := q.Recurring().Put(context.Background(), queue.Recurring{ID: "sched-1", Every: time.Hour, Payload: []byte("tick")}); err != nil {
 		t.Fatal(err)
 	}
 	const token = "0123456789abcdef-token"

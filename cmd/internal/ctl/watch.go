@@ -44,7 +44,7 @@ func (r *runner) watch(c *cli.Context) error {
 	defer s.close()
 	// Fix the starting point once: where each shard's stream ends now.
 	ctx, cancel := s.ctx(c)
-	_, from, err := s.q.RecentFires(ctx, 1)
+	_, from, err := s.q.Inspect().RecentFires(ctx, 1)
 	cancel()
 	if err != nil {
 		return s.redisErr(err)

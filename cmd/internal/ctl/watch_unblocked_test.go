@@ -58,7 +58,7 @@ func TestWatchFollowsAcrossReplicaofAndUnblock(t *testing.T) {
 		if _, err := q.Schedule(ctx, id, time.Now().Add(-time.Second), nil); err != nil {
 			t.Fatalf("schedule %s: %v", id, err)
 		}
-		if r, err := q.Claim(ctx, queue.MaxBatch); err != nil || len(r.Fired) != 1 {
+		if r, err := q.Engine().Claim(ctx, queue.MaxBatch); err != nil || len(r.Fired) != 1 {
 			t.Fatalf("claim %s: %+v %v", id, r, err)
 		}
 	}

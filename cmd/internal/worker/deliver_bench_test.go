@@ -49,7 +49,7 @@ func BenchmarkDeliverLatency(b *testing.B) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer sink.Close()
-	if _, err := q.PutEndpoint(ctx, queue.Endpoint{Name: "sink", URL: sink.URL, Secrets: []queue.Secret{queue.Secret(deliver.GenerateSecret())}, MaxInFlight: 64},
+	if _, err := q.Endpoints().Put(ctx, queue.Endpoint{Name: "sink", URL: sink.URL, Secrets: []queue.Secret{queue.Secret(deliver.GenerateSecret())}, MaxInFlight: 64},
 		&queue.PutEndpointOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}); err != nil {
 		b.Fatal(err)
 	}

@@ -200,7 +200,7 @@ func TestDeliverEndpointOutage(t *testing.T) {
 		total := 0
 		redistest.Eventually(t, 10*time.Second, "every attempt log ends with the delivery", func() bool {
 			for _, id := range ids {
-				log, err := q.DeliveryAttempts(ctx, id)
+				log, err := q.Deliveries().Attempts(ctx, id)
 				if err != nil || len(log) == 0 || log[len(log)-1].Outcome != "delivered" {
 					return false
 				}
@@ -208,7 +208,7 @@ func TestDeliverEndpointOutage(t *testing.T) {
 			return true
 		})
 		for _, id := range ids {
-			log, err := q.DeliveryAttempts(ctx, id)
+			log, err := q.Deliveries().Attempts(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -247,7 +247,7 @@ func TestDeliverEndpointOutage(t *testing.T) {
 			}
 		}
 		t.Logf("%d timers, %d attempts during a %v outage (backoff base %v, cap %v)", len(ids), total, upAt.Sub(start).Round(time.Second), backoffBase, backoffCap)
-		if dls, _, err := q.DeadLetters(ctx, "", 100); err != nil || len(dls) != 0 {
+		if dls, _, err := q.Deliveries().DeadLetters(ctx, "", 100); err != nil || len(dls) != 0 {
 			t.Errorf("dead letters %+v (%v); nothing should be lost", dls, err)
 		}
 	})
@@ -294,7 +294,7 @@ func TestDeliverAlwaysFailingEndpoint(t *testing.T) {
 		byAge := scheduleOver(t, base, "g", "aged", n, 300*time.Millisecond, 20*time.Millisecond)
 		all := append(slices.Clone(byAttempts), byAge...)
 		deadLetters := func() []queue.DeadLetter {
-			dls, _, err := q.DeadLetters(ctx, "", 1000)
+			dls, _, err := q.Deliveries().DeadLetters(ctx, "", 1000)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -305,7 +305,7 @@ func TestDeliverAlwaysFailingEndpoint(t *testing.T) {
 		// same pipeline), so wait for both.
 		logged := func() bool {
 			for _, id := range byAttempts {
-				if log, err := q.DeliveryAttempts(ctx, id); err != nil || len(log) < maxAttempts {
+				if log, err := q.Deliveries().Attempts(ctx, id); err != nil || len(log) < maxAttempts {
 					return false
 				}
 			}
@@ -341,13 +341,13 @@ func TestDeliverAlwaysFailingEndpoint(t *testing.T) {
 			if fmt.Sprint(got) != "[1 2 3 4]" {
 				t.Errorf("%s: attempts %v, want [1 2 3 4] then the dead letter", id, got)
 			}
-			log, err := q.DeliveryAttempts(ctx, id)
+			log, err := q.Deliveries().Attempts(ctx, id)
 			if err != nil || len(log) != maxAttempts || log[maxAttempts-1].Outcome != "dead_letter" || log[maxAttempts-1].Reason != "exhausted" {
 				t.Errorf("%s: attempt log %+v (%v); want %d attempts, the last dead-lettered as exhausted", id, log, err, maxAttempts)
 			}
 		}
 		for _, id := range byAge {
-			log, err := q.DeliveryAttempts(ctx, id)
+			log, err := q.Deliveries().Attempts(ctx, id)
 			if err != nil || len(log) == 0 {
 				t.Fatalf("%s: attempt log %v (%v)", id, log, err)
 			}

@@ -172,7 +172,7 @@ func TestDeliverEndToEnd(t *testing.T) {
 		}
 		defer q.Close()
 		deadLetters := func() map[string]string {
-			dls, _, err := q.DeadLetters(ctx, "", 100)
+			dls, _, err := q.Deliveries().DeadLetters(ctx, "", 100)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -235,7 +235,7 @@ func TestDeliverEndToEnd(t *testing.T) {
 		redistest.Eventually(t, 10*time.Second, "the attempt logs are written", func() bool {
 			var got []string
 			for _, id := range []string{"flaky-0", "gone-0", "bad-0", "fast-0"} {
-				log, err := q.DeliveryAttempts(ctx, id)
+				log, err := q.Deliveries().Attempts(ctx, id)
 				if err != nil {
 					t.Fatal(err)
 				}
