@@ -18,7 +18,7 @@ import (
 // created namespace's count never changes, so its queue is kept.
 const uncreatedTTL = time.Second
 
-// doneCtx is an ended context: Queue.Created under it answers from the
+// doneCtx is an ended context: queue.Inspector.Created under it answers from the
 // queue's cached layout and never reaches Redis.
 var doneCtx = func() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())

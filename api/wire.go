@@ -40,7 +40,7 @@ type TimerJSON struct {
 }
 
 // DeliveryLogJSON is a delivering timer's attempt log
-// (queue.DeliveryAttempts): its last attempts, oldest first.
+// (queue.Deliveries.Attempts): its last attempts, oldest first.
 type DeliveryLogJSON struct {
 	Attempts []AttemptJSON `json:"attempts"`
 }

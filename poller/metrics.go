@@ -136,14 +136,14 @@ func latenessBuckets() []float64 {
 const CountersTimeout = time.Second
 
 // NewCountersCollector returns a collector of the namespace's counters
-// (queue.Counters), read from Redis at each scrape: what every claim of
+// (queue.Inspector.Counters), read from Redis at each scrape: what every claim of
 // every replica recorded, including the claims whose reply was lost. It
 // exports timerq_namespace_timers_fired_total (a counter) and
 // timerq_namespace_fire_lateness_seconds (a histogram), and
 // timerq_namespace_overlap_skipped_total (occurrences consumers skipped
 // under their schedule's overlap policy, queue.OverlapSkip), and
 // timerq_namespace_records_quarantined_total (records claims moved to the
-// quarantine, queue.Queue.Quarantine: alert on any increase). Every replica
+// quarantine, queue.Quarantine.List: alert on any increase). Every replica
 // exports the same namespace-wide values, so aggregate across replicas with
 // max(), never sum(). While Redis does not answer within CountersTimeout
 // the scrape leaves them out, rather than failing every other metric.

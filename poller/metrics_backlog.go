@@ -23,7 +23,7 @@ import (
 //	timerq_consumer_group_pending       per group: delivered, not acknowledged
 //	timerq_consumer_group_lag           per group: not yet delivered (absent when Redis cannot tell)
 //	timerq_backlog_scrape_success       1 if the reads above succeeded, else 0
-//	timerq_namespace_workers            workers whose heartbeat is live, as Redis lists them (queue.Workers)
+//	timerq_namespace_workers            workers whose heartbeat is live, as Redis lists them (queue.Inspector.Workers)
 //	timerq_namespace_worker_last_seen_timestamp_seconds
 //	                                    the namespace's latest heartbeat (absent if none was recorded)
 //

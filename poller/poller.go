@@ -345,7 +345,7 @@ func (p *Poller) serveLayout(ctx context.Context, stop context.CancelCauseFunc) 
 }
 
 // layoutChanged reports whether the queue's layout, re-read from Redis at
-// most once per layoutTTL (queue.Queue.Shards), now has another shard count
+// most once per layoutTTL (queue.Inspector.Shards), now has another shard count
 // than shards.
 func (p *Poller) layoutChanged(ctx context.Context, shards int) bool {
 	n, err := p.q.Inspect().Shards(ctx)

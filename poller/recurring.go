@@ -8,7 +8,7 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-// Recurring schedules (queue.PutRecurring) need no process of their own:
+// Recurring schedules (queue.RecurringTimers.Put) need no process of their own:
 // every poller arms the next occurrences of the schedules whose occurrences
 // it just fired, and repairs, every RecurringRepairInterval, schedules whose
 // firing worker died before arming. Both are idempotent, so any number of

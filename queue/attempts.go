@@ -23,7 +23,7 @@ var ErrAttemptLog = errors.New("timerq: the attempt log was not written")
 
 // DeliveryAttempt is one attempt to deliver a fire to its endpoint, as a
 // dispatcher logs it (ReleaseOptions.Log, AckAttempt) and
-// DeliveryAttempts returns it.
+// Deliveries.Attempts returns it.
 type DeliveryAttempt struct {
 	// TimerID is the timer whose fire was delivered.
 	TimerID string `json:"-"`

@@ -40,7 +40,7 @@ type ClaimResult struct {
 	Fired []Fired
 	// Quarantined lists the records this claim moved to the quarantine
 	// instead of firing them, because they are not records timerq writes
-	// (see Queue.Quarantine). Each is reported by the one claim that moved
+	// (see Quarantine.List). Each is reported by the one claim that moved
 	// it, so a caller logs it once.
 	Quarantined []QuarantineNotice
 	// NextDue is the earliest due time still pending, or zero when no timer

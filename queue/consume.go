@@ -78,7 +78,7 @@ type ConsumeOptions struct {
 	ClaimIdle time.Duration
 
 	// MaxAttempts is how many deliveries an event gets before it goes to the
-	// dead-letter stream (DeadLetterKey). 0 means DefaultMaxAttempts (5).
+	// dead-letter stream (Keys.DeadLetter). 0 means DefaultMaxAttempts (5).
 	MaxAttempts int
 
 	// RetryDelay is the wait before the first retry of an event whose
@@ -172,7 +172,7 @@ func ValidateConsumerName(kind, name string) error {
 //
 // A handler error makes Consume retry the event after RetryDelay (doubling
 // per attempt); once an event has been delivered MaxAttempts times without
-// success it is appended to the dead-letter stream (DeadLetterKey) and
+// success it is appended to the dead-letter stream (Keys.DeadLetter) and
 // acknowledged. Events are handled one at a time, in stream order except
 // for retries; run several consumers for parallelism.
 //
@@ -190,7 +190,7 @@ func ValidateConsumerName(kind, name string) error {
 // ConsumeOptions.OnSkip instead (see Overlap). Checking costs one script
 // call per read that holds occurrences, none for plain timers.
 //
-// In a namespace with flow policies (PutFlowPolicy), Consume takes events
+// In a namespace with flow policies (Flows.PutPolicy), Consume takes events
 // one at a time through Lease instead, so that each flow key's rate and
 // in-flight bound hold across every consumer; a Consume that started
 // before the first policy was put switches within about a second. The
@@ -594,7 +594,7 @@ func (c *consumerLoop) handleClaimed(ctx context.Context, msgs []redis.XMessage)
 // retry or dead-letters it. It returns only Redis errors.
 func (c *consumerLoop) handle(ctx context.Context, m redis.XMessage, attempt int) error {
 	if g, ok := m.Values["for_group"].(string); ok && g != c.group {
-		// Requeued for another group (Queue.Requeue): this group handled
+		// Requeued for another group (Deliveries.Requeue): this group handled
 		// the event the first time round.
 		return c.q.rdb.XAck(ctx, c.stream, c.group, m.ID).Err()
 	}

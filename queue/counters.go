@@ -38,7 +38,7 @@ type Counters struct {
 	// policy (OverlapSkip), over all groups.
 	OverlapSkipped int64
 	// Quarantined counts the records claims moved to the quarantine
-	// (Queue.Quarantine), dropped ones included.
+	// (Quarantine.List), dropped ones included.
 	Quarantined int64
 }
 

@@ -27,7 +27,7 @@ var ErrDebounceKeyIsSchedule = fmt.Errorf("%w: a debounce key may not be the ID 
 
 // ErrScheduleIDIsDebounceKey means a schedule's ID is a debounce key with an
 // open window (its window string lives until the window's deadline): both
-// own the timer IDs "<id>@<ms>". PutRecurring and RestoreRecurring refuse
+// own the timer IDs "<id>@<ms>". RecurringTimers.Put and RecurringTimers.Restore refuse
 // it, writing nothing. It wraps ErrInvalidID.
 var ErrScheduleIDIsDebounceKey = fmt.Errorf("%w: a schedule's ID may not be a debounce key with an open window", ErrInvalidID)
 
@@ -69,7 +69,7 @@ type DebounceOptions struct {
 	// a call without KeepFirst replaced it since. A call that opens a
 	// window always sets its payload.
 	KeepFirst bool
-	// Endpoint, when set, names the namespace's endpoint (PutEndpoint)
+	// Endpoint, when set, names the namespace's endpoint (Endpoints.Put)
 	// that the window's fire is delivered to, as NewTimer.Endpoint. It goes
 	// with the payload: the call that opens the window sets it, and so
 	// does each later call without KeepFirst (an empty Endpoint then

@@ -637,7 +637,7 @@ func TestRestoreDebounce(t *testing.T) {
 	})
 }
 
-// PutRecurring and RestoreRecurring refuse the name of a debounce key with
+// RecurringTimers.Put and RecurringTimers.Restore refuse the name of a debounce key with
 // an open window, writing nothing, as Debounce refuses a schedule's ID.
 func TestPutRecurringRefusesOpenDebounceKey(t *testing.T) {
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {

@@ -19,7 +19,7 @@ import (
 var ErrTimerURLsOff = errors.New("timerq: timer URLs are not allowed in this namespace")
 
 // DeliveryPolicy is a namespace's delivery policy, stored once per
-// namespace (SetDeliveryPolicy). The zero value is the default.
+// namespace (Deliveries.SetPolicy). The zero value is the default.
 type DeliveryPolicy struct {
 	// AllowTimerURLs lets a timer, batch item or schedule that names an
 	// endpoint give a URL of its own (NewTimer.URL): its fires go there,

@@ -12,7 +12,7 @@ import (
 //
 //   - a scheduled or cancelled timer's, as it was scheduled;
 //   - a fired timer's, from the fire stream entry of the newest attempt in
-//     its attempt log (DeliveryAttempts), so "" while its fire has no
+//     its attempt log (Deliveries.Attempts), so "" while its fire has no
 //     attempt yet, or once that entry was trimmed from the stream;
 //   - "" for a timer that does not deliver.
 //

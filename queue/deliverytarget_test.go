@@ -10,7 +10,7 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-// DeliveryTarget names a scheduled timer's endpoint (its name alone, without
+// Deliveries.Target names a scheduled timer's endpoint (its name alone, without
 // the timer's own URL or flow key), a fired one's from the
 // fire of its newest attempt, a cancelled one's as it was scheduled, and
 // none for a fired timer without attempts, a timer that does not deliver,

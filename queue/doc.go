@@ -163,7 +163,7 @@
 //
 // # Recurring schedules
 //
-// PutRecurring stores a schedule (a cron Spec in a Location, or an
+// RecurringTimers.Put stores a schedule (a cron Spec in a Location, or an
 // interval Every) in Redis; each of its occurrences is an ordinary timer
 // with ID OccurrenceID(schedule ID, nominal time), so every guarantee
 // above holds per occurrence: exactly once, never early (due at the

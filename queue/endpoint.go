@@ -173,7 +173,7 @@ type Endpoint struct {
 	// Disabled pauses deliveries to the endpoint; timers naming it may
 	// still be scheduled.
 	Disabled bool `json:"disabled,omitempty"`
-	// UpdatedAt is when PutEndpoint or SetEndpointEnabled last wrote it,
+	// UpdatedAt is when Endpoints.Put or Endpoints.SetEnabled last wrote it,
 	// by the client's clock; set by them, ignored on input.
 	UpdatedAt time.Time `json:"updated_at"`
 }
@@ -194,7 +194,7 @@ func (e Endpoint) String() string {
 // reservedHeaders are the headers the delivery engine sets itself.
 var reservedHeaders = []string{"Host", "Content-Length", "Transfer-Encoding", "Connection", "Traceparent"}
 
-// PutEndpointOptions are PutEndpoint's options; nil means none.
+// PutEndpointOptions are Endpoints.Put's options; nil means none.
 type PutEndpointOptions struct {
 	// Allow admits endpoint URLs whose host is an address literal in one
 	// of these ranges, though it is loopback, private or otherwise
@@ -219,7 +219,7 @@ func ValidateEndpointName(name string) error {
 	return nil
 }
 
-// ValidateEndpoint checks an endpoint as PutEndpoint does, without Redis;
+// ValidateEndpoint checks an endpoint as Endpoints.Put does, without Redis;
 // opts may be nil. Errors wrap ErrInvalidEndpoint (ErrPrivateAddress for
 // a refused address) and never repeat a secret.
 func ValidateEndpoint(e Endpoint, opts *PutEndpointOptions) error {

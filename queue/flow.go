@@ -20,7 +20,7 @@ import (
 )
 
 // Flow control: a timer may carry a flow key (NewTimer.FlowKey), a
-// tenant's ID say, and a flow policy (PutFlowPolicy) bounds the delivery
+// tenant's ID say, and a flow policy (Flows.PutPolicy) bounds the delivery
 // of the fires of each key: a rate (Rate per Period) and a most in flight
 // (MaxInFlight), per consumer group. The fire itself is never delayed: it
 // fires at its due time, with its state, stream entry and wakeup, and only
@@ -98,7 +98,7 @@ func ValidateFlowKey(key string) error {
 	return nil
 }
 
-// ValidateFlowPolicy checks p as PutFlowPolicy does, without Redis. The
+// ValidateFlowPolicy checks p as Flows.PutPolicy does, without Redis. The
 // error wraps ErrInvalidFlowPolicy and says what to change.
 func ValidateFlowPolicy(p FlowPolicy) error {
 	if p.Endpoint != "" {
@@ -568,7 +568,7 @@ func (q *Queue) flowExtend(ctx context.Context, l *layout, group string, r Deliv
 	return nil
 }
 
-// FlowStat is one flow's state in a consumer group (FlowStats).
+// FlowStat is one flow's state in a consumer group (Flows.Stats).
 type FlowStat struct {
 	// Endpoint is the scope of the policy that applies ("" for the
 	// namespace's); Key the flow key.
@@ -582,7 +582,7 @@ type FlowStat struct {
 	Policy FlowPolicy
 }
 
-// MaxFlowStats bounds the flows FlowStats reports.
+// MaxFlowStats bounds the flows Flows.Stats reports.
 const MaxFlowStats = 1000
 
 // Stats reports the flows of group that have fires parked, up to

@@ -271,7 +271,7 @@ func TestFlowConsumeHoldsInFlight(t *testing.T) {
 
 // Flow control needs no right beyond the application and delivery lines
 // of docs/security.md: under each, a key's bound holds through Lease, Ack,
-// ExtendLease and FlowStats.
+// ExtendLease and Flows.Stats.
 func TestFlowUnderDocumentedACLs(t *testing.T) {
 	redistest.Require(t)
 	doc, err := os.ReadFile("../docs/security.md")
@@ -450,7 +450,7 @@ func TestFlowKeyReachesTheFireEntry(t *testing.T) {
 
 // A recurring schedule's flow key is each occurrence's: it reaches the
 // occurrence's fire entry, beside the schedule's endpoint and own URL, and
-// GetRecurring shows it.
+// RecurringTimers.Get shows it.
 func TestFlowKeyOfARecurringSchedule(t *testing.T) {
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()

@@ -123,7 +123,7 @@ type Delivery struct {
 	// another consumer.
 	LeaseExpires time.Time
 
-	requeued bool // a dead letter requeued by Queue.Requeue (for_group)
+	requeued bool // a dead letter requeued by Deliveries.Requeue (for_group)
 }
 
 // DeliveryRef is what a delivery ID says.
@@ -254,7 +254,7 @@ func (q *Queue) parseDeliveryIDIn(l *layout, id string) (DeliveryRef, error) {
 // expired leases and released events that became due; on a Cluster, where
 // one XREAD cannot span a sharded namespace's slots, it looks every 200 ms.
 //
-// Flow policies (PutFlowPolicy) apply to fires with a flow key: a fire
+// Flow policies (Flows.PutPolicy) apply to fires with a flow key: a fire
 // whose key has no rate or in-flight slot free is parked instead of
 // handed out, and a later Lease hands it out, round-robin across the keys
 // that are ready, with the attempt it had; its delivery ID then names its
@@ -571,7 +571,7 @@ type ReleaseOptions struct {
 	// event the consumer knows it can never handle.
 	DeadLetter bool
 	// Log, if set, is appended to the attempt log of timer Log.TimerID
-	// (DeliveryAttempts) in the same round trip. A failed log write, after
+	// (Deliveries.Attempts) in the same round trip. A failed log write, after
 	// a good release, gives the Released and an error wrapping
 	// ErrAttemptLog.
 	Log *DeliveryAttempt

@@ -81,7 +81,7 @@ func TestPlainTimerMayNotTakeAnOccurrenceID(t *testing.T) {
 	})
 }
 
-// TestRestoreRecurringWithChecksItsOccurrences: RestoreRecurringWith takes
+// TestRestoreRecurringWithChecksItsOccurrences: RecurringTimers.RestoreWith takes
 // only occurrences of its own schedule, and writes nothing when one is not.
 func TestRestoreRecurringWithChecksItsOccurrences(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {

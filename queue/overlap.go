@@ -64,7 +64,7 @@ func (c *consumerLoop) overlapCheck(ctx context.Context, msgs []redis.XMessage) 
 	var idx []int
 	for i, m := range msgs {
 		if _, ok := m.Values["for_group"]; ok {
-			// A dead letter requeued by an operator (Queue.Requeue), for
+			// A dead letter requeued by an operator (Deliveries.Requeue), for
 			// this group or another: a decision the policy does not undo.
 			continue
 		}

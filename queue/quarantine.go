@@ -26,7 +26,7 @@ type QuarantineNotice struct {
 // QuarantinedRecord is a record in a shard's quarantine: something other
 // than timerq wrote it under the namespace, in a form timerq cannot fire,
 // and a claim moved it aside, byte for byte, so that the timers beside it
-// kept firing. It stays until dropped (DropQuarantined); timerq never
+// kept firing. It stays until dropped (Quarantine.Drop); timerq never
 // fires it, and its ID is free to be scheduled again.
 type QuarantinedRecord struct {
 	ID    string

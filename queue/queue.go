@@ -354,7 +354,7 @@ func (q *Queue) ScheduleIn(ctx context.Context, id string, d time.Duration, payl
 // restored only while that schedule exists, checked in the same script;
 // otherwise the shard's part fails with an error wrapping ErrOccurrenceID
 // and writes nothing. An export's occurrences come with their schedule:
-// restore them with RestoreRecurringWith.
+// restore them with RecurringTimers.RestoreWith.
 func (q *Queue) Restore(ctx context.Context, timers []Timer) ([]ScheduleResult, error) {
 	return q.restore(ctx, timers, "")
 }

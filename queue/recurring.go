@@ -94,7 +94,7 @@ type Recurring struct {
 	// while the group still has the schedule's previous occurrence
 	// unacknowledged; "" means OverlapAllow (see Overlap).
 	Overlap Overlap
-	// Endpoint, when set, names the namespace's endpoint (PutEndpoint)
+	// Endpoint, when set, names the namespace's endpoint (Endpoints.Put)
 	// that each occurrence's fire is delivered to, as NewTimer.Endpoint
 	// does for a timer. Creating or updating a schedule that names an
 	// endpoint the namespace lacks is refused with ErrEndpointNotFound.
@@ -616,7 +616,7 @@ func stateCode(ended bool) string {
 
 // Put creates the schedule r and arms its first occurrences,
 // unless a schedule with that ID exists, in which case it returns the
-// existing one with created false and changes nothing (use UpdateRecurring
+// existing one with created false and changes nothing (use RecurringTimers.Update
 // to change it). Occurrence times are computed from the Redis server's clock.
 func (rt RecurringTimers) Put(ctx context.Context, r Recurring) (info RecurringInfo, created bool, err error) {
 	q := rt.q
@@ -690,7 +690,7 @@ func (rt RecurringTimers) Update(ctx context.Context, r Recurring) (RecurringInf
 }
 
 // Pause pauses the schedule id: its pending occurrences are
-// cancelled and nothing is armed until ResumeRecurring. Pausing a paused
+// cancelled and nothing is armed until RecurringTimers.Resume. Pausing a paused
 // schedule changes nothing, its version included.
 func (rt RecurringTimers) Pause(ctx context.Context, id string) (RecurringInfo, error) {
 	q := rt.q
@@ -821,7 +821,7 @@ func (rt RecurringTimers) Get(ctx context.Context, id string) (RecurringInfo, er
 	return s.info(now), nil
 }
 
-// RecurringPage is one page of ListRecurring.
+// RecurringPage is one page of RecurringTimers.List.
 type RecurringPage struct {
 	Schedules []RecurringInfo
 	// NextCursor fetches the next page; empty on the last page.
@@ -886,7 +886,7 @@ func (rt RecurringTimers) List(ctx context.Context, cursor string, limit int) (R
 	return page, nil
 }
 
-// parseRecurringCursor reads a ListRecurring cursor of a namespace of
+// parseRecurringCursor reads a RecurringTimers.List cursor of a namespace of
 // shards shards.
 func parseRecurringCursor(cursor string, shards int) (int, uint64, error) {
 	if cursor == "" {
@@ -905,12 +905,12 @@ func parseRecurringCursor(cursor string, shards int) (int, uint64, error) {
 }
 
 // Restore recreates a schedule from a RecurringInfo that
-// GetRecurring or ListRecurring returned (timerctl's `schedules export`
+// RecurringTimers.Get or RecurringTimers.List returned (timerctl's `schedules export`
 // writes them, `schedules import` restores them): its spec, policies, payload, state, count,
 // last armed time and creation time, and arms its pending occurrences under
 // their IDs (an occurrence that already exists, say restored by a timer
 // import, is kept). Then workers top it up as usual; occurrences missed
-// since the export are caught up by its policy. Like PutRecurring it
+// since the export are caught up by its policy. Like RecurringTimers.Put it
 // changes nothing when the ID exists, and reports created false.
 func (rt RecurringTimers) Restore(ctx context.Context, in RecurringInfo) (created bool, err error) {
 	q := rt.q
@@ -918,7 +918,7 @@ func (rt RecurringTimers) Restore(ctx context.Context, in RecurringInfo) (create
 	return created, err
 }
 
-// RestoreWith is RestoreRecurring that first restores the
+// RestoreWith is RecurringTimers.Restore that first restores the
 // schedule's exported occurrence timers, as Restore would, with their
 // states and times; results has one entry per occurrence, in order.
 // Restore alone refuses them while the schedule does not exist

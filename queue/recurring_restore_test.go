@@ -11,7 +11,7 @@ import (
 )
 
 // TestRestoreRecurringAfterItsOccurrences: an import restores the
-// occurrence timers first, then the schedule, in one RestoreRecurringWith
+// occurrence timers first, then the schedule, in one RecurringTimers.RestoreWith
 // (timerctl export writes them in that order). The restore keeps those occurrences, creates nothing
 // twice and keeps the exported count, also for an occurrence that fired in
 // between.

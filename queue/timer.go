@@ -64,7 +64,7 @@ type NewTimer struct {
 	// is refused; use NewTimerIn for a timer due at once by the server's
 	// clock. In must not be negative.
 	In time.Duration
-	// Endpoint, when set, names the namespace's endpoint (PutEndpoint)
+	// Endpoint, when set, names the namespace's endpoint (Endpoints.Put)
 	// that the fire is delivered to; its payload is the request body. Only
 	// the name is stored with the timer, and the fire event carries it
 	// (Event.Endpoint). Scheduling refuses a name the namespace has no
@@ -72,7 +72,7 @@ type NewTimer struct {
 	Endpoint string
 	// FlowKey, when set, is the timer's flow key (a tenant ID, say): its
 	// fire's delivery, to its endpoint or to a consumer group, is held to
-	// the namespace's flow policy for the key (PutFlowPolicy), apart from
+	// the namespace's flow policy for the key (Flows.PutPolicy), apart from
 	// other keys' deliveries. The fire itself is never delayed. At most
 	// MaxFlowKeyBytes of UTF-8 without control characters.
 	FlowKey string

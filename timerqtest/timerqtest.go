@@ -39,7 +39,7 @@
 // and context deadlines run on the real clock. A reclaim needs both: the
 // delivery idle for ClaimIdle by the server clock (Advance), then
 // Consume's next pass. Advance does not purge settled records either;
-// call Queue.Purge after it for that.
+// call queue.Engine.Purge after it for that.
 //
 // The assertions RequireScheduled, RequireNotScheduled and RequireFired
 // read a timer's record and fail the test with what they found: the ID,
@@ -161,7 +161,7 @@ func (e *Env) SetTime(t time.Time) {
 // the order they fired (by due time within each claim). It does what a
 // poller does at this instant, without a goroutine: it claims until
 // nothing is due, and after each claim that fired occurrences of recurring
-// schedules it arms what follows them (Queue.ArmFired), claiming again
+// schedules it arms what follows them (queue.Engine.ArmFired), claiming again
 // any occurrence that arming made due at once (a catch-up after a long
 // Advance). A Redis error fails the test.
 //

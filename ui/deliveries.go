@@ -161,7 +161,7 @@ func (h *Handler) confirmEndpoint(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "confirm", "Confirm", d)
 }
 
-// actEndpoint enables or disables an endpoint (queue.SetEndpointEnabled).
+// actEndpoint enables or disables an endpoint (queue.Endpoints.SetEnabled).
 func (h *Handler) actEndpoint(w http.ResponseWriter, r *http.Request) {
 	name, action := r.PostForm.Get("id"), r.PathValue("action")
 	if action != "enable" && action != "disable" {
@@ -183,7 +183,7 @@ func (h *Handler) actEndpoint(w http.ResponseWriter, r *http.Request) {
 // timerDelivery is the delivery part of a timer's page.
 type timerDelivery struct {
 	// Endpoint is the endpoint the timer delivers to, "" when none is
-	// known (queue.DeliveryTarget).
+	// known (queue.Deliveries.Target).
 	Endpoint string
 	Attempts []attemptView
 }
@@ -336,7 +336,7 @@ func (h *Handler) confirmRedrive(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// redrive redrives one dead-lettered delivery (queue.Requeue) or every one
+// redrive redrives one dead-lettered delivery (queue.Deliveries.Requeue) or every one
 // to an endpoint (dispatch.Redrive, which pages through the dead letters).
 func (h *Handler) redrive(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)

@@ -1,7 +1,7 @@
 package ui
 
 // The flows page: each flow key's backlog, deliveries in flight and policy
-// in one consumer group (queue.Queue.FlowStats, as `timerctl flow stats`
+// in one consumer group (queue.Flows.Stats, as `timerctl flow stats`
 // and the API's GET .../groups/{group}/flows read them).
 
 import (
@@ -22,8 +22,8 @@ type flowsData struct {
 	// Groups are the namespace's consumer groups, to pick one from.
 	Groups []string
 	Rows   []flowRow
-	// Seen is how many keys with a backlog FlowStats reported; More is
-	// Seen less the rows shown, and Capped that Seen is FlowStats's cap,
+	// Seen is how many keys with a backlog queue.Flows.Stats reported; More is
+	// Seen less the rows shown, and Capped that Seen is queue.Flows.Stats's cap,
 	// so that more keys may have a backlog.
 	Seen, More int
 	Capped     bool
@@ -82,7 +82,7 @@ func (h *Handler) flows(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, statusOf(err), err)
 		return
 	}
-	// All the keys FlowStats sees, so that the rest can be counted and
+	// All the keys queue.Flows.Stats sees, so that the rest can be counted and
 	// summed: it reads every key's backlog to sort them whatever the limit.
 	st, err := h.q.Flows().Stats(ctx, group, queue.MaxFlowStats)
 	if err != nil {

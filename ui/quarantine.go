@@ -31,7 +31,7 @@ type quarantineData struct {
 const maxRawPreview = 120
 
 // quarantine lists the records claims moved aside because timerq cannot
-// fire them (queue.Queue.Quarantine). It only reads; `timerctl quarantine
+// fire them (queue.Quarantine.List). It only reads; `timerctl quarantine
 // drop` deletes one.
 func (h *Handler) quarantine(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)

@@ -52,7 +52,7 @@ func section(t *testing.T, body, id string) string {
 
 // TestSchedulePages: the list shows each schedule's spec, zone, state,
 // policies and next due; a schedule's page shows its record, the next 5
-// occurrences that GetRecurring (and so `timerctl schedules get`) computes,
+// occurrences that queue.RecurringTimers.Get (and so `timerctl schedules get`) computes,
 // its armed occurrences linked to their timers, and a fired one.
 func TestSchedulePages(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {

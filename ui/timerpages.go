@@ -116,7 +116,7 @@ type timerData struct {
 	DueInput    string
 	// Debounce is set when the timer is a debounce window's: its ID has
 	// an occurrence's form but no such schedule exists
-	// (queue.DebounceWindowOf); the page then shows no Schedule.
+	// (queue.Inspector.DebounceWindowOf); the page then shows no Schedule.
 	Debounce *queue.DebounceWindow
 	// Schedule is the schedule this timer is an occurrence of, by the form
 	// of its ID ("<schedule>@<ms>"); empty when the ID has another form.

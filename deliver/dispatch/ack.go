@@ -12,7 +12,7 @@ import (
 const maxAckBatch = 256
 
 // delivered is a fire its endpoint took, waiting for its acknowledgement
-// and attempt log entry (queue.AckAttempts).
+// and attempt log entry (queue.Deliveries.AckAttempts).
 type delivered struct {
 	id     string
 	log    queue.DeliveryAttempt

@@ -88,8 +88,8 @@ type Report struct {
 // endpoints have room for (leaseCount), so that this stays rare.
 //
 // Each attempt is appended to the timer's attempt log
-// (queue.DeliveryAttempts) in the round trip that settles it (delivered
-// fires are acknowledged in batches, queue.AckAttempts), and the
+// (queue.Deliveries.Attempts) in the round trip that settles it (delivered
+// fires are acknowledged in batches, queue.Deliveries.AckAttempts), and the
 // attempt number the policy sees is counted there: a fire handed back
 // untried (a full backlog, a disabled endpoint, a failed Lookup, a
 // stopping dispatcher) uses up no attempt. A first delivery costs no read;

@@ -18,7 +18,7 @@ import (
 const DefaultEndpointTTL = time.Second
 
 // Endpoints is a Dispatcher's Lookup over a queue's endpoints
-// (queue.GetEndpoint, mapped by queue.Endpoint.Deliver), each kept for TTL
+// (queue.Endpoints.Get, mapped by queue.Endpoint.Deliver), each kept for TTL
 // once read, a missing one too: at most one Redis round trip per endpoint
 // name per TTL, none per fire (StoredEndpoints reads at every fire). Safe
 // for concurrent use.

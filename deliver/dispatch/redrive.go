@@ -17,11 +17,11 @@ type Redriven struct {
 
 // Redrive requeues the deliveries group ("" means DefaultGroup)
 // dead-lettered to endpoint ("" for every endpoint): each goes back onto
-// its shard's fire stream (queue.Requeue), for that group only, and is
+// its shard's fire stream (queue.Deliveries.Requeue), for that group only, and is
 // delivered again as a new fire of its own, with a fresh set of attempts
 // under its endpoint's policy and the same webhook-id, so receivers
 // deduplicate it. dryRun lists them without requeueing. It pages through
-// the dead letters (queue.DeadLetters), so it costs a round trip per
+// the dead letters (queue.Deliveries.DeadLetters), so it costs a round trip per
 // MaxBatch of them and one per requeue; dead letters of other groups,
 // and fires that deliver to no endpoint, are left. A dead letter that
 // another redrive requeued first is skipped.

@@ -15,7 +15,7 @@ import (
 func RouteByEndpoint(ev queue.Event) string { return ev.Endpoint }
 
 // StoredEndpoints returns a Lookup that reads each endpoint from the
-// namespace's endpoints (queue.PutEndpoint) at every fire, so that a
+// namespace's endpoints (queue.Endpoints.Put) at every fire, so that a
 // change, a disable or a new secret applies to the next attempt. An
 // endpoint that no longer exists wraps ErrNoEndpoint, so its fires are
 // dead-lettered; one that the guard g refuses (a private address the

@@ -17,7 +17,7 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-// Timers that name a stored endpoint (queue.PutEndpoint) are delivered to
+// Timers that name a stored endpoint (queue.Endpoints.Put) are delivered to
 // it, signed with its secret, through RouteByEndpoint and StoredEndpoints;
 // a fire whose endpoint was deleted after it was scheduled is
 // dead-lettered, and a timer that names none is not delivered.

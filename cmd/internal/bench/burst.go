@@ -34,7 +34,7 @@ type CeilingResult struct {
 }
 
 // Ceiling schedules cfg.Timers timers already due and claims them with
-// Queue.Claim in a loop from one connection.
+// queue.Engine.Claim in a loop from one connection.
 func (e *Env) Ceiling(ctx context.Context, cfg CeilingConfig) (*CeilingResult, error) {
 	if cfg.Timers == 0 {
 		cfg.Timers = 100_000

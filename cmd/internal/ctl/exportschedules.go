@@ -16,7 +16,7 @@ import (
 const kindSchedule = "schedule"
 
 // scheduleExportLine is one schedule as export and `schedules export` write
-// it: every field that RestoreRecurring restores, and nothing derived
+// it: every field that queue.RecurringTimers.Restore restores, and nothing derived
 // (version, next), so that export | import | export is the same text.
 type scheduleExportLine struct {
 	Kind         string           `json:"kind"`

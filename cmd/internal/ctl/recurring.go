@@ -492,7 +492,7 @@ func (r *runner) importSchedules(c *cli.Context, rest []string) error {
 	return err
 }
 
-// info is the schedule an exported line describes, for RestoreRecurring.
+// info is the schedule an exported line describes, for queue.RecurringTimers.Restore.
 func (j scheduleJSON) info() (queue.RecurringInfo, error) {
 	in := queue.RecurringInfo{State: queue.RecurringState(j.State), Count: j.Count}
 	in.Recurring = queue.Recurring{ID: j.ID, Spec: j.Cron, Payload: j.Payload, CatchUp: queue.CatchUp(j.CatchUp),
