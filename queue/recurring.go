@@ -353,7 +353,7 @@ func (r Recurring) Schedule() (schedule.Schedule, error) {
 // record is a decoded schedule record.
 type record struct {
 	version int64
-	state   byte
+	state   recState
 	count   int64
 	last    string // nominal ms, or ""
 	body    body
@@ -381,7 +381,7 @@ func decodeSchedule(id, rec, pending string) (*record, error) {
 		}
 		overlap, f[5] = Overlap(ov), rest
 	}
-	s := &record{state: f[1][0], last: f[3]}
+	s := &record{state: recState(f[1][0]), last: f[3]}
 	var err error
 	if s.version, err = strconv.ParseInt(f[0], 10, 64); err != nil {
 		return bad("version")
@@ -413,9 +413,9 @@ func (s *record) info(now time.Time) RecurringInfo {
 	in := RecurringInfo{Recurring: s.r, Version: s.version, Count: s.count, Pending: s.pending, Now: now,
 		CreatedAt: fromMillis(s.body.CreatedMs), UpdatedAt: fromMillis(s.body.UpdatedMs)}
 	switch s.state {
-	case 'a':
+	case recActive:
 		in.State = RecurringActive
-	case 'p':
+	case recPaused:
 		in.State = RecurringPaused
 	default:
 		in.State = RecurringEnded
@@ -574,25 +574,64 @@ func (q *Queue) loadScanned(ctx context.Context, l *layout, k int, args ...any) 
 	return now, ids, recs, scanned, nil
 }
 
-// put runs recur_put.lua on the shard of the schedule id.
-// overlap is the schedule's overlap policy after the op, "" to keep it.
-// endpoint is the endpoint the occurrences it arms deliver to, "" for none.
-func (q *Queue) put(ctx context.Context, op, id, expected, bodyJSON string, overlap Overlap, state, last string, payload []byte, endpoint string, arms []Occurrence) (string, time.Time, string, error) {
+// recState is a schedule's state as its record stores it and
+// recur_put.lua takes it: one letter.
+type recState byte
+
+const (
+	recActive recState = 'a'
+	recPaused recState = 'p'
+	recEnded  recState = 'e'
+)
+
+// arg is the state as a script argument (go-redis sends a byte as a
+// number).
+func (s recState) arg() string { return string(rune(s)) }
+
+// keepLast, as putArgs.last, leaves the schedule's last armed time as it is.
+const keepLast = "-"
+
+// putArgs is one call of recur_put.lua, field by field in its ARGV order
+// (the script's header says what each means).
+type putArgs struct {
+	op string // create, update, pause, resume or delete
+	id string
+	// expected is the version the schedule must have, "" for any; for
+	// create, the count to start from ("" for 0).
+	expected string
+	body     string // the record's JSON, "" to keep it
+	state    recState
+	last     string // the last armed nominal time in Unix ms, "" for none, or keepLast
+	payload  []byte
+	overlap  Overlap // the policy after the op, "" to keep it
+	// endpoint is what the occurrences it arms deliver to, "" for none
+	// (deliveryOf).
+	endpoint string
+	arms     []Occurrence
+}
+
+// put runs recur_put.lua on the shard of the schedule a.id.
+func (q *Queue) put(ctx context.Context, a putArgs) (string, time.Time, string, error) {
 	l, err := q.layout(ctx)
 	if err != nil {
 		return "", time.Time{}, "", err
 	}
-	if _, url := splitDeliver(endpoint); url != "" && (op == "create" || op == "update") {
-		if err := q.checkTimerURLs(ctx, fmt.Sprintf("schedule %q", id)); err != nil {
+	if _, url := splitDeliver(a.endpoint); url != "" && (a.op == "create" || a.op == "update") {
+		if err := q.checkTimerURLs(ctx, fmt.Sprintf("schedule %q", a.id)); err != nil {
 			return "", time.Time{}, "", err
 		}
 	}
-	k := l.scheduleShard(id)
-	args := []any{op, id, expected, bodyJSON, state, last, payload, l.spaces[k].Wake(), l.spaces[k].TimerChannelPrefix(), q.opts.retentionMillis(), string(overlap), endpoint}
-	for _, o := range arms {
+	state := ""
+	if a.state != 0 {
+		state = a.state.arg()
+	}
+	k := l.scheduleShard(a.id)
+	args := []any{a.op, a.id, a.expected, a.body, state, a.last, a.payload, l.spaces[k].Wake(), l.spaces[k].TimerChannelPrefix(),
+		q.opts.retentionMillis(), string(a.overlap), a.endpoint}
+	for _, o := range a.arms {
 		args = append(args, o.Nominal.UnixMilli(), o.Due.UnixMilli())
 	}
-	v, err := q.runKeysTries(ctx, l, lua.RecurPut, k, lua.RecurPut.Keys(l.spaces[k], id), migrationAttempts, args...)
+	v, err := q.runKeysTries(ctx, l, lua.RecurPut, k, lua.RecurPut.Keys(l.spaces[k], a.id), migrationAttempts, args...)
 	if err != nil {
 		return "", time.Time{}, "", err
 	}
@@ -602,16 +641,17 @@ func (q *Queue) put(ctx context.Context, op, id, expected, bodyJSON string, over
 	}
 	if r[0] == "debounce" {
 		return "", time.Time{}, "", fmt.Errorf("%w: %q is a debounce key with an open window in namespace %q (Debounce); use another schedule ID",
-			ErrScheduleIDIsDebounceKey, id, q.opts.Namespace)
+			ErrScheduleIDIsDebounceKey, a.id, q.opts.Namespace)
 	}
 	return r[0], fromMillis(atoi(r[1])), r[2], nil
 }
 
-func stateCode(ended bool) string {
+// stateCode is the state a plan leaves an active schedule in.
+func stateCode(ended bool) recState {
 	if ended {
-		return "e"
+		return recEnded
 	}
-	return "a"
+	return recActive
 }
 
 // Put creates the schedule r and arms its first occurrences,
@@ -638,7 +678,8 @@ func (rt RecurringTimers) Put(ctx context.Context, r Recurring) (info RecurringI
 		return RecurringInfo{}, false, err
 	}
 	b, _ := json.Marshal(r.body(now.UnixMilli(), now.UnixMilli()))
-	status, now, rec, err := q.put(ctx, "create", r.ID, "", string(b), r.Overlap, stateCode(p.ended), lastArg(p.last), r.Payload, deliveryOf(r.Endpoint, r.URL, r.FlowKey), p.arms)
+	status, now, rec, err := q.put(ctx, putArgs{op: "create", id: r.ID, body: string(b), state: stateCode(p.ended), last: lastArg(p.last),
+		payload: r.Payload, overlap: r.Overlap, endpoint: deliveryOf(r.Endpoint, r.URL, r.FlowKey), arms: p.arms})
 	if err != nil {
 		return RecurringInfo{}, false, errorf("put schedule %q: %w", r.ID, err)
 	}
@@ -670,7 +711,7 @@ func (rt RecurringTimers) Update(ctx context.Context, r Recurring) (RecurringInf
 	if r, err = q.validateRecurring(r); err != nil {
 		return RecurringInfo{}, err
 	}
-	return q.modify(ctx, "update", r.ID, r.Overlap, func(s *record, now time.Time) (string, string, string, []byte, []Occurrence, error) {
+	return q.modify(ctx, "update", r.ID, r.Overlap, func(s *record, now time.Time) (putArgs, error) {
 		if r.Every > 0 && r.Anchor.IsZero() {
 			r.Anchor = now
 			if s.r.Every > 0 && !s.r.Anchor.IsZero() {
@@ -678,14 +719,14 @@ func (rt RecurringTimers) Update(ctx context.Context, r Recurring) (RecurringInf
 			}
 		}
 		b, _ := json.Marshal(r.body(s.body.CreatedMs, now.UnixMilli()))
-		if s.state == 'p' {
-			return string(b), "p", "-", r.Payload, nil, nil
+		if s.state == recPaused {
+			return putArgs{body: string(b), state: recPaused, last: keepLast, payload: r.Payload}, nil
 		}
 		p, err := planFrom(r, now, now, s.count-int64(len(s.pending)), r.Ahead)
 		if err != nil {
-			return "", "", "", nil, nil, err
+			return putArgs{}, err
 		}
-		return string(b), stateCode(p.ended), lastArg(p.last), r.Payload, p.arms, nil
+		return putArgs{body: string(b), state: stateCode(p.ended), last: lastArg(p.last), payload: r.Payload, arms: p.arms}, nil
 	})
 }
 
@@ -694,16 +735,16 @@ func (rt RecurringTimers) Update(ctx context.Context, r Recurring) (RecurringInf
 // schedule changes nothing, its version included.
 func (rt RecurringTimers) Pause(ctx context.Context, id string) (RecurringInfo, error) {
 	q := rt.q
-	return q.modify(ctx, "pause", id, "", func(s *record, now time.Time) (string, string, string, []byte, []Occurrence, error) {
-		if s.state == 'p' {
+	return q.modify(ctx, "pause", id, "", func(s *record, now time.Time) (putArgs, error) {
+		if s.state == recPaused {
 			// Already paused: nothing to cancel, and the version (which
 			// counts changes) stays.
-			return "", "", "", nil, nil, errNoChange
+			return putArgs{}, errNoChange
 		}
-		if s.state == 'e' {
-			return "", "e", "-", nil, nil, nil
+		if s.state == recEnded {
+			return putArgs{state: recEnded, last: keepLast}, nil
 		}
-		return "", "p", "-", nil, nil, nil
+		return putArgs{state: recPaused, last: keepLast}, nil
 	})
 }
 
@@ -713,17 +754,17 @@ func (rt RecurringTimers) Pause(ctx context.Context, id string) (RecurringInfo, 
 // an active or ended schedule changes nothing.
 func (rt RecurringTimers) Resume(ctx context.Context, id string) (RecurringInfo, error) {
 	q := rt.q
-	return q.modify(ctx, "resume", id, "", func(s *record, now time.Time) (string, string, string, []byte, []Occurrence, error) {
-		if s.state != 'p' {
-			return "", "", "", nil, nil, errNoChange
+	return q.modify(ctx, "resume", id, "", func(s *record, now time.Time) (putArgs, error) {
+		if s.state != recPaused {
+			return putArgs{}, errNoChange
 		}
 		r := s.r
 		r.CatchUp = CatchUpSkip
 		p, err := planFrom(r, now, now, s.count, r.Ahead)
 		if err != nil {
-			return "", "", "", nil, nil, err
+			return putArgs{}, err
 		}
-		return "", stateCode(p.ended), lastArg(p.last), s.r.Payload, p.arms, nil
+		return putArgs{state: stateCode(p.ended), last: lastArg(p.last), payload: s.r.Payload, arms: p.arms}, nil
 	})
 }
 
@@ -749,7 +790,7 @@ func (rt RecurringTimers) Delete(ctx context.Context, id string) error {
 	if err := ValidateID(id); err != nil {
 		return err
 	}
-	status, _, _, err := q.put(ctx, "delete", id, "", "", "", "", "-", nil, "", nil)
+	status, _, _, err := q.put(ctx, putArgs{op: "delete", id: id, last: keepLast})
 	if err != nil {
 		return errorf("delete schedule %q: %w", id, err)
 	}
@@ -762,7 +803,9 @@ func (rt RecurringTimers) Delete(ctx context.Context, id string) error {
 // modify reads a schedule, lets fn plan the change from it, and writes it
 // if the schedule has not changed meanwhile, retrying a few times if it has.
 // overlap is the schedule's overlap policy after the change, "" to keep it.
-func (q *Queue) modify(ctx context.Context, op, id string, overlap Overlap, fn func(s *record, now time.Time) (bodyJSON, state, last string, payload []byte, arms []Occurrence, err error)) (RecurringInfo, error) {
+// fn plans the body, state, last time, payload and arms of the call; modify
+// fills in the rest.
+func (q *Queue) modify(ctx context.Context, op, id string, overlap Overlap, fn func(s *record, now time.Time) (putArgs, error)) (RecurringInfo, error) {
 	if err := ValidateID(id); err != nil {
 		return RecurringInfo{}, err
 	}
@@ -774,7 +817,7 @@ func (q *Queue) modify(ctx context.Context, op, id string, overlap Overlap, fn f
 		if s == nil {
 			return RecurringInfo{}, fmt.Errorf("%w: %q in namespace %q; 'timerctl schedules list' shows them", ErrRecurringNotFound, id, q.opts.Namespace)
 		}
-		b, state, last, payload, arms, err := fn(s, now)
+		a, err := fn(s, now)
 		if errors.Is(err, errNoChange) {
 			return s.info(now), nil
 		}
@@ -782,15 +825,16 @@ func (q *Queue) modify(ctx context.Context, op, id string, overlap Overlap, fn f
 			return RecurringInfo{}, err
 		}
 		// The endpoint after the change: the new body's, or the kept one's.
-		endpoint := deliveryOf(s.r.Endpoint, s.r.URL, s.r.FlowKey)
-		if b != "" {
+		a.endpoint = deliveryOf(s.r.Endpoint, s.r.URL, s.r.FlowKey)
+		if a.body != "" {
 			var nb body
-			if err := json.Unmarshal([]byte(b), &nb); err != nil {
+			if err := json.Unmarshal([]byte(a.body), &nb); err != nil {
 				return RecurringInfo{}, errorf("%s schedule %q: %w", op, id, err)
 			}
-			endpoint = deliveryOf(nb.Endpoint, nb.URL, nb.FlowKey)
+			a.endpoint = deliveryOf(nb.Endpoint, nb.URL, nb.FlowKey)
 		}
-		status, now, rec, err := q.put(ctx, op, id, strconv.FormatInt(s.version, 10), b, overlap, state, last, payload, endpoint, arms)
+		a.op, a.id, a.expected, a.overlap = op, id, strconv.FormatInt(s.version, 10), overlap
+		status, now, rec, err := q.put(ctx, a)
 		if err != nil {
 			return RecurringInfo{}, errorf("%s schedule %q: %w", op, id, err)
 		}
@@ -934,15 +978,15 @@ func (rt RecurringTimers) RestoreWith(ctx context.Context, in RecurringInfo, occ
 	if err != nil {
 		return false, nil, err
 	}
-	state := map[RecurringState]string{RecurringActive: "a", RecurringPaused: "p", RecurringEnded: "e"}[in.State]
-	if state == "" {
+	state := map[RecurringState]recState{RecurringActive: recActive, RecurringPaused: recPaused, RecurringEnded: recEnded}[in.State]
+	if state == 0 {
 		return false, nil, fmt.Errorf("%w: schedule %q: state %q is not one of active, paused, ended", schedule.ErrInvalidSchedule, r.ID, in.State)
 	}
 	if r.Every > 0 && r.Anchor.IsZero() {
 		return false, nil, fmt.Errorf("%w: schedule %q: an exported interval schedule needs its anchor", schedule.ErrInvalidSchedule, r.ID)
 	}
 	arms := in.Pending
-	if state == "p" {
+	if state == recPaused {
 		arms = nil
 	}
 	for _, o := range arms {
@@ -969,7 +1013,8 @@ func (rt RecurringTimers) RestoreWith(ctx context.Context, in RecurringInfo, occ
 	base := max(in.Count-int64(len(arms)), 0)
 	created0, updated0 := in.CreatedAt.UnixMilli(), in.UpdatedAt.UnixMilli()
 	b, _ := json.Marshal(r.body(created0, updated0))
-	status, _, _, err := q.put(ctx, "create", r.ID, strconv.FormatInt(base, 10), string(b), r.Overlap, state, lastArg(in.Last), r.Payload, deliveryOf(r.Endpoint, r.URL, r.FlowKey), arms)
+	status, _, _, err := q.put(ctx, putArgs{op: "create", id: r.ID, expected: strconv.FormatInt(base, 10), body: string(b), state: state,
+		last: lastArg(in.Last), payload: r.Payload, overlap: r.Overlap, endpoint: deliveryOf(r.Endpoint, r.URL, r.FlowKey), arms: arms})
 	if err != nil {
 		return false, results, errorf("restore schedule %q: %w", r.ID, err)
 	}

@@ -17,11 +17,11 @@ func TestRecurPutCreateRaceKeepsTheWinner(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer q.Close()
-		status, _, first, err := q.put(ctx, "create", "s", "", `{"every_ms":1000}`, "", "a", "", []byte("winner"), "", nil)
+		status, _, first, err := q.put(ctx, putArgs{op: "create", id: "s", body: `{"every_ms":1000}`, state: recActive, payload: []byte("winner")})
 		if err != nil || status != "created" {
 			t.Fatalf("first create: %s, %v", status, err)
 		}
-		status, _, rec, err := q.put(ctx, "create", "s", "", `{"every_ms":2000}`, "", "a", "", []byte("loser"), "", nil)
+		status, _, rec, err := q.put(ctx, putArgs{op: "create", id: "s", body: `{"every_ms":2000}`, state: recActive, payload: []byte("loser")})
 		if err != nil || status != "exists" || rec != first {
 			t.Fatalf("second create: %s %q, %v; want exists with %q", status, rec, err, first)
 		}
