@@ -97,6 +97,12 @@ func (h *Handler) debounceKey(w http.ResponseWriter, r *http.Request) {
 	if res.Outcome == queue.DebounceCreated {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, DebounceResultJSON{Outcome: string(res.Outcome), Timer: toTimerJSON(res.Timer),
-		Now: timefmt.Format(res.Now), DeadlineAt: timefmt.Format(res.Deadline)})
+	writeJSON(w, status, ToDebounceResultJSON(res))
+}
+
+// ToDebounceResultJSON is res as the API and `timerctl debounce -o json`
+// show it.
+func ToDebounceResultJSON(res queue.DebounceResult) DebounceResultJSON {
+	return DebounceResultJSON{Outcome: string(res.Outcome), Timer: ToTimerJSON(res.Timer),
+		Now: timefmt.Format(res.Now), DeadlineAt: timefmt.Format(res.Deadline)}
 }

@@ -170,7 +170,10 @@ type OccurrenceJSON struct {
 	DueAt   string `json:"due_at"`
 }
 
-func toScheduleJSON(in queue.RecurringInfo) ScheduleJSON {
+// ToScheduleJSON is in as the API and `timerctl schedules get -o json`
+// show it, without Created; the export lines of timerctl are this shape
+// less its derived fields.
+func ToScheduleJSON(in queue.RecurringInfo) ScheduleJSON {
 	j := ScheduleJSON{ID: in.ID, Cron: in.Spec, State: string(in.State), Version: in.Version, Payload: in.Payload,
 		CatchUp: string(cmp.Or(in.CatchUp, queue.CatchUpOnce)), CatchUpLimit: in.CatchUpLimit, Jitter: in.Jitter.String(),
 		End: optTime(in.End), MaxCount: in.MaxCount, Ahead: in.Ahead, Overlap: string(cmp.Or(in.Overlap, queue.OverlapAllow)),
@@ -229,7 +232,7 @@ func (h *Handler) createSchedule(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, scheduleEndpoint(err))
 		return
 	}
-	out := toScheduleJSON(info)
+	out := ToScheduleJSON(info)
 	out.Created = &created
 	status := http.StatusOK
 	if created {
@@ -287,7 +290,7 @@ func (h *Handler) scheduleCall(w http.ResponseWriter, r *http.Request, call func
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toScheduleJSON(info))
+	writeJSON(w, http.StatusOK, ToScheduleJSON(info))
 }
 
 func (h *Handler) getSchedule(w http.ResponseWriter, r *http.Request) {
@@ -352,7 +355,7 @@ func (h *Handler) listSchedules(w http.ResponseWriter, r *http.Request) {
 	}
 	out := schedulePageJSON{Schedules: make([]ScheduleJSON, len(page.Schedules)), NextCursor: page.NextCursor}
 	for i, s := range page.Schedules {
-		out.Schedules[i] = toScheduleJSON(s)
+		out.Schedules[i] = ToScheduleJSON(s)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

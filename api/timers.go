@@ -163,7 +163,7 @@ func (h *Handler) timerCall(w http.ResponseWriter, r *http.Request, call func(ct
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toTimerJSON(t))
+	writeJSON(w, http.StatusOK, ToTimerJSON(t))
 }
 
 // getTimer answers the timer, with its attempt log if its fires were
@@ -182,14 +182,14 @@ func (h *Handler) getTimer(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	j := toTimerJSON(t)
+	j := ToTimerJSON(t)
 	if t.State == queue.StateFired {
 		log, err := q.Deliveries().Attempts(ctx, id)
 		if err != nil {
 			h.fail(w, r, err)
 			return
 		}
-		j.Delivery = toDeliveryLogJSON(log)
+		j.Delivery = ToDeliveryLogJSON(log)
 	}
 	writeJSON(w, http.StatusOK, j)
 }
@@ -323,7 +323,7 @@ func (h *Handler) listTimers(w http.ResponseWriter, r *http.Request) {
 	}
 	out := timerPageJSON{Timers: make([]TimerJSON, len(page.Timers)), NextCursor: page.NextCursor}
 	for i, t := range page.Timers {
-		out.Timers[i] = toTimerJSON(t)
+		out.Timers[i] = ToTimerJSON(t)
 	}
 	for _, m := range page.Malformed {
 		out.Malformed = append(out.Malformed, malformedJSON{ID: m.ID, Shard: m.Shard, Reason: m.Reason})

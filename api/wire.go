@@ -58,7 +58,9 @@ type AttemptJSON struct {
 	RetryIn   string  `json:"retry_in,omitempty"`
 }
 
-func toDeliveryLogJSON(log []queue.DeliveryAttempt) *DeliveryLogJSON {
+// ToDeliveryLogJSON is log as the API and `timerctl get -o json` show it:
+// nil, hence no delivery field, for a timer without attempts.
+func ToDeliveryLogJSON(log []queue.DeliveryAttempt) *DeliveryLogJSON {
 	if len(log) == 0 {
 		return nil
 	}
@@ -82,7 +84,10 @@ func optTime(t time.Time) *string {
 	return &s
 }
 
-func toTimerJSON(t queue.Timer) TimerJSON {
+// ToTimerJSON is t as the API, `timerctl -o json` and debounce answers
+// show it, without the fields that only some answers set (Created,
+// Delivery).
+func ToTimerJSON(t queue.Timer) TimerJSON {
 	p := t.Payload
 	if p == nil {
 		p = []byte{} // "" rather than null
@@ -95,7 +100,7 @@ func toTimerJSON(t queue.Timer) TimerJSON {
 }
 
 func created(r queue.ScheduleResult) TimerJSON {
-	j := toTimerJSON(r.Timer)
+	j := ToTimerJSON(r.Timer)
 	c := r.Created
 	j.Created = &c
 	return j

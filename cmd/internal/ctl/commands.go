@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/cmd/internal/cliconf"
 	"github.com/timerq/timerq/queue"
 )
@@ -226,7 +227,7 @@ func payloadTooLarge(size int64, what string) error {
 // recordOut prints one timer in the chosen format.
 func (r *runner) recordOut(s *session, t queue.Timer, created *bool) error {
 	if s.g.json {
-		j := toJSON(t)
+		j := api.ToTimerJSON(t)
 		j.Created = created
 		return writeJSON(r.o.Stdout, j)
 	}
@@ -353,8 +354,8 @@ func (r *runner) get(c *cli.Context) error {
 			}
 		}
 		if s.g.json {
-			j := toJSON(t)
-			j.Delivery = toDeliveryJSON(log)
+			j := api.ToTimerJSON(t)
+			j.Delivery = api.ToDeliveryLogJSON(log)
 			return writeJSON(r.o.Stdout, j)
 		}
 		return writeRecord(r.o.Stdout, t, r.o.Now(), "", log...)
@@ -446,9 +447,9 @@ func (r *runner) list(c *cli.Context) error {
 // printPage prints one page of list.
 func (r *runner) printPage(c *cli.Context, s *session, page queue.ListPage) error {
 	if s.g.json {
-		out := make([]timerJSON, 0, len(page.Timers))
+		out := make([]api.TimerJSON, 0, len(page.Timers))
 		for _, t := range page.Timers {
-			out = append(out, toJSON(t))
+			out = append(out, api.ToTimerJSON(t))
 		}
 		if err := writeJSON(r.o.Stdout, out); err != nil {
 			return err

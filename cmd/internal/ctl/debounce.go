@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -25,14 +26,6 @@ func (r *runner) debounceCommand() *cli.Command {
 		},
 		Action: r.debounce,
 	}
-}
-
-// debounceJSON is debounce's JSON output: the HTTP API's answer.
-type debounceJSON struct {
-	Outcome    string    `json:"outcome"`
-	Timer      timerJSON `json:"timer"`
-	Now        string    `json:"now"`
-	DeadlineAt string    `json:"deadline_at"`
 }
 
 func (r *runner) debounce(c *cli.Context) error {
@@ -77,8 +70,8 @@ func (r *runner) debounce(c *cli.Context) error {
 			return s.redisErr(err)
 		}
 		if s.g.json {
-			return writeJSON(r.o.Stdout, debounceJSON{Outcome: string(res.Outcome), Timer: toJSON(res.Timer),
-				Now: fmtJSONTime(res.Now), DeadlineAt: fmtJSONTime(res.Deadline)})
+			// The HTTP API's answer.
+			return writeJSON(r.o.Stdout, api.ToDebounceResultJSON(res))
 		}
 		now := r.o.Now()
 		return writeRecord(r.o.Stdout, res.Timer, now, fmt.Sprintf("%s; the window's deadline is %s", res.Outcome, fmtTime(res.Deadline, now)))

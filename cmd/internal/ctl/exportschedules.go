@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -17,38 +18,19 @@ const kindSchedule = "schedule"
 
 // scheduleExportLine is one schedule as export and `schedules export` write
 // it: every field that queue.RecurringTimers.Restore restores, and nothing derived
-// (version, next), so that export | import | export is the same text.
+// (version, next), so that export | import | export is the same text. It
+// is the HTTP API's schedule (api.ScheduleJSON) behind a kind, less the
+// derived fields: encoding/json lets a field of the outer struct hide the
+// embedded field of its name, and these, always nil, are then left out.
 type scheduleExportLine struct {
-	Kind         string           `json:"kind"`
-	ID           string           `json:"id"`
-	Cron         string           `json:"cron,omitempty"`
-	TZ           string           `json:"tz,omitempty"`
-	Every        string           `json:"every,omitempty"`
-	Anchor       *string          `json:"anchor,omitempty"`
-	State        string           `json:"state"`
-	Payload      []byte           `json:"payload"`
-	CatchUp      string           `json:"catch_up"`
-	CatchUpLimit int              `json:"catch_up_limit"`
-	Jitter       string           `json:"jitter"`
-	End          *string          `json:"end"`
-	MaxCount     int64            `json:"max_count"`
-	Ahead        int              `json:"ahead"`
-	Overlap      string           `json:"overlap"`
-	Deliver      *deliverJSON     `json:"deliver,omitempty"`
-	FlowKey      string           `json:"flow_key,omitempty"`
-	Count        int64            `json:"count"`
-	Last         *string          `json:"last"`
-	Pending      []occurrenceJSON `json:"pending"`
-	CreatedAt    string           `json:"created_at"`
-	UpdatedAt    string           `json:"updated_at"`
+	Kind string `json:"kind"`
+	api.ScheduleJSON
+	Version *struct{} `json:"version,omitempty"`
+	Next    *struct{} `json:"next,omitempty"`
 }
 
 func toScheduleExportLine(in queue.RecurringInfo) scheduleExportLine {
-	j := toScheduleJSON(in)
-	return scheduleExportLine{Kind: kindSchedule, ID: j.ID, Cron: j.Cron, TZ: j.TZ, Every: j.Every, Anchor: j.Anchor,
-		State: j.State, Payload: j.Payload, CatchUp: j.CatchUp, CatchUpLimit: j.CatchUpLimit, Jitter: j.Jitter,
-		End: j.End, MaxCount: j.MaxCount, Ahead: j.Ahead, Overlap: j.Overlap, Deliver: j.Deliver, FlowKey: j.FlowKey, Count: j.Count, Last: j.Last,
-		Pending: j.Pending, CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt}
+	return scheduleExportLine{Kind: kindSchedule, ScheduleJSON: api.ToScheduleJSON(in)}
 }
 
 // writeSchedules writes every schedule of the namespace as one JSON line
@@ -114,5 +96,5 @@ func parseScheduleLine(line []byte) (queue.RecurringInfo, error) {
 	if j.Kind != "" && j.Kind != kindSchedule {
 		return queue.RecurringInfo{}, fmt.Errorf("kind %q is not schedule", j.Kind)
 	}
-	return j.scheduleJSON.info()
+	return scheduleInfo(j.ScheduleJSON)
 }

@@ -17,55 +17,9 @@ import (
 // RFC 3339, milliseconds, UTC.
 const jsonTime = timefmt.Layout
 
-// timerJSON is a timer in JSON output; docs/timerctl.md documents it, and
-// the field names are stable.
-type timerJSON struct {
-	ID          string  `json:"id"`
-	State       string  `json:"state"`
-	DueAt       string  `json:"due_at"`
-	CreatedAt   *string `json:"created_at"`
-	FiredAt     *string `json:"fired_at"`
-	CancelledAt *string `json:"cancelled_at"`
-	Payload     []byte  `json:"payload"` // base64, as encoding/json writes []byte
-	Created     *bool   `json:"created,omitempty"`
-	// Delivery is get's only: the attempt log of a timer whose fires were
-	// delivered to an endpoint, as the HTTP API shows it.
-	Delivery *deliveryJSON `json:"delivery,omitempty"`
-}
-
-// deliveryJSON is a timer's attempt log, the shape of the HTTP API's
-// DeliveryLog.
-type deliveryJSON struct {
-	Attempts []attemptJSON `json:"attempts"`
-}
-
-type attemptJSON struct {
-	Attempt   int     `json:"attempt"`
-	DueAt     string  `json:"due_at"`
-	At        string  `json:"at"`
-	LatencyMS float64 `json:"latency_ms"`
-	Status    int     `json:"status"`
-	Outcome   string  `json:"outcome"`
-	Reason    string  `json:"reason,omitempty"`
-	Error     string  `json:"error,omitempty"`
-	RetryIn   string  `json:"retry_in,omitempty"`
-}
-
-func toDeliveryJSON(log []queue.DeliveryAttempt) *deliveryJSON {
-	if len(log) == 0 {
-		return nil
-	}
-	out := &deliveryJSON{Attempts: make([]attemptJSON, len(log))}
-	for i, a := range log {
-		j := attemptJSON{Attempt: a.Attempt, DueAt: fmtJSONTime(a.Due), At: fmtJSONTime(a.At),
-			LatencyMS: float64(a.Latency.Microseconds()) / 1000, Status: a.Status, Outcome: a.Outcome, Reason: a.Reason, Error: a.Error}
-		if a.RetryIn > 0 {
-			j.RetryIn = a.RetryIn.String()
-		}
-		out.Attempts[i] = j
-	}
-	return out
-}
+// The JSON shapes of timers, attempt logs and schedules are the HTTP
+// API's (api.TimerJSON and the rest), so that a client reads both alike;
+// docs/timerctl.md documents them.
 
 // writeAttempts adds a timer's attempt log to writeRecord's table: one
 // row per attempt, oldest first.
@@ -98,18 +52,6 @@ func optTime(t time.Time) *string {
 	}
 	s := fmtJSONTime(t)
 	return &s
-}
-
-func toJSON(t queue.Timer) timerJSON {
-	p := t.Payload
-	if p == nil {
-		p = []byte{} // "" rather than null
-	}
-	return timerJSON{
-		ID: t.ID, State: string(t.State), DueAt: fmtJSONTime(t.Due),
-		CreatedAt: optTime(t.CreatedAt), FiredAt: optTime(t.FiredAt), CancelledAt: optTime(t.CancelledAt),
-		Payload: p,
-	}
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/queue"
 	"github.com/timerq/timerq/schedule"
 )
@@ -248,72 +249,15 @@ func (r *runner) schedules(c *cli.Context) error {
 	})
 }
 
-// scheduleJSON is a schedule in JSON output (docs/timerctl.md); the field
-// names are stable.
+// scheduleJSON is a schedule in JSON output (docs/timerctl.md): the HTTP
+// API's schedule, and a note of what the command did.
 type scheduleJSON struct {
-	ID           string           `json:"id"`
-	Cron         string           `json:"cron,omitempty"`
-	TZ           string           `json:"tz,omitempty"`
-	Every        string           `json:"every,omitempty"`
-	Anchor       *string          `json:"anchor,omitempty"`
-	State        string           `json:"state"`
-	Version      int64            `json:"version"`
-	Payload      []byte           `json:"payload"`
-	CatchUp      string           `json:"catch_up"`
-	CatchUpLimit int              `json:"catch_up_limit"`
-	Jitter       string           `json:"jitter"`
-	End          *string          `json:"end"`
-	MaxCount     int64            `json:"max_count"`
-	Ahead        int              `json:"ahead"`
-	Overlap      string           `json:"overlap"`
-	Deliver      *deliverJSON     `json:"deliver,omitempty"`
-	FlowKey      string           `json:"flow_key,omitempty"`
-	Count        int64            `json:"count"`
-	Last         *string          `json:"last"`
-	Pending      []occurrenceJSON `json:"pending"`
-	Next         []string         `json:"next"`
-	CreatedAt    string           `json:"created_at"`
-	UpdatedAt    string           `json:"updated_at"`
-	Note         string           `json:"note,omitempty"`
-}
-
-// deliverJSON names the endpoint a schedule's occurrences deliver to.
-type deliverJSON struct {
-	Endpoint string `json:"endpoint"`
-	URL      string `json:"url,omitempty"`
-}
-
-type occurrenceJSON struct {
-	ID      string `json:"id"`
-	Nominal string `json:"nominal"`
-	DueAt   string `json:"due_at"`
+	api.ScheduleJSON
+	Note string `json:"note,omitempty"`
 }
 
 func toScheduleJSON(in queue.RecurringInfo) scheduleJSON {
-	j := scheduleJSON{ID: in.ID, Cron: in.Spec, State: string(in.State), Version: in.Version, Payload: in.Payload,
-		CatchUp: string(in.CatchUp), CatchUpLimit: in.CatchUpLimit, Jitter: in.Jitter.String(), End: optTime(in.End),
-		MaxCount: in.MaxCount, Ahead: in.Ahead, Overlap: string(cmp.Or(in.Overlap, queue.OverlapAllow)), Count: in.Count, Pending: []occurrenceJSON{}, Next: []string{},
-		CreatedAt: fmtJSONTime(in.CreatedAt), UpdatedAt: fmtJSONTime(in.UpdatedAt), Last: optTime(in.Last)}
-	if j.Payload == nil {
-		j.Payload = []byte{}
-	}
-	if in.Spec != "" && in.Location != nil {
-		j.TZ = in.Location.String()
-	}
-	if in.Every > 0 {
-		j.Every, j.Anchor = in.Every.String(), optTime(in.Anchor)
-	}
-	if in.Endpoint != "" {
-		j.Deliver = &deliverJSON{Endpoint: in.Endpoint, URL: in.URL}
-	}
-	j.FlowKey = in.FlowKey
-	for _, o := range in.Pending {
-		j.Pending = append(j.Pending, occurrenceJSON{ID: o.ID, Nominal: fmtJSONTime(o.Nominal), DueAt: fmtJSONTime(o.Due)})
-	}
-	for _, t := range in.Next {
-		j.Next = append(j.Next, fmtJSONTime(t))
-	}
-	return j
+	return scheduleJSON{ScheduleJSON: api.ToScheduleJSON(in)}
 }
 
 func specText(in queue.RecurringInfo) string {
@@ -492,14 +436,15 @@ func (r *runner) importSchedules(c *cli.Context, rest []string) error {
 	return err
 }
 
-// info is the schedule an exported line describes, for queue.RecurringTimers.Restore.
-func (j scheduleJSON) info() (queue.RecurringInfo, error) {
+// scheduleInfo is the schedule an exported line describes, for
+// queue.RecurringTimers.Restore.
+func scheduleInfo(j api.ScheduleJSON) (queue.RecurringInfo, error) {
 	in := queue.RecurringInfo{State: queue.RecurringState(j.State), Count: j.Count}
 	in.Recurring = queue.Recurring{ID: j.ID, Spec: j.Cron, Payload: j.Payload, CatchUp: queue.CatchUp(j.CatchUp),
 		CatchUpLimit: j.CatchUpLimit, MaxCount: j.MaxCount, Ahead: j.Ahead, Overlap: queue.Overlap(j.Overlap),
 		FlowKey: j.FlowKey}
-	if j.Deliver != nil {
-		in.Endpoint, in.URL = j.Deliver.Endpoint, j.Deliver.URL
+	if d := j.Deliver; d != nil {
+		in.Endpoint, in.URL = deref(d.Endpoint), deref(d.URL)
 	}
 	var err error
 	if j.TZ != "" {
@@ -538,6 +483,14 @@ func (j scheduleJSON) info() (queue.RecurringInfo, error) {
 		in.Pending = append(in.Pending, queue.Occurrence{ID: o.ID, Nominal: nominal, Due: due})
 	}
 	return in, nil
+}
+
+// deref is *p, or "" for nil.
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }
 
 // isBadInput reports whether err is about the input line, not about Redis.
