@@ -122,7 +122,7 @@ func (p *Poller) OwnedShards() []int {
 // those are logged and retried with backoff. It returns ErrRunning if the
 // Poller is already running.
 //
-// The poller claims only the shards it owns (see Options.Shards): the
+// The poller claims only the shards it owns (see Options.FixedShards): the
 // live workers share the shards by rendezvous hashing over the membership
 // list in Redis, which each renews every Options.Heartbeat. A worker that
 // dies drops out after Options.MemberTTL and its shards go to the others;
@@ -187,10 +187,10 @@ func (p *Poller) serveLayout(ctx context.Context, stop context.CancelCauseFunc) 
 	// the others watch (see TakeoverOptions). That holds for the one shard
 	// of an unsharded namespace too: one worker claims it and the others
 	// watch, so its claims do not grow with the number of workers.
-	watch := p.opts.Shards == nil && !p.opts.Takeover.Disabled
+	watch := p.opts.FixedShards == nil && !p.opts.Takeover.Disabled
 	loops := newShardLoops(ctx, p, stop, shards, sharded, watch)
 	switch {
-	case p.opts.Shards != nil:
+	case p.opts.FixedShards != nil:
 		loops.setOwned(p.fixedShards(shards))
 		changed = p.watchLayout(ctx, shards)
 	case shards == 1 && !watch:
@@ -238,15 +238,15 @@ func (p *Poller) readLayout(ctx context.Context, stop context.CancelCauseFunc) (
 	}
 }
 
-// fixedShards returns the shards of Options.Shards that the namespace has
+// fixedShards returns the shards of Options.FixedShards that the namespace has
 // (of shards), logging the others.
 func (p *Poller) fixedShards(shards int) []int {
 	var fixed []int
-	for _, k := range p.opts.Shards {
+	for _, k := range p.opts.FixedShards {
 		if k < shards {
 			fixed = append(fixed, k)
 		} else {
-			p.log.Error("timerq: Options.Shards names a shard the namespace does not have; ignoring it", "shard", k, "shards", shards)
+			p.log.Error("timerq: Options.FixedShards names a shard the namespace does not have; ignoring it", "shard", k, "shards", shards)
 		}
 	}
 	return fixed
