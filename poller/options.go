@@ -85,12 +85,14 @@ type Options struct {
 	// name, the process ID and a random suffix.
 	WorkerID string
 
-	// Shards, if not nil, fixes the shards this poller claims instead of
-	// sharing them with the other workers by membership. nil means share
-	// them; an empty, non-nil slice claims none (the poller then only
-	// competes for maintenance). Shards the namespace does not have are
-	// ignored (and logged).
-	Shards []int
+	// FixedShards, if not nil, lists the shard numbers (0..S-1 of the
+	// namespace's S, see queue.Options.Shards) this poller claims, instead
+	// of sharing the shards with the other workers by membership; such a
+	// poller neither joins the membership nor takes over other shards.
+	// nil means share them; an empty, non-nil slice claims none (the
+	// poller then only competes for maintenance). Shards the namespace
+	// does not have are ignored (and logged).
+	FixedShards []int
 
 	// Heartbeat is how often the poller renews its membership and re-reads
 	// the live members. 0 means DefaultHeartbeat (1 s).
@@ -145,7 +147,7 @@ type MaintenanceOptions struct {
 }
 
 // TakeoverOptions configures the takeover of overdue shards. On a
-// namespace whose shards are shared by membership (Options.Shards nil),
+// namespace whose shards are shared by membership (Options.FixedShards nil),
 // sharded or not, a poller watches every shard it does not own: it learns each one's earliest
 // due time from its wake messages and from reading it, and claims the
 // shard itself once that time is After overdue. The owner, if alive, has
@@ -276,9 +278,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MemberTTL <= o.Heartbeat {
 		return bad("MemberTTL %v must exceed Heartbeat %v, or every worker drops out between heartbeats", o.MemberTTL, o.Heartbeat)
 	}
-	for _, k := range o.Shards {
+	for _, k := range o.FixedShards {
 		if k < 0 || k >= queue.MaxShards {
-			return bad("Shards holds %d, outside 0..%d", k, queue.MaxShards-1)
+			return bad("FixedShards holds %d, outside 0..%d", k, queue.MaxShards-1)
 		}
 	}
 	if o.WorkerID == "" {

@@ -12,10 +12,8 @@ import (
 	"errors"
 	"hash/fnv"
 	"log/slog"
-	"maps"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -124,7 +122,7 @@ func (p *Poller) OwnedShards() []int {
 // those are logged and retried with backoff. It returns ErrRunning if the
 // Poller is already running.
 //
-// The poller claims only the shards it owns (see Options.Shards): the
+// The poller claims only the shards it owns (see Options.FixedShards): the
 // live workers share the shards by rendezvous hashing over the membership
 // list in Redis, which each renews every Options.Heartbeat. A worker that
 // dies drops out after Options.MemberTTL and its shards go to the others;
@@ -181,22 +179,53 @@ func (p *Poller) serve(ctx context.Context, stop context.CancelCauseFunc) {
 // owned shard, adjusting the set on every heartbeat, until ctx ends, or
 // until the shard count changes, when it stops its loops and reports true.
 func (p *Poller) serveLayout(ctx context.Context, stop context.CancelCauseFunc) (changed bool) {
-	var shards int
-	var sharded bool
+	shards, sharded, ok := p.readLayout(ctx, stop)
+	if !ok {
+		return false
+	}
+	// With takeover, every shard has a loop: the owned ones claim as due,
+	// the others watch (see TakeoverOptions). That holds for the one shard
+	// of an unsharded namespace too: one worker claims it and the others
+	// watch, so its claims do not grow with the number of workers.
+	watch := p.opts.FixedShards == nil && !p.opts.Takeover.Disabled
+	loops := newShardLoops(ctx, p, stop, shards, sharded, watch)
+	switch {
+	case p.opts.FixedShards != nil:
+		loops.setOwned(p.fixedShards(shards))
+		changed = p.watchLayout(ctx, shards)
+	case shards == 1 && !watch:
+		// Without the takeover a dead owner's one shard would wait for its
+		// membership to lapse: every poller claims it, as before ownership.
+		loops.setOwned([]int{0})
+		changed = p.watchLayout(ctx, shards)
+	default:
+		changed = p.membership(ctx, shards, loops.setOwned, stop)
+	}
+	loops.close()
+	if changed {
+		n, _ := p.q.Inspect().Shards(ctx)
+		p.log.Info("timerq: the namespace's shard count changed; restarting the claim loops", "was", shards, "now", n)
+	}
+	return changed
+}
+
+// readLayout reads the namespace's shard count and whether its server
+// takes SPUBLISH, retrying with backoff; ok is false if ctx ended or the
+// read was refused for good (see fatal) first.
+func (p *Poller) readLayout(ctx context.Context, stop context.CancelCauseFunc) (shards int, sharded, ok bool) {
 	for failures := 1; ; failures++ {
 		// Reading the layout is the first step of every claim: report its
 		// failures as failed claims, with the same backoff.
 		n, err := p.q.Inspect().Shards(ctx)
 		if err == nil {
-			shards = n
 			sharded, _ = p.q.Engine().ShardedPubSub(ctx)
 			if failures > 1 {
 				p.log.Info("timerq: claims succeed again", "failed_attempts", failures-1)
 			}
-			break
+			return n, sharded, true
 		}
 		if ctx.Err() != nil || p.fatal(err, stop, "read of the namespace's layout") {
-			return false
+			return 0, false, false
 		}
 		if h := p.opts.Hooks.ClaimFailed; h != nil {
 			h(err)
@@ -204,144 +233,23 @@ func (p *Poller) serveLayout(ctx context.Context, stop context.CancelCauseFunc) 
 		d := p.backoff(failures)
 		p.log.Warn("timerq: claim failed; retrying", "attempt", failures, "retry_in", d, "err", err)
 		if !sleep(ctx, d) {
-			return false
+			return 0, false, false
 		}
 	}
-	for _, k := range p.opts.Shards {
-		if k >= shards {
-			p.log.Error("timerq: Options.Shards names a shard the namespace does not have; ignoring it", "shard", k, "shards", shards)
-		}
-	}
+}
 
-	sub := shardsub.New(p.rdb, sharded, 1024)
-	var loopsWG sync.WaitGroup
-	loops := map[int]*shardLoop{}
-	var loopsMu sync.Mutex
-	byChannel := map[string]int{}
-	for k := range shards {
-		byChannel[p.q.Keys().Wake(k)] = k
-	}
-	// Route wake messages and (re)subscriptions to the shard's loop.
-	dispatched := make(chan struct{})
-	go func() {
-		defer close(dispatched)
-		for ev := range sub.Events() {
-			k, ok := byChannel[ev.Channel]
-			if !ok {
-				continue
-			}
-			loopsMu.Lock()
-			if l := loops[k]; l != nil {
-				select {
-				case l.events <- ev:
-				default: // full: the loop's next poll (MaxPollInterval) covers it
-				}
-			}
-			loopsMu.Unlock()
-		}
-	}()
-
-	// With takeover, every shard has a loop: the owned ones claim as due,
-	// the others watch (see TakeoverOptions). That holds for the one shard
-	// of an unsharded namespace too: one worker claims it and the others
-	// watch, so its claims do not grow with the number of workers.
-	watch := p.opts.Shards == nil && !p.opts.Takeover.Disabled
-	setOwned := func(want []int) {
-		loopsMu.Lock()
-		defer loopsMu.Unlock()
-		keep := map[int]bool{}
-		for _, k := range want {
-			keep[k] = true
-		}
-		var drop, add []string
-		for k, l := range loops {
-			switch {
-			case keep[k]:
-				l.promote()
-			case watch:
-				l.owner.Store(false)
-			default:
-				l.cancel()
-				delete(loops, k)
-				drop = append(drop, p.q.Keys().Wake(k))
-			}
-		}
-		start := want
-		if watch {
-			start = make([]int, shards)
-			for k := range start {
-				start[k] = k
-			}
-		}
-		for _, k := range start {
-			if loops[k] != nil {
-				continue
-			}
-			lctx, cancel := context.WithCancel(ctx)
-			l := &shardLoop{p: p, shard: k, cancel: cancel, events: make(chan shardsub.Event, 64), promoted: make(chan struct{}, 1)}
-			l.owner.Store(keep[k])
-			loops[k] = l
-			add = append(add, p.q.Keys().Wake(k))
-			loopsWG.Go(func() { l.run(lctx, stop) })
-		}
-		if len(drop) > 0 {
-			sub.Unsubscribe(ctx, drop...)
-		}
-		if len(add) > 0 {
-			// Subscribed before the loop's second claim at the latest: the
-			// confirmation triggers a claim, so no wake is missed.
-			if err := sub.Subscribe(ctx, add...); err != nil {
-				p.log.Debug("timerq: wake subscription failed; polling covers it", "err", err)
-			}
-		}
-		owned := slices.Sorted(maps.Keys(keep))
-		p.ownedMu.Lock()
-		changed := !slices.Equal(owned, p.owned)
-		p.owned = owned
-		p.ownedMu.Unlock()
-		if changed {
-			p.log.Info("timerq: claiming shards", "shards", owned, "of", shards)
-			if h := p.opts.Hooks.Owned; h != nil {
-				h(owned)
-			}
+// fixedShards returns the shards of Options.FixedShards that the namespace has
+// (of shards), logging the others.
+func (p *Poller) fixedShards(shards int) []int {
+	var fixed []int
+	for _, k := range p.opts.FixedShards {
+		if k < shards {
+			fixed = append(fixed, k)
+		} else {
+			p.log.Error("timerq: Options.FixedShards names a shard the namespace does not have; ignoring it", "shard", k, "shards", shards)
 		}
 	}
-
-	switch {
-	case p.opts.Shards != nil:
-		var fixed []int
-		for _, k := range p.opts.Shards {
-			if k < shards {
-				fixed = append(fixed, k)
-			}
-		}
-		setOwned(fixed)
-		changed = p.watchLayout(ctx, shards)
-	case shards == 1 && !watch:
-		// Without the takeover a dead owner's one shard would wait for its
-		// membership to lapse: every poller claims it, as before ownership.
-		setOwned([]int{0})
-		changed = p.watchLayout(ctx, shards)
-	default:
-		changed = p.membership(ctx, shards, setOwned, stop)
-	}
-
-	loopsMu.Lock()
-	for _, l := range loops {
-		l.cancel()
-	}
-	loopsMu.Unlock()
-	loopsWG.Wait()
-	_ = sub.Close()
-	<-dispatched
-	p.ownedMu.Lock()
-	p.owned = nil
-	p.ownedMu.Unlock()
-	if changed {
-		n, _ := p.q.Inspect().Shards(ctx)
-		p.log.Info("timerq: the namespace's shard count changed; restarting the claim loops", "was", shards, "now", n)
-	}
-	return changed
+	return fixed
 }
 
 // layoutChanged reports whether the queue's layout, re-read from Redis at

@@ -186,7 +186,7 @@ func TestPollersRepairShardedSchedulesAfterACrash(t *testing.T) {
 		logs := []*logBuf{{}, {}}
 		for i, shards := range [][]int{{0, 1}, {2, 3}} {
 			p, err := poller.New(q, poller.Options{
-				WorkerID: fmt.Sprint("p", i), Shards: shards, MaxPollInterval: 50 * time.Millisecond,
+				WorkerID: fmt.Sprint("p", i), FixedShards: shards, MaxPollInterval: 50 * time.Millisecond,
 				Maintenance: poller.MaintenanceOptions{Disabled: true},
 				Hooks:       poller.Hooks{Claimed: log.claimed}, Logger: logs[i].logger(),
 			})

@@ -149,14 +149,14 @@ func TestPollersShareShards(t *testing.T) {
 	waitFor(t, 5*time.Second, "the ghost's shards to come back", func() bool { return len(p2.OwnedShards()) == 16 })
 }
 
-// Options.Shards pins a poller to chosen shards, without membership; shards
+// Options.FixedShards pins a poller to chosen shards, without membership; shards
 // the namespace lacks are ignored.
 func TestPollerFixedShards(t *testing.T) {
 	_, rdb := redistest.Mini(t)
 	ctx := context.Background()
 	q := newShardedQueue(t, rdb, 4)
 	var claims atomic.Int64
-	p, err := poller.New(q, poller.Options{Shards: []int{3, 1, 9}, MaxPollInterval: 50 * time.Millisecond,
+	p, err := poller.New(q, poller.Options{FixedShards: []int{3, 1, 9}, MaxPollInterval: 50 * time.Millisecond,
 		Maintenance: poller.MaintenanceOptions{Disabled: true},
 		Hooks:       poller.Hooks{Claimed: func(queue.ClaimResult) { claims.Add(1) }}})
 	if err != nil {
