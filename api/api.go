@@ -388,4 +388,37 @@ func (h *Handler) queue(w http.ResponseWriter, r *http.Request) (q *queue.Queue,
 	return q, release, true
 }
 
+// inNamespace opens the namespace of r's path, runs serve with its queue,
+// and releases it. serve writes its own answer; an error it returns
+// instead is answered as a problem (fail). serve makes its own context
+// (ctx), so that reading and checking the body do not spend the Redis
+// calls' time.
+func (h *Handler) inNamespace(w http.ResponseWriter, r *http.Request, serve func(q *queue.Queue) error) {
+	q, release, ok := h.queue(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	if err := serve(q); err != nil {
+		h.fail(w, r, err)
+	}
+}
+
+// answer runs call in the namespace of r's path under the request's
+// context (ctx), and answers what it returns as JSON with 200, or its
+// error as a problem. Handlers that check their query or path do so
+// first, and answer their own problems.
+func answer[T any](h *Handler, w http.ResponseWriter, r *http.Request, call func(ctx context.Context, q *queue.Queue) (T, error)) {
+	h.inNamespace(w, r, func(q *queue.Queue) error {
+		ctx, cancel := h.ctx(r)
+		defer cancel()
+		v, err := call(ctx, q)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, v)
+		return nil
+	})
+}
+
 var errClosed = errors.New("api: the handler is closed")

@@ -155,43 +155,39 @@ func (h *Handler) leaseEvents(w http.ResponseWriter, r *http.Request) {
 		o.Count = *j.Count
 	}
 	o.Block = wait
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	ctx, cancel := h.ctx(r)
-	if wait > 0 {
-		done, err := h.held.Acquire(r)
-		if err != nil {
+	h.inNamespace(w, r, func(q *queue.Queue) error {
+		ctx, cancel := h.ctx(r)
+		if wait > 0 {
+			done, err := h.held.Acquire(r)
+			if err != nil {
+				cancel()
+				return err
+			}
+			defer done()
 			cancel()
-			h.fail(w, r, err)
-			return
+			ctx, cancel = context.WithTimeout(r.Context(), wait+h.opts.Timeout)
 		}
-		defer done()
-		cancel()
-		ctx, cancel = context.WithTimeout(r.Context(), wait+h.opts.Timeout)
-	}
-	defer cancel()
-	ds, err := q.Lease(ctx, group, *j.Consumer, o)
-	if err != nil {
-		if r.Context().Err() != nil {
-			return // the client is gone; its leases run out
+		defer cancel()
+		ds, err := q.Lease(ctx, group, *j.Consumer, o)
+		if err != nil {
+			if r.Context().Err() != nil {
+				return nil // the client is gone; its leases run out
+			}
+			return err
 		}
-		h.fail(w, r, err)
-		return
-	}
-	out := leaseResultJSON{Deliveries: make([]DeliveryJSON, len(ds))}
-	for i, d := range ds {
-		p := d.Event.Payload
-		if p == nil {
-			p = []byte{}
+		out := leaseResultJSON{Deliveries: make([]DeliveryJSON, len(ds))}
+		for i, d := range ds {
+			p := d.Event.Payload
+			if p == nil {
+				p = []byte{}
+			}
+			out.Deliveries[i] = DeliveryJSON{DeliveryID: d.DeliveryID, ID: d.Event.ID, DueAt: timefmt.Format(d.Event.Due),
+				FiredAt: timefmt.Format(d.Event.FiredAt), Payload: p, Attempt: d.Event.Attempt, Shard: d.Event.Shard,
+				StreamID: d.Event.StreamID, LeaseExpiresAt: timefmt.Format(d.LeaseExpires)}
 		}
-		out.Deliveries[i] = DeliveryJSON{DeliveryID: d.DeliveryID, ID: d.Event.ID, DueAt: timefmt.Format(d.Event.Due),
-			FiredAt: timefmt.Format(d.Event.FiredAt), Payload: p, Attempt: d.Event.Attempt, Shard: d.Event.Shard,
-			StreamID: d.Event.StreamID, LeaseExpiresAt: timefmt.Format(d.LeaseExpires)}
-	}
-	writeJSON(w, http.StatusOK, out)
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	})
 }
 
 type ackRequestJSON struct {
@@ -223,19 +219,13 @@ func (h *Handler) ackDeliveries(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	acked, err := q.Ack(ctx, group, j.DeliveryIDs...)
-	if err != nil {
-		h.fail(w, r, consumeError(err, "/delivery_ids"))
-		return
-	}
-	writeJSON(w, http.StatusOK, ackResultJSON{Acked: acked})
+	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (ackResultJSON, error) {
+		acked, err := q.Ack(ctx, group, j.DeliveryIDs...)
+		if err != nil {
+			return ackResultJSON{}, consumeError(err, "/delivery_ids")
+		}
+		return ackResultJSON{Acked: acked}, nil
+	})
 }
 
 type releaseRequestJSON struct {
@@ -280,29 +270,23 @@ func (h *Handler) releaseDelivery(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	res, err := q.Release(ctx, group, r.PathValue("delivery"), ro, o)
-	if err != nil {
-		h.fail(w, r, consumeError(err, ""))
-		return
-	}
-	var out releaseResultJSON
-	if res.DeadLetterID != "" {
-		id := deadLetterID(0, res.DeadLetterID)
-		if ref, perr := queue.ParseDeliveryID(r.PathValue("delivery")); perr == nil {
-			id = deadLetterID(ref.Shard, res.DeadLetterID)
+	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (releaseResultJSON, error) {
+		res, err := q.Release(ctx, group, r.PathValue("delivery"), ro, o)
+		if err != nil {
+			return releaseResultJSON{}, consumeError(err, "")
 		}
-		out.DeadLetterID = &id
-	} else {
-		out.RedeliverAt = optTime(res.RedeliverAt)
-	}
-	writeJSON(w, http.StatusOK, out)
+		var out releaseResultJSON
+		if res.DeadLetterID != "" {
+			id := deadLetterID(0, res.DeadLetterID)
+			if ref, perr := queue.ParseDeliveryID(r.PathValue("delivery")); perr == nil {
+				id = deadLetterID(ref.Shard, res.DeadLetterID)
+			}
+			out.DeadLetterID = &id
+		} else {
+			out.RedeliverAt = optTime(res.RedeliverAt)
+		}
+		return out, nil
+	})
 }
 
 type extendRequestJSON struct {
@@ -332,19 +316,13 @@ func (h *Handler) extendDelivery(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	until, err := q.ExtendLease(ctx, group, r.PathValue("delivery"), d, o)
-	if err != nil {
-		h.fail(w, r, consumeError(err, ""))
-		return
-	}
-	writeJSON(w, http.StatusOK, extendResultJSON{LeaseExpiresAt: timefmt.Format(until)})
+	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (extendResultJSON, error) {
+		until, err := q.ExtendLease(ctx, group, r.PathValue("delivery"), d, o)
+		if err != nil {
+			return extendResultJSON{}, consumeError(err, "")
+		}
+		return extendResultJSON{LeaseExpiresAt: timefmt.Format(until)}, nil
+	})
 }
 
 // deadLetterID is the API's ID of a dead letter: its shard and its entry
@@ -460,20 +438,11 @@ func (h *Handler) requeueDeadLetter(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	sid, err := q.Deliveries().Requeue(ctx, shard, id)
-	if err != nil {
+	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (requeueResultJSON, error) {
+		sid, err := q.Deliveries().Requeue(ctx, shard, id)
 		if errors.Is(err, queue.ErrInvalidOptions) {
 			err = invalid(SlugInvalidDeadLetter, "", "%s", fmt.Sprint(strings.TrimPrefix(err.Error(), "timerq: invalid options: ")))
 		}
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, requeueResultJSON{StreamID: sid})
+		return requeueResultJSON{StreamID: sid}, err
+	})
 }

@@ -68,36 +68,29 @@ func (h *Handler) debounceKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o.KeepFirst = j.KeepFirst
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	res, err := q.Debounce(ctx, r.PathValue("key"), o)
-	if err != nil {
-		var field string
-		switch {
-		case errors.Is(err, queue.ErrPayloadTooLarge):
-			field = payloadField(j.PayloadText)
-		case errors.Is(err, queue.ErrInvalidOptions):
-			field = "/max_wait"
-			if o.Delay <= 0 {
-				field = "/delay"
+	h.inNamespace(w, r, func(q *queue.Queue) error {
+		ctx, cancel := h.ctx(r)
+		defer cancel()
+		res, err := q.Debounce(ctx, r.PathValue("key"), o)
+		if err != nil {
+			var field string
+			switch {
+			case errors.Is(err, queue.ErrPayloadTooLarge):
+				field = payloadField(j.PayloadText)
+			case errors.Is(err, queue.ErrInvalidOptions):
+				field = "/max_wait"
+				if o.Delay <= 0 {
+					field = "/delay"
+				}
 			}
+			if field != "" {
+				err = &fieldError{field, err}
+			}
+			return unknownEndpoint(err, []queue.NewTimer{{Endpoint: o.Endpoint}}, func(int) string { return "" })
 		}
-		if field != "" {
-			err = &fieldError{field, err}
-		}
-		h.fail(w, r, unknownEndpoint(err, []queue.NewTimer{{Endpoint: o.Endpoint}}, func(int) string { return "" }))
-		return
-	}
-	status := http.StatusOK
-	if res.Outcome == queue.DebounceCreated {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, ToDebounceResultJSON(res))
+		writeCreated(w, res.Outcome == queue.DebounceCreated, ToDebounceResultJSON(res))
+		return nil
+	})
 }
 
 // ToDebounceResultJSON is res as the API and `timerctl debounce -o json`

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/timerq/timerq/queue"
@@ -21,42 +22,28 @@ type deliveryPolicyInJSON struct {
 }
 
 func (h *Handler) getDeliveryPolicy(w http.ResponseWriter, r *http.Request) {
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	p, err := q.Deliveries().Policy(ctx)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, DeliveryPolicyJSON{AllowTimerURLs: p.AllowTimerURLs})
+	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (DeliveryPolicyJSON, error) {
+		p, err := q.Deliveries().Policy(ctx)
+		return DeliveryPolicyJSON{AllowTimerURLs: p.AllowTimerURLs}, err
+	})
 }
 
 func (h *Handler) putDeliveryPolicy(w http.ResponseWriter, r *http.Request) {
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	var j deliveryPolicyInJSON
-	if err := h.decode(w, r, &j, false); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	if j.AllowTimerURLs == nil {
-		h.fail(w, r, badRequest("/allow_timer_urls", "the policy has no allow_timer_urls; give true or false"))
-		return
-	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	p := queue.DeliveryPolicy{AllowTimerURLs: *j.AllowTimerURLs}
-	if err := q.Deliveries().SetPolicy(ctx, p); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, DeliveryPolicyJSON(p))
+	h.inNamespace(w, r, func(q *queue.Queue) error {
+		var j deliveryPolicyInJSON
+		if err := h.decode(w, r, &j, false); err != nil {
+			return err
+		}
+		if j.AllowTimerURLs == nil {
+			return badRequest("/allow_timer_urls", "the policy has no allow_timer_urls; give true or false")
+		}
+		ctx, cancel := h.ctx(r)
+		defer cancel()
+		p := queue.DeliveryPolicy{AllowTimerURLs: *j.AllowTimerURLs}
+		if err := q.Deliveries().SetPolicy(ctx, p); err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, DeliveryPolicyJSON(p))
+		return nil
+	})
 }

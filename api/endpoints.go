@@ -154,77 +154,67 @@ func endpointField(err error) string {
 }
 
 func (h *Handler) putEndpoint(w http.ResponseWriter, r *http.Request) {
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	name := r.PathValue("name")
-	if err := queue.ValidateEndpointName(name); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	var j endpointInJSON
-	if err := h.decode(w, r, &j, false); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	e, err := toEndpoint(name, j)
-	if err == nil {
-		if err = queue.ValidateEndpoint(e, &queue.PutEndpointOptions{Allow: h.opts.EndpointAllow}); err != nil {
-			err = &fieldError{endpointField(err), err}
+	h.inNamespace(w, r, func(q *queue.Queue) error {
+		name := r.PathValue("name")
+		if err := queue.ValidateEndpointName(name); err != nil {
+			return err
 		}
-	}
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	created, err := q.Endpoints().Put(ctx, e, &queue.PutEndpointOptions{Allow: h.opts.EndpointAllow})
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	stored, err := q.Endpoints().Get(ctx, name)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	out := toEndpointJSON(stored)
-	out.Created = &created
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, out)
+		var j endpointInJSON
+		if err := h.decode(w, r, &j, false); err != nil {
+			return err
+		}
+		e, err := toEndpoint(name, j)
+		if err != nil {
+			return err
+		}
+		if err := queue.ValidateEndpoint(e, &queue.PutEndpointOptions{Allow: h.opts.EndpointAllow}); err != nil {
+			return &fieldError{endpointField(err), err}
+		}
+		ctx, cancel := h.ctx(r)
+		defer cancel()
+		created, err := q.Endpoints().Put(ctx, e, &queue.PutEndpointOptions{Allow: h.opts.EndpointAllow})
+		if err != nil {
+			return err
+		}
+		stored, err := q.Endpoints().Get(ctx, name)
+		if err != nil {
+			return err
+		}
+		out := toEndpointJSON(stored)
+		out.Created = &created
+		writeCreated(w, created, out)
+		return nil
+	})
 }
 
 func (h *Handler) getEndpoint(w http.ResponseWriter, r *http.Request) {
-	h.endpointCall(w, r, func(ctxq endpointCtx) (queue.Endpoint, error) { return ctxq.q.Endpoints().Get(ctxq.ctx, ctxq.name) })
+	h.endpointCall(w, r, func(ctx context.Context, q *queue.Queue, name string) (queue.Endpoint, error) {
+		return q.Endpoints().Get(ctx, name)
+	})
 }
 
 func (h *Handler) enableEndpoint(w http.ResponseWriter, r *http.Request) {
-	h.endpointCall(w, r, func(c endpointCtx) (queue.Endpoint, error) { return c.q.Endpoints().SetEnabled(c.ctx, c.name, true) })
+	h.endpointCall(w, r, func(ctx context.Context, q *queue.Queue, name string) (queue.Endpoint, error) {
+		return q.Endpoints().SetEnabled(ctx, name, true)
+	})
 }
 
 func (h *Handler) disableEndpoint(w http.ResponseWriter, r *http.Request) {
-	h.endpointCall(w, r, func(c endpointCtx) (queue.Endpoint, error) { return c.q.Endpoints().SetEnabled(c.ctx, c.name, false) })
+	h.endpointCall(w, r, func(ctx context.Context, q *queue.Queue, name string) (queue.Endpoint, error) {
+		return q.Endpoints().SetEnabled(ctx, name, false)
+	})
 }
 
 func (h *Handler) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	if err := q.Endpoints().Delete(ctx, r.PathValue("name")); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	h.inNamespace(w, r, func(q *queue.Queue) error {
+		ctx, cancel := h.ctx(r)
+		defer cancel()
+		if err := q.Endpoints().Delete(ctx, r.PathValue("name")); err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
 }
 
 func (h *Handler) listEndpoints(w http.ResponseWriter, r *http.Request) {
@@ -232,46 +222,28 @@ func (h *Handler) listEndpoints(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	list, err := q.Endpoints().List(ctx)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	out := endpointListJSON{Endpoints: make([]EndpointJSON, len(list))}
-	for i, e := range list {
-		out.Endpoints[i] = toEndpointJSON(e)
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-type endpointCtx struct {
-	ctx  context.Context
-	q    *queue.Queue
-	name string
+	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (endpointListJSON, error) {
+		list, err := q.Endpoints().List(ctx)
+		if err != nil {
+			return endpointListJSON{}, err
+		}
+		out := endpointListJSON{Endpoints: make([]EndpointJSON, len(list))}
+		for i, e := range list {
+			out.Endpoints[i] = toEndpointJSON(e)
+		}
+		return out, nil
+	})
 }
 
 // endpointCall runs one call on the endpoint of r's path and answers it.
-func (h *Handler) endpointCall(w http.ResponseWriter, r *http.Request, call func(c endpointCtx) (queue.Endpoint, error)) {
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	e, err := call(endpointCtx{ctx: ctx, q: q, name: r.PathValue("name")})
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, toEndpointJSON(e))
+func (h *Handler) endpointCall(w http.ResponseWriter, r *http.Request, call func(ctx context.Context, q *queue.Queue, name string) (queue.Endpoint, error)) {
+	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (EndpointJSON, error) {
+		e, err := call(ctx, q, r.PathValue("name"))
+		if err != nil {
+			return EndpointJSON{}, err
+		}
+		return toEndpointJSON(e), nil
+	})
 }
 
 // readDeliver reads a timer's deliver object: the endpoint's name, and

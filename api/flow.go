@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -49,49 +50,38 @@ func (h *Handler) listFlowPolicies(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	list, err := q.Flows().Policies(ctx)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	out := flowPolicyListJSON{FlowPolicies: make([]FlowPolicyJSON, len(list))}
-	for i, p := range list {
-		out.FlowPolicies[i] = toFlowPolicyJSON(p)
-	}
-	writeJSON(w, http.StatusOK, out)
+	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (flowPolicyListJSON, error) {
+		list, err := q.Flows().Policies(ctx)
+		if err != nil {
+			return flowPolicyListJSON{}, err
+		}
+		out := flowPolicyListJSON{FlowPolicies: make([]FlowPolicyJSON, len(list))}
+		for i, p := range list {
+			out.FlowPolicies[i] = toFlowPolicyJSON(p)
+		}
+		return out, nil
+	})
 }
 
 func (h *Handler) putFlowPolicy(w http.ResponseWriter, r *http.Request) {
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	var j FlowPolicyJSON
-	if err := h.decode(w, r, &j, false); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	period, err := time.ParseDuration(j.Period)
-	if err != nil {
-		h.fail(w, r, invalid(SlugInvalidArgument, "/period", "period %q is not a duration: use Go's syntax, e.g. 1s or 1m", j.Period))
-		return
-	}
-	p := queue.FlowPolicy{Endpoint: j.Endpoint, Key: j.Key, Rate: j.Rate, Period: period, MaxInFlight: j.MaxInFlight}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	if err := q.Flows().PutPolicy(ctx, p); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, toFlowPolicyJSON(p))
+	h.inNamespace(w, r, func(q *queue.Queue) error {
+		var j FlowPolicyJSON
+		if err := h.decode(w, r, &j, false); err != nil {
+			return err
+		}
+		period, err := time.ParseDuration(j.Period)
+		if err != nil {
+			return invalid(SlugInvalidArgument, "/period", "period %q is not a duration: use Go's syntax, e.g. 1s or 1m", j.Period)
+		}
+		p := queue.FlowPolicy{Endpoint: j.Endpoint, Key: j.Key, Rate: j.Rate, Period: period, MaxInFlight: j.MaxInFlight}
+		ctx, cancel := h.ctx(r)
+		defer cancel()
+		if err := q.Flows().PutPolicy(ctx, p); err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, toFlowPolicyJSON(p))
+		return nil
+	})
 }
 
 func (h *Handler) deleteFlowPolicy(w http.ResponseWriter, r *http.Request) {
@@ -100,24 +90,21 @@ func (h *Handler) deleteFlowPolicy(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	found, err := q.Flows().DeletePolicy(ctx, v.Get("endpoint"), v.Get("key"))
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	if !found {
-		WriteProblem(w, problem(http.StatusNotFound, SlugNotFound, "no flow policy for endpoint "+strconv.Quote(v.Get("endpoint"))+
-			" and key "+strconv.Quote(v.Get("key"))+"; list them with GET .../flow-policies"))
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	h.inNamespace(w, r, func(q *queue.Queue) error {
+		ctx, cancel := h.ctx(r)
+		defer cancel()
+		found, err := q.Flows().DeletePolicy(ctx, v.Get("endpoint"), v.Get("key"))
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			WriteProblem(w, problem(http.StatusNotFound, SlugNotFound, "no flow policy for endpoint "+strconv.Quote(v.Get("endpoint"))+
+				" and key "+strconv.Quote(v.Get("key"))+"; list them with GET .../flow-policies"))
+		default:
+			w.WriteHeader(http.StatusNoContent)
+		}
+		return nil
+	})
 }
 
 func (h *Handler) groupFlows(w http.ResponseWriter, r *http.Request) {
@@ -133,25 +120,19 @@ func (h *Handler) groupFlows(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	st, err := q.Flows().Stats(ctx, r.PathValue("group"), limit)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	out := flowStatListJSON{Flows: make([]FlowStatJSON, len(st))}
-	for i, s := range st {
-		out.Flows[i] = FlowStatJSON{Endpoint: s.Endpoint, Key: s.Key, Backlog: s.Backlog, InFlight: s.InFlight}
-		if s.Policy.Rate > 0 {
-			p := toFlowPolicyJSON(s.Policy)
-			out.Flows[i].Policy = &p
+	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (flowStatListJSON, error) {
+		st, err := q.Flows().Stats(ctx, r.PathValue("group"), limit)
+		if err != nil {
+			return flowStatListJSON{}, err
 		}
-	}
-	writeJSON(w, http.StatusOK, out)
+		out := flowStatListJSON{Flows: make([]FlowStatJSON, len(st))}
+		for i, s := range st {
+			out.Flows[i] = FlowStatJSON{Endpoint: s.Endpoint, Key: s.Key, Backlog: s.Backlog, InFlight: s.InFlight}
+			if s.Policy.Rate > 0 {
+				p := toFlowPolicyJSON(s.Policy)
+				out.Flows[i].Policy = &p
+			}
+		}
+		return out, nil
+	})
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/timerq/timerq/internal/timefmt"
@@ -77,37 +78,25 @@ func (h *Handler) createNamespace(w http.ResponseWriter, r *http.Request) {
 	// A queue opened before may have read the namespace as uncreated,
 	// with one shard.
 	h.ns.forget(ns)
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, NamespaceJSON{Namespace: ns, Shards: shards, Created: created})
+	writeCreated(w, created, NamespaceJSON{Namespace: ns, Shards: shards, Created: created})
 }
 
 // getNamespace answers the namespace's shard count and stats.
 func (h *Handler) getNamespace(w http.ResponseWriter, r *http.Request) {
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	st, err := q.Stats(ctx)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	shards, err := q.Inspect().Shards(ctx)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	created, err := q.Inspect().Created(ctx)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	sj := toStatsJSON(st)
-	writeJSON(w, http.StatusOK, NamespaceJSON{Namespace: q.Namespace(), Shards: shards, Created: created, Stats: &sj})
+	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (NamespaceJSON, error) {
+		st, err := q.Stats(ctx)
+		if err != nil {
+			return NamespaceJSON{}, err
+		}
+		shards, err := q.Inspect().Shards(ctx)
+		if err != nil {
+			return NamespaceJSON{}, err
+		}
+		created, err := q.Inspect().Created(ctx)
+		if err != nil {
+			return NamespaceJSON{}, err
+		}
+		sj := toStatsJSON(st)
+		return NamespaceJSON{Namespace: q.Namespace(), Shards: shards, Created: created, Stats: &sj}, nil
+	})
 }

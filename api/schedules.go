@@ -206,60 +206,49 @@ func ToScheduleJSON(in queue.RecurringInfo) ScheduleJSON {
 }
 
 func (h *Handler) createSchedule(w http.ResponseWriter, r *http.Request) {
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	var j newScheduleJSON
-	if err := h.decode(w, r, &j, false); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	if j.ID == nil {
-		h.fail(w, r, badRequest("/id", "the schedule has no id; give one, 1-%d bytes of UTF-8", queue.MaxRecurringIDBytes))
-		return
-	}
-	rec, err := h.toRecurring(*j.ID, j.scheduleSpecJSON, q.Options().MaxPayloadBytes)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	info, created, err := q.Recurring().Put(ctx, rec)
-	if err != nil {
-		h.fail(w, r, scheduleEndpoint(err))
-		return
-	}
-	out := ToScheduleJSON(info)
-	out.Created = &created
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, out)
+	h.inNamespace(w, r, func(q *queue.Queue) error {
+		var j newScheduleJSON
+		if err := h.decode(w, r, &j, false); err != nil {
+			return err
+		}
+		if j.ID == nil {
+			return badRequest("/id", "the schedule has no id; give one, 1-%d bytes of UTF-8", queue.MaxRecurringIDBytes)
+		}
+		rec, err := h.toRecurring(*j.ID, j.scheduleSpecJSON, q.Options().MaxPayloadBytes)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := h.ctx(r)
+		defer cancel()
+		info, created, err := q.Recurring().Put(ctx, rec)
+		if err != nil {
+			return scheduleEndpoint(err)
+		}
+		out := ToScheduleJSON(info)
+		out.Created = &created
+		writeCreated(w, created, out)
+		return nil
+	})
 }
 
 func (h *Handler) updateSchedule(w http.ResponseWriter, r *http.Request) {
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	var j scheduleSpecJSON
-	if err := h.decode(w, r, &j, false); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	rec, err := h.toRecurring(r.PathValue("id"), j, q.Options().MaxPayloadBytes)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	h.scheduleCall(w, r, func(ctx context.Context, q *queue.Queue, _ string) (queue.RecurringInfo, error) {
+	h.inNamespace(w, r, func(q *queue.Queue) error {
+		var j scheduleSpecJSON
+		if err := h.decode(w, r, &j, false); err != nil {
+			return err
+		}
+		rec, err := h.toRecurring(r.PathValue("id"), j, q.Options().MaxPayloadBytes)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := h.ctx(r)
+		defer cancel()
 		info, err := q.Recurring().Update(ctx, rec)
-		return info, scheduleEndpoint(err)
+		if err != nil {
+			return scheduleEndpoint(err)
+		}
+		writeJSON(w, http.StatusOK, ToScheduleJSON(info))
+		return nil
 	})
 }
 
@@ -278,19 +267,13 @@ func scheduleEndpoint(err error) error {
 // scheduleCall runs one call on the schedule of r's path and answers the
 // schedule.
 func (h *Handler) scheduleCall(w http.ResponseWriter, r *http.Request, call func(ctx context.Context, q *queue.Queue, id string) (queue.RecurringInfo, error)) {
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	info, err := call(ctx, q, r.PathValue("id"))
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, ToScheduleJSON(info))
+	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (ScheduleJSON, error) {
+		info, err := call(ctx, q, r.PathValue("id"))
+		if err != nil {
+			return ScheduleJSON{}, err
+		}
+		return ToScheduleJSON(info), nil
+	})
 }
 
 func (h *Handler) getSchedule(w http.ResponseWriter, r *http.Request) {
@@ -312,18 +295,15 @@ func (h *Handler) resumeSchedule(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) deleteSchedule(w http.ResponseWriter, r *http.Request) {
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	if err := q.Recurring().Delete(ctx, r.PathValue("id")); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	h.inNamespace(w, r, func(q *queue.Queue) error {
+		ctx, cancel := h.ctx(r)
+		defer cancel()
+		if err := q.Recurring().Delete(ctx, r.PathValue("id")); err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
 }
 
 type schedulePageJSON struct {
@@ -341,21 +321,15 @@ func (h *Handler) listSchedules(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	page, err := q.Recurring().List(ctx, v.Get("cursor"), limit)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	out := schedulePageJSON{Schedules: make([]ScheduleJSON, len(page.Schedules)), NextCursor: page.NextCursor}
-	for i, s := range page.Schedules {
-		out.Schedules[i] = ToScheduleJSON(s)
-	}
-	writeJSON(w, http.StatusOK, out)
+	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (schedulePageJSON, error) {
+		page, err := q.Recurring().List(ctx, v.Get("cursor"), limit)
+		if err != nil {
+			return schedulePageJSON{}, err
+		}
+		out := schedulePageJSON{Schedules: make([]ScheduleJSON, len(page.Schedules)), NextCursor: page.NextCursor}
+		for i, s := range page.Schedules {
+			out.Schedules[i] = ToScheduleJSON(s)
+		}
+		return out, nil
+	})
 }

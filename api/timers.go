@@ -30,36 +30,27 @@ func checkNewTimer(t queue.NewTimer, prefix string) error {
 }
 
 func (h *Handler) createTimer(w http.ResponseWriter, r *http.Request) {
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	var j newTimerJSON
-	if err := h.decode(w, r, &j, false); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	t, err := h.toNewTimer(j, "", q.Options().MaxPayloadBytes)
-	if err == nil {
-		err = checkNewTimer(t, "")
-	}
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	res, err := q.ScheduleBatch(ctx, []queue.NewTimer{t})
-	if err != nil {
-		h.fail(w, r, unknownEndpoint(err, []queue.NewTimer{t}, func(int) string { return "" }))
-		return
-	}
-	status := http.StatusOK
-	if res[0].Created {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, created(res[0]))
+	h.inNamespace(w, r, func(q *queue.Queue) error {
+		var j newTimerJSON
+		if err := h.decode(w, r, &j, false); err != nil {
+			return err
+		}
+		t, err := h.toNewTimer(j, "", q.Options().MaxPayloadBytes)
+		if err == nil {
+			err = checkNewTimer(t, "")
+		}
+		if err != nil {
+			return err
+		}
+		ctx, cancel := h.ctx(r)
+		defer cancel()
+		res, err := q.ScheduleBatch(ctx, []queue.NewTimer{t})
+		if err != nil {
+			return unknownEndpoint(err, []queue.NewTimer{t}, func(int) string { return "" })
+		}
+		writeCreated(w, res[0].Created, created(res[0]))
+		return nil
+	})
 }
 
 type batchJSON struct {
@@ -77,58 +68,51 @@ type batchResultJSON struct {
 }
 
 func (h *Handler) createTimers(w http.ResponseWriter, r *http.Request) {
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	body, err := h.readBody(w, r, false)
-	var b batchJSON
-	if err == nil {
-		err = decodeStrict(body, &b, "")
-	}
-	if err != nil {
-		if body != nil {
-			err = itemError(body, err)
-		}
-		h.fail(w, r, err)
-		return
-	}
-	switch {
-	case len(b.Timers) == 0:
-		h.fail(w, r, badRequest("/timers", "the batch has no timers; give 1 to %d in timers", h.opts.MaxBatch))
-		return
-	case len(b.Timers) > h.opts.MaxBatch:
-		h.fail(w, r, &inputError{http.StatusRequestEntityTooLarge, SlugBatchTooLarge,
-			fmt.Sprintf("the batch has %d timers, over the limit of %d; split it into batches of at most %d", len(b.Timers), h.opts.MaxBatch, h.opts.MaxBatch),
-			"/timers"})
-		return
-	}
-	maxPayload := q.Options().MaxPayloadBytes
-	timers := make([]queue.NewTimer, len(b.Timers))
-	for i, j := range b.Timers {
-		prefix := "/timers/" + strconv.Itoa(i)
-		timers[i], err = h.toNewTimer(j, prefix, maxPayload)
+	h.inNamespace(w, r, func(q *queue.Queue) error {
+		body, err := h.readBody(w, r, false)
+		var b batchJSON
 		if err == nil {
-			err = checkNewTimer(timers[i], prefix)
+			err = decodeStrict(body, &b, "")
 		}
 		if err != nil {
-			h.fail(w, r, err)
-			return
+			if body != nil {
+				err = itemError(body, err)
+			}
+			return err
 		}
-	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	res, err := q.ScheduleBatch(ctx, timers)
-	if err != nil {
-		h.fail(w, r, unknownEndpoint(err, timers, func(i int) string { return "/timers/" + strconv.Itoa(i) }))
-		return
-	}
-	out := batchResultJSON{Timers: make([]TimerJSON, len(res))}
-	for i, r := range res {
-		out.Timers[i] = created(r)
-	}
-	writeJSON(w, http.StatusOK, out)
+		switch {
+		case len(b.Timers) == 0:
+			return badRequest("/timers", "the batch has no timers; give 1 to %d in timers", h.opts.MaxBatch)
+		case len(b.Timers) > h.opts.MaxBatch:
+			return &inputError{http.StatusRequestEntityTooLarge, SlugBatchTooLarge,
+				fmt.Sprintf("the batch has %d timers, over the limit of %d; split it into batches of at most %d", len(b.Timers), h.opts.MaxBatch, h.opts.MaxBatch),
+				"/timers"}
+		}
+		maxPayload := q.Options().MaxPayloadBytes
+		timers := make([]queue.NewTimer, len(b.Timers))
+		for i, j := range b.Timers {
+			prefix := "/timers/" + strconv.Itoa(i)
+			timers[i], err = h.toNewTimer(j, prefix, maxPayload)
+			if err == nil {
+				err = checkNewTimer(timers[i], prefix)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		ctx, cancel := h.ctx(r)
+		defer cancel()
+		res, err := q.ScheduleBatch(ctx, timers)
+		if err != nil {
+			return unknownEndpoint(err, timers, func(i int) string { return "/timers/" + strconv.Itoa(i) })
+		}
+		out := batchResultJSON{Timers: make([]TimerJSON, len(res))}
+		for i, r := range res {
+			out.Timers[i] = created(r)
+		}
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	})
 }
 
 // itemError finds the item of a batch that failed to decode, so that the
@@ -150,48 +134,34 @@ func itemError(body []byte, err error) error {
 
 // timerCall runs one call on the timer of r's path and answers the timer.
 func (h *Handler) timerCall(w http.ResponseWriter, r *http.Request, call func(ctx context.Context, q *queue.Queue, id string) (queue.Timer, error)) {
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	id := r.PathValue("id")
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	t, err := call(ctx, q, id)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, ToTimerJSON(t))
+	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (TimerJSON, error) {
+		t, err := call(ctx, q, r.PathValue("id"))
+		if err != nil {
+			return TimerJSON{}, err
+		}
+		return ToTimerJSON(t), nil
+	})
 }
 
 // getTimer answers the timer, with its attempt log if its fires were
 // delivered to an endpoint.
 func (h *Handler) getTimer(w http.ResponseWriter, r *http.Request) {
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	id := r.PathValue("id")
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	t, err := q.Get(ctx, id)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	j := ToTimerJSON(t)
-	if t.State == queue.StateFired {
-		log, err := q.Deliveries().Attempts(ctx, id)
+	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (TimerJSON, error) {
+		id := r.PathValue("id")
+		t, err := q.Get(ctx, id)
 		if err != nil {
-			h.fail(w, r, err)
-			return
+			return TimerJSON{}, err
 		}
-		j.Delivery = ToDeliveryLogJSON(log)
-	}
-	writeJSON(w, http.StatusOK, j)
+		j := ToTimerJSON(t)
+		if t.State == queue.StateFired {
+			log, err := q.Deliveries().Attempts(ctx, id)
+			if err != nil {
+				return TimerJSON{}, err
+			}
+			j.Delivery = ToDeliveryLogJSON(log)
+		}
+		return j, nil
+	})
 }
 
 func (h *Handler) cancelTimer(w http.ResponseWriter, r *http.Request) {
@@ -309,26 +279,20 @@ func (h *Handler) listTimers(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o.Cursor = v.Get("cursor")
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	page, err := q.List(ctx, o)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	out := timerPageJSON{Timers: make([]TimerJSON, len(page.Timers)), NextCursor: page.NextCursor}
-	for i, t := range page.Timers {
-		out.Timers[i] = ToTimerJSON(t)
-	}
-	for _, m := range page.Malformed {
-		out.Malformed = append(out.Malformed, malformedJSON{ID: m.ID, Shard: m.Shard, Reason: m.Reason})
-	}
-	writeJSON(w, http.StatusOK, out)
+	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (timerPageJSON, error) {
+		page, err := q.List(ctx, o)
+		if err != nil {
+			return timerPageJSON{}, err
+		}
+		out := timerPageJSON{Timers: make([]TimerJSON, len(page.Timers)), NextCursor: page.NextCursor}
+		for i, t := range page.Timers {
+			out.Timers[i] = ToTimerJSON(t)
+		}
+		for _, m := range page.Malformed {
+			out.Malformed = append(out.Malformed, malformedJSON{ID: m.ID, Shard: m.Shard, Reason: m.Reason})
+		}
+		return out, nil
+	})
 }
 
 // waitTimer answers when the timer fires or is cancelled, at once if it
@@ -350,28 +314,23 @@ func (h *Handler) waitTimer(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	done, err := h.held.Acquire(r)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	defer done()
-	id := r.PathValue("id")
-	wctx, cancel := context.WithTimeout(r.Context(), timeout)
-	err = q.Wait(wctx, id)
-	cancel()
-	switch {
-	case r.Context().Err() != nil:
-		return // the client is gone
-	case err == nil, errors.Is(err, queue.ErrCancelled), errors.Is(err, context.DeadlineExceeded):
-	default:
-		h.fail(w, r, err)
-		return
-	}
-	h.timerCall(w, r, func(ctx context.Context, _ *queue.Queue, id string) (queue.Timer, error) { return q.Get(ctx, id) })
+	h.inNamespace(w, r, func(q *queue.Queue) error {
+		done, err := h.held.Acquire(r)
+		if err != nil {
+			return err
+		}
+		defer done()
+		wctx, cancel := context.WithTimeout(r.Context(), timeout)
+		err = q.Wait(wctx, r.PathValue("id"))
+		cancel()
+		switch {
+		case r.Context().Err() != nil:
+			return nil // the client is gone
+		case err == nil, errors.Is(err, queue.ErrCancelled), errors.Is(err, context.DeadlineExceeded):
+		default:
+			return err
+		}
+		h.timerCall(w, r, func(ctx context.Context, _ *queue.Queue, id string) (queue.Timer, error) { return q.Get(ctx, id) })
+		return nil
+	})
 }

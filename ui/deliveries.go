@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/timerq/timerq/deliver"
-	"github.com/timerq/timerq/deliver/dispatch"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -38,7 +37,7 @@ func (h *Handler) deliveryGroup() string {
 	if h.opts.DeliveryGroup != "" {
 		return h.opts.DeliveryGroup
 	}
-	return dispatch.DefaultGroup
+	return queue.DefaultDeliveryGroup
 }
 
 // ---- endpoints ----
@@ -255,7 +254,7 @@ type deadView struct {
 func (h *Handler) ctlPrefix() string { return "timerctl -n " + h.q.Namespace() + " redrive " }
 
 func (h *Handler) ctlGroup() string {
-	if g := h.deliveryGroup(); g != dispatch.DefaultGroup {
+	if g := h.deliveryGroup(); g != queue.DefaultDeliveryGroup {
 		return " --group " + g
 	}
 	return ""
@@ -336,8 +335,9 @@ func (h *Handler) confirmRedrive(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// redrive redrives one dead-lettered delivery (queue.Deliveries.Requeue) or every one
-// to an endpoint (dispatch.Redrive, which pages through the dead letters).
+// redrive redrives one dead-lettered delivery (queue.Deliveries.Requeue)
+// or every one to an endpoint (queue.Deliveries.Redrive, which pages
+// through the dead letters).
 func (h *Handler) redrive(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
@@ -346,7 +346,7 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, http.StatusBadRequest, err)
 			return
 		}
-		done, err := dispatch.Redrive(ctx, h.q, h.deliveryGroup(), ep, false)
+		done, err := h.q.Deliveries().Redrive(ctx, h.deliveryGroup(), &queue.RedriveOptions{Endpoint: ep})
 		if err != nil {
 			h.fail(w, r, statusOf(err), fmt.Errorf("redrove %d dead-lettered deliveries to endpoint %q, then: %w; redrive again for the rest", len(done), ep, err))
 			return

@@ -78,7 +78,7 @@ type Options struct {
 	// DeliveryGroup is the consumer group of the namespace's dispatchers
 	// (timerworker --deliver-group): the endpoints page shows its pending
 	// deliveries, and its dead letters are the dead-lettered deliveries.
-	// "" means dispatch.DefaultGroup.
+	// "" means queue.DefaultDeliveryGroup (dispatch.DefaultGroup).
 	DeliveryGroup string
 
 	// Timeout bounds the Redis calls of one page. 0 means DefaultTimeout.

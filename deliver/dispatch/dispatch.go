@@ -21,8 +21,8 @@ import (
 // Defaults of Dispatcher.
 const (
 	// DefaultGroup is Dispatcher.Group when it is "": the consumer group
-	// every dispatcher of a namespace shares.
-	DefaultGroup = "timerq-deliver"
+	// every dispatcher of a namespace shares (queue.DefaultDeliveryGroup).
+	DefaultGroup = queue.DefaultDeliveryGroup
 	// DefaultDispatchLease is Dispatcher.Lease when it is 0. A fire whose
 	// dispatcher died is delivered again once its lease runs out. A retry
 	// delay longer than the lease (queue.Release's limit) is kept in

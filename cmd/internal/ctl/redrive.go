@@ -9,12 +9,11 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/timerq/timerq/deliver/dispatch"
 	"github.com/timerq/timerq/queue"
 )
 
 // redriveCommand is "timerctl redrive": deliver dead-lettered deliveries
-// again, one by its ID or all of an endpoint's (dispatch.Redrive).
+// again, one by its ID or all of an endpoint's (queue.Deliveries.Redrive).
 func (r *runner) redriveCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "redrive",
@@ -27,7 +26,7 @@ of one, and the dead letter's ID, as the dashboard and the API show them).`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "endpoint", Usage: "every dead-lettered delivery to endpoint `NAME`"},
 			&cli.BoolFlag{Name: "all", Usage: "every dead-lettered delivery, to any endpoint"},
-			&cli.StringFlag{Name: "group", Value: dispatch.DefaultGroup, Usage: "the delivering replicas' consumer `GROUP` (timerworker --deliver-group)"},
+			&cli.StringFlag{Name: "group", Value: queue.DefaultDeliveryGroup, Usage: "the delivering replicas' consumer `GROUP` (timerworker --deliver-group)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "list what would be redriven, change nothing"},
 		},
 		Action: r.redrive,
@@ -70,7 +69,7 @@ func (r *runner) redrive(c *cli.Context) error {
 			_, err = fmt.Fprintf(r.o.Stdout, "redriven %d/%s as fire %s\n", shard, deadID, id)
 			return err
 		}
-		done, err := dispatch.Redrive(ctx, s.q, c.String("group"), ep, c.Bool("dry-run"))
+		done, err := s.q.Deliveries().Redrive(ctx, c.String("group"), &queue.RedriveOptions{Endpoint: ep, DryRun: c.Bool("dry-run")})
 		if err != nil && len(done) == 0 {
 			return s.redisErr(err)
 		}
