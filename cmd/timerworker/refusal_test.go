@@ -43,6 +43,11 @@ func TestWorkerReportsMissingRight(t *testing.T) {
 	}
 	url := "redis://tq:pw@" + srv.Addr() + "/0"
 
+	// exitWithin bounds the wait for a worker that should stop: generous,
+	// since a loaded machine can take seconds just to start the process
+	// (CI saw one print nothing in 5 s at load 20); a passing run waits
+	// only as long as the worker takes.
+	const exitWithin = 30 * time.Second
 	exit := func(w *proc, within time.Duration) (int, string) {
 		t.Helper()
 		select {
@@ -60,7 +65,7 @@ func TestWorkerReportsMissingRight(t *testing.T) {
 		}
 	}
 
-	code, log := exit(startWorker(t, "--redis", url, "--namespace", "ns3"), 5*time.Second)
+	code, log := exit(startWorker(t, "--redis", url, "--namespace", "ns3"), exitWithin)
 	lines := strings.Split(strings.TrimSpace(log), "\n")
 	last := lines[len(lines)-1]
 	if code != 1 || !strings.HasPrefix(last, "timerworker: ") ||
@@ -80,7 +85,7 @@ func TestWorkerReportsMissingRight(t *testing.T) {
 
 	acl("&timerq:{ns3}:*")
 	w := startWorker(t, "--redis", url, "--namespace", "ns3")
-	waitFor(t, 5*time.Second, "r1 and r2 to fire", func() bool {
+	waitFor(t, exitWithin, "r1 and r2 to fire", func() bool {
 		s, err := q.Stats(ctx)
 		return err == nil && s.Fired == 2
 	})
@@ -93,7 +98,7 @@ func TestWorkerReportsMissingRight(t *testing.T) {
 	if _, err := q.Schedule(ctx, "r3", time.Now(), nil); err != nil {
 		t.Fatal(err)
 	}
-	code, log = exit(w, 5*time.Second)
+	code, log = exit(w, exitWithin)
 	lines = strings.Split(strings.TrimSpace(log), "\n")
 	last = lines[len(lines)-1]
 	if code != 1 || !strings.HasPrefix(last, "timerworker: ") || !strings.Contains(last, "may not run PUBLISH") || !strings.Contains(last, "+publish") {
