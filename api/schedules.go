@@ -348,7 +348,7 @@ func (h *Handler) listSchedules(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	page, err := q.Recurring().List(ctx, v.Get("cursor"), limit)
+	page, err := q.Recurring().List(ctx, queue.RecurringListOptions{Limit: limit, Cursor: v.Get("cursor")})
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -27,27 +27,37 @@ type DeadLetter struct {
 	FireStreamID string
 }
 
-// DeadLetters returns up to count (1..MaxBatch) dead letters of every shard
-// after the cursor after ("" starts at the oldest), oldest first, and the
-// cursor of the next page ("" on the last page).
+// DeadLetterListOptions selects a page of dead letters. The zero value
+// lists the oldest 100.
+type DeadLetterListOptions struct {
+	// Limit is the page size, 1..MaxBatch; 0 means DefaultListLimit (100).
+	Limit int
+	// Cursor continues from a previous page's NextCursor; empty starts at
+	// the oldest dead letter, as "0" does.
+	Cursor string
+}
+
+// DeadLetterPage is one page of Deliveries.DeadLetters.
+type DeadLetterPage struct {
+	// DeadLetters are ordered oldest first, over every shard.
+	DeadLetters []DeadLetter
+	// NextCursor fetches the next page; empty on the last page.
+	NextCursor string
+}
+
+// DeadLetters returns one page of the dead letters of every shard, oldest
+// first.
 //
-// In a namespace of several shards it reads each shard's share of count
-// and a margin first, in one pipeline, then more only from a shard that
-// ran out before count were merged (its next read is at most the rest):
-// about count entries in all, however the dead letters are spread, rather
-// than count from every shard.
-func (d Deliveries) DeadLetters(ctx context.Context, after string, count int) ([]DeadLetter, string, error) {
+// In a namespace of several shards it reads each shard's share of the
+// page and a margin first, in one pipeline, then more only from a shard
+// that ran out before the page was merged (its next read is at most the
+// rest): about a page of entries in all, however the dead letters are
+// spread, rather than a page from every shard.
+func (d Deliveries) DeadLetters(ctx context.Context, o DeadLetterListOptions) (DeadLetterPage, error) {
 	q := d.q
-	if err := checkCount(count); err != nil {
-		return nil, "", err
-	}
-	l, err := q.layout(ctx)
+	l, pos, count, err := q.openStreams(ctx, o.Limit, o.Cursor, true)
 	if err != nil {
-		return nil, "", err
-	}
-	pos, err := parseStreamCursor(after, len(l.spaces), true)
-	if err != nil {
-		return nil, "", err
+		return DeadLetterPage{}, err
 	}
 	n := len(l.spaces)
 	type shard struct {
@@ -89,7 +99,7 @@ func (d Deliveries) DeadLetters(ctx context.Context, after string, count int) ([
 				return cmds[i]
 			})
 			if err != nil {
-				return nil, "", errorf("dead letters: %w", q.redisError(err))
+				return DeadLetterPage{}, errorf("dead letters: %w", q.redisError(err))
 			}
 			for i, k := range need {
 				msgs := cmds[i].Val()
@@ -121,12 +131,12 @@ func (d Deliveries) DeadLetters(ctx context.Context, after string, count int) ([
 		next = next || len(s.buf) > 0
 	}
 	if !next {
-		return out, "", nil
+		return DeadLetterPage{DeadLetters: out}, nil
 	}
 	for _, d := range out {
 		pos[d.Event.Shard] = d.Event.StreamID
 	}
-	return out, strings.Join(pos, ","), nil
+	return DeadLetterPage{DeadLetters: out, NextCursor: strings.Join(pos, ",")}, nil
 }
 
 // parseDeadLetters decodes shard k's dead-letter stream entries.

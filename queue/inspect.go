@@ -120,29 +120,48 @@ func (in Inspector) RecentFires(ctx context.Context, count int) (events []Event,
 	return events, strings.Join(ends, ","), nil
 }
 
-// ReadFires returns up to count (1..MaxBatch) fire events added after the
-// cursor after, oldest first, and the cursor after the last of them (after
-// itself when there are none). When none is there yet it waits up to block
-// for the first one (0 does not wait), and returns an empty slice, not an
-// error, when block passes with nothing new. "0" reads from the start; the
-// cursor from RecentFires follows the streams from now on. Like
-// RecentFires it joins no consumer group.
+// ReadFiresOptions says where ReadFires reads from and how long it waits.
+// Its zero value is refused: a tail has no first page, so Cursor must say
+// where to start.
+type ReadFiresOptions struct {
+	// Limit is the most events to return, 1..MaxBatch; 0 means
+	// DefaultListLimit (100).
+	Limit int
+	// Cursor is the position to read after: "0" for the start of the
+	// streams, the cursor RecentFires returns to follow them from now on,
+	// or a previous page's NextCursor. Empty is refused (ErrInvalidOptions),
+	// and so is "$", which would skip an entry added between two calls.
+	Cursor string
+	// Block is how long to wait for the first event when none is there yet;
+	// 0 does not wait.
+	Block time.Duration
+}
+
+// FirePage is what one ReadFires returns.
+type FirePage struct {
+	// Events are ordered oldest first, over every shard; none when Block
+	// passed with nothing new.
+	Events []Event
+	// NextCursor is the position after the last of Events, or the one
+	// Cursor named when there are none; never empty, since the streams have
+	// no last page.
+	NextCursor string
+}
+
+// ReadFires returns the fire events added after o.Cursor, oldest first.
+// When none is there yet it waits up to o.Block for the first one, and
+// returns an empty page, not an error, when that passes with nothing new.
+// Like RecentFires it joins no consumer group.
 //
 // On a Redis Cluster a sharded namespace's streams are in different slots,
 // which one blocking XREAD cannot span, so ReadFires reads them all without
-// blocking every 200 ms until something arrives or block passes.
-func (q *Queue) ReadFires(ctx context.Context, after string, count int, block time.Duration) (events []Event, cursor string, err error) {
-	if err := checkCount(count); err != nil {
-		return nil, "", err
-	}
-	l, err := q.layout(ctx)
+// blocking every 200 ms until something arrives or o.Block passes.
+func (q *Queue) ReadFires(ctx context.Context, o ReadFiresOptions) (FirePage, error) {
+	l, pos, count, err := q.openStreams(ctx, o.Limit, o.Cursor, false)
 	if err != nil {
-		return nil, "", err
+		return FirePage{}, err
 	}
-	pos, err := parseStreamCursor(after, len(l.spaces), false)
-	if err != nil {
-		return nil, "", err
-	}
+	block := o.Block
 	_, cluster := q.rdb.(*redis.ClusterClient)
 	var streams [][]redis.XMessage
 	if len(l.spaces) == 1 || !cluster {
@@ -163,17 +182,17 @@ func (q *Queue) ReadFires(ctx context.Context, after string, count int, block ti
 		}
 	}
 	if err != nil {
-		return nil, "", errorf("read fires: %w", q.redisError(err))
+		return FirePage{}, errorf("read fires: %w", q.redisError(err))
 	}
 	shards := make([][]Event, len(streams))
 	for k, msgs := range streams {
 		shards[k] = viewEvents(msgs, k)
 	}
-	events = mergeShards(shards, compareFires, count)
+	events := mergeShards(shards, compareFires, count)
 	for _, ev := range events {
 		pos[ev.Shard] = ev.StreamID
 	}
-	return events, strings.Join(pos, ","), nil
+	return FirePage{Events: events, NextCursor: strings.Join(pos, ",")}, nil
 }
 
 // readStreams reads every shard's fire stream after its position in one
@@ -255,6 +274,28 @@ func checkCount(count int) error {
 		return fmt.Errorf("%w: count %d is outside 1..%d", ErrInvalidOptions, count, MaxBatch)
 	}
 	return nil
+}
+
+// openStreams starts a page of the streams (ReadFires, DeadLetters): it
+// checks the page size limit (0 means DefaultListLimit), reads the layout
+// and the position in each shard's stream that cursor names, as
+// parseStreamCursor does, and returns them with the page size.
+func (q *Queue) openStreams(ctx context.Context, limit int, cursor string, emptyIsStart bool) (*layout, []string, int, error) {
+	if limit == 0 {
+		limit = DefaultListLimit
+	}
+	if err := checkCount(limit); err != nil {
+		return nil, nil, 0, err
+	}
+	l, err := q.layout(ctx)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	pos, err := parseStreamCursor(cursor, len(l.spaces), emptyIsStart)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return l, pos, limit, nil
 }
 
 // parseStreamCursor splits a cursor into one stream entry ID per shard. "0"

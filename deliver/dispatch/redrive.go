@@ -40,11 +40,11 @@ func Redrive(ctx context.Context, q *queue.Queue, group, endpoint string, dryRun
 	var out []Redriven
 	cursor := ""
 	for {
-		page, next, err := q.Deliveries().DeadLetters(ctx, cursor, queue.MaxBatch)
+		page, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: queue.MaxBatch, Cursor: cursor})
 		if err != nil {
 			return out, err
 		}
-		for _, d := range page {
+		for _, d := range page.DeadLetters {
 			if d.Group != group || d.Event.Endpoint == "" || endpoint != "" && d.Event.Endpoint != endpoint {
 				continue
 			}
@@ -61,9 +61,9 @@ func Redrive(ctx context.Context, q *queue.Queue, group, endpoint string, dryRun
 			}
 			out = append(out, r)
 		}
-		if next == "" {
+		if page.NextCursor == "" {
 			return out, nil
 		}
-		cursor = next
+		cursor = page.NextCursor
 	}
 }
