@@ -400,13 +400,13 @@ func (h *Handler) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 	if c := v["cursor"]; len(c) > 0 {
 		cursor = c[0]
 	}
-	dls, next, err := q.Deliveries().DeadLetters(ctx, cursor, limit)
+	page, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: limit, Cursor: cursor})
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	out := deadLetterPageJSON{DeadLetters: []DeadLetterJSON{}, NextCursor: next}
-	for _, d := range dls {
+	out := deadLetterPageJSON{DeadLetters: []DeadLetterJSON{}, NextCursor: page.NextCursor}
+	for _, d := range page.DeadLetters {
 		if d.Group != group {
 			continue
 		}

@@ -322,7 +322,7 @@ func (h *Handler) listSchedules(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (schedulePageJSON, error) {
-		page, err := q.Recurring().List(ctx, v.Get("cursor"), limit)
+		page, err := q.Recurring().List(ctx, queue.RecurringListOptions{Limit: limit, Cursor: v.Get("cursor")})
 		if err != nil {
 			return schedulePageJSON{}, err
 		}

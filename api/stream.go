@@ -69,7 +69,7 @@ func (h *Handler) streamFires(w http.ResponseWriter, r *http.Request) {
 	if after == "" {
 		_, after, err = q.Inspect().RecentFires(vctx, 1)
 	} else {
-		_, _, err = q.ReadFires(vctx, after, 1, 0)
+		_, err = q.ReadFires(vctx, queue.ReadFiresOptions{Limit: 1, Cursor: after})
 	}
 	cancel()
 	if err != nil {
@@ -91,7 +91,8 @@ func (h *Handler) streamFires(w http.ResponseWriter, r *http.Request) {
 	var buf bytes.Buffer
 	for {
 		rctx, cancel := h.ctx(r)
-		evs, next, err := q.ReadFires(rctx, after, queue.MaxBatch, 0)
+		page, err := q.ReadFires(rctx, queue.ReadFiresOptions{Limit: queue.MaxBatch, Cursor: after})
+		evs, next := page.Events, page.NextCursor
 		cancel()
 		if ctx.Err() != nil {
 			return

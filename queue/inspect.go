@@ -11,13 +11,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/timerq/timerq/scripts/lua"
 )
 
 // This file is the read side that dashboards and operators use: the fire
-// streams read without joining a consumer group, the groups' progress, and
-// the dead-letter streams with their one write, Requeue.
+// streams read without joining a consumer group, and the groups' progress.
+// The dead-letter streams, with their one write, Requeue, are in
+// deadletters.go.
 //
 // A namespace of several shards has a fire stream and a dead-letter stream
 // per shard, each with its own entry IDs. The readers here read every shard
@@ -121,29 +120,48 @@ func (in Inspector) RecentFires(ctx context.Context, count int) (events []Event,
 	return events, strings.Join(ends, ","), nil
 }
 
-// ReadFires returns up to count (1..MaxBatch) fire events added after the
-// cursor after, oldest first, and the cursor after the last of them (after
-// itself when there are none). When none is there yet it waits up to block
-// for the first one (0 does not wait), and returns an empty slice, not an
-// error, when block passes with nothing new. "0" reads from the start; the
-// cursor from RecentFires follows the streams from now on. Like
-// RecentFires it joins no consumer group.
+// ReadFiresOptions says where ReadFires reads from and how long it waits.
+// Its zero value is refused: a tail has no first page, so Cursor must say
+// where to start.
+type ReadFiresOptions struct {
+	// Limit is the most events to return, 1..MaxBatch; 0 means
+	// DefaultListLimit (100).
+	Limit int
+	// Cursor is the position to read after: "0" for the start of the
+	// streams, the cursor RecentFires returns to follow them from now on,
+	// or a previous page's NextCursor. Empty is refused (ErrInvalidOptions),
+	// and so is "$", which would skip an entry added between two calls.
+	Cursor string
+	// Block is how long to wait for the first event when none is there yet;
+	// 0 does not wait.
+	Block time.Duration
+}
+
+// FirePage is what one ReadFires returns.
+type FirePage struct {
+	// Events are ordered oldest first, over every shard; none when Block
+	// passed with nothing new.
+	Events []Event
+	// NextCursor is the position after the last of Events, or the one
+	// Cursor named when there are none; never empty, since the streams have
+	// no last page.
+	NextCursor string
+}
+
+// ReadFires returns the fire events added after o.Cursor, oldest first.
+// When none is there yet it waits up to o.Block for the first one, and
+// returns an empty page, not an error, when that passes with nothing new.
+// Like RecentFires it joins no consumer group.
 //
 // On a Redis Cluster a sharded namespace's streams are in different slots,
 // which one blocking XREAD cannot span, so ReadFires reads them all without
-// blocking every 200 ms until something arrives or block passes.
-func (q *Queue) ReadFires(ctx context.Context, after string, count int, block time.Duration) (events []Event, cursor string, err error) {
-	if err := checkCount(count); err != nil {
-		return nil, "", err
-	}
-	l, err := q.layout(ctx)
+// blocking every 200 ms until something arrives or o.Block passes.
+func (q *Queue) ReadFires(ctx context.Context, o ReadFiresOptions) (FirePage, error) {
+	l, pos, count, err := q.openStreams(ctx, o.Limit, o.Cursor, false)
 	if err != nil {
-		return nil, "", err
+		return FirePage{}, err
 	}
-	pos, err := parseStreamCursor(after, len(l.spaces), false)
-	if err != nil {
-		return nil, "", err
-	}
+	block := o.Block
 	_, cluster := q.rdb.(*redis.ClusterClient)
 	var streams [][]redis.XMessage
 	if len(l.spaces) == 1 || !cluster {
@@ -164,17 +182,17 @@ func (q *Queue) ReadFires(ctx context.Context, after string, count int, block ti
 		}
 	}
 	if err != nil {
-		return nil, "", errorf("read fires: %w", q.redisError(err))
+		return FirePage{}, errorf("read fires: %w", q.redisError(err))
 	}
 	shards := make([][]Event, len(streams))
 	for k, msgs := range streams {
 		shards[k] = viewEvents(msgs, k)
 	}
-	events = mergeShards(shards, compareFires, count)
+	events := mergeShards(shards, compareFires, count)
 	for _, ev := range events {
 		pos[ev.Shard] = ev.StreamID
 	}
-	return events, strings.Join(pos, ","), nil
+	return FirePage{Events: events, NextCursor: strings.Join(pos, ",")}, nil
 }
 
 // readStreams reads every shard's fire stream after its position in one
@@ -256,6 +274,28 @@ func checkCount(count int) error {
 		return fmt.Errorf("%w: count %d is outside 1..%d", ErrInvalidOptions, count, MaxBatch)
 	}
 	return nil
+}
+
+// openStreams starts a page of the streams (ReadFires, DeadLetters): it
+// checks the page size limit (0 means DefaultListLimit), reads the layout
+// and the position in each shard's stream that cursor names, as
+// parseStreamCursor does, and returns them with the page size.
+func (q *Queue) openStreams(ctx context.Context, limit int, cursor string, emptyIsStart bool) (*layout, []string, int, error) {
+	if limit == 0 {
+		limit = DefaultListLimit
+	}
+	if err := checkCount(limit); err != nil {
+		return nil, nil, 0, err
+	}
+	l, err := q.layout(ctx)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	pos, err := parseStreamCursor(cursor, len(l.spaces), emptyIsStart)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return l, pos, limit, nil
 }
 
 // parseStreamCursor splits a cursor into one stream entry ID per shard. "0"
@@ -542,198 +582,4 @@ func parseConsumer(entry any) (ConsumerInfo, error) {
 		return ConsumerInfo{}, fmt.Errorf("XINFO CONSUMERS entry without a name: %v", entry)
 	}
 	return ci, nil
-}
-
-// DeadLetter is one entry of a dead-letter stream.
-type DeadLetter struct {
-	// Event is the fire event whose handler gave up; its StreamID is the
-	// dead letter's own entry ID and its Shard the shard whose dead-letter
-	// stream holds it, which Requeue takes.
-	Event Event
-	// Error is the handler's last error.
-	Error string
-	// Attempts is how many deliveries the event had.
-	Attempts int
-	// Group and Consumer name who gave up.
-	Group, Consumer string
-	// FireStreamID is the event's entry ID in its shard's fire stream.
-	FireStreamID string
-}
-
-// DeadLetters returns up to count (1..MaxBatch) dead letters of every shard
-// after the cursor after ("" starts at the oldest), oldest first, and the
-// cursor of the next page ("" on the last page).
-//
-// In a namespace of several shards it reads each shard's share of count
-// and a margin first, in one pipeline, then more only from a shard that
-// ran out before count were merged (its next read is at most the rest):
-// about count entries in all, however the dead letters are spread, rather
-// than count from every shard.
-func (d Deliveries) DeadLetters(ctx context.Context, after string, count int) ([]DeadLetter, string, error) {
-	q := d.q
-	if err := checkCount(count); err != nil {
-		return nil, "", err
-	}
-	l, err := q.layout(ctx)
-	if err != nil {
-		return nil, "", err
-	}
-	pos, err := parseStreamCursor(after, len(l.spaces), true)
-	if err != nil {
-		return nil, "", err
-	}
-	n := len(l.spaces)
-	type shard struct {
-		buf  []DeadLetter // fetched, oldest first, not yet merged
-		from string       // XRANGE's start for the next fetch
-		more bool         // the stream may hold newer entries not fetched
-	}
-	shards := make([]shard, n)
-	for k := range shards {
-		shards[k] = shard{from: "(" + pos[k], more: true}
-		if pos[k] == "0-0" {
-			shards[k].from = "-"
-		}
-	}
-	// One more than a page in all, to tell whether there is a next one.
-	chunk := count + 1
-	if n > 1 {
-		chunk = min(count+1, count/n+count/(2*n)+8)
-	}
-	var out []DeadLetter
-	for round := 0; ; round++ {
-		var need []int
-		for k, s := range shards {
-			if len(s.buf) == 0 && s.more {
-				need = append(need, k)
-			}
-		}
-		if len(need) > 0 {
-			if round > 0 {
-				// A shard ran out before count were merged: it can give at
-				// most the rest (and one to tell a next page), so one more
-				// read of it settles it.
-				chunk = count + 1 - len(out)
-			}
-			cmds := make([]*redis.XMessageSliceCmd, len(need))
-			err = q.each(ctx, len(need), func(c redis.Cmdable, i int) redis.Cmder {
-				k := need[i]
-				cmds[i] = c.XRangeN(ctx, l.spaces[k].DeadLetter(), shards[k].from, "+", int64(chunk))
-				return cmds[i]
-			})
-			if err != nil {
-				return nil, "", errorf("dead letters: %w", q.redisError(err))
-			}
-			for i, k := range need {
-				msgs := cmds[i].Val()
-				s := &shards[k]
-				s.buf, s.more = parseDeadLetters(msgs, k), len(msgs) == chunk
-				if len(msgs) > 0 {
-					s.from = "(" + msgs[len(msgs)-1].ID
-				}
-			}
-			continue
-		}
-		if len(out) == count {
-			break
-		}
-		best := -1
-		for k, s := range shards {
-			if len(s.buf) > 0 && (best < 0 || compareEntryIDs(s.buf[0].Event, shards[best].buf[0].Event) < 0) {
-				best = k
-			}
-		}
-		if best < 0 {
-			break
-		}
-		out = append(out, shards[best].buf[0])
-		shards[best].buf = shards[best].buf[1:]
-	}
-	next := false
-	for _, s := range shards {
-		next = next || len(s.buf) > 0
-	}
-	if !next {
-		return out, "", nil
-	}
-	for _, d := range out {
-		pos[d.Event.Shard] = d.Event.StreamID
-	}
-	return out, strings.Join(pos, ","), nil
-}
-
-// parseDeadLetters decodes shard k's dead-letter stream entries.
-func parseDeadLetters(msgs []redis.XMessage, k int) []DeadLetter {
-	out := make([]DeadLetter, 0, len(msgs))
-	for _, m := range msgs {
-		str := func(f string) string { s, _ := m.Values[f].(string); return s }
-		ev, _ := parseEvent(m, 0)
-		ev.Shard = k
-		n, _ := strconv.Atoi(str("attempts"))
-		out = append(out, DeadLetter{Event: ev, Error: str("error"), Attempts: n, Group: str("group"),
-			Consumer: str("consumer"), FireStreamID: str("stream_id")})
-	}
-	return out
-}
-
-// DeadLetterCount returns how many dead letters the namespace holds, over
-// every shard.
-func (d Deliveries) DeadLetterCount(ctx context.Context) (int64, error) {
-	q := d.q
-	l, err := q.layout(ctx)
-	if err != nil {
-		return 0, err
-	}
-	cmds := make([]*redis.IntCmd, len(l.spaces))
-	err = q.each(ctx, len(l.spaces), func(c redis.Cmdable, k int) redis.Cmder {
-		cmds[k] = c.XLen(ctx, l.spaces[k].DeadLetter())
-		return cmds[k]
-	})
-	if err != nil {
-		return 0, errorf("dead letters: %w", q.redisError(err))
-	}
-	var n int64
-	for _, c := range cmds {
-		n += c.Val()
-	}
-	return n, nil
-}
-
-// Requeue moves the dead letter deadID of shard shard (a DeadLetter's
-// Event.StreamID and Event.Shard; the shard is 0 in a namespace of one
-// shard) back onto that shard's fire stream, in one atomic script, and
-// returns the new fire stream entry's ID. Only the group that
-// dead-lettered it handles it again, as a new delivery (Attempt 1); Consume
-// in every other group acknowledges and skips it. An unknown deadID gives
-// ErrDeadLetterNotFound, so requeueing twice is safe.
-//
-// The timer itself stays fired: Requeue repeats the delivery, not the fire.
-func (d Deliveries) Requeue(ctx context.Context, shard int, deadID string) (string, error) {
-	q := d.q
-	if _, _, ok := parseEntryID(deadID); !ok {
-		return "", fmt.Errorf("%w: dead letter ID %q is not a stream entry ID such as 1700000000000-0", ErrInvalidOptions, deadID)
-	}
-	l, err := q.layout(ctx)
-	if err != nil {
-		return "", err
-	}
-	if shard < 0 || shard >= len(l.spaces) {
-		return "", fmt.Errorf("%w: shard %d is outside 0..%d of namespace %q", ErrInvalidOptions, shard, len(l.spaces)-1, q.opts.Namespace)
-	}
-	sp := l.spaces[shard]
-	reply, err := classic(lua.Requeue).Run(ctx, q.rdb, lua.Requeue.Keys(sp, ""), deadID).Result()
-	if err != nil {
-		if strings.Contains(err.Error(), "Invalid stream ID") {
-			return "", fmt.Errorf("%w: %q is not a stream entry ID such as 1700000000000-0", ErrInvalidOptions, deadID)
-		}
-		return "", errorf("requeue %s: %w", deadID, q.redisError(err))
-	}
-	r, err := replyStrings(reply)
-	if err != nil || len(r) != 2 {
-		return "", errorf("requeue %s: unexpected reply %v", deadID, reply)
-	}
-	if r[0] == "notfound" {
-		return "", fmt.Errorf("%w: %s is not in %s; it may have been requeued already", ErrDeadLetterNotFound, deadID, sp.DeadLetter())
-	}
-	return r[1], nil
 }

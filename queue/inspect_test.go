@@ -82,7 +82,8 @@ func TestRecentAndReadFires(t *testing.T) {
 		var all []queue.Event
 		from := "0"
 		for range n {
-			page, next, err := q.ReadFires(ctx, from, 7, 0)
+			res, err := q.ReadFires(ctx, queue.ReadFiresOptions{Limit: 7, Cursor: from})
+			page, next := res.Events, res.NextCursor
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,13 +116,14 @@ func TestRecentAndReadFires(t *testing.T) {
 			t.Fatalf("the cursor after reading everything is %q; RecentFires gave %q", from, cursor)
 		}
 
-		none, same, err := q.ReadFires(ctx, cursor, 10, 10*time.Millisecond)
-		if err != nil || len(none) != 0 || same != cursor {
-			t.Fatalf("ReadFires after the newest = %+v, %q, %v; want nothing and the same cursor", none, same, err)
+		none, err := q.ReadFires(ctx, queue.ReadFiresOptions{Limit: 10, Cursor: cursor, Block: 10 * time.Millisecond})
+		if err != nil || len(none.Events) != 0 || none.NextCursor != cursor {
+			t.Fatalf("ReadFires after the newest = %+v, %v; want nothing and the same cursor", none, err)
 		}
 		fireN(t, q, "s", 3)
-		next, _, err := q.ReadFires(ctx, cursor, 10, 0)
-		if err != nil || len(next) != 3 || !strings.HasPrefix(next[0].ID+next[1].ID+next[2].ID, "s") {
+		// The zero Limit reads up to DefaultListLimit.
+		page, err := q.ReadFires(ctx, queue.ReadFiresOptions{Cursor: cursor})
+		if next := page.Events; err != nil || len(next) != 3 || !strings.HasPrefix(next[0].ID+next[1].ID+next[2].ID, "s") {
 			t.Fatalf("ReadFires after the recent cursor = %+v, %v; want s0 s1 s2", next, err)
 		}
 		_, cursor, _ = q.Inspect().RecentFires(ctx, 1)
@@ -129,11 +131,11 @@ func TestRecentAndReadFires(t *testing.T) {
 		// Blocking: a fire during the wait ends it.
 		got := make(chan []queue.Event, 1)
 		go func() {
-			evs, _, err := q.ReadFires(ctx, cursor, 10, 10*time.Second)
+			page, err := q.ReadFires(ctx, queue.ReadFiresOptions{Limit: 10, Cursor: cursor, Block: 10 * time.Second})
 			if err != nil {
 				t.Error(err)
 			}
-			got <- evs
+			got <- page.Events
 		}()
 		fireN(t, q, "w", 1)
 		select {
@@ -146,12 +148,12 @@ func TestRecentAndReadFires(t *testing.T) {
 		}
 
 		for _, bad := range []string{"", "$", "x", "1-0,2-0,"} {
-			if _, _, err := q.ReadFires(ctx, bad, 10, 0); !errors.Is(err, queue.ErrInvalidOptions) {
+			if _, err := q.ReadFires(ctx, queue.ReadFiresOptions{Limit: 10, Cursor: bad}); !errors.Is(err, queue.ErrInvalidOptions) {
 				t.Errorf("ReadFires(%q) = %v, want ErrInvalidOptions", bad, err)
 			}
 		}
 		if b.Shards > 1 {
-			if _, _, err := q.ReadFires(ctx, "1700000000000-0", 10, 0); !errors.Is(err, queue.ErrInvalidOptions) {
+			if _, err := q.ReadFires(ctx, queue.ReadFiresOptions{Limit: 10, Cursor: "1700000000000-0"}); !errors.Is(err, queue.ErrInvalidOptions) {
 				t.Errorf("ReadFires with one ID on %d shards = %v, want ErrInvalidOptions", b.Shards, err)
 			}
 		}
@@ -198,8 +200,8 @@ func TestRequeue(t *testing.T) {
 
 		var dls []queue.DeadLetter
 		waitUntil(t, 5*time.Second, "a dead letter", func() bool {
-			var err error
-			dls, _, err = q.Deliveries().DeadLetters(ctx, "", 10)
+			page, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: 10})
+			dls = page.DeadLetters
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -320,7 +322,8 @@ func TestDeadLettersPaging(t *testing.T) {
 			if pages > n {
 				t.Fatal("paging does not end")
 			}
-			page, next, err := q.Deliveries().DeadLetters(ctx, cursor, 2)
+			res, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: 2, Cursor: cursor})
+			page, next := res.DeadLetters, res.NextCursor
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -344,8 +347,15 @@ func TestDeadLettersPaging(t *testing.T) {
 		if fmt.Sprint(ids) != fmt.Sprint(want) {
 			t.Errorf("paged dead letters = %v, want %v", ids, want)
 		}
-		if _, _, err := q.Deliveries().DeadLetters(ctx, "nonsense", 2); !errors.Is(err, queue.ErrInvalidOptions) {
+		if _, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: 2, Cursor: "nonsense"}); !errors.Is(err, queue.ErrInvalidOptions) {
 			t.Errorf("DeadLetters(nonsense) = %v, want ErrInvalidOptions", err)
+		}
+		// The zero options list the oldest DefaultListLimit (100): all 11.
+		if res, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{}); err != nil || len(res.DeadLetters) != n || res.NextCursor != "" {
+			t.Errorf("DeadLetters with zero options = %d dead letters, next %q, %v; want all %d and no next page", len(res.DeadLetters), res.NextCursor, err, n)
+		}
+		if _, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: queue.MaxBatch + 1}); !errors.Is(err, queue.ErrInvalidOptions) {
+			t.Errorf("DeadLetters with Limit MaxBatch+1 = %v, want ErrInvalidOptions", err)
 		}
 	})
 }
@@ -408,7 +418,8 @@ func TestRecentFiresSkewed(t *testing.T) {
 			}
 			claimAll(t, q)
 		}
-		all, _, err := q.ReadFires(ctx, "0", queue.MaxBatch, 0)
+		page, err := q.ReadFires(ctx, queue.ReadFiresOptions{Limit: queue.MaxBatch, Cursor: "0"})
+		all := page.Events
 		if err != nil || len(all) != 160 {
 			t.Fatalf("ReadFires = %d events, %v; want 160", len(all), err)
 		}
@@ -463,7 +474,8 @@ func TestDeadLettersPagingSkewed(t *testing.T) {
 				if pages > 85 {
 					t.Fatal("paging does not end")
 				}
-				page, next, err := q.Deliveries().DeadLetters(ctx, cursor, size)
+				res, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: size, Cursor: cursor})
+				page, next := res.DeadLetters, res.NextCursor
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -349,7 +349,8 @@ func TestLeaseMaxAttemptsDeadLetters(t *testing.T) {
 		if n := pendingIn(t, b, q, "g"); n != 0 {
 			t.Fatalf("%d pending, want 0: dead letters are acknowledged", n)
 		}
-		dead, _, err := q.Deliveries().DeadLetters(ctx, "", 10)
+		page, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: 10})
+		dead := page.DeadLetters
 		if err != nil || len(dead) != 2 {
 			t.Fatalf("DeadLetters = %+v, %v; want 2", dead, err)
 		}

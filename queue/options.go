@@ -32,7 +32,9 @@ const (
 	DefaultRecheckInterval = 10 * time.Second
 	// MaxBatch is the most timers one Claim, List or Purge call handles.
 	MaxBatch = 1000
-	// DefaultListLimit is the page size of List when ListOptions.Limit is 0.
+	// DefaultListLimit is the page size of every listing (List,
+	// RecurringTimers.List, Deliveries.DeadLetters, ReadFires) whose
+	// options' Limit is 0.
 	DefaultListLimit = 100
 )
 

@@ -454,8 +454,8 @@ func TestOverlapSkipHandsOverRequeuedDeadLetters(t *testing.T) {
 		fireOcc(t, q, "s", 1)
 		var dead []queue.DeadLetter
 		waitUntil(t, 5*time.Second, "s@1 dead-lettered", func() bool {
-			var err error
-			dead, _, err = q.Deliveries().DeadLetters(ctx, "", 10)
+			page, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: 10})
+			dead = page.DeadLetters
 			return err == nil && len(dead) == 1
 		})
 		fireOcc(t, q, "s", 2)

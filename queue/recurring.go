@@ -865,6 +865,16 @@ func (rt RecurringTimers) Get(ctx context.Context, id string) (RecurringInfo, er
 	return s.info(now), nil
 }
 
+// RecurringListOptions selects a page of schedules. The zero value lists
+// the first 100.
+type RecurringListOptions struct {
+	// Limit is about the page size, 1..MaxBatch: HSCAN takes it as a hint,
+	// so a page may hold a few more; 0 means DefaultListLimit (100).
+	Limit int
+	// Cursor continues from a previous page's NextCursor; empty starts over.
+	Cursor string
+}
+
 // RecurringPage is one page of RecurringTimers.List.
 type RecurringPage struct {
 	Schedules []RecurringInfo
@@ -872,16 +882,16 @@ type RecurringPage struct {
 	NextCursor string
 }
 
-// List returns a page of schedules, in no particular order, about
-// limit (1..MaxBatch, 0 means 100) at a time. Start with an empty cursor.
-// Like HSCAN, which it uses, a schedule present for the whole listing is
-// listed at least once. A sharded namespace is listed shard after shard,
-// each page filled from as many shards as it takes; the cursor names the
-// shard ("<shard>:<HSCAN cursor>"; with one shard, the HSCAN cursor alone).
-func (rt RecurringTimers) List(ctx context.Context, cursor string, limit int) (RecurringPage, error) {
+// List returns a page of schedules, in no particular order. Like HSCAN,
+// which it uses, a schedule present for the whole listing is listed at
+// least once. A sharded namespace is listed shard after shard, each page
+// filled from as many shards as it takes; the cursor names the shard
+// ("<shard>:<HSCAN cursor>"; with one shard, the HSCAN cursor alone).
+func (rt RecurringTimers) List(ctx context.Context, o RecurringListOptions) (RecurringPage, error) {
 	q := rt.q
+	limit := o.Limit
 	if limit == 0 {
-		limit = 100
+		limit = DefaultListLimit
 	}
 	if limit < 1 || limit > MaxBatch {
 		return RecurringPage{}, fmt.Errorf("%w: list limit %d is outside 1..%d", ErrInvalidOptions, limit, MaxBatch)
@@ -890,7 +900,7 @@ func (rt RecurringTimers) List(ctx context.Context, cursor string, limit int) (R
 	if err != nil {
 		return RecurringPage{}, errorf("list schedules: %w", err)
 	}
-	k, cur, err := parseRecurringCursor(cursor, len(l.spaces))
+	k, cur, err := parseRecurringCursor(o.Cursor, len(l.spaces))
 	if err != nil {
 		return RecurringPage{}, err
 	}

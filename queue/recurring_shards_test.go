@@ -179,7 +179,7 @@ func TestRecurringOnShardedNamespace(t *testing.T) {
 		listed := map[string]int{}
 		cursor, pages := "", 0
 		for ; pages < 10*len(ids); pages++ {
-			page, err := q.Recurring().List(ctx, cursor, 1)
+			page, err := q.Recurring().List(ctx, queue.RecurringListOptions{Limit: 1, Cursor: cursor})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -202,7 +202,7 @@ func TestRecurringOnShardedNamespace(t *testing.T) {
 			}
 		}
 		for _, bad := range []string{"0", fmt.Sprint(b.Shards, ":0"), "x:1", "-1:0"} {
-			if _, err := q.Recurring().List(ctx, bad, 10); !errors.Is(err, queue.ErrInvalidOptions) {
+			if _, err := q.Recurring().List(ctx, queue.RecurringListOptions{Limit: 10, Cursor: bad}); !errors.Is(err, queue.ErrInvalidOptions) {
 				t.Fatalf("ListRecurring(cursor %q) = %v, want ErrInvalidOptions", bad, err)
 			}
 		}

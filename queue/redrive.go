@@ -61,11 +61,11 @@ func (d Deliveries) Redrive(ctx context.Context, group string, opts *RedriveOpti
 	var out []Redriven
 	cursor := ""
 	for {
-		page, next, err := d.DeadLetters(ctx, cursor, MaxBatch)
+		page, err := d.DeadLetters(ctx, DeadLetterListOptions{Limit: MaxBatch, Cursor: cursor})
 		if err != nil {
 			return out, err
 		}
-		for _, dl := range page {
+		for _, dl := range page.DeadLetters {
 			if dl.Group != group || dl.Event.Endpoint == "" || o.Endpoint != "" && dl.Event.Endpoint != o.Endpoint {
 				continue
 			}
@@ -82,9 +82,9 @@ func (d Deliveries) Redrive(ctx context.Context, group string, opts *RedriveOpti
 			}
 			out = append(out, r)
 		}
-		if next == "" {
+		if page.NextCursor == "" {
 			return out, nil
 		}
-		cursor = next
+		cursor = page.NextCursor
 	}
 }

@@ -72,9 +72,9 @@ func TestRedrive(t *testing.T) {
 		if rest, err := q.Deliveries().Redrive(ctx, "", nil); err != nil || !slices.Equal(ids(rest), []string{"b1"}) {
 			t.Fatalf("Redrive(every endpoint) = %+v, %v; want b1", rest, err)
 		}
-		dls, _, err := q.Deliveries().DeadLetters(ctx, "", 10)
-		if err != nil || len(dls) != 2 {
-			t.Fatalf("dead letters left: %+v, %v; want plain's and group other's", dls, err)
+		dls, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: 10})
+		if err != nil || len(dls.DeadLetters) != 2 {
+			t.Fatalf("dead letters left: %+v, %v; want plain's and group other's", dls.DeadLetters, err)
 		}
 		// The requeued ones come back to the delivery group alone, as
 		// first attempts.

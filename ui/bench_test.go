@@ -240,7 +240,7 @@ func BenchmarkShardedStreams(b *testing.B) {
 		// live tail costs per poll on a Cluster.
 		b.Run(name(shards, c.spread)+"/ReadFires-idle", func(b *testing.B) {
 			for b.Loop() {
-				if _, _, err := q.ReadFires(ctx, cursor, 100, 0); err != nil {
+				if _, err := q.ReadFires(ctx, queue.ReadFiresOptions{Limit: 100, Cursor: cursor}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -119,14 +119,14 @@ func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request) {
 			d.GroupFound, d.Pending, d.Lag = true, g.Pending, g.Lag
 		}
 	}
-	dead, next, err := h.q.Deliveries().DeadLetters(ctx, "", deadCountBudget)
+	dead, err := h.q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: deadCountBudget})
 	if err != nil {
 		h.fail(w, r, statusOf(err), err)
 		return
 	}
-	d.DeadCounted, d.DeadMore = int64(len(dead)), next != ""
+	d.DeadCounted, d.DeadMore = int64(len(dead.DeadLetters)), dead.NextCursor != ""
 	counts := map[string]int{}
-	for _, dl := range dead {
+	for _, dl := range dead.DeadLetters {
 		if dl.Group == d.Group {
 			counts[dl.Event.Endpoint]++
 		}
@@ -281,20 +281,20 @@ func (h *Handler) deliveries(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	cursor := after
 	for d.Scanned < deadBudget && len(d.Dead) < listPage {
-		page, next, err := h.q.Deliveries().DeadLetters(ctx, cursor, deadChunk)
+		page, err := h.q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: deadChunk, Cursor: cursor})
 		if err != nil {
 			h.fail(w, r, statusOf(err), err)
 			return
 		}
-		d.Scanned += len(page)
-		for _, dl := range page {
+		d.Scanned += len(page.DeadLetters)
+		for _, dl := range page.DeadLetters {
 			if dl.Group != d.Group || dl.Event.Endpoint == "" || d.Endpoint != "" && dl.Event.Endpoint != d.Endpoint {
 				continue
 			}
 			d.Dead = append(d.Dead, deadView{DeadLetter: dl, Excerpt: excerpt(dl.Error),
 				Redrive: h.ctlPrefix() + strconv.Itoa(dl.Event.Shard) + "/" + dl.Event.StreamID})
 		}
-		cursor = next
+		cursor = page.NextCursor
 		if cursor == "" {
 			break
 		}

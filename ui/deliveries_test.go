@@ -310,7 +310,8 @@ func TestDeliveriesReadOnly(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		e := newDeliveryEnv(t, b, 0, ui.Options{})
 		deliverAndFail(t, e.q, map[string]string{"b-1": "billing", "b-2": "billing"}, "b-1", "b-2")
-		dead, _, err := e.q.Deliveries().DeadLetters(context.Background(), "", 10)
+		page, err := e.q.Deliveries().DeadLetters(context.Background(), queue.DeadLetterListOptions{Limit: 10})
+		dead := page.DeadLetters
 		if err != nil || len(dead) != 2 {
 			t.Fatalf("dead letters: %v %v", dead, err)
 		}

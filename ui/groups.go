@@ -45,13 +45,14 @@ func (h *Handler) groups(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, fmt.Errorf("after %q is not a dead-letter cursor", after))
 		return
 	}
-	var next string
-	if d.Dead, next, err = h.q.Deliveries().DeadLetters(ctx, after, listPage); err != nil {
+	dead, err := h.q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: listPage, Cursor: after})
+	if err != nil {
 		h.fail(w, r, statusOf(err), err)
 		return
 	}
-	if next != "" {
-		d.Next = h.link("/groups", "after", next)
+	d.Dead = dead.DeadLetters
+	if dead.NextCursor != "" {
+		d.Next = h.link("/groups", "after", dead.NextCursor)
 	}
 	if d.Count, err = h.q.Deliveries().DeadLetterCount(ctx); err != nil {
 		h.fail(w, r, statusOf(err), err)

@@ -155,7 +155,7 @@ func (h *Handler) schedules(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	d := schedulesData{Now: time.Now().UTC()}
-	page, err := h.q.Recurring().List(ctx, r.URL.Query().Get("cursor"), listPage)
+	page, err := h.q.Recurring().List(ctx, queue.RecurringListOptions{Limit: listPage, Cursor: r.URL.Query().Get("cursor")})
 	if err != nil {
 		// Say why on the page itself: in a namespace of several shards
 		// (until schedules are supported there), or with a bad cursor.

@@ -79,7 +79,7 @@ func (h *Handler) tailEvents(w http.ResponseWriter, r *http.Request) {
 	// A wrong cursor (say, for another shard count) fails now, as a 400,
 	// rather than as a stream of problems.
 	vctx, cancel := h.ctx(r)
-	_, _, err = h.q.ReadFires(vctx, after, 1, 0)
+	_, err = h.q.ReadFires(vctx, queue.ReadFiresOptions{Limit: 1, Cursor: after})
 	cancel()
 	if errors.Is(err, queue.ErrInvalidOptions) {
 		h.fail(w, r, http.StatusBadRequest, err)
@@ -99,7 +99,8 @@ func (h *Handler) tailEvents(w http.ResponseWriter, r *http.Request) {
 	var buf bytes.Buffer
 	for {
 		rctx, cancel := h.ctx(r)
-		evs, next, err := h.q.ReadFires(rctx, after, 100, 0)
+		page, err := h.q.ReadFires(rctx, queue.ReadFiresOptions{Limit: 100, Cursor: after})
+		evs, next := page.Events, page.NextCursor
 		cancel()
 		if ctx.Err() != nil {
 			return

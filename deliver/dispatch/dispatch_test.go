@@ -170,10 +170,12 @@ func TestDispatcherDeliversAndSettles(t *testing.T) {
 			t.Fatalf("the slow endpoint (2 in flight) has %d requests under way", n)
 		}
 		redistest.Eventually(t, 30*time.Second, "5 dead letters", func() bool {
-			dl, _, err := q.Deliveries().DeadLetters(context.Background(), "", 100)
+			page, err := q.Deliveries().DeadLetters(context.Background(), queue.DeadLetterListOptions{Limit: 100})
+			dl := page.DeadLetters
 			return err == nil && len(dl) >= 5
 		})
-		dls, _, err := q.Deliveries().DeadLetters(context.Background(), "", 100)
+		page, err := q.Deliveries().DeadLetters(context.Background(), queue.DeadLetterListOptions{Limit: 100})
+		dls := page.DeadLetters
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -93,7 +93,8 @@ func TestDispatcherDeliversToQueueEndpoints(t *testing.T) {
 		}
 		// The deleted endpoint's fire is dead-lettered.
 		redistest.Eventually(t, 10*time.Second, "the deleted endpoint's fire is dead-lettered", func() bool {
-			dls, _, err := q.Deliveries().DeadLetters(ctx, "", 10)
+			page, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: 10})
+			dls := page.DeadLetters
 			return err == nil && len(dls) == 1 && dls[0].Event.ID == "c" && strings.Contains(dls[0].Error, "doomed")
 		})
 		// The disabled endpoint's fire waits, neither delivered nor dead-lettered.
@@ -101,8 +102,8 @@ func TestDispatcherDeliversToQueueEndpoints(t *testing.T) {
 		if received("b") != nil {
 			t.Fatal("a disabled endpoint received a fire")
 		}
-		if dls, _, _ := q.Deliveries().DeadLetters(ctx, "", 10); len(dls) != 1 {
-			t.Fatalf("dead letters %+v; the disabled endpoint's fire must wait", dls)
+		if page, _ := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: 10}); len(page.DeadLetters) != 1 {
+			t.Fatalf("dead letters %+v; the disabled endpoint's fire must wait", page.DeadLetters)
 		}
 		if _, err := q.Endpoints().SetEnabled(ctx, "off", true); err != nil {
 			t.Fatal(err)
@@ -268,8 +269,8 @@ func TestDispatcherEndpointDownThenUp(t *testing.T) {
 				}
 			}
 		}
-		if dls, _, _ := q.Deliveries().DeadLetters(ctx, "", 10); len(dls) != 0 {
-			t.Errorf("dead letters %+v; nothing should be lost", dls)
+		if page, _ := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: 10}); len(page.DeadLetters) != 0 {
+			t.Errorf("dead letters %+v; nothing should be lost", page.DeadLetters)
 		}
 	})
 }

@@ -71,7 +71,8 @@ func TestRedriveAnEndpointsDeadLetters(t *testing.T) {
 			}
 		}()
 		redistest.Eventually(t, 10*time.Second, "both fires are dead-lettered (410)", func() bool {
-			dls, _, err := q.Deliveries().DeadLetters(ctx, "", 10)
+			page, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: 10})
+			dls := page.DeadLetters
 			return err == nil && len(dls) == 2
 		})
 		if all, err := dispatch.Redrive(ctx, q, "", "", true); err != nil || len(all) != 2 {
@@ -98,7 +99,8 @@ func TestRedriveAnEndpointsDeadLetters(t *testing.T) {
 			t.Errorf("redriven request: timer %s attempt %s id %s; want f, 1, %s", again.Get(deliver.HeaderTimerID),
 				again.Get(deliver.HeaderAttempt), again.Get(deliver.HeaderID), first.Get(deliver.HeaderID))
 		}
-		dls, _, err := q.Deliveries().DeadLetters(ctx, "", 10)
+		page, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: 10})
+		dls := page.DeadLetters
 		if err != nil || len(dls) != 1 || dls[0].Event.ID != "o" {
 			t.Errorf("dead letters after the redrive: %+v %v; want only o's", dls, err)
 		}

@@ -90,7 +90,8 @@ func TestDeliversToStoredEndpoints(t *testing.T) {
 			return len(got) >= 2
 		})
 		redistest.Eventually(t, 30*time.Second, "the doomed fire dead-lettered", func() bool {
-			dl, _, err := q.Deliveries().DeadLetters(ctx, "", 10)
+			page, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: 10})
+			dl := page.DeadLetters
 			return err == nil && len(dl) == 1 && dl[0].Event.ID == "c" && strings.Contains(dl[0].Error, "no such endpoint")
 		})
 		mu.Lock()

@@ -99,7 +99,8 @@ func TestDispatcherDeliversToTimerURLs(t *testing.T) {
 		}
 		stop := run()
 		deadLetters := func() map[string]string {
-			dls, _, err := q.Deliveries().DeadLetters(ctx, "", 10)
+			page, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: 10})
+			dls := page.DeadLetters
 			if err != nil {
 				t.Fatal(err)
 			}

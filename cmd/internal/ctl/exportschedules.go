@@ -40,7 +40,7 @@ func writeSchedules(s *session, ctx func() (context.Context, context.CancelFunc)
 	cursor := ""
 	for {
 		c, cancel := ctx()
-		page, err := s.q.Recurring().List(c, cursor, 0)
+		page, err := s.q.Recurring().List(c, queue.RecurringListOptions{Cursor: cursor})
 		cancel()
 		if err != nil {
 			return recurringErr(s, err)

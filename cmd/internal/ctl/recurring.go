@@ -210,7 +210,7 @@ func (r *runner) schedules(c *cli.Context) error {
 			return usageErr(fmt.Sprintf("unexpected arguments: %q", rest), "schedules list takes no ID")
 		}
 		return r.once(c, func(ctx context.Context, s *session) error {
-			page, err := s.q.Recurring().List(ctx, c.String("cursor"), c.Int("limit"))
+			page, err := s.q.Recurring().List(ctx, queue.RecurringListOptions{Limit: c.Int("limit"), Cursor: c.String("cursor")})
 			if err != nil {
 				return recurringErr(s, err)
 			}

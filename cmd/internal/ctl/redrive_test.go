@@ -48,7 +48,8 @@ func TestRedrive(t *testing.T) {
 			}
 		}
 		deadOf := func() []string {
-			dls, _, err := c.q.Deliveries().DeadLetters(ctx, "", 10)
+			page, err := c.q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: 10})
+			dls := page.DeadLetters
 			if err != nil {
 				t.Fatal(err)
 			}

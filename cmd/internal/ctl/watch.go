@@ -58,7 +58,7 @@ func (r *runner) watch(c *cli.Context) error {
 	failures := 0
 	for {
 		ctx, cancel := context.WithTimeout(c.Context, watchBlock+s.g.timeout)
-		evs, next, err := s.q.ReadFires(ctx, from, queue.MaxBatch, watchBlock)
+		page, err := s.q.ReadFires(ctx, queue.ReadFiresOptions{Limit: queue.MaxBatch, Cursor: from, Block: watchBlock})
 		cancel()
 		if c.Context.Err() != nil {
 			return nil // Ctrl-C: a normal end
@@ -92,12 +92,12 @@ func (r *runner) watch(c *cli.Context) error {
 			fmt.Fprintf(r.o.Stderr, "timerctl: watch: reconnected after %d failed attempts; resuming after stream position %s\n", failures, from)
 			failures = 0
 		}
-		for _, ev := range evs {
+		for _, ev := range page.Events {
 			if err := r.printFire(s.g.json, ev); err != nil {
 				return err
 			}
 		}
-		from = next
+		from = page.NextCursor
 	}
 }
 

@@ -247,8 +247,8 @@ func TestDeliverEndpointOutage(t *testing.T) {
 			}
 		}
 		t.Logf("%d timers, %d attempts during a %v outage (backoff base %v, cap %v)", len(ids), total, upAt.Sub(start).Round(time.Second), backoffBase, backoffCap)
-		if dls, _, err := q.Deliveries().DeadLetters(ctx, "", 100); err != nil || len(dls) != 0 {
-			t.Errorf("dead letters %+v (%v); nothing should be lost", dls, err)
+		if page, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: 100}); err != nil || len(page.DeadLetters) != 0 {
+			t.Errorf("dead letters %+v (%v); nothing should be lost", page.DeadLetters, err)
 		}
 	})
 }
@@ -294,7 +294,8 @@ func TestDeliverAlwaysFailingEndpoint(t *testing.T) {
 		byAge := scheduleOver(t, base, "g", "aged", n, 300*time.Millisecond, 20*time.Millisecond)
 		all := append(slices.Clone(byAttempts), byAge...)
 		deadLetters := func() []queue.DeadLetter {
-			dls, _, err := q.Deliveries().DeadLetters(ctx, "", 1000)
+			page, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: 1000})
+			dls := page.DeadLetters
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -172,7 +172,8 @@ func TestDeliverEndToEnd(t *testing.T) {
 		}
 		defer q.Close()
 		deadLetters := func() map[string]string {
-			dls, _, err := q.Deliveries().DeadLetters(ctx, "", 100)
+			page, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: 100})
+			dls := page.DeadLetters
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,185 @@
+package queue
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/timerq/timerq/scripts/lua"
+)
+
+// ListOptions selects a page of timers. The zero value lists the first 100
+// timers of every state.
+type ListOptions struct {
+	// State limits the listing to one state; empty lists all.
+	State State
+	// DueFrom and DueTo bound the due times, inclusive; zero means unbounded.
+	DueFrom, DueTo time.Time
+	// Limit is the page size, 1..MaxBatch; 0 means DefaultListLimit (100).
+	Limit int
+	// Cursor continues from a previous page's NextCursor; empty starts over.
+	Cursor string
+}
+
+// ListPage is one page of a listing.
+type ListPage struct {
+	// Timers are ordered by due time, then ID.
+	Timers []Timer
+	// Malformed are the records of the page that are not records timerq
+	// writes, skipped rather than failing the listing; nil when there are
+	// none. One that is due is quarantined by the next claim.
+	Malformed []MalformedRecord
+	// NextCursor fetches the next page; empty on the last page.
+	NextCursor string
+}
+
+// List returns one page of timers ordered by due time. Paging is stable
+// under concurrent changes: a page starts strictly after the previous one
+// ended, so a timer is never listed twice in one state.
+func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
+	if o.Limit == 0 {
+		o.Limit = DefaultListLimit
+	}
+	if o.Limit < 1 || o.Limit > MaxBatch {
+		return ListPage{}, fmt.Errorf("%w: list limit %d is outside 1..%d", ErrInvalidOptions, o.Limit, MaxBatch)
+	}
+	state := ""
+	if o.State != "" {
+		st, err := ParseState(string(o.State))
+		if err != nil {
+			return ListPage{}, err
+		}
+		state = st.code()
+	}
+	from, to := int64(0), millis(maxDue)
+	if !o.DueFrom.IsZero() {
+		// Stored due times are whole milliseconds, rounded up: the first
+		// one at or after DueFrom is DueFrom rounded up.
+		from = dueMillis(o.DueFrom)
+	}
+	if !o.DueTo.IsZero() {
+		to = millis(o.DueTo)
+	}
+	curDue, curID, err := parseCursor(o.Cursor)
+	if err != nil {
+		return ListPage{}, err
+	}
+	l, err := q.layout(ctx)
+	if err != nil {
+		return ListPage{}, err
+	}
+	// Every shard lists its first Limit timers after the cursor; the merge
+	// keeps the first Limit of all. (due, id) orders timers across shards as
+	// within one, so the cursor is the same single position either way and
+	// stays stable however timers move between shards' states.
+	calls := make([]call, len(l.spaces))
+	for k := range calls {
+		calls[k] = call{shard: k, args: []any{state, from, to, o.Limit, curDue, curID}}
+	}
+	replies, err := q.runMany(ctx, l, lua.List, calls)
+	if err != nil {
+		return ListPage{}, errorf("list: %w", err)
+	}
+	page := ListPage{}
+	more := false
+	for k, reply := range replies {
+		r, err := replyStrings(reply)
+		if err != nil || len(r) < 3 {
+			return ListPage{}, errorf("list: unexpected reply %v", reply)
+		}
+		nb := int(atoi(r[2]))
+		if nb < 0 || len(r) < 3+4*nb || (len(r)-3-4*nb)%2 != 0 {
+			return ListPage{}, errorf("list: unexpected reply %v", reply)
+		}
+		more = more || r[1] != ""
+		for i := range nb {
+			b := r[3+4*i:]
+			page.Malformed = append(page.Malformed, MalformedRecord{ID: b[0], Shard: k, Raw: []byte(b[1]), Reason: b[2], pos: atoi(b[3])})
+		}
+		r = r[4*nb+1:] // the good pairs start at r[2]
+		for i := 2; i < len(r); i += 2 {
+			t, err := decodeRecord(r[i], r[i+1])
+			if err != nil {
+				return ListPage{}, err
+			}
+			page.Timers = append(page.Timers, t)
+		}
+	}
+	// Malformed records take their place in the (due, id) order like
+	// timers: they count towards Limit, and the cursor may stop at one.
+	type entry struct {
+		due int64
+		id  string
+		bad int // index in page.Malformed + 1; 0 for a timer
+		t   Timer
+	}
+	all := make([]entry, 0, len(page.Timers)+len(page.Malformed))
+	for _, t := range page.Timers {
+		all = append(all, entry{due: millis(t.Due), id: t.ID, t: t})
+	}
+	for i, b := range page.Malformed {
+		all = append(all, entry{due: b.pos, id: b.ID, bad: i + 1})
+	}
+	slices.SortFunc(all, func(a, b entry) int {
+		if a.due != b.due {
+			return cmp.Compare(a.due, b.due)
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	if len(all) > o.Limit {
+		all, more = all[:o.Limit], true
+	}
+	out := ListPage{}
+	for _, e := range all {
+		if e.bad > 0 {
+			out.Malformed = append(out.Malformed, page.Malformed[e.bad-1])
+		} else {
+			out.Timers = append(out.Timers, e.t)
+		}
+	}
+	if more {
+		// The cursor must parse again: skip back over a malformed record
+		// whose ID is no timer ID.
+		for i := len(all) - 1; i >= 0; i-- {
+			if ValidateID(all[i].id) == nil {
+				out.NextCursor = strconv.FormatInt(all[i].due, 10) + ":" + all[i].id
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// parseCursor splits "<due_ms>:<id>", the form List hands out.
+func parseCursor(c string) (string, string, error) {
+	if c == "" {
+		return "", "", nil
+	}
+	due, id, ok := cutCursor(c)
+	if !ok {
+		return "", "", fmt.Errorf("%w: cursor %q is not one that List returned; start with an empty cursor", ErrInvalidOptions, c)
+	}
+	return due, id, nil
+}
+
+func cutCursor(c string) (string, string, bool) {
+	for i := 0; i < len(c); i++ {
+		if c[i] == ':' {
+			due, id := c[:i], c[i+1:]
+			if due == "" || ValidateID(id) != nil {
+				return "", "", false
+			}
+			for _, d := range due {
+				if d < '0' || d > '9' {
+					return "", "", false
+				}
+			}
+			return due, id, true
+		}
+	}
+	return "", "", false
+}
