@@ -330,9 +330,9 @@ func CreateNamespace(ctx context.Context, rdb redis.UniversalClient, ns string, 
 	// that would hold timers or schedules (lua.Create).
 	keys := lua.Create.Keys(keyspace.Shard(ns, 0, 1), "")
 	v, err := classic(lua.Create).Run(ctx, rdb, keys, shards).Int64Slice()
-	if redis.HasErrorPrefix(err, "TQ_INUSE") {
+	if redis.HasErrorPrefix(err, "TIMERQ_INUSE") {
 		return false, fmt.Errorf("%w: namespace %q already holds timers or schedules in the default one-shard layout (%s), so it cannot become %d shards; use a new namespace and move the timers with timerctl export/import (schedules with timerctl schedules export/import)",
-			ErrShardMismatch, ns, strings.TrimPrefix(err.Error(), "TQ_INUSE "), shards)
+			ErrShardMismatch, ns, strings.TrimPrefix(err.Error(), "TIMERQ_INUSE "), shards)
 	}
 	if err != nil {
 		q := &Queue{opts: Options{Namespace: ns}}
