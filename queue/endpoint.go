@@ -501,7 +501,7 @@ func (q *Queue) checkEndpoints(ctx context.Context, l *layout, byShard [][]int, 
 // noEndpoint is the error for scheduling a timer to the missing endpoint
 // name.
 func (q *Queue) noEndpoint(name string) error {
-	return fmt.Errorf("%w: %q in namespace %q, so nothing was scheduled; create it first (PutEndpoint, PUT /v1/namespaces/%s/endpoints/%s or timerctl endpoints create)",
+	return fmt.Errorf("%w: %q in namespace %q, so nothing was scheduled; create it first (Endpoints().Put, PUT /v1/namespaces/%s/endpoints/%s or timerctl endpoints create)",
 		ErrEndpointNotFound, name, q.opts.Namespace, q.opts.Namespace, name)
 }
 
@@ -515,7 +515,7 @@ func (eps Endpoints) Get(ctx context.Context, name string) (Endpoint, error) {
 	key := keyspace.Namespace(q.opts.Namespace).Endpoints()
 	v, err := q.rdb.HGet(ctx, key, name).Result()
 	if errors.Is(err, redis.Nil) {
-		return Endpoint{}, fmt.Errorf("%w: %q in namespace %q; list them with ListEndpoints (timerctl endpoints list)",
+		return Endpoint{}, fmt.Errorf("%w: %q in namespace %q; list them with Endpoints().List (timerctl endpoints list)",
 			ErrEndpointNotFound, name, q.opts.Namespace)
 	}
 	if err != nil {

@@ -126,8 +126,8 @@ func (in Inspector) RecentFires(ctx context.Context, count int) (events []Event,
 // itself when there are none). When none is there yet it waits up to block
 // for the first one (0 does not wait), and returns an empty slice, not an
 // error, when block passes with nothing new. "0" reads from the start; the
-// cursor from RecentFires follows the streams from now on. Like
-// RecentFires it joins no consumer group.
+// cursor from Inspector.RecentFires follows the streams from now on. Like
+// Inspector.RecentFires it joins no consumer group.
 //
 // On a Redis Cluster a sharded namespace's streams are in different slots,
 // which one blocking XREAD cannot span, so ReadFires reads them all without
@@ -277,7 +277,7 @@ func parseStreamCursor(c string, shards int, emptyIsStart bool) ([]string, error
 		}
 		if c == "" || c == "$" {
 			// "$" would skip an entry added between two calls.
-			return nil, fmt.Errorf("%w: empty or \"$\" cursor; pass \"0\" to start at the oldest entry, or the cursor RecentFires returns", ErrInvalidOptions)
+			return nil, fmt.Errorf("%w: empty or \"$\" cursor; pass \"0\" to start at the oldest entry, or the cursor Inspect().RecentFires returns", ErrInvalidOptions)
 		}
 		return nil, fmt.Errorf("%w: cursor %q is not %s; pass \"0\" or a cursor this namespace returned", ErrInvalidOptions, c, what)
 	}
@@ -548,7 +548,7 @@ func parseConsumer(entry any) (ConsumerInfo, error) {
 type DeadLetter struct {
 	// Event is the fire event whose handler gave up; its StreamID is the
 	// dead letter's own entry ID and its Shard the shard whose dead-letter
-	// stream holds it, which Requeue takes.
+	// stream holds it, which Deliveries.Requeue takes.
 	Event Event
 	// Error is the handler's last error.
 	Error string

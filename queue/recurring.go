@@ -943,7 +943,7 @@ func parseRecurringCursor(cursor string, shards int) (int, uint64, error) {
 	k, err1 := strconv.Atoi(shard)
 	cur, err2 := strconv.ParseUint(hscan, 10, 64)
 	if err1 != nil || err2 != nil || k < 0 || k >= shards || sharded != (shards > 1) {
-		return 0, 0, fmt.Errorf("%w: cursor %q is not one that ListRecurring returned for this namespace; start with an empty cursor", ErrInvalidOptions, cursor)
+		return 0, 0, fmt.Errorf("%w: cursor %q is not one that Recurring().List returned for this namespace; start with an empty cursor", ErrInvalidOptions, cursor)
 	}
 	return k, cur, nil
 }

@@ -363,7 +363,7 @@ func indexEndpoints(ctx context.Context, rdb redis.UniversalClient, ns string, s
 	if err != nil || len(names) == 0 {
 		if err != nil {
 			q := &Queue{opts: Options{Namespace: ns}}
-			return errorf("created namespace %q, but could not read its endpoints: %w; put each endpoint again (PutEndpoint, timerctl endpoints create)", ns, q.redisError(err))
+			return errorf("created namespace %q, but could not read its endpoints: %w; put each endpoint again (Endpoints().Put, timerctl endpoints create)", ns, q.redisError(err))
 		}
 		return nil
 	}
@@ -377,7 +377,7 @@ func indexEndpoints(ctx context.Context, rdb redis.UniversalClient, ns string, s
 	})
 	if err != nil {
 		q := &Queue{opts: Options{Namespace: ns}}
-		return errorf("created namespace %q, but could not index its endpoints in every shard: %w; put each endpoint again (PutEndpoint, timerctl endpoints create)", ns, q.redisError(err))
+		return errorf("created namespace %q, but could not index its endpoints in every shard: %w; put each endpoint again (Endpoints().Put, timerctl endpoints create)", ns, q.redisError(err))
 	}
 	return nil
 }
