@@ -61,7 +61,7 @@ func TestCreateNamespaceStoresShardsAndRefusesChanges(t *testing.T) {
 		if n, _ := q.Inspect().Shards(ctx); n != queue.DefaultShards || q.Keys().Shard(0)[0] != "timerq:{"+old+"}:due" {
 			t.Fatalf("uncreated namespace: %d shards, keys %v", n, q.Keys().Shard(0))
 		}
-		if _, err := queue.CreateNamespace(ctx, b.Client, old, 4); !errors.Is(err, queue.ErrShardMismatch) || !strings.Contains(err.Error(), "export") {
+		if _, err := queue.CreateNamespace(ctx, b.Client, old, 4); !errors.Is(err, queue.ErrShardMismatch) || !errors.Is(err, queue.ErrNamespaceInUse) || !strings.Contains(err.Error(), "Restore") {
 			t.Fatalf("sharding a used namespace = %v, want ErrShardMismatch with a way out", err)
 		}
 		if created, err := queue.CreateNamespace(ctx, b.Client, old, 1); err != nil || !created {

@@ -15,7 +15,7 @@ import (
 type DeadLetter struct {
 	// Event is the fire event whose handler gave up; its StreamID is the
 	// dead letter's own entry ID and its Shard the shard whose dead-letter
-	// stream holds it, which Requeue takes.
+	// stream holds it, which Deliveries.Requeue takes.
 	Event Event
 	// Error is the handler's last error.
 	Error string

@@ -14,7 +14,7 @@ import (
 )
 
 // DebounceWindow is what a timer's ID and the namespace say of the debounce
-// window it belongs to (DebounceWindowOf).
+// window it belongs to (Inspector.DebounceWindowOf).
 type DebounceWindow struct {
 	// Key is the debounce key: the ID's part before its last "@".
 	Key string

@@ -107,7 +107,7 @@ func (q *Queue) checkTimerURLs(ctx context.Context, what string) error {
 		return err
 	}
 	if !p.AllowTimerURLs {
-		return fmt.Errorf("%w: %s gives a delivery URL, and namespace %q's delivery policy does not allow timer URLs, so nothing was written; name an endpoint without a URL, or allow them (SetDeliveryPolicy, PUT /v1/namespaces/%s/delivery-policy or timerctl delivery-policy --allow-timer-urls)",
+		return fmt.Errorf("%w: %s gives a delivery URL, and namespace %q's delivery policy does not allow timer URLs, so nothing was written; name an endpoint without a URL, or allow them (Deliveries().SetPolicy, or PUT /v1/namespaces/%s/delivery-policy)",
 			ErrTimerURLsOff, what, q.opts.Namespace, q.opts.Namespace)
 	}
 	return nil

@@ -17,13 +17,13 @@
 //
 // An application schedules with Schedule, ScheduleIn, ScheduleBatch or
 // SleepUntil. A worker fires: cmd/timerworker, or a poller.Poller run in
-// the application's own process, claims due timers with Claim, one atomic
-// Lua script that moves each due timer to fired, appends a fire event to
-// the namespace's stream and publishes a wakeup on the timer's channel.
-// The application learns of a fire by Wait (one timer, in process),
-// Consume (every fire, through a consumer group) or Get (polling). Cancel,
-// Reschedule and FireNow change a scheduled timer; List, Stats and
-// Counters show the namespace.
+// the application's own process, claims due timers with Engine.Claim, one
+// atomic Lua script that moves each due timer to fired, appends a fire
+// event to the namespace's stream and publishes a wakeup on the timer's
+// channel. The application learns of a fire by Wait (one timer, in
+// process), Consume (every fire, through a consumer group) or Get
+// (polling). Cancel, Reschedule and FireNow change a scheduled timer; List,
+// Stats and Inspector.Counters show the namespace.
 //
 //	q, err := queue.New(rdb, queue.Options{Namespace: "orders"})
 //	...
@@ -101,8 +101,8 @@
 // for the whole batch (retry it: it is idempotent by ID).
 //
 // Counted. The claim script adds each batch it fires to the namespace's
-// counters (Counters) in the same atomic step, so the counts are exactly
-// what fired, whichever worker claimed and whether or not its reply
+// counters (Inspector.Counters) in the same atomic step, so the counts are
+// exactly what fired, whichever worker claimed and whether or not its reply
 // arrived; they share the claims' fate in a crash or failover.
 //
 // Round trips keep everything. Restore (timerctl export, then import)
@@ -141,16 +141,16 @@
 // running when the timer fires, or must call Wait again (it returns at
 // once for a fired timer).
 //
-// Consume suits work that must happen for every fire, whoever scheduled
-// it: it delivers the fire stream to a handler through a Redis consumer
-// group, acknowledging an event only after the handler returns nil.
-// Delivery is at least once: a consumer that dies mid-handler leaves the
-// event pending, and another consumer of the group reclaims it after
+// Consume suits work that must happen for every fire, whoever scheduled it:
+// it delivers the fire stream to a handler through a Redis consumer group,
+// acknowledging an event only after the handler returns nil. Delivery is at
+// least once: a consumer that dies mid-handler leaves the event pending,
+// and another consumer of the group reclaims it after
 // ConsumeOptions.ClaimIdle. A failing handler is retried with backoff, and
 // after ConsumeOptions.MaxAttempts deliveries the event goes to the
-// dead-letter stream (DeadLetters, Requeue). The stream is bounded by
-// Options.StreamMaxLen, so a group that falls that far behind misses the
-// oldest events. Deduplicate side effects by Event.ID.
+// dead-letter stream (Deliveries.DeadLetters, Deliveries.Requeue). The
+// stream is bounded by Options.StreamMaxLen, so a group that falls that far
+// behind misses the oldest events. Deduplicate side effects by Event.ID.
 //
 // Lease is Consume for a consumer that holds no connection between calls,
 // such as an HTTP client behind stateless API replicas (package api): it
@@ -170,8 +170,8 @@
 // nominal time plus a jitter of at least 0), durable, and recognisable to
 // consumers with ParseOccurrenceID. A schedule keeps Recurring.Ahead
 // (default 2) occurrences armed. Workers arm what follows each occurrence
-// they fire (ArmFired) and repair, every second, schedules whose worker
-// died between the fire and the arming (RepairRecurring), so a crash
+// they fire (Engine.ArmFired) and repair, every second, schedules whose worker
+// died between the fire and the arming (Engine.RepairRecurring), so a crash
 // leaves no gap and arms nothing twice. Occurrences missed while no worker
 // ran follow the schedule's CatchUp policy, beyond the armed ones, which
 // fire late like any timer. Pause, update and delete cancel pending
@@ -205,15 +205,16 @@
 //
 // A timer's shard is a fixed function of its ID, so Get, Cancel,
 // Reschedule, FireNow and Wait go straight to it; ScheduleBatch makes one
-// script call per shard in one pipeline; List, Stats, Purge and Claim visit
-// every shard. Pollers (package poller) share the shards among themselves.
-// Every guarantee above holds per timer on any number of shards; each
-// shard has its own fire stream, which Consume reads for the group, and
-// its own dead-letter stream. The readers for dashboards (RecentFires,
-// ReadFires, Groups, DeadLetters) merge every shard's by time; a position
-// in them is a cursor of one stream entry ID per shard, and an Event names
-// its Shard, which Requeue takes.
-// docs/redis-layout.md has the key layout and the shard function.
+// script call per shard in one pipeline; List, Stats, Engine.Purge and
+// Engine.Claim visit every shard. Pollers (package poller) share the shards
+// among themselves. Every guarantee above holds per timer on any number of
+// shards; each shard has its own fire stream, which Consume reads for the
+// group, and its own dead-letter stream. The readers for dashboards
+// (Inspector.RecentFires, ReadFires, Inspector.Groups,
+// Deliveries.DeadLetters) merge every shard's by time; a position in them
+// is a cursor of one stream entry ID per shard, and an Event names its
+// Shard, which Deliveries.Requeue takes. docs/redis-layout.md has the key
+// layout and the shard function.
 //
 // # Testing with timerqtest
 //

@@ -501,8 +501,15 @@ func (q *Queue) checkEndpoints(ctx context.Context, l *layout, byShard [][]int, 
 // noEndpoint is the error for scheduling a timer to the missing endpoint
 // name.
 func (q *Queue) noEndpoint(name string) error {
-	return fmt.Errorf("%w: %q in namespace %q, so nothing was scheduled; create it first (PutEndpoint, PUT /v1/namespaces/%s/endpoints/%s or timerctl endpoints create)",
+	return fmt.Errorf("%w: %q in namespace %q, so nothing was scheduled; create it first (Endpoints().Put, or PUT /v1/namespaces/%s/endpoints/%s)",
 		ErrEndpointNotFound, name, q.opts.Namespace, q.opts.Namespace, name)
+}
+
+// endpointNotFound is the error for reading or changing the endpoint name
+// the namespace lacks.
+func (q *Queue) endpointNotFound(name string) error {
+	return fmt.Errorf("%w: %q in namespace %q; check the name, or list the endpoints with Endpoints().List",
+		ErrEndpointNotFound, name, q.opts.Namespace)
 }
 
 // Get returns the endpoint name, or an error wrapping
@@ -515,8 +522,7 @@ func (eps Endpoints) Get(ctx context.Context, name string) (Endpoint, error) {
 	key := keyspace.Namespace(q.opts.Namespace).Endpoints()
 	v, err := q.rdb.HGet(ctx, key, name).Result()
 	if errors.Is(err, redis.Nil) {
-		return Endpoint{}, fmt.Errorf("%w: %q in namespace %q; list them with ListEndpoints (timerctl endpoints list)",
-			ErrEndpointNotFound, name, q.opts.Namespace)
+		return Endpoint{}, q.endpointNotFound(name)
 	}
 	if err != nil {
 		return Endpoint{}, errorf("get endpoint %q: %w", name, q.redisError(err))
@@ -567,7 +573,7 @@ func (eps Endpoints) Delete(ctx context.Context, name string) error {
 		return errorf("delete endpoint %q: %w", name, q.redisError(err))
 	}
 	if n == 0 {
-		return fmt.Errorf("%w: %q in namespace %q", ErrEndpointNotFound, name, q.opts.Namespace)
+		return q.endpointNotFound(name)
 	}
 	return nil
 }
@@ -586,7 +592,7 @@ func (eps Endpoints) SetEnabled(ctx context.Context, name string, enabled bool) 
 		err := q.rdb.Watch(ctx, func(tx *redis.Tx) error {
 			v, err := tx.HGet(ctx, key, name).Result()
 			if errors.Is(err, redis.Nil) {
-				return fmt.Errorf("%w: %q in namespace %q", ErrEndpointNotFound, name, q.opts.Namespace)
+				return q.endpointNotFound(name)
 			}
 			if err != nil {
 				return err

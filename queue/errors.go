@@ -95,7 +95,7 @@ var (
 	// under the namespace. The operation changed nothing; the error names
 	// the timer.
 	ErrMalformedRecord = errors.New("timerq: malformed timer record")
-	// ErrDeadLetterNotFound means Requeue was given the ID of a dead letter
+	// ErrDeadLetterNotFound means Deliveries.Requeue was given the ID of a dead letter
 	// that is not (or no longer) in the dead-letter stream.
 	ErrDeadLetterNotFound = errors.New("timerq: dead letter not found")
 	// ErrClosed means the Queue was closed.

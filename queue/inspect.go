@@ -128,7 +128,7 @@ type ReadFiresOptions struct {
 	// DefaultListLimit (100).
 	Limit int
 	// Cursor is the position to read after: "0" for the start of the
-	// streams, the cursor RecentFires returns to follow them from now on,
+	// streams, the cursor Inspector.RecentFires returns to follow them from now on,
 	// or a previous page's NextCursor. Empty is refused (ErrInvalidOptions),
 	// and so is "$", which would skip an entry added between two calls.
 	Cursor string
@@ -151,7 +151,7 @@ type FirePage struct {
 // ReadFires returns the fire events added after o.Cursor, oldest first.
 // When none is there yet it waits up to o.Block for the first one, and
 // returns an empty page, not an error, when that passes with nothing new.
-// Like RecentFires it joins no consumer group.
+// Like Inspector.RecentFires it joins no consumer group.
 //
 // On a Redis Cluster a sharded namespace's streams are in different slots,
 // which one blocking XREAD cannot span, so ReadFires reads them all without
@@ -317,7 +317,7 @@ func parseStreamCursor(c string, shards int, emptyIsStart bool) ([]string, error
 		}
 		if c == "" || c == "$" {
 			// "$" would skip an entry added between two calls.
-			return nil, fmt.Errorf("%w: empty or \"$\" cursor; pass \"0\" to start at the oldest entry, or the cursor RecentFires returns", ErrInvalidOptions)
+			return nil, fmt.Errorf("%w: empty or \"$\" cursor; pass \"0\" to start at the oldest entry, or the cursor Inspect().RecentFires returns", ErrInvalidOptions)
 		}
 		return nil, fmt.Errorf("%w: cursor %q is not %s; pass \"0\" or a cursor this namespace returned", ErrInvalidOptions, c, what)
 	}

@@ -228,7 +228,7 @@ func (q *Queue) parseDeliveryIDIn(l *layout, id string) (DeliveryRef, error) {
 //
 // An event reclaimed for the (MaxAttempts+1)th time is not handed out:
 // it is appended to the dead-letter stream and acknowledged, field for
-// field as Consume does it, so DeadLetters and Requeue see it. A requeued
+// field as Consume does it, so Deliveries.DeadLetters and Deliveries.Requeue see it. A requeued
 // dead letter goes only to the group that dead-lettered it.
 //
 // Each call reclaims before it reads new events, so retries and expired

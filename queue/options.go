@@ -30,7 +30,7 @@ const (
 	// DefaultRecheckInterval is how often Wait re-reads timer state when
 	// Options.RecheckInterval is 0.
 	DefaultRecheckInterval = 10 * time.Second
-	// MaxBatch is the most timers one Claim, List or Purge call handles.
+	// MaxBatch is the most timers one Engine.Claim, List or Engine.Purge call handles.
 	MaxBatch = 1000
 	// DefaultListLimit is the page size of every listing (List,
 	// RecurringTimers.List, Deliveries.DeadLetters, ReadFires) whose
@@ -53,11 +53,11 @@ type Options struct {
 	MaxPayloadBytes int
 
 	// Retention is how long fired and cancelled records stay readable (and
-	// keep their ID from being scheduled again) before Purge removes them.
+	// keep their ID from being scheduled again) before Engine.Purge removes them.
 	// 0 means DefaultRetention (7 days); KeepForever keeps them.
 	Retention time.Duration
 
-	// StreamMaxLen approximately bounds the fire stream, which Claim appends
+	// StreamMaxLen approximately bounds the fire stream, which Engine.Claim appends
 	// to (XADD MAXLEN ~). 0 means DefaultStreamMaxLen (1,000,000 entries);
 	// Unbounded turns trimming off.
 	StreamMaxLen int64

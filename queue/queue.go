@@ -778,7 +778,7 @@ func (q *Queue) redisError(err error) error {
 		return q.relayout(strings.TrimPrefix(err.Error(), "TIMERQ_RELAYOUT "))
 	case hasRedisCode(err, "TIMERQ_OCCURRENCE"):
 		// The script's words without its code: the sentinel names the rule.
-		return fmt.Errorf("%w: %s; create the schedule first, or restore it with its occurrences (RestoreRecurringWith, as timerctl import does)",
+		return fmt.Errorf("%w: %s; create the schedule first, or restore it with its occurrences (Recurring().RestoreWith)",
 			ErrOccurrenceID, strings.TrimPrefix(err.Error(), "TIMERQ_OCCURRENCE "))
 	}
 	return err

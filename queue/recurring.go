@@ -20,6 +20,12 @@ import (
 // the namespace.
 var ErrRecurringNotFound = errors.New("timerq: recurring schedule not found")
 
+// recurringNotFound is the error for the schedule id the namespace lacks.
+func (q *Queue) recurringNotFound(id string) error {
+	return fmt.Errorf("%w: %q in namespace %q; check the ID, or list the schedules with Recurring().List",
+		ErrRecurringNotFound, id, q.opts.Namespace)
+}
+
 // Bounds and defaults of recurring schedules.
 const (
 	// MaxRecurringIDBytes is the longest schedule ID: an occurrence's ID
@@ -795,7 +801,7 @@ func (rt RecurringTimers) Delete(ctx context.Context, id string) error {
 		return errorf("delete schedule %q: %w", id, err)
 	}
 	if status == "notfound" {
-		return fmt.Errorf("%w: %q in namespace %q", ErrRecurringNotFound, id, q.opts.Namespace)
+		return q.recurringNotFound(id)
 	}
 	return nil
 }
@@ -815,7 +821,7 @@ func (q *Queue) modify(ctx context.Context, op, id string, overlap Overlap, fn f
 			return RecurringInfo{}, errorf("%s schedule %q: %w", op, id, err)
 		}
 		if s == nil {
-			return RecurringInfo{}, fmt.Errorf("%w: %q in namespace %q; 'timerctl schedules list' shows them", ErrRecurringNotFound, id, q.opts.Namespace)
+			return RecurringInfo{}, q.recurringNotFound(id)
 		}
 		a, err := fn(s, now)
 		if errors.Is(err, errNoChange) {
@@ -842,7 +848,7 @@ func (q *Queue) modify(ctx context.Context, op, id string, overlap Overlap, fn f
 		case "ok":
 			return q.afterPut(ctx, id, now, rec)
 		case "notfound":
-			return RecurringInfo{}, fmt.Errorf("%w: %q in namespace %q", ErrRecurringNotFound, id, q.opts.Namespace)
+			return RecurringInfo{}, q.recurringNotFound(id)
 		}
 	}
 	return RecurringInfo{}, errorf("%s schedule %q: it kept changing under concurrent updates; retry", op, id)
@@ -860,7 +866,7 @@ func (rt RecurringTimers) Get(ctx context.Context, id string) (RecurringInfo, er
 		return RecurringInfo{}, errorf("get schedule %q: %w", id, err)
 	}
 	if s == nil {
-		return RecurringInfo{}, fmt.Errorf("%w: %q in namespace %q; 'timerctl schedules list' shows them", ErrRecurringNotFound, id, q.opts.Namespace)
+		return RecurringInfo{}, q.recurringNotFound(id)
 	}
 	return s.info(now), nil
 }
@@ -953,7 +959,7 @@ func parseRecurringCursor(cursor string, shards int) (int, uint64, error) {
 	k, err1 := strconv.Atoi(shard)
 	cur, err2 := strconv.ParseUint(hscan, 10, 64)
 	if err1 != nil || err2 != nil || k < 0 || k >= shards || sharded != (shards > 1) {
-		return 0, 0, fmt.Errorf("%w: cursor %q is not one that ListRecurring returned for this namespace; start with an empty cursor", ErrInvalidOptions, cursor)
+		return 0, 0, fmt.Errorf("%w: cursor %q is not one that Recurring().List returned for this namespace; start with an empty cursor", ErrInvalidOptions, cursor)
 	}
 	return k, cur, nil
 }

@@ -33,6 +33,12 @@ const (
 // would be stranded on the wrong shards).
 var ErrShardMismatch = errors.New("timerq: shard count mismatch")
 
+// ErrNamespaceInUse means CreateNamespace was asked for several shards for
+// a namespace that already holds timers or schedules in the default
+// one-shard layout, which the sharded layout would strand. Errors wrapping
+// it wrap ErrShardMismatch too.
+var ErrNamespaceInUse = errors.New("timerq: namespace already in use")
+
 // PubSubMode selects how scripts announce wakeups.
 type PubSubMode int
 
@@ -330,9 +336,9 @@ func CreateNamespace(ctx context.Context, rdb redis.UniversalClient, ns string, 
 	// that would hold timers or schedules (lua.Create).
 	keys := lua.Create.Keys(keyspace.Shard(ns, 0, 1), "")
 	v, err := classic(lua.Create).Run(ctx, rdb, keys, shards).Int64Slice()
-	if redis.HasErrorPrefix(err, "TQ_INUSE") {
-		return false, fmt.Errorf("%w: namespace %q already holds timers or schedules in the default one-shard layout (%s), so it cannot become %d shards; use a new namespace and move the timers with timerctl export/import (schedules with timerctl schedules export/import)",
-			ErrShardMismatch, ns, strings.TrimPrefix(err.Error(), "TQ_INUSE "), shards)
+	if redis.HasErrorPrefix(err, "TIMERQ_INUSE") {
+		return false, errorf("%w: namespace %q cannot become %d shards: %w: it holds timers or schedules in the default one-shard layout (%s); create the shards in a new namespace and copy the timers into it (List, then Restore) and the schedules (Recurring().List, then Recurring().RestoreWith)",
+			ErrShardMismatch, ns, shards, ErrNamespaceInUse, strings.TrimPrefix(err.Error(), "TIMERQ_INUSE "))
 	}
 	if err != nil {
 		q := &Queue{opts: Options{Namespace: ns}}
@@ -363,7 +369,7 @@ func indexEndpoints(ctx context.Context, rdb redis.UniversalClient, ns string, s
 	if err != nil || len(names) == 0 {
 		if err != nil {
 			q := &Queue{opts: Options{Namespace: ns}}
-			return errorf("created namespace %q, but could not read its endpoints: %w; put each endpoint again (PutEndpoint, timerctl endpoints create)", ns, q.redisError(err))
+			return errorf("created namespace %q, but could not read its endpoints: %w; put each endpoint again (Endpoints().Put)", ns, q.redisError(err))
 		}
 		return nil
 	}
@@ -377,7 +383,7 @@ func indexEndpoints(ctx context.Context, rdb redis.UniversalClient, ns string, s
 	})
 	if err != nil {
 		q := &Queue{opts: Options{Namespace: ns}}
-		return errorf("created namespace %q, but could not index its endpoints in every shard: %w; put each endpoint again (PutEndpoint, timerctl endpoints create)", ns, q.redisError(err))
+		return errorf("created namespace %q, but could not index its endpoints in every shard: %w; put each endpoint again (Endpoints().Put)", ns, q.redisError(err))
 	}
 	return nil
 }

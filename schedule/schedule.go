@@ -71,7 +71,7 @@ func Parse(spec string, loc *time.Location) (Schedule, error) {
 	case cron.ConstantDelaySchedule:
 		// robfig/cron silently rounds a shorter @every up to 1s.
 		if d, err := time.ParseDuration(strings.TrimSpace(strings.TrimPrefix(spec, "@every"))); err != nil || d < time.Second {
-			return nil, fmt.Errorf("%w: %q: @every needs at least 1s; use Every (timerctl --every) for shorter intervals", ErrInvalidSchedule, spec)
+			return nil, fmt.Errorf("%w: %q: @every needs at least 1s; give a shorter interval as the schedule's Every instead of a spec", ErrInvalidSchedule, spec)
 		}
 		return s, nil
 	}

@@ -13,7 +13,7 @@ import (
 
 // errTimerURLsOff is why a fire with a timer URL is dead-lettered while
 // its namespace's delivery policy does not allow timer URLs.
-var errTimerURLsOff = errors.New("timer URLs are not allowed by the namespace's delivery policy; allow them (timerctl delivery-policy --allow-timer-urls) and redrive")
+var errTimerURLsOff = errors.New("timer URLs are not allowed by the namespace's delivery policy; allow them (queue's Deliveries().SetPolicy, or PUT /v1/namespaces/{ns}/delivery-policy), then requeue the dead letter (Deliveries().Requeue)")
 
 // policyCache keeps a namespace's delivery policy for a second, so that a
 // fire with a timer URL costs no Redis read of it, and a change reaches

@@ -180,8 +180,8 @@ func (s Space) Keys() []string {
 // EndpointNames is the hash schedule.lua checks a delivering timer's
 // endpoint name in (HEXISTS), in the shard's own slot. With one shard it is
 // the namespace's Endpoints hash itself; with several, each shard has a
-// hash of the names only (name -> "1"), which queue.PutEndpoint writes
-// after the Endpoints hash and queue.DeleteEndpoint clears before it.
+// hash of the names only (name -> "1"), which queue.Endpoints.Put writes
+// after the Endpoints hash and queue.Endpoints.Delete clears before it.
 func (s Space) EndpointNames() string {
 	if s.shards <= 1 {
 		return s.ns.Endpoints()

@@ -7,7 +7,7 @@
 -- KEYS[2..] the keys of the one-shard layout that hold timers or schedules
 --         (all but counters, which outlive the timers)
 -- ARGV[1] shards
--- Reply: {shards_now, created 0|1}, or an error TQ_INUSE naming a key that
+-- Reply: {shards_now, created 0|1}, or an error TIMERQ_INUSE naming a key that
 --        holds data when a sharded count was asked for.
 -- Complexity: O(1).
 
@@ -16,7 +16,7 @@ if cur then return {tonumber(cur), 0} end
 if ARGV[1] ~= '1' then
   for i = 2, #KEYS do
     if redis.call('EXISTS', KEYS[i]) == 1 then
-      return redis.error_reply('TQ_INUSE ' .. KEYS[i])
+      return redis.error_reply('TIMERQ_INUSE ' .. KEYS[i])
     end
   end
 end

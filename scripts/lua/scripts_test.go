@@ -101,3 +101,24 @@ func TestCheckCoversWorkers(t *testing.T) {
 		}
 	}
 }
+
+// replyCode matches the code of each error reply a script builds itself.
+var replyCode = regexp.MustCompile(`error_reply\('([A-Z_]+)`)
+
+// TestErrorCodesHaveOnePrefix: a script's own error codes all start with
+// TIMERQ_, so the Go side can match one family, and Redis's codes (ERR,
+// NOPERM, WRONGTYPE) keep their meaning.
+func TestErrorCodesHaveOnePrefix(t *testing.T) {
+	names, err := fs.Glob(files, "*.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	redisCodes := map[string]bool{"ERR": true, "NOPERM": true, "WRONGTYPE": true}
+	for _, n := range names {
+		for _, m := range replyCode.FindAllStringSubmatch(file(strings.TrimSuffix(n, ".lua")), -1) {
+			if code := m[1]; !redisCodes[code] && !strings.HasPrefix(code, "TIMERQ_") {
+				t.Errorf("%s replies the error code %s; name the script's own codes TIMERQ_<NAME>", n, code)
+			}
+		}
+	}
+}

@@ -112,7 +112,7 @@ func (e *Env) Recurring(ctx context.Context, cfg RecurringConfig) (*RecurringRes
 	wg.Wait()
 	select {
 	case err := <-errs:
-		return nil, fmt.Errorf("bench: PutRecurring: %w", err)
+		return nil, fmt.Errorf("bench: Recurring().Put: %w", err)
 	default:
 	}
 	put := time.Since(began)

@@ -51,7 +51,7 @@ func Explain(err error, t Target) *Error {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return out(ExitFailure, "interrupted", "run the command again to finish it")
-	case errors.Is(err, queue.ErrNotFound), errors.Is(err, queue.ErrEndpointNotFound):
+	case errors.Is(err, queue.ErrNotFound), errors.Is(err, queue.ErrEndpointNotFound), errors.Is(err, queue.ErrRecurringNotFound):
 		return out(ExitNotFound, problem, fix)
 	case errors.Is(err, queue.ErrInvalidEndpoint):
 		return out(ExitUsage, problem, fix)

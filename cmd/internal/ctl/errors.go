@@ -37,7 +37,9 @@ var errRejected = &Error{Code: ExitUsage}
 
 // classify maps any error a command returns to its exit code and message:
 // the queue's sentinels get timerctl's own fixes, and everything else the
-// mapping both binaries share (cliconf.Explain).
+// mapping both binaries share (cliconf.Explain). Package queue's hints
+// name Go calls (Recurring().List); a sentinel whose hint a timerctl user
+// needs in timerctl's words gets it here, replacing queue's.
 func classify(err error, t cliconf.Target) *Error {
 	var e *Error
 	if errors.As(err, &e) {
@@ -55,10 +57,15 @@ func classify(err error, t cliconf.Target) *Error {
 		ex.Fix = cmp.Or(ex.Fix, "see 'timerctl --help'")
 	case errors.Is(err, queue.ErrEndpointNotFound):
 		ex.Fix = "check the name and --namespace; 'timerctl endpoints list' shows the endpoints, 'timerctl endpoints create NAME --url URL --secret-file PATH' makes one"
+	case errors.Is(err, queue.ErrRecurringNotFound):
+		ex.Fix = "check the ID and --namespace; 'timerctl schedules list' shows the schedules"
 	case errors.Is(err, queue.ErrTimerURLsOff):
 		ex.Fix = "drop --deliver-url to deliver to the endpoint's URL, or let timers give URLs: 'timerctl delivery-policy --allow-timer-urls=true' (an admin's decision: a timer URL chooses where its payload goes)"
 	case errors.Is(err, queue.ErrPrivateAddress):
 		ex.Fix = "if the endpoint is meant to be internal, admit its range with --allow CIDR (the dispatcher needs its own allow rule too)"
+	case errors.Is(err, queue.ErrNamespaceInUse):
+		ex.Code = ExitConflict
+		ex.Fix = "create the shards in a new namespace ('timerctl namespace create NEW --shards N') and copy the timers and schedules into it: 'timerctl export | timerctl -n NEW import'"
 	case errors.Is(err, queue.ErrShardMismatch):
 		// The namespace exists with another shard count: a conflict.
 		ex.Code = ExitConflict

@@ -124,3 +124,17 @@ func TestNamespaceShowSaysOneShard(t *testing.T) {
 		}
 	})
 }
+
+// TestNamespaceCreateOverUsedNamespace: sharding a namespace that holds
+// timers is refused as a conflict, and the fix is timerctl's way to copy
+// them, not the Go calls package queue names.
+func TestNamespaceCreateOverUsedNamespace(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		c := newCLI(t, b)
+		c.ok("schedule", "a", "--in", "1h")
+		r := c.run("namespace", "create", c.ns, "--shards", "4")
+		if r.code != ctl.ExitConflict || !strings.Contains(r.stderr, "timerctl export | timerctl -n NEW import") || strings.Contains(r.stderr, "Restore") {
+			t.Fatalf("sharding a used namespace: exit %d %q, want %d and timerctl's way to copy it", r.code, r.stderr, ctl.ExitConflict)
+		}
+	})
+}

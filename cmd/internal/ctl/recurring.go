@@ -146,23 +146,18 @@ func (r *runner) scheduleRecurring(c *cli.Context) error {
 	})
 }
 
-// recurringErr maps the recurring API's errors to exit codes, keeping
-// queue's own "; <what to do>" as the fix when it has one.
+// recurringErr maps the recurring API's errors to exit codes. A bad spec
+// keeps queue's own "; <what to do>" as the fix when it has one; the rest,
+// ErrRecurringNotFound among them, get timerctl's fixes (classify).
 func recurringErr(s *session, err error) error {
-	own := func(code int, fix string) *Error {
-		msg := strings.TrimPrefix(err.Error(), "timerq: ")
-		if i := strings.LastIndex(msg, "; "); i >= 0 {
-			return &Error{Code: code, Problem: msg[:i], Fix: msg[i+2:], Err: err}
-		}
-		return &Error{Code: code, Problem: msg, Fix: fix, Err: err}
+	if !errors.Is(err, schedule.ErrInvalidSchedule) {
+		return s.redisErr(err)
 	}
-	switch {
-	case errors.Is(err, queue.ErrRecurringNotFound):
-		return own(ExitNotFound, "check the ID and --namespace; 'timerctl schedules list' shows the schedules")
-	case errors.Is(err, schedule.ErrInvalidSchedule):
-		return own(ExitUsage, "see 'timerctl schedule --help'")
+	msg := strings.TrimPrefix(err.Error(), "timerq: ")
+	if i := strings.LastIndex(msg, "; "); i >= 0 {
+		return &Error{Code: ExitUsage, Problem: msg[:i], Fix: msg[i+2:], Err: err}
 	}
-	return s.redisErr(err)
+	return &Error{Code: ExitUsage, Problem: msg, Fix: "see 'timerctl schedule --help'", Err: err}
 }
 
 // schedulesCommand is `timerctl schedules list|get|pause|resume|delete`.
