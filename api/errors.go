@@ -165,13 +165,13 @@ func (h *Handler) problemOf(err error, ns string) (Problem, bool) {
 	case errors.Is(err, queue.ErrNotFound):
 		return out(http.StatusNotFound, SlugNotFound, msg+"; check the ID and the namespace, or create the timer")
 	case errors.Is(err, queue.ErrEndpointNotFound):
-		return out(http.StatusNotFound, SlugEndpointNotFound, msg)
+		return out(http.StatusNotFound, SlugEndpointNotFound, cause(msg)+"; check the name, or list the endpoints with GET /v1/namespaces/"+ns+"/endpoints")
 	case errors.Is(err, queue.ErrInvalidEndpoint):
 		return out(http.StatusUnprocessableEntity, SlugInvalidEndpoint, msg)
 	case errors.Is(err, queue.ErrTimerURLsOff):
 		return out(http.StatusUnprocessableEntity, SlugTimerURLsOff, msg)
 	case errors.Is(err, queue.ErrRecurringNotFound):
-		return out(http.StatusNotFound, SlugScheduleNotFound, msg+"; check the ID and the namespace, or create the schedule")
+		return out(http.StatusNotFound, SlugScheduleNotFound, cause(msg)+"; check the ID, or list the schedules with GET /v1/namespaces/"+ns+"/schedules")
 	case errors.Is(err, queue.ErrDeadLetterNotFound):
 		return out(http.StatusNotFound, SlugDeadLetterNotFound, msg)
 	case errors.Is(err, queue.ErrAlreadyFired):
@@ -237,6 +237,13 @@ func isTransientReply(err error) bool {
 		}
 	}
 	return false
+}
+
+// cause is a queue error's message without the hint after its first
+// "; ", which names the Go call to make: the API gives its own route.
+func cause(msg string) string {
+	what, _, _ := strings.Cut(msg, "; ")
+	return what
 }
 
 // isConnError reports whether err is a failure to reach Redis or a lost

@@ -91,7 +91,8 @@ func TestScheduleLifecycle(t *testing.T) {
 				body = map[string]any{"every": "1h"}
 			}
 			r = e.do(ctx, c.method, e.url("/schedules/nightly%2Freport"+c.path), body)
-			if p := r.problem(t); r.Status != http.StatusNotFound || p.Type != api.ProblemTypePrefix+api.SlugScheduleNotFound || !strings.Contains(p.Detail, "not found") {
+			if p := r.problem(t); r.Status != http.StatusNotFound || p.Type != api.ProblemTypePrefix+api.SlugScheduleNotFound || !strings.Contains(p.Detail, "not found") ||
+				!strings.Contains(p.Detail, "GET /v1/namespaces/") || strings.Contains(p.Detail, "Recurring()") {
 				t.Fatalf("%s%s of a deleted schedule = %d %s", c.method, c.path, r.Status, r.Body)
 			}
 		}
