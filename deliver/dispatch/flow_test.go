@@ -127,9 +127,10 @@ func fireKeys(t *testing.T, q *queue.Queue, n map[string]int) {
 	}
 }
 
-// Four dispatchers share one key's rate and in-flight bound: the rate is
-// held within 10%, and the key's overlapping requests never exceed its
-// bound, as the receiver counts them.
+// Four dispatchers share one key's rate and in-flight bound: the rate never
+// exceeds the policy beyond GCRA's tolerance, nor falls far below it, and
+// the key's overlapping requests never exceed its bound, as the receiver
+// counts them.
 func TestDispatchFlowRateAndInFlight(t *testing.T) {
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
@@ -221,11 +222,15 @@ func TestDispatchFlowRateAndInFlight(t *testing.T) {
 		switch {
 		case got > 110 && bound > 100:
 			t.Errorf("key rate delivered at %.1f/s (%.1f/s beyond the tolerance over the whole run), want 100/s within 10%%", got, bound)
-		case got < 90 && b.Mini == nil:
-			// miniredis runs Lua in a Go interpreter, under -race too slow
-			// to keep up with 100 a second from four dispatchers: there
-			// only the bound is checked.
-			t.Errorf("key rate delivered at %.1f/s, want 100/s within 10%%", got)
+		case got < 60 && b.Mini == nil:
+			// The lower bound catches a limiter that throttles too hard (one
+			// that counted each grant twice would give 50/s), not a slow
+			// machine: keeping up with 100 a second is the dispatchers' speed,
+			// and CI's suite, with other packages beside it under -race, saw
+			// 78.8/s once. miniredis runs Lua in a Go interpreter, too slow
+			// to keep up at all: there only the upper bound is checked.
+			// BENCHMARKS.md's 60 s runs give 99.8-100.0/s.
+			t.Errorf("key rate delivered at %.1f/s, want 100/s, and no less than 60/s", got)
 		}
 		if sink.maxOver["conc"] > 3 {
 			t.Errorf("key conc had %d requests at once, above its bound of 3", sink.maxOver["conc"])
