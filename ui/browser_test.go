@@ -106,6 +106,30 @@ func waitJS(t *testing.T, ctx context.Context, what, js string) {
 	held = true
 }
 
+// follow clicks the element sel matches through the page's own
+// element.click() and waits for an element next on the page the click
+// leads to, which the page it leaves must not have. Unlike chromedp.Click
+// followed by WaitVisible, it holds no CDP node ID across the navigation
+// (see text): on a loaded machine a chain of such clicks failed with
+// "Could not find node with given id".
+func follow(t *testing.T, ctx context.Context, what, sel, next string) {
+	t.Helper()
+	start := time.Now()
+	s, _ := json.Marshal(sel)
+	if !eval[bool](t, ctx, fmt.Sprintf(`(function(){var e=document.querySelector(%s);if(!e)return false;e.click();return true})()`, s)) {
+		html, _ := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("main")))
+		t.Fatalf("%s: no element %s on the page:\n%s", what, sel, html)
+	}
+	n, _ := json.Marshal(next)
+	// While the new page loads an evaluation can fail (its context is
+	// gone): that is not there yet, not an error.
+	redistest.Eventually(t, 15*time.Second, what, func() bool {
+		there, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`document.querySelector(%s) !== null`, n)))
+		return err == nil && there
+	})
+	t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond))
+}
+
 // text returns the trimmed text content of the element with that id.
 //
 // It reads the live DOM in one evaluation rather than through a CDP node

@@ -78,8 +78,7 @@ func TestBrowserDeliveries(t *testing.T) {
 		}
 	}
 
-	do(t, ctx, "open billing's dead letters", chromedp.Click(chromedp.CSS(`#endpoint-billing a.ep-dead`)),
-		chromedp.WaitVisible(chromedp.ID("deliveries")))
+	follow(t, ctx, "open billing's dead letters", "#endpoint-billing a.ep-dead", "#deliveries")
 	errs := eval[[]string](t, ctx, `Array.from(document.querySelectorAll("#deliveries td.error")).map(td => td.textContent)`)
 	if len(errs) != 2 || errs[0] != "HTTP 500: "+evilError {
 		t.Errorf("dead letters' errors show as %q, want two, the markup as text", errs)
@@ -88,8 +87,7 @@ func TestBrowserDeliveries(t *testing.T) {
 		t.Error("the dead-lettered deliveries rendered markup from an error")
 	}
 
-	do(t, ctx, "open invoice-1041", chromedp.Click(chromedp.CSS(`#deliveries a[href$="id=invoice-1041"]`)),
-		chromedp.WaitVisible(chromedp.ID("attempts")))
+	follow(t, ctx, "open invoice-1041", `#deliveries a[href$="id=invoice-1041"]`, "#attempts")
 	if got := text(t, ctx, "timer-endpoint"); got != "billing" {
 		t.Errorf("invoice-1041 delivers to %q, want billing", got)
 	}
@@ -101,10 +99,10 @@ func TestBrowserDeliveries(t *testing.T) {
 		t.Error("the attempt log rendered markup from an error")
 	}
 
-	do(t, ctx, "redrive all of billing's", chromedp.Click(chromedp.ID("timer-endpoint")), chromedp.WaitVisible(chromedp.ID("endpoints")),
-		chromedp.Click(chromedp.CSS(`#endpoint-billing a.ep-dead`)), chromedp.WaitVisible(chromedp.ID("redrive-all")),
-		chromedp.Click(chromedp.ID("redrive-all")), chromedp.WaitVisible(chromedp.ID("confirm")),
-		chromedp.Click(chromedp.ID("confirm-yes")), chromedp.WaitVisible(chromedp.ID("notice")))
+	follow(t, ctx, "back to the endpoints", "#timer-endpoint", "#endpoints")
+	follow(t, ctx, "billing's dead letters again", "#endpoint-billing a.ep-dead", "#redrive-all")
+	follow(t, ctx, "redrive all of billing's", "#redrive-all", "#confirm")
+	follow(t, ctx, "confirm the redrive", "#confirm-yes", "#notice")
 	if n, err := q.Deliveries().DeadLetterCount(context.Background()); err != nil || n != 0 {
 		t.Errorf("%d dead letters after the redrive (%v), want 0", n, err)
 	}
