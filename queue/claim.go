@@ -149,7 +149,7 @@ func (q *Queue) claimOnce(ctx context.Context, l *layout, k, limit int) (res Cla
 	res = ClaimResult{Shard: k, Now: fromMillis(atoi(ms))}
 	res.Clock = res.Now.Add(time.Duration(atoi(us)) * time.Microsecond)
 	if r[1] != "" {
-		res.NextDue = fromMillis(atoi(r[1]))
+		res.NextDue = parseScore(r[1])
 	}
 	for i := range nq {
 		res.Quarantined = append(res.Quarantined, QuarantineNotice{ID: r[3+2*i], Shard: k, Reason: r[4+2*i]})
@@ -271,7 +271,7 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 			Overdue:   atoi(r[5]),
 		}
 		if r[4] != "" {
-			s.EarliestDue = fromMillis(atoi(r[4]))
+			s.EarliestDue = parseScore(r[4])
 			if s.Overdue > 0 {
 				s.OldestOverdueAge = s.Now.Sub(s.EarliestDue)
 			}
@@ -341,14 +341,14 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 		}
 		state = st.code()
 	}
-	from, to := int64(0), millis(maxDue)
+	from, to := "0", strconv.FormatInt(millis(maxDue), 10)
 	if !o.DueFrom.IsZero() {
-		// Stored due times are whole milliseconds, rounded up: the first
-		// one at or after DueFrom is DueFrom rounded up.
-		from = dueMillis(o.DueFrom)
+		// Due scores are microseconds, rounded up: the first one at or
+		// after DueFrom is DueFrom rounded up to the µs (dueScore).
+		from = dueScore(o.DueFrom)
 	}
 	if !o.DueTo.IsZero() {
-		to = millis(o.DueTo)
+		to = formatMicros(o.DueTo.UnixMicro())
 	}
 	curDue, curID, err := parseCursor(o.Cursor)
 	if err != nil {
@@ -384,7 +384,7 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 		more = more || r[1] != ""
 		for i := range nb {
 			b := r[3+4*i:]
-			page.Malformed = append(page.Malformed, MalformedRecord{ID: b[0], Shard: k, Raw: []byte(b[1]), Reason: b[2], pos: atoi(b[3])})
+			page.Malformed = append(page.Malformed, MalformedRecord{ID: b[0], Shard: k, Raw: []byte(b[1]), Reason: b[2], pos: parseScore(b[3]).UnixMicro()})
 		}
 		r = r[4*nb+1:] // the good pairs start at r[2]
 		for i := 2; i < len(r); i += 2 {
@@ -398,14 +398,14 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 	// Malformed records take their place in the (due, id) order like
 	// timers: they count towards Limit, and the cursor may stop at one.
 	type entry struct {
-		due int64
+		due int64 // µs
 		id  string
 		bad int // index in page.Malformed + 1; 0 for a timer
 		t   Timer
 	}
 	all := make([]entry, 0, len(page.Timers)+len(page.Malformed))
 	for _, t := range page.Timers {
-		all = append(all, entry{due: millis(t.Due), id: t.ID, t: t})
+		all = append(all, entry{due: t.Due.UnixMicro(), id: t.ID, t: t})
 	}
 	for i, b := range page.Malformed {
 		all = append(all, entry{due: b.pos, id: b.ID, bad: i + 1})
@@ -432,7 +432,7 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 		// whose ID is no timer ID.
 		for i := len(all) - 1; i >= 0; i-- {
 			if ValidateID(all[i].id) == nil {
-				out.NextCursor = strconv.FormatInt(all[i].due, 10) + ":" + all[i].id
+				out.NextCursor = formatMicros(all[i].due) + ":" + all[i].id
 				break
 			}
 		}
@@ -440,7 +440,8 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 	return out, nil
 }
 
-// parseCursor splits "<due_ms>:<id>", the form List hands out.
+// parseCursor splits "<due>:<id>", the form List hands out, due a due
+// score string ("<ms>" or "<ms>.<us>").
 func parseCursor(c string) (string, string, error) {
 	if c == "" {
 		return "", "", nil
@@ -456,13 +457,8 @@ func cutCursor(c string) (string, string, bool) {
 	for i := 0; i < len(c); i++ {
 		if c[i] == ':' {
 			due, id := c[:i], c[i+1:]
-			if due == "" || ValidateID(id) != nil {
+			if !isDueScore(due) || ValidateID(id) != nil {
 				return "", "", false
-			}
-			for _, d := range due {
-				if d < '0' || d > '9' {
-					return "", "", false
-				}
 			}
 			return due, id, true
 		}

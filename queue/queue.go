@@ -289,15 +289,15 @@ func decodeScheduleReply(reply any, timers []NewTimer, idx []int, out []Schedule
 		t := timers[i]
 		switch r[1][j] {
 		case '1', '2':
-			due := dueMillis(t.Due)
+			due := parseScore(dueScore(t.Due))
 			if r[1][j] == '2' {
 				e, ok := next()
-				if !ok || !isMillis(e) {
+				if !ok || !isDueScore(e) {
 					return errorf("schedule: unexpected reply %v", reply)
 				}
-				due = atoi(e)
+				due = parseScore(e)
 			}
-			out[i] = ScheduleResult{Created: true, Timer: Timer{ID: t.ID, State: StateScheduled, Due: fromMillis(due),
+			out[i] = ScheduleResult{Created: true, Timer: Timer{ID: t.ID, State: StateScheduled, Due: due,
 				CreatedAt: now, Payload: append([]byte{}, t.Payload...)}}
 		case '0':
 			e, ok := next()
@@ -400,7 +400,7 @@ func (q *Queue) restore(ctx context.Context, timers []Timer, allowed string) ([]
 			case StateCancelled:
 				settled = strconv.FormatInt(millis(t.CancelledAt), 10)
 			}
-			args = append(args, t.ID, t.State.code(), dueMillis(t.Due), millis(t.CreatedAt), settled, t.Payload)
+			args = append(args, t.ID, t.State.code(), restoreDueArg(t), millis(t.CreatedAt), settled, t.Payload)
 		}
 		calls = append(calls, call{shard: k, args: args})
 		order = append(order, idx)
@@ -483,7 +483,7 @@ func (q *Queue) Reschedule(ctx context.Context, id string, due time.Time) (Timer
 	if err := ValidateDue(due); err != nil {
 		return Timer{}, errorf("timer %q: %w", id, err)
 	}
-	return q.reschedule(ctx, id, dueMillis(due))
+	return q.reschedule(ctx, id, dueScore(due))
 }
 
 // RescheduleIn is Reschedule to d after the Redis server's clock, read

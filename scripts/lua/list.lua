@@ -82,7 +82,7 @@ table.sort(all, less)
 local reply = {'', '', '0'}
 local n = math.min(#all, limit)
 if #all > limit then
-  reply[1] = fmt(all[n][2])
+  reply[1] = fmt_due(all[n][2])
   reply[2] = all[n][1]
 end
 if n == 0 then return reply end
@@ -101,7 +101,7 @@ for i = 1, n do
       reply[#reply + 1] = ids[i]
       reply[#reply + 1] = recs[i]
       reply[#reply + 1] = why
-      reply[#reply + 1] = fmt(all[i][2])
+      reply[#reply + 1] = fmt_due(all[i][2])
     end
   end
 end

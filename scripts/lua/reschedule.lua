@@ -23,7 +23,7 @@ if state == 'c' then return {'cancelled', rec} end
 
 local due = ARGV[2]
 due = resolve_due(due)
-if not string.match(due, '^%d+$') then
+if not is_due(due) then
   return redis.error_reply('ERR timerq: due time "' .. due .. '" is not a count of milliseconds')
 end
 wake_start()

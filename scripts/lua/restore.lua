@@ -47,7 +47,7 @@ local allowed = ARGV[3]
 for i = 4, #ARGV, 6 do
   local id, state, due, created, settled, payload =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
-  if not sets[state] or payload == nil or not string.match(due, '^%d+$') or
+  if not sets[state] or payload == nil or not (state == 's' and is_due(due) or string.match(due, '^%d+$')) or
       not string.match(created, '^%d+$') or not string.match(settled, '^%d*$') or
       (state == 's') ~= (settled == '') then
     return redis.error_reply('ERR timerq restore: malformed arguments for timer ' .. id)

@@ -111,7 +111,7 @@ for k = 1, n do
   else
     local arg, endpoint = ARGV[4 * k], ARGV[4 * k + 2]
     local due = resolve_due(arg)
-    if not match(due, '^%d+$') then
+    if not is_due(due) then
       return redis.error_reply('ERR timerq: due time "' .. due .. '" of timer "' .. id ..
         '" is not a count of milliseconds')
     end

@@ -2,14 +2,15 @@
 --
 -- KEYS: the namespace's seven keys (see prelude.lua).
 -- ARGV: none.
--- Reply: {now_ms, scheduled, fired, cancelled, earliest_ms_or_empty, overdue}
+-- Reply: {now_ms, scheduled, fired, cancelled, earliest_score_or_empty, overdue}
 --        where fired and cancelled count records not yet purged.
 -- Complexity: O(log N).
 
 local err = check_types()
 if err then return err end
 
-local now = now_ms()
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 return {
   fmt(now),
@@ -17,5 +18,5 @@ return {
   redis.call('ZCARD', KEYS[3]),
   redis.call('ZCARD', KEYS[4]),
   head[2] or '',
-  redis.call('ZCOUNT', KEYS[1], '-inf', now),
+  redis.call('ZCOUNT', KEYS[1], '-inf', clock_due(clock)),
 }
