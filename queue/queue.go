@@ -322,7 +322,7 @@ func decodeScheduleReply(reply any, timers []NewTimer, idx []int, out []Schedule
 // ScheduleIn is Schedule with a due time d after the Redis server's clock,
 // read inside the script that creates the timer, so the client's clock plays
 // no part: a client whose clock is a minute slow still gets a timer due d
-// from now. The due time is rounded up to the millisecond; d may be 0 (due
+// from now. The due time is rounded up to the microsecond; d may be 0 (due
 // at once) but not negative. As with Schedule, retrying with the same ID
 // is safe, and is what to do on ErrOutcomeUnknown: a timer the lost call
 // wrote keeps its due time and comes back with Created false.
@@ -487,7 +487,7 @@ func (q *Queue) Reschedule(ctx context.Context, id string, due time.Time) (Timer
 }
 
 // RescheduleIn is Reschedule to d after the Redis server's clock, read
-// inside the script, rounded up to the millisecond (see ScheduleIn).
+// inside the script, rounded up to the microsecond (see ScheduleIn).
 func (q *Queue) RescheduleIn(ctx context.Context, id string, d time.Duration) (Timer, error) {
 	if err := ValidateID(id); err != nil {
 		return Timer{}, err

@@ -67,8 +67,8 @@ func requireScheduled(tb testingT, q *queue.Queue, id string, opts *RequireSched
 		return t
 	}
 	var wrong []string
-	if !opts.Due.IsZero() && !t.Due.Equal(ceilMilli(opts.Due)) {
-		wrong = append(wrong, "want due "+stamp(ceilMilli(opts.Due)))
+	if !opts.Due.IsZero() && !t.Due.Equal(ceilMicro(opts.Due)) {
+		wrong = append(wrong, "want due "+stamp(ceilMicro(opts.Due)))
 	}
 	if opts.Payload != nil && !bytes.Equal(t.Payload, opts.Payload) {
 		wrong = append(wrong, fmt.Sprintf("want payload %q", opts.Payload))
@@ -201,13 +201,13 @@ func relative(due, now time.Time) string {
 	return "now"
 }
 
-func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
 
-// ceilMilli rounds t up to the millisecond, as timerq stores due times.
-func ceilMilli(t time.Time) time.Time {
-	r := t.Truncate(time.Millisecond)
+// ceilMicro rounds t up to the microsecond, as timerq stores due times.
+func ceilMicro(t time.Time) time.Time {
+	r := t.Truncate(time.Microsecond)
 	if r.Before(t) {
-		r = r.Add(time.Millisecond)
+		r = r.Add(time.Microsecond)
 	}
 	return r.UTC()
 }

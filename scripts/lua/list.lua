@@ -1,12 +1,13 @@
--- list.lua: one page of timers ordered by (due_ms, id), optionally one state.
+-- list.lua: one page of timers ordered by (due score, id), optionally one
+-- state (a due score may hold microseconds as a fraction: prelude.lua).
 --
 -- KEYS: the namespace's seven keys (see prelude.lua).
 -- ARGV[1] state: 's', 'f', 'c', or '' for every state
--- ARGV[2] min due_ms, ARGV[3] max due_ms (inclusive)
+-- ARGV[2] min due score, ARGV[3] max due score (inclusive)
 -- ARGV[4] limit (1..1000)
--- ARGV[5] cursor due_ms and ARGV[6] cursor id: the page starts strictly after
+-- ARGV[5] cursor due score and ARGV[6] cursor id: the page starts strictly after
 --         them; both empty for the first page
--- Reply: {next_due_ms, next_id, b, bad_id_1, bad_record_1, bad_reason_1,
+-- Reply: {next_due, next_id, b, bad_id_1, bad_record_1, bad_reason_1,
 --        bad_score_1, ...,
 --        id_1, record_1, ...}; next_* are empty on the last page. The b
 --        records of the page that are malformed (full_or_bad) come apart,

@@ -9,8 +9,9 @@
 -- ARGV[3]        the schedule whose occurrences this call may restore before
 --                the schedule itself exists ('' for none): RestoreRecurring
 --                restores a schedule's exported occurrences, then it
--- ARGV[4+6i..]   sextuples: id, state (s, f or c), due_ms, created_ms,
---                settled_ms ('' when scheduled), payload
+-- ARGV[4+6i..]   sextuples: id, state (s, f or c), due (a due score,
+--                '<ms>' or '<ms>.<us>', when scheduled; whole ms when
+--                settled), created_ms, settled_ms ('' when scheduled), payload
 -- Reply: {created_1, record_1, created_2, record_2, ...}; created is 1 for a
 --        restored timer and 0 when the ID already existed in any state (or
 --        earlier in this call), whose record is returned unchanged.

@@ -9,7 +9,8 @@
 -- ARGV[2]        traceparent of the scheduling span, kept in KEYS[8] for each
 --                timer created, so the fire continues its trace; '' for none
 -- ARGV[3+4i..]   quadruples: id, due, payload, endpoint (validated by the
---                client); due is due_ms, or '+<ms>.<us>' for that long after
+--                client); due is a due score ('<ms>' or '<ms>.<us>', see
+--                prelude.lua), or '+<ms>.<us>' for that long after
 --                the server's clock (see resolve_due in prelude.lua);
 --                endpoint is the name of the endpoint the fire is delivered
 --                to, '' for a timer that does not deliver, and after a space
@@ -113,7 +114,7 @@ for k = 1, n do
     local due = resolve_due(arg)
     if not is_due(due) then
       return redis.error_reply('ERR timerq: due time "' .. due .. '" of timer "' .. id ..
-        '" is not a count of milliseconds')
+        '" is not a due time in milliseconds')
     end
     nw = nw + 2
     hset[nw - 1], hset[nw] = id, value .. ARGV[4 * k + 1]
