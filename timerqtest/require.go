@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -36,8 +37,8 @@ var _ testingTB = testing.TB(nil)
 // is scheduled.
 type RequireScheduledOpts struct {
 	// Due, if not zero, is the due time the timer must have, compared to
-	// the millisecond (timerq's resolution; a due time between two
-	// milliseconds is stored rounded up).
+	// the microsecond (timerq's resolution; a due time between two
+	// microseconds is stored rounded up).
 	Due time.Time
 	// Payload, if not nil, is the payload the timer must have. Use
 	// []byte{} to require an empty payload.
@@ -201,7 +202,8 @@ func relative(due, now time.Time) string {
 	return "now"
 }
 
-func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
+// stamp writes t as timerctl does: ms, or µs when it has some.
+func stamp(t time.Time) string { return timefmt.Format(t) }
 
 // ceilMicro rounds t up to the microsecond, as timerq stores due times.
 func ceilMicro(t time.Time) time.Time {
