@@ -69,7 +69,7 @@ end
 -- now_ms, with TIME's microseconds kept for the comparison with the due
 -- scores (clock_due) and for the reply's clock.
 local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local now = clock_ms(clock)
 local now_s = fmt(now)
 local now_due = clock_due(clock)
 local maxlen = tonumber(ARGV[3])

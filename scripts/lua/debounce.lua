@@ -86,7 +86,7 @@ end
 
 -- One TIME for now_ms and the due time (resolve_due reads relative_base).
 relative_base = redis.call('TIME')
-local now = tonumber(relative_base[1]) * 1000 + math.floor(tonumber(relative_base[2]) / 1000)
+local now = clock_ms(relative_base)
 local due = tonumber(resolve_due('+' .. delay_s .. '.000'))
 
 local win = redis.call('GET', KEYS[9])

@@ -55,10 +55,14 @@ local function fmt(n)
   return string.format('%.0f', n)
 end
 
+-- clock_ms is a TIME reply in whole milliseconds, floored.
+local function clock_ms(t)
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
 -- now_ms is the Redis server's clock: the only clock timerq trusts.
 local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return clock_ms(redis.call('TIME'))
 end
 
 -- Due scores are milliseconds with the microseconds as a fraction,
@@ -70,15 +74,13 @@ end
 -- millisecond, floored, as the fire time is TIME's.
 
 -- clock_due is a TIME reply as a due score string: what a score is
--- compared with to decide "is it due" (a score at or below it is).
+-- compared with to decide "is it due" (a score at or below it is). A
+-- script that also writes a fire time takes both from one TIME reply
+-- (clock_ms and clock_due): from two, the second may be in the next
+-- millisecond, and a timer due in it would be written as fired before its
+-- due time.
 local function clock_due(t)
-  local usec = tonumber(t[2])
-  return fmt(tonumber(t[1]) * 1000 + math.floor(usec / 1000)) .. '.' .. string.format('%03d', usec % 1000)
-end
-
--- now_due is the server's clock as a due score string (clock_due).
-local function now_due()
-  return clock_due(redis.call('TIME'))
+  return fmt(clock_ms(t)) .. '.' .. string.format('%03d', tonumber(t[2]) % 1000)
 end
 
 -- fmt_due formats a due time in ms (a number, maybe fractional) as a due

@@ -10,7 +10,7 @@ local err = check_types()
 if err then return err end
 
 local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local now = clock_ms(clock)
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 return {
   fmt(now),
