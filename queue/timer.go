@@ -158,15 +158,6 @@ func DeriveID(executionID string, step uint64) string {
 
 func millis(t time.Time) int64 { return t.UnixMilli() }
 
-// dueMillis is a due time in milliseconds, rounded up: the scripts keep
-// milliseconds, and truncating would make a timer due up to 1 ms early.
-func dueMillis(t time.Time) int64 {
-	ms := t.UnixMilli()
-	if t.After(time.UnixMilli(ms)) {
-		ms++
-	}
-	return ms
-}
 
 func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
@@ -186,12 +177,13 @@ func dueScore(t time.Time) string {
 
 // restoreDueArg is t's due time as the restore scripts take it: a
 // scheduled timer's due score (dueScore); a settled timer's record keeps
-// whole milliseconds, rounded up.
+// whole milliseconds, floored as a claim floors them, so that a restored
+// timer never shows a due time after its fire time.
 func restoreDueArg(t Timer) string {
 	if t.State == StateScheduled {
 		return dueScore(t.Due)
 	}
-	return strconv.FormatInt(dueMillis(t.Due), 10)
+	return strconv.FormatInt(millis(t.Due), 10)
 }
 
 // formatMicros writes a time in µs (not negative) as a due score string.
