@@ -483,11 +483,12 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 				timer.Reset(0)
 				continue
 			}
-			due, err := strconv.ParseInt(ev.Payload, 10, 64)
+			// A due score: ms, with the microseconds as a fraction.
+			due, err := strconv.ParseFloat(ev.Payload, 64)
 			if err != nil {
 				continue
 			}
-			at := due*1000 + lag()
+			at := int64(math.Round(due*1000)) + lag()
 			if at >= target {
 				continue
 			}
@@ -510,8 +511,8 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 				case !ok:
 					target = math.MaxInt64 // empty: a wake message announces the next timer
 					continue
-				case head*1000+lag() > serverNow:
-					target = head*1000 + lag()
+				case head+lag() > serverNow:
+					target = head + lag()
 					timer.Reset(time.Duration(target-serverNow) * time.Microsecond)
 					continue
 				}
@@ -606,8 +607,8 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 	}
 }
 
-// peek reads the shard's earliest due time, in server ms; ok is false if
-// nothing is pending.
+// peek reads the shard's earliest due time, in server µs (due scores are
+// ms with the µs as a fraction); ok is false if nothing is pending.
 func (l *shardLoop) peek(ctx context.Context) (head int64, ok bool, err error) {
 	cctx, cancel := context.WithTimeout(ctx, l.p.opts.ClaimTimeout)
 	defer cancel()
@@ -619,7 +620,7 @@ func (l *shardLoop) peek(ctx context.Context) (head int64, ok bool, err error) {
 	if err != nil || len(zs) == 0 {
 		return 0, false, err
 	}
-	return int64(zs[0].Score), true, nil
+	return int64(math.Round(zs[0].Score * 1000)), true, nil
 }
 
 // claim runs one claim. Its context is not cancelled with Run's, so that a

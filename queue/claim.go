@@ -3,10 +3,11 @@ package queue
 import (
 	"context"
 	"fmt"
-	"github.com/timerq/timerq/scripts/lua"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/timerq/timerq/scripts/lua"
 )
 
 // Fired is a timer that a claim fired.
@@ -147,7 +148,7 @@ func (q *Queue) claimOnce(ctx context.Context, l *layout, k, limit int) (res Cla
 	res = ClaimResult{Shard: k, Now: fromMillis(atoi(ms))}
 	res.Clock = res.Now.Add(time.Duration(atoi(us)) * time.Microsecond)
 	if r[1] != "" {
-		res.NextDue = fromMillis(atoi(r[1]))
+		res.NextDue = parseScore(r[1])
 	}
 	for i := range nq {
 		res.Quarantined = append(res.Quarantined, QuarantineNotice{ID: r[3+2*i], Shard: k, Reason: r[4+2*i]})

@@ -118,7 +118,7 @@ func (q *Queue) RestoreDebounce(ctx context.Context, w RestoredWindow) (Schedule
 	}
 	reply, err := q.runKeysTries(ctx, l, lua.DebounceRestore, k, lua.DebounceRestore.Keys(l.spaces[k], key), migrationAttempts,
 		q.opts.retentionMillis(), l.spaces[k].Wake(), key, deadline,
-		t.ID, t.State.code(), dueMillis(t.Due), millis(t.CreatedAt), settled, t.Payload)
+		t.ID, t.State.code(), restoreDueArg(t), millis(t.CreatedAt), settled, t.Payload)
 	if err != nil {
 		if mayHaveRun(err) {
 			return ScheduleResult{}, errorf("%w: restore debounce window %q: %w", ErrOutcomeUnknown, t.ID, err)

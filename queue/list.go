@@ -55,14 +55,14 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 		}
 		state = st.code()
 	}
-	from, to := int64(0), millis(maxDue)
+	from, to := "0", strconv.FormatInt(millis(maxDue), 10)
 	if !o.DueFrom.IsZero() {
-		// Stored due times are whole milliseconds, rounded up: the first
-		// one at or after DueFrom is DueFrom rounded up.
-		from = dueMillis(o.DueFrom)
+		// Due scores are microseconds, rounded up: the first one at or
+		// after DueFrom is DueFrom rounded up to the µs (dueScore).
+		from = dueScore(o.DueFrom)
 	}
 	if !o.DueTo.IsZero() {
-		to = millis(o.DueTo)
+		to = formatMicros(o.DueTo.UnixMicro())
 	}
 	curDue, curID, err := parseCursor(o.Cursor)
 	if err != nil {
@@ -98,7 +98,7 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 		more = more || r[1] != ""
 		for i := range nb {
 			b := r[3+4*i:]
-			page.Malformed = append(page.Malformed, MalformedRecord{ID: b[0], Shard: k, Raw: []byte(b[1]), Reason: b[2], pos: atoi(b[3])})
+			page.Malformed = append(page.Malformed, MalformedRecord{ID: b[0], Shard: k, Raw: []byte(b[1]), Reason: b[2], pos: parseScore(b[3]).UnixMicro()})
 		}
 		r = r[4*nb+1:] // the good pairs start at r[2]
 		for i := 2; i < len(r); i += 2 {
@@ -112,14 +112,14 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 	// Malformed records take their place in the (due, id) order like
 	// timers: they count towards Limit, and the cursor may stop at one.
 	type entry struct {
-		due int64
+		due int64 // µs
 		id  string
 		bad int // index in page.Malformed + 1; 0 for a timer
 		t   Timer
 	}
 	all := make([]entry, 0, len(page.Timers)+len(page.Malformed))
 	for _, t := range page.Timers {
-		all = append(all, entry{due: millis(t.Due), id: t.ID, t: t})
+		all = append(all, entry{due: t.Due.UnixMicro(), id: t.ID, t: t})
 	}
 	for i, b := range page.Malformed {
 		all = append(all, entry{due: b.pos, id: b.ID, bad: i + 1})
@@ -146,7 +146,7 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 		// whose ID is no timer ID.
 		for i := len(all) - 1; i >= 0; i-- {
 			if ValidateID(all[i].id) == nil {
-				out.NextCursor = strconv.FormatInt(all[i].due, 10) + ":" + all[i].id
+				out.NextCursor = formatMicros(all[i].due) + ":" + all[i].id
 				break
 			}
 		}
@@ -154,7 +154,8 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 	return out, nil
 }
 
-// parseCursor splits "<due_ms>:<id>", the form List hands out.
+// parseCursor splits "<due>:<id>", the form List hands out, due a due
+// score string ("<ms>" or "<ms>.<us>").
 func parseCursor(c string) (string, string, error) {
 	if c == "" {
 		return "", "", nil
@@ -170,13 +171,8 @@ func cutCursor(c string) (string, string, bool) {
 	for i := 0; i < len(c); i++ {
 		if c[i] == ':' {
 			due, id := c[:i], c[i+1:]
-			if due == "" || ValidateID(id) != nil {
+			if !isDueScore(due) || ValidateID(id) != nil {
 				return "", "", false
-			}
-			for _, d := range due {
-				if d < '0' || d > '9' {
-					return "", "", false
-				}
 			}
 			return due, id, true
 		}

@@ -52,7 +52,7 @@ type MalformedRecord struct {
 	// Reason says what is wrong with it.
 	Reason string
 
-	pos int64 // its score in its set, where the listing met it
+	pos int64 // its score in its set, in µs, where the listing met it
 }
 
 // quarantineScan is the HSCAN page size for reading a quarantine.

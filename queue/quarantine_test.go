@@ -69,7 +69,7 @@ func TestMalformedRecordIsQuarantined(t *testing.T) {
 		// record whose due score is no millisecond.
 		badRaw := "x:\x00\xff:1::payload"
 		plant(t, b.Client, q, "bad", badRaw, "due", float64(past.UnixMilli()+1))
-		plant(t, b.Client, q, "badscore", "s::1::p", "due", 1.5)
+		plant(t, b.Client, q, "badscore", "s::1::p", "due", -1.5)
 
 		res, err := q.Engine().Claim(ctx, queue.MaxBatch)
 		if err != nil {
@@ -102,7 +102,7 @@ func TestMalformedRecordIsQuarantined(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(qs) != 2 || qs[0].ID != "bad" || string(qs[0].Raw) != badRaw || qs[0].Reason != "malformed record" ||
-			!qs[0].QuarantinedAt.Equal(res.Now) || qs[1].ID != "badscore" || string(qs[1].Raw) != "s::1::p" || qs[1].DueScore != "1.5" {
+			!qs[0].QuarantinedAt.Equal(res.Now) || qs[1].ID != "badscore" || string(qs[1].Raw) != "s::1::p" || qs[1].DueScore != "-1.5" {
 			t.Fatalf("Quarantine() = %+v", qs)
 		}
 

@@ -289,15 +289,15 @@ func decodeScheduleReply(reply any, timers []NewTimer, idx []int, out []Schedule
 		t := timers[i]
 		switch r[1][j] {
 		case '1', '2':
-			due := dueMillis(t.Due)
+			due := parseScore(dueScore(t.Due))
 			if r[1][j] == '2' {
 				e, ok := next()
-				if !ok || !isMillis(e) {
+				if !ok || !isDueScore(e) {
 					return errorf("schedule: unexpected reply %v", reply)
 				}
-				due = atoi(e)
+				due = parseScore(e)
 			}
-			out[i] = ScheduleResult{Created: true, Timer: Timer{ID: t.ID, State: StateScheduled, Due: fromMillis(due),
+			out[i] = ScheduleResult{Created: true, Timer: Timer{ID: t.ID, State: StateScheduled, Due: due,
 				CreatedAt: now, Payload: append([]byte{}, t.Payload...)}}
 		case '0':
 			e, ok := next()
@@ -322,7 +322,7 @@ func decodeScheduleReply(reply any, timers []NewTimer, idx []int, out []Schedule
 // ScheduleIn is Schedule with a due time d after the Redis server's clock,
 // read inside the script that creates the timer, so the client's clock plays
 // no part: a client whose clock is a minute slow still gets a timer due d
-// from now. The due time is rounded up to the millisecond; d may be 0 (due
+// from now. The due time is rounded up to the microsecond; d may be 0 (due
 // at once) but not negative. As with Schedule, retrying with the same ID
 // is safe, and is what to do on ErrOutcomeUnknown: a timer the lost call
 // wrote keeps its due time and comes back with Created false.
@@ -400,7 +400,7 @@ func (q *Queue) restore(ctx context.Context, timers []Timer, allowed string) ([]
 			case StateCancelled:
 				settled = strconv.FormatInt(millis(t.CancelledAt), 10)
 			}
-			args = append(args, t.ID, t.State.code(), dueMillis(t.Due), millis(t.CreatedAt), settled, t.Payload)
+			args = append(args, t.ID, t.State.code(), restoreDueArg(t), millis(t.CreatedAt), settled, t.Payload)
 		}
 		calls = append(calls, call{shard: k, args: args})
 		order = append(order, idx)
@@ -483,11 +483,11 @@ func (q *Queue) Reschedule(ctx context.Context, id string, due time.Time) (Timer
 	if err := ValidateDue(due); err != nil {
 		return Timer{}, errorf("timer %q: %w", id, err)
 	}
-	return q.reschedule(ctx, id, dueMillis(due))
+	return q.reschedule(ctx, id, dueScore(due))
 }
 
 // RescheduleIn is Reschedule to d after the Redis server's clock, read
-// inside the script, rounded up to the millisecond (see ScheduleIn).
+// inside the script, rounded up to the microsecond (see ScheduleIn).
 func (q *Queue) RescheduleIn(ctx context.Context, id string, d time.Duration) (Timer, error) {
 	if err := ValidateID(id); err != nil {
 		return Timer{}, err

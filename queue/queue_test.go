@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -122,9 +123,19 @@ func serverNow(t *testing.T, b *redistest.Backend) time.Time {
 	return now
 }
 
-// ceilMillis rounds t up to the millisecond, as stored due times are.
-func ceilMillis(t time.Time) time.Time {
-	return t.Add(time.Millisecond - time.Nanosecond).Truncate(time.Millisecond)
+// ceilMicros rounds t up to the microsecond, as stored due times are.
+func ceilMicros(t time.Time) time.Time {
+	return t.Add(time.Microsecond - time.Nanosecond).Truncate(time.Microsecond)
+}
+
+// dueScoreText is a due time as the scripts write it in a due score or a
+// wake message: "<ms>", or "<ms>.<us>" when it has microseconds.
+func dueScoreText(t time.Time) string {
+	us := ceilMicros(t).UnixMicro()
+	if us%1000 == 0 {
+		return strconv.FormatInt(us/1000, 10)
+	}
+	return fmt.Sprintf("%d.%03d", us/1000, us%1000)
 }
 
 // claimAll claims until nothing is due and returns what fired.
@@ -598,9 +609,9 @@ func TestStats(t *testing.T) {
 		if st.Scheduled != 3 || st.Cancelled != 1 || st.Fired != 0 || st.Overdue != 2 {
 			t.Fatalf("Stats = %+v", st)
 		}
-		// Stored due times are rounded up to the millisecond, so the age
-		// may be up to 1 ms under 3 s.
-		if !st.EarliestDue.Equal(ceilMillis(now.Add(-3*time.Second))) || st.OldestOverdueAge < 3*time.Second-time.Millisecond {
+		// Stored due times are rounded up to the microsecond, so the age
+		// may be up to 1 µs under 3 s.
+		if !st.EarliestDue.Equal(ceilMicros(now.Add(-3*time.Second))) || st.OldestOverdueAge < 3*time.Second-time.Microsecond {
 			t.Fatalf("Stats earliest/age = %v / %v", st.EarliestDue, st.OldestOverdueAge)
 		}
 	})

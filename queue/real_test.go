@@ -88,7 +88,7 @@ func TestAcknowledgedTimersSurviveCrash(t *testing.T) {
 	}
 	for _, tm := range batch[:10] {
 		got, err := q.Get(ctx, tm.ID)
-		if err != nil || !got.Due.Equal(ceilMillis(tm.Due)) {
+		if err != nil || !got.Due.Equal(ceilMicros(tm.Due)) {
 			t.Fatalf("Get(%s) = %+v, %v", tm.ID, got, err)
 		}
 	}

@@ -64,7 +64,7 @@ func decodeSchedule(id, rec, pending string) (*record, error) {
 		if !ok {
 			continue
 		}
-		nominal, due := fromMillis(atoi(n)), fromMillis(atoi(d))
+		nominal, due := fromMillis(atoi(n)), parseScore(d)
 		s.pending = append(s.pending, Occurrence{ID: OccurrenceID(id, nominal), Nominal: nominal, Due: due})
 	}
 	return s, nil

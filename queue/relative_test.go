@@ -24,22 +24,22 @@ func TestScheduleInCountsFromTheServerClock(t *testing.T) {
 		q := newQueue(t, b, queue.Options{})
 		if b.Mini != nil {
 			// A server clock a year away from this process's, and 0.7 ms
-			// past a millisecond: 3 s later is ...03.0007, rounded up.
+			// past a millisecond: 3 s later is ...03.0007, to the µs.
 			b.Mini.SetTime(time.Date(2030, 1, 1, 0, 0, 0, 700_000, time.UTC))
 			res, err := q.ScheduleIn(ctx, "in", 3*time.Second, nil)
-			want := time.Date(2030, 1, 1, 0, 0, 3, 1_000_000, time.UTC)
+			want := time.Date(2030, 1, 1, 0, 0, 3, 700_000, time.UTC)
 			if err != nil || !res.Timer.Due.Equal(want) || !res.Created {
 				t.Fatalf("ScheduleIn = %+v, %v; want due %v", res, err, want)
 			}
 			got, err := q.RescheduleIn(ctx, "in", 1500*time.Microsecond)
-			want = time.Date(2030, 1, 1, 0, 0, 0, 3_000_000, time.UTC) // .7 + 1.5 = 2.2 ms, up to 3
+			want = time.Date(2030, 1, 1, 0, 0, 0, 2_200_000, time.UTC) // .7 + 1.5 = 2.2 ms
 			if err != nil || !got.Due.Equal(want) {
 				t.Fatalf("RescheduleIn = %+v, %v; want due %v", got, err, want)
 			}
-			// 1 ns is rounded up, never down to "now".
+			// 1 ns is rounded up to the µs, never down to "now".
 			b.Mini.SetTime(time.Date(2030, 1, 1, 0, 0, 1, 0, time.UTC))
 			batch, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "ns", In: time.Nanosecond}, queue.NewTimerIn("zero", 0, nil)})
-			if err != nil || !batch[0].Timer.Due.Equal(time.Date(2030, 1, 1, 0, 0, 1, 1_000_000, time.UTC)) ||
+			if err != nil || !batch[0].Timer.Due.Equal(time.Date(2030, 1, 1, 0, 0, 1, 1_000, time.UTC)) ||
 				!batch[1].Timer.Due.Equal(time.Date(2030, 1, 1, 0, 0, 1, 0, time.UTC)) {
 				t.Fatalf("ScheduleBatch In 1ns and 0 = %+v, %v", batch, err)
 			}
@@ -94,26 +94,29 @@ func TestRelativeDueIsValidated(t *testing.T) {
 	}
 }
 
-func TestSubMillisecondDueIsRoundedUp(t *testing.T) {
+func TestSubMillisecondDueIsKept(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
 		base := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
 		res, err := q.Schedule(ctx, "half", base.Add(500*time.Microsecond), nil)
-		if err != nil || !res.Timer.Due.Equal(base.Add(time.Millisecond)) {
-			t.Fatalf("Schedule at +0.5 ms = %+v, %v; want due %v", res, err, base.Add(time.Millisecond))
+		if err != nil || !res.Timer.Due.Equal(base.Add(500*time.Microsecond)) {
+			t.Fatalf("Schedule at +0.5 ms = %+v, %v; want due %v", res, err, base.Add(500*time.Microsecond))
 		}
+		if got, err := q.Get(ctx, "half"); err != nil || !got.Due.Equal(base.Add(500*time.Microsecond)) {
+			t.Fatalf("Get = %+v, %v; want due +0.5 ms", got, err)
+		}
+		// Below the microsecond, rounded up.
 		got, err := q.Reschedule(ctx, "half", base.Add(2*time.Millisecond+time.Nanosecond))
-		if err != nil || !got.Due.Equal(base.Add(3*time.Millisecond)) {
+		if err != nil || !got.Due.Equal(base.Add(2*time.Millisecond+time.Microsecond)) {
 			t.Fatalf("Reschedule at +2.000001 ms = %+v, %v", got, err)
 		}
-		// An exact millisecond stays as it is.
 		got, err = q.Reschedule(ctx, "half", base.Add(500*time.Microsecond))
-		if err != nil || !got.Due.Equal(base.Add(time.Millisecond)) {
+		if err != nil || !got.Due.Equal(base.Add(500*time.Microsecond)) {
 			t.Fatalf("Reschedule back = %+v, %v", got, err)
 		}
-		// List from +0.5 ms starts at the timer stored at +1 ms, not at one
-		// due at +0 ms, which is before it.
+		// List from +0.5 ms starts at the timer due then, not at one due at
+		// +0 ms, which is before it; List to +0.499 ms stops before it.
 		if _, err := q.Schedule(ctx, "zero", base, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -121,21 +124,41 @@ func TestSubMillisecondDueIsRoundedUp(t *testing.T) {
 		if err != nil || len(page.Timers) != 1 || page.Timers[0].ID != "half" {
 			t.Fatalf("List from +0.5 ms = %+v, %v; want only half", page.Timers, err)
 		}
+		page, err = q.List(ctx, queue.ListOptions{DueTo: base.Add(499 * time.Microsecond)})
+		if err != nil || len(page.Timers) != 1 || page.Timers[0].ID != "zero" {
+			t.Fatalf("List to +0.499 ms = %+v, %v; want only zero", page.Timers, err)
+		}
+		// A cursor between the two, inside one millisecond, pages on.
+		page, err = q.List(ctx, queue.ListOptions{Limit: 1})
+		if err != nil || len(page.Timers) != 1 || page.Timers[0].ID != "zero" || page.NextCursor == "" {
+			t.Fatalf("List page 1 = %+v, %v", page, err)
+		}
+		page, err = q.List(ctx, queue.ListOptions{Limit: 1, Cursor: page.NextCursor})
+		if err != nil || len(page.Timers) != 1 || page.Timers[0].ID != "half" {
+			t.Fatalf("List page 2 = %+v, %v", page, err)
+		}
 		if _, err := q.Cancel(ctx, "zero"); err != nil {
 			t.Fatal(err)
 		}
 		if b.Mini == nil {
 			return
 		}
-		// At +0.3 ms by the server clock the timer due at +0.5 ms is not
-		// due yet; truncated to +0 ms it would fire 0.2 ms early.
-		b.Mini.SetTime(base.Add(300 * time.Microsecond))
-		if f := claimAll(t, q); len(f) != 0 {
-			t.Fatalf("fired %+v at +0.3 ms, before its due time +0.5 ms", f)
+		// At +0.3 ms and +0.499 ms by the server clock the timer due at
+		// +0.5 ms is not due yet; at +0.5 ms it is, not a millisecond later.
+		for _, at := range []time.Duration{300 * time.Microsecond, 499 * time.Microsecond} {
+			b.Mini.SetTime(base.Add(at))
+			if f := claimAll(t, q); len(f) != 0 {
+				t.Fatalf("fired %+v at +%v, before its due time +0.5 ms", f, at)
+			}
 		}
-		b.Mini.SetTime(base.Add(time.Millisecond))
-		if f := claimAll(t, q); len(f) != 1 {
-			t.Fatalf("fired %+v at +1 ms, want the timer", f)
+		b.Mini.SetTime(base.Add(500 * time.Microsecond))
+		f := claimAll(t, q)
+		if len(f) != 1 || !f[0].Due.Equal(base) || !f[0].FiredAt.Equal(base) {
+			t.Fatalf("fired %+v at +0.5 ms, want the timer, due and fired at the millisecond %v", f, base)
+		}
+		// Settled, it keeps whole milliseconds: due floored, as TIME is for the fire time.
+		if got, err := q.Get(ctx, "half"); err != nil || !got.Due.Equal(base) || !got.FiredAt.Equal(base) {
+			t.Fatalf("Get after the fire = %+v, %v", got, err)
 		}
 	})
 }

@@ -210,7 +210,7 @@ func (q *Queue) claimHeld(ctx context.Context, l *layout, k, limit int) (res Cla
 	}
 	res = ClaimResult{Shard: k, Now: fromMillis(atoi(r[0]))}
 	if r[1] != "" {
-		res.NextDue = fromMillis(atoi(r[1]))
+		res.NextDue = parseScore(r[1])
 	}
 	for i := range nq {
 		res.Quarantined = append(res.Quarantined, QuarantineNotice{ID: r[4+2*i], Shard: k, Reason: r[5+2*i]})
@@ -244,7 +244,7 @@ func (q *Queue) claimHeld(ctx context.Context, l *layout, k, limit int) (res Cla
 	firedAt := fromMillis(atoi(r[0]))
 	res.NextDue = time.Time{}
 	if r[1] != "" {
-		res.NextDue = fromMillis(atoi(r[1]))
+		res.NextDue = parseScore(r[1])
 	}
 	r = r[3:]
 	if n := len(r) / 4; n > 0 {

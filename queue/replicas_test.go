@@ -351,3 +351,57 @@ func TestReplicasDebounce(t *testing.T) {
 		t.Fatalf("debounce without a replica: %v; want ErrNotReplicated and ErrOutcomeUnknown, saying to call again", err)
 	}
 }
+
+// A held timer rescheduled within the same millisecond before the commit
+// is not the timer held: commit.lua compares the exact due score,
+// microseconds included, and skips it (fired at the held time it could be
+// early by the new due time).
+func TestReplicasCommitSkipsARescheduleWithinTheMillisecond(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	c := srv.Client(t)
+	ctx := context.Background()
+	ns := redistest.Namespace(t)
+	q, err := queue.New(c, queue.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond).Add(200 * time.Microsecond)
+	if _, err := q.Schedule(ctx, "c", due, []byte("p")); err != nil {
+		t.Fatal(err)
+	}
+	sp := keyspace.Shard(ns, 0, 1)
+	keys := lua.Hold.Keys(sp, "")
+	r, err := redis.NewScript(lua.Hold.Source).Run(ctx, c, keys, 10, 60000, "tok1", "").StringSlice()
+	if err != nil || r[2] != "held" {
+		t.Fatalf("hold: %v, %v", r, err)
+	}
+	if held := c.HGet(ctx, sp.Hold(), "i:0").Val(); !strings.HasSuffix(held, ".200:c") {
+		t.Fatalf("held %q, want the due score with its microseconds", held)
+	}
+	if _, err := q.Reschedule(ctx, "c", due.Add(500*time.Microsecond)); err != nil {
+		t.Fatal(err)
+	}
+	commit := func(token string) []string {
+		r, err := redis.NewScript(lua.Commit.Source).Run(ctx, c, keys, token, 60000, 1000,
+			sp.TimerChannelPrefix(), sp.Notify()).StringSlice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := commit("tok1"); len(r) != 3 {
+		t.Fatalf("commit fired %v, the timer moved since the hold", r)
+	}
+	if tm, err := q.Get(ctx, "c"); err != nil || tm.State != queue.StateScheduled || !tm.Due.Equal(due.Add(500*time.Microsecond)) {
+		t.Fatalf("c after the commit: %+v, %v; want scheduled at its new due time", tm, err)
+	}
+	// Held again at its new due score, it fires, due its millisecond.
+	r, err = redis.NewScript(lua.Hold.Source).Run(ctx, c, keys, 10, 60000, "tok2", "").StringSlice()
+	if err != nil || r[2] != "held" {
+		t.Fatalf("hold: %v, %v", r, err)
+	}
+	if r := commit("tok2"); len(r) < 6 || r[3] != "c" || r[4] != fmt.Sprint(due.UnixMilli()) {
+		t.Fatalf("second commit: %v; want c fired, due %d", r, due.UnixMilli())
+	}
+}

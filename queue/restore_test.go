@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -207,12 +206,14 @@ func TestRestorePublishesOnlyForScheduledTimers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := scheduled[0].Due.UnixMilli()
+		want := scheduled[0].Due
 		for _, tm := range scheduled {
-			want = min(want, tm.Due.UnixMilli())
+			if tm.Due.Before(want) {
+				want = tm.Due
+			}
 		}
-		if msg.Channel != dst.Keys().Wake(0) || msg.Payload != strconv.FormatInt(want, 10) {
-			t.Fatalf("first message %s %q; want the wake with %d", msg.Channel, msg.Payload, want)
+		if msg.Channel != dst.Keys().Wake(0) || msg.Payload != dueScoreText(want) {
+			t.Fatalf("first message %s %q; want the wake with %s", msg.Channel, msg.Payload, dueScoreText(want))
 		}
 	})
 }

@@ -67,17 +67,20 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 		if err != nil || len(r) != 6 {
 			return Stats{}, errorf("stats: unexpected reply %v", reply)
 		}
+		// The clock to the µs, for the age of a due time that has µs; Now
+		// stays in ms, as the other server times.
+		clock := parseScore(r[0])
 		s := Stats{
-			Now:       fromMillis(atoi(r[0])),
+			Now:       clock.Truncate(time.Millisecond),
 			Scheduled: atoi(r[1]),
 			Fired:     atoi(r[2]),
 			Cancelled: atoi(r[3]),
 			Overdue:   atoi(r[5]),
 		}
 		if r[4] != "" {
-			s.EarliestDue = fromMillis(atoi(r[4]))
+			s.EarliestDue = parseScore(r[4])
 			if s.Overdue > 0 {
-				s.OldestOverdueAge = s.Now.Sub(s.EarliestDue)
+				s.OldestOverdueAge = clock.Sub(s.EarliestDue)
 			}
 		}
 		total.Shards = append(total.Shards, s)

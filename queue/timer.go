@@ -103,7 +103,7 @@ func (t NewTimer) dueArg() string {
 	if t.isRelative() {
 		return relativeArg(t.In)
 	}
-	return strconv.FormatInt(dueMillis(t.Due), 10)
+	return dueScore(t.Due)
 }
 
 // relativeArg is d as the scripts' resolve_due takes it: "+<ms>.<us>",
@@ -158,17 +158,80 @@ func DeriveID(executionID string, step uint64) string {
 
 func millis(t time.Time) int64 { return t.UnixMilli() }
 
-// dueMillis is a due time in milliseconds, rounded up: the scripts keep
-// milliseconds, and truncating would make a timer due up to 1 ms early.
-func dueMillis(t time.Time) int64 {
-	ms := t.UnixMilli()
-	if t.After(time.UnixMilli(ms)) {
-		ms++
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// dueScore is a due time as the scripts take it and the due set keeps it:
+// milliseconds with the microseconds as a fraction, "<ms>" or
+// "<ms>.<us>" (three digits), rounded up to the microsecond (the
+// resolution of Redis's TIME) so that a timer is never early. A score is
+// the double nearest that decimal, which holds the microsecond exactly
+// until the year 2248.
+func dueScore(t time.Time) string {
+	us := t.UnixMicro()
+	if t.After(time.UnixMicro(us)) {
+		us++
 	}
-	return ms
+	return formatMicros(us)
 }
 
-func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+// restoreDueArg is t's due time as the restore scripts take it: a
+// scheduled timer's due score (dueScore); a settled timer's record keeps
+// whole milliseconds, floored as a claim floors them, so that a restored
+// timer never shows a due time after its fire time.
+func restoreDueArg(t Timer) string {
+	if t.State == StateScheduled {
+		return dueScore(t.Due)
+	}
+	return strconv.FormatInt(millis(t.Due), 10)
+}
+
+// formatMicros writes a time in µs (not negative) as a due score string.
+func formatMicros(us int64) string {
+	if us%1000 == 0 {
+		return strconv.FormatInt(us/1000, 10)
+	}
+	return fmt.Sprintf("%d.%03d", us/1000, us%1000)
+}
+
+// fromScore turns a due score (ms, maybe with a fraction) into a time,
+// rounded to the microsecond: a score written from "<ms>.<us>" comes back
+// as those digits.
+func fromScore(score float64) time.Time {
+	ms := math.Floor(score)
+	return time.UnixMicro(int64(ms)*1000 + int64(math.Round((score-ms)*1000))).UTC()
+}
+
+// parseScore parses a due score as the scripts reply with one: a due
+// score string ("<ms>" or "<ms>.<us>"), or the score as Redis prints it
+// (real Redis prints 1700000000123.456 as 1700000000123.4561). The zero
+// time if it is no number.
+func parseScore(s string) time.Time {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return time.Time{}
+	}
+	return fromScore(f)
+}
+
+// isDueScore reports whether s is a due score string as the scripts write
+// one (score_ms in prelude.lua): 1 to 15 digits of at most maxMillis,
+// optionally "." and three digits.
+func isDueScore(s string) bool {
+	ms, frac, ok := strings.Cut(s, ".")
+	if ok && (len(frac) != 3 || !isDigits(frac)) {
+		return false
+	}
+	return isMillis(ms)
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 // decodeRecord parses a record as the scripts reply with it: the stored
 // record (decodeStored) with a scheduled timer's due time filled in from
@@ -176,11 +239,11 @@ func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 func decodeRecord(id, rec string) (Timer, error) {
 	if rest, ok := strings.CutPrefix(rec, "s:"); ok {
 		if due, stored, ok := strings.Cut(rest, ":"); ok && due != "" {
-			if !isMillis(due) {
+			if !isDueScore(due) {
 				return Timer{}, malformedRecord(id, "due time")
 			}
-			ms, _ := strconv.ParseInt(due, 10, 64)
-			return decodeStored(id, "s::"+stored, float64(ms), true)
+			score, _ := strconv.ParseFloat(due, 64)
+			return decodeStored(id, "s::"+stored, score, true)
 		}
 	}
 	return decodeStored(id, rec, 0, false)
@@ -192,13 +255,8 @@ const maxMillis = 253402300799999
 // isMillis reports whether a record's time field is one timerq writes: 1 to
 // 15 ASCII digits of at most maxMillis (is_ms in prelude.lua).
 func isMillis(s string) bool {
-	if len(s) < 1 || len(s) > 15 {
+	if len(s) < 1 || len(s) > 15 || !isDigits(s) {
 		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
 	}
 	ms, _ := strconv.ParseInt(s, 10, 64)
 	return ms <= maxMillis
@@ -233,10 +291,11 @@ func decodeStored(id, rec string, due float64, hasDue bool) (Timer, error) {
 		if !hasDue {
 			return Timer{}, malformedRecord(id, "scheduled without a due time")
 		}
-		if due < 0 || due > maxMillis || due != math.Floor(due) {
+		// Any score in range: ms, with the µs as a fraction (score_ms).
+		if !(due >= 0 && due < maxMillis+1) {
 			return Timer{}, malformedRecord(id, "due score is not a due time")
 		}
-		t.State, t.Due = StateScheduled, fromMillis(int64(due))
+		t.State, t.Due = StateScheduled, fromScore(due)
 		return t, nil
 	case "f", "c":
 		if !isMillis(f[1]) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -36,8 +37,8 @@ var _ testingTB = testing.TB(nil)
 // is scheduled.
 type RequireScheduledOpts struct {
 	// Due, if not zero, is the due time the timer must have, compared to
-	// the millisecond (timerq's resolution; a due time between two
-	// milliseconds is stored rounded up).
+	// the microsecond (timerq's resolution; a due time between two
+	// microseconds is stored rounded up).
 	Due time.Time
 	// Payload, if not nil, is the payload the timer must have. Use
 	// []byte{} to require an empty payload.
@@ -67,8 +68,8 @@ func requireScheduled(tb testingT, q *queue.Queue, id string, opts *RequireSched
 		return t
 	}
 	var wrong []string
-	if !opts.Due.IsZero() && !t.Due.Equal(ceilMilli(opts.Due)) {
-		wrong = append(wrong, "want due "+stamp(ceilMilli(opts.Due)))
+	if !opts.Due.IsZero() && !t.Due.Equal(ceilMicro(opts.Due)) {
+		wrong = append(wrong, "want due "+stamp(ceilMicro(opts.Due)))
 	}
 	if opts.Payload != nil && !bytes.Equal(t.Payload, opts.Payload) {
 		wrong = append(wrong, fmt.Sprintf("want payload %q", opts.Payload))
@@ -201,13 +202,14 @@ func relative(due, now time.Time) string {
 	return "now"
 }
 
-func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+// stamp writes t as timerctl does: ms, or µs when it has some.
+func stamp(t time.Time) string { return timefmt.Format(t) }
 
-// ceilMilli rounds t up to the millisecond, as timerq stores due times.
-func ceilMilli(t time.Time) time.Time {
-	r := t.Truncate(time.Millisecond)
+// ceilMicro rounds t up to the microsecond, as timerq stores due times.
+func ceilMicro(t time.Time) time.Time {
+	r := t.Truncate(time.Microsecond)
 	if r.Before(t) {
-		r = r.Add(time.Millisecond)
+		r = r.Add(time.Microsecond)
 	}
 	return r.UTC()
 }

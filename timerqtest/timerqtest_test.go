@@ -314,8 +314,8 @@ func TestAssertionFailures(t *testing.T) {
 		{"scheduled: empty payload wanted", func(tb testingT) {
 			requireScheduled(tb, q, "order-42", &RequireScheduledOpts{Payload: []byte{}})
 		}, `timerqtest: timer "order-42" is scheduled, due 2030-01-02T03:34:05.000Z (in 20m0s by the server clock, now 2030-01-02T03:14:05.000Z); want payload ""`},
-		{"scheduled: sub-millisecond due rounds up as timerq does", func(tb testingT) {
-			requireScheduled(tb, q, "order-42", &RequireScheduledOpts{Due: due.Add(-time.Microsecond)})
+		{"scheduled: sub-microsecond due rounds up as timerq does", func(tb testingT) {
+			requireScheduled(tb, q, "order-42", &RequireScheduledOpts{Due: due.Add(-time.Nanosecond)})
 		}, ""},
 		{"not scheduled: missing passes", func(tb testingT) { requireNotScheduled(tb, q, "order-43") }, ""},
 		{"not scheduled: fired passes", func(tb testingT) { requireNotScheduled(tb, q, "fired") }, ""},

@@ -45,9 +45,9 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 // AwaitServerTime returns once the clock of the Redis server behind c (its
 // TIME) has reached at, to the millisecond, so that a timer due at at is
 // claimable. A test that schedules a timer due "now" and claims at once
-// races the clock: due times round up to the millisecond and a claim
-// compares them with TIME floored to it, so a claim in the same
-// millisecond finds nothing (the product's "never early"). It fails the
+// races the clock: a claim compares due times with TIME, so a claim
+// before the timer's due time finds nothing (the product's "never
+// early"); waiting to the millisecond covers the microseconds below it. It fails the
 // test if the server's clock has not got there within 5 s, as on a
 // miniredis whose clock a test froze with SetTime.
 func AwaitServerTime(t testing.TB, c redis.UniversalClient, at time.Time) {

@@ -17,8 +17,20 @@ import (
 // (2026-12-03T15:46:21.026Z).
 const Layout = "2006-01-02T15:04:05.000Z07:00"
 
-// Format writes t in Layout, in UTC.
-func Format(t time.Time) string { return t.UTC().Format(Layout) }
+// LayoutMicro is Layout with microseconds (2026-12-03T15:46:21.026512Z),
+// for a time that has some: a due time is kept to the microsecond.
+const LayoutMicro = "2006-01-02T15:04:05.000000Z07:00"
+
+// Format writes t in Layout, in UTC, or in LayoutMicro when t has
+// microseconds beyond the millisecond, so that a due time printed and
+// read back (timerctl export, then import) is the same time: truncated to
+// the millisecond it would fire up to 1 ms early.
+func Format(t time.Time) string {
+	if t.Nanosecond()%int(time.Millisecond) >= int(time.Microsecond) {
+		return t.UTC().Format(LayoutMicro)
+	}
+	return t.UTC().Format(Layout)
+}
 
 // Error says why a time was refused and what to write instead; callers
 // frame it with the input and where it came from.

@@ -9,7 +9,7 @@
 -- ARGV[4] channel prefix: a fired timer's wakeup goes to prefix .. id
 -- ARGV[5] notify channel: told how many timers a claim fired, once per claim
 --         that fired any, so consumers of the fire stream wake (optional)
--- Reply: {now, earliest_ms_or_empty, q, qid_1, qreason_1, ..., qid_q,
+-- Reply: {now, earliest_score_or_empty, q, qid_1, qreason_1, ..., qid_q,
 --        qreason_q, id_1, due_1, payload_1, traceparent_1, id_2, ...}: now
 --        is the server clock as '<now_ms>.<us>' (us 000-999), the q
 --        records this claim quarantined, then the fired timers; every timer
@@ -28,7 +28,8 @@
 -- finds the endpoint to deliver it to; a value "<endpoint>\0<flow key>" (a
 -- timer with a flow key) becomes the fields endpoint (unless '') and flow.
 --
--- A timer is due when due_ms <= now_ms of the server clock, never earlier.
+-- A timer is due when its due score <= the server clock with its
+-- microseconds (clock_due), never earlier.
 -- Removing it from the due set and marking it fired happen in this one
 -- script, so no two claimers can both see it.
 --
@@ -65,10 +66,12 @@ local function typed(err, cmd, key)
   return refusal(msg, cmd, key, 'read')
 end
 
--- now_ms, with TIME's microseconds kept for the reply's clock.
+-- now_ms, with TIME's microseconds kept for the comparison with the due
+-- scores (clock_due) and for the reply's clock.
 local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local now = clock_ms(clock)
 local now_s = fmt(now)
+local now_due = clock_due(clock)
 local maxlen = tonumber(ARGV[3])
 
 -- xadd appends a fire entry, with the optional fields given, and when trim
@@ -87,10 +90,10 @@ local notify = ARGV[5]
 -- Arguments go to Redis as strings where the script has them: Redis 7.0
 -- formats each number argument of a call with snprintf, which costs about
 -- as much as a cheap command.
-local due = redis.pcall('ZRANGEBYSCORE', KEYS[1], '-inf', now_s, 'WITHSCORES', 'LIMIT', '0', ARGV[1])
+local due = redis.pcall('ZRANGEBYSCORE', KEYS[1], '-inf', now_due, 'WITHSCORES', 'LIMIT', '0', ARGV[1])
 if due.err then return typed(due, 'ZRANGEBYSCORE', KEYS[1]) end
 local n = #due / 2
-local reply = {now_s .. '.' .. string.format('%03d', tonumber(clock[2]) % 1000), '', '0'}
+local reply = {now_due, '', '0'}
 -- The earliest due time left after the claim: the member ranked just
 -- after the n claimed ones, read before the writes so that nothing runs
 -- after them.
@@ -116,7 +119,11 @@ if n > 0 then
     -- timer to fire: the claim only drops it from the due set.
     if rec then
       local state, _, created, _, payload = decode(rec)
+      -- A fired timer's due time is its score's millisecond (ms_of), as
+      -- its fire time is TIME's: due_ms <= now_ms follows from the score
+      -- being at or below now_due.
       local due_s = score_ms(score)
+      if due_s then due_s = ms_of(due_s) end
       if not state then
         quarantined[#quarantined + 1] = {id, score, 'malformed record', rec}
       elseif state == 's' and not due_s then

@@ -49,7 +49,7 @@ if nheld > 0 then
   for i = 1, nheld do fields[#fields + 1] = 'i:' .. fmt(i - 1) end
   local rows = redis.call('HMGET', KEYS[10], unpack(fields, 7))
   for i, row in ipairs(rows) do
-    local d, id = string.match(row, '^(%d+):(.*)$')
+    local d, id = string.match(row, '^([%d.]+):(.*)$')
     held[i] = {id, d, i - 1}
   end
 end
@@ -76,6 +76,9 @@ for i, h in ipairs(held) do
   if rec then
     local state, _, created, _, payload = decode(rec)
     if state == 's' and due_of(id) == due_s then
+      -- The held due score is exact (it must match the score); what is
+      -- written keeps its millisecond, as claim.lua does.
+      due_s = ms_of(due_s)
       events[#events + 1] = {id, due_s, payload, nil, h[3]}
       is_fired[id] = true
       rem[#rem + 1] = id

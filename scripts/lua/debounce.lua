@@ -86,7 +86,7 @@ end
 
 -- One TIME for now_ms and the due time (resolve_due reads relative_base).
 relative_base = redis.call('TIME')
-local now = tonumber(relative_base[1]) * 1000 + math.floor(tonumber(relative_base[2]) / 1000)
+local now = clock_ms(relative_base)
 local due = tonumber(resolve_due('+' .. delay_s .. '.000'))
 
 local win = redis.call('GET', KEYS[9])
@@ -135,14 +135,14 @@ if opened and now < deadline then
     -- Phase 3: publish, then write.
     err = wake_publish(ARGV[6])
     if err then return err end
-    redis.call('ZADD', KEYS[1], due, id)
+    redis.call('ZADD', KEYS[1], fmt_due(due), id)
     if body ~= first then redis.call('HSET', KEYS[2], id, encode('s', '', created, '', body)) end
     if ep_write == 'HSET' then
       redis.call('HSET', KEYS[11], id, endpoint)
     elseif ep_write == 'HDEL' then
       redis.call('HDEL', KEYS[11], id)
     end
-    return {outcome, id, encode('s', fmt(due), created, '', body), fmt(now), fmt(deadline)}
+    return {outcome, id, encode('s', fmt_due(due), created, '', body), fmt(now), fmt(deadline)}
   end
 end
 
@@ -179,8 +179,8 @@ err = wake_publish(ARGV[6])
 if err then return err end
 local now_s = fmt(now)
 redis.call('HSET', KEYS[2], id, encode('s', '', now_s, '', payload))
-redis.call('ZADD', KEYS[1], due, id)
+redis.call('ZADD', KEYS[1], fmt_due(due), id)
 redis.call('SET', KEYS[9], fmt(n) .. ':' .. fmt(deadline), 'PXAT', fmt(deadline))
 if tp ~= '' then redis.call('HSET', KEYS[10], id, tp) end
 if endpoint ~= '' then redis.call('HSET', KEYS[11], id, endpoint) end
-return {'created', id, encode('s', fmt(due), now_s, '', payload), now_s, fmt(deadline)}
+return {'created', id, encode('s', fmt_due(due), now_s, '', payload), now_s, fmt(deadline)}

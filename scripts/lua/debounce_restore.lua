@@ -45,7 +45,7 @@ local id, state, due, created, settled, payload = ARGV[5], ARGV[6], ARGV[7], ARG
 local sets = {s = KEYS[1], f = KEYS[3], c = KEYS[4]}
 local opened = id and string.match(id, '^.+@(%d+)$')
 if not opened or #opened > 15 or string.sub(id, 1, #key + 1) ~= key .. '@' or #id ~= #key + 1 + #opened or
-    not sets[state] or payload == nil or not string.match(due, '^%d+$') or
+    not sets[state] or payload == nil or not (state == 's' and is_due(due) or string.match(due, '^%d+$')) or
     not string.match(created, '^%d+$') or not string.match(settled, '^%d*$') or
     (state == 's') ~= (settled == '') or not string.match(deadline, '^%d*$') or #deadline > 15 then
   return redis.error_reply('ERR timerq debounce restore: malformed arguments for timer ' .. tostring(id) ..

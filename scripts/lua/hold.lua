@@ -18,7 +18,8 @@
 --         ms, seq  the fire stream entry ID of the first timer held is
 --                ms-seq; the i-th (0-based) is ms-(seq+i)
 --         n      how many timers are held
---         i:<i>  "<due_ms>:<id>" of the i-th timer held (0-based)
+--         i:<i>  "<due>:<id>" of the i-th timer held (0-based), due its exact
+--                due score string ("<ms>" or "<ms>.<us>", score_ms)
 --         top    the last entry ID a commit added; it outlives the hold
 --                (the fields above exist only between a hold and its
 --                commit)
@@ -49,7 +50,9 @@ if err then return err end
 err = check_type(KEYS[10], 'hash')
 if err then return err end
 
-local now = now_ms()
+-- One TIME for the fire time and the comparison with the due scores.
+local clock = redis.call('TIME')
+local now = clock_ms(clock)
 local now_s = fmt(now)
 local limit = tonumber(ARGV[1])
 local lease = tonumber(ARGV[2])
@@ -70,7 +73,7 @@ if held[1] then
   return {now_s, '', 'held', '0'}
 end
 
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', clock_due(clock), 'WITHSCORES', 'LIMIT', 0, limit)
 local n = #due / 2
 if n == 0 then
   local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')

@@ -1,12 +1,13 @@
--- list.lua: one page of timers ordered by (due_ms, id), optionally one state.
+-- list.lua: one page of timers ordered by (due score, id), optionally one
+-- state (a due score may hold microseconds as a fraction: prelude.lua).
 --
 -- KEYS: the namespace's seven keys (see prelude.lua).
 -- ARGV[1] state: 's', 'f', 'c', or '' for every state
--- ARGV[2] min due_ms, ARGV[3] max due_ms (inclusive)
+-- ARGV[2] min due score, ARGV[3] max due score (inclusive)
 -- ARGV[4] limit (1..1000)
--- ARGV[5] cursor due_ms and ARGV[6] cursor id: the page starts strictly after
+-- ARGV[5] cursor due score and ARGV[6] cursor id: the page starts strictly after
 --         them; both empty for the first page
--- Reply: {next_due_ms, next_id, b, bad_id_1, bad_record_1, bad_reason_1,
+-- Reply: {next_due, next_id, b, bad_id_1, bad_record_1, bad_reason_1,
 --        bad_score_1, ...,
 --        id_1, record_1, ...}; next_* are empty on the last page. The b
 --        records of the page that are malformed (full_or_bad) come apart,
@@ -82,7 +83,7 @@ table.sort(all, less)
 local reply = {'', '', '0'}
 local n = math.min(#all, limit)
 if #all > limit then
-  reply[1] = fmt(all[n][2])
+  reply[1] = fmt_due(all[n][2])
   reply[2] = all[n][1]
 end
 if n == 0 then return reply end
@@ -101,7 +102,7 @@ for i = 1, n do
       reply[#reply + 1] = ids[i]
       reply[#reply + 1] = recs[i]
       reply[#reply + 1] = why
-      reply[#reply + 1] = fmt(all[i][2])
+      reply[#reply + 1] = fmt_due(all[i][2])
     end
   end
 end

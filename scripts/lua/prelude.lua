@@ -55,18 +55,62 @@ local function fmt(n)
   return string.format('%.0f', n)
 end
 
--- now_ms is the Redis server's clock: the only clock timerq trusts.
-local function now_ms()
-  local t = redis.call('TIME')
+-- clock_ms is a TIME reply in whole milliseconds, floored.
+local function clock_ms(t)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- resolve_due turns a due argument into due_ms. The argument is an absolute
--- due_ms, 'now' for the server's clock, or '+<ms>.<us>' (us 0-999) for that
--- long after the server's clock. A relative due time is computed from TIME's
--- microseconds and rounded up to the millisecond, so it is never early, even
--- below a millisecond; the parts are added separately so that each stays an
--- exact integer in a double.
+-- now_ms is the Redis server's clock: the only clock timerq trusts.
+local function now_ms()
+  return clock_ms(redis.call('TIME'))
+end
+
+-- Due scores are milliseconds with the microseconds as a fraction,
+-- '<ms>' or '<ms>.<us>' (us 3 digits, 001-999), so that a timer is due at
+-- its microsecond rather than at the next whole millisecond. A whole-ms
+-- score, all that older versions wrote, is one of them. Everything else
+-- (records, the fired, cancelled and expire sets, the stream, counters)
+-- keeps whole milliseconds; a settled timer's due time is its score's
+-- millisecond, floored, as the fire time is TIME's.
+
+-- clock_due is a TIME reply as a due score string: what a score is
+-- compared with to decide "is it due" (a score at or below it is). A
+-- script that also writes a fire time takes both from one TIME reply
+-- (clock_ms and clock_due): from two, the second may be in the next
+-- millisecond, and a timer due in it would be written as fired before its
+-- due time.
+local function clock_due(t)
+  return fmt(clock_ms(t)) .. '.' .. string.format('%03d', tonumber(t[2]) % 1000)
+end
+
+-- fmt_due formats a due time in ms (a number, maybe fractional) as a due
+-- score string, rounded to the microsecond: a score written as '<ms>.<us>'
+-- is the double nearest it, which rounds back to the same digits.
+local function fmt_due(d)
+  local ms = math.floor(d)
+  local us = math.floor((d - ms) * 1000 + 0.5)
+  if us >= 1000 then ms, us = ms + 1, 0 end
+  if us == 0 then return fmt(ms) end
+  return fmt(ms) .. '.' .. string.format('%03d', us)
+end
+
+-- is_due reports whether s is a due score string as the client sends one:
+-- '<ms>' or '<ms>.<us>' with three digits of microseconds.
+local function is_due(s)
+  return string.match(s, '^%d+$') ~= nil or string.match(s, '^%d+%.%d%d%d$') ~= nil
+end
+
+-- ms_of is the whole millisecond of a due score string, floored.
+local function ms_of(due)
+  return string.match(due, '^%d+')
+end
+
+-- resolve_due turns a due argument into a due score string. The argument
+-- is an absolute due score ('<ms>' or '<ms>.<us>'), 'now' for the server's
+-- clock, or '+<ms>.<us>' (us 0-999) for that long after the server's
+-- clock. A relative due time is TIME's microseconds plus the delay, exact
+-- to the microsecond, so it is never early; the parts are added separately
+-- so that each stays an exact integer in a double.
 -- Every relative due time of one call counts from the same TIME, read once.
 local relative_base
 local function resolve_due(arg)
@@ -81,7 +125,9 @@ local function resolve_due(arg)
   local t = relative_base
   local sec, usec = tonumber(t[1]), tonumber(t[2])
   local sub = usec % 1000 + tonumber(us)
-  return fmt(sec * 1000 + math.floor(usec / 1000) + tonumber(ms) + math.ceil(sub / 1000))
+  local whole = sec * 1000 + math.floor(usec / 1000) + tonumber(ms) + math.floor(sub / 1000)
+  if sub % 1000 == 0 then return fmt(whole) end
+  return fmt(whole) .. '.' .. string.format('%03d', sub % 1000)
 end
 
 -- check_types returns an error reply when a key holds a foreign type. It runs
@@ -277,7 +323,7 @@ end
 
 local function wake_publish(channel)
   if not wake_moved then return nil end
-  return publish(channel, fmt(wake_at))
+  return publish(channel, fmt_due(wake_at))
 end
 
 -- A record is "<state>:<due_ms>:<created_ms>:<settled_ms>:<payload>", state
@@ -308,6 +354,7 @@ local function cancel_publish(channel)
 end
 
 local function cancel_timer(id, due, created, payload, now, retention)
+  due = ms_of(due) -- a settled record keeps whole ms
   local rec = encode('c', due, created, fmt(now), payload)
   redis.call('HSET', KEYS[2], id, rec)
   redis.call('ZREM', KEYS[1], id)
@@ -351,15 +398,16 @@ local function decode(rec)
   return state, due, created, settled, string.sub(rec, at)
 end
 
--- score_ms turns a due set score into due_ms, or nil when it is not a whole
--- millisecond in 0..MAX_MS (only a hand-written ZADD gives one).
+-- score_ms turns a due set score into a due score string ('<ms>' or
+-- '<ms>.<us>', fmt_due), or nil when it is not a number from 0 to before
+-- MAX_MS + 1 (only a hand-written ZADD gives one).
 local function score_ms(score)
   local d = tonumber(score)
-  if not d or d < 0 or d > MAX_MS or d ~= math.floor(d) then return nil end
+  if not d or d < 0 or d >= MAX_MS + 1 then return nil end
   -- Redis writes a whole score below 1e17 as its digits: keep them rather
   -- than format them again (a claim does this for every timer).
   if type(score) == 'string' and string.find(score, '^%d+$') then return score end
-  return fmt(d)
+  return fmt_due(d)
 end
 
 -- malformed is the error reply for a record that decode rejects, or for a
@@ -371,7 +419,7 @@ local function malformed(id, why)
     ' and ZSCORE ' .. KEYS[1] .. '), then remove it (HDEL and ZREM) or reschedule it')
 end
 
--- due_of returns a scheduled timer's due_ms from the due set, or nil when
+-- due_of returns a scheduled timer's due score string (score_ms), or nil when
 -- it has none (a scheduled record left half-written by an older timerq,
 -- whose scripts wrote before they published) or a score that is no due
 -- time (score_ms).

@@ -39,7 +39,7 @@ for _, sid in ipairs(ids) do
     for _, n in ipairs(split(armed)) do
       narmed = narmed + 1
       local due = redis.call('ZSCORE', KEYS[1], occ_id(sid, n))
-      if due then pending[#pending + 1] = n .. '=' .. fmt(tonumber(due)) end
+      if due then pending[#pending + 1] = n .. '=' .. fmt_due(tonumber(due)) end
     end
   end
   if repair and narmed > 0 and #pending == narmed then

@@ -87,7 +87,7 @@ local pending = {}
 for _, n in ipairs(split(armed)) do
   local oid = occ_id(sid, n)
   local due = redis.call('ZSCORE', KEYS[1], oid)
-  if due then pending[n] = {oid = oid, due = fmt(tonumber(due)), rec = redis.call('HGET', KEYS[2], oid)} end
+  if due then pending[n] = {oid = oid, due = fmt_due(tonumber(due)), rec = redis.call('HGET', KEYS[2], oid)} end
 end
 
 wake_start()

@@ -2,7 +2,7 @@
 --
 -- KEYS: the namespace's seven keys (see prelude.lua).
 -- ARGV[1] id
--- ARGV[2] new due_ms, 'now' for the server's current time (fire at once), or
+-- ARGV[2] new due score ('<ms>' or '<ms>.<us>'), 'now' for the server's current time (fire at once), or
 --         '+<ms>.<us>' for that long after it (see resolve_due in prelude.lua)
 -- ARGV[3] wake channel, told the new earliest due_ms when it moves earlier
 -- Reply: {status, record}: status 'ok', 'fired', 'cancelled' or 'notfound';
@@ -23,8 +23,8 @@ if state == 'c' then return {'cancelled', rec} end
 
 local due = ARGV[2]
 due = resolve_due(due)
-if not string.match(due, '^%d+$') then
-  return redis.error_reply('ERR timerq: due time "' .. due .. '" is not a count of milliseconds')
+if not is_due(due) then
+  return redis.error_reply('ERR timerq: due time "' .. due .. '" is not a due time in milliseconds')
 end
 wake_start()
 wake_consider(due)

@@ -9,8 +9,9 @@
 -- ARGV[3]        the schedule whose occurrences this call may restore before
 --                the schedule itself exists ('' for none): RestoreRecurring
 --                restores a schedule's exported occurrences, then it
--- ARGV[4+6i..]   sextuples: id, state (s, f or c), due_ms, created_ms,
---                settled_ms ('' when scheduled), payload
+-- ARGV[4+6i..]   sextuples: id, state (s, f or c), due (a due score,
+--                '<ms>' or '<ms>.<us>', when scheduled; whole ms when
+--                settled), created_ms, settled_ms ('' when scheduled), payload
 -- Reply: {created_1, record_1, created_2, record_2, ...}; created is 1 for a
 --        restored timer and 0 when the ID already existed in any state (or
 --        earlier in this call), whose record is returned unchanged.
@@ -47,7 +48,7 @@ local allowed = ARGV[3]
 for i = 4, #ARGV, 6 do
   local id, state, due, created, settled, payload =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
-  if not sets[state] or payload == nil or not string.match(due, '^%d+$') or
+  if not sets[state] or payload == nil or not (state == 's' and is_due(due) or string.match(due, '^%d+$')) or
       not string.match(created, '^%d+$') or not string.match(settled, '^%d*$') or
       (state == 's') ~= (settled == '') then
     return redis.error_reply('ERR timerq restore: malformed arguments for timer ' .. id)

@@ -9,7 +9,8 @@
 -- ARGV[2]        traceparent of the scheduling span, kept in KEYS[8] for each
 --                timer created, so the fire continues its trace; '' for none
 -- ARGV[3+4i..]   quadruples: id, due, payload, endpoint (validated by the
---                client); due is due_ms, or '+<ms>.<us>' for that long after
+--                client); due is a due score ('<ms>' or '<ms>.<us>', see
+--                prelude.lua), or '+<ms>.<us>' for that long after
 --                the server's clock (see resolve_due in prelude.lua);
 --                endpoint is the name of the endpoint the fire is delivered
 --                to, '' for a timer that does not deliver, and after a space
@@ -111,9 +112,9 @@ for k = 1, n do
   else
     local arg, endpoint = ARGV[4 * k], ARGV[4 * k + 2]
     local due = resolve_due(arg)
-    if not match(due, '^%d+$') then
+    if not is_due(due) then
       return redis.error_reply('ERR timerq: due time "' .. due .. '" of timer "' .. id ..
-        '" is not a count of milliseconds')
+        '" is not a due time in milliseconds')
     end
     nw = nw + 2
     hset[nw - 1], hset[nw] = id, value .. ARGV[4 * k + 1]

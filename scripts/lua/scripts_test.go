@@ -122,3 +122,16 @@ func TestErrorCodesHaveOnePrefix(t *testing.T) {
 		}
 	}
 }
+
+// The scripts that compare due scores with the server's clock and write a
+// fire time read TIME once: from two reads, the second may fall in the next
+// millisecond, and a timer due in it would be written as fired a
+// millisecond before its due time (prelude.lua, clock_due).
+func TestDueComparisonsReadTimeOnce(t *testing.T) {
+	reads := regexp.MustCompile(`redis\.call\('TIME'\)|now_\w+\(\)`)
+	for _, name := range []string{"claim", "hold", "stats"} {
+		if n := len(reads.FindAllString(file(name), -1)); n != 1 {
+			t.Errorf("%s.lua reads TIME %d times, want once", name, n)
+		}
+	}
+}

@@ -2,17 +2,19 @@
 --
 -- KEYS: the namespace's seven keys (see prelude.lua).
 -- ARGV: none.
--- Reply: {now_ms, scheduled, fired, cancelled, earliest_ms_or_empty, overdue}
---        where fired and cancelled count records not yet purged.
+-- Reply: {now, scheduled, fired, cancelled, earliest_score_or_empty, overdue}
+--        where now is the server clock to the microsecond, as a due score
+--        string (clock_due), so that the age of the earliest due time is
+--        exact, and fired and cancelled count records not yet purged.
 -- Complexity: O(log N).
 
 local err = check_types()
 if err then return err end
 
-local now = now_ms()
+local now = clock_due(redis.call('TIME'))
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 return {
-  fmt(now),
+  now,
   redis.call('ZCARD', KEYS[1]),
   redis.call('ZCARD', KEYS[3]),
   redis.call('ZCARD', KEYS[4]),

@@ -188,7 +188,11 @@ func (e *Env) Steady(ctx context.Context, cfg SteadyConfig) (*SteadyResult, erro
 			r.WakeErrors++
 			continue
 		}
-		wake = append(wake, e.toServerMs(wakes[k])-float64(dueMs[k*cfg.WakeEvery]))
+		// From the due time itself, to the microsecond: due times are
+		// kept to the microsecond, and measured from the millisecond
+		// floored below it a wake would look up to 1 ms later than it is.
+		due := dueOf(k * cfg.WakeEvery)
+		wake = append(wake, e.toServerMs(wakes[k])-float64(due.UnixMicro())/1000)
 	}
 	slices.Sort(wake)
 	r.WakeSamples = len(wake)

@@ -218,3 +218,40 @@ func TestExportSkipsAnIDJSONCannotCarry(t *testing.T) {
 		}
 	})
 }
+
+// A due time below the millisecond survives export and import: the line
+// keeps its microseconds, so the copy fires at the same microsecond and
+// never before (truncated to the ms it would fire up to 1 ms early).
+func TestExportImportKeepsMicroseconds(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		due := time.Date(2031, 5, 6, 7, 8, 9, 123_456_000, time.UTC)
+		src := newCLI(t, b)
+		src.ok("schedule", "sub", "--at", "2031-05-06T07:08:09.123456Z")
+		exp := src.ok("export").stdout
+		if !strings.Contains(exp, `"due_at":"2031-05-06T07:08:09.123456Z"`) {
+			t.Fatalf("export %s lost the microseconds", exp)
+		}
+		dst := newCLI(t, b)
+		if r := dst.runCtx(context.Background(), exp, "import"); r.code != 0 {
+			t.Fatalf("import: exit %d %q %q", r.code, r.stdout, r.stderr)
+		}
+		got := decode[timerJSON](t, dst.ok("-o", "json", "get", "sub").stdout)
+		if got.DueAt != "2031-05-06T07:08:09.123456Z" {
+			t.Fatalf("imported due_at %q", got.DueAt)
+		}
+		if again := dst.ok("export").stdout; again != exp {
+			t.Errorf("the copy exports differently:\n%s\nwas\n%s", again, exp)
+		}
+		if b.Mini == nil {
+			return
+		}
+		b.Mini.SetTime(due.Add(-time.Microsecond))
+		if f := dst.claim(); len(f) != 0 {
+			t.Fatalf("the copy fired %+v 1 µs before its due time", f)
+		}
+		b.Mini.SetTime(due)
+		if f := dst.claim(); len(f) != 1 {
+			t.Fatalf("the copy fired %+v at its due time, want it", f)
+		}
+	})
+}
