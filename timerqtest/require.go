@@ -202,8 +202,8 @@ func relative(due, now time.Time) string {
 	return "now"
 }
 
-// stamp writes t as timerctl does: ms, or µs when it has some.
-func stamp(t time.Time) string { return timefmt.Format(t) }
+// stamp writes t as timerctl export does: ms, or µs when it has some.
+func stamp(t time.Time) string { return timefmt.FormatExact(t) }
 
 // ceilMicro rounds t up to the microsecond, as timerq stores due times.
 func ceilMicro(t time.Time) time.Time {

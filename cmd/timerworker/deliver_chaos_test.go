@@ -107,9 +107,11 @@ func TestDeliverAtLeastOnceUnderKills(t *testing.T) {
 			extra += len(rs) - 1
 		}
 		for _, r := range rs {
-			// The header's due time is the timer's, rounded up to the
-			// millisecond as timerq stores it.
-			if r.at.Before(tm.Due) || !r.due.Equal(tm.Due.Add(time.Millisecond-1).Truncate(time.Millisecond)) {
+			// The header's due time is the timer's as timerq stores it,
+			// rounded up to the microsecond, as a fire records it: floored
+			// to the millisecond, like the fire time (docs/redis-layout.md,
+			// "Due scores").
+			if r.at.Before(tm.Due) || !r.due.Equal(tm.Due.Add(time.Microsecond-1).Truncate(time.Microsecond).Truncate(time.Millisecond)) {
 				early++
 			}
 			if r.sigErr != nil {

@@ -18,14 +18,19 @@ import (
 const Layout = "2006-01-02T15:04:05.000Z07:00"
 
 // LayoutMicro is Layout with microseconds (2026-12-03T15:46:21.026512Z),
-// for a time that has some: a due time is kept to the microsecond.
+// for a time that has some: a scheduled timer's due time is kept to the
+// microsecond.
 const LayoutMicro = "2006-01-02T15:04:05.000000Z07:00"
 
-// Format writes t in Layout, in UTC, or in LayoutMicro when t has
-// microseconds beyond the millisecond, so that a due time printed and
-// read back (timerctl export, then import) is the same time: truncated to
-// the millisecond it would fire up to 1 ms early.
-func Format(t time.Time) string {
+// Format writes t in Layout, in UTC: milliseconds, truncated, as every
+// answer of the API and timerctl shows times (the contract's format).
+func Format(t time.Time) string { return t.UTC().Format(Layout) }
+
+// FormatExact writes t in Layout, in UTC, or in LayoutMicro when t has
+// microseconds beyond the millisecond: for what is read back, such as
+// timerctl export's due times, where a time truncated to the millisecond
+// would make the restored timer fire up to 1 ms early.
+func FormatExact(t time.Time) string {
 	if t.Nanosecond()%int(time.Millisecond) >= int(time.Microsecond) {
 		return t.UTC().Format(LayoutMicro)
 	}

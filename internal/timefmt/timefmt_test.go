@@ -51,3 +51,24 @@ func TestFormatParsesBack(t *testing.T) {
 		t.Errorf("bare number fix %q does not show the seconds reading", e.Fix)
 	}
 }
+
+// TestFormatExactKeepsMicroseconds: FormatExact writes milliseconds, as
+// Format does, unless the time has microseconds beyond them; either way
+// Parse reads back the time to the microsecond.
+func TestFormatExactKeepsMicroseconds(t *testing.T) {
+	for tm, want := range map[time.Time]string{
+		time.Date(2031, 5, 6, 7, 8, 9, 123_456_789, time.UTC): "2031-05-06T07:08:09.123456Z",
+		time.Date(2031, 5, 6, 7, 8, 9, 123_000_999, time.UTC): "2031-05-06T07:08:09.123Z",
+		time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC):           "2031-05-06T07:08:09.000Z",
+	} {
+		if s := FormatExact(tm); s != want {
+			t.Errorf("FormatExact(%v) = %q, want %q", tm, s, want)
+		}
+		if got, err := Parse(FormatExact(tm)); err != nil || !got.Equal(tm.Truncate(time.Microsecond)) {
+			t.Errorf("Parse(FormatExact(%v)) = %v, %v", tm, got, err)
+		}
+		if s := Format(tm); len(s) != len("2006-01-02T15:04:05.000Z") {
+			t.Errorf("Format(%v) = %q, want milliseconds", tm, s)
+		}
+	}
+}

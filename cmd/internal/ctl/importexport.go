@@ -20,6 +20,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/timerq/timerq/internal/keyspace"
+	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -747,7 +748,8 @@ func windowOf(c *cli.Context, s *session, schedules map[string]bool, t queue.Tim
 	}
 	l := &debounceLine{}
 	if t.State == queue.StateScheduled {
-		l.DeadlineAt = optTime(w.Deadline)
+		d := timefmt.FormatExact(w.Deadline) // read back: keep its µs
+		l.DeadlineAt = &d
 	}
 	return l, nil
 }
@@ -757,7 +759,9 @@ func toExportLine(t queue.Timer) exportLine {
 	if p == nil {
 		p = []byte{}
 	}
-	return exportLine{ID: t.ID, State: string(t.State), DueAt: fmtJSONTime(t.Due), CreatedAt: fmtJSONTime(t.CreatedAt),
+	// The due time keeps its microseconds, which a scheduled timer may
+	// have: truncated to the ms, the restored timer would fire early.
+	return exportLine{ID: t.ID, State: string(t.State), DueAt: timefmt.FormatExact(t.Due), CreatedAt: fmtJSONTime(t.CreatedAt),
 		FiredAt: optTime(t.FiredAt), CancelledAt: optTime(t.CancelledAt), Payload: p}
 }
 
