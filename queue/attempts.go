@@ -245,21 +245,25 @@ func (d Deliveries) AckAttempts(ctx context.Context, group string, acks []Attemp
 	return acked, errs
 }
 
-// releaseLogged runs release.lua for delivery ref and appends log to its
-// timer's attempt log in one pipeline. When the script is not loaded yet,
-// or the shard's slot is moving, it settles again the ordinary way (the
-// log is written already).
+// releaseLogged appends log to its timer's attempt log, then runs
+// release.lua for delivery ref, in one pipeline. The log goes first: a
+// pipeline is not atomic, and a release with a short retry delay lets
+// another lease take the fire between the two, whose dispatcher would then
+// read the log without this attempt and repeat its number (an extra
+// request; seen on miniredis under load). When the script is not loaded
+// yet, or the shard's slot is moving, it settles again the ordinary way
+// (the log is written already).
 func (q *Queue) releaseLogged(ctx context.Context, l *layout, group, id string, ref DeliveryRef, op string, d time.Duration, cause string,
 	opts LeaseOptions, log DeliveryAttempt) ([]string, error) {
 	args := []any{group, ref.StreamID, ref.Attempt, op, d.Milliseconds(), opts.Lease.Milliseconds(), opts.MaxAttempts, cause, q.opts.streamMaxLen()}
 	var ev *redis.Cmd
 	cmds, _ := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		ev = l.script(lua.Release).EvalSha(ctx, p, l.keysOf(lua.Release, ref.Shard), args...)
 		q.logAttempt(ctx, p, l, ref.Shard, log)
+		ev = l.script(lua.Release).EvalSha(ctx, p, l.keysOf(lua.Release, ref.Shard), args...)
 		return nil
 	})
 	var logErr error
-	for _, c := range cmds[1:] {
+	for _, c := range cmds[:len(cmds)-1] {
 		if err := c.Err(); err != nil {
 			logErr = errorf("%w: timer %s: %w", ErrAttemptLog, log.TimerID, q.redisError(err))
 			break
