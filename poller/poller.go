@@ -430,12 +430,17 @@ func (p *Poller) fatal(err error, stop context.CancelCauseFunc, what string) boo
 // run is the claim loop of one shard.
 //
 // Sleep targets are kept in the server's clock, in microseconds: after a
-// claim, the loop sleeps NextDue-Clock (both server times; the claim's
-// clock to the microsecond, so that the sleep ends at the due millisecond
-// rather than up to a millisecond after it) and remembers the local
-// monotonic instant the reply arrived, so that a wake message (a server due time) can
-// be compared with, and converted to, a local sleep without ever trusting
-// the local wall clock.
+// claim, the loop sleeps until NextDue-Clock after the claim was sent
+// (both server times; the claim's clock to the microsecond, so that the
+// sleep ends at the due microsecond rather than up to a millisecond after
+// it). Counting from the send, not from the reply, the next claim leaves
+// about one network hop before the due time and reaches Redis at it; one
+// that arrives a little early finds nothing due and costs one empty claim,
+// never an early fire, as the script compares with TIME. The loop
+// remembers that local monotonic instant, so that a wake message (a server
+// due time) can be compared with, and converted to, a local sleep without
+// ever trusting the local wall clock. Its timer is a wakeTimer, precise to
+// about 0.1 ms where a Go timer is to a millisecond.
 //
 // A loop that watches a shard it does not own wakes Takeover.After past
 // each due time instead, and does not poll while the shard has nothing
@@ -446,12 +451,12 @@ func (p *Poller) fatal(err error, stop context.CancelCauseFunc, what string) boo
 // times themselves until a claim finds nothing to fire.
 func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 	p := l.p
-	timer := time.NewTimer(0)
+	timer := newWakeTimer()
 	defer timer.Stop()
 	var (
 		target    int64     // server µs the current sleep ends at
 		refServer int64     // server µs of the last claim
-		refLocal  time.Time // local instant its reply arrived
+		refLocal  time.Time // local instant that claim was sent
 		failures  int
 		eager     bool // this watcher's last claim fired timers
 	)
@@ -496,6 +501,7 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 			serverNow := refServer + time.Since(refLocal).Microseconds()
 			timer.Reset(max(time.Duration(at-serverNow)*time.Microsecond, 0))
 		case <-timer.C:
+			timer.finish()
 			owner := l.owner.Load()
 			if !owner && !eager && target != 0 {
 				// target 0 asks for a claim: after a (re)subscription, a
@@ -517,6 +523,7 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 					continue
 				}
 			}
+			sent := time.Now()
 			res, err := p.claim(ctx, l.shard)
 			if err != nil && p.fatal(err, stop, "claim") {
 				return
@@ -570,7 +577,7 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 			if clock.IsZero() {
 				clock = res.Now
 			}
-			refServer, refLocal = clock.UnixMicro(), time.Now()
+			refServer, refLocal = clock.UnixMicro(), sent
 			p.armFired(res)
 			if !owner {
 				if len(res.Fired) > 0 && !eager {
@@ -601,8 +608,13 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 			default:
 				sleep = max(res.NextDue.Sub(clock), 0) + time.Duration(lag())*time.Microsecond
 			}
+			if len(res.Fired) > 0 {
+				// Timers coming due faster than one per MinClaimInterval
+				// share a claim, which bounds the claims' cost to Redis.
+				sleep = max(sleep, p.opts.MinClaimInterval)
+			}
 			target = refServer + sleep.Microseconds()
-			timer.Reset(sleep)
+			timer.Reset(sleep - time.Since(refLocal))
 		}
 	}
 }

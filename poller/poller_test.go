@@ -335,6 +335,8 @@ func TestOptionsValidation(t *testing.T) {
 		{BackoffMin: time.Second, BackoffMax: time.Millisecond},
 		{Maintenance: poller.MaintenanceOptions{LockExpiry: time.Millisecond}},
 		{Takeover: poller.TakeoverOptions{After: -time.Millisecond}},
+		{MinClaimInterval: -time.Millisecond},
+		{MinClaimInterval: 2 * time.Second, MaxPollInterval: time.Second},
 	} {
 		if _, err := poller.New(q, o); !errors.Is(err, queue.ErrInvalidOptions) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidOptions", o, err)
@@ -350,4 +352,78 @@ func TestOptionsValidation(t *testing.T) {
 	if got := p.Options().Takeover.After; got != poller.DefaultTakeoverAfter {
 		t.Errorf("Takeover.After defaults to %v, want %v", got, poller.DefaultTakeoverAfter)
 	}
+	if got := p.Options().MinClaimInterval; got != poller.DefaultMinClaimInterval {
+		t.Errorf("MinClaimInterval defaults to %v, want %v", got, poller.DefaultMinClaimInterval)
+	}
+}
+
+// TestMinClaimIntervalGathersTimers: after a claim that fired a timer, the
+// next claim waits MinClaimInterval from that claim's start, so timers that
+// come due in between fire together in it, none of them early. The
+// interval (300 ms) is far longer than the gaps between the due times
+// (40 ms), so on any machine the second and third timer share the claim
+// after the first's; without the interval each would have a claim of its
+// own, at its due time.
+func TestMinClaimIntervalGathersTimers(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b.Client, redistest.Namespace(t))
+		const interval = 300 * time.Millisecond
+		var mu sync.Mutex
+		var claims [][]string // the IDs each claim fired, for those that fired any
+		p, err := poller.New(q, poller.Options{
+			MinClaimInterval: interval,
+			Hooks: poller.Hooks{Claimed: func(r queue.ClaimResult) {
+				if len(r.Fired) == 0 {
+					return
+				}
+				var ids []string
+				for _, f := range r.Fired {
+					ids = append(ids, f.ID)
+				}
+				mu.Lock()
+				claims = append(claims, ids)
+				mu.Unlock()
+			}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start(t, p)
+		// Due times relative to the server's clock, 40 ms apart, well
+		// after the poller's first claims.
+		for i, id := range []string{"a", "b", "c"} {
+			if _, err := q.ScheduleIn(ctx, id, time.Duration(200+40*i)*time.Millisecond, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, id := range []string{"a", "b", "c"} {
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := q.Wait(wctx, id)
+			cancel()
+			if err != nil {
+				t.Fatalf("Wait(%s): %v", id, err)
+			}
+		}
+		mu.Lock()
+		got := fmt.Sprint(claims)
+		mu.Unlock()
+		if got != "[[a] [b c]]" {
+			t.Errorf("claims fired %s, want [[a] [b c]]: b and c come due within MinClaimInterval (%v) of a's claim", got, interval)
+		}
+		tms := map[string]queue.Timer{}
+		for _, id := range []string{"a", "b", "c"} {
+			tm, err := q.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tm.FiredAt.Before(tm.Due) {
+				t.Errorf("%s fired at %v, before its due time %v", id, tm.FiredAt, tm.Due)
+			}
+			tms[id] = tm
+		}
+		if gap := tms["b"].FiredAt.Sub(tms["a"].FiredAt); gap < interval-time.Millisecond {
+			t.Errorf("b fired %v after a, want at least MinClaimInterval (%v)", gap, interval)
+		}
+	})
 }

@@ -101,6 +101,8 @@ func flags() []cli.Flag {
 			Usage: fmt.Sprintf("most timers fired per claim (1-%d)", queue.MaxBatch)},
 		&cli.DurationFlag{Name: "max-poll-interval", Value: poller.DefaultMaxPollInterval, EnvVars: []string{"TIMERQ_MAX_POLL_INTERVAL"},
 			Usage: "longest sleep between claims when idle, e.g. 1s or 500ms"},
+		&cli.DurationFlag{Name: "min-claim-interval", Value: poller.DefaultMinClaimInterval, EnvVars: []string{"TIMERQ_MIN_CLAIM_INTERVAL"},
+			Usage: "least time between a claim that fired timers and the shard's next: timers due in between fire together, at most this late (e.g. 1ms; 1us claims each at its due time)"},
 		&cli.DurationFlag{Name: "retention", EnvVars: []string{"TIMERQ_RETENTION"},
 			Usage: "how long fired and cancelled records are kept before purging, e.g. 168h (0: 7 days; negative: forever)"},
 		&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"TIMERQ_METRICS_ADDR"},
@@ -173,6 +175,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			if d := c.Duration("max-poll-interval"); d <= 0 {
 				return cliconf.Usage(fmt.Sprintf("--max-poll-interval %v is not positive", d), "use a duration such as 1s or 500ms")
 			}
+			if d := c.Duration("min-claim-interval"); d <= 0 || d > c.Duration("max-poll-interval") {
+				return cliconf.Usage(fmt.Sprintf("--min-claim-interval %v is not above 0 and at most --max-poll-interval (%v)", d, c.Duration("max-poll-interval")),
+					"use a short duration such as 1ms or 500us")
+			}
 			log, err := newLogger(stderr, c.String("log-format"), c.String("log-level"))
 			if err != nil {
 				return err
@@ -185,17 +191,18 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				namespaces = append(namespaces, strings.Split(ns, ",")...)
 			}
 			return worker.Run(c.Context, worker.Config{
-				Conn:            cliconf.ConnFrom(c),
-				Namespaces:      namespaces,
-				BatchSize:       c.Int("batch-size"),
-				MaxPollInterval: c.Duration("max-poll-interval"),
-				Retention:       c.Duration("retention"),
-				MetricsAddr:     c.String("metrics-addr"),
-				Pprof:           c.Bool("pprof"),
-				Dev:             c.Bool("dev"),
-				DevAddr:         c.String("dev-addr"),
-				Version:         buildVersion(),
-				NoClaim:         !c.Bool("claim"),
+				Conn:             cliconf.ConnFrom(c),
+				Namespaces:       namespaces,
+				BatchSize:        c.Int("batch-size"),
+				MaxPollInterval:  c.Duration("max-poll-interval"),
+				MinClaimInterval: c.Duration("min-claim-interval"),
+				Retention:        c.Duration("retention"),
+				MetricsAddr:      c.String("metrics-addr"),
+				Pprof:            c.Bool("pprof"),
+				Dev:              c.Bool("dev"),
+				DevAddr:          c.String("dev-addr"),
+				Version:          buildVersion(),
+				NoClaim:          !c.Bool("claim"),
 				API: apiserver.Config{
 					Addr:            c.String(apiserver.FlagAddr),
 					TokensFile:      c.String(apiserver.FlagTokensFile),

@@ -48,6 +48,9 @@ type Config struct {
 	Namespaces      []string
 	BatchSize       int
 	MaxPollInterval time.Duration
+	// MinClaimInterval is poller.Options.MinClaimInterval; 0 for the
+	// default.
+	MinClaimInterval time.Duration
 	// Retention is queue.Options.Retention: 0 for the default, negative to
 	// keep settled records forever.
 	Retention   time.Duration
@@ -219,13 +222,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return err
 		}
 		p, err := poller.New(q, poller.Options{
-			BatchSize:       cfg.BatchSize,
-			MaxPollInterval: cfg.MaxPollInterval,
-			Logger:          log,
-			Hooks:           m.Hooks(),
+			BatchSize:        cfg.BatchSize,
+			MaxPollInterval:  cfg.MaxPollInterval,
+			MinClaimInterval: cfg.MinClaimInterval,
+			Logger:           log,
+			Hooks:            m.Hooks(),
 		})
 		if err != nil {
-			return &Error{Code: cliconf.ExitUsage, Problem: err.Error(), Fix: "fix --batch-size or --max-poll-interval", Err: err}
+			return &Error{Code: cliconf.ExitUsage, Problem: err.Error(), Fix: "fix --batch-size, --max-poll-interval or --min-claim-interval", Err: err}
 		}
 		all = append(all, withDelivery(served{q: q, p: p, m: m}))
 	}
