@@ -6,6 +6,13 @@ import "time"
 // the most the runtime rounds a sleep up by.
 const wakeSlack = time.Millisecond
 
+// kernelSleeps bounds the wakeTimers of the process that sleep in the
+// kernel at once: each holds an OS thread while it does, and a worker may
+// run a claim loop for each of hundreds of shards. Past the bound a loop
+// waits out its last millisecond on a Go timer, as precise as before
+// wakeTimer.
+var kernelSleeps = make(chan struct{}, 64)
+
 // wakeTimer is the claim loop's timer: a time.Timer that ends within about
 // a tenth of a millisecond of the time it was set for, so that the owner
 // of a shard claims at a timer's due time rather than up to a millisecond
@@ -48,7 +55,14 @@ func (t *wakeTimer) Stop() {
 // finish waits out the rest of the time the timer was set for, once its
 // channel has delivered.
 func (t *wakeTimer) finish() {
-	if !t.at.IsZero() {
+	if t.at.IsZero() || !time.Now().Before(t.at) {
+		return
+	}
+	select {
+	case kernelSleeps <- struct{}{}:
 		sleepUntil(t.at)
+		<-kernelSleeps
+	default:
+		time.Sleep(time.Until(t.at))
 	}
 }
