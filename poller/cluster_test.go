@@ -20,6 +20,7 @@ import (
 // is lost, nothing fires twice or early, the other shards fire during the
 // move, and shard 0 resumes on its own.
 func TestSlotMigrationPausesOnlyItsShard(t *testing.T) {
+	t.Parallel() // servers of its own; see docs/development.md, "Loops"
 	c := redistest.StartCluster(t, 3, nil)
 	rdb := c.Client(t)
 	ctx := context.Background()

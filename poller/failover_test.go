@@ -34,6 +34,7 @@ const failoverAB = "TIMERQ_FAILOVER_AB"
 // shard of the dead master fires again within 10 s of the replica's
 // promotion (the figures are logged: BENCHMARKS.md).
 func TestMasterFailoverResumesInSeconds(t *testing.T) {
+	t.Parallel() // servers of its own; see docs/development.md, "Loops"
 	redistest.Require(t)
 	c := redistest.StartClusterOpts(t, redistest.ClusterConfig{Masters: 3, ReplicasPerMaster: 1,
 		NodeTimeout: 2000 * time.Millisecond, Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})

@@ -18,6 +18,7 @@ import (
 // fresh client schedules into them fire. Before, it kept the one-shard
 // layout it read at start, and 15 shards' timers never fired.
 func TestPollerFollowsNamespaceCreatedLater(t *testing.T) {
+	t.Parallel() // servers of its own; see docs/development.md, "Loops"
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		ns := redistest.Namespace(t)

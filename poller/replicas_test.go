@@ -95,12 +95,14 @@ type failoverRun struct {
 // that none fires early and logs what it saw: losses and duplicates are
 // what the setting is for (docs/guarantees.md).
 func TestSentinelFailoverWithReplicas(t *testing.T) {
+	t.Parallel() // servers of its own; see docs/development.md, "Loops"
 	for _, arm := range []struct {
 		name     string
 		replicas int
 		maxLag   int // min-replicas-to-write 1 with this min-replicas-max-lag; 0: off
 	}{{"replicas1", 1, 0}, {"plain", 0, 0}, {"plain-min-replicas-lag10", 0, 10}} {
 		t.Run(arm.name, func(t *testing.T) {
+			t.Parallel() // each arm starts its own servers
 			redistest.Require(t)
 			run := sentinelFailover(t, arm.replicas, arm.maxLag)
 			lost, twice, early := run.report.Missing(run.acked), run.report.Twice(), run.report.Early()
@@ -249,11 +251,13 @@ func sentinelFailover(t *testing.T, replicas, maxLag int) failoverRun {
 // twice, every acknowledged timer fires and none early; without it, the
 // run logs what the recorder saw.
 func TestClusterStaleMasterWithReplicas(t *testing.T) {
+	t.Parallel() // servers of its own; see docs/development.md, "Loops"
 	for _, arm := range []struct {
 		name     string
 		replicas int
 	}{{"replicas1", 1}, {"plain", 0}} {
 		t.Run(arm.name, func(t *testing.T) {
+			t.Parallel() // each arm starts its own servers
 			redistest.Require(t)
 			run := staleMaster(t, arm.replicas)
 			lost, twice, early := run.report.Missing(run.acked), run.report.Twice(), run.report.Early()

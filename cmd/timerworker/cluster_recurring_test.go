@@ -20,6 +20,7 @@ import (
 // (catch-up "all" fires what the handover delayed), and the next ones stay
 // armed.
 func TestWorkersOnClusterFireAScheduleOnEachShard(t *testing.T) {
+	t.Parallel() // servers of its own; see docs/development.md, "Loops"
 	const shards, every = 16, 500 * time.Millisecond
 	c := redistest.StartCluster(t, 3, nil)
 	rdb := c.Client(t)

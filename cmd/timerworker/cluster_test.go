@@ -17,6 +17,7 @@ import (
 // Every one of 5,000 timers fires exactly once, none early, and every
 // master fires some.
 func TestWorkersOnClusterExactlyOnceThroughKill(t *testing.T) {
+	t.Parallel() // servers of its own; see docs/development.md, "Loops"
 	c := redistest.StartCluster(t, 3, nil)
 	rdb := c.Client(t)
 	ctx := context.Background()

@@ -24,6 +24,7 @@ import (
 // receiver and Redis share this host's clock), every signature verifies;
 // the number received more than once is logged.
 func TestDeliverAtLeastOnceUnderKills(t *testing.T) {
+	t.Parallel() // servers of its own; see docs/development.md, "Loops"
 	srv := redistest.Start(t, redistest.Config{})
 	rdb := srv.Client(t)
 	ns := redistest.Namespace(t)

@@ -32,6 +32,7 @@ import (
 // received more than once is logged. A request cut short by the kill does
 // not count as received, so the killed replica's fires must come again.
 func TestDeliverOnClusterAcrossACrash(t *testing.T) {
+	t.Parallel() // servers of its own; see docs/development.md, "Loops"
 	c := redistest.StartCluster(t, 3, nil)
 	ns := redistest.Namespace(t)
 	tok, tk, err := apitoken.Mint("service", []string{ns}, []apitoken.Right{apitoken.Read, apitoken.Write, apitoken.Admin})

@@ -17,6 +17,7 @@ import (
 // restarted after every 5 occurrences. Every occurrence fires exactly once, none is
 // missing from the series, none is early.
 func TestWorkerRecurringExactlyOnceUnderKills(t *testing.T) {
+	t.Parallel() // servers of its own; see docs/development.md, "Loops"
 	if testing.Short() {
 		t.Skip("60 s of chaos; run without -short")
 	}
