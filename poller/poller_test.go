@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -381,6 +382,7 @@ func TestMinClaimIntervalGathersTimers(t *testing.T) {
 				for _, f := range r.Fired {
 					ids = append(ids, f.ID)
 				}
+				sort.Strings(ids)
 				mu.Lock()
 				claims = append(claims, ids)
 				mu.Unlock()
@@ -392,8 +394,14 @@ func TestMinClaimIntervalGathersTimers(t *testing.T) {
 		start(t, p)
 		// Due times relative to the server's clock, after the poller's
 		// first claims.
-		for id, in := range map[string]time.Duration{"a": 200 * time.Millisecond, "b": 400 * time.Millisecond, "c": 440 * time.Millisecond} {
-			if _, err := q.ScheduleIn(ctx, id, in, nil); err != nil {
+		// Each ScheduleIn reads the server's clock, so under load c's
+		// due time can land before b's; the grouping is what is checked,
+		// and each claim's IDs are sorted below.
+		for _, s := range []struct {
+			id string
+			in time.Duration
+		}{{"a", 200 * time.Millisecond}, {"b", 400 * time.Millisecond}, {"c", 440 * time.Millisecond}} {
+			if _, err := q.ScheduleIn(ctx, s.id, s.in, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
