@@ -156,40 +156,13 @@ if n > 0 then
     reply[#reply + 1] = b[3]
   end
 
-  -- The traceparents of the timers scheduled inside a trace, if any was.
-  local traced = {}
-  if #events > 0 then
-    local exists, terr = check_traces()
-    if terr then return terr end
-    if exists then
-      local fids = {}
-      for i, e in ipairs(events) do fids[i] = e[1] end
-      local tps = redis.call('HMGET', KEYS[8], unpack(fids))
-      for i, e in ipairs(events) do
-        if tps[i] then
-          e[4] = tps[i]
-          traced[#traced + 1] = e[1]
-        end
-      end
-    end
-  end
-  -- The endpoints of the timers that deliver, if any does.
-  local delivering = {}
-  if #events > 0 then
-    local exists, derr = check_hash(KEYS[10])
-    if derr then return derr end
-    if exists then
-      local fids = {}
-      for i, e in ipairs(events) do fids[i] = e[1] end
-      local eps = redis.call('HMGET', KEYS[10], unpack(fids))
-      for i, e in ipairs(events) do
-        if eps[i] then
-          e[5] = eps[i]
-          delivering[#delivering + 1] = e[1]
-        end
-      end
-    end
-  end
+  -- The traceparents of the timers scheduled inside a trace (e[4]), and
+  -- the endpoints of the timers that deliver (e[5]).
+  local traced, delivering
+  traced, err = take_values(KEYS[8], events, 4)
+  if err then return err end
+  delivering, err = take_values(KEYS[10], events, 5)
+  if err then return err end
   for _, e in ipairs(events) do
     reply[#reply + 1] = e[1]
     reply[#reply + 1] = e[2]

@@ -110,35 +110,13 @@ for i = 1, #lowest, 2 do
   end
 end
 
-local traced = {}
-if #events > 0 then
-  local exists, terr = check_traces()
-  if terr then return terr end
-  if exists then
-    local tps = redis.call('HMGET', KEYS[8], unpack(rem))
-    for i, e in ipairs(events) do
-      if tps[i] then
-        e[4] = tps[i]
-        traced[#traced + 1] = e[1]
-      end
-    end
-  end
-end
--- The endpoints of the timers that deliver, as in claim.lua.
-local delivering = {}
-if #events > 0 then
-  local exists, derr = check_hash(KEYS[11])
-  if derr then return derr end
-  if exists then
-    local eps = redis.call('HMGET', KEYS[11], unpack(rem))
-    for i, e in ipairs(events) do
-      if eps[i] then
-        e[6] = eps[i]
-        delivering[#delivering + 1] = e[1]
-      end
-    end
-  end
-end
+-- The traceparents (e[4]) and endpoints (e[6]) move into the stream
+-- entries, as in claim.lua.
+local traced, delivering
+traced, err = take_values(KEYS[8], events, 4)
+if err then return err end
+delivering, err = take_values(KEYS[11], events, 6)
+if err then return err end
 for _, e in ipairs(events) do
   reply[#reply + 1] = e[1]
   reply[#reply + 1] = e[2]

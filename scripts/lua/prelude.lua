@@ -169,6 +169,29 @@ end
 -- It returns exists, err.
 local function check_traces() return check_hash(KEYS[8]) end
 
+-- take_values reads what an optional hash (the traces, the deliveries)
+-- holds for the IDs of the timers about to fire (e[1] of each event) into
+-- e[slot], and returns the IDs it found, which the fire then deletes from
+-- the hash; or nil and an error reply. The hash is read only when it
+-- exists, so a namespace that never traced or delivered pays one TYPE.
+local function take_values(key, events, slot)
+  local found = {}
+  if #events == 0 then return found, nil end
+  local exists, err = check_hash(key)
+  if err then return nil, err end
+  if not exists then return found, nil end
+  local ids = {}
+  for i, e in ipairs(events) do ids[i] = e[1] end
+  local values = redis.call('HMGET', key, unpack(ids))
+  for i, e in ipairs(events) do
+    if values[i] then
+      e[slot] = values[i]
+      found[#found + 1] = e[1]
+    end
+  end
+  return found, nil
+end
+
 -- ns_prefix is the namespace's key prefix, 'timerq:{NS}:', for the ACL
 -- rules that refusal suggests: the hash tag of KEYS[1], whichever key of
 -- the namespace that is.
