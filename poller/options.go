@@ -76,9 +76,9 @@ type Options struct {
 	// shard whose last claim fired nothing is claimed at its next due time
 	// itself, to about 0.1 ms, so sparse timers are not held back; a full
 	// batch is followed by the next claim at once. At 2,000 timers/s one
-	// claim per due timer cost Redis about 1.5 times the CPU of one per
-	// millisecond (BENCHMARKS.md); set a microsecond to claim each timer at
-	// its due time anyway. 0 means DefaultMinClaimInterval (1 ms); it
+	// claim per due timer cost Redis 1.2–1.5 times the CPU of one per
+	// millisecond (BENCHMARKS.md; docs/operations.md tabulates the trade);
+	// set a microsecond to claim each timer at its due time anyway. 0 means DefaultMinClaimInterval (1 ms); it
 	// cannot exceed MaxPollInterval.
 	MinClaimInterval time.Duration
 

@@ -393,10 +393,9 @@ func TestMinClaimIntervalGathersTimers(t *testing.T) {
 		}
 		start(t, p)
 		// Due times relative to the server's clock, after the poller's
-		// first claims.
-		// Each ScheduleIn reads the server's clock, so under load c's
-		// due time can land before b's; the grouping is what is checked,
-		// and each claim's IDs are sorted below.
+		// first claims. Each ScheduleIn reads that clock, so under load c's
+		// due time can land before b's: the grouping is what is checked,
+		// and each claim's IDs are sorted above.
 		for _, s := range []struct {
 			id string
 			in time.Duration
