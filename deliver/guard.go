@@ -11,6 +11,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
+
+	"golang.org/x/net/idna"
 )
 
 // ErrRefused means the SSRF guard refused a target: its address is one
@@ -58,6 +61,10 @@ var refused = []struct {
 
 // nat64 is the well-known NAT64 prefix (RFC 6052).
 var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// sixToFour is 6to4 (RFC 3056): 2002:AABB:CCDD::/48 is routed to the IPv4
+// address AA.BB.CC.DD.
+var sixToFour = netip.MustParsePrefix("2002::/16")
 
 // metadata lists cloud metadata and host agent addresses. Most lie in a
 // refused range already; they are named so that an Allow of a whole range
@@ -127,13 +134,20 @@ func (g *Guard) CheckAddr(host string, addr netip.Addr) error {
 	if !addr.IsValid() {
 		return fmt.Errorf("%w: no address", ErrRefused)
 	}
-	// NAT64 (64:ff9b::/96) reaches the IPv4 address in its last 32 bits:
-	// judge that address.
+	// NAT64 (64:ff9b::/96) reaches the IPv4 address in its last 32 bits,
+	// 6to4 (2002::/16) the one in bits 16-47: judge that address.
 	if nat64.Contains(addr) {
 		b := addr.As16()
 		v4 := netip.AddrFrom4([4]byte(b[12:]))
 		if err := g.CheckAddr(host, v4); err != nil {
 			return fmt.Errorf("%s is NAT64 for %s: %w", addr, v4, err)
+		}
+	}
+	if sixToFour.Contains(addr) {
+		b := addr.As16()
+		v4 := netip.AddrFrom4([4]byte(b[2:6]))
+		if err := g.CheckAddr(host, v4); err != nil {
+			return fmt.Errorf("%s is 6to4 for %s: %w", addr, v4, err)
 		}
 	}
 	for _, m := range metadata {
@@ -191,6 +205,13 @@ func (g *Guard) hostAllowed(host string) bool {
 // Guard refuses every default range). It returns the parsed URL. Errors
 // wrap ErrInvalidURL or ErrRefused.
 //
+// An IPv4 address must be written as four decimal numbers: other forms
+// that resolvers read as addresses (0x7f000001, 2130706433, 0177.0.0.1,
+// 127.1, a trailing dot) are refused for their form, whatever the address,
+// as are host names that IDNA maps onto an address (full-width or
+// circled digits and dots, １２７．０．０．１); a name that IDNA maps onto
+// localhost is refused as localhost is.
+//
 // It is the check to run when an endpoint is registered. A host name is
 // not resolved here (see Guard.ResolveURL): the address is checked again
 // at every connection anyway.
@@ -199,17 +220,65 @@ func ValidateURL(raw string, g *Guard) (*url.URL, error) {
 	if err != nil {
 		return nil, err
 	}
-	if addr, err := netip.ParseAddr(u.Hostname()); err == nil {
-		if err := g.CheckAddr(u.Hostname(), addr); err != nil {
+	host, err := asciiHost(u.Hostname())
+	if err != nil {
+		return nil, err
+	}
+	if addr, err := netip.ParseAddr(host); err == nil {
+		if err := g.CheckAddr(host, addr); err != nil {
 			return nil, err
 		}
-	} else if !g.hostAllowed(u.Hostname()) {
-		h := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+	} else if !g.hostAllowed(host) {
+		h := strings.ToLower(strings.TrimSuffix(host, "."))
 		if h == "localhost" || strings.HasSuffix(h, ".localhost") {
 			return nil, fmt.Errorf("%w: %s names the loopback interface; allow 127.0.0.1/32 with Guard.Allow and use http://127.0.0.1:PORT/", ErrRefused, u.Hostname())
 		}
 	}
 	return u, nil
+}
+
+// asciiHost returns the host as it is dialled: an address literal, or a
+// name in ASCII (IDNA, as net/http maps it). It refuses a host that is an
+// IPv4 address in any form but four decimal numbers, or that IDNA maps
+// onto an address, so that what is judged is what is dialled.
+func asciiHost(host string) (string, error) {
+	const write = "write an IPv4 address as four decimal numbers (such as 93.184.216.34), or use a host name"
+	if _, err := netip.ParseAddr(host); err == nil {
+		return host, nil
+	}
+	ascii := host
+	for i := 0; i < len(host); i++ {
+		if host[i] >= utf8.RuneSelf {
+			a, err := idna.Lookup.ToASCII(host)
+			if err != nil {
+				return "", fmt.Errorf("%w: host %q is not a valid internationalised domain name: %v", ErrInvalidURL, host, err)
+			}
+			ascii = a
+			break
+		}
+	}
+	if ascii != host {
+		if _, err := netip.ParseAddr(ascii); err == nil || endsInNumber(ascii) {
+			return "", fmt.Errorf("%w: host %q is read as the address %s (IDNA maps its characters to ASCII); %s", ErrInvalidURL, host, ascii, write)
+		}
+		return ascii, nil
+	}
+	if endsInNumber(host) {
+		return "", fmt.Errorf("%w: host %q is read as an IPv4 address, but not written as four decimal numbers (hex, octal, fewer parts or a trailing dot); %s", ErrInvalidURL, host, write)
+	}
+	return host, nil
+}
+
+// endsInNumber reports whether a host name's last label (before a
+// trailing dot) is a number, decimal or 0x hex: the WHATWG URL parser and
+// inet_aton then read the whole host as an IPv4 address.
+func endsInNumber(host string) bool {
+	labels := strings.Split(strings.TrimSuffix(host, "."), ".")
+	last := strings.ToLower(labels[len(labels)-1])
+	if hex, ok := strings.CutPrefix(last, "0x"); ok {
+		return strings.Trim(hex, "0123456789abcdef") == ""
+	}
+	return last != "" && strings.Trim(last, "0123456789") == ""
 }
 
 // parseURL is ValidateURL's check of the URL's form, without the guard.

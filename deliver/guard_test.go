@@ -126,6 +126,16 @@ func TestCheckAddr(t *testing.T) {
 		{nil, "", "64:ff9b::127.0.0.1", false},
 		{nil, "", "64:ff9b::169.254.169.254", false},
 		{nil, "", "64:ff9b::93.184.216.34", true},
+		{nil, "", "::ffff:169.254.169.254", false},
+		{nil, "", "::ffff:10.1.2.3", false},
+		{nil, "", "2002:a9fe:a9fe::", false},    // 6to4 of 169.254.169.254
+		{nil, "", "2002:7f00:1::1", false},      // 6to4 of 127.0.0.1
+		{nil, "", "2002:0a00:0001:5::9", false}, // 6to4 of 10.0.0.1
+		{nil, "", "2002:5db8:d822::1", true},    // 6to4 of 93.184.216.34
+		{nil, "", "64:ff9b::10.0.0.1", false},
+		{wide, "", "2002:0a01:0203::1", true}, // 6to4 of an allowed 10.1.2.3
+		{wide, "", "2002:a9fe:a9fe::", false}, // a wide range does not open metadata through 6to4
+		{exact, "", "2002:a9fe:a9fe::", true},
 		{nil, "", "fc00::1", false},
 		{nil, "", "fd12:3456::1", false},
 		{nil, "", "224.0.0.1", false},
@@ -183,10 +193,50 @@ func TestValidateURL(t *testing.T) {
 		{nil, "http://api.LOCALHOST./", deliver.ErrRefused},
 		{allow, "http://127.0.0.1:9000/", nil},
 		{allow, "http://10.0.0.8/", deliver.ErrRefused},
+		{nil, "https://bücher.example/hooks", nil},
+		{nil, "https://my_host.internal/hooks", nil},
+		{nil, "https://api.v2.example.com/hooks", nil},
+		{nil, "https://1password.example/hooks", nil},
+		// IPv4 addresses written other than as four decimal numbers, which
+		// resolvers read as addresses (inet_aton, the WHATWG URL parser,
+		// IDNA's mapping of full-width and circled digits and dots),
+		// whatever range they are in: refused for their form, so that the
+		// guard never has to guess what a resolver will make of them.
+		{nil, "http://0x7f000001/", deliver.ErrInvalidURL},
+		{nil, "http://0X7F.0.0.1/", deliver.ErrInvalidURL},
+		{nil, "http://2130706433/", deliver.ErrInvalidURL},
+		{nil, "http://0177.0.0.1/", deliver.ErrInvalidURL},
+		{nil, "http://127.1/", deliver.ErrInvalidURL},
+		{nil, "http://127.0.1/", deliver.ErrInvalidURL},
+		{nil, "http://0/", deliver.ErrInvalidURL},
+		{nil, "http://0.0.0.0./", deliver.ErrInvalidURL},
+		{nil, "http://127.0.0.1./", deliver.ErrInvalidURL},
+		{nil, "http://1.2.3.4.5/", deliver.ErrInvalidURL},
+		{nil, "http://1593350178/", deliver.ErrInvalidURL}, // 94.248.152.34, public, but not written as such
+		{allow, "http://2130706433/", deliver.ErrInvalidURL},
+		{nil, "http://[2002:a9fe:a9fe::]/", deliver.ErrRefused},
+		{nil, "http://[::ffff:7f00:1]/", deliver.ErrRefused},
+		{nil, "http://[64:ff9b::a9fe:a9fe]/", deliver.ErrRefused},
+		{nil, "http://１２７．０．０．１/", deliver.ErrInvalidURL},
+		{nil, "http://127。0。0。1/", deliver.ErrInvalidURL},
+		{nil, "http://①②⑦.0.0.1/", deliver.ErrInvalidURL},
+		{nil, "http://９３.184.216.34/", deliver.ErrInvalidURL},
+		{allow, "http://１２７．０．０．１/", deliver.ErrInvalidURL},
+		{nil, "http://ｌｏｃａｌｈｏｓｔ/", deliver.ErrRefused},
 	} {
 		_, err := deliver.ValidateURL(tc.url, tc.g)
 		if tc.err == nil && err != nil || tc.err != nil && !errors.Is(err, tc.err) {
 			t.Errorf("ValidateURL(%q) = %v, want %v", tc.url, err, tc.err)
+		}
+	}
+	// The refusal says what to write instead.
+	for raw, want := range map[string]string{
+		"http://0x7f000001/":         "four decimal numbers",
+		"http://１２７．０．０．１/":          "127.0.0.1",
+		"http://[2002:a9fe:a9fe::]/": "6to4",
+	} {
+		if _, err := deliver.ValidateURL(raw, nil); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ValidateURL(%q) = %v; want a message with %q", raw, err, want)
 		}
 	}
 }
