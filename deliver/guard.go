@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -106,10 +107,11 @@ type Guard struct {
 	// "webhooks.internal". It trusts the name's DNS: prefer Allow.
 	AllowHosts []string
 
-	// MaxRedirects is how many redirects one request follows, each hop's
-	// URL validated and its address checked. 0 follows none: a 3xx is the
-	// answer, and counts as a failed attempt (Standard Webhooks: update
-	// the URL instead). At most MaxRedirects (10).
+	// MaxRedirects is how many 307 and 308 redirects one request follows,
+	// each hop's URL validated and its address checked (Client says what
+	// a hop carries). 0 follows none: a 3xx is the answer, and counts as
+	// a failed attempt (Standard Webhooks: update the URL instead), as a
+	// 301, 302 or 303 always does. At most MaxRedirects (10).
 	MaxRedirects int
 
 	// Resolver resolves host names; nil means net.DefaultResolver.
@@ -386,9 +388,13 @@ func (g *Guard) Transport() *http.Transport {
 
 // Client returns an http.Client that delivers through the guard: its
 // Transport, and a redirect policy that follows at most MaxRedirects hops,
-// each validated with ValidateURL (and checked again when dialled). With
-// MaxRedirects 0 a 3xx answer is returned as it is. Reuse one Client: it
-// keeps connections alive.
+// each validated with ValidateURL (and checked again when dialled). Only
+// 307 and 308 are followed, which repeat the POST with its body; a 301,
+// 302 or 303 (which a client follows with a GET and no body) is returned
+// as it is, as every 3xx is with MaxRedirects 0. A hop to another origin
+// than the first request's (scheme, host and port) carries none of the
+// endpoint's configured headers nor the signature, and no hop carries a
+// Referer. Reuse one Client: it keeps connections alive.
 func (g *Guard) Client() *http.Client {
 	return &http.Client{Transport: g.Transport(), CheckRedirect: g.checkRedirect}
 }
@@ -401,11 +407,45 @@ func (g *Guard) checkRedirect(req *http.Request, via []*http.Request) error {
 	if limit == 0 {
 		return http.ErrUseLastResponse
 	}
+	if r := req.Response; r != nil && r.StatusCode != http.StatusTemporaryRedirect && r.StatusCode != http.StatusPermanentRedirect {
+		return http.ErrUseLastResponse // Send says why it was not followed
+	}
 	if len(via) > limit {
 		return fmt.Errorf("%w: more than %d redirects", ErrRefused, limit)
 	}
 	if _, err := ValidateURL(req.URL.String(), g); err != nil {
 		return fmt.Errorf("redirect to %s: %w", req.URL.Redacted(), err)
 	}
+	// net/http copies the first request's headers onto each hop and adds
+	// a Referer (the endpoint's URL) before it asks us.
+	req.Header.Del("Referer")
+	if !sameOrigin(via[0].URL, req.URL) {
+		for k := range req.Header {
+			if !slices.ContainsFunc(crossOrigin, func(c string) bool { return strings.EqualFold(c, k) }) {
+				delete(req.Header, k)
+			}
+		}
+	}
 	return nil
+}
+
+// crossOrigin are the headers a redirect to another origin keeps: none of
+// the endpoint's configured headers (they may hold credentials) nor the
+// signature (valid for the endpoint's origin too, within its tolerance),
+// only what describes the fire and its body.
+var crossOrigin = []string{"Content-Type", "User-Agent", HeaderID, HeaderTimestamp, HeaderTimerID, HeaderDueAt,
+	HeaderFiredAt, HeaderAttempt, HeaderTrace}
+
+// sameOrigin reports whether a and b have the same scheme, host and port.
+func sameOrigin(a, b *url.URL) bool {
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		if strings.EqualFold(u.Scheme, "https") {
+			return "443"
+		}
+		return "80"
+	}
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
 }

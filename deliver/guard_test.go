@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -372,6 +373,9 @@ func TestGuardRedirects(t *testing.T) {
 	if a.Status != http.StatusTemporaryRedirect || a.Outcome != deliver.DeadLetter || a.Reason != deliver.ReasonRedirect {
 		t.Fatalf("redirect without MaxRedirects: %+v, want the 307 as a dead letter", a)
 	}
+	if !strings.Contains(a.Error, "--deliver-max-redirects") || !strings.Contains(a.Error, "/final") {
+		t.Errorf("redirect without MaxRedirects: attempt error %q does not say why nor where", a.Error)
+	}
 	if target.hits.Load() != 0 {
 		t.Fatal("a redirect was followed without MaxRedirects")
 	}
@@ -392,5 +396,86 @@ func TestGuardRedirects(t *testing.T) {
 	}
 	if forbiddenHits.Load() != 0 {
 		t.Fatal("a redirect reached a refused address")
+	}
+}
+
+// Redirects with --deliver-max-redirects: only 307 and 308, which keep
+// the POST and its body, are followed. The endpoint's configured headers
+// and the signature go only to the endpoint's own origin (scheme, host
+// and port), and no hop carries a Referer. A 301, 302 or 303, which a
+// client follows with a GET without the body, is not followed: a failed
+// attempt that says why, and nothing reaches the Location.
+func TestGuardRedirectKeepsTheRequestAndItsSecretsAtHome(t *testing.T) {
+	other := newSink(t, nil) // another origin: another port
+	home := newSink(t, func(w http.ResponseWriter, r *http.Request) {
+		switch code, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/to-other/")); {
+		case r.URL.Path == "/same":
+			http.Redirect(w, r, "/final", http.StatusPermanentRedirect)
+		case code != 0:
+			http.Redirect(w, r, other.URL+"/landed", code)
+		default:
+			w.WriteHeader(http.StatusNoContent)
+		}
+	})
+	sec, _ := deliver.ParseSecret(deliver.GenerateSecret())
+	configured := map[string]string{"Authorization": "Bearer t0k", "X-Api-Key": "k3y"}
+	snd := newSender(t, &deliver.Guard{Allow: loopback, MaxRedirects: 3})
+	f := fire("t1")
+	send := func(path string) deliver.Attempt {
+		return snd.Send(context.Background(), deliver.Endpoint{Name: "e", URL: home.URL + path, Headers: configured, Secrets: []deliver.Secret{sec}}, f)
+	}
+
+	// The same origin: everything goes on, but no Referer.
+	if a := send("/same"); a.Outcome != deliver.Delivered {
+		t.Fatalf("308 to the same origin: %+v", a)
+	}
+	if len(home.reqs) != 2 {
+		t.Fatalf("the endpoint's origin got %d requests, want 2", len(home.reqs))
+	}
+	r := home.reqs[1]
+	if r.Method != http.MethodPost || string(home.body[1]) != string(f.Payload) || r.URL.Path != "/final" {
+		t.Errorf("308 to the same origin arrived as %s %s %q", r.Method, r.URL.Path, home.body[1])
+	}
+	for k := range configured {
+		if r.Header.Get(k) == "" {
+			t.Errorf("308 to the same origin lost the configured header %s", k)
+		}
+	}
+	if r.Header.Get(deliver.HeaderSignature) == "" || r.Header.Get("Referer") != "" {
+		t.Errorf("308 to the same origin: signature %q, Referer %q; want the signature and no Referer", r.Header.Get(deliver.HeaderSignature), r.Header.Get("Referer"))
+	}
+
+	// Another origin: the POST and its body, none of the endpoint's secrets.
+	for i, code := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		if a := send("/to-other/" + strconv.Itoa(code)); a.Outcome != deliver.Delivered {
+			t.Fatalf("%d to another origin: %+v", code, a)
+		}
+		if len(other.reqs) != i+1 {
+			t.Fatalf("%d: the other origin got %d requests, want %d", code, len(other.reqs), i+1)
+		}
+		r := other.reqs[i]
+		if r.Method != http.MethodPost || string(other.body[i]) != string(f.Payload) {
+			t.Errorf("%d to another origin arrived as %s %q; want the POST and its body", code, r.Method, other.body[i])
+		}
+		for _, k := range []string{"Authorization", "X-Api-Key", deliver.HeaderSignature, "Referer"} {
+			if v := r.Header.Get(k); v != "" {
+				t.Errorf("%d to another origin carried %s: %q", code, k, v)
+			}
+		}
+	}
+
+	// The redirects that turn the POST into a GET are not followed.
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther} {
+		before := other.hits.Load()
+		a := send("/to-other/" + strconv.Itoa(code))
+		if a.Status != code || a.Outcome != deliver.DeadLetter || a.Reason != deliver.ReasonRedirect {
+			t.Errorf("%d: %+v; want a dead letter for redirect with its status", code, a)
+		}
+		if !strings.Contains(a.Error, "307") || !strings.Contains(a.Error, "/landed") {
+			t.Errorf("%d: attempt error %q does not say where it pointed and what is followed", code, a.Error)
+		}
+		if n := other.hits.Load() - before; n != 0 {
+			t.Errorf("%d was followed: the other origin got %d requests", code, n)
+		}
 	}
 }
