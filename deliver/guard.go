@@ -167,7 +167,7 @@ func (g *Guard) CheckAddr(host string, addr netip.Addr) error {
 					in = ", in " + r.prefix.String()
 				}
 			}
-			return fmt.Errorf("%w: %s is a cloud metadata address%s; only an Allow entry of exactly %s/%d opens it",
+			return fmt.Errorf("%w: %s is a cloud metadata address%s; only an allow entry of exactly that address opens it (timerworker --deliver-allow %s/%d; Guard.Allow in Go)",
 				ErrRefused, addr, in, addr, addr.BitLen())
 		}
 	}
@@ -180,8 +180,8 @@ func (g *Guard) CheckAddr(host string, addr netip.Addr) error {
 	}
 	for _, r := range refused {
 		if r.prefix.Contains(addr) {
-			return fmt.Errorf("%w: %s is a %s address (%s); allow it with Guard.Allow (timerworker's delivery allow list) if this endpoint is meant to reach it",
-				ErrRefused, addr, r.what, r.prefix)
+			return fmt.Errorf("%w: %s is a %s address (%s); if deliveries are meant to reach it, allow it (timerworker --deliver-allow %s/%d; Guard.Allow in Go)",
+				ErrRefused, addr, r.what, r.prefix, addr, addr.BitLen())
 		}
 	}
 	return nil
@@ -233,7 +233,7 @@ func ValidateURL(raw string, g *Guard) (*url.URL, error) {
 	} else if !g.hostAllowed(host) {
 		h := strings.ToLower(strings.TrimSuffix(host, "."))
 		if h == "localhost" || strings.HasSuffix(h, ".localhost") {
-			return nil, fmt.Errorf("%w: %s names the loopback interface; allow 127.0.0.1/32 with Guard.Allow and use http://127.0.0.1:PORT/", ErrRefused, u.Hostname())
+			return nil, fmt.Errorf("%w: %s names the loopback interface; allow 127.0.0.1/32 (timerworker --deliver-allow; Guard.Allow in Go) and use http://127.0.0.1:PORT/", ErrRefused, u.Hostname())
 		}
 	}
 	return u, nil
