@@ -479,3 +479,15 @@ func TestGuardRedirectKeepsTheRequestAndItsSecretsAtHome(t *testing.T) {
 		}
 	}
 }
+
+// At dial time too, the IPv6 forms that reach an IPv4 address (IPv4-mapped,
+// NAT64, 6to4) are judged by that address: refused before a connection.
+func TestGuardRefusesIPv6FormsOfRefusedIPv4AtDial(t *testing.T) {
+	snd := newSender(t, nil)
+	for _, host := range []string{"[::ffff:127.0.0.1]", "[64:ff9b::7f00:1]", "[2002:7f00:1::1]", "[2002:a9fe:a9fe::]"} {
+		a := snd.Send(context.Background(), deliver.Endpoint{URL: "http://" + host + ":9/hook"}, fire("t1"))
+		if a.Outcome != deliver.DeadLetter || a.Reason != deliver.ReasonRefused || a.Status != 0 {
+			t.Errorf("%s: %+v; want refused by the guard when dialled", host, a)
+		}
+	}
+}
