@@ -8,9 +8,13 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
+
+	"golang.org/x/net/idna"
 )
 
 // ErrRefused means the SSRF guard refused a target: its address is one
@@ -59,6 +63,10 @@ var refused = []struct {
 // nat64 is the well-known NAT64 prefix (RFC 6052).
 var nat64 = netip.MustParsePrefix("64:ff9b::/96")
 
+// sixToFour is 6to4 (RFC 3056): 2002:AABB:CCDD::/48 is routed to the IPv4
+// address AA.BB.CC.DD.
+var sixToFour = netip.MustParsePrefix("2002::/16")
+
 // metadata lists cloud metadata and host agent addresses. Most lie in a
 // refused range already; they are named so that an Allow of a whole range
 // (169.254.0.0/16, fd00::/8, 100.64.0.0/10) does not open them: only an
@@ -99,10 +107,11 @@ type Guard struct {
 	// "webhooks.internal". It trusts the name's DNS: prefer Allow.
 	AllowHosts []string
 
-	// MaxRedirects is how many redirects one request follows, each hop's
-	// URL validated and its address checked. 0 follows none: a 3xx is the
-	// answer, and counts as a failed attempt (Standard Webhooks: update
-	// the URL instead). At most MaxRedirects (10).
+	// MaxRedirects is how many 307 and 308 redirects one request follows,
+	// each hop's URL validated and its address checked (Client says what
+	// a hop carries). 0 follows none: a 3xx is the answer, and counts as
+	// a failed attempt (Standard Webhooks: update the URL instead), as a
+	// 301, 302 or 303 always does. At most MaxRedirects (10).
 	MaxRedirects int
 
 	// Resolver resolves host names; nil means net.DefaultResolver.
@@ -127,13 +136,20 @@ func (g *Guard) CheckAddr(host string, addr netip.Addr) error {
 	if !addr.IsValid() {
 		return fmt.Errorf("%w: no address", ErrRefused)
 	}
-	// NAT64 (64:ff9b::/96) reaches the IPv4 address in its last 32 bits:
-	// judge that address.
+	// NAT64 (64:ff9b::/96) reaches the IPv4 address in its last 32 bits,
+	// 6to4 (2002::/16) the one in bits 16-47: judge that address.
 	if nat64.Contains(addr) {
 		b := addr.As16()
 		v4 := netip.AddrFrom4([4]byte(b[12:]))
 		if err := g.CheckAddr(host, v4); err != nil {
 			return fmt.Errorf("%s is NAT64 for %s: %w", addr, v4, err)
+		}
+	}
+	if sixToFour.Contains(addr) {
+		b := addr.As16()
+		v4 := netip.AddrFrom4([4]byte(b[2:6]))
+		if err := g.CheckAddr(host, v4); err != nil {
+			return fmt.Errorf("%s is 6to4 for %s: %w", addr, v4, err)
 		}
 	}
 	for _, m := range metadata {
@@ -151,7 +167,7 @@ func (g *Guard) CheckAddr(host string, addr netip.Addr) error {
 					in = ", in " + r.prefix.String()
 				}
 			}
-			return fmt.Errorf("%w: %s is a cloud metadata address%s; only an Allow entry of exactly %s/%d opens it",
+			return fmt.Errorf("%w: %s is a cloud metadata address%s; only an allow entry of exactly that address opens it (timerworker --deliver-allow %s/%d; Guard.Allow in Go)",
 				ErrRefused, addr, in, addr, addr.BitLen())
 		}
 	}
@@ -164,8 +180,8 @@ func (g *Guard) CheckAddr(host string, addr netip.Addr) error {
 	}
 	for _, r := range refused {
 		if r.prefix.Contains(addr) {
-			return fmt.Errorf("%w: %s is a %s address (%s); allow it with Guard.Allow (timerworker's delivery allow list) if this endpoint is meant to reach it",
-				ErrRefused, addr, r.what, r.prefix)
+			return fmt.Errorf("%w: %s is a %s address (%s); if deliveries are meant to reach it, allow it (timerworker --deliver-allow %s/%d; Guard.Allow in Go)",
+				ErrRefused, addr, r.what, r.prefix, addr, addr.BitLen())
 		}
 	}
 	return nil
@@ -191,6 +207,13 @@ func (g *Guard) hostAllowed(host string) bool {
 // Guard refuses every default range). It returns the parsed URL. Errors
 // wrap ErrInvalidURL or ErrRefused.
 //
+// An IPv4 address must be written as four decimal numbers: other forms
+// that resolvers read as addresses (0x7f000001, 2130706433, 0177.0.0.1,
+// 127.1, a trailing dot) are refused for their form, whatever the address,
+// as are host names that IDNA maps onto an address (full-width or
+// circled digits and dots, １２７．０．０．１); a name that IDNA maps onto
+// localhost is refused as localhost is.
+//
 // It is the check to run when an endpoint is registered. A host name is
 // not resolved here (see Guard.ResolveURL): the address is checked again
 // at every connection anyway.
@@ -199,17 +222,65 @@ func ValidateURL(raw string, g *Guard) (*url.URL, error) {
 	if err != nil {
 		return nil, err
 	}
-	if addr, err := netip.ParseAddr(u.Hostname()); err == nil {
-		if err := g.CheckAddr(u.Hostname(), addr); err != nil {
+	host, err := asciiHost(u.Hostname())
+	if err != nil {
+		return nil, err
+	}
+	if addr, err := netip.ParseAddr(host); err == nil {
+		if err := g.CheckAddr(host, addr); err != nil {
 			return nil, err
 		}
-	} else if !g.hostAllowed(u.Hostname()) {
-		h := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+	} else if !g.hostAllowed(host) {
+		h := strings.ToLower(strings.TrimSuffix(host, "."))
 		if h == "localhost" || strings.HasSuffix(h, ".localhost") {
-			return nil, fmt.Errorf("%w: %s names the loopback interface; allow 127.0.0.1/32 with Guard.Allow and use http://127.0.0.1:PORT/", ErrRefused, u.Hostname())
+			return nil, fmt.Errorf("%w: %s names the loopback interface; allow 127.0.0.1/32 (timerworker --deliver-allow; Guard.Allow in Go) and use http://127.0.0.1:PORT/", ErrRefused, u.Hostname())
 		}
 	}
 	return u, nil
+}
+
+// asciiHost returns the host as it is dialled: an address literal, or a
+// name in ASCII (IDNA, as net/http maps it). It refuses a host that is an
+// IPv4 address in any form but four decimal numbers, or that IDNA maps
+// onto an address, so that what is judged is what is dialled.
+func asciiHost(host string) (string, error) {
+	const write = "write an IPv4 address as four decimal numbers (such as 93.184.216.34), or use a host name"
+	if _, err := netip.ParseAddr(host); err == nil {
+		return host, nil
+	}
+	ascii := host
+	for i := 0; i < len(host); i++ {
+		if host[i] >= utf8.RuneSelf {
+			a, err := idna.Lookup.ToASCII(host)
+			if err != nil {
+				return "", fmt.Errorf("%w: host %q is not a valid internationalised domain name: %v", ErrInvalidURL, host, err)
+			}
+			ascii = a
+			break
+		}
+	}
+	if ascii != host {
+		if _, err := netip.ParseAddr(ascii); err == nil || endsInNumber(ascii) {
+			return "", fmt.Errorf("%w: host %q is read as the address %s (IDNA maps its characters to ASCII); %s", ErrInvalidURL, host, ascii, write)
+		}
+		return ascii, nil
+	}
+	if endsInNumber(host) {
+		return "", fmt.Errorf("%w: host %q is read as an IPv4 address, but not written as four decimal numbers (hex, octal, fewer parts or a trailing dot); %s", ErrInvalidURL, host, write)
+	}
+	return host, nil
+}
+
+// endsInNumber reports whether a host name's last label (before a
+// trailing dot) is a number, decimal or 0x hex: the WHATWG URL parser and
+// inet_aton then read the whole host as an IPv4 address.
+func endsInNumber(host string) bool {
+	labels := strings.Split(strings.TrimSuffix(host, "."), ".")
+	last := strings.ToLower(labels[len(labels)-1])
+	if hex, ok := strings.CutPrefix(last, "0x"); ok {
+		return strings.Trim(hex, "0123456789abcdef") == ""
+	}
+	return last != "" && strings.Trim(last, "0123456789") == ""
 }
 
 // parseURL is ValidateURL's check of the URL's form, without the guard.
@@ -317,9 +388,13 @@ func (g *Guard) Transport() *http.Transport {
 
 // Client returns an http.Client that delivers through the guard: its
 // Transport, and a redirect policy that follows at most MaxRedirects hops,
-// each validated with ValidateURL (and checked again when dialled). With
-// MaxRedirects 0 a 3xx answer is returned as it is. Reuse one Client: it
-// keeps connections alive.
+// each validated with ValidateURL (and checked again when dialled). Only
+// 307 and 308 are followed, which repeat the POST with its body; a 301,
+// 302 or 303 (which a client follows with a GET and no body) is returned
+// as it is, as every 3xx is with MaxRedirects 0. A hop to another origin
+// than the first request's (scheme, host and port) carries none of the
+// endpoint's configured headers nor the signature, and no hop carries a
+// Referer. Reuse one Client: it keeps connections alive.
 func (g *Guard) Client() *http.Client {
 	return &http.Client{Transport: g.Transport(), CheckRedirect: g.checkRedirect}
 }
@@ -332,11 +407,45 @@ func (g *Guard) checkRedirect(req *http.Request, via []*http.Request) error {
 	if limit == 0 {
 		return http.ErrUseLastResponse
 	}
+	if r := req.Response; r != nil && r.StatusCode != http.StatusTemporaryRedirect && r.StatusCode != http.StatusPermanentRedirect {
+		return http.ErrUseLastResponse // Send says why it was not followed
+	}
 	if len(via) > limit {
 		return fmt.Errorf("%w: more than %d redirects", ErrRefused, limit)
 	}
 	if _, err := ValidateURL(req.URL.String(), g); err != nil {
 		return fmt.Errorf("redirect to %s: %w", req.URL.Redacted(), err)
 	}
+	// net/http copies the first request's headers onto each hop and adds
+	// a Referer (the endpoint's URL) before it asks us.
+	req.Header.Del("Referer")
+	if !sameOrigin(via[0].URL, req.URL) {
+		for k := range req.Header {
+			if !slices.ContainsFunc(crossOrigin, func(c string) bool { return strings.EqualFold(c, k) }) {
+				delete(req.Header, k)
+			}
+		}
+	}
 	return nil
+}
+
+// crossOrigin are the headers a redirect to another origin keeps: none of
+// the endpoint's configured headers (they may hold credentials) nor the
+// signature (valid for the endpoint's origin too, within its tolerance),
+// only what describes the fire and its body.
+var crossOrigin = []string{"Content-Type", "User-Agent", HeaderID, HeaderTimestamp, HeaderTimerID, HeaderDueAt,
+	HeaderFiredAt, HeaderAttempt, HeaderTrace}
+
+// sameOrigin reports whether a and b have the same scheme, host and port.
+func sameOrigin(a, b *url.URL) bool {
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		if strings.EqualFold(u.Scheme, "https") {
+			return "443"
+		}
+		return "80"
+	}
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
 }

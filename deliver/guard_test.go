@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -126,6 +127,16 @@ func TestCheckAddr(t *testing.T) {
 		{nil, "", "64:ff9b::127.0.0.1", false},
 		{nil, "", "64:ff9b::169.254.169.254", false},
 		{nil, "", "64:ff9b::93.184.216.34", true},
+		{nil, "", "::ffff:169.254.169.254", false},
+		{nil, "", "::ffff:10.1.2.3", false},
+		{nil, "", "2002:a9fe:a9fe::", false},    // 6to4 of 169.254.169.254
+		{nil, "", "2002:7f00:1::1", false},      // 6to4 of 127.0.0.1
+		{nil, "", "2002:0a00:0001:5::9", false}, // 6to4 of 10.0.0.1
+		{nil, "", "2002:5db8:d822::1", true},    // 6to4 of 93.184.216.34
+		{nil, "", "64:ff9b::10.0.0.1", false},
+		{wide, "", "2002:0a01:0203::1", true}, // 6to4 of an allowed 10.1.2.3
+		{wide, "", "2002:a9fe:a9fe::", false}, // a wide range does not open metadata through 6to4
+		{exact, "", "2002:a9fe:a9fe::", true},
 		{nil, "", "fc00::1", false},
 		{nil, "", "fd12:3456::1", false},
 		{nil, "", "224.0.0.1", false},
@@ -183,10 +194,50 @@ func TestValidateURL(t *testing.T) {
 		{nil, "http://api.LOCALHOST./", deliver.ErrRefused},
 		{allow, "http://127.0.0.1:9000/", nil},
 		{allow, "http://10.0.0.8/", deliver.ErrRefused},
+		{nil, "https://bücher.example/hooks", nil},
+		{nil, "https://my_host.internal/hooks", nil},
+		{nil, "https://api.v2.example.com/hooks", nil},
+		{nil, "https://1password.example/hooks", nil},
+		// IPv4 addresses written other than as four decimal numbers, which
+		// resolvers read as addresses (inet_aton, the WHATWG URL parser,
+		// IDNA's mapping of full-width and circled digits and dots),
+		// whatever range they are in: refused for their form, so that the
+		// guard never has to guess what a resolver will make of them.
+		{nil, "http://0x7f000001/", deliver.ErrInvalidURL},
+		{nil, "http://0X7F.0.0.1/", deliver.ErrInvalidURL},
+		{nil, "http://2130706433/", deliver.ErrInvalidURL},
+		{nil, "http://0177.0.0.1/", deliver.ErrInvalidURL},
+		{nil, "http://127.1/", deliver.ErrInvalidURL},
+		{nil, "http://127.0.1/", deliver.ErrInvalidURL},
+		{nil, "http://0/", deliver.ErrInvalidURL},
+		{nil, "http://0.0.0.0./", deliver.ErrInvalidURL},
+		{nil, "http://127.0.0.1./", deliver.ErrInvalidURL},
+		{nil, "http://1.2.3.4.5/", deliver.ErrInvalidURL},
+		{nil, "http://1593350178/", deliver.ErrInvalidURL}, // 94.248.152.34, public, but not written as such
+		{allow, "http://2130706433/", deliver.ErrInvalidURL},
+		{nil, "http://[2002:a9fe:a9fe::]/", deliver.ErrRefused},
+		{nil, "http://[::ffff:7f00:1]/", deliver.ErrRefused},
+		{nil, "http://[64:ff9b::a9fe:a9fe]/", deliver.ErrRefused},
+		{nil, "http://１２７．０．０．１/", deliver.ErrInvalidURL},
+		{nil, "http://127。0。0。1/", deliver.ErrInvalidURL},
+		{nil, "http://①②⑦.0.0.1/", deliver.ErrInvalidURL},
+		{nil, "http://９３.184.216.34/", deliver.ErrInvalidURL},
+		{allow, "http://１２７．０．０．１/", deliver.ErrInvalidURL},
+		{nil, "http://ｌｏｃａｌｈｏｓｔ/", deliver.ErrRefused},
 	} {
 		_, err := deliver.ValidateURL(tc.url, tc.g)
 		if tc.err == nil && err != nil || tc.err != nil && !errors.Is(err, tc.err) {
 			t.Errorf("ValidateURL(%q) = %v, want %v", tc.url, err, tc.err)
+		}
+	}
+	// The refusal says what to write instead.
+	for raw, want := range map[string]string{
+		"http://0x7f000001/":         "four decimal numbers",
+		"http://１２７．０．０．１/":          "127.0.0.1",
+		"http://[2002:a9fe:a9fe::]/": "6to4",
+	} {
+		if _, err := deliver.ValidateURL(raw, nil); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ValidateURL(%q) = %v; want a message with %q", raw, err, want)
 		}
 	}
 }
@@ -322,6 +373,9 @@ func TestGuardRedirects(t *testing.T) {
 	if a.Status != http.StatusTemporaryRedirect || a.Outcome != deliver.DeadLetter || a.Reason != deliver.ReasonRedirect {
 		t.Fatalf("redirect without MaxRedirects: %+v, want the 307 as a dead letter", a)
 	}
+	if !strings.Contains(a.Error, "--deliver-max-redirects") || !strings.Contains(a.Error, "/final") {
+		t.Errorf("redirect without MaxRedirects: attempt error %q does not say why nor where", a.Error)
+	}
 	if target.hits.Load() != 0 {
 		t.Fatal("a redirect was followed without MaxRedirects")
 	}
@@ -342,5 +396,98 @@ func TestGuardRedirects(t *testing.T) {
 	}
 	if forbiddenHits.Load() != 0 {
 		t.Fatal("a redirect reached a refused address")
+	}
+}
+
+// Redirects with --deliver-max-redirects: only 307 and 308, which keep
+// the POST and its body, are followed. The endpoint's configured headers
+// and the signature go only to the endpoint's own origin (scheme, host
+// and port), and no hop carries a Referer. A 301, 302 or 303, which a
+// client follows with a GET without the body, is not followed: a failed
+// attempt that says why, and nothing reaches the Location.
+func TestGuardRedirectKeepsTheRequestAndItsSecretsAtHome(t *testing.T) {
+	other := newSink(t, nil) // another origin: another port
+	home := newSink(t, func(w http.ResponseWriter, r *http.Request) {
+		switch code, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/to-other/")); {
+		case r.URL.Path == "/same":
+			http.Redirect(w, r, "/final", http.StatusPermanentRedirect)
+		case code != 0:
+			http.Redirect(w, r, other.URL+"/landed", code)
+		default:
+			w.WriteHeader(http.StatusNoContent)
+		}
+	})
+	sec, _ := deliver.ParseSecret(deliver.GenerateSecret())
+	configured := map[string]string{"Authorization": "Bearer t0k", "X-Api-Key": "k3y"}
+	snd := newSender(t, &deliver.Guard{Allow: loopback, MaxRedirects: 3})
+	f := fire("t1")
+	send := func(path string) deliver.Attempt {
+		return snd.Send(context.Background(), deliver.Endpoint{Name: "e", URL: home.URL + path, Headers: configured, Secrets: []deliver.Secret{sec}}, f)
+	}
+
+	// The same origin: everything goes on, but no Referer.
+	if a := send("/same"); a.Outcome != deliver.Delivered {
+		t.Fatalf("308 to the same origin: %+v", a)
+	}
+	if len(home.reqs) != 2 {
+		t.Fatalf("the endpoint's origin got %d requests, want 2", len(home.reqs))
+	}
+	r := home.reqs[1]
+	if r.Method != http.MethodPost || string(home.body[1]) != string(f.Payload) || r.URL.Path != "/final" {
+		t.Errorf("308 to the same origin arrived as %s %s %q", r.Method, r.URL.Path, home.body[1])
+	}
+	for k := range configured {
+		if r.Header.Get(k) == "" {
+			t.Errorf("308 to the same origin lost the configured header %s", k)
+		}
+	}
+	if r.Header.Get(deliver.HeaderSignature) == "" || r.Header.Get("Referer") != "" {
+		t.Errorf("308 to the same origin: signature %q, Referer %q; want the signature and no Referer", r.Header.Get(deliver.HeaderSignature), r.Header.Get("Referer"))
+	}
+
+	// Another origin: the POST and its body, none of the endpoint's secrets.
+	for i, code := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		if a := send("/to-other/" + strconv.Itoa(code)); a.Outcome != deliver.Delivered {
+			t.Fatalf("%d to another origin: %+v", code, a)
+		}
+		if len(other.reqs) != i+1 {
+			t.Fatalf("%d: the other origin got %d requests, want %d", code, len(other.reqs), i+1)
+		}
+		r := other.reqs[i]
+		if r.Method != http.MethodPost || string(other.body[i]) != string(f.Payload) {
+			t.Errorf("%d to another origin arrived as %s %q; want the POST and its body", code, r.Method, other.body[i])
+		}
+		for _, k := range []string{"Authorization", "X-Api-Key", deliver.HeaderSignature, "Referer"} {
+			if v := r.Header.Get(k); v != "" {
+				t.Errorf("%d to another origin carried %s: %q", code, k, v)
+			}
+		}
+	}
+
+	// The redirects that turn the POST into a GET are not followed.
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther} {
+		before := other.hits.Load()
+		a := send("/to-other/" + strconv.Itoa(code))
+		if a.Status != code || a.Outcome != deliver.DeadLetter || a.Reason != deliver.ReasonRedirect {
+			t.Errorf("%d: %+v; want a dead letter for redirect with its status", code, a)
+		}
+		if !strings.Contains(a.Error, "307") || !strings.Contains(a.Error, "/landed") {
+			t.Errorf("%d: attempt error %q does not say where it pointed and what is followed", code, a.Error)
+		}
+		if n := other.hits.Load() - before; n != 0 {
+			t.Errorf("%d was followed: the other origin got %d requests", code, n)
+		}
+	}
+}
+
+// At dial time too, the IPv6 forms that reach an IPv4 address (IPv4-mapped,
+// NAT64, 6to4) are judged by that address: refused before a connection.
+func TestGuardRefusesIPv6FormsOfRefusedIPv4AtDial(t *testing.T) {
+	snd := newSender(t, nil)
+	for _, host := range []string{"[::ffff:127.0.0.1]", "[64:ff9b::7f00:1]", "[2002:7f00:1::1]", "[2002:a9fe:a9fe::]"} {
+		a := snd.Send(context.Background(), deliver.Endpoint{URL: "http://" + host + ":9/hook"}, fire("t1"))
+		if a.Outcome != deliver.DeadLetter || a.Reason != deliver.ReasonRefused || a.Status != 0 {
+			t.Errorf("%s: %+v; want refused by the guard when dialled", host, a)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,4 +161,141 @@ func TestNodeReceiverVerifiesSignatures(t *testing.T) {
 		t.Fatalf("the receiver verified %d and refused %d requests; want %d and %d", stats.Verified, stats.Refused, verified, refused)
 	}
 	t.Logf("standardwebhooks verified %d requests and refused the %d controls", verified, refused)
+}
+
+// docSnippet returns the fenced code block of language lang in
+// docs/delivery.md that contains marker, as the page shows it.
+func docSnippet(t *testing.T, lang, marker string) string {
+	t.Helper()
+	doc, err := os.ReadFile("../docs/delivery.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, block := range strings.Split(string(doc), "\n```"+lang+"\n")[1:] {
+		code, _, ok := strings.Cut(block, "\n```\n")
+		if ok && strings.Contains(code, marker) {
+			return code + "\n"
+		}
+	}
+	t.Fatalf("docs/delivery.md has no ```%s block with %q", lang, marker)
+	return ""
+}
+
+// The raw-bytes verifications that docs/delivery.md shows (Node with
+// node:crypto, Python with its standard library), run as the page has
+// them, verify requests that deliver.Sender signed: a JSON, an empty and
+// a non-UTF-8 body (which standardwebhooks before 1.3.0 and svix 1.x
+// cannot verify), with the receiver's key alone or beside another during
+// a rotation. As controls, a request signed with another key and one whose
+// body was altered are refused.
+func TestDocsVerifyRawBytes(t *testing.T) {
+	node := docSnippet(t, "js", "export function verifyWebhook(")
+	python := docSnippet(t, "python", "def verify_webhook(")
+	known, other := deliver.GenerateSecret(), deliver.GenerateSecret()
+	parse := func(s string) deliver.Secret {
+		sec, err := deliver.ParseSecret(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sec
+	}
+	knownKey, otherKey := parse(known), parse(other)
+
+	// Requests as a receiver gets them, captured from the Sender.
+	type request struct {
+		Name    string            `json:"name"`
+		Headers map[string]string `json:"headers"`
+		Body    []byte            `json:"body"` // base64 in JSON
+		Want    bool              `json:"-"`
+	}
+	s := newSink(t, nil)
+	snd := newSender(t, &deliver.Guard{Allow: loopback})
+	var reqs []request
+	for kind, payload := range map[string][]byte{
+		"json":   []byte(`{"type":"invoice.due","note":"été ✓"}`),
+		"empty":  {},
+		"binary": {0x00, 0xff, 0xfe, '.', 0x80, '\n', 0xc3},
+	} {
+		for _, c := range []struct {
+			name    string
+			secrets []deliver.Secret
+			want    bool
+		}{
+			{"known", []deliver.Secret{knownKey}, true},
+			{"rotating", []deliver.Secret{otherKey, knownKey}, true},
+			{"forged", []deliver.Secret{otherKey}, false},
+		} {
+			f := fire("doc." + kind + "." + c.name)
+			f.Payload = payload
+			if a := snd.Send(context.Background(), deliver.Endpoint{URL: s.URL, Secrets: c.secrets}, f); a.Outcome != deliver.Delivered {
+				t.Fatalf("%s %s: %+v", kind, c.name, a)
+			}
+			r, body := s.reqs[len(s.reqs)-1], s.body[len(s.body)-1]
+			h := map[string]string{}
+			for k := range r.Header {
+				h[strings.ToLower(k)] = r.Header.Get(k)
+			}
+			reqs = append(reqs, request{Name: kind + " " + c.name, Headers: h, Body: body, Want: c.want})
+			if c.name == "known" {
+				altered := append([]byte{'x'}, body...)
+				reqs = append(reqs, request{Name: kind + " altered", Headers: h, Body: altered, Want: false})
+			}
+		}
+	}
+	cases, err := json.Marshal(reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(t *testing.T, out []byte, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		var got []string
+		if err := json.Unmarshal(out, &got); err != nil || len(got) != len(reqs) {
+			t.Fatalf("the snippet's harness answered %q (%v); want %d results", out, err, len(reqs))
+		}
+		for i, r := range reqs {
+			if (got[i] == "ok") != r.Want {
+				t.Errorf("%s: %s; want verified=%v", r.Name, got[i], r.Want)
+			}
+		}
+	}
+
+	t.Run("node", func(t *testing.T) {
+		nodeBin := requireNode(t, "node")
+		dir := t.TempDir()
+		harness := `import { verifyWebhook } from "./verify.mjs";
+const { secret, requests } = JSON.parse(process.argv[2]);
+console.log(JSON.stringify(requests.map((r) => {
+  try { verifyWebhook(secret, r.headers, Buffer.from(r.body ?? "", "base64")); return "ok"; } catch (e) { return String(e.message); }
+})));
+`
+		for name, text := range map[string]string{"verify.mjs": node, "main.mjs": harness} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		arg, _ := json.Marshal(map[string]any{"secret": known, "requests": json.RawMessage(cases)})
+		out, err := exec.Command(nodeBin, filepath.Join(dir, "main.mjs"), string(arg)).CombinedOutput()
+		check(t, out, err)
+	})
+	t.Run("python", func(t *testing.T) {
+		py := requireNode(t, "python3")
+		harness := python + `
+import base64, json, sys
+args = json.loads(sys.argv[1])
+results = []
+for r in args["requests"]:
+    try:
+        verify_webhook(args["secret"], r["headers"], base64.b64decode(r["body"] or ""))
+        results.append("ok")
+    except ValueError as e:
+        results.append(str(e))
+print(json.dumps(results))
+`
+		arg, _ := json.Marshal(map[string]any{"secret": known, "requests": json.RawMessage(cases)})
+		out, err := exec.Command(py, "-c", harness, string(arg)).CombinedOutput()
+		check(t, out, err)
+	})
 }

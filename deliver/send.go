@@ -297,6 +297,9 @@ func (s *Sender) Send(ctx context.Context, ep Endpoint, f Fire) Attempt {
 			a.Error = resp.Status
 		}
 	}
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		a.Error = excerpt(notFollowed(resp))
+	}
 	r := Result{Status: resp.StatusCode, RetryAfter: resp.Header.Get("Retry-After")}
 	if rerr != nil && (resp.StatusCode < 200 || resp.StatusCode > 299) {
 		// The status was read: it decides. A 2xx whose body failed is
@@ -304,6 +307,21 @@ func (s *Sender) Send(ctx context.Context, ep Endpoint, f Fire) Attempt {
 		a.Error = excerpt(a.Error + "; reading the body: " + rerr.Error())
 	}
 	return finish(r)
+}
+
+// notFollowed says why the redirect resp was the answer (Guard.Client),
+// then where it pointed (last, so that a long URL is what the excerpt
+// cuts).
+func notFollowed(resp *http.Response) string {
+	to := resp.Header.Get("Location")
+	if u, err := resp.Location(); err == nil {
+		to = u.Redacted()
+	}
+	why := "only 307 and 308 redirects are ever followed (with --deliver-max-redirects), as they repeat the POST with its body"
+	if resp.StatusCode == http.StatusTemporaryRedirect || resp.StatusCode == http.StatusPermanentRedirect {
+		why = "the guard follows no redirects (timerworker --deliver-max-redirects 0, the default)"
+	}
+	return fmt.Sprintf("HTTP %d not followed: %s; give the endpoint the URL it points to: %s", resp.StatusCode, why, to)
 }
 
 // timeFormat is RFC 3339 in UTC with milliseconds.

@@ -138,7 +138,7 @@ func flags() []cli.Flag {
 		&cli.DurationFlag{Name: "deliver-lease", Value: dispatch.DefaultDispatchLease, EnvVars: []string{"TIMERQ_DELIVER_LEASE"},
 			Usage: "how long a replica holds a fire before another may deliver it; above the longest endpoint timeout, the same on every replica"},
 		&cli.IntFlag{Name: "deliver-max-redirects", EnvVars: []string{"TIMERQ_DELIVER_MAX_REDIRECTS"},
-			Usage: fmt.Sprintf("redirects a delivery follows, each hop checked by the guard (0-%d; 0: none)", deliver.MaxRedirects)},
+			Usage: fmt.Sprintf("307 and 308 redirects a delivery follows (301-303 never), each hop checked by the guard (0-%d; 0: none)", deliver.MaxRedirects)},
 		&cli.BoolFlag{Name: "dev", EnvVars: []string{"TIMERQ_DEV"},
 			Usage: "run an embedded in-memory Redis (miniredis) and use it; nothing persists"},
 		&cli.StringFlag{Name: "dev-addr", EnvVars: []string{"TIMERQ_DEV_ADDR"},

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,8 +48,12 @@ const (
 )
 
 // ErrNoEndpoint is what Dispatcher.Lookup wraps when no endpoint has the
-// name: the fire is dead-lettered. Any other Lookup error is taken as
-// passing, and the fire is tried again after BusyDelay.
+// name: the fire is dead-lettered. So is a fire whose Lookup error wraps
+// deliver.ErrRefused (the Sender's guard refuses the endpoint's address),
+// ErrInvalidURL, ErrInvalidEndpoint, ErrInvalidPolicy or ErrInvalidSecret:
+// the endpoint as stored can never be delivered to by this dispatcher,
+// which reports it to OnError once, not for every fire. Any other Lookup
+// error is taken as passing, and the fire is tried again after BusyDelay.
 var ErrNoEndpoint = errors.New("timerq: dispatch: no such endpoint")
 
 // Report is what a Dispatcher tells OnAttempt after each attempt, for
@@ -134,6 +139,7 @@ type Dispatcher struct {
 
 	mu          sync.Mutex
 	endpoints   map[string]*endpointState
+	reported    map[string]string // endpoint: the undeliverable error last reported
 	outstanding int
 	freed       chan struct{}
 	wg          sync.WaitGroup
@@ -198,6 +204,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	d.opts = queue.LeaseOptions{Lease: d.Lease, MaxAttempts: groupMaxAttempts}
 	d.endpoints = map[string]*endpointState{}
+	d.reported = map[string]string{}
 	d.freed = make(chan struct{}, 1)
 	d.acks, d.ackDone = make(chan delivered, d.MaxOutstanding), make(chan struct{})
 	go d.ackLoop(context.WithoutCancel(ctx))
@@ -329,6 +336,14 @@ func (d *Dispatcher) dispatch(ctx context.Context, dl queue.Delivery) {
 	case errors.Is(err, ErrNoEndpoint):
 		d.settle(dl, queue.ReleaseOptions{DeadLetter: true, Error: fmt.Sprintf("endpoint %q: %v", name, err)})
 		return
+	case undeliverable(err):
+		// Looked up again it would be refused again, every second, for
+		// ever: dead-letter it, to be redriven once the endpoint or the
+		// guard is changed, and say so once.
+		msg := undeliverableError(name, err)
+		d.reportOnce(name, msg)
+		d.settle(dl, queue.ReleaseOptions{DeadLetter: true, Error: msg})
+		return
 	case err != nil:
 		d.onError(fmt.Errorf("looking up endpoint %q: %w", name, err))
 		d.settle(dl, queue.ReleaseOptions{Delay: min(BusyDelay, d.Lease), Error: "endpoint lookup failed"})
@@ -355,6 +370,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, dl queue.Delivery) {
 		limit = deliver.DefaultMaxInFlight
 	}
 	d.mu.Lock()
+	delete(d.reported, name) // delivered to again: a later refusal is news
 	st := d.endpoints[name]
 	if st == nil {
 		st = &endpointState{}
@@ -519,6 +535,42 @@ func (d *Dispatcher) settle(dl queue.Delivery, ro queue.ReleaseOptions) error {
 		d.onError(err)
 	}
 	return err
+}
+
+// undeliverable reports whether a Lookup error says the endpoint as stored
+// can never be delivered to by this dispatcher: its guard refuses the
+// address, or the engine refuses its configuration.
+func undeliverable(err error) bool {
+	for _, e := range []error{deliver.ErrRefused, deliver.ErrInvalidURL, deliver.ErrInvalidEndpoint,
+		deliver.ErrInvalidPolicy, deliver.ErrInvalidSecret} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// undeliverableError is the dead letter's error for an undeliverable
+// endpoint: what refused it and what to do.
+func undeliverableError(name string, err error) string {
+	cause := strings.TrimPrefix(err.Error(), fmt.Sprintf("endpoint %q url: ", name))
+	redrive := fmt.Sprintf("then requeue its dead letters (timerctl redrive --endpoint %s)", name)
+	if c, ok := strings.CutPrefix(cause, deliver.ErrRefused.Error()+": "); ok {
+		return fmt.Sprintf("endpoint %q is refused by this worker's SSRF guard: %s; %s", name, c, redrive)
+	}
+	return fmt.Sprintf("endpoint %q cannot be delivered to as stored: %s; fix it, %s", name, cause, redrive)
+}
+
+// reportOnce passes msg to OnError unless it is what was last reported
+// for endpoint name.
+func (d *Dispatcher) reportOnce(name, msg string) {
+	d.mu.Lock()
+	last, seen := d.reported[name]
+	d.reported[name] = msg
+	d.mu.Unlock()
+	if !seen || last != msg {
+		d.onError(errors.New(msg))
+	}
 }
 
 // describe is the error recorded with a retried or dead-lettered fire.

@@ -274,3 +274,73 @@ func TestDispatcherEndpointDownThenUp(t *testing.T) {
 		}
 	})
 }
+
+// A stored endpoint that this dispatcher's SSRF guard refuses (registered
+// where 127.0.0.1 was allowed, delivered by a worker where it is not) can
+// never be delivered to: its fires are dead-lettered, nothing is sent, the
+// dead letter says why and which flag admits it, and the dispatcher
+// reports it once, not once a fire or once a second.
+func TestDispatcherDeadLettersAnEndpointItsGuardRefuses(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sink := newSink(t, nil)
+		if _, err := q.Endpoints().Put(ctx, queue.Endpoint{Name: "local", URL: sink.URL, Secrets: []queue.Secret{testSecret()}},
+			&queue.PutEndpointOptions{Allow: loopback}); err != nil {
+			t.Fatal(err)
+		}
+		ids := []string{"a", "b", "c"}
+		var batch []queue.NewTimer
+		for _, id := range ids {
+			batch = append(batch, queue.NewTimer{ID: id, Due: time.Now().Add(-time.Second), Endpoint: "local"})
+		}
+		if _, err := q.ScheduleBatch(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := q.Engine().Claim(ctx, 10); err != nil || len(res.Fired) != len(ids) {
+			t.Fatalf("claim: %+v %v", res, err)
+		}
+		var mu sync.Mutex
+		var reported []string
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		d := &dispatch.Dispatcher{Queue: q, Consumer: "d1", Sender: newSender(t, nil), Lease: 2 * time.Second, OnError: func(err error) {
+			mu.Lock()
+			reported = append(reported, err.Error())
+			mu.Unlock()
+		}}
+		go func() { done <- d.Run(runCtx) }()
+		defer func() {
+			stop()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}()
+		var dls []queue.DeadLetter
+		redistest.Eventually(t, 10*time.Second, "every fire of the refused endpoint is dead-lettered", func() bool {
+			page, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: 10})
+			dls = page.DeadLetters
+			return err == nil && len(dls) == len(ids)
+		})
+		for _, dl := range dls {
+			for _, want := range []string{`endpoint "local"`, "SSRF guard", "127.0.0.1 is a loopback address", "--deliver-allow 127.0.0.1/32"} {
+				if !strings.Contains(dl.Error, want) {
+					t.Errorf("dead letter of %s: %q does not say %q", dl.Event.ID, dl.Error, want)
+				}
+			}
+		}
+		// Each lease poll would have reported it again: wait two.
+		time.Sleep(2 * time.Second) // wall time is what is under test: a report a second
+		mu.Lock()
+		defer mu.Unlock()
+		if len(reported) != 1 || !strings.Contains(reported[0], `endpoint "local"`) || !strings.Contains(reported[0], "--deliver-allow") {
+			t.Errorf("the dispatcher reported %d errors, want the refusal once: %q", len(reported), reported)
+		}
+		if n := sink.hits.Load(); n != 0 {
+			t.Errorf("the refused endpoint got %d requests", n)
+		}
+	})
+}

@@ -19,8 +19,8 @@ func RouteByEndpoint(ev queue.Event) string { return ev.Endpoint }
 // change, a disable or a new secret applies to the next attempt. An
 // endpoint that no longer exists wraps ErrNoEndpoint, so its fires are
 // dead-lettered; one that the guard g refuses (a private address the
-// dispatcher is not allowed to reach) is returned with its error, and its
-// fires wait for the lookup to succeed.
+// dispatcher is not allowed to reach) is returned with its error, which
+// wraps deliver.ErrRefused, so its fires are dead-lettered too.
 func StoredEndpoints(q *queue.Queue, g *deliver.Guard) func(ctx context.Context, name string) (deliver.Endpoint, error) {
 	return func(ctx context.Context, name string) (deliver.Endpoint, error) {
 		e, err := q.Endpoints().Get(ctx, name)
