@@ -2,6 +2,7 @@ package httpexamples
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -24,10 +25,17 @@ import (
 // the test instead of skipping it, as CI sets it.
 const requireEnv = "TIMERQ_REQUIRE_NODE"
 
-// workerBin is timerworker, built by TestMain.
+// workerBin is timerworker, built by TestMain; empty under -short.
 var workerBin string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// The fast loop builds no binaries: every test that runs a
+		// worker or a client tool skips (requireTool).
+		goleak.VerifyTestMain(m)
+		return
+	}
 	dir, err := os.MkdirTemp("", "timerq-http-examples")
 	if err != nil {
 		panic(err)
@@ -54,9 +62,12 @@ func (c cleanupM) Run() int {
 }
 
 // requireTool returns the path of a client tool, skipping the test
-// without it unless TIMERQ_REQUIRE_NODE=1.
+// under -short, and without the tool unless TIMERQ_REQUIRE_NODE=1.
 func requireTool(t *testing.T, name string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short runs no client tool (%s) and builds no timerworker; drop -short to run this test", name)
+	}
 	p, err := exec.LookPath(name)
 	if err == nil {
 		return p
