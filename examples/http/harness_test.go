@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,13 +154,27 @@ func startWorker(t *testing.T, b backend) *api {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte(line.Line()+"\n"), 0o600); err != nil {
-		t.Fatal(err)
+	a := serve(t, b, line.Line())
+	a.token = token
+	return a
+}
+
+// serve starts timerworker on b with --api-addr on a free loopback port
+// and a tokens file of the lines given (none: no tokens file, so that the
+// loopback API serves every request), and waits until it serves the API
+// and claims its shards.
+func serve(t *testing.T, b backend, tokenLines ...string) *api {
+	t.Helper()
+	args := []string{"--redis", b.url, "--namespace", b.ns, "--max-poll-interval", "200ms", "--api-addr", "127.0.0.1:0"}
+	if len(tokenLines) > 0 {
+		tokens := filepath.Join(t.TempDir(), "tokens")
+		if err := os.WriteFile(tokens, []byte(strings.Join(tokenLines, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--api-tokens-file", tokens)
 	}
-	a := &api{token: token, ns: b.ns, log: &redistest.SyncBuffer{}}
-	cmd := exec.Command(workerBin, "--redis", b.url, "--namespace", b.ns, "--max-poll-interval", "200ms",
-		"--api-addr", "127.0.0.1:0", "--api-tokens-file", tokens)
+	a := &api{ns: b.ns, log: &redistest.SyncBuffer{}}
+	cmd := exec.Command(workerBin, args...)
 	cmd.Stdout, cmd.Stderr = a.log, a.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
