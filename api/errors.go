@@ -199,7 +199,7 @@ func (h *Handler) problemOf(err error, ns string) (Problem, bool) {
 		return out(http.StatusUnprocessableEntity, SlugInvalidArgument, h.allowHint(msg))
 	case errors.Is(err, queue.ErrPermission) || redis.HasErrorPrefix(err, "NOPERM"):
 		p, _ := out(http.StatusBadGateway, SlugPermissionDenied, msg+
-			fmt.Sprintf("; grant the API server's Redis user that right, as docs/security.md shows for the application role of namespace %q", ns))
+			fmt.Sprintf("; grant the API server's Redis user that right, as docs/security.md shows for the API server role of namespace %q", ns))
 		p.Right = aclright.Missing(err.Error(), ns)
 		p.Namespace = ns
 		return p, false
