@@ -143,6 +143,11 @@ type Options struct {
 	// refused with 422 invalid-endpoint. The dispatcher's SSRF guard has
 	// its own allow list, checked at every connection.
 	EndpointAllow []netip.Prefix
+
+	// EndpointAllowSetting names, in the refusal of a private address, what
+	// admits one for this API's operator: a server gives its flag, which
+	// sets EndpointAllow. Empty means "api.Options.EndpointAllow".
+	EndpointAllowSetting string
 }
 
 // withDefaults validates o and fills in its defaults.
@@ -217,6 +222,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxHeldPerClientSetting == "" {
 		o.MaxHeldPerClientSetting = "api.Options.MaxHeldPerClient"
+	}
+	if o.EndpointAllowSetting == "" {
+		o.EndpointAllowSetting = "api.Options.EndpointAllow"
 	}
 	return o, nil
 }

@@ -32,7 +32,7 @@ type EndpointJSON struct {
 	Name        string            `json:"name"`
 	URL         string            `json:"url"`
 	Headers     map[string]string `json:"headers"`
-	Timeout     string            `json:"timeout"`
+	Timeout     string            `json:"timeout,omitempty"` // absent: the dispatcher's default
 	Retry       RetryJSON         `json:"retry"`
 	MaxInFlight int               `json:"max_in_flight"`
 	Secrets     []string          `json:"secrets"`

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -167,7 +168,7 @@ func (h *Handler) problemOf(err error, ns string) (Problem, bool) {
 	case errors.Is(err, queue.ErrEndpointNotFound):
 		return out(http.StatusNotFound, SlugEndpointNotFound, cause(msg)+"; check the name, or list the endpoints with GET /v1/namespaces/"+ns+"/endpoints")
 	case errors.Is(err, queue.ErrInvalidEndpoint):
-		return out(http.StatusUnprocessableEntity, SlugInvalidEndpoint, msg)
+		return out(http.StatusUnprocessableEntity, SlugInvalidEndpoint, h.allowHint(msg))
 	case errors.Is(err, queue.ErrTimerURLsOff):
 		return out(http.StatusUnprocessableEntity, SlugTimerURLsOff, msg)
 	case errors.Is(err, queue.ErrRecurringNotFound):
@@ -195,10 +196,10 @@ func (h *Handler) problemOf(err error, ns string) (Problem, bool) {
 	case errors.Is(err, schedule.ErrInvalidSchedule):
 		return out(http.StatusUnprocessableEntity, SlugInvalidSchedule, msg)
 	case errors.Is(err, queue.ErrInvalidOptions):
-		return out(http.StatusUnprocessableEntity, SlugInvalidArgument, msg)
+		return out(http.StatusUnprocessableEntity, SlugInvalidArgument, h.allowHint(msg))
 	case errors.Is(err, queue.ErrPermission) || redis.HasErrorPrefix(err, "NOPERM"):
 		p, _ := out(http.StatusBadGateway, SlugPermissionDenied, msg+
-			fmt.Sprintf("; grant the API server's Redis user that right, as docs/security.md shows for the application role of namespace %q", ns))
+			fmt.Sprintf("; grant the API server's Redis user that right, as docs/security.md shows for the API server role of namespace %q", ns))
 		p.Right = aclright.Missing(err.Error(), ns)
 		p.Namespace = ns
 		return p, false
@@ -244,6 +245,20 @@ func isTransientReply(err error) bool {
 func cause(msg string) string {
 	what, _, _ := strings.Cut(msg, "; ")
 	return what
+}
+
+// allowEntry is the delivery engine's hint for a cloud metadata address.
+var allowEntry = regexp.MustCompile(`only an Allow entry of exactly (\S+) opens it`)
+
+// allowHint rewrites the delivery engine's hint for a refused private
+// address (deliver.Guard.CheckAddr, deliver.ValidateURL), which names its
+// Go field Guard.Allow, to name what admits the address for this API's
+// operator: Options.EndpointAllowSetting (a server's flag). The library
+// keeps naming Go calls; the API knows its audience.
+func (h *Handler) allowHint(msg string) string {
+	s := h.opts.EndpointAllowSetting
+	msg = strings.NewReplacer("Guard.Allow (timerworker's delivery allow list)", s, "Guard.Allow", s).Replace(msg)
+	return allowEntry.ReplaceAllString(msg, "only an entry of exactly $1 in "+s+" opens it")
 }
 
 // isConnError reports whether err is a failure to reach Redis or a lost

@@ -135,10 +135,13 @@ func TestMasterFailoverResumesInSeconds(t *testing.T) {
 				failAt = append(failAt, time.Now())
 				mu.Unlock()
 				// Retrying with the same ID is safe: that is the contract
-				// under test too (no ID fires twice).
+				// under test too (no ID fires twice). The application's
+				// retry pause, part of the workload, not a wait for an event.
 				time.Sleep(20 * time.Millisecond)
 			}
 			schedMu.Unlock()
+			// The workload's pace (about 100 schedules a second), not a
+			// wait for an event.
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
@@ -215,7 +218,14 @@ func TestMasterFailoverResumesInSeconds(t *testing.T) {
 	}
 
 	// Schedule a little longer on the new master, then let all fire.
-	time.Sleep(500 * time.Millisecond)
+	schedMu.Lock()
+	before := len(acked)
+	schedMu.Unlock()
+	waitFor(t, 10*time.Second, "20 more schedules acknowledged by the new master", func() bool {
+		schedMu.Lock()
+		defer schedMu.Unlock()
+		return len(acked) >= before+20
+	})
 	stopped.Store(true)
 	<-done
 	mu.Lock()

@@ -302,6 +302,8 @@ func TestChaosWorkerCrashesOnShardedNamespace(t *testing.T) {
 	// are left to the takeover.
 	kills := 0
 	for deadline := t0.Add(window - time.Second); time.Now().Before(deadline); kills++ {
+		// The crash interval is the workload's pace (wall time is what is
+		// under test: crashes while timers come due), not a wait.
 		time.Sleep(300 * time.Millisecond)
 		i := rand.N(len(ws))
 		crash(ws[i])

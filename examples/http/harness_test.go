@@ -2,6 +2,7 @@ package httpexamples
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,10 +26,17 @@ import (
 // the test instead of skipping it, as CI sets it.
 const requireEnv = "TIMERQ_REQUIRE_NODE"
 
-// workerBin is timerworker, built by TestMain.
+// workerBin is timerworker, built by TestMain; empty under -short.
 var workerBin string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// The fast loop builds no binaries: every test that runs a
+		// worker or a client tool skips (requireTool).
+		goleak.VerifyTestMain(m)
+		return
+	}
 	dir, err := os.MkdirTemp("", "timerq-http-examples")
 	if err != nil {
 		panic(err)
@@ -54,9 +63,12 @@ func (c cleanupM) Run() int {
 }
 
 // requireTool returns the path of a client tool, skipping the test
-// without it unless TIMERQ_REQUIRE_NODE=1.
+// under -short, and without the tool unless TIMERQ_REQUIRE_NODE=1.
 func requireTool(t *testing.T, name string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short runs no client tool (%s) and builds no timerworker; drop -short to run this test", name)
+	}
 	p, err := exec.LookPath(name)
 	if err == nil {
 		return p
@@ -142,13 +154,27 @@ func startWorker(t *testing.T, b backend) *api {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte(line.Line()+"\n"), 0o600); err != nil {
-		t.Fatal(err)
+	a := serve(t, b, line.Line())
+	a.token = token
+	return a
+}
+
+// serve starts timerworker on b with --api-addr on a free loopback port
+// and a tokens file of the lines given (none: no tokens file, so that the
+// loopback API serves every request), and waits until it serves the API
+// and claims its shards.
+func serve(t *testing.T, b backend, tokenLines ...string) *api {
+	t.Helper()
+	args := []string{"--redis", b.url, "--namespace", b.ns, "--max-poll-interval", "200ms", "--api-addr", "127.0.0.1:0"}
+	if len(tokenLines) > 0 {
+		tokens := filepath.Join(t.TempDir(), "tokens")
+		if err := os.WriteFile(tokens, []byte(strings.Join(tokenLines, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--api-tokens-file", tokens)
 	}
-	a := &api{token: token, ns: b.ns, log: &redistest.SyncBuffer{}}
-	cmd := exec.Command(workerBin, "--redis", b.url, "--namespace", b.ns, "--max-poll-interval", "200ms",
-		"--api-addr", "127.0.0.1:0", "--api-tokens-file", tokens)
+	a := &api{ns: b.ns, log: &redistest.SyncBuffer{}}
+	cmd := exec.Command(workerBin, args...)
 	cmd.Stdout, cmd.Stderr = a.log, a.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

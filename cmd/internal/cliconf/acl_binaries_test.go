@@ -31,8 +31,9 @@ import (
 // start-up check, fires a timer, takes the maintenance lock and serves its
 // metrics; the read-only operator runs get, list, stats and watch; the
 // dashboard roles serve every page through `timerctl ui` (with --read-only
-// for the read-only one) and, with actions, perform each action. Nothing
-// may be refused. TestACLRoles runs the roles through the Go API instead.
+// for the read-only one) and, with actions, perform each action; the API
+// server's line serves every route of api/openapi.json through an API-only
+// timerworker (--api-addr --claim=false). Nothing may be refused. TestACLRoles runs the roles through the Go API instead.
 func TestACLLinesRunTheBinaries(t *testing.T) {
 	lines := aclLines(t)
 	// No ACL line may live outside the block the tests read.
@@ -210,6 +211,13 @@ func TestACLLinesRunTheBinaries(t *testing.T) {
 		if code := <-wdone; code != 0 || strings.Contains(werr.String(), "timerctl: ") {
 			t.Errorf("watch under the documented ops line: exit %d %q", code, werr.String())
 		}
+	})
+
+	t.Run("api", func(t *testing.T) {
+		mine := ns(t)
+		_, url := createUser(t, srv, admin, lines["api"], mine)
+		q := adminQ(mine)
+		apiOnlyServesEveryRoute(t, ctx, url, mine, q)
 	})
 
 	for _, role := range []string{"ui-readonly", "ui"} {

@@ -48,7 +48,7 @@ func aclLines(t *testing.T) map[string][]string {
 		role := strings.TrimSuffix(strings.TrimPrefix(f[2], "timerq-"), "-NS")
 		out[role] = f
 	}
-	for _, r := range []string{"worker", "app", "ops", "ui-readonly", "ui"} {
+	for _, r := range []string{"worker", "app", "api", "ops", "ui-readonly", "ui"} {
 		if out[r] == nil {
 			t.Fatalf("docs/security.md lacks the ACL line of timerq-%s-NS", r)
 		}

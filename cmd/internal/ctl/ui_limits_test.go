@@ -139,6 +139,9 @@ func dribble(conn net.Conn, line string, n int, stop <-chan struct{}) {
 // is closed, and a request's headers are capped, while a live tail outlives
 // the read and write timeouts: it sets its write deadline per write.
 func TestUISlowClients(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short skips tests that wait on real time (this one: the server's read, write and idle timeouts); drop -short to run it")
+	}
 	t.Setenv("TIMERQ_UI_TOKEN", "")
 	t.Setenv("TIMERQ_UI_BASIC_AUTH", "")
 	m, rdb := redistest.Mini(t)

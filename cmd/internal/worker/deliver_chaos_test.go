@@ -131,6 +131,15 @@ func neverEarly(t *testing.T, hits []hit) {
 	}
 }
 
+// skipShort skips a test whose subject is wall time (what is waited is
+// the behaviour under test) in the fast loop, -short.
+func skipShort(t *testing.T, waits string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short skips tests that wait on real time (this one: %s); drop -short to run it", waits)
+	}
+}
+
 // An endpoint down (every connection cut, no answer) for 20 s, then up:
 // every fire arrives, none before its due time, nothing is dead-lettered,
 // and each timer's attempt log shows the backoff of the policy: numbered
@@ -141,6 +150,7 @@ func neverEarly(t *testing.T, hits []hit) {
 // 20 s of wall time, ten times the cap, so that the backoff grows to the
 // cap and stays there.
 func TestDeliverEndpointOutage(t *testing.T) {
+	skipShort(t, "a 20 s endpoint outage")
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		ns := redistest.Namespace(t)
@@ -261,6 +271,7 @@ func TestDeliverEndpointOutage(t *testing.T) {
 // route, the rest by endpoint (timerctl redrive --endpoint), and once the
 // endpoint answers each arrives with the webhook-id of its first attempt.
 func TestDeliverAlwaysFailingEndpoint(t *testing.T) {
+	skipShort(t, "retries until a 2 s max_age runs out")
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		ns := redistest.Namespace(t)
@@ -430,6 +441,7 @@ func TestDeliverAlwaysFailingEndpoint(t *testing.T) {
 // fire later than 1 s after its due time, where waiting behind the slow
 // endpoint would cost seconds. The slow one's fires arrive too, later.
 func TestDeliverSlowEndpointBesideFast(t *testing.T) {
+	skipShort(t, "a 5 s endpoint")
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ns := redistest.Namespace(t)
 		var slowBusy atomic.Int64

@@ -432,6 +432,8 @@ func NewAPIHandler(env APIEnv) (http.Handler, error) {
 		Queue:         queue.Options{Retention: env.Retention, TracerProvider: env.TracerProvider},
 		Logger:        env.Logger,
 		EndpointAllow: env.EndpointAllow,
+		// A refused address names the flag that admits it, not api's field.
+		EndpointAllowSetting: "--deliver-allow (TIMERQ_DELIVER_ALLOW)",
 	})
 }
 
