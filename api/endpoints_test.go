@@ -171,6 +171,7 @@ func TestTimerDeliver(t *testing.T) {
 			p.Field != "/deliver/endpoint" || !strings.Contains(p.Detail, `"billing"`) {
 			t.Fatalf("timer to a missing endpoint = %d %s", r.Status, r.Body)
 		}
+		oneCause(t, r.problem(t).Detail)
 		r = e.do(ctx, "POST", e.url("/timers/batch"), map[string]any{"timers": []map[string]any{
 			{"id": "a", "in": "1h"},
 			{"id": "b", "in": "1h", "deliver": map[string]any{"endpoint": "billing"}},
@@ -178,6 +179,7 @@ func TestTimerDeliver(t *testing.T) {
 		if p := r.problem(t); r.Status != http.StatusUnprocessableEntity || p.Field != "/timers/1/deliver/endpoint" {
 			t.Fatalf("batch to a missing endpoint = %d %s", r.Status, r.Body)
 		}
+		oneCause(t, r.problem(t).Detail)
 		if after := e.snapshot(); after != before {
 			t.Fatalf("refused creates wrote:\n%s", after)
 		}
@@ -223,6 +225,7 @@ func TestScheduleDeliver(t *testing.T) {
 		if p := r.problem(t); r.Status != http.StatusUnprocessableEntity || p.Type != api.ProblemTypePrefix+api.SlugUnknownEndpoint || p.Field != "/deliver/endpoint" {
 			t.Fatalf("schedule to a missing endpoint = %d %s", r.Status, r.Body)
 		}
+		oneCause(t, r.problem(t).Detail)
 		if after := e.snapshot(); after != before {
 			t.Fatalf("the refused schedule wrote:\n%s", after)
 		}
@@ -245,4 +248,17 @@ func TestScheduleDeliver(t *testing.T) {
 			t.Fatalf("update without deliver = %d %s", r.Status, r.Body)
 		}
 	})
+}
+
+// oneCause fails unless detail, an unknown-endpoint refusal's, gives its
+// one cause and its fix: nothing was scheduled, so it must not also say
+// that the outcome is unknown and a retry may help.
+func oneCause(t *testing.T, detail string) {
+	t.Helper()
+	if strings.Contains(detail, "outcome unknown") || strings.Contains(detail, "retry") {
+		t.Errorf("unknown-endpoint detail contradicts itself: %s", detail)
+	}
+	if !strings.Contains(detail, "nothing was scheduled") || !strings.Contains(detail, "create it first") {
+		t.Errorf("unknown-endpoint detail does not give the cause and the fix: %s", detail)
+	}
 }

@@ -219,6 +219,15 @@ func TestScheduleDeliverToEndpoint(t *testing.T) {
 		if !errors.Is(err, queue.ErrEndpointNotFound) || !strings.Contains(err.Error(), `"billing"`) {
 			t.Fatalf("schedule to a missing endpoint: %v, want ErrEndpointNotFound naming it", err)
 		}
+		// The script's refusal is an answer: nothing ran, so the outcome
+		// is known, whichever shard (script or pre-check) refused it.
+		if errors.Is(err, queue.ErrOutcomeUnknown) {
+			t.Fatalf("schedule to a missing endpoint: %v, reported as ErrOutcomeUnknown", err)
+		}
+		_, err = q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "to-billing", Due: past, Payload: []byte("x"), Endpoint: "billing"}})
+		if !errors.Is(err, queue.ErrEndpointNotFound) || errors.Is(err, queue.ErrOutcomeUnknown) {
+			t.Fatalf("one timer to a missing endpoint: %v, want ErrEndpointNotFound and not ErrOutcomeUnknown", err)
+		}
 		if keys := nsKeys(t, b, q); len(keys) != 0 {
 			t.Fatalf("the refused schedule wrote %v", keys)
 		}
