@@ -53,6 +53,10 @@ func TestEndpointLifecycle(t *testing.T) {
 					t.Fatalf("the answer carries a secret: %s", r.Body)
 				}
 			}
+			// Header values (here a bearer token) are redacted as secrets are.
+			if strings.Contains(string(r.Body), "Bearer x") || !strings.Contains(string(r.Body), `"Authorization":"`+queue.RedactHeader("Bearer x")+`"`) {
+				t.Fatalf("the answer does not redact the header value: %s", r.Body)
+			}
 		}
 		r := e.do(ctx, "PUT", e.url("/endpoints/billing"), billingBody())
 		noSecret(r)
@@ -87,6 +91,14 @@ func TestEndpointLifecycle(t *testing.T) {
 		var list struct{ Endpoints []api.EndpointJSON }
 		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &list) != nil || len(list.Endpoints) != 1 || list.Endpoints[0].Name != "billing" {
 			t.Fatalf("list = %d %s", r.Status, r.Body)
+		}
+		// A redacted value read back and sent again is refused, not
+		// stored in place of the token.
+		back := billingBody()
+		back["headers"] = list.Endpoints[0].Headers
+		if r := e.do(ctx, "PUT", e.url("/endpoints/billing"), back); r.Status != http.StatusUnprocessableEntity ||
+			r.problem(t).Field != "/headers" || !strings.Contains(r.problem(t).Detail, "redacted") {
+			t.Fatalf("put of a redacted header value = %d %s", r.Status, r.Body)
 		}
 		if r := e.do(ctx, "DELETE", e.url("/endpoints/billing"), nil); r.Status != http.StatusNoContent {
 			t.Fatalf("delete = %d %s", r.Status, r.Body)
