@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -376,6 +377,40 @@ func TestRefusesTheNetworkWithoutTokens(t *testing.T) {
 	body := string(b)
 	if p := problem(t, resp, body, http.StatusMisdirectedRequest); !strings.Contains(p.Detail, "loopback") {
 		t.Errorf("foreign Host without tokens: %+v", p)
+	}
+}
+
+// TestWarnsOfPlainHTTPBeyondLoopback: tokens served over plain HTTP on an
+// address beyond loopback can be read on the way; Listen warns once,
+// naming the TLS flags, and says nothing on loopback or with TLS.
+func TestWarnsOfPlainHTTPBeyondLoopback(t *testing.T) {
+	file, _ := tokens(t, "a namespaces=* rights=read")
+	srv := redistest.NewPKI(t).ServerTLS(false, "127.0.0.1")
+	for _, c := range []struct {
+		cfg  apiserver.Config
+		warn bool
+	}{
+		{apiserver.Config{Addr: "0.0.0.0:0", TokensFile: file}, true},
+		{apiserver.Config{Addr: ":0", TokensFile: file}, true},
+		{apiserver.Config{Addr: "127.0.0.1:0", TokensFile: file}, false},
+		{apiserver.Config{Addr: "127.0.0.1:0"}, false},
+		{apiserver.Config{Addr: "0.0.0.0:0", TokensFile: file, TLSCertFile: srv.CertFile, TLSKeyFile: srv.KeyFile}, false},
+	} {
+		var buf bytes.Buffer
+		s, err := apiserver.Listen(c.cfg, fakeAPI(), slog.New(slog.NewTextHandler(&buf, nil)))
+		if err != nil {
+			t.Fatalf("Listen(%+v): %v", c.cfg, err)
+		}
+		s.Close()
+		out := buf.String()
+		n := strings.Count(out, "plain HTTP")
+		switch {
+		case c.warn && (n != 1 || !strings.Contains(out, "level=WARN") || !strings.Contains(out, "--api-tls-cert-file") ||
+			!strings.Contains(out, "TLS-terminating proxy")):
+			t.Errorf("Listen(%s, tls=%v) logged %q, want one warning naming --api-tls-cert-file and a TLS proxy", c.cfg.Addr, c.cfg.TLSCertFile != "", out)
+		case !c.warn && n != 0:
+			t.Errorf("Listen(%s, tls=%v) warned: %q", c.cfg.Addr, c.cfg.TLSCertFile != "", out)
+		}
 	}
 }
 
