@@ -124,7 +124,27 @@ func CheckKeys(data []byte, v any) error {
 		t = t.Elem()
 	}
 	w := walker{data: data}
-	return w.value(t, "")
+	return w.value(t, nil)
+}
+
+// step is one step of the JSON pointer to the value being walked: a key,
+// or an array's index. The pointer is spelled out only for an
+// error, so that a walk costs no string per value.
+type step struct {
+	up    *step
+	isKey bool
+	key   []byte
+	index int
+}
+
+func (s *step) String() string {
+	if s == nil {
+		return ""
+	}
+	if !s.isKey {
+		return s.up.String() + "/" + strconv.Itoa(s.index)
+	}
+	return s.up.String() + "/" + escape(string(s.key))
 }
 
 // walker scans valid JSON text; i is its position.
@@ -143,7 +163,7 @@ func (w *walker) space() {
 
 // value walks the value at w.i, which decodes into t (nil: any value,
 // whose keys are checked for repeats only).
-func (w *walker) value(t reflect.Type, ptr string) error {
+func (w *walker) value(t reflect.Type, at *step) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -156,7 +176,7 @@ func (w *walker) value(t reflect.Type, ptr string) error {
 	}
 	switch w.data[w.i] {
 	case '{':
-		return w.object(t, ptr)
+		return w.object(t, at)
 	case '[':
 		var elem reflect.Type
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
@@ -169,7 +189,7 @@ func (w *walker) value(t reflect.Type, ptr string) error {
 				w.i++
 				return nil
 			}
-			if err := w.value(elem, ptr+"/"+strconv.Itoa(n)); err != nil {
+			if err := w.value(elem, &step{up: at, index: n}); err != nil {
 				return err
 			}
 			w.space()
@@ -187,7 +207,7 @@ func (w *walker) value(t reflect.Type, ptr string) error {
 	return nil
 }
 
-func (w *walker) object(t reflect.Type, ptr string) error {
+func (w *walker) object(t reflect.Type, at *step) error {
 	var fields map[string]field
 	var elem reflect.Type
 	switch {
@@ -197,7 +217,12 @@ func (w *walker) object(t reflect.Type, ptr string) error {
 	case t.Kind() == reflect.Map:
 		elem = t.Elem()
 	}
-	seen := map[string]bool{}
+	// The keys seen so far: a few in a list, which costs no allocation
+	// for the small objects of requests; a map once an object (a map
+	// field) holds more, so that a huge one stays linear.
+	var few [16][]byte
+	seen := few[:0]
+	var many map[string]bool
 	w.i++ // {
 	for {
 		w.space()
@@ -205,24 +230,42 @@ func (w *walker) object(t reflect.Type, ptr string) error {
 			w.i++
 			return nil
 		}
-		raw := w.str()
-		key := string(raw)
-		if bytes.IndexByte(raw, '\\') >= 0 {
+		key := w.str()
+		if bytes.IndexByte(key, '\\') >= 0 {
 			// An escaped key ("\u0069d") is the key it spells.
-			_ = json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &key)
+			var s string
+			_ = json.Unmarshal(append(append([]byte{'"'}, key...), '"'), &s)
+			key = []byte(s)
 		}
-		if seen[key] {
-			return &KeyError{Pointer: ptr, Key: key}
+		dup := false
+		switch {
+		case many != nil:
+			dup = many[string(key)]
+			many[string(key)] = true
+		case len(seen) < len(few):
+			for _, k := range seen {
+				dup = dup || bytes.Equal(k, key)
+			}
+			seen = append(seen, key)
+		default:
+			many = make(map[string]bool, 2*len(few))
+			for _, k := range seen {
+				many[string(k)] = true
+			}
+			dup = many[string(key)]
+			many[string(key)] = true
 		}
-		seen[key] = true
+		if dup {
+			return &KeyError{Pointer: at.String(), Key: string(key)}
+		}
 		next := elem
 		if fields != nil {
-			f, ok := fields[key]
+			f, ok := fields[string(key)]
 			if !ok {
 				for name := range fields {
 					// encoding/json's match (foldName) is bytes.EqualFold.
-					if strings.EqualFold(name, key) {
-						return &KeyError{Pointer: ptr, Key: key, Field: name}
+					if bytes.EqualFold([]byte(name), key) {
+						return &KeyError{Pointer: at.String(), Key: string(key), Field: name}
 					}
 				}
 			}
@@ -230,7 +273,7 @@ func (w *walker) object(t reflect.Type, ptr string) error {
 		}
 		w.space()
 		w.i++ // :
-		if err := w.value(next, ptr+"/"+escape(key)); err != nil {
+		if err := w.value(next, &step{up: at, isKey: true, key: key}); err != nil {
 			return err
 		}
 		w.space()
