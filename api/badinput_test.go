@@ -174,3 +174,80 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestRequestKeysAreExact: on every route that takes a body, a key given
+// twice (encoding/json would keep the last) and a key in another case
+// than its field's (encoding/json would match "ID" to "id") are refused
+// with 400 naming the key, at the top level and in nested objects and
+// batch items, and nothing is written. A lone surrogate escape, which
+// encoding/json would store as U+FFFD, is refused as timerctl import
+// refuses it. Every operation of the document with a request body has a
+// case here.
+func TestRequestKeysAreExact(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		e := newEnv(t, b, api.Options{})
+		ctx := context.Background()
+		before := e.snapshot()
+		g := e.url("/groups/g")
+		cases := []struct {
+			route       string // the document's operation
+			url, body   string
+			docInvalid  bool
+			field, want string
+		}{
+			{"PUT /v1/namespaces/{ns}", e.srv.URL + "/v1/namespaces/" + e.ns + "-k", `{"shards": 2, "shards": 3}`, false, "/shards", `key "shards" is given twice in the body`},
+			{"PUT /v1/namespaces/{ns}", e.srv.URL + "/v1/namespaces/" + e.ns + "-k", `{"Shards": 2}`, true, "/Shards", `write it "shards"`},
+			{"POST /v1/namespaces/{ns}/timers", e.url("/timers"), `{"id": "a", "id": "b", "in": "1h"}`, false, "/id", `key "id" is given twice`},
+			{"POST /v1/namespaces/{ns}/timers", e.url("/timers"), `{"ID": "a", "in": "1h"}`, true, "/ID", `unknown field "ID" in the body: keys are case-sensitive; write it "id"`},
+			{"POST /v1/namespaces/{ns}/timers", e.url("/timers"), `{"\u0049D": "a", "in": "1h"}`, true, "/ID", `write it "id"`},
+			{"POST /v1/namespaces/{ns}/timers", e.url("/timers"), "{\"id\": \"a\", \"\u212an\": \"1h\"}", true, "", ""}, // K (Kelvin) in is no field: unknown
+			{"POST /v1/namespaces/{ns}/timers", e.url("/timers"), `{"id": "a", "in": "1h", "deliver": {"Endpoint": "e"}}`, true, "/deliver/Endpoint", `in /deliver: keys are case-sensitive`},
+			{"POST /v1/namespaces/{ns}/timers", e.url("/timers"), `{"id": "sur\ud800", "in": "1h"}`, false, "", `the body has \ud800, half of a UTF-16 surrogate pair`},
+			{"POST /v1/namespaces/{ns}/timers/batch", e.url("/timers/batch"), `{"timers": [{"id": "a", "in": "1h"}, {"id": "b", "in": "1h", "in": "2h"}]}`, false, "/timers/1/in", `key "in" is given twice in /timers/1`},
+			{"POST /v1/namespaces/{ns}/timers/batch", e.url("/timers/batch"), `{"timers": [{"id": "a", "in": "1h"}, {"Id": "b", "in": "1h"}]}`, true, "/timers/1/Id", `write it "id"`},
+			{"POST /v1/namespaces/{ns}/timers/batch", e.url("/timers/batch"), `{"timers": [{"id": "a", "in": "1h"}], "Timers": []}`, true, "/Timers", `write it "timers"`},
+			{"POST /v1/namespaces/{ns}/timers/{id}/reschedule", e.url("/timers/a/reschedule"), `{"in": "1h", "In": "2h"}`, true, "/In", `write it "in"`},
+			{"POST /v1/namespaces/{ns}/debounce/{key}", e.url("/debounce/k"), `{"delay": "1s", "max_wait": "1m", "delay": "2s"}`, false, "/delay", "given twice"},
+			{"POST /v1/namespaces/{ns}/debounce/{key}", e.url("/debounce/k"), `{"delay": "1s", "Max_Wait": "1m"}`, true, "/Max_Wait", `write it "max_wait"`},
+			{"POST /v1/namespaces/{ns}/schedules", e.url("/schedules"), `{"id": "s", "every": "1h", "every": "2h"}`, false, "/every", "given twice"},
+			{"POST /v1/namespaces/{ns}/schedules", e.url("/schedules"), `{"id": "s", "every": "1h", "deliver": {"endpoint": "e", "endpoint": "f"}}`, false, "/deliver/endpoint", "given twice in /deliver"},
+			{"PUT /v1/namespaces/{ns}/schedules/{id}", e.url("/schedules/s"), `{"Every": "1h"}`, true, "/Every", `write it "every"`},
+			{"POST /v1/namespaces/{ns}/groups/{group}/lease", g + "/lease", `{"consumer": "c", "count": 1, "Lease": "1m"}`, true, "/Lease", `write it "lease"`},
+			{"POST /v1/namespaces/{ns}/groups/{group}/ack", g + "/ack", `{"delivery_ids": ["0/1-1"], "delivery_ids": ["0/1-2"]}`, false, "/delivery_ids", "given twice"},
+			{"POST /v1/namespaces/{ns}/groups/{group}/deliveries/{delivery}/release", g + "/deliveries/0~1-1/release", `{"delay": "1s", "Delay": "2s"}`, true, "/Delay", `write it "delay"`},
+			{"POST /v1/namespaces/{ns}/groups/{group}/deliveries/{delivery}/extend", g + "/deliveries/0~1-1/extend", `{"lease_for": "1m", "lease_for": "2m"}`, false, "/lease_for", "given twice"},
+			{"PUT /v1/namespaces/{ns}/endpoints/{name}", e.url("/endpoints/e"), `{"url": "https://example.com/h", "secrets": ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"], "headers": {"X-A": "1", "X-A": "2"}}`, false, "/headers/X-A", "given twice in /headers"},
+			{"PUT /v1/namespaces/{ns}/endpoints/{name}", e.url("/endpoints/e"), `{"url": "https://example.com/h", "secrets": ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"], "retry": {"Max_Attempts": 3}}`, true, "/retry/Max_Attempts", `write it "max_attempts"`},
+			{"PUT /v1/namespaces/{ns}/delivery-policy", e.url("/delivery-policy"), `{"allow_timer_urls": false, "allow_timer_urls": true}`, false, "/allow_timer_urls", "given twice"},
+			{"PUT /v1/namespaces/{ns}/flow-policies", e.url("/flow-policies"), `{"rate": 1, "Rate": 2}`, true, "/Rate", `write it "rate"`},
+		}
+		covered := map[string]bool{}
+		for _, c := range cases {
+			covered[c.route] = true
+			t.Run(c.route+" "+c.body, func(t *testing.T) {
+				rctx := ctx
+				if c.docInvalid {
+					rctx = expectInvalid(ctx)
+				}
+				method, _, _ := strings.Cut(c.route, " ")
+				r := e.do(rctx, method, c.url, c.body)
+				p := r.problem(t)
+				if r.Status != http.StatusBadRequest || p.Type != api.ProblemTypePrefix+api.SlugInvalidRequest ||
+					(c.want != "" && (p.Field != c.field || !strings.Contains(p.Detail, c.want))) {
+					t.Errorf("%d %s, want 400 invalid-request field %q detail containing %q", r.Status, r.Body, c.field, c.want)
+				}
+			})
+		}
+		doc := loadContract(t).doc
+		for path, item := range doc.Paths.Map() {
+			for method, op := range item.Operations() {
+				if op.RequestBody != nil && !covered[method+" "+path] {
+					t.Errorf("%s %s takes a body, and the test sends it no repeated or case-changed key", method, path)
+				}
+			}
+		}
+		if after := e.snapshot(); after != before {
+			t.Errorf("the refused requests changed the namespace:\nbefore %s\nafter  %s", before, after)
+		}
+	})
+}

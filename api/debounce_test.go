@@ -117,6 +117,9 @@ func TestDebounceRouteRefusesBadInput(t *testing.T) {
 			if r.Status != c.status || p.Type != api.ProblemTypePrefix+c.slug || p.Field != c.field {
 				t.Errorf("%s: %d %s field %q, want %d %s field %q: %s", c.name, r.Status, p.Type, p.Field, c.status, c.slug, c.field, p.Detail)
 			}
+			if c.slug == api.SlugUnknownEndpoint {
+				oneCause(t, p.Detail)
+			}
 		}
 		if after := e.snapshot(); after != before {
 			t.Errorf("refused requests wrote:\nbefore:\n%s\nafter:\n%s", before, after)

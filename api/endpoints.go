@@ -13,7 +13,8 @@ import (
 )
 
 // Endpoint routes: /v1/namespaces/{ns}/endpoints/... (docs/api.md,
-// "Endpoints"). Secrets go in whole on PUT and come back redacted, always.
+// "Endpoints"). Secrets and header values go in whole on PUT and come back
+// redacted, always.
 
 // RetryJSON is an endpoint's retry policy on the wire. Durations are in
 // Go's syntax (90s, 5m, 1h30m); an absent or zero field means the
@@ -26,8 +27,9 @@ type RetryJSON struct {
 	DeadLetterClientErrors *bool  `json:"dead_letter_client_errors,omitempty"`
 }
 
-// EndpointJSON is an endpoint as the API returns it: its secrets redacted
-// (queue.Secret.Redacted), never whole.
+// EndpointJSON is an endpoint as the API returns it: its secrets and
+// header values redacted (queue.Secret.Redacted, queue.RedactHeader),
+// never whole.
 type EndpointJSON struct {
 	Name        string            `json:"name"`
 	URL         string            `json:"url"`
@@ -75,12 +77,8 @@ func durString(d time.Duration) string {
 }
 
 func toEndpointJSON(e queue.Endpoint) EndpointJSON {
-	h := e.Headers
-	if h == nil {
-		h = map[string]string{}
-	}
 	dl := !e.Retry.RetryClientErrors
-	j := EndpointJSON{Name: e.Name, URL: e.URL, Headers: h, Timeout: durString(e.Timeout),
+	j := EndpointJSON{Name: e.Name, URL: e.URL, Headers: e.RedactedHeaders(), Timeout: durString(e.Timeout),
 		Retry: RetryJSON{MaxAttempts: e.Retry.MaxAttempts, MaxAge: durString(e.Retry.MaxAge),
 			BackoffBase: durString(e.Retry.Base), BackoffCap: durString(e.Retry.Cap), DeadLetterClientErrors: &dl},
 		MaxInFlight: e.MaxInFlight, Secrets: make([]string, len(e.Secrets)), Enabled: !e.Disabled,

@@ -53,6 +53,10 @@ func TestEndpointLifecycle(t *testing.T) {
 					t.Fatalf("the answer carries a secret: %s", r.Body)
 				}
 			}
+			// Header values (here a bearer token) are redacted as secrets are.
+			if strings.Contains(string(r.Body), "Bearer x") || !strings.Contains(string(r.Body), `"Authorization":"`+queue.RedactHeader("Bearer x")+`"`) {
+				t.Fatalf("the answer does not redact the header value: %s", r.Body)
+			}
 		}
 		r := e.do(ctx, "PUT", e.url("/endpoints/billing"), billingBody())
 		noSecret(r)
@@ -87,6 +91,14 @@ func TestEndpointLifecycle(t *testing.T) {
 		var list struct{ Endpoints []api.EndpointJSON }
 		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &list) != nil || len(list.Endpoints) != 1 || list.Endpoints[0].Name != "billing" {
 			t.Fatalf("list = %d %s", r.Status, r.Body)
+		}
+		// A redacted value read back and sent again is refused, not
+		// stored in place of the token.
+		back := billingBody()
+		back["headers"] = list.Endpoints[0].Headers
+		if r := e.do(ctx, "PUT", e.url("/endpoints/billing"), back); r.Status != http.StatusUnprocessableEntity ||
+			r.problem(t).Field != "/headers" || !strings.Contains(r.problem(t).Detail, "redacted") {
+			t.Fatalf("put of a redacted header value = %d %s", r.Status, r.Body)
 		}
 		if r := e.do(ctx, "DELETE", e.url("/endpoints/billing"), nil); r.Status != http.StatusNoContent {
 			t.Fatalf("delete = %d %s", r.Status, r.Body)
@@ -171,6 +183,7 @@ func TestTimerDeliver(t *testing.T) {
 			p.Field != "/deliver/endpoint" || !strings.Contains(p.Detail, `"billing"`) {
 			t.Fatalf("timer to a missing endpoint = %d %s", r.Status, r.Body)
 		}
+		oneCause(t, r.problem(t).Detail)
 		r = e.do(ctx, "POST", e.url("/timers/batch"), map[string]any{"timers": []map[string]any{
 			{"id": "a", "in": "1h"},
 			{"id": "b", "in": "1h", "deliver": map[string]any{"endpoint": "billing"}},
@@ -178,6 +191,7 @@ func TestTimerDeliver(t *testing.T) {
 		if p := r.problem(t); r.Status != http.StatusUnprocessableEntity || p.Field != "/timers/1/deliver/endpoint" {
 			t.Fatalf("batch to a missing endpoint = %d %s", r.Status, r.Body)
 		}
+		oneCause(t, r.problem(t).Detail)
 		if after := e.snapshot(); after != before {
 			t.Fatalf("refused creates wrote:\n%s", after)
 		}
@@ -223,6 +237,7 @@ func TestScheduleDeliver(t *testing.T) {
 		if p := r.problem(t); r.Status != http.StatusUnprocessableEntity || p.Type != api.ProblemTypePrefix+api.SlugUnknownEndpoint || p.Field != "/deliver/endpoint" {
 			t.Fatalf("schedule to a missing endpoint = %d %s", r.Status, r.Body)
 		}
+		oneCause(t, r.problem(t).Detail)
 		if after := e.snapshot(); after != before {
 			t.Fatalf("the refused schedule wrote:\n%s", after)
 		}
@@ -245,4 +260,17 @@ func TestScheduleDeliver(t *testing.T) {
 			t.Fatalf("update without deliver = %d %s", r.Status, r.Body)
 		}
 	})
+}
+
+// oneCause fails unless detail, an unknown-endpoint refusal's, gives its
+// one cause and its fix: nothing was scheduled, so it must not also say
+// that the outcome is unknown and a retry may help.
+func oneCause(t *testing.T, detail string) {
+	t.Helper()
+	if strings.Contains(detail, "outcome unknown") || strings.Contains(detail, "retry") {
+		t.Errorf("unknown-endpoint detail contradicts itself: %s", detail)
+	}
+	if !strings.Contains(detail, "nothing was scheduled") || !strings.Contains(detail, "create it first") {
+		t.Errorf("unknown-endpoint detail does not give the cause and the fix: %s", detail)
+	}
 }

@@ -12,8 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/timerq/timerq/internal/strictjson"
 	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
 )
@@ -279,16 +279,20 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, optional bool
 		}
 		return nil, badRequest("", "the body is empty; send a JSON object")
 	}
-	if !utf8.Valid(body) {
-		// encoding/json would turn invalid UTF-8 into U+FFFD, so an ID
-		// would be stored changed.
-		return nil, badRequest("", "the body is not valid UTF-8; send JSON in UTF-8, and binary payloads in base64 as payload")
+	// encoding/json would turn invalid UTF-8 and a lone surrogate escape
+	// into U+FFFD, so an ID would be stored changed: the check timerctl
+	// import makes of its lines.
+	var te *strictjson.TextError
+	if err := strictjson.CheckText(body); errors.As(err, &te) {
+		return nil, badRequest("", "the body %s; send JSON in UTF-8, and binary payloads in base64 as payload", te.Problem)
 	}
 	return body, nil
 }
 
 // decodeStrict decodes one JSON value from data into v, refusing unknown
-// fields; prefix is the JSON pointer of data in the request, for errors.
+// fields, a key given twice and a key that names a field in another case
+// (encoding/json would keep the last and match "ID" to "id"); prefix is
+// the JSON pointer of data in the request, for errors.
 func decodeStrict(data []byte, v any, prefix string) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -298,7 +302,26 @@ func decodeStrict(data []byte, v any, prefix string) error {
 	if dec.More() {
 		return badRequest(prefix, "more than one JSON value; send one object")
 	}
+	// After the decode, which proved the text valid JSON: the key check
+	// walks it without parsing errors of its own.
+	var ke *strictjson.KeyError
+	if err := strictjson.CheckKeys(data, v); errors.As(err, &ke) {
+		field := prefix + ke.Pointer + "/" + strings.ReplaceAll(strings.ReplaceAll(ke.Key, "~", "~0"), "/", "~1")
+		if ke.Field != "" {
+			return badRequest(field, "unknown field %q in %s: keys are case-sensitive; write it %q (see the request's schema in /v1/openapi.json)",
+				ke.Key, where(prefix+ke.Pointer), ke.Field)
+		}
+		return badRequest(field, "key %q is given twice in %s; give each key once", ke.Key, where(prefix+ke.Pointer))
+	}
 	return nil
+}
+
+// where names the object at the JSON pointer ptr of the request.
+func where(ptr string) string {
+	if ptr == "" {
+		return "the body"
+	}
+	return ptr
 }
 
 // jsonError turns a decoding error into a 400 that names the field.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"net/textproto"
 	"slices"
@@ -81,8 +82,45 @@ func (s Secret) Redacted() string {
 	if !ok || len(b64) < 8 {
 		return SecretPrefix + "…"
 	}
+	return SecretPrefix + b64[:4] + fingerprint(string(s))
+}
+
+// fingerprint is "…(" and the first 8 hex digits of the SHA-256 of s ")":
+// the tail of every redacted value timerq shows.
+func fingerprint(s string) string {
 	sum := sha256.Sum256([]byte(s))
-	return SecretPrefix + b64[:4] + "…(" + hex.EncodeToString(sum[:4]) + ")"
+	return "…(" + hex.EncodeToString(sum[:4]) + ")"
+}
+
+// RedactHeader is how timerq shows the value of an endpoint's header,
+// everywhere it leaves the server (the HTTP API, timerctl, the dashboard,
+// logs): "…(" and the first 8 hex digits of the SHA-256 of the value ")",
+// e.g. "…(a1b2c3d4)". Header values often carry credentials
+// (Authorization: Bearer …) and, unlike a secret, have no public prefix,
+// so none of the value is shown: the fingerprint tells two values apart
+// and checks a value one holds, and is too little to send.
+func RedactHeader(value string) string { return fingerprint(value) }
+
+// IsRedactedHeader reports whether v has the form RedactHeader gives, so
+// that a value read back and sent again is refused rather than stored.
+func IsRedactedHeader(v string) bool {
+	h, ok := strings.CutPrefix(v, "…(")
+	h, ok2 := strings.CutSuffix(h, ")")
+	if !ok || !ok2 || len(h) != 8 {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil
+}
+
+// RedactedHeaders returns e's headers with each value redacted
+// (RedactHeader); an empty map, never nil, when it has none.
+func (e Endpoint) RedactedHeaders() map[string]string {
+	out := make(map[string]string, len(e.Headers))
+	for k, v := range e.Headers {
+		out[k] = RedactHeader(v)
+	}
+	return out
 }
 
 // String is Redacted.
@@ -178,7 +216,7 @@ type Endpoint struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-// String shows the endpoint with its secrets redacted.
+// String shows the endpoint with its secrets and header values redacted.
 func (e Endpoint) String() string {
 	secrets := make([]string, len(e.Secrets))
 	for i, s := range e.Secrets {
@@ -188,7 +226,26 @@ func (e Endpoint) String() string {
 	if e.Disabled {
 		state = "disabled"
 	}
-	return fmt.Sprintf("endpoint %s %s (%s, secrets %s)", e.Name, e.URL, state, strings.Join(secrets, " "))
+	headers := ""
+	for _, k := range slices.Sorted(maps.Keys(e.Headers)) {
+		headers += ", header " + k + ": " + RedactHeader(e.Headers[k])
+	}
+	return fmt.Sprintf("endpoint %s %s (%s, secrets %s%s)", e.Name, e.URL, state, strings.Join(secrets, " "), headers)
+}
+
+// GoString is String, so that %#v shows no secret nor header value.
+func (e Endpoint) GoString() string { return e.String() }
+
+// MarshalJSON writes the endpoint with its secrets and header values
+// redacted: an Endpoint marshalled to JSON, or logged by slog's JSON
+// handler, carries neither.
+func (e Endpoint) MarshalJSON() ([]byte, error) {
+	type plain Endpoint // without this method
+	p := plain(e)
+	if e.Headers != nil {
+		p.Headers = e.RedactedHeaders()
+	}
+	return json.Marshal(p)
 }
 
 // reservedHeaders are the headers the delivery engine sets itself.
@@ -350,6 +407,9 @@ func headerProblem(k, v string) string {
 	}
 	if strings.ContainsAny(v, "\r\n\x00") {
 		return fmt.Sprintf("the value of header %q holds a line break or NUL", k)
+	}
+	if IsRedactedHeader(v) {
+		return fmt.Sprintf("the value of header %q is %s, a value redacted as timerq shows it, not the value itself; give the header's real value", k, v)
 	}
 	return ""
 }

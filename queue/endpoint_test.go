@@ -1,11 +1,13 @@
 package queue_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -143,6 +145,9 @@ func TestEndpointBadInputWritesNothing(t *testing.T) {
 		{"host header", mod(func(e *queue.Endpoint) { e.Headers = map[string]string{"host": "x"} }), "set by the delivery"},
 		{"header CRLF", mod(func(e *queue.Endpoint) { e.Headers = map[string]string{"X-A": "a\r\nX-B: b"} }), "line break"},
 		{"header name", mod(func(e *queue.Endpoint) { e.Headers = map[string]string{"X A": "a"} }), "token"},
+		{"redacted header value", mod(func(e *queue.Endpoint) {
+			e.Headers = map[string]string{"Authorization": queue.RedactHeader("Bearer t0ken")}
+		}), "redacted"},
 		{"negative timeout", mod(func(e *queue.Endpoint) { e.Timeout = -1 }), "timeout"},
 		{"long timeout", mod(func(e *queue.Endpoint) { e.Timeout = time.Hour }), "timeout"},
 		{"negative attempts", mod(func(e *queue.Endpoint) { e.Retry.MaxAttempts = -1 }), "negative"},
@@ -208,6 +213,45 @@ func TestEndpointSecretsAreRedacted(t *testing.T) {
 	}
 }
 
+// TestEndpointHeaderValuesAreRedacted: header values often carry
+// credentials (Authorization: Bearer …), so every form an Endpoint is
+// shown in (String, fmt's verbs, JSON, as slog prints it) shows them as
+// RedactHeader's fingerprint, never whole; two values redact apart.
+func TestEndpointHeaderValuesAreRedacted(t *testing.T) {
+	e := billing()
+	e.Headers["X-Api-Key"] = "k3y-material-0123"
+	js, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text, jsonLog bytes.Buffer
+	slog.New(slog.NewTextHandler(&text, nil)).Info("x", "endpoint", e)
+	slog.New(slog.NewJSONHandler(&jsonLog, nil)).Info("x", "endpoint", e)
+	for what, out := range map[string]string{
+		"String": e.String(), "%v": fmt.Sprintf("%v", e), "%+v": fmt.Sprintf("%+v", e), "%#v": fmt.Sprintf("%#v", e),
+		"JSON": string(js), "slog text": text.String(), "slog JSON": jsonLog.String(),
+	} {
+		for _, v := range []string{"t0ken", "k3y-material"} {
+			if strings.Contains(out, v) {
+				t.Errorf("%s shows a header value: %s", what, out)
+			}
+		}
+		if !strings.Contains(out, queue.RedactHeader("Bearer t0ken")) {
+			t.Errorf("%s does not show the redacted value %s: %s", what, queue.RedactHeader("Bearer t0ken"), out)
+		}
+	}
+	r := e.RedactedHeaders()
+	if len(r) != 2 || r["Authorization"] != queue.RedactHeader("Bearer t0ken") || e.Headers["Authorization"] != "Bearer t0ken" {
+		t.Errorf("RedactedHeaders = %v (headers now %v)", r, e.Headers)
+	}
+	if a, b := queue.RedactHeader("Bearer a"), queue.RedactHeader("Bearer b"); a == b || !queue.IsRedactedHeader(a) || queue.IsRedactedHeader("Bearer a") {
+		t.Errorf("RedactHeader: %q and %q; IsRedactedHeader wrong", a, b)
+	}
+	if r := (queue.Endpoint{}).RedactedHeaders(); r == nil || len(r) != 0 {
+		t.Errorf("RedactedHeaders of none = %#v, want an empty map", r)
+	}
+}
+
 // A timer that names an endpoint carries the name to its fire event; one
 // that names a missing endpoint is refused at schedule time with nothing
 // written, and so is the whole batch it is in.
@@ -222,6 +266,15 @@ func TestScheduleDeliverToEndpoint(t *testing.T) {
 		})
 		if !errors.Is(err, queue.ErrEndpointNotFound) || !strings.Contains(err.Error(), `"billing"`) {
 			t.Fatalf("schedule to a missing endpoint: %v, want ErrEndpointNotFound naming it", err)
+		}
+		// The script's refusal is an answer: nothing ran, so the outcome
+		// is known, whichever shard (script or pre-check) refused it.
+		if errors.Is(err, queue.ErrOutcomeUnknown) {
+			t.Fatalf("schedule to a missing endpoint: %v, reported as ErrOutcomeUnknown", err)
+		}
+		_, err = q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "to-billing", Due: past, Payload: []byte("x"), Endpoint: "billing"}})
+		if !errors.Is(err, queue.ErrEndpointNotFound) || errors.Is(err, queue.ErrOutcomeUnknown) {
+			t.Fatalf("one timer to a missing endpoint: %v, want ErrEndpointNotFound and not ErrOutcomeUnknown", err)
 		}
 		if keys := nsKeys(t, b, q); len(keys) != 0 {
 			t.Fatalf("the refused schedule wrote %v", keys)

@@ -137,8 +137,17 @@ func isDialError(err error) bool {
 // the command was written (MaxRetries, MaxRedirects), and reports only the
 // last attempt's error: a lost reply then a refused reconnection ends in
 // "connection refused", though the first attempt may have run.
+//
+// A script's own refusal is a reply too, though redisError gives it its
+// sentinel and words in place of the reply (TIMERQ_NOENDPOINT,
+// TIMERQ_RELAYOUT, TIMERQ_OCCURRENCE): the script refused before its
+// first write, so a caller told "outcome unknown: retry" beside "nothing
+// was scheduled" would get two contradicting causes.
 func mayHaveRun(err error) bool {
 	if err == nil || errors.Is(err, redis.ErrClosed) || errors.Is(err, ErrClosed) {
+		return false
+	}
+	if errors.Is(err, ErrEndpointNotFound) || errors.Is(err, ErrShardMismatch) || errors.Is(err, ErrOccurrenceID) {
 		return false
 	}
 	var rerr redis.Error

@@ -55,9 +55,9 @@ type endpointsData struct {
 	DeadMore    bool
 }
 
-// endpointView is an endpoint as the page shows it: secrets redacted
-// (queue.Secret.Redacted, as timerctl and the API show them) and header
-// values hidden, since they often carry credentials.
+// endpointView is an endpoint as the page shows it: secrets and header
+// values redacted (queue.Secret.Redacted, queue.RedactHeader, as timerctl
+// and the API show them), since header values often carry credentials.
 type endpointView struct {
 	Name, URL   string
 	Enabled     bool
@@ -84,7 +84,10 @@ func toEndpointView(e queue.Endpoint) endpointView {
 	v := endpointView{Name: e.Name, URL: e.URL, Enabled: !e.Disabled, UpdatedAt: e.UpdatedAt,
 		Timeout:     orDefault(e.Timeout, deliver.DefaultTimeout, dur),
 		MaxInFlight: orDefault(e.MaxInFlight, deliver.DefaultMaxInFlight, itoa),
-		Headers:     slices.Sorted(maps.Keys(e.Headers))}
+	}
+	for _, k := range slices.Sorted(maps.Keys(e.Headers)) {
+		v.Headers = append(v.Headers, k+": "+queue.RedactHeader(e.Headers[k]))
+	}
 	r := e.Retry
 	client := "dead-lettered at once"
 	if r.RetryClientErrors {

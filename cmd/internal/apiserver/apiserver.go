@@ -181,6 +181,12 @@ func Listen(cfg Config, h http.Handler, log *slog.Logger) (*Server, error) {
 			Fix: "pick a free address, e.g. --" + FlagAddr + " 127.0.0.1:8080", Err: err}
 	}
 	s.ln = ln
+	if loop, _ := cliconf.IsLoopback(cfg.Addr); !loop && !s.tls {
+		// Once, at start-up: every request's bearer token crosses the
+		// network in clear, readable and replayable on the way.
+		log.Warn("timerq: the API serves bearer tokens over plain HTTP on "+cfg.Addr+", beyond loopback: anyone on the network path can read and reuse them",
+			"fix", "give --"+FlagTLSCertFile+" and --"+FlagTLSKeyFile+", or listen on 127.0.0.1 behind a TLS-terminating proxy on the same host (docs/security.md, \"The API over TLS\")")
+	}
 	lim := cfg.Limits
 	s.srv = &http.Server{Handler: s,
 		ReadHeaderTimeout: lim.ReadHeader, ReadTimeout: lim.Read, WriteTimeout: lim.Write, IdleTimeout: lim.Idle,

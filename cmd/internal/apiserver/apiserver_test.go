@@ -1,17 +1,21 @@
 package apiserver_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -379,6 +383,40 @@ func TestRefusesTheNetworkWithoutTokens(t *testing.T) {
 	}
 }
 
+// TestWarnsOfPlainHTTPBeyondLoopback: tokens served over plain HTTP on an
+// address beyond loopback can be read on the way; Listen warns once,
+// naming the TLS flags, and says nothing on loopback or with TLS.
+func TestWarnsOfPlainHTTPBeyondLoopback(t *testing.T) {
+	file, _ := tokens(t, "a namespaces=* rights=read")
+	srv := redistest.NewPKI(t).ServerTLS(false, "127.0.0.1")
+	for _, c := range []struct {
+		cfg  apiserver.Config
+		warn bool
+	}{
+		{apiserver.Config{Addr: "0.0.0.0:0", TokensFile: file}, true},
+		{apiserver.Config{Addr: ":0", TokensFile: file}, true},
+		{apiserver.Config{Addr: "127.0.0.1:0", TokensFile: file}, false},
+		{apiserver.Config{Addr: "127.0.0.1:0"}, false},
+		{apiserver.Config{Addr: "0.0.0.0:0", TokensFile: file, TLSCertFile: srv.CertFile, TLSKeyFile: srv.KeyFile}, false},
+	} {
+		var buf bytes.Buffer
+		s, err := apiserver.Listen(c.cfg, fakeAPI(), slog.New(slog.NewTextHandler(&buf, nil)))
+		if err != nil {
+			t.Fatalf("Listen(%+v): %v", c.cfg, err)
+		}
+		s.Close()
+		out := buf.String()
+		n := strings.Count(out, "plain HTTP")
+		switch {
+		case c.warn && (n != 1 || !strings.Contains(out, "level=WARN") || !strings.Contains(out, "--api-tls-cert-file") ||
+			!strings.Contains(out, "TLS-terminating proxy")):
+			t.Errorf("Listen(%s, tls=%v) logged %q, want one warning naming --api-tls-cert-file and a TLS proxy", c.cfg.Addr, c.cfg.TLSCertFile != "", out)
+		case !c.warn && n != 0:
+			t.Errorf("Listen(%s, tls=%v) warned: %q", c.cfg.Addr, c.cfg.TLSCertFile != "", out)
+		}
+	}
+}
+
 // TestTLSAndClientCertificates: with a certificate the server speaks TLS
 // only; with a client CA it requires a client certificate signed by it;
 // Reload serves a renewed certificate from the next connection on.
@@ -559,6 +597,60 @@ func TestStreamsReachTheConnection(t *testing.T) {
 	for range 2 {
 		if err := <-errs; err != nil {
 			t.Errorf("through the server's ResponseWriter: %v", err)
+		}
+	}
+}
+
+// TestRefusalsGoWritesBeforeTimerq pins down the three refusals that are
+// plain text, not problems (docs/api.md, "Errors"): Go's HTTP/1 server
+// writes them itself while reading the request, before any handler, so
+// neither the server's ServeHTTP nor the API sees them; and the requests
+// just short of each do reach timerq and get a problem.
+func TestRefusalsGoWritesBeforeTimerq(t *testing.T) {
+	file, _ := tokens(t, "a namespaces=* rights=read")
+	var calls atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		api.WriteProblem(w, api.Problem{Type: api.ProblemTypePrefix + "not-found", Title: "Not found", Status: 404, Detail: "x"})
+	})
+	s := start(t, apiserver.Config{TokensFile: file}, h)
+	// Go reads at most MaxHeaderBytes plus 4096 bytes of request line and
+	// headers (http.Server.initialReadLimitSize).
+	limit := apiserver.DefaultLimits().MaxHeaderBytes + 4096
+	for _, c := range []struct {
+		name, req string
+		goWrites  bool
+		status    int
+	}{
+		{"path over the header cap", "GET /v1/namespaces/x/timers/" + strings.Repeat("a", limit) + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", true, 431},
+		{"bad % escape in the path", "GET /v1/namespaces/x/timers/a%zz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", true, 400},
+		{"NUL in a header value", "GET /v1/namespaces/x/timers/a HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: a\x00b\r\n\r\n", true, 400},
+		{"a long path within the cap", "GET /v1/namespaces/x/timers/" + strings.Repeat("a", 30<<10) + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", false, 401},
+		{"an escaped NUL in the path", "GET /v1/namespaces/x/timers/a%00b HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", false, 401},
+	} {
+		before := calls.Load()
+		conn, err := net.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Write([]byte(c.req)); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		conn.Close()
+		ct := resp.Header.Get("Content-Type")
+		switch {
+		case resp.StatusCode != c.status:
+			t.Errorf("%s: %d %s %s, want %d", c.name, resp.StatusCode, ct, b, c.status)
+		case c.goWrites && (!strings.HasPrefix(ct, "text/plain") || calls.Load() != before):
+			t.Errorf("%s: %d %s %s, handler calls %d: Go's server no longer writes it, so timerq could make it a problem: update docs/api.md",
+				c.name, resp.StatusCode, ct, b, calls.Load()-before)
+		case !c.goWrites && ct != api.ProblemContentType:
+			t.Errorf("%s reached timerq but got %s %s", c.name, ct, b)
 		}
 	}
 }

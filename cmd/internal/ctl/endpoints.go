@@ -17,7 +17,8 @@ import (
 )
 
 // endpointJSON is an endpoint as `timerctl endpoints ... -o json` prints
-// it: the field names of the HTTP API's, secrets redacted.
+// it: the field names of the HTTP API's, secrets and header values
+// redacted.
 type endpointJSON struct {
 	Name        string            `json:"name"`
 	URL         string            `json:"url"`
@@ -47,11 +48,7 @@ func durText(d time.Duration) string {
 }
 
 func toEndpointJSON(e queue.Endpoint) endpointJSON {
-	h := e.Headers
-	if h == nil {
-		h = map[string]string{}
-	}
-	j := endpointJSON{Name: e.Name, URL: e.URL, Headers: h, Timeout: durText(e.Timeout),
+	j := endpointJSON{Name: e.Name, URL: e.URL, Headers: e.RedactedHeaders(), Timeout: durText(e.Timeout),
 		Retry: endpointRetryJSON{MaxAttempts: e.Retry.MaxAttempts, MaxAge: durText(e.Retry.MaxAge),
 			BackoffBase: durText(e.Retry.Base), BackoffCap: durText(e.Retry.Cap), DeadLetterClientErrors: !e.Retry.RetryClientErrors},
 		MaxInFlight: e.MaxInFlight, Secrets: make([]string, len(e.Secrets)), Enabled: !e.Disabled,
@@ -73,7 +70,8 @@ func (r *runner) endpointsCommand() *cli.Command {
 		Description: `create makes or replaces the endpoint NAME of --namespace. Its signing secrets are read
 from --secret-file, one per line ("whsec_" and the base64 of 24-64 random bytes, e.g.
 echo whsec_$(head -c 32 /dev/urandom | base64)), never from the command line; give two
-during a rotation. Secrets are never printed whole.`,
+during a rotation. Secrets and header values are never printed whole: a
+header value shows as a fingerprint, "…(" and 8 hex digits of its SHA-256.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "url", Usage: "create: the endpoint's `URL`, http:// or https://"},
 			&cli.StringFlag{Name: "secret-file", Usage: "create: read the signing secrets from `PATH`, one per line"},
@@ -265,8 +263,8 @@ func writeEndpoint(r *runner, e queue.Endpoint, note string) error {
 	row("name", name)
 	row("url", e.URL)
 	row("state", enabledText(j.Enabled))
-	for _, k := range sortedKeys(e.Headers) {
-		row("header", k+": "+e.Headers[k])
+	for _, k := range sortedKeys(j.Headers) {
+		row("header", k+": "+j.Headers[k])
 	}
 	def := func(s, d string) string {
 		if s == "" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/timerq/timerq/cmd/internal/ctl"
 	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/queue"
 )
 
 type endpointOut struct {
@@ -53,28 +54,40 @@ func TestEndpointsCommands(t *testing.T) {
 					t.Fatalf("output shows a secret: %s%s", r.stdout, r.stderr)
 				}
 			}
+			// A header value is shown as its fingerprint only, like a secret.
+			if strings.Contains(r.stdout+r.stderr, "Bearer x") {
+				t.Fatalf("output shows a header value: %s%s", r.stdout, r.stderr)
+			}
 		}
 		r := c.ok("endpoints", "create", "billing", "--url", "https://billing.example.com/hooks", "--secret-file", file,
 			"--header", "Authorization: Bearer x", "--max-attempts", "5", "--backoff-base", "2s", "-o", "json")
 		noSecret(r)
 		e := decode[endpointOut](t, r.stdout)
-		if e.Name != "billing" || !*e.Created || len(e.Secrets) != 2 || e.Headers["Authorization"] != "Bearer x" || e.Retry["max_attempts"] != 5.0 || !e.Enabled {
+		if e.Name != "billing" || !*e.Created || len(e.Secrets) != 2 || e.Headers["Authorization"] != queue.RedactHeader("Bearer x") || e.Retry["max_attempts"] != 5.0 || !e.Enabled {
 			t.Fatalf("create -o json = %+v", e)
 		}
 		stored, err := c.q.Endpoints().Get(context.Background(), "billing")
 		if err != nil || stored.Secrets[0].Reveal() != secrets[0] || stored.Retry.Base.String() != "2s" {
 			t.Fatalf("stored = %+v, %v", stored, err)
 		}
-		r = c.ok("endpoints", "create", "billing", "--url", "https://billing.example.com/v2", "--secret-file", file)
+		r = c.ok("endpoints", "create", "billing", "--url", "https://billing.example.com/v2", "--secret-file", file, "--header", "Authorization: Bearer x")
 		noSecret(r)
 		if !strings.Contains(r.stdout, "billing (replaced)") || !strings.Contains(r.stdout, "https://billing.example.com/v2") {
 			t.Fatalf("replace = %s", r.stdout)
 		}
 		r = c.ok("endpoints", "get", "billing")
 		noSecret(r)
-		if !strings.Contains(r.stdout, "whsec_") || !strings.Contains(r.stdout, "enabled") {
+		if !strings.Contains(r.stdout, "whsec_") || !strings.Contains(r.stdout, "enabled") ||
+			!strings.Contains(r.stdout, "Authorization: "+queue.RedactHeader("Bearer x")) {
 			t.Fatalf("get = %s", r.stdout)
 		}
+		r = c.ok("endpoints", "get", "billing", "-o", "json")
+		noSecret(r)
+		if h := decode[endpointOut](t, r.stdout).Headers; h["Authorization"] != queue.RedactHeader("Bearer x") {
+			t.Fatalf("get -o json headers = %v", h)
+		}
+		r = c.ok("endpoints", "list", "-o", "json")
+		noSecret(r)
 		if r := c.ok("endpoints", "disable", "billing", "-o", "json"); decode[endpointOut](t, r.stdout).Enabled {
 			t.Fatalf("disable = %s", r.stdout)
 		}

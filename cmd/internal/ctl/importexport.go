@@ -14,12 +14,12 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/timerq/timerq/internal/keyspace"
+	"github.com/timerq/timerq/internal/strictjson"
 	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
 )
@@ -447,59 +447,15 @@ func (im *importer) flush() error {
 
 // strictUTF8 refuses a line that is not valid UTF-8, or whose strings hold
 // a \u escape of a lone UTF-16 surrogate, which JSON decoders replace with
-// U+FFFD: the ID (or payload_text) would be imported as another one.
+// U+FFFD: the ID (or payload_text) would be imported as another one. The
+// HTTP API refuses such a body with the same check (internal/strictjson).
 func strictUTF8(b []byte) error {
 	const fix = "JSON lines must be UTF-8, and timer IDs are UTF-8 text; give binary data as base64 in \"payload\""
-	if !utf8.Valid(b) {
-		i := 0
-		for i < len(b) {
-			r, n := utf8.DecodeRune(b[i:])
-			if r == utf8.RuneError && n <= 1 {
-				break
-			}
-			i += n
-		}
-		return fmt.Errorf("the line is not valid UTF-8 (byte %d of it, 0x%02x); %s", i+1, b[i], fix)
-	}
-	for i := 0; i < len(b); i++ {
-		if b[i] != '\\' || i+1 >= len(b) {
-			continue
-		}
-		i++ // the escaped character
-		if b[i] != 'u' || i+4 >= len(b) {
-			continue
-		}
-		r, ok := hex4(b[i+1 : i+5])
-		if !ok || !utf16.IsSurrogate(r) {
-			continue
-		}
-		// A high surrogate must be followed by an escaped low one.
-		if r < 0xdc00 && i+10 < len(b) && b[i+5] == '\\' && b[i+6] == 'u' {
-			if lo, ok := hex4(b[i+7 : i+11]); ok && lo >= 0xdc00 && lo <= 0xdfff {
-				i += 10
-				continue
-			}
-		}
-		return fmt.Errorf("the line has %s, half of a UTF-16 surrogate pair, which is not a character; %s", b[i-1:i+5], fix)
+	var te *strictjson.TextError
+	if err := strictjson.CheckText(b); errors.As(err, &te) {
+		return fmt.Errorf("the line %s; %s", te.Problem, fix)
 	}
 	return nil
-}
-
-func hex4(b []byte) (rune, bool) {
-	var r rune
-	for _, c := range b {
-		switch {
-		case '0' <= c && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case 'a' <= c && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case 'A' <= c && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
 }
 
 var errLineTooLong = fmt.Errorf("the line is over %d bytes", maxImportLine)
