@@ -425,13 +425,15 @@ func listenAPI(cfg Config, rdb redis.UniversalClient, namespaces []string, reg *
 }
 
 // NewAPIHandler is package api's handler over the worker's Redis client,
-// with the worker's retention and tracer for the namespaces it opens.
+// with the worker's retention and tracer for the namespaces it opens. Its
+// routes ask the API server (apiserver.Authorize) for their rights.
 func NewAPIHandler(env APIEnv) (http.Handler, error) {
 	return api.New(api.Options{
 		Client:        env.Redis,
 		Queue:         queue.Options{Retention: env.Retention, TracerProvider: env.TracerProvider},
 		Logger:        env.Logger,
 		EndpointAllow: env.EndpointAllow,
+		Authorize:     apiserver.Authorize,
 	})
 }
 
