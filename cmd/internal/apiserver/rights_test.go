@@ -22,8 +22,8 @@ import (
 	"github.com/timerq/timerq/cmd/internal/apiserver"
 	"github.com/timerq/timerq/cmd/internal/worker"
 	"github.com/timerq/timerq/internal/apitoken"
-	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/internal/uitest"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -164,59 +164,6 @@ func (o operation) path(ns string) string {
 	return r.Replace(o.template)
 }
 
-// variants are rawPath spelled otherwise, segment by segment: letters
-// percent-encoded (one, all, lower-case hex), case changed, with ";", and
-// with "//", "/./", "/../", "%2F" and their encoded forms before it. A
-// router and an authorizer that read the path apart disagree on some.
-func variants(rawPath string) []string {
-	seg := strings.Split(rawPath, "/")
-	var out []string
-	add := func(i int, s string) {
-		v := slices.Clone(seg)
-		v[i] = s
-		out = append(out, strings.Join(v, "/"))
-	}
-	for i := 1; i < len(seg); i++ {
-		s := seg[i]
-		if j := strings.IndexFunc(s, isLetter); j >= 0 {
-			add(i, s[:j]+fmt.Sprintf("%%%02X", s[j])+s[j+1:])
-			var all strings.Builder
-			for _, c := range []byte(s) {
-				if isLetter(rune(c)) {
-					fmt.Fprintf(&all, "%%%02x", c)
-				} else {
-					all.WriteByte(c)
-				}
-			}
-			add(i, all.String())
-		}
-		if u := strings.ToUpper(s); u != s {
-			add(i, u)
-		}
-		add(i, s+";x")
-		if i > 1 {
-			add(i, "/"+s)
-			add(i-1, seg[i-1]+"%2F"+s)
-		}
-		add(i, "./"+s)
-		add(i, "%2E/"+s)
-		add(i, "zz/../"+s)
-		add(i, "zz/%2E%2E/"+s)
-	}
-	// Drop the duplicates of the join above ("%2F" merges two segments).
-	seen := map[string]bool{rawPath: true}
-	var uniq []string
-	for _, v := range out {
-		if !seen[v] {
-			seen[v] = true
-			uniq = append(uniq, v)
-		}
-	}
-	return uniq
-}
-
-func isLetter(c rune) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
-
 // probe is the test's own router of the document's operations: it tells
 // which operation a path reaches, and with which {ns}, as http.ServeMux
 // reads it. "" is none (a 404 or 405, or a redirect to the clean path).
@@ -324,51 +271,8 @@ func (g *rightsRig) restore() {
 	}
 }
 
-// digest is every key of the namespace with its value: two equal digests
-// mean nothing was written in between.
-func (g *rightsRig) digest() string {
-	g.t.Helper()
-	ctx := context.Background()
-	var keys []string
-	iter := g.rdb.Scan(ctx, 0, keyspace.Namespace(g.ns).Pattern(), 1000).Iterator()
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	if err := iter.Err(); err != nil {
-		g.t.Fatal(err)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		typ, err := g.rdb.Type(ctx, k).Result()
-		if err != nil {
-			g.t.Fatal(err)
-		}
-		var v any
-		switch typ {
-		case "string":
-			v, err = g.rdb.Get(ctx, k).Result()
-		case "hash":
-			v, err = g.rdb.HGetAll(ctx, k).Result()
-		case "zset":
-			v, err = g.rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
-		case "set":
-			var m []string
-			m, err = g.rdb.SMembers(ctx, k).Result()
-			sort.Strings(m)
-			v = m
-		case "list":
-			v, err = g.rdb.LRange(ctx, k, 0, -1).Result()
-		case "stream":
-			v, err = g.rdb.XRange(ctx, k, "-", "+").Result()
-		}
-		if err != nil && err != redis.Nil {
-			g.t.Fatal(err)
-		}
-		fmt.Fprintf(&b, "%s %s %v\n", k, typ, v)
-	}
-	return b.String()
-}
+// digest is every key of the namespace with its value (redistest.Digest).
+func (g *rightsRig) digest() string { return redistest.Digest(g.t, g.rdb, g.ns) }
 
 // result is one request's outcome.
 type result struct {
@@ -535,7 +439,7 @@ func TestRightsOfEveryOperation(t *testing.T) {
 			if o.template == "/v1/namespaces/{ns}/timers/{id}/wait" {
 				raw += "?timeout=1ms"
 			}
-			paths := append([]string{raw}, variants(o.path(g.ns))...)
+			paths := append([]string{raw}, uitest.Spellings(o.path(g.ns))...)
 			if strings.Contains(raw, "?") {
 				for i := 1; i < len(paths); i++ {
 					paths[i] += "?timeout=1ms"
