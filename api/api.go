@@ -148,6 +148,15 @@ type Options struct {
 	// admits one for this API's operator: a server gives its flag, which
 	// sets EndpointAllow. Empty means "api.Options.EndpointAllow".
 	EndpointAllowSetting string
+	// Authorize, if not nil, is asked before every route's handler runs,
+	// after the router matched the request, with the right the route needs
+	// on the namespace the router read ({ns}, unescaped); see Right and
+	// Routes. When it returns false the handler does not run: Authorize has
+	// written the refusal. Nil runs every request: the Handler then relies
+	// on whatever is in front of it, which must not decide rights from the
+	// path itself (a path has many spellings, and only the router's reading
+	// counts). timerworker gives apiserver.Authorize.
+	Authorize Authorizer
 }
 
 // withDefaults validates o and fills in its defaults.
@@ -231,8 +240,9 @@ func (o Options) withDefaults() (Options, error) {
 
 // Handler serves the HTTP API. It implements http.Handler, so it can be
 // mounted in an http.ServeMux, at the root: every route starts with /v1/.
-// It does not authenticate; put it behind the server's own auth, which can
-// decide by method and path alone (see docs/api.md, "Rights").
+// It does not authenticate; it asks Options.Authorize, once the router
+// matched a request, whether the request may have the right its route
+// needs (see Right, and docs/api.md, "Rights").
 //
 // A Handler keeps no state between requests but open namespaces, so any
 // number of replicas may serve one Redis. Close it when done.
@@ -242,6 +252,9 @@ type Handler struct {
 	ns   *nsCache
 	held *httpstream.Limiter
 	log  *slog.Logger
+
+	// table is every route with its right, as registered (route).
+	table []Route
 }
 
 //go:embed openapi.json
@@ -271,59 +284,62 @@ func New(opts Options) (*Handler, error) {
 	return h, nil
 }
 
-// routes registers every route. Authorization outside the handler goes by
-// method and path alone: everything namespace-scoped is under
-// /v1/namespaces/{ns}; GET and HEAD never change anything (right "read");
-// every other method changes something (right "write"); PUT and DELETE on
-// /v1/namespaces/{ns} itself, and every method but GET and HEAD under
-// /v1/namespaces/{ns}/endpoints and /v1/namespaces/{ns}/delivery-policy,
-// need "admin". /v1/namespaces/{ns}/groups/
-// is left to the pull-consume routes.
+// routes registers every route with the right it needs (route), which is
+// checked after the mux matched, on the {ns} the mux read: the route that
+// runs is the route whose right was checked, so no spelling of a path
+// (%65ndpoints, //, /./, %2F) can reach a handler under another route's
+// right. GET and HEAD change nothing and need "read"; the other methods
+// need "write", but for those of the admin: creating a namespace, and
+// changing its endpoints (where fires are delivered, signed with which
+// secrets) and its delivery policy (whether timers may name URLs).
+// Routes outside /v1/namespaces/{ns} need their right on every namespace
+// (AllNamespaces); the contract is public; a request no route matches
+// needs any known token, so that a caller without one gets 401 rather
+// than learning which paths exist.
 func (h *Handler) routes() {
-	m := h.mux
-	m.HandleFunc("GET /v1/openapi.json", h.openAPI)
+	h.route("GET /v1/openapi.json", RightPublic, h.openAPI)
 
-	m.HandleFunc("PUT /v1/namespaces/{ns}", h.createNamespace)
-	m.HandleFunc("GET /v1/namespaces/{ns}", h.getNamespace)
+	h.route("PUT /v1/namespaces/{ns}", RightAdmin, h.createNamespace)
+	h.route("GET /v1/namespaces/{ns}", RightRead, h.getNamespace)
 
-	m.HandleFunc("POST /v1/namespaces/{ns}/timers", h.createTimer)
-	m.HandleFunc("GET /v1/namespaces/{ns}/timers", h.listTimers)
-	m.HandleFunc("POST /v1/namespaces/{ns}/timers/batch", h.createTimers)
-	m.HandleFunc("GET /v1/namespaces/{ns}/timers/{id}", h.getTimer)
-	m.HandleFunc("POST /v1/namespaces/{ns}/timers/{id}/cancel", h.cancelTimer)
-	m.HandleFunc("POST /v1/namespaces/{ns}/timers/{id}/reschedule", h.rescheduleTimer)
-	m.HandleFunc("POST /v1/namespaces/{ns}/timers/{id}/fire", h.fireTimer)
-	m.HandleFunc("GET /v1/namespaces/{ns}/timers/{id}/wait", h.waitTimer)
-	m.HandleFunc("POST /v1/namespaces/{ns}/debounce/{key}", h.debounceKey)
+	h.route("POST /v1/namespaces/{ns}/timers", RightWrite, h.createTimer)
+	h.route("GET /v1/namespaces/{ns}/timers", RightRead, h.listTimers)
+	h.route("POST /v1/namespaces/{ns}/timers/batch", RightWrite, h.createTimers)
+	h.route("GET /v1/namespaces/{ns}/timers/{id}", RightRead, h.getTimer)
+	h.route("POST /v1/namespaces/{ns}/timers/{id}/cancel", RightWrite, h.cancelTimer)
+	h.route("POST /v1/namespaces/{ns}/timers/{id}/reschedule", RightWrite, h.rescheduleTimer)
+	h.route("POST /v1/namespaces/{ns}/timers/{id}/fire", RightWrite, h.fireTimer)
+	h.route("GET /v1/namespaces/{ns}/timers/{id}/wait", RightRead, h.waitTimer)
+	h.route("POST /v1/namespaces/{ns}/debounce/{key}", RightWrite, h.debounceKey)
 
-	m.HandleFunc("GET /v1/namespaces/{ns}/fires", h.streamFires)
+	h.route("GET /v1/namespaces/{ns}/fires", RightRead, h.streamFires)
 
-	m.HandleFunc("POST /v1/namespaces/{ns}/schedules", h.createSchedule)
-	m.HandleFunc("GET /v1/namespaces/{ns}/schedules", h.listSchedules)
-	m.HandleFunc("GET /v1/namespaces/{ns}/schedules/{id}", h.getSchedule)
-	m.HandleFunc("PUT /v1/namespaces/{ns}/schedules/{id}", h.updateSchedule)
-	m.HandleFunc("DELETE /v1/namespaces/{ns}/schedules/{id}", h.deleteSchedule)
-	m.HandleFunc("POST /v1/namespaces/{ns}/schedules/{id}/pause", h.pauseSchedule)
-	m.HandleFunc("POST /v1/namespaces/{ns}/schedules/{id}/resume", h.resumeSchedule)
+	h.route("POST /v1/namespaces/{ns}/schedules", RightWrite, h.createSchedule)
+	h.route("GET /v1/namespaces/{ns}/schedules", RightRead, h.listSchedules)
+	h.route("GET /v1/namespaces/{ns}/schedules/{id}", RightRead, h.getSchedule)
+	h.route("PUT /v1/namespaces/{ns}/schedules/{id}", RightWrite, h.updateSchedule)
+	h.route("DELETE /v1/namespaces/{ns}/schedules/{id}", RightWrite, h.deleteSchedule)
+	h.route("POST /v1/namespaces/{ns}/schedules/{id}/pause", RightWrite, h.pauseSchedule)
+	h.route("POST /v1/namespaces/{ns}/schedules/{id}/resume", RightWrite, h.resumeSchedule)
 
-	m.HandleFunc("GET /v1/namespaces/{ns}/endpoints", h.listEndpoints)
-	m.HandleFunc("GET /v1/namespaces/{ns}/endpoints/{name}", h.getEndpoint)
-	m.HandleFunc("PUT /v1/namespaces/{ns}/endpoints/{name}", h.putEndpoint)
-	m.HandleFunc("DELETE /v1/namespaces/{ns}/endpoints/{name}", h.deleteEndpoint)
-	m.HandleFunc("POST /v1/namespaces/{ns}/endpoints/{name}/enable", h.enableEndpoint)
-	m.HandleFunc("POST /v1/namespaces/{ns}/endpoints/{name}/disable", h.disableEndpoint)
+	h.route("GET /v1/namespaces/{ns}/endpoints", RightRead, h.listEndpoints)
+	h.route("GET /v1/namespaces/{ns}/endpoints/{name}", RightRead, h.getEndpoint)
+	h.route("PUT /v1/namespaces/{ns}/endpoints/{name}", RightAdmin, h.putEndpoint)
+	h.route("DELETE /v1/namespaces/{ns}/endpoints/{name}", RightAdmin, h.deleteEndpoint)
+	h.route("POST /v1/namespaces/{ns}/endpoints/{name}/enable", RightAdmin, h.enableEndpoint)
+	h.route("POST /v1/namespaces/{ns}/endpoints/{name}/disable", RightAdmin, h.disableEndpoint)
 
-	m.HandleFunc("GET /v1/namespaces/{ns}/flow-policies", h.listFlowPolicies)
-	m.HandleFunc("PUT /v1/namespaces/{ns}/flow-policies", h.putFlowPolicy)
-	m.HandleFunc("DELETE /v1/namespaces/{ns}/flow-policies", h.deleteFlowPolicy)
-	m.HandleFunc("GET /v1/namespaces/{ns}/groups/{group}/flows", h.groupFlows) // flow.go
+	h.route("GET /v1/namespaces/{ns}/flow-policies", RightRead, h.listFlowPolicies)
+	h.route("PUT /v1/namespaces/{ns}/flow-policies", RightWrite, h.putFlowPolicy)
+	h.route("DELETE /v1/namespaces/{ns}/flow-policies", RightWrite, h.deleteFlowPolicy)
+	h.route("GET /v1/namespaces/{ns}/groups/{group}/flows", RightRead, h.groupFlows) // flow.go
 
-	m.HandleFunc("GET /v1/namespaces/{ns}/delivery-policy", h.getDeliveryPolicy)
-	m.HandleFunc("PUT /v1/namespaces/{ns}/delivery-policy", h.putDeliveryPolicy)
+	h.route("GET /v1/namespaces/{ns}/delivery-policy", RightRead, h.getDeliveryPolicy)
+	h.route("PUT /v1/namespaces/{ns}/delivery-policy", RightAdmin, h.putDeliveryPolicy)
 
 	h.consumeRoutes() // consume.go: /v1/namespaces/{ns}/groups/{group}/...
 
-	m.HandleFunc("/", h.fallback)
+	h.route("/", RightAnyToken, h.fallback)
 }
 
 // probeMethods are the methods fallback tries, to fill Allow.

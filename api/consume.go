@@ -38,13 +38,12 @@ func init() {
 }
 
 func (h *Handler) consumeRoutes() {
-	m := h.mux
-	m.HandleFunc("POST /v1/namespaces/{ns}/groups/{group}/lease", h.leaseEvents)
-	m.HandleFunc("POST /v1/namespaces/{ns}/groups/{group}/ack", h.ackDeliveries)
-	m.HandleFunc("POST /v1/namespaces/{ns}/groups/{group}/deliveries/{delivery}/release", h.releaseDelivery)
-	m.HandleFunc("POST /v1/namespaces/{ns}/groups/{group}/deliveries/{delivery}/extend", h.extendDelivery)
-	m.HandleFunc("GET /v1/namespaces/{ns}/groups/{group}/dead-letters", h.listDeadLetters)
-	m.HandleFunc("POST /v1/namespaces/{ns}/groups/{group}/dead-letters/{dead}/requeue", h.requeueDeadLetter)
+	h.route("POST /v1/namespaces/{ns}/groups/{group}/lease", RightWrite, h.leaseEvents)
+	h.route("POST /v1/namespaces/{ns}/groups/{group}/ack", RightWrite, h.ackDeliveries)
+	h.route("POST /v1/namespaces/{ns}/groups/{group}/deliveries/{delivery}/release", RightWrite, h.releaseDelivery)
+	h.route("POST /v1/namespaces/{ns}/groups/{group}/deliveries/{delivery}/extend", RightWrite, h.extendDelivery)
+	h.route("GET /v1/namespaces/{ns}/groups/{group}/dead-letters", RightRead, h.listDeadLetters)
+	h.route("POST /v1/namespaces/{ns}/groups/{group}/dead-letters/{dead}/requeue", RightWrite, h.requeueDeadLetter)
 }
 
 // consumeError turns the queue's consume errors into their problems; any

@@ -10,19 +10,21 @@
 //
 // Mount the Handler at the root of a mux (every route starts with /v1/):
 //
-//	h, err := api.New(api.Options{Client: rdb})
+//	h, err := api.New(api.Options{Client: rdb, Authorize: authorize})
 //	…
-//	mux.Handle("/v1/", authenticate(h))
+//	mux.Handle("/v1/", h)
 //
 // # Rights
 //
-// The Handler does not authenticate. Its routes follow one rule, so that a
-// middleware can authorize by method and path alone: everything about a
-// namespace is under /v1/namespaces/{ns}; GET and HEAD change nothing and
-// need "read"; every other method needs "write"; PUT and DELETE on
-// /v1/namespaces/{ns} itself, and changes under
-// /v1/namespaces/{ns}/endpoints (where fires are delivered, with which
-// secrets), need "admin". GET /v1/openapi.json is public.
+// The Handler does not authenticate. Each route is registered with the
+// right it needs (Right: read, write, admin, or public for the contract),
+// and once the router has matched a request, the route asks
+// Options.Authorize for that right on the namespace the router read
+// ({ns}, unescaped) before its handler runs. So the route that runs is
+// always the route whose right was checked, however the path was spelled:
+// a middleware in front of the Handler cannot say as much, since it would
+// read the path apart from the router. Handler.Routes lists the routes
+// and their rights.
 //
 // ServeHTTP hands the request itself, not a copy, to its ServeMux, so the
 // middleware finds the matched route in r.Pattern after ServeHTTP returns;

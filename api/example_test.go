@@ -15,8 +15,9 @@ import (
 )
 
 // Mount the API in an application's own server, then create a timer and
-// read it back over HTTP. Put the server's own authentication in front of
-// the handler: it decides by method and path alone (docs/api.md, "Rights").
+// read it back over HTTP. To authenticate, give Options.Authorize: each
+// route asks it for its right once the router matched (docs/api.md,
+// "Rights").
 func ExampleNew() {
 	mr, _ := miniredis.Run()
 	defer mr.Close()

@@ -11,13 +11,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/timerq/timerq/api"
+	"github.com/timerq/timerq/cmd/internal/apiserver"
 	"github.com/timerq/timerq/cmd/internal/worker"
 	"github.com/timerq/timerq/internal/apitoken"
 	"github.com/timerq/timerq/internal/redistest"
 )
 
-// withFakeAPI points the API seam at a handler that answers 200 for the
-// duration of the test, as api.New's will.
+// withFakeAPI points the API seam at a handler that asks the server for
+// the read right, as package api's routes do, and answers 200, for the
+// duration of the test.
 func withFakeAPI(t *testing.T) {
 	t.Helper()
 	prev := newAPIHandler
@@ -25,7 +28,9 @@ func withFakeAPI(t *testing.T) {
 	newAPIHandler = func(worker.APIEnv) (http.Handler, error) {
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /v1/namespaces/{ns}/timers/{id}", func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.WriteString(w, r.PathValue("id"))
+			if apiserver.Authorize(w, r, api.Need{Right: api.RightRead, Namespace: r.PathValue("ns")}) {
+				_, _ = io.WriteString(w, r.PathValue("id"))
+			}
 		})
 		return mux, nil
 	}

@@ -1,6 +1,6 @@
 // Package apitoken is the bearer tokens of timerworker's HTTP API: the
-// tokens file, minting a token, and the rule that says which right a
-// request needs on which namespace.
+// tokens file, minting a token, and reading one from a request. Which
+// right a request needs is the API's routes' to say (api.Right).
 //
 // The file holds one token a line, and of each token only its SHA-256
 // hash, never the token:
@@ -36,24 +36,26 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/queue"
 )
 
-// Right is what a token may do on the namespaces it matches. The rights
-// are independent: write does not imply read, so a producer's token can
-// schedule timers without reading anyone's payloads.
-type Right string
+// Right is what a token may do on the namespaces it matches: the rights
+// the API's routes ask for (api.Right; each route says which it needs).
+// The rights are independent: write does not imply read, so a producer's
+// token can schedule timers without reading anyone's payloads.
+type Right = api.Right
 
-// The rights.
+// The rights a token may hold.
 const (
-	// Read allows GET and HEAD under /v1/namespaces/{ns}.
-	Read Right = "read"
-	// Write allows every other method under /v1/namespaces/{ns}.
-	Write Right = "write"
-	// Admin allows PUT and DELETE of /v1/namespaces/{ns} itself, and
-	// every method but GET and HEAD under /v1/namespaces/{ns}/endpoints
-	// and /v1/namespaces/{ns}/delivery-policy.
-	Admin Right = "admin"
+	// Read allows the routes that change nothing (GET and HEAD).
+	Read = api.RightRead
+	// Write allows the routes that change timers, schedules, consumer
+	// groups and flow policies.
+	Write = api.RightWrite
+	// Admin allows creating a namespace and changing its endpoints and
+	// delivery policy.
+	Admin = api.RightAdmin
 )
 
 var allRights = []Right{Read, Write, Admin}

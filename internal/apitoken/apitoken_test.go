@@ -170,41 +170,29 @@ func TestAllows(t *testing.T) {
 	}
 }
 
-// TestRequired: the rights rule the API's routes follow.
-func TestRequired(t *testing.T) {
+// TestBearer: the scheme is case-insensitive (RFC 9110 §11.1), the token
+// is what follows it, and anything else is no token.
+func TestBearer(t *testing.T) {
 	for _, tc := range []struct {
-		method, target string
-		want           Need
+		header, want string
+		ok           bool
 	}{
-		{"GET", "/v1/openapi.json", Need{Public: true}},
-		{"HEAD", "/v1/openapi.json", Need{Public: true}},
-		{"POST", "/v1/openapi.json", Need{Right: Write, Namespace: AllNamespaces}},
-		{"GET", "/v1/namespaces/orders/timers/t1", Need{Right: Read, Namespace: "orders"}},
-		{"HEAD", "/v1/namespaces/orders/timers", Need{Right: Read, Namespace: "orders"}},
-		{"POST", "/v1/namespaces/orders/timers", Need{Right: Write, Namespace: "orders"}},
-		{"DELETE", "/v1/namespaces/orders/timers/t1", Need{Right: Write, Namespace: "orders"}},
-		{"PUT", "/v1/namespaces/orders", Need{Right: Admin, Namespace: "orders"}},
-		{"PUT", "/v1/namespaces/orders/", Need{Right: Admin, Namespace: "orders"}},
-		{"DELETE", "/v1/namespaces/orders", Need{Right: Admin, Namespace: "orders"}},
-		{"GET", "/v1/namespaces/orders", Need{Right: Read, Namespace: "orders"}},
-		{"GET", "/v1/namespaces/orders/endpoints/billing", Need{Right: Read, Namespace: "orders"}},
-		{"PUT", "/v1/namespaces/orders/endpoints/billing", Need{Right: Admin, Namespace: "orders"}},
-		{"DELETE", "/v1/namespaces/orders/endpoints/billing", Need{Right: Admin, Namespace: "orders"}},
-		{"POST", "/v1/namespaces/orders/endpoints/billing/disable", Need{Right: Admin, Namespace: "orders"}},
-		{"PUT", "/v1/namespaces/orders/delivery-policy", Need{Right: Admin, Namespace: "orders"}},
-		{"GET", "/v1/namespaces/orders/delivery-policy", Need{Right: Read, Namespace: "orders"}},
-		{"POST", "/v1/namespaces/orders", Need{Right: Write, Namespace: "orders"}},
-		{"GET", "/v1/namespaces", Need{Right: Read, Namespace: AllNamespaces}},
-		{"GET", "/v1/namespaces/", Need{Right: Read, Namespace: AllNamespaces}},
-		{"GET", "/metrics", Need{Right: Read, Namespace: AllNamespaces}},
-		{"GET", "/v1/namespaces/a%2Fb/timers", Need{Right: Read, Namespace: "a/b"}},
-		{"GET", "/v1/namespaces/orders/../billing/timers", Need{Right: Read, Namespace: AllNamespaces}},
-		{"GET", "/v1/namespaces//orders", Need{Right: Read, Namespace: AllNamespaces}},
-		{"GET", "/v2/namespaces/orders", Need{Right: Read, Namespace: AllNamespaces}},
+		{"Bearer tq_abc", "tq_abc", true},
+		{"bearer tq_abc", "tq_abc", true},
+		{"BEARER tq_abc", "tq_abc", true},
+		{"BeArEr  tq_abc ", "tq_abc", true},
+		{"Bearer", "", false},
+		{"Bearer ", "", false},
+		{"Basic dXNlcjpwYXNz", "", false},
+		{"Bearertq_abc", "", false},
+		{"", "", false},
 	} {
-		r := httptest.NewRequest(tc.method, "http://api"+tc.target, nil)
-		if got := Required(r); got != tc.want {
-			t.Errorf("%s %s needs %+v, want %+v", tc.method, tc.target, got, tc.want)
+		r := httptest.NewRequest("GET", "http://api/", nil)
+		if tc.header != "" {
+			r.Header.Set("Authorization", tc.header)
+		}
+		if got, ok := Bearer(r); got != tc.want || ok != tc.ok {
+			t.Errorf("Bearer(%q) = %q, %v; want %q, %v", tc.header, got, ok, tc.want, tc.ok)
 		}
 	}
 }

@@ -4,6 +4,7 @@
 package uitest
 
 import (
+	"fmt"
 	"html"
 	"io"
 	"net/http"
@@ -91,4 +92,59 @@ func read(resp *http.Response) (*http.Response, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp, string(b)
+}
+
+// Spellings returns rawPath spelled otherwise, segment by segment: a letter
+// and every letter percent-encoded, the case changed, ";x" appended, and
+// "//", "/./", "/../" (plain and percent-encoded) and "%2F" before it.
+// Routers and checks that read a path apart disagree on some of these; a
+// test sends each as is (http.Request.URL.Opaque) and asserts that no
+// spelling reaches a handler its caller may not use.
+func Spellings(rawPath string) []string {
+	seg := strings.Split(rawPath, "/")
+	var out []string
+	add := func(i int, s string) {
+		v := append([]string(nil), seg...)
+		v[i] = s
+		out = append(out, strings.Join(v, "/"))
+	}
+	letter := func(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+	for i := 1; i < len(seg); i++ {
+		s := seg[i]
+		if j := strings.IndexFunc(s, func(r rune) bool { return r < 128 && letter(byte(r)) }); j >= 0 {
+			add(i, s[:j]+fmt.Sprintf("%%%02X", s[j])+s[j+1:])
+			var all strings.Builder
+			for _, c := range []byte(s) {
+				if letter(c) {
+					fmt.Fprintf(&all, "%%%02x", c)
+				} else {
+					all.WriteByte(c)
+				}
+			}
+			add(i, all.String())
+		}
+		if u := strings.ToUpper(s); u != s {
+			add(i, u)
+		}
+		add(i, s+";x")
+		if i > 1 {
+			// Not before the first segment: a request target starting
+			// with "//" is not a path.
+			add(i, "/"+s)
+			add(i-1, seg[i-1]+"%2F"+s)
+		}
+		add(i, "./"+s)
+		add(i, "%2E/"+s)
+		add(i, "zz/../"+s)
+		add(i, "zz/%2E%2E/"+s)
+	}
+	seen := map[string]bool{rawPath: true}
+	var uniq []string
+	for _, v := range out {
+		if !seen[v] {
+			seen[v] = true
+			uniq = append(uniq, v)
+		}
+	}
+	return uniq
 }

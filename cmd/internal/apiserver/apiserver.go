@@ -6,9 +6,12 @@
 // and the caller's W3C trace context.
 //
 // It knows nothing of the API's resources: any http.Handler can be
-// served. The route in metrics and spans is the http.ServeMux pattern the
-// handler matched (Request.Pattern), never the raw path, so a timer ID
-// never becomes a label.
+// served, and decides what each request needs. Its routes ask Authorize,
+// after its router matched, for the right each needs (api.Options.Authorize),
+// so the server never reads a path to decide a right. The route in metrics
+// and spans is the http.ServeMux pattern the handler matched
+// (Request.Pattern), never the raw path, so a timer ID never becomes a
+// label.
 package apiserver
 
 import (

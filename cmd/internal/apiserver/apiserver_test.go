@@ -30,7 +30,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
+	goleak.VerifyTestMain(redistest.Shared(m),
 		// The test clients' keep-alive connections end asynchronously
 		// after CloseIdleConnections.
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
@@ -39,21 +39,32 @@ func TestMain(m *testing.M) {
 }
 
 // fakeAPI stands in for package api: a ServeMux with routes of the API's
-// shapes, each answering 200 with the pattern it matched.
+// shapes, each asking apiserver.Authorize for its right as package api's
+// routes do, then answering 200 with the pattern it matched.
 func fakeAPI() *http.ServeMux {
 	mux := http.NewServeMux()
 	ok := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]string{"pattern": r.Pattern, "ns": r.PathValue("ns")})
 	}
-	for _, p := range []string{
-		"GET /v1/openapi.json",
-		"GET /v1/namespaces/{ns}/timers/{id}",
-		"POST /v1/namespaces/{ns}/timers",
-		"PUT /v1/namespaces/{ns}",
-		"GET /v1/namespaces",
+	for p, right := range map[string]api.Right{
+		"GET /v1/openapi.json":                api.RightPublic,
+		"GET /v1/namespaces/{ns}/timers/{id}": api.RightRead,
+		"POST /v1/namespaces/{ns}/timers":     api.RightWrite,
+		"PUT /v1/namespaces/{ns}":             api.RightAdmin,
+		"GET /v1/namespaces":                  api.RightRead,
 	} {
-		mux.HandleFunc(p, ok)
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			need := api.Need{Right: right, Namespace: r.PathValue("ns")}
+			if right == api.RightPublic {
+				need.Namespace = ""
+			} else if need.Namespace == "" {
+				need.Namespace = api.AllNamespaces
+			}
+			if apiserver.Authorize(w, r, need) {
+				ok(w, r)
+			}
+		})
 	}
 	return mux
 }

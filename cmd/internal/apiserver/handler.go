@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net/http"
@@ -32,13 +33,15 @@ const tracerName = "github.com/timerq/timerq/cmd/internal/apiserver"
 
 // router is what http.ServeMux offers besides ServeHTTP: the pattern a
 // request would match. When the handler has it, a request refused before
-// the handler runs (401, 403, 429) is still counted under its route.
+// the handler runs (421) is still counted under its route; the refusals
+// of Authorize happen inside the handler, after its router matched.
 type router interface {
 	Handler(r *http.Request) (h http.Handler, pattern string)
 }
 
-// ServeHTTP serves one request: trace context, then auth, then the rate
-// limit, then the handler, and metrics around it all.
+// ServeHTTP serves one request: trace context, then the handler, whose
+// routes ask Authorize for their right (token, then right, then the rate
+// limit), and metrics around it all.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.enter()
 	defer s.leave()
@@ -56,6 +59,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx, span = s.tracer.Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(attribute.String("http.request.method", method), attribute.String("url.path", r.URL.Path)))
 	}
+	// The tokens as they are now, for Authorize, which the handler's
+	// routes call once its router matched. In the context from here on, so
+	// that the handler's mux sets r.Pattern on this very r.
+	set := s.tokens.Load()
+	ctx = context.WithValue(ctx, authKey{}, &auth{s: s, set: set})
 	r = r.WithContext(ctx)
 	rec := &recorder{ResponseWriter: w}
 	route := ""
@@ -83,43 +91,68 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			span.End()
 		}
 	}()
-	route = s.serve(rec, r)
+	route = s.serve(rec, r, set)
 }
 
-// serve authorizes r and runs the handler, and returns the route r matched
-// (its ServeMux pattern, "" for none).
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) string {
-	set := s.tokens.Load()
-	if set == nil {
+// serve runs the handler, and returns the route r matched (its ServeMux
+// pattern, "" for none). It decides nothing about rights itself: the
+// handler's routes ask Authorize, after the router matched, for the right
+// each needs, and r's context holds what Authorize needs (set).
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, set *apitoken.Set) string {
+	if set == nil && !cliconf.IsLoopbackHost(r.Host) {
 		// No tokens: Listen allowed it on loopback only. Refuse other host
 		// names, against DNS rebinding.
-		if !cliconf.IsLoopbackHost(r.Host) {
-			api.WriteProblem(w, api.Problem{Type: ProblemNotLoopback, Title: "Misdirected Request", Status: http.StatusMisdirectedRequest,
-				Detail: "this API has no tokens, so it answers only to a loopback address or localhost; " +
-					"give timerworker --" + FlagTokensFile + " to reach it by another name"})
-			return s.routeOf(r)
-		}
-		return s.handle(w, r)
+		api.WriteProblem(w, api.Problem{Type: ProblemNotLoopback, Title: "Misdirected Request", Status: http.StatusMisdirectedRequest,
+			Detail: "this API has no tokens, so it answers only to a loopback address or localhost; " +
+				"give timerworker --" + FlagTokensFile + " to reach it by another name"})
+		return s.routeOf(r)
 	}
-	need := apitoken.Required(r)
-	if need.Public {
-		return s.handle(w, r)
+	return s.handle(w, r)
+}
+
+// authKey keys the request's auth in its context.
+type authKey struct{}
+
+// auth is what Authorize needs of the server that serves a request: the
+// tokens as they were when the request came in (nil: no tokens, loopback
+// only, every request allowed).
+type auth struct {
+	s   *Server
+	set *apitoken.Set
+}
+
+// Authorize is the api.Options.Authorize of a handler served by a Server:
+// it refuses, as problem+json, a request without a known token (401), one
+// whose token lacks need's right on need's namespace (403), and one over
+// its token's rate (429), and returns true for the rest. need comes from
+// the route the handler's router matched, never from the path. A request
+// the Server did not serve is refused with 500: a handler built with
+// Authorize must be served by a Server, or nothing would be checked.
+func Authorize(w http.ResponseWriter, r *http.Request, need api.Need) bool {
+	a, _ := r.Context().Value(authKey{}).(*auth)
+	if a == nil {
+		api.WriteProblem(w, api.Problem{Type: api.ProblemTypePrefix + api.SlugInternal, Title: "Internal error", Status: http.StatusInternalServerError,
+			Detail: "the API handler asked apiserver.Authorize about a request no apiserver.Server served, so no token was checked; serve the handler with apiserver.Listen"})
+		return false
 	}
-	presented, ok := bearer(r)
+	if a.set == nil || need.Right == api.RightPublic {
+		return true
+	}
+	presented, ok := apitoken.Bearer(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="timerq"`)
 		api.WriteProblem(w, api.Problem{Type: ProblemUnauthorized, Title: "Unauthorized", Status: http.StatusUnauthorized,
 			Detail: "this request needs a token: send it as \"Authorization: Bearer <token>\"; an operator mints one with 'timerctl api-token create'"})
-		return s.routeOf(r)
+		return false
 	}
-	tok := set.Lookup(presented)
+	tok := a.set.Lookup(presented)
 	if tok == nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="timerq", error="invalid_token"`)
 		api.WriteProblem(w, api.Problem{Type: ProblemUnauthorized, Title: "Unauthorized", Status: http.StatusUnauthorized,
 			Detail: "the bearer token is not one this server knows (mistyped, revoked, or minted for another deployment); ask the operator for a token"})
-		return s.routeOf(r)
+		return false
 	}
-	if !tok.Allows(need.Right, need.Namespace) {
+	if need.Right != api.RightAnyToken && !tok.Allows(need.Right, need.Namespace) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="timerq", error="insufficient_scope"`)
 		what := fmt.Sprintf("namespace %q", need.Namespace)
 		if need.Namespace == apitoken.AllNamespaces {
@@ -129,17 +162,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) string {
 			Right: string(need.Right), Namespace: need.Namespace,
 			Detail: fmt.Sprintf("token %s lacks the %s right on %s; ask the operator for a token with it (timerctl api-token create --rights %s)",
 				tok.Name, need.Right, what, need.Right)})
-		return s.routeOf(r)
+		return false
 	}
-	if wait, ok := s.take(tok); !ok {
+	if wait, ok := a.s.take(tok); !ok {
 		secs := max(1, int(math.Ceil(wait.Seconds())))
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		api.WriteProblem(w, api.Problem{Type: ProblemRateLimited, Title: "Too Many Requests", Status: http.StatusTooManyRequests,
 			Detail: fmt.Sprintf("token %s is over its limit of %s requests per second; retry after %d s, or ask the operator to raise its rps=",
-				tok.Name, strconv.FormatFloat(s.rate(tok), 'f', -1, 64), secs)})
-		return s.routeOf(r)
+				tok.Name, strconv.FormatFloat(a.s.rate(tok), 'f', -1, 64), secs)})
+		return false
 	}
-	return s.handle(w, r)
+	return true
 }
 
 // handle runs the handler and returns the pattern it matched. ServeMux
@@ -166,17 +199,6 @@ func routePath(pattern string) string {
 		return strings.TrimLeft(pattern[i:], " ")
 	}
 	return pattern
-}
-
-// bearer returns the token of an "Authorization: Bearer" header. The
-// scheme is case-insensitive (RFC 9110 §11.1).
-func bearer(r *http.Request) (string, bool) {
-	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	tok = strings.TrimSpace(tok)
-	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
-		return "", false
-	}
-	return tok, true
 }
 
 // methodLabel is the request's method, or _OTHER for one outside RFC 9110

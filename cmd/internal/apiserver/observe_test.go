@@ -16,8 +16,7 @@ import (
 
 // TestMetricsUseTheRoutePattern: request durations are counted by method,
 // the ServeMux pattern and the status, never by the raw path; requests
-// refused before the handler are counted under the route they would
-// have matched.
+// its routes refuse are counted under their route.
 func TestMetricsUseTheRoutePattern(t *testing.T) {
 	file, tok := tokens(t, "r namespaces=orders rights=read")
 	s := start(t, apiserver.Config{TokensFile: file}, fakeAPI())
@@ -51,7 +50,7 @@ func TestMetricsUseTheRoutePattern(t *testing.T) {
 		"http_request_method=GET,http_response_status_code=200,http_route=/v1/namespaces/{ns}/timers/{id}": 2,
 		"http_request_method=GET,http_response_status_code=401,http_route=/v1/namespaces/{ns}/timers/{id}": 1,
 		"http_request_method=GET,http_response_status_code=404,http_route=":                                1,
-		"http_request_method=_OTHER,http_response_status_code=403,http_route=":                             1,
+		"http_request_method=_OTHER,http_response_status_code=405,http_route=":                             1,
 	} {
 		if counts[k] != n {
 			t.Errorf("%s: %d requests, want %d; all series: %v", k, counts[k], n, counts)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/timerq/timerq/cmd/internal/cliconf"
 	"github.com/timerq/timerq/deliver/dispatch"
+	"github.com/timerq/timerq/internal/apitoken"
 	"github.com/timerq/timerq/queue"
 	"github.com/timerq/timerq/ui"
 )
@@ -230,8 +231,9 @@ func (r *runner) ui(c *cli.Context) error {
 
 // authMiddleware asks for the configured credentials; with none it passes
 // every request (isLoopback decided that is safe). The token is accepted
-// as "Authorization: Bearer" or as the basic-auth password of any user,
-// which is how a browser sends it.
+// as "Authorization: Bearer", read as the API server reads its tokens
+// (apitoken.Bearer: the scheme in any case), or as the basic-auth
+// password of any user, which is how a browser sends it.
 func authMiddleware(a uiAuth, next http.Handler) http.Handler {
 	if a.none() {
 		return loopbackHostOnly(next)
@@ -241,7 +243,7 @@ func authMiddleware(a uiAuth, next http.Handler) http.Handler {
 		user, pass, basic := r.BasicAuth()
 		switch {
 		case a.token != "":
-			if bearer, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); found {
+			if bearer, found := apitoken.Bearer(r); found {
 				ok = secretEqual(bearer, a.token) == 1
 			} else if basic {
 				ok = secretEqual(pass, a.token) == 1

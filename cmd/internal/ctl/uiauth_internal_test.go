@@ -47,3 +47,33 @@ func TestBasicAuthComparesUserAndPasswordAlways(t *testing.T) {
 		}
 	}
 }
+
+// TestBearerSchemeIsCaseInsensitive: the dashboard reads its token as the
+// API server does (apitoken.Bearer): the scheme in any case (RFC 9110
+// §11.1), a wrong token or an empty one refused.
+func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
+	const token = "0123456789abcdef-token"
+	h := authMiddleware(uiAuth{token: token}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusOK)
+	}))
+	for _, tc := range []struct {
+		header string
+		want   int
+	}{
+		{"Bearer " + token, http.StatusOK},
+		{"bearer " + token, http.StatusOK},
+		{"BEARER " + token, http.StatusOK},
+		{"bEaReR " + token, http.StatusOK},
+		{"bearer wrong-token-0000000", http.StatusUnauthorized},
+		{"bearer ", http.StatusUnauthorized},
+		{"Token " + token, http.StatusUnauthorized},
+	} {
+		req := httptest.NewRequest("GET", "http://dashboard.internal/", nil)
+		req.Header.Set("Authorization", tc.header)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != tc.want {
+			t.Errorf("Authorization: %q = %d, want %d", tc.header, rec.Code, tc.want)
+		}
+	}
+}

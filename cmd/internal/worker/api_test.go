@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/cmd/internal/apiserver"
 	"github.com/timerq/timerq/cmd/internal/cliconf"
 	"github.com/timerq/timerq/internal/apitoken"
@@ -22,7 +23,8 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-// fakeAPI stands in for package api: it answers 200 with the pattern it
+// fakeAPI stands in for package api: it asks the server for the read
+// right, as package api's routes do, answers 200 with the pattern it
 // matched, and records the environment the worker gave it.
 func fakeAPI(got chan<- APIEnv) func(APIEnv) (http.Handler, error) {
 	return func(env APIEnv) (http.Handler, error) {
@@ -31,7 +33,9 @@ func fakeAPI(got chan<- APIEnv) func(APIEnv) (http.Handler, error) {
 		}
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /v1/namespaces/{ns}/timers/{id}", func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.WriteString(w, r.Pattern)
+			if apiserver.Authorize(w, r, api.Need{Right: api.RightRead, Namespace: r.PathValue("ns")}) {
+				_, _ = io.WriteString(w, r.Pattern)
+			}
 		})
 		return mux, nil
 	}

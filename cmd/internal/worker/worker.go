@@ -425,7 +425,8 @@ func listenAPI(cfg Config, rdb redis.UniversalClient, namespaces []string, reg *
 }
 
 // NewAPIHandler is package api's handler over the worker's Redis client,
-// with the worker's retention and tracer for the namespaces it opens.
+// with the worker's retention and tracer for the namespaces it opens. Its
+// routes ask the API server (apiserver.Authorize) for their rights.
 func NewAPIHandler(env APIEnv) (http.Handler, error) {
 	return api.New(api.Options{
 		Client:        env.Redis,
@@ -434,6 +435,7 @@ func NewAPIHandler(env APIEnv) (http.Handler, error) {
 		EndpointAllow: env.EndpointAllow,
 		// A refused address names the flag that admits it, not api's field.
 		EndpointAllowSetting: "--deliver-allow (TIMERQ_DELIVER_ALLOW)",
+		Authorize:            apiserver.Authorize,
 	})
 }
 
