@@ -79,6 +79,10 @@ type LeaseOptions struct {
 	// Block is how long Lease waits for an event when none is ready: a
 	// long poll. 0 returns at once. Lease only.
 	Block time.Duration
+
+	// onSkip, if set, is told of each occurrence skipped under its
+	// schedule's overlap policy (leaseOverlap): Consume's OnSkip.
+	onSkip func(Skip)
 }
 
 func (o LeaseOptions) withDefaults() (LeaseOptions, error) {
@@ -366,7 +370,7 @@ func (q *Queue) leaseOnce(ctx context.Context, l *layout, group, consumer string
 				rest = append(rest, k) // full: it may have more
 			}
 		}
-		kept, err := q.leaseOverlap(ctx, l, group, round)
+		kept, err := q.leaseOverlap(ctx, l, group, round, opts.onSkip)
 		if err != nil {
 			return nil, nil, errorf("lease %s/%s: %w", group, consumer, err)
 		}
@@ -430,11 +434,11 @@ func (q *Queue) leaseReply(ctx context.Context, l *layout, group string, k int, 
 // to be handed out, as Consume does (overlap.go): an occurrence of a
 // schedule under OverlapSkip while the group has another of its
 // occurrences pending is acknowledged by overlap.lua, counted in
-// Counters.OverlapSkipped, and left out. One pipeline of one script per
-// shard whose deliveries hold occurrences; none for plain timers. Should
-// it fail, the deliveries stay leased to the consumer and come back when
-// their leases run out.
-func (q *Queue) leaseOverlap(ctx context.Context, l *layout, group string, ds []Delivery) ([]Delivery, error) {
+// Counters.OverlapSkipped, reported to onSkip (if set), and left out. One
+// pipeline of one script per shard whose deliveries hold occurrences; none
+// for plain timers. Should it fail, the deliveries stay leased to the
+// consumer and come back when their leases run out.
+func (q *Queue) leaseOverlap(ctx context.Context, l *layout, group string, ds []Delivery, onSkip func(Skip)) ([]Delivery, error) {
 	var calls []call
 	var idx [][]int // per call, the deliveries it asks about
 	byShard := map[int]int{}
@@ -460,20 +464,23 @@ func (q *Queue) leaseOverlap(ctx context.Context, l *layout, group string, ds []
 	if err != nil {
 		return nil, fmt.Errorf("overlap policy: %w", err)
 	}
-	skip := make([]bool, len(ds))
+	pending := make([]string, len(ds)) // for a skipped delivery, the pending entry it yields to
 	for c, reply := range replies {
 		v, err := replyStrings(reply)
 		if err != nil || len(v) != len(idx[c]) {
 			return nil, fmt.Errorf("overlap script: unexpected reply %v", reply)
 		}
 		for j, i := range idx[c] {
-			skip[i] = v[j] != ""
+			pending[i] = v[j]
 		}
 	}
 	kept := ds[:0:0]
 	for i, d := range ds {
-		if !skip[i] {
+		if pending[i] == "" {
 			kept = append(kept, d)
+		} else if onSkip != nil {
+			sid, _, _ := ParseOccurrenceID(d.Event.ID)
+			onSkip(Skip{Event: d.Event, Schedule: sid, Pending: pending[i]})
 		}
 	}
 	return kept, nil
