@@ -102,6 +102,10 @@ type ConsumeOptions struct {
 	// Handler errors are not reported here.
 	OnError func(error)
 
+	// Start is where the group starts reading when this Consume creates
+	// it (LeaseOptions.Start): StartOldest ("", the default) or StartNow.
+	Start GroupStart
+
 	// OnSkip, if set, is told of every occurrence acknowledged without
 	// being handed to the handler because of its schedule's overlap policy
 	// (OverlapSkip). It runs on Consume's goroutine; keep it short.
@@ -126,6 +130,12 @@ func (o ConsumeOptions) withDefaults() (ConsumeOptions, error) {
 	}
 	if o.Count > MaxBatch {
 		return bad("Count %d is above %d; take fewer events at once", o.Count, MaxBatch)
+	}
+	if o.Start == "" {
+		o.Start = StartOldest
+	}
+	if err := o.Start.Validate(); err != nil {
+		return o, err
 	}
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = DefaultMaxAttempts
@@ -216,7 +226,7 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 	if err != nil {
 		return err
 	}
-	lo := LeaseOptions{Lease: opts.ClaimIdle, MaxAttempts: opts.MaxAttempts, Count: opts.Count, onSkip: opts.OnSkip}
+	lo := LeaseOptions{Lease: opts.ClaimIdle, MaxAttempts: opts.MaxAttempts, Count: opts.Count, Start: opts.Start, onSkip: opts.OnSkip}
 	c := &consumerRun{q: q, group: group, name: consumer, handler: handler, opts: opts, lease: lo}
 	c.run(ctx)
 	return nil

@@ -411,3 +411,32 @@ func TestConsumeResumesAfterCrash(t *testing.T) {
 		}
 	})
 }
+
+// TestConsumeGroupStart: a group that Consume creates with StartNow gets
+// only the fires that come after its creation.
+func TestConsumeGroupStart(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		q := newQueue(t, b, queue.Options{})
+		fireN(t, q, "old", 3)
+		got := make(chan string, 10)
+		consumeAsync(t, q, "g", "c", func(_ context.Context, ev queue.Event) error { got <- ev.ID; return nil },
+			queue.ConsumeOptions{Start: queue.StartNow, Block: 20 * time.Millisecond})
+		waitUntil(t, 5*time.Second, "the group's creation", func() bool {
+			gs, err := b.Client.XInfoGroups(context.Background(), q.Keys().Stream(0)).Result()
+			return err == nil && len(gs) == 1
+		})
+		fireN(t, q, "new", 2)
+		// The old fires come first in the stream: had the group started
+		// at the oldest, they would be handed over first.
+		for i := range 2 {
+			select {
+			case id := <-got:
+				if id != fmt.Sprint("new", i) {
+					t.Fatalf("handled %s, want new%d: the group started before its creation", id, i)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("new%d was not handled", i)
+			}
+		}
+	})
+}

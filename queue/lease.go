@@ -80,6 +80,11 @@ type LeaseOptions struct {
 	// long poll. 0 returns at once. Lease only.
 	Block time.Duration
 
+	// Start is where the group starts reading when this call creates it:
+	// StartOldest ("", the default) or StartNow. It does nothing for a
+	// group that exists.
+	Start GroupStart
+
 	// onSkip, if set, is told of each occurrence skipped under its
 	// schedule's overlap policy (leaseOverlap): Consume's OnSkip.
 	onSkip func(Skip)
@@ -108,7 +113,51 @@ func (o LeaseOptions) withDefaults() (LeaseOptions, error) {
 	if o.Count > MaxBatch {
 		return bad("count %d is above %d", o.Count, MaxBatch)
 	}
+	if o.Start == "" {
+		o.Start = StartOldest
+	}
+	if err := o.Start.Validate(); err != nil {
+		return o, err
+	}
 	return o, nil
+}
+
+// GroupStart is where a consumer group starts reading the fire streams
+// when Lease or Consume creates it, on its first use.
+type GroupStart string
+
+// Where a new group starts.
+const (
+	// StartOldest starts a new group at the oldest fire still kept in the
+	// fire streams (Options.StreamMaxLen: up to a million per shard by
+	// default): it gets every fire of the namespace that its streams still
+	// hold, however old. The default, since a fire is work that someone
+	// scheduled: a group that starts later than the timers it should
+	// handle, such as a consumer deployed after the first timers fired,
+	// still gets them.
+	StartOldest GroupStart = "oldest"
+	// StartNow starts a new group after the newest fire, on every shard
+	// at once: it gets only fires that come after its creation. For a
+	// group added to a namespace with a history, such as a new audit
+	// consumer, that must not replay the old fires.
+	StartNow GroupStart = "now"
+)
+
+// Validate reports whether s is StartOldest or StartNow; the error wraps
+// ErrInvalidOptions.
+func (s GroupStart) Validate() error {
+	if s != StartOldest && s != StartNow {
+		return fmt.Errorf("%w: group start %q is not one of %q, %q", ErrInvalidOptions, string(s), StartOldest, StartNow)
+	}
+	return nil
+}
+
+// streamID is the ID that XGROUP CREATE takes for s.
+func (s GroupStart) streamID() string {
+	if s == StartNow {
+		return "$"
+	}
+	return "0"
 }
 
 func ceilMilli(d time.Duration) time.Duration {
@@ -346,7 +395,7 @@ func (q *Queue) leaseOnce(ctx context.Context, l *layout, group, consumer string
 				continue
 			}
 			calls = append(calls, call{shard: k,
-				args: []any{group, consumer, opts.Lease.Milliseconds(), opts.MaxAttempts, quota, q.opts.streamMaxLen()}})
+				args: []any{group, consumer, opts.Lease.Milliseconds(), opts.MaxAttempts, quota, q.opts.streamMaxLen(), opts.Start.streamID()}})
 		}
 		replies, err := q.runMany(ctx, l, lua.Lease, calls)
 		if err != nil {

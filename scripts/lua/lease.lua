@@ -18,6 +18,9 @@
 -- ARGV[4] max_attempts: a delivery count above it is dead-lettered instead
 -- ARGV[5] count: most events to hand over (1..1000)
 -- ARGV[6] dead_maxlen: approximate bound of the dead-letter stream; 0 = none
+-- ARGV[7] start: where the group starts if this call creates it, as
+--         XGROUP CREATE takes it: '0' (the oldest entry kept) or '$' (after
+--         the newest: queue.StartNow)
 -- Reply: {now_ms, last, e_1, ..., e_k}, k <= count, each e = {stream_id, attempt,
 --        field_1, value_1, ...}: first the reclaimed deliveries whose lease
 --        expired (attempt = Redis's delivery count), then new entries
@@ -35,7 +38,7 @@
 -- exceeds max_attempts is appended to the dead-letter stream and
 -- acknowledged; an entry requeued for another group (for_group, see
 -- requeue.lua) is acknowledged and skipped. The group is created on first
--- use at the start of the stream, as Consume creates it.
+-- use at ARGV[7].
 --
 -- The scan is XPENDING IDLE, which walks the pending entry list from the
 -- start and lists up to count entries whose lease ran out, then one XCLAIM
@@ -96,7 +99,7 @@ if refused then return refused end
 
 -- Phase 3: writes.
 if not exists then
-  redis.call('XGROUP', 'CREATE', KEYS[6], group, '0', 'MKSTREAM')
+  redis.call('XGROUP', 'CREATE', KEYS[6], group, ARGV[7], 'MKSTREAM')
 end
 
 local out, dead, acks = {}, {}, {}
