@@ -136,8 +136,9 @@ const (
 	// handle, such as a consumer deployed after the first timers fired,
 	// still gets them.
 	StartOldest GroupStart = "oldest"
-	// StartNow starts a new group after the newest fire, on every shard
-	// at once: it gets only fires that come after its creation. For a
+	// StartNow starts a new group after the newest fire of each shard, as
+	// the group's first Lease finds it: it gets only fires that come after
+	// its creation. For a
 	// group added to a namespace with a history, such as a new audit
 	// consumer, that must not replay the old fires.
 	StartNow GroupStart = "now"
@@ -263,9 +264,12 @@ func (q *Queue) parseDeliveryIDIn(l *layout, id string) (DeliveryRef, error) {
 // Lease hands consumer, of consumer group group, up to opts.Count fire
 // events of the namespace, each under a lease of opts.Lease, and returns
 // them oldest reclaim first, then new events in stream order per shard.
-// The group is created on first use at the start of every shard's fire
-// stream, as Consume creates it (Lease and Consume may serve one group if
-// Lease equals ConsumeOptions.ClaimIdle).
+// The group is created on first use, in each shard's fire stream by the
+// first call that visits the shard (a call with nothing to hand out visits
+// every shard), at opts.Start: the oldest fire kept by default, or the
+// newest with StartNow; give every caller of a group the same Start.
+// Consume is built on Lease: both may serve one group if Lease equals
+// ConsumeOptions.ClaimIdle.
 //
 // A lease is the time a delivery may stay unacknowledged with its
 // consumer, counted by the Redis server's clock from when it was handed

@@ -33,8 +33,8 @@
 --        reclaims at most c, plus O(c) for the new entries, for c = count
 --        and P pending entries. A quiet call (below) scans nothing.
 --
--- Like queue.Consume, and into the same dead-letter stream with the same
--- fields (consume.go, deadLetter): a reclaimed delivery whose count now
+-- Into the same dead-letter stream with the same fields as release.lua
+-- (queue.Consume runs on both): a reclaimed delivery whose count now
 -- exceeds max_attempts is appended to the dead-letter stream and
 -- acknowledged; an entry requeued for another group (for_group, see
 -- requeue.lua) is acknowledged and skipped. The group is created on first
@@ -149,7 +149,7 @@ if want > 0 then
   end
 end
 
--- Dead letters, field for field as queue.Consume writes them: the event's
+-- Dead letters, field for field as release.lua writes them: the event's
 -- id, due, fired and payload, its other fields in name order, then why.
 for _, d in ipairs(dead) do
   local id, fields, attempt = d[1], d[2], d[3]
