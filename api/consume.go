@@ -102,6 +102,7 @@ type leaseRequestJSON struct {
 	Consumer *string `json:"consumer"`
 	Count    *int    `json:"count"`
 	Wait     *string `json:"wait"`
+	Start    *string `json:"start"`
 	groupPolicyJSON
 }
 
@@ -141,6 +142,8 @@ func (h *Handler) leaseEvents(w http.ResponseWriter, r *http.Request) {
 		err = invalid(SlugInvalidConsumer, "/consumer", "%s", strings.TrimPrefix(queue.ValidateConsumerName("consumer", *j.Consumer).Error(), "timerq: invalid options: "))
 	case j.Count != nil && (*j.Count < 1 || *j.Count > queue.MaxBatch):
 		err = invalid(SlugInvalidArgument, "/count", "count %d is outside 1..%d", *j.Count, queue.MaxBatch)
+	case j.Start != nil && queue.GroupStart(*j.Start).Validate() != nil:
+		err = invalid(SlugInvalidArgument, "/start", "%s; leave it out for oldest", strings.TrimPrefix(queue.GroupStart(*j.Start).Validate().Error(), "timerq: invalid options: "))
 	case j.Wait != nil:
 		if wait, err = readDelay(*j.Wait, "/wait"); err == nil && wait > h.opts.MaxWait {
 			err = invalid(SlugInvalidArgument, "/wait", "wait %q is above %v; ask for at most %v, and lease again", *j.Wait, h.opts.MaxWait, h.opts.MaxWait)
@@ -152,6 +155,9 @@ func (h *Handler) leaseEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	if j.Count != nil {
 		o.Count = *j.Count
+	}
+	if j.Start != nil {
+		o.Start = queue.GroupStart(*j.Start)
 	}
 	o.Block = wait
 	h.inNamespace(w, r, func(q *queue.Queue) error {

@@ -168,6 +168,27 @@ func TestConsumeLongPoll(t *testing.T) {
 	})
 }
 
+// TestConsumeGroupStartOverHTTP: a group whose first lease says start
+// now gets only the fires after it; by default a new group gets every
+// fire kept.
+func TestConsumeGroupStartOverHTTP(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		e := newEnv(t, b, api.Options{})
+		e.fire("old", 2)
+		if ds := e.lease(map[string]any{"consumer": "w", "start": "now"}); len(ds) != 0 {
+			t.Fatalf("a group started now leased the old fires %v", ids(ds))
+		}
+		e.fire("new", 2)
+		if ds := e.lease(map[string]any{"consumer": "w", "count": 10}); fmt.Sprint(ids(ds)) != "[new0 new1]" {
+			t.Fatalf("a group started now leased %v, want [new0 new1]", ids(ds))
+		}
+		r := e.do(context.Background(), "POST", e.url("/groups/h/lease"), map[string]any{"consumer": "w", "count": 10})
+		if ds := decodeAs[leaseResult](t, r).Deliveries; r.Status != http.StatusOK || fmt.Sprint(ids(ds)) != "[new0 new1 old0 old1]" {
+			t.Fatalf("a new group by default leased %d %v, want all four fires", r.Status, ids(ds))
+		}
+	})
+}
+
 // TestConsumeBadInput: each refusal has its status, type and field, and
 // changes nothing.
 func TestConsumeBadInput(t *testing.T) {
@@ -200,6 +221,7 @@ func TestConsumeBadInput(t *testing.T) {
 			{"count zero", "POST", "/groups/g/lease", `{"consumer": "w", "count": 0}`, true, 422, api.SlugInvalidArgument, "/count", "outside"},
 			{"short lease", "POST", "/groups/g/lease", `{"consumer": "w", "lease": "1ms"}`, false, 422, api.SlugInvalidArgument, "/lease", "outside"},
 			{"long wait", "POST", "/groups/g/lease", `{"consumer": "w", "wait": "10m"}`, false, 422, api.SlugInvalidArgument, "/wait", "at most"},
+			{"bad start", "POST", "/groups/g/lease", `{"consumer": "w", "start": "latest"}`, true, 422, api.SlugInvalidArgument, "/start", `not one of "oldest", "now"`},
 			{"garbled delivery", "POST", "/groups/g/ack", map[string]any{"delivery_ids": []string{good, "0-x"}}, false, 422, api.SlugInvalidDeliveryID, "/delivery_ids/1", "as Lease returned"},
 			{"no deliveries", "POST", "/groups/g/ack", `{"delivery_ids": []}`, true, 400, api.SlugInvalidRequest, "/delivery_ids", "give 1"},
 			{"release unknown", "POST", "/groups/g/deliveries/" + unknown + "/release", nil, false, 404, api.SlugDeliveryNotFound, "", "never handed out"},

@@ -11,9 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/timerq/timerq/internal/shardsub"
-	"github.com/timerq/timerq/scripts/lua"
 )
 
 // Defaults of ConsumeOptions.
@@ -72,9 +69,10 @@ type Event struct {
 // negative value is refused.
 type ConsumeOptions struct {
 	// ClaimIdle is how long a delivery may stay unacknowledged with a
-	// consumer before another consumer of the group reclaims it (XAUTOCLAIM):
-	// it must exceed the longest time a handler runs. 0 means
-	// DefaultClaimIdle (30 s); at least 10 ms.
+	// consumer before another consumer of the group reclaims it: the
+	// group's lease (LeaseOptions.Lease). It must exceed the longest time a
+	// handler runs, plus the handlers before it in a batch of Count. 0
+	// means DefaultClaimIdle (30 s); MinLease..MaxLease.
 	ClaimIdle time.Duration
 
 	// MaxAttempts is how many deliveries an event gets before it goes to the
@@ -87,19 +85,26 @@ type ConsumeOptions struct {
 	// is shorter; it must be below ClaimIdle.
 	RetryDelay time.Duration
 
-	// Block is the longest XREADGROUP BLOCK. A Redis client without
-	// ContextTimeoutEnabled cannot interrupt a block, so it also bounds how
-	// long Consume takes to return once ctx ends. 0 means DefaultBlock (1 s).
+	// Block is the longest a Lease call waits for an event
+	// (LeaseOptions.Block; each blocking read within it lasts at most a
+	// second). A Redis client without ContextTimeoutEnabled cannot
+	// interrupt a blocking read, so it also bounds how long Consume takes
+	// to return once ctx ends. 0 means DefaultBlock (1 s).
 	Block time.Duration
 
-	// Count is the most entries read per call. 0 means
-	// DefaultConsumeCount (16).
+	// Count is the most events taken at once (LeaseOptions.Count), with
+	// flow policies as without. 0 means DefaultConsumeCount (16); at most
+	// MaxBatch.
 	Count int
 
 	// OnError, if set, is told of every Redis error, after which Consume
 	// backs off and retries. nil means errors are retried unreported.
 	// Handler errors are not reported here.
 	OnError func(error)
+
+	// Start is where the group starts reading when this Consume creates
+	// it (LeaseOptions.Start): StartOldest ("", the default) or StartNow.
+	Start GroupStart
 
 	// OnSkip, if set, is told of every occurrence acknowledged without
 	// being handed to the handler because of its schedule's overlap policy
@@ -117,8 +122,20 @@ func (o ConsumeOptions) withDefaults() (ConsumeOptions, error) {
 	if o.ClaimIdle == 0 {
 		o.ClaimIdle = DefaultClaimIdle
 	}
-	if o.ClaimIdle < 10*time.Millisecond {
-		return bad("ClaimIdle %v is too short; use at least 10ms, longer than any handler runs", o.ClaimIdle)
+	if o.ClaimIdle < MinLease {
+		return bad("ClaimIdle %v is too short; use at least %v, longer than any handler runs", o.ClaimIdle, MinLease)
+	}
+	if o.ClaimIdle > MaxLease {
+		return bad("ClaimIdle %v is above %v; use a shorter one, longer than any handler runs", o.ClaimIdle, MaxLease)
+	}
+	if o.Count > MaxBatch {
+		return bad("Count %d is above %d; take fewer events at once", o.Count, MaxBatch)
+	}
+	if o.Start == "" {
+		o.Start = StartOldest
+	}
+	if err := o.Start.Validate(); err != nil {
+		return o, err
 	}
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = DefaultMaxAttempts
@@ -163,43 +180,38 @@ func ValidateConsumerName(kind, name string) error {
 // stream, so it sees every event still in the stream (see
 // Options.StreamMaxLen).
 //
+// Consume is a loop over Lease, Ack and Release, with ClaimIdle as the
+// group's lease: a Consume and a pull consumer (Lease) may serve one group
+// if Lease equals ClaimIdle. It takes up to ConsumeOptions.Count events at
+// a time and hands them to handler one at a time, in stream order per
+// shard except for retries; run several consumers for parallelism.
+//
 // Firing is exactly once: each timer has one fire event. Delivery to a
 // handler is at least once: an event is acknowledged only after handler
 // returns nil, so a consumer that crashes or is stopped mid-handler leaves
 // it pending, and another consumer of the group reclaims it once it has
-// been idle for ConsumeOptions.ClaimIdle. Handlers must therefore be
-// idempotent: deduplicate side effects by Event.ID.
+// been unacknowledged for ConsumeOptions.ClaimIdle. Handlers must therefore
+// be idempotent: deduplicate side effects by Event.ID. A consumer restarted
+// under the same name takes back what it left pending at once.
 //
-// A handler error makes Consume retry the event after RetryDelay (doubling
-// per attempt); once an event has been delivered MaxAttempts times without
-// success it is appended to the dead-letter stream (Keys.DeadLetter) and
-// acknowledged. Events are handled one at a time, in stream order except
-// for retries; run several consumers for parallelism.
-//
-// On a sharded namespace each shard has its own fire stream, and the group
-// exists in each. There is no one blocking read over streams of several
-// slots, and one blocking connection per shard would not scale, so Consume
-// reads a shard's stream without blocking when the shard's claims announce
-// fires (sharded pub/sub, one connection per node), when one of its
-// retries or reclaims is due, and every ConsumeOptions.Block in any case,
-// since pub/sub may lose a message.
+// A handler error makes Consume release the event for a retry after
+// RetryDelay (doubling per attempt, at most ClaimIdle/2), to whichever
+// consumer of the group leases next; once an event has been delivered
+// MaxAttempts times without success it is appended to the dead-letter
+// stream (Keys.DeadLetter) and acknowledged.
 //
 // Occurrences of a recurring schedule whose Overlap is OverlapSkip are
 // not handed to handler while the group has another occurrence of that
 // schedule pending: they are acknowledged and reported to
-// ConsumeOptions.OnSkip instead (see Overlap). Checking costs one script
-// call per read that holds occurrences, none for plain timers.
+// ConsumeOptions.OnSkip instead (see Overlap).
 //
-// In a namespace with flow policies (Flows.PutPolicy), Consume takes events
-// one at a time through Lease instead, so that each flow key's rate and
-// in-flight bound hold across every consumer; a Consume that started
-// before the first policy was put switches within about a second. The
-// retries, dead letters and stop are as above, and ConsumeOptions.Count
-// and OnSkip do not apply.
+// In a namespace with flow policies (Flows.PutPolicy), each flow key's
+// rate and in-flight bound hold across every consumer, as for Lease; the
+// Count events taken at once hold their keys' in-flight slots until each
+// is handled.
 //
 // Redis errors are passed to ConsumeOptions.OnError and retried with
-// backoff; Consume returns an error only for invalid arguments, or when
-// the namespace's layout cannot be read before ctx ends.
+// backoff; Consume returns an error only for invalid arguments.
 func (q *Queue) Consume(ctx context.Context, group, consumer string, handler func(context.Context, Event) error, opts ConsumeOptions) error {
 	if err := ValidateConsumerName("group", group); err != nil {
 		return err
@@ -214,95 +226,144 @@ func (q *Queue) Consume(ctx context.Context, group, consumer string, handler fun
 	if err != nil {
 		return err
 	}
-	for {
-		moved, err := q.consumeLayout(ctx, group, consumer, handler, opts)
-		if !moved {
-			return err
-		}
-	}
+	lo := LeaseOptions{Lease: opts.ClaimIdle, MaxAttempts: opts.MaxAttempts, Count: opts.Count, Start: opts.Start, onSkip: opts.OnSkip}
+	c := &consumerRun{q: q, group: group, name: consumer, handler: handler, opts: opts, lease: lo}
+	c.run(ctx)
+	return nil
 }
 
-// consumeMoved reports whether Consume must start over in another mode:
-// the shard count changed (layoutMoved), or flow policies now exist, so
-// that events must go through Lease for each key's limits to hold across
-// consumers. Both reads are cached (at most one each per second).
-func (q *Queue) consumeMoved(ctx context.Context, l *layout) bool {
-	return q.layoutMoved(ctx, l) || q.hasFlowPolicies(ctx)
+// consumerRun is one Consume call: Lease, the handler, then Ack or
+// Release, over and over.
+type consumerRun struct {
+	q       *Queue
+	group   string
+	name    string
+	handler func(context.Context, Event) error
+	opts    ConsumeOptions
+	lease   LeaseOptions // the group's: ClaimIdle, MaxAttempts, Count, OnSkip
+
+	resumed bool        // what an earlier run of this consumer left pending was handed back
+	retries []time.Time // when the events this run released become due again (local clock)
 }
 
-// layoutMoved reports whether the namespace of layout l, never created
-// when l was read, now has another shard count: created since, after the
-// consumer started. It reads the meta key at most once per layoutTTL, and
-// not at all for a created namespace, whose shard count is fixed.
-func (q *Queue) layoutMoved(ctx context.Context, l *layout) bool {
-	if l.created {
-		return false
-	}
-	nl, err := q.layout(ctx)
-	return err == nil && len(nl.spaces) != len(l.spaces)
-}
-
-// consumeLayout is Consume in the namespace's layout as read now, until
-// ctx ends or the shard count changes (moved).
-func (q *Queue) consumeLayout(ctx context.Context, group, consumer string, handler func(context.Context, Event) error, opts ConsumeOptions) (moved bool, err error) {
-	var l *layout
-	for failures := 1; ; failures++ {
-		if l, err = q.layout(ctx); err == nil {
-			break
-		}
-		if opts.OnError != nil {
-			opts.OnError(errorf("consume %s/%s: %w", group, consumer, err))
-		}
-		if !sleepCtx(ctx, min(50*time.Millisecond<<min(failures-1, 10), 5*time.Second)) {
-			return false, nil
-		}
-	}
-	if q.hasFlowPolicies(ctx) {
-		// Flow control holds per key across consumers: through Lease.
-		q.consumeLeased(ctx, group, consumer, handler, opts)
-		return false, nil
-	}
-	loops := make([]*consumerLoop, len(l.spaces))
-	for k, sp := range l.spaces {
-		loops[k] = &consumerLoop{
-			q: q, group: group, name: consumer, handler: handler, opts: opts,
-			shard: k, stream: sp.Fires(), dead: sp.DeadLetter(),
-			overlapKeys: lua.Overlap.Keys(sp, group),
-			retries:     map[string]retryState{}, cursor: "0-0",
-		}
-	}
-	onErr := func(err error) {
-		if opts.OnError != nil {
-			opts.OnError(errorf("consume %s/%s: %w", group, consumer, err))
-		}
-	}
-	if len(loops) > 1 {
-		return q.consumeShards(ctx, l, loops, onErr), nil
-	}
-	c := loops[0]
+func (c *consumerRun) run(ctx context.Context) {
 	failures := 0
+	fail := func(err error) bool {
+		if c.opts.OnError != nil {
+			c.opts.OnError(errorf("consume %s/%s: %w", c.group, c.name, err))
+		}
+		failures++
+		return sleepCtx(ctx, consumeBackoff(failures))
+	}
 	for ctx.Err() == nil {
-		// One stream: block on it, as before sharding.
-		if _, err := c.step(ctx, c.opts.Block); err != nil {
-			if ctx.Err() != nil {
-				break
+		if !c.resumed {
+			if err := c.resume(ctx); err != nil {
+				if ctx.Err() != nil || !fail(err) {
+					return
+				}
+				continue
 			}
-			if isNoGroup(err) {
-				c.grouped = false // the stream or group was deleted: recreate
-			}
-			onErr(q.redisError(err))
-			failures++
-			if !sleepCtx(ctx, consumeBackoff(failures)) {
-				break
+			c.resumed = true
+		}
+		lo := c.lease
+		lo.Block = c.block()
+		start := time.Now()
+		ds, err := c.q.Lease(ctx, c.group, c.name, lo)
+		if err != nil {
+			if ctx.Err() != nil || !fail(err) {
+				return
 			}
 			continue
 		}
 		failures = 0
-		if q.consumeMoved(ctx, l) {
-			return true, nil
+		c.retries = slices.DeleteFunc(c.retries, func(at time.Time) bool { return !at.After(start) })
+		for _, d := range ds {
+			if ctx.Err() != nil {
+				// Stopping: the rest stay pending, for a restart or, after
+				// ClaimIdle, another consumer.
+				return
+			}
+			c.handle(ctx, d)
 		}
 	}
-	return false, nil
+}
+
+// block is how long the next Lease may wait for an event: Block, but no
+// later than the first retry this run released (Lease does not wake for a
+// release whose delay ends).
+func (c *consumerRun) block() time.Duration {
+	b := c.opts.Block
+	for _, at := range c.retries {
+		b = min(b, max(time.Until(at), 0))
+	}
+	return b
+}
+
+// handle runs the handler on one delivery, then acknowledges or releases
+// it; Release dead-letters the last attempt. A delivery whose handler ran
+// into the end of ctx is left pending, as a crash would leave it.
+func (c *consumerRun) handle(ctx context.Context, d Delivery) {
+	err := c.q.runHandler(ctx, c.group, c.name, c.handler, d.Event) // in a timerq.consume span (tracing.go)
+	if err != nil && ctx.Err() != nil {
+		return
+	}
+	settle := context.WithoutCancel(ctx) // the handler's verdict is recorded even when stopping
+	if err == nil {
+		if _, err := c.q.Ack(settle, c.group, d.DeliveryID); err != nil {
+			c.report(err)
+		}
+		return
+	}
+	delay := min(c.opts.RetryDelay<<min(d.Event.Attempt-1, 20), c.opts.ClaimIdle/2)
+	r, err := c.q.Release(settle, c.group, d.DeliveryID, ReleaseOptions{Delay: delay, Error: err.Error()}, c.lease)
+	switch {
+	case err == nil && r.DeadLetterID == "":
+		// Due by the server's clock, rounded up to the millisecond.
+		c.retries = append(c.retries, time.Now().Add(delay+time.Millisecond))
+	case err != nil && !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrDeliveryNotFound):
+		c.report(err)
+	}
+}
+
+func (c *consumerRun) report(err error) {
+	if c.opts.OnError != nil {
+		c.opts.OnError(errorf("consume %s/%s: %w", c.group, c.name, err))
+	}
+}
+
+// resume hands back, for the next Lease, the deliveries that an earlier run
+// of this consumer name left pending (it crashed, or stopped mid-handler):
+// their leases end now instead of up to ClaimIdle from now. The next Lease
+// reclaims them as their next attempt, and dead-letters those past
+// MaxAttempts, as it would after ClaimIdle.
+func (c *consumerRun) resume(ctx context.Context) error {
+	l, err := c.q.layout(ctx)
+	if err != nil {
+		return err
+	}
+	cmds := make([]*redis.XPendingExtCmd, len(l.spaces))
+	err = c.q.each(ctx, len(l.spaces), func(r redis.Cmdable, k int) redis.Cmder {
+		cmds[k] = r.XPendingExt(ctx, &redis.XPendingExtArgs{
+			Stream: l.spaces[k].Fires(), Group: c.group, Start: "-", End: "+", Count: 1000, Consumer: c.name,
+		})
+		return cmds[k]
+	})
+	for k, cmd := range cmds {
+		if err := cmd.Err(); err != nil && !isNoGroup(err) {
+			return c.q.redisError(err)
+		}
+		for _, p := range cmd.Val() {
+			id := DeliveryRef{Shard: k, StreamID: p.ID, Attempt: int(p.RetryCount)}.String()
+			_, err := c.q.ExtendLease(ctx, c.group, id, time.Millisecond, c.lease)
+			if err != nil && !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrDeliveryNotFound) {
+				return err
+			}
+		}
+	}
+	if err != nil && !isNoGroup(err) {
+		return c.q.redisError(err)
+	}
+	return nil
 }
 
 func isNoGroup(err error) bool {
@@ -314,378 +375,6 @@ func isNoGroup(err error) bool {
 func consumeBackoff(n int) time.Duration {
 	d := min(50*time.Millisecond<<min(n-1, 10), 5*time.Second)
 	return d/2 + rand.N(d/2+1)
-}
-
-// consumeShards consumes a sharded namespace: one loop per shard stream,
-// each read without blocking when it may have work. A shard may have work
-// when its claim announced fires on its notify channel (over one pub/sub
-// connection per node), when a retry or reclaim of it is due, or, since
-// pub/sub may lose messages, once every Block for every shard. It reports
-// whether it stopped to start over in another mode (consumeMoved).
-func (q *Queue) consumeShards(ctx context.Context, l *layout, loops []*consumerLoop, onErr func(error)) (moved bool) {
-	block := loops[0].opts.Block
-	sub := shardsub.New(q.rdb, l.sharded, 1024)
-	defer sub.Close()
-	byChannel := map[string]int{}
-	var chans []string
-	for k, sp := range l.spaces {
-		byChannel[sp.Notify()] = k
-		chans = append(chans, sp.Notify())
-	}
-	_ = sub.Subscribe(ctx, chans...) // on failure the periodic pass covers it
-	ready := make([]bool, len(loops))
-	all := func() {
-		for k := range ready {
-			ready[k] = true
-		}
-	}
-	all()
-	nextPass := time.Now().Add(block)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	failures := 0
-	for ctx.Err() == nil {
-		now := time.Now()
-		if !now.Before(nextPass) {
-			if q.consumeMoved(ctx, l) {
-				return true
-			}
-			all()
-			nextPass = now.Add(block)
-		}
-		for k, c := range loops {
-			if t := c.nextWake(); !t.IsZero() && !t.After(now) {
-				ready[k] = true
-			}
-		}
-		var err error
-		for k, c := range loops {
-			if !ready[k] {
-				continue
-			}
-			n, e := c.step(ctx, -1)
-			if e != nil {
-				if isNoGroup(e) {
-					c.grouped = false // the stream or group was deleted: recreate
-				}
-				err = errorf("shard stream %s: %w", c.stream, e)
-				break
-			}
-			ready[k] = n >= c.opts.Count // a full read: more may be waiting
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		if err != nil {
-			onErr(q.redisError(err))
-			failures++
-			if !sleepCtx(ctx, consumeBackoff(failures)) {
-				return false
-			}
-			all()
-			continue
-		}
-		failures = 0
-		if slices.Contains(ready, true) {
-			continue
-		}
-		wake := nextPass
-		for _, c := range loops {
-			if t := c.nextWake(); !t.IsZero() && t.Before(wake) {
-				wake = t
-			}
-		}
-		timer.Reset(max(time.Until(wake), 0))
-		select {
-		case <-ctx.Done():
-			return false
-		case ev := <-sub.Events():
-			// A notification, or a (re)subscription after which one may
-			// have been missed: read that shard.
-			if k, ok := byChannel[ev.Channel]; ok {
-				ready[k] = true
-			}
-		case <-timer.C:
-		}
-	}
-	return false
-}
-
-type retryState struct {
-	at time.Time // when to redeliver
-}
-
-type consumerLoop struct {
-	q       *Queue
-	group   string
-	name    string
-	handler func(context.Context, Event) error
-	opts    ConsumeOptions
-	shard   int
-	stream  string // the shard's fire stream
-	dead    string // the shard's dead-letter stream
-
-	// overlapKeys are the overlap script's keys for this shard and group
-	// (overlap.go).
-	overlapKeys []string
-
-	grouped     bool
-	ownChecked  bool                  // pending entries of an earlier run of this consumer are queued for retry
-	retries     map[string]retryState // failed deliveries held by this consumer, by stream ID
-	cursor      string                // XAUTOCLAIM cursor
-	nextReclaim time.Time
-}
-
-// step does one round: create the group if needed, pick up this consumer's
-// old pending entries, reclaim idle ones from others, redeliver due
-// retries, and read new entries, blocking up to block (-1: not at all). It
-// returns how many entries it handled, and only Redis errors.
-func (c *consumerLoop) step(ctx context.Context, block time.Duration) (handled int, _ error) {
-	rdb, stream := c.q.rdb, c.stream
-	if !c.grouped {
-		err := rdb.XGroupCreateMkStream(ctx, stream, c.group, "0").Err()
-		if err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") && !strings.Contains(err.Error(), "BUSYGROUP") {
-			return handled, err
-		}
-		c.grouped = true
-	}
-	if !c.ownChecked {
-		// Entries delivered to an earlier run of this consumer name and never
-		// acknowledged: retry them now rather than wait for ClaimIdle.
-		pend, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-			Stream: stream, Group: c.group, Start: "-", End: "+", Count: 1000, Consumer: c.name,
-		}).Result()
-		if err != nil {
-			return handled, err
-		}
-		for _, p := range pend {
-			c.retries[p.ID] = retryState{}
-		}
-		c.ownChecked = true
-	}
-
-	if now := time.Now(); !now.Before(c.nextReclaim) {
-		msgs, next, err := rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-			Stream: stream, Group: c.group, Consumer: c.name,
-			MinIdle: c.opts.ClaimIdle, Start: c.cursor, Count: int64(c.opts.Count),
-		}).Result()
-		if err != nil {
-			return handled, err
-		}
-		c.cursor = next
-		if next == "0-0" || next == "" {
-			// A full scan is done; rescan after a fraction of ClaimIdle, so a
-			// dead consumer's deliveries wait at most about 1.25 ClaimIdle.
-			c.cursor = "0-0"
-			c.nextReclaim = now.Add(c.opts.ClaimIdle / 4)
-		}
-		handled += len(msgs)
-		if err := c.handleClaimed(ctx, msgs); err != nil {
-			return handled, err
-		}
-	}
-
-	if due := c.dueRetries(); len(due) > 0 {
-		// XCLAIM to ourselves counts a delivery, as a reclaim would.
-		msgs, err := rdb.XClaim(ctx, &redis.XClaimArgs{
-			Stream: stream, Group: c.group, Consumer: c.name, MinIdle: 0, Messages: due,
-		}).Result()
-		if err != nil {
-			return handled, err
-		}
-		for _, id := range due {
-			delete(c.retries, id) // re-added by handle if it fails again; gone if trimmed
-		}
-		handled += len(msgs)
-		if err := c.handleClaimed(ctx, msgs); err != nil {
-			return handled, err
-		}
-	}
-	if ctx.Err() != nil {
-		return handled, nil
-	}
-
-	if t := c.nextWake(); !t.IsZero() && block >= 0 {
-		block = min(block, time.Until(t))
-	}
-	if block < time.Millisecond {
-		block = -1 // no BLOCK at all: BLOCK 0 would wait forever
-	}
-	res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: c.group, Consumer: c.name, Streams: []string{stream, ">"},
-		Count: int64(c.opts.Count), Block: block,
-	}).Result()
-	if errors.Is(err, redis.Nil) {
-		return handled, nil
-	}
-	if err != nil {
-		return handled, err
-	}
-	for _, s := range res {
-		skips, err := c.overlapCheck(ctx, s.Messages)
-		if err != nil {
-			c.overlapFailed(s.Messages)
-			return handled, err
-		}
-		for _, m := range s.Messages {
-			handled++
-			if sk, ok := skips[m.ID]; ok {
-				sk.Event.Attempt = 1
-				c.skipped(sk)
-				continue
-			}
-			if err := c.handle(ctx, m, 1); err != nil {
-				return handled, err
-			}
-		}
-	}
-	return handled, nil
-}
-
-// handleClaimed handles reclaimed entries, reading each one's delivery count.
-func (c *consumerLoop) handleClaimed(ctx context.Context, msgs []redis.XMessage) error {
-	if len(msgs) == 0 {
-		return nil
-	}
-	cmds := make([]*redis.XPendingExtCmd, len(msgs))
-	_, err := c.q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, m := range msgs {
-			cmds[i] = p.XPendingExt(ctx, &redis.XPendingExtArgs{
-				Stream: c.stream, Group: c.group, Start: m.ID, End: m.ID, Count: 1,
-			})
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	var mine []redis.XMessage
-	var attempts []int
-	for i, m := range msgs {
-		pend := cmds[i].Val()
-		if len(pend) == 0 || pend[0].Consumer != c.name {
-			continue // acknowledged or reclaimed by another consumer meanwhile
-		}
-		mine = append(mine, m)
-		attempts = append(attempts, int(pend[0].RetryCount))
-	}
-	skips, err := c.overlapCheck(ctx, mine)
-	if err != nil {
-		c.overlapFailed(mine)
-		return err
-	}
-	for i, m := range mine {
-		if ctx.Err() != nil {
-			return nil
-		}
-		if sk, ok := skips[m.ID]; ok {
-			sk.Event.Attempt = attempts[i]
-			c.skipped(sk)
-			continue
-		}
-		if err := c.handle(ctx, m, attempts[i]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// handle runs the handler on one delivery and acknowledges, schedules a
-// retry or dead-letters it. It returns only Redis errors.
-func (c *consumerLoop) handle(ctx context.Context, m redis.XMessage, attempt int) error {
-	if g, ok := m.Values["for_group"].(string); ok && g != c.group {
-		// Requeued for another group (Deliveries.Requeue): this group handled
-		// the event the first time round.
-		return c.q.rdb.XAck(ctx, c.stream, c.group, m.ID).Err()
-	}
-	ev, perr := parseEvent(m, attempt)
-	ev.Shard = c.shard
-	switch {
-	case perr != nil:
-		// Retrying cannot fix a malformed entry.
-		return c.deadLetter(ctx, m, perr, attempt)
-	case attempt > c.opts.MaxAttempts:
-		// Delivered that often without a verdict: its consumers died
-		// mid-handler each time, perhaps because of this very event.
-		return c.deadLetter(ctx, m, fmt.Errorf("delivered %d times without an acknowledgement (consumers crashed or stopped mid-handler)", attempt), attempt)
-	}
-	err := c.runHandler(ctx, m, ev) // c.handler in a timerq.consume span (tracing.go)
-	if err == nil {
-		return c.q.rdb.XAck(ctx, c.stream, c.group, m.ID).Err()
-	}
-	if ctx.Err() != nil {
-		// Stopping: leave it pending for a restart or another consumer.
-		return nil
-	}
-	if attempt >= c.opts.MaxAttempts {
-		return c.deadLetter(ctx, m, err, attempt)
-	}
-	delay := min(c.opts.RetryDelay<<min(attempt-1, 20), c.opts.ClaimIdle/2)
-	c.retries[m.ID] = retryState{at: time.Now().Add(delay)}
-	return nil
-}
-
-// deadLetter appends the entry to the dead-letter stream and acknowledges
-// it, atomically: a crash in between would neither lose it nor copy it twice.
-func (c *consumerLoop) deadLetter(ctx context.Context, m redis.XMessage, cause error, attempt int) error {
-	values := make([]any, 0, 2*len(m.Values)+10)
-	known := []string{"id", "due", "fired", "payload"}
-	for _, k := range known {
-		if v, ok := m.Values[k]; ok {
-			values = append(values, k, v)
-		}
-	}
-	var rest []string
-	for k := range m.Values {
-		if !slices.Contains(known, k) {
-			rest = append(rest, k)
-		}
-	}
-	slices.Sort(rest)
-	for _, k := range rest {
-		values = append(values, k, m.Values[k])
-	}
-	values = append(values,
-		"error", cause.Error(), "attempts", attempt,
-		"group", c.group, "consumer", c.name, "stream_id", m.ID)
-	args := &redis.XAddArgs{Stream: c.dead, Values: values}
-	if n := c.q.opts.streamMaxLen(); n > 0 {
-		args.MaxLen, args.Approx = n, true
-	}
-	_, err := c.q.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.XAdd(ctx, args)
-		p.XAck(ctx, c.stream, c.group, m.ID)
-		return nil
-	})
-	if err == nil {
-		delete(c.retries, m.ID)
-	}
-	return err
-}
-
-// dueRetries lists the retries whose time has come.
-func (c *consumerLoop) dueRetries() []string {
-	now := time.Now()
-	var ids []string
-	for id, r := range c.retries {
-		if !r.at.After(now) {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	return ids
-}
-
-// nextWake is the earliest retry or reclaim time, so the read does not
-// block past it.
-func (c *consumerLoop) nextWake() time.Time {
-	t := c.nextReclaim
-	for _, r := range c.retries {
-		if r.at.Before(t) {
-			t = r.at
-		}
-	}
-	return t
 }
 
 // parseEvent decodes a fire stream entry written by claim.lua.

@@ -290,3 +290,153 @@ func TestConsumeValidatesArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumeCount: Consume takes up to ConsumeOptions.Count events at a
+// time: while its handler holds the first, the consumer holds exactly
+// Count deliveries, and every event is handled once.
+func TestConsumeCount(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) { testConsumeCount(t, b, false) })
+}
+
+// TestConsumeCountUnderFlowPolicies: Count holds in a namespace with flow
+// policies as without (it once fell back to one event at a time).
+func TestConsumeCountUnderFlowPolicies(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) { testConsumeCount(t, b, true) })
+}
+
+func testConsumeCount(t *testing.T, b *redistest.Backend, flow bool) {
+	q := newQueue(t, b, queue.Options{})
+	const n, count = 10, 3
+	if flow {
+		// A bound far above the test's load: the policy's presence is what
+		// is under test, not its limits.
+		putFlow(t, q, queue.FlowPolicy{Key: "k", Rate: 1000, Period: time.Millisecond, MaxInFlight: 100})
+		fireFlow(t, q, "k", n)
+	} else {
+		fireN(t, q, "k", n)
+	}
+	entered := make(chan string, n)
+	release := make(chan struct{})
+	consumeAsync(t, q, "g", "c", func(ctx context.Context, ev queue.Event) error {
+		entered <- ev.ID
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, queue.ConsumeOptions{Count: count, ClaimIdle: 10 * time.Second, Block: 20 * time.Millisecond,
+		OnError: func(err error) { t.Errorf("consume: %v", err) }})
+	recv(t, entered, 1)
+	// The batch was taken before its first event reached the handler.
+	if got := pendingIn(t, b, q, "g"); got != count {
+		t.Fatalf("%d deliveries pending while the handler holds the first, want Count %d", got, count)
+	}
+	close(release)
+	recv(t, entered, n-1)
+	waitUntil(t, 5*time.Second, "every event acknowledged", func() bool { return pendingIn(t, b, q, "g") == 0 })
+}
+
+// TestConsumeReportsSkips: occurrences skipped under OverlapSkip are
+// reported to OnSkip, naming the pending occurrence they yield to.
+func TestConsumeReportsSkips(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) { testConsumeReportsSkips(t, b, false) })
+}
+
+// TestConsumeReportsSkipsUnderFlowPolicies: OnSkip is told of skips in a
+// namespace with flow policies as without (it once was not).
+func TestConsumeReportsSkipsUnderFlowPolicies(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) { testConsumeReportsSkips(t, b, true) })
+}
+
+func testConsumeReportsSkips(t *testing.T, b *redistest.Backend, flow bool) {
+	ctx := context.Background()
+	q := newQueue(t, b, queue.Options{})
+	if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: "s", Every: time.Hour, Overlap: queue.OverlapSkip}); err != nil {
+		t.Fatal(err)
+	}
+	if flow {
+		putFlow(t, q, queue.FlowPolicy{Key: "k", Rate: 1000, Period: time.Millisecond, MaxInFlight: 100})
+	}
+	fireOcc(t, q, "s", 1, 2, 3)
+	fireN(t, q, "plain", 1)
+	rec := &overlapRecorder{}
+	consumeAsync(t, q, "g", "c", rec.handle, queue.ConsumeOptions{Block: 20 * time.Millisecond, OnSkip: rec.onSkip,
+		OnError: func(err error) { t.Errorf("consume: %v", err) }})
+	waitUntil(t, 5*time.Second, "all four handled or skipped", func() bool { return rec.settled() == 4 })
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if fmt.Sprint(rec.handled) != "[s@1 plain0]" {
+		t.Fatalf("handled %v, want [s@1 plain0]", rec.handled)
+	}
+	var s1 string
+	for i, sk := range rec.skips {
+		if want := fmt.Sprint("s@", i+2); sk.Event.ID != want || sk.Schedule != "s" || sk.Event.Attempt != 1 || sk.Pending == "" {
+			t.Fatalf("skip %d = %+v, want %s of schedule s, attempt 1, naming the pending occurrence", i, sk, want)
+		}
+		if s1 == "" {
+			s1 = sk.Pending
+		}
+		if sk.Pending != s1 {
+			t.Fatalf("skips name pending %s and %s, want s@1's entry both times", s1, sk.Pending)
+		}
+	}
+	if c, err := q.Inspect().Counters(ctx); err != nil || c.OverlapSkipped != 2 {
+		t.Fatalf("Counters.OverlapSkipped = %d, %v; want 2", c.OverlapSkipped, err)
+	}
+}
+
+// TestConsumeResumesAfterCrash: a consumer that died holding deliveries
+// (here: leased, never settled) and restarts under the same name handles
+// them at once, as their next attempt, without waiting for ClaimIdle.
+func TestConsumeResumesAfterCrash(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		q := newQueue(t, b, queue.Options{})
+		fireN(t, q, "r", 2)
+		if ds := lease(t, q, "g", "same", queue.LeaseOptions{Lease: time.Hour}); len(ds) != 2 {
+			t.Fatalf("leased %d, want 2", len(ds))
+		}
+		got := make(chan queue.Event, 10)
+		consumeAsync(t, q, "g", "same", func(_ context.Context, ev queue.Event) error { got <- ev; return nil },
+			queue.ConsumeOptions{ClaimIdle: time.Hour, Block: 20 * time.Millisecond})
+		for range 2 {
+			select {
+			case ev := <-got:
+				if ev.Attempt != 2 {
+					t.Errorf("resumed %s as attempt %d, want 2", ev.ID, ev.Attempt)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the restarted consumer did not resume what it held")
+			}
+		}
+	})
+}
+
+// TestConsumeGroupStart: a group that Consume creates with StartNow gets
+// only the fires that come after its creation.
+func TestConsumeGroupStart(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		q := newQueue(t, b, queue.Options{})
+		fireN(t, q, "old", 3)
+		got := make(chan string, 10)
+		consumeAsync(t, q, "g", "c", func(_ context.Context, ev queue.Event) error { got <- ev.ID; return nil },
+			queue.ConsumeOptions{Start: queue.StartNow, Block: 20 * time.Millisecond})
+		waitUntil(t, 5*time.Second, "the group's creation", func() bool {
+			gs, err := b.Client.XInfoGroups(context.Background(), q.Keys().Stream(0)).Result()
+			return err == nil && len(gs) == 1
+		})
+		fireN(t, q, "new", 2)
+		// The old fires come first in the stream: had the group started
+		// at the oldest, they would be handed over first.
+		for i := range 2 {
+			select {
+			case id := <-got:
+				if id != fmt.Sprint("new", i) {
+					t.Fatalf("handled %s, want new%d: the group started before its creation", id, i)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("new%d was not handled", i)
+			}
+		}
+	})
+}

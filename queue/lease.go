@@ -79,6 +79,15 @@ type LeaseOptions struct {
 	// Block is how long Lease waits for an event when none is ready: a
 	// long poll. 0 returns at once. Lease only.
 	Block time.Duration
+
+	// Start is where the group starts reading when this call creates it:
+	// StartOldest ("", the default) or StartNow. It does nothing for a
+	// group that exists.
+	Start GroupStart
+
+	// onSkip, if set, is told of each occurrence skipped under its
+	// schedule's overlap policy (leaseOverlap): Consume's OnSkip.
+	onSkip func(Skip)
 }
 
 func (o LeaseOptions) withDefaults() (LeaseOptions, error) {
@@ -104,7 +113,52 @@ func (o LeaseOptions) withDefaults() (LeaseOptions, error) {
 	if o.Count > MaxBatch {
 		return bad("count %d is above %d", o.Count, MaxBatch)
 	}
+	if o.Start == "" {
+		o.Start = StartOldest
+	}
+	if err := o.Start.Validate(); err != nil {
+		return o, err
+	}
 	return o, nil
+}
+
+// GroupStart is where a consumer group starts reading the fire streams
+// when Lease or Consume creates it, on its first use.
+type GroupStart string
+
+// Where a new group starts.
+const (
+	// StartOldest starts a new group at the oldest fire still kept in the
+	// fire streams (Options.StreamMaxLen: up to a million per shard by
+	// default): it gets every fire of the namespace that its streams still
+	// hold, however old. The default, since a fire is work that someone
+	// scheduled: a group that starts later than the timers it should
+	// handle, such as a consumer deployed after the first timers fired,
+	// still gets them.
+	StartOldest GroupStart = "oldest"
+	// StartNow starts a new group after the newest fire of each shard, as
+	// the group's first Lease finds it: it gets only fires that come after
+	// its creation. For a
+	// group added to a namespace with a history, such as a new audit
+	// consumer, that must not replay the old fires.
+	StartNow GroupStart = "now"
+)
+
+// Validate reports whether s is StartOldest or StartNow; the error wraps
+// ErrInvalidOptions.
+func (s GroupStart) Validate() error {
+	if s != StartOldest && s != StartNow {
+		return fmt.Errorf("%w: group start %q is not one of %q, %q", ErrInvalidOptions, string(s), StartOldest, StartNow)
+	}
+	return nil
+}
+
+// streamID is the ID that XGROUP CREATE takes for s.
+func (s GroupStart) streamID() string {
+	if s == StartNow {
+		return "$"
+	}
+	return "0"
 }
 
 func ceilMilli(d time.Duration) time.Duration {
@@ -210,9 +264,12 @@ func (q *Queue) parseDeliveryIDIn(l *layout, id string) (DeliveryRef, error) {
 // Lease hands consumer, of consumer group group, up to opts.Count fire
 // events of the namespace, each under a lease of opts.Lease, and returns
 // them oldest reclaim first, then new events in stream order per shard.
-// The group is created on first use at the start of every shard's fire
-// stream, as Consume creates it (Lease and Consume may serve one group if
-// Lease equals ConsumeOptions.ClaimIdle).
+// The group is created on first use, in each shard's fire stream by the
+// first call that visits the shard (a call with nothing to hand out visits
+// every shard), at opts.Start: the oldest fire kept by default, or the
+// newest with StartNow; give every caller of a group the same Start.
+// Consume is built on Lease: both may serve one group if Lease equals
+// ConsumeOptions.ClaimIdle.
 //
 // A lease is the time a delivery may stay unacknowledged with its
 // consumer, counted by the Redis server's clock from when it was handed
@@ -342,7 +399,7 @@ func (q *Queue) leaseOnce(ctx context.Context, l *layout, group, consumer string
 				continue
 			}
 			calls = append(calls, call{shard: k,
-				args: []any{group, consumer, opts.Lease.Milliseconds(), opts.MaxAttempts, quota, q.opts.streamMaxLen()}})
+				args: []any{group, consumer, opts.Lease.Milliseconds(), opts.MaxAttempts, quota, q.opts.streamMaxLen(), opts.Start.streamID()}})
 		}
 		replies, err := q.runMany(ctx, l, lua.Lease, calls)
 		if err != nil {
@@ -366,7 +423,7 @@ func (q *Queue) leaseOnce(ctx context.Context, l *layout, group, consumer string
 				rest = append(rest, k) // full: it may have more
 			}
 		}
-		kept, err := q.leaseOverlap(ctx, l, group, round)
+		kept, err := q.leaseOverlap(ctx, l, group, round, opts.onSkip)
 		if err != nil {
 			return nil, nil, errorf("lease %s/%s: %w", group, consumer, err)
 		}
@@ -430,11 +487,11 @@ func (q *Queue) leaseReply(ctx context.Context, l *layout, group string, k int, 
 // to be handed out, as Consume does (overlap.go): an occurrence of a
 // schedule under OverlapSkip while the group has another of its
 // occurrences pending is acknowledged by overlap.lua, counted in
-// Counters.OverlapSkipped, and left out. One pipeline of one script per
-// shard whose deliveries hold occurrences; none for plain timers. Should
-// it fail, the deliveries stay leased to the consumer and come back when
-// their leases run out.
-func (q *Queue) leaseOverlap(ctx context.Context, l *layout, group string, ds []Delivery) ([]Delivery, error) {
+// Counters.OverlapSkipped, reported to onSkip (if set), and left out. One
+// pipeline of one script per shard whose deliveries hold occurrences; none
+// for plain timers. Should it fail, the deliveries stay leased to the
+// consumer and come back when their leases run out.
+func (q *Queue) leaseOverlap(ctx context.Context, l *layout, group string, ds []Delivery, onSkip func(Skip)) ([]Delivery, error) {
 	var calls []call
 	var idx [][]int // per call, the deliveries it asks about
 	byShard := map[int]int{}
@@ -460,20 +517,23 @@ func (q *Queue) leaseOverlap(ctx context.Context, l *layout, group string, ds []
 	if err != nil {
 		return nil, fmt.Errorf("overlap policy: %w", err)
 	}
-	skip := make([]bool, len(ds))
+	pending := make([]string, len(ds)) // for a skipped delivery, the pending entry it yields to
 	for c, reply := range replies {
 		v, err := replyStrings(reply)
 		if err != nil || len(v) != len(idx[c]) {
 			return nil, fmt.Errorf("overlap script: unexpected reply %v", reply)
 		}
 		for j, i := range idx[c] {
-			skip[i] = v[j] != ""
+			pending[i] = v[j]
 		}
 	}
 	kept := ds[:0:0]
 	for i, d := range ds {
-		if !skip[i] {
+		if pending[i] == "" {
 			kept = append(kept, d)
+		} else if onSkip != nil {
+			sid, _, _ := ParseOccurrenceID(d.Event.ID)
+			onSkip(Skip{Event: d.Event, Schedule: sid, Pending: pending[i]})
 		}
 	}
 	return kept, nil

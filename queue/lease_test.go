@@ -800,3 +800,52 @@ func TestLeaseRoundTrips(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseGroupStart: a new group starts at the oldest fire kept, or with
+// StartNow after the newest of every shard, even when a call's Count is
+// below the shard count; Start does nothing for a group that exists.
+func TestLeaseGroupStart(t *testing.T) {
+	forEachLayout(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		fireN(t, q, "old", 6)
+		now := queue.LeaseOptions{Count: 1, Start: queue.StartNow}
+		if ds := lease(t, q, "new", "c", now); len(ds) != 0 {
+			t.Fatalf("a group started now got the old fires %v", timerIDs(ds))
+		}
+		fireN(t, q, "fresh", 6)
+		var got []string
+		for range 20 {
+			ds := lease(t, q, "new", "c", now)
+			if len(ds) == 0 {
+				break
+			}
+			got = append(got, timerIDs(ds)...)
+		}
+		slices.Sort(got)
+		if fmt.Sprint(got) != "[fresh0 fresh1 fresh2 fresh3 fresh4 fresh5]" {
+			t.Fatalf("a group started now got %v, want the six fresh fires", got)
+		}
+		for _, o := range []queue.LeaseOptions{{Count: 100}, {Count: 100, Start: queue.StartOldest}} {
+			group := "all-" + string(o.Start)
+			if ds := lease(t, q, group, "c", o); len(ds) != 12 {
+				t.Fatalf("a group started with %q got %v, want all 12 fires", o.Start, timerIDs(ds))
+			}
+		}
+		shards, err := q.Inspect().Shards(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range shards {
+			if err := b.Client.XGroupCreate(ctx, q.Keys().Stream(k), "exists", "0").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ds := lease(t, q, "exists", "c", queue.LeaseOptions{Count: 100, Start: queue.StartNow}); len(ds) != 12 {
+			t.Fatalf("StartNow for a group that exists handed out %v, want all 12 fires", timerIDs(ds))
+		}
+		if _, err := q.Lease(ctx, "g", "c", queue.LeaseOptions{Start: "latest"}); !errors.Is(err, queue.ErrInvalidOptions) || !strings.Contains(err.Error(), `"now"`) {
+			t.Fatalf("Lease with start latest = %v, want ErrInvalidOptions naming now", err)
+		}
+	})
+}

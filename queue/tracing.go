@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -182,23 +181,22 @@ func (q *Queue) traceClaim(ctx context.Context, k, limit int, start time.Time, r
 // its fire event carries a traceparent (linked to any span in ctx), else of
 // ctx's span. The handler's ctx carries the span, so its own spans join the
 // trace.
-func (c *consumerLoop) runHandler(ctx context.Context, m redis.XMessage, ev Event) error {
+func (q *Queue) runHandler(ctx context.Context, group, consumer string, handler func(context.Context, Event) error, ev Event) error {
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
-	tp, _ := m.Values["traceparent"].(string)
-	pctx, remote := withRemoteParent(ctx, tp)
+	pctx, remote := withRemoteParent(ctx, ev.TraceParent)
 	if remote {
 		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
 		}
 	}
-	hctx, span := c.q.tracer.Start(pctx, spanConsume, opts...)
+	hctx, span := q.tracer.Start(pctx, spanConsume, opts...)
 	if span.IsRecording() {
-		span.SetAttributes(systemTimerq, attrNamespace.String(c.q.opts.Namespace), attrTimerID.String(ev.ID),
+		span.SetAttributes(systemTimerq, attrNamespace.String(q.opts.Namespace), attrTimerID.String(ev.ID),
 			attrDue.Int64(millis(ev.Due)), attrLateness.Int64(ev.FiredAt.Sub(ev.Due).Milliseconds()),
-			attrGroup.String(c.group), attrConsumer.String(c.name), attrAttempt.Int(ev.Attempt),
+			attrGroup.String(group), attrConsumer.String(consumer), attrAttempt.Int(ev.Attempt),
 			attrStreamID.String(ev.StreamID))
 	}
-	err := c.handler(hctx, ev)
+	err := handler(hctx, ev)
 	endSpan(span, err)
 	return err
 }

@@ -247,7 +247,7 @@ func scenarios() map[string][]scenario {
 			// No group yet, nothing to hand out: the group is created and
 			// the stream's tail read.
 			name: "new group", setup: nothing,
-			args: func(keyspace.Space) []any { return []any{"g", "c", 30000, 5, 10, 0} },
+			args: func(keyspace.Space) []any { return []any{"g", "c", 30000, 5, 10, 0, "0"} },
 		}, {
 			// A delivery whose lease ran out, past its attempts: reclaimed
 			// and dead-lettered.
@@ -258,7 +258,7 @@ func scenarios() map[string][]scenario {
 				do(t, c, "XGROUP", "CREATE", sp.Fires(), "g", "0")
 				do(t, c, "XREADGROUP", "GROUP", "g", "c", "COUNT", 2, "STREAMS", sp.Fires(), ">")
 			},
-			args: func(keyspace.Space) []any { return []any{"g", "c2", 0, 1, 1, 0} },
+			args: func(keyspace.Space) []any { return []any{"g", "c2", 0, 1, 1, 0, "0"} },
 		}},
 		"release": {{
 			name: "release",

@@ -18,6 +18,9 @@
 -- ARGV[4] max_attempts: a delivery count above it is dead-lettered instead
 -- ARGV[5] count: most events to hand over (1..1000)
 -- ARGV[6] dead_maxlen: approximate bound of the dead-letter stream; 0 = none
+-- ARGV[7] start: where the group starts if this call creates it, as
+--         XGROUP CREATE takes it: '0' (the oldest entry kept) or '$' (after
+--         the newest: queue.StartNow)
 -- Reply: {now_ms, last, e_1, ..., e_k}, k <= count, each e = {stream_id, attempt,
 --        field_1, value_1, ...}: first the reclaimed deliveries whose lease
 --        expired (attempt = Redis's delivery count), then new entries
@@ -30,12 +33,12 @@
 --        reclaims at most c, plus O(c) for the new entries, for c = count
 --        and P pending entries. A quiet call (below) scans nothing.
 --
--- Like queue.Consume, and into the same dead-letter stream with the same
--- fields (consume.go, deadLetter): a reclaimed delivery whose count now
+-- Into the same dead-letter stream with the same fields as release.lua
+-- (queue.Consume runs on both): a reclaimed delivery whose count now
 -- exceeds max_attempts is appended to the dead-letter stream and
 -- acknowledged; an entry requeued for another group (for_group, see
 -- requeue.lua) is acknowledged and skipped. The group is created on first
--- use at the start of the stream, as Consume creates it.
+-- use at ARGV[7].
 --
 -- The scan is XPENDING IDLE, which walks the pending entry list from the
 -- start and lists up to count entries whose lease ran out, then one XCLAIM
@@ -96,7 +99,7 @@ if refused then return refused end
 
 -- Phase 3: writes.
 if not exists then
-  redis.call('XGROUP', 'CREATE', KEYS[6], group, '0', 'MKSTREAM')
+  redis.call('XGROUP', 'CREATE', KEYS[6], group, ARGV[7], 'MKSTREAM')
 end
 
 local out, dead, acks = {}, {}, {}
@@ -146,7 +149,7 @@ if want > 0 then
   end
 end
 
--- Dead letters, field for field as queue.Consume writes them: the event's
+-- Dead letters, field for field as release.lua writes them: the event's
 -- id, due, fired and payload, its other fields in name order, then why.
 for _, d in ipairs(dead) do
   local id, fields, attempt = d[1], d[2], d[3]

@@ -77,7 +77,7 @@ if #found == 0 then
   return {'trimmed', ''}
 end
 
--- Field for field as queue.Consume writes a dead letter (consume.go).
+-- Field for field as lease.lua writes a dead letter.
 local fields = found[1][2]
 local by, rest, vals = {}, {}, {}
 for i = 1, #fields, 2 do by[fields[i]] = fields[i + 1] end
