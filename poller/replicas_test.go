@@ -147,7 +147,7 @@ func sentinelFailover(t *testing.T, replicas, maxLag int) failoverRun {
 	ns := redistest.Namespace(t)
 	mc := s.master.Client(t)
 	if replicas > 0 {
-		if err := queue.SetReplicas(ctx, mc, ns, replicas); err != nil {
+		if err := queue.SetReplicas(ctx, mc, ns, replicas, &queue.ReplicasOptions{Force: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -292,7 +292,7 @@ func staleMaster(t *testing.T, replicas int) failoverRun {
 		t.Fatal(err)
 	}
 	if replicas > 0 {
-		if err := queue.SetReplicas(ctx, admin, ns, replicas); err != nil {
+		if err := queue.SetReplicas(ctx, admin, ns, replicas, &queue.ReplicasOptions{Force: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
