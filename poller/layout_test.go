@@ -123,7 +123,7 @@ func TestPollerFollowsReplicasSetLater(t *testing.T) {
 	}
 	start(t, p)
 	waitFor(t, 5*time.Second, "a claim", func() bool { return !p.LastClaim().IsZero() })
-	if err := queue.SetReplicas(ctx, rdb, ns, 1); err != nil {
+	if err := queue.SetReplicas(ctx, rdb, ns, 1, &queue.ReplicasOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "the application's schedules to wait for a replica", func() bool {

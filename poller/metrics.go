@@ -42,6 +42,15 @@ type Metrics struct {
 	// (CLUSTERDOWN) or "unreachable" (a failed connection)
 	// (timerq_shard_unavailable_total; see Hooks.Unavailable).
 	ShardUnavailable *prometheus.CounterVec
+	// ReplicasSetting is the namespace's replicas setting N
+	// (queue.SetReplicas; timerq_replicas_setting), 0 while off.
+	ReplicasSetting prometheus.Gauge
+	// MasterReplicasMin is the fewest replicas in sync that a Redis master
+	// serving the namespace's shards had at the poller's last check
+	// (Options.ReplicasCheck; timerq_master_replicas_min). Below
+	// ReplicasSetting the master's shards cannot commit; equal to it, its
+	// failover stops them.
+	MasterReplicasMin prometheus.Gauge
 }
 
 // ClaimBatchSizeHelp is the help of timerq_claim_batch_size. It observes
@@ -84,12 +93,18 @@ func NewMetrics() *Metrics {
 		ShardUnavailable: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "timerq_shard_unavailable_total", Help: "Shard claims that failed because the Redis serving the shard was not there, by reason: cluster_down (CLUSTERDOWN, a Cluster failover under way) or unreachable (the connection failed: the node is down, or a failed master not yet replaced).",
 		}, []string{"reason"}),
+		ReplicasSetting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "timerq_replicas_setting", Help: "The namespace's replicas setting N (timerctl namespace create --replicas N): a fire or schedule waits for N replicas; 0 = off.",
+		}),
+		MasterReplicasMin: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "timerq_master_replicas_min", Help: "The fewest replicas in sync (INFO replication, state=online) of any Redis master serving the namespace's shards, as this process last read them while the replicas setting is on. Below timerq_replicas_setting the master's shards cannot commit; at it, the master's failover stops them.",
+		}),
 	}
 }
 
 // Register registers every collector with reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.Fired, m.ClaimErrors, m.ClaimBatchSize, m.FireLateness, m.Purged, m.MaintenanceHolder, m.ShardsOwned, m.ShardPauses, m.ShardUnavailable} {
+	for _, c := range []prometheus.Collector{m.Fired, m.ClaimErrors, m.ClaimBatchSize, m.FireLateness, m.Purged, m.MaintenanceHolder, m.ShardsOwned, m.ShardPauses, m.ShardUnavailable, m.ReplicasSetting, m.MasterReplicasMin} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -120,6 +135,17 @@ func (m *Metrics) Hooks() Hooks {
 		Paused: func(int, error) { m.ShardPauses.Inc() },
 		Unavailable: func(_ int, err error) {
 			m.ShardUnavailable.WithLabelValues(UnavailableReason(err)).Inc()
+		},
+		Replicas: func(setting int, masters []queue.MasterReplicas) {
+			m.ReplicasSetting.Set(float64(setting))
+			if len(masters) == 0 {
+				return
+			}
+			fewest := masters[0].Replicas
+			for _, ms := range masters[1:] {
+				fewest = min(fewest, ms.Replicas)
+			}
+			m.MasterReplicasMin.Set(float64(fewest))
 		},
 	}
 }

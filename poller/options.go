@@ -43,6 +43,9 @@ const (
 	// DefaultHeartbeat is how often a poller renews its membership when
 	// Options.Heartbeat is 0.
 	DefaultHeartbeat = time.Second
+	// DefaultReplicasCheck is how often a poller reads the masters'
+	// replicas when Options.ReplicasCheck is 0.
+	DefaultReplicasCheck = 10 * time.Second
 	// DefaultMemberTTL is how long a membership lasts without a heartbeat
 	// when Options.MemberTTL is 0: a dead worker's shards move to the others
 	// within about this long.
@@ -118,6 +121,15 @@ type Options struct {
 	// MemberTTL is how long a membership lasts without a heartbeat; it must
 	// exceed Heartbeat. 0 means DefaultMemberTTL (3 s).
 	MemberTTL time.Duration
+
+	// ReplicasCheck is how often, while the namespace has a replicas
+	// setting N (queue.SetReplicas), the poller reads how many replicas
+	// each Redis master serving its shards has in sync (one INFO per
+	// master), logs a warning when a master has N or fewer (each needs
+	// N + 1: N for WAIT N, one to survive a failover; queue.TooFewReplicas),
+	// once per change, and reports the counts to Hooks.Replicas. It checks
+	// at start too. 0 means DefaultReplicasCheck (10 s).
+	ReplicasCheck time.Duration
 
 	// Maintenance configures the tasks run by one replica at a time; its
 	// Disabled field turns them off for this poller.
@@ -225,6 +237,11 @@ type Hooks struct {
 	// retried with backoff, on a Cluster at most FailoverBackoffMax apart,
 	// so that it resumes soon after Redis promotes a replica.
 	Unavailable func(shard int, err error)
+	// Replicas is called after each check of the masters' replicas (see
+	// Options.ReplicasCheck) with the namespace's replicas setting and
+	// each master's replicas in sync, and with (0, nil) while the setting
+	// is off. A check that cannot read a master does not call it.
+	Replicas func(setting int, masters []queue.MasterReplicas)
 }
 
 // FailoverBackoffMax caps the retry delay of a shard whose Cluster node is
@@ -273,6 +290,7 @@ func (o Options) withDefaults() (Options, error) {
 		{"Maintenance.StatsInterval", &o.Maintenance.StatsInterval, DefaultStatsInterval},
 		{"Maintenance.AcquireInterval", &o.Maintenance.AcquireInterval, 0},
 		{"Heartbeat", &o.Heartbeat, DefaultHeartbeat},
+		{"ReplicasCheck", &o.ReplicasCheck, DefaultReplicasCheck},
 		{"MemberTTL", &o.MemberTTL, DefaultMemberTTL},
 		{"Takeover.After", &o.Takeover.After, DefaultTakeoverAfter},
 	}

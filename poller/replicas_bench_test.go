@@ -61,7 +61,7 @@ func BenchmarkReplicasCost(b *testing.B) {
 				redistest.Eventually(b, 30*time.Second, "the replica to sync", func() bool { return replInfo(rc, "master_link_status") == "up" })
 				ns := "bench"
 				if replicas > 0 {
-					if err := queue.SetReplicas(ctx, mc, ns, replicas); err != nil {
+					if err := queue.SetReplicas(ctx, mc, ns, replicas, &queue.ReplicasOptions{Force: true}); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/timerq/timerq/internal/firerecorder"
@@ -147,7 +148,7 @@ func sentinelFailover(t *testing.T, replicas, maxLag int) failoverRun {
 	ns := redistest.Namespace(t)
 	mc := s.master.Client(t)
 	if replicas > 0 {
-		if err := queue.SetReplicas(ctx, mc, ns, replicas); err != nil {
+		if err := queue.SetReplicas(ctx, mc, ns, replicas, &queue.ReplicasOptions{Force: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -292,7 +293,7 @@ func staleMaster(t *testing.T, replicas int) failoverRun {
 		t.Fatal(err)
 	}
 	if replicas > 0 {
-		if err := queue.SetReplicas(ctx, admin, ns, replicas); err != nil {
+		if err := queue.SetReplicas(ctx, admin, ns, replicas, &queue.ReplicasOptions{Force: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -390,4 +391,75 @@ func staleMaster(t *testing.T, replicas int) failoverRun {
 	mu.Lock()
 	defer mu.Unlock()
 	return failoverRun{acked: append([]string(nil), acked...), report: rec.Stop()}
+}
+
+// TestWorkerWarnsOncePerReplicasChange: a worker of a namespace with
+// replicas 1 whose master has one replica (no spare for a failover) warns
+// once, however many checks find it so, reports the counts to its
+// metrics, says when a second replica brings the spare, and warns again
+// when that replica goes.
+func TestWorkerWarnsOncePerReplicasChange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	master := redistest.Start(t, redistest.Config{})
+	_, port, _ := net.SplitHostPort(master.Addr())
+	first := redistest.Start(t, redistest.Config{Args: []string{"--replicaof", "127.0.0.1", port}})
+	mc := master.Client(t)
+	online := func(n int) func() bool {
+		return func() bool { return strings.Count(mc.Info(ctx, "replication").Val(), "state=online") == n }
+	}
+	redistest.Eventually(t, 30*time.Second, "the first replica to sync", online(1))
+	_ = first
+	ns := redistest.Namespace(t)
+	if err := queue.SetReplicas(ctx, mc, ns, 1, &queue.ReplicasOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuf
+	m := poller.NewMetrics()
+	var checks atomic.Int64
+	hooks := m.Hooks()
+	report := hooks.Replicas
+	hooks.Replicas = func(n int, ms []queue.MasterReplicas) { report(n, ms); checks.Add(1) }
+	p, err := poller.New(newQueue(t, mc, ns), poller.Options{Logger: logs.logger(), ReplicasCheck: 20 * time.Millisecond, Hooks: hooks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, p)
+	const warning = "a master has too few replicas"
+	gauge := func(g interface{ Write(*dto.Metric) error }) float64 {
+		var d dto.Metric
+		_ = g.Write(&d)
+		return d.GetGauge().GetValue()
+	}
+	afterChecks := func(n int64) {
+		t.Helper()
+		seen := checks.Load()
+		redistest.Eventually(t, 10*time.Second, "more checks", func() bool { return checks.Load() >= seen+n })
+	}
+	afterChecks(10)
+	if n := logs.count(warning); n != 1 {
+		t.Fatalf("%d warnings over 10 checks of one state, want 1:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "master "+master.Addr()+" has 1 replica in sync") {
+		t.Fatalf("the warning does not name the master and its count:\n%s", logs.String())
+	}
+	if s, min := gauge(m.ReplicasSetting), gauge(m.MasterReplicasMin); s != 1 || min != 1 {
+		t.Fatalf("timerq_replicas_setting %v, timerq_master_replicas_min %v; want 1 and 1", s, min)
+	}
+
+	second := redistest.Start(t, redistest.Config{Args: []string{"--replicaof", "127.0.0.1", port}})
+	redistest.Eventually(t, 30*time.Second, "the second replica to sync", online(2))
+	redistest.Eventually(t, 10*time.Second, "the all-clear", func() bool { return logs.count("has its replicas again") == 1 })
+	afterChecks(1)
+	if min := gauge(m.MasterReplicasMin); min != 2 {
+		t.Fatalf("timerq_master_replicas_min %v with two replicas, want 2", min)
+	}
+	if err := second.Client(t).Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	redistest.Eventually(t, 10*time.Second, "a second warning", func() bool { return logs.count(warning) == 2 })
+	afterChecks(10)
+	if n := logs.count(warning); n != 2 {
+		t.Fatalf("%d warnings, want 2 (one per change):\n%s", n, logs.String())
+	}
 }

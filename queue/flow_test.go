@@ -436,7 +436,7 @@ func TestFlowKeyReachesTheFireEntry(t *testing.T) {
 		master, _ := masterReplica(t)
 		mc := master.Client(t)
 		ns := redistest.Namespace(t)
-		if err := queue.SetReplicas(context.Background(), mc, ns, 1); err != nil {
+		if err := queue.SetReplicas(context.Background(), mc, ns, 1, &queue.ReplicasOptions{Force: true}); err != nil {
 			t.Fatal(err)
 		}
 		q, err := queue.New(mc, queue.Options{Namespace: ns, ReplicaTimeout: 5 * time.Second})

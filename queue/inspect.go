@@ -414,8 +414,10 @@ type GroupInfo struct {
 	// group (on a sharded namespace, the newest of the shards').
 	LastDeliveredID string
 	// Lag counts the entries in the streams not yet delivered to the group,
-	// summed over the shards; -1 when Redis cannot tell for some shard
-	// (after trimming or an XDEL, see XINFO GROUPS).
+	// summed over the shards; -1 when the server cannot tell for some
+	// shard: Redis after an XDEL (see XINFO GROUPS), or a server that does
+	// not track how far a group read (miniredis, as timerworker --dev
+	// embeds it; Redis before 7.0).
 	Lag int64
 }
 
@@ -427,19 +429,27 @@ func (in Inspector) Groups(ctx context.Context) ([]GroupInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmds := make([]*redis.XInfoGroupsCmd, len(l.spaces))
+	// XINFO GROUPS by hand: go-redis's XInfoGroups reads a missing or
+	// null entries-read as 0, and a missing lag as 0.
+	cmds := make([]*redis.Cmd, len(l.spaces))
 	_ = q.each(ctx, len(l.spaces), func(c redis.Cmdable, k int) redis.Cmder {
-		cmds[k] = c.XInfoGroups(ctx, l.spaces[k].Fires())
+		cmds[k] = c.(interface {
+			Do(context.Context, ...any) *redis.Cmd
+		}).Do(ctx, "XINFO", "GROUPS", l.spaces[k].Fires()) // a client or a pipeline
 		return cmds[k]
 	}) // each command's error is looked at below
 	byName := map[string]*GroupInfo{}
 	for _, c := range cmds {
-		gs, err := c.Result()
+		v, err := c.Result()
 		if err != nil {
 			if strings.Contains(err.Error(), "no such key") {
 				continue // this shard has had no fire yet
 			}
 			return nil, errorf("groups: %w", q.redisError(err))
+		}
+		gs, err := parseXInfoGroups(v)
+		if err != nil {
+			return nil, errorf("groups: %w", err)
 		}
 		for _, g := range gs {
 			sum, ok := byName[g.Name]
@@ -465,6 +475,63 @@ func (in Inspector) Groups(ctx context.Context) ([]GroupInfo, error) {
 	}
 	// Redis lists groups by name; miniredis in creation order.
 	slices.SortFunc(out, func(a, b GroupInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// parseXInfoGroups reads XINFO GROUPS's reply, a list of groups, each a
+// map (RESP3) or a flat list of fields and values (RESP2). A group's Lag
+// is -1 when the server does not tell it: a null or missing lag (Redis
+// after an XDEL it cannot see past; Redis before 7.0 has neither field),
+// or a null entries-read of a group that has read something, which is how
+// a server that does not track what a group read answers (miniredis, which
+// then gives the stream's whole length as the lag). Redis 7 reports a
+// null entries-read only before a group's first read, with a lag that is
+// right; after it, a number or a null lag.
+func parseXInfoGroups(v any) ([]redis.XInfoGroup, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("XINFO GROUPS replied %T, not a list", v)
+	}
+	out := make([]redis.XInfoGroup, 0, len(list))
+	for _, item := range list {
+		fields := map[string]any{}
+		switch g := item.(type) {
+		case map[any]any:
+			for k, v := range g {
+				name, _ := k.(string)
+				fields[name] = v
+			}
+		case []any:
+			for i := 0; i+1 < len(g); i += 2 {
+				name, _ := g[i].(string)
+				fields[name] = g[i+1]
+			}
+		default:
+			return nil, fmt.Errorf("XINFO GROUPS replied a group as %T", item)
+		}
+		num := func(name string) (int64, bool) {
+			n, ok := fields[name].(int64)
+			return n, ok
+		}
+		g := redis.XInfoGroup{Lag: -1}
+		g.Name, _ = fields["name"].(string)
+		g.LastDeliveredID, _ = fields["last-delivered-id"].(string)
+		g.Consumers, _ = num("consumers")
+		g.Pending, _ = num("pending")
+		read, tracked := num("entries-read")
+		_, reported := fields["entries-read"]
+		switch lag, ok := num("lag"); {
+		case !ok, !reported:
+			// Redis cannot tell (null), or the server predates lag.
+		case !tracked && strings.Trim(g.LastDeliveredID, "0-") != "": // not 0-0 (miniredis: 0)
+			// The group has read, yet its entries-read is null: Redis 7
+			// counts it from the first read on (or also answers a null
+			// lag), so this server does not track it.
+		default:
+			g.EntriesRead, g.Lag = read, lag
+		}
+		out = append(out, g)
+	}
 	return out, nil
 }
 

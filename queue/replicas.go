@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,6 +34,40 @@ const DefaultReplicaTimeout = time.Second
 // decision is taken over by the next claim of the shard.
 var ErrNotReplicated = errors.New("timerq: too few replicas acknowledged the write")
 
+// ErrTooFewReplicas means a Redis master serving a namespace's shards has
+// too few replicas in sync for the replicas setting asked (SetReplicas):
+// a setting of N needs N + 1 on every master, N for WAIT N to succeed and
+// one to spare, so that the replica promoted when the master fails still
+// has N. A master with exactly N fires and schedules until its first
+// failover, and then not at all until another replica follows the new
+// master: its acknowledged timers stop firing and schedules fail as
+// "outcome unknown" (ErrNotReplicated).
+var ErrTooFewReplicas = errors.New("timerq: too few replicas for the replicas setting")
+
+// ReplicasOptions are the options of SetReplicas.
+type ReplicasOptions struct {
+	// Force sets the setting without reading the masters' replicas, even
+	// where a master has N or fewer in sync (ErrTooFewReplicas): for
+	// whoever knows that more replicas are on their way, or accepts that
+	// a master's failover stops its shards until another replica follows
+	// the new master.
+	Force bool
+}
+
+// MasterReplicas is one Redis master that serves shards of a namespace,
+// and how many replicas it has in sync.
+type MasterReplicas struct {
+	// Addr is the master's address as the client reaches it (host:port);
+	// "FailoverClient" for a Sentinel client's master.
+	Addr string
+	// Replicas counts the master's replicas in sync: the ones INFO
+	// replication lists with state=online, which are the ones that can
+	// acknowledge a WAIT.
+	Replicas int
+	// Shards are the namespace's shards whose keys the master serves.
+	Shards []int
+}
+
 // SetReplicas sets namespace ns's replicas setting to n (0..MaxReplicas),
 // storing it beside the shard count in the namespace's meta key, where
 // every client and worker reads it on first use. With n > 0:
@@ -45,11 +80,16 @@ var ErrNotReplicated = errors.New("timerq: too few replicas acknowledged the wri
 //     and otherwise an error wrapping ErrNotReplicated.
 //
 // Each Redis master then needs n replicas in sync to fire and schedule at
-// all, and the Redis user needs +wait. n = 0 turns the setting off. Queues
+// all, and one more to go on after its failover: unless opts.Force is set,
+// SetReplicas reads each master's replicas (INFO replication) and refuses
+// with ErrTooFewReplicas, naming the masters and their counts, when a
+// master serving the namespace has n or fewer (nil opts is the zero
+// ReplicasOptions). The Redis user needs +wait (and +info, which every
+// role in docs/security.md has). n = 0 turns the setting off. Queues
 // re-read the setting at most once a second, with the shard count, so
 // workers and applications follow a change within about a second, without
 // a restart. A namespace that was never created is created with one shard.
-func SetReplicas(ctx context.Context, rdb redis.UniversalClient, ns string, n int) error {
+func SetReplicas(ctx context.Context, rdb redis.UniversalClient, ns string, n int, opts *ReplicasOptions) error {
 	if rdb == nil {
 		return fmt.Errorf("%w: pass a client from redis.NewClient, redis.NewUniversalClient or similar", ErrNilClient)
 	}
@@ -68,6 +108,17 @@ func SetReplicas(ctx context.Context, rdb redis.UniversalClient, ns string, n in
 	if err != nil {
 		q := &Queue{opts: Options{Namespace: ns}}
 		return errorf("set replicas of namespace %q: %w", ns, q.redisError(err))
+	}
+	if n > 0 && (opts == nil || !opts.Force) {
+		ms, err := masterReplicas(ctx, rdb, keyspace.Shards(ns, shards))
+		if err != nil {
+			q := &Queue{opts: Options{Namespace: ns}}
+			return errorf("set replicas of namespace %q: read the masters' replicas (INFO replication): %w; grant +info, or skip the check if the masters have their replicas (ReplicasOptions.Force, timerctl's --force)",
+				ns, q.redisError(err))
+		}
+		if err := TooFewReplicas(ns, ms, n); err != nil {
+			return err
+		}
 	}
 	if !created {
 		if _, err := CreateNamespace(ctx, rdb, ns, shards); err != nil {
@@ -91,6 +142,170 @@ func (in Inspector) Replicas(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	return l.replicas, nil
+}
+
+// MasterReplicas reads, for each Redis master that serves the namespace's
+// shards, how many replicas it has in sync (INFO replication), in the
+// order of the first shard each serves. On a Cluster the masters are the
+// ones the client's slot map names now; a Sentinel or standalone client
+// has one. It needs a client SetReplicas takes.
+func (in Inspector) MasterReplicas(ctx context.Context) ([]MasterReplicas, error) {
+	q := in.q
+	l, err := q.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := masterReplicas(ctx, q.rdb, l.spaces)
+	if err != nil {
+		return nil, errorf("read the masters' replicas: %w", q.redisError(err))
+	}
+	return ms, nil
+}
+
+// TooFewReplicasError is the error of TooFewReplicas: the masters that
+// have too few replicas in sync for the setting. It wraps
+// ErrTooFewReplicas.
+type TooFewReplicasError struct {
+	Namespace string
+	// Setting is the replicas setting asked for (N); every master needs
+	// N + 1 replicas in sync.
+	Setting int
+	// Short are the masters with N replicas or fewer.
+	Short []MasterReplicas
+}
+
+// MaxSetting is the largest setting the masters allow: the fewest
+// replicas of the short masters, less the spare; 0 when none fits.
+func (e *TooFewReplicasError) MaxSetting() int {
+	fewest := e.Setting
+	for _, m := range e.Short {
+		fewest = min(fewest, m.Replicas)
+	}
+	return max(fewest-1, 0)
+}
+
+// Problem says which masters have too few replicas, and why that is too
+// few, without the fix.
+func (e *TooFewReplicasError) Problem() string {
+	short := make([]string, len(e.Short))
+	for i, m := range e.Short {
+		short[i] = fmt.Sprintf("master %s has %s in sync (%s)", m.Addr, countOf(m.Replicas, "replica"), countOf(len(m.Shards), "shard"))
+	}
+	n := e.Setting
+	return fmt.Sprintf("%v: namespace %q with replicas %d needs %d replicas in sync on every master (%d for WAIT %d, and one so that the replica a failover promotes still has %d), but %s",
+		ErrTooFewReplicas, e.Namespace, n, n+1, n, n, n, strings.Join(short, ", "))
+}
+
+// Fix says what to do, with force naming how the caller overrides the
+// check ("ReplicasOptions.Force", "--force").
+func (e *TooFewReplicasError) Fix(force string) string {
+	lower := "turn the setting off (0)"
+	if m := e.MaxSetting(); m > 0 {
+		lower = fmt.Sprintf("use a setting of at most %d", m)
+	}
+	return fmt.Sprintf("add replicas until every master has %d, or %s, or set it anyway with %s if a master's failover may stop its shards until another replica follows the new master",
+		e.Setting+1, lower, force)
+}
+
+// Error is Problem and Fix, in Go's words.
+func (e *TooFewReplicasError) Error() string {
+	return e.Problem() + "; " + e.Fix("ReplicasOptions.Force")
+}
+
+// Unwrap returns ErrTooFewReplicas.
+func (e *TooFewReplicasError) Unwrap() error { return ErrTooFewReplicas }
+
+// TooFewReplicas returns a *TooFewReplicasError naming each master of ms
+// with n replicas in sync or fewer, or nil when each has more or n is 0:
+// the rule SetReplicas refuses by, and workers warn by.
+func TooFewReplicas(ns string, ms []MasterReplicas, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	var short []MasterReplicas
+	for _, m := range ms {
+		if m.Replicas <= n {
+			short = append(short, m)
+		}
+	}
+	if short == nil {
+		return nil
+	}
+	return &TooFewReplicasError{Namespace: ns, Setting: n, Short: short}
+}
+
+// countOf is "1 replica", "2 replicas".
+func countOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// masterReplicas reads the replicas in sync of each master serving one of
+// spaces, one INFO replication per master.
+func masterReplicas(ctx context.Context, rdb redis.UniversalClient, spaces []keyspace.Space) ([]MasterReplicas, error) {
+	if err := checkReplicaClient(rdb); err != nil {
+		return nil, err
+	}
+	var out []MasterReplicas
+	conns := map[string]*redis.Client{}
+	index := map[string]int{}
+	for k, sp := range spaces {
+		var c *redis.Client
+		switch r := rdb.(type) {
+		case *redis.ClusterClient:
+			var err error
+			if c, err = r.MasterForKey(ctx, sp.Due()); err != nil {
+				return nil, err
+			}
+		case *redis.Client:
+			c = r
+		}
+		addr := c.Options().Addr
+		i, ok := index[addr]
+		if !ok {
+			i = len(out)
+			index[addr], conns[addr] = i, c
+			out = append(out, MasterReplicas{Addr: addr})
+		}
+		out[i].Shards = append(out[i].Shards, k)
+	}
+	for i := range out {
+		info, err := conns[out[i].Addr].Info(ctx, "replication").Result()
+		if err != nil {
+			return nil, fmt.Errorf("INFO replication on %s: %w", out[i].Addr, err)
+		}
+		n, err := replicasInSync(info)
+		if err != nil {
+			return nil, fmt.Errorf("INFO replication on %s: %w", out[i].Addr, err)
+		}
+		out[i].Replicas = n
+	}
+	return out, nil
+}
+
+// replicasInSync counts the replicas that INFO replication's reply lists
+// with state=online: the ones that acknowledge WAIT. A replica still
+// loading its first copy (wait_bgsave, send_bulk) is connected but cannot.
+func replicasInSync(info string) (int, error) {
+	role, n := "", 0
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "role:"); ok {
+			role = v
+			continue
+		}
+		name, v, ok := strings.Cut(line, ":")
+		if id, isReplica := strings.CutPrefix(name, "slave"); ok && isReplica && id != "" && strings.Trim(id, "0123456789") == "" &&
+			strings.Contains(","+v+",", ",state=online,") {
+			n++
+		}
+	}
+	if role != "master" {
+		return 0, fmt.Errorf("the server is not a master (role %q): it answered as a replica, or does not report replication", role)
+	}
+	return n, nil
 }
 
 // checkReplicaClient refuses a client on which a script and the WAIT after

@@ -64,7 +64,7 @@ func TestReplicasFireOnlyOnceReplicasHaveTheClaim(t *testing.T) {
 	ctx := context.Background()
 	mc := master.Client(t)
 	ns := redistest.Namespace(t)
-	if err := queue.SetReplicas(ctx, mc, ns, 1); err != nil {
+	if err := queue.SetReplicas(ctx, mc, ns, 1, &queue.ReplicasOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	q, err := queue.New(mc, queue.Options{Namespace: ns, ReplicaTimeout: 200 * time.Millisecond})
@@ -187,7 +187,7 @@ func TestReplicasCheckPermissionsNamesWait(t *testing.T) {
 	if err := check(); err != nil {
 		t.Fatalf("without the setting: %v", err)
 	}
-	if err := queue.SetReplicas(ctx, admin, ns, 1); err != nil {
+	if err := queue.SetReplicas(ctx, admin, ns, 1, &queue.ReplicasOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	err := check()
@@ -207,7 +207,7 @@ func TestReplicasRecommitIsTheSameFire(t *testing.T) {
 	ctx := context.Background()
 	mc, rc := master.Client(t), replica.Client(t)
 	ns := redistest.Namespace(t)
-	if err := queue.SetReplicas(ctx, mc, ns, 1); err != nil {
+	if err := queue.SetReplicas(ctx, mc, ns, 1, &queue.ReplicasOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	q, err := queue.New(mc, queue.Options{Namespace: ns, ReplicaTimeout: 100 * time.Millisecond})
@@ -270,7 +270,7 @@ func TestReplicasDeliveringTimerCarriesEndpoint(t *testing.T) {
 	ctx := context.Background()
 	mc := master.Client(t)
 	ns := redistest.Namespace(t)
-	if err := queue.SetReplicas(ctx, mc, ns, 1); err != nil {
+	if err := queue.SetReplicas(ctx, mc, ns, 1, &queue.ReplicasOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	q, err := queue.New(mc, queue.Options{Namespace: ns, ReplicaTimeout: 5 * time.Second})
@@ -313,7 +313,7 @@ func TestReplicasDebounce(t *testing.T) {
 	ctx := context.Background()
 	mc := master.Client(t)
 	ns := redistest.Namespace(t)
-	if err := queue.SetReplicas(ctx, mc, ns, 1); err != nil {
+	if err := queue.SetReplicas(ctx, mc, ns, 1, &queue.ReplicasOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	q, err := queue.New(mc, queue.Options{Namespace: ns, ReplicaTimeout: 200 * time.Millisecond})
@@ -403,5 +403,85 @@ func TestReplicasCommitSkipsARescheduleWithinTheMillisecond(t *testing.T) {
 	}
 	if r := commit("tok2"); len(r) < 6 || r[3] != "c" || r[4] != fmt.Sprint(due.UnixMilli()) {
 		t.Fatalf("second commit: %v; want c fired, due %d", r, due.UnixMilli())
+	}
+}
+
+// TestSetReplicasNeedsASpareReplica: SetReplicas(n) refuses, and writes
+// nothing, while a master has n replicas or fewer in sync, naming the
+// master, its count and the fix; it takes the setting once the master has
+// n + 1, or with Force. A server that does not report its replicas
+// (miniredis) is refused too, unless forced.
+func TestSetReplicasNeedsASpareReplica(t *testing.T) {
+	t.Parallel()
+	master, _ := masterReplica(t)
+	ctx := context.Background()
+	mc := master.Client(t)
+	ns := redistest.Namespace(t)
+	replicas := func() int {
+		t.Helper()
+		q, err := queue.New(mc, queue.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		n, err := q.Inspect().Replicas(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	// One replica: a failover would leave the promoted one with none.
+	err := queue.SetReplicas(ctx, mc, ns, 1, nil)
+	if !errors.Is(err, queue.ErrTooFewReplicas) {
+		t.Fatalf("replicas 1 on a master with 1 replica: %v; want ErrTooFewReplicas", err)
+	}
+	for _, want := range []string{"master " + master.Addr() + " has 1 replica in sync", "needs 2 replicas", "turn the setting off (0)", "Force"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal %q does not say %q", err, want)
+		}
+	}
+	if n := replicas(); n != 0 {
+		t.Fatalf("a refused setting was written: replicas %d", n)
+	}
+	if err := queue.SetReplicas(ctx, mc, ns, 0, nil); err != nil {
+		t.Fatalf("replicas 0: %v", err)
+	}
+	if err := queue.SetReplicas(ctx, mc, ns, 1, &queue.ReplicasOptions{Force: true}); err != nil || replicas() != 1 {
+		t.Fatalf("replicas 1 forced: %v; want it set", err)
+	}
+
+	// A second replica: 1 has its spare, 2 does not.
+	_, port, _ := net.SplitHostPort(master.Addr())
+	second := redistest.Start(t, redistest.Config{Args: []string{"--replicaof", "127.0.0.1", port}})
+	redistest.Eventually(t, 30*time.Second, "the second replica to sync", func() bool {
+		return strings.Count(mc.Info(ctx, "replication").Val(), "state=online") == 2
+	})
+	_ = second
+	q, err := queue.New(mc, queue.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	ms, err := q.Inspect().MasterReplicas(ctx)
+	if err != nil || len(ms) != 1 || ms[0].Addr != master.Addr() || ms[0].Replicas != 2 || len(ms[0].Shards) != 1 {
+		t.Fatalf("MasterReplicas = %+v, %v; want %s with 2 replicas serving shard 0", ms, err, master.Addr())
+	}
+	if err := queue.SetReplicas(ctx, mc, ns, 1, nil); err != nil || replicas() != 1 {
+		t.Fatalf("replicas 1 on a master with 2 replicas: %v; want it set", err)
+	}
+	err = queue.SetReplicas(ctx, mc, ns, 2, nil)
+	if !errors.Is(err, queue.ErrTooFewReplicas) || !strings.Contains(err.Error(), "at most 1") {
+		t.Fatalf("replicas 2 on a master with 2 replicas: %v; want ErrTooFewReplicas suggesting at most 1", err)
+	}
+
+	// miniredis reports no replication: refused unless forced.
+	_, mini := redistest.Mini(t)
+	err = queue.SetReplicas(ctx, mini, ns, 1, nil)
+	if err == nil || !strings.Contains(err.Error(), "INFO replication") || !strings.Contains(err.Error(), "Force") {
+		t.Fatalf("replicas 1 on miniredis: %v; want a refusal naming INFO replication and Force", err)
+	}
+	if err := queue.SetReplicas(ctx, mini, ns, 1, &queue.ReplicasOptions{Force: true}); err != nil {
+		t.Fatalf("replicas 1 forced on miniredis: %v", err)
 	}
 }

@@ -13,8 +13,9 @@ import (
 )
 
 // TestConsumersPage: the groups page lists each group's consumers with
-// their pending count and when they were last seen, and shows when the
-// group's newest delivery fired rather than its raw stream entry ID.
+// their pending count and when they were last seen, shows when the
+// group's newest delivery fired rather than its raw stream entry ID, and
+// the group's lag, or "unknown" where the server does not track it.
 func TestConsumersPage(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
@@ -56,6 +57,17 @@ func TestConsumersPage(t *testing.T) {
 			if !strings.Contains(row[1], "ago") && !strings.Contains(row[1], "now") || row[3] == "" || strings.Contains(row[3], "unknown") {
 				t.Errorf("consumer row shows no last-seen time or status: %q", row)
 			}
+		}
+		// The group's lag: a number where the server tracks what the group
+		// read (Redis 7), "unknown" where it does not (miniredis, as
+		// timerworker --dev embeds it), never the whole stream.
+		lag := regexp.MustCompile(`<tr><td>billing</td><td>1</td><td>0</td><td>([^<]*)</td>`).FindStringSubmatch(body)
+		want := "0"
+		if b.Mini != nil {
+			want = "unknown"
+		}
+		if lag == nil || lag[1] != want {
+			t.Errorf("the group's lag shows %q, want %q:\n%s", lag, want, body)
 		}
 		id := gs[0].LastDeliveredID
 		if strings.Contains(body, "<code>"+id+"</code>") || !strings.Contains(body, `title="stream entry `+id+`"`) {

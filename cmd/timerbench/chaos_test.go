@@ -42,7 +42,8 @@ func runChaos(t *testing.T, workerBin string, extra ...string) map[string]float6
 // TestChaos kills a timerworker every second and redis-server once while
 // 2,000 timers come due, with the AOF at appendfsync always: every
 // acknowledged timer must fire exactly once, never early, with its payload.
-// Redis crashes alone must find the workers reconnecting by themselves.
+// Redis crashes alone must find the workers reconnecting by themselves,
+// and fire the same way: once, never early, nothing vanished.
 // Then it runs the first chaos without an AOF, where the crash must show as
 // lost fires, so that the zeros above cannot come from a check that sees
 // nothing.
@@ -72,6 +73,11 @@ func TestChaos(t *testing.T) {
 	// Without worker kills, the same workers must reconnect by themselves
 	// after each restart of Redis and fire everything.
 	calm := runChaos(t, bin, "--kill-every", "0", "--redis-crashes", "2", "--timers", "1000", "--window", "3s")
+	for _, f := range []string{"duplicates", "vanished", "fired_early", "mismatches", "wake_duplicates"} {
+		if calm[f] != 0 {
+			t.Errorf("Redis crashes alone: %s = %v, want 0", f, calm[f])
+		}
+	}
 	if calm["fired"] != 1000 || calm["lost"] != 0 || calm["redis_crashes"] != 2 || calm["worker_kills"] != 0 || calm["worker_restarts"] != 0 {
 		t.Errorf("Redis crashes alone: %v; want all 1,000 fired by the workers that were there from the start", calm)
 	}

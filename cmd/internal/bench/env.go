@@ -224,6 +224,9 @@ func (e *Env) startRedis(ctx context.Context) error {
 
 // launchRedis starts the private redis-server with e.serverArgs and waits
 // until it answers PING, which it does only once it has loaded its AOF.
+// The answer must come from the process it started (INFO server's
+// process_id): after a crash, another server that took the port would
+// otherwise pass for the restarted one, and the chaos would measure it.
 func (e *Env) launchRedis(ctx context.Context) error {
 	e.server = exec.Command(e.serverPath, e.serverArgs...)
 	if err := e.server.Start(); err != nil {
@@ -248,12 +251,38 @@ func (e *Env) launchRedis(ctx context.Context) error {
 		default:
 		}
 		if c.Ping(ctx).Err() == nil {
-			e.logf("started redis-server pid %d on %s", e.server.Process.Pid, e.url)
-			return nil
+			pid, err := serverPID(ctx, c)
+			if err == nil && pid == e.server.Process.Pid {
+				e.logf("started redis-server pid %d on %s", e.server.Process.Pid, e.url)
+				return nil
+			}
+			_ = e.server.Process.Kill()
+			<-e.exited
+			if err != nil {
+				return fmt.Errorf("bench: the server answering on %s is not the redis-server pid %d that timerbench started: %w; stop whatever listens there and run again",
+					e.url, e.server.Process.Pid, err)
+			}
+			return fmt.Errorf("bench: the server answering on %s is pid %d, not the redis-server pid %d that timerbench started; stop whatever listens there and run again",
+				e.url, pid, e.server.Process.Pid)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	return fmt.Errorf("bench: redis-server at %s gave no PING answer within 10s; see %s", e.url, log)
+}
+
+// serverPID returns the process_id that the server c reaches reports in
+// INFO server.
+func serverPID(ctx context.Context, c *redis.Client) (int, error) {
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return 0, fmt.Errorf("INFO server: %w", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, fmt.Errorf("INFO server has no process_id")
 }
 
 // crashRedis kills the private redis-server with SIGKILL, as a crash

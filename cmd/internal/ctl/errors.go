@@ -46,7 +46,12 @@ func classify(err error, t cliconf.Target) *Error {
 		return e
 	}
 	ex := cliconf.Explain(err, t)
+	var few *queue.TooFewReplicasError
 	switch {
+	case errors.As(err, &few):
+		ex.Code = ExitConflict
+		ex.Problem = strings.TrimPrefix(few.Problem(), "timerq: ")
+		ex.Fix = few.Fix("--force")
 	case errors.Is(err, queue.ErrNotFound):
 		ex.Fix = "check the ID and --namespace; 'timerctl list' shows the timers"
 	case errors.Is(err, queue.ErrAlreadyFired), errors.Is(err, queue.ErrCancelled):

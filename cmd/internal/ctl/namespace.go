@@ -24,10 +24,11 @@ func (r *runner) namespaceCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "namespace",
 		Usage:     "create a namespace with a shard count (create NS --shards N), or show the --namespace's (show)",
-		ArgsUsage: "create NS --shards N [--replicas N] | show",
+		ArgsUsage: "create NS --shards N [--replicas N [--force]] | show",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "shards", Value: queue.DefaultShards, Usage: fmt.Sprintf("create: shard count `N`, 1-%d; fixed for the namespace's life", queue.MaxShards)},
 			&cli.IntFlag{Name: "replicas", Usage: fmt.Sprintf("create: fire and acknowledge schedules only once `N` replicas have them (0-%d, 0 = off; docs/guarantees.md); may be changed later, then restart workers and applications", queue.MaxReplicas)},
+			&cli.BoolFlag{Name: "force", Usage: "create: set --replicas even though a Redis master has N replicas in sync or fewer (each needs N+1, so that a failover leaves N); without it, timerctl refuses and names the masters"},
 		},
 		Action: func(c *cli.Context) error {
 			switch c.Args().First() {
@@ -61,7 +62,7 @@ func (r *runner) namespaceCreate(c *cli.Context) error {
 		replicas := -1
 		if c.IsSet("replicas") {
 			replicas = c.Int("replicas")
-			if err := queue.SetReplicas(ctx, s.rdb, ns, replicas); err != nil {
+			if err := queue.SetReplicas(ctx, s.rdb, ns, replicas, &queue.ReplicasOptions{Force: c.Bool("force")}); err != nil {
 				return s.redisErr(err)
 			}
 		}

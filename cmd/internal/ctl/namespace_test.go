@@ -3,6 +3,7 @@ package ctl_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -39,7 +40,15 @@ func TestNamespaceCreateAndPerShardStats(t *testing.T) {
 		}
 		// The replicas setting, set on an existing namespace, is shown to
 		// a new client.
-		if out := c.ok("namespace", "create", c.ns, "--shards", "4", "--replicas", "1").stdout; !strings.Contains(out, "replicas set to 1") {
+		// The shared server has no replica (miniredis none that it tells):
+		// refused without --force.
+		if r := c.run("namespace", "create", c.ns, "--shards", "4", "--replicas", "1"); r.code == 0 || !strings.Contains(r.stderr, "--force") {
+			t.Fatalf("--replicas 1 without a replica: exit %d %q; want a refusal naming --force", r.code, r.stderr)
+		}
+		if got := decode[ns](t, c.ok("-o", "json", "namespace", "show").stdout); got.Replicas != 0 {
+			t.Fatalf("show after a refused --replicas 1 = %+v", got)
+		}
+		if out := c.ok("namespace", "create", c.ns, "--shards", "4", "--replicas", "1", "--force").stdout; !strings.Contains(out, "replicas set to 1") {
 			t.Fatalf("create --replicas: %q", out)
 		}
 		if out := c.ok("namespace", "show").stdout; !strings.Contains(out, "waits for 1 replica") {
@@ -137,4 +146,63 @@ func TestNamespaceCreateOverUsedNamespace(t *testing.T) {
 			t.Fatalf("sharding a used namespace: exit %d %q, want %d and timerctl's way to copy it", r.code, r.stderr, ctl.ExitConflict)
 		}
 	})
+}
+
+// TestNamespaceReplicasNeedASpareOnCluster: on a 3+3 Cluster (one replica
+// per master, as `redis-cli --cluster create --cluster-replicas 1` makes
+// it), `namespace create --replicas 1` and queue.SetReplicas(1) are refused,
+// naming every master and its one replica, because a master's failover
+// would leave the promoted replica with none and its shards unable to
+// commit; --force sets it. The shared 3+0 Cluster is refused too; both
+// take --replicas 0.
+func TestNamespaceReplicasNeedASpareOnCluster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		cluster  func(t *testing.T) *redistest.Cluster
+		replicas string
+	}{
+		{"3+3", func(t *testing.T) *redistest.Cluster {
+			return redistest.StartClusterOpts(t, redistest.ClusterConfig{ReplicasPerMaster: 1})
+		}, "1 replica"},
+		{"3+0", func(t *testing.T) *redistest.Cluster { return redistest.SharedCluster(t) }, "0 replicas"},
+	} {
+		cl := tc.cluster(t)
+		rdb := cl.Client(t)
+		ns := redistest.Namespace(t)
+		q, err := queue.New(rdb, queue.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		c := &cli{t: t, url: cl.URL(), ns: ns, q: q}
+
+		r := c.run("namespace", "create", ns, "--shards", "16", "--replicas", "1")
+		if r.code != ctl.ExitConflict {
+			t.Fatalf("%s: --replicas 1: exit %d %q; want %d", tc.name, r.code, r.stderr, ctl.ExitConflict)
+		}
+		for _, m := range cl.Nodes {
+			if want := "master " + m.Addr() + " has " + tc.replicas + " in sync"; !strings.Contains(r.stderr, want) {
+				t.Errorf("%s: the refusal %q does not say %q", tc.name, r.stderr, want)
+			}
+		}
+		for _, want := range []string{"needs 2 replicas", "turn the setting off (0)", "--force"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("%s: the refusal %q does not say %q", tc.name, r.stderr, want)
+			}
+		}
+		err = queue.SetReplicas(ctx, rdb, ns, 1, nil)
+		var few *queue.TooFewReplicasError
+		if !errors.As(err, &few) || !errors.Is(err, queue.ErrTooFewReplicas) || len(few.Short) != 3 {
+			t.Fatalf("%s: SetReplicas 1: %v; want ErrTooFewReplicas naming the 3 masters", tc.name, err)
+		}
+		if n, err := q.Inspect().Replicas(ctx); err != nil || n != 0 {
+			t.Fatalf("%s: after the refusals the setting reads %d, %v; want 0", tc.name, n, err)
+		}
+		c.ok("namespace", "create", ns, "--shards", "16", "--replicas", "0")
+		if out := c.ok("namespace", "create", ns, "--shards", "16", "--replicas", "1", "--force").stdout; !strings.Contains(out, "replicas set to 1") {
+			t.Fatalf("%s: --replicas 1 --force: %q", tc.name, out)
+		}
+	}
 }
