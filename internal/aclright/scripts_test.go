@@ -55,14 +55,14 @@ func scenarios() map[string][]scenario {
 				do(t, c, "HSET", sp.EndpointNames(), "billing", "{}")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{sp.Wake(), tp, "old", ms(time.Hour), "p", "", "new", "+1000.000", "p", "billing"}
+				return []any{sp.Wake(), tp, 1000, "old", ms(time.Hour), "p", "", "new", "+1000.000", "p", "billing"}
 			},
 		}, {
 			// Neither traced nor delivering: the records' HSET is the
 			// first write, which no probe precedes.
 			name:  "plain",
 			setup: nothing,
-			args:  func(sp keyspace.Space) []any { return []any{sp.Wake(), "", "new", ms(time.Hour), "p", ""} },
+			args:  func(sp keyspace.Space) []any { return []any{sp.Wake(), "", 0, "new", ms(time.Hour), "p", ""} },
 		}},
 		"claim": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
@@ -145,7 +145,7 @@ func scenarios() map[string][]scenario {
 				do(t, c, "HSET", sp.Schedules(), "sch", "1:a:0::::{}")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{60000, sp.Wake(), "",
+				return []any{60000, sp.Wake(), "", 1000,
 					"old", "s", ms(time.Hour), "1000", "", "p",
 					"new", "s", ms(time.Minute), "1000", "", "p",
 					"sch@5", "f", "5", "1000", "2000", "p"}
@@ -202,7 +202,7 @@ func scenarios() map[string][]scenario {
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				do(t, c, "HSET", sp.EndpointNames(), "billing", "{}")
 			},
-			args: func(sp keyspace.Space) []any { return []any{"g", "1000", "60000", "p", "0", sp.Wake(), tp, "billing"} },
+			args: func(sp keyspace.Space) []any { return []any{"g", "1000", "60000", "p", "0", sp.Wake(), tp, "billing", 1000} },
 		}, {
 			// An open window: its timer is pushed, earlier than the
 			// shard's head (a wakeup), with a new payload and endpoint.

@@ -88,7 +88,7 @@ var (
 			}
 			return keys
 		},
-		Commands: []string{"type", "time", "zrange", "hmget", "zscore", "hexists", "zadd", "hset", "hget"}})
+		Commands: []string{"type", "time", "zrange", "hmget", "zscore", "hexists", "zcount", "zadd", "hset", "hget"}})
 	// Claim fires due timers exactly once (claim.lua).
 	Claim = add(&Script{Name: "claim", Publishes: true, Worker: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
@@ -122,7 +122,7 @@ var (
 			}
 			return keys
 		},
-		Commands: []string{"type", "time", "get", "hget", "zscore", "zrange", "hexists", "zadd", "hset", "set", "hdel"}})
+		Commands: []string{"type", "time", "get", "hget", "zscore", "zrange", "hexists", "zcount", "zadd", "hset", "set", "hdel"}})
 	// DebounceRestore writes an exported debounce window's timer and
 	// reopens its window (debounce_restore.lua); group is the debounce key.
 	DebounceRestore = add(&Script{Name: "debounce_restore", Publishes: true,
@@ -153,7 +153,7 @@ var (
 	// (restore.lua); it reads the shard's schedules.
 	Restore = add(&Script{Name: "restore", Publishes: true,
 		Keys:     func(sp keyspace.Space, _ string) []string { return append(sp.Keys(), sp.Schedules()) },
-		Commands: []string{"type", "zrange", "hget", "zscore", "zadd", "hset"}})
+		Commands: []string{"type", "zrange", "hget", "zscore", "zcount", "zadd", "hset"}})
 	// Requeue moves a dead letter back onto the fire stream (requeue.lua).
 	Requeue = add(&Script{Name: "requeue",
 		Keys:     func(sp keyspace.Space, _ string) []string { return []string{sp.Fires(), sp.DeadLetter()} },
