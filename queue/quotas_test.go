@@ -162,3 +162,68 @@ func TestQuotaPendingSharded(t *testing.T) {
 		}
 	})
 }
+
+func TestQuotaEndpointsAndSchedules(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		for _, shards := range []int{1, 4} {
+			t.Run(fmt.Sprint(shards), func(t *testing.T) {
+				ctx := context.Background()
+				q := quotaQueue(t, b, shards, queue.Quotas{Endpoints: 2, Schedules: 4})
+				ep := billing()
+				for _, name := range []string{"e1", "e2"} {
+					ep.Name = name
+					if _, err := q.Endpoints().Put(ctx, ep, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				ep.Name = "e3"
+				_, err := q.Endpoints().Put(ctx, ep, nil)
+				wantQuota(t, "a third endpoint", err, queue.QuotaEndpoints, 2, 2, 1)
+				if _, err := q.Endpoints().Get(ctx, "e3"); !errors.Is(err, queue.ErrEndpointNotFound) {
+					t.Fatalf("the refused endpoint: Get = %v, want not found", err)
+				}
+				ep.Name, ep.URL = "e1", "https://billing.example.com/other"
+				if created, err := q.Endpoints().Put(ctx, ep, nil); err != nil || created {
+					t.Fatalf("replacing an endpoint at the quota = %v, %v; want replaced", created, err)
+				}
+
+				// Schedules: 4 in all, so with 4 shards one in each.
+				put := func(id string) error {
+					_, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: id, Spec: "@every 1h"})
+					return err
+				}
+				var ids []string
+				for i := 0; len(ids) < 2; i++ {
+					if id := fmt.Sprintf("r-%d", i); keyspace.ScheduleShard(id, shards) == 0 {
+						ids = append(ids, id)
+					}
+				}
+				limit, held := int64(4), int64(4)
+				if shards == 1 {
+					for _, id := range []string{"x1", "x2", "x3"} {
+						if err := put(id); err != nil {
+							t.Fatal(err)
+						}
+					}
+				} else {
+					held = 1
+				}
+				if err := put(ids[0]); err != nil {
+					t.Fatal(err)
+				}
+				err = put(ids[1])
+				wantQuota(t, "a schedule past the quota", err, queue.QuotaSchedules, limit, held, 1)
+				if _, err := q.Recurring().Get(ctx, ids[1]); err == nil {
+					t.Fatalf("the refused schedule %s exists", ids[1])
+				}
+				if err := put(ids[0]); err != nil {
+					t.Fatalf("putting an existing schedule at the quota: %v", err)
+				}
+				u, err := q.Inspect().Usage(ctx)
+				if err != nil || u.Endpoints != 2 || u.Schedules != held || u.MaxShardSchedules != held {
+					t.Fatalf("Usage = %+v, %v", u, err)
+				}
+			})
+		}
+	})
+}

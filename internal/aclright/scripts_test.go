@@ -195,6 +195,12 @@ func scenarios() map[string][]scenario {
 			args:  func(keyspace.Space) []any { return []any{4} },
 		}},
 		"workers": {{setup: nothing, args: func(keyspace.Space) []any { return nil }}},
+		"endpoint_put": {{
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "HSET", sp.Namespace().Endpoints(), "old", "{}")
+			},
+			args: func(keyspace.Space) []any { return []any{"new", "{}", 100} },
+		}},
 		"debounce": {{
 			// No window: one is opened (Keys takes the key "g"), traced and
 			// delivering.
@@ -342,7 +348,7 @@ func scenarios() map[string][]scenario {
 			// A create reads the debounce window of its ID (Keys takes "g").
 			name: "create", setup: nothing,
 			args: func(sp keyspace.Space) []any {
-				return []any{"create", "g", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", "", 300, ms(time.Minute)}
+				return []any{"create", "g", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", "", 1000, 300, ms(time.Minute)}
 			},
 		}, {
 			name: "update",
@@ -353,7 +359,7 @@ func scenarios() map[string][]scenario {
 				do(t, c, "HSET", sp.EndpointNames(), "billing", "{}")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{"update", "rp", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "skip", "billing", 300, ms(time.Minute)}
+				return []any{"update", "rp", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "skip", "billing", 0, 300, ms(time.Minute)}
 			},
 		}, {
 			name: "update without endpoint",
@@ -364,7 +370,7 @@ func scenarios() map[string][]scenario {
 				do(t, c, "ZADD", sp.SchedDue(), ms(time.Hour), "rp")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{"update", "rp", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", "", 100, ms(time.Minute)}
+				return []any{"update", "rp", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", "", 0, 100, ms(time.Minute)}
 			},
 		}, {
 			name: "delete",
@@ -373,7 +379,7 @@ func scenarios() map[string][]scenario {
 				do(t, c, "ZADD", sp.SchedDue(), ms(time.Hour), "rp")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{"delete", "rp", "", "", "a", "-", "", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", ""}
+				return []any{"delete", "rp", "", "", "a", "-", "", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", "", 0}
 			},
 		}},
 	}

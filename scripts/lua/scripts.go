@@ -188,7 +188,7 @@ var (
 		Keys: func(sp keyspace.Space, id string) []string {
 			return append(append(sp.Keys(), sp.Debounce(id)), recurKeys(sp, "")[7:]...)
 		},
-		Commands: []string{"type", "time", "hget", "zscore", "hexists", "zrange", "hset", "zrem", "zadd", "hdel", "get"}})
+		Commands: []string{"type", "time", "hget", "zscore", "hexists", "hlen", "zrange", "hset", "zrem", "zadd", "hdel", "get"}})
 	// Lease hands one consumer of a group a batch of one shard's fire
 	// events under leases: reclaims expired ones, dead-letters what
 	// exceeded its attempts, reads new entries (lease.lua).
@@ -220,6 +220,11 @@ var (
 	FlowPop = add(&Script{Name: "flow_pop", Keys: flowKeys,
 		Commands: []string{"type", "time", "zrangebyscore", "hmget", "zlexcount", "zrangebylex", "xrange", "xclaim", "zrem",
 			"zadd", "hdel"}})
+	// EndpointPut creates or replaces one endpoint within the namespace's
+	// endpoints quota (endpoint_put.lua); its key is the namespace's.
+	EndpointPut = add(&Script{Name: "endpoint_put",
+		Keys:     func(sp keyspace.Space, _ string) []string { return []string{sp.Namespace().Endpoints()} },
+		Commands: []string{"type", "hexists", "hlen", "hset"}})
 	// Create writes a namespace's meta key unless it exists (create.lua).
 	Create = add(&Script{Name: "create",
 		Keys: func(sp keyspace.Space, _ string) []string {
