@@ -312,6 +312,8 @@ func (h *Handler) routes() {
 
 	m.HandleFunc("GET /v1/namespaces/{ns}/delivery-policy", h.getDeliveryPolicy)
 	m.HandleFunc("PUT /v1/namespaces/{ns}/delivery-policy", h.putDeliveryPolicy)
+	m.HandleFunc("GET /v1/namespaces/{ns}/quotas", h.getQuotas) // quotas.go
+	m.HandleFunc("PUT /v1/namespaces/{ns}/quotas", h.putQuotas)
 
 	h.consumeRoutes() // consume.go: /v1/namespaces/{ns}/groups/{group}/...
 

@@ -208,7 +208,9 @@ func scenarios() map[string][]scenario {
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				do(t, c, "HSET", sp.EndpointNames(), "billing", "{}")
 			},
-			args: func(sp keyspace.Space) []any { return []any{"g", "1000", "60000", "p", "0", sp.Wake(), tp, "billing", 1000} },
+			args: func(sp keyspace.Space) []any {
+				return []any{"g", "1000", "60000", "p", "0", sp.Wake(), tp, "billing", 1000}
+			},
 		}, {
 			// An open window: its timer is pushed, earlier than the
 			// shard's head (a wakeup), with a new payload and endpoint.

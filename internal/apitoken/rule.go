@@ -27,8 +27,8 @@ type Need struct {
 // everything that concerns one namespace is under /v1/namespaces/{ns};
 // GET and HEAD need read, other methods write; PUT and DELETE of
 // /v1/namespaces/{ns} itself, and every method but GET and HEAD under
-// /v1/namespaces/{ns}/endpoints and /v1/namespaces/{ns}/delivery-policy,
-// need admin; GET of OpenAPIPath is public. A
+// /v1/namespaces/{ns}/endpoints, /v1/namespaces/{ns}/delivery-policy and
+// /v1/namespaces/{ns}/quotas, need admin; GET of OpenAPIPath is public. A
 // request elsewhere needs its right on AllNamespaces.
 //
 // The namespace is read from r's escaped path, one segment unescaped, as
@@ -73,6 +73,10 @@ func Required(r *http.Request) Need {
 	}
 	// So does the delivery policy, which may let timers name URLs.
 	if !read && len(seg) >= 5 && seg[4] == "delivery-policy" {
+		right = Admin
+	}
+	// And the quotas, which bound what every writer may add.
+	if !read && len(seg) >= 5 && seg[4] == "quotas" {
 		right = Admin
 	}
 	return Need{Right: right, Namespace: ns}
