@@ -141,6 +141,10 @@ func mayHaveRun(err error) bool {
 	if err == nil || errors.Is(err, redis.ErrClosed) || errors.Is(err, ErrClosed) {
 		return false
 	}
+	// A script's refusal that the queue turned into its own error.
+	if errors.Is(err, ErrQuotaExceeded) {
+		return false
+	}
 	var rerr redis.Error
 	return !errors.As(err, &rerr)
 }

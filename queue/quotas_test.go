@@ -44,6 +44,9 @@ func wantQuota(t *testing.T, what string, err error, quota string, limit, usage,
 	if !errors.Is(err, queue.ErrQuotaExceeded) || !errors.As(err, &qe) {
 		t.Fatalf("%s: err = %v, want a quota error", what, err)
 	}
+	if errors.Is(err, queue.ErrOutcomeUnknown) {
+		t.Fatalf("%s: err = %v; a quota refusal wrote nothing, its outcome is known", what, err)
+	}
 	if qe.Quota != quota || qe.Limit != limit || qe.Usage != usage || qe.Adding != adding {
 		t.Fatalf("%s: %+v, want quota %s limit %d usage %d adding %d", what, *qe, quota, limit, usage, adding)
 	}
