@@ -41,7 +41,7 @@ type Quotas struct {
 // DefaultQuotas are the quotas of a namespace whose admin set none. They
 // are meant to stop a runaway client or a leaked token long before
 // Redis runs out of memory, not to bind a normal workload: raise them
-// with SetQuotas (timerctl namespace quotas set, PUT
+// with SetQuotas (timerctl namespace quotas, PUT
 // /v1/namespaces/{ns}/quotas).
 var DefaultQuotas = Quotas{Pending: 1_000_000, Endpoints: 100, Schedules: 10_000}
 
@@ -98,7 +98,7 @@ func (e *QuotaError) Error() string {
 			e.ShardLimit, e.Shards, e.Usage)
 	}
 	return fmt.Sprintf("%s: the %s quota of namespace %q is %d %s; %s and the call would add %d, so nothing was written; "+
-		"remove some first, or have the namespace's admin raise the quota (timerctl namespace quotas set --%s N, or PUT /v1/namespaces/%s/quotas)",
+		"remove some first, or have the namespace's admin raise the quota (timerctl namespace quotas --%s N, or PUT /v1/namespaces/%s/quotas)",
 		ErrQuotaExceeded.Error(), e.Quota, e.Namespace, e.Limit, what, holds, e.Adding, e.Quota, e.Namespace)
 }
 
