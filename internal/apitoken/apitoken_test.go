@@ -193,6 +193,8 @@ func TestRequired(t *testing.T) {
 		{"POST", "/v1/namespaces/orders/endpoints/billing/disable", Need{Right: Admin, Namespace: "orders"}},
 		{"PUT", "/v1/namespaces/orders/delivery-policy", Need{Right: Admin, Namespace: "orders"}},
 		{"GET", "/v1/namespaces/orders/delivery-policy", Need{Right: Read, Namespace: "orders"}},
+		{"PUT", "/v1/namespaces/orders/quotas", Need{Right: Admin, Namespace: "orders"}},
+		{"GET", "/v1/namespaces/orders/quotas", Need{Right: Read, Namespace: "orders"}},
 		{"POST", "/v1/namespaces/orders", Need{Right: Write, Namespace: "orders"}},
 		{"GET", "/v1/namespaces", Need{Right: Read, Namespace: AllNamespaces}},
 		{"GET", "/v1/namespaces/", Need{Right: Read, Namespace: AllNamespaces}},
