@@ -336,6 +336,8 @@ func (h *Handler) routes() {
 
 	h.route("GET /v1/namespaces/{ns}/delivery-policy", RightRead, h.getDeliveryPolicy)
 	h.route("PUT /v1/namespaces/{ns}/delivery-policy", RightAdmin, h.putDeliveryPolicy)
+	h.route("GET /v1/namespaces/{ns}/quotas", RightRead, h.getQuotas) // quotas.go
+	h.route("PUT /v1/namespaces/{ns}/quotas", RightAdmin, h.putQuotas)
 
 	h.consumeRoutes() // consume.go: /v1/namespaces/{ns}/groups/{group}/...
 

@@ -37,6 +37,7 @@ const (
 	SlugInvalidEndpoint      = "invalid-endpoint"       // 422: queue.ErrInvalidEndpoint (a bad URL, address, header or secret)
 	SlugUnknownEndpoint      = "unknown-endpoint"       // 422: a timer delivers to an endpoint the namespace does not have
 	SlugTimerURLsOff         = "timer-urls-off"         // 422: queue.ErrTimerURLsOff: a timer URL, and the delivery policy does not allow them
+	SlugQuotaExceeded        = "quota-exceeded"         // 403: queue.ErrQuotaExceeded: the namespace's quota refused the request, nothing written
 	SlugEndpointNotFound     = "endpoint-not-found"     // 404: queue.ErrEndpointNotFound
 	SlugNotFound             = "not-found"              // 404: queue.ErrNotFound, and an unknown route
 	SlugMethodNotAllowed     = "method-not-allowed"     // 405: a route that takes other methods
@@ -113,6 +114,7 @@ var titles = map[string]string{
 	SlugInvalidEndpoint:      "Invalid endpoint",
 	SlugUnknownEndpoint:      "Unknown endpoint",
 	SlugTimerURLsOff:         "Timer URLs not allowed",
+	SlugQuotaExceeded:        "Namespace quota exceeded",
 	SlugEndpointNotFound:     "Endpoint not found",
 	SlugNotFound:             "Not found",
 	SlugMethodNotAllowed:     "Method not allowed",
@@ -163,6 +165,14 @@ func (h *Handler) problemOf(err error, ns string) (Problem, bool) {
 		return p, status == http.StatusServiceUnavailable
 	}
 	switch {
+	case errors.Is(err, queue.ErrQuotaExceeded):
+		p, _ := out(http.StatusForbidden, SlugQuotaExceeded, msg)
+		var qe *queue.QuotaError
+		if errors.As(err, &qe) {
+			p.Quota = qe.Quota
+		}
+		p.Namespace = ns
+		return p, false
 	case errors.Is(err, queue.ErrNotFound):
 		return out(http.StatusNotFound, SlugNotFound, msg+"; check the ID and the namespace, or create the timer")
 	case errors.Is(err, queue.ErrEndpointNotFound):

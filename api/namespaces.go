@@ -20,6 +20,8 @@ type NamespaceJSON struct {
 	// namespace; in an answer to GET, whether it was ever created.
 	Created bool       `json:"created"`
 	Stats   *StatsJSON `json:"stats,omitempty"`
+	// Quotas is the usage against each quota, in an answer to GET.
+	Quotas *QuotasUsageJSON `json:"quotas,omitempty"`
 }
 
 // StatsJSON is a snapshot of a namespace or of one of its shards.
@@ -96,7 +98,12 @@ func (h *Handler) getNamespace(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return NamespaceJSON{}, err
 		}
+		u, err := q.Inspect().Usage(ctx)
+		if err != nil {
+			return NamespaceJSON{}, err
+		}
 		sj := toStatsJSON(st)
-		return NamespaceJSON{Namespace: q.Namespace(), Shards: shards, Created: created, Stats: &sj}, nil
+		return NamespaceJSON{Namespace: q.Namespace(), Shards: shards, Created: created, Stats: &sj,
+			Quotas: toQuotasUsageJSON(u)}, nil
 	})
 }

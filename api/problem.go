@@ -31,6 +31,9 @@ type Problem struct {
 	// Field names the request field a 400 or 422 refused, as a JSON
 	// pointer ("/timers/3/due_at").
 	Field string `json:"field,omitempty"`
+	// Quota names the namespace's quota that refused a request (403
+	// quota-exceeded): "pending", "endpoints" or "schedules".
+	Quota string `json:"quota,omitempty"`
 }
 
 // WriteProblem writes p as the response, with p.Status as the status code.

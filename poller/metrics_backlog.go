@@ -26,6 +26,9 @@ import (
 //	timerq_namespace_workers            workers whose heartbeat is live, as Redis lists them (queue.Inspector.Workers)
 //	timerq_namespace_worker_last_seen_timestamp_seconds
 //	                                    the namespace's latest heartbeat (absent if none was recorded)
+//	timerq_quota_limit                  per quota (pending, endpoints, schedules): the namespace's quota, 0 = unlimited
+//	timerq_quota_usage                  per quota: what the namespace holds (absent when it cannot be read,
+//	                                    e.g. a Redis user without +hlen; the other series are still exported)
 //
 // Each scrape costs three O(log N) or O(1) reads in one round trip or
 // three, bounded by timeout (0 means 2 s). When Redis does not answer, only
@@ -48,6 +51,8 @@ func NewBacklogCollector(q *queue.Queue, timeout time.Duration) prometheus.Colle
 		success:    d("timerq_backlog_scrape_success", "1 if the backlog gauges were read from Redis at this scrape, else 0."),
 		workers:    d("timerq_namespace_workers", "Workers serving the namespace: those whose heartbeat Redis holds as live, read at scrape time."),
 		lastSeen:   d("timerq_namespace_worker_last_seen_timestamp_seconds", "Unix time of the namespace's latest worker heartbeat, by the Redis clock."),
+		quotaLimit: d("timerq_quota_limit", "The namespace's quota (queue.Quotas; 0 = unlimited), read at scrape time.", "quota"),
+		quotaUsage: d("timerq_quota_usage", "What the namespace holds against each quota, read at scrape time.", "quota"),
 	}
 }
 
@@ -56,10 +61,12 @@ type backlogCollector struct {
 	timeout time.Duration
 
 	scheduled, overdue, overdueAge, dead, pending, lag, success, workers, lastSeen *prometheus.Desc
+	quotaLimit, quotaUsage                                                         *prometheus.Desc
 }
 
 func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.scheduled, c.overdue, c.overdueAge, c.dead, c.pending, c.lag, c.success, c.workers, c.lastSeen} {
+	for _, d := range []*prometheus.Desc{c.scheduled, c.overdue, c.overdueAge, c.dead, c.pending, c.lag, c.success, c.workers, c.lastSeen,
+		c.quotaLimit, c.quotaUsage} {
 		ch <- d
 	}
 }
@@ -94,6 +101,18 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.pending, float64(g.Pending), g.Name)
 		if g.Lag >= 0 {
 			gauge(c.lag, float64(g.Lag), g.Name)
+		}
+	}
+	// The quotas apart: a worker's ACL line from before them lacks +hlen,
+	// which must not cost the backlog gauges.
+	if u, err := c.q.Inspect().Usage(ctx); err == nil {
+		for _, x := range []struct {
+			name         string
+			limit, usage int64
+		}{{queue.QuotaPending, u.Quotas.Pending, u.Pending}, {queue.QuotaEndpoints, u.Quotas.Endpoints, u.Endpoints},
+			{queue.QuotaSchedules, u.Quotas.Schedules, u.Schedules}} {
+			gauge(c.quotaLimit, float64(x.limit), x.name)
+			gauge(c.quotaUsage, float64(x.usage), x.name)
 		}
 	}
 	gauge(c.success, 1)

@@ -2,6 +2,7 @@ package poller_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,22 @@ timerq_backlog_scrape_success{` + ns + `} 1
 `
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "timerq_timers_scheduled", "timerq_timers_overdue",
 			"timerq_dead_letters", "timerq_consumer_group_pending", "timerq_backlog_scrape_success"); err != nil {
+			t.Error(err)
+		}
+		// The quotas: the defaults, and the usage against each.
+		d := queue.DefaultQuotas
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(fmt.Sprintf(`
+# HELP timerq_quota_limit The namespace's quota (queue.Quotas; 0 = unlimited), read at scrape time.
+# TYPE timerq_quota_limit gauge
+timerq_quota_limit{`+ns+`,quota="endpoints"} %d
+timerq_quota_limit{`+ns+`,quota="pending"} %d
+timerq_quota_limit{`+ns+`,quota="schedules"} %d
+# HELP timerq_quota_usage What the namespace holds against each quota, read at scrape time.
+# TYPE timerq_quota_usage gauge
+timerq_quota_usage{`+ns+`,quota="endpoints"} 0
+timerq_quota_usage{`+ns+`,quota="pending"} 3
+timerq_quota_usage{`+ns+`,quota="schedules"} 0
+`, d.Endpoints, d.Pending, d.Schedules)), "timerq_quota_limit", "timerq_quota_usage"); err != nil {
 			t.Error(err)
 		}
 		age, err := testutil.GatherAndCount(reg, "timerq_overdue_oldest_age_seconds")

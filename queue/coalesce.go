@@ -156,9 +156,11 @@ func (q *Queue) runCoalesced(ctx context.Context, batch []*coalesced) {
 		timers[i] = w.t
 	}
 	res, err := q.scheduleBatch(ctx, timers, "")
-	if err != nil && len(batch) > 1 && (errors.Is(err, ErrMalformedRecord) || errors.Is(err, ErrEndpointNotFound)) {
-		// One timer's record is damaged, or it names a missing endpoint:
-		// that caller alone gets the error.
+	if err != nil && len(batch) > 1 && (errors.Is(err, ErrMalformedRecord) || errors.Is(err, ErrEndpointNotFound) ||
+		errors.Is(err, ErrQuotaExceeded)) {
+		// One timer's record is damaged, or it names a missing endpoint,
+		// or the batch would pass the pending quota that some of its
+		// timers fit in: those callers alone get the error.
 		for _, w := range batch {
 			r, err := q.scheduleBatch(ctx, []NewTimer{w.t}, "")
 			if err == nil {

@@ -191,7 +191,12 @@ func (q *Queue) debounceRun(ctx context.Context, key string, delay, wait int64, 
 	}
 	k := l.scheduleShard(key)
 	keys := lua.Debounce.Keys(l.spaces[k], key)
-	args := []any{key, delay, wait, opts.Payload, keep, l.spaces[k].Wake(), tp, opts.Endpoint}
+	quotas, err := q.quotas(ctx)
+	if err != nil {
+		return nil, err
+	}
+	args := []any{key, delay, wait, opts.Payload, keep, l.spaces[k].Wake(), tp, opts.Endpoint,
+		shardQuota(quotas.Pending, len(l.spaces))}
 	var reply any
 	if l.replicas > 0 {
 		var acks int

@@ -19,6 +19,7 @@ import (
 
 	"github.com/timerq/timerq/deliver"
 	"github.com/timerq/timerq/internal/keyspace"
+	"github.com/timerq/timerq/scripts/lua"
 )
 
 // Endpoint errors.
@@ -469,6 +470,9 @@ func decodeEndpoint(key, name, v string) (Endpoint, error) {
 // the endpoint, so that a timer scheduled on any shard may name it
 // (CreateNamespace gives every shard the names of the endpoints put before
 // it); putting an endpoint again repairs a shard that lacks its name.
+//
+// A new endpoint past the namespace's endpoints quota (SetQuotas) is
+// refused with a *QuotaError and nothing written; replacing one never is.
 func (eps Endpoints) Put(ctx context.Context, e Endpoint, opts *PutEndpointOptions) (created bool, err error) {
 	q := eps.q
 	if err := ValidateEndpoint(e, opts); err != nil {
@@ -483,8 +487,12 @@ func (eps Endpoints) Put(ctx context.Context, e Endpoint, opts *PutEndpointOptio
 	if err != nil {
 		return false, err
 	}
-	key := keyspace.Namespace(q.opts.Namespace).Endpoints()
-	n, err := q.rdb.HSet(ctx, key, e.Name, v).Result()
+	quotas, err := q.quotas(ctx)
+	if err != nil {
+		return false, err
+	}
+	keys := lua.EndpointPut.Keys(l.spaces[0], "")
+	n, err := classic(lua.EndpointPut).Run(ctx, q.rdb, keys, e.Name, v, quotas.Endpoints).Int64()
 	if err != nil {
 		return false, errorf("put endpoint %q: %w", e.Name, q.redisError(err))
 	}

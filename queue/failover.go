@@ -147,7 +147,8 @@ func mayHaveRun(err error) bool {
 	if err == nil || errors.Is(err, redis.ErrClosed) || errors.Is(err, ErrClosed) {
 		return false
 	}
-	if errors.Is(err, ErrEndpointNotFound) || errors.Is(err, ErrShardMismatch) || errors.Is(err, ErrOccurrenceID) {
+	// A script's refusal that the queue turned into its own error.
+	if errors.Is(err, ErrEndpointNotFound) || errors.Is(err, ErrShardMismatch) || errors.Is(err, ErrOccurrenceID) || errors.Is(err, ErrQuotaExceeded) {
 		return false
 	}
 	var rerr redis.Error

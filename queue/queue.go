@@ -40,6 +40,8 @@ type Queue struct {
 	coalesce coalescer // Options.CoalesceSchedules (coalesce.go)
 
 	flow flowCache // the namespace's flow policies, read at most once a second (flow.go)
+
+	quota quotaCache // the namespace's quotas, read at most once a second (quotas.go)
 }
 
 // New returns a Queue over rdb, which may be a standalone, Sentinel or
@@ -186,23 +188,35 @@ func (q *Queue) scheduleLayout(ctx context.Context, timers []NewTimer, tp string
 			break
 		}
 	}
+	quotas, err := q.quotas(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pending := shardQuota(quotas.Pending, len(l.spaces))
+	// A shard's part of a batch of up to MaxBatch timers is one script
+	// call, so that the pending quota refuses it whole; a larger part is
+	// cut into chunks, each checked on its own.
+	size := scheduleChunk
+	if len(timers) <= MaxBatch {
+		size = MaxBatch
+	}
 	// A shard's chunks may run at once on several connections
 	// (runInFlight), so an ID repeated across them would be created by
 	// whichever ran first: such a repeat is left out, and takes its first
 	// occurrence's result.
 	var repeats [][2]int // {index, index of its first occurrence}
 	for k, idx := range byShard {
-		if len(idx) > scheduleChunk {
+		if len(idx) > size {
 			byShard[k], repeats = firstOccurrences(timers, idx, repeats)
 		}
 	}
 	var calls []call
 	var order [][]int // timer indexes of each call
 	for k, idx := range byShard {
-		for start := 0; start < len(idx); start += scheduleChunk {
-			chunk := idx[start:min(start+scheduleChunk, len(idx))]
-			args := make([]any, 0, 2+4*len(chunk))
-			args = append(args, l.spaces[k].Wake(), tp)
+		for start := 0; start < len(idx); start += size {
+			chunk := idx[start:min(start+size, len(idx))]
+			args := make([]any, 0, 3+4*len(chunk))
+			args = append(args, l.spaces[k].Wake(), tp, pending)
 			for _, i := range chunk {
 				t := timers[i]
 				args = append(args, t.ID, t.dueArg(), t.Payload, t.deliveryArg())
@@ -383,14 +397,19 @@ func (q *Queue) restore(ctx context.Context, timers []Timer, allowed string) ([]
 	if len(timers) == 0 {
 		return nil, nil
 	}
+	quotas, err := q.quotas(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pending := shardQuota(quotas.Pending, len(l.spaces))
 	var calls []call
 	var order [][]int
 	for k, idx := range byShard {
 		if len(idx) == 0 {
 			continue
 		}
-		args := make([]any, 0, 2+6*len(idx))
-		args = append(args, q.opts.retentionMillis(), l.spaces[k].Wake(), allowed)
+		args := make([]any, 0, 4+6*len(idx))
+		args = append(args, q.opts.retentionMillis(), l.spaces[k].Wake(), allowed, pending)
 		for _, i := range idx {
 			t := timers[i]
 			settled := ""
@@ -776,6 +795,8 @@ func (q *Queue) redisError(err error) error {
 		return q.noEndpoint(strings.TrimPrefix(err.Error(), "TIMERQ_NOENDPOINT "))
 	case hasRedisCode(err, "TIMERQ_RELAYOUT"):
 		return q.relayout(strings.TrimPrefix(err.Error(), "TIMERQ_RELAYOUT "))
+	case hasRedisCode(err, "TIMERQ_QUOTA"):
+		return q.quotaError(strings.TrimPrefix(err.Error(), "TIMERQ_QUOTA "))
 	case hasRedisCode(err, "TIMERQ_OCCURRENCE"):
 		// The script's words without its code: the sentinel names the rule.
 		return fmt.Errorf("%w: %s; create the schedule first, or restore it with its occurrences (Recurring().RestoreWith)",

@@ -48,9 +48,17 @@ func (q *Queue) put(ctx context.Context, a putArgs) (string, time.Time, string, 
 	if a.state != 0 {
 		state = a.state.arg()
 	}
+	var quota int64
+	if a.op == "create" {
+		quotas, err := q.quotas(ctx)
+		if err != nil {
+			return "", time.Time{}, "", err
+		}
+		quota = shardQuota(quotas.Schedules, len(l.spaces))
+	}
 	k := l.scheduleShard(a.id)
 	args := []any{a.op, a.id, a.expected, a.body, state, a.last, a.payload, l.spaces[k].Wake(), l.spaces[k].TimerChannelPrefix(),
-		q.opts.retentionMillis(), string(a.overlap), a.endpoint}
+		q.opts.retentionMillis(), string(a.overlap), a.endpoint, quota}
 	for _, o := range a.arms {
 		args = append(args, o.Nominal.UnixMilli(), o.Due.UnixMilli())
 	}

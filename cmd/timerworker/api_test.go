@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/cmd/internal/apiserver"
 	"github.com/timerq/timerq/cmd/internal/worker"
@@ -126,6 +128,21 @@ func TestWorkerAPIFlags(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the worker did not stop with its context")
 	}
+}
+
+// TestWorkerAPIRateLimitDefault: without --api-rate-limit, a token whose
+// line sets no rps= is limited to apiserver.DefaultRateLimit (issue 35, S4:
+// a flood from one token went unrefused).
+func TestWorkerAPIRateLimitDefault(t *testing.T) {
+	for _, f := range flags() {
+		if ff, ok := f.(*cli.Float64Flag); ok && ff.Name == apiserver.FlagRateLimit {
+			if ff.Value != apiserver.DefaultRateLimit || apiserver.DefaultRateLimit <= 0 {
+				t.Fatalf("--%s defaults to %v, want apiserver.DefaultRateLimit (%v), on", ff.Name, ff.Value, apiserver.DefaultRateLimit)
+			}
+			return
+		}
+	}
+	t.Fatalf("no --%s flag", apiserver.FlagRateLimit)
 }
 
 // TestWorkerAPIFlagErrors: API flags that cannot work are usage errors

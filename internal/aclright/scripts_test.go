@@ -55,14 +55,14 @@ func scenarios() map[string][]scenario {
 				do(t, c, "HSET", sp.EndpointNames(), "billing", "{}")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{sp.Wake(), tp, "old", ms(time.Hour), "p", "", "new", "+1000.000", "p", "billing"}
+				return []any{sp.Wake(), tp, 1000, "old", ms(time.Hour), "p", "", "new", "+1000.000", "p", "billing"}
 			},
 		}, {
 			// Neither traced nor delivering: the records' HSET is the
 			// first write, which no probe precedes.
 			name:  "plain",
 			setup: nothing,
-			args:  func(sp keyspace.Space) []any { return []any{sp.Wake(), "", "new", ms(time.Hour), "p", ""} },
+			args:  func(sp keyspace.Space) []any { return []any{sp.Wake(), "", 0, "new", ms(time.Hour), "p", ""} },
 		}},
 		"claim": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
@@ -145,7 +145,7 @@ func scenarios() map[string][]scenario {
 				do(t, c, "HSET", sp.Schedules(), "sch", "1:a:0::::{}")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{60000, sp.Wake(), "",
+				return []any{60000, sp.Wake(), "", 1000,
 					"old", "s", ms(time.Hour), "1000", "", "p",
 					"new", "s", ms(time.Minute), "1000", "", "p",
 					"sch@5", "f", "5", "1000", "2000", "p"}
@@ -195,6 +195,12 @@ func scenarios() map[string][]scenario {
 			args:  func(keyspace.Space) []any { return []any{4} },
 		}},
 		"workers": {{setup: nothing, args: func(keyspace.Space) []any { return nil }}},
+		"endpoint_put": {{
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "HSET", sp.Namespace().Endpoints(), "old", "{}")
+			},
+			args: func(keyspace.Space) []any { return []any{"new", "{}", 100} },
+		}},
 		"debounce": {{
 			// No window: one is opened (Keys takes the key "g"), traced and
 			// delivering.
@@ -202,7 +208,9 @@ func scenarios() map[string][]scenario {
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				do(t, c, "HSET", sp.EndpointNames(), "billing", "{}")
 			},
-			args: func(sp keyspace.Space) []any { return []any{"g", "1000", "60000", "p", "0", sp.Wake(), tp, "billing"} },
+			args: func(sp keyspace.Space) []any {
+				return []any{"g", "1000", "60000", "p", "0", sp.Wake(), tp, "billing", 1000}
+			},
 		}, {
 			// An open window: its timer is pushed, earlier than the
 			// shard's head (a wakeup), with a new payload and endpoint.
@@ -342,7 +350,7 @@ func scenarios() map[string][]scenario {
 			// A create reads the debounce window of its ID (Keys takes "g").
 			name: "create", setup: nothing,
 			args: func(sp keyspace.Space) []any {
-				return []any{"create", "g", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", "", 300, ms(time.Minute)}
+				return []any{"create", "g", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", "", 1000, 300, ms(time.Minute)}
 			},
 		}, {
 			name: "update",
@@ -353,7 +361,7 @@ func scenarios() map[string][]scenario {
 				do(t, c, "HSET", sp.EndpointNames(), "billing", "{}")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{"update", "rp", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "skip", "billing", 300, ms(time.Minute)}
+				return []any{"update", "rp", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "skip", "billing", 0, 300, ms(time.Minute)}
 			},
 		}, {
 			name: "update without endpoint",
@@ -364,7 +372,7 @@ func scenarios() map[string][]scenario {
 				do(t, c, "ZADD", sp.SchedDue(), ms(time.Hour), "rp")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{"update", "rp", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", "", 100, ms(time.Minute)}
+				return []any{"update", "rp", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", "", 0, 100, ms(time.Minute)}
 			},
 		}, {
 			name: "delete",
@@ -373,7 +381,7 @@ func scenarios() map[string][]scenario {
 				do(t, c, "ZADD", sp.SchedDue(), ms(time.Hour), "rp")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{"delete", "rp", "", "", "a", "-", "", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", ""}
+				return []any{"delete", "rp", "", "", "a", "-", "", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", "", 0}
 			},
 		}},
 	}

@@ -30,6 +30,10 @@
 --         unless ARGV[5] keeps the first payload, which keeps its
 --         endpoint too). A name KEYS[12] does not hold is refused: the
 --         error 'TIMERQ_NOENDPOINT <name>', nothing written.
+-- ARGV[9] the shard's pending-timer quota (as schedule.lua; '0' for none):
+--         a call that opens a window when KEYS[1] holds that many timers
+--         is refused, 'TIMERQ_QUOTA pending <quota> <held> 1', nothing
+--         written; a push adds no timer, and is never refused.
 -- Reply: {outcome, id, record, now_ms, deadline_ms}. outcome is 'created'
 --        (a new window: its timer id, "K@<opened_ms>", was created), 'pushed'
 --        (the open window's timer is now due delay after now_ms) or
@@ -162,6 +166,11 @@ while redis.call('HEXISTS', KEYS[2], id) == 1 do
   end
   n = n + 1
   id = key .. '@' .. fmt(n)
+end
+local quota = tonumber(ARGV[9] or '0') or 0
+if quota > 0 then
+  err = over_quota('pending', quota, redis.call('ZCOUNT', KEYS[1], '-inf', '+inf'), 1)
+  if err then return err end
 end
 deadline = now + wait
 if due > deadline then due = deadline end

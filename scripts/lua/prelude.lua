@@ -130,6 +130,18 @@ local function resolve_due(arg)
   return fmt(whole) .. '.' .. string.format('%03d', sub % 1000)
 end
 
+-- over_quota refuses a call that would take a count of held past quota
+-- (queue.Quotas; the caller skips the check for 0, unlimited) by adding
+-- more: the error 'TIMERQ_QUOTA <name> <quota> <held> <adding>', which
+-- the client turns into a queue.QuotaError. A script calls it before its
+-- first write, so that the refused call writes nothing.
+local function over_quota(name, quota, held, adding)
+  if held + adding > quota then
+    return redis.error_reply('TIMERQ_QUOTA ' .. name .. ' ' .. fmt(quota) .. ' ' .. fmt(held) .. ' ' .. fmt(adding))
+  end
+  return nil
+end
+
 -- check_types returns an error reply when a key holds a foreign type. It runs
 -- before any write because a script that fails half way does not roll back.
 local function check_type(key, want)

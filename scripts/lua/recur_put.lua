@@ -24,7 +24,11 @@
 --          "\0<flow key>" after that for a schedule with a flow key; a
 --          create or update naming an endpoint that ENDPOINTS_KEY lacks is
 --          refused with 'TIMERQ_NOENDPOINT <name>' before any write
--- ARGV[13..] pairs nominal_ms, due_ms: occurrences to arm
+-- ARGV[13] the shard's schedules quota (queue.Quotas.Schedules, per shard;
+--          '0' for none): a create of a new schedule when SCHED_KEY holds
+--          that many is refused, 'TIMERQ_QUOTA schedules <quota> <held> 1',
+--          before any write; the other ops never add one
+-- ARGV[14..] pairs nominal_ms, due_ms: occurrences to arm
 -- Reply: {status, now_ms, record}: status 'created', 'exists' (create of an
 --        existing ID: record unchanged), 'debounce' (create of an ID that
 --        is a debounce key with an open window: nothing written), 'ok', 'notfound' or 'conflict'
@@ -55,6 +59,11 @@ if op == 'create' then
   err = check_type(KEYS[8], 'string')
   if err then return err end
   if redis.call('GET', KEYS[8]) then return {'debounce', now_s, ''} end
+  local quota = tonumber(ARGV[13])
+  if quota > 0 then
+    err = over_quota('schedules', quota, redis.call('HLEN', SCHED_KEY), 1)
+    if err then return err end
+  end
   cnt = tonumber(expected) or 0
 else
   if not rec then return {'notfound', now_s, ''} end
@@ -93,7 +102,7 @@ end
 wake_start()
 local writes, keep, min_due = {}, {}, nil
 if op ~= 'pause' and op ~= 'delete' then
-  for i = 13, #ARGV, 2 do
+  for i = 14, #ARGV, 2 do
     local n, due = ARGV[i], ARGV[i + 1]
     local oid = occ_id(sid, n)
     local p = pending[n]

@@ -9,7 +9,10 @@
 -- ARGV[3]        the schedule whose occurrences this call may restore before
 --                the schedule itself exists ('' for none): RestoreRecurring
 --                restores a schedule's exported occurrences, then it
--- ARGV[4+6i..]   sextuples: id, state (s, f or c), due (a due score,
+-- ARGV[4]        the shard's pending-timer quota (as schedule.lua): the most
+--                timers KEYS[1] may hold once the call restored its
+--                scheduled ones; '0' for none
+-- ARGV[5+6i..]   sextuples: id, state (s, f or c), due (a due score,
 --                '<ms>' or '<ms>.<us>', when scheduled; whole ms when
 --                settled), created_ms, settled_ms ('' when scheduled), payload
 -- Reply: {created_1, record_1, created_2, record_2, ...}; created is 1 for a
@@ -19,6 +22,9 @@
 --        digits>", while that schedule neither exists nor is ARGV[3], is an
 --        error TIMERQ_OCCURRENCE naming it, and nothing is written: a later
 --        schedule of that ID would adopt it as its own occurrence.
+--        A call whose scheduled timers would take KEYS[1] past ARGV[4] is
+--        refused whole: 'TIMERQ_QUOTA pending <quota> <held> <adding>',
+--        and nothing written (settled timers count for nothing).
 -- Complexity: O(k log N) for k timers in a set of N.
 --
 -- A scheduled timer goes into the due set with its due time and creation
@@ -45,7 +51,7 @@ wake_start()
 local reply, seen = {}, {}
 local hset, zadd, expire = {}, {s = {}, f = {}, c = {}}, {}
 local allowed = ARGV[3]
-for i = 4, #ARGV, 6 do
+for i = 5, #ARGV, 6 do
   local id, state, due, created, settled, payload =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   if not sets[state] or payload == nil or not (state == 's' and is_due(due) or string.match(due, '^%d+$')) or
@@ -91,6 +97,11 @@ for i = 4, #ARGV, 6 do
 end
 
 if #hset == 0 then return reply end
+local quota = tonumber(ARGV[4])
+if quota > 0 and #zadd.s > 0 then
+  err = over_quota('pending', quota, redis.call('ZCOUNT', KEYS[1], '-inf', '+inf'), #zadd.s / 2)
+  if err then return err end
+end
 
 -- Phase 2: probes, a ZADD first.
 local probes = {}

@@ -8,7 +8,10 @@
 -- ARGV[1]        wake channel, told the new earliest due_ms when it moves earlier
 -- ARGV[2]        traceparent of the scheduling span, kept in KEYS[8] for each
 --                timer created, so the fire continues its trace; '' for none
--- ARGV[3+4i..]   quadruples: id, due, payload, endpoint (validated by the
+-- ARGV[3]        the shard's pending-timer quota (queue.Quotas.Pending, per
+--                shard): the most timers KEYS[1] may hold once the call
+--                added its own; '0' for none
+-- ARGV[4+4i..]   quadruples: id, due, payload, endpoint (validated by the
 --                client); due is a due score ('<ms>' or '<ms>.<us>', see
 --                prelude.lua), or '+<ms>.<us>' for that long after
 --                the server's clock (see resolve_due in prelude.lua);
@@ -32,6 +35,9 @@
 --        says more shards (created after the client read its layout) is
 --        refused: 'TIMERQ_RELAYOUT <shards>', and nothing written, so that
 --        no timer lands where no worker claims it; the client re-reads.
+--        A call whose new timers would take KEYS[1] past ARGV[3] is
+--        refused whole: 'TIMERQ_QUOTA pending <quota> <held> <adding>',
+--        and nothing written (an ID that exists adds nothing).
 -- Complexity: O(k log N) for k timers in a set of N (plus one HSET of k
 --        fields when traced, and one HEXISTS per distinct endpoint and one
 --        HSET of the delivering timers when some deliver).
@@ -61,7 +67,7 @@ local function read(want, cmd, key, ...)
 end
 
 local now = fmt(now_ms())
-if #ARGV < 3 then return {now, ''} end
+if #ARGV < 4 then return {now, ''} end
 if KEYS[11] then
   local shards = redis.call('HGET', KEYS[11], 'shards')
   if shards and shards ~= '1' then return redis.error_reply('TIMERQ_RELAYOUT ' .. shards) end
@@ -72,7 +78,7 @@ local head, err = read('zset', 'ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if err then return err end
 local wake_head = tonumber(head[2])
 local ids, n = {}, 0
-for i = 3, #ARGV, 4 do
+for i = 4, #ARGV, 4 do
   n = n + 1
   ids[n] = ARGV[i]
 end
@@ -108,16 +114,16 @@ for k = 1, n do
     local first = created[id]
     flags[k] = '0'
     nextra = nextra + 1
-    extra[nextra] = encode('s', resolved[first] or ARGV[4 * first], now, '', ARGV[4 * first + 1])
+    extra[nextra] = encode('s', resolved[first] or ARGV[4 * first + 1], now, '', ARGV[4 * first + 2])
   else
-    local arg, endpoint = ARGV[4 * k], ARGV[4 * k + 2]
+    local arg, endpoint = ARGV[4 * k + 1], ARGV[4 * k + 3]
     local due = resolve_due(arg)
     if not is_due(due) then
       return redis.error_reply('ERR timerq: due time "' .. due .. '" of timer "' .. id ..
         '" is not a due time in milliseconds')
     end
     nw = nw + 2
-    hset[nw - 1], hset[nw] = id, value .. ARGV[4 * k + 1]
+    hset[nw - 1], hset[nw] = id, value .. ARGV[4 * k + 2]
     zadd[nw - 1], zadd[nw] = due, id
     if trace then
       traced[nw - 1], traced[nw] = id, ARGV[2]
@@ -157,6 +163,13 @@ end
 local reply = {now, table.concat(flags)}
 for i = 1, nextra do reply[i + 2] = extra[i] end
 if nw == 0 then return reply end
+-- The quota, before any write: ZCOUNT of the whole set is ZCARD, in
+-- O(log N), with a right every role that schedules already has.
+local quota = tonumber(ARGV[3])
+if quota > 0 then
+  err = over_quota('pending', quota, redis.call('ZCOUNT', KEYS[1], '-inf', '+inf'), nw / 2)
+  if err then return err end
+end
 if trace then
   local _, terr = check_traces()
   if terr then return terr end

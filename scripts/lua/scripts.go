@@ -88,7 +88,7 @@ var (
 			}
 			return keys
 		},
-		Commands: []string{"type", "time", "zrange", "hmget", "zscore", "hexists", "zadd", "hset", "hget"}})
+		Commands: []string{"type", "time", "zrange", "hmget", "zscore", "hexists", "zcount", "zadd", "hset", "hget"}})
 	// Claim fires due timers exactly once (claim.lua).
 	Claim = add(&Script{Name: "claim", Publishes: true, Worker: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
@@ -122,7 +122,7 @@ var (
 			}
 			return keys
 		},
-		Commands: []string{"type", "time", "get", "hget", "zscore", "zrange", "hexists", "zadd", "hset", "set", "hdel"}})
+		Commands: []string{"type", "time", "get", "hget", "zscore", "zrange", "hexists", "zcount", "zadd", "hset", "set", "hdel"}})
 	// DebounceRestore writes an exported debounce window's timer and
 	// reopens its window (debounce_restore.lua); group is the debounce key.
 	DebounceRestore = add(&Script{Name: "debounce_restore", Publishes: true,
@@ -153,7 +153,7 @@ var (
 	// (restore.lua); it reads the shard's schedules.
 	Restore = add(&Script{Name: "restore", Publishes: true,
 		Keys:     func(sp keyspace.Space, _ string) []string { return append(sp.Keys(), sp.Schedules()) },
-		Commands: []string{"type", "zrange", "hget", "zscore", "zadd", "hset"}})
+		Commands: []string{"type", "zrange", "hget", "zscore", "zcount", "zadd", "hset"}})
 	// Requeue moves a dead letter back onto the fire stream (requeue.lua).
 	Requeue = add(&Script{Name: "requeue",
 		Keys:     func(sp keyspace.Space, _ string) []string { return []string{sp.Fires(), sp.DeadLetter()} },
@@ -188,7 +188,7 @@ var (
 		Keys: func(sp keyspace.Space, id string) []string {
 			return append(append(sp.Keys(), sp.Debounce(id)), recurKeys(sp, "")[7:]...)
 		},
-		Commands: []string{"type", "time", "hget", "zscore", "hexists", "zrange", "hset", "zrem", "zadd", "hdel", "get"}})
+		Commands: []string{"type", "time", "hget", "zscore", "hexists", "hlen", "zrange", "hset", "zrem", "zadd", "hdel", "get"}})
 	// Lease hands one consumer of a group a batch of one shard's fire
 	// events under leases: reclaims expired ones, dead-letters what
 	// exceeded its attempts, reads new entries (lease.lua).
@@ -220,6 +220,11 @@ var (
 	FlowPop = add(&Script{Name: "flow_pop", Keys: flowKeys,
 		Commands: []string{"type", "time", "zrangebyscore", "hmget", "zlexcount", "zrangebylex", "xrange", "xclaim", "zrem",
 			"zadd", "hdel"}})
+	// EndpointPut creates or replaces one endpoint within the namespace's
+	// endpoints quota (endpoint_put.lua); its key is the namespace's.
+	EndpointPut = add(&Script{Name: "endpoint_put",
+		Keys:     func(sp keyspace.Space, _ string) []string { return []string{sp.Namespace().Endpoints()} },
+		Commands: []string{"type", "hexists", "hlen", "hset"}})
 	// Create writes a namespace's meta key unless it exists (create.lua).
 	Create = add(&Script{Name: "create",
 		Keys: func(sp keyspace.Space, _ string) []string {

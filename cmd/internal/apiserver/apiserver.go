@@ -48,6 +48,14 @@ const (
 	defaultMaxHeaders = 32 << 10
 )
 
+// DefaultRateLimit is timerworker's --api-rate-limit unless given: the
+// requests per second of a token whose line sets no rps=. It is far above
+// what an application needs (a batch carries up to 1,000 timers), and
+// stops a flood from one leaked or runaway token while the others keep
+// working. Raise it with the flag, or one token's with its rps=; 0 lifts
+// it.
+const DefaultRateLimit = 100
+
 // Limits bound how long the server waits on a client, so that slow or idle
 // clients cannot hold its connections.
 //
@@ -98,7 +106,8 @@ type Config struct {
 	TLSCertFile, TLSKeyFile, TLSClientCAFile string
 	// RateLimit is the requests per second each token may make, unless its
 	// line says rps=; 0 means unlimited. The bucket holds one second's
-	// worth, at least one request.
+	// worth, at least one request. timerworker's flag defaults to
+	// DefaultRateLimit.
 	RateLimit float64
 	// Limits are the server's timeouts; the zero value means
 	// DefaultLimits.

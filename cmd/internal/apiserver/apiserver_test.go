@@ -292,6 +292,44 @@ func TestRateLimitPerToken(t *testing.T) {
 	}
 }
 
+// TestRateLimitDefaultStopsAFlood: at timerworker's default rate, a flood
+// from one token is refused with 429 after one second's worth, while a
+// token of another namespace keeps working (issue 35, S4).
+func TestRateLimitDefaultStopsAFlood(t *testing.T) {
+	file, tok := tokens(t,
+		"flood namespaces=nsA rights=read,write",
+		"other namespaces=nsB rights=read,write")
+	now := time.Unix(1_800_000_000, 0)
+	s := start(t, apiserver.Config{TokensFile: file, RateLimit: apiserver.DefaultRateLimit, Now: func() time.Time { return now }}, fakeAPI())
+	var ok, refused int
+	const flood = 300
+	for i := range flood {
+		resp, body := s.do(t, "POST", "/v1/namespaces/nsA/timers", tok["flood"])
+		switch resp.StatusCode {
+		case 200:
+			ok++
+		case 429:
+			refused++
+			if p := problem(t, resp, body, 429); p.Type != apiserver.ProblemRateLimited || resp.Header.Get("Retry-After") == "" {
+				t.Fatalf("refusal %+v, Retry-After %q", p, resp.Header.Get("Retry-After"))
+			}
+		default:
+			t.Fatalf("flood: %d %s", resp.StatusCode, body)
+		}
+		// One request of the other token to three of the flood's: within
+		// its own bucket, all served.
+		if i%3 == 0 {
+			if resp, body := s.do(t, "POST", "/v1/namespaces/nsB/timers", tok["other"]); resp.StatusCode != 200 {
+				t.Fatalf("the other namespace's token, during the flood: %d %s", resp.StatusCode, body)
+			}
+		}
+	}
+	if ok != apiserver.DefaultRateLimit || refused != flood-apiserver.DefaultRateLimit {
+		t.Fatalf("the flood: %d served, %d refused; want %d served (one second's worth at the default rate), the rest refused",
+			ok, refused, apiserver.DefaultRateLimit)
+	}
+}
+
 // TestReload: Reload applies an edited tokens file (a new token works, a
 // removed one is refused), and a broken file keeps the previous tokens,
 // saying why in the log and in timerq_api_tokens_last_reload_successful.

@@ -73,6 +73,8 @@ var wantRights = map[string]string{
 	"POST /v1/namespaces/{ns}/endpoints/{name}/disable": "admin",
 	"GET /v1/namespaces/{ns}/delivery-policy":           "read",
 	"PUT /v1/namespaces/{ns}/delivery-policy":           "admin",
+	"GET /v1/namespaces/{ns}/quotas":                    "read",
+	"PUT /v1/namespaces/{ns}/quotas":                    "admin",
 	"GET /v1/namespaces/{ns}/flow-policies":             "read",
 	"PUT /v1/namespaces/{ns}/flow-policies":             "write",
 	"DELETE /v1/namespaces/{ns}/flow-policies":          "write",
@@ -90,6 +92,7 @@ var opBodies = map[string]string{
 	"POST /v1/namespaces/{ns}/timers":          `{"id":"new","in":"1h"}`,
 	"PUT /v1/namespaces/{ns}/endpoints/{name}": endpointBody,
 	"PUT /v1/namespaces/{ns}/delivery-policy":  policyBody,
+	"PUT /v1/namespaces/{ns}/quotas":           `{"pending":5}`,
 }
 
 // tokenKind is one kind of caller: the rights its token has on the test's

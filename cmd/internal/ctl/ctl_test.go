@@ -530,6 +530,10 @@ func TestStats(t *testing.T) {
 				LastWorker string   `json:"last_worker"`
 				LastLeft   bool     `json:"last_left"`
 			} `json:"workers"`
+			Quotas map[string]struct {
+				Limit int64 `json:"limit"`
+				Usage int64 `json:"usage"`
+			} `json:"quotas"`
 		}
 		st := decode[stats](t, c.ok("-o", "json", "stats").stdout)
 		if st.Scheduled != 5 || st.Cancelled != 1 || st.Fired != 0 || st.Overdue != 1 {

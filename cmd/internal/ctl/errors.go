@@ -3,6 +3,7 @@ package ctl
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 
@@ -75,6 +76,16 @@ func classify(err error, t cliconf.Target) *Error {
 		// The namespace exists with another shard count: a conflict.
 		ex.Code = ExitConflict
 		ex.Fix = cmp.Or(ex.Fix, "'timerctl namespace show' prints the namespace's shard count")
+	case errors.Is(err, queue.ErrQuotaExceeded):
+		// Nothing was written, and trying again changes nothing until the
+		// namespace holds less or its quota is raised: a conflict.
+		ex.Code = ExitConflict
+		quota := "QUOTA"
+		var qe *queue.QuotaError
+		if errors.As(err, &qe) {
+			quota = qe.Quota
+		}
+		ex.Fix = fmt.Sprintf("'timerctl stats' shows the usage against each quota; remove some first, or have an admin raise it: 'timerctl namespace quotas --%s N'", quota)
 	case errors.Is(err, queue.ErrSlotMigrating):
 		ex.Fix = cmp.Or(ex.Fix, "run the command again once the slot has moved")
 	case errors.Is(err, queue.ErrClusterDown):

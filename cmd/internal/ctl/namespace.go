@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -23,9 +24,12 @@ type namespaceJSON struct {
 func (r *runner) namespaceCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "namespace",
-		Usage:     "create a namespace with a shard count (create NS --shards N), or show the --namespace's (show)",
-		ArgsUsage: "create NS --shards N [--replicas N [--force]] | show",
+		Usage:     "create a namespace with a shard count (create NS --shards N), show the --namespace's (show), or show or set its quotas (quotas)",
+		ArgsUsage: "create NS --shards N [--replicas N [--force]] | show | quotas [--pending N] [--endpoints N] [--schedules N]",
 		Flags: []cli.Flag{
+			&cli.Int64Flag{Name: queue.QuotaPending, Usage: "quotas: the most pending (scheduled) timers, `N` (0 = unlimited)"},
+			&cli.Int64Flag{Name: queue.QuotaEndpoints, Usage: "quotas: the most delivery endpoints, `N` (0 = unlimited)"},
+			&cli.Int64Flag{Name: queue.QuotaSchedules, Usage: "quotas: the most recurring schedules, `N` (0 = unlimited)"},
 			&cli.IntFlag{Name: "shards", Value: queue.DefaultShards, Usage: fmt.Sprintf("create: shard count `N`, 1-%d; fixed for the namespace's life", queue.MaxShards)},
 			&cli.IntFlag{Name: "replicas", Usage: fmt.Sprintf("create: fire and acknowledge schedules only once `N` replicas have them (0-%d, 0 = off; docs/guarantees.md); may be changed later, then restart workers and applications", queue.MaxReplicas)},
 			&cli.BoolFlag{Name: "force", Usage: "create: set --replicas even though a Redis master has N replicas in sync or fewer (each needs N+1, so that a failover leaves N); without it, timerctl refuses and names the masters"},
@@ -36,8 +40,11 @@ func (r *runner) namespaceCommand() *cli.Command {
 				return r.namespaceCreate(c)
 			case "show":
 				return r.namespaceShow(c)
+			case "quotas":
+				return r.namespaceQuotas(c)
 			}
-			return usageErr(fmt.Sprintf("namespace takes create or show, not %q", c.Args().First()), "run 'timerctl namespace create NS --shards N' or 'timerctl namespace show'")
+			return usageErr(fmt.Sprintf("namespace takes create, show or quotas, not %q", c.Args().First()),
+				"run 'timerctl namespace create NS --shards N', 'timerctl namespace show' or 'timerctl namespace quotas'")
 		},
 	}
 }
@@ -103,6 +110,53 @@ func (r *runner) namespaceShow(c *cli.Context) error {
 		}
 		fmt.Fprintln(r.o.Stdout)
 		return nil
+	})
+}
+
+// namespaceQuotas prints the --namespace's quotas, after setting those
+// given as flags (the others keep their values).
+func (r *runner) namespaceQuotas(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usageErr("namespace quotas takes no namespace name", "pass it with --namespace (TIMERQ_NAMESPACE)")
+	}
+	return r.once(c, func(ctx context.Context, s *session) error {
+		ns := s.q.Namespace()
+		q, err := queue.NamespaceQuotas(ctx, s.rdb, ns)
+		if err != nil {
+			return s.redisErr(err)
+		}
+		set := false
+		for _, f := range []struct {
+			name string
+			v    *int64
+		}{{queue.QuotaPending, &q.Pending}, {queue.QuotaEndpoints, &q.Endpoints}, {queue.QuotaSchedules, &q.Schedules}} {
+			if c.IsSet(f.name) {
+				*f.v, set = c.Int64(f.name), true
+			}
+		}
+		if set {
+			if err := queue.ValidateQuotas(q); err != nil {
+				return usageErr(strings.TrimPrefix(err.Error(), "timerq: invalid options: "), "give a count, or 0 for unlimited")
+			}
+			if err := queue.SetQuotas(ctx, s.rdb, ns, q); err != nil {
+				return s.redisErr(err)
+			}
+		}
+		if s.g.json {
+			return writeJSON(r.o.Stdout, q)
+		}
+		tw := newTable(r.o.Stdout)
+		for _, f := range []struct {
+			name string
+			v    int64
+		}{{queue.QuotaPending, q.Pending}, {queue.QuotaEndpoints, q.Endpoints}, {queue.QuotaSchedules, q.Schedules}} {
+			if f.v == 0 {
+				fmt.Fprintf(tw, "%s\tunlimited\n", f.name)
+			} else {
+				fmt.Fprintf(tw, "%s\t%d\n", f.name, f.v)
+			}
+		}
+		return tw.Flush()
 	})
 }
 

@@ -43,6 +43,22 @@ type statsJSON struct {
 	Shards []shardStatsJSON `json:"shards"`
 	// Workers says who serves the namespace; null when it could not be read.
 	Workers *workersJSON `json:"workers"`
+	// Quotas is the usage against each of the namespace's quotas; null
+	// when it could not be read.
+	Quotas *quotasUsageJSON `json:"quotas"`
+}
+
+// quotaUsageJSON is one quota beside what the namespace holds; limit 0 is
+// unlimited.
+type quotaUsageJSON struct {
+	Limit int64 `json:"limit"`
+	Usage int64 `json:"usage"`
+}
+
+type quotasUsageJSON struct {
+	Pending   quotaUsageJSON `json:"pending"`
+	Endpoints quotaUsageJSON `json:"endpoints"`
+	Schedules quotaUsageJSON `json:"schedules"`
 }
 
 type workersJSON struct {
@@ -88,8 +104,11 @@ func (r *runner) stats(c *cli.Context) error {
 		}
 		ws, werr := s.q.Inspect().Workers(ctx)
 		r.warnWorkers(ctx, s, st, ws, werr, partial != nil)
+		// Like the workers, unknown rather than a failure: a user whose
+		// ACL line predates quotas may lack +hlen.
+		u, uerr := s.q.Inspect().Usage(ctx)
 		if !s.g.json {
-			if err := writeStats(r, st, counts, ws, werr, partial); err != nil {
+			if err := writeStats(r, st, counts, ws, werr, u, uerr, partial); err != nil {
 				return err
 			}
 			return shardFailure(s, partial)
@@ -119,6 +138,13 @@ func (r *runner) stats(c *cli.Context) error {
 			}
 			out.Workers = w
 		}
+		if uerr == nil {
+			out.Quotas = &quotasUsageJSON{
+				Pending:   quotaUsageJSON{u.Quotas.Pending, u.Pending},
+				Endpoints: quotaUsageJSON{u.Quotas.Endpoints, u.Endpoints},
+				Schedules: quotaUsageJSON{u.Quotas.Schedules, u.Schedules},
+			}
+		}
 		if err := writeJSON(r.o.Stdout, out); err != nil {
 			return err
 		}
@@ -145,6 +171,14 @@ func shardFailure(s *session, partial *queue.ShardError) error {
 	}
 	return &Error{Code: ExitFailure, Problem: fmt.Sprintf("stats could not read shard %s: %v",
 		strings.Join(names, ", "), strings.TrimPrefix(partial.Failed[shards[0]].Error(), "timerq: ")), Fix: fix, Err: partial}
+}
+
+// ofQuota is a usage against its quota: "5 of 100 (5%)", "5 (unlimited)".
+func ofQuota(usage, limit int64) string {
+	if limit <= 0 {
+		return fmt.Sprintf("%d (unlimited)", usage)
+	}
+	return fmt.Sprintf("%d of %d (%d%%)", usage, limit, usage*100/limit)
 }
 
 // workersLine says how many workers serve the namespace and when one was
@@ -214,7 +248,8 @@ func (r *runner) warnIfNothing(ctx context.Context, s *session, ws *queue.Worker
 	fmt.Fprintf(r.o.Stderr, "timerctl: warning: namespace %s holds nothing; check -n/TIMERQ_NAMESPACE\n", s.q.Namespace())
 }
 
-func writeStats(r *runner, st queue.Stats, counts []int64, ws queue.WorkerStatus, werr error, partial *queue.ShardError) error {
+func writeStats(r *runner, st queue.Stats, counts []int64, ws queue.WorkerStatus, werr error, u queue.Usage, uerr error,
+	partial *queue.ShardError) error {
 	now := r.o.Now()
 	tw := newTable(r.o.Stdout)
 	fmt.Fprintf(tw, "scheduled\t%d\n", st.Scheduled)
@@ -248,6 +283,12 @@ func writeStats(r *runner, st queue.Stats, counts []int64, ws queue.WorkerStatus
 		fmt.Fprintf(tw, "workers\tunknown: %s\n", oneLine(strings.TrimPrefix(werr.Error(), "timerq: ")))
 	} else {
 		fmt.Fprintf(tw, "workers\t%s\n", workersLine(ws))
+	}
+	if uerr != nil {
+		fmt.Fprintf(tw, "quotas\tunknown: %s\n", oneLine(strings.TrimPrefix(uerr.Error(), "timerq: ")))
+	} else {
+		fmt.Fprintf(tw, "quotas\tpending %s, endpoints %s, schedules %s\n", ofQuota(u.Pending, u.Quotas.Pending),
+			ofQuota(u.Endpoints, u.Quotas.Endpoints), ofQuota(u.Schedules, u.Quotas.Schedules))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

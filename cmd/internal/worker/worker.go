@@ -380,7 +380,7 @@ func checkAPI(cfg Config) error {
 			flag string
 			set  bool
 		}{{apiserver.FlagTokensFile, a.TokensFile != ""}, {apiserver.FlagTLSCertFile, a.TLSCertFile != ""}, {apiserver.FlagTLSKeyFile, a.TLSKeyFile != ""},
-			{apiserver.FlagTLSClientCA, a.TLSClientCAFile != ""}, {apiserver.FlagRateLimit, a.RateLimit != 0}} {
+			{apiserver.FlagTLSClientCA, a.TLSClientCAFile != ""}, {apiserver.FlagRateLimit, a.RateLimit != 0 && a.RateLimit != apiserver.DefaultRateLimit}} {
 			if f.set {
 				return cliconf.Usage("--"+f.flag+" is set but --"+apiserver.FlagAddr+" is not", "give --"+apiserver.FlagAddr+" to serve the HTTP API, e.g. --"+apiserver.FlagAddr+" :8080")
 			}

@@ -546,3 +546,19 @@ test("flow control: a policy refused, put, listed and deleted; a timer with a fl
   const again = await client.DELETE("/v1/namespaces/{ns}/flow-policies", { params: { path: { ns }, query: { key } } });
   assert.equal(again.response.status, 404);
 });
+
+test("quotas: the defaults, raised by the admin, and the usage in the namespace's GET", async () => {
+  const q0 = await client.GET("/v1/namespaces/{ns}/quotas", { params: ns_ });
+  assert.equal(q0.response.status, 200, JSON.stringify(q0.error));
+  assert.deepEqual(q0.data, { pending: 1000000, endpoints: 100, schedules: 10000 });
+  // A quota left out of the body takes its default.
+  const set = await client.PUT("/v1/namespaces/{ns}/quotas", { params: ns_, body: { pending: 2000000 } });
+  assert.equal(set.response.status, 200, JSON.stringify(set.error));
+  assert.deepEqual(set.data, { pending: 2000000, endpoints: 100, schedules: 10000 });
+  const got = await client.GET("/v1/namespaces/{ns}", { params: ns_ });
+  assert.equal(got.response.status, 200, JSON.stringify(got.error));
+  assert.equal(got.data?.quotas?.pending.limit, 2000000);
+  assert.ok((got.data?.quotas?.pending.usage ?? -1) >= 0);
+  const back = await client.PUT("/v1/namespaces/{ns}/quotas", { params: ns_, body: {} });
+  assert.equal(back.response.status, 200, JSON.stringify(back.error));
+});
