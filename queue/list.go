@@ -41,17 +41,52 @@ type ListPage struct {
 // under concurrent changes: a page starts strictly after the previous one
 // ended, so a timer is never listed twice in one state.
 func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
+	args, err := listArgs(&o)
+	if err != nil {
+		return ListPage{}, err
+	}
+	l, err := q.layout(ctx)
+	if err != nil {
+		return ListPage{}, err
+	}
+	// Every shard lists its first Limit timers after the cursor; the merge
+	// keeps the first Limit of all. (due, id) orders timers across shards as
+	// within one, so the cursor is the same single position either way and
+	// stays stable however timers move between shards' states.
+	calls := make([]call, len(l.spaces))
+	for k := range calls {
+		calls[k] = call{shard: k, args: args}
+	}
+	replies, err := q.runMany(ctx, l, lua.List, calls)
+	if err != nil {
+		return ListPage{}, errorf("list: %w", err)
+	}
+	page := ListPage{}
+	more := false
+	for k, reply := range replies {
+		shardMore, err := page.addReply(k, reply)
+		if err != nil {
+			return ListPage{}, err
+		}
+		more = more || shardMore
+	}
+	return page.first(o.Limit, more), nil
+}
+
+// listArgs checks o, filling in its default Limit, and returns the list
+// script's arguments: state code, due range, limit and cursor.
+func listArgs(o *ListOptions) ([]any, error) {
 	if o.Limit == 0 {
 		o.Limit = DefaultListLimit
 	}
 	if o.Limit < 1 || o.Limit > MaxBatch {
-		return ListPage{}, fmt.Errorf("%w: list limit %d is outside 1..%d", ErrInvalidOptions, o.Limit, MaxBatch)
+		return nil, fmt.Errorf("%w: list limit %d is outside 1..%d", ErrInvalidOptions, o.Limit, MaxBatch)
 	}
 	state := ""
 	if o.State != "" {
 		st, err := ParseState(string(o.State))
 		if err != nil {
-			return ListPage{}, err
+			return nil, err
 		}
 		state = st.code()
 	}
@@ -66,49 +101,41 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 	}
 	curDue, curID, err := parseCursor(o.Cursor)
 	if err != nil {
-		return ListPage{}, err
+		return nil, err
 	}
-	l, err := q.layout(ctx)
-	if err != nil {
-		return ListPage{}, err
+	return []any{state, from, to, o.Limit, curDue, curID}, nil
+}
+
+// addReply adds shard k's list reply to page, and says whether that shard
+// has more.
+func (page *ListPage) addReply(k int, reply any) (bool, error) {
+	r, err := replyStrings(reply)
+	if err != nil || len(r) < 3 {
+		return false, errorf("list: unexpected reply %v", reply)
 	}
-	// Every shard lists its first Limit timers after the cursor; the merge
-	// keeps the first Limit of all. (due, id) orders timers across shards as
-	// within one, so the cursor is the same single position either way and
-	// stays stable however timers move between shards' states.
-	calls := make([]call, len(l.spaces))
-	for k := range calls {
-		calls[k] = call{shard: k, args: []any{state, from, to, o.Limit, curDue, curID}}
+	nb := int(atoi(r[2]))
+	if nb < 0 || len(r) < 3+4*nb || (len(r)-3-4*nb)%2 != 0 {
+		return false, errorf("list: unexpected reply %v", reply)
 	}
-	replies, err := q.runMany(ctx, l, lua.List, calls)
-	if err != nil {
-		return ListPage{}, errorf("list: %w", err)
+	for i := range nb {
+		b := r[3+4*i:]
+		page.Malformed = append(page.Malformed, MalformedRecord{ID: b[0], Shard: k, Raw: []byte(b[1]), Reason: b[2], pos: parseScore(b[3]).UnixMicro()})
 	}
-	page := ListPage{}
-	more := false
-	for k, reply := range replies {
-		r, err := replyStrings(reply)
-		if err != nil || len(r) < 3 {
-			return ListPage{}, errorf("list: unexpected reply %v", reply)
+	more := r[1] != ""
+	r = r[4*nb+1:] // the good pairs start at r[2]
+	for i := 2; i < len(r); i += 2 {
+		t, err := decodeRecord(r[i], r[i+1])
+		if err != nil {
+			return false, err
 		}
-		nb := int(atoi(r[2]))
-		if nb < 0 || len(r) < 3+4*nb || (len(r)-3-4*nb)%2 != 0 {
-			return ListPage{}, errorf("list: unexpected reply %v", reply)
-		}
-		more = more || r[1] != ""
-		for i := range nb {
-			b := r[3+4*i:]
-			page.Malformed = append(page.Malformed, MalformedRecord{ID: b[0], Shard: k, Raw: []byte(b[1]), Reason: b[2], pos: parseScore(b[3]).UnixMicro()})
-		}
-		r = r[4*nb+1:] // the good pairs start at r[2]
-		for i := 2; i < len(r); i += 2 {
-			t, err := decodeRecord(r[i], r[i+1])
-			if err != nil {
-				return ListPage{}, err
-			}
-			page.Timers = append(page.Timers, t)
-		}
+		page.Timers = append(page.Timers, t)
 	}
+	return more, nil
+}
+
+// first returns the first limit timers and malformed records of page,
+// the shards' pages merged, with the cursor after them if there are more.
+func (page *ListPage) first(limit int, more bool) ListPage {
 	// Malformed records take their place in the (due, id) order like
 	// timers: they count towards Limit, and the cursor may stop at one.
 	type entry struct {
@@ -130,8 +157,8 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 		}
 		return strings.Compare(a.id, b.id)
 	})
-	if len(all) > o.Limit {
-		all, more = all[:o.Limit], true
+	if len(all) > limit {
+		all, more = all[:limit], true
 	}
 	out := ListPage{}
 	for _, e := range all {
@@ -141,17 +168,18 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 			out.Timers = append(out.Timers, e.t)
 		}
 	}
-	if more {
-		// The cursor must parse again: skip back over a malformed record
-		// whose ID is no timer ID.
-		for i := len(all) - 1; i >= 0; i-- {
-			if ValidateID(all[i].id) == nil {
-				out.NextCursor = formatMicros(all[i].due) + ":" + all[i].id
-				break
-			}
+	if !more {
+		return out
+	}
+	// The cursor must parse again: skip back over a malformed record
+	// whose ID is no timer ID.
+	for i := len(all) - 1; i >= 0; i-- {
+		if ValidateID(all[i].id) == nil {
+			out.NextCursor = formatMicros(all[i].due) + ":" + all[i].id
+			break
 		}
 	}
-	return out, nil
+	return out
 }
 
 // parseCursor splits "<due>:<id>", the form List hands out, due a due

@@ -225,81 +225,119 @@ func (q *Queue) validateRecurring(r Recurring) (Recurring, error) {
 	if len(r.ID) > MaxRecurringIDBytes {
 		return r, fmt.Errorf("%w: schedule ID is %d bytes long; use at most %d, so that its occurrences' IDs fit", ErrInvalidID, len(r.ID), MaxRecurringIDBytes)
 	}
-	bad := func(format string, args ...any) (Recurring, error) {
-		return r, fmt.Errorf("%w: schedule %q: "+format, append([]any{schedule.ErrInvalidSchedule, r.ID}, args...)...)
+	if err := r.checkTiming(); err != nil {
+		return r, err
 	}
-	switch {
-	case r.Spec == "" && r.Every == 0:
-		return bad("set a cron Spec or an Every interval")
-	case r.Spec != "" && r.Every != 0:
-		return bad("set a cron Spec or an Every interval, not both")
-	case r.Every != 0 && r.Location != nil:
-		return bad("a Location applies to a cron Spec only; an interval is elapsed time")
-	case r.Every != 0 && r.Every < time.Millisecond:
-		return bad("interval %v is below 1ms", r.Every)
-	case r.Spec == "" && !r.Anchor.IsZero() && ValidateDue(r.Anchor) != nil:
-		return bad("Anchor %v is outside 1970-9999", r.Anchor)
-	case r.Spec != "" && !r.Anchor.IsZero():
-		return bad("Anchor applies to an Every interval only")
+	if err := r.fillCatchUp(); err != nil {
+		return r, err
 	}
-	if r.Spec != "" {
-		if _, err := schedule.Parse(r.Spec, r.Location); err != nil {
-			return r, err
-		}
+	if err := q.checkDelivery(r); err != nil {
+		return r, err
 	}
-	switch r.CatchUp {
-	case "":
-		r.CatchUp = CatchUpOnce
-	case CatchUpOnce, CatchUpSkip, CatchUpAll:
-	default:
-		return bad("catch-up policy %q is not one of once, skip, all", r.CatchUp)
-	}
-	switch {
-	case r.CatchUpLimit < 0:
-		return bad("CatchUpLimit %d is negative; use 0 for the default %d", r.CatchUpLimit, DefaultCatchUpLimit)
-	case r.CatchUpLimit == 0:
-		r.CatchUpLimit = DefaultCatchUpLimit
-	}
-	switch {
-	case r.Ahead < 0 || r.Ahead > MaxAhead:
-		return bad("Ahead %d is outside 1..%d; use 0 for the default %d", r.Ahead, MaxAhead, DefaultAhead)
-	case r.Ahead == 0:
-		r.Ahead = DefaultAhead
-	}
-	if r.Endpoint != "" {
-		if err := ValidateEndpointName(r.Endpoint); err != nil {
-			return r, fmt.Errorf("schedule %q: %w", r.ID, err)
-		}
-	}
-	if r.FlowKey != "" {
-		if err := ValidateFlowKey(r.FlowKey); err != nil {
-			return r, fmt.Errorf("schedule %q: %w", r.ID, err)
-		}
-	}
-	if r.URL != "" {
-		if r.Endpoint == "" {
-			return r, fmt.Errorf("schedule %q: %w: a delivery URL needs an endpoint to take its secrets and policy from; set Endpoint", r.ID, ErrInvalidOptions)
-		}
-		if err := ValidateTimerURL(r.URL, q.opts.TimerURLAllow); err != nil {
-			return r, fmt.Errorf("schedule %q: %w", r.ID, err)
-		}
-	}
-	ov, err := r.Overlap.normalize()
-	if err != nil {
-		return bad("%v", err)
-	}
-	r.Overlap = ov
-	if r.Jitter < 0 || r.MaxCount < 0 {
-		return bad("Jitter and MaxCount must not be negative")
-	}
-	if !r.End.IsZero() && ValidateDue(r.End) != nil {
-		return bad("End %v is outside 1970-9999", r.End)
+	if err := r.fillLimits(); err != nil {
+		return r, err
 	}
 	if len(r.Payload) > q.opts.MaxPayloadBytes {
 		return r, fmt.Errorf("%w: schedule %q has %d bytes of payload, over the limit of %d; store large data elsewhere and keep a reference",
 			ErrPayloadTooLarge, r.ID, len(r.Payload), q.opts.MaxPayloadBytes)
 	}
 	return r, nil
+}
+
+// invalid is an ErrInvalidSchedule naming r.
+func (r *Recurring) invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: schedule %q: "+format, append([]any{schedule.ErrInvalidSchedule, r.ID}, args...)...)
+}
+
+// checkTiming checks that r has one of a cron Spec or an Every interval,
+// with only the fields that apply to it.
+func (r *Recurring) checkTiming() error {
+	switch {
+	case r.Spec == "" && r.Every == 0:
+		return r.invalid("set a cron Spec or an Every interval")
+	case r.Spec != "" && r.Every != 0:
+		return r.invalid("set a cron Spec or an Every interval, not both")
+	case r.Every != 0 && r.Location != nil:
+		return r.invalid("a Location applies to a cron Spec only; an interval is elapsed time")
+	case r.Every != 0 && r.Every < time.Millisecond:
+		return r.invalid("interval %v is below 1ms", r.Every)
+	case r.Spec == "" && !r.Anchor.IsZero() && ValidateDue(r.Anchor) != nil:
+		return r.invalid("Anchor %v is outside 1970-9999", r.Anchor)
+	case r.Spec != "" && !r.Anchor.IsZero():
+		return r.invalid("Anchor applies to an Every interval only")
+	}
+	if r.Spec != "" {
+		if _, err := schedule.Parse(r.Spec, r.Location); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fillCatchUp checks the catch-up policy, its limit and Ahead, and fills
+// in their defaults.
+func (r *Recurring) fillCatchUp() error {
+	switch r.CatchUp {
+	case "":
+		r.CatchUp = CatchUpOnce
+	case CatchUpOnce, CatchUpSkip, CatchUpAll:
+	default:
+		return r.invalid("catch-up policy %q is not one of once, skip, all", r.CatchUp)
+	}
+	switch {
+	case r.CatchUpLimit < 0:
+		return r.invalid("CatchUpLimit %d is negative; use 0 for the default %d", r.CatchUpLimit, DefaultCatchUpLimit)
+	case r.CatchUpLimit == 0:
+		r.CatchUpLimit = DefaultCatchUpLimit
+	}
+	switch {
+	case r.Ahead < 0 || r.Ahead > MaxAhead:
+		return r.invalid("Ahead %d is outside 1..%d; use 0 for the default %d", r.Ahead, MaxAhead, DefaultAhead)
+	case r.Ahead == 0:
+		r.Ahead = DefaultAhead
+	}
+	return nil
+}
+
+// checkDelivery checks r's endpoint, flow key and delivery URL.
+func (q *Queue) checkDelivery(r Recurring) error {
+	if r.Endpoint != "" {
+		if err := ValidateEndpointName(r.Endpoint); err != nil {
+			return fmt.Errorf("schedule %q: %w", r.ID, err)
+		}
+	}
+	if r.FlowKey != "" {
+		if err := ValidateFlowKey(r.FlowKey); err != nil {
+			return fmt.Errorf("schedule %q: %w", r.ID, err)
+		}
+	}
+	if r.URL == "" {
+		return nil
+	}
+	if r.Endpoint == "" {
+		return fmt.Errorf("schedule %q: %w: a delivery URL needs an endpoint to take its secrets and policy from; set Endpoint", r.ID, ErrInvalidOptions)
+	}
+	if err := ValidateTimerURL(r.URL, q.opts.TimerURLAllow); err != nil {
+		return fmt.Errorf("schedule %q: %w", r.ID, err)
+	}
+	return nil
+}
+
+// fillLimits checks the overlap policy (filling in its default), Jitter,
+// MaxCount and End.
+func (r *Recurring) fillLimits() error {
+	ov, err := r.Overlap.normalize()
+	if err != nil {
+		return r.invalid("%v", err)
+	}
+	r.Overlap = ov
+	if r.Jitter < 0 || r.MaxCount < 0 {
+		return r.invalid("Jitter and MaxCount must not be negative")
+	}
+	if !r.End.IsZero() && ValidateDue(r.End) != nil {
+		return r.invalid("End %v is outside 1970-9999", r.End)
+	}
+	return nil
 }
 
 func (r Recurring) body(created, updated int64) body {

@@ -30,81 +30,114 @@ import (
 //     total equals the stream's length.
 func Check(ctx context.Context, rdb redis.UniversalClient, q *queue.Queue, trimmed bool) ([]string, error) {
 	k := q.Keys().Shard(0)
-	recs, err := rdb.HGetAll(ctx, k[1]).Result()
+	s, err := readShard(ctx, rdb, k)
 	if err != nil {
 		return nil, err
 	}
-	sets := make([]map[string]float64, 3)
-	for i, key := range []string{k[0], k[2], k[3]} {
-		zs, err := rdb.ZRangeWithScores(ctx, key, 0, -1).Result()
-		if err != nil {
-			return nil, err
-		}
-		sets[i] = map[string]float64{}
-		for _, z := range zs {
-			sets[i][z.Member.(string)] = z.Score
-		}
-	}
-	due, fired, cancelled := sets[0], sets[1], sets[2]
-	entries, err := rdb.XRange(ctx, k[5], "-", "+").Result()
-	if err != nil {
-		return nil, err
-	}
-	events := map[string]int{}
-	for _, e := range entries {
-		id, _ := e.Values["id"].(string)
-		events[id]++
-	}
-
 	var bad []string
-	badf := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
-	for id, rec := range recs {
-		state, recDue, ok := parse(rec)
-		if !ok {
-			badf("%q: malformed record %q", id, rec)
-			continue
-		}
-		_, inDue := due[id]
-		_, inFired := fired[id]
-		_, inCancelled := cancelled[id]
-		switch state {
-		case 's':
-			if !inDue || inFired || inCancelled || events[id] != 0 {
-				badf("%q: scheduled, but due=%v fired=%v cancelled=%v stream entries=%d", id, inDue, inFired, inCancelled, events[id])
-			}
-		case 'f':
-			if inDue || !inFired || inCancelled || events[id] > 1 || events[id] == 0 && !trimmed || fired[id] != recDue {
-				badf("%q: fired, but due=%v fired=%v (score %v, record due %v) cancelled=%v stream entries=%d",
-					id, inDue, inFired, fired[id], recDue, inCancelled, events[id])
-			}
-		case 'c':
-			if inDue || inFired || !inCancelled || events[id] != 0 || cancelled[id] != recDue {
-				badf("%q: cancelled, but due=%v fired=%v cancelled=%v stream entries=%d", id, inDue, inFired, inCancelled, events[id])
-			}
+	for id, rec := range s.recs {
+		if line := s.checkRecord(id, rec, trimmed); line != "" {
+			bad = append(bad, line)
 		}
 	}
-	for i, set := range sets {
-		want := "sfc"[i]
-		for id := range set {
-			rec, ok := recs[id]
-			if !ok {
-				badf("%q: member of %s without a record", id, []string{k[0], k[2], k[3]}[i])
-			} else if rec[0] != want {
-				badf("%q: member of %s, but its record is %q", id, []string{k[0], k[2], k[3]}[i], rec)
-			}
-		}
-	}
+	bad = append(bad, s.checkMembers()...)
 	if !trimmed {
 		n, err := rdb.HGet(ctx, k[6], "fired").Int64()
 		if err != nil && err != redis.Nil {
 			return nil, err
 		}
-		if n != int64(len(entries)) {
-			badf("counters say %d fired, the stream holds %d entries", n, len(entries))
+		if n != int64(s.entries) {
+			bad = append(bad, fmt.Sprintf("counters say %d fired, the stream holds %d entries", n, s.entries))
 		}
 	}
 	sort.Strings(bad)
 	return bad, nil
+}
+
+// shard is what Check reads of a shard's keys.
+type shard struct {
+	recs    map[string]string
+	setKeys []string             // the due, fired and cancelled sets
+	sets    []map[string]float64 // their members and scores, in setKeys' order
+	events  map[string]int       // stream entries per timer ID
+	entries int                  // the stream's length
+}
+
+// readShard reads the records, the three state sets and the fire stream
+// of the shard whose keys are k.
+func readShard(ctx context.Context, rdb redis.UniversalClient, k []string) (*shard, error) {
+	recs, err := rdb.HGetAll(ctx, k[1]).Result()
+	if err != nil {
+		return nil, err
+	}
+	s := &shard{recs: recs, setKeys: []string{k[0], k[2], k[3]}, sets: make([]map[string]float64, 3), events: map[string]int{}}
+	for i, key := range s.setKeys {
+		zs, err := rdb.ZRangeWithScores(ctx, key, 0, -1).Result()
+		if err != nil {
+			return nil, err
+		}
+		s.sets[i] = map[string]float64{}
+		for _, z := range zs {
+			s.sets[i][z.Member.(string)] = z.Score
+		}
+	}
+	entries, err := rdb.XRange(ctx, k[5], "-", "+").Result()
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		id, _ := e.Values["id"].(string)
+		s.events[id]++
+	}
+	s.entries = len(entries)
+	return s, nil
+}
+
+// checkRecord returns what is wrong with the record of id, or "".
+func (s *shard) checkRecord(id, rec string, trimmed bool) string {
+	state, recDue, ok := parse(rec)
+	if !ok {
+		return fmt.Sprintf("%q: malformed record %q", id, rec)
+	}
+	due, fired, cancelled := s.sets[0], s.sets[1], s.sets[2]
+	_, inDue := due[id]
+	_, inFired := fired[id]
+	_, inCancelled := cancelled[id]
+	events := s.events[id]
+	switch state {
+	case 's':
+		if !inDue || inFired || inCancelled || events != 0 {
+			return fmt.Sprintf("%q: scheduled, but due=%v fired=%v cancelled=%v stream entries=%d", id, inDue, inFired, inCancelled, events)
+		}
+	case 'f':
+		if inDue || !inFired || inCancelled || events > 1 || events == 0 && !trimmed || fired[id] != recDue {
+			return fmt.Sprintf("%q: fired, but due=%v fired=%v (score %v, record due %v) cancelled=%v stream entries=%d",
+				id, inDue, inFired, fired[id], recDue, inCancelled, events)
+		}
+	case 'c':
+		if inDue || inFired || !inCancelled || events != 0 || cancelled[id] != recDue {
+			return fmt.Sprintf("%q: cancelled, but due=%v fired=%v cancelled=%v stream entries=%d", id, inDue, inFired, inCancelled, events)
+		}
+	}
+	return ""
+}
+
+// checkMembers returns a line for each member of the due, fired and
+// cancelled sets without a record in that state.
+func (s *shard) checkMembers() []string {
+	var bad []string
+	for i, set := range s.sets {
+		want := "sfc"[i]
+		for id := range set {
+			rec, ok := s.recs[id]
+			if !ok {
+				bad = append(bad, fmt.Sprintf("%q: member of %s without a record", id, s.setKeys[i]))
+			} else if rec[0] != want {
+				bad = append(bad, fmt.Sprintf("%q: member of %s, but its record is %q", id, s.setKeys[i], rec))
+			}
+		}
+	}
+	return bad
 }
 
 // parse splits "<state>:<due>:<created>:<settled>:<payload>"; a scheduled

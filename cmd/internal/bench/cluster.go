@@ -200,11 +200,36 @@ func clusterBurst(ctx context.Context, e *Env, cfg ClusterConfig, bc *benchClust
 		return err
 	}
 	defer ws.stop()
-	now, err := rdb.Time(ctx).Result()
+	due, open, err := scheduleBurst(ctx, e, cfg, q, rdb)
 	if err != nil {
 		return err
 	}
-	due := now.Add(cfg.Lead).Truncate(time.Millisecond)
+	streams := make([]string, cfg.Shards)
+	for k := range streams {
+		streams[k] = q.Keys().Stream(k)
+	}
+	cpu0, cpu1, err := burstCPU(ctx, bc, rdb, streams, open, cfg.Timers)
+	if err != nil {
+		return err
+	}
+	f, err := readBurstFires(ctx, bc, rdb, streams, cfg.Timers, r)
+	if err != nil {
+		return err
+	}
+	span := burstSummary(r, cfg.Timers, due, f, cpu0, cpu1)
+	e.logf("cluster: %d fired in %.2fs: %.0f/s, p99 lateness %d ms, balance %.2f", cfg.Timers, span, r.FiresPerSec, r.LatenessP99Ms, r.Balance)
+	return nil
+}
+
+// scheduleBurst schedules the burst's timers, all due at one instant
+// cfg.Lead away by the server's clock, and returns that instant and when
+// the CPU window opens.
+func scheduleBurst(ctx context.Context, e *Env, cfg ClusterConfig, q *queue.Queue, rdb *redis.ClusterClient) (due, open time.Time, err error) {
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		return due, open, err
+	}
+	due = now.Add(cfg.Lead).Truncate(time.Millisecond)
 	e.logf("cluster: scheduling %d timers over %d shards, due in %v", cfg.Timers, cfg.Shards, cfg.Lead)
 	const chunk = 10_000
 	for start := 0; start < cfg.Timers; start += chunk {
@@ -213,47 +238,59 @@ func clusterBurst(ctx context.Context, e *Env, cfg ClusterConfig, bc *benchClust
 			batch = append(batch, queue.NewTimer{ID: fmt.Sprintf("b-%08d", i), Due: due, Payload: payload16})
 		}
 		if _, err := q.ScheduleBatch(ctx, batch); err != nil {
-			return err
+			return due, open, err
 		}
 	}
 	now, _ = rdb.Time(ctx).Result()
 	if now.After(due) {
-		return fmt.Errorf("bench: scheduling took past the due instant; raise --lead")
+		return due, open, fmt.Errorf("bench: scheduling took past the due instant; raise --lead")
 	}
-	open := time.Now().Add(due.Sub(now) - 100*time.Millisecond)
-	// CPU from the due instant (by the server's clock) to the last fire.
-	// Nothing of the bench's runs in that window but one XLEN per shard
-	// every 20 ms, pipelined per master, to see the last fire: not Stats,
-	// a script per shard, which at 16 shards cost about 3 us per fire.
-	// The window opens a little before the instant, so that a loaded
-	// machine's late wake-up does not miss the first fires; the workers'
-	// idle claims in that margin cost next to nothing.
-	streams := make([]string, cfg.Shards)
-	for k := range streams {
-		streams[k] = q.Keys().Stream(k)
-	}
+	return due, time.Now().Add(due.Sub(now) - 100*time.Millisecond), nil
+}
+
+// burstCPU waits for open, then for every timer to fire, and returns each
+// master's CPU seconds at both ends.
+//
+// CPU from the due instant (by the server's clock) to the last fire.
+// Nothing of the bench's runs in that window but one XLEN per shard
+// every 20 ms, pipelined per master, to see the last fire: not Stats,
+// a script per shard, which at 16 shards cost about 3 us per fire.
+// The window opens a little before the instant, so that a loaded
+// machine's late wake-up does not miss the first fires; the workers'
+// idle claims in that margin cost next to nothing.
+func burstCPU(ctx context.Context, bc *benchCluster, rdb *redis.ClusterClient, streams []string, open time.Time, timers int) (cpu0, cpu1 []float64, err error) {
 	if _, err := bc.cpu(ctx); err != nil { // dials each master
-		return err
+		return nil, nil, err
 	}
 	time.Sleep(time.Until(open))
-	cpu0, err := bc.cpu(ctx)
-	if err != nil {
-		return err
+	if cpu0, err = bc.cpu(ctx); err != nil {
+		return nil, nil, err
 	}
 	if n, err := firedCount(ctx, rdb, streams); err != nil || n > 0 {
-		return fmt.Errorf("bench: %d timers had fired when the CPU window opened (%v); the machine is too loaded to measure", n, err)
+		return nil, nil, fmt.Errorf("bench: %d timers had fired when the CPU window opened (%v); the machine is too loaded to measure", n, err)
 	}
-	err = waitUntil(ctx, 60*time.Second+time.Duration(cfg.Timers/2000)*time.Second, 20*time.Millisecond, func() (bool, error) {
+	err = waitUntil(ctx, 60*time.Second+time.Duration(timers/2000)*time.Second, 20*time.Millisecond, func() (bool, error) {
 		n, err := firedCount(ctx, rdb, streams)
-		return err == nil && n >= int64(cfg.Timers), err
+		return err == nil && n >= int64(timers), err
 	})
 	if err != nil {
-		return fmt.Errorf("bench: waiting for %d fires: %w", cfg.Timers, err)
+		return nil, nil, fmt.Errorf("bench: waiting for %d fires: %w", timers, err)
 	}
-	cpu1, err := bc.cpu(ctx)
-	if err != nil {
-		return err
-	}
+	cpu1, err = bc.cpu(ctx)
+	return cpu0, cpu1, err
+}
+
+// burstFires is what the fire streams of a burst held.
+type burstFires struct {
+	lat      []int64 // lateness of each first fire, ms
+	lastFire int64   // Unix ms
+	seen     map[string]int
+}
+
+// readBurstFires reads every shard's fire stream into r (which master
+// serves it, duplicates, early fires, fires per master) and returns the
+// lateness of each fire.
+func readBurstFires(ctx context.Context, bc *benchCluster, rdb *redis.ClusterClient, streams []string, timers int, r *ClusterResult) (*burstFires, error) {
 	// Which master serves each shard, and what each shard fired.
 	nodeOf := map[string]int{}
 	for i, a := range bc.addrs {
@@ -263,50 +300,62 @@ func clusterBurst(ctx context.Context, e *Env, cfg ClusterConfig, bc *benchClust
 	for i, a := range bc.addrs {
 		r.Nodes[i].Addr = a
 	}
-	var lat []int64
-	var lastFire int64
-	seen := make(map[string]int, cfg.Timers)
-	for k := range cfg.Shards {
-		stream := q.Keys().Stream(k)
+	f := &burstFires{seen: make(map[string]int, timers)}
+	for _, stream := range streams {
 		node, err := rdb.MasterForKey(ctx, stream)
+		if err != nil {
+			return nil, err
+		}
+		n := &r.Nodes[nodeOf[node.Options().Addr]]
+		n.Shards++
+		if err := f.readStream(ctx, rdb, stream, n, r); err != nil {
+			return nil, err
+		}
+	}
+	r.Lost = int64(timers - len(f.seen))
+	return f, nil
+}
+
+// readStream reads one fire stream, 10,000 entries a call, counting its
+// fires on n.
+func (f *burstFires) readStream(ctx context.Context, rdb *redis.ClusterClient, stream string, n *ClusterNode, r *ClusterResult) error {
+	start := "-"
+	for {
+		msgs, err := rdb.XRangeN(ctx, stream, start, "+", 10000).Result()
 		if err != nil {
 			return err
 		}
-		ni := nodeOf[node.Options().Addr]
-		r.Nodes[ni].Shards++
-		start := "-"
-		for {
-			msgs, err := rdb.XRangeN(ctx, stream, start, "+", 10000).Result()
-			if err != nil {
-				return err
+		for _, m := range msgs {
+			d, _ := strconv.ParseInt(fmt.Sprint(m.Values["due"]), 10, 64)
+			fired, _ := strconv.ParseInt(fmt.Sprint(m.Values["fired"]), 10, 64)
+			id := fmt.Sprint(m.Values["id"])
+			f.seen[id]++
+			if f.seen[id] > 1 {
+				r.Duplicates++
+				continue
 			}
-			for _, m := range msgs {
-				d, _ := strconv.ParseInt(fmt.Sprint(m.Values["due"]), 10, 64)
-				f, _ := strconv.ParseInt(fmt.Sprint(m.Values["fired"]), 10, 64)
-				id := fmt.Sprint(m.Values["id"])
-				seen[id]++
-				if seen[id] > 1 {
-					r.Duplicates++
-					continue
-				}
-				if f < d {
-					r.Early++
-				}
-				lat = append(lat, f-d)
-				lastFire = max(lastFire, f)
-				r.Nodes[ni].Fires++
+			if fired < d {
+				r.Early++
 			}
-			if len(msgs) < 10000 {
-				break
-			}
-			start = "(" + msgs[len(msgs)-1].ID
+			f.lat = append(f.lat, fired-d)
+			f.lastFire = max(f.lastFire, fired)
+			n.Fires++
 		}
+		if len(msgs) < 10000 {
+			return nil
+		}
+		start = "(" + msgs[len(msgs)-1].ID
 	}
-	r.Lost = int64(cfg.Timers - len(seen))
+}
+
+// burstSummary fills in r's rates, lateness and each master's CPU and
+// share, and returns the seconds from the due instant to the last fire.
+func burstSummary(r *ClusterResult, timers int, due time.Time, f *burstFires, cpu0, cpu1 []float64) float64 {
+	lat := f.lat
 	slices.Sort(lat)
-	span := float64(lastFire-due.UnixMilli()) / 1000
+	span := float64(f.lastFire-due.UnixMilli()) / 1000
 	if span > 0 {
-		r.FiresPerSec = math.Round(float64(cfg.Timers) / span)
+		r.FiresPerSec = math.Round(float64(timers) / span)
 	}
 	r.LatenessP50Ms, r.LatenessP99Ms, r.LatenessMaxMs = pct(lat, 0.5), pct(lat, 0.99), lat[len(lat)-1]
 	var totalCPU float64
@@ -315,7 +364,7 @@ func clusterBurst(ctx context.Context, e *Env, cfg ClusterConfig, bc *benchClust
 		n := &r.Nodes[i]
 		n.CPUSec = round3(cpu1[i] - cpu0[i])
 		totalCPU += cpu1[i] - cpu0[i]
-		n.Share = round3(float64(n.Fires) / float64(cfg.Timers))
+		n.Share = round3(float64(n.Fires) / float64(timers))
 		if n.Fires > 0 {
 			n.CPUUsPerFire = round1((cpu1[i] - cpu0[i]) * 1e6 / float64(n.Fires))
 		}
@@ -327,9 +376,8 @@ func clusterBurst(ctx context.Context, e *Env, cfg ClusterConfig, bc *benchClust
 	if hi > 0 {
 		r.Balance = round3(lo / hi)
 	}
-	r.RedisCPUUsPerFire = round1(totalCPU * 1e6 / float64(cfg.Timers))
-	e.logf("cluster: %d fired in %.2fs: %.0f/s, p99 lateness %d ms, balance %.2f", cfg.Timers, span, r.FiresPerSec, r.LatenessP99Ms, r.Balance)
-	return nil
+	r.RedisCPUUsPerFire = round1(totalCPU * 1e6 / float64(timers))
+	return span
 }
 
 // firedCount sums the lengths of the fire streams, one XLEN each in one

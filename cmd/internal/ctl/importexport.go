@@ -322,67 +322,88 @@ type importer struct {
 // errLineTooLong). A bad line is rejected and counted; the error returned
 // is one that stops the import (Redis refused or failed).
 func (im *importer) add(line []byte, readErr error) error {
-	var it importItem
-	perr := readErr
-	kind := ""
-	if perr == nil || perr == io.EOF {
-		// Schedule lines too: their IDs would be changed the same way.
-		if perr = strictUTF8(line); perr == nil {
-			if kind, perr = lineKind(line); perr == nil && kind == "" {
-				it, perr = parseLine(line, im.maxPay)
-			}
-		}
+	kind, err := readKind(line, readErr)
+	if err != nil {
+		im.reject(im.lineNo, oneLine(err.Error()))
+		return nil
+	}
+	switch kind {
+	case kindQuarantined:
+		return im.addQuarantined(line)
+	case kindSchedule:
+		return im.addSchedule(line)
+	}
+	it, err := parseLine(line, im.maxPay)
+	if err != nil {
+		im.reject(im.lineNo, oneLine(err.Error()))
+		return nil
+	}
+	return im.addTimer(it)
+}
+
+// readKind returns the kind of a line read with readErr, or why the line
+// cannot be read: too long, not UTF-8, or of an unknown kind.
+func readKind(line []byte, readErr error) (string, error) {
+	if readErr != nil && readErr != io.EOF {
+		return "", readErr
+	}
+	// Schedule lines too: their IDs would be changed the same way.
+	if err := strictUTF8(line); err != nil {
+		return "", err
+	}
+	return lineKind(line)
+}
+
+// addQuarantined puts a quarantined line back in the quarantine.
+func (im *importer) addQuarantined(line []byte) error {
+	qr, err := parseQuarantineLine(line)
+	if err != nil {
+		im.reject(im.lineNo, oneLine(err.Error()))
+		return nil
+	}
+	ctx, cancel := im.s.ctx(im.c)
+	n, err := im.s.q.Quarantine().Restore(ctx, []queue.QuarantinedRecord{qr})
+	cancel()
+	if err != nil && !errors.Is(err, queue.ErrInvalidOptions) && !errors.Is(err, queue.ErrInvalidID) {
+		return im.s.redisErr(err)
+	}
+	im.res.Quarantined += n
+	if err != nil {
+		im.reject(im.lineNo, oneLine(err.Error()))
+	}
+	return nil
+}
+
+// addSchedule restores a schedule line, with the occurrence lines that
+// waited for it.
+func (im *importer) addSchedule(line []byte) error {
+	// After the timers before it, which may be its occurrences (export
+	// writes timers first): the restore keeps them.
+	if err := im.flush(); err != nil {
+		return err
+	}
+	info, err := parseScheduleLine(line)
+	if err == nil {
+		err = restoreSchedule(im.c, im.s, info, im.occs[info.ID], &im.res)
 	}
 	switch {
-	case perr == nil && kind == kindQuarantined:
-		var qr queue.QuarantinedRecord
-		if qr, perr = parseQuarantineLine(line); perr == nil {
-			ctx, cancel := im.s.ctx(im.c)
-			var n int
-			n, perr = im.s.q.Quarantine().Restore(ctx, []queue.QuarantinedRecord{qr})
-			cancel()
-			if perr != nil && !errors.Is(perr, queue.ErrInvalidOptions) && !errors.Is(perr, queue.ErrInvalidID) {
-				return im.s.redisErr(perr)
-			}
-			im.res.Quarantined += n
-		}
-	case perr == nil && kind == kindSchedule:
-		// After the timers before it, which may be its occurrences (export
-		// writes timers first): the restore keeps them.
-		if err := im.flush(); err != nil {
-			return err
-		}
-		var info queue.RecurringInfo
-		if info, perr = parseScheduleLine(line); perr == nil {
-			perr = restoreSchedule(im.c, im.s, info, im.occs[info.ID], &im.res)
-			if perr != nil && !isBadInput(perr) {
-				return recurringErr(im.s, perr)
-			}
-			if perr == nil {
-				delete(im.occs, info.ID)
-			}
-		}
+	case err == nil:
+		delete(im.occs, info.ID)
+	case isBadInput(err):
+		im.reject(im.lineNo, oneLine(err.Error()))
+	default:
+		return recurringErr(im.s, err)
 	}
+	return nil
+}
+
+// addTimer batches a timer line: a new timer or a restore, each batch of
+// one kind; a debounce window goes alone, and an occurrence waits for its
+// schedule's line.
+func (im *importer) addTimer(it importItem) error {
 	switch {
-	case perr != nil:
-		im.reject(im.lineNo, oneLine(perr.Error()))
-	case kind == kindSchedule, kind == kindQuarantined:
 	case it.window != nil:
-		// One script call, after the lines before it.
-		if err := im.flush(); err != nil {
-			return err
-		}
-		ctx, cancel := im.s.ctx(im.c)
-		res, err := im.s.q.RestoreDebounce(ctx, *it.window)
-		cancel()
-		switch {
-		case err == nil:
-			countResults([]queue.ScheduleResult{res}, &im.res)
-		case isBadInput(err):
-			im.reject(im.lineNo, oneLine(err.Error()))
-		default:
-			return im.s.redisErr(err)
-		}
+		return im.addWindow(*it.window)
 	case it.restore && it.occurrenceOf != "":
 		im.occs[it.occurrenceOf] = append(im.occs[it.occurrenceOf], pendingOcc{line: im.lineNo, timer: it.timer})
 	case it.restore:
@@ -399,6 +420,26 @@ func (im *importer) add(line []byte, readErr error) error {
 			}
 		}
 		im.batch = append(im.batch, it.sched)
+	}
+	return nil
+}
+
+// addWindow restores a debounce window: one script call, after the lines
+// before it.
+func (im *importer) addWindow(w queue.RestoredWindow) error {
+	if err := im.flush(); err != nil {
+		return err
+	}
+	ctx, cancel := im.s.ctx(im.c)
+	res, err := im.s.q.RestoreDebounce(ctx, w)
+	cancel()
+	switch {
+	case err == nil:
+		countResults([]queue.ScheduleResult{res}, &im.res)
+	case isBadInput(err):
+		im.reject(im.lineNo, oneLine(err.Error()))
+	default:
+		return im.s.redisErr(err)
 	}
 	return nil
 }

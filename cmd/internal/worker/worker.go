@@ -119,52 +119,130 @@ type Error = cliconf.Error
 // cliconf.ExitUsage for a bad flag, and cliconf.ExitFailure for a Redis it
 // cannot use.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	w := &runner{cfg: cfg, log: log}
+	defer w.release()
+	if err := w.configure(); err != nil {
+		return err
+	}
+	if err := w.connect(ctx); err != nil {
+		return err
+	}
+	if err := w.openQueues(ctx); err != nil {
+		return err
+	}
+	if err := w.serveMetrics(); err != nil {
+		return err
+	}
+	if err := w.bindAPI(); err != nil {
+		return err
+	}
+	w.logStarted()
+	return w.serve(ctx)
+}
+
+// runner is one Run: what its phases set up, kept between them as river's
+// producer keeps its state, so that each phase is a method and Run reads
+// as their list.
+type runner struct {
+	cfg        Config
+	log        *slog.Logger
+	namespaces []string
+	guard      *deliver.Guard
+	tracing    *otelenv.Provider
+	rdb        redis.UniversalClient
+	redacted   string
+	target     cliconf.Target
+	sender     *deliver.Sender // nil without --deliver
+	all        []served
+	reg        *prometheus.Registry // nil without --metrics-addr
+	api        *apiserver.Server    // nil without --api-addr
+
+	// undo releases what the phases acquired; release runs it backwards,
+	// as defers would, so that nothing is closed before what uses it.
+	undo []func()
+
+	// Set by serve.
+	hup     chan os.Signal // nil without the API, so its case never fires
+	stopAll context.CancelFunc
+	errs    []error // each poller's, by its index in all
+	apiErr  error
+}
+
+// served is one namespace: its queue, its poller (nil with --claim=false)
+// and its dispatcher. Every one is on the runner's client: its pool is
+// shared, and each poller holds one pub/sub connection of its own.
+type served struct {
+	q  *queue.Queue
+	p  *poller.Poller
+	m  *poller.Metrics
+	d  *dispatch.Dispatcher // nil without --deliver
+	dm *dispatch.Metrics
+}
+
+// onRelease adds f to what release runs.
+func (w *runner) onRelease(f func()) { w.undo = append(w.undo, f) }
+
+// release runs what the phases registered, last first.
+func (w *runner) release() {
+	for i := len(w.undo) - 1; i >= 0; i-- {
+		w.undo[i]()
+	}
+}
+
+// configure fills in the defaults and refuses flags that cannot work,
+// before anything starts.
+func (w *runner) configure() error {
+	cfg := &w.cfg
 	if cfg.StartupTimeout == 0 {
 		cfg.StartupTimeout = 5 * time.Second
 	}
 	if cfg.Retention < 0 {
 		cfg.Retention = queue.KeepForever
 	}
-	namespaces, err := checkNamespaces(cfg.Namespaces)
-	if err != nil {
+	var err error
+	if w.namespaces, err = checkNamespaces(cfg.Namespaces); err != nil {
 		return err
 	}
-	if err := checkAPI(cfg); err != nil {
+	if err := checkAPI(*cfg); err != nil {
 		return err
 	}
-	guard, err := cfg.Deliver.guard(cfg.API.Addr != "")
-	if err != nil {
+	if w.guard, err = cfg.Deliver.guard(cfg.API.Addr != ""); err != nil {
 		return err
 	}
 	if cfg.Pprof && cfg.MetricsAddr == "" {
 		return cliconf.Usage("--pprof is set but --metrics-addr is not", "give --metrics-addr, e.g. --metrics-addr 127.0.0.1:9464: the profiles are served there")
 	}
-	if cfg.Dev {
-		stop, err := startDev(&cfg, log)
+	return nil
+}
+
+// connect starts the --dev Redis if asked, tracing, and the Redis client,
+// and checks that the server is one the worker can use.
+func (w *runner) connect(ctx context.Context) error {
+	if w.cfg.Dev {
+		stop, err := startDev(&w.cfg, w.log)
 		if err != nil {
 			return err
 		}
-		defer stop()
+		w.onRelease(stop)
 	}
-	for _, w := range cfg.Conn.Warnings() {
-		log.Warn("timerq: " + w)
+	for _, warning := range w.cfg.Conn.Warnings() {
+		w.log.Warn("timerq: " + warning)
 	}
-	opts, err := cfg.Conn.Options()
+	opts, err := w.cfg.Conn.Options()
 	if err != nil {
 		return err
 	}
-	tracing, err := setupTracing(ctx, cfg.Version, log)
-	if err != nil {
+	if w.tracing, err = setupTracing(ctx, w.cfg.Version, w.log); err != nil {
 		return err
 	}
-	defer func() {
+	w.onRelease(func() {
 		// Flush the last spans; a collector that is gone costs at most this.
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := tracing.Shutdown(sctx); err != nil {
-			log.Warn("timerq: flushing OpenTelemetry spans failed", "err", err)
+		if err := w.tracing.Shutdown(sctx); err != nil {
+			w.log.Warn("timerq: flushing OpenTelemetry spans failed", "err", err)
 		}
-	}()
+	})
 	// Deadlines must bound calls (the poller's claim timeout, redsync's
 	// per-attempt timeout), or a dead server stalls shutdown.
 	opts.ContextTimeoutEnabled = true
@@ -174,193 +252,238 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// The poller retries with its own backoff; go-redis's 5 dial attempts
 	// per command would only stretch each failed claim during an outage.
 	opts.DialerRetries = 2
-	rdb := cliconf.NewClient(opts)
-	defer rdb.Close()
-	redacted := cfg.Conn.Redacted()
-	target := cliconf.Target{Redis: redacted, Namespace: strings.Join(namespaces, ","), Retention: "--retention"}
-	if err := startupChecks(ctx, rdb, cfg.StartupTimeout, target); err != nil {
-		return err
-	}
+	w.rdb = cliconf.NewClient(opts)
+	w.onRelease(func() { _ = w.rdb.Close() })
+	w.redacted = w.cfg.Conn.Redacted()
+	w.target = cliconf.Target{Redis: w.redacted, Namespace: strings.Join(w.namespaces, ","), Retention: "--retention"}
+	return startupChecks(ctx, w.rdb, w.cfg.StartupTimeout, w.target)
+}
 
-	// One queue and one poller per namespace, all on rdb: its pool is
-	// shared, and each poller holds one pub/sub connection of its own.
-	type served struct {
-		q  *queue.Queue
-		p  *poller.Poller
-		m  *poller.Metrics
-		d  *dispatch.Dispatcher // nil without --deliver
-		dm *dispatch.Metrics
+// openQueues opens one queue per namespace, with its poller unless
+// --claim=false and its dispatcher with --deliver.
+func (w *runner) openQueues(ctx context.Context) error {
+	if w.cfg.Deliver.Enabled {
+		w.sender = &deliver.Sender{Guard: w.guard}
+		w.onRelease(w.sender.CloseIdleConnections)
 	}
-	var sender *deliver.Sender
-	if cfg.Deliver.Enabled {
-		sender = &deliver.Sender{Guard: guard}
-		defer sender.CloseIdleConnections()
-	}
-	withDelivery := func(s served) served {
-		if sender != nil {
-			s.d = newDispatcher(s.q, cfg.Deliver, sender, log)
-			s.dm = dispatch.NewMetrics(s.d.Held)
-			s.d.OnAttempt = s.dm.Observe
-		}
-		return s
-	}
-	var all []served
-	for _, ns := range namespaces {
-		q, err := queue.New(rdb, queue.Options{Namespace: ns, Retention: cfg.Retention, TracerProvider: tracing.TracerProvider})
+	for _, ns := range w.namespaces {
+		q, err := queue.New(w.rdb, queue.Options{Namespace: ns, Retention: w.cfg.Retention, TracerProvider: w.tracing.TracerProvider})
 		if err != nil {
 			return &Error{Code: cliconf.ExitUsage, Problem: err.Error(), Fix: "fix --retention (TIMERQ_RETENTION), e.g. --retention 168h", Err: err}
 		}
-		defer q.Close()
-		m := poller.NewMetrics()
-		if cfg.NoClaim {
-			// An API-only replica claims nothing, so it needs none of the
-			// claim rights CheckPermissions checks.
-			all = append(all, withDelivery(served{q: q, m: m}))
-			continue
+		w.onRelease(func() { _ = q.Close() })
+		s := served{q: q, m: poller.NewMetrics()}
+		// An API-only replica claims nothing, so it needs none of the
+		// claim rights CheckPermissions checks.
+		if !w.cfg.NoClaim {
+			if s.p, err = w.newPoller(ctx, q, s.m); err != nil {
+				return err
+			}
 		}
-		if err := checkPermissions(ctx, q, cfg.StartupTimeout, log); err != nil {
-			return err
-		}
-		p, err := poller.New(q, poller.Options{
-			BatchSize:        cfg.BatchSize,
-			MaxPollInterval:  cfg.MaxPollInterval,
-			MinClaimInterval: cfg.MinClaimInterval,
-			Logger:           log,
-			Hooks:            m.Hooks(),
-		})
-		if err != nil {
-			return &Error{Code: cliconf.ExitUsage, Problem: err.Error(), Fix: "fix --batch-size, --max-poll-interval or --min-claim-interval", Err: err}
-		}
-		all = append(all, withDelivery(served{q: q, p: p, m: m}))
+		w.all = append(w.all, w.withDelivery(s))
 	}
+	return nil
+}
 
+// newPoller checks q's claim rights and builds its poller.
+func (w *runner) newPoller(ctx context.Context, q *queue.Queue, m *poller.Metrics) (*poller.Poller, error) {
+	if err := checkPermissions(ctx, q, w.cfg.StartupTimeout, w.log); err != nil {
+		return nil, err
+	}
+	p, err := poller.New(q, poller.Options{
+		BatchSize:        w.cfg.BatchSize,
+		MaxPollInterval:  w.cfg.MaxPollInterval,
+		MinClaimInterval: w.cfg.MinClaimInterval,
+		Logger:           w.log,
+		Hooks:            m.Hooks(),
+	})
+	if err != nil {
+		return nil, &Error{Code: cliconf.ExitUsage, Problem: err.Error(), Fix: "fix --batch-size, --max-poll-interval or --min-claim-interval", Err: err}
+	}
+	return p, nil
+}
+
+// withDelivery gives s its dispatcher and the dispatcher's metrics, with
+// --deliver.
+func (w *runner) withDelivery(s served) served {
+	if w.sender != nil {
+		s.d = newDispatcher(s.q, w.cfg.Deliver, w.sender, w.log)
+		s.dm = dispatch.NewMetrics(s.d.Held)
+		s.d.OnAttempt = s.dm.Observe
+	}
+	return s
+}
+
+// serveMetrics serves /metrics, /healthz, /readyz (and the profiles, with
+// --pprof) on --metrics-addr, if given.
+func (w *runner) serveMetrics() error {
+	if w.cfg.MetricsAddr == "" {
+		return nil
+	}
+	w.reg = prometheus.NewRegistry()
+	qs, ms, dms := make([]*queue.Queue, len(w.all)), make([]*poller.Metrics, len(w.all)), make([]*dispatch.Metrics, len(w.all))
+	var pollers []namedPoller
+	for i, s := range w.all {
+		qs[i], ms[i], dms[i] = s.q, s.m, s.dm
+		if s.p != nil {
+			pollers = append(pollers, namedPoller{s.q.Namespace(), s.p})
+		}
+	}
+	if err := registerAll(w.reg, w.rdb, qs, ms, dms, w.cfg.Version); err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, ln, err := listenHTTP(w.cfg.MetricsAddr, handler(w.reg, w.rdb, pollers, w.cfg.Pprof))
+	if err != nil {
+		return err
+	}
+	w.log.Info("timerq: serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
+	if w.cfg.Pprof {
+		w.log.Warn("timerq: serving Go profiles under /debug/pprof/ (--pprof): keep --metrics-addr off public networks", "addr", ln.Addr().String())
+	}
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	var reg *prometheus.Registry
-	if cfg.MetricsAddr != "" {
-		reg = prometheus.NewRegistry()
-		qs, ms, dms := make([]*queue.Queue, len(all)), make([]*poller.Metrics, len(all)), make([]*dispatch.Metrics, len(all))
-		for i, s := range all {
-			qs[i], ms[i], dms[i] = s.q, s.m, s.dm
+	wg.Go(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			w.log.Error("timerq: metrics server failed", "err", err)
 		}
-		if err := registerAll(reg, rdb, qs, ms, dms, cfg.Version); err != nil {
-			return fmt.Errorf("registering metrics: %w", err)
-		}
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		var pollers []namedPoller
-		for _, s := range all {
-			if s.p != nil {
-				pollers = append(pollers, namedPoller{s.q.Namespace(), s.p})
-			}
-		}
-		srv, ln, err := listenHTTP(cfg.MetricsAddr, handler(reg, rdb, pollers, cfg.Pprof))
-		if err != nil {
-			return err
-		}
-		log.Info("timerq: serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
-		if cfg.Pprof {
-			log.Warn("timerq: serving Go profiles under /debug/pprof/ (--pprof): keep --metrics-addr off public networks", "addr", ln.Addr().String())
-		}
-		wg.Go(func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("timerq: metrics server failed", "err", err)
-			}
-		})
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-		}()
-	}
+	})
+	w.onRelease(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		wg.Wait()
+	})
+	return nil
+}
 
-	var api *apiserver.Server
-	if cfg.API.Addr != "" {
-		var release func()
-		if api, release, err = listenAPI(cfg, rdb, namespaces, reg, tracing.TracerProvider, guard.Allow, log); err != nil {
-			return err
-		}
-		defer release() // after run.Wait below: no request is left
+// bindAPI builds the API's handler and binds its server, with
+// --api-addr.
+func (w *runner) bindAPI() error {
+	if w.cfg.API.Addr == "" {
+		return nil
 	}
+	api, release, err := listenAPI(w.cfg, w.rdb, w.namespaces, w.reg, w.tracing.TracerProvider, w.guard.Allow, w.log)
+	if err != nil {
+		return err
+	}
+	w.api = api
+	w.onRelease(release) // after serve returned: no request is left
+	return nil
+}
 
-	if cfg.NoClaim {
-		role := "API-only replica"
-		switch {
-		case cfg.Deliver.Enabled && cfg.API.Addr != "":
-			role = "API and delivery replica"
-		case cfg.Deliver.Enabled:
-			role = "delivery-only replica"
-		}
-		log.Info("timerq: "+role+" started: claiming nothing (--claim=false)", "redis", redacted, "namespaces", strings.Join(namespaces, ","))
-	} else {
-		log.Info("timerq: worker started", "redis", redacted, "namespaces", strings.Join(namespaces, ","),
-			"batch_size", all[0].p.Options().BatchSize, "max_poll_interval", all[0].p.Options().MaxPollInterval)
+// logStarted says what this process does.
+func (w *runner) logStarted() {
+	ns := strings.Join(w.namespaces, ",")
+	if !w.cfg.NoClaim {
+		o := w.all[0].p.Options()
+		w.log.Info("timerq: worker started", "redis", w.redacted, "namespaces", ns,
+			"batch_size", o.BatchSize, "max_poll_interval", o.MaxPollInterval)
+		return
 	}
-	errs := make([]error, len(all))
-	var apiErr error
-	var run sync.WaitGroup
+	role := "API-only replica"
+	switch {
+	case w.cfg.Deliver.Enabled && w.cfg.API.Addr != "":
+		role = "API and delivery replica"
+	case w.cfg.Deliver.Enabled:
+		role = "delivery-only replica"
+	}
+	w.log.Info("timerq: "+role+" started: claiming nothing (--claim=false)", "redis", w.redacted, "namespaces", ns)
+}
+
+// serve runs the pollers, dispatchers and API server until ctx ends or
+// one of them fails, and returns the failure an operator must see.
+func (w *runner) serve(ctx context.Context) error {
 	// A poller that gives up (a missing ACL right) or an API server whose
 	// listener fails stops the rest: the process exits and the operator
 	// sees why, rather than a worker that serves part of its job.
 	rctx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
-	for i, s := range all {
+	w.stopAll = stopAll
+	var run sync.WaitGroup
+	w.runPollers(rctx, &run)
+	w.runDelivery(rctx, &run)
+	w.runAPI(rctx, &run)
+	for {
+		select {
+		case <-w.hup:
+			w.reload()
+		case <-rctx.Done():
+			run.Wait()
+			w.log.Info("timerq: worker stopped")
+			return w.failure()
+		}
+	}
+}
+
+// runPollers starts every namespace's poller.
+func (w *runner) runPollers(rctx context.Context, run *sync.WaitGroup) {
+	w.errs = make([]error, len(w.all))
+	for i, s := range w.all {
 		if s.p == nil {
 			continue
 		}
 		run.Go(func() {
-			if errs[i] = s.p.Run(rctx); errs[i] != nil {
-				stopAll()
+			if w.errs[i] = s.p.Run(rctx); w.errs[i] != nil {
+				w.stopAll()
 			}
 		})
 	}
-	if cfg.Deliver.Enabled {
-		for _, s := range all {
-			run.Go(func() {
-				if err := s.d.Run(rctx); err != nil {
-					log.Error("timerq: delivery stopped", "namespace", s.q.Namespace(), "err", err)
-					stopAll()
-				}
-			})
-		}
-		log.Info("timerq: delivering fires to endpoints (--deliver)", "group", cmp.Or(cfg.Deliver.Group, dispatch.DefaultGroup),
-			"allow", strings.Join(cfg.Deliver.Allow, ","))
+}
+
+// runDelivery starts every namespace's dispatcher, with --deliver.
+func (w *runner) runDelivery(rctx context.Context, run *sync.WaitGroup) {
+	if !w.cfg.Deliver.Enabled {
+		return
 	}
-	if api != nil {
-		// SIGHUP reloads the tokens file and the TLS files. Registered
-		// before APIListening, so a test's signal is never the default
-		// (fatal) one.
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
+	for _, s := range w.all {
 		run.Go(func() {
-			for {
-				select {
-				case <-hup:
-					_ = api.Reload() // it logs what failed, and keeps the old
-				case <-rctx.Done():
-					return
-				}
+			if err := s.d.Run(rctx); err != nil {
+				w.log.Error("timerq: delivery stopped", "namespace", s.q.Namespace(), "err", err)
+				w.stopAll()
 			}
 		})
-		run.Go(func() {
-			if apiErr = api.Serve(rctx); apiErr != nil {
-				stopAll()
-			}
-		})
-		if cfg.APIListening != nil {
-			cfg.APIListening(api.URL())
+	}
+	w.log.Info("timerq: delivering fires to endpoints (--deliver)", "group", cmp.Or(w.cfg.Deliver.Group, dispatch.DefaultGroup),
+		"allow", strings.Join(w.cfg.Deliver.Allow, ","))
+}
+
+// runAPI starts the API server, with --api-addr, and listens for SIGHUP.
+func (w *runner) runAPI(rctx context.Context, run *sync.WaitGroup) {
+	if w.api == nil {
+		return
+	}
+	// SIGHUP reloads the tokens file and the TLS files. Registered
+	// before APIListening, so a test's signal is never the default
+	// (fatal) one.
+	w.hup = make(chan os.Signal, 1)
+	signal.Notify(w.hup, syscall.SIGHUP)
+	w.onRelease(func() { signal.Stop(w.hup) })
+	run.Go(func() {
+		if w.apiErr = w.api.Serve(rctx); w.apiErr != nil {
+			w.stopAll()
 		}
+	})
+	if w.cfg.APIListening != nil {
+		w.cfg.APIListening(w.api.URL())
 	}
-	run.Wait()
-	log.Info("timerq: worker stopped")
-	if apiErr != nil {
-		return apiErr
+}
+
+// reload rereads the API's tokens file and TLS files, on SIGHUP.
+func (w *runner) reload() {
+	_ = w.api.Reload() // it logs what failed, and keeps the old
+}
+
+// failure is the error Run returns once everything stopped: the API
+// server's, else the first poller's, explained.
+func (w *runner) failure() error {
+	if w.apiErr != nil {
+		return w.apiErr
 	}
-	for i, err := range errs {
+	for i, err := range w.errs {
 		if err != nil {
 			// The hint names that namespace's rights, not the list's.
-			t := target
-			t.Namespace = all[i].q.Namespace()
+			t := w.target
+			t.Namespace = w.all[i].q.Namespace()
 			return cliconf.Explain(err, t)
 		}
 	}
