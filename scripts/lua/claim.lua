@@ -1,7 +1,7 @@
 -- claim.lua: fire up to ARGV[1] due timers, atomically and exactly once.
 --
--- KEYS: the namespace's seven keys, then its traces hash (see prelude.lua),
---       then KEYS[9] its quarantine hash: id -> quarantine_value (prelude.lua),
+-- KEYS: the namespace's seven keys, then its traces hash (see includes/check_types.lua),
+--       then KEYS[9] its quarantine hash: id -> quarantine_value (includes/check_types.lua),
 --       then KEYS[10] its deliveries hash: id -> endpoint name (schedule.lua)
 -- ARGV[1] limit: most timers to claim (1..1000)
 -- ARGV[2] retention_ms: how long fired records are kept; 0 keeps them forever

@@ -4,7 +4,7 @@
 -- how often it was delivered) and in the cursors hash below, so that any
 -- stateless caller may run it for any consumer, one after the other.
 --
--- KEYS[1..7] the shard's seven keys (prelude.lua); only KEYS[6] fires, the
+-- KEYS[1..7] the shard's seven keys (includes/check_types.lua); only KEYS[6] fires, the
 --            shard's fire stream, is read or written
 -- KEYS[8] dead     STREAM the shard's dead-letter stream
 -- KEYS[9] cursors  HASH   group..'#quiet' -> server time (ms) before which
@@ -53,7 +53,7 @@
 -- expired lease, or the end of a release's delay, is then seen up to that
 -- much later. A short pending list is scanned at every call.
 --
--- Phases (prelude.lua): reads and checks; probes, XACK first: Redis never
+-- Phases (includes/probe.lua): reads and checks; probes, XACK first: Redis never
 -- refuses XACK for memory, so once it ran the script is past the OOM check
 -- and a shard at maxmemory keeps handing out, reclaiming and
 -- dead-lettering (small, and it empties the pending list); then the writes.

@@ -5,7 +5,7 @@
 -- out), so that a caller whose lease expired, and whose event went to
 -- another consumer since, cannot touch the newer delivery.
 --
--- KEYS[1..7] the shard's seven keys (prelude.lua); only KEYS[6] fires, the
+-- KEYS[1..7] the shard's seven keys (includes/check_types.lua); only KEYS[6] fires, the
 --            shard's fire stream, is read or written
 -- KEYS[8] dead  STREAM the shard's dead-letter stream
 -- ARGV[1] group
@@ -36,7 +36,7 @@
 -- JUSTID real Redis would keep it anyway, miniredis would not), so the
 -- redelivery counts as one more attempt, as Consume's retries do.
 --
--- Phases (prelude.lua): reads and checks; probes; writes. A dead letter
+-- Phases (includes/probe.lua): reads and checks; probes; writes. A dead letter
 -- probes XADD first, so that Redis refuses it under OOM before anything
 -- changed (the lease then runs out, and Lease dead-letters it).
 
