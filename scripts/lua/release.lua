@@ -77,31 +77,8 @@ if #found == 0 then
   return {'trimmed', ''}
 end
 
--- Field for field as lease.lua writes a dead letter.
-local fields = found[1][2]
-local by, rest, vals = {}, {}, {}
-for i = 1, #fields, 2 do by[fields[i]] = fields[i + 1] end
-for _, k in ipairs({'id', 'due', 'fired', 'payload'}) do
-  if by[k] then
-    vals[#vals + 1] = k
-    vals[#vals + 1] = by[k]
-    by[k] = nil
-  end
-end
-for k in pairs(by) do rest[#rest + 1] = k end
-table.sort(rest)
-for _, k in ipairs(rest) do
-  vals[#vals + 1] = k
-  vals[#vals + 1] = by[k]
-end
-for _, v in ipairs({'error', cause, 'attempts', fmt(attempt), 'group', group, 'consumer', owner, 'stream_id', id}) do
-  vals[#vals + 1] = v
-end
-local dead_id
-if maxlen > 0 then
-  dead_id = redis.call('XADD', KEYS[8], 'MAXLEN', '~', maxlen, '*', unpack(vals))
-else
-  dead_id = redis.call('XADD', KEYS[8], '*', unpack(vals))
-end
+-- The owner the pending entry list names: the consumer whose delivery
+-- this was, as lease.lua records it.
+local dead_id = dead_letter(found[1][2], cause, attempt, group, owner, id, maxlen)
 redis.call('XACK', KEYS[6], group, id)
 return {'dead', dead_id}

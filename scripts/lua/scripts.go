@@ -191,7 +191,7 @@ var (
 	// Lease hands one consumer of a group a batch of one shard's fire
 	// events under leases: reclaims expired ones, dead-letters what
 	// exceeded its attempts, reads new entries (lease.lua).
-	Lease = add(&Script{Name: "lease", Includes: []string{"check_type", "fmt", "now_ms", "probe_all", "read_probe", "refusal"},
+	Lease = add(&Script{Name: "lease", Includes: []string{"check_type", "dead_letter", "fmt", "now_ms", "probe_all", "read_probe", "refusal"},
 		Keys: func(sp keyspace.Space, _ string) []string {
 			return append(sp.Keys(), sp.DeadLetter(), sp.LeaseCursors())
 		},
@@ -199,7 +199,7 @@ var (
 			"xclaim", "xreadgroup", "xrevrange"}})
 	// Release hands a leased delivery back, dead-letters it or extends its
 	// lease (release.lua).
-	Release = add(&Script{Name: "release", Includes: []string{"check_type", "fmt", "now_ms", "probe_all", "refusal"},
+	Release = add(&Script{Name: "release", Includes: []string{"check_type", "dead_letter", "fmt", "now_ms", "probe_all", "refusal"},
 		Keys:     func(sp keyspace.Space, _ string) []string { return append(sp.Keys(), sp.DeadLetter()) },
 		Commands: []string{"type", "time", "xpending", "xclaim", "xrange", "xadd", "xack"}})
 	// FlowTake grants deliveries of flows their rate and in-flight slots,
