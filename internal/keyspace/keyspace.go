@@ -159,7 +159,7 @@ func (s Space) Traces() string { return s.tag + "traces" }
 
 // Quarantine is the hash of records the claim moved aside because they are
 // not records timerq writes (id -> "<quarantined_ms>:<due score>:<reason>:
-// <raw record>", see scripts/lua/includes/quarantine_value.lua), so that one bad record does
+// <raw record>", see scripts/lua/includes/quarantine.lua), so that one bad record does
 // not stop the shard. claim.lua takes it as its ninth key.
 func (s Space) Quarantine() string { return s.tag + "quarantine" }
 

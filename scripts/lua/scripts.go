@@ -89,7 +89,7 @@ var (
 		},
 		Commands: []string{"type", "time", "zrange", "hmget", "zscore", "hexists", "zcount", "zadd", "hset", "hget"}})
 	// Claim fires due timers exactly once (claim.lua).
-	Claim = add(&Script{Name: "claim", Includes: []string{"check_type", "check_types", "clock_due", "clock_ms", "decode", "encode", "fmt", "ms_of", "probe", "publish", "quarantine_value", "refusal", "score_ms", "take_values"}, Publishes: true, Worker: true,
+	Claim = add(&Script{Name: "claim", Includes: []string{"check_type", "check_types", "clock_due", "clock_ms", "decode", "fire", "fmt", "ms_of", "probe", "quarantine", "refusal", "score_ms"}, Publishes: true, Worker: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
 			return append(sp.Keys(), sp.Traces(), sp.Quarantine(), sp.Deliveries())
 		},
@@ -97,11 +97,11 @@ var (
 			"xadd", "hincrby", "hdel"}})
 	// Hold decides a claim in a namespace with replicas, firing nothing
 	// until Commit (hold.lua).
-	Hold = add(&Script{Name: "hold", Includes: []string{"check_type", "check_types", "clock_due", "clock_ms", "decode", "fmt", "probe_all", "quarantine_value", "score_ms"}, Worker: true, Keys: holdKeys,
+	Hold = add(&Script{Name: "hold", Includes: []string{"check_type", "check_types", "clock_due", "clock_ms", "decode", "fmt", "probe", "probe_all", "quarantine", "score_ms"}, Worker: true, Keys: holdKeys,
 		Commands: []string{"type", "time", "hmget", "hset", "zrangebyscore", "zrange", "zrem", "hdel", "hincrby"}})
 	// Commit fires what Hold decided, once WAIT saw replicas have it
 	// (commit.lua).
-	Commit = add(&Script{Name: "commit", Includes: []string{"check_type", "check_types", "decode", "due_of", "encode", "fmt", "ms_of", "probe_all", "publish", "take_values"}, Publishes: true, Worker: true, Keys: holdKeys,
+	Commit = add(&Script{Name: "commit", Includes: []string{"check_type", "check_types", "decode", "due_of", "fire", "fmt", "ms_of", "probe"}, Publishes: true, Worker: true, Keys: holdKeys,
 		Commands: []string{"type", "hmget", "zscore", "zrange", "hdel", "zrem", "hset", "zadd", "xadd", "xtrim",
 			"hincrby"}})
 	// Cancel cancels a scheduled timer (cancel.lua).
