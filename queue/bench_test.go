@@ -149,7 +149,7 @@ func BenchmarkClaim(b *testing.B) { benchClaim(b, queue.MaxBatch) }
 
 // BenchmarkClaimOne is BenchmarkClaim with one timer per Claim, as a
 // lightly loaded worker claims: each timer pays the script's fixed cost
-// (the prelude, the key checks, the clock).
+// (the includes, the key checks, the clock).
 func BenchmarkClaimOne(b *testing.B) { benchClaim(b, 1) }
 
 func benchClaim(b *testing.B, limit int) {

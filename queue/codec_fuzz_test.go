@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// FuzzRecordCodec encodes a record with the scripts' own encode (prelude.lua,
+// FuzzRecordCodec encodes a record with the scripts' own encode (includes/encode.lua,
 // run by miniredis) from fuzzed fields, in every state and with any times,
 // and checks that decodeRecord gives every field back exactly. The API
 // round trip (FuzzRecordRoundTrip) can only produce the times the server
@@ -22,11 +22,11 @@ func FuzzRecordCodec(f *testing.F) {
 	f.Add(uint8(2), int64(253402300799999), int64(1), int64(253402300799999), []byte("a:b:c:\x00"))
 	f.Add(uint8(1), int64(5), int64(6), int64(7), []byte("f:1:2:3:p"))
 	f.Add(uint8(0), int64(1), int64(2), int64(0), []byte{0xff, 0, ':', '\n', ':'})
-	prelude, err := os.ReadFile("../scripts/lua/prelude.lua")
+	encode, err := os.ReadFile("../scripts/lua/includes/encode.lua")
 	if err != nil {
 		f.Fatal(err)
 	}
-	script := redis.NewScript(string(prelude) + "\nreturn encode(ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])")
+	script := redis.NewScript(string(encode) + "\nreturn encode(ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])")
 	m := miniredis.RunT(f)
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	f.Cleanup(func() { c.Close() })

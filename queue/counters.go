@@ -9,8 +9,8 @@ import (
 )
 
 // LatenessBuckets are the upper bounds of the lateness buckets the claim
-// script counts in Counters (LATE_MS in scripts/lua/claim.lua, which must
-// match).
+// scripts count in Counters (late_field in scripts/lua/includes, which
+// TestLatenessBucketsMatchScripts holds to these for every script).
 var LatenessBuckets = []time.Duration{
 	time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond,
 	25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond,

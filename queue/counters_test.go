@@ -60,18 +60,34 @@ func TestCountersMatchFires(t *testing.T) {
 	})
 }
 
-// TestLatenessBucketsMatchClaimScript: the Go bounds are those the script
-// counts by.
-func TestLatenessBucketsMatchClaimScript(t *testing.T) {
-	m := regexp.MustCompile(`local LATE_MS = \{([^}]*)\}`).FindStringSubmatch(lua.Claim.Source)
-	if m == nil {
-		t.Fatal("no LATE_MS in claim.lua")
-	}
+// TestLatenessBucketsMatchScripts: the Go bounds are those every script
+// that counts lateness (includes late_field, scripts/lua/includes) counts
+// by, bound for bound and field for field.
+func TestLatenessBucketsMatchScripts(t *testing.T) {
 	var want []string
 	for _, b := range queue.LatenessBuckets {
 		want = append(want, fmt.Sprint(b.Milliseconds()))
 	}
-	if got := strings.ReplaceAll(m[1], " ", ""); got != strings.Join(want, ",") {
-		t.Fatalf("claim.lua LATE_MS = %s, queue.LatenessBuckets = %s", got, strings.Join(want, ","))
+	bound := regexp.MustCompile(`late <= (\d+) then return 'late_le_(\d+)'`)
+	counting := 0
+	for _, s := range lua.All {
+		if !strings.Contains(s.Source, "local function late_field(") {
+			continue
+		}
+		counting++
+		var got []string
+		for _, m := range bound.FindAllStringSubmatch(s.Source, -1) {
+			if m[1] != m[2] {
+				t.Errorf("%s: late_field counts a lateness <= %s in late_le_%s", s.Name, m[1], m[2])
+			}
+			got = append(got, m[1])
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%s: late_field bounds = %s, queue.LatenessBuckets = %s", s.Name, strings.Join(got, ","), strings.Join(want, ","))
+		}
+	}
+	// claim and commit write the counters.
+	if counting < 2 {
+		t.Errorf("%d scripts include late_field, want claim and commit at least", counting)
 	}
 }

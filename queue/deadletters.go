@@ -21,7 +21,9 @@ type DeadLetter struct {
 	Error string
 	// Attempts is how many deliveries the event had.
 	Attempts int
-	// Group and Consumer name who gave up.
+	// Group and Consumer name who gave up: Consumer is the consumer that
+	// held the delivery when it died (released it for the last time, or
+	// let its last lease run out), never the one that found it expired.
 	Group, Consumer string
 	// FireStreamID is the event's entry ID in its shard's fire stream.
 	FireStreamID string

@@ -17,7 +17,7 @@ import (
 // The fuzz targets below run in CI for a bounded time each (.ci/run); as
 // plain tests they replay their seeds and testdata/fuzz. They use
 // miniredis, which runs the same Lua scripts: the encoder is the scripts'
-// encode (prelude.lua), the decoder Go's, so a round trip checks one
+// encode (scripts/lua/includes/encode.lua), the decoder Go's, so a round trip checks one
 // against the other.
 
 // idOracle is ValidateID's documented rule, written independently.

@@ -365,8 +365,10 @@ func TestLeaseMaxAttemptsDeadLetters(t *testing.T) {
 					t.Errorf("released dead letter: error %q consumer %q attempts %d, want boom by c at 2", dl.Error, dl.Consumer, dl.Attempts)
 				}
 			case "d1":
-				// Reclaimed a third time, above MaxAttempts, as Consume counts.
-				if !strings.Contains(dl.Error, "delivered 3 times without an acknowledgement") || dl.Consumer != "c2" || dl.Attempts != 3 {
+				// Reclaimed a third time, above MaxAttempts, as Consume counts,
+				// by c2; the dead letter names c, whose lease ran out, as a
+				// released one names the consumer that held it.
+				if !strings.Contains(dl.Error, "delivered 3 times without an acknowledgement") || dl.Consumer != "c" || dl.Attempts != 3 {
 					t.Errorf("expired dead letter: error %q consumer %q attempts %d", dl.Error, dl.Consumer, dl.Attempts)
 				}
 			}

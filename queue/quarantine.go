@@ -91,7 +91,7 @@ func (qr Quarantine) List(ctx context.Context) ([]QuarantinedRecord, error) {
 }
 
 // parseQuarantined reads a quarantine value, "<quarantined_ms>:<due
-// score>:<reason>:<raw>" (quarantine_value in prelude.lua). A value of
+// score>:<reason>:<raw>" (scripts/lua/includes/quarantine.lua). A value of
 // another form (written by hand) is kept whole as Raw.
 func parseQuarantined(id string, shard int, v string) QuarantinedRecord {
 	r := QuarantinedRecord{ID: id, Shard: shard, Raw: []byte(v), Reason: "unreadable quarantine entry"}

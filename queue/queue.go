@@ -806,7 +806,7 @@ func (q *Queue) redisError(err error) error {
 }
 
 // permissionHint says which ACL rule grants what Redis refused. The
-// scripts' own refusals (prelude.lua) already name the right and the rule;
+// scripts' own refusals (scripts/lua/includes/refusal.lua) already name the right and the rule;
 // Redis's words are mapped here for the rest: a command refused outside a
 // script names itself, a key or channel only its kind.
 func (q *Queue) permissionHint(msg string) string {

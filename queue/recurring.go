@@ -208,7 +208,7 @@ type body struct {
 	Ahead        int    `json:"ahead"`
 	// Overlap is read, never written: a record written before the
 	// overlap field of the record (decodeSchedule) kept the skip policy
-	// here, where prelude.lua's sdecode still finds it.
+	// here, where the scripts' sdecode still finds it.
 	Overlap   string `json:"overlap,omitempty"`
 	Endpoint  string `json:"endpoint,omitempty"`
 	FlowKey   string `json:"flow_key,omitempty"`

@@ -29,7 +29,7 @@ func decodeSchedule(id, rec, pending string) (*record, error) {
 	}
 	// "<version>:<state>:<count>:<last_ms>:<armed>:<overlap>:<body>", or
 	// without the overlap field for a record written before it, whose body,
-	// a JSON object, follows armed (scripts/lua/prelude.lua, sdecode).
+	// a JSON object, follows armed (scripts/lua/includes/sdecode.lua).
 	f := strings.SplitN(rec, ":", 6)
 	if len(f) != 6 || len(f[1]) != 1 {
 		return bad("field count")

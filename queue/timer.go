@@ -214,7 +214,7 @@ func parseScore(s string) time.Time {
 }
 
 // isDueScore reports whether s is a due score string as the scripts write
-// one (score_ms in prelude.lua): 1 to 15 digits of at most maxMillis,
+// one (scripts/lua/includes/score_ms.lua): 1 to 15 digits of at most maxMillis,
 // optionally "." and three digits.
 func isDueScore(s string) bool {
 	ms, frac, ok := strings.Cut(s, ".")
@@ -235,7 +235,7 @@ func isDigits(s string) bool {
 
 // decodeRecord parses a record as the scripts reply with it: the stored
 // record (decodeStored) with a scheduled timer's due time filled in from
-// the due set, "s:<due>:<created>::<payload>" (full in prelude.lua).
+// the due set, "s:<due>:<created>::<payload>" (scripts/lua/includes/full.lua).
 func decodeRecord(id, rec string) (Timer, error) {
 	if rest, ok := strings.CutPrefix(rec, "s:"); ok {
 		if due, stored, ok := strings.Cut(rest, ":"); ok && due != "" {
@@ -253,7 +253,7 @@ func decodeRecord(id, rec string) (Timer, error) {
 const maxMillis = 253402300799999
 
 // isMillis reports whether a record's time field is one timerq writes: 1 to
-// 15 ASCII digits of at most maxMillis (is_ms in prelude.lua).
+// 15 ASCII digits of at most maxMillis (scripts/lua/includes/is_ms.lua).
 func isMillis(s string) bool {
 	if len(s) < 1 || len(s) > 15 || !isDigits(s) {
 		return false
@@ -267,10 +267,10 @@ func malformedRecord(id, why string) error {
 }
 
 // decodeStored parses a record as it is stored in the timers hash,
-// "<s|f|c>:<due>:<created>:<settled>:<payload>" (encode in prelude.lua),
+// "<s|f|c>:<due>:<created>:<settled>:<payload>" (scripts/lua/includes/encode.lua),
 // where a scheduled timer has no due and no settled time: its due time is
 // the due set's score, given as due when hasDue. It accepts exactly what
-// the scripts accept (decode and score_ms in prelude.lua): the claim
+// the scripts accept (scripts/lua/includes decode and score_ms): the claim
 // quarantines a record if and only if decodeStored rejects it, which
 // FuzzQuarantineMatchesDecoder checks.
 func decodeStored(id, rec string, due float64, hasDue bool) (Timer, error) {

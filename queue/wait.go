@@ -244,7 +244,7 @@ func (h *hub) receive(msgs <-chan shardsub.Event) {
 		default:
 			// A hint, never the outcome: read the state. A script that
 			// publishes and is then refused a later command sent its message
-			// but changed nothing (scripts/lua/prelude.lua), and anyone
+			// but changed nothing (scripts/lua/includes/probe.lua), and anyone
 			// allowed to publish could send "fired".
 			h.markPending(m.Channel)
 		}

@@ -62,13 +62,13 @@ func Missing(msg, ns string) string {
 	lower := strings.ToLower(msg)
 	switch {
 	case ruleRe.MatchString(msg):
-		// timerq's scripts name the rule themselves (prelude.lua, refusal).
+		// timerq's scripts name the rule themselves (scripts/lua/includes/refusal.lua).
 		return ruleRe.FindStringSubmatch(msg)[1]
 	case commandRe.MatchString(msg):
 		return "+" + strings.ToLower(commandRe.FindStringSubmatch(msg)[1])
 	case preludeRe.MatchString(msg):
-		// The prelude's own refusal names the command (refusal in
-		// scripts/lua/prelude.lua), also where Redis gives no script line.
+		// The scripts' own refusal names the command (refusal in
+		// scripts/lua/includes/refusal.lua), also where Redis gives no script line.
 		return "+" + strings.ToLower(preludeRe.FindStringSubmatch(msg)[1])
 	case strings.Contains(lower, "can't run this command"):
 		if cmd := scriptCommand(msg); cmd != "" {

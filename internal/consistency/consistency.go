@@ -1,5 +1,5 @@
 // Package consistency checks a timerq namespace in Redis against the
-// invariants every script keeps (scripts/lua/prelude.lua): each timer is
+// invariants every script keeps (scripts/lua/includes/probe.lua): each timer is
 // wholly in one state, never half-way between two. Tests use it after
 // refused commands, crashes and kills.
 package consistency

@@ -159,7 +159,7 @@ func (s Space) Traces() string { return s.tag + "traces" }
 
 // Quarantine is the hash of records the claim moved aside because they are
 // not records timerq writes (id -> "<quarantined_ms>:<due score>:<reason>:
-// <raw record>", see scripts/lua/prelude.lua), so that one bad record does
+// <raw record>", see scripts/lua/includes/quarantine.lua), so that one bad record does
 // not stop the shard. claim.lua takes it as its ninth key.
 func (s Space) Quarantine() string { return s.tag + "quarantine" }
 
@@ -171,7 +171,7 @@ func (s Space) Quarantine() string { return s.tag + "quarantine" }
 func (s Space) Hold() string { return s.tag + "hold" }
 
 // Keys are the seven keys every script takes, in the order of
-// scripts/lua/prelude.lua: due, timers, fired, cancelled, expire, fires,
+// scripts/lua/includes/check_types.lua: due, timers, fired, cancelled, expire, fires,
 // counters.
 func (s Space) Keys() []string {
 	return []string{s.Due(), s.Timers(), s.Fired(), s.Cancelled(), s.Expire(), s.Fires(), s.Counters()}
@@ -196,7 +196,7 @@ func (s Space) EndpointNames() string {
 func (s Space) Deliveries() string { return s.tag + "deliver" }
 
 // Schedules is the hash of the recurring schedules that live in this
-// shard (scripts/lua/recur_prelude.lua): those whose ID ScheduleShard puts
+// shard (scripts/lua/includes/recur_keys.lua): those whose ID ScheduleShard puts
 // here. With one shard it is timerq:{NS}:schedules, as before sharding.
 func (s Space) Schedules() string { return s.tag + "schedules" }
 

@@ -1,6 +1,6 @@
 -- cancel.lua: cancel a scheduled timer and wake its waiters.
 --
--- KEYS: the namespace's seven keys (see prelude.lua).
+-- KEYS: the namespace's seven keys (see includes/check_types.lua).
 -- ARGV[1] id
 -- ARGV[2] retention_ms: how long the cancelled record is kept; 0 = forever
 -- ARGV[3] the timer's wakeup channel

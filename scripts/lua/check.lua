@@ -8,12 +8,12 @@
 -- does not run (list.lua's ZRANK is timerctl's), so that docs/security.md's
 -- worker line, which grants exactly what a worker needs, passes it.
 --
--- KEYS: the namespace's seven keys (see prelude.lua).
+-- KEYS: the namespace's seven keys (see includes/check_types.lua).
 -- ARGV[1] a timer channel to publish 'probe' on: that of the empty ID, on
 --         which no one can wait (the empty ID is invalid)
 -- ARGV[2] the wake channel, to publish 'probe' on (pollers ignore a wake
 --         message that is not a number)
--- Reply: 'ok', or the error reply of the first refusal (see prelude.lua).
+-- Reply: 'ok', or the error reply of the first refusal (see includes/check_types.lua).
 -- Complexity: O(log N).
 
 local reads = {}

@@ -2,14 +2,14 @@
 -- delay after the server's clock, or push the open window's timer back to
 -- that, but never beyond the window's deadline: its opening plus max wait.
 --
--- KEYS: the shard's seven keys (see prelude.lua), then
+-- KEYS: the shard's seven keys (see includes/check_types.lua), then
 --   KEYS[8] schedules  HASH   the shard's recurring schedules: a debounce key
 --                             must not be a schedule's ID, since both own
 --                             the timer IDs "<id>@<ms>"
 --   KEYS[9] window     STRING the key's open window (keyspace
 --                             Space.Debounce): "<opened_ms>:<deadline_ms>",
 --                             expiring at the deadline
---   KEYS[10] traces    HASH   the shard's traces (prelude.lua)
+--   KEYS[10] traces    HASH   the shard's traces (includes/check_types.lua)
 --   KEYS[11] deliveries HASH  the shard's deliveries (id -> endpoint name)
 --   KEYS[12] endpoint names HASH (keyspace EndpointNames, as schedule.lua)
 --   KEYS[13] meta       HASH   with one shard only: the namespace's meta
@@ -53,7 +53,7 @@
 -- window's opening): a push is one ZADD of the due set, which is all the
 -- claim reads, so the timer fires once, at its last due time.
 --
--- It runs in prelude.lua's three phases, so a refusal (ACL, OOM) writes
+-- It runs in the three phases of includes/probe.lua, so a refusal (ACL, OOM) writes
 -- nothing.
 
 local MAX_WAIT_MS = 31536000000 -- 365 days; queue.MaxDebounceWait

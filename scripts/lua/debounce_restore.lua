@@ -2,7 +2,7 @@
 -- recorded it, state and times included, and reopen its window while the
 -- window's deadline is ahead; leave an existing ID alone.
 --
--- KEYS: the shard's seven keys (see prelude.lua), then
+-- KEYS: the shard's seven keys (see includes/check_types.lua), then
 --   KEYS[8] schedules  HASH   the shard's recurring schedules, read only: a
 --                             key that is a schedule's ID here is refused
 --   KEYS[9] window     STRING the key's open window (debounce.lua)
@@ -31,7 +31,7 @@
 -- timer. Otherwise the next Debounce of K opens a new window, as after a
 -- fire.
 --
--- It runs in prelude.lua's three phases: every check and read, then a
+-- It runs in the three phases of includes/probe.lua: every check and read, then a
 -- no-op probe of every write (ZADD first, so that Redis refuses it under
 -- OOM), then the one PUBLISH and the writes. A refusal writes nothing.
 

@@ -1,6 +1,8 @@
-// Package lua holds timerq's Redis scripts, one .lua file per script, and
-// the table that says, for each, what it is loaded from, which keys it
-// takes, whether it publishes and which commands it runs (scripts.go).
+// Package lua holds timerq's Redis scripts, one .lua file per script, the
+// helpers they share (includes/, one function or one tightly bound group
+// per file), and the table that says, for each script, which includes it
+// uses, which keys it takes, whether it publishes and which commands it
+// runs (scripts.go).
 // The queue's runner, its permission check and package aclright all read
 // that table; each .lua file's header gives the script's KEYS, ARGV, reply
 // and complexity.
@@ -8,10 +10,11 @@ package lua
 
 import (
 	"embed"
+	"regexp"
 	"strings"
 )
 
-//go:embed *.lua
+//go:embed *.lua includes/*.lua
 var files embed.FS
 
 // file returns the text of one .lua file; a missing file is a bug of the
@@ -24,12 +27,59 @@ func file(name string) string {
 	return string(b)
 }
 
+// include returns the text of one include, includes/<name>.lua.
+func include(name string) string { return file("includes/" + name) }
+
+// dependsLine is an include's declaration of the includes it uses itself,
+// in its header: "-- includes: a b c".
+var dependsLine = regexp.MustCompile(`(?m)^-- includes: (.*)$`)
+
+// depends returns the includes that the include name declares it uses.
+func depends(name string) []string {
+	m := dependsLine.FindStringSubmatch(include(name))
+	if m == nil {
+		return nil
+	}
+	return strings.Fields(m[1])
+}
+
+// assemble returns the text of the includes named and of those they
+// declare, each once, every include after the ones it uses; the order is
+// that of a depth-first walk in the order declared, so it is stable. A
+// cycle is a bug of the includes' headers, found by the first test that
+// loads the package.
+func assemble(names []string) string {
+	var b strings.Builder
+	done := map[string]bool{}
+	walking := map[string]bool{}
+	var walk func(n string)
+	walk = func(n string) {
+		if done[n] {
+			return
+		}
+		if walking[n] {
+			panic("scripts/lua: the includes' declarations form a cycle through " + n)
+		}
+		walking[n] = true
+		for _, d := range depends(n) {
+			walk(d)
+		}
+		walking[n] = false
+		done[n] = true
+		b.WriteString(include(n))
+	}
+	for _, n := range names {
+		walk(n)
+	}
+	return b.String()
+}
+
 // Sharded returns a script source that announces wakeups with SPUBLISH
 // (sharded pub/sub, Redis 7.0+) instead of PUBLISH. Inside a Cluster
 // script, a shard channel is slot-checked like a key, so every channel a
 // script publishes to carries the hash tag of the script's keys.
 func Sharded(src string) string {
-	// Every 'PUBLISH' literal: the prelude's redis.pcall('PUBLISH', ...),
+	// Every 'PUBLISH' literal: the publish include's redis.pcall('PUBLISH', ...),
 	// and the command name its refusal reports (so the ACL hint says
 	// +spublish).
 	return strings.ReplaceAll(src, "'PUBLISH'", "'SPUBLISH'")

@@ -28,7 +28,7 @@
 -- in-flight slots is tried again after max(period/rate, 50 ms), at most
 -- 250 ms: an acknowledgement in another process cannot wake it sooner.
 --
--- Phases (prelude.lua): reads and checks; probes; writes (only for flows
+-- Phases (includes/probe.lua): reads and checks; probes; writes (only for flows
 -- with a grant). Expired slots (ZREMRANGEBYSCORE up to now) are what
 -- releases the slots of a consumer that crashed: within its lease.
 

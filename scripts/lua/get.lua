@@ -1,6 +1,6 @@
 -- get.lua: one timer's record, its due time filled in.
 --
--- KEYS: the namespace's seven keys (see prelude.lua).
+-- KEYS: the namespace's seven keys (see includes/check_types.lua).
 -- ARGV[1] id
 -- Reply: the record, or false (nil) when there is none; a TIMERQ_MALFORMED
 --        error for a record that is not one timerq writes (full_or_bad).

@@ -21,7 +21,7 @@
 -- exactly once. workers-seen outlives the membership, so `timerctl stats`
 -- can say when the namespace last had a worker once none is left.
 --
--- It runs in prelude.lua's three phases: the HSET is probed first, as the
+-- It runs in the three phases of includes/probe.lua: the HSET is probed first, as the
 -- one command Redis may refuse under OOM, and the closing ZRANGE is probed
 -- too (read_probe), so that a refusal changes nothing.
 local err = check_type(KEYS[1], 'zset') or check_type(KEYS[2], 'hash') or check_type(KEYS[3], 'hash')

@@ -10,7 +10,7 @@
 -- failed is committed again identically, never as a second fire.
 --
 -- KEYS: the namespace's seven keys, then its traces hash (unused here),
---       KEYS[9] its quarantine hash (see claim.lua), KEYS[10] the shard's
+--       KEYS[9] its quarantine hash (includes/quarantine.lua), KEYS[10] the shard's
 --       hold hash (keyspace.Space.Hold):
 --         token  the token of the claim that holds it now
 --         lease  server ms until which that claim may commit alone
@@ -93,10 +93,9 @@ for i = 1, n do
   else
     local state = decode(rec)
     local due_s = score_ms(score)
-    if not state then
-      quarantined[#quarantined + 1] = {id, score, 'malformed record', rec}
-    elseif state == 's' and not due_s then
-      quarantined[#quarantined + 1] = {id, score, 'due score is not a due time', rec}
+    local why = quarantine_why(state, due_s)
+    if why then
+      quarantined[#quarantined + 1] = {id, score, why, rec}
     elseif state == 's' then
       good[#good + 1] = {id, due_s}
     else
@@ -104,10 +103,8 @@ for i = 1, n do
     end
   end
 end
-if #quarantined > 0 then
-  err = check_type(KEYS[9], 'hash')
-  if err then return err end
-end
+err = quarantine_check(quarantined)
+if err then return err end
 
 -- The entry IDs: above the last one a commit added (top), which nothing
 -- but a commit (or a requeue) adds while the hold exists. commit.lua
@@ -124,36 +121,20 @@ end
 local head = {}
 if #good == 0 then head = redis.call('ZRANGE', KEYS[1], n, n, 'WITHSCORES') end
 
-local probes = {}
-if #dropped > 0 or #quarantined > 0 then probes[#probes + 1] = {'ZREM', KEYS[1]} end
-if #good > 0 then probes[#probes + 1] = {'HSET', KEYS[10]} end
-if #quarantined > 0 then
-  probes[#probes + 1] = {'HDEL', KEYS[2]}
-  probes[#probes + 1] = {'HSET', KEYS[9]}
-  probes[#probes + 1] = {'HINCRBY', KEYS[7]}
-end
-err = probe_all(probes)
+err = ((#dropped > 0 or #quarantined > 0) and probe('ZREM', KEYS[1])) or
+  (#good > 0 and probe('HSET', KEYS[10])) or quarantine_probes(quarantined) or nil
 if err then return err end
 
-local reply = {now_s, '', 'none', fmt(#quarantined)}
-for _, b in ipairs(quarantined) do
-  reply[#reply + 1] = b[1]
-  reply[#reply + 1] = b[3]
-end
+local reply = {now_s, '', 'none'}
+quarantine_reply(quarantined, reply, 4)
 
 if #dropped > 0 then redis.call('ZREM', KEYS[1], unpack(dropped)) end
 if #quarantined > 0 then
-  local qset, qdel = {}, {}
-  for _, b in ipairs(quarantined) do
-    qdel[#qdel + 1] = b[1]
-    qset[#qset + 1] = b[1]
-    qset[#qset + 1] = quarantine_value(now_s, b[2], b[3], b[4])
-  end
+  local qdel = {}
+  for i, b in ipairs(quarantined) do qdel[i] = b[1] end
   redis.call('ZREM', KEYS[1], unpack(qdel))
-  redis.call('HSET', KEYS[9], unpack(qset))
-  redis.call('HDEL', KEYS[2], unpack(qdel))
-  redis.call('HINCRBY', KEYS[7], 'quarantined', #quarantined)
 end
+quarantine_write(quarantined, now_s)
 if #good > 0 then
   local hset = {'token', token, 'lease', fmt(now + lease), 'fired', now_s, 'ms', fmt(ms), 'seq', fmt(seq),
     'n', fmt(#good)}

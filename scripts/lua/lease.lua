@@ -4,7 +4,7 @@
 -- how often it was delivered) and in the cursors hash below, so that any
 -- stateless caller may run it for any consumer, one after the other.
 --
--- KEYS[1..7] the shard's seven keys (prelude.lua); only KEYS[6] fires, the
+-- KEYS[1..7] the shard's seven keys (includes/check_types.lua); only KEYS[6] fires, the
 --            shard's fire stream, is read or written
 -- KEYS[8] dead     STREAM the shard's dead-letter stream
 -- KEYS[9] cursors  HASH   group..'#quiet' -> server time (ms) before which
@@ -53,7 +53,7 @@
 -- expired lease, or the end of a release's delay, is then seen up to that
 -- much later. A short pending list is scanned at every call.
 --
--- Phases (prelude.lua): reads and checks; probes, XACK first: Redis never
+-- Phases (includes/probe.lua): reads and checks; probes, XACK first: Redis never
 -- refuses XACK for memory, so once it ran the script is past the OOM check
 -- and a shard at maxmemory keeps handing out, reclaiming and
 -- dead-lettering (small, and it empties the pending list); then the writes.
@@ -103,6 +103,7 @@ if not exists then
 end
 
 local out, dead, acks = {}, {}, {}
+local owners = {} -- stream ID -> the consumer that held it before this reclaim
 
 -- route sorts one delivery: handed over, dead-lettered or skipped.
 local function route(id, fields, attempt)
@@ -128,6 +129,9 @@ if pending > 0 and now >= quiet then
     for i, p in ipairs(expired) do
       ids[i] = p[1]
       attempts[p[1]] = tonumber(p[4]) + 1 -- XCLAIM counts a delivery
+      -- The consumer whose lease ran out, which a dead letter names: the
+      -- XCLAIM below makes the caller the owner.
+      owners[p[1]] = p[2]
     end
     -- A deleted entry is left out of the reply, and out of the pending
     -- list (Redis 7.0; before, it was listed as nil).
@@ -149,36 +153,13 @@ if want > 0 then
   end
 end
 
--- Dead letters, field for field as release.lua writes them: the event's
--- id, due, fired and payload, its other fields in name order, then why.
+-- Dead letters, as release.lua writes them (includes/dead_letter.lua),
+-- naming the consumer whose last lease ran out.
 for _, d in ipairs(dead) do
-  local id, fields, attempt = d[1], d[2], d[3]
-  local by, rest, vals = {}, {}, {}
-  for i = 1, #fields, 2 do by[fields[i]] = fields[i + 1] end
-  for _, k in ipairs({'id', 'due', 'fired', 'payload'}) do
-    if by[k] then
-      vals[#vals + 1] = k
-      vals[#vals + 1] = by[k]
-      by[k] = nil
-    end
-  end
-  for k in pairs(by) do rest[#rest + 1] = k end
-  table.sort(rest)
-  for _, k in ipairs(rest) do
-    vals[#vals + 1] = k
-    vals[#vals + 1] = by[k]
-  end
-  vals[#vals + 1] = 'error'
-  vals[#vals + 1] = 'delivered ' .. fmt(attempt) ..
-    ' times without an acknowledgement (each lease expired: its consumer crashed, stopped or worked past the lease)'
-  for _, v in ipairs({'attempts', fmt(attempt), 'group', group, 'consumer', consumer, 'stream_id', id}) do
-    vals[#vals + 1] = v
-  end
-  if maxlen > 0 then
-    redis.call('XADD', KEYS[8], 'MAXLEN', '~', maxlen, '*', unpack(vals))
-  else
-    redis.call('XADD', KEYS[8], '*', unpack(vals))
-  end
+  local id, attempt = d[1], d[3]
+  dead_letter(d[2], 'delivered ' .. fmt(attempt) ..
+    ' times without an acknowledgement (each lease expired: its consumer crashed, stopped or worked past the lease)',
+    attempt, group, owners[id], id, maxlen)
   acks[#acks + 1] = id
 end
 if #acks > 0 then redis.call('XACK', KEYS[6], group, unpack(acks)) end

@@ -1,7 +1,7 @@
 -- list.lua: one page of timers ordered by (due score, id), optionally one
--- state (a due score may hold microseconds as a fraction: prelude.lua).
+-- state (a due score may hold microseconds as a fraction: includes/clock_due.lua).
 --
--- KEYS: the namespace's seven keys (see prelude.lua).
+-- KEYS: the namespace's seven keys (see includes/check_types.lua).
 -- ARGV[1] state: 's', 'f', 'c', or '' for every state
 -- ARGV[2] min due score, ARGV[3] max due score (inclusive)
 -- ARGV[4] limit (1..1000)

@@ -5,11 +5,11 @@
 --
 -- KEYS[1] fires     STREAM the shard's fire stream, which the group reads
 -- KEYS[2] schedules HASH   schedule id -> record, whose overlap field
---                   (sdecode in prelude.lua) is the policy; no record
+--                   (includes/sdecode.lua) is the policy; no record
 --                   allows overlap
 -- KEYS[3] overlap   HASH   the group's schedule id -> stream entry ID of the
 --                   occurrence last handed to the group
--- KEYS[4] counters  HASH   the shard's counters (prelude.lua): overlap_skipped
+-- KEYS[4] counters  HASH   the shard's counters (includes/check_types.lua): overlap_skipped
 -- ARGV[1] group
 -- ARGV[2..] pairs: stream entry ID, schedule ID, in delivery order
 -- Reply: one verdict per pair: '' to hand it to the handler, or the stream
@@ -27,7 +27,7 @@
 -- itself is handed over. Fields of schedules that were deleted or allow
 -- overlap again are removed when one of their occurrences passes.
 --
--- It runs in prelude.lua's three phases: reads and checks; no-op probes of
+-- It runs in the three phases of includes/probe.lua: reads and checks; no-op probes of
 -- every write; writes. XACK goes first: it does not grow memory, so under
 -- OOM skips still acknowledge.
 
@@ -72,7 +72,7 @@ for i = 2, #ARGV, 2 do
   reply[#reply + 1] = verdict
 end
 
--- Phase 2: probes of every write (prelude.lua); XACK first.
+-- Phase 2: probes of every write (includes/probe.lua); XACK first.
 local probes = {}
 if #acks > 0 then
   probes[#probes + 1] = {'XACK', KEYS[1]}

@@ -1,6 +1,6 @@
 -- purge.lua: remove settled (fired or cancelled) timers whose retention ended.
 --
--- KEYS: the namespace's seven keys, then its traces hash (see prelude.lua),
+-- KEYS: the namespace's seven keys, then its traces hash (see includes/check_types.lua),
 --       then KEYS[9] its deliveries hash (id -> endpoint name, schedule.lua).
 -- ARGV[1] limit: most records to remove in this call
 -- Reply: {removed, remaining_expired}: remaining_expired > 0 means call again.

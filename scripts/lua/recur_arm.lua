@@ -3,8 +3,8 @@
 -- occurrence that exists in any state is never created again, and a plan
 -- made from a record that has changed since is refused.
 --
--- KEYS: one shard's keys (prelude.lua), then its deliveries, endpoint names,
---       schedules and sched-due (recur_prelude.lua).
+-- KEYS: one shard's keys (includes/check_types.lua), then its deliveries, endpoint names,
+--       schedules and sched-due (includes/recur_keys.lua).
 -- ARGV[1] wake channel, told the new earliest due_ms when it moves earlier
 -- ARGV[2..] per schedule: id, version, last_ms (both as read), new_last_ms,
 --         new state ('a', or 'e' when nothing follows), payload, endpoint
@@ -15,7 +15,7 @@
 --        or 'gone' (deleted).
 -- Complexity: O((a + k) log N) per schedule.
 --
--- It runs in prelude.lua's three phases (reads and checks, probes of every
+-- It runs in the three phases of includes/probe.lua (reads and checks, probes of every
 -- write, then the PUBLISH and the writes), so a refused command (ACL, OOM)
 -- leaves everything as it was.
 

@@ -1,8 +1,8 @@
 -- recur_load.lua: read schedules with the server clock and their pending
 -- occurrences, for Go to plan what to arm next.
 --
--- KEYS: one shard's keys (prelude.lua), then its schedules and sched-due (see
---       recur_prelude.lua).
+-- KEYS: one shard's keys (includes/check_types.lua), then its schedules and sched-due (see
+--       includes/recur_keys.lua).
 -- ARGV[1] 'ids' then ARGV[2..] schedule ids; or 'due', ARGV[2] grace_ms,
 --         ARGV[3] limit: the schedules whose earliest pending occurrence was
 --         due more than grace_ms ago and has fired without the schedule

@@ -1,10 +1,10 @@
 -- recur_put.lua: create, update, pause, resume or delete one schedule, with
 -- its pending occurrences, in one atomic step.
 --
--- KEYS: one shard's keys (prelude.lua), then KEYS[8] the debounce window
+-- KEYS: one shard's keys (includes/check_types.lua), then KEYS[8] the debounce window
 --       of a debounce key named like the schedule (keyspace Space.Debounce,
 --       read only), then its deliveries, endpoint names, schedules and
---       sched-due (recur_prelude.lua, which counts them from the end).
+--       sched-due (includes/recur_keys.lua, which counts them from the end).
 -- ARGV[1] op: 'create' | 'update' | 'pause' | 'resume' | 'delete'
 -- ARGV[2] schedule id
 -- ARGV[3] expected version, or '' for any; for create, the count to start
@@ -40,7 +40,7 @@
 -- (new payload and due time) without a 'cancelled' wakeup. An occurrence
 -- that a pause or update cancelled is revived if a later resume or update
 -- arms the same nominal time; a fired occurrence is never armed again.
--- It runs in prelude.lua's three phases (reads and checks, probes of every
+-- It runs in the three phases of includes/probe.lua (reads and checks, probes of every
 -- write, then the PUBLISHes and the writes), so a refused command (ACL,
 -- OOM) leaves everything as it was.
 

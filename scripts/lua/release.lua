@@ -5,7 +5,7 @@
 -- out), so that a caller whose lease expired, and whose event went to
 -- another consumer since, cannot touch the newer delivery.
 --
--- KEYS[1..7] the shard's seven keys (prelude.lua); only KEYS[6] fires, the
+-- KEYS[1..7] the shard's seven keys (includes/check_types.lua); only KEYS[6] fires, the
 --            shard's fire stream, is read or written
 -- KEYS[8] dead  STREAM the shard's dead-letter stream
 -- ARGV[1] group
@@ -36,7 +36,7 @@
 -- JUSTID real Redis would keep it anyway, miniredis would not), so the
 -- redelivery counts as one more attempt, as Consume's retries do.
 --
--- Phases (prelude.lua): reads and checks; probes; writes. A dead letter
+-- Phases (includes/probe.lua): reads and checks; probes; writes. A dead letter
 -- probes XADD first, so that Redis refuses it under OOM before anything
 -- changed (the lease then runs out, and Lease dead-letters it).
 
@@ -77,31 +77,8 @@ if #found == 0 then
   return {'trimmed', ''}
 end
 
--- Field for field as lease.lua writes a dead letter.
-local fields = found[1][2]
-local by, rest, vals = {}, {}, {}
-for i = 1, #fields, 2 do by[fields[i]] = fields[i + 1] end
-for _, k in ipairs({'id', 'due', 'fired', 'payload'}) do
-  if by[k] then
-    vals[#vals + 1] = k
-    vals[#vals + 1] = by[k]
-    by[k] = nil
-  end
-end
-for k in pairs(by) do rest[#rest + 1] = k end
-table.sort(rest)
-for _, k in ipairs(rest) do
-  vals[#vals + 1] = k
-  vals[#vals + 1] = by[k]
-end
-for _, v in ipairs({'error', cause, 'attempts', fmt(attempt), 'group', group, 'consumer', owner, 'stream_id', id}) do
-  vals[#vals + 1] = v
-end
-local dead_id
-if maxlen > 0 then
-  dead_id = redis.call('XADD', KEYS[8], 'MAXLEN', '~', maxlen, '*', unpack(vals))
-else
-  dead_id = redis.call('XADD', KEYS[8], '*', unpack(vals))
-end
+-- The owner the pending entry list names: the consumer whose delivery
+-- this was, as lease.lua records it.
+local dead_id = dead_letter(found[1][2], cause, attempt, group, owner, id, maxlen)
 redis.call('XACK', KEYS[6], group, id)
 return {'dead', dead_id}

@@ -13,7 +13,7 @@
 -- fields Consume added when dead-lettering (error, attempts, group,
 -- consumer, stream_id) are dropped. Adding and deleting in one script means
 -- a crash can neither lose the event nor requeue it twice. It runs in
--- prelude.lua's three phases, so a refusal writes nothing.
+-- the three phases of includes/probe.lua, so a refusal writes nothing.
 
 local err = check_type(KEYS[1], 'stream') or check_type(KEYS[2], 'stream')
 if err then return err end

@@ -1,9 +1,9 @@
 -- reschedule.lua: move a scheduled timer to a new due time.
 --
--- KEYS: the namespace's seven keys (see prelude.lua).
+-- KEYS: the namespace's seven keys (see includes/check_types.lua).
 -- ARGV[1] id
 -- ARGV[2] new due score ('<ms>' or '<ms>.<us>'), 'now' for the server's current time (fire at once), or
---         '+<ms>.<us>' for that long after it (see resolve_due in prelude.lua)
+--         '+<ms>.<us>' for that long after it (see includes/resolve_due.lua)
 -- ARGV[3] wake channel, told the new earliest due_ms when it moves earlier
 -- Reply: {status, record}: status 'ok', 'fired', 'cancelled' or 'notfound';
 --        the record is the updated one on 'ok', the current one otherwise.

@@ -1,8 +1,8 @@
 -- restore.lua: write timers as an export recorded them, states and times
 -- included; leave existing IDs alone.
 --
--- KEYS: the shard's seven keys (see prelude.lua), then KEYS[8] its
---       schedules hash (recur_prelude.lua), read only.
+-- KEYS: the shard's seven keys (see includes/check_types.lua), then KEYS[8] its
+--       schedules hash (includes/recur_keys.lua), read only.
 -- ARGV[1]        retention_ms: how long a settled record is kept after it
 --                settled; 0 = forever
 -- ARGV[2]        wake channel, told the new earliest due_ms when it moves earlier
@@ -35,7 +35,7 @@
 -- cancelled) in the namespace it was exported from, and the consumers of
 -- this one must not see it again.
 --
--- It runs in prelude.lua's three phases: every check and read, then a
+-- It runs in the three phases of includes/probe.lua: every check and read, then a
 -- no-op probe of every write (ZADD first, so that Redis refuses a restore
 -- under OOM), then the one PUBLISH and the writes. A malformed argument, a
 -- key of the wrong type, a missing right or a refused PUBLISH leaves the

@@ -1,6 +1,6 @@
 -- schedule.lua: create timers that do not exist yet; leave existing ones alone.
 --
--- KEYS: the namespace's seven keys, then its traces hash (see prelude.lua),
+-- KEYS: the namespace's seven keys, then its traces hash (see includes/check_types.lua),
 --       then KEYS[9] the shard's deliveries hash (id -> endpoint name) and
 --       KEYS[10] the shard's endpoint names hash (keyspace EndpointNames:
 --       with one shard, the namespace's endpoints hash itself), and with
@@ -13,8 +13,8 @@
 --                added its own; '0' for none
 -- ARGV[4+4i..]   quadruples: id, due, payload, endpoint (validated by the
 --                client); due is a due score ('<ms>' or '<ms>.<us>', see
---                prelude.lua), or '+<ms>.<us>' for that long after
---                the server's clock (see resolve_due in prelude.lua);
+--                includes/fmt_due.lua), or '+<ms>.<us>' for that long after
+--                the server's clock (see includes/resolve_due.lua);
 --                endpoint is the name of the endpoint the fire is delivered
 --                to, '' for a timer that does not deliver, and after a space
 --                the timer's own delivery URL if it has one; with a flow key,
@@ -44,7 +44,7 @@
 --
 -- Idempotent by ID: an existing record, even fired or cancelled, is returned
 -- unchanged, so a replaying caller never re-arms a timer that already fired.
--- All or nothing: it checks and probes before its first write (prelude.lua),
+-- All or nothing: it checks and probes before its first write (includes/probe.lua),
 -- so a refusal (ACL, OOM) creates none of the timers.
 --
 -- Cheap per call: it writes only KEYS[1] and KEYS[2] (and KEYS[8], KEYS[9]

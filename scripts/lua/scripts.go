@@ -6,8 +6,8 @@ import "github.com/timerq/timerq/internal/keyspace"
 type Script struct {
 	// Name is the script's file, without ".lua".
 	Name string
-	// Source is the script as loaded: prelude.lua, the extra prelude if
-	// any, then the script's file.
+	// Source is the script as loaded: its Includes, with the includes
+	// they declare, each once (assemble), then the script's file.
 	Source string
 	// ShardedSource is Source with SPUBLISH for PUBLISH (Sharded); the same
 	// as Source for a script that does not publish.
@@ -29,22 +29,21 @@ type Script struct {
 	// Worker means a worker (package poller) runs the script, so
 	// queue.CheckPermissions must find each of its Commands granted.
 	Worker bool
-
-	prelude string // an extra prelude file, read after prelude.lua
+	// Includes are the helpers the script calls, each a file
+	// includes/<name>.lua; the includes those use come with them. Redis
+	// runs a script's whole text on every call, so a script includes
+	// what it calls and nothing else (TestScriptsIncludeWhatTheyUse).
+	Includes []string
 }
 
 // All is the table: every script timerq runs, in the order of the entries
 // below. To add a script, write its .lua file (with the header the others
-// have) and one entry; the tests run every entry as Redis users lacking
+// have) and one entry naming its Includes; the tests run every entry as Redis users lacking
 // each of its rights (internal/aclright).
 var All []*Script
 
 func add(s *Script) *Script {
-	s.Source = file("prelude")
-	if s.prelude != "" {
-		s.Source += file(s.prelude)
-	}
-	s.Source += file(s.Name)
+	s.Source = assemble(s.Includes) + file(s.Name)
 	s.ShardedSource = s.Source
 	if s.Publishes {
 		s.ShardedSource = Sharded(s.Source)
@@ -78,7 +77,7 @@ func workerKeys(sp keyspace.Space, _ string) []string {
 // The table.
 var (
 	// Schedule creates timers that do not exist yet (schedule.lua).
-	Schedule = add(&Script{Name: "schedule", Publishes: true,
+	Schedule = add(&Script{Name: "schedule", Includes: []string{"check_traces", "check_type", "decode", "due_of", "encode", "fmt", "full", "is_due", "malformed", "now_ms", "over_quota", "probe_all", "publish", "refusal", "resolve_due"}, Publishes: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
 			keys := append(sp.Keys(), sp.Traces(), sp.Deliveries(), sp.EndpointNames())
 			if sp.Count() == 1 {
@@ -90,7 +89,7 @@ var (
 		},
 		Commands: []string{"type", "time", "zrange", "hmget", "zscore", "hexists", "zcount", "zadd", "hset", "hget"}})
 	// Claim fires due timers exactly once (claim.lua).
-	Claim = add(&Script{Name: "claim", Publishes: true, Worker: true,
+	Claim = add(&Script{Name: "claim", Includes: []string{"check_type", "check_types", "clock_due", "clock_ms", "decode", "fire", "fmt", "ms_of", "probe", "quarantine", "refusal", "score_ms"}, Publishes: true, Worker: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
 			return append(sp.Keys(), sp.Traces(), sp.Quarantine(), sp.Deliveries())
 		},
@@ -98,23 +97,23 @@ var (
 			"xadd", "hincrby", "hdel"}})
 	// Hold decides a claim in a namespace with replicas, firing nothing
 	// until Commit (hold.lua).
-	Hold = add(&Script{Name: "hold", Worker: true, Keys: holdKeys,
+	Hold = add(&Script{Name: "hold", Includes: []string{"check_type", "check_types", "clock_due", "clock_ms", "decode", "fmt", "probe", "probe_all", "quarantine", "score_ms"}, Worker: true, Keys: holdKeys,
 		Commands: []string{"type", "time", "hmget", "hset", "zrangebyscore", "zrange", "zrem", "hdel", "hincrby"}})
 	// Commit fires what Hold decided, once WAIT saw replicas have it
 	// (commit.lua).
-	Commit = add(&Script{Name: "commit", Publishes: true, Worker: true, Keys: holdKeys,
+	Commit = add(&Script{Name: "commit", Includes: []string{"check_type", "check_types", "decode", "due_of", "fire", "fmt", "ms_of", "probe"}, Publishes: true, Worker: true, Keys: holdKeys,
 		Commands: []string{"type", "hmget", "zscore", "zrange", "hdel", "zrem", "hset", "zadd", "xadd", "xtrim",
 			"hincrby"}})
 	// Cancel cancels a scheduled timer (cancel.lua).
-	Cancel = add(&Script{Name: "cancel", Keys: timerKeys, Publishes: true,
+	Cancel = add(&Script{Name: "cancel", Includes: []string{"cancel_timer", "check_types", "decode", "due_of", "malformed", "now_ms", "probe_all"}, Keys: timerKeys, Publishes: true,
 		Commands: []string{"type", "hget", "zscore", "time", "zadd", "hset", "zrem"}})
 	// Reschedule moves a scheduled timer (reschedule.lua).
-	Reschedule = add(&Script{Name: "reschedule", Keys: timerKeys, Publishes: true,
+	Reschedule = add(&Script{Name: "reschedule", Includes: []string{"check_types", "decode", "is_due", "malformed", "probe", "resolve_due", "wake"}, Keys: timerKeys, Publishes: true,
 		Commands: []string{"type", "hget", "time", "zrange", "zadd"}})
 	// Debounce creates a debounce key's window timer or pushes it back,
 	// within the window's maximum wait (debounce.lua); group is the
 	// debounce key.
-	Debounce = add(&Script{Name: "debounce", Publishes: true,
+	Debounce = add(&Script{Name: "debounce", Includes: []string{"check_type", "check_types", "clock_ms", "decode", "due_of", "encode", "fmt", "fmt_due", "is_ms", "malformed", "over_quota", "probe_all", "resolve_due", "wake"}, Publishes: true,
 		Keys: func(sp keyspace.Space, key string) []string {
 			keys := append(sp.Keys(), sp.Schedules(), sp.Debounce(key), sp.Traces(), sp.Deliveries(), sp.EndpointNames())
 			if sp.Count() == 1 {
@@ -125,66 +124,66 @@ var (
 		Commands: []string{"type", "time", "get", "hget", "zscore", "zrange", "hexists", "zcount", "zadd", "hset", "set", "hdel"}})
 	// DebounceRestore writes an exported debounce window's timer and
 	// reopens its window (debounce_restore.lua); group is the debounce key.
-	DebounceRestore = add(&Script{Name: "debounce_restore", Publishes: true,
+	DebounceRestore = add(&Script{Name: "debounce_restore", Includes: []string{"check_type", "check_types", "encode", "fmt", "full", "is_due", "now_ms", "probe_all", "wake"}, Publishes: true,
 		Keys: func(sp keyspace.Space, key string) []string {
 			return append(sp.Keys(), sp.Schedules(), sp.Debounce(key))
 		},
 		Commands: []string{"type", "hget", "zscore", "time", "get", "zrange", "zadd", "hset", "set"}})
 	// Purge removes settled timers past their retention (purge.lua).
-	Purge = add(&Script{Name: "purge", Worker: true,
+	Purge = add(&Script{Name: "purge", Includes: []string{"check_hash", "check_traces", "check_types", "now_ms", "probe_all"}, Worker: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
 			return append(sp.Keys(), sp.Traces(), sp.Deliveries())
 		},
 		Commands: []string{"type", "time", "zrangebyscore", "zcount", "zremrangebyrank", "hdel", "zrem"}})
 	// Stats reports counts and the overdue backlog (stats.lua).
-	Stats = add(&Script{Name: "stats", Keys: timerKeys, Worker: true,
+	Stats = add(&Script{Name: "stats", Includes: []string{"check_types", "clock_due"}, Keys: timerKeys, Worker: true,
 		Commands: []string{"type", "time", "zrange", "zcard", "zcount"}})
 	// List pages through timers in due order (list.lua).
-	List = add(&Script{Name: "list", Keys: timerKeys,
+	List = add(&Script{Name: "list", Includes: []string{"check_types", "fmt", "fmt_due", "full_or_bad"}, Keys: timerKeys,
 		Commands: []string{"type", "zscore", "zrank", "zrange", "zrangebyscore", "hmget"}})
 	// Get reads one timer (get.lua).
-	Get = add(&Script{Name: "get", Keys: timerKeys, Commands: []string{"type", "hget", "zscore"}})
+	Get = add(&Script{Name: "get", Includes: []string{"check_types", "full_or_bad", "malformed"}, Keys: timerKeys, Commands: []string{"type", "hget", "zscore"}})
 	// Check checks, changing nothing, that the Redis user may run what a
 	// worker's scripts run (check.lua).
-	Check = add(&Script{Name: "check", Keys: timerKeys, Publishes: true,
+	Check = add(&Script{Name: "check", Includes: []string{"check_types", "probe_all", "publish", "refusal"}, Keys: timerKeys, Publishes: true,
 		Commands: []string{"type", "time", "zrange", "zrangebyscore", "zscore", "zcount", "zcard", "hget", "hmget",
 			"zremrangebyrank", "zremrangebyscore", "zadd", "zrem", "hset", "hdel", "xadd", "xtrim", "hincrby"}})
 	// Restore writes exported timers with their states and times
 	// (restore.lua); it reads the shard's schedules.
-	Restore = add(&Script{Name: "restore", Publishes: true,
+	Restore = add(&Script{Name: "restore", Includes: []string{"check_type", "check_types", "encode", "fmt", "full", "is_due", "over_quota", "probe_all", "wake"}, Publishes: true,
 		Keys:     func(sp keyspace.Space, _ string) []string { return append(sp.Keys(), sp.Schedules()) },
 		Commands: []string{"type", "zrange", "hget", "zscore", "zcount", "zadd", "hset"}})
 	// Requeue moves a dead letter back onto the fire stream (requeue.lua).
-	Requeue = add(&Script{Name: "requeue",
+	Requeue = add(&Script{Name: "requeue", Includes: []string{"check_type", "probe_all"},
 		Keys:     func(sp keyspace.Space, _ string) []string { return []string{sp.Fires(), sp.DeadLetter()} },
 		Commands: []string{"type", "xrange", "xadd", "xdel"}})
 	// Heartbeat renews or ends a worker's membership of the namespace
 	// (heartbeat.lua).
-	Heartbeat = add(&Script{Name: "heartbeat", Worker: true,
+	Heartbeat = add(&Script{Name: "heartbeat", Includes: []string{"check_type", "fmt", "now_ms", "probe_all", "read_probe"}, Worker: true,
 		Keys: func(sp keyspace.Space, g string) []string {
 			return append(workerKeys(sp, g), sp.Namespace().Meta())
 		},
 		Commands: []string{"type", "time", "hmget", "zrange", "hset", "zadd", "zrem", "zremrangebyscore"}})
 	// Workers reads the namespace's live workers (workers.lua).
-	Workers = add(&Script{Name: "workers", Keys: workerKeys,
+	Workers = add(&Script{Name: "workers", Includes: []string{"check_type", "fmt", "now_ms"}, Keys: workerKeys,
 		Commands: []string{"type", "time", "hmget", "zrangebyscore"}})
 	// Overlap applies the schedules' overlap policies to one consumer
 	// group's deliveries (overlap.lua).
-	Overlap = add(&Script{Name: "overlap",
+	Overlap = add(&Script{Name: "overlap", Includes: []string{"check_type", "probe_all", "sdecode"},
 		Keys: func(sp keyspace.Space, group string) []string {
 			return []string{sp.Fires(), sp.Schedules(), sp.Overlap(group), sp.Counters()}
 		},
 		Commands: []string{"type", "hget", "xpending", "xack", "hincrby", "hset", "hdel"}})
 	// RecurLoad reads schedules and their pending occurrences (recur_load.lua).
-	RecurLoad = add(&Script{Name: "recur_load", prelude: "recur_prelude", Keys: recurKeys, Worker: true,
+	RecurLoad = add(&Script{Name: "recur_load", Includes: []string{"check_recur_types", "fmt", "fmt_due", "now_ms", "occ_id", "probe", "recur_keys", "sdecode", "split"}, Keys: recurKeys, Worker: true,
 		Commands: []string{"type", "time", "zrangebyscore", "hget", "zscore", "zadd"}})
 	// RecurArm tops up active schedules with new occurrences (recur_arm.lua).
-	RecurArm = add(&Script{Name: "recur_arm", prelude: "recur_prelude", Keys: recurKeys, Publishes: true, Worker: true,
+	RecurArm = add(&Script{Name: "recur_arm", Includes: []string{"check_recur_types", "check_type", "encode", "fmt", "now_ms", "occ_id", "probe_all", "recur_keys", "sdecode", "sencode", "split", "wake"}, Keys: recurKeys, Publishes: true, Worker: true,
 		Commands: []string{"type", "time", "zrange", "hget", "zscore", "hset", "zadd", "zrem"}})
 	// RecurPut creates, updates, pauses, resumes or deletes a schedule
 	// (recur_put.lua).
 	// group is the schedule's ID, whose debounce window it reads.
-	RecurPut = add(&Script{Name: "recur_put", prelude: "recur_prelude", Publishes: true,
+	RecurPut = add(&Script{Name: "recur_put", Includes: []string{"cancel_timer", "check_hash", "check_recur_types", "check_type", "decode", "encode", "fmt", "fmt_due", "now_ms", "occ_id", "over_quota", "probe_all", "recur_keys", "sdecode", "sencode", "split", "wake"}, Publishes: true,
 		Keys: func(sp keyspace.Space, id string) []string {
 			return append(append(sp.Keys(), sp.Debounce(id)), recurKeys(sp, "")[7:]...)
 		},
@@ -192,7 +191,7 @@ var (
 	// Lease hands one consumer of a group a batch of one shard's fire
 	// events under leases: reclaims expired ones, dead-letters what
 	// exceeded its attempts, reads new entries (lease.lua).
-	Lease = add(&Script{Name: "lease",
+	Lease = add(&Script{Name: "lease", Includes: []string{"check_type", "dead_letter", "fmt", "now_ms", "probe_all", "read_probe", "refusal"},
 		Keys: func(sp keyspace.Space, _ string) []string {
 			return append(sp.Keys(), sp.DeadLetter(), sp.LeaseCursors())
 		},
@@ -200,33 +199,33 @@ var (
 			"xclaim", "xreadgroup", "xrevrange"}})
 	// Release hands a leased delivery back, dead-letters it or extends its
 	// lease (release.lua).
-	Release = add(&Script{Name: "release",
+	Release = add(&Script{Name: "release", Includes: []string{"check_type", "dead_letter", "fmt", "now_ms", "probe_all", "refusal"},
 		Keys:     func(sp keyspace.Space, _ string) []string { return append(sp.Keys(), sp.DeadLetter()) },
 		Commands: []string{"type", "time", "xpending", "xclaim", "xrange", "xadd", "xack"}})
 	// FlowTake grants deliveries of flows their rate and in-flight slots,
 	// in the flows' home shard (flow_take.lua). Its keys are the flows'
 	// states, which the caller gives; Keys names one, for one flow.
-	FlowTake = add(&Script{Name: "flow_take",
+	FlowTake = add(&Script{Name: "flow_take", Includes: []string{"check_type", "fmt", "now_ms", "probe_all", "refusal"},
 		Keys: func(sp keyspace.Space, group string) []string {
 			return []string{sp.FlowState(group, keyspace.FlowID("", "k"))}
 		},
 		Commands: []string{"type", "time", "zscore", "zcount", "zadd", "zremrangebyscore", "pexpire"}})
 	// FlowPark parks leased fires that flow control holds back
 	// (flow_park.lua).
-	FlowPark = add(&Script{Name: "flow_park", Keys: flowKeys,
+	FlowPark = add(&Script{Name: "flow_park", Includes: []string{"check_type", "probe_all", "refusal"}, Keys: flowKeys,
 		Commands: []string{"type", "xpending", "xack", "zadd", "hset"}})
 	// FlowPop hands a consumer parked fires whose flows may be tried
 	// again (flow_pop.lua).
-	FlowPop = add(&Script{Name: "flow_pop", Keys: flowKeys,
+	FlowPop = add(&Script{Name: "flow_pop", Includes: []string{"check_type", "fmt", "now_ms", "probe_all", "refusal"}, Keys: flowKeys,
 		Commands: []string{"type", "time", "zrangebyscore", "hmget", "zlexcount", "zrangebylex", "xrange", "xclaim", "zrem",
 			"zadd", "hdel"}})
 	// EndpointPut creates or replaces one endpoint within the namespace's
 	// endpoints quota (endpoint_put.lua); its key is the namespace's.
-	EndpointPut = add(&Script{Name: "endpoint_put",
+	EndpointPut = add(&Script{Name: "endpoint_put", Includes: []string{"check_type", "over_quota"},
 		Keys:     func(sp keyspace.Space, _ string) []string { return []string{sp.Namespace().Endpoints()} },
 		Commands: []string{"type", "hexists", "hlen", "hset"}})
 	// Create writes a namespace's meta key unless it exists (create.lua).
-	Create = add(&Script{Name: "create",
+	Create = add(&Script{Name: "create", Includes: []string{"fmt", "now_ms"},
 		Keys: func(sp keyspace.Space, _ string) []string {
 			ns := sp.Namespace()
 			s := keyspace.Shard(string(ns), 0, 1)

@@ -21,17 +21,17 @@ func commands(src string) map[string]bool {
 	return m
 }
 
-// TestTableCoversEveryFile: each .lua file is an entry of the table or a
-// prelude, so no script is loaded from anywhere else.
+// TestTableCoversEveryFile: each .lua file is an entry of the table (the
+// includes live in includes/), so no script is loaded from anywhere else.
 func TestTableCoversEveryFile(t *testing.T) {
 	names, err := fs.Glob(files, "*.lua")
 	if err != nil {
 		t.Fatal(err)
 	}
-	entries := map[string]bool{"prelude": true, "recur_prelude": true}
+	entries := map[string]bool{}
 	for _, s := range All {
 		if entries[s.Name] {
-			t.Errorf("%s is in the table twice, or is a prelude", s.Name)
+			t.Errorf("%s is in the table twice", s.Name)
 		}
 		entries[s.Name] = true
 	}
@@ -49,18 +49,10 @@ func TestTableCoversEveryFile(t *testing.T) {
 // checks on Redis that the commands are all the script needs.
 func TestTableEntries(t *testing.T) {
 	for _, s := range All {
-		have := commands(file(s.Name))
-		if s.prelude != "" {
-			for c := range commands(file(s.prelude)) {
-				have[c] = true
-			}
-		}
-		for c := range commands(file("prelude")) {
-			have[c] = true
-		}
+		have := commands(s.Source)
 		for _, c := range s.Commands {
 			if !have[c] {
-				t.Errorf("%s: the table lists %s, which neither the script nor its preludes run", s.Name, c)
+				t.Errorf("%s: the table lists %s, which neither the script nor its includes run", s.Name, c)
 			}
 		}
 		for _, sp := range []keyspace.Space{keyspace.Shard("ns", 0, 1), keyspace.Shard("ns", 3, 4)} {
@@ -126,7 +118,7 @@ func TestErrorCodesHaveOnePrefix(t *testing.T) {
 // The scripts that compare due scores with the server's clock and write a
 // fire time read TIME once: from two reads, the second may fall in the next
 // millisecond, and a timer due in it would be written as fired a
-// millisecond before its due time (prelude.lua, clock_due).
+// millisecond before its due time (includes/clock_due.lua).
 func TestDueComparisonsReadTimeOnce(t *testing.T) {
 	reads := regexp.MustCompile(`redis\.call\('TIME'\)|now_\w+\(\)`)
 	for _, name := range []string{"claim", "hold", "stats"} {

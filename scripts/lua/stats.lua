@@ -1,6 +1,6 @@
 -- stats.lua: counts per state and the overdue backlog, by the server clock.
 --
--- KEYS: the namespace's seven keys (see prelude.lua).
+-- KEYS: the namespace's seven keys (see includes/check_types.lua).
 -- ARGV: none.
 -- Reply: {now, scheduled, fired, cancelled, earliest_score_or_empty, overdue}
 --        where now is the server clock to the microsecond, as a due score

@@ -1,6 +1,9 @@
--- recur_prelude.lua: helpers of the recurring-schedule scripts, prepended
--- after prelude.lua (the table in scripts.go). Those scripts take one shard's
--- keys, in prelude.lua's order, and four more last, with the same hash tag:
+-- recur_keys (include): the recurring-schedule scripts' last four keys, by
+-- name.
+--
+-- The recurring-schedule scripts (recur_load, recur_arm, recur_put) take one
+-- shard's keys, in check_types' order, and four more last, with the same
+-- hash tag:
 -- the shard's deliveries and endpoint names (keyspace Deliveries and
 -- EndpointNames), then the schedules of that shard, whose occurrences live
 -- in it too. They are addressed from the end, so that the timer keys may
@@ -14,25 +17,9 @@
 --                      fired without its successor being armed, and the
 --                      repair pass tops the schedule up. Active schedules only.
 --
--- A schedule record's codec (sdecode, sencode) is in prelude.lua, which
+-- A schedule record's codec is the includes sdecode and sencode, which
 -- overlap.lua shares. An occurrence is an ordinary timer with ID
 -- "<schedule id>@<nominal ms>".
 
 local SCHED_KEY, SDUE_KEY = KEYS[#KEYS - 1], KEYS[#KEYS]
 local DELIVER_KEY, ENDPOINTS_KEY = KEYS[#KEYS - 3], KEYS[#KEYS - 2]
-
-local function check_recur_types()
-  local err = check_types()
-  if err then return err end
-  return check_type(SCHED_KEY, 'hash') or check_type(SDUE_KEY, 'zset')
-end
-
-local function split(csv)
-  local t = {}
-  for n in string.gmatch(csv, '%d+') do t[#t + 1] = n end
-  return t
-end
-
-local function occ_id(sid, nominal)
-  return sid .. '@' .. nominal
-end

@@ -1,0 +1,128 @@
+-- fire (include): the fire writer of claim.lua and commit.lua: a batch of
+-- scheduled timers written as fired, with their checks, probes, messages
+-- and writes.
+-- includes: encode fmt late_field probe publish take_values
+--
+-- A batch (fire_batch) collects the timers firing at one time now_ms:
+-- fire_add queues one, fire_read moves their traceparents (KEYS[8]) and
+-- endpoints (the deliveries hash the batch names) into their events,
+-- fire_reply appends them to a reply, fire_probes probes every write,
+-- fire_publish sends the notify message and each timer's wakeup, and
+-- fire_write writes: one fire stream entry each (KEYS[6], through the
+-- caller's xadd, which picks the entry IDs and the trim), the record
+-- rewritten as fired (KEYS[2]), the traces and deliveries dropped, the
+-- fired set (KEYS[3]), the expire set (KEYS[5], when retention > 0) and the
+-- counters (KEYS[7]: fired, late_sum_ms, late_field's bucket). An event is
+-- {id, due_ms, payload, traceparent or nil, deliveries value or nil}.
+-- Removing the timers from the due set (KEYS[1]) is the caller's.
+
+local function fire_batch(now, retention, deliveries)
+  return {now = now, now_s = fmt(now), retention = retention, purge_at = fmt(now + retention),
+    deliveries = deliveries, events = {}, hset = {}, fired = {}, expire = {}, buckets = {}, late_sum = 0}
+end
+
+-- fire_add queues the scheduled timer id, due at due_s (whole ms), and
+-- returns its event.
+local function fire_add(f, id, due_s, created, payload)
+  local hset, fired, expire = f.hset, f.fired, f.expire
+  hset[#hset + 1] = id
+  hset[#hset + 1] = encode('f', due_s, created, f.now_s, payload)
+  fired[#fired + 1] = due_s
+  fired[#fired + 1] = id
+  expire[#expire + 1] = f.purge_at
+  expire[#expire + 1] = id
+  local e = {id, due_s, payload}
+  f.events[#f.events + 1] = e
+  local late = math.max(f.now - tonumber(due_s), 0)
+  f.late_sum = f.late_sum + late
+  local b = late_field(late)
+  f.buckets[b] = (f.buckets[b] or 0) + 1
+  return e
+end
+
+-- fire_read reads the traceparents and endpoints of the batch, checking
+-- both hashes' types; it returns an error reply or nil.
+local function fire_read(f)
+  local err
+  f.traced, err = take_values(KEYS[8], f.events, 4)
+  if err then return err end
+  f.delivering, err = take_values(f.deliveries, f.events, 5)
+  return err
+end
+
+local function fire_reply(f, reply)
+  for _, e in ipairs(f.events) do
+    reply[#reply + 1] = e[1]
+    reply[#reply + 1] = e[2]
+    reply[#reply + 1] = e[3]
+    reply[#reply + 1] = e[4] or ''
+  end
+end
+
+local function fire_probes(f)
+  if #f.events == 0 then return nil end
+  return probe('HSET', KEYS[2]) or probe('ZADD', KEYS[3]) or
+    (f.retention > 0 and probe('ZADD', KEYS[5])) or probe('XADD', KEYS[6]) or probe('HINCRBY', KEYS[7]) or
+    (#f.traced > 0 and probe('HDEL', KEYS[8])) or (#f.delivering > 0 and probe('HDEL', f.deliveries)) or nil
+end
+
+-- fire_publish tells notify (unless '') how many timers fired, and each
+-- timer's channel, prefix .. id, 'fired'.
+local function fire_publish(f, prefix, notify)
+  local err
+  if notify and notify ~= '' and #f.events > 0 then
+    err = publish(notify, fmt(#f.events))
+    if err then return err end
+  end
+  for _, e in ipairs(f.events) do
+    err = publish(prefix .. e[1], 'fired')
+    if err then return err end
+  end
+  return nil
+end
+
+-- fire_entry is the fire stream entry of event e: id, due, fired, payload,
+-- then traceparent, endpoint and flow when the timer has them. The
+-- deliveries value is "<endpoint>" or, for a timer with a flow key,
+-- "<endpoint>\0<flow key>" (schedule.lua); an empty endpoint is left out.
+-- This is the one reader of that value.
+local function fire_entry(f, e)
+  local entry = {'id', e[1], 'due', e[2], 'fired', f.now_s, 'payload', e[3]}
+  if e[4] then
+    entry[#entry + 1] = 'traceparent'
+    entry[#entry + 1] = e[4]
+  end
+  local ep, flow = e[5], nil
+  -- A plain find, so that a timer without a flow key costs no pattern.
+  local z = ep and string.find(ep, '\0', 1, true)
+  if z then
+    -- Two statements: gopher-lua (miniredis) assigns ep before it
+    -- evaluates the second expression of a multiple assignment.
+    flow = string.sub(ep, z + 1)
+    ep = string.sub(ep, 1, z - 1)
+  end
+  if ep and ep ~= '' then
+    entry[#entry + 1] = 'endpoint'
+    entry[#entry + 1] = ep
+  end
+  if flow then
+    entry[#entry + 1] = 'flow'
+    entry[#entry + 1] = flow
+  end
+  return entry
+end
+
+-- fire_write writes the batch; xadd(i, e, entry) appends the i-th event's
+-- entry to KEYS[6].
+local function fire_write(f, xadd)
+  if #f.events == 0 then return end
+  for i, e in ipairs(f.events) do xadd(i, e, fire_entry(f, e)) end
+  redis.call('HSET', KEYS[2], unpack(f.hset))
+  if #f.traced > 0 then redis.call('HDEL', KEYS[8], unpack(f.traced)) end
+  if #f.delivering > 0 then redis.call('HDEL', f.deliveries, unpack(f.delivering)) end
+  redis.call('ZADD', KEYS[3], unpack(f.fired))
+  if f.retention > 0 then redis.call('ZADD', KEYS[5], unpack(f.expire)) end
+  redis.call('HINCRBY', KEYS[7], 'fired', #f.events)
+  redis.call('HINCRBY', KEYS[7], 'late_sum_ms', fmt(f.late_sum))
+  for b, c in pairs(f.buckets) do redis.call('HINCRBY', KEYS[7], b, c) end
+end

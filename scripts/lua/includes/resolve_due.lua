@@ -1,0 +1,28 @@
+-- resolve_due (include): turn a due argument (absolute, 'now' or relative)
+-- into a due score (reads TIME once per call).
+-- includes: fmt now_ms
+--
+-- resolve_due turns a due argument into a due score string. The argument
+-- is an absolute due score ('<ms>' or '<ms>.<us>'), 'now' for the server's
+-- clock, or '+<ms>.<us>' (us 0-999) for that long after the server's
+-- clock. A relative due time is TIME's microseconds plus the delay, exact
+-- to the microsecond, so it is never early; the parts are added separately
+-- so that each stays an exact integer in a double.
+-- Every relative due time of one call counts from the same TIME, read once.
+local relative_base
+local function resolve_due(arg)
+  -- Absolute due times, the common case, pay one byte comparison.
+  if string.byte(arg, 1) ~= 43 then -- not '+'
+    if arg == 'now' then return fmt(now_ms()) end
+    return arg
+  end
+  local ms, us = string.match(arg, '^%+(%d+)%.(%d%d%d)$')
+  if not ms then return arg end
+  relative_base = relative_base or redis.call('TIME')
+  local t = relative_base
+  local sec, usec = tonumber(t[1]), tonumber(t[2])
+  local sub = usec % 1000 + tonumber(us)
+  local whole = sec * 1000 + math.floor(usec / 1000) + tonumber(ms) + math.floor(sub / 1000)
+  if sub % 1000 == 0 then return fmt(whole) end
+  return fmt(whole) .. '.' .. string.format('%03d', sub % 1000)
+end
