@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/internal/sleep"
 )
 
 // This file is the read side that dashboards and operators use: the fire
@@ -237,7 +239,7 @@ func (q *Queue) ReadFires(ctx context.Context, o ReadFiresOptions) (FirePage, er
 			if err != nil || wait <= 0 || anyEntries(streams) {
 				break
 			}
-			if !sleepCtx(ctx, min(wait, fireReadPoll)) {
+			if !sleep.For(ctx, min(wait, fireReadPoll)) {
 				err = ctx.Err()
 				break
 			}
