@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -84,52 +85,31 @@ func (h *Handler) streamFires(w http.ResponseWriter, r *http.Request) {
 	if st.Send([]byte(": timerq fires\nretry: 2000\n\n")) != nil {
 		return
 	}
-	ctx := r.Context()
-	tick := time.NewTicker(h.opts.StreamPoll)
-	defer tick.Stop()
-	lastSent := time.Now()
-	var buf bytes.Buffer
-	for {
-		rctx, cancel := h.ctx(r)
-		page, err := q.ReadFires(rctx, queue.ReadFiresOptions{Limit: queue.MaxBatch, Cursor: after})
-		evs, next := page.Events, page.NextCursor
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		buf.Reset()
-		switch {
-		case err != nil:
+	st.Poll(r.Context(), httpstream.Poll{
+		Every:     h.opts.StreamPoll,
+		KeepAlive: keepAlive,
+		// Redis is failing: say so every few seconds, not every poll.
+		Backoff: h.opts.RetryAfter,
+		Next: func(ctx context.Context, buf *bytes.Buffer) (bool, error) {
+			rctx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
+			defer cancel()
+			page, err := q.ReadFires(rctx, queue.ReadFiresOptions{Limit: queue.MaxBatch, Cursor: after})
+			if err != nil {
+				return false, err
+			}
+			writeEvents(buf, page.Events, after, page.NextCursor)
+			if len(page.Events) > 0 {
+				after = page.NextCursor
+			}
+			return len(page.Events) == queue.MaxBatch, nil
+		},
+		Problem: func(buf *bytes.Buffer, err error) {
 			h.log.Warn("timerq api: reading the fire streams failed", "namespace", q.Namespace(), "err", err)
 			p, _ := h.problemOf(err, q.Namespace())
 			data, _ := json.Marshal(p)
-			fmt.Fprintf(&buf, "event: problem\ndata: %s\n\n", data)
-		case len(evs) > 0:
-			writeEvents(&buf, evs, after, next)
-			after = next
-		case time.Since(lastSent) >= keepAlive:
-			buf.WriteString(": keep-alive\n\n")
-		}
-		if buf.Len() > 0 {
-			if st.Send(buf.Bytes()) != nil {
-				return // the client is gone or stopped reading
-			}
-			lastSent = time.Now()
-		}
-		if len(evs) == queue.MaxBatch {
-			continue // more are waiting
-		}
-		wait := tick.C
-		if err != nil {
-			// Redis is failing: say so every few seconds, not every poll.
-			wait = time.After(h.opts.RetryAfter)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-wait:
-		}
-	}
+			fmt.Fprintf(buf, "event: problem\ndata: %s\n\n", data)
+		},
+	})
 }
 
 // writeEvents writes evs, read after the cursor after up to next, each

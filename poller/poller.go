@@ -26,6 +26,7 @@ import (
 	"github.com/timerq/timerq/internal/errtext"
 	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/shardsub"
+	"github.com/timerq/timerq/internal/sleep"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -233,7 +234,7 @@ func (p *Poller) readLayout(ctx context.Context, stop context.CancelCauseFunc) (
 		}
 		d := p.backoff(failures)
 		p.log.Warn("timerq: claim failed; retrying", "attempt", failures, "retry_in", d, "err", err)
-		if !sleep(ctx, d) {
+		if !sleep.For(ctx, d) {
 			return 0, false, false
 		}
 	}
@@ -381,17 +382,6 @@ func weight(member string, shard int) uint64 {
 	x *= 0x94d049bb133111eb
 	x ^= x >> 31
 	return x
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // shardLoop claims one shard: as its owner, or, when it watches a shard

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/internal/sleep"
 )
 
 // Defaults of ConsumeOptions.
@@ -253,7 +255,7 @@ func (c *consumerRun) run(ctx context.Context) {
 			c.opts.OnError(errorf("consume %s/%s: %w", c.group, c.name, err))
 		}
 		failures++
-		return sleepCtx(ctx, consumeBackoff(failures))
+		return sleep.For(ctx, consumeBackoff(failures))
 	}
 	for ctx.Err() == nil {
 		if !c.resumed {
@@ -393,16 +395,4 @@ func parseEvent(m redis.XMessage, attempt int) (Event, error) {
 	}
 	ev.Due, ev.FiredAt = fromMillis(due), fromMillis(fired)
 	return ev, nil
-}
-
-// sleepCtx sleeps d and reports whether ctx is still live.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

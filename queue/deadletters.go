@@ -50,87 +50,32 @@ type DeadLetterPage struct {
 // DeadLetters returns one page of the dead letters of every shard, oldest
 // first.
 //
-// In a namespace of several shards it reads each shard's share of the
-// page and a margin first, in one pipeline, then more only from a shard
-// that ran out before the page was merged (its next read is at most the
-// rest): about a page of entries in all, however the dead letters are
-// spread, rather than a page from every shard.
+// In a namespace of several shards it reads as pageStreams does: about a
+// page of entries in all, however the dead letters are spread, rather than
+// a page from every shard.
 func (d Deliveries) DeadLetters(ctx context.Context, o DeadLetterListOptions) (DeadLetterPage, error) {
 	q := d.q
 	l, pos, count, err := q.openStreams(ctx, o.Limit, o.Cursor, true)
 	if err != nil {
 		return DeadLetterPage{}, err
 	}
-	n := len(l.spaces)
-	type shard struct {
-		buf  []DeadLetter // fetched, oldest first, not yet merged
-		from string       // XRANGE's start for the next fetch
-		more bool         // the stream may hold newer entries not fetched
-	}
-	shards := make([]shard, n)
-	for k := range shards {
-		shards[k] = shard{from: "(" + pos[k], more: true}
-		if pos[k] == "0-0" {
-			shards[k].from = "-"
+	from := make([]string, len(pos))
+	for k, id := range pos {
+		from[k] = "(" + id
+		if id == "0-0" {
+			from[k] = "-"
 		}
 	}
-	// One more than a page in all, to tell whether there is a next one.
-	chunk := count + 1
-	if n > 1 {
-		chunk = min(count+1, count/n+count/(2*n)+8)
-	}
-	var out []DeadLetter
-	for round := 0; ; round++ {
-		var need []int
-		for k, s := range shards {
-			if len(s.buf) == 0 && s.more {
-				need = append(need, k)
-			}
-		}
-		if len(need) > 0 {
-			if round > 0 {
-				// A shard ran out before count were merged: it can give at
-				// most the rest (and one to tell a next page), so one more
-				// read of it settles it.
-				chunk = count + 1 - len(out)
-			}
-			cmds := make([]*redis.XMessageSliceCmd, len(need))
-			err = q.each(ctx, len(need), func(c redis.Cmdable, i int) redis.Cmder {
-				k := need[i]
-				cmds[i] = c.XRangeN(ctx, l.spaces[k].DeadLetter(), shards[k].from, "+", int64(chunk))
-				return cmds[i]
-			})
-			if err != nil {
-				return DeadLetterPage{}, errorf("dead letters: %w", q.redisError(err))
-			}
-			for i, k := range need {
-				msgs := cmds[i].Val()
-				s := &shards[k]
-				s.buf, s.more = parseDeadLetters(msgs, k), len(msgs) == chunk
-				if len(msgs) > 0 {
-					s.from = "(" + msgs[len(msgs)-1].ID
-				}
-			}
-			continue
-		}
-		if len(out) == count {
-			break
-		}
-		best := -1
-		for k, s := range shards {
-			if len(s.buf) > 0 && (best < 0 || compareEntryIDs(s.buf[0].Event, shards[best].buf[0].Event) < 0) {
-				best = k
-			}
-		}
-		if best < 0 {
-			break
-		}
-		out = append(out, shards[best].buf[0])
-		shards[best].buf = shards[best].buf[1:]
-	}
-	next := false
-	for _, s := range shards {
-		next = next || len(s.buf) > 0
+	out, next, err := pageStreams(ctx, q, streamPage[DeadLetter]{
+		stream:    func(k int) string { return l.spaces[k].DeadLetter() },
+		from:      from,
+		decode:    parseDeadLetters,
+		compare:   func(a, b DeadLetter) int { return compareEntryIDs(a.Event, b.Event) },
+		limit:     count,
+		lookahead: true,
+	})
+	if err != nil {
+		return DeadLetterPage{}, errorf("dead letters: %w", q.redisError(err))
 	}
 	if !next {
 		return DeadLetterPage{DeadLetters: out}, nil

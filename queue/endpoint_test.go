@@ -199,6 +199,7 @@ func TestEndpointSecretsAreRedacted(t *testing.T) {
 	}
 	for what, out := range map[string]string{
 		"String": e.String(), "%v": fmt.Sprintf("%v", e), "%+v": fmt.Sprintf("%+v", e), "%#v": fmt.Sprintf("%#v", e),
+		//lint:ignore S1025 what is under test is what fmt's %s prints, not String alone
 		"JSON": string(js), "secret %s": fmt.Sprintf("%s", e.Secrets[0]),
 	} {
 		if strings.Contains(out, full[len(queue.SecretPrefix):len(queue.SecretPrefix)+12]) {

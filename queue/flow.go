@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/timerq/timerq/internal/keyspace"
+	"github.com/timerq/timerq/internal/sleep"
 	"github.com/timerq/timerq/scripts/lua"
 )
 
@@ -360,7 +361,7 @@ func (q *Queue) awaitParked(ctx context.Context, l *layout, last []string, d tim
 		}
 		return ctx.Err() == nil
 	}
-	return sleepCtx(ctx, d)
+	return sleep.For(ctx, d)
 }
 
 // flowPop takes back, from every shard, parked fires of group whose flows

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/timerq/timerq/internal/sleep"
 )
 
 // This file is the read side that dashboards and operators use: the fire
@@ -36,10 +38,8 @@ const fireReadPoll = 200 * time.Millisecond
 // with nothing skipped or shown twice. It reads without a consumer group,
 // so no consumer sees a difference. Attempt is 0 in the events it returns.
 //
-// A sharded namespace's shards are read in rounds of one pipeline each:
-// first a share of count from every shard, then the rest of count only from
-// a shard whose share ran out before count events were merged. It reads
-// about 1.5 count entries in one round trip when fires are spread over the
+// A sharded namespace's shards are read as pageStreams reads them: about
+// 1.5 count entries in one round trip when fires are spread over the
 // shards, and about 2.5 count in two when one shard fired them all.
 func (in Inspector) RecentFires(ctx context.Context, count int) (events []Event, cursor string, err error) {
 	q := in.q
@@ -51,21 +51,85 @@ func (in Inspector) RecentFires(ctx context.Context, count int) (events []Event,
 		return nil, "", err
 	}
 	n := len(l.spaces)
+	ends := make([]string, n)
+	from := make([]string, n)
+	for k := range from {
+		from[k] = "+"
+	}
+	events, _, err = pageStreams(ctx, q, streamPage[Event]{
+		stream:  func(k int) string { return l.spaces[k].Fires() },
+		from:    from,
+		reverse: true,
+		decode: func(msgs []redis.XMessage, k int) []Event {
+			if ends[k] == "" && len(msgs) > 0 {
+				ends[k] = msgs[0].ID // the newest entry, from the first read
+			}
+			return viewEvents(msgs, k)
+		},
+		compare: func(a, b Event) int { return compareFires(b, a) }, // newest first
+		limit:   count,
+	})
+	if err != nil {
+		return nil, "", errorf("recent fires: %w", q.redisError(err))
+	}
+	for k := range ends {
+		if ends[k] == "" {
+			ends[k] = "0-0"
+		}
+	}
+	return events, strings.Join(ends, ","), nil
+}
+
+// streamPage is what pageStreams reads: one stream per shard, each from a
+// position, merged into one page.
+type streamPage[T any] struct {
+	stream func(k int) string // shard k's stream
+	// from is where each shard's read starts, as XRANGE (or, if reverse,
+	// XREVRANGE) takes it: "-", "+" or "(" and an entry ID.
+	from    []string
+	reverse bool
+	decode  func(msgs []redis.XMessage, k int) []T
+	// compare orders the page; it must agree with each stream's read order.
+	compare func(a, b T) int
+	limit   int
+	// lookahead reads one entry more than limit in all, so that more tells
+	// whether there is a next page.
+	lookahead bool
+}
+
+// pageStreams returns up to p.limit entries of every shard's stream, merged
+// by p.compare, and, where p.lookahead, whether entries remain after them.
+//
+// With several shards it reads in rounds of one pipeline each: first each
+// shard's share of the page and a margin, then the rest of the page only
+// from a shard that ran out before the page was merged (one more read of it
+// settles it). That is about 1.5 pages in one round trip when entries are
+// spread over the shards, and about 2.5 in two when one shard holds them
+// all, rather than a page from every shard.
+func pageStreams[T any](ctx context.Context, q *Queue, p streamPage[T]) (out []T, more bool, err error) {
+	n := len(p.from)
 	type shard struct {
-		buf  []Event // fetched, newest first, not yet merged
-		from string  // XREVRANGE's end for the next fetch
-		more bool    // the stream may hold older entries not fetched
+		buf  []T    // fetched, in read order, not yet merged
+		from string // where the next read starts
+		more bool   // the stream may hold entries not yet read
 	}
 	shards := make([]shard, n)
-	ends := make([]string, n)
 	for k := range shards {
-		shards[k] = shard{from: "+", more: true}
+		shards[k] = shard{from: p.from[k], more: true}
 	}
-	chunk := count
+	want := p.limit
+	if p.lookahead {
+		want++ // one more, to tell whether there is a next page
+	}
+	chunk := want
 	if n > 1 {
-		chunk = min(count, count/n+count/(2*n)+8)
+		chunk = min(want, p.limit/n+p.limit/(2*n)+8)
 	}
-	for round := 0; len(events) < count; round++ {
+	for round := 0; ; round++ {
+		full := len(out) == p.limit
+		if full && !p.lookahead {
+			break
+		}
 		var need []int
 		for k, s := range shards {
 			if len(s.buf) == 0 && s.more {
@@ -74,50 +138,50 @@ func (in Inspector) RecentFires(ctx context.Context, count int) (events []Event,
 		}
 		if len(need) > 0 {
 			if round > 0 {
-				// A shard ran out before count were merged: it can give at
-				// most the rest, so one more read of it settles it.
-				chunk = count - len(events)
+				chunk = want - len(out)
 			}
 			cmds := make([]*redis.XMessageSliceCmd, len(need))
-			err = q.each(ctx, len(need), func(c redis.Cmdable, i int) redis.Cmder {
+			err := q.each(ctx, len(need), func(c redis.Cmdable, i int) redis.Cmder {
 				k := need[i]
-				cmds[i] = c.XRevRangeN(ctx, l.spaces[k].Fires(), shards[k].from, "-", int64(chunk))
+				if p.reverse {
+					cmds[i] = c.XRevRangeN(ctx, p.stream(k), shards[k].from, "-", int64(chunk))
+				} else {
+					cmds[i] = c.XRangeN(ctx, p.stream(k), shards[k].from, "+", int64(chunk))
+				}
 				return cmds[i]
 			})
 			if err != nil {
-				return nil, "", errorf("recent fires: %w", q.redisError(err))
+				return nil, false, err
 			}
 			for i, k := range need {
 				msgs := cmds[i].Val()
 				s := &shards[k]
-				s.buf, s.more = viewEvents(msgs, k), len(msgs) == chunk
+				s.buf, s.more = p.decode(msgs, k), len(msgs) == chunk
 				if len(msgs) > 0 {
 					s.from = "(" + msgs[len(msgs)-1].ID
-					if ends[k] == "" {
-						ends[k] = msgs[0].ID
-					}
 				}
 			}
 			continue
 		}
+		if full {
+			break
+		}
 		best := -1
 		for k, s := range shards {
-			if len(s.buf) > 0 && (best < 0 || compareFires(s.buf[0], shards[best].buf[0]) > 0) {
+			if len(s.buf) > 0 && (best < 0 || p.compare(s.buf[0], shards[best].buf[0]) < 0) {
 				best = k
 			}
 		}
 		if best < 0 {
 			break
 		}
-		events = append(events, shards[best].buf[0])
+		out = append(out, shards[best].buf[0])
 		shards[best].buf = shards[best].buf[1:]
 	}
-	for k := range ends {
-		if ends[k] == "" {
-			ends[k] = "0-0"
-		}
+	for _, s := range shards {
+		more = more || len(s.buf) > 0
 	}
-	return events, strings.Join(ends, ","), nil
+	return out, more, nil
 }
 
 // ReadFiresOptions says where ReadFires reads from and how long it waits.
@@ -175,7 +239,7 @@ func (q *Queue) ReadFires(ctx context.Context, o ReadFiresOptions) (FirePage, er
 			if err != nil || wait <= 0 || anyEntries(streams) {
 				break
 			}
-			if !sleepCtx(ctx, min(wait, fireReadPoll)) {
+			if !sleep.For(ctx, min(wait, fireReadPoll)) {
 				err = ctx.Err()
 				break
 			}

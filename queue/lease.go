@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/timerq/timerq/internal/sleep"
 	"github.com/timerq/timerq/scripts/lua"
 )
 
@@ -547,7 +548,7 @@ func (q *Queue) awaitFires(ctx context.Context, l *layout, last []string, d time
 		return nil // something happened: look again at once
 	}
 	if _, cluster := q.rdb.(*redis.ClusterClient); cluster && len(l.spaces) > 1 {
-		sleepCtx(ctx, min(d, fireReadPoll))
+		sleep.For(ctx, min(d, fireReadPoll))
 		return nil
 	}
 	if d < time.Millisecond {

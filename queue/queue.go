@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/timerq/timerq/internal/aclright"
+	"github.com/timerq/timerq/internal/sleep"
 	"github.com/timerq/timerq/scripts/lua"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -607,7 +608,7 @@ func (q *Queue) runKeysTries(ctx context.Context, l *layout, s *lua.Script, shar
 		if err == nil {
 			return v, nil
 		}
-		if !migrating(err) || attempt >= tries || !sleepCtx(ctx, migrationBackoff(attempt)) {
+		if !migrating(err) || attempt >= tries || !sleep.For(ctx, migrationBackoff(attempt)) {
 			return nil, shardErr(l, shard, q.redisError(err))
 		}
 	}
@@ -761,7 +762,7 @@ func (q *Queue) runEach(ctx context.Context, l *layout, s *lua.Script, calls []c
 			}
 			loaded = true
 		}
-		if moving && !sleepCtx(ctx, migrationBackoff(attempt)) {
+		if moving && !sleep.For(ctx, migrationBackoff(attempt)) {
 			return nil, nil, shardErr(l, calls[again[0]].shard, ctx.Err())
 		}
 		todo = again

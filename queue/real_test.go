@@ -13,15 +13,6 @@ import (
 
 func splitLines(s string) []string { return strings.Split(strings.TrimSpace(s), "\n") }
 
-func containsField(line, field string) bool {
-	for _, f := range strings.Fields(line) {
-		if f == field {
-			return true
-		}
-	}
-	return false
-}
-
 // TestWaitSurvivesPubSubKill kills the waiters' pub/sub connection mid-wait:
 // go-redis reconnects and resubscribes, and the wait still ends after the
 // fire. Only a real server has CLIENT KILL.

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/timerq/timerq/internal/keyspace"
+	"github.com/timerq/timerq/internal/sleep"
 	"github.com/timerq/timerq/scripts/lua"
 )
 
@@ -381,7 +382,7 @@ func (q *Queue) runWaitKeys(ctx context.Context, l *layout, s *lua.Script, k int
 			if c, ok := q.rdb.(*redis.ClusterClient); ok {
 				c.ReloadState(ctx)
 			}
-			if sleepCtx(ctx, migrationBackoff(attempt)) {
+			if sleep.For(ctx, migrationBackoff(attempt)) {
 				continue
 			}
 		}

@@ -86,7 +86,7 @@ func one(t *testing.T, rec *tracetest.SpanRecorder, name, id string) sdktrace.Re
 	if len(got) != 1 {
 		var names []string
 		for _, s := range rec.Ended() {
-			names = append(names, s.Name()+"("+attr(s, "timerq.timer.id").Emit()+")")
+			names = append(names, s.Name()+"("+attr(s, "timerq.timer.id").String()+")")
 		}
 		t.Fatalf("%d %s spans for %q, want 1; ended spans: %v", len(got), name, id, names)
 	}
@@ -151,7 +151,7 @@ func TestTraceFollowsTimerFromScheduleToFireToHandler(t *testing.T) {
 					return c
 				}
 			}
-			t.Fatalf("no claim span fired shard %v", attr(fire, "timerq.shard").Emit())
+			t.Fatalf("no claim span fired shard %v", attr(fire, "timerq.shard").String())
 			return nil
 		}
 		claim := claimOf(fire)

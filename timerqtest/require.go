@@ -181,7 +181,7 @@ func describe(t queue.Timer, now time.Time) string {
 	b.WriteString(", due ")
 	b.WriteString(stamp(t.Due))
 	if !now.IsZero() {
-		fmt.Fprintf(&b, " (%s by the server clock, now %s)", relative(t.Due, now), stamp(now))
+		fmt.Fprintf(&b, " (%s by the server clock, now %s)", timefmt.Relative(t.Due, now, 0, time.Duration.String), stamp(now))
 	}
 	switch t.State {
 	case queue.StateFired:
@@ -190,16 +190,6 @@ func describe(t queue.Timer, now time.Time) string {
 		b.WriteString(", cancelled " + stamp(t.CancelledAt))
 	}
 	return b.String()
-}
-
-func relative(due, now time.Time) string {
-	switch d := due.Sub(now); {
-	case d > 0:
-		return "in " + d.String()
-	case d < 0:
-		return (-d).String() + " ago"
-	}
-	return "now"
 }
 
 // stamp writes t as timerctl export does: ms, or µs when it has some.

@@ -44,20 +44,9 @@ const maxPayloadCell = 60
 // payloadCell is a payload in a table cell: the preview timerctl prints.
 func payloadCell(p []byte) string { return payloadfmt.Preview(p, maxPayloadCell) }
 
-// relTime says how far t is from now: "in 4m12s" or "3h0m0s ago".
-func relTime(t, now time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	d := t.Sub(now)
-	switch {
-	case d > time.Second:
-		return "in " + formatDur(d)
-	case d < -time.Second:
-		return formatDur(-d) + " ago"
-	}
-	return "now"
-}
+// relTime says how far t is from now: "in 4m12s" or "3h0m0s ago", or
+// "now" within a second.
+func relTime(t, now time.Time) string { return timefmt.Relative(t, now, time.Second, formatDur) }
 
 // formatDur rounds a duration to a readable precision.
 func formatDur(d time.Duration) string {

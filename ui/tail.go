@@ -4,6 +4,8 @@ package ui
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -63,7 +65,7 @@ const tailKeepAlive = 2 * time.Second
 // showing the rest of an interrupted batch again. Beyond the caps on open
 // tails it answers 503 with Retry-After.
 func (h *Handler) tailEvents(w http.ResponseWriter, r *http.Request) {
-	after := cmpOr(r.Header.Get("Last-Event-ID"), r.URL.Query().Get("after"), "0")
+	after := cmp.Or(r.Header.Get("Last-Event-ID"), r.URL.Query().Get("after"), "0")
 	if !validCursor(after) {
 		h.fail(w, r, http.StatusBadRequest, fmt.Errorf("after %q is not a fire stream cursor", after))
 		return
@@ -92,62 +94,30 @@ func (h *Handler) tailEvents(w http.ResponseWriter, r *http.Request) {
 	if st.Send([]byte("retry: 2000\n\n")) != nil {
 		return
 	}
-	ctx := r.Context()
-	tick := time.NewTicker(tailPoll)
-	defer tick.Stop()
-	lastSent := time.Now()
-	var buf bytes.Buffer
-	for {
-		rctx, cancel := h.ctx(r)
-		page, err := h.q.ReadFires(rctx, queue.ReadFiresOptions{Limit: 100, Cursor: after})
-		evs, next := page.Events, page.NextCursor
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		buf.Reset()
-		switch {
-		case err != nil:
-			h.log.Warn("timerq ui: reading the fire stream failed", "err", err)
-			fmt.Fprintf(&buf, "event: problem\ndata: %s\n\n", jsonString(err.Error()))
-		case len(evs) > 0:
-			for i, ev := range evs {
-				if i == len(evs)-1 {
-					fmt.Fprintf(&buf, "id: %s\n", next)
+	st.Poll(r.Context(), httpstream.Poll{
+		Every:     tailPoll,
+		KeepAlive: tailKeepAlive,
+		// Redis is failing: say so every keep-alive, not every poll.
+		Backoff: tailKeepAlive,
+		Next: func(ctx context.Context, buf *bytes.Buffer) (bool, error) {
+			rctx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
+			defer cancel()
+			page, err := h.q.ReadFires(rctx, queue.ReadFiresOptions{Limit: 100, Cursor: after})
+			if err != nil {
+				return false, err
+			}
+			for i, ev := range page.Events {
+				if i == len(page.Events)-1 {
+					fmt.Fprintf(buf, "id: %s\n", page.NextCursor)
+					after = page.NextCursor
 				}
-				fmt.Fprintf(&buf, "event: fire\ndata: %s\n\n", fireJSON(ev, h))
+				fmt.Fprintf(buf, "event: fire\ndata: %s\n\n", fireJSON(ev, h))
 			}
-			after = next
-		case time.Since(lastSent) >= tailKeepAlive:
-			buf.WriteString(": keep-alive\n\n")
-		}
-		if buf.Len() > 0 {
-			if st.Send(buf.Bytes()) != nil {
-				return // the client is gone or stopped reading
-			}
-			lastSent = time.Now()
-		}
-		if len(evs) == 100 {
-			continue // more are waiting
-		}
-		wait := tick.C
-		if err != nil {
-			// Redis is failing: say so every keep-alive, not every poll.
-			wait = time.After(tailKeepAlive)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-wait:
-		}
-	}
-}
-
-func cmpOr(vals ...string) string {
-	for _, v := range vals {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
+			return len(page.Events) == 100, nil
+		},
+		Problem: func(buf *bytes.Buffer, err error) {
+			h.log.Warn("timerq ui: reading the fire stream failed", "err", err)
+			fmt.Fprintf(buf, "event: problem\ndata: %s\n\n", jsonString(err.Error()))
+		},
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/timerq/timerq/deliver"
+	"github.com/timerq/timerq/internal/sleep"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -235,7 +236,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			}
 			d.onError(err)
 			fails++
-			sleep(ctx, min(time.Duration(fails)*100*time.Millisecond, 5*time.Second))
+			sleep.For(ctx, min(time.Duration(fails)*100*time.Millisecond, 5*time.Second))
 			continue
 		}
 		fails = 0
@@ -586,13 +587,4 @@ func describe(a deliver.Attempt) string {
 		s += ": " + a.Error
 	}
 	return s
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

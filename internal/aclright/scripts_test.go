@@ -42,8 +42,6 @@ func scheduled(t *testing.T, c *redis.Client, sp keyspace.Space, id string, due 
 	do(t, c, "ZADD", sp.Due(), due, id)
 }
 
-func timerKeys(sp keyspace.Space) []string { return sp.Keys() }
-
 // scenarios gives, for each script of the table by name, states and
 // arguments that together run every command the script may run.
 func scenarios() map[string][]scenario {
@@ -390,15 +388,6 @@ func scenarios() map[string][]scenario {
 func nsOf(sp keyspace.Space) string {
 	tag := sp.HashTag()
 	return strings.SplitN(tag[1:len(tag)-1], ":", 2)[0]
-}
-
-func nsKeys(sp keyspace.Space) []string {
-	ns := keyspace.Namespace(nsOf(sp))
-	return []string{ns.Workers(), ns.WorkersSeen()}
-}
-
-func recurKeys(sp keyspace.Space) []string {
-	return append(sp.Keys(), sp.Deliveries(), sp.EndpointNames(), sp.Schedules(), sp.SchedDue())
 }
 
 // snapshot dumps every key of the namespace, for telling whether a refused

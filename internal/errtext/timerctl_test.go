@@ -71,8 +71,7 @@ func timerctlLiterals(t *testing.T, path string) []literal {
 		t.Fatal(err)
 	}
 	var out []literal
-	var walk func(n ast.Node) bool
-	walk = func(n ast.Node) bool {
+	walk := func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.CallExpr:
 			if telemetry(n) {

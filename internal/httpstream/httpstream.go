@@ -7,7 +7,8 @@
 // with Retry-After and the CapError's text, which names the cap and the
 // setting that raises it) rather than queued. A Stream sets the connection's write
 // deadline before each write, so the server's WriteTimeout can stay short for ordinary requests and
-// still bound every write of a stream, not its whole life.
+// still bound every write of a stream, not its whole life, and its Poll is
+// the loop of a Server-Sent Events stream that polls its source.
 //
 // Neither touches Redis. What a held request reads there, it must read
 // without holding a connection of a pool that other requests need: the
@@ -15,6 +16,8 @@
 package httpstream
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -166,4 +169,66 @@ func (s *Stream) Send(p []byte) error {
 		return err
 	}
 	return s.rc.Flush()
+}
+
+// Poll is what Stream.Poll sends: Server-Sent Events of a source that is
+// read without blocking, since a blocking read would hold a connection of
+// a pool that other requests need.
+type Poll struct {
+	// Every is how often Next runs while it finds nothing.
+	Every time.Duration
+	// KeepAlive is how long nothing may be sent before a comment is, so
+	// that a gone client (or a proxy's idle timeout) is noticed this soon.
+	KeepAlive time.Duration
+	// Backoff is how long to wait after Next failed, so that a failing
+	// source is reported every Backoff rather than every Every.
+	Backoff time.Duration
+	// Next reads what came since its last call and writes it to buf as
+	// events; it writes nothing when it fails. full says it read a whole
+	// batch, so that it runs again at once.
+	Next func(ctx context.Context, buf *bytes.Buffer) (full bool, err error)
+	// Problem writes the event that reports Next's error err.
+	Problem func(buf *bytes.Buffer, err error)
+}
+
+// Poll runs p until ctx ends or a Send fails (the client is gone or
+// stopped reading): it calls p.Next, sends what it wrote, a problem or a
+// keep-alive comment, and waits.
+func (s *Stream) Poll(ctx context.Context, p Poll) {
+	tick := time.NewTicker(p.Every)
+	defer tick.Stop()
+	lastSent := time.Now()
+	var buf bytes.Buffer
+	for {
+		buf.Reset()
+		full, err := p.Next(ctx, &buf)
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err != nil:
+			buf.Reset()
+			p.Problem(&buf, err)
+		case buf.Len() == 0 && time.Since(lastSent) >= p.KeepAlive:
+			buf.WriteString(": keep-alive\n\n")
+		}
+		if buf.Len() > 0 {
+			if s.Send(buf.Bytes()) != nil {
+				return
+			}
+			lastSent = time.Now()
+		}
+		if full && err == nil {
+			continue // more are waiting
+		}
+		wait := tick.C
+		if err != nil {
+			wait = time.After(p.Backoff)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wait:
+		}
+	}
 }

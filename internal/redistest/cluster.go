@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -250,21 +251,17 @@ func (c *Cluster) Master(t testing.TB, key string) *Server {
 		}
 		cl := s.newClient(&redis.Options{MaxRetries: -1})
 		slot, err := cl.ClusterKeySlot(ctx, key).Result()
-		var ranges []redis.ClusterSlot
+		var id string
 		if err == nil {
-			ranges, err = cl.ClusterSlots(ctx).Result()
+			id, err = slotOwner(ctx, cl, slot)
 		}
 		cl.Close()
 		if err != nil {
 			lastErr = err
 			continue
 		}
-		for _, r := range ranges {
-			if int64(r.Start) <= slot && slot <= int64(r.End) {
-				if m := c.byAddr(r.Nodes[0].Addr); m != nil {
-					return m
-				}
-			}
+		if m := c.byID(id); m != nil {
+			return m
 		}
 		t.Fatalf("redistest: no master serves %q (slot %d) according to %s", key, slot, s.Addr())
 	}
@@ -272,9 +269,33 @@ func (c *Cluster) Master(t testing.TB, key string) *Server {
 	return nil
 }
 
-func (c *Cluster) byAddr(addr string) *Server {
-	for _, s := range c.All() {
-		if s.Addr() == addr {
+// slotOwner returns the ID of the master that serves slot, as the node cl
+// talks to sees it (CLUSTER SHARDS), or "" when none does. From Redis 7.2 a
+// shard also lists a failed master that a replica replaced, so an online
+// master is preferred.
+func slotOwner(ctx context.Context, cl *redis.Client, slot int64) (string, error) {
+	shards, err := cl.ClusterShards(ctx).Result()
+	if err != nil {
+		return "", err
+	}
+	for _, sh := range shards {
+		if !slices.ContainsFunc(sh.Slots, func(r redis.SlotRange) bool { return r.Start <= slot && slot <= r.End }) {
+			continue
+		}
+		owner := ""
+		for _, n := range sh.Nodes {
+			if n.Role == "master" && (owner == "" || n.Health == "online") {
+				owner = n.ID
+			}
+		}
+		return owner, nil
+	}
+	return "", nil
+}
+
+func (c *Cluster) byID(id string) *Server {
+	for s, sid := range c.ids {
+		if id != "" && sid == id {
 			return s
 		}
 	}
@@ -444,15 +465,13 @@ func (c *Cluster) MigrateSlot(t testing.TB, slot int, to *Server, pause time.Dur
 			return err
 		}
 		ids[s] = id
-		slots, err := cl.ClusterSlots(ctx).Result()
+		owner, err := slotOwner(ctx, cl, int64(slot))
 		cl.Close()
 		if err != nil {
-			return fmt.Errorf("CLUSTER SLOTS on %s: %w", s.Addr(), err)
+			return fmt.Errorf("CLUSTER SHARDS on %s: %w", s.Addr(), err)
 		}
-		for _, r := range slots {
-			if r.Start <= slot && slot <= r.End && r.Nodes[0].ID == id {
-				from = s
-			}
+		if owner == id {
+			from = s
 		}
 	}
 	if from == nil || from == to {

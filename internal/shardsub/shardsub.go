@@ -26,6 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/timerq/timerq/internal/keyspace"
+	"github.com/timerq/timerq/internal/sleep"
 )
 
 // Event is a message or a (re)subscription.
@@ -45,7 +46,8 @@ type Sub struct {
 	cluster *redis.ClusterClient // nil unless sharded on a Cluster
 	sharded bool
 	events  chan Event
-	done    chan struct{}
+	ctx     context.Context // ends at Close
+	stop    context.CancelFunc
 	wg      sync.WaitGroup
 
 	mu     sync.Mutex
@@ -67,10 +69,10 @@ type conn struct {
 // New returns an empty Sub. sharded selects SSUBSCRIBE over SUBSCRIBE.
 func New(rdb redis.UniversalClient, sharded bool, buffer int) *Sub {
 	s := &Sub{
-		rdb: rdb, sharded: sharded,
-		events: make(chan Event, buffer), done: make(chan struct{}),
+		rdb: rdb, sharded: sharded, events: make(chan Event, buffer),
 		conns: map[string]*conn{}, where: map[string]*conn{},
 	}
+	s.ctx, s.stop = context.WithCancel(context.Background())
 	if cc, ok := rdb.(*redis.ClusterClient); ok && sharded {
 		s.cluster = cc
 	}
@@ -261,7 +263,7 @@ func (s *Sub) receive(c *conn, ps *redis.PubSub) {
 			// A network error: go-redis reconnects and resubscribes on the
 			// next Receive.
 			fails++
-			if !s.sleep(min(time.Duration(fails)*50*time.Millisecond, time.Second)) {
+			if !sleep.For(s.ctx, min(time.Duration(fails)*50*time.Millisecond, time.Second)) {
 				return
 			}
 			continue
@@ -315,7 +317,7 @@ func (s *Sub) rebuild(c *conn, ps *redis.PubSub) {
 	}
 	s.mu.Unlock()
 	for attempt := 0; len(chs) > 0; attempt++ {
-		if err := s.Subscribe(ctx, chs...); err == nil || !s.sleep(min(time.Duration(attempt+1)*100*time.Millisecond, time.Second)) {
+		if err := s.Subscribe(ctx, chs...); err == nil || !sleep.For(s.ctx, min(time.Duration(attempt+1)*100*time.Millisecond, time.Second)) {
 			return
 		}
 	}
@@ -324,24 +326,13 @@ func (s *Sub) rebuild(c *conn, ps *redis.PubSub) {
 func (s *Sub) emit(e Event) {
 	select {
 	case s.events <- e:
-	case <-s.done:
-	}
-}
-
-func (s *Sub) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-s.done:
-		return false
+	case <-s.ctx.Done():
 	}
 }
 
 func (s *Sub) isClosed() bool {
 	select {
-	case <-s.done:
+	case <-s.ctx.Done():
 		return true
 	default:
 		return false
@@ -357,7 +348,7 @@ func (s *Sub) Close() error {
 		return nil
 	}
 	s.closed = true
-	close(s.done)
+	s.stop()
 	for _, c := range s.conns {
 		_ = c.ps.Close()
 	}

@@ -37,6 +37,24 @@ func FormatExact(t time.Time) string {
 	return t.UTC().Format(Layout)
 }
 
+// Relative says how far t is from now: "in " and dur(t-now), dur(now-t)
+// and " ago", or "now" when they are at most within apart; empty when t
+// is zero. The tools differ in dur on purpose: timerctl's two units read
+// at a glance, the dashboard rounds by magnitude, and timerqtest's
+// failure messages keep every digit.
+func Relative(t, now time.Time, within time.Duration, dur func(time.Duration) string) string {
+	if t.IsZero() {
+		return ""
+	}
+	switch d := t.Sub(now); {
+	case d > within:
+		return "in " + dur(d)
+	case d < -within:
+		return dur(-d) + " ago"
+	}
+	return "now"
+}
+
 // Error says why a time was refused and what to write instead; callers
 // frame it with the input and where it came from.
 type Error struct {

@@ -72,3 +72,35 @@ func TestFormatExactKeepsMicroseconds(t *testing.T) {
 		}
 	}
 }
+
+// TestRelative: "in", "ago" and "now" by the window each tool passes,
+// at and past its edges; the distance written by the tool's own dur;
+// nothing for a zero time.
+func TestRelative(t *testing.T) {
+	now := time.Date(2026, 12, 3, 15, 46, 21, 0, time.UTC)
+	for _, c := range []struct {
+		d, within time.Duration
+		want      string
+	}{
+		{0, 0, "now"},
+		{time.Nanosecond, 0, "in 1ns"},
+		{-90 * time.Second, 0, "1m30s ago"},
+		{time.Second, time.Second, "now"},
+		{-time.Second, time.Second, "now"},
+		{time.Second + time.Nanosecond, time.Second, "in 1.000000001s"},
+		{-time.Second - time.Nanosecond, time.Second, "1.000000001s ago"},
+		{500 * time.Millisecond, 500 * time.Millisecond, "now"},
+		{-501 * time.Millisecond, 500 * time.Millisecond, "501ms ago"},
+	} {
+		if got := Relative(now.Add(c.d), now, c.within, time.Duration.String); got != c.want {
+			t.Errorf("Relative(now%+v, within %v) = %q, want %q", c.d, c.within, got, c.want)
+		}
+	}
+	if got := Relative(time.Time{}, now, time.Second, time.Duration.String); got != "" {
+		t.Errorf("Relative(zero) = %q, want empty", got)
+	}
+	short := func(d time.Duration) string { return d.Round(time.Minute).String() }
+	if got := Relative(now.Add(3*time.Hour+20*time.Second), now, 0, short); got != "in 3h0m0s" {
+		t.Errorf("Relative with a rounding dur = %q, want in 3h0m0s", got)
+	}
+}

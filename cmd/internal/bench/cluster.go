@@ -604,16 +604,6 @@ func (bc *benchCluster) cpu(ctx context.Context) ([]float64, error) {
 	return out, nil
 }
 
-// calls returns the commands all masters ran so far (INFO commandstats).
-func (bc *benchCluster) calls(ctx context.Context) (int64, error) {
-	m, err := bc.callsBy(ctx)
-	var total int64
-	for _, n := range m {
-		total += n
-	}
-	return total, err
-}
-
 // callsBy returns the calls of each command, summed over the masters.
 func (bc *benchCluster) callsBy(ctx context.Context) (map[string]int64, error) {
 	out := map[string]int64{}

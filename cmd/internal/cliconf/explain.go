@@ -1,6 +1,7 @@
 package cliconf
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -117,7 +118,7 @@ func Explain(err error, t Target) *Error {
 		return out(ExitFailure, fmt.Sprintf("cannot reach Redis at %s: %s", t.Redis, msg),
 			"check that Redis is reachable there and that --redis (TIMERQ_REDIS_URL) is right; if that port speaks TLS only, use rediss://")
 	}
-	return out(ExitFailure, problem, cmpOr(fix, "this is unexpected: report it, with the message above, to the timerq maintainers"))
+	return out(ExitFailure, problem, cmp.Or(fix, "this is unexpected: report it, with the message above, to the timerq maintainers"))
 }
 
 // closedAfterHandshake reports whether msg is the server closing or
@@ -244,11 +245,4 @@ func IsTransient(err error) bool {
 		return false
 	}
 	return errors.Is(err, context.DeadlineExceeded) || isConnError(err)
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

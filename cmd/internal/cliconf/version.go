@@ -1,6 +1,7 @@
 package cliconf
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -83,7 +84,7 @@ func CheckServer(ctx context.Context, rdb redis.UniversalClient, redacted string
 		return err
 	}
 	// Redis says redis_mode:cluster, Valkey 8 server_mode:cluster.
-	mode := cmpOr(infoField(info, "redis_mode"), infoField(info, "server_mode"))
+	mode := cmp.Or(infoField(info, "redis_mode"), infoField(info, "server_mode"))
 	if _, isCluster := rdb.(*redis.ClusterClient); mode == "cluster" && !isCluster {
 		return &Error{Code: ExitFailure,
 			Problem: fmt.Sprintf("Redis at %s is a Cluster node, and --redis treats it as a single server", redacted),

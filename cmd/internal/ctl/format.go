@@ -69,18 +69,10 @@ func fmtTime(t, now time.Time) string {
 	return t.UTC().Format(time.RFC3339) + " (" + relative(t, now) + ")"
 }
 
-// relative says "in 4m12s", "3h ago" or "now", with at most two units so
-// that it reads at a glance.
-func relative(t, now time.Time) string {
-	d := t.Sub(now)
-	switch {
-	case d >= -500*time.Millisecond && d < 500*time.Millisecond:
-		return "now"
-	case d > 0:
-		return "in " + short(d)
-	}
-	return short(-d) + " ago"
-}
+// relative says "in 4m12s", "3h ago" or "now" (within half a second, which
+// short would round to 0s), with at most two units so that it reads at a
+// glance.
+func relative(t, now time.Time) string { return timefmt.Relative(t, now, 500*time.Millisecond, short) }
 
 // short formats d with its two largest units: 42s, 4m12s, 3h, 3h5m, 2d4h.
 func short(d time.Duration) string {
