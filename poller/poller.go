@@ -494,9 +494,20 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 		case <-timer.C:
 			timer.finish()
 			owner := l.owner.Load()
-			if !owner && !eager && target != 0 {
-				// target 0 asks for a claim: after a (re)subscription, a
-				// promotion, a backlog or a failure.
+			if !owner && !eager {
+				// A watcher claims only an overdue shard, whatever woke it:
+				// after its start, a (re)subscription or a failure too, it
+				// reads the head (a promotion makes it the owner, a backlog
+				// follows an eager claim). Claiming there fired the live
+				// owner's timers as they came due, and, taken for a late
+				// owner, made the watcher claim at the due times.
+				if refLocal.IsZero() {
+					// No claim has given the loop the server's clock yet.
+					sent := time.Now()
+					if now, err := p.rdb.Time(ctx).Result(); err == nil {
+						refServer, refLocal = now.UnixMicro(), sent
+					}
+				}
 				head, ok, err := l.peek(ctx)
 				serverNow := refServer + time.Since(refLocal).Microseconds()
 				switch {
@@ -508,6 +519,9 @@ func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
 				case !ok:
 					target = math.MaxInt64 // empty: a wake message announces the next timer
 					continue
+				case refLocal.IsZero():
+					// The server's clock is unknown (TIME failed): claim,
+					// whose errors are classified and backed off.
 				case head+lag() > serverNow:
 					target = head + lag()
 					timer.Reset(time.Duration(target-serverNow) * time.Microsecond)
