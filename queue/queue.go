@@ -42,6 +42,10 @@ type Queue struct {
 	flow flowCache // the namespace's flow policies, read at most once a second (flow.go)
 
 	quota quotaCache // the namespace's quotas, read at most once a second (quotas.go)
+
+	// validated, when a test sets it, is called by each validateTimer:
+	// the test counts that a timer is validated once per call.
+	validated func(NewTimer)
 }
 
 // New returns a Queue over rdb, which may be a standalone, Sentinel or
@@ -103,11 +107,13 @@ func (q *Queue) Close() error {
 // (Created false if it had been written) and to make sure it is. Other
 // errors mean nothing was written.
 func (q *Queue) Schedule(ctx context.Context, id string, due time.Time, payload []byte) (ScheduleResult, error) {
-	// Validated here too, so that the error does not speak of a batch.
-	if err := q.validateTimer(NewTimer{ID: id, Due: due, Payload: payload}); err != nil {
+	// Validated here, not by ScheduleBatch, so that the error does not
+	// speak of a batch.
+	t := NewTimer{ID: id, Due: due, Payload: payload}
+	if err := q.validateTimer(t); err != nil {
 		return ScheduleResult{}, err
 	}
-	res, err := q.ScheduleBatch(ctx, []NewTimer{{ID: id, Due: due, Payload: payload}})
+	res, err := q.scheduleValid(ctx, []NewTimer{t})
 	if err != nil {
 		return ScheduleResult{}, err
 	}
@@ -133,7 +139,19 @@ const scheduleChunk = 500
 //
 // Each call makes one timerq.schedule span (Options.TracerProvider); when it
 // is sampled, every timer the call creates carries its trace to the fire.
-func (q *Queue) ScheduleBatch(ctx context.Context, timers []NewTimer) (out []ScheduleResult, err error) {
+func (q *Queue) ScheduleBatch(ctx context.Context, timers []NewTimer) ([]ScheduleResult, error) {
+	for i, t := range timers {
+		if err := q.validateTimer(t); err != nil {
+			return nil, errorf("batch item %d: %w", i, err)
+		}
+	}
+	return q.scheduleValid(ctx, timers)
+}
+
+// scheduleValid is ScheduleBatch for timers the public entry has
+// validated: the paths below it (coalescing, a second layout read) take
+// them as they are, so that each timer is validated once per call.
+func (q *Queue) scheduleValid(ctx context.Context, timers []NewTimer) (out []ScheduleResult, err error) {
 	ctx, span, tp := q.startSchedule(ctx, timers)
 	defer func() { endSchedule(span, out, err) }()
 	if q.opts.CoalesceSchedules && len(timers) == 1 && tp == "" && timers[0].URL == "" {
@@ -156,11 +174,6 @@ func (q *Queue) scheduleBatch(ctx context.Context, timers []NewTimer, tp string)
 
 // scheduleLayout is scheduleBatch in the layout the queue knows.
 func (q *Queue) scheduleLayout(ctx context.Context, timers []NewTimer, tp string) ([]ScheduleResult, error) {
-	for i, t := range timers {
-		if err := q.validateTimer(t); err != nil {
-			return nil, errorf("batch item %d: %w", i, err)
-		}
-	}
 	if len(timers) == 0 {
 		return nil, nil
 	}
