@@ -788,7 +788,7 @@ func (q *Queue) runEach(ctx context.Context, l *layout, s *lua.Script, calls []c
 func (q *Queue) redisError(err error) error {
 	switch {
 	case hasRedisCode(err, "WRONGTYPE"):
-		return fmt.Errorf("%w: %w; another program writes under timerq:{%s}:*, so use another namespace or remove those keys",
+		return fmt.Errorf("%w: %w; another program writes under timerq:{%s}:*: use another namespace, or remove those keys",
 			ErrWrongType, err, q.opts.Namespace)
 	case hasRedisCode(err, "NOPERM") || isScriptACLError(err):
 		return fmt.Errorf("%w: %w%s", ErrPermission, err, q.permissionHint(err.Error()))
@@ -799,8 +799,9 @@ func (q *Queue) redisError(err error) error {
 	case isDialError(err):
 		return fmt.Errorf("%w: %w; is the server down? On a Cluster, retry once the failed master's replica is promoted", ErrUnreachable, err)
 	case hasRedisCode(err, "OOM"):
-		// Not "cancel timers": a cancel writes, and is refused too.
-		return fmt.Errorf("%w: %w; raise maxmemory, or lower Options.Retention so the workers' purges, which still run, free more",
+		// Not "cancel timers": a cancel writes, and is refused too. The
+		// binaries and the API show this hint, renaming Options.Retention.
+		return fmt.Errorf("%w: %w; Redis is at maxmemory with the noeviction policy: raise maxmemory, or lower Options.Retention so the workers' purges, which still run, free more (nothing was written, and writes stay refused until memory is freed)",
 			ErrOutOfMemory, err)
 	case hasRedisCode(err, "TIMERQ_MALFORMED"):
 		return fmt.Errorf("%w: %w", ErrMalformedRecord, err)

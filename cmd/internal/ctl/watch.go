@@ -8,7 +8,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
-	"github.com/timerq/timerq/cmd/internal/cliconf"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -63,7 +62,7 @@ func (r *runner) watch(c *cli.Context) error {
 		if c.Context.Err() != nil {
 			return nil // Ctrl-C: a normal end
 		}
-		if err != nil && cliconf.IsTransient(err) {
+		if err != nil && queue.Transient(err) {
 			// A lost connection or a failover (UNBLOCKED included): like
 			// the workers, retry with backoff and resume after the last
 			// entry printed, so that no fire is shown twice or skipped
