@@ -26,15 +26,14 @@ var transientCodes = []string{"READONLY", "LOADING", "MASTERDOWN", "TRYAGAIN", "
 // Transient reports whether err is one to retry rather than give up on:
 // Redis unreachable or a connection lost (Disconnected), a deadline
 // passed, or a server in the middle of a failover, restart or load (the
-// replies READONLY, LOADING, MASTERDOWN, TRYAGAIN, CLUSTERDOWN,
-// UNBLOCKED, and ErrClusterDown, ErrSlotMigrating). A refusal (ACL, OOM,
-// WRONGTYPE) and a cancelled context are not transient.
+// replies READONLY, LOADING, MASTERDOWN, TRYAGAIN, CLUSTERDOWN and
+// UNBLOCKED, so ErrClusterDown too). A refusal (ACL, OOM, WRONGTYPE), a
+// MOVED or ASK that the queue's own retries did not outlast (a client
+// that treats a Cluster node as a single server), and a cancelled
+// context are not transient.
 func Transient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
-	}
-	if errors.Is(err, ErrClusterDown) || errors.Is(err, ErrSlotMigrating) {
-		return true
 	}
 	for _, code := range transientCodes {
 		if redis.HasErrorPrefix(err, code) {
@@ -53,7 +52,9 @@ func Transient(err error) bool {
 // (ErrUnreachable), a refused, reset or closed connection, a pool with
 // no free connection in time, or no Sentinel answering.
 func Disconnected(err error) bool {
-	if err == nil {
+	// A context's deadline is a net.Error too, but says nothing of the
+	// connection.
+	if err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return false
 	}
 	var ne net.Error
