@@ -76,7 +76,9 @@ func durString(d time.Duration) string {
 	return d.String()
 }
 
-func toEndpointJSON(e queue.Endpoint) EndpointJSON {
+// ToEndpointJSON is e as the API and `timerctl endpoints -o json` show
+// it, its secrets and header values redacted.
+func ToEndpointJSON(e queue.Endpoint) EndpointJSON {
 	dl := !e.Retry.RetryClientErrors
 	j := EndpointJSON{Name: e.Name, URL: e.URL, Headers: e.RedactedHeaders(), Timeout: durString(e.Timeout),
 		Retry: RetryJSON{MaxAttempts: e.Retry.MaxAttempts, MaxAge: durString(e.Retry.MaxAge),
@@ -178,7 +180,7 @@ func (h *Handler) putEndpoint(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		out := toEndpointJSON(stored)
+		out := ToEndpointJSON(stored)
 		out.Created = &created
 		writeCreated(w, created, out)
 		return nil
@@ -227,7 +229,7 @@ func (h *Handler) listEndpoints(w http.ResponseWriter, r *http.Request) {
 		}
 		out := endpointListJSON{Endpoints: make([]EndpointJSON, len(list))}
 		for i, e := range list {
-			out.Endpoints[i] = toEndpointJSON(e)
+			out.Endpoints[i] = ToEndpointJSON(e)
 		}
 		return out, nil
 	})
@@ -240,7 +242,7 @@ func (h *Handler) endpointCall(w http.ResponseWriter, r *http.Request, call func
 		if err != nil {
 			return EndpointJSON{}, err
 		}
-		return toEndpointJSON(e), nil
+		return ToEndpointJSON(e), nil
 	})
 }
 

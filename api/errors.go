@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/redis/go-redis/v9"
 
@@ -208,19 +205,18 @@ func (h *Handler) problemOf(err error, ns string) (Problem, bool) {
 	case errors.Is(err, queue.ErrInvalidOptions):
 		return out(http.StatusUnprocessableEntity, SlugInvalidArgument, h.allowHint(msg))
 	case errors.Is(err, queue.ErrPermission) || redis.HasErrorPrefix(err, "NOPERM"):
-		p, _ := out(http.StatusBadGateway, SlugPermissionDenied, msg+
-			fmt.Sprintf("; grant the API server's Redis user that right, as docs/security.md shows for the API server role of namespace %q", ns))
+		// The queue's hint names the rule that grants the right.
+		p, _ := out(http.StatusBadGateway, SlugPermissionDenied, msg)
 		p.Right = aclright.Missing(err.Error(), ns)
 		p.Namespace = ns
 		return p, false
+	// The queue's message carries the hint for these; the API adds none.
 	case errors.Is(err, queue.ErrOutOfMemory):
-		return out(http.StatusServiceUnavailable, SlugOutOfMemory, msg+
-			"; Redis is at maxmemory with the noeviction policy: nothing was written; retry once the workers' purges have freed memory, or raise maxmemory")
+		return out(http.StatusServiceUnavailable, SlugOutOfMemory, goNames.Replace(msg))
 	case errors.Is(err, queue.ErrSlotMigrating):
 		return out(http.StatusServiceUnavailable, SlugSlotMigrating, msg)
 	case errors.Is(err, queue.ErrWrongType):
-		return out(http.StatusInternalServerError, SlugWrongType, msg+
-			fmt.Sprintf("; another program writes under timerq:{%s}:*: use another namespace, or remove those keys", ns))
+		return out(http.StatusInternalServerError, SlugWrongType, msg)
 	case errors.Is(err, queue.ErrMalformedRecord):
 		return out(http.StatusInternalServerError, SlugMalformedRecord, msg+
 			"; something other than timerq wrote that timer's record: delete it, or use another namespace")
@@ -229,7 +225,7 @@ func (h *Handler) problemOf(err error, ns string) (Problem, bool) {
 	case errors.Is(err, context.DeadlineExceeded):
 		return out(http.StatusServiceUnavailable, SlugRedisUnavailable,
 			fmt.Sprintf("Redis did not answer within %v: %s; retry, and check that Redis is not overloaded (SLOWLOG GET)", h.opts.Timeout, msg))
-	case isConnError(err) || isTransientReply(err):
+	case queue.Transient(err):
 		return out(http.StatusServiceUnavailable, SlugRedisUnavailable, "cannot reach Redis: "+msg+"; retry later")
 	}
 	var rerr redis.Error
@@ -239,23 +235,16 @@ func (h *Handler) problemOf(err error, ns string) (Problem, bool) {
 	return out(http.StatusInternalServerError, SlugInternal, msg)
 }
 
-// isTransientReply reports whether Redis answered that it cannot serve
-// now, but will: a failover, a restart, a load.
-func isTransientReply(err error) bool {
-	for _, code := range []string{"LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"} {
-		if redis.HasErrorPrefix(err, code) {
-			return true
-		}
-	}
-	return false
-}
-
 // cause is a queue error's message without the hint after its first
 // "; ", which names the Go call to make: the API gives its own route.
 func cause(msg string) string {
 	what, _, _ := strings.Cut(msg, "; ")
 	return what
 }
+
+// goNames names, for the API's operator, the library's Go settings that
+// the queue's hints name.
+var goNames = strings.NewReplacer("lower Options.Retention", "shorten timerworker's --retention")
 
 // allowEntry is the delivery engine's hint for a cloud metadata address.
 var allowEntry = regexp.MustCompile(`only an Allow entry of exactly (\S+) opens it`)
@@ -269,14 +258,4 @@ func (h *Handler) allowHint(msg string) string {
 	s := h.opts.EndpointAllowSetting
 	msg = strings.NewReplacer("Guard.Allow (timerworker's delivery allow list)", s, "Guard.Allow", s).Replace(msg)
 	return allowEntry.ReplaceAllString(msg, "only an entry of exactly $1 in "+s+" opens it")
-}
-
-// isConnError reports whether err is a failure to reach Redis or a lost
-// connection, as opposed to an answer Redis gave.
-func isConnError(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) ||
-		strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "all sentinels are unreachable")
 }

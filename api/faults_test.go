@@ -47,6 +47,9 @@ func TestRedisUnreachable(t *testing.T) {
 			r.Header.Get("Retry-After") != "3" || !strings.Contains(p.Detail, "cannot reach Redis") {
 			t.Errorf("%s %s with Redis down = %d %v %s", c.method, c.path, r.Status, r.Header, r.Body)
 		}
+		if h := repeatedHint(p.Detail); h != "" {
+			t.Errorf("%s %s with Redis down: the detail gives %q twice: %s", c.method, c.path, h, p.Detail)
+		}
 	}
 }
 
@@ -92,6 +95,9 @@ func TestRedisOutOfMemory(t *testing.T) {
 			r.Header.Get("Retry-After") != "2" || !strings.Contains(p.Detail, "nothing was written") {
 			t.Errorf("POST %s over maxmemory = %d %v %s", c.path, r.Status, r.Header, r.Body)
 		}
+		if h := repeatedHint(p.Detail); h != "" {
+			t.Errorf("POST %s over maxmemory: the detail gives %q twice: %s", c.path, h, p.Detail)
+		}
 	}
 	if after := e.snapshot(); after != before {
 		t.Errorf("a refused write changed the namespace")
@@ -122,6 +128,9 @@ func TestRedisPermissionDenied(t *testing.T) {
 	if r.Status != http.StatusBadGateway || p.Type != api.ProblemTypePrefix+api.SlugPermissionDenied ||
 		p.Right != "+hset" || p.Namespace != e.ns || !strings.Contains(p.Detail, "docs/security.md") {
 		t.Fatalf("create without HSET = %d %s", r.Status, r.Body)
+	}
+	if h := repeatedHint(p.Detail); h != "" {
+		t.Errorf("create without HSET: the detail gives %q twice: %s", h, p.Detail)
 	}
 	if r.Header.Get("Retry-After") != "" {
 		t.Errorf("a missing right is not cured by retrying, yet Retry-After is %q", r.Header.Get("Retry-After"))

@@ -41,7 +41,19 @@ type flowStatListJSON struct {
 	Flows []FlowStatJSON `json:"flows"`
 }
 
-func toFlowPolicyJSON(p queue.FlowPolicy) FlowPolicyJSON {
+// ToFlowStatJSON is s as the API and `timerctl flow stats -o json` show
+// it: without a policy when the key has none.
+func ToFlowStatJSON(s queue.FlowStat) FlowStatJSON {
+	j := FlowStatJSON{Endpoint: s.Endpoint, Key: s.Key, Backlog: s.Backlog, InFlight: s.InFlight}
+	if s.Policy.Rate > 0 {
+		p := ToFlowPolicyJSON(s.Policy)
+		j.Policy = &p
+	}
+	return j
+}
+
+// ToFlowPolicyJSON is p as the API and `timerctl flow -o json` show it.
+func ToFlowPolicyJSON(p queue.FlowPolicy) FlowPolicyJSON {
 	return FlowPolicyJSON{Endpoint: p.Endpoint, Key: p.Key, Rate: p.Rate, Period: p.Period.String(), MaxInFlight: p.MaxInFlight}
 }
 
@@ -57,7 +69,7 @@ func (h *Handler) listFlowPolicies(w http.ResponseWriter, r *http.Request) {
 		}
 		out := flowPolicyListJSON{FlowPolicies: make([]FlowPolicyJSON, len(list))}
 		for i, p := range list {
-			out.FlowPolicies[i] = toFlowPolicyJSON(p)
+			out.FlowPolicies[i] = ToFlowPolicyJSON(p)
 		}
 		return out, nil
 	})
@@ -79,7 +91,7 @@ func (h *Handler) putFlowPolicy(w http.ResponseWriter, r *http.Request) {
 		if err := q.Flows().PutPolicy(ctx, p); err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, toFlowPolicyJSON(p))
+		writeJSON(w, http.StatusOK, ToFlowPolicyJSON(p))
 		return nil
 	})
 }
@@ -127,11 +139,7 @@ func (h *Handler) groupFlows(w http.ResponseWriter, r *http.Request) {
 		}
 		out := flowStatListJSON{Flows: make([]FlowStatJSON, len(st))}
 		for i, s := range st {
-			out.Flows[i] = FlowStatJSON{Endpoint: s.Endpoint, Key: s.Key, Backlog: s.Backlog, InFlight: s.InFlight}
-			if s.Policy.Rate > 0 {
-				p := toFlowPolicyJSON(s.Policy)
-				out.Flows[i].Policy = &p
-			}
+			out.Flows[i] = ToFlowStatJSON(s)
 		}
 		return out, nil
 	})

@@ -18,8 +18,11 @@ type NamespaceJSON struct {
 	Shards    int    `json:"shards"`
 	// Created says, in an answer to PUT, whether the request created the
 	// namespace; in an answer to GET, whether it was ever created.
-	Created bool       `json:"created"`
-	Stats   *StatsJSON `json:"stats,omitempty"`
+	Created bool `json:"created"`
+	// Replicas is set only by `timerctl namespace create|show`: the
+	// namespace's replicas setting (queue.SetReplicas).
+	Replicas *int       `json:"replicas,omitempty"`
+	Stats    *StatsJSON `json:"stats,omitempty"`
 	// Quotas is the usage against each quota, in an answer to GET.
 	Quotas *QuotasUsageJSON `json:"quotas,omitempty"`
 }
@@ -36,14 +39,15 @@ type StatsJSON struct {
 	Shards             []StatsJSON `json:"shards,omitempty"`
 }
 
-func toStatsJSON(s queue.Stats) StatsJSON {
+// ToStatsJSON is s as the API and `timerctl stats -o json` show it.
+func ToStatsJSON(s queue.Stats) StatsJSON {
 	j := StatsJSON{Now: timefmt.Format(s.Now), Scheduled: s.Scheduled, Fired: s.Fired, Cancelled: s.Cancelled,
 		Overdue: s.Overdue, EarliestDue: optTime(s.EarliestDue), OldestOverdueAgeMs: s.OldestOverdueAge.Milliseconds()}
 	for _, sh := range s.Shards {
 		if sh.Now.IsZero() {
 			sh.Now = s.Now
 		}
-		j.Shards = append(j.Shards, toStatsJSON(sh))
+		j.Shards = append(j.Shards, ToStatsJSON(sh))
 	}
 	return j
 }
@@ -102,8 +106,8 @@ func (h *Handler) getNamespace(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return NamespaceJSON{}, err
 		}
-		sj := toStatsJSON(st)
+		sj := ToStatsJSON(st)
 		return NamespaceJSON{Namespace: q.Namespace(), Shards: shards, Created: created, Stats: &sj,
-			Quotas: toQuotasUsageJSON(u)}, nil
+			Quotas: ToQuotasUsageJSON(u)}, nil
 	})
 }

@@ -41,7 +41,8 @@ type QuotasUsageJSON struct {
 	Schedules QuotaUsageJSON `json:"schedules"`
 }
 
-func toQuotasUsageJSON(u queue.Usage) *QuotasUsageJSON {
+// ToQuotasUsageJSON is u as the API and `timerctl stats -o json` show it.
+func ToQuotasUsageJSON(u queue.Usage) *QuotasUsageJSON {
 	return &QuotasUsageJSON{
 		Pending:   QuotaUsageJSON{Limit: u.Quotas.Pending, Usage: u.Pending},
 		Endpoints: QuotaUsageJSON{Limit: u.Quotas.Endpoints, Usage: u.Endpoints},

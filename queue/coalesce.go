@@ -47,10 +47,8 @@ type coalesced struct {
 // scheduleCoalesced schedules t in a merged call and returns its result.
 // If ctx ends while t waits, t is withdrawn and nothing is written; if it
 // ends while t's call runs, the error says the outcome is unknown.
+// t has been validated (scheduleValid).
 func (q *Queue) scheduleCoalesced(ctx context.Context, t NewTimer) ([]ScheduleResult, error) {
-	if err := q.validateTimer(t); err != nil {
-		return nil, errorf("batch item 0: %w", err)
-	}
 	c := &q.coalesce
 	w := &coalesced{t: t, done: make(chan struct{})}
 	w.deadline, _ = ctx.Deadline()

@@ -43,6 +43,10 @@ type Queue struct {
 	flow flowCache // the namespace's flow policies, read at most once a second (flow.go)
 
 	quota quotaCache // the namespace's quotas, read at most once a second (quotas.go)
+
+	// validated, when a test sets it, is called by each validateTimer:
+	// the test counts that a timer is validated once per call.
+	validated func(NewTimer)
 }
 
 // New returns a Queue over rdb, which may be a standalone, Sentinel or
@@ -104,11 +108,13 @@ func (q *Queue) Close() error {
 // (Created false if it had been written) and to make sure it is. Other
 // errors mean nothing was written.
 func (q *Queue) Schedule(ctx context.Context, id string, due time.Time, payload []byte) (ScheduleResult, error) {
-	// Validated here too, so that the error does not speak of a batch.
-	if err := q.validateTimer(NewTimer{ID: id, Due: due, Payload: payload}); err != nil {
+	// Validated here, not by ScheduleBatch, so that the error does not
+	// speak of a batch.
+	t := NewTimer{ID: id, Due: due, Payload: payload}
+	if err := q.validateTimer(t); err != nil {
 		return ScheduleResult{}, err
 	}
-	res, err := q.ScheduleBatch(ctx, []NewTimer{{ID: id, Due: due, Payload: payload}})
+	res, err := q.scheduleValid(ctx, []NewTimer{t})
 	if err != nil {
 		return ScheduleResult{}, err
 	}
@@ -134,7 +140,19 @@ const scheduleChunk = 500
 //
 // Each call makes one timerq.schedule span (Options.TracerProvider); when it
 // is sampled, every timer the call creates carries its trace to the fire.
-func (q *Queue) ScheduleBatch(ctx context.Context, timers []NewTimer) (out []ScheduleResult, err error) {
+func (q *Queue) ScheduleBatch(ctx context.Context, timers []NewTimer) ([]ScheduleResult, error) {
+	for i, t := range timers {
+		if err := q.validateTimer(t); err != nil {
+			return nil, errorf("batch item %d: %w", i, err)
+		}
+	}
+	return q.scheduleValid(ctx, timers)
+}
+
+// scheduleValid is ScheduleBatch for timers the public entry has
+// validated: the paths below it (coalescing, a second layout read) take
+// them as they are, so that each timer is validated once per call.
+func (q *Queue) scheduleValid(ctx context.Context, timers []NewTimer) (out []ScheduleResult, err error) {
 	ctx, span, tp := q.startSchedule(ctx, timers)
 	defer func() { endSchedule(span, out, err) }()
 	if q.opts.CoalesceSchedules && len(timers) == 1 && tp == "" && timers[0].URL == "" {
@@ -157,11 +175,6 @@ func (q *Queue) scheduleBatch(ctx context.Context, timers []NewTimer, tp string)
 
 // scheduleLayout is scheduleBatch in the layout the queue knows.
 func (q *Queue) scheduleLayout(ctx context.Context, timers []NewTimer, tp string) ([]ScheduleResult, error) {
-	for i, t := range timers {
-		if err := q.validateTimer(t); err != nil {
-			return nil, errorf("batch item %d: %w", i, err)
-		}
-	}
 	if len(timers) == 0 {
 		return nil, nil
 	}
@@ -776,7 +789,7 @@ func (q *Queue) runEach(ctx context.Context, l *layout, s *lua.Script, calls []c
 func (q *Queue) redisError(err error) error {
 	switch {
 	case hasRedisCode(err, "WRONGTYPE"):
-		return fmt.Errorf("%w: %w; another program writes under timerq:{%s}:*, so use another namespace or remove those keys",
+		return fmt.Errorf("%w: %w; another program writes under timerq:{%s}:*: use another namespace, or remove those keys",
 			ErrWrongType, err, q.opts.Namespace)
 	case hasRedisCode(err, "NOPERM") || isScriptACLError(err):
 		return fmt.Errorf("%w: %w%s", ErrPermission, err, q.permissionHint(err.Error()))
@@ -787,8 +800,9 @@ func (q *Queue) redisError(err error) error {
 	case isDialError(err):
 		return fmt.Errorf("%w: %w; is the server down? On a Cluster, retry once the failed master's replica is promoted", ErrUnreachable, err)
 	case hasRedisCode(err, "OOM"):
-		// Not "cancel timers": a cancel writes, and is refused too.
-		return fmt.Errorf("%w: %w; raise maxmemory, or lower Options.Retention so the workers' purges, which still run, free more",
+		// Not "cancel timers": a cancel writes, and is refused too. The
+		// binaries and the API show this hint, renaming Options.Retention.
+		return fmt.Errorf("%w: %w; Redis is at maxmemory with the noeviction policy: raise maxmemory, or lower Options.Retention so the workers' purges, which still run, free more (nothing was written, and writes stay refused until memory is freed)",
 			ErrOutOfMemory, err)
 	case hasRedisCode(err, "TIMERQ_MALFORMED"):
 		return fmt.Errorf("%w: %w", ErrMalformedRecord, err)

@@ -77,6 +77,9 @@ func ValidateDue(due time.Time) error {
 // adopted by a later schedule "x" as its own occurrence, with the planted
 // payload and due time.
 func (q *Queue) validateTimer(t NewTimer) error {
+	if q.validated != nil {
+		q.validated(t)
+	}
 	if err := ValidateID(t.ID); err != nil {
 		return err
 	}

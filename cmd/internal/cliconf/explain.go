@@ -7,10 +7,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -67,23 +64,16 @@ func Explain(err error, t Target) *Error {
 		if !strings.Contains(problem, "(missing right: ") { // queue names it; raw replies do not
 			problem += " (missing right: " + aclright.Missing(replyText(err), ns) + ")"
 		}
-		return out(ExitFailure, problem,
-			fmt.Sprintf("grant the Redis user that right, as docs/security.md shows for each role (worker, application, operator) of namespace %q", ns))
-	case errors.Is(err, queue.ErrOutOfMemory):
-		more := ""
-		if t.Retention != "" {
-			more = ", or shorten " + t.Retention + " so purges free more"
+		if !strings.Contains(msg, "docs/security.md") { // a reply that did not pass through queue, which hints
+			fix = "docs/security.md lists the rights of each role"
 		}
-		// Not "cancel timers": a cancel writes, and is refused too; the
-		// workers' claims and purges still run.
-		return out(ExitFailure, problem, "Redis is at maxmemory with the noeviction policy: raise maxmemory"+more+
-			"; until memory is freed, schedule, cancel and reschedule are refused while the workers' purges still run; nothing was written")
-	case errors.Is(err, queue.ErrWrongType):
-		return out(ExitFailure, problem, fmt.Sprintf("another program writes under timerq:{%s}:*: use another --namespace, or remove those keys", ns))
+		return out(ExitFailure, problem, fix)
+	// The queue's message carries the hint for these, in the library's
+	// words: flagNames renames its Go settings for the command line.
+	case errors.Is(err, queue.ErrOutOfMemory), errors.Is(err, queue.ErrWrongType), errors.Is(err, queue.ErrClusterDown):
+		return out(ExitFailure, problem, flagNames(t).Replace(fix))
 	case errors.Is(err, queue.ErrMalformedRecord):
 		return out(ExitFailure, problem, fmt.Sprintf("something other than timerq wrote that timer's field in timerq:{%s}:timers; delete the field (HDEL) or use another --namespace", ns))
-	case errors.Is(err, queue.ErrClusterDown):
-		return out(ExitFailure, problem, "Redis Cluster is failing over (a master is down and its replica not yet promoted, which takes cluster-node-timeout plus about a second): run the command again in a few seconds; CLUSTER INFO shows cluster_state:ok when it is over")
 	case errors.Is(err, context.DeadlineExceeded):
 		wait := ""
 		if t.Timeout > 0 {
@@ -106,7 +96,7 @@ func Explain(err error, t Target) *Error {
 		return out(ExitFailure, fmt.Sprintf("the reply from Redis at %s was lost, so the timer may or may not have been written: %s", t.Redis, msg),
 			"run the same command again, with the same ID: scheduling is idempotent, so a timer that was written is reported as existing and is not scheduled twice")
 	}
-	if isConnError(err) && strings.HasPrefix(t.Redis, "rediss://") && closedAfterHandshake(msg) {
+	if queue.Disconnected(err) && strings.HasPrefix(t.Redis, "rediss://") && closedAfterHandshake(msg) {
 		// Under TLS 1.3 the client's handshake ends before the server
 		// checks the client certificate, so a server with
 		// tls-auth-clients yes refuses a missing or foreign one by closing
@@ -114,11 +104,21 @@ func Explain(err error, t Target) *Error {
 		return out(ExitFailure, fmt.Sprintf("Redis at %s closed the TLS connection: %s", t.Redis, msg),
 			"if the server requires client certificates (tls-auth-clients yes), pass one signed by a CA in its tls-ca-cert-file with --tls-cert-file and --tls-key-file (TIMERQ_TLS_CERT_FILE, TIMERQ_TLS_KEY_FILE); otherwise check that Redis is reachable there and not restarting")
 	}
-	if isConnError(err) {
+	if queue.Disconnected(err) {
 		return out(ExitFailure, fmt.Sprintf("cannot reach Redis at %s: %s", t.Redis, msg),
 			"check that Redis is reachable there and that --redis (TIMERQ_REDIS_URL) is right; if that port speaks TLS only, use rediss://")
 	}
 	return out(ExitFailure, problem, cmp.Or(fix, "this is unexpected: report it, with the message above, to the timerq maintainers"))
+}
+
+// flagNames renames, for t's binary, the library's Go settings that the
+// queue's hints name.
+func flagNames(t Target) *strings.Replacer {
+	retention := "shorten timerworker's --retention"
+	if t.Retention != "" {
+		retention = "shorten " + t.Retention
+	}
+	return strings.NewReplacer("lower Options.Retention", retention, "another namespace", "another --namespace")
 }
 
 // closedAfterHandshake reports whether msg is the server closing or
@@ -211,38 +211,3 @@ func explainReply(err error, msg string, t Target) *Error {
 	return out(strings.TrimPrefix(msg, "timerq: "), "Redis refused the command; see its reply above and docs/operations.md")
 }
 
-// isConnError reports whether err is a failure to reach Redis or a lost
-// connection, as opposed to an answer Redis gave.
-func isConnError(err error) bool {
-	var ne net.Error
-	var oe *net.OpError
-	return errors.As(err, &ne) || errors.As(err, &oe) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, redis.ErrClosed) || strings.Contains(err.Error(), "connection refused") ||
-		strings.Contains(err.Error(), "no such host") || strings.Contains(err.Error(), "i/o timeout") ||
-		strings.Contains(err.Error(), "all sentinels are unreachable") || strings.Contains(err.Error(), "failed to dial")
-}
-
-// IsTransient reports whether err is one a long-running command should
-// retry rather than give up on: a lost or refused connection, a timeout,
-// or a server in the middle of a failover or restart (READONLY, LOADING,
-// MASTERDOWN, TRYAGAIN, CLUSTERDOWN, UNBLOCKED). A refusal (ACL, OOM,
-// WRONGTYPE) is not transient.
-func IsTransient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
-		return false
-	}
-	// UNBLOCKED ends a blocking read (XREAD) when the server turns replica
-	// (REPLICAOF, as in a failover) or an operator runs CLIENT UNBLOCK …
-	// ERROR: the next read goes on.
-	for _, code := range []string{"READONLY", "LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "UNBLOCKED"} {
-		if redis.HasErrorPrefix(err, code) {
-			return true
-		}
-	}
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		return false
-	}
-	return errors.Is(err, context.DeadlineExceeded) || isConnError(err)
-}

@@ -20,7 +20,7 @@ func timerctl(args ...string) (int, string) {
 }
 
 // TestEachFailureGetsItsOwnHint: every exit-1 failure of timerctl ends in
-// a fix for its cause, and only an unreachable Redis is told to check that
+// a fix for its cause, given once, and only an unreachable Redis is told to check that
 // Redis is reachable.
 func TestEachFailureGetsItsOwnHint(t *testing.T) {
 	srv := redistest.Start(t, redistest.Config{})
@@ -33,6 +33,10 @@ func TestEachFailureGetsItsOwnHint(t *testing.T) {
 	}
 	// A malformed record.
 	if err := rdb.HSet(ctx, "timerq:{"+ns+"}:timers", "bad", "garbage").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// NOPERM: a user without HSET.
+	if err := rdb.Do(ctx, "ACL", "SETUSER", "nohset", "reset", "on", ">pw", "~*", "&*", "+@all", "-hset").Err(); err != nil {
 		t.Fatal(err)
 	}
 	// OOM: a server at maxmemory with noeviction.
@@ -55,6 +59,7 @@ func TestEachFailureGetsItsOwnHint(t *testing.T) {
 		{"unreachable", []string{"--redis", "redis://" + closedAddr(t) + "/0", "get", "a"}, "check that Redis is reachable"},
 		{"wrong type", []string{"--redis", srv.URL(), "-n", "wrongtype", "schedule", "a", "--in", "1m"}, "another program writes under timerq:{wrongtype}:*: use another --namespace, or remove those keys"},
 		{"malformed record", []string{"--redis", srv.URL(), "-n", ns, "get", "bad"}, "something other than timerq wrote that timer's field"},
+		{"no permission", []string{"--redis", "redis://nohset:pw@" + srv.Addr() + "/0", "-n", ns, "schedule", "a", "--in", "1m"}, "docs/security.md"},
 		{"out of memory", []string{"--redis", full.URL(), "schedule", "a", "--in", "1m"}, "Redis is at maxmemory with the noeviction policy: raise maxmemory"},
 		{"moved", []string{"--redis", cl.Nodes[0].URL(), "-n", movedNS, "schedule", "a", "--in", "1m"}, "add ?cluster=1 to --redis"},
 		{"cluster URL", []string{"--redis", cl.URL(), "-n", movedNS, "schedule", "a", "--in", "1m"}, ""},
@@ -69,6 +74,9 @@ func TestEachFailureGetsItsOwnHint(t *testing.T) {
 		}
 		if code != 1 || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("%s: exit %d %q, want 1 and one line with %q", tc.name, code, stderr, tc.want)
+		}
+		if h := repeatedHint(stderr); h != "" {
+			t.Errorf("%s: %q gives %q twice", tc.name, stderr, h)
 		}
 		if reach := strings.Contains(stderr, "check that Redis is reachable"); reach != (tc.name == "unreachable") {
 			t.Errorf("%s: %q: 'check that Redis is reachable' fits only an unreachable Redis", tc.name, stderr)

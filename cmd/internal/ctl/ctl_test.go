@@ -508,7 +508,7 @@ func TestStats(t *testing.T) {
 			Scheduled        int64  `json:"scheduled"`
 			Fired            int64  `json:"fired"`
 			Cancelled        int64  `json:"cancelled"`
-			EarliestDueAt    string `json:"earliest_due_at"`
+			EarliestDue      string `json:"earliest_due"`
 			Overdue          int64  `json:"overdue"`
 			OldestOverdueAge int64  `json:"oldest_overdue_age_ms"`
 			DueHistogram     []struct {
@@ -516,12 +516,14 @@ func TestStats(t *testing.T) {
 				Count  int64  `json:"count"`
 			} `json:"due_histogram"`
 			Shards []struct {
-				Shard         int     `json:"shard"`
-				Scheduled     int64   `json:"scheduled"`
-				Fired         int64   `json:"fired"`
-				Cancelled     int64   `json:"cancelled"`
-				Overdue       int64   `json:"overdue"`
-				EarliestDueAt *string `json:"earliest_due_at"`
+				Shard            int     `json:"shard"`
+				Now              string  `json:"now"`
+				Scheduled        int64   `json:"scheduled"`
+				Fired            int64   `json:"fired"`
+				Cancelled        int64   `json:"cancelled"`
+				Overdue          int64   `json:"overdue"`
+				EarliestDue      *string `json:"earliest_due"`
+				OldestOverdueAge int64   `json:"oldest_overdue_age_ms"`
 			} `json:"shards"`
 			Workers struct {
 				Serving    int      `json:"serving"`
@@ -545,8 +547,8 @@ func TestStats(t *testing.T) {
 		if age := time.Duration(st.OldestOverdueAge) * time.Millisecond; age < 3*time.Hour || age > 3*time.Hour+time.Minute {
 			t.Fatalf("oldest overdue age %v, want about 3h", age)
 		}
-		if !mustTime(t, st.EarliestDueAt).Before(time.Now().Add(-time.Hour)) {
-			t.Fatalf("earliest due %s is not the overdue timer's", st.EarliestDueAt)
+		if !mustTime(t, st.EarliestDue).Before(time.Now().Add(-time.Hour)) {
+			t.Fatalf("earliest due %s is not the overdue timer's", st.EarliestDue)
 		}
 		var hist []string
 		for _, h := range st.DueHistogram {
@@ -734,12 +736,14 @@ func testWatch(t *testing.T, b *redistest.Backend, shards int) {
 	if code := <-done; code != 0 {
 		t.Fatalf("watch ended with exit %d on interrupt: %q", code, errOut.String())
 	}
-	type fire struct {
+	type fire struct { // api.FireEventJSON, and lateness_ms
 		ID         string `json:"id"`
 		DueAt      string `json:"due_at"`
 		FiredAt    string `json:"fired_at"`
 		LatenessMS int64  `json:"lateness_ms"`
 		Payload    []byte `json:"payload"`
+		Shard      int    `json:"shard"`
+		StreamID   string `json:"stream_id"`
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 2 {
@@ -750,7 +754,8 @@ func testWatch(t *testing.T, b *redistest.Backend, shards int) {
 		lines[0], lines[1] = lines[1], lines[0]
 	}
 	f := decode[fire](t, lines[0])
-	if f.ID != "w1" || string(f.Payload) != "hi" || f.LatenessMS < 0 || mustTime(t, f.FiredAt).Before(mustTime(t, f.DueAt)) {
+	if f.ID != "w1" || string(f.Payload) != "hi" || f.LatenessMS < 0 || mustTime(t, f.FiredAt).Before(mustTime(t, f.DueAt)) ||
+		f.StreamID == "" || f.Shard != k1 {
 		t.Fatalf("watch line: %+v", f)
 	}
 	if f := decode[fire](t, lines[1]); f.ID != "w2" {

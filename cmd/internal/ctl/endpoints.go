@@ -8,56 +8,13 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
 )
-
-// endpointJSON is an endpoint as `timerctl endpoints ... -o json` prints
-// it: the field names of the HTTP API's, secrets and header values
-// redacted.
-type endpointJSON struct {
-	Name        string            `json:"name"`
-	URL         string            `json:"url"`
-	Headers     map[string]string `json:"headers"`
-	Timeout     string            `json:"timeout"`
-	Retry       endpointRetryJSON `json:"retry"`
-	MaxInFlight int               `json:"max_in_flight"`
-	Secrets     []string          `json:"secrets"`
-	Enabled     bool              `json:"enabled"`
-	UpdatedAt   string            `json:"updated_at"`
-	Created     *bool             `json:"created,omitempty"`
-}
-
-type endpointRetryJSON struct {
-	MaxAttempts            int    `json:"max_attempts,omitempty"`
-	MaxAge                 string `json:"max_age,omitempty"`
-	BackoffBase            string `json:"backoff_base,omitempty"`
-	BackoffCap             string `json:"backoff_cap,omitempty"`
-	DeadLetterClientErrors bool   `json:"dead_letter_client_errors"`
-}
-
-func durText(d time.Duration) string {
-	if d == 0 {
-		return ""
-	}
-	return d.String()
-}
-
-func toEndpointJSON(e queue.Endpoint) endpointJSON {
-	j := endpointJSON{Name: e.Name, URL: e.URL, Headers: e.RedactedHeaders(), Timeout: durText(e.Timeout),
-		Retry: endpointRetryJSON{MaxAttempts: e.Retry.MaxAttempts, MaxAge: durText(e.Retry.MaxAge),
-			BackoffBase: durText(e.Retry.Base), BackoffCap: durText(e.Retry.Cap), DeadLetterClientErrors: !e.Retry.RetryClientErrors},
-		MaxInFlight: e.MaxInFlight, Secrets: make([]string, len(e.Secrets)), Enabled: !e.Disabled,
-		UpdatedAt: timefmt.Format(e.UpdatedAt)}
-	for i, s := range e.Secrets {
-		j.Secrets[i] = s.Redacted()
-	}
-	return j
-}
 
 // endpointsCommand is `timerctl endpoints create|get|list|delete|enable|
 // disable`: one command with the verb as its first argument, as
@@ -167,7 +124,7 @@ func (r *runner) endpointCreate(c *cli.Context) error {
 			return s.redisErr(err)
 		}
 		if s.g.json {
-			j := toEndpointJSON(stored)
+			j := api.ToEndpointJSON(stored)
 			j.Created = &created
 			return writeJSON(r.o.Stdout, j)
 		}
@@ -205,7 +162,7 @@ func (r *runner) endpointByName(c *cli.Context, verb, name string) error {
 			return s.redisErr(err)
 		}
 		if s.g.json {
-			return writeJSON(r.o.Stdout, toEndpointJSON(e))
+			return writeJSON(r.o.Stdout, api.ToEndpointJSON(e))
 		}
 		note := ""
 		if verb != "get" {
@@ -223,10 +180,10 @@ func (r *runner) endpointList(c *cli.Context) error {
 		}
 		if s.g.json {
 			out := struct {
-				Endpoints []endpointJSON `json:"endpoints"`
-			}{Endpoints: make([]endpointJSON, len(list))}
+				Endpoints []api.EndpointJSON `json:"endpoints"`
+			}{Endpoints: make([]api.EndpointJSON, len(list))}
 			for i, e := range list {
-				out.Endpoints[i] = toEndpointJSON(e)
+				out.Endpoints[i] = api.ToEndpointJSON(e)
 			}
 			return writeJSON(r.o.Stdout, out)
 		}
@@ -237,7 +194,7 @@ func (r *runner) endpointList(c *cli.Context) error {
 		tw := newTable(r.o.Stdout)
 		fmt.Fprintln(tw, "NAME\tSTATE\tURL\tSECRETS")
 		for _, e := range list {
-			j := toEndpointJSON(e)
+			j := api.ToEndpointJSON(e)
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Name, enabledText(j.Enabled), e.URL, strings.Join(j.Secrets, " "))
 		}
 		return tw.Flush()
@@ -253,7 +210,7 @@ func enabledText(on bool) string {
 
 // writeEndpoint prints one endpoint as label: value lines.
 func writeEndpoint(r *runner, e queue.Endpoint, note string) error {
-	j := toEndpointJSON(e)
+	j := api.ToEndpointJSON(e)
 	tw := newTable(r.o.Stdout)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 	name := e.Name

@@ -7,29 +7,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/queue"
 )
-
-// flowPolicyJSON is a flow policy as timerctl prints it.
-type flowPolicyJSON struct {
-	Endpoint    string `json:"endpoint,omitempty"`
-	Key         string `json:"key,omitempty"`
-	Rate        int    `json:"rate"`
-	Period      string `json:"period"`
-	MaxInFlight int    `json:"max_in_flight"`
-}
-
-func toFlowPolicyJSON(p queue.FlowPolicy) flowPolicyJSON {
-	return flowPolicyJSON{Endpoint: p.Endpoint, Key: p.Key, Rate: p.Rate, Period: p.Period.String(), MaxInFlight: p.MaxInFlight}
-}
-
-type flowStatJSON struct {
-	Endpoint string          `json:"endpoint,omitempty"`
-	Key      string          `json:"key"`
-	Backlog  int64           `json:"backlog"`
-	InFlight int64           `json:"in_flight"`
-	Policy   *flowPolicyJSON `json:"policy"`
-}
 
 // flowCommand is `timerctl flow put|list|delete|stats`: per-key flow
 // control of delivery (docs/delivery.md#flow-control).
@@ -82,7 +62,7 @@ func (r *runner) flowPut(c *cli.Context) error {
 			return s.redisErr(err)
 		}
 		if s.g.json {
-			return writeJSON(r.o.Stdout, toFlowPolicyJSON(p))
+			return writeJSON(r.o.Stdout, api.ToFlowPolicyJSON(p))
 		}
 		fmt.Fprintf(r.o.Stdout, "flow policy %s: %s\n", policyName(p.Endpoint, p.Key), policyText(p))
 		return nil
@@ -116,10 +96,10 @@ func (r *runner) flowList(c *cli.Context) error {
 		}
 		if s.g.json {
 			out := struct {
-				FlowPolicies []flowPolicyJSON `json:"flow_policies"`
-			}{FlowPolicies: make([]flowPolicyJSON, len(list))}
+				FlowPolicies []api.FlowPolicyJSON `json:"flow_policies"`
+			}{FlowPolicies: make([]api.FlowPolicyJSON, len(list))}
 			for i, p := range list {
-				out.FlowPolicies[i] = toFlowPolicyJSON(p)
+				out.FlowPolicies[i] = api.ToFlowPolicyJSON(p)
 			}
 			return writeJSON(r.o.Stdout, out)
 		}
@@ -187,15 +167,11 @@ func (r *runner) flowStats(c *cli.Context) error {
 		}
 		if s.g.json {
 			out := struct {
-				Group string         `json:"group"`
-				Flows []flowStatJSON `json:"flows"`
-			}{Group: group, Flows: make([]flowStatJSON, len(st))}
+				Group string             `json:"group"`
+				Flows []api.FlowStatJSON `json:"flows"`
+			}{Group: group, Flows: make([]api.FlowStatJSON, len(st))}
 			for i, f := range st {
-				out.Flows[i] = flowStatJSON{Endpoint: f.Endpoint, Key: f.Key, Backlog: f.Backlog, InFlight: f.InFlight}
-				if f.Policy.Rate > 0 {
-					p := toFlowPolicyJSON(f.Policy)
-					out.Flows[i].Policy = &p
-				}
+				out.Flows[i] = api.ToFlowStatJSON(f)
 			}
 			return writeJSON(r.o.Stdout, out)
 		}

@@ -7,15 +7,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/queue"
 )
-
-type namespaceJSON struct {
-	Namespace string `json:"namespace"`
-	Shards    int    `json:"shards"`
-	Replicas  int    `json:"replicas"`
-	Created   bool   `json:"created"`
-}
 
 // namespaceCommand is `timerctl namespace create NS --shards N` and
 // `timerctl namespace show`. It is one command with the verb as its first
@@ -74,7 +68,8 @@ func (r *runner) namespaceCreate(c *cli.Context) error {
 			}
 		}
 		if s.g.json {
-			return writeJSON(r.o.Stdout, namespaceJSON{Namespace: ns, Shards: shards, Replicas: max(replicas, 0), Created: created})
+			rep := max(replicas, 0)
+			return writeJSON(r.o.Stdout, api.NamespaceJSON{Namespace: ns, Shards: shards, Replicas: &rep, Created: created})
 		}
 		if replicas >= 0 {
 			fmt.Fprintf(r.o.Stdout, "namespace %s: replicas set to %d\n", ns, replicas)
@@ -102,7 +97,7 @@ func (r *runner) namespaceShow(c *cli.Context) error {
 			return s.redisErr(err)
 		}
 		if s.g.json {
-			return writeJSON(r.o.Stdout, namespaceJSON{Namespace: s.q.Namespace(), Shards: n, Replicas: rep})
+			return writeJSON(r.o.Stdout, api.NamespaceJSON{Namespace: s.q.Namespace(), Shards: n, Replicas: &rep})
 		}
 		fmt.Fprintf(r.o.Stdout, "namespace %s has %s", s.q.Namespace(), plural(n, "shard"))
 		if rep > 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -30,35 +31,19 @@ type bucketJSON struct {
 	Count  int64  `json:"count"`
 }
 
+// statsJSON is `timerctl stats -o json`: the API's stats of the
+// namespace (api.StatsJSON), and what only timerctl reads beside them.
 type statsJSON struct {
-	Now              string       `json:"now"`
-	Scheduled        int64        `json:"scheduled"`
-	Fired            int64        `json:"fired"`
-	Cancelled        int64        `json:"cancelled"`
-	EarliestDueAt    *string      `json:"earliest_due_at"`
-	Overdue          int64        `json:"overdue"`
-	OldestOverdueAge int64        `json:"oldest_overdue_age_ms"`
-	DueHistogram     []bucketJSON `json:"due_histogram"`
-	// Shards holds each shard's counts, one entry per shard.
+	api.StatsJSON
+	DueHistogram []bucketJSON `json:"due_histogram"`
+	// Shards holds each shard's counts, one entry per shard, in place of
+	// the API's list.
 	Shards []shardStatsJSON `json:"shards"`
 	// Workers says who serves the namespace; null when it could not be read.
 	Workers *workersJSON `json:"workers"`
 	// Quotas is the usage against each of the namespace's quotas; null
 	// when it could not be read.
-	Quotas *quotasUsageJSON `json:"quotas"`
-}
-
-// quotaUsageJSON is one quota beside what the namespace holds; limit 0 is
-// unlimited.
-type quotaUsageJSON struct {
-	Limit int64 `json:"limit"`
-	Usage int64 `json:"usage"`
-}
-
-type quotasUsageJSON struct {
-	Pending   quotaUsageJSON `json:"pending"`
-	Endpoints quotaUsageJSON `json:"endpoints"`
-	Schedules quotaUsageJSON `json:"schedules"`
+	Quotas *api.QuotasUsageJSON `json:"quotas"`
 }
 
 type workersJSON struct {
@@ -69,13 +54,11 @@ type workersJSON struct {
 	LastLeft   bool     `json:"last_left"`
 }
 
+// shardStatsJSON is one shard's stats as the API shows them, with its
+// index.
 type shardStatsJSON struct {
-	Shard         int     `json:"shard"`
-	Scheduled     int64   `json:"scheduled"`
-	Fired         int64   `json:"fired"`
-	Cancelled     int64   `json:"cancelled"`
-	Overdue       int64   `json:"overdue"`
-	EarliestDueAt *string `json:"earliest_due_at"`
+	Shard int `json:"shard"`
+	api.StatsJSON
 	// Error is why the shard could not be read; its counts are then 0 and
 	// left out of the totals.
 	Error string `json:"error,omitempty"`
@@ -113,18 +96,14 @@ func (r *runner) stats(c *cli.Context) error {
 			}
 			return shardFailure(s, partial)
 		}
-		out := statsJSON{
-			Now: fmtJSONTime(st.Now), Scheduled: st.Scheduled, Fired: st.Fired, Cancelled: st.Cancelled,
-			EarliestDueAt: optTime(st.EarliestDue), Overdue: st.Overdue, OldestOverdueAge: st.OldestOverdueAge.Milliseconds(),
-		}
+		out := statsJSON{StatsJSON: api.ToStatsJSON(st)}
+		shards := out.StatsJSON.Shards
+		out.StatsJSON.Shards = nil // listed by out.Shards
 		for i, n := range counts {
 			out.DueHistogram = append(out.DueHistogram, bucketJSON{histogramNames[i], n})
 		}
-		for k, sh := range st.Shards {
-			row := shardStatsJSON{
-				Shard: k, Scheduled: sh.Scheduled, Fired: sh.Fired, Cancelled: sh.Cancelled,
-				Overdue: sh.Overdue, EarliestDueAt: optTime(sh.EarliestDue),
-			}
+		for k, sh := range shards {
+			row := shardStatsJSON{Shard: k, StatsJSON: sh}
 			if partial != nil && partial.Failed[k] != nil {
 				row.Error = partial.Failed[k].Error()
 			}
@@ -139,11 +118,7 @@ func (r *runner) stats(c *cli.Context) error {
 			out.Workers = w
 		}
 		if uerr == nil {
-			out.Quotas = &quotasUsageJSON{
-				Pending:   quotaUsageJSON{u.Quotas.Pending, u.Pending},
-				Endpoints: quotaUsageJSON{u.Quotas.Endpoints, u.Endpoints},
-				Schedules: quotaUsageJSON{u.Quotas.Schedules, u.Schedules},
-			}
+			out.Quotas = api.ToQuotasUsageJSON(u)
 		}
 		if err := writeJSON(r.o.Stdout, out); err != nil {
 			return err

@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
-	"github.com/timerq/timerq/cmd/internal/cliconf"
+	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -22,12 +22,11 @@ const (
 	watchRetryMax = 2 * time.Second
 )
 
+// fireJSON is a fire as `timerctl watch -o json` prints it: the API's
+// fire event, and how late it fired.
 type fireJSON struct {
-	ID        string `json:"id"`
-	DueAt     string `json:"due_at"`
-	FiredAt   string `json:"fired_at"`
-	LatenessM int64  `json:"lateness_ms"`
-	Payload   []byte `json:"payload"`
+	api.FireEventJSON
+	LatenessMS int64 `json:"lateness_ms"`
 }
 
 // watch follows the namespace's fire streams from their current end, with
@@ -63,7 +62,7 @@ func (r *runner) watch(c *cli.Context) error {
 		if c.Context.Err() != nil {
 			return nil // Ctrl-C: a normal end
 		}
-		if err != nil && cliconf.IsTransient(err) {
+		if err != nil && queue.Transient(err) {
 			// A lost connection or a failover (UNBLOCKED included): like
 			// the workers, retry with backoff and resume after the last
 			// entry printed, so that no fire is shown twice or skipped
@@ -106,8 +105,8 @@ func (r *runner) printFire(asJSON bool, ev queue.Event) error {
 	late := fired.Sub(due)
 	if asJSON {
 		// One compact object per line, so the output is JSON Lines.
-		line, err := jsonLine(fireJSON{ID: ev.ID, DueAt: fmtJSONTime(due), FiredAt: fmtJSONTime(fired),
-			LatenessM: late.Milliseconds(), Payload: ev.Payload})
+		line, err := jsonLine(fireJSON{FireEventJSON: api.FireEventJSON{ID: ev.ID, DueAt: fmtJSONTime(due), FiredAt: fmtJSONTime(fired),
+			Payload: ev.Payload, Shard: ev.Shard, StreamID: ev.StreamID}, LatenessMS: late.Milliseconds()})
 		if err != nil {
 			return err
 		}

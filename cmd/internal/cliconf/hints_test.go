@@ -1,0 +1,37 @@
+package cliconf_test
+
+import (
+	"regexp"
+	"strings"
+)
+
+// clauses splits a message into its clauses, at the punctuation that
+// joins a cause to its hint and one hint to the next.
+var clauses = regexp.MustCompile(`[;:,]\s+|\s*\(|\)`)
+
+// hintMarkers are words that belong to one hint each: a message that
+// holds one twice gives that hint twice. (api's hints_test.go checks the
+// API's details with the same list.)
+var hintMarkers = []string{"docs/security.md", "raise maxmemory", "another program writes", "remove those keys", "check that Redis is reachable"}
+
+// repeatedHint returns a hint that msg gives twice (a clause of four
+// words or more, or a hint marker), or "".
+func repeatedHint(msg string) string {
+	for _, m := range hintMarkers {
+		if strings.Count(msg, m) > 1 {
+			return m
+		}
+	}
+	seen := map[string]bool{}
+	for _, c := range clauses.Split(msg, -1) {
+		c = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(c, "so "), "or "))
+		if len(strings.Fields(c)) < 4 {
+			continue
+		}
+		if seen[c] {
+			return c
+		}
+		seen[c] = true
+	}
+	return ""
+}
