@@ -210,4 +210,3 @@ func explainReply(err error, msg string, t Target) *Error {
 	}
 	return out(strings.TrimPrefix(msg, "timerq: "), "Redis refused the command; see its reply above and docs/operations.md")
 }
-
