@@ -265,6 +265,13 @@ func TestRemindersServer(t *testing.T) {
 	redistest.Eventually(t, 10*time.Second, "reminder tea to fire", func() bool {
 		return do("GET", "/reminders/tea", "", http.StatusOK)["state"] == "fired"
 	})
+	// Fired is not delivered: the consumer leases the fire after the
+	// claim made it visible (Consume runs on Lease), and a SIGTERM before
+	// that leaves it pending for the next run. Wait for the delivery.
+	reminded := regexp.MustCompile(`msg=REMINDER id=tea text="tea is ready"`)
+	redistest.Eventually(t, 10*time.Second, "reminder tea to be delivered", func() bool {
+		return reminded.MatchString(out.String())
+	})
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -98,8 +98,8 @@ func (e *QuotaError) Error() string {
 			e.ShardLimit, e.Shards, e.Usage)
 	}
 	return fmt.Sprintf("%s: the %s quota of namespace %q is %d %s; %s and the call would add %d, so nothing was written; "+
-		"remove some first, or have the namespace's admin raise the quota (timerctl namespace quotas --%s N, or PUT /v1/namespaces/%s/quotas)",
-		ErrQuotaExceeded.Error(), e.Quota, e.Namespace, e.Limit, what, holds, e.Adding, e.Quota, e.Namespace)
+		"remove some first, or have the namespace's admin raise the quota (SetQuotas, or PUT /v1/namespaces/%s/quotas)",
+		ErrQuotaExceeded.Error(), e.Quota, e.Namespace, e.Limit, what, holds, e.Adding, e.Namespace)
 }
 
 // Unwrap returns ErrQuotaExceeded, for errors.Is.

@@ -45,6 +45,13 @@ var ErrNotReplicated = errors.New("timerq: too few replicas acknowledged the wri
 // "outcome unknown" (ErrNotReplicated).
 var ErrTooFewReplicas = errors.New("timerq: too few replicas for the replicas setting")
 
+// ErrReplicasUnread means SetReplicas could not check a replicas setting
+// against the masters' replicas, because it could not read them (INFO
+// replication): the Redis user lacks +info, a master is unreachable, or
+// the server does not report replication (miniredis). Nothing was
+// written; ReplicasOptions.Force skips the check.
+var ErrReplicasUnread = errors.New("timerq: cannot read the masters' replicas")
+
 // ReplicasOptions are the options of SetReplicas.
 type ReplicasOptions struct {
 	// Force sets the setting without reading the masters' replicas, even
@@ -114,8 +121,8 @@ func SetReplicas(ctx context.Context, rdb redis.UniversalClient, ns string, n in
 		ms, err := masterReplicas(ctx, rdb, keyspace.Shards(ns, shards))
 		if err != nil {
 			q := &Queue{opts: Options{Namespace: ns}}
-			return errorf("set replicas of namespace %q: read the masters' replicas (INFO replication): %w; grant +info, or skip the check if the masters have their replicas (ReplicasOptions.Force, timerctl's --force)",
-				ns, q.redisError(err))
+			return errorf("set replicas of namespace %q: %w (INFO replication): %w; grant +info, or skip the check if the masters have their replicas (ReplicasOptions.Force)",
+				ns, ErrReplicasUnread, q.redisError(err))
 		}
 		if err := TooFewReplicas(ns, ms, n); err != nil {
 			return err

@@ -478,8 +478,8 @@ func TestSetReplicasNeedsASpareReplica(t *testing.T) {
 	// miniredis reports no replication: refused unless forced.
 	_, mini := redistest.Mini(t)
 	err = queue.SetReplicas(ctx, mini, ns, 1, nil)
-	if err == nil || !strings.Contains(err.Error(), "INFO replication") || !strings.Contains(err.Error(), "Force") {
-		t.Fatalf("replicas 1 on miniredis: %v; want a refusal naming INFO replication and Force", err)
+	if !errors.Is(err, queue.ErrReplicasUnread) || !strings.Contains(err.Error(), "INFO replication") || !strings.Contains(err.Error(), "Force") {
+		t.Fatalf("replicas 1 on miniredis: %v; want ErrReplicasUnread naming INFO replication and Force", err)
 	}
 	if err := queue.SetReplicas(ctx, mini, ns, 1, &queue.ReplicasOptions{Force: true}); err != nil {
 		t.Fatalf("replicas 1 forced on miniredis: %v", err)

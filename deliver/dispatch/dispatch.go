@@ -552,10 +552,13 @@ func undeliverable(err error) bool {
 }
 
 // undeliverableError is the dead letter's error for an undeliverable
-// endpoint: what refused it and what to do.
+// endpoint: what refused it and what to do. Operators read it in the
+// dashboard and the API, and applications in Go: it names the dashboard's
+// action and the Go call, and the dashboard shows timerctl's command
+// beside it.
 func undeliverableError(name string, err error) string {
 	cause := strings.TrimPrefix(err.Error(), fmt.Sprintf("endpoint %q url: ", name))
-	redrive := fmt.Sprintf("then requeue its dead letters (timerctl redrive --endpoint %s)", name)
+	redrive := fmt.Sprintf("then requeue its dead letters (the dashboard's Deliveries page: Redrive all of %s; Deliveries().Redrive with RedriveOptions{Endpoint: %q} in Go)", name, name)
 	if c, ok := strings.CutPrefix(cause, deliver.ErrRefused.Error()+": "); ok {
 		return fmt.Sprintf("endpoint %q is refused by this worker's SSRF guard: %s; %s", name, c, redrive)
 	}

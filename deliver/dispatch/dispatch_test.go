@@ -199,6 +199,17 @@ func TestDispatcherDeliversAndSettles(t *testing.T) {
 		if n := failing.hits.Load(); n != 9 {
 			t.Errorf("the failing endpoint got %d requests, want 3 fires × 3 attempts", n)
 		}
+		// OnAttempt reports an attempt after settling it (Report.SettleErr),
+		// so a dead letter is visible before its last attempt is reported.
+		redistest.Eventually(t, 30*time.Second, "the failing endpoint's 9 attempts reported", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			n := 0
+			for _, id := range names("failing", 3) {
+				n += len(reports[id])
+			}
+			return n >= 9
+		})
 		mu.Lock()
 		if rs := reports["failing/1"]; len(rs) != 3 || rs[0].Attempt.Outcome != deliver.Retry || rs[2].Attempt.Outcome != deliver.DeadLetter {
 			t.Errorf("attempts of failing/1: %+v", rs)

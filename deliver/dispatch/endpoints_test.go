@@ -326,7 +326,7 @@ func TestDispatcherDeadLettersAnEndpointItsGuardRefuses(t *testing.T) {
 			return err == nil && len(dls) == len(ids)
 		})
 		for _, dl := range dls {
-			for _, want := range []string{`endpoint "local"`, "SSRF guard", "127.0.0.1 is a loopback address", "--deliver-allow 127.0.0.1/32"} {
+			for _, want := range []string{`endpoint "local"`, "SSRF guard", "127.0.0.1 is a loopback address", "--deliver-allow 127.0.0.1/32", "Redrive all of local", "RedriveOptions"} {
 				if !strings.Contains(dl.Error, want) {
 					t.Errorf("dead letter of %s: %q does not say %q", dl.Event.ID, dl.Error, want)
 				}

@@ -53,6 +53,8 @@ func classify(err error, t cliconf.Target) *Error {
 		ex.Code = ExitConflict
 		ex.Problem = strings.TrimPrefix(few.Problem(), "timerq: ")
 		ex.Fix = few.Fix("--force")
+	case errors.Is(err, queue.ErrReplicasUnread):
+		ex.Fix = "grant the Redis user +info, or skip the check with --force if every master has its replicas"
 	case errors.Is(err, queue.ErrNotFound):
 		ex.Fix = "check the ID and --namespace; 'timerctl list' shows the timers"
 	case errors.Is(err, queue.ErrAlreadyFired), errors.Is(err, queue.ErrCancelled):
