@@ -66,6 +66,36 @@ type overviewData struct {
 	// read); NoWorker is set when none does and timers are due.
 	Workers  *queue.WorkerStatus
 	NoWorker bool
+	// Quotas is the usage against each of the namespace's quotas, read
+	// only (the admin sets them with timerctl or the API); nil when the
+	// usage could not be read, QuotasErr then says why.
+	Quotas    []quotaRow
+	QuotasErr string
+}
+
+// quotaRow is one quota of the overview's Quotas table.
+type quotaRow struct {
+	Name, Label string
+	Usage       int64
+	// Limit is the quota; 0 is unlimited, and Percent is then left out.
+	Limit   int64
+	Percent int64
+}
+
+// quotaRows lays out the usage against each quota, in the order and by
+// the names timerctl stats uses.
+func quotaRows(u queue.Usage) []quotaRow {
+	rows := []quotaRow{
+		{Name: queue.QuotaPending, Label: "Pending timers", Usage: u.Pending, Limit: u.Quotas.Pending},
+		{Name: queue.QuotaEndpoints, Label: "Endpoints", Usage: u.Endpoints, Limit: u.Quotas.Endpoints},
+		{Name: queue.QuotaSchedules, Label: "Schedules", Usage: u.Schedules, Limit: u.Quotas.Schedules},
+	}
+	for i, r := range rows {
+		if r.Limit > 0 {
+			rows[i].Percent = r.Usage * 100 / r.Limit
+		}
+	}
+	return rows
 }
 
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
@@ -114,6 +144,13 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	if d.Dead, err = h.q.Deliveries().DeadLetterCount(ctx); err != nil {
 		d.Problems = append(d.Problems, "dead letters: "+err.Error())
+	}
+	// Like timerctl stats, unknown rather than a failed page: a user whose
+	// ACL line predates quotas may lack +hlen.
+	if u, err := h.q.Inspect().Usage(ctx); err != nil {
+		d.QuotasErr = err.Error()
+	} else {
+		d.Quotas = quotaRows(u)
 	}
 	h.render(w, r, http.StatusOK, "overview", "Overview", d)
 }

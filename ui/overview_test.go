@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/internal/uitest"
 	"github.com/timerq/timerq/queue"
@@ -58,6 +59,46 @@ func TestOverviewSaysWhoServesTheNamespace(t *testing.T) {
 		if resp.StatusCode != 200 || !strings.Contains(body, `id="count-scheduled">1<`) ||
 			!strings.Contains(body, `<tr id="shard-`+string(rune('0'+broken))+`" class="failed">`) {
 			t.Errorf("overview with a failing shard %d: %d\n%s", broken, resp.StatusCode, body)
+		}
+	})
+}
+
+// TestOverviewShowsQuotas: the overview shows each quota read only, its
+// limit ("unlimited" for 0), the usage and the percentage; when the usage
+// cannot be read, "unknown" and the rest of the page, not a failure.
+func TestOverviewShowsQuotas(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		e := newEnv(t, b, ui.Options{})
+		if err := queue.SetQuotas(ctx, b.Client, e.q.Namespace(), queue.Quotas{Pending: 4, Endpoints: 0, Schedules: 7}); err != nil {
+			t.Fatal(err)
+		}
+		schedule(t, e.q, "a", time.Hour, "")
+		schedule(t, e.q, "b", time.Hour, "")
+		// The queue read the quotas when it scheduled, after SetQuotas.
+		_, body := e.Get(t, "/")
+		for _, want := range []string{
+			`<tr id="quota-pending"><td>Pending timers</td><td class="usage">2</td><td class="limit">4</td><td class="percent">50%</td></tr>`,
+			`<tr id="quota-endpoints"><td>Endpoints</td><td class="usage">0</td><td class="limit">unlimited</td><td class="percent">—</td></tr>`,
+			`<tr id="quota-schedules"><td>Schedules</td><td class="usage">0</td><td class="limit">7</td><td class="percent">0%</td></tr>`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("overview lacks %s:\n%s", want, body)
+			}
+		}
+		if _, sec, _ := strings.Cut(body, "<h2>Quotas</h2>"); strings.Contains(sec[:strings.Index(sec, "<h2>")], "<form") {
+			t.Errorf("the quotas section has a write action:\n%s", sec)
+		}
+
+		// A Redis that refuses the usage's HLEN (here WRONGTYPE; in
+		// production an ACL without +hlen) leaves the page up.
+		if err := b.Client.Set(ctx, keyspace.Namespace(e.q.Namespace()).Endpoints(), "x", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		resp, body := e.Get(t, "/")
+		if resp.StatusCode != 200 || !strings.Contains(body, `id="quotas-unknown">unknown: `) ||
+			!strings.Contains(body, `id="count-scheduled">2<`) {
+			t.Errorf("overview when the usage cannot be read: %d\n%s", resp.StatusCode, body)
 		}
 	})
 }
