@@ -220,6 +220,8 @@ func TestRequestKeysAreExact(t *testing.T) {
 			{"PUT /v1/namespaces/{ns}/endpoints/{name}", e.url("/endpoints/e"), `{"url": "https://example.com/h", "secrets": ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"], "retry": {"Max_Attempts": 3}}`, true, "/retry/Max_Attempts", `write it "max_attempts"`},
 			{"PUT /v1/namespaces/{ns}/delivery-policy", e.url("/delivery-policy"), `{"allow_timer_urls": false, "allow_timer_urls": true}`, false, "/allow_timer_urls", "given twice"},
 			{"PUT /v1/namespaces/{ns}/flow-policies", e.url("/flow-policies"), `{"rate": 1, "Rate": 2}`, true, "/Rate", `write it "rate"`},
+			{"PUT /v1/namespaces/{ns}/quotas", e.url("/quotas"), `{"pending": 5, "pending": 6}`, false, "/pending", "given twice"},
+			{"PUT /v1/namespaces/{ns}/quotas", e.url("/quotas"), `{"Pending": 5}`, true, "/Pending", `write it "pending"`},
 		}
 		covered := map[string]bool{}
 		for _, c := range cases {

@@ -148,6 +148,8 @@ func apiOnlyServesEveryRoute(t *testing.T, ctx context.Context, redisURL, ns str
 	call("POST", ep+"/{name}/enable", nsp+"/endpoints/e1/enable", nil, 200)
 	call("GET", "/v1/namespaces/{ns}/delivery-policy", nsp+"/delivery-policy", nil, 200)
 	call("PUT", "/v1/namespaces/{ns}/delivery-policy", nsp+"/delivery-policy", map[string]any{"allow_timer_urls": true}, 200)
+	call("GET", "/v1/namespaces/{ns}/quotas", nsp+"/quotas", nil, 200)
+	call("PUT", "/v1/namespaces/{ns}/quotas", nsp+"/quotas", map[string]any{"pending": 1000}, 200)
 	call("POST", tp, nsp+"/timers", map[string]any{"id": "d1", "in": "1h", "deliver": map[string]any{"endpoint": "e1", "url": "https://tenant.example.com/h"}}, 201)
 	fp := "/v1/namespaces/{ns}/flow-policies"
 	call("PUT", fp, nsp+"/flow-policies", map[string]any{"key": "k", "rate": 5, "period": "1s", "max_in_flight": 2}, 200)
