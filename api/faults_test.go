@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/timerq/timerq/api"
+	"github.com/timerq/timerq/internal/errtext"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
 )
@@ -47,7 +48,7 @@ func TestRedisUnreachable(t *testing.T) {
 			r.Header.Get("Retry-After") != "3" || !strings.Contains(p.Detail, "cannot reach Redis") {
 			t.Errorf("%s %s with Redis down = %d %v %s", c.method, c.path, r.Status, r.Header, r.Body)
 		}
-		if h := repeatedHint(p.Detail); h != "" {
+		if h := errtext.RepeatedHint(p.Detail); h != "" {
 			t.Errorf("%s %s with Redis down: the detail gives %q twice: %s", c.method, c.path, h, p.Detail)
 		}
 	}
@@ -95,7 +96,7 @@ func TestRedisOutOfMemory(t *testing.T) {
 			r.Header.Get("Retry-After") != "2" || !strings.Contains(p.Detail, "nothing was written") {
 			t.Errorf("POST %s over maxmemory = %d %v %s", c.path, r.Status, r.Header, r.Body)
 		}
-		if h := repeatedHint(p.Detail); h != "" {
+		if h := errtext.RepeatedHint(p.Detail); h != "" {
 			t.Errorf("POST %s over maxmemory: the detail gives %q twice: %s", c.path, h, p.Detail)
 		}
 	}
@@ -129,7 +130,7 @@ func TestRedisPermissionDenied(t *testing.T) {
 		p.Right != "+hset" || p.Namespace != e.ns || !strings.Contains(p.Detail, "docs/security.md") {
 		t.Fatalf("create without HSET = %d %s", r.Status, r.Body)
 	}
-	if h := repeatedHint(p.Detail); h != "" {
+	if h := errtext.RepeatedHint(p.Detail); h != "" {
 		t.Errorf("create without HSET: the detail gives %q twice: %s", h, p.Detail)
 	}
 	if r.Header.Get("Retry-After") != "" {

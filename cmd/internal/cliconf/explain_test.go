@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/timerq/timerq/cmd/internal/ctl"
+	"github.com/timerq/timerq/internal/errtext"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
 )
@@ -75,7 +76,7 @@ func TestEachFailureGetsItsOwnHint(t *testing.T) {
 		if code != 1 || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("%s: exit %d %q, want 1 and one line with %q", tc.name, code, stderr, tc.want)
 		}
-		if h := repeatedHint(stderr); h != "" {
+		if h := errtext.RepeatedHint(stderr); h != "" {
 			t.Errorf("%s: %q gives %q twice", tc.name, stderr, h)
 		}
 		if reach := strings.Contains(stderr, "check that Redis is reachable"); reach != (tc.name == "unreachable") {

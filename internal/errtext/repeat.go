@@ -1,4 +1,4 @@
-package cliconf_test
+package errtext
 
 import (
 	"regexp"
@@ -10,13 +10,15 @@ import (
 var clauses = regexp.MustCompile(`[;:,]\s+|\s*\(|\)`)
 
 // hintMarkers are words that belong to one hint each: a message that
-// holds one twice gives that hint twice. (api's hints_test.go checks the
-// API's details with the same list.)
+// holds one twice gives that hint twice.
 var hintMarkers = []string{"docs/security.md", "raise maxmemory", "another program writes", "remove those keys", "check that Redis is reachable"}
 
-// repeatedHint returns a hint that msg gives twice (a clause of four
-// words or more, or a hint marker), or "".
-func repeatedHint(msg string) string {
+// RepeatedHint returns a hint that msg gives twice (a clause of four
+// words or more, or one of the hints every edge passes through), or "".
+// Each hint is written once, in package queue; the edges (the API, the
+// binaries) add their own words around it, and their tests hold with
+// RepeatedHint that no layer writes a hint a second time.
+func RepeatedHint(msg string) string {
 	for _, m := range hintMarkers {
 		if strings.Count(msg, m) > 1 {
 			return m
