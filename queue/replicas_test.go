@@ -28,7 +28,8 @@ func masterReplica(t *testing.T) (master, replica *redistest.Server) {
 }
 
 // attach makes replica a replica of master and waits until it is synced
-// and master counts it.
+// and master lists it online: the state the replicas check counts, which a
+// replica reaches after connected_slaves already counts it.
 func attach(t *testing.T, replica, master *redistest.Server) {
 	t.Helper()
 	host, port, _ := net.SplitHostPort(master.Addr())
@@ -37,7 +38,8 @@ func attach(t *testing.T, replica, master *redistest.Server) {
 		t.Fatal(err)
 	}
 	redistest.Eventually(t, 30*time.Second, "the replica to sync", func() bool {
-		return infoField(rc, "master_link_status") == "up" && infoField(mc, "connected_slaves") == "1"
+		return infoField(rc, "master_link_status") == "up" && infoField(mc, "connected_slaves") == "1" &&
+			strings.Contains(infoField(mc, "slave0"), "state=online")
 	})
 }
 
