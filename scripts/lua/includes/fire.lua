@@ -1,7 +1,7 @@
 -- fire (include): the fire writer of claim.lua and commit.lua: a batch of
 -- scheduled timers written as fired, with their checks, probes, messages
 -- and writes.
--- includes: encode fmt late_field probe publish take_values
+-- includes: acl_probe encode fmt late_field probe publish take_values
 --
 -- A batch (fire_batch) collects the timers firing at one time now_ms:
 -- fire_add queues one, fire_read moves their traceparents (KEYS[8]) and
@@ -59,11 +59,16 @@ local function fire_reply(f, reply)
   end
 end
 
+-- fire_probes probes every write of the batch. The fired and expire sets
+-- get probes, which check their types too; the other keys' types are
+-- checked before (the records by the caller's HMGET, the stream and the
+-- counters by the caller's TYPE, the traces and deliveries by
+-- take_values), so their writes only need the ACL's yes (acl_probe).
 local function fire_probes(f)
   if #f.events == 0 then return nil end
-  return probe('HSET', KEYS[2]) or probe('ZADD', KEYS[3]) or
-    (f.retention > 0 and probe('ZADD', KEYS[5])) or probe('XADD', KEYS[6]) or probe('HINCRBY', KEYS[7]) or
-    (#f.traced > 0 and probe('HDEL', KEYS[8])) or (#f.delivering > 0 and probe('HDEL', f.deliveries)) or nil
+  return probe('ZADD', KEYS[3]) or (f.retention > 0 and probe('ZADD', KEYS[5])) or
+    acl_probe('HSET', KEYS[2]) or acl_probe('XADD', KEYS[6]) or acl_probe('HINCRBY', KEYS[7]) or
+    (#f.traced > 0 and acl_probe('HDEL', KEYS[8])) or (#f.delivering > 0 and acl_probe('HDEL', f.deliveries)) or nil
 end
 
 -- fire_publish tells notify (unless '') how many timers fired, and each
