@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/timerq/timerq/internal/keyspace"
+	"github.com/timerq/timerq/internal/timefmt"
 )
 
 // Bounds of timer fields.
@@ -17,9 +18,12 @@ const (
 	MaxNamespaceLen = 64
 )
 
+// minDue and maxDue bound a due time. They are defined below queue, in
+// internal/timefmt, so that the operator tools' time parser refuses the
+// same times without importing queue.
 var (
-	minDue = time.Unix(0, 0).UTC()
-	maxDue = time.Date(9999, 12, 31, 23, 59, 59, 999_000_000, time.UTC)
+	minDue = timefmt.MinDue
+	maxDue = timefmt.MaxDue
 )
 
 // ValidateID reports whether id is a valid timer ID: 1-256 bytes of UTF-8

@@ -14,9 +14,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/timerq/timerq/api"
+	"github.com/timerq/timerq/api/apitoken"
 	"github.com/timerq/timerq/cmd/internal/apiserver"
 	"github.com/timerq/timerq/cmd/internal/worker"
-	"github.com/timerq/timerq/internal/apitoken"
 	"github.com/timerq/timerq/internal/redistest"
 )
 

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/timerq/timerq/api/apitoken"
 	"github.com/timerq/timerq/deliver"
-	"github.com/timerq/timerq/internal/apitoken"
 	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
 )

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/timerq/timerq/internal/apitoken"
+	"github.com/timerq/timerq/api/apitoken"
 	"github.com/timerq/timerq/internal/redistest"
 )
 

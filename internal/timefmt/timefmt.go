@@ -1,7 +1,10 @@
 // Package timefmt is the one way timerq's operator tools write and read a
 // point in time: timerctl and the dashboard both print times with Format
 // and read them with Parse, so any time one of them prints can be pasted
-// into the other.
+// into the other. It also holds the range a due time must lie in (MinDue,
+// MaxDue), which package queue enforces, so that Parse accepts exactly the
+// times a timer may be due at without importing queue: timefmt sits below
+// the library (docs/development.md, "Floors").
 package timefmt
 
 import (
@@ -9,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/timerq/timerq/queue"
 )
 
 // Layout is the one layout: RFC 3339 with milliseconds, in UTC
@@ -64,6 +65,14 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Problem + ": " + e.Fix }
 
+// MinDue and MaxDue bound a due time: 1970-01-01 to 9999-12-31 UTC, to
+// the millisecond a timer's record keeps. queue.ValidateDue refuses a time
+// outside them, and so does Parse.
+var (
+	MinDue = time.Unix(0, 0).UTC()
+	MaxDue = time.Date(9999, 12, 31, 23, 59, 59, 999_000_000, time.UTC)
+)
+
 // maxUnixSeconds is 9999-12-31T23:59:59Z, the last second a due time may have.
 const maxUnixSeconds = 253402300799
 
@@ -99,7 +108,7 @@ func Parse(s string) (time.Time, error) {
 			return time.Time{}, &Error{"is not a time", Fix}
 		}
 	}
-	if queue.ValidateDue(t) != nil {
+	if t.Before(MinDue) || t.After(MaxDue) {
 		return time.Time{}, outOfRange()
 	}
 	return t, nil

@@ -39,7 +39,12 @@ func TestFormatParsesBack(t *testing.T) {
 		"2026-12-03 15:46:21.026Z": "is not a time",
 		"2026-12-03T15:46:21":      "is not a time", // no offset: which zone?
 		"99999999999999s":          "is outside",
-		"":                         "is not a time",
+		// The range of a due time (MinDue, MaxDue), as queue.ValidateDue
+		// has it: the millisecond after the last, and the one before 1970.
+		"253402300800000ms":         "is outside",
+		"9999-12-31T23:59:59.9995Z": "is outside",
+		"1969-12-31T23:59:59.999Z":  "is outside",
+		"":                          "is not a time",
 	} {
 		_, err := Parse(in)
 		e, ok := err.(*Error)

@@ -31,8 +31,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/timerq/timerq/api/apitoken"
 	"github.com/timerq/timerq/cmd/internal/cliconf"
-	"github.com/timerq/timerq/internal/apitoken"
 )
 
 // The timerworker flags that configure the server, named in its errors.

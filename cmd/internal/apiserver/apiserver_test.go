@@ -23,9 +23,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/timerq/timerq/api"
+	"github.com/timerq/timerq/api/apitoken"
 	"github.com/timerq/timerq/cmd/internal/apiserver"
 	"github.com/timerq/timerq/cmd/internal/cliconf"
-	"github.com/timerq/timerq/internal/apitoken"
 	"github.com/timerq/timerq/internal/redistest"
 )
 

@@ -15,8 +15,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/timerq/timerq/api"
+	"github.com/timerq/timerq/api/apitoken"
 	"github.com/timerq/timerq/cmd/internal/cliconf"
-	"github.com/timerq/timerq/internal/apitoken"
 )
 
 // Problem types of the refusals the server makes before the API's handler

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/timerq/timerq/internal/apitoken"
+	"github.com/timerq/timerq/api/apitoken"
 )
 
 // bucket is a token bucket: it holds up to burst requests and refills at

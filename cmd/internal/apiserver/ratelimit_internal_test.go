@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/timerq/timerq/internal/apitoken"
+	"github.com/timerq/timerq/api/apitoken"
 )
 
 // TestReloadForgetsRevokedTokensBuckets: a reload drops the rate-limit

@@ -19,9 +19,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/timerq/timerq/api"
+	"github.com/timerq/timerq/api/apitoken"
 	"github.com/timerq/timerq/cmd/internal/apiserver"
 	"github.com/timerq/timerq/cmd/internal/worker"
-	"github.com/timerq/timerq/internal/apitoken"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/internal/uitest"
 	"github.com/timerq/timerq/queue"

@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/timerq/timerq/internal/apitoken"
+	"github.com/timerq/timerq/api/apitoken"
 )
 
 type apiTokenJSON struct {

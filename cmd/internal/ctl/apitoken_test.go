@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/timerq/timerq/api/apitoken"
 	"github.com/timerq/timerq/cmd/internal/ctl"
-	"github.com/timerq/timerq/internal/apitoken"
 )
 
 // runCtl runs timerctl in-process without any Redis.

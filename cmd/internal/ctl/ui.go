@@ -15,9 +15,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/api/apitoken"
 	"github.com/timerq/timerq/cmd/internal/cliconf"
 	"github.com/timerq/timerq/deliver/dispatch"
-	"github.com/timerq/timerq/internal/apitoken"
 	"github.com/timerq/timerq/queue"
 	"github.com/timerq/timerq/ui"
 )

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/timerq/timerq/api"
+	"github.com/timerq/timerq/api/apitoken"
 	"github.com/timerq/timerq/cmd/internal/apiserver"
 	"github.com/timerq/timerq/cmd/internal/cliconf"
-	"github.com/timerq/timerq/internal/apitoken"
 	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"

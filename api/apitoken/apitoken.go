@@ -2,6 +2,11 @@
 // tokens file, minting a token, and reading one from a request. Which
 // right a request needs is the API's routes' to say (api.Right).
 //
+// It sits above package api, whose rights it grants, on the floor of
+// the adapters (docs/development.md, "Floors"): timerworker's API server
+// and timerctl use it, and so do the tests of examples/http, which is why
+// it is not under cmd/internal.
+//
 // The file holds one token a line, and of each token only its SHA-256
 // hash, never the token:
 //
