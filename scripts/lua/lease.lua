@@ -85,7 +85,9 @@ local r = redis.pcall('XACK', KEYS[6], group, '0-0')
 if type(r) == 'table' and r.err and not string.find(r.err, 'NOGROUP', 1, true) then
   return refusal(r.err, 'XACK', KEYS[6])
 end
-err = probe_all({{'XADD', KEYS[8]}, {'HSET', KEYS[9]}})
+-- The dead-letter stream and the cursors hash had their types checked
+-- above, so only the ACL can refuse their writes (acl_probe).
+err = acl_probe('XADD', KEYS[8]) or acl_probe('HSET', KEYS[9])
 if err then return err end
 -- XREADGROUP and XREVRANGE run after the first write (the group's creation,
 -- a reclaim), so their rights are checked here. No group is named '': the

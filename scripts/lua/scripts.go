@@ -191,7 +191,7 @@ var (
 	// Lease hands one consumer of a group a batch of one shard's fire
 	// events under leases: reclaims expired ones, dead-letters what
 	// exceeded its attempts, reads new entries (lease.lua).
-	Lease = add(&Script{Name: "lease", Includes: []string{"check_type", "dead_letter", "fmt", "now_ms", "probe_all", "read_probe", "refusal"},
+	Lease = add(&Script{Name: "lease", Includes: []string{"acl_probe", "check_type", "dead_letter", "fmt", "now_ms", "read_probe", "refusal"},
 		Keys: func(sp keyspace.Space, _ string) []string {
 			return append(sp.Keys(), sp.DeadLetter(), sp.LeaseCursors())
 		},
