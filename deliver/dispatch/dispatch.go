@@ -148,6 +148,10 @@ type Dispatcher struct {
 	policy      policyCache
 	acks        chan delivered // to ackLoop
 	ackDone     chan struct{}  // closed when ackLoop returns
+	// busyWait is how long leaseCount waits for room before it leases at
+	// least one fire anyway; 0 means busyPause. Tests lift it to check
+	// the sizing without the machine's speed deciding it.
+	busyWait time.Duration
 }
 
 type endpointState struct {
@@ -202,6 +206,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	if d.Backlog <= 0 {
 		d.Backlog = DefaultBacklog
+	}
+	if d.busyWait <= 0 {
+		d.busyWait = busyPause
 	}
 	d.opts = queue.LeaseOptions{Lease: d.Lease, MaxAttempts: groupMaxAttempts}
 	d.endpoints = map[string]*endpointState{}
@@ -273,7 +280,12 @@ const (
 // of what they hold at most, or than minLeaseBatch, it waits up to
 // busyPause for more (fewer, larger leases), then leases what room there
 // is and at least one: fires of other endpoints, in the stream behind the
-// busy one's, are still leased. A dispatcher that holds nothing leases
+// busy one's, are still leased. That one fire, if it is the full
+// endpoint's and no slot freed meanwhile, is the only one leased beyond
+// room: it is released as busy, untried (no attempt used up, nothing
+// sent), and comes back BusyDelay later as its next delivery. Room only
+// grows while a Lease is under way (only Run adds fires), so a lease of
+// room never overflows. A dispatcher that holds nothing leases
 // firstLeaseBatch, then more as it learns its endpoints' room.
 func (d *Dispatcher) leaseCount(ctx context.Context, n int) int {
 	room, size := d.room()
@@ -281,7 +293,7 @@ func (d *Dispatcher) leaseCount(ctx context.Context, n int) int {
 		return min(n, firstLeaseBatch)
 	}
 	if enough := max(min(minLeaseBatch, size/4), 1); room < enough {
-		t := time.NewTimer(busyPause)
+		t := time.NewTimer(d.busyWait)
 		defer t.Stop()
 	wait:
 		for room < enough {

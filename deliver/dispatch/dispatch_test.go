@@ -308,7 +308,13 @@ func TestDispatcherStopHandsFiresBack(t *testing.T) {
 // endpoint that holds 40 fires (8 in flight, a backlog of 4 × 8) and 300
 // fires waiting, none is leased only to be released as busy and leased
 // again (each is delivered as the group's first delivery), and all arrive,
-// acknowledged with their attempt logs.
+// once each, acknowledged with their attempt logs.
+//
+// The dispatcher waits for room without the 5 ms limit (busyPause): with
+// it, a stall of every attempt under way longer than that (a loaded
+// machine under -race) makes it lease one fire anyway, by design, which is
+// released as busy if the endpoint is still full; that half is
+// TestDispatcherLeasesPastAFullEndpoint's.
 func TestDispatcherLeasesWhatItsEndpointsTake(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
@@ -345,6 +351,7 @@ func TestDispatcherLeasesWhatItsEndpointsTake(t *testing.T) {
 			},
 			OnError: func(err error) { t.Errorf("dispatcher: %v", err) },
 		}
+		dispatch.SetBusyWait(d, time.Hour)
 		ids := names("t", n)
 		fireAll(t, q, ids)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -364,12 +371,122 @@ func TestDispatcherLeasesWhatItsEndpointsTake(t *testing.T) {
 				t.Errorf("%s was leased again (%s) though no attempt of it failed: released as busy first", id, what)
 			}
 		}
+		if h := s.hits.Load(); h != int64(n) {
+			t.Errorf("the endpoint got %d requests for %d fires", h, n)
+		}
 		if p, err := b.Client.XPending(context.Background(), q.Keys().Stream(0), dispatch.DefaultGroup).Result(); err != nil || p.Count != 0 {
 			t.Errorf("pending after every acknowledgement: %+v, %v", p, err)
 		}
 		log, err := q.Deliveries().Attempts(context.Background(), ids[n-1])
 		if err != nil || len(log) != 1 || log[0].Outcome != "delivered" {
 			t.Errorf("attempt log of %s: %+v, %v", ids[n-1], log, err)
+		}
+	})
+}
+
+// A dispatcher whose one endpoint is full and makes no progress still
+// leases, one fire at a time after its short wait for room, so that a
+// fire of another endpoint behind the full one's in the stream is
+// delivered at once. The full endpoint's fires it leases meanwhile are
+// released as busy, untried: each is later delivered once, as its first
+// attempt, though leased more than once.
+func TestDispatcherLeasesPastAFullEndpoint(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		unblock := make(chan struct{})
+		var once sync.Once
+		release := func() { once.Do(func() { close(unblock) }) }
+		defer release()
+		full := newSink(t, func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body) // the server notices a closed connection only once the body is read
+			select {
+			case <-unblock:
+				w.WriteHeader(http.StatusNoContent)
+			case <-r.Context().Done():
+			}
+		})
+		other := newSink(t, nil)
+		var mu sync.Mutex
+		reports := map[string][]dispatch.Report{}
+		d := &dispatch.Dispatcher{
+			Queue: q, Consumer: "d", Sender: newSender(t, &deliver.Guard{Allow: loopback}),
+			Route: func(ev queue.Event) string { return strings.Split(ev.ID, "/")[0] },
+			Lookup: func(_ context.Context, name string) (deliver.Endpoint, error) {
+				if name == "full" {
+					// One in flight and a backlog of 4: it holds 5 fires.
+					return deliver.Endpoint{URL: full.URL, MaxInFlight: 1, Timeout: time.Minute}, nil
+				}
+				return deliver.Endpoint{URL: other.URL, MaxInFlight: 1}, nil
+			},
+			OnAttempt: func(r dispatch.Report) {
+				mu.Lock()
+				defer mu.Unlock()
+				reports[r.Event.ID] = append(reports[r.Event.ID], r)
+			},
+			OnError: func(err error) { t.Errorf("dispatcher: %v", err) },
+		}
+		// More of the full endpoint's fires than a first lease takes (32),
+		// so that the other's fire is reached only by leasing past them.
+		fulls := names("full", 36)
+		fireAll(t, q, fulls)
+		fireAll(t, q, []string{"other/0"})
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan error, 1)
+		go func() { stopped <- d.Run(ctx) }()
+		stop := func() {
+			if cancel != nil {
+				cancel()
+				cancel = nil
+				if err := <-stopped; err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			}
+		}
+		defer stop()
+		redistest.Eventually(t, 30*time.Second, "the other endpoint's fire delivered while the full one is stuck", func() bool {
+			return other.hits.Load() == 1
+		})
+		if h := full.hits.Load(); h != 1 {
+			t.Errorf("the full endpoint (1 in flight) got %d requests while stuck", h)
+		}
+		release()
+		redistest.Eventually(t, 60*time.Second, "every fire of the full endpoint delivered", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, id := range fulls {
+				if len(reports[id]) == 0 {
+					return false
+				}
+			}
+			return true
+		})
+		stop()
+		if h := full.hits.Load(); h != int64(len(fulls)) {
+			t.Errorf("the full endpoint got %d requests for %d fires", h, len(fulls))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		releasedBusy := 0
+		for _, id := range fulls {
+			rs := reports[id]
+			if len(rs) != 1 || rs[0].Attempt.Outcome != deliver.Delivered || rs[0].Number != 1 {
+				var got []string
+				for _, r := range rs {
+					got = append(got, fmt.Sprintf("attempt %d %v", r.Number, r.Attempt.Outcome))
+				}
+				t.Errorf("%s: %v; want one attempt, numbered 1, delivered", id, got)
+				continue
+			}
+			if rs[0].Event.Attempt > 1 {
+				releasedBusy++
+			}
+		}
+		// The first lease takes 32, of which the endpoint holds 5.
+		if releasedBusy < 32-5 {
+			t.Errorf("%d fires delivered after a busy release, want at least 27", releasedBusy)
 		}
 	})
 }
