@@ -174,6 +174,8 @@ func (o Options) withDefaults() (Options, error) {
 	if err != nil {
 		return bad("Options.Queue: %v", err)
 	}
+	// Every namespace's queue has the template's limits.
+	o.Queue.MaxPayloadBytes = q.Options().MaxPayloadBytes
 	_ = q.Close()
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -302,14 +304,14 @@ func (h *Handler) routes() {
 	h.route("PUT /v1/namespaces/{ns}", RightAdmin, h.createNamespace)
 	h.route("GET /v1/namespaces/{ns}", RightRead, h.getNamespace)
 
-	h.route("POST /v1/namespaces/{ns}/timers", RightWrite, h.createTimer)
-	h.route("GET /v1/namespaces/{ns}/timers", RightRead, h.listTimers)
-	h.route("POST /v1/namespaces/{ns}/timers/batch", RightWrite, h.createTimers)
-	h.route("GET /v1/namespaces/{ns}/timers/{id}", RightRead, h.getTimer)
-	h.route("POST /v1/namespaces/{ns}/timers/{id}/cancel", RightWrite, h.cancelTimer)
-	h.route("POST /v1/namespaces/{ns}/timers/{id}/reschedule", RightWrite, h.rescheduleTimer)
-	h.route("POST /v1/namespaces/{ns}/timers/{id}/fire", RightWrite, h.fireTimer)
-	h.route("GET /v1/namespaces/{ns}/timers/{id}/wait", RightRead, h.waitTimer)
+	h.route("POST /v1/namespaces/{ns}/timers", RightWrite, exec(h, createTimer))
+	h.route("GET /v1/namespaces/{ns}/timers", RightRead, exec(h, listTimers))
+	h.route("POST /v1/namespaces/{ns}/timers/batch", RightWrite, exec(h, createTimers))
+	h.route("GET /v1/namespaces/{ns}/timers/{id}", RightRead, exec(h, getTimer))
+	h.route("POST /v1/namespaces/{ns}/timers/{id}/cancel", RightWrite, exec(h, timerCall((*queue.Queue).Cancel)))
+	h.route("POST /v1/namespaces/{ns}/timers/{id}/reschedule", RightWrite, exec(h, rescheduleTimer))
+	h.route("POST /v1/namespaces/{ns}/timers/{id}/fire", RightWrite, exec(h, timerCall((*queue.Queue).FireNow)))
+	h.route("GET /v1/namespaces/{ns}/timers/{id}/wait", RightRead, exec(h, h.waitTimer))
 	h.route("POST /v1/namespaces/{ns}/debounce/{key}", RightWrite, h.debounceKey)
 
 	h.route("GET /v1/namespaces/{ns}/fires", RightRead, h.streamFires)

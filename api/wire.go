@@ -120,7 +120,8 @@ type newTimerJSON struct {
 
 // toNewTimer checks j and turns it into a queue.NewTimer; prefix is the
 // JSON pointer of j in the request ("" or "/timers/3").
-func (h *Handler) toNewTimer(j newTimerJSON, prefix string, maxPayload int) (queue.NewTimer, error) {
+func (h *Handler) toNewTimer(j newTimerJSON, prefix string) (queue.NewTimer, error) {
+	maxPayload := h.opts.Queue.MaxPayloadBytes
 	if j.ID == nil {
 		return queue.NewTimer{}, badRequest(prefix+"/id", "the timer has no id; give one, 1-256 bytes of UTF-8")
 	}
