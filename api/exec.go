@@ -56,7 +56,8 @@ func exec[Req any, P interface {
 	}
 }
 
-// serve opens the namespace of r's path, runs call and writes its answer.
+// serve opens the namespace of r's path, runs call and writes its
+// answer; nil when call wrote its own (a stream).
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, call func(q *queue.Queue) (any, error)) error {
 	ns := r.PathValue("ns")
 	if err := queue.ValidateNamespace(ns); err != nil {
@@ -68,7 +69,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, call func(q *que
 	}
 	defer release()
 	v, err := call(q)
-	if err != nil {
+	if err != nil || v == nil {
 		return err
 	}
 	rp, ok := v.(reply)

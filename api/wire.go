@@ -374,13 +374,3 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
-
-// writeCreated answers v as JSON: 201 when the request created it, 200
-// when it was there already.
-func writeCreated(w http.ResponseWriter, created bool, v any) {
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, v)
-}
