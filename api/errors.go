@@ -192,7 +192,9 @@ var problemRules = []problemRule{
 	{isAny(schedule.ErrInvalidSchedule), http.StatusUnprocessableEntity, SlugInvalidSchedule, nil},
 	{isAny(queue.ErrInvalidOptions), http.StatusUnprocessableEntity, SlugInvalidArgument, allowHint},
 	// The queue's hint names the rule that grants the right.
-	{func(err error) bool { return errors.Is(err, queue.ErrPermission) || redis.HasErrorPrefix(err, "NOPERM") },
+	{func(err error) bool {
+		return errors.Is(err, queue.ErrPermission) || redis.HasErrorPrefix(err, "NOPERM")
+	},
 		http.StatusBadGateway, SlugPermissionDenied, nil},
 	{isAny(queue.ErrOutOfMemory), http.StatusServiceUnavailable, SlugOutOfMemory, func(_ *Handler, msg, _ string) string { return goNames.Replace(msg) }},
 	{isAny(queue.ErrSlotMigrating), http.StatusServiceUnavailable, SlugSlotMigrating, nil},
