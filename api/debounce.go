@@ -87,7 +87,7 @@ func debounceKey(ctx context.Context, q *queue.Queue, req *debounceRequest) (any
 	case errors.Is(err, queue.ErrInvalidOptions):
 		err = &fieldError{"/max_wait", err}
 	}
-	return nil, unknownEndpoint(err, []queue.NewTimer{{Endpoint: req.o.Endpoint}}, func(int) string { return "" })
+	return nil, timerError(err, []queue.NewTimer{{Endpoint: req.o.Endpoint}}, func(int) string { return "" })
 }
 
 // ToDebounceResultJSON is res as the API and `timerctl debounce -o json`

@@ -249,25 +249,30 @@ func (h *Handler) readDeliver(d *DeliverJSON, prefix string) (endpoint, url stri
 	return *d.Endpoint, url, nil
 }
 
-// timerURLsOff turns a schedule refused for a timer URL the namespace's
-// policy does not allow into a 422 naming the first timer's deliver.url.
-func timerURLsOff(err error, timers []queue.NewTimer, prefix func(i int) string) error {
-	if !errors.Is(err, queue.ErrTimerURLsOff) {
-		return err
-	}
-	for i, t := range timers {
-		if t.URL != "" {
-			return &fieldError{prefix(i) + "/deliver/url", err}
-		}
-	}
-	return err
-}
+// jsonFields is the JSON field of each field of queue.NewTimer that a
+// queue.FieldError names.
+var jsonFields = map[string]string{"ID": "/id"}
 
-// unknownEndpoint turns a schedule refused for a missing endpoint into a
-// 422 naming the field of the first timer that named it.
-func unknownEndpoint(err error, timers []queue.NewTimer, prefix func(i int) string) error {
-	if !errors.Is(err, queue.ErrEndpointNotFound) {
-		return timerURLsOff(err, timers, prefix)
+// timerError names the field of timers (under prefix(i) for the i-th) a
+// refusal of ScheduleBatch is about: the field of a queue.FieldError, the
+// deliver.url of the first timer with one when the namespace's policy
+// refuses timer URLs, and the deliver.endpoint of the first timer that
+// named a missing endpoint (a 422).
+func timerError(err error, timers []queue.NewTimer, prefix func(i int) string) error {
+	var fe *queue.FieldError
+	switch {
+	case errors.As(err, &fe) && jsonFields[fe.Field] != "":
+		// The pointer names the batch item; the detail need not.
+		return &fieldError{prefix(fe.Item) + jsonFields[fe.Field], fe.Err}
+	case errors.Is(err, queue.ErrTimerURLsOff):
+		for i, t := range timers {
+			if t.URL != "" {
+				return &fieldError{prefix(i) + "/deliver/url", err}
+			}
+		}
+		return err
+	case !errors.Is(err, queue.ErrEndpointNotFound):
+		return err
 	}
 	field := ""
 	for i, t := range timers {

@@ -184,7 +184,7 @@ var problemRules = []problemRule{
 	{isAny(queue.ErrCancelled), http.StatusConflict, SlugCancelled, plus("; a cancelled timer cannot change: create a timer with another ID")},
 	{isAny(queue.ErrShardMismatch), http.StatusConflict, SlugShardMismatch, nil},
 	{isAny(queue.ErrDebounceKeyIsSchedule, queue.ErrScheduleIDIsDebounceKey), http.StatusUnprocessableEntity, SlugInvalidID, nil},
-	{isAny(queue.ErrOccurrenceID), http.StatusUnprocessableEntity, SlugOccurrenceID, plus("; give the timer another ID")},
+	{isAny(queue.ErrOccurrenceID), http.StatusUnprocessableEntity, SlugOccurrenceID, nil},
 	{isAny(queue.ErrInvalidID), http.StatusUnprocessableEntity, SlugInvalidID, plus("; an ID is 1-256 bytes of UTF-8 without control characters")},
 	{isAny(queue.ErrInvalidNamespace), http.StatusBadRequest, SlugInvalidNamespace, plus("; a namespace is 1-64 characters of [A-Za-z0-9_.-]")},
 	{isAny(queue.ErrInvalidDue), http.StatusUnprocessableEntity, SlugInvalidDue, plus("; use a time from 1970-01-01 to 9999-12-31")},

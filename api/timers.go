@@ -14,21 +14,6 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-// maxDue is the last due time a timer may have (queue.ValidateDue).
-var maxDue = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC)
-
-// checkNewTimer adds the checks ScheduleBatch makes without naming the
-// field: an occurrence ID, and a delay that ends past the last due time.
-func checkNewTimer(t queue.NewTimer, prefix string) error {
-	if _, _, ok := queue.ParseOccurrenceID(t.ID); ok {
-		return &fieldError{prefix + "/id", fmt.Errorf("%w: %q", queue.ErrOccurrenceID, t.ID)}
-	}
-	if t.Due.IsZero() && t.In > time.Until(maxDue) {
-		return &fieldError{prefix + "/in", fmt.Errorf("%w: in %v ends after 9999-12-31", queue.ErrInvalidDue, t.In)}
-	}
-	return nil
-}
-
 // newTimerRequest is the body of POST .../timers.
 type newTimerRequest struct{ t queue.NewTimer }
 
@@ -37,18 +22,15 @@ func (req *newTimerRequest) read(h *Handler, w http.ResponseWriter, r *http.Requ
 	if err := h.decode(w, r, &j, false); err != nil {
 		return err
 	}
-	t, err := h.toNewTimer(j, "")
-	if err != nil {
-		return err
-	}
-	req.t = t
-	return checkNewTimer(t, "")
+	var err error
+	req.t, err = h.toNewTimer(j, "")
+	return err
 }
 
 func createTimer(ctx context.Context, q *queue.Queue, req *newTimerRequest) (any, error) {
 	res, err := q.ScheduleBatch(ctx, []queue.NewTimer{req.t})
 	if err != nil {
-		return nil, unknownEndpoint(err, []queue.NewTimer{req.t}, func(int) string { return "" })
+		return nil, timerError(err, []queue.NewTimer{req.t}, func(int) string { return "" })
 	}
 	return createdReply(res[0].Created, created(res[0])), nil
 }
@@ -93,9 +75,6 @@ func (req *batchRequest) read(h *Handler, w http.ResponseWriter, r *http.Request
 		if req.timers[i], err = h.toNewTimer(j, prefix); err != nil {
 			return err
 		}
-		if err := checkNewTimer(req.timers[i], prefix); err != nil {
-			return err
-		}
 	}
 	return nil
 }
@@ -103,7 +82,7 @@ func (req *batchRequest) read(h *Handler, w http.ResponseWriter, r *http.Request
 func createTimers(ctx context.Context, q *queue.Queue, req *batchRequest) (any, error) {
 	res, err := q.ScheduleBatch(ctx, req.timers)
 	if err != nil {
-		return nil, unknownEndpoint(err, req.timers, func(i int) string { return "/timers/" + strconv.Itoa(i) })
+		return nil, timerError(err, req.timers, func(i int) string { return "/timers/" + strconv.Itoa(i) })
 	}
 	out := batchResultJSON{Timers: make([]TimerJSON, len(res))}
 	for i, r := range res {

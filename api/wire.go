@@ -126,9 +126,6 @@ func (h *Handler) toNewTimer(j newTimerJSON, prefix string) (queue.NewTimer, err
 		return queue.NewTimer{}, badRequest(prefix+"/id", "the timer has no id; give one, 1-256 bytes of UTF-8")
 	}
 	id := *j.ID
-	if err := queue.ValidateID(id); err != nil {
-		return queue.NewTimer{}, &fieldError{prefix + "/id", err}
-	}
 	payload, err := readPayload(j.Payload, j.PayloadText, prefix)
 	if err != nil {
 		return queue.NewTimer{}, err
@@ -147,6 +144,7 @@ func (h *Handler) toNewTimer(j newTimerJSON, prefix string) (queue.NewTimer, err
 	}
 	flowKey := ""
 	if j.FlowKey != nil {
+		// Checked here as well as by the queue, which takes "" for none.
 		flowKey = *j.FlowKey
 		if err := queue.ValidateFlowKey(flowKey); err != nil {
 			return queue.NewTimer{}, &fieldError{prefix + "/flow_key", err}
