@@ -40,41 +40,49 @@ type newScheduleJSON struct {
 
 func given(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
 
-// toRecurring checks j and turns it into the schedule id.
-func (h *Handler) toRecurring(id string, j scheduleSpecJSON) (queue.Recurring, error) {
-	maxPayload := h.opts.Queue.MaxPayloadBytes
-	rec := queue.Recurring{ID: id}
+// readSpec reads j's timing, a cron spec or an interval, into rec.
+func readSpec(j scheduleSpecJSON, rec *queue.Recurring) error {
 	switch {
 	case j.Cron != nil && j.Every != nil:
-		return rec, invalid(SlugInvalidSchedule, "/every", "both cron and every are given; give one")
+		return invalid(SlugInvalidSchedule, "/every", "both cron and every are given; give one")
 	case j.Cron != nil:
 		rec.Spec = *j.Cron
 		if j.TZ != nil {
 			loc, err := time.LoadLocation(*j.TZ)
 			if err != nil || *j.TZ == "" || *j.TZ == "Local" {
-				return rec, invalid(SlugInvalidSchedule, "/tz", "tz %q is not an IANA time zone; use one such as Europe/Berlin, or leave tz out for UTC", *j.TZ)
+				return invalid(SlugInvalidSchedule, "/tz", "tz %q is not an IANA time zone; use one such as Europe/Berlin, or leave tz out for UTC", *j.TZ)
 			}
 			rec.Location = loc
 		}
 		if given(j.Anchor) {
-			return rec, invalid(SlugInvalidSchedule, "/anchor", "anchor goes with every, not with cron; drop it")
+			return invalid(SlugInvalidSchedule, "/anchor", "anchor goes with every, not with cron; drop it")
 		}
 	case j.Every != nil:
 		d, err := readDelay(*j.Every, "/every")
 		if err != nil {
-			return rec, err
+			return err
 		}
 		rec.Every = d
 		if j.TZ != nil {
-			return rec, invalid(SlugInvalidSchedule, "/tz", "tz goes with cron, not with every; drop it")
+			return invalid(SlugInvalidSchedule, "/tz", "tz goes with cron, not with every; drop it")
 		}
 		if given(j.Anchor) {
 			if rec.Anchor, err = readTime(j.Anchor, "/anchor"); err != nil {
-				return rec, err
+				return err
 			}
 		}
 	default:
-		return rec, invalid(SlugInvalidSchedule, "/cron", "no spec: give cron (a cron spec such as \"*/5 * * * *\" or @daily) or every (an interval such as 90s)")
+		return invalid(SlugInvalidSchedule, "/cron", "no spec: give cron (a cron spec such as \"*/5 * * * *\" or @daily) or every (an interval such as 90s)")
+	}
+	return nil
+}
+
+// toRecurring checks j and turns it into the schedule id.
+func (h *Handler) toRecurring(id string, j scheduleSpecJSON) (queue.Recurring, error) {
+	maxPayload := h.opts.Queue.MaxPayloadBytes
+	rec := queue.Recurring{ID: id}
+	if err := readSpec(j, &rec); err != nil {
+		return rec, err
 	}
 	p, err := readPayload(j.Payload, j.PayloadText, "")
 	if err != nil {
