@@ -174,6 +174,8 @@ func (o Options) withDefaults() (Options, error) {
 	if err != nil {
 		return bad("Options.Queue: %v", err)
 	}
+	// Every namespace's queue has the template's limits.
+	o.Queue.MaxPayloadBytes = q.Options().MaxPayloadBytes
 	_ = q.Close()
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -299,45 +301,45 @@ func New(opts Options) (*Handler, error) {
 func (h *Handler) routes() {
 	h.route("GET /v1/openapi.json", RightPublic, h.openAPI)
 
-	h.route("PUT /v1/namespaces/{ns}", RightAdmin, h.createNamespace)
-	h.route("GET /v1/namespaces/{ns}", RightRead, h.getNamespace)
+	h.route("PUT /v1/namespaces/{ns}", RightAdmin, exec(h, h.createNamespace))
+	h.route("GET /v1/namespaces/{ns}", RightRead, exec(h, getNamespace))
 
-	h.route("POST /v1/namespaces/{ns}/timers", RightWrite, h.createTimer)
-	h.route("GET /v1/namespaces/{ns}/timers", RightRead, h.listTimers)
-	h.route("POST /v1/namespaces/{ns}/timers/batch", RightWrite, h.createTimers)
-	h.route("GET /v1/namespaces/{ns}/timers/{id}", RightRead, h.getTimer)
-	h.route("POST /v1/namespaces/{ns}/timers/{id}/cancel", RightWrite, h.cancelTimer)
-	h.route("POST /v1/namespaces/{ns}/timers/{id}/reschedule", RightWrite, h.rescheduleTimer)
-	h.route("POST /v1/namespaces/{ns}/timers/{id}/fire", RightWrite, h.fireTimer)
-	h.route("GET /v1/namespaces/{ns}/timers/{id}/wait", RightRead, h.waitTimer)
-	h.route("POST /v1/namespaces/{ns}/debounce/{key}", RightWrite, h.debounceKey)
+	h.route("POST /v1/namespaces/{ns}/timers", RightWrite, exec(h, createTimer))
+	h.route("GET /v1/namespaces/{ns}/timers", RightRead, exec(h, listTimers))
+	h.route("POST /v1/namespaces/{ns}/timers/batch", RightWrite, exec(h, createTimers))
+	h.route("GET /v1/namespaces/{ns}/timers/{id}", RightRead, exec(h, getTimer))
+	h.route("POST /v1/namespaces/{ns}/timers/{id}/cancel", RightWrite, exec(h, timerCall((*queue.Queue).Cancel)))
+	h.route("POST /v1/namespaces/{ns}/timers/{id}/reschedule", RightWrite, exec(h, rescheduleTimer))
+	h.route("POST /v1/namespaces/{ns}/timers/{id}/fire", RightWrite, exec(h, timerCall((*queue.Queue).FireNow)))
+	h.route("GET /v1/namespaces/{ns}/timers/{id}/wait", RightRead, exec(h, h.waitTimer))
+	h.route("POST /v1/namespaces/{ns}/debounce/{key}", RightWrite, exec(h, debounceKey))
 
 	h.route("GET /v1/namespaces/{ns}/fires", RightRead, h.streamFires)
 
-	h.route("POST /v1/namespaces/{ns}/schedules", RightWrite, h.createSchedule)
-	h.route("GET /v1/namespaces/{ns}/schedules", RightRead, h.listSchedules)
-	h.route("GET /v1/namespaces/{ns}/schedules/{id}", RightRead, h.getSchedule)
-	h.route("PUT /v1/namespaces/{ns}/schedules/{id}", RightWrite, h.updateSchedule)
-	h.route("DELETE /v1/namespaces/{ns}/schedules/{id}", RightWrite, h.deleteSchedule)
-	h.route("POST /v1/namespaces/{ns}/schedules/{id}/pause", RightWrite, h.pauseSchedule)
-	h.route("POST /v1/namespaces/{ns}/schedules/{id}/resume", RightWrite, h.resumeSchedule)
+	h.route("POST /v1/namespaces/{ns}/schedules", RightWrite, exec(h, createSchedule))
+	h.route("GET /v1/namespaces/{ns}/schedules", RightRead, exec(h, listSchedules))
+	h.route("GET /v1/namespaces/{ns}/schedules/{id}", RightRead, exec(h, scheduleCall(queue.RecurringTimers.Get)))
+	h.route("PUT /v1/namespaces/{ns}/schedules/{id}", RightWrite, exec(h, updateSchedule))
+	h.route("DELETE /v1/namespaces/{ns}/schedules/{id}", RightWrite, exec(h, deleteSchedule))
+	h.route("POST /v1/namespaces/{ns}/schedules/{id}/pause", RightWrite, exec(h, scheduleCall(queue.RecurringTimers.Pause)))
+	h.route("POST /v1/namespaces/{ns}/schedules/{id}/resume", RightWrite, exec(h, scheduleCall(queue.RecurringTimers.Resume)))
 
-	h.route("GET /v1/namespaces/{ns}/endpoints", RightRead, h.listEndpoints)
-	h.route("GET /v1/namespaces/{ns}/endpoints/{name}", RightRead, h.getEndpoint)
-	h.route("PUT /v1/namespaces/{ns}/endpoints/{name}", RightAdmin, h.putEndpoint)
-	h.route("DELETE /v1/namespaces/{ns}/endpoints/{name}", RightAdmin, h.deleteEndpoint)
-	h.route("POST /v1/namespaces/{ns}/endpoints/{name}/enable", RightAdmin, h.enableEndpoint)
-	h.route("POST /v1/namespaces/{ns}/endpoints/{name}/disable", RightAdmin, h.disableEndpoint)
+	h.route("GET /v1/namespaces/{ns}/endpoints", RightRead, exec(h, listEndpoints))
+	h.route("GET /v1/namespaces/{ns}/endpoints/{name}", RightRead, exec(h, endpointCall(queue.Endpoints.Get)))
+	h.route("PUT /v1/namespaces/{ns}/endpoints/{name}", RightAdmin, exec(h, putEndpoint))
+	h.route("DELETE /v1/namespaces/{ns}/endpoints/{name}", RightAdmin, exec(h, deleteEndpoint))
+	h.route("POST /v1/namespaces/{ns}/endpoints/{name}/enable", RightAdmin, exec(h, endpointCall(setEnabled(true))))
+	h.route("POST /v1/namespaces/{ns}/endpoints/{name}/disable", RightAdmin, exec(h, endpointCall(setEnabled(false))))
 
-	h.route("GET /v1/namespaces/{ns}/flow-policies", RightRead, h.listFlowPolicies)
-	h.route("PUT /v1/namespaces/{ns}/flow-policies", RightWrite, h.putFlowPolicy)
-	h.route("DELETE /v1/namespaces/{ns}/flow-policies", RightWrite, h.deleteFlowPolicy)
-	h.route("GET /v1/namespaces/{ns}/groups/{group}/flows", RightRead, h.groupFlows) // flow.go
+	h.route("GET /v1/namespaces/{ns}/flow-policies", RightRead, exec(h, listFlowPolicies))
+	h.route("PUT /v1/namespaces/{ns}/flow-policies", RightWrite, exec(h, putFlowPolicy))
+	h.route("DELETE /v1/namespaces/{ns}/flow-policies", RightWrite, exec(h, deleteFlowPolicy))
+	h.route("GET /v1/namespaces/{ns}/groups/{group}/flows", RightRead, exec(h, groupFlows)) // flow.go
 
-	h.route("GET /v1/namespaces/{ns}/delivery-policy", RightRead, h.getDeliveryPolicy)
-	h.route("PUT /v1/namespaces/{ns}/delivery-policy", RightAdmin, h.putDeliveryPolicy)
-	h.route("GET /v1/namespaces/{ns}/quotas", RightRead, h.getQuotas) // quotas.go
-	h.route("PUT /v1/namespaces/{ns}/quotas", RightAdmin, h.putQuotas)
+	h.route("GET /v1/namespaces/{ns}/delivery-policy", RightRead, exec(h, getDeliveryPolicy))
+	h.route("PUT /v1/namespaces/{ns}/delivery-policy", RightAdmin, exec(h, putDeliveryPolicy))
+	h.route("GET /v1/namespaces/{ns}/quotas", RightRead, exec(h, h.getQuotas)) // quotas.go
+	h.route("PUT /v1/namespaces/{ns}/quotas", RightAdmin, exec(h, h.putQuotas))
 
 	h.consumeRoutes() // consume.go: /v1/namespaces/{ns}/groups/{group}/...
 
@@ -396,55 +398,6 @@ func (h *Handler) openAPI(w http.ResponseWriter, _ *http.Request) {
 // trace continues, bounded by Options.Timeout.
 func (h *Handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), h.opts.Timeout)
-}
-
-// queue opens the namespace of r's path, or answers the problem and
-// returns ok false. Call release when the request is done with q.
-func (h *Handler) queue(w http.ResponseWriter, r *http.Request) (q *queue.Queue, release func(), ok bool) {
-	ns := r.PathValue("ns")
-	if err := queue.ValidateNamespace(ns); err != nil {
-		h.fail(w, r, err)
-		return nil, nil, false
-	}
-	q, release, err := h.ns.open(ns)
-	if err != nil {
-		h.fail(w, r, err)
-		return nil, nil, false
-	}
-	return q, release, true
-}
-
-// inNamespace opens the namespace of r's path, runs serve with its queue,
-// and releases it. serve writes its own answer; an error it returns
-// instead is answered as a problem (fail). serve makes its own context
-// (ctx), so that reading and checking the body do not spend the Redis
-// calls' time.
-func (h *Handler) inNamespace(w http.ResponseWriter, r *http.Request, serve func(q *queue.Queue) error) {
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	if err := serve(q); err != nil {
-		h.fail(w, r, err)
-	}
-}
-
-// answer runs call in the namespace of r's path under the request's
-// context (ctx), and answers what it returns as JSON with 200, or its
-// error as a problem. Handlers that check their query or path do so
-// first, and answer their own problems.
-func answer[T any](h *Handler, w http.ResponseWriter, r *http.Request, call func(ctx context.Context, q *queue.Queue) (T, error)) {
-	h.inNamespace(w, r, func(q *queue.Queue) error {
-		ctx, cancel := h.ctx(r)
-		defer cancel()
-		v, err := call(ctx, q)
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, v)
-		return nil
-	})
 }
 
 var errClosed = errors.New("api: the handler is closed")

@@ -3,9 +3,7 @@ package api
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -38,12 +36,12 @@ func init() {
 }
 
 func (h *Handler) consumeRoutes() {
-	h.route("POST /v1/namespaces/{ns}/groups/{group}/lease", RightWrite, h.leaseEvents)
-	h.route("POST /v1/namespaces/{ns}/groups/{group}/ack", RightWrite, h.ackDeliveries)
-	h.route("POST /v1/namespaces/{ns}/groups/{group}/deliveries/{delivery}/release", RightWrite, h.releaseDelivery)
-	h.route("POST /v1/namespaces/{ns}/groups/{group}/deliveries/{delivery}/extend", RightWrite, h.extendDelivery)
-	h.route("GET /v1/namespaces/{ns}/groups/{group}/dead-letters", RightRead, h.listDeadLetters)
-	h.route("POST /v1/namespaces/{ns}/groups/{group}/dead-letters/{dead}/requeue", RightWrite, h.requeueDeadLetter)
+	h.route("POST /v1/namespaces/{ns}/groups/{group}/lease", RightWrite, exec(h, h.leaseEvents))
+	h.route("POST /v1/namespaces/{ns}/groups/{group}/ack", RightWrite, exec(h, ackDeliveries))
+	h.route("POST /v1/namespaces/{ns}/groups/{group}/deliveries/{delivery}/release", RightWrite, exec(h, releaseDelivery))
+	h.route("POST /v1/namespaces/{ns}/groups/{group}/deliveries/{delivery}/extend", RightWrite, exec(h, extendDelivery))
+	h.route("GET /v1/namespaces/{ns}/groups/{group}/dead-letters", RightRead, exec(h, listDeadLetters))
+	h.route("POST /v1/namespaces/{ns}/groups/{group}/dead-letters/{dead}/requeue", RightWrite, exec(h, requeueDeadLetter))
 }
 
 // consumeError turns the queue's consume errors into their problems; any
@@ -61,13 +59,35 @@ func consumeError(err error, field string) error {
 	return err
 }
 
-// groupOf reads the group of r's path, or returns the problem.
-func groupOf(r *http.Request) (string, error) {
-	g := r.PathValue("group")
-	if err := queue.ValidateConsumerName("group", g); err != nil {
-		return "", &inputError{http.StatusUnprocessableEntity, SlugInvalidConsumer, strings.TrimPrefix(err.Error(), "timerq: invalid options: "), ""}
+// invalidConsumer is a group or consumer name queue.ValidateConsumerName
+// refused, as a problem.
+func invalidConsumer(err error, field string) error {
+	return invalid(SlugInvalidConsumer, field, "%s", strings.TrimPrefix(err.Error(), "timerq: invalid options: "))
+}
+
+// groupPolicy is the group of a consume route's path, and the group's
+// lease rules from its body: what every consume request reads.
+type groupPolicy struct {
+	group string
+	o     queue.LeaseOptions
+}
+
+// readGroup reads the group of r's path and, when j is not nil, r's body
+// into j, and j's lease rules (p).
+func (g *groupPolicy) readGroup(h *Handler, w http.ResponseWriter, r *http.Request, j any, p *groupPolicyJSON, optional bool) error {
+	g.group = r.PathValue("group")
+	if err := queue.ValidateConsumerName("group", g.group); err != nil {
+		return invalidConsumer(err, "")
 	}
-	return g, nil
+	if j == nil {
+		return nil
+	}
+	if err := h.decode(w, r, j, optional); err != nil {
+		return err
+	}
+	var err error
+	g.o, err = p.options()
+	return err
 }
 
 // groupPolicyJSON is the group's lease rules, which every request of a
@@ -123,76 +143,74 @@ type leaseResultJSON struct {
 	Deliveries []DeliveryJSON `json:"deliveries"`
 }
 
-func (h *Handler) leaseEvents(w http.ResponseWriter, r *http.Request) {
-	group, err := groupOf(r)
+// leaseRequest is the path and body of POST .../lease. It keeps r, whose
+// client holds a slot (Options.MaxHeld) while it waits.
+type leaseRequest struct {
+	groupPolicy
+	consumer string
+	r        *http.Request
+}
+
+func (req *leaseRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
 	var j leaseRequestJSON
-	if err == nil {
-		err = h.decode(w, r, &j, false)
+	if err := req.readGroup(h, w, r, &j, &j.groupPolicyJSON, false); err != nil {
+		return err
 	}
-	var o queue.LeaseOptions
-	if err == nil {
-		o, err = j.options()
+	if j.Consumer == nil {
+		return badRequest("/consumer", "the request has no consumer; name the worker, 1-128 characters of [A-Za-z0-9_.:@-]")
 	}
-	var wait time.Duration
-	switch {
-	case err != nil:
-	case j.Consumer == nil:
-		err = badRequest("/consumer", "the request has no consumer; name the worker, 1-128 characters of [A-Za-z0-9_.:@-]")
-	case queue.ValidateConsumerName("consumer", *j.Consumer) != nil:
-		err = invalid(SlugInvalidConsumer, "/consumer", "%s", strings.TrimPrefix(queue.ValidateConsumerName("consumer", *j.Consumer).Error(), "timerq: invalid options: "))
-	case j.Count != nil && (*j.Count < 1 || *j.Count > queue.MaxBatch):
-		err = invalid(SlugInvalidArgument, "/count", "count %d is outside 1..%d", *j.Count, queue.MaxBatch)
-	case j.Start != nil && queue.GroupStart(*j.Start).Validate() != nil:
-		err = invalid(SlugInvalidArgument, "/start", "%s; leave it out for oldest", strings.TrimPrefix(queue.GroupStart(*j.Start).Validate().Error(), "timerq: invalid options: "))
-	case j.Wait != nil:
-		if wait, err = readDelay(*j.Wait, "/wait"); err == nil && wait > h.opts.MaxWait {
-			err = invalid(SlugInvalidArgument, "/wait", "wait %q is above %v; ask for at most %v, and lease again", *j.Wait, h.opts.MaxWait, h.opts.MaxWait)
-		}
-	}
-	if err != nil {
-		h.fail(w, r, err)
-		return
+	if err := queue.ValidateConsumerName("consumer", *j.Consumer); err != nil {
+		return invalidConsumer(err, "/consumer")
 	}
 	if j.Count != nil {
-		o.Count = *j.Count
+		if *j.Count < 1 || *j.Count > queue.MaxBatch {
+			return invalid(SlugInvalidArgument, "/count", "count %d is outside 1..%d", *j.Count, queue.MaxBatch)
+		}
+		req.o.Count = *j.Count
 	}
 	if j.Start != nil {
-		o.Start = queue.GroupStart(*j.Start)
+		req.o.Start = queue.GroupStart(*j.Start)
+		if err := req.o.Start.Validate(); err != nil {
+			return invalid(SlugInvalidArgument, "/start", "%s; leave it out for oldest", strings.TrimPrefix(err.Error(), "timerq: invalid options: "))
+		}
 	}
-	o.Block = wait
-	h.inNamespace(w, r, func(q *queue.Queue) error {
-		ctx, cancel := h.ctx(r)
-		if wait > 0 {
-			done, err := h.held.Acquire(r)
-			if err != nil {
-				cancel()
-				return err
-			}
-			defer done()
-			cancel()
-			ctx, cancel = context.WithTimeout(r.Context(), wait+h.opts.Timeout)
-		}
-		defer cancel()
-		ds, err := q.Lease(ctx, group, *j.Consumer, o)
-		if err != nil {
-			if r.Context().Err() != nil {
-				return nil // the client is gone; its leases run out
-			}
-			return err
-		}
-		out := leaseResultJSON{Deliveries: make([]DeliveryJSON, len(ds))}
-		for i, d := range ds {
-			p := d.Event.Payload
-			if p == nil {
-				p = []byte{}
-			}
-			out.Deliveries[i] = DeliveryJSON{DeliveryID: d.DeliveryID, ID: d.Event.ID, DueAt: timefmt.Format(d.Event.Due),
-				FiredAt: timefmt.Format(d.Event.FiredAt), Payload: p, Attempt: d.Event.Attempt, Shard: d.Event.Shard,
-				StreamID: d.Event.StreamID, LeaseExpiresAt: timefmt.Format(d.LeaseExpires)}
-		}
-		writeJSON(w, http.StatusOK, out)
+	req.consumer, req.r = *j.Consumer, r
+	if j.Wait == nil {
 		return nil
-	})
+	}
+	var err error
+	if req.o.Block, err = readDelay(*j.Wait, "/wait"); err == nil && req.o.Block > h.opts.MaxWait {
+		return invalid(SlugInvalidArgument, "/wait", "wait %q is above %v; ask for at most %v, and lease again", *j.Wait, h.opts.MaxWait, h.opts.MaxWait)
+	}
+	return err
+}
+
+func (h *Handler) leaseEvents(ctx context.Context, q *queue.Queue, req *leaseRequest) (any, error) {
+	if req.o.Block > 0 {
+		done, err := h.held.Acquire(req.r)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(req.r.Context(), req.o.Block+h.opts.Timeout)
+		defer cancel()
+	}
+	ds, err := q.Lease(ctx, req.group, req.consumer, req.o)
+	if err != nil {
+		return nil, err // when the client is gone, its leases run out
+	}
+	out := leaseResultJSON{Deliveries: make([]DeliveryJSON, len(ds))}
+	for i, d := range ds {
+		p := d.Event.Payload
+		if p == nil {
+			p = []byte{}
+		}
+		out.Deliveries[i] = DeliveryJSON{DeliveryID: d.DeliveryID, ID: d.Event.ID, DueAt: timefmt.Format(d.Event.Due),
+			FiredAt: timefmt.Format(d.Event.FiredAt), Payload: p, Attempt: d.Event.Attempt, Shard: d.Event.Shard,
+			StreamID: d.Event.StreamID, LeaseExpiresAt: timefmt.Format(d.LeaseExpires)}
+	}
+	return out, nil
 }
 
 type ackRequestJSON struct {
@@ -203,34 +221,38 @@ type ackResultJSON struct {
 	Acked []bool `json:"acked"`
 }
 
-func (h *Handler) ackDeliveries(w http.ResponseWriter, r *http.Request) {
-	group, err := groupOf(r)
+// ackRequest is the path and body of POST .../ack.
+type ackRequest struct {
+	groupPolicy
+	ids []string
+}
+
+func (req *ackRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
+	if err := req.readGroup(h, w, r, nil, nil, false); err != nil {
+		return err
+	}
 	var j ackRequestJSON
-	if err == nil {
-		err = h.decode(w, r, &j, false)
+	if err := h.decode(w, r, &j, false); err != nil {
+		return err
 	}
-	if err == nil && (len(j.DeliveryIDs) == 0 || len(j.DeliveryIDs) > queue.MaxBatch) {
-		err = badRequest("/delivery_ids", "delivery_ids holds %d IDs; give 1 to %d", len(j.DeliveryIDs), queue.MaxBatch)
+	if len(j.DeliveryIDs) == 0 || len(j.DeliveryIDs) > queue.MaxBatch {
+		return badRequest("/delivery_ids", "delivery_ids holds %d IDs; give 1 to %d", len(j.DeliveryIDs), queue.MaxBatch)
 	}
-	if err == nil {
-		for i, id := range j.DeliveryIDs {
-			if _, perr := queue.ParseDeliveryID(id); perr != nil {
-				err = consumeError(perr, "/delivery_ids/"+strconv.Itoa(i))
-				break
-			}
+	for i, id := range j.DeliveryIDs {
+		if _, err := queue.ParseDeliveryID(id); err != nil {
+			return consumeError(err, "/delivery_ids/"+strconv.Itoa(i))
 		}
 	}
+	req.ids = j.DeliveryIDs
+	return nil
+}
+
+func ackDeliveries(ctx context.Context, q *queue.Queue, req *ackRequest) (any, error) {
+	acked, err := q.Ack(ctx, req.group, req.ids...)
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return nil, consumeError(err, "/delivery_ids")
 	}
-	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (ackResultJSON, error) {
-		acked, err := q.Ack(ctx, group, j.DeliveryIDs...)
-		if err != nil {
-			return ackResultJSON{}, consumeError(err, "/delivery_ids")
-		}
-		return ackResultJSON{Acked: acked}, nil
-	})
+	return ackResultJSON{Acked: acked}, nil
 }
 
 type releaseRequestJSON struct {
@@ -248,50 +270,54 @@ type releaseResultJSON struct {
 // maxReleaseError bounds the error text a release records.
 const maxReleaseError = 4096
 
-func (h *Handler) releaseDelivery(w http.ResponseWriter, r *http.Request) {
-	group, err := groupOf(r)
+// releaseRequest is the path and optional body of POST
+// .../deliveries/{delivery}/release.
+type releaseRequest struct {
+	groupPolicy
+	delivery string
+	ro       queue.ReleaseOptions
+}
+
+func (req *releaseRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
 	var j releaseRequestJSON
-	if err == nil {
-		err = h.decode(w, r, &j, true)
+	if err := req.readGroup(h, w, r, &j, &j.groupPolicyJSON, true); err != nil {
+		return err
 	}
-	var o queue.LeaseOptions
-	if err == nil {
-		o, err = j.options()
-	}
-	var ro queue.ReleaseOptions
-	if err == nil && j.Delay != nil {
-		ro.Delay, err = readDelay(*j.Delay, "/delay")
-	}
-	if err == nil && j.Error != nil {
-		if len(*j.Error) > maxReleaseError {
-			err = invalid(SlugInvalidArgument, "/error", "error is %d bytes long; keep it to %d", len(*j.Error), maxReleaseError)
+	var err error
+	if j.Delay != nil {
+		if req.ro.Delay, err = readDelay(*j.Delay, "/delay"); err != nil {
+			return err
 		}
-		ro.Error = *j.Error
+	}
+	if j.Error != nil {
+		if len(*j.Error) > maxReleaseError {
+			return invalid(SlugInvalidArgument, "/error", "error is %d bytes long; keep it to %d", len(*j.Error), maxReleaseError)
+		}
+		req.ro.Error = *j.Error
 	}
 	if j.DeadLetter != nil {
-		ro.DeadLetter = *j.DeadLetter
+		req.ro.DeadLetter = *j.DeadLetter
 	}
+	req.delivery = r.PathValue("delivery")
+	return nil
+}
+
+func releaseDelivery(ctx context.Context, q *queue.Queue, req *releaseRequest) (any, error) {
+	res, err := q.Release(ctx, req.group, req.delivery, req.ro, req.o)
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return nil, consumeError(err, "")
 	}
-	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (releaseResultJSON, error) {
-		res, err := q.Release(ctx, group, r.PathValue("delivery"), ro, o)
-		if err != nil {
-			return releaseResultJSON{}, consumeError(err, "")
+	var out releaseResultJSON
+	if res.DeadLetterID != "" {
+		id := deadLetterID(0, res.DeadLetterID)
+		if ref, perr := queue.ParseDeliveryID(req.delivery); perr == nil {
+			id = deadLetterID(ref.Shard, res.DeadLetterID)
 		}
-		var out releaseResultJSON
-		if res.DeadLetterID != "" {
-			id := deadLetterID(0, res.DeadLetterID)
-			if ref, perr := queue.ParseDeliveryID(r.PathValue("delivery")); perr == nil {
-				id = deadLetterID(ref.Shard, res.DeadLetterID)
-			}
-			out.DeadLetterID = &id
-		} else {
-			out.RedeliverAt = optTime(res.RedeliverAt)
-		}
-		return out, nil
-	})
+		out.DeadLetterID = &id
+	} else {
+		out.RedeliverAt = optTime(res.RedeliverAt)
+	}
+	return out, nil
 }
 
 type extendRequestJSON struct {
@@ -303,31 +329,34 @@ type extendResultJSON struct {
 	LeaseExpiresAt string `json:"lease_expires_at"`
 }
 
-func (h *Handler) extendDelivery(w http.ResponseWriter, r *http.Request) {
-	group, err := groupOf(r)
+// extendRequest is the path and optional body of POST
+// .../deliveries/{delivery}/extend.
+type extendRequest struct {
+	groupPolicy
+	delivery string
+	d        time.Duration
+}
+
+func (req *extendRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
 	var j extendRequestJSON
-	if err == nil {
-		err = h.decode(w, r, &j, true)
+	if err := req.readGroup(h, w, r, &j, &j.groupPolicyJSON, true); err != nil {
+		return err
 	}
-	var o queue.LeaseOptions
-	if err == nil {
-		o, err = j.options()
+	req.delivery = r.PathValue("delivery")
+	if j.LeaseFor == nil {
+		return nil
 	}
-	var d time.Duration
-	if err == nil && j.LeaseFor != nil {
-		d, err = readDelay(*j.LeaseFor, "/lease_for")
-	}
+	var err error
+	req.d, err = readDelay(*j.LeaseFor, "/lease_for")
+	return err
+}
+
+func extendDelivery(ctx context.Context, q *queue.Queue, req *extendRequest) (any, error) {
+	until, err := q.ExtendLease(ctx, req.group, req.delivery, req.d, req.o)
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return nil, consumeError(err, "")
 	}
-	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (extendResultJSON, error) {
-		until, err := q.ExtendLease(ctx, group, r.PathValue("delivery"), d, o)
-		if err != nil {
-			return extendResultJSON{}, consumeError(err, "")
-		}
-		return extendResultJSON{LeaseExpiresAt: timefmt.Format(until)}, nil
-	})
+	return extendResultJSON{LeaseExpiresAt: timefmt.Format(until)}, nil
 }
 
 // deadLetterID is the API's ID of a dead letter: its shard and its entry
@@ -374,45 +403,36 @@ type deadLetterPageJSON struct {
 	NextCursor  string           `json:"next_cursor"`
 }
 
+// deadLettersRequest is the path and query of GET .../dead-letters.
+type deadLettersRequest struct {
+	groupPolicy
+	pageRequest
+}
+
+func (req *deadLettersRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
+	if err := req.readGroup(h, w, r, nil, nil, false); err != nil {
+		return err
+	}
+	if err := req.pageRequest.read(h, w, r); err != nil {
+		return err
+	}
+	if req.limit == 0 {
+		req.limit = 100
+	}
+	return nil
+}
+
 // listDeadLetters pages through the namespace's dead letters, oldest
 // first, keeping the group's: a page may hold fewer than limit, even none,
 // while next_cursor goes on.
-func (h *Handler) listDeadLetters(w http.ResponseWriter, r *http.Request) {
-	group, err := groupOf(r)
-	var v url.Values
-	if err == nil {
-		v, err = query(r, "limit", "cursor")
-	}
-	limit := 100
-	if err == nil {
-		var n int
-		if n, err = queryLimit(v); n > 0 {
-			limit = n
-		}
-	}
+func listDeadLetters(ctx context.Context, q *queue.Queue, req *deadLettersRequest) (any, error) {
+	page, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: req.limit, Cursor: req.cursor})
 	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	cursor := ""
-	if c := v["cursor"]; len(c) > 0 {
-		cursor = c[0]
-	}
-	page, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: limit, Cursor: cursor})
-	if err != nil {
-		h.fail(w, r, err)
-		return
+		return nil, err
 	}
 	out := deadLetterPageJSON{DeadLetters: []DeadLetterJSON{}, NextCursor: page.NextCursor}
 	for _, d := range page.DeadLetters {
-		if d.Group != group {
+		if d.Group != req.group {
 			continue
 		}
 		p := d.Event.Payload
@@ -423,31 +443,35 @@ func (h *Handler) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 			ID: d.Event.ID, DueAt: timefmt.Format(d.Event.Due), FiredAt: timefmt.Format(d.Event.FiredAt), Payload: p,
 			Error: d.Error, Attempts: d.Attempts, Consumer: d.Consumer, Shard: d.Event.Shard, FireStreamID: d.FireStreamID})
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 type requeueResultJSON struct {
 	StreamID string `json:"stream_id"`
 }
 
+// requeueRequest is the path of POST .../dead-letters/{dead}/requeue.
+type requeueRequest struct {
+	groupPolicy
+	shard int
+	id    string
+}
+
+func (req *requeueRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
+	if err := req.readGroup(h, w, r, nil, nil, false); err != nil {
+		return err
+	}
+	var err error
+	req.shard, req.id, err = parseDeadLetterID(r.PathValue("dead"))
+	return err
+}
+
 // requeueDeadLetter moves one dead letter back onto its shard's fire
 // stream, for the group that dead-lettered it.
-func (h *Handler) requeueDeadLetter(w http.ResponseWriter, r *http.Request) {
-	_, err := groupOf(r)
-	var shard int
-	var id string
-	if err == nil {
-		shard, id, err = parseDeadLetterID(r.PathValue("dead"))
+func requeueDeadLetter(ctx context.Context, q *queue.Queue, req *requeueRequest) (any, error) {
+	sid, err := q.Deliveries().Requeue(ctx, req.shard, req.id)
+	if errors.Is(err, queue.ErrInvalidOptions) {
+		err = invalid(SlugInvalidDeadLetter, "", "%s", strings.TrimPrefix(err.Error(), "timerq: invalid options: "))
 	}
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (requeueResultJSON, error) {
-		sid, err := q.Deliveries().Requeue(ctx, shard, id)
-		if errors.Is(err, queue.ErrInvalidOptions) {
-			err = invalid(SlugInvalidDeadLetter, "", "%s", fmt.Sprint(strings.TrimPrefix(err.Error(), "timerq: invalid options: ")))
-		}
-		return requeueResultJSON{StreamID: sid}, err
-	})
+	return requeueResultJSON{StreamID: sid}, err
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -31,66 +32,62 @@ type DebounceResultJSON struct {
 	DeadlineAt string `json:"deadline_at"`
 }
 
-// debounceKey runs queue.Debounce for the key of r's path: 201 when it
-// opened a window, 200 when it pushed or capped the open one.
-func (h *Handler) debounceKey(w http.ResponseWriter, r *http.Request) {
+// debounceRequest is the path and body of POST .../debounce/{key}.
+type debounceRequest struct {
+	key string
+	o   queue.DebounceOptions
+	// payloadField is the field the payload came in.
+	payloadField string
+}
+
+func (req *debounceRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
 	var j debounceJSON
 	if err := h.decode(w, r, &j, false); err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
-	var o queue.DebounceOptions
+	if j.Delay == nil {
+		return badRequest("/delay", "no delay: give delay, a duration such as 5s")
+	}
+	if j.MaxWait == nil {
+		return badRequest("/max_wait", "no max_wait: give max_wait, a duration of at least the delay, such as 1m")
+	}
 	var err error
+	if req.o.Delay, err = readDelay(*j.Delay, "/delay"); err != nil {
+		return err
+	}
+	if req.o.MaxWait, err = readDelay(*j.MaxWait, "/max_wait"); err != nil {
+		return err
+	}
+	if req.o.Payload, err = readPayload(j.Payload, j.PayloadText, ""); err != nil {
+		return err
+	}
+	var url string
+	if req.o.Endpoint, url, err = h.readDeliver(j.Deliver, ""); err != nil {
+		return err
+	}
+	if url != "" {
+		return badRequest("/deliver/url", "a debounce window delivers to its endpoint's own URL; drop deliver.url, or register an endpoint with that URL")
+	}
+	req.key, req.o.KeepFirst, req.payloadField = r.PathValue("key"), j.KeepFirst, payloadField(j.PayloadText)
+	return nil
+}
+
+// debounceKey runs queue.Debounce for the key of its path: 201 when it
+// opened a window, 200 when it pushed or capped the open one.
+func debounceKey(ctx context.Context, q *queue.Queue, req *debounceRequest) (any, error) {
+	res, err := q.Debounce(ctx, req.key, req.o)
+	if err == nil {
+		return createdReply(res.Outcome == queue.DebounceCreated, ToDebounceResultJSON(res)), nil
+	}
 	switch {
-	case j.Delay == nil:
-		err = badRequest("/delay", "no delay: give delay, a duration such as 5s")
-	case j.MaxWait == nil:
-		err = badRequest("/max_wait", "no max_wait: give max_wait, a duration of at least the delay, such as 1m")
+	case errors.Is(err, queue.ErrPayloadTooLarge):
+		err = &fieldError{req.payloadField, err}
+	case errors.Is(err, queue.ErrInvalidOptions) && req.o.Delay <= 0:
+		err = &fieldError{"/delay", err}
+	case errors.Is(err, queue.ErrInvalidOptions):
+		err = &fieldError{"/max_wait", err}
 	}
-	if err == nil {
-		o.Delay, err = readDelay(*j.Delay, "/delay")
-	}
-	if err == nil {
-		o.MaxWait, err = readDelay(*j.MaxWait, "/max_wait")
-	}
-	if err == nil {
-		o.Payload, err = readPayload(j.Payload, j.PayloadText, "")
-	}
-	if err == nil {
-		var url string
-		o.Endpoint, url, err = h.readDeliver(j.Deliver, "")
-		if err == nil && url != "" {
-			err = badRequest("/deliver/url", "a debounce window delivers to its endpoint's own URL; drop deliver.url, or register an endpoint with that URL")
-		}
-	}
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	o.KeepFirst = j.KeepFirst
-	h.inNamespace(w, r, func(q *queue.Queue) error {
-		ctx, cancel := h.ctx(r)
-		defer cancel()
-		res, err := q.Debounce(ctx, r.PathValue("key"), o)
-		if err != nil {
-			var field string
-			switch {
-			case errors.Is(err, queue.ErrPayloadTooLarge):
-				field = payloadField(j.PayloadText)
-			case errors.Is(err, queue.ErrInvalidOptions):
-				field = "/max_wait"
-				if o.Delay <= 0 {
-					field = "/delay"
-				}
-			}
-			if field != "" {
-				err = &fieldError{field, err}
-			}
-			return unknownEndpoint(err, []queue.NewTimer{{Endpoint: o.Endpoint}}, func(int) string { return "" })
-		}
-		writeCreated(w, res.Outcome == queue.DebounceCreated, ToDebounceResultJSON(res))
-		return nil
-	})
+	return nil, timerError(err, []queue.NewTimer{{Endpoint: req.o.Endpoint}}, func(int) string { return "" })
 }
 
 // ToDebounceResultJSON is res as the API and `timerctl debounce -o json`

@@ -21,29 +21,26 @@ type deliveryPolicyInJSON struct {
 	AllowTimerURLs *bool `json:"allow_timer_urls"`
 }
 
-func (h *Handler) getDeliveryPolicy(w http.ResponseWriter, r *http.Request) {
-	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (DeliveryPolicyJSON, error) {
-		p, err := q.Deliveries().Policy(ctx)
-		return DeliveryPolicyJSON{AllowTimerURLs: p.AllowTimerURLs}, err
-	})
+func getDeliveryPolicy(ctx context.Context, q *queue.Queue, _ *none) (any, error) {
+	p, err := q.Deliveries().Policy(ctx)
+	return DeliveryPolicyJSON{AllowTimerURLs: p.AllowTimerURLs}, err
 }
 
-func (h *Handler) putDeliveryPolicy(w http.ResponseWriter, r *http.Request) {
-	h.inNamespace(w, r, func(q *queue.Queue) error {
-		var j deliveryPolicyInJSON
-		if err := h.decode(w, r, &j, false); err != nil {
-			return err
-		}
-		if j.AllowTimerURLs == nil {
-			return badRequest("/allow_timer_urls", "the policy has no allow_timer_urls; give true or false")
-		}
-		ctx, cancel := h.ctx(r)
-		defer cancel()
-		p := queue.DeliveryPolicy{AllowTimerURLs: *j.AllowTimerURLs}
-		if err := q.Deliveries().SetPolicy(ctx, p); err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, DeliveryPolicyJSON(p))
-		return nil
-	})
+// deliveryPolicyRequest is the body of PUT .../delivery-policy.
+type deliveryPolicyRequest struct{ p queue.DeliveryPolicy }
+
+func (req *deliveryPolicyRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
+	var j deliveryPolicyInJSON
+	if err := h.decode(w, r, &j, false); err != nil {
+		return err
+	}
+	if j.AllowTimerURLs == nil {
+		return badRequest("/allow_timer_urls", "the policy has no allow_timer_urls; give true or false")
+	}
+	req.p.AllowTimerURLs = *j.AllowTimerURLs
+	return nil
+}
+
+func putDeliveryPolicy(ctx context.Context, q *queue.Queue, req *deliveryPolicyRequest) (any, error) {
+	return DeliveryPolicyJSON(req.p), q.Deliveries().SetPolicy(ctx, req.p)
 }

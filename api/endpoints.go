@@ -153,97 +153,78 @@ func endpointField(err error) string {
 	return ""
 }
 
-func (h *Handler) putEndpoint(w http.ResponseWriter, r *http.Request) {
-	h.inNamespace(w, r, func(q *queue.Queue) error {
-		name := r.PathValue("name")
-		if err := queue.ValidateEndpointName(name); err != nil {
-			return err
-		}
-		var j endpointInJSON
-		if err := h.decode(w, r, &j, false); err != nil {
-			return err
-		}
-		e, err := toEndpoint(name, j)
-		if err != nil {
-			return err
-		}
-		if err := queue.ValidateEndpoint(e, &queue.PutEndpointOptions{Allow: h.opts.EndpointAllow}); err != nil {
-			return &fieldError{endpointField(err), err}
-		}
-		ctx, cancel := h.ctx(r)
-		defer cancel()
-		created, err := q.Endpoints().Put(ctx, e, &queue.PutEndpointOptions{Allow: h.opts.EndpointAllow})
-		if err != nil {
-			return err
-		}
-		stored, err := q.Endpoints().Get(ctx, name)
-		if err != nil {
-			return err
-		}
-		out := ToEndpointJSON(stored)
-		out.Created = &created
-		writeCreated(w, created, out)
-		return nil
-	})
+// endpointRequest is the body of PUT .../endpoints/{name}.
+type endpointRequest struct {
+	e     queue.Endpoint
+	allow *queue.PutEndpointOptions
 }
 
-func (h *Handler) getEndpoint(w http.ResponseWriter, r *http.Request) {
-	h.endpointCall(w, r, func(ctx context.Context, q *queue.Queue, name string) (queue.Endpoint, error) {
-		return q.Endpoints().Get(ctx, name)
-	})
-}
-
-func (h *Handler) enableEndpoint(w http.ResponseWriter, r *http.Request) {
-	h.endpointCall(w, r, func(ctx context.Context, q *queue.Queue, name string) (queue.Endpoint, error) {
-		return q.Endpoints().SetEnabled(ctx, name, true)
-	})
-}
-
-func (h *Handler) disableEndpoint(w http.ResponseWriter, r *http.Request) {
-	h.endpointCall(w, r, func(ctx context.Context, q *queue.Queue, name string) (queue.Endpoint, error) {
-		return q.Endpoints().SetEnabled(ctx, name, false)
-	})
-}
-
-func (h *Handler) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
-	h.inNamespace(w, r, func(q *queue.Queue) error {
-		ctx, cancel := h.ctx(r)
-		defer cancel()
-		if err := q.Endpoints().Delete(ctx, r.PathValue("name")); err != nil {
-			return err
-		}
-		w.WriteHeader(http.StatusNoContent)
-		return nil
-	})
-}
-
-func (h *Handler) listEndpoints(w http.ResponseWriter, r *http.Request) {
-	if _, err := query(r); err != nil {
-		h.fail(w, r, err)
-		return
+func (req *endpointRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	if err := queue.ValidateEndpointName(name); err != nil {
+		return err
 	}
-	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (endpointListJSON, error) {
-		list, err := q.Endpoints().List(ctx)
-		if err != nil {
-			return endpointListJSON{}, err
-		}
-		out := endpointListJSON{Endpoints: make([]EndpointJSON, len(list))}
-		for i, e := range list {
-			out.Endpoints[i] = ToEndpointJSON(e)
-		}
-		return out, nil
-	})
+	var j endpointInJSON
+	if err := h.decode(w, r, &j, false); err != nil {
+		return err
+	}
+	e, err := toEndpoint(name, j)
+	if err != nil {
+		return err
+	}
+	req.e, req.allow = e, &queue.PutEndpointOptions{Allow: h.opts.EndpointAllow}
+	if err := queue.ValidateEndpoint(e, req.allow); err != nil {
+		return &fieldError{endpointField(err), err}
+	}
+	return nil
 }
 
-// endpointCall runs one call on the endpoint of r's path and answers it.
-func (h *Handler) endpointCall(w http.ResponseWriter, r *http.Request, call func(ctx context.Context, q *queue.Queue, name string) (queue.Endpoint, error)) {
-	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (EndpointJSON, error) {
-		e, err := call(ctx, q, r.PathValue("name"))
+func putEndpoint(ctx context.Context, q *queue.Queue, req *endpointRequest) (any, error) {
+	created, err := q.Endpoints().Put(ctx, req.e, req.allow)
+	if err != nil {
+		return nil, err
+	}
+	stored, err := q.Endpoints().Get(ctx, req.e.Name)
+	if err != nil {
+		return nil, err
+	}
+	out := ToEndpointJSON(stored)
+	out.Created = &created
+	return createdReply(created, out), nil
+}
+
+// endpointCall is a route that runs one call on the endpoint of its path
+// and answers the endpoint.
+func endpointCall(call func(e queue.Endpoints, ctx context.Context, name string) (queue.Endpoint, error)) func(context.Context, *queue.Queue, *pathName) (any, error) {
+	return func(ctx context.Context, q *queue.Queue, req *pathName) (any, error) {
+		e, err := call(q.Endpoints(), ctx, req.name)
 		if err != nil {
-			return EndpointJSON{}, err
+			return nil, err
 		}
 		return ToEndpointJSON(e), nil
-	})
+	}
+}
+
+func setEnabled(on bool) func(queue.Endpoints, context.Context, string) (queue.Endpoint, error) {
+	return func(e queue.Endpoints, ctx context.Context, name string) (queue.Endpoint, error) {
+		return e.SetEnabled(ctx, name, on)
+	}
+}
+
+func deleteEndpoint(ctx context.Context, q *queue.Queue, req *pathName) (any, error) {
+	return noContent, q.Endpoints().Delete(ctx, req.name)
+}
+
+func listEndpoints(ctx context.Context, q *queue.Queue, _ *noQuery) (any, error) {
+	list, err := q.Endpoints().List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := endpointListJSON{Endpoints: make([]EndpointJSON, len(list))}
+	for i, e := range list {
+		out.Endpoints[i] = ToEndpointJSON(e)
+	}
+	return out, nil
 }
 
 // readDeliver reads a timer's deliver object: the endpoint's name, and
@@ -268,25 +249,30 @@ func (h *Handler) readDeliver(d *DeliverJSON, prefix string) (endpoint, url stri
 	return *d.Endpoint, url, nil
 }
 
-// timerURLsOff turns a schedule refused for a timer URL the namespace's
-// policy does not allow into a 422 naming the first timer's deliver.url.
-func timerURLsOff(err error, timers []queue.NewTimer, prefix func(i int) string) error {
-	if !errors.Is(err, queue.ErrTimerURLsOff) {
-		return err
-	}
-	for i, t := range timers {
-		if t.URL != "" {
-			return &fieldError{prefix(i) + "/deliver/url", err}
-		}
-	}
-	return err
-}
+// jsonFields is the JSON field of each field of queue.NewTimer that a
+// queue.FieldError names.
+var jsonFields = map[string]string{"ID": "/id"}
 
-// unknownEndpoint turns a schedule refused for a missing endpoint into a
-// 422 naming the field of the first timer that named it.
-func unknownEndpoint(err error, timers []queue.NewTimer, prefix func(i int) string) error {
-	if !errors.Is(err, queue.ErrEndpointNotFound) {
-		return timerURLsOff(err, timers, prefix)
+// timerError names the field of timers (under prefix(i) for the i-th) a
+// refusal of ScheduleBatch is about: the field of a queue.FieldError, the
+// deliver.url of the first timer with one when the namespace's policy
+// refuses timer URLs, and the deliver.endpoint of the first timer that
+// named a missing endpoint (a 422).
+func timerError(err error, timers []queue.NewTimer, prefix func(i int) string) error {
+	var fe *queue.FieldError
+	switch {
+	case errors.As(err, &fe) && jsonFields[fe.Field] != "":
+		// The pointer names the batch item; the detail need not.
+		return &fieldError{prefix(fe.Item) + jsonFields[fe.Field], fe.Err}
+	case errors.Is(err, queue.ErrTimerURLsOff):
+		for i, t := range timers {
+			if t.URL != "" {
+				return &fieldError{prefix(i) + "/deliver/url", err}
+			}
+		}
+		return err
+	case !errors.Is(err, queue.ErrEndpointNotFound):
+		return err
 	}
 	field := ""
 	for i, t := range timers {

@@ -136,6 +136,83 @@ func problem(status int, slug, detail string) Problem {
 	return Problem{Type: ProblemTypePrefix + slug, Title: titles[slug], Status: status, Detail: detail}
 }
 
+// problemRule is the problem of the errors is matches. detail makes the
+// problem's detail from the queue's message (msg, without "timerq: ");
+// nil keeps msg as it is.
+type problemRule struct {
+	is     func(error) bool
+	status int
+	slug   string
+	detail func(h *Handler, msg, ns string) string
+}
+
+// isAny matches an error that is any of targets (errors.Is).
+func isAny(targets ...error) func(error) bool {
+	return func(err error) bool {
+		for _, t := range targets {
+			if errors.Is(err, t) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// plus adds hint, what to do, to the queue's message.
+func plus(hint string) func(*Handler, string, string) string {
+	return func(_ *Handler, msg, _ string) string { return msg + hint }
+}
+
+func allowHint(h *Handler, msg, _ string) string { return h.allowHint(msg) }
+
+// problemRules maps errors to problems, first match first: an error that
+// wraps another (ErrOccurrenceID wraps ErrInvalidID) comes before it. The
+// queue's message carries the hint for the 5xx; the API adds none.
+var problemRules = []problemRule{
+	{isAny(queue.ErrQuotaExceeded), http.StatusForbidden, SlugQuotaExceeded, nil},
+	{isAny(queue.ErrNotFound), http.StatusNotFound, SlugNotFound, plus("; check the ID and the namespace, or create the timer")},
+	{isAny(queue.ErrEndpointNotFound), http.StatusNotFound, SlugEndpointNotFound, func(_ *Handler, msg, ns string) string {
+		return cause(msg) + "; check the name, or list the endpoints with GET /v1/namespaces/" + ns + "/endpoints"
+	}},
+	{isAny(queue.ErrInvalidEndpoint), http.StatusUnprocessableEntity, SlugInvalidEndpoint, allowHint},
+	{isAny(queue.ErrTimerURLsOff), http.StatusUnprocessableEntity, SlugTimerURLsOff, nil},
+	{isAny(queue.ErrRecurringNotFound), http.StatusNotFound, SlugScheduleNotFound, func(_ *Handler, msg, ns string) string {
+		return cause(msg) + "; check the ID, or list the schedules with GET /v1/namespaces/" + ns + "/schedules"
+	}},
+	{isAny(queue.ErrDeadLetterNotFound), http.StatusNotFound, SlugDeadLetterNotFound, nil},
+	{isAny(queue.ErrAlreadyFired), http.StatusConflict, SlugAlreadyFired, plus("; a fired timer cannot change: create a timer with another ID")},
+	{isAny(queue.ErrCancelled), http.StatusConflict, SlugCancelled, plus("; a cancelled timer cannot change: create a timer with another ID")},
+	{isAny(queue.ErrShardMismatch), http.StatusConflict, SlugShardMismatch, nil},
+	{isAny(queue.ErrDebounceKeyIsSchedule, queue.ErrScheduleIDIsDebounceKey), http.StatusUnprocessableEntity, SlugInvalidID, nil},
+	{isAny(queue.ErrOccurrenceID), http.StatusUnprocessableEntity, SlugOccurrenceID, nil},
+	{isAny(queue.ErrInvalidID), http.StatusUnprocessableEntity, SlugInvalidID, plus("; an ID is 1-256 bytes of UTF-8 without control characters")},
+	{isAny(queue.ErrInvalidNamespace), http.StatusBadRequest, SlugInvalidNamespace, plus("; a namespace is 1-64 characters of [A-Za-z0-9_.-]")},
+	{isAny(queue.ErrInvalidDue), http.StatusUnprocessableEntity, SlugInvalidDue, plus("; use a time from 1970-01-01 to 9999-12-31")},
+	{isAny(queue.ErrPayloadTooLarge), http.StatusUnprocessableEntity, SlugPayloadTooLarge, plus("; keep large data elsewhere and put a reference in the payload")},
+	{isAny(schedule.ErrInvalidSchedule), http.StatusUnprocessableEntity, SlugInvalidSchedule, nil},
+	{isAny(queue.ErrInvalidOptions), http.StatusUnprocessableEntity, SlugInvalidArgument, allowHint},
+	// The queue's hint names the rule that grants the right.
+	{func(err error) bool {
+		return errors.Is(err, queue.ErrPermission) || redis.HasErrorPrefix(err, "NOPERM")
+	},
+		http.StatusBadGateway, SlugPermissionDenied, nil},
+	{isAny(queue.ErrOutOfMemory), http.StatusServiceUnavailable, SlugOutOfMemory, func(_ *Handler, msg, _ string) string { return goNames.Replace(msg) }},
+	{isAny(queue.ErrSlotMigrating), http.StatusServiceUnavailable, SlugSlotMigrating, nil},
+	{isAny(queue.ErrWrongType), http.StatusInternalServerError, SlugWrongType, nil},
+	{isAny(queue.ErrMalformedRecord), http.StatusInternalServerError, SlugMalformedRecord,
+		plus("; something other than timerq wrote that timer's record: delete it, or use another namespace")},
+	{isAny(queue.ErrClosed, errClosed), http.StatusServiceUnavailable, SlugUnavailable, plus("; the server is shutting down: retry on another replica")},
+	{isAny(context.DeadlineExceeded), http.StatusServiceUnavailable, SlugRedisUnavailable, func(h *Handler, msg, _ string) string {
+		return fmt.Sprintf("Redis did not answer within %v: %s; retry, and check that Redis is not overloaded (SLOWLOG GET)", h.opts.Timeout, msg)
+	}},
+	{queue.Transient, http.StatusServiceUnavailable, SlugRedisUnavailable, func(_ *Handler, msg, _ string) string {
+		return "cannot reach Redis: " + msg + "; retry later"
+	}},
+	{func(err error) bool { var rerr redis.Error; return errors.As(err, &rerr) }, http.StatusBadGateway, SlugRedisError,
+		func(_ *Handler, msg, _ string) string { return "Redis refused the command: " + msg }},
+	{func(error) bool { return true }, http.StatusInternalServerError, SlugInternal, nil},
+}
+
 // problemOf maps err to a problem, and says whether to send Retry-After.
 // The detail is the queue's message without its "timerq: " prefix: it says
 // what went wrong and, where the queue knows, what to do.
@@ -150,89 +227,32 @@ func (h *Handler) problemOf(err error, ns string) (Problem, bool) {
 	if errors.As(err, &capErr) {
 		return problem(http.StatusServiceUnavailable, SlugTooManyHeld, capErr.Error()), true
 	}
-	msg := strings.TrimPrefix(err.Error(), "timerq: ")
-	var field string
+	rule := problemRules[0]
+	for _, rule = range problemRules {
+		if rule.is(err) {
+			break
+		}
+	}
+	detail := strings.TrimPrefix(err.Error(), "timerq: ")
+	if rule.detail != nil {
+		detail = rule.detail(h, detail, ns)
+	}
+	p := problem(rule.status, rule.slug, detail)
 	var fe *fieldError
 	if errors.As(err, &fe) {
-		field = fe.field
+		p.Field = fe.field
 	}
-	out := func(status int, slug, detail string) (Problem, bool) {
-		p := problem(status, slug, detail)
-		p.Field = field
-		return p, status == http.StatusServiceUnavailable
-	}
-	switch {
-	case errors.Is(err, queue.ErrQuotaExceeded):
-		p, _ := out(http.StatusForbidden, SlugQuotaExceeded, msg)
-		var qe *queue.QuotaError
+	var qe *queue.QuotaError
+	switch rule.slug {
+	case SlugQuotaExceeded:
 		if errors.As(err, &qe) {
 			p.Quota = qe.Quota
 		}
 		p.Namespace = ns
-		return p, false
-	case errors.Is(err, queue.ErrNotFound):
-		return out(http.StatusNotFound, SlugNotFound, msg+"; check the ID and the namespace, or create the timer")
-	case errors.Is(err, queue.ErrEndpointNotFound):
-		return out(http.StatusNotFound, SlugEndpointNotFound, cause(msg)+"; check the name, or list the endpoints with GET /v1/namespaces/"+ns+"/endpoints")
-	case errors.Is(err, queue.ErrInvalidEndpoint):
-		return out(http.StatusUnprocessableEntity, SlugInvalidEndpoint, h.allowHint(msg))
-	case errors.Is(err, queue.ErrTimerURLsOff):
-		return out(http.StatusUnprocessableEntity, SlugTimerURLsOff, msg)
-	case errors.Is(err, queue.ErrRecurringNotFound):
-		return out(http.StatusNotFound, SlugScheduleNotFound, cause(msg)+"; check the ID, or list the schedules with GET /v1/namespaces/"+ns+"/schedules")
-	case errors.Is(err, queue.ErrDeadLetterNotFound):
-		return out(http.StatusNotFound, SlugDeadLetterNotFound, msg)
-	case errors.Is(err, queue.ErrAlreadyFired):
-		return out(http.StatusConflict, SlugAlreadyFired, msg+"; a fired timer cannot change: create a timer with another ID")
-	case errors.Is(err, queue.ErrCancelled):
-		return out(http.StatusConflict, SlugCancelled, msg+"; a cancelled timer cannot change: create a timer with another ID")
-	case errors.Is(err, queue.ErrShardMismatch):
-		return out(http.StatusConflict, SlugShardMismatch, msg)
-	case errors.Is(err, queue.ErrDebounceKeyIsSchedule), errors.Is(err, queue.ErrScheduleIDIsDebounceKey):
-		return out(http.StatusUnprocessableEntity, SlugInvalidID, msg)
-	case errors.Is(err, queue.ErrOccurrenceID):
-		return out(http.StatusUnprocessableEntity, SlugOccurrenceID, msg+"; give the timer another ID")
-	case errors.Is(err, queue.ErrInvalidID):
-		return out(http.StatusUnprocessableEntity, SlugInvalidID, msg+"; an ID is 1-256 bytes of UTF-8 without control characters")
-	case errors.Is(err, queue.ErrInvalidNamespace):
-		return out(http.StatusBadRequest, SlugInvalidNamespace, msg+"; a namespace is 1-64 characters of [A-Za-z0-9_.-]")
-	case errors.Is(err, queue.ErrInvalidDue):
-		return out(http.StatusUnprocessableEntity, SlugInvalidDue, msg+"; use a time from 1970-01-01 to 9999-12-31")
-	case errors.Is(err, queue.ErrPayloadTooLarge):
-		return out(http.StatusUnprocessableEntity, SlugPayloadTooLarge, msg+"; keep large data elsewhere and put a reference in the payload")
-	case errors.Is(err, schedule.ErrInvalidSchedule):
-		return out(http.StatusUnprocessableEntity, SlugInvalidSchedule, msg)
-	case errors.Is(err, queue.ErrInvalidOptions):
-		return out(http.StatusUnprocessableEntity, SlugInvalidArgument, h.allowHint(msg))
-	case errors.Is(err, queue.ErrPermission) || redis.HasErrorPrefix(err, "NOPERM"):
-		// The queue's hint names the rule that grants the right.
-		p, _ := out(http.StatusBadGateway, SlugPermissionDenied, msg)
-		p.Right = aclright.Missing(err.Error(), ns)
-		p.Namespace = ns
-		return p, false
-	// The queue's message carries the hint for these; the API adds none.
-	case errors.Is(err, queue.ErrOutOfMemory):
-		return out(http.StatusServiceUnavailable, SlugOutOfMemory, goNames.Replace(msg))
-	case errors.Is(err, queue.ErrSlotMigrating):
-		return out(http.StatusServiceUnavailable, SlugSlotMigrating, msg)
-	case errors.Is(err, queue.ErrWrongType):
-		return out(http.StatusInternalServerError, SlugWrongType, msg)
-	case errors.Is(err, queue.ErrMalformedRecord):
-		return out(http.StatusInternalServerError, SlugMalformedRecord, msg+
-			"; something other than timerq wrote that timer's record: delete it, or use another namespace")
-	case errors.Is(err, queue.ErrClosed), errors.Is(err, errClosed):
-		return out(http.StatusServiceUnavailable, SlugUnavailable, msg+"; the server is shutting down: retry on another replica")
-	case errors.Is(err, context.DeadlineExceeded):
-		return out(http.StatusServiceUnavailable, SlugRedisUnavailable,
-			fmt.Sprintf("Redis did not answer within %v: %s; retry, and check that Redis is not overloaded (SLOWLOG GET)", h.opts.Timeout, msg))
-	case queue.Transient(err):
-		return out(http.StatusServiceUnavailable, SlugRedisUnavailable, "cannot reach Redis: "+msg+"; retry later")
+	case SlugPermissionDenied:
+		p.Right, p.Namespace = aclright.Missing(err.Error(), ns), ns
 	}
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		return out(http.StatusBadGateway, SlugRedisError, "Redis refused the command: "+msg)
-	}
-	return out(http.StatusInternalServerError, SlugInternal, msg)
+	return p, p.Status == http.StatusServiceUnavailable
 }
 
 // cause is a queue error's message without the hint after its first

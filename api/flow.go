@@ -57,90 +57,84 @@ func ToFlowPolicyJSON(p queue.FlowPolicy) FlowPolicyJSON {
 	return FlowPolicyJSON{Endpoint: p.Endpoint, Key: p.Key, Rate: p.Rate, Period: p.Period.String(), MaxInFlight: p.MaxInFlight}
 }
 
-func (h *Handler) listFlowPolicies(w http.ResponseWriter, r *http.Request) {
-	if _, err := query(r); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (flowPolicyListJSON, error) {
-		list, err := q.Flows().Policies(ctx)
-		if err != nil {
-			return flowPolicyListJSON{}, err
-		}
-		out := flowPolicyListJSON{FlowPolicies: make([]FlowPolicyJSON, len(list))}
-		for i, p := range list {
-			out.FlowPolicies[i] = ToFlowPolicyJSON(p)
-		}
-		return out, nil
-	})
-}
-
-func (h *Handler) putFlowPolicy(w http.ResponseWriter, r *http.Request) {
-	h.inNamespace(w, r, func(q *queue.Queue) error {
-		var j FlowPolicyJSON
-		if err := h.decode(w, r, &j, false); err != nil {
-			return err
-		}
-		period, err := time.ParseDuration(j.Period)
-		if err != nil {
-			return invalid(SlugInvalidArgument, "/period", "period %q is not a duration: use Go's syntax, e.g. 1s or 1m", j.Period)
-		}
-		p := queue.FlowPolicy{Endpoint: j.Endpoint, Key: j.Key, Rate: j.Rate, Period: period, MaxInFlight: j.MaxInFlight}
-		ctx, cancel := h.ctx(r)
-		defer cancel()
-		if err := q.Flows().PutPolicy(ctx, p); err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, ToFlowPolicyJSON(p))
-		return nil
-	})
-}
-
-func (h *Handler) deleteFlowPolicy(w http.ResponseWriter, r *http.Request) {
-	v, err := query(r, "endpoint", "key")
+func listFlowPolicies(ctx context.Context, q *queue.Queue, _ *noQuery) (any, error) {
+	list, err := q.Flows().Policies(ctx)
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return nil, err
 	}
-	h.inNamespace(w, r, func(q *queue.Queue) error {
-		ctx, cancel := h.ctx(r)
-		defer cancel()
-		found, err := q.Flows().DeletePolicy(ctx, v.Get("endpoint"), v.Get("key"))
-		switch {
-		case err != nil:
-			return err
-		case !found:
-			WriteProblem(w, problem(http.StatusNotFound, SlugNotFound, "no flow policy for endpoint "+strconv.Quote(v.Get("endpoint"))+
-				" and key "+strconv.Quote(v.Get("key"))+"; list them with GET .../flow-policies"))
-		default:
-			w.WriteHeader(http.StatusNoContent)
-		}
-		return nil
-	})
+	out := flowPolicyListJSON{FlowPolicies: make([]FlowPolicyJSON, len(list))}
+	for i, p := range list {
+		out.FlowPolicies[i] = ToFlowPolicyJSON(p)
+	}
+	return out, nil
 }
 
-func (h *Handler) groupFlows(w http.ResponseWriter, r *http.Request) {
+// flowPolicyRequest is the body of PUT .../flow-policies.
+type flowPolicyRequest struct{ p queue.FlowPolicy }
+
+func (req *flowPolicyRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
+	var j FlowPolicyJSON
+	if err := h.decode(w, r, &j, false); err != nil {
+		return err
+	}
+	period, err := time.ParseDuration(j.Period)
+	if err != nil {
+		return invalid(SlugInvalidArgument, "/period", "period %q is not a duration: use Go's syntax, e.g. 1s or 1m", j.Period)
+	}
+	req.p = queue.FlowPolicy{Endpoint: j.Endpoint, Key: j.Key, Rate: j.Rate, Period: period, MaxInFlight: j.MaxInFlight}
+	return nil
+}
+
+func putFlowPolicy(ctx context.Context, q *queue.Queue, req *flowPolicyRequest) (any, error) {
+	return ToFlowPolicyJSON(req.p), q.Flows().PutPolicy(ctx, req.p)
+}
+
+// flowKeyRequest is the query of DELETE .../flow-policies.
+type flowKeyRequest struct{ endpoint, key string }
+
+func (req *flowKeyRequest) read(_ *Handler, _ http.ResponseWriter, r *http.Request) error {
+	v, err := query(r, "endpoint", "key")
+	req.endpoint, req.key = v.Get("endpoint"), v.Get("key")
+	return err
+}
+
+func deleteFlowPolicy(ctx context.Context, q *queue.Queue, req *flowKeyRequest) (any, error) {
+	found, err := q.Flows().DeletePolicy(ctx, req.endpoint, req.key)
+	if err == nil && !found {
+		err = &inputError{http.StatusNotFound, SlugNotFound, "no flow policy for endpoint " + strconv.Quote(req.endpoint) +
+			" and key " + strconv.Quote(req.key) + "; list them with GET .../flow-policies", ""}
+	}
+	return noContent, err
+}
+
+// groupFlowsRequest is the path and query of GET .../groups/{group}/flows.
+type groupFlowsRequest struct {
+	group string
+	limit int
+}
+
+func (req *groupFlowsRequest) read(_ *Handler, _ http.ResponseWriter, r *http.Request) error {
 	v, err := query(r, "limit")
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
-	limit := 0
+	req.group = r.PathValue("group")
 	if s := v.Get("limit"); s != "" {
-		if limit, err = strconv.Atoi(s); err != nil || limit < 1 || limit > queue.MaxFlowStats {
-			h.fail(w, r, invalid(SlugInvalidArgument, "", "limit %q is not a number in 1..%d", s, queue.MaxFlowStats))
-			return
+		if req.limit, err = strconv.Atoi(s); err != nil || req.limit < 1 || req.limit > queue.MaxFlowStats {
+			return invalid(SlugInvalidArgument, "", "limit %q is not a number in 1..%d", s, queue.MaxFlowStats)
 		}
 	}
-	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (flowStatListJSON, error) {
-		st, err := q.Flows().Stats(ctx, r.PathValue("group"), limit)
-		if err != nil {
-			return flowStatListJSON{}, err
-		}
-		out := flowStatListJSON{Flows: make([]FlowStatJSON, len(st))}
-		for i, s := range st {
-			out.Flows[i] = ToFlowStatJSON(s)
-		}
-		return out, nil
-	})
+	return nil
+}
+
+func groupFlows(ctx context.Context, q *queue.Queue, req *groupFlowsRequest) (any, error) {
+	st, err := q.Flows().Stats(ctx, req.group, req.limit)
+	if err != nil {
+		return nil, err
+	}
+	out := flowStatListJSON{Flows: make([]FlowStatJSON, len(st))}
+	for i, s := range st {
+		out.Flows[i] = ToFlowStatJSON(s)
+	}
+	return out, nil
 }

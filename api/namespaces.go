@@ -52,62 +52,58 @@ func ToStatsJSON(s queue.Stats) StatsJSON {
 	return j
 }
 
+// namespaceRequest is the optional body of PUT /v1/namespaces/{ns}.
+type namespaceRequest struct{ shards int }
+
+func (req *namespaceRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
+	var j namespaceCreateJSON
+	if err := h.decode(w, r, &j, true); err != nil {
+		return err
+	}
+	req.shards = 1
+	if j.Shards != nil {
+		req.shards = *j.Shards
+		if req.shards < 1 || req.shards > queue.MaxShards {
+			return invalid(SlugInvalidArgument, "/shards", "shards %d is outside 1..%d", req.shards, queue.MaxShards)
+		}
+	}
+	return nil
+}
+
 // createNamespace creates the namespace with a fixed shard count
 // (queue.CreateNamespace): 201 when created, 200 when it existed alike,
 // 409 when it exists with another count.
-func (h *Handler) createNamespace(w http.ResponseWriter, r *http.Request) {
-	ns := r.PathValue("ns")
-	if err := queue.ValidateNamespace(ns); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	var j namespaceCreateJSON
-	if err := h.decode(w, r, &j, true); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	shards := 1
-	if j.Shards != nil {
-		shards = *j.Shards
-		if shards < 1 || shards > queue.MaxShards {
-			h.fail(w, r, invalid(SlugInvalidArgument, "/shards", "shards %d is outside 1..%d", shards, queue.MaxShards))
-			return
-		}
-	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	created, err := queue.CreateNamespace(ctx, h.opts.Client, ns, shards)
+func (h *Handler) createNamespace(ctx context.Context, q *queue.Queue, req *namespaceRequest) (any, error) {
+	ns := q.Namespace()
+	created, err := queue.CreateNamespace(ctx, h.opts.Client, ns, req.shards)
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return nil, err
 	}
-	// A queue opened before may have read the namespace as uncreated,
-	// with one shard.
+	// A queue opened before, q among them, may have read the namespace as
+	// uncreated, with one shard.
 	h.ns.forget(ns)
-	writeCreated(w, created, NamespaceJSON{Namespace: ns, Shards: shards, Created: created})
+	return createdReply(created, NamespaceJSON{Namespace: ns, Shards: req.shards, Created: created}), nil
 }
 
 // getNamespace answers the namespace's shard count and stats.
-func (h *Handler) getNamespace(w http.ResponseWriter, r *http.Request) {
-	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (NamespaceJSON, error) {
-		st, err := q.Stats(ctx)
-		if err != nil {
-			return NamespaceJSON{}, err
-		}
-		shards, err := q.Inspect().Shards(ctx)
-		if err != nil {
-			return NamespaceJSON{}, err
-		}
-		created, err := q.Inspect().Created(ctx)
-		if err != nil {
-			return NamespaceJSON{}, err
-		}
-		u, err := q.Inspect().Usage(ctx)
-		if err != nil {
-			return NamespaceJSON{}, err
-		}
-		sj := ToStatsJSON(st)
-		return NamespaceJSON{Namespace: q.Namespace(), Shards: shards, Created: created, Stats: &sj,
-			Quotas: ToQuotasUsageJSON(u)}, nil
-	})
+func getNamespace(ctx context.Context, q *queue.Queue, _ *none) (any, error) {
+	st, err := q.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	shards, err := q.Inspect().Shards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	created, err := q.Inspect().Created(ctx)
+	if err != nil {
+		return nil, err
+	}
+	u, err := q.Inspect().Usage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sj := ToStatsJSON(st)
+	return NamespaceJSON{Namespace: q.Namespace(), Shards: shards, Created: created, Stats: &sj,
+		Quotas: ToQuotasUsageJSON(u)}, nil
 }

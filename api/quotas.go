@@ -50,37 +50,34 @@ func ToQuotasUsageJSON(u queue.Usage) *QuotasUsageJSON {
 	}
 }
 
-func (h *Handler) getQuotas(w http.ResponseWriter, r *http.Request) {
-	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (QuotasJSON, error) {
-		v, err := queue.NamespaceQuotas(ctx, h.opts.Client, q.Namespace())
-		return QuotasJSON(v), err
-	})
+func (h *Handler) getQuotas(ctx context.Context, q *queue.Queue, _ *none) (any, error) {
+	v, err := queue.NamespaceQuotas(ctx, h.opts.Client, q.Namespace())
+	return QuotasJSON(v), err
 }
 
-func (h *Handler) putQuotas(w http.ResponseWriter, r *http.Request) {
-	h.inNamespace(w, r, func(q *queue.Queue) error {
-		var j quotasInJSON
-		if err := h.decode(w, r, &j, false); err != nil {
-			return err
+// quotasRequest is the body of PUT .../quotas.
+type quotasRequest struct{ v queue.Quotas }
+
+func (req *quotasRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
+	var j quotasInJSON
+	if err := h.decode(w, r, &j, false); err != nil {
+		return err
+	}
+	req.v = queue.DefaultQuotas
+	for _, f := range []struct{ in, out *int64 }{{j.Pending, &req.v.Pending}, {j.Endpoints, &req.v.Endpoints}, {j.Schedules, &req.v.Schedules}} {
+		if f.in != nil {
+			*f.out = *f.in
 		}
-		v := queue.DefaultQuotas
-		for _, f := range []struct {
-			in  *int64
-			out *int64
-		}{{j.Pending, &v.Pending}, {j.Endpoints, &v.Endpoints}, {j.Schedules, &v.Schedules}} {
-			if f.in != nil {
-				*f.out = *f.in
-			}
-		}
-		ctx, cancel := h.ctx(r)
-		defer cancel()
-		if err := queue.SetQuotas(ctx, h.opts.Client, q.Namespace(), v); err != nil {
-			return err
-		}
-		// This replica applies them to its next request; the others within
-		// a second.
-		h.ns.forget(q.Namespace())
-		writeJSON(w, http.StatusOK, QuotasJSON(v))
-		return nil
-	})
+	}
+	return nil
+}
+
+func (h *Handler) putQuotas(ctx context.Context, q *queue.Queue, req *quotasRequest) (any, error) {
+	if err := queue.SetQuotas(ctx, h.opts.Client, q.Namespace(), req.v); err != nil {
+		return nil, err
+	}
+	// This replica applies them to its next request; the others within a
+	// second.
+	h.ns.forget(q.Namespace())
+	return QuotasJSON(req.v), nil
 }

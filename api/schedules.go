@@ -40,40 +40,49 @@ type newScheduleJSON struct {
 
 func given(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
 
-// toRecurring checks j and turns it into the schedule id.
-func (h *Handler) toRecurring(id string, j scheduleSpecJSON, maxPayload int) (queue.Recurring, error) {
-	rec := queue.Recurring{ID: id}
+// readSpec reads j's timing, a cron spec or an interval, into rec.
+func readSpec(j scheduleSpecJSON, rec *queue.Recurring) error {
 	switch {
 	case j.Cron != nil && j.Every != nil:
-		return rec, invalid(SlugInvalidSchedule, "/every", "both cron and every are given; give one")
+		return invalid(SlugInvalidSchedule, "/every", "both cron and every are given; give one")
 	case j.Cron != nil:
 		rec.Spec = *j.Cron
 		if j.TZ != nil {
 			loc, err := time.LoadLocation(*j.TZ)
 			if err != nil || *j.TZ == "" || *j.TZ == "Local" {
-				return rec, invalid(SlugInvalidSchedule, "/tz", "tz %q is not an IANA time zone; use one such as Europe/Berlin, or leave tz out for UTC", *j.TZ)
+				return invalid(SlugInvalidSchedule, "/tz", "tz %q is not an IANA time zone; use one such as Europe/Berlin, or leave tz out for UTC", *j.TZ)
 			}
 			rec.Location = loc
 		}
 		if given(j.Anchor) {
-			return rec, invalid(SlugInvalidSchedule, "/anchor", "anchor goes with every, not with cron; drop it")
+			return invalid(SlugInvalidSchedule, "/anchor", "anchor goes with every, not with cron; drop it")
 		}
 	case j.Every != nil:
 		d, err := readDelay(*j.Every, "/every")
 		if err != nil {
-			return rec, err
+			return err
 		}
 		rec.Every = d
 		if j.TZ != nil {
-			return rec, invalid(SlugInvalidSchedule, "/tz", "tz goes with cron, not with every; drop it")
+			return invalid(SlugInvalidSchedule, "/tz", "tz goes with cron, not with every; drop it")
 		}
 		if given(j.Anchor) {
 			if rec.Anchor, err = readTime(j.Anchor, "/anchor"); err != nil {
-				return rec, err
+				return err
 			}
 		}
 	default:
-		return rec, invalid(SlugInvalidSchedule, "/cron", "no spec: give cron (a cron spec such as \"*/5 * * * *\" or @daily) or every (an interval such as 90s)")
+		return invalid(SlugInvalidSchedule, "/cron", "no spec: give cron (a cron spec such as \"*/5 * * * *\" or @daily) or every (an interval such as 90s)")
+	}
+	return nil
+}
+
+// toRecurring checks j and turns it into the schedule id.
+func (h *Handler) toRecurring(id string, j scheduleSpecJSON) (queue.Recurring, error) {
+	maxPayload := h.opts.Queue.MaxPayloadBytes
+	rec := queue.Recurring{ID: id}
+	if err := readSpec(j, &rec); err != nil {
+		return rec, err
 	}
 	p, err := readPayload(j.Payload, j.PayloadText, "")
 	if err != nil {
@@ -205,51 +214,44 @@ func ToScheduleJSON(in queue.RecurringInfo) ScheduleJSON {
 	return j
 }
 
-func (h *Handler) createSchedule(w http.ResponseWriter, r *http.Request) {
-	h.inNamespace(w, r, func(q *queue.Queue) error {
-		var j newScheduleJSON
-		if err := h.decode(w, r, &j, false); err != nil {
+// scheduleRequest is the body of POST .../schedules (its id in the
+// body) and of PUT .../schedules/{id}.
+type scheduleRequest struct{ rec queue.Recurring }
+
+func (req *scheduleRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
+	var j newScheduleJSON
+	if id := r.PathValue("id"); id != "" {
+		j.ID = &id
+		if err := h.decode(w, r, &j.scheduleSpecJSON, false); err != nil {
 			return err
 		}
-		if j.ID == nil {
-			return badRequest("/id", "the schedule has no id; give one, 1-%d bytes of UTF-8", queue.MaxRecurringIDBytes)
-		}
-		rec, err := h.toRecurring(*j.ID, j.scheduleSpecJSON, q.Options().MaxPayloadBytes)
-		if err != nil {
-			return err
-		}
-		ctx, cancel := h.ctx(r)
-		defer cancel()
-		info, created, err := q.Recurring().Put(ctx, rec)
-		if err != nil {
-			return scheduleEndpoint(err)
-		}
-		out := ToScheduleJSON(info)
-		out.Created = &created
-		writeCreated(w, created, out)
-		return nil
-	})
+	} else if err := h.decode(w, r, &j, false); err != nil {
+		return err
+	}
+	if j.ID == nil {
+		return badRequest("/id", "the schedule has no id; give one, 1-%d bytes of UTF-8", queue.MaxRecurringIDBytes)
+	}
+	var err error
+	req.rec, err = h.toRecurring(*j.ID, j.scheduleSpecJSON)
+	return err
 }
 
-func (h *Handler) updateSchedule(w http.ResponseWriter, r *http.Request) {
-	h.inNamespace(w, r, func(q *queue.Queue) error {
-		var j scheduleSpecJSON
-		if err := h.decode(w, r, &j, false); err != nil {
-			return err
-		}
-		rec, err := h.toRecurring(r.PathValue("id"), j, q.Options().MaxPayloadBytes)
-		if err != nil {
-			return err
-		}
-		ctx, cancel := h.ctx(r)
-		defer cancel()
-		info, err := q.Recurring().Update(ctx, rec)
-		if err != nil {
-			return scheduleEndpoint(err)
-		}
-		writeJSON(w, http.StatusOK, ToScheduleJSON(info))
-		return nil
-	})
+func createSchedule(ctx context.Context, q *queue.Queue, req *scheduleRequest) (any, error) {
+	info, created, err := q.Recurring().Put(ctx, req.rec)
+	if err != nil {
+		return nil, scheduleEndpoint(err)
+	}
+	out := ToScheduleJSON(info)
+	out.Created = &created
+	return createdReply(created, out), nil
+}
+
+func updateSchedule(ctx context.Context, q *queue.Queue, req *scheduleRequest) (any, error) {
+	info, err := q.Recurring().Update(ctx, req.rec)
+	if err != nil {
+		return nil, scheduleEndpoint(err)
+	}
+	return ToScheduleJSON(info), nil
 }
 
 // scheduleEndpoint turns a schedule refused for a missing endpoint into a
@@ -258,52 +260,26 @@ func scheduleEndpoint(err error) error {
 	if errors.Is(err, queue.ErrTimerURLsOff) {
 		return &fieldError{"/deliver/url", err}
 	}
-	if err == nil || !errors.Is(err, queue.ErrEndpointNotFound) {
+	if !errors.Is(err, queue.ErrEndpointNotFound) {
 		return err
 	}
 	return invalid(SlugUnknownEndpoint, "/deliver/endpoint", "%s", strings.TrimPrefix(err.Error(), "timerq: "))
 }
 
-// scheduleCall runs one call on the schedule of r's path and answers the
-// schedule.
-func (h *Handler) scheduleCall(w http.ResponseWriter, r *http.Request, call func(ctx context.Context, q *queue.Queue, id string) (queue.RecurringInfo, error)) {
-	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (ScheduleJSON, error) {
-		info, err := call(ctx, q, r.PathValue("id"))
+// scheduleCall is a route that runs one call on the schedule of its path
+// and answers the schedule.
+func scheduleCall(call func(r queue.RecurringTimers, ctx context.Context, id string) (queue.RecurringInfo, error)) func(context.Context, *queue.Queue, *pathID) (any, error) {
+	return func(ctx context.Context, q *queue.Queue, req *pathID) (any, error) {
+		info, err := call(q.Recurring(), ctx, req.id)
 		if err != nil {
-			return ScheduleJSON{}, err
+			return nil, err
 		}
 		return ToScheduleJSON(info), nil
-	})
+	}
 }
 
-func (h *Handler) getSchedule(w http.ResponseWriter, r *http.Request) {
-	h.scheduleCall(w, r, func(ctx context.Context, q *queue.Queue, id string) (queue.RecurringInfo, error) {
-		return q.Recurring().Get(ctx, id)
-	})
-}
-
-func (h *Handler) pauseSchedule(w http.ResponseWriter, r *http.Request) {
-	h.scheduleCall(w, r, func(ctx context.Context, q *queue.Queue, id string) (queue.RecurringInfo, error) {
-		return q.Recurring().Pause(ctx, id)
-	})
-}
-
-func (h *Handler) resumeSchedule(w http.ResponseWriter, r *http.Request) {
-	h.scheduleCall(w, r, func(ctx context.Context, q *queue.Queue, id string) (queue.RecurringInfo, error) {
-		return q.Recurring().Resume(ctx, id)
-	})
-}
-
-func (h *Handler) deleteSchedule(w http.ResponseWriter, r *http.Request) {
-	h.inNamespace(w, r, func(q *queue.Queue) error {
-		ctx, cancel := h.ctx(r)
-		defer cancel()
-		if err := q.Recurring().Delete(ctx, r.PathValue("id")); err != nil {
-			return err
-		}
-		w.WriteHeader(http.StatusNoContent)
-		return nil
-	})
+func deleteSchedule(ctx context.Context, q *queue.Queue, req *pathID) (any, error) {
+	return noContent, q.Recurring().Delete(ctx, req.id)
 }
 
 type schedulePageJSON struct {
@@ -311,25 +287,30 @@ type schedulePageJSON struct {
 	NextCursor string         `json:"next_cursor"`
 }
 
-func (h *Handler) listSchedules(w http.ResponseWriter, r *http.Request) {
+// pageRequest is the query of a paged list: limit and cursor.
+type pageRequest struct {
+	limit  int
+	cursor string
+}
+
+func (req *pageRequest) read(_ *Handler, _ http.ResponseWriter, r *http.Request) error {
 	v, err := query(r, "limit", "cursor")
-	var limit int
-	if err == nil {
-		limit, err = queryLimit(v)
-	}
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
-	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (schedulePageJSON, error) {
-		page, err := q.Recurring().List(ctx, queue.RecurringListOptions{Limit: limit, Cursor: v.Get("cursor")})
-		if err != nil {
-			return schedulePageJSON{}, err
-		}
-		out := schedulePageJSON{Schedules: make([]ScheduleJSON, len(page.Schedules)), NextCursor: page.NextCursor}
-		for i, s := range page.Schedules {
-			out.Schedules[i] = ToScheduleJSON(s)
-		}
-		return out, nil
-	})
+	req.cursor = v.Get("cursor")
+	req.limit, err = queryLimit(v)
+	return err
+}
+
+func listSchedules(ctx context.Context, q *queue.Queue, req *pageRequest) (any, error) {
+	page, err := q.Recurring().List(ctx, queue.RecurringListOptions{Limit: req.limit, Cursor: req.cursor})
+	if err != nil {
+		return nil, err
+	}
+	out := schedulePageJSON{Schedules: make([]ScheduleJSON, len(page.Schedules)), NextCursor: page.NextCursor}
+	for i, s := range page.Schedules {
+		out.Schedules[i] = ToScheduleJSON(s)
+	}
+	return out, nil
 }

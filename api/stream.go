@@ -40,28 +40,28 @@ const keepAlive = 15 * time.Second
 // Each event's id is the cursor just after it, so a client that reconnects
 // with Last-Event-ID resumes with nothing skipped or repeated.
 func (h *Handler) streamFires(w http.ResponseWriter, r *http.Request) {
+	if err := h.serve(w, r, func(q *queue.Queue) (any, error) { return nil, h.stream(w, r, q) }); err != nil {
+		h.fail(w, r, err)
+	}
+}
+
+// stream checks r's cursor and streams; an error it returns is answered
+// as a problem, before the stream starts.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, q *queue.Queue) error {
 	v, err := query(r, "after")
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
 	after := r.Header.Get("Last-Event-ID")
 	if after == "" {
 		after = v.Get("after")
 	}
 	if after != "" && (len(after) > queue.MaxShards*42 || !streamCursor.MatchString(after)) {
-		h.fail(w, r, badRequest("", "cursor %q is not a fire stream cursor; pass an event's id as Last-Event-ID, or after=0 to start at the oldest fire", after))
-		return
+		return badRequest("", "cursor %q is not a fire stream cursor; pass an event's id as Last-Event-ID, or after=0 to start at the oldest fire", after)
 	}
-	q, release, ok := h.queue(w, r)
-	if !ok {
-		return
-	}
-	defer release()
 	done, err := h.held.Acquire(r)
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
 	defer done()
 	// A bad cursor (say, for another shard count) fails now, as a problem,
@@ -74,8 +74,7 @@ func (h *Handler) streamFires(w http.ResponseWriter, r *http.Request) {
 	}
 	cancel()
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
@@ -83,7 +82,7 @@ func (h *Handler) streamFires(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	st := httpstream.Start(w, h.opts.StreamWriteTimeout)
 	if st.Send([]byte(": timerq fires\nretry: 2000\n\n")) != nil {
-		return
+		return nil
 	}
 	st.Poll(r.Context(), httpstream.Poll{
 		Every:     h.opts.StreamPoll,
@@ -110,6 +109,7 @@ func (h *Handler) streamFires(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(buf, "event: problem\ndata: %s\n\n", data)
 		},
 	})
+	return nil
 }
 
 // writeEvents writes evs, read after the cursor after up to next, each

@@ -14,43 +14,25 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-// maxDue is the last due time a timer may have (queue.ValidateDue).
-var maxDue = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC)
+// newTimerRequest is the body of POST .../timers.
+type newTimerRequest struct{ t queue.NewTimer }
 
-// checkNewTimer adds the checks ScheduleBatch makes without naming the
-// field: an occurrence ID, and a delay that ends past the last due time.
-func checkNewTimer(t queue.NewTimer, prefix string) error {
-	if _, _, ok := queue.ParseOccurrenceID(t.ID); ok {
-		return &fieldError{prefix + "/id", fmt.Errorf("%w: %q", queue.ErrOccurrenceID, t.ID)}
+func (req *newTimerRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
+	var j newTimerJSON
+	if err := h.decode(w, r, &j, false); err != nil {
+		return err
 	}
-	if t.Due.IsZero() && t.In > time.Until(maxDue) {
-		return &fieldError{prefix + "/in", fmt.Errorf("%w: in %v ends after 9999-12-31", queue.ErrInvalidDue, t.In)}
-	}
-	return nil
+	var err error
+	req.t, err = h.toNewTimer(j, "")
+	return err
 }
 
-func (h *Handler) createTimer(w http.ResponseWriter, r *http.Request) {
-	h.inNamespace(w, r, func(q *queue.Queue) error {
-		var j newTimerJSON
-		if err := h.decode(w, r, &j, false); err != nil {
-			return err
-		}
-		t, err := h.toNewTimer(j, "", q.Options().MaxPayloadBytes)
-		if err == nil {
-			err = checkNewTimer(t, "")
-		}
-		if err != nil {
-			return err
-		}
-		ctx, cancel := h.ctx(r)
-		defer cancel()
-		res, err := q.ScheduleBatch(ctx, []queue.NewTimer{t})
-		if err != nil {
-			return unknownEndpoint(err, []queue.NewTimer{t}, func(int) string { return "" })
-		}
-		writeCreated(w, res[0].Created, created(res[0]))
-		return nil
-	})
+func createTimer(ctx context.Context, q *queue.Queue, req *newTimerRequest) (any, error) {
+	res, err := q.ScheduleBatch(ctx, []queue.NewTimer{req.t})
+	if err != nil {
+		return nil, timerError(err, []queue.NewTimer{req.t}, func(int) string { return "" })
+	}
+	return createdReply(res[0].Created, created(res[0])), nil
 }
 
 type batchJSON struct {
@@ -67,52 +49,46 @@ type batchResultJSON struct {
 	Timers []TimerJSON `json:"timers"`
 }
 
-func (h *Handler) createTimers(w http.ResponseWriter, r *http.Request) {
-	h.inNamespace(w, r, func(q *queue.Queue) error {
-		body, err := h.readBody(w, r, false)
-		var b batchJSON
-		if err == nil {
-			err = decodeStrict(body, &b, "")
-		}
-		if err != nil {
-			if body != nil {
-				err = itemError(body, err)
-			}
+// batchRequest is the body of POST .../timers/batch.
+type batchRequest struct{ timers []queue.NewTimer }
+
+func (req *batchRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
+	body, err := h.readBody(w, r, false)
+	if err != nil {
+		return err
+	}
+	var b batchJSON
+	if err := decodeStrict(body, &b, ""); err != nil {
+		return itemError(body, err)
+	}
+	switch {
+	case len(b.Timers) == 0:
+		return badRequest("/timers", "the batch has no timers; give 1 to %d in timers", h.opts.MaxBatch)
+	case len(b.Timers) > h.opts.MaxBatch:
+		return &inputError{http.StatusRequestEntityTooLarge, SlugBatchTooLarge,
+			fmt.Sprintf("the batch has %d timers, over the limit of %d; split it into batches of at most %d", len(b.Timers), h.opts.MaxBatch, h.opts.MaxBatch),
+			"/timers"}
+	}
+	req.timers = make([]queue.NewTimer, len(b.Timers))
+	for i, j := range b.Timers {
+		prefix := "/timers/" + strconv.Itoa(i)
+		if req.timers[i], err = h.toNewTimer(j, prefix); err != nil {
 			return err
 		}
-		switch {
-		case len(b.Timers) == 0:
-			return badRequest("/timers", "the batch has no timers; give 1 to %d in timers", h.opts.MaxBatch)
-		case len(b.Timers) > h.opts.MaxBatch:
-			return &inputError{http.StatusRequestEntityTooLarge, SlugBatchTooLarge,
-				fmt.Sprintf("the batch has %d timers, over the limit of %d; split it into batches of at most %d", len(b.Timers), h.opts.MaxBatch, h.opts.MaxBatch),
-				"/timers"}
-		}
-		maxPayload := q.Options().MaxPayloadBytes
-		timers := make([]queue.NewTimer, len(b.Timers))
-		for i, j := range b.Timers {
-			prefix := "/timers/" + strconv.Itoa(i)
-			timers[i], err = h.toNewTimer(j, prefix, maxPayload)
-			if err == nil {
-				err = checkNewTimer(timers[i], prefix)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		ctx, cancel := h.ctx(r)
-		defer cancel()
-		res, err := q.ScheduleBatch(ctx, timers)
-		if err != nil {
-			return unknownEndpoint(err, timers, func(i int) string { return "/timers/" + strconv.Itoa(i) })
-		}
-		out := batchResultJSON{Timers: make([]TimerJSON, len(res))}
-		for i, r := range res {
-			out.Timers[i] = created(r)
-		}
-		writeJSON(w, http.StatusOK, out)
-		return nil
-	})
+	}
+	return nil
+}
+
+func createTimers(ctx context.Context, q *queue.Queue, req *batchRequest) (any, error) {
+	res, err := q.ScheduleBatch(ctx, req.timers)
+	if err != nil {
+		return nil, timerError(err, req.timers, func(i int) string { return "/timers/" + strconv.Itoa(i) })
+	}
+	out := batchResultJSON{Timers: make([]TimerJSON, len(res))}
+	for i, r := range res {
+		out.Timers[i] = created(r)
+	}
+	return out, nil
 }
 
 // itemError finds the item of a batch that failed to decode, so that the
@@ -132,44 +108,41 @@ func itemError(body []byte, err error) error {
 	return err
 }
 
-// timerCall runs one call on the timer of r's path and answers the timer.
-func (h *Handler) timerCall(w http.ResponseWriter, r *http.Request, call func(ctx context.Context, q *queue.Queue, id string) (queue.Timer, error)) {
-	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (TimerJSON, error) {
-		t, err := call(ctx, q, r.PathValue("id"))
-		if err != nil {
-			return TimerJSON{}, err
-		}
-		return ToTimerJSON(t), nil
-	})
-}
-
 // getTimer answers the timer, with its attempt log if its fires were
 // delivered to an endpoint.
-func (h *Handler) getTimer(w http.ResponseWriter, r *http.Request) {
-	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (TimerJSON, error) {
-		id := r.PathValue("id")
-		t, err := q.Get(ctx, id)
+func getTimer(ctx context.Context, q *queue.Queue, req *pathID) (any, error) {
+	t, err := q.Get(ctx, req.id)
+	if err != nil {
+		return nil, err
+	}
+	j := ToTimerJSON(t)
+	if t.State == queue.StateFired {
+		log, err := q.Deliveries().Attempts(ctx, req.id)
 		if err != nil {
-			return TimerJSON{}, err
+			return nil, err
 		}
-		j := ToTimerJSON(t)
-		if t.State == queue.StateFired {
-			log, err := q.Deliveries().Attempts(ctx, id)
-			if err != nil {
-				return TimerJSON{}, err
-			}
-			j.Delivery = ToDeliveryLogJSON(log)
-		}
-		return j, nil
-	})
+		j.Delivery = ToDeliveryLogJSON(log)
+	}
+	return j, nil
 }
 
-func (h *Handler) cancelTimer(w http.ResponseWriter, r *http.Request) {
-	h.timerCall(w, r, func(ctx context.Context, q *queue.Queue, id string) (queue.Timer, error) { return q.Cancel(ctx, id) })
+// timerCall is a route that runs one call on the timer of its path, a
+// method expression such as (*queue.Queue).Cancel, and answers the timer.
+func timerCall(call func(q *queue.Queue, ctx context.Context, id string) (queue.Timer, error)) func(context.Context, *queue.Queue, *pathID) (any, error) {
+	return func(ctx context.Context, q *queue.Queue, req *pathID) (any, error) {
+		t, err := call(q, ctx, req.id)
+		if err != nil {
+			return nil, err
+		}
+		return ToTimerJSON(t), nil
+	}
 }
 
-func (h *Handler) fireTimer(w http.ResponseWriter, r *http.Request) {
-	h.timerCall(w, r, func(ctx context.Context, q *queue.Queue, id string) (queue.Timer, error) { return q.FireNow(ctx, id) })
+// rescheduleRequest is the body of POST .../timers/{id}/reschedule.
+type rescheduleRequest struct {
+	id  string
+	due time.Time
+	rel *time.Duration
 }
 
 type rescheduleJSON struct {
@@ -177,23 +150,24 @@ type rescheduleJSON struct {
 	In    *string         `json:"in"`
 }
 
-func (h *Handler) rescheduleTimer(w http.ResponseWriter, r *http.Request) {
+func (req *rescheduleRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
 	var j rescheduleJSON
 	if err := h.decode(w, r, &j, false); err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
-	due, rel, err := readDue(j.DueAt, j.In, "")
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	h.timerCall(w, r, func(ctx context.Context, q *queue.Queue, id string) (queue.Timer, error) {
-		if rel != nil {
-			return q.RescheduleIn(ctx, id, *rel)
+	req.id = r.PathValue("id")
+	var err error
+	req.due, req.rel, err = readDue(j.DueAt, j.In, "")
+	return err
+}
+
+func rescheduleTimer(ctx context.Context, q *queue.Queue, req *rescheduleRequest) (any, error) {
+	return timerCall(func(q *queue.Queue, ctx context.Context, id string) (queue.Timer, error) {
+		if req.rel != nil {
+			return q.RescheduleIn(ctx, id, *req.rel)
 		}
-		return q.Reschedule(ctx, id, due)
-	})
+		return q.Reschedule(ctx, id, req.due)
+	})(ctx, q, &pathID{req.id})
 }
 
 // query checks that r's query names only known parameters, each once.
@@ -256,81 +230,88 @@ type timerPageJSON struct {
 	Malformed  []malformedJSON `json:"malformed,omitempty"`
 }
 
-func (h *Handler) listTimers(w http.ResponseWriter, r *http.Request) {
+// listTimersRequest is the query of GET .../timers.
+type listTimersRequest struct{ o queue.ListOptions }
+
+func (req *listTimersRequest) read(_ *Handler, _ http.ResponseWriter, r *http.Request) error {
 	v, err := query(r, "state", "due_from", "due_to", "limit", "cursor")
-	var o queue.ListOptions
-	if err == nil && v.Get("state") != "" {
-		o.State, err = queue.ParseState(v.Get("state"))
-		if err != nil {
-			err = badRequest("", "state %q is not one of scheduled, fired, cancelled", v.Get("state"))
-		}
-	}
-	if err == nil {
-		o.DueFrom, err = queryTime(v, "due_from")
-	}
-	if err == nil {
-		o.DueTo, err = queryTime(v, "due_to")
-	}
-	if err == nil {
-		o.Limit, err = queryLimit(v)
-	}
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
-	o.Cursor = v.Get("cursor")
-	answer(h, w, r, func(ctx context.Context, q *queue.Queue) (timerPageJSON, error) {
-		page, err := q.List(ctx, o)
-		if err != nil {
-			return timerPageJSON{}, err
+	if s := v.Get("state"); s != "" {
+		if req.o.State, err = queue.ParseState(s); err != nil {
+			return badRequest("", "state %q is not one of scheduled, fired, cancelled", s)
 		}
-		out := timerPageJSON{Timers: make([]TimerJSON, len(page.Timers)), NextCursor: page.NextCursor}
-		for i, t := range page.Timers {
-			out.Timers[i] = ToTimerJSON(t)
-		}
-		for _, m := range page.Malformed {
-			out.Malformed = append(out.Malformed, malformedJSON{ID: m.ID, Shard: m.Shard, Reason: m.Reason})
-		}
-		return out, nil
-	})
+	}
+	if req.o.DueFrom, err = queryTime(v, "due_from"); err != nil {
+		return err
+	}
+	if req.o.DueTo, err = queryTime(v, "due_to"); err != nil {
+		return err
+	}
+	req.o.Cursor = v.Get("cursor")
+	req.o.Limit, err = queryLimit(v)
+	return err
+}
+
+func listTimers(ctx context.Context, q *queue.Queue, req *listTimersRequest) (any, error) {
+	page, err := q.List(ctx, req.o)
+	if err != nil {
+		return nil, err
+	}
+	out := timerPageJSON{Timers: make([]TimerJSON, len(page.Timers)), NextCursor: page.NextCursor}
+	for i, t := range page.Timers {
+		out.Timers[i] = ToTimerJSON(t)
+	}
+	for _, m := range page.Malformed {
+		out.Malformed = append(out.Malformed, malformedJSON{ID: m.ID, Shard: m.Shard, Reason: m.Reason})
+	}
+	return out, nil
+}
+
+// waitRequest is a long-poll wait: GET .../timers/{id}/wait. It keeps r,
+// whose client holds a slot (Options.MaxHeld) while it waits.
+type waitRequest struct {
+	id      string
+	timeout time.Duration
+	r       *http.Request
+}
+
+func (req *waitRequest) read(h *Handler, _ http.ResponseWriter, r *http.Request) error {
+	v, err := query(r, "timeout")
+	if err != nil {
+		return err
+	}
+	req.id, req.r, req.timeout = r.PathValue("id"), r, DefaultWaitTimeout
+	s := v.Get("timeout")
+	if s == "" {
+		return nil
+	}
+	if req.timeout, err = time.ParseDuration(s); err != nil {
+		return badRequest("", "timeout %q is not a duration: use Go's syntax, e.g. 30s", s)
+	}
+	if req.timeout <= 0 || req.timeout > h.opts.MaxWait {
+		return badRequest("", "timeout %q is outside (0, %v]: ask for at most %v, and wait again while the timer is scheduled", s, h.opts.MaxWait, h.opts.MaxWait)
+	}
+	return nil
 }
 
 // waitTimer answers when the timer fires or is cancelled, at once if it
 // has, or when the timeout passes, with the timer as it then is.
-func (h *Handler) waitTimer(w http.ResponseWriter, r *http.Request) {
-	v, err := query(r, "timeout")
-	timeout := DefaultWaitTimeout
-	if err == nil && v.Get("timeout") != "" {
-		s := v.Get("timeout")
-		timeout, err = time.ParseDuration(s)
-		switch {
-		case err != nil:
-			err = badRequest("", "timeout %q is not a duration: use Go's syntax, e.g. 30s", s)
-		case timeout <= 0 || timeout > h.opts.MaxWait:
-			err = badRequest("", "timeout %q is outside (0, %v]: ask for at most %v, and wait again while the timer is scheduled", s, h.opts.MaxWait, h.opts.MaxWait)
-		}
-	}
+func (h *Handler) waitTimer(ctx context.Context, q *queue.Queue, req *waitRequest) (any, error) {
+	done, err := h.held.Acquire(req.r)
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return nil, err
 	}
-	h.inNamespace(w, r, func(q *queue.Queue) error {
-		done, err := h.held.Acquire(r)
-		if err != nil {
-			return err
-		}
-		defer done()
-		wctx, cancel := context.WithTimeout(r.Context(), timeout)
-		err = q.Wait(wctx, r.PathValue("id"))
-		cancel()
-		switch {
-		case r.Context().Err() != nil:
-			return nil // the client is gone
-		case err == nil, errors.Is(err, queue.ErrCancelled), errors.Is(err, context.DeadlineExceeded):
-		default:
-			return err
-		}
-		h.timerCall(w, r, func(ctx context.Context, _ *queue.Queue, id string) (queue.Timer, error) { return q.Get(ctx, id) })
-		return nil
-	})
+	defer done()
+	wctx, cancel := context.WithTimeout(req.r.Context(), req.timeout)
+	err = q.Wait(wctx, req.id)
+	cancel()
+	if err != nil && !errors.Is(err, queue.ErrCancelled) && !errors.Is(err, context.DeadlineExceeded) {
+		return nil, err
+	}
+	// The request's own context (ctx) starts its time before the wait.
+	gctx, cancel := h.ctx(req.r)
+	defer cancel()
+	return timerCall((*queue.Queue).Get)(gctx, q, &pathID{req.id})
 }

@@ -120,14 +120,12 @@ type newTimerJSON struct {
 
 // toNewTimer checks j and turns it into a queue.NewTimer; prefix is the
 // JSON pointer of j in the request ("" or "/timers/3").
-func (h *Handler) toNewTimer(j newTimerJSON, prefix string, maxPayload int) (queue.NewTimer, error) {
+func (h *Handler) toNewTimer(j newTimerJSON, prefix string) (queue.NewTimer, error) {
+	maxPayload := h.opts.Queue.MaxPayloadBytes
 	if j.ID == nil {
 		return queue.NewTimer{}, badRequest(prefix+"/id", "the timer has no id; give one, 1-256 bytes of UTF-8")
 	}
 	id := *j.ID
-	if err := queue.ValidateID(id); err != nil {
-		return queue.NewTimer{}, &fieldError{prefix + "/id", err}
-	}
 	payload, err := readPayload(j.Payload, j.PayloadText, prefix)
 	if err != nil {
 		return queue.NewTimer{}, err
@@ -146,6 +144,7 @@ func (h *Handler) toNewTimer(j newTimerJSON, prefix string, maxPayload int) (que
 	}
 	flowKey := ""
 	if j.FlowKey != nil {
+		// Checked here as well as by the queue, which takes "" for none.
 		flowKey = *j.FlowKey
 		if err := queue.ValidateFlowKey(flowKey); err != nil {
 			return queue.NewTimer{}, &fieldError{prefix + "/flow_key", err}
@@ -372,14 +371,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// writeCreated answers v as JSON: 201 when the request created it, 200
-// when it was there already.
-func writeCreated(w http.ResponseWriter, created bool, v any) {
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, v)
 }

@@ -107,6 +107,21 @@ var (
 // cause's own prefix is dropped.
 var errorf = errtext.Errorf
 
+// FieldError is a refusal of one field of a value given to queue, so that
+// a caller that took the value from its own input (the HTTP API) can name
+// the input's field. Its text is Err's; errors.Is and errors.As see Err.
+type FieldError struct {
+	// Item is the index of the refused timer in ScheduleBatch's timers;
+	// 0 outside a batch.
+	Item int
+	// Field is the Go name of the refused field of NewTimer: "ID".
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
 // ShardError says that some shards of a namespace failed a read that visits
 // every shard (Stats), while the others answered: the call returns their
 // figures beside it. During a Cluster slot move, say, one shard fails and

@@ -79,3 +79,25 @@ func TestErrorsCarryOnePrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestFieldErrorNamesTheItem: a timer of a batch refused for its ID is a
+// FieldError naming the item and the field, for callers that name their
+// own input's field (the HTTP API), while the message and the sentinel
+// stay those of the refusal.
+func TestFieldErrorNamesTheItem(t *testing.T) {
+	_, rdb := redistest.Mini(t)
+	q, err := queue.New(rdb, queue.Options{Namespace: redistest.Namespace(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	ok := time.Now().Add(time.Hour)
+	_, err = q.ScheduleBatch(context.Background(), []queue.NewTimer{{ID: "a", Due: ok}, {ID: "b", Due: ok}, {ID: "daily@1796238000000", Due: ok}})
+	var fe *queue.FieldError
+	if !errors.As(err, &fe) || fe.Item != 2 || fe.Field != "ID" || !errors.Is(err, queue.ErrOccurrenceID) {
+		t.Fatalf("err %v (field error %+v), want a FieldError of item 2's ID wrapping ErrOccurrenceID", err, fe)
+	}
+	if !strings.HasPrefix(err.Error(), "timerq: batch item 2: invalid timer ID: ") || strings.HasPrefix(fe.Error(), "batch item") {
+		t.Errorf("message %q, field error's %q", err, fe)
+	}
+}

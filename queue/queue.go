@@ -143,6 +143,10 @@ const scheduleChunk = 500
 func (q *Queue) ScheduleBatch(ctx context.Context, timers []NewTimer) ([]ScheduleResult, error) {
 	for i, t := range timers {
 		if err := q.validateTimer(t); err != nil {
+			var fe *FieldError
+			if errors.As(err, &fe) {
+				fe.Item = i
+			}
 			return nil, errorf("batch item %d: %w", i, err)
 		}
 	}

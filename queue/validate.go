@@ -85,10 +85,10 @@ func (q *Queue) validateTimer(t NewTimer) error {
 		q.validated(t)
 	}
 	if err := ValidateID(t.ID); err != nil {
-		return err
+		return &FieldError{Field: "ID", Err: err}
 	}
 	if err := notOccurrence(t.ID); err != nil {
-		return err
+		return &FieldError{Field: "ID", Err: err}
 	}
 	switch {
 	case t.isRelative() && !t.Due.IsZero():
