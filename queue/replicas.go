@@ -98,35 +98,16 @@ type MasterReplicas struct {
 // workers and applications follow a change within about a second, without
 // a restart. A namespace that was never created is created with one shard.
 func SetReplicas(ctx context.Context, rdb redis.UniversalClient, ns string, n int, opts *ReplicasOptions) error {
-	if rdb == nil {
-		return fmt.Errorf("%w: pass a client from redis.NewClient, redis.NewUniversalClient or similar", ErrNilClient)
-	}
-	if err := ValidateNamespace(ns); err != nil {
+	if err := replicasArgs(rdb, ns, n); err != nil {
 		return err
-	}
-	if n < 0 || n > MaxReplicas {
-		return fmt.Errorf("%w: replicas %d is outside 0..%d", ErrInvalidOptions, n, MaxReplicas)
-	}
-	if n > 0 {
-		if err := checkReplicaClient(rdb); err != nil {
-			return err
-		}
 	}
 	shards, _, created, err := readMeta(ctx, rdb, ns)
 	if err != nil {
 		q := &Queue{opts: Options{Namespace: ns}}
 		return errorf("set replicas of namespace %q: %w", ns, q.redisError(err))
 	}
-	if n > 0 && (opts == nil || !opts.Force) {
-		ms, err := masterReplicas(ctx, rdb, keyspace.Shards(ns, shards))
-		if err != nil {
-			q := &Queue{opts: Options{Namespace: ns}}
-			return errorf("set replicas of namespace %q: %w (INFO replication): %w; grant +info, or skip the check if the masters have their replicas (ReplicasOptions.Force)",
-				ns, ErrReplicasUnread, q.redisError(err))
-		}
-		if err := TooFewReplicas(ns, ms, n); err != nil {
-			return err
-		}
+	if err := mastersHaveReplicas(ctx, rdb, ns, shards, n, opts); err != nil {
+		return err
 	}
 	if !created {
 		if _, err := CreateNamespace(ctx, rdb, ns, shards); err != nil {
@@ -138,6 +119,57 @@ func SetReplicas(ctx context.Context, rdb redis.UniversalClient, ns string, n in
 		return errorf("set replicas of namespace %q: %w", ns, q.redisError(err))
 	}
 	return nil
+}
+
+// CheckReplicas returns the error SetReplicas would refuse a replicas
+// setting of n with, were namespace ns laid out in shards shards, and
+// writes nothing: for a caller that creates a namespace and sets its
+// replicas in one step (timerctl namespace create --replicas), so that a
+// refused setting leaves no namespace behind. It checks the masters that
+// the shards' keys would live on, which on a Cluster may be more than the
+// one the default layout of a namespace not yet created uses.
+// SetReplicas checks again, against the layout it finds.
+func CheckReplicas(ctx context.Context, rdb redis.UniversalClient, ns string, shards, n int, opts *ReplicasOptions) error {
+	if err := replicasArgs(rdb, ns, n); err != nil {
+		return err
+	}
+	if shards < 1 || shards > MaxShards {
+		return fmt.Errorf("%w: %d shards is outside 1..%d", ErrInvalidOptions, shards, MaxShards)
+	}
+	return mastersHaveReplicas(ctx, rdb, ns, shards, n, opts)
+}
+
+// replicasArgs refuses what SetReplicas refuses before it reads Redis.
+func replicasArgs(rdb redis.UniversalClient, ns string, n int) error {
+	if rdb == nil {
+		return fmt.Errorf("%w: pass a client from redis.NewClient, redis.NewUniversalClient or similar", ErrNilClient)
+	}
+	if err := ValidateNamespace(ns); err != nil {
+		return err
+	}
+	if n < 0 || n > MaxReplicas {
+		return fmt.Errorf("%w: replicas %d is outside 0..%d", ErrInvalidOptions, n, MaxReplicas)
+	}
+	if n > 0 {
+		return checkReplicaClient(rdb)
+	}
+	return nil
+}
+
+// mastersHaveReplicas reads the replicas of each master serving the
+// namespace's shards (unless opts.Force) and refuses a setting of n that
+// TooFewReplicas refuses.
+func mastersHaveReplicas(ctx context.Context, rdb redis.UniversalClient, ns string, shards, n int, opts *ReplicasOptions) error {
+	if n == 0 || (opts != nil && opts.Force) {
+		return nil
+	}
+	ms, err := masterReplicas(ctx, rdb, keyspace.Shards(ns, shards))
+	if err != nil {
+		q := &Queue{opts: Options{Namespace: ns}}
+		return errorf("set replicas of namespace %q: %w (INFO replication): %w; grant +info, or skip the check if the masters have their replicas (ReplicasOptions.Force)",
+			ns, ErrReplicasUnread, q.redisError(err))
+	}
+	return TooFewReplicas(ns, ms, n)
 }
 
 // Replicas returns the namespace's replicas setting (SetReplicas), as the

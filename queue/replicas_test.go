@@ -446,6 +446,17 @@ func TestSetReplicasNeedsASpareReplica(t *testing.T) {
 	if n := replicas(); n != 0 {
 		t.Fatalf("a refused setting was written: replicas %d", n)
 	}
+	// CheckReplicas refuses as SetReplicas does, for a namespace not yet
+	// created, and writes nothing either way.
+	if err := queue.CheckReplicas(ctx, mc, ns, 4, 1, nil); !errors.Is(err, queue.ErrTooFewReplicas) || !strings.Contains(err.Error(), master.Addr()) {
+		t.Fatalf("CheckReplicas 1 on a master with 1 replica: %v; want ErrTooFewReplicas naming %s", err, master.Addr())
+	}
+	if err := queue.CheckReplicas(ctx, mc, ns, 4, 1, &queue.ReplicasOptions{Force: true}); err != nil {
+		t.Fatalf("CheckReplicas 1 forced: %v", err)
+	}
+	if n, err := mc.Exists(ctx, keyspace.Namespace(ns).Meta()).Result(); err != nil || n != 0 {
+		t.Fatalf("after SetReplicas and CheckReplicas refused, the meta key exists (%d, %v)", n, err)
+	}
 	if err := queue.SetReplicas(ctx, mc, ns, 0, nil); err != nil {
 		t.Fatalf("replicas 0: %v", err)
 	}

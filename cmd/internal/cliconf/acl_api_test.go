@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"sort"
@@ -30,28 +29,16 @@ import (
 func apiOnlyServesEveryRoute(t *testing.T, ctx context.Context, redisURL, ns string, q *queue.Queue) {
 	t.Helper()
 	urls := make(chan string, 1)
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
 	var logBuf redistest.SyncBuffer
-	go func() {
-		done <- worker.Run(wctx, worker.Config{
-			Conn:         cliconf.Conn{RedisURL: redisURL},
-			Namespaces:   []string{ns},
-			NoClaim:      true,
-			API:          apiserver.Config{Addr: "127.0.0.1:0"},
-			APIListening: func(u string) { urls <- u },
-		}, slog.New(slog.NewTextHandler(&logBuf, nil)))
-	}()
+	done, stop := startWorker(t, ctx, worker.Config{
+		Conn:         cliconf.Conn{RedisURL: redisURL},
+		Namespaces:   []string{ns},
+		NoClaim:      true,
+		API:          apiserver.Config{Addr: "127.0.0.1:0"},
+		APIListening: func(u string) { urls <- u },
+	}, &logBuf)
 	defer func() {
 		stop()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("timerworker stopped with: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("timerworker did not stop within 10s")
-		}
 		if t.Failed() {
 			t.Logf("timerworker log:\n%s", logBuf.String())
 		}

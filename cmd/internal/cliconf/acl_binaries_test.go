@@ -69,33 +69,12 @@ func TestACLLinesRunTheBinaries(t *testing.T) {
 		}
 		metrics := freeTCPAddr(t)
 		var logBuf redistest.SyncBuffer
-		wctx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() {
-			done <- worker.Run(wctx, worker.Config{
-				Conn:            cliconf.Conn{RedisURL: url},
-				Namespaces:      []string{mine},
-				MaxPollInterval: 100 * time.Millisecond,
-				MetricsAddr:     metrics,
-			}, slog.New(slog.NewTextHandler(&logBuf, nil)))
-		}()
-		stopped := false
-		stopWorker := func() {
-			t.Helper()
-			if stopped {
-				return
-			}
-			stopped = true
-			stop()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("timerworker stopped with: %v", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Error("timerworker did not stop within 10s")
-			}
-		}
+		done, stopWorker := startWorker(t, ctx, worker.Config{
+			Conn:            cliconf.Conn{RedisURL: url},
+			Namespaces:      []string{mine},
+			MaxPollInterval: 100 * time.Millisecond,
+			MetricsAddr:     metrics,
+		}, &logBuf)
 		defer stopWorker()
 		var scrape string
 		defer func() {
@@ -112,7 +91,7 @@ func TestACLLinesRunTheBinaries(t *testing.T) {
 		running := func() {
 			select {
 			case err := <-done:
-				stopped = true
+				done <- err
 				t.Fatalf("timerworker exited under the documented worker line: %v", err)
 			default:
 			}
@@ -354,6 +333,35 @@ func httpBody(t *testing.T, url string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// startWorker runs worker.Run (timerworker's whole logic) with cfg on a
+// goroutine of its own, logging to log, and returns the channel its result
+// arrives on and stop, which cancels it and waits up to 10 s for it to
+// return, failing t if it returns an error or does not return; stop does
+// nothing the second time, and is called from the test's goroutine. A caller that takes the result from done puts
+// it back, for stop to find.
+func startWorker(t *testing.T, ctx context.Context, cfg worker.Config, log io.Writer) (done chan error, stop func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	done = make(chan error, 1)
+	go func() { done <- worker.Run(wctx, cfg, slog.New(slog.NewTextHandler(log, nil))) }()
+	stopped := false // stop runs on the test's goroutine only
+	return done, func() {
+		t.Helper()
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("timerworker stopped with: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("timerworker did not stop within 10s")
+		}
+	}
 }
 
 func freeTCPAddr(t *testing.T) string {

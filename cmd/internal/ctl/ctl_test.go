@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/timerq/timerq/cmd/internal/ctl"
@@ -106,9 +107,29 @@ func decode[T any](t *testing.T, s string) T {
 	return v
 }
 
+// keys lists the keys of the namespace; on a Cluster, of every master,
+// since KEYS goes to one node only.
 func (c *cli) keys() []string {
 	c.t.Helper()
-	keys, err := c.b.Client.Keys(context.Background(), keyspace.Namespace(c.ns).Pattern()).Result()
+	ctx := context.Background()
+	pattern := keyspace.Namespace(c.ns).Pattern()
+	cc, ok := c.b.Client.(*redis.ClusterClient)
+	if !ok {
+		keys, err := c.b.Client.Keys(ctx, pattern).Result()
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		return keys
+	}
+	var keys []string
+	var mu sync.Mutex
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		ks, err := m.Keys(ctx, pattern).Result()
+		mu.Lock()
+		defer mu.Unlock()
+		keys = append(keys, ks...)
+		return err
+	})
 	if err != nil {
 		c.t.Fatal(err)
 	}

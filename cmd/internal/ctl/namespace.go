@@ -55,15 +55,23 @@ func (r *runner) namespaceCreate(c *cli.Context) error {
 	if shards < 1 || shards > queue.MaxShards {
 		return usageErr(fmt.Sprintf("--shards %d is outside 1..%d", shards, queue.MaxShards), "docs/operations.md says how to choose it")
 	}
+	setReplicas, replicas := c.IsSet("replicas"), c.Int("replicas")
+	opts := &queue.ReplicasOptions{Force: c.Bool("force")}
 	return r.once(c, func(ctx context.Context, s *session) error {
+		// The replicas setting is checked against the shards asked for
+		// before anything is written, so that a refused one leaves no
+		// namespace behind to be created again with other flags.
+		if setReplicas {
+			if err := queue.CheckReplicas(ctx, s.rdb, ns, shards, replicas, opts); err != nil {
+				return s.redisErr(err)
+			}
+		}
 		created, err := queue.CreateNamespace(ctx, s.rdb, ns, shards)
 		if err != nil {
 			return s.redisErr(err)
 		}
-		replicas := -1
-		if c.IsSet("replicas") {
-			replicas = c.Int("replicas")
-			if err := queue.SetReplicas(ctx, s.rdb, ns, replicas, &queue.ReplicasOptions{Force: c.Bool("force")}); err != nil {
+		if setReplicas {
+			if err := queue.SetReplicas(ctx, s.rdb, ns, replicas, opts); err != nil {
 				return s.redisErr(err)
 			}
 		}
@@ -71,7 +79,7 @@ func (r *runner) namespaceCreate(c *cli.Context) error {
 			rep := max(replicas, 0)
 			return writeJSON(r.o.Stdout, api.NamespaceJSON{Namespace: ns, Shards: shards, Replicas: &rep, Created: created})
 		}
-		if replicas >= 0 {
+		if setReplicas {
 			fmt.Fprintf(r.o.Stdout, "namespace %s: replicas set to %d\n", ns, replicas)
 		}
 		if created {

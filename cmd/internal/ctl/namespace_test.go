@@ -22,6 +22,17 @@ func TestNamespaceCreateAndPerShardStats(t *testing.T) {
 			Replicas  int    `json:"replicas"`
 			Created   bool   `json:"created"`
 		}
+		// A replicas setting refused (no replica here to spare; out of
+		// range) is refused before the namespace is created: nothing is
+		// written, so the namespace may still be created with other flags.
+		for _, n := range []string{"1", "17"} {
+			if r := c.run("namespace", "create", c.ns, "--shards", "4", "--replicas", n); r.code == 0 {
+				t.Fatalf("create --replicas %s on a server without replicas: exit 0 %q", n, r.stdout)
+			}
+			if keys := c.keys(); len(keys) != 0 {
+				t.Fatalf("a refused create --replicas %s wrote %v", n, keys)
+			}
+		}
 		if got := decode[ns](t, c.ok("-o", "json", "namespace", "create", c.ns, "--shards", "4").stdout); !got.Created || got.Shards != 4 {
 			t.Fatalf("create = %+v", got)
 		}
@@ -176,11 +187,17 @@ func TestNamespaceReplicasNeedASpareOnCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer q.Close()
-		c := &cli{t: t, url: cl.URL(), ns: ns, q: q}
+		c := &cli{t: t, b: &redistest.Backend{Name: tc.name, Client: rdb, Cluster: cl}, url: cl.URL(), ns: ns, q: q}
 
+		// Refused before anything is written, and against the masters of
+		// the 16 shards asked for, not the one master of the default
+		// layout of a namespace not yet created.
 		r := c.run("namespace", "create", ns, "--shards", "16", "--replicas", "1")
 		if r.code != ctl.ExitConflict {
 			t.Fatalf("%s: --replicas 1: exit %d %q; want %d", tc.name, r.code, r.stderr, ctl.ExitConflict)
+		}
+		if keys := c.keys(); len(keys) != 0 {
+			t.Fatalf("%s: the refused create --replicas 1 wrote %v", tc.name, keys)
 		}
 		for _, m := range cl.Nodes {
 			if want := "master " + m.Addr() + " has " + tc.replicas + " in sync"; !strings.Contains(r.stderr, want) {
@@ -192,6 +209,7 @@ func TestNamespaceReplicasNeedASpareOnCluster(t *testing.T) {
 				t.Errorf("%s: the refusal %q does not say %q", tc.name, r.stderr, want)
 			}
 		}
+		c.ok("namespace", "create", ns, "--shards", "16", "--replicas", "0")
 		err = queue.SetReplicas(ctx, rdb, ns, 1, nil)
 		var few *queue.TooFewReplicasError
 		if !errors.As(err, &few) || !errors.Is(err, queue.ErrTooFewReplicas) || len(few.Short) != 3 {
@@ -200,7 +218,6 @@ func TestNamespaceReplicasNeedASpareOnCluster(t *testing.T) {
 		if n, err := q.Inspect().Replicas(ctx); err != nil || n != 0 {
 			t.Fatalf("%s: after the refusals the setting reads %d, %v; want 0", tc.name, n, err)
 		}
-		c.ok("namespace", "create", ns, "--shards", "16", "--replicas", "0")
 		if out := c.ok("namespace", "create", ns, "--shards", "16", "--replicas", "1", "--force").stdout; !strings.Contains(out, "replicas set to 1") {
 			t.Fatalf("%s: --replicas 1 --force: %q", tc.name, out)
 		}
