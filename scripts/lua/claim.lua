@@ -50,6 +50,30 @@
 -- most <ms> (late_le_inf above the last; the bounds are
 -- includes/late_field.lua, which queue.LatenessBuckets mirrors).
 
+-- now_ms, with TIME's microseconds kept for the comparison with the due
+-- scores (clock_due) and for the reply's clock.
+local clock = redis.call('TIME')
+local now = clock_ms(clock)
+local now_due = clock_due(clock)
+
+-- Arguments go to Redis as strings where the script has them: Redis 7.0
+-- formats each number argument of a call with snprintf, which costs about
+-- as much as a cheap command.
+local due = redis.pcall('ZRANGEBYSCORE', KEYS[1], '-inf', now_due, 'WITHSCORES', 'LIMIT', '0', ARGV[1])
+local n = #due / 2
+local reply = {now_due, '', '0'}
+-- The earliest due time left after the claim: the member ranked just
+-- after the n claimed ones, read before the writes so that nothing runs
+-- after them.
+if not due.err and n == 0 then
+  -- Nothing due, the most common claim: it answers here, before the
+  -- includes it does not need are defined (Script.Early).
+  local head = redis.call('ZRANGE', KEYS[1], '0', '0', 'WITHSCORES')
+  if head[2] then reply[2] = head[2] end
+  return reply
+end
+-- (the includes are defined here)
+
 -- The key types are checked by the commands themselves, not by a TYPE of
 -- each key per call: most claims find nothing due and then only read the
 -- due set, whose type ZRANGEBYSCORE checks. A claim that fires checks the
@@ -67,22 +91,7 @@ local function typed(err, cmd, key)
   return refusal(msg, cmd, key, 'read')
 end
 
--- now_ms, with TIME's microseconds kept for the comparison with the due
--- scores (clock_due) and for the reply's clock.
-local clock = redis.call('TIME')
-local now = clock_ms(clock)
-local now_due = clock_due(clock)
-
--- Arguments go to Redis as strings where the script has them: Redis 7.0
--- formats each number argument of a call with snprintf, which costs about
--- as much as a cheap command.
-local due = redis.pcall('ZRANGEBYSCORE', KEYS[1], '-inf', now_due, 'WITHSCORES', 'LIMIT', '0', ARGV[1])
 if due.err then return typed(due, 'ZRANGEBYSCORE', KEYS[1]) end
-local n = #due / 2
-local reply = {now_due, '', '0'}
--- The earliest due time left after the claim: the member ranked just
--- after the n claimed ones, read before the writes so that nothing runs
--- after them.
 local n_s = fmt(n)
 local head = redis.call('ZRANGE', KEYS[1], n_s, n_s, 'WITHSCORES')
 if head[2] then reply[2] = head[2] end

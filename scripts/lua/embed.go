@@ -48,9 +48,14 @@ func depends(name string) []string {
 // that of a depth-first walk in the order declared, so it is stable. A
 // cycle is a bug of the includes' headers, found by the first test that
 // loads the package.
-func assemble(names []string) string {
+//
+// done holds the includes already assembled for the same script, which
+// are left out (nil: none).
+func assemble(names []string, done map[string]bool) string {
 	var b strings.Builder
-	done := map[string]bool{}
+	if done == nil {
+		done = map[string]bool{}
+	}
 	walking := map[string]bool{}
 	var walk func(n string)
 	walk = func(n string) {

@@ -129,7 +129,14 @@ func TestScriptsIncludeWhatTheyUse(t *testing.T) {
 		checkUses(t, "include "+inc, include(inc), depends(inc), owner)
 	}
 	for _, s := range All {
-		checkUses(t, s.Name+".lua", file(s.Name), s.Includes, owner)
+		// The early part runs before the Includes are defined: it may use
+		// only the Early ones.
+		if head, _, split := strings.Cut(file(s.Name), IncludesHere); split {
+			checkUses(t, s.Name+".lua above its includes line", head, s.Early, owner)
+		} else if len(s.Early) > 0 {
+			t.Errorf("%s has Early includes but no line %q", s.Name, IncludesHere)
+		}
+		checkUses(t, s.Name+".lua", file(s.Name), append(slices.Clone(s.Early), s.Includes...), owner)
 		for _, n := range definitions(s.Source) {
 			if strings.Count(s.Source, "\nlocal function "+n+"(") > 1 {
 				t.Errorf("%s: the assembled source defines %s more than once", s.Name, n)

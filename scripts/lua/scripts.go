@@ -1,6 +1,10 @@
 package lua
 
-import "github.com/timerq/timerq/internal/keyspace"
+import (
+	"strings"
+
+	"github.com/timerq/timerq/internal/keyspace"
+)
 
 // Script is one entry of the table of timerq's Redis scripts.
 type Script struct {
@@ -34,7 +38,19 @@ type Script struct {
 	// runs a script's whole text on every call, so a script includes
 	// what it calls and nothing else (TestScriptsIncludeWhatTheyUse).
 	Includes []string
+	// Early are the includes that the script's early part uses: the text
+	// above its line IncludesHere, which runs after the Early includes and
+	// before the others are defined. A script whose common call needs few
+	// helpers answers it there: defining a function costs Redis about 700
+	// instructions on every call, and claim.lua's 35 about as much as a
+	// command (BENCHMARKS.md, "Where a claim's instructions go"). Empty for
+	// a script without the line.
+	Early []string
 }
+
+// IncludesHere is the line of a script file below which its Includes are
+// defined, when it has an early part (Script.Early).
+const IncludesHere = "-- (the includes are defined here)\n"
 
 // All is the table: every script timerq runs, in the order of the entries
 // below. To add a script, write its .lua file (with the header the others
@@ -43,7 +59,13 @@ type Script struct {
 var All []*Script
 
 func add(s *Script) *Script {
-	s.Source = assemble(s.Includes) + file(s.Name)
+	done := map[string]bool{}
+	early := assemble(s.Early, done)
+	head, body, split := strings.Cut(file(s.Name), IncludesHere)
+	if !split {
+		head, body = "", head
+	}
+	s.Source = early + head + assemble(s.Includes, done) + body
 	s.ShardedSource = s.Source
 	if s.Publishes {
 		s.ShardedSource = Sharded(s.Source)
@@ -89,7 +111,7 @@ var (
 		},
 		Commands: []string{"type", "time", "zrange", "hmget", "zscore", "hexists", "zcount", "zadd", "hset", "hget"}})
 	// Claim fires due timers exactly once (claim.lua).
-	Claim = add(&Script{Name: "claim", Includes: []string{"check_type", "check_types", "clock_due", "clock_ms", "decode", "fire", "fmt", "ms_of", "probe", "quarantine", "refusal", "score_ms"}, Publishes: true, Worker: true,
+	Claim = add(&Script{Name: "claim", Early: []string{"clock_due", "clock_ms"}, Includes: []string{"check_type", "check_types", "decode", "fire", "fmt", "ms_of", "probe", "quarantine", "refusal", "score_ms"}, Publishes: true, Worker: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
 			return append(sp.Keys(), sp.Traces(), sp.Quarantine(), sp.Deliveries())
 		},
