@@ -498,3 +498,34 @@ func TestSetReplicasNeedsASpareReplica(t *testing.T) {
 		t.Fatalf("replicas 1 forced on miniredis: %v", err)
 	}
 }
+
+// TestReplicasHoldSeesADecisionWhoseTimersAreGone: a held decision stays
+// held when every timer it holds was cancelled, so the due set is empty:
+// another claimer is told busy until the lease ends, not none (the hold's
+// early answer is only for a shard with no decision held).
+func TestReplicasHoldSeesADecisionWhoseTimersAreGone(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	c := srv.Client(t)
+	ctx := context.Background()
+	ns := redistest.Namespace(t)
+	q, err := queue.New(c, queue.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if _, err := q.Schedule(ctx, "c", time.Now().Add(-time.Minute), []byte("p")); err != nil {
+		t.Fatal(err)
+	}
+	keys := lua.Hold.Keys(keyspace.Shard(ns, 0, 1), "")
+	hold := redis.NewScript(lua.Hold.Source)
+	if r, err := hold.Run(ctx, c, keys, 10, 60000, "tok1", "").StringSlice(); err != nil || r[2] != "held" {
+		t.Fatalf("hold: %v, %v", r, err)
+	}
+	if _, err := q.Cancel(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := hold.Run(ctx, c, keys, 10, 60000, "tok2", "").StringSlice()
+	if err != nil || r[2] != "busy" {
+		t.Fatalf("a second hold while tok1's decision is held, its timer cancelled: %v, %v; want busy", r, err)
+	}
+}

@@ -45,21 +45,39 @@
 -- report them scheduled, and Cancel or Reschedule may still change them,
 -- in which case the commit skips them.
 
-local err = check_types()
-if err then return err end
-err = check_type(KEYS[10], 'hash')
-if err then return err end
-
 -- One TIME for the fire time and the comparison with the due scores.
 local clock = redis.call('TIME')
 local now = clock_ms(clock)
 local now_s = fmt(now)
 local limit = tonumber(ARGV[1])
+
+-- Most holds find no decision held and nothing due, and write nothing:
+-- they answer here, from reads that check the types of the keys they
+-- read, before the other keys' types are checked and the other includes
+-- defined (Script.Early; eight TYPEs and the includes were most of an
+-- empty hold). Any other outcome, an error included, takes the path
+-- below, which checks every key's type first, as a hold always did.
+local held = redis.pcall('HMGET', KEYS[10], 'token', 'lease', 'top')
+local due
+if not held.err and not held[1] then
+  due = redis.pcall('ZRANGEBYSCORE', KEYS[1], '-inf', clock_due(clock), 'WITHSCORES', 'LIMIT', 0, limit)
+  if not due.err and #due == 0 then
+    local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+    return {now_s, head[2] or '', 'none', '0'}
+  end
+end
+-- (the includes are defined here)
+
+local err = check_types()
+if err then return err end
+err = check_type(KEYS[10], 'hash')
+if err then return err end
+if held.err then return refusal(held.err, 'HMGET', KEYS[10], 'read') end
+
 local lease = tonumber(ARGV[2])
 local token = ARGV[3]
 local mine = ARGV[4]
 
-local held = redis.call('HMGET', KEYS[10], 'token', 'lease', 'top')
 if held[1] then
   if tonumber(held[2] or '0') > now and held[1] ~= mine then
     return {now_s, held[2], 'busy', '0'}
@@ -73,7 +91,12 @@ if held[1] then
   return {now_s, '', 'held', '0'}
 end
 
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', clock_due(clock), 'WITHSCORES', 'LIMIT', 0, limit)
+-- The early part read the due timers, unless its read failed (the
+-- checks above found no wrong type, so an ACL refusal, which this read
+-- raises again).
+if not due or due.err then
+  due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', clock_due(clock), 'WITHSCORES', 'LIMIT', 0, limit)
+end
 local n = #due / 2
 if n == 0 then
   local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')

@@ -119,7 +119,7 @@ var (
 			"xadd", "hincrby", "hdel"}})
 	// Hold decides a claim in a namespace with replicas, firing nothing
 	// until Commit (hold.lua).
-	Hold = add(&Script{Name: "hold", Includes: []string{"check_type", "check_types", "clock_due", "clock_ms", "decode", "fmt", "probe", "probe_all", "quarantine", "score_ms"}, Worker: true, Keys: holdKeys,
+	Hold = add(&Script{Name: "hold", Early: []string{"clock_due", "clock_ms", "fmt"}, Includes: []string{"check_type", "check_types", "decode", "fmt", "probe", "probe_all", "quarantine", "refusal", "score_ms"}, Worker: true, Keys: holdKeys,
 		Commands: []string{"type", "time", "hmget", "hset", "zrangebyscore", "zrange", "zrem", "hdel", "hincrby"}})
 	// Commit fires what Hold decided, once WAIT saw replicas have it
 	// (commit.lua).
