@@ -132,7 +132,7 @@ func (q *Queue) claimOnce(ctx context.Context, l *layout, k, limit int) (res Cla
 		return q.claimHeld(ctx, l, k, limit)
 	}
 	reply, err := q.runTries(ctx, l, lua.Claim, k, 1, limit, q.opts.retentionMillis(), q.opts.streamMaxLen(),
-		l.spaces[k].TimerChannelPrefix(), l.spaces[k].Notify())
+		l.spaces[k].TimerChannelPrefix())
 	if err != nil {
 		return ClaimResult{}, nil, errorf("claim: %w", err)
 	}

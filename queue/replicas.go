@@ -479,7 +479,7 @@ func (q *Queue) claimHeld(ctx context.Context, l *layout, k, limit int) (res Cla
 			q.notReplicated(l, "the claim's decision", acks)))
 	}
 	reply, err = q.runTries(ctx, l, lua.Commit, k, 1, token, q.opts.retentionMillis(), q.opts.streamMaxLen(),
-		l.spaces[k].TimerChannelPrefix(), l.spaces[k].Notify())
+		l.spaces[k].TimerChannelPrefix())
 	if err != nil {
 		// Committed or not, the next claim of this Queue takes the
 		// decision over (a committed one is gone).

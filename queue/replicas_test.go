@@ -236,7 +236,7 @@ func TestReplicasRecommitIsTheSameFire(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := redis.NewScript(lua.Commit.Source).Run(ctx, mc, keys, "tok1", 60000, 1000,
-		sp.TimerChannelPrefix(), sp.Notify()).StringSlice(); err != nil {
+		sp.TimerChannelPrefix()).StringSlice(); err != nil {
 		t.Fatal(err)
 	}
 	seen := mc.XRange(ctx, sp.Fires(), "-", "+").Val()
@@ -386,7 +386,7 @@ func TestReplicasCommitSkipsARescheduleWithinTheMillisecond(t *testing.T) {
 	}
 	commit := func(token string) []string {
 		r, err := redis.NewScript(lua.Commit.Source).Run(ctx, c, keys, token, 60000, 1000,
-			sp.TimerChannelPrefix(), sp.Notify()).StringSlice()
+			sp.TimerChannelPrefix()).StringSlice()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -70,7 +70,7 @@ func scenarios() map[string][]scenario {
 				do(t, c, "HSET", sp.Timers(), "bad", "not a record")
 				do(t, c, "ZADD", sp.Due(), ms(-time.Second), "bad")
 			},
-			args: func(sp keyspace.Space) []any { return []any{10, 60000, 1000, sp.TimerChannelPrefix(), sp.Notify()} },
+			args: func(sp keyspace.Space) []any { return []any{10, 60000, 1000, sp.TimerChannelPrefix()} },
 		}},
 		"hold": {{
 			name: "hold",
@@ -104,7 +104,7 @@ func scenarios() map[string][]scenario {
 				do(t, c, "HSET", sp.Hold(), "token", "tok", "lease", ms(time.Minute), "fired", ms(0), "ms", ms(0),
 					"seq", "0", "n", "2", "i:0", due+":c1", "i:1", due+":c2")
 			},
-			args: func(sp keyspace.Space) []any { return []any{"tok", 60000, 1000, sp.TimerChannelPrefix(), sp.Notify()} },
+			args: func(sp keyspace.Space) []any { return []any{"tok", 60000, 1000, sp.TimerChannelPrefix()} },
 		}},
 		"cancel": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) { scheduled(t, c, sp, "c", ms(time.Hour)) },

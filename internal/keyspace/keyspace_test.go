@@ -61,7 +61,7 @@ func TestShardedNamesCarryTheShardTag(t *testing.T) {
 func TestEveryNameOfAShardHashesToOneSlot(t *testing.T) {
 	for _, shards := range []int{1, 2, 16, MaxShards} {
 		for _, s := range Shards("ns-1.x", shards) {
-			names := append(s.Keys(), s.Wake(), s.Notify(), s.TimerChannel("some-id"), s.TimerChannel("{other}"),
+			names := append(s.Keys(), s.Wake(), s.TimerChannel("some-id"), s.TimerChannel("{other}"),
 				s.DeadLetter(), s.TimerChannelPrefix(), s.Schedules(), s.SchedDue(), s.TimerChannel("sched@1767225600000"), s.Traces(), s.Quarantine(),
 				s.Deliveries(), s.EndpointNames(), s.FlowState("g", FlowID("ep", "{tenant}")), s.FlowReady("g"),
 				s.FlowParked("g"), s.FlowHint("g"))

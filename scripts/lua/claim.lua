@@ -7,8 +7,6 @@
 -- ARGV[2] retention_ms: how long fired records are kept; 0 keeps them forever
 -- ARGV[3] stream_maxlen: approximate bound of the fire stream; 0 = unbounded
 -- ARGV[4] channel prefix: a fired timer's wakeup goes to prefix .. id
--- ARGV[5] notify channel: told how many timers a claim fired, once per claim
---         that fired any, so consumers of the fire stream wake (optional)
 -- Reply: {now, earliest_score_or_empty, q, qid_1, qreason_1, ..., qid_q,
 --        qreason_q, id_1, due_1, payload_1, traceparent_1, id_2, ...}: now
 --        is the server clock as '<now_ms>.<us>' (us 000-999), the q
@@ -135,7 +133,7 @@ if n > 0 then
   if err then return typed(err) end
 
   -- Phase 3: publish, then write.
-  err = fire_publish(f, ARGV[4], ARGV[5])
+  err = fire_publish(f, ARGV[4])
   if err then return err end
   -- The due members are exactly the lowest ranks, so removing by rank is
   -- O(log N + n) instead of n separate ZREMs.

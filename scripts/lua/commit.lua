@@ -2,8 +2,8 @@
 -- the decision hold.lua wrote visible, once WAIT said enough replicas have
 -- it. Each timer held that is still scheduled at its held due time fires
 -- as claim.lua fires it, by the same fire writer (includes/fire.lua: record,
--- fired set, expire set, counters, a wakeup on its channel, one notify,
--- the stream entry), with the fire time and fire stream entry ID
+-- fired set, expire set, counters, a wakeup on its channel, the stream
+-- entry), with the fire time and fire stream entry ID
 -- the hold chose, so that committing the same hold again on a promoted
 -- replica gives the same fire. A timer cancelled or rescheduled since the
 -- hold is skipped.
@@ -16,7 +16,6 @@
 -- ARGV[2] retention_ms: how long fired records are kept; 0 keeps them forever
 -- ARGV[3] stream_maxlen: approximate bound of the fire stream; 0 = unbounded
 -- ARGV[4] channel prefix: a fired timer's wakeup goes to prefix .. id
--- ARGV[5] notify channel: told how many timers the commit fired (optional)
 -- Reply: {fired_ms, earliest_ms_or_empty, status, id_1, due_1, payload_1,
 --        traceparent_1, ...}: status 'ok', or 'lost' when the hold is not
 --        this token's any more (another claimer took it over, or it was
@@ -108,7 +107,7 @@ end
 if err then return err end
 
 -- Phase 3: publish, then write.
-err = fire_publish(f, ARGV[4], ARGV[5])
+err = fire_publish(f, ARGV[4])
 if err then return err end
 redis.call('HDEL', KEYS[10], unpack(fields))
 if #events > 0 then

@@ -7,7 +7,7 @@
 -- fire_add queues one, fire_read moves their traceparents (KEYS[8]) and
 -- endpoints (the deliveries hash the batch names) into their events,
 -- fire_reply appends them to a reply, fire_probes probes every write,
--- fire_publish sends the notify message and each timer's wakeup, and
+-- fire_publish sends each timer's wakeup, and
 -- fire_write writes: one fire stream entry each (KEYS[6], through the
 -- caller's xadd, which picks the entry IDs and the trim), the record
 -- rewritten as fired (KEYS[2]), the traces and deliveries dropped, the
@@ -71,16 +71,10 @@ local function fire_probes(f)
     (#f.traced > 0 and acl_probe('HDEL', KEYS[8])) or (#f.delivering > 0 and acl_probe('HDEL', f.deliveries)) or nil
 end
 
--- fire_publish tells notify (unless '') how many timers fired, and each
--- timer's channel, prefix .. id, 'fired'.
-local function fire_publish(f, prefix, notify)
-  local err
-  if notify and notify ~= '' and #f.events > 0 then
-    err = publish(notify, fmt(#f.events))
-    if err then return err end
-  end
+-- fire_publish tells each timer's channel, prefix .. id, 'fired'.
+local function fire_publish(f, prefix)
   for _, e in ipairs(f.events) do
-    err = publish(prefix .. e[1], 'fired')
+    local err = publish(prefix .. e[1], 'fired')
     if err then return err end
   end
   return nil
