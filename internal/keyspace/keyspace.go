@@ -207,7 +207,6 @@ func (s Space) SchedDue() string { return s.tag + "sched-due" }
 // Wake is the channel on which schedules announce a new earliest due time.
 func (s Space) Wake() string { return s.tag + "wake" }
 
-
 // TimerChannelPrefix is the prefix of each timer's own channel.
 func (s Space) TimerChannelPrefix() string { return s.tag + "t:" }
 
