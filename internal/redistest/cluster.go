@@ -59,8 +59,9 @@ func StartCluster(t testing.TB, n int, pki *PKI) *Cluster {
 // StartClusterOpts starts a Cluster as StartCluster does, with the
 // replicas, node timeout and server arguments of cfg. Replicas listen on
 // the addresses after the masters' and join with CLUSTER REPLICATE; it
-// returns once every replica is in sync (master_link_status:up), every
-// node knows every other and its role, and cluster_state is ok on all.
+// returns once every replica is in sync (master_link_status:up) and its
+// master lists it online, every node knows every other and its role, and
+// cluster_state is ok on all.
 func StartClusterOpts(t testing.TB, cfg ClusterConfig) *Cluster {
 	t.Helper()
 	n := cfg.Masters
@@ -126,6 +127,16 @@ func StartClusterOpts(t testing.TB, cfg ClusterConfig) *Cluster {
 			return err == nil && strings.Contains(info, "master_link_status:up") &&
 				strings.Contains(info, "master_sync_in_progress:0"), fmt.Sprint(info, err)
 		})
+	}
+	// A master lists a replica state=online only after the replica saw
+	// its link up: the state queue.SetReplicas counts as in sync.
+	if cfg.ReplicasPerMaster > 0 {
+		for _, m := range c.Nodes {
+			c.waitNode(t, ctx, m, "replicas online", func(cl *redis.Client) (bool, string) {
+				info, err := cl.Info(ctx, "replication").Result()
+				return err == nil && strings.Count(info, "state=online") == cfg.ReplicasPerMaster, fmt.Sprint(info, err)
+			})
+		}
 	}
 	c.waitAll(t, ctx, "cluster_state:ok with every role known", func(s *Server, cl *redis.Client) (bool, string) {
 		info, err := cl.ClusterInfo(ctx).Result()
