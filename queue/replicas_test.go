@@ -359,15 +359,8 @@ func TestReplicasDebounce(t *testing.T) {
 // microseconds included, and skips it (fired at the held time it could be
 // early by the new due time).
 func TestReplicasCommitSkipsARescheduleWithinTheMillisecond(t *testing.T) {
-	srv := redistest.Start(t, redistest.Config{})
-	c := srv.Client(t)
+	q, c, ns := privateQueue(t)
 	ctx := context.Background()
-	ns := redistest.Namespace(t)
-	q, err := queue.New(c, queue.Options{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
 	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond).Add(200 * time.Microsecond)
 	if _, err := q.Schedule(ctx, "c", due, []byte("p")); err != nil {
 		t.Fatal(err)
@@ -504,15 +497,8 @@ func TestSetReplicasNeedsASpareReplica(t *testing.T) {
 // another claimer is told busy until the lease ends, not none (the hold's
 // early answer is only for a shard with no decision held).
 func TestReplicasHoldSeesADecisionWhoseTimersAreGone(t *testing.T) {
-	srv := redistest.Start(t, redistest.Config{})
-	c := srv.Client(t)
+	q, c, ns := privateQueue(t)
 	ctx := context.Background()
-	ns := redistest.Namespace(t)
-	q, err := queue.New(c, queue.Options{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
 	if _, err := q.Schedule(ctx, "c", time.Now().Add(-time.Minute), []byte("p")); err != nil {
 		t.Fatal(err)
 	}
@@ -528,4 +514,18 @@ func TestReplicasHoldSeesADecisionWhoseTimersAreGone(t *testing.T) {
 	if err != nil || r[2] != "busy" {
 		t.Fatalf("a second hold while tok1's decision is held, its timer cancelled: %v, %v; want busy", r, err)
 	}
+}
+
+// privateQueue starts a redis-server of the test's own, and returns a
+// queue of a namespace of the test's on it, with its client and namespace.
+func privateQueue(t *testing.T) (*queue.Queue, *redis.Client, string) {
+	t.Helper()
+	c := redistest.Start(t, redistest.Config{}).Client(t)
+	ns := redistest.Namespace(t)
+	q, err := queue.New(c, queue.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q, c, ns
 }
