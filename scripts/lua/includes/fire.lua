@@ -121,7 +121,7 @@ local function fire_write(f, xadd)
   if #f.delivering > 0 then redis.call('HDEL', f.deliveries, unpack(f.delivering)) end
   redis.call('ZADD', KEYS[3], unpack(f.fired))
   if f.retention > 0 then redis.call('ZADD', KEYS[5], unpack(f.expire)) end
-  redis.call('HINCRBY', KEYS[7], 'fired', #f.events)
+  redis.call('HINCRBY', KEYS[7], 'fired', fmt(#f.events))
   redis.call('HINCRBY', KEYS[7], 'late_sum_ms', fmt(f.late_sum))
-  for b, c in pairs(f.buckets) do redis.call('HINCRBY', KEYS[7], b, c) end
+  for b, c in pairs(f.buckets) do redis.call('HINCRBY', KEYS[7], b, fmt(c)) end
 end

@@ -52,5 +52,5 @@ local function quarantine_write(q, now_s)
   end
   redis.call('HSET', KEYS[9], unpack(qset))
   redis.call('HDEL', KEYS[2], unpack(qdel))
-  redis.call('HINCRBY', KEYS[7], 'quarantined', #q)
+  redis.call('HINCRBY', KEYS[7], 'quarantined', fmt(#q))
 end
