@@ -78,8 +78,8 @@ end
 -- type of every key it writes before its first write: the timers hash by
 -- HMGET, the fired and expire sets by their probes, the stream and the
 -- counters by TYPE, as their probes fail on arguments before looking at
--- the key. typed turns a
--- WRONGTYPE from any of them into check_types' reply, which names the key.
+-- the key. typed turns a WRONGTYPE from any of them into check_types'
+-- reply, which names the key.
 -- err is a pcall's error table, and cmd and key say what it ran; without
 -- them, err is an error reply already made (by probe_all).
 local function typed(err, cmd, key)
@@ -101,7 +101,8 @@ if n > 0 then
   if recs.err then return typed(recs, 'HMGET', KEYS[2]) end
   local err = check_type(KEYS[7], 'hash') or check_type(KEYS[6], 'stream')
   if err then return err end
-  local f = fire_batch(now, tonumber(ARGV[2]), KEYS[10])
+  local counts = counters_batch()
+  local f = fire_batch(now, tonumber(ARGV[2]), KEYS[10], counts)
   local quarantined = {} -- {id, score, reason, rec}
   for i = 1, n do
     local id, rec, score = ids[i], recs[i], due[2 * i]
@@ -122,14 +123,15 @@ if n > 0 then
       end
     end
   end
-  err = quarantine_check(quarantined) or fire_read(f)
+  err = quarantine_check(quarantined, counts) or fire_read(f)
   if err then return err end
   quarantine_reply(quarantined, reply, 3)
   fire_reply(f, reply)
 
   -- Phase 2: probes. ZREMRANGEBYRANK goes first: Redis does not refuse it
   -- under OOM, and no write after it, so a full Redis still fires timers.
-  err = probe('ZREMRANGEBYRANK', KEYS[1]) or fire_probes(f) or quarantine_probes(quarantined)
+  err = probe('ZREMRANGEBYRANK', KEYS[1]) or fire_probes(f) or quarantine_probes(quarantined) or
+    counters_probes(counts)
   if err then return typed(err) end
 
   -- Phase 3: publish, then write.
@@ -152,6 +154,7 @@ if n > 0 then
     end
   end)
   quarantine_write(quarantined, f.now_s)
+  counters_write(counts)
 end
 
 return reply

@@ -50,7 +50,8 @@ if nheld > 0 then
   end
 end
 
-local f = fire_batch(tonumber(meta[2]), tonumber(ARGV[2]), KEYS[11])
+local counts = counters_batch()
+local f = fire_batch(tonumber(meta[2]), tonumber(ARGV[2]), KEYS[11], counts)
 local maxlen = tonumber(ARGV[3])
 
 -- Phase 1: read and check each held timer; it fires if it is still
@@ -102,7 +103,7 @@ local ms, seq = tonumber(meta[3]), tonumber(meta[4])
 err = probe('HDEL', KEYS[10])
 if not err and #events > 0 then
   err = probe('HSET', KEYS[10]) or probe('ZREM', KEYS[1]) or fire_probes(f) or
-    (maxlen > 0 and probe('XTRIM', KEYS[6])) or nil
+    (maxlen > 0 and probe('XTRIM', KEYS[6])) or counters_probes(counts)
 end
 if err then return err end
 
@@ -130,5 +131,6 @@ if #events > 0 then
   if maxlen > 0 then
     redis.call('XTRIM', KEYS[6], 'MAXLEN', '~', maxlen)
   end
+  counters_write(counts)
 end
 return reply

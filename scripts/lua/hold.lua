@@ -126,7 +126,8 @@ for i = 1, n do
     end
   end
 end
-err = quarantine_check(quarantined)
+local counts = counters_batch()
+err = quarantine_check(quarantined, counts)
 if err then return err end
 
 -- The entry IDs: above the last one a commit added (top), which nothing
@@ -145,7 +146,7 @@ local head = {}
 if #good == 0 then head = redis.call('ZRANGE', KEYS[1], n, n, 'WITHSCORES') end
 
 err = ((#dropped > 0 or #quarantined > 0) and probe('ZREM', KEYS[1])) or
-  (#good > 0 and probe('HSET', KEYS[10])) or quarantine_probes(quarantined) or nil
+  (#good > 0 and probe('HSET', KEYS[10])) or quarantine_probes(quarantined) or counters_probes(counts)
 if err then return err end
 
 local reply = {now_s, '', 'none'}
@@ -158,6 +159,7 @@ if #quarantined > 0 then
   redis.call('ZREM', KEYS[1], unpack(qdel))
 end
 quarantine_write(quarantined, now_s)
+counters_write(counts)
 if #good > 0 then
   local hset = {'token', token, 'lease', fmt(now + lease), 'fired', now_s, 'ms', fmt(ms), 'seq', fmt(seq),
     'n', fmt(#good)}

@@ -111,7 +111,7 @@ var (
 		},
 		Commands: []string{"type", "time", "zrange", "hmget", "zscore", "hexists", "zcount", "zadd", "hset", "hget"}})
 	// Claim fires due timers exactly once (claim.lua).
-	Claim = add(&Script{Name: "claim", Early: []string{"clock_due", "clock_ms"}, Includes: []string{"check_type", "check_types", "decode", "fire", "fmt", "ms_of", "probe", "quarantine", "refusal", "score_ms"}, Publishes: true, Worker: true,
+	Claim = add(&Script{Name: "claim", Early: []string{"clock_due", "clock_ms"}, Includes: []string{"check_type", "check_types", "counters", "decode", "fire", "fmt", "ms_of", "probe", "quarantine", "refusal", "score_ms"}, Publishes: true, Worker: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
 			return append(sp.Keys(), sp.Traces(), sp.Quarantine(), sp.Deliveries())
 		},
@@ -119,11 +119,11 @@ var (
 			"xadd", "hincrby", "hdel"}})
 	// Hold decides a claim in a namespace with replicas, firing nothing
 	// until Commit (hold.lua).
-	Hold = add(&Script{Name: "hold", Early: []string{"clock_due", "clock_ms", "fmt"}, Includes: []string{"check_type", "check_types", "decode", "fmt", "probe", "probe_all", "quarantine", "refusal", "score_ms"}, Worker: true, Keys: holdKeys,
+	Hold = add(&Script{Name: "hold", Early: []string{"clock_due", "clock_ms", "fmt"}, Includes: []string{"check_type", "check_types", "counters", "decode", "fmt", "probe", "probe_all", "quarantine", "refusal", "score_ms"}, Worker: true, Keys: holdKeys,
 		Commands: []string{"type", "time", "hmget", "hset", "zrangebyscore", "zrange", "zrem", "hdel", "hincrby"}})
 	// Commit fires what Hold decided, once WAIT saw replicas have it
 	// (commit.lua).
-	Commit = add(&Script{Name: "commit", Includes: []string{"check_type", "check_types", "decode", "due_of", "fire", "fmt", "ms_of", "probe"}, Publishes: true, Worker: true, Keys: holdKeys,
+	Commit = add(&Script{Name: "commit", Includes: []string{"check_type", "check_types", "counters", "decode", "due_of", "fire", "fmt", "ms_of", "probe"}, Publishes: true, Worker: true, Keys: holdKeys,
 		Commands: []string{"type", "hmget", "zscore", "zrange", "hdel", "zrem", "hset", "zadd", "xadd", "xtrim",
 			"hincrby"}})
 	// Cancel cancels a scheduled timer (cancel.lua).

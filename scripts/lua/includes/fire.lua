@@ -11,14 +11,17 @@
 -- fire_write writes: one fire stream entry each (KEYS[6], through the
 -- caller's xadd, which picks the entry IDs and the trim), the record
 -- rewritten as fired (KEYS[2]), the traces and deliveries dropped, the
--- fired set (KEYS[3]), the expire set (KEYS[5], when retention > 0) and the
--- counters (KEYS[7]: fired, late_sum_ms, late_field's bucket). An event is
+-- fired set (KEYS[3]) and the expire set (KEYS[5], when retention > 0).
+-- fire_add counts each timer in the caller's counters batch (a table
+-- field -> increment, includes/counters.lua): fired, late_sum_ms and
+-- late_field's bucket, which the caller probes and writes with its other
+-- counts. An event is
 -- {id, due_ms, payload, traceparent or nil, deliveries value or nil}.
 -- Removing the timers from the due set (KEYS[1]) is the caller's.
 
-local function fire_batch(now, retention, deliveries)
+local function fire_batch(now, retention, deliveries, counts)
   return {now = now, now_s = fmt(now), retention = retention, purge_at = fmt(now + retention),
-    deliveries = deliveries, events = {}, hset = {}, fired = {}, expire = {}, buckets = {}, late_sum = 0}
+    deliveries = deliveries, counts = counts, events = {}, hset = {}, fired = {}, expire = {}}
 end
 
 -- fire_add queues the scheduled timer id, due at due_s (whole ms), and
@@ -34,9 +37,12 @@ local function fire_add(f, id, due_s, created, payload)
   local e = {id, due_s, payload}
   f.events[#f.events + 1] = e
   local late = math.max(f.now - tonumber(due_s), 0)
-  f.late_sum = f.late_sum + late
-  local b = late_field(late)
-  f.buckets[b] = (f.buckets[b] or 0) + 1
+  -- counters_add, inline: three calls a timer cost a claim more than
+  -- the counting.
+  local c, b = f.counts, late_field(late)
+  c.fired = (c.fired or 0) + 1
+  c.late_sum_ms = (c.late_sum_ms or 0) + late
+  c[b] = (c[b] or 0) + 1
   return e
 end
 
@@ -59,15 +65,15 @@ local function fire_reply(f, reply)
   end
 end
 
--- fire_probes probes every write of the batch. The fired and expire sets
--- get probes, which check their types too; the other keys' types are
--- checked before (the records by the caller's HMGET, the stream and the
--- counters by the caller's TYPE, the traces and deliveries by
--- take_values), so their writes only need the ACL's yes (acl_probe).
+-- fire_probes probes every write of the batch but the counters'. The
+-- fired and expire sets get probes, which check their types too; the other
+-- keys' types are checked before (the records by the caller's HMGET, the
+-- stream by the caller's TYPE, the traces and deliveries by take_values),
+-- so their writes only need the ACL's yes (acl_probe).
 local function fire_probes(f)
   if #f.events == 0 then return nil end
   return probe('ZADD', KEYS[3]) or (f.retention > 0 and probe('ZADD', KEYS[5])) or
-    acl_probe('HSET', KEYS[2]) or acl_probe('XADD', KEYS[6]) or acl_probe('HINCRBY', KEYS[7]) or
+    acl_probe('HSET', KEYS[2]) or acl_probe('XADD', KEYS[6]) or
     (#f.traced > 0 and acl_probe('HDEL', KEYS[8])) or (#f.delivering > 0 and acl_probe('HDEL', f.deliveries)) or nil
 end
 
@@ -121,7 +127,4 @@ local function fire_write(f, xadd)
   if #f.delivering > 0 then redis.call('HDEL', f.deliveries, unpack(f.delivering)) end
   redis.call('ZADD', KEYS[3], unpack(f.fired))
   if f.retention > 0 then redis.call('ZADD', KEYS[5], unpack(f.expire)) end
-  redis.call('HINCRBY', KEYS[7], 'fired', fmt(#f.events))
-  redis.call('HINCRBY', KEYS[7], 'late_sum_ms', fmt(f.late_sum))
-  for b, c in pairs(f.buckets) do redis.call('HINCRBY', KEYS[7], b, fmt(c)) end
 end
