@@ -92,7 +92,7 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 			{"delay not Go syntax", "POST", e.url("/timers"), `{"id": "a", "in": "5 minutes"}`, false,
 				422, api.SlugInvalidArgument, "/in", "Go's syntax"},
 			{"payload over the limit", "POST", e.url("/timers"), `{"id": "a", "in": "1h", "payload": "` + big + `"}`, false,
-				422, api.SlugPayloadTooLarge, "/payload", "2000 bytes, over the limit of 1024"},
+				422, api.SlugPayloadTooLarge, "/payload", "2000 bytes of payload, over the limit of 1024"},
 			{"payload not base64", "POST", e.url("/timers"), `{"id": "a", "in": "1h", "payload": "not base64!"}`, false,
 				400, api.SlugInvalidRequest, "/payload", "not base64"},
 			{"payload and payload_text", "POST", e.url("/timers"), `{"id": "a", "in": "1h", "payload": "", "payload_text": ""}`, false,

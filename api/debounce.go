@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 
 	"github.com/timerq/timerq/internal/timefmt"
@@ -36,8 +35,7 @@ type DebounceResultJSON struct {
 type debounceRequest struct {
 	key string
 	o   queue.DebounceOptions
-	// payloadField is the field the payload came in.
-	payloadField string
+	f   fields
 }
 
 func (req *debounceRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
@@ -62,13 +60,14 @@ func (req *debounceRequest) read(h *Handler, w http.ResponseWriter, r *http.Requ
 		return err
 	}
 	var url string
-	if req.o.Endpoint, url, err = h.readDeliver(j.Deliver, ""); err != nil {
+	if req.o.Endpoint, url, err = readDeliver(j.Deliver, ""); err != nil {
 		return err
 	}
 	if url != "" {
 		return badRequest("/deliver/url", "a debounce window delivers to its endpoint's own URL; drop deliver.url, or register an endpoint with that URL")
 	}
-	req.key, req.o.KeepFirst, req.payloadField = r.PathValue("key"), j.KeepFirst, payloadField(j.PayloadText)
+	req.key, req.o.KeepFirst = r.PathValue("key"), j.KeepFirst
+	req.f = fields{text: []bool{j.PayloadText != nil}}
 	return nil
 }
 
@@ -79,15 +78,7 @@ func debounceKey(ctx context.Context, q *queue.Queue, req *debounceRequest) (any
 	if err == nil {
 		return createdReply(res.Outcome == queue.DebounceCreated, ToDebounceResultJSON(res)), nil
 	}
-	switch {
-	case errors.Is(err, queue.ErrPayloadTooLarge):
-		err = &fieldError{req.payloadField, err}
-	case errors.Is(err, queue.ErrInvalidOptions) && req.o.Delay <= 0:
-		err = &fieldError{"/delay", err}
-	case errors.Is(err, queue.ErrInvalidOptions):
-		err = &fieldError{"/max_wait", err}
-	}
-	return nil, timerError(err, []queue.NewTimer{{Endpoint: req.o.Endpoint}}, func(int) string { return "" })
+	return nil, timerError(err, []queue.NewTimer{{Endpoint: req.o.Endpoint}}, req.f)
 }
 
 // ToDebounceResultJSON is res as the API and `timerctl debounce -o json`

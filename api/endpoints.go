@@ -228,46 +228,40 @@ func listEndpoints(ctx context.Context, q *queue.Queue, _ *noQuery) (any, error)
 }
 
 // readDeliver reads a timer's deliver object: the endpoint's name, and
-// the timer's own URL, checked with the server's allow list
-// (Options.EndpointAllow).
-func (h *Handler) readDeliver(d *DeliverJSON, prefix string) (endpoint, url string, _ error) {
+// the timer's own URL. The queue checks both (queue.FieldError); the
+// wire alone tells a field given empty from one left out, which the
+// queue takes for none.
+func readDeliver(d *DeliverJSON, prefix string) (endpoint, url string, _ error) {
 	if d == nil {
 		return "", "", nil
 	}
-	if d.Endpoint == nil {
+	switch {
+	case d.Endpoint == nil:
 		return "", "", badRequest(prefix+"/deliver/endpoint", "deliver has no endpoint; name one of the namespace's endpoints (GET .../endpoints lists them)")
-	}
-	if err := queue.ValidateEndpointName(*d.Endpoint); err != nil {
-		return "", "", &fieldError{prefix + "/deliver/endpoint", err}
-	}
-	if d.URL != nil {
-		if err := queue.ValidateTimerURL(*d.URL, h.opts.EndpointAllow); err != nil {
-			return "", "", &fieldError{prefix + "/deliver/url", err}
-		}
+	case *d.Endpoint == "":
+		return "", "", invalid(SlugInvalidEndpoint, prefix+"/deliver/endpoint", "deliver.endpoint is empty; name one of the namespace's endpoints (GET .../endpoints lists them)")
+	case d.URL != nil && *d.URL == "":
+		return "", "", invalid(SlugInvalidArgument, prefix+"/deliver/url", "deliver.url is empty; give an absolute http or https URL, or leave url out to deliver to the endpoint's own")
+	case d.URL != nil:
 		url = *d.URL
 	}
 	return *d.Endpoint, url, nil
 }
 
-// jsonFields is the JSON field of each field of queue.NewTimer that a
-// queue.FieldError names.
-var jsonFields = map[string]string{"ID": "/id"}
-
-// timerError names the field of timers (under prefix(i) for the i-th) a
-// refusal of ScheduleBatch is about: the field of a queue.FieldError, the
-// deliver.url of the first timer with one when the namespace's policy
-// refuses timer URLs, and the deliver.endpoint of the first timer that
-// named a missing endpoint (a 422).
-func timerError(err error, timers []queue.NewTimer, prefix func(i int) string) error {
-	var fe *queue.FieldError
+// timerError names the field of timers (at f) a refusal of ScheduleBatch
+// (or Debounce, or of a schedule) is about: the field of a
+// queue.FieldError, the deliver.url of the first timer with one when the
+// namespace's policy refuses timer URLs, and the deliver.endpoint of the
+// first timer that named a missing endpoint (a 422).
+func timerError(err error, timers []queue.NewTimer, f fields) error {
+	if named, ok := f.named(err); ok {
+		return named
+	}
 	switch {
-	case errors.As(err, &fe) && jsonFields[fe.Field] != "":
-		// The pointer names the batch item; the detail need not.
-		return &fieldError{prefix(fe.Item) + jsonFields[fe.Field], fe.Err}
 	case errors.Is(err, queue.ErrTimerURLsOff):
 		for i, t := range timers {
 			if t.URL != "" {
-				return &fieldError{prefix(i) + "/deliver/url", err}
+				return &fieldError{f.pointer(i, "URL"), err}
 			}
 		}
 		return err
@@ -277,7 +271,7 @@ func timerError(err error, timers []queue.NewTimer, prefix func(i int) string) e
 	field := ""
 	for i, t := range timers {
 		if t.Endpoint != "" && strings.Contains(err.Error(), fmt.Sprintf("%q", t.Endpoint)) {
-			field = prefix(i) + "/deliver/endpoint"
+			field = f.pointer(i, "Endpoint")
 			break
 		}
 	}

@@ -188,7 +188,10 @@ var problemRules = []problemRule{
 	{isAny(queue.ErrInvalidID), http.StatusUnprocessableEntity, SlugInvalidID, plus("; an ID is 1-256 bytes of UTF-8 without control characters")},
 	{isAny(queue.ErrInvalidNamespace), http.StatusBadRequest, SlugInvalidNamespace, plus("; a namespace is 1-64 characters of [A-Za-z0-9_.-]")},
 	{isAny(queue.ErrInvalidDue), http.StatusUnprocessableEntity, SlugInvalidDue, plus("; use a time from 1970-01-01 to 9999-12-31")},
-	{isAny(queue.ErrPayloadTooLarge), http.StatusUnprocessableEntity, SlugPayloadTooLarge, plus("; keep large data elsewhere and put a reference in the payload")},
+	// The queue's hint names its Go option; the API's client cannot raise it.
+	{isAny(queue.ErrPayloadTooLarge), http.StatusUnprocessableEntity, SlugPayloadTooLarge, func(_ *Handler, msg, _ string) string {
+		return cause(msg) + "; keep large data elsewhere and put a reference in the payload"
+	}},
 	{isAny(schedule.ErrInvalidSchedule), http.StatusUnprocessableEntity, SlugInvalidSchedule, nil},
 	{isAny(queue.ErrInvalidOptions), http.StatusUnprocessableEntity, SlugInvalidArgument, allowHint},
 	// The queue's hint names the rule that grants the right.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/timerq/timerq/queue"
@@ -111,4 +112,56 @@ type pathName struct{ name string }
 func (p *pathName) read(_ *Handler, _ http.ResponseWriter, r *http.Request) error {
 	p.name = r.PathValue("name")
 	return nil
+}
+
+// jsonFields is the JSON field, below its item's pointer, of each Go field
+// of queue.NewTimer, queue.Recurring and queue.DebounceOptions that a
+// queue.FieldError names: the queue checks the values, once, and the API
+// names the field of its request. The wire names follow timerctl's.
+var jsonFields = map[string]string{
+	"ID": "/id", "Due": "/due_at", "In": "/in", "Payload": "/payload",
+	"Endpoint": "/deliver/endpoint", "URL": "/deliver/url", "FlowKey": "/flow_key",
+	"Spec": "/cron", "Location": "/tz", "Every": "/every", "Anchor": "/anchor",
+	"CatchUp": "/catch_up", "CatchUpLimit": "/catch_up_limit", "Jitter": "/jitter",
+	"End": "/end", "MaxCount": "/max_count", "Ahead": "/ahead", "Overlap": "/overlap",
+	"Delay": "/delay", "MaxWait": "/max_wait",
+}
+
+// fields says where a request put the fields of the queue values it
+// became, to name the one a queue.FieldError refuses.
+type fields struct {
+	prefix func(i int) string // item i's JSON pointer; nil for the body's
+	text   []bool             // item i gave payload_text rather than payload
+	pathID bool               // the ID is the path's, not a field of the body
+}
+
+// pointer is the JSON pointer of Go field field of item i; "" when the
+// body has no such field.
+func (f fields) pointer(i int, field string) string {
+	p := jsonFields[field]
+	switch {
+	case p == "" || field == "ID" && f.pathID:
+		return ""
+	case field == "Payload" && i < len(f.text) && f.text[i]:
+		p = "/payload_text"
+	}
+	if f.prefix != nil {
+		p = f.prefix(i) + p
+	}
+	return p
+}
+
+// named returns err naming the JSON field of the queue.FieldError it
+// holds, and ok false when it holds none the body has.
+func (f fields) named(err error) (_ error, ok bool) {
+	var fe *queue.FieldError
+	if !errors.As(err, &fe) {
+		return err, false
+	}
+	p := f.pointer(fe.Item, fe.Field)
+	if p == "" {
+		return err, false
+	}
+	// The pointer names the batch item; the detail need not.
+	return &fieldError{p, fe.Err}, true
 }

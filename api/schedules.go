@@ -4,9 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/timerq/timerq/internal/timefmt"
@@ -46,6 +44,10 @@ func readSpec(j scheduleSpecJSON, rec *queue.Recurring) error {
 	case j.Cron != nil && j.Every != nil:
 		return invalid(SlugInvalidSchedule, "/every", "both cron and every are given; give one")
 	case j.Cron != nil:
+		// The queue checks the spec; given empty, it would read none.
+		if *j.Cron == "" {
+			return invalid(SlugInvalidSchedule, "/cron", "cron is empty; give a cron spec such as \"*/5 * * * *\" or @daily")
+		}
 		rec.Spec = *j.Cron
 		if j.TZ != nil {
 			loc, err := time.LoadLocation(*j.TZ)
@@ -62,6 +64,10 @@ func readSpec(j scheduleSpecJSON, rec *queue.Recurring) error {
 		if err != nil {
 			return err
 		}
+		// The queue checks the interval; given as 0, it would read none.
+		if d == 0 {
+			return invalid(SlugInvalidSchedule, "/every", "every %q is zero; give an interval of 1ms or more, such as 90s", *j.Every)
+		}
 		rec.Every = d
 		if j.TZ != nil {
 			return invalid(SlugInvalidSchedule, "/tz", "tz goes with cron, not with every; drop it")
@@ -77,9 +83,9 @@ func readSpec(j scheduleSpecJSON, rec *queue.Recurring) error {
 	return nil
 }
 
-// toRecurring checks j and turns it into the schedule id.
-func (h *Handler) toRecurring(id string, j scheduleSpecJSON) (queue.Recurring, error) {
-	maxPayload := h.opts.Queue.MaxPayloadBytes
+// toRecurring reads j into the schedule id, which the queue checks
+// (timerError names the field it refuses).
+func toRecurring(id string, j scheduleSpecJSON) (queue.Recurring, error) {
 	rec := queue.Recurring{ID: id}
 	if err := readSpec(j, &rec); err != nil {
 		return rec, err
@@ -87,9 +93,6 @@ func (h *Handler) toRecurring(id string, j scheduleSpecJSON) (queue.Recurring, e
 	p, err := readPayload(j.Payload, j.PayloadText, "")
 	if err != nil {
 		return rec, err
-	}
-	if len(p) > maxPayload {
-		return rec, invalid(SlugPayloadTooLarge, payloadField(j.PayloadText), "the payload is %d bytes, over the limit of %d; keep large data elsewhere and put a reference in the payload", len(p), maxPayload)
 	}
 	rec.Payload = p
 	if j.CatchUp != nil {
@@ -127,19 +130,11 @@ func (h *Handler) toRecurring(id string, j scheduleSpecJSON) (queue.Recurring, e
 	if j.Ahead != nil {
 		rec.Ahead = *j.Ahead
 	}
-	if rec.Endpoint, rec.URL, err = h.readDeliver(j.Deliver, ""); err != nil {
+	if rec.Endpoint, rec.URL, err = readDeliver(j.Deliver, ""); err != nil {
 		return rec, err
 	}
-	if j.FlowKey != nil {
-		if err := queue.ValidateFlowKey(*j.FlowKey); err != nil {
-			return rec, &fieldError{"/flow_key", err}
-		}
-		rec.FlowKey = *j.FlowKey
-	}
-	if _, err := rec.Schedule(); err != nil {
-		return rec, &fieldError{"/" + map[bool]string{true: "cron", false: "every"}[rec.Spec != ""], err}
-	}
-	return rec, nil
+	rec.FlowKey, err = readFlowKey(j.FlowKey, "")
+	return rec, err
 }
 
 // ScheduleJSON is a recurring schedule as the API returns it: the shape of
@@ -216,12 +211,15 @@ func ToScheduleJSON(in queue.RecurringInfo) ScheduleJSON {
 
 // scheduleRequest is the body of POST .../schedules (its id in the
 // body) and of PUT .../schedules/{id}.
-type scheduleRequest struct{ rec queue.Recurring }
+type scheduleRequest struct {
+	rec queue.Recurring
+	f   fields
+}
 
 func (req *scheduleRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
 	var j newScheduleJSON
 	if id := r.PathValue("id"); id != "" {
-		j.ID = &id
+		j.ID, req.f.pathID = &id, true
 		if err := h.decode(w, r, &j.scheduleSpecJSON, false); err != nil {
 			return err
 		}
@@ -232,14 +230,15 @@ func (req *scheduleRequest) read(h *Handler, w http.ResponseWriter, r *http.Requ
 		return badRequest("/id", "the schedule has no id; give one, 1-%d bytes of UTF-8", queue.MaxRecurringIDBytes)
 	}
 	var err error
-	req.rec, err = h.toRecurring(*j.ID, j.scheduleSpecJSON)
+	req.rec, err = toRecurring(*j.ID, j.scheduleSpecJSON)
+	req.f.text = []bool{j.PayloadText != nil}
 	return err
 }
 
 func createSchedule(ctx context.Context, q *queue.Queue, req *scheduleRequest) (any, error) {
 	info, created, err := q.Recurring().Put(ctx, req.rec)
 	if err != nil {
-		return nil, scheduleEndpoint(err)
+		return nil, req.refused(err)
 	}
 	out := ToScheduleJSON(info)
 	out.Created = &created
@@ -249,21 +248,15 @@ func createSchedule(ctx context.Context, q *queue.Queue, req *scheduleRequest) (
 func updateSchedule(ctx context.Context, q *queue.Queue, req *scheduleRequest) (any, error) {
 	info, err := q.Recurring().Update(ctx, req.rec)
 	if err != nil {
-		return nil, scheduleEndpoint(err)
+		return nil, req.refused(err)
 	}
 	return ToScheduleJSON(info), nil
 }
 
-// scheduleEndpoint turns a schedule refused for a missing endpoint into a
-// 422 naming deliver.endpoint.
-func scheduleEndpoint(err error) error {
-	if errors.Is(err, queue.ErrTimerURLsOff) {
-		return &fieldError{"/deliver/url", err}
-	}
-	if !errors.Is(err, queue.ErrEndpointNotFound) {
-		return err
-	}
-	return invalid(SlugUnknownEndpoint, "/deliver/endpoint", "%s", strings.TrimPrefix(err.Error(), "timerq: "))
+// refused names the field a refusal of the schedule is about, as
+// timerError does for a timer delivering where the schedule does.
+func (req *scheduleRequest) refused(err error) error {
+	return timerError(err, []queue.NewTimer{{Endpoint: req.rec.Endpoint, URL: req.rec.URL}}, req.f)
 }
 
 // scheduleCall is a route that runs one call on the schedule of its path

@@ -15,7 +15,10 @@ import (
 )
 
 // newTimerRequest is the body of POST .../timers.
-type newTimerRequest struct{ t queue.NewTimer }
+type newTimerRequest struct {
+	t queue.NewTimer
+	f fields
+}
 
 func (req *newTimerRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
 	var j newTimerJSON
@@ -23,14 +26,15 @@ func (req *newTimerRequest) read(h *Handler, w http.ResponseWriter, r *http.Requ
 		return err
 	}
 	var err error
-	req.t, err = h.toNewTimer(j, "")
+	req.t, err = readNewTimer(j, "")
+	req.f = fields{text: []bool{j.PayloadText != nil}}
 	return err
 }
 
 func createTimer(ctx context.Context, q *queue.Queue, req *newTimerRequest) (any, error) {
 	res, err := q.ScheduleBatch(ctx, []queue.NewTimer{req.t})
 	if err != nil {
-		return nil, timerError(err, []queue.NewTimer{req.t}, func(int) string { return "" })
+		return nil, timerError(err, []queue.NewTimer{req.t}, req.f)
 	}
 	return createdReply(res[0].Created, created(res[0])), nil
 }
@@ -50,7 +54,10 @@ type batchResultJSON struct {
 }
 
 // batchRequest is the body of POST .../timers/batch.
-type batchRequest struct{ timers []queue.NewTimer }
+type batchRequest struct {
+	timers []queue.NewTimer
+	f      fields
+}
 
 func (req *batchRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
 	body, err := h.readBody(w, r, false)
@@ -70,11 +77,12 @@ func (req *batchRequest) read(h *Handler, w http.ResponseWriter, r *http.Request
 			"/timers"}
 	}
 	req.timers = make([]queue.NewTimer, len(b.Timers))
+	req.f = fields{prefix: func(i int) string { return "/timers/" + strconv.Itoa(i) }, text: make([]bool, len(b.Timers))}
 	for i, j := range b.Timers {
-		prefix := "/timers/" + strconv.Itoa(i)
-		if req.timers[i], err = h.toNewTimer(j, prefix); err != nil {
+		if req.timers[i], err = readNewTimer(j, req.f.prefix(i)); err != nil {
 			return err
 		}
+		req.f.text[i] = j.PayloadText != nil
 	}
 	return nil
 }
@@ -82,7 +90,7 @@ func (req *batchRequest) read(h *Handler, w http.ResponseWriter, r *http.Request
 func createTimers(ctx context.Context, q *queue.Queue, req *batchRequest) (any, error) {
 	res, err := q.ScheduleBatch(ctx, req.timers)
 	if err != nil {
-		return nil, timerError(err, req.timers, func(i int) string { return "/timers/" + strconv.Itoa(i) })
+		return nil, timerError(err, req.timers, req.f)
 	}
 	out := batchResultJSON{Timers: make([]TimerJSON, len(res))}
 	for i, r := range res {

@@ -118,10 +118,10 @@ type newTimerJSON struct {
 	FlowKey     *string         `json:"flow_key"`
 }
 
-// toNewTimer checks j and turns it into a queue.NewTimer; prefix is the
-// JSON pointer of j in the request ("" or "/timers/3").
-func (h *Handler) toNewTimer(j newTimerJSON, prefix string) (queue.NewTimer, error) {
-	maxPayload := h.opts.Queue.MaxPayloadBytes
+// readNewTimer reads j into a queue.NewTimer, which the queue checks
+// (timerError names the field it refuses); prefix is the JSON pointer of
+// j in the request ("" or "/timers/3").
+func readNewTimer(j newTimerJSON, prefix string) (queue.NewTimer, error) {
 	if j.ID == nil {
 		return queue.NewTimer{}, badRequest(prefix+"/id", "the timer has no id; give one, 1-256 bytes of UTF-8")
 	}
@@ -130,25 +130,17 @@ func (h *Handler) toNewTimer(j newTimerJSON, prefix string) (queue.NewTimer, err
 	if err != nil {
 		return queue.NewTimer{}, err
 	}
-	if len(payload) > maxPayload {
-		return queue.NewTimer{}, &fieldError{prefix + payloadField(j.PayloadText),
-			fmt.Errorf("%w: the payload is %d bytes, over the limit of %d", queue.ErrPayloadTooLarge, len(payload), maxPayload)}
-	}
 	due, rel, err := readDue(j.DueAt, j.In, prefix)
 	if err != nil {
 		return queue.NewTimer{}, err
 	}
-	endpoint, url, err := h.readDeliver(j.Deliver, prefix)
+	endpoint, url, err := readDeliver(j.Deliver, prefix)
 	if err != nil {
 		return queue.NewTimer{}, err
 	}
-	flowKey := ""
-	if j.FlowKey != nil {
-		// Checked here as well as by the queue, which takes "" for none.
-		flowKey = *j.FlowKey
-		if err := queue.ValidateFlowKey(flowKey); err != nil {
-			return queue.NewTimer{}, &fieldError{prefix + "/flow_key", err}
-		}
+	flowKey, err := readFlowKey(j.FlowKey, prefix)
+	if err != nil {
+		return queue.NewTimer{}, err
 	}
 	if rel != nil {
 		t := queue.NewTimerIn(id, *rel, payload)
@@ -158,11 +150,16 @@ func (h *Handler) toNewTimer(j newTimerJSON, prefix string) (queue.NewTimer, err
 	return queue.NewTimer{ID: id, Due: due, Payload: payload, Endpoint: endpoint, URL: url, FlowKey: flowKey}, nil
 }
 
-func payloadField(text *string) string {
-	if text != nil {
-		return "/payload_text"
+// readFlowKey reads a flow key, which the queue checks; given empty, which
+// the queue would take for none, it is refused.
+func readFlowKey(key *string, prefix string) (string, error) {
+	switch {
+	case key == nil:
+		return "", nil
+	case *key == "":
+		return "", invalid(SlugInvalidArgument, prefix+"/flow_key", "flow_key is empty; give 1-%d bytes of UTF-8 without control characters, or leave flow_key out for none", queue.MaxFlowKeyBytes)
 	}
-	return "/payload"
+	return *key, nil
 }
 
 // readPayload reads payload (base64) or payload_text.

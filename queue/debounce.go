@@ -152,16 +152,20 @@ func (q *Queue) debounce(ctx context.Context, key string, opts DebounceOptions, 
 		return DebounceResult{}, fmt.Errorf("%w: debounce key %q is %d bytes long; use at most %d, so that its window IDs (<key>@<ms>) fit in %d",
 			ErrInvalidID, key, len(key), MaxDebounceKeyBytes, MaxIDBytes)
 	}
-	delay, wait, err := debounceMillis(opts)
+	// A refused option is a FieldError naming the field of DebounceOptions.
+	refuse := func(field string, err error) error {
+		return &FieldError{Field: field, Err: errorf("debounce %q: %w", key, err)}
+	}
+	delay, wait, field, err := debounceMillis(opts)
 	if err != nil {
-		return DebounceResult{}, errorf("debounce %q: %w", key, err)
+		return DebounceResult{}, refuse(field, err)
 	}
 	if err := q.validatePayload(key, opts.Payload); err != nil {
-		return DebounceResult{}, errorf("debounce %q: %w", key, err)
+		return DebounceResult{}, refuse("Payload", err)
 	}
 	if opts.Endpoint != "" {
 		if err := ValidateEndpointName(opts.Endpoint); err != nil {
-			return DebounceResult{}, errorf("debounce %q: %w", key, err)
+			return DebounceResult{}, refuse("Endpoint", err)
 		}
 	}
 	keep := "0"
@@ -234,18 +238,18 @@ func (q *Queue) debounceResult(key string, reply any) (DebounceResult, error) {
 }
 
 // debounceMillis checks a call's Delay and MaxWait and returns them in
-// milliseconds, rounded up.
-func debounceMillis(o DebounceOptions) (delay, wait int64, err error) {
+// milliseconds, rounded up; on a refusal, field names the refused field.
+func debounceMillis(o DebounceOptions) (delay, wait int64, field string, err error) {
 	switch {
 	case o.Delay <= 0:
-		return 0, 0, fmt.Errorf("%w: the debounce delay is %v; use a positive delay, such as 5s", ErrInvalidOptions, o.Delay)
+		return 0, 0, "Delay", fmt.Errorf("%w: the debounce delay is %v; use a positive delay, such as 5s", ErrInvalidOptions, o.Delay)
 	case o.MaxWait <= 0:
-		return 0, 0, fmt.Errorf("%w: the debounce max wait is %v; use a positive max wait, at least the delay (%v)", ErrInvalidOptions, o.MaxWait, o.Delay)
+		return 0, 0, "MaxWait", fmt.Errorf("%w: the debounce max wait is %v; use a positive max wait, at least the delay (%v)", ErrInvalidOptions, o.MaxWait, o.Delay)
 	case o.MaxWait < o.Delay:
-		return 0, 0, fmt.Errorf("%w: the debounce max wait %v is shorter than the delay %v; use a max wait of at least the delay", ErrInvalidOptions, o.MaxWait, o.Delay)
+		return 0, 0, "MaxWait", fmt.Errorf("%w: the debounce max wait %v is shorter than the delay %v; use a max wait of at least the delay", ErrInvalidOptions, o.MaxWait, o.Delay)
 	case o.MaxWait > MaxDebounceWait:
-		return 0, 0, fmt.Errorf("%w: the debounce max wait %v is over the limit of %v; use a schedule for longer waits", ErrInvalidOptions, o.MaxWait, MaxDebounceWait)
+		return 0, 0, "MaxWait", fmt.Errorf("%w: the debounce max wait %v is over the limit of %v; use a schedule for longer waits", ErrInvalidOptions, o.MaxWait, MaxDebounceWait)
 	}
 	ceil := func(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
-	return ceil(o.Delay), ceil(o.MaxWait), nil
+	return ceil(o.Delay), ceil(o.MaxWait), "", nil
 }

@@ -109,12 +109,17 @@ var errorf = errtext.Errorf
 
 // FieldError is a refusal of one field of a value given to queue, so that
 // a caller that took the value from its own input (the HTTP API) can name
-// the input's field. Its text is Err's; errors.Is and errors.As see Err.
+// the input's field. Schedule, ScheduleBatch, Debounce and the
+// RecurringTimers calls that take a Recurring return one for each
+// refusal of a field. Its text is Err's; errors.Is and errors.As see Err.
 type FieldError struct {
 	// Item is the index of the refused timer in ScheduleBatch's timers;
 	// 0 outside a batch.
 	Item int
-	// Field is the Go name of the refused field of NewTimer: "ID".
+	// Field is the Go name of the refused field of the value: of NewTimer
+	// ("ID", "Due", "In", "Payload", "Endpoint", "URL", "FlowKey"), of
+	// Recurring ("Spec", "Every", "CatchUp", ...) or of DebounceOptions
+	// ("Delay", "MaxWait", "Payload", "Endpoint").
 	Field string
 	Err   error
 }

@@ -217,13 +217,15 @@ type body struct {
 	UpdatedMs int64  `json:"updated_ms"`
 }
 
-// validateRecurring checks r and fills in its defaults.
+// validateRecurring checks r and fills in its defaults. Each refusal is
+// a *FieldError naming the field of Recurring, so that a caller can name
+// the field of its own input.
 func (q *Queue) validateRecurring(r Recurring) (Recurring, error) {
 	if err := ValidateID(r.ID); err != nil {
-		return r, err
+		return r, &FieldError{Field: "ID", Err: err}
 	}
 	if len(r.ID) > MaxRecurringIDBytes {
-		return r, fmt.Errorf("%w: schedule ID is %d bytes long; use at most %d, so that its occurrences' IDs fit", ErrInvalidID, len(r.ID), MaxRecurringIDBytes)
+		return r, &FieldError{Field: "ID", Err: fmt.Errorf("%w: schedule ID is %d bytes long; use at most %d, so that its occurrences' IDs fit", ErrInvalidID, len(r.ID), MaxRecurringIDBytes)}
 	}
 	if err := r.checkTiming(); err != nil {
 		return r, err
@@ -238,15 +240,15 @@ func (q *Queue) validateRecurring(r Recurring) (Recurring, error) {
 		return r, err
 	}
 	if len(r.Payload) > q.opts.MaxPayloadBytes {
-		return r, fmt.Errorf("%w: schedule %q has %d bytes of payload, over the limit of %d; store large data elsewhere and keep a reference",
-			ErrPayloadTooLarge, r.ID, len(r.Payload), q.opts.MaxPayloadBytes)
+		return r, &FieldError{Field: "Payload", Err: fmt.Errorf("%w: schedule %q has %d bytes of payload, over the limit of %d; store large data elsewhere and keep a reference",
+			ErrPayloadTooLarge, r.ID, len(r.Payload), q.opts.MaxPayloadBytes)}
 	}
 	return r, nil
 }
 
-// invalid is an ErrInvalidSchedule naming r.
-func (r *Recurring) invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: schedule %q: "+format, append([]any{schedule.ErrInvalidSchedule, r.ID}, args...)...)
+// invalid is an ErrInvalidSchedule naming r, refusing its field.
+func (r *Recurring) invalid(field, format string, args ...any) error {
+	return &FieldError{Field: field, Err: fmt.Errorf("%w: schedule %q: "+format, append([]any{schedule.ErrInvalidSchedule, r.ID}, args...)...)}
 }
 
 // checkTiming checks that r has one of a cron Spec or an Every interval,
@@ -254,21 +256,21 @@ func (r *Recurring) invalid(format string, args ...any) error {
 func (r *Recurring) checkTiming() error {
 	switch {
 	case r.Spec == "" && r.Every == 0:
-		return r.invalid("set a cron Spec or an Every interval")
+		return r.invalid("Spec", "set a cron Spec or an Every interval")
 	case r.Spec != "" && r.Every != 0:
-		return r.invalid("set a cron Spec or an Every interval, not both")
+		return r.invalid("Every", "set a cron Spec or an Every interval, not both")
 	case r.Every != 0 && r.Location != nil:
-		return r.invalid("a Location applies to a cron Spec only; an interval is elapsed time")
+		return r.invalid("Location", "a Location applies to a cron Spec only; an interval is elapsed time")
 	case r.Every != 0 && r.Every < time.Millisecond:
-		return r.invalid("interval %v is below 1ms", r.Every)
+		return r.invalid("Every", "interval %v is below 1ms", r.Every)
 	case r.Spec == "" && !r.Anchor.IsZero() && ValidateDue(r.Anchor) != nil:
-		return r.invalid("Anchor %v is outside 1970-9999", r.Anchor)
+		return r.invalid("Anchor", "Anchor %v is outside 1970-9999", r.Anchor)
 	case r.Spec != "" && !r.Anchor.IsZero():
-		return r.invalid("Anchor applies to an Every interval only")
+		return r.invalid("Anchor", "Anchor applies to an Every interval only")
 	}
 	if r.Spec != "" {
 		if _, err := schedule.Parse(r.Spec, r.Location); err != nil {
-			return err
+			return &FieldError{Field: "Spec", Err: err}
 		}
 	}
 	return nil
@@ -282,17 +284,17 @@ func (r *Recurring) fillCatchUp() error {
 		r.CatchUp = CatchUpOnce
 	case CatchUpOnce, CatchUpSkip, CatchUpAll:
 	default:
-		return r.invalid("catch-up policy %q is not one of once, skip, all", r.CatchUp)
+		return r.invalid("CatchUp", "catch-up policy %q is not one of once, skip, all", r.CatchUp)
 	}
 	switch {
 	case r.CatchUpLimit < 0:
-		return r.invalid("CatchUpLimit %d is negative; use 0 for the default %d", r.CatchUpLimit, DefaultCatchUpLimit)
+		return r.invalid("CatchUpLimit", "CatchUpLimit %d is negative; use 0 for the default %d", r.CatchUpLimit, DefaultCatchUpLimit)
 	case r.CatchUpLimit == 0:
 		r.CatchUpLimit = DefaultCatchUpLimit
 	}
 	switch {
 	case r.Ahead < 0 || r.Ahead > MaxAhead:
-		return r.invalid("Ahead %d is outside 1..%d; use 0 for the default %d", r.Ahead, MaxAhead, DefaultAhead)
+		return r.invalid("Ahead", "Ahead %d is outside 1..%d; use 0 for the default %d", r.Ahead, MaxAhead, DefaultAhead)
 	case r.Ahead == 0:
 		r.Ahead = DefaultAhead
 	}
@@ -301,24 +303,27 @@ func (r *Recurring) fillCatchUp() error {
 
 // checkDelivery checks r's endpoint, flow key and delivery URL.
 func (q *Queue) checkDelivery(r Recurring) error {
+	refuse := func(field string, err error) error {
+		return &FieldError{Field: field, Err: errorf("schedule %q: %w", r.ID, err)}
+	}
 	if r.Endpoint != "" {
 		if err := ValidateEndpointName(r.Endpoint); err != nil {
-			return fmt.Errorf("schedule %q: %w", r.ID, err)
+			return refuse("Endpoint", err)
 		}
 	}
 	if r.FlowKey != "" {
 		if err := ValidateFlowKey(r.FlowKey); err != nil {
-			return fmt.Errorf("schedule %q: %w", r.ID, err)
+			return refuse("FlowKey", err)
 		}
 	}
 	if r.URL == "" {
 		return nil
 	}
 	if r.Endpoint == "" {
-		return fmt.Errorf("schedule %q: %w: a delivery URL needs an endpoint to take its secrets and policy from; set Endpoint", r.ID, ErrInvalidOptions)
+		return refuse("Endpoint", fmt.Errorf("%w: a delivery URL needs an endpoint to take its secrets and policy from; set Endpoint", ErrInvalidOptions))
 	}
 	if err := ValidateTimerURL(r.URL, q.opts.TimerURLAllow); err != nil {
-		return fmt.Errorf("schedule %q: %w", r.ID, err)
+		return refuse("URL", err)
 	}
 	return nil
 }
@@ -328,14 +333,17 @@ func (q *Queue) checkDelivery(r Recurring) error {
 func (r *Recurring) fillLimits() error {
 	ov, err := r.Overlap.normalize()
 	if err != nil {
-		return r.invalid("%v", err)
+		return r.invalid("Overlap", "%v", err)
 	}
 	r.Overlap = ov
-	if r.Jitter < 0 || r.MaxCount < 0 {
-		return r.invalid("Jitter and MaxCount must not be negative")
+	switch {
+	case r.Jitter < 0:
+		return r.invalid("Jitter", "Jitter %v is negative; use 0 for none", r.Jitter)
+	case r.MaxCount < 0:
+		return r.invalid("MaxCount", "MaxCount %d is negative; use 0 for no limit", r.MaxCount)
 	}
 	if !r.End.IsZero() && ValidateDue(r.End) != nil {
-		return r.invalid("End %v is outside 1970-9999", r.End)
+		return r.invalid("End", "End %v is outside 1970-9999", r.End)
 	}
 	return nil
 }

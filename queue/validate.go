@@ -79,7 +79,8 @@ func ValidateDue(due time.Time) error {
 // validateTimer checks one new timer against the queue's limits. Its ID
 // may not have an occurrence's form: a plain timer "x@<ms>" would be
 // adopted by a later schedule "x" as its own occurrence, with the planted
-// payload and due time.
+// payload and due time. Each refusal is a *FieldError naming the field of
+// NewTimer, so that a caller can name the field of its own input.
 func (q *Queue) validateTimer(t NewTimer) error {
 	if q.validated != nil {
 		q.validated(t)
@@ -90,37 +91,43 @@ func (q *Queue) validateTimer(t NewTimer) error {
 	if err := notOccurrence(t.ID); err != nil {
 		return &FieldError{Field: "ID", Err: err}
 	}
+	refuse := func(field string, err error) error {
+		return &FieldError{Field: field, Err: errorf("timer %q: %w", t.ID, err)}
+	}
 	switch {
 	case t.isRelative() && !t.Due.IsZero():
-		return fmt.Errorf("%w: timer %q has both Due and In; set one of them", ErrInvalidDue, t.ID)
+		return &FieldError{Field: "In", Err: fmt.Errorf("%w: timer %q has both Due and In; set one of them", ErrInvalidDue, t.ID)}
 	case t.isRelative():
 		if err := validateIn(t.In); err != nil {
-			return errorf("timer %q: %w", t.ID, err)
+			return refuse("In", err)
 		}
 	default:
 		if err := ValidateDue(t.Due); err != nil {
-			return errorf("timer %q: %w", t.ID, err)
+			return refuse("Due", err)
 		}
 	}
 	if t.Endpoint != "" {
 		if err := ValidateEndpointName(t.Endpoint); err != nil {
-			return errorf("timer %q: %w", t.ID, err)
+			return refuse("Endpoint", err)
 		}
 	}
 	if t.FlowKey != "" {
 		if err := ValidateFlowKey(t.FlowKey); err != nil {
-			return errorf("timer %q: %w", t.ID, err)
+			return refuse("FlowKey", err)
 		}
 	}
 	if t.URL != "" {
 		if t.Endpoint == "" {
-			return errorf("timer %q: %w: a delivery URL needs an endpoint to take its secrets and policy from; set Endpoint", t.ID, ErrInvalidOptions)
+			return refuse("Endpoint", fmt.Errorf("%w: a delivery URL needs an endpoint to take its secrets and policy from; set Endpoint", ErrInvalidOptions))
 		}
 		if err := ValidateTimerURL(t.URL, q.opts.TimerURLAllow); err != nil {
-			return errorf("timer %q: %w", t.ID, err)
+			return refuse("URL", err)
 		}
 	}
-	return q.validatePayload(t.ID, t.Payload)
+	if err := q.validatePayload(t.ID, t.Payload); err != nil {
+		return &FieldError{Field: "Payload", Err: err}
+	}
+	return nil
 }
 
 // notOccurrence refuses an occurrence-shaped ID for a plain timer, with
