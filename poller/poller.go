@@ -441,187 +441,254 @@ func (p *Poller) fatal(err error, stop context.CancelCauseFunc, what string) boo
 // not keeping up (it died, or is stuck), so the loop claims at the due
 // times themselves until a claim finds nothing to fire.
 func (l *shardLoop) run(ctx context.Context, stop context.CancelCauseFunc) {
-	p := l.p
-	timer := newWakeTimer()
-	defer timer.Stop()
-	var (
-		target    int64     // server µs the current sleep ends at
-		refServer int64     // server µs of the last claim
-		refLocal  time.Time // local instant that claim was sent
-		failures  int
-		eager     bool // this watcher's last claim fired timers
-	)
-	// lag is how long after a due time the loop claims, in µs.
-	lag := func() int64 {
-		if l.owner.Load() || eager {
-			return 0
-		}
-		return p.opts.Takeover.After.Microseconds()
-	}
+	c := &claimLoop{shardLoop: l, stop: stop, timer: newWakeTimer()}
+	defer c.timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-l.promoted:
-			if failures > 0 {
-				continue // backing off: the next claim comes with the backoff
-			}
-			target = 0
-			timer.Reset(0)
+			c.onPromoted()
 		case ev := <-l.events:
-			if failures > 0 {
-				continue // backing off: the next claim comes with the backoff
-			}
-			if ev.Subscribed {
-				// Confirmed, or resubscribed after a reconnect: wake messages
-				// published while unsubscribed are lost, so claim now.
-				target = 0
-				timer.Reset(0)
-				continue
-			}
-			// A due score: ms, with the microseconds as a fraction.
-			due, err := strconv.ParseFloat(ev.Payload, 64)
-			if err != nil {
-				continue
-			}
-			at := int64(math.Round(due*1000)) + lag()
-			if at >= target {
-				continue
-			}
-			target = at
-			serverNow := refServer + time.Since(refLocal).Microseconds()
-			timer.Reset(max(time.Duration(at-serverNow)*time.Microsecond, 0))
-		case <-timer.C:
-			timer.finish()
-			owner := l.owner.Load()
-			if !owner && !eager {
-				// A watcher claims only an overdue shard, whatever woke it:
-				// after its start, a (re)subscription or a failure too, it
-				// reads the head (a promotion makes it the owner, a backlog
-				// follows an eager claim). Claiming there fired the live
-				// owner's timers as they came due, and, taken for a late
-				// owner, made the watcher claim at the due times.
-				if refLocal.IsZero() {
-					// No claim has given the loop the server's clock yet.
-					sent := time.Now()
-					if now, err := p.rdb.Time(ctx).Result(); err == nil {
-						refServer, refLocal = now.UnixMicro(), sent
-					}
-				}
-				head, ok, err := l.peek(ctx)
-				serverNow := refServer + time.Since(refLocal).Microseconds()
-				switch {
-				case ctx.Err() != nil:
-					return
-				case err != nil:
-					// Claim instead: its errors are classified and backed off.
-					p.log.Debug("timerq: reading a watched shard's earliest due time failed; claiming it instead", "shard", l.shard, "err", err)
-				case !ok:
-					target = math.MaxInt64 // empty: a wake message announces the next timer
-					continue
-				case refLocal.IsZero():
-					// The server's clock is unknown (TIME failed): claim,
-					// whose errors are classified and backed off.
-				case head+lag() > serverNow:
-					target = head + lag()
-					timer.Reset(time.Duration(target-serverNow) * time.Microsecond)
-					continue
-				}
-			}
-			sent := time.Now()
-			res, err := p.claim(ctx, l.shard)
-			if err != nil && p.fatal(err, stop, "claim") {
+			c.onEvent(ev)
+		case <-c.timer.C:
+			if !c.onTimer(ctx) {
 				return
 			}
-			if err != nil {
-				failures++
-				d := p.backoff(failures)
-				reason := UnavailableReason(err)
-				if reason != "" && p.cluster {
-					// A failover: retry soon enough to resume right after
-					// the promotion (the client re-reads its slot map on
-					// these errors: queue.ReloadOnFailover).
-					d = min(d, backoff(p.opts.BackoffMin, max(p.opts.BackoffMin, FailoverBackoffMax), failures))
-				}
-				switch {
-				case !owner:
-					// The owner reports the shard's errors; a watcher's
-					// would repeat them once per worker.
-					p.log.Debug("timerq: claim of a watched shard failed; retrying", "shard", l.shard, "attempt", failures, "retry_in", d, "err", err)
-				case errors.Is(err, queue.ErrSlotMigrating):
-					// Only this shard's slot is moving: the others go on.
-					if h := p.opts.Hooks.Paused; h != nil {
-						h(l.shard, err)
-					}
-					p.log.Info("timerq: shard paused by a slot migration; retrying", "shard", l.shard, "retry_in", d, "err", err)
-				case reason != "":
-					if h := p.opts.Hooks.Unavailable; h != nil {
-						h(l.shard, err)
-					}
-					what := "cannot connect to the Redis node that serves it (the node is down; on a Cluster, until its replica is promoted)"
-					if reason == "cluster_down" {
-						what = "Redis Cluster answers CLUSTERDOWN (a master has failed and its replica is not yet promoted)"
-					}
-					p.log.Warn("timerq: shard paused: "+what+"; retrying", "shard", l.shard, "reason", reason, "attempt", failures, "retry_in", d, "err", err)
-				default:
-					p.log.Warn("timerq: claim failed; retrying", "shard", l.shard, "attempt", failures, "retry_in", d, "err", err)
-				}
-				target = 0
-				timer.Reset(d)
-				continue
-			}
-			if failures > 0 {
-				if owner {
-					p.log.Info("timerq: claims succeed again", "shard", l.shard, "failed_attempts", failures)
-				}
-				failures = 0
-			}
-			// The claim's clock to the microsecond, so that a sleep until
-			// the next due time does not add the millisecond's remainder.
-			clock := res.Clock
-			if clock.IsZero() {
-				clock = res.Now
-			}
-			refServer, refLocal = clock.UnixMicro(), sent
-			p.armFired(res)
-			if !owner {
-				if len(res.Fired) > 0 && !eager {
-					// Its owner fell Takeover.After behind: it died, or
-					// is stuck. Logged once per episode per watcher.
-					p.log.Info("timerq: took over an overdue shard another worker owns; its owner is late, dead or stuck", "shard", l.shard, "fired", len(res.Fired))
-				}
-				eager = len(res.Fired) > 0
-			}
-			if len(res.Fired) >= p.opts.BatchSize {
-				target = 0 // backlog: claim again at once
-				timer.Reset(0)
-				continue
-			}
-			var sleep time.Duration
-			switch {
-			case owner:
-				sleep = p.opts.MaxPollInterval
-				if !res.NextDue.IsZero() {
-					sleep = min(sleep, max(res.NextDue.Sub(clock), 0))
-				}
-			case res.NextDue.IsZero():
-				// Watching an empty shard: a wake message announces the
-				// next timer, so nothing to poll.
-				target = math.MaxInt64
-				timer.Stop()
-				continue
-			default:
-				sleep = max(res.NextDue.Sub(clock), 0) + time.Duration(lag())*time.Microsecond
-			}
-			if len(res.Fired) > 0 {
-				// Timers coming due faster than one per MinClaimInterval
-				// share a claim, which bounds the claims' cost to Redis.
-				sleep = max(sleep, p.opts.MinClaimInterval)
-			}
-			target = refServer + sleep.Microseconds()
-			timer.Reset(sleep - time.Since(refLocal))
 		}
 	}
+}
+
+// claimLoop is the state of one run of a shardLoop; only run's goroutine
+// touches it.
+type claimLoop struct {
+	*shardLoop
+	stop      context.CancelCauseFunc
+	timer     *wakeTimer
+	target    int64     // server µs the current sleep ends at
+	refServer int64     // server µs of the last claim
+	refLocal  time.Time // local instant that claim was sent
+	failures  int
+	eager     bool // this watcher's last claim fired timers
+}
+
+// lag is how long after a due time the loop claims, in µs.
+func (c *claimLoop) lag() int64 {
+	if c.owner.Load() || c.eager {
+		return 0
+	}
+	return c.p.opts.Takeover.After.Microseconds()
+}
+
+// serverNow is the server's clock now, in µs, as of the last claim.
+func (c *claimLoop) serverNow() int64 {
+	return c.refServer + time.Since(c.refLocal).Microseconds()
+}
+
+// claimNow sets the timer to claim at once.
+func (c *claimLoop) claimNow() {
+	c.target = 0
+	c.timer.Reset(0)
+}
+
+// onPromoted claims at once a shard the loop has just come to own.
+func (c *claimLoop) onPromoted() {
+	if c.failures > 0 {
+		return // backing off: the next claim comes with the backoff
+	}
+	c.claimNow()
+}
+
+// onEvent handles the shard's wake channel: a (re)subscription, or a due
+// time earlier than the one the loop sleeps until.
+func (c *claimLoop) onEvent(ev shardsub.Event) {
+	if c.failures > 0 {
+		return // backing off: the next claim comes with the backoff
+	}
+	if ev.Subscribed {
+		// Confirmed, or resubscribed after a reconnect: wake messages
+		// published while unsubscribed are lost, so claim now.
+		c.claimNow()
+		return
+	}
+	// A due score: ms, with the microseconds as a fraction.
+	due, err := strconv.ParseFloat(ev.Payload, 64)
+	if err != nil {
+		return
+	}
+	at := int64(math.Round(due*1000)) + c.lag()
+	if at >= c.target {
+		return
+	}
+	c.target = at
+	c.timer.Reset(max(time.Duration(at-c.serverNow())*time.Microsecond, 0))
+}
+
+// onTimer claims the shard when the timer ends, a watcher only if the
+// shard is overdue; it returns false when the loop is to stop.
+func (c *claimLoop) onTimer(ctx context.Context) bool {
+	c.timer.finish()
+	owner := c.owner.Load()
+	if !owner && !c.eager && !c.overdue(ctx) {
+		return ctx.Err() == nil
+	}
+	sent := time.Now()
+	res, err := c.p.claim(ctx, c.shard)
+	switch {
+	case err == nil:
+		c.claimed(res, sent, owner)
+	case c.p.fatal(err, c.stop, "claim"):
+		return false
+	default:
+		c.retry(err, owner)
+	}
+	return true
+}
+
+// overdue reports whether a watcher is to claim its shard now; if not, it
+// sets the timer for when the shard will be.
+//
+// A watcher claims only an overdue shard, whatever woke it: after its
+// start, a (re)subscription or a failure too, it reads the head (a
+// promotion makes it the owner, a backlog follows an eager claim).
+// Claiming there fired the live owner's timers as they came due, and,
+// taken for a late owner, made the watcher claim at the due times.
+func (c *claimLoop) overdue(ctx context.Context) bool {
+	if c.refLocal.IsZero() {
+		// No claim has given the loop the server's clock yet.
+		sent := time.Now()
+		if now, err := c.p.rdb.Time(ctx).Result(); err == nil {
+			c.refServer, c.refLocal = now.UnixMicro(), sent
+		}
+	}
+	head, ok, err := c.peek(ctx)
+	serverNow := c.serverNow()
+	switch {
+	case ctx.Err() != nil:
+		return false
+	case err != nil:
+		// Claim instead: its errors are classified and backed off.
+		c.p.log.Debug("timerq: reading a watched shard's earliest due time failed; claiming it instead", "shard", c.shard, "err", err)
+	case !ok:
+		c.target = math.MaxInt64 // empty: a wake message announces the next timer
+		return false
+	case c.refLocal.IsZero():
+		// The server's clock is unknown (TIME failed): claim, whose
+		// errors are classified and backed off.
+	case head+c.lag() > serverNow:
+		c.target = head + c.lag()
+		c.timer.Reset(time.Duration(c.target-serverNow) * time.Microsecond)
+		return false
+	}
+	return true
+}
+
+// retry reports a failed claim and sets the timer for the next attempt.
+func (c *claimLoop) retry(err error, owner bool) {
+	p := c.p
+	c.failures++
+	d := p.backoff(c.failures)
+	reason := UnavailableReason(err)
+	if reason != "" && p.cluster {
+		// A failover: retry soon enough to resume right after the
+		// promotion (the client re-reads its slot map on these errors:
+		// queue.ReloadOnFailover).
+		d = min(d, backoff(p.opts.BackoffMin, max(p.opts.BackoffMin, FailoverBackoffMax), c.failures))
+	}
+	switch {
+	case !owner:
+		// The owner reports the shard's errors; a watcher's would repeat
+		// them once per worker.
+		p.log.Debug("timerq: claim of a watched shard failed; retrying", "shard", c.shard, "attempt", c.failures, "retry_in", d, "err", err)
+	case errors.Is(err, queue.ErrSlotMigrating):
+		// Only this shard's slot is moving: the others go on.
+		if h := p.opts.Hooks.Paused; h != nil {
+			h(c.shard, err)
+		}
+		p.log.Info("timerq: shard paused by a slot migration; retrying", "shard", c.shard, "retry_in", d, "err", err)
+	case reason != "":
+		c.unavailable(err, reason, d)
+	default:
+		p.log.Warn("timerq: claim failed; retrying", "shard", c.shard, "attempt", c.failures, "retry_in", d, "err", err)
+	}
+	c.target = 0
+	c.timer.Reset(d)
+}
+
+// unavailable reports a claim that failed because the node serving the
+// shard is down or the Cluster is failing over.
+func (c *claimLoop) unavailable(err error, reason string, d time.Duration) {
+	p := c.p
+	if h := p.opts.Hooks.Unavailable; h != nil {
+		h(c.shard, err)
+	}
+	what := "cannot connect to the Redis node that serves it (the node is down; on a Cluster, until its replica is promoted)"
+	if reason == "cluster_down" {
+		what = "Redis Cluster answers CLUSTERDOWN (a master has failed and its replica is not yet promoted)"
+	}
+	p.log.Warn("timerq: shard paused: "+what+"; retrying", "shard", c.shard, "reason", reason, "attempt", c.failures, "retry_in", d, "err", err)
+}
+
+// claimed takes in a claim that succeeded, sent at sent: the server's
+// clock, the recurring timers it fired, and whether a watcher took over.
+func (c *claimLoop) claimed(res queue.ClaimResult, sent time.Time, owner bool) {
+	p := c.p
+	if c.failures > 0 {
+		if owner {
+			p.log.Info("timerq: claims succeed again", "shard", c.shard, "failed_attempts", c.failures)
+		}
+		c.failures = 0
+	}
+	// The claim's clock to the microsecond, so that a sleep until the next
+	// due time does not add the millisecond's remainder.
+	clock := res.Clock
+	if clock.IsZero() {
+		clock = res.Now
+	}
+	c.refServer, c.refLocal = clock.UnixMicro(), sent
+	p.armFired(res)
+	if !owner {
+		if len(res.Fired) > 0 && !c.eager {
+			// Its owner fell Takeover.After behind: it died, or is stuck.
+			// Logged once per episode per watcher.
+			p.log.Info("timerq: took over an overdue shard another worker owns; its owner is late, dead or stuck", "shard", c.shard, "fired", len(res.Fired))
+		}
+		c.eager = len(res.Fired) > 0
+	}
+	c.sleepAfter(res, clock, owner)
+}
+
+// sleepAfter sets the timer for the claim after res, whose server clock
+// is clock.
+func (c *claimLoop) sleepAfter(res queue.ClaimResult, clock time.Time, owner bool) {
+	p := c.p
+	if len(res.Fired) >= p.opts.BatchSize {
+		c.claimNow() // backlog: claim again at once
+		return
+	}
+	var sleep time.Duration
+	switch {
+	case owner:
+		sleep = p.opts.MaxPollInterval
+		if !res.NextDue.IsZero() {
+			sleep = min(sleep, max(res.NextDue.Sub(clock), 0))
+		}
+	case res.NextDue.IsZero():
+		// Watching an empty shard: a wake message announces the next
+		// timer, so nothing to poll.
+		c.target = math.MaxInt64
+		c.timer.Stop()
+		return
+	default:
+		sleep = max(res.NextDue.Sub(clock), 0) + time.Duration(c.lag())*time.Microsecond
+	}
+	if len(res.Fired) > 0 {
+		// Timers coming due faster than one per MinClaimInterval share a
+		// claim, which bounds the claims' cost to Redis.
+		sleep = max(sleep, p.opts.MinClaimInterval)
+	}
+	c.target = c.refServer + sleep.Microseconds()
+	c.timer.Reset(sleep - time.Since(c.refLocal))
 }
 
 // peek reads the shard's earliest due time, in server µs (due scores are

@@ -72,19 +72,21 @@ func StartClusterOpts(t testing.TB, cfg ClusterConfig) *Cluster {
 	c := &Cluster{tls: cfg.PKI != nil, ids: map[*Server]string{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	c.startNodes(t, ctx, cfg, n, total)
+	c.meetAndAssign(t, ctx)
+	c.replicate(t, ctx, cfg.ReplicasPerMaster, total)
+	c.waitAll(t, ctx, "cluster_state:ok with every role known", func(s *Server, cl *redis.Client) (bool, string) {
+		return c.ready(ctx, cl, n, total)
+	})
+	return c
+}
+
+// startNodes starts the total nodes of cfg, the first n to be masters,
+// and reads their cluster IDs.
+func (c *Cluster) startNodes(t testing.TB, ctx context.Context, cfg ClusterConfig, n, total int) {
+	t.Helper()
 	for i := range total {
-		ip := fmt.Sprintf("127.0.0.%d", i+1)
-		sc := Config{Bind: ip, ClusterBus: true, Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-announce-ip", ip}}
-		if cfg.NodeTimeout > 0 {
-			sc.Args = append(sc.Args, "--cluster-node-timeout", fmt.Sprint(cfg.NodeTimeout.Milliseconds()))
-		}
-		sc.Args = append(sc.Args, cfg.Args...)
-		if cfg.PKI != nil {
-			sc.TLS = cfg.PKI.ServerTLS(false, ip)
-			sc.Args = append(sc.Args, "--tls-cluster", "yes")
-		}
-		s := Start(t, sc)
+		s := Start(t, nodeConfig(cfg, fmt.Sprintf("127.0.0.%d", i+1)))
 		id, err := s.Client(t).Do(ctx, "CLUSTER", "MYID").Text()
 		if err != nil {
 			t.Fatalf("redistest: CLUSTER MYID on %s: %v", s.Addr(), err)
@@ -96,6 +98,27 @@ func StartClusterOpts(t testing.TB, cfg ClusterConfig) *Cluster {
 			c.Replicas = append(c.Replicas, s)
 		}
 	}
+}
+
+// nodeConfig is the Config of the cluster node that listens on ip.
+func nodeConfig(cfg ClusterConfig, ip string) Config {
+	sc := Config{Bind: ip, ClusterBus: true, Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		"--cluster-announce-ip", ip}}
+	if cfg.NodeTimeout > 0 {
+		sc.Args = append(sc.Args, "--cluster-node-timeout", fmt.Sprint(cfg.NodeTimeout.Milliseconds()))
+	}
+	sc.Args = append(sc.Args, cfg.Args...)
+	if cfg.PKI != nil {
+		sc.TLS = cfg.PKI.ServerTLS(false, ip)
+		sc.Args = append(sc.Args, "--tls-cluster", "yes")
+	}
+	return sc
+}
+
+// meetAndAssign joins every node to the first with CLUSTER MEET and
+// spreads the 16384 slots evenly over the masters.
+func (c *Cluster) meetAndAssign(t testing.TB, ctx context.Context) {
+	t.Helper()
 	all := c.All()
 	first := c.Nodes[0].Client(t)
 	for _, s := range all[1:] {
@@ -104,19 +127,27 @@ func StartClusterOpts(t testing.TB, cfg ClusterConfig) *Cluster {
 			t.Fatalf("redistest: CLUSTER MEET %s: %v", s.Addr(), err)
 		}
 	}
+	n := len(c.Nodes)
 	for i, s := range c.Nodes {
 		lo, hi := i*16384/n, (i+1)*16384/n-1
 		if err := s.Client(t).Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
 			t.Fatalf("redistest: CLUSTER ADDSLOTSRANGE on %s: %v", s.Addr(), err)
 		}
 	}
+}
+
+// replicate makes each replica follow its master once every node knows
+// the total, and waits until each is in sync and its master lists it
+// online.
+func (c *Cluster) replicate(t testing.TB, ctx context.Context, perMaster, total int) {
+	t.Helper()
 	// A replica can follow only a master it knows: wait for the gossip.
 	c.waitAll(t, ctx, "every node known", func(s *Server, cl *redis.Client) (bool, string) {
 		info, err := cl.ClusterInfo(ctx).Result()
 		return err == nil && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", total)), fmt.Sprint(info, err)
 	})
 	for i, s := range c.Replicas {
-		m := c.Nodes[i/cfg.ReplicasPerMaster]
+		m := c.Nodes[i/perMaster]
 		if err := s.Client(t).Do(ctx, "CLUSTER", "REPLICATE", c.ids[m]).Err(); err != nil {
 			t.Fatalf("redistest: CLUSTER REPLICATE %s on %s: %v", m.Addr(), s.Addr(), err)
 		}
@@ -130,41 +161,49 @@ func StartClusterOpts(t testing.TB, cfg ClusterConfig) *Cluster {
 	}
 	// A master lists a replica state=online only after the replica saw
 	// its link up: the state queue.SetReplicas counts as in sync.
-	if cfg.ReplicasPerMaster > 0 {
+	if perMaster > 0 {
 		for _, m := range c.Nodes {
 			c.waitNode(t, ctx, m, "replicas online", func(cl *redis.Client) (bool, string) {
 				info, err := cl.Info(ctx, "replication").Result()
-				return err == nil && strings.Count(info, "state=online") == cfg.ReplicasPerMaster, fmt.Sprint(info, err)
+				return err == nil && strings.Count(info, "state=online") == perMaster, fmt.Sprint(info, err)
 			})
 		}
 	}
-	c.waitAll(t, ctx, "cluster_state:ok with every role known", func(s *Server, cl *redis.Client) (bool, string) {
-		info, err := cl.ClusterInfo(ctx).Result()
-		if err != nil || !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", total)) {
-			return false, fmt.Sprint(info, err)
+}
+
+// ready reports whether the node of cl sees cluster_state:ok, all total
+// nodes, and n masters and every replica in their roles.
+func (c *Cluster) ready(ctx context.Context, cl *redis.Client, n, total int) (bool, string) {
+	info, err := cl.ClusterInfo(ctx).Result()
+	if err != nil || !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", total)) {
+		return false, fmt.Sprint(info, err)
+	}
+	nodes, err := cl.ClusterNodes(ctx).Result()
+	if err != nil {
+		return false, err.Error()
+	}
+	masters, replicas := countRoles(nodes)
+	return masters == n && replicas == len(c.Replicas), nodes
+}
+
+// countRoles counts the healthy masters and replicas of a CLUSTER NODES
+// reply.
+func countRoles(nodes string) (masters, replicas int) {
+	for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
 		}
-		nodes, err := cl.ClusterNodes(ctx).Result()
-		if err != nil {
-			return false, err.Error()
+		flags := "," + f[2] + ","
+		switch {
+		case strings.Contains(flags, ",fail") || strings.Contains(flags, ",handshake,") || strings.Contains(flags, ",noaddr,"):
+		case strings.Contains(flags, ",master,"):
+			masters++
+		case strings.Contains(flags, ",slave,"):
+			replicas++
 		}
-		masters, replicas := 0, 0
-		for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
-			f := strings.Fields(line)
-			if len(f) < 3 {
-				continue
-			}
-			flags := "," + f[2] + ","
-			switch {
-			case strings.Contains(flags, ",fail") || strings.Contains(flags, ",handshake,") || strings.Contains(flags, ",noaddr,"):
-			case strings.Contains(flags, ",master,"):
-				masters++
-			case strings.Contains(flags, ",slave,"):
-				replicas++
-			}
-		}
-		return masters == n && replicas == len(c.Replicas), nodes
-	})
-	return c
+	}
+	return masters, replicas
 }
 
 // All returns every node as started: the masters, then the replicas.

@@ -315,201 +315,265 @@ func (p *workerPool) stop(handle func(taskRun)) {
 	}
 }
 
-func runCoordinator() {
-	scenario := flag.String("scenario", "steady", "steady|burst")
-	addr := flag.String("redis", "", "address of a private, empty redis-server (required)")
-	workers := flag.Int("workers", 4, "worker processes, one asynq.Server each")
-	concurrency := flag.Int("concurrency", 10, "asynq Config.Concurrency per worker")
-	delayedInterval := flag.Duration("delayed-interval", 0, "asynq Config.DelayedTaskCheckInterval (0 = asynq default, 5s)")
-	taskCheckInterval := flag.Duration("task-check-interval", 0, "asynq Config.TaskCheckInterval (0 = asynq default, 1s)")
-	rate := flag.Int("rate", 2000, "steady: tasks coming due per second")
-	duration := flag.Duration("duration", 10*time.Second, "steady: how long tasks come due")
-	lead := flag.Duration("lead", 0, "steady: enqueue this long before due (0 = 3s); burst: the due instant is the next whole second at least this long after start (0 = 5s)")
-	tasks := flag.Int("tasks", 100000, "burst: tasks due at the one instant")
-	enqueueGoroutines := flag.Int("enqueue-goroutines", 16, "burst: goroutines calling Enqueue on the one Client")
-	lostAfter := flag.Duration("lost-after", 60*time.Second, "a task not run this long after the last due time is lost")
-	dupWait := flag.Duration("dup-wait", 2*time.Second, "after every task ran, keep listening this long for duplicates")
+// options are the coordinator's flags.
+type options struct {
+	scenario, addr                                       string
+	workers, concurrency, rate, tasks, enqueueGoroutines int
+	delayedInterval, taskCheckInterval                   time.Duration
+	duration, lead, lostAfter, dupWait                   time.Duration
+}
+
+// parseFlags reads the coordinator's flags, exiting with status 2 on a bad
+// one.
+func parseFlags() options {
+	var o options
+	flag.StringVar(&o.scenario, "scenario", "steady", "steady|burst")
+	flag.StringVar(&o.addr, "redis", "", "address of a private, empty redis-server (required)")
+	flag.IntVar(&o.workers, "workers", 4, "worker processes, one asynq.Server each")
+	flag.IntVar(&o.concurrency, "concurrency", 10, "asynq Config.Concurrency per worker")
+	flag.DurationVar(&o.delayedInterval, "delayed-interval", 0, "asynq Config.DelayedTaskCheckInterval (0 = asynq default, 5s)")
+	flag.DurationVar(&o.taskCheckInterval, "task-check-interval", 0, "asynq Config.TaskCheckInterval (0 = asynq default, 1s)")
+	flag.IntVar(&o.rate, "rate", 2000, "steady: tasks coming due per second")
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "steady: how long tasks come due")
+	flag.DurationVar(&o.lead, "lead", 0, "steady: enqueue this long before due (0 = 3s); burst: the due instant is the next whole second at least this long after start (0 = 5s)")
+	flag.IntVar(&o.tasks, "tasks", 100000, "burst: tasks due at the one instant")
+	flag.IntVar(&o.enqueueGoroutines, "enqueue-goroutines", 16, "burst: goroutines calling Enqueue on the one Client")
+	flag.DurationVar(&o.lostAfter, "lost-after", 60*time.Second, "a task not run this long after the last due time is lost")
+	flag.DurationVar(&o.dupWait, "dup-wait", 2*time.Second, "after every task ran, keep listening this long for duplicates")
 	flag.Parse()
-	if *addr == "" {
+	if o.addr == "" {
 		fmt.Fprintln(os.Stderr, "-redis is required")
 		os.Exit(2)
 	}
-	if *scenario != "steady" && *scenario != "burst" {
-		fmt.Fprintln(os.Stderr, "unknown -scenario:", *scenario)
+	if o.scenario != "steady" && o.scenario != "burst" {
+		fmt.Fprintln(os.Stderr, "unknown -scenario:", o.scenario)
 		os.Exit(2)
 	}
-	if (*scenario == "steady" && int64(*rate)*int64(*duration) < int64(time.Second)) || (*scenario == "burst" && *tasks < 1) {
+	if (o.scenario == "steady" && int64(o.rate)*int64(o.duration) < int64(time.Second)) || (o.scenario == "burst" && o.tasks < 1) {
 		fmt.Fprintln(os.Stderr, "no tasks: check -tasks, -rate and -duration")
 		os.Exit(2)
 	}
+	return o
+}
 
+// window is what a scenario's enqueue phase leaves for the measurement:
+// every task's due time and where the measured window starts.
+type window struct {
+	dues     []int64 // Unix ns, indexed by task id
+	cpuStart float64
+	start    time.Time
+}
+
+func runCoordinator() {
+	o := parseFlags()
 	ctx := context.Background()
 	loadavg, _ := os.ReadFile("/proc/loadavg")
 	// Its own connection, used only for INFO cpu and the emptiness check.
-	rc := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 2})
+	rc := redis.NewClient(&redis.Options{Addr: o.addr, PoolSize: 2})
 	if size, err := rc.DBSize(ctx).Result(); err != nil || size != 0 {
 		fmt.Fprintln(os.Stderr, "redis not empty or unreachable:", size, err)
 		os.Exit(1)
 	}
 
-	pool := startWorkers(*workers, []string{"-redis", *addr, "-concurrency", strconv.Itoa(*concurrency),
-		"-delayed-interval", delayedInterval.String(), "-task-check-interval", taskCheckInterval.String()})
+	pool := startWorkers(o.workers, []string{"-redis", o.addr, "-concurrency", strconv.Itoa(o.concurrency),
+		"-delayed-interval", o.delayedInterval.String(), "-task-check-interval", o.taskCheckInterval.String()})
 	time.Sleep(1 * time.Second) // let the servers settle: heartbeats registered, loops idle
 
-	client := asynq.NewClient(asynq.RedisClientOpt{Addr: *addr})
-	res := result{
-		Peer: "asynq " + asynqVersion(), Scenario: *scenario, Workers: *workers, Concurrency: *concurrency,
-		DelayedInterval: "5s (default)", TaskCheckInterval: "1s (default)", LoadAvg: strings.TrimSpace(string(loadavg)),
-	}
-	if *delayedInterval != 0 {
-		res.DelayedInterval = delayedInterval.String()
-	}
-	if *taskCheckInterval != 0 {
-		res.TaskCheckInterval = taskCheckInterval.String()
-	}
-
-	var dues []int64 // Unix ns, indexed by task id
-	var cpuStart float64
-	var windowStart time.Time
-	switch *scenario {
+	client := asynq.NewClient(asynq.RedisClientOpt{Addr: o.addr})
+	res := newResult(o, strings.TrimSpace(string(loadavg)))
+	var w window
+	switch o.scenario {
 	case "steady":
-		if *lead == 0 {
-			*lead = 3 * time.Second
-		}
-		total := int(int64(*rate) * int64(*duration) / int64(time.Second))
-		res.LeadSeconds = lead.Seconds()
-		res.EnqueueMode = "client.Enqueue(task, asynq.ProcessAt(due)), one call per task, sequential, producer wakes every 2 ms"
-		// Dues on whole milliseconds, as in timerbench steady; the 50 ms
-		// leaves time to read INFO cpu before the first enqueue.
-		firstDueMs := time.Now().Add(50*time.Millisecond).UnixMilli() + lead.Milliseconds()
-		dues = make([]int64, total)
-		for i := range dues {
-			dues[i] = (firstDueMs + int64(i)*1000/int64(*rate)) * int64(time.Millisecond)
-		}
-		cpuStart = redisCPUSeconds(ctx, rc)
-		windowStart = time.Now()
-		next := 0
-		var maxLag time.Duration
-		for next < total {
-			now := time.Now()
-			for next < total && dues[next]-int64(*lead) <= now.UnixNano() {
-				task := asynq.NewTask(taskType, encodePayload(uint64(next), dues[next]))
-				if _, err := client.Enqueue(task, asynq.ProcessAt(time.Unix(0, dues[next]))); err != nil {
-					panic(err)
-				}
-				// How far this enqueue finished behind its plan (due − lead).
-				if lag := time.Since(time.Unix(0, dues[next]-int64(*lead))); lag > maxLag {
-					maxLag = lag
-				}
-				next++
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-		res.EnqueueSeconds = time.Since(windowStart).Seconds()
-		res.EnqueuePerSec = float64(total) / res.EnqueueSeconds
-		res.MaxEnqueueLagMs = float64(maxLag) / 1e6
+		w = runSteady(ctx, o, rc, client, &res)
 	case "burst":
-		if *lead == 0 {
-			*lead = 5 * time.Second
-		}
-		total := *tasks
-		// asynq stores scheduled times in whole seconds, so an instant
-		// inside a second would let it fire the burst early (README,
-		// caveats); both harnesses put the instant on a whole second.
-		dueAt := time.Now().Add(*lead).Truncate(time.Second).Add(time.Second)
-		res.LeadSeconds = time.Until(dueAt).Seconds()
-		due := dueAt.UnixNano()
-		dues = make([]int64, total)
-		for i := range dues {
-			dues[i] = due
-		}
-		res.EnqueueMode = fmt.Sprintf("client.Enqueue(task, asynq.ProcessAt(due)), one call per task, %d goroutines sharing one asynq.Client (asynq has no bulk enqueue)", *enqueueGoroutines)
-		enqueueStart := time.Now()
-		var nextID atomic.Int64
-		var wg sync.WaitGroup
-		for range *enqueueGoroutines {
-			wg.Go(func() {
-				for {
-					i := nextID.Add(1) - 1
-					if i >= int64(total) {
-						return
-					}
-					task := asynq.NewTask(taskType, encodePayload(uint64(i), due))
-					if _, err := client.Enqueue(task, asynq.ProcessAt(dueAt)); err != nil {
-						panic(err)
-					}
-				}
-			})
-		}
-		wg.Wait()
-		res.EnqueueSeconds = time.Since(enqueueStart).Seconds()
-		res.EnqueuePerSec = float64(total) / res.EnqueueSeconds
-		if time.Until(dueAt) < 200*time.Millisecond {
-			res.Note = fmt.Sprintf("enqueue ended only %v before the due instant: raise -lead", time.Until(dueAt))
-		}
-		time.Sleep(time.Until(dueAt))
-		cpuStart = redisCPUSeconds(ctx, rc)
-		windowStart = time.Now()
+		w = runBurst(ctx, o, rc, client, &res)
 	}
-	total := len(dues)
+	total := len(w.dues)
 	res.Tasks = total
-	lastDue := dues[total-1]
 
-	// Per task: how often it ran and when it first started.
-	firstStart := make([]int64, total)
-	runs := make([]int32, total)
-	seen := 0
-	var earliestStart, latestStart int64 = math.MaxInt64, 0
-	handle := func(r taskRun) {
-		if r.id >= uint64(total) {
-			return
-		}
-		runs[r.id]++
-		if runs[r.id] == 1 {
-			firstStart[r.id] = r.start
-			seen++
-			latestStart = max(latestStart, r.start)
-			earliestStart = min(earliestStart, r.start)
-		}
-	}
-	lostDeadline := time.After(time.Until(time.Unix(0, lastDue).Add(*lostAfter)))
-collect:
-	for seen < total {
-		select {
-		case r := <-pool.runs:
-			handle(r)
-		case <-lostDeadline:
-			break collect
-		}
-	}
+	t := newTally(total)
+	t.collect(pool.runs, time.Until(time.Unix(0, w.dues[total-1]).Add(o.lostAfter)))
 	cpuEnd := redisCPUSeconds(ctx, rc)
 	windowEnd := time.Now()
-	dupDeadline := time.After(*dupWait)
-listenForDuplicates:
-	for {
-		select {
-		case r := <-pool.runs:
-			handle(r)
-		case <-dupDeadline:
-			break listenForDuplicates
-		}
-	}
-	pool.stop(handle)
+	t.listen(pool.runs, o.dupWait)
+	pool.stop(t.handle)
 
-	res.WindowRedisCPUSeconds = cpuEnd - cpuStart
-	res.WindowWallSeconds = windowEnd.Sub(windowStart).Seconds()
+	res.WindowRedisCPUSeconds = cpuEnd - w.cpuStart
+	res.WindowWallSeconds = windowEnd.Sub(w.start).Seconds()
 	res.RedisCPUMicrosPerTask = res.WindowRedisCPUSeconds * 1e6 / float64(total)
 	res.RedisCoresUsed = res.WindowRedisCPUSeconds / res.WindowWallSeconds
+	t.summarize(&res, w.dues, o.scenario == "burst")
+	b, _ := json.Marshal(res)
+	fmt.Println(string(b))
+}
+
+// newResult returns the result's description of the run.
+func newResult(o options, loadavg string) result {
+	res := result{
+		Peer: "asynq " + asynqVersion(), Scenario: o.scenario, Workers: o.workers, Concurrency: o.concurrency,
+		DelayedInterval: "5s (default)", TaskCheckInterval: "1s (default)", LoadAvg: loadavg,
+	}
+	if o.delayedInterval != 0 {
+		res.DelayedInterval = o.delayedInterval.String()
+	}
+	if o.taskCheckInterval != 0 {
+		res.TaskCheckInterval = o.taskCheckInterval.String()
+	}
+	return res
+}
+
+// runSteady enqueues the steady scenario's tasks, each -lead before it is
+// due; its window starts just before the first enqueue.
+func runSteady(ctx context.Context, o options, rc *redis.Client, client *asynq.Client, res *result) window {
+	lead := o.lead
+	if lead == 0 {
+		lead = 3 * time.Second
+	}
+	total := int(int64(o.rate) * int64(o.duration) / int64(time.Second))
+	res.LeadSeconds = lead.Seconds()
+	res.EnqueueMode = "client.Enqueue(task, asynq.ProcessAt(due)), one call per task, sequential, producer wakes every 2 ms"
+	// Dues on whole milliseconds, as in timerbench steady; the 50 ms
+	// leaves time to read INFO cpu before the first enqueue.
+	firstDueMs := time.Now().Add(50*time.Millisecond).UnixMilli() + lead.Milliseconds()
+	dues := make([]int64, total)
+	for i := range dues {
+		dues[i] = (firstDueMs + int64(i)*1000/int64(o.rate)) * int64(time.Millisecond)
+	}
+	w := window{dues: dues, cpuStart: redisCPUSeconds(ctx, rc), start: time.Now()}
+	next := 0
+	var maxLag time.Duration
+	for next < total {
+		now := time.Now()
+		for next < total && dues[next]-int64(lead) <= now.UnixNano() {
+			task := asynq.NewTask(taskType, encodePayload(uint64(next), dues[next]))
+			if _, err := client.Enqueue(task, asynq.ProcessAt(time.Unix(0, dues[next]))); err != nil {
+				panic(err)
+			}
+			// How far this enqueue finished behind its plan (due − lead).
+			if lag := time.Since(time.Unix(0, dues[next]-int64(lead))); lag > maxLag {
+				maxLag = lag
+			}
+			next++
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	res.EnqueueSeconds = time.Since(w.start).Seconds()
+	res.EnqueuePerSec = float64(total) / res.EnqueueSeconds
+	res.MaxEnqueueLagMs = float64(maxLag) / 1e6
+	return w
+}
+
+// runBurst enqueues the burst scenario's tasks, all due at one whole
+// second; its window starts at that instant.
+func runBurst(ctx context.Context, o options, rc *redis.Client, client *asynq.Client, res *result) window {
+	lead := o.lead
+	if lead == 0 {
+		lead = 5 * time.Second
+	}
+	total := o.tasks
+	// asynq stores scheduled times in whole seconds, so an instant
+	// inside a second would let it fire the burst early (README,
+	// caveats); both harnesses put the instant on a whole second.
+	dueAt := time.Now().Add(lead).Truncate(time.Second).Add(time.Second)
+	res.LeadSeconds = time.Until(dueAt).Seconds()
+	due := dueAt.UnixNano()
+	dues := make([]int64, total)
+	for i := range dues {
+		dues[i] = due
+	}
+	res.EnqueueMode = fmt.Sprintf("client.Enqueue(task, asynq.ProcessAt(due)), one call per task, %d goroutines sharing one asynq.Client (asynq has no bulk enqueue)", o.enqueueGoroutines)
+	enqueueStart := time.Now()
+	var nextID atomic.Int64
+	var wg sync.WaitGroup
+	for range o.enqueueGoroutines {
+		wg.Go(func() {
+			for {
+				i := nextID.Add(1) - 1
+				if i >= int64(total) {
+					return
+				}
+				task := asynq.NewTask(taskType, encodePayload(uint64(i), due))
+				if _, err := client.Enqueue(task, asynq.ProcessAt(dueAt)); err != nil {
+					panic(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	res.EnqueueSeconds = time.Since(enqueueStart).Seconds()
+	res.EnqueuePerSec = float64(total) / res.EnqueueSeconds
+	if time.Until(dueAt) < 200*time.Millisecond {
+		res.Note = fmt.Sprintf("enqueue ended only %v before the due instant: raise -lead", time.Until(dueAt))
+	}
+	time.Sleep(time.Until(dueAt))
+	return window{dues: dues, cpuStart: redisCPUSeconds(ctx, rc), start: time.Now()}
+}
+
+// tally counts, per task, how often it ran and when it first started.
+type tally struct {
+	firstStart                 []int64
+	runs                       []int32
+	seen                       int
+	earliestStart, latestStart int64
+}
+
+func newTally(total int) *tally {
+	return &tally{firstStart: make([]int64, total), runs: make([]int32, total), earliestStart: math.MaxInt64}
+}
+
+// handle counts one run.
+func (t *tally) handle(r taskRun) {
+	if r.id >= uint64(len(t.runs)) {
+		return
+	}
+	t.runs[r.id]++
+	if t.runs[r.id] == 1 {
+		t.firstStart[r.id] = r.start
+		t.seen++
+		t.latestStart = max(t.latestStart, r.start)
+		t.earliestStart = min(t.earliestStart, r.start)
+	}
+}
+
+// collect counts runs until every task has run, or for at most lostAfter.
+func (t *tally) collect(runs <-chan taskRun, lostAfter time.Duration) {
+	lostDeadline := time.After(lostAfter)
+	for t.seen < len(t.runs) {
+		select {
+		case r := <-runs:
+			t.handle(r)
+		case <-lostDeadline:
+			return
+		}
+	}
+}
+
+// listen counts the runs that come in d, the duplicates.
+func (t *tally) listen(runs <-chan taskRun, d time.Duration) {
+	dupDeadline := time.After(d)
+	for {
+		select {
+		case r := <-runs:
+			t.handle(r)
+		case <-dupDeadline:
+			return
+		}
+	}
+}
+
+// summarize fills in res's losses, duplicates, lateness and, for a burst,
+// its span.
+func (t *tally) summarize(res *result, dues []int64, burst bool) {
 	var lateness []float64 // ms, signed
-	for i := range total {
+	for i, n := range t.runs {
 		switch {
-		case runs[i] == 0:
+		case n == 0:
 			res.Lost++
 			continue
-		case runs[i] > 1:
-			res.Duplicates += int(runs[i] - 1)
+		case n > 1:
+			res.Duplicates += int(n - 1)
 		}
-		late := float64(firstStart[i]-dues[i]) / 1e6
+		late := float64(t.firstStart[i]-dues[i]) / 1e6
 		if late < 0 {
 			res.Early++
 			res.EarlyMaxMs = max(res.EarlyMaxMs, -late)
@@ -521,11 +585,10 @@ listenForDuplicates:
 	if len(lateness) > 0 {
 		res.LateMaxMs = lateness[len(lateness)-1]
 	}
-	if *scenario == "burst" && seen > 0 {
-		res.SpanSeconds = float64(latestStart-dues[0]) / 1e9
+	if burst && t.seen > 0 {
+		total := len(dues)
+		res.SpanSeconds = float64(t.latestStart-dues[0]) / 1e9
 		res.FiresPerSec = float64(total) / res.SpanSeconds
-		res.FirstFireAfterDueMs = float64(earliestStart-dues[0]) / 1e6
+		res.FirstFireAfterDueMs = float64(t.earliestStart-dues[0]) / 1e6
 	}
-	b, _ := json.Marshal(res)
-	fmt.Println(string(b))
 }

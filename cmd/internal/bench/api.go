@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -87,28 +88,16 @@ type APIResult struct {
 	Checks
 }
 
-func (c *APIConfig) defaults() {
-	if c.Duration == 0 {
-		c.Duration = 10 * time.Second
-	}
-	if c.Conns == 0 {
-		c.Conns = 64
-	}
-	if c.BatchConns == 0 {
-		c.BatchConns = 4
-	}
-	if c.WaitRate == 0 {
-		c.WaitRate = 2000
-	}
-	if c.WaitEvery == 0 {
-		c.WaitEvery = 20
-	}
-	if c.Waiters == 0 {
-		c.Waiters = 10_000
-	}
-	if c.ConsumeEvents == 0 {
-		c.ConsumeEvents = 50_000
-	}
+// withDefaults fills in the zero fields of cfg.
+func (cfg APIConfig) withDefaults() APIConfig {
+	cfg.Duration = cmp.Or(cfg.Duration, 10*time.Second)
+	cfg.Conns = cmp.Or(cfg.Conns, 64)
+	cfg.BatchConns = cmp.Or(cfg.BatchConns, 4)
+	cfg.WaitRate = cmp.Or(cfg.WaitRate, 2000)
+	cfg.WaitEvery = cmp.Or(cfg.WaitEvery, 20)
+	cfg.Waiters = cmp.Or(cfg.Waiters, 10_000)
+	cfg.ConsumeEvents = cmp.Or(cfg.ConsumeEvents, 50_000)
+	return cfg
 }
 
 // apiClient is the load generator's side of one API replica.
@@ -149,23 +138,13 @@ func (c *apiClient) do(ctx context.Context, method, path string, body []byte, ou
 // open long polls, and pull consumption, each beside the Go API's figure
 // where there is one. cfg.Workers claim; one more process serves the API.
 func (e *Env) API(ctx context.Context, cfg APIConfig) (*APIResult, error) {
-	cfg.defaults()
-	if e.cfg.Workers < 1 {
-		return nil, fmt.Errorf("bench: api needs --workers 1 or more, to fire the timers it waits on")
-	}
-	if err := e.wipe(ctx); err != nil {
-		return nil, err
-	}
-	q, err := e.queue(e.rdb)
+	cfg = cfg.withDefaults()
+	st, err := e.prepare(ctx, setup{name: "api", startWorkers: true, why: ", to fire the timers it waits on"})
 	if err != nil {
 		return nil, err
 	}
-	defer q.Close()
-	ws, err := e.startWorkers(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer ws.stop()
+	defer st.close()
+	q := st.q
 	api, c, err := e.startAPIReplica(ctx, cfg.Waiters+cfg.Conns)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package bench
 // The ceiling and burst scenarios: many timers due at once.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -33,23 +34,23 @@ type CeilingResult struct {
 	Checks
 }
 
+// withDefaults fills in the zero fields of cfg.
+func (cfg CeilingConfig) withDefaults() CeilingConfig {
+	cfg.Timers = cmp.Or(cfg.Timers, 100_000)
+	cfg.Limit = cmp.Or(cfg.Limit, queue.MaxBatch)
+	return cfg
+}
+
 // Ceiling schedules cfg.Timers timers already due and claims them with
 // queue.Engine.Claim in a loop from one connection.
 func (e *Env) Ceiling(ctx context.Context, cfg CeilingConfig) (*CeilingResult, error) {
-	if cfg.Timers == 0 {
-		cfg.Timers = 100_000
-	}
-	if cfg.Limit == 0 {
-		cfg.Limit = queue.MaxBatch
-	}
-	if err := e.wipe(ctx); err != nil {
-		return nil, err
-	}
-	q, closeQ, err := e.ownQueue("timerbench-ceiling", 1)
+	cfg = cfg.withDefaults()
+	st, err := e.prepare(ctx, setup{name: "ceiling", client: "timerbench-ceiling", pool: 1})
 	if err != nil {
 		return nil, err
 	}
-	defer closeQ()
+	defer st.close()
+	q := st.q
 	if _, err := q.Engine().Claim(ctx, 1); err != nil { // loads the script
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -111,32 +112,24 @@ type BurstResult struct {
 	CeilingRatio    float64 `json:"ceiling_ratio"`
 }
 
+// withDefaults fills in the zero fields of cfg.
+func (cfg BurstConfig) withDefaults() BurstConfig {
+	cfg.Timers = cmp.Or(cfg.Timers, 100_000)
+	cfg.Lead = cmp.Or(cfg.Lead, 5*time.Second)
+	return cfg
+}
+
 // Burst schedules cfg.Timers timers due at one instant a few seconds ahead
 // from one client, lets the workers fire them, and then measures the
 // ceiling with as many timers for ceiling_ratio.
 func (e *Env) Burst(ctx context.Context, cfg BurstConfig) (*BurstResult, error) {
-	if cfg.Timers == 0 {
-		cfg.Timers = 100_000
-	}
-	if cfg.Lead == 0 {
-		cfg.Lead = 5 * time.Second
-	}
-	if e.cfg.Workers < 1 {
-		return nil, fmt.Errorf("bench: burst needs --workers 1 or more")
-	}
-	if err := e.wipe(ctx); err != nil {
-		return nil, err
-	}
-	q, err := e.queue(e.rdb)
+	cfg = cfg.withDefaults()
+	st, err := e.prepare(ctx, setup{name: "burst", startWorkers: true})
 	if err != nil {
 		return nil, err
 	}
-	defer q.Close()
-	ws, err := e.startWorkers(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer ws.stop()
+	defer st.close()
+	q, ws := st.q, st.ws
 	run := rand.Uint32()
 	due := e.serverNow().Add(cfg.Lead).Truncate(time.Millisecond)
 	expected := make(map[string]bool, cfg.Timers)

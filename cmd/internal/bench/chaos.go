@@ -114,25 +114,17 @@ func (e *Env) Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) 
 	if err := e.checkChaos(cfg); err != nil {
 		return nil, err
 	}
-	if err := e.wipe(ctx); err != nil {
-		return nil, err
-	}
 	shards := max(cfg.Shards, 1)
-	if shards > 1 {
-		if _, err := queue.CreateNamespace(ctx, e.rdb, e.cfg.Namespace, shards); err != nil {
-			return nil, fmt.Errorf("bench: chaos: %w", err)
-		}
-	}
-	q, closeQ, err := e.ownQueue("timerbench-chaos", 0)
+	st, err := e.prepare(ctx, setup{name: "chaos", startWorkers: true, client: "timerbench-chaos", shards: shards})
 	if err != nil {
 		return nil, err
 	}
-	defer closeQ()
-	c, err := e.newChaosRun(ctx, q, cfg, shards)
+	defer st.close()
+	q := st.q
+	c, err := e.newChaosRun(ctx, st, cfg, shards)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { c.ws.stop() }()
 
 	octx, stopObservers := context.WithCancel(ctx)
 	defer stopObservers()
@@ -228,23 +220,14 @@ type crashOutcome struct {
 	err  error
 }
 
-// newChaosRun reads the namespace's layout, starts the workers and fixes
-// the timers' due times.
-func (e *Env) newChaosRun(ctx context.Context, q *queue.Queue, cfg ChaosConfig, shards int) (*chaosRun, error) {
+// newChaosRun reads the namespace's layout and fixes the timers' due
+// times.
+func (e *Env) newChaosRun(ctx context.Context, st *stage, cfg ChaosConfig, shards int) (*chaosRun, error) {
+	q := st.q
 	if _, err := q.Inspect().Shards(ctx); err != nil { // reads the layout the key names below need
 		return nil, fmt.Errorf("bench: chaos: %w", err)
 	}
-	var ws *workers
-	var err error
-	if shards > 1 {
-		ws, err = e.startShardWorkers(ctx, q)
-	} else {
-		ws, err = e.startWorkers(ctx)
-	}
-	if err != nil {
-		return nil, err
-	}
-	c := &chaosRun{e: e, cfg: cfg, q: q, ws: ws,
+	c := &chaosRun{e: e, cfg: cfg, q: q, ws: st.ws,
 		streams: make([]string, shards), dues: make([]string, shards),
 		live:  &liveTail{seen: make(map[string]fireEvent)},
 		wakes: &wakeCount{n: make(map[string]int)},

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -113,32 +114,22 @@ type benchCluster struct {
 	nodes []*redis.Client
 }
 
+// withDefaults fills in the zero fields of cfg.
+func (cfg ClusterConfig) withDefaults() ClusterConfig {
+	cfg.Masters = cmp.Or(cfg.Masters, 3)
+	cfg.Shards = cmp.Or(cfg.Shards, 16)
+	cfg.Timers = cmp.Or(cfg.Timers, 100_000)
+	cfg.Lead = cmp.Or(cfg.Lead, 5*time.Second)
+	cfg.Workers = cmp.Or(cfg.Workers, 2)
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, 256)
+	cfg.IdleFor = cmp.Or(cfg.IdleFor, 5*time.Second)
+	cfg.Log = cmp.Or(cfg.Log, io.Discard)
+	return cfg
+}
+
 // Cluster runs the cluster scenario.
 func Cluster(ctx context.Context, cfg ClusterConfig) (_ *ClusterResult, err error) {
-	if cfg.Masters == 0 {
-		cfg.Masters = 3
-	}
-	if cfg.Shards == 0 {
-		cfg.Shards = 16
-	}
-	if cfg.Timers == 0 {
-		cfg.Timers = 100_000
-	}
-	if cfg.Lead == 0 {
-		cfg.Lead = 5 * time.Second
-	}
-	if cfg.Workers == 0 {
-		cfg.Workers = 2
-	}
-	if cfg.BatchSize == 0 {
-		cfg.BatchSize = 256
-	}
-	if cfg.IdleFor == 0 {
-		cfg.IdleFor = 5 * time.Second
-	}
-	if cfg.Log == nil {
-		cfg.Log = io.Discard
-	}
+	cfg = cfg.withDefaults()
 	if cfg.Masters < 1 || cfg.Masters > 16 || cfg.Shards < 1 || cfg.Shards > queue.MaxShards {
 		return nil, fmt.Errorf("bench: --cluster %d (1..16) or --shards %d (1..%d) out of range", cfg.Masters, cfg.Shards, queue.MaxShards)
 	}

@@ -10,6 +10,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -84,30 +85,30 @@ type Env struct {
 	tracing    *tracing // nil unless Config.Trace
 }
 
+// withDefaults fills in the zero fields of cfg and refuses a bad one.
+func (cfg Config) withDefaults() (Config, error) {
+	cfg.Namespace = cmp.Or(cfg.Namespace, "bench")
+	cfg.Workers = cmp.Or(cfg.Workers, 4)
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, 256)
+	cfg.Log = cmp.Or(cfg.Log, io.Discard)
+	if err := queue.ValidateNamespace(cfg.Namespace); err != nil {
+		return cfg, fmt.Errorf("bench: --namespace: %w", err)
+	}
+	if cfg.Workers < 0 {
+		return cfg, fmt.Errorf("bench: --workers %d is negative; use 1 or more", cfg.Workers)
+	}
+	if cfg.BatchSize < 1 || cfg.BatchSize > queue.MaxBatch {
+		return cfg, fmt.Errorf("bench: --batch-size %d is outside 1..%d", cfg.BatchSize, queue.MaxBatch)
+	}
+	return cfg, nil
+}
+
 // Open connects to (or starts) the Redis, refuses a non-empty database
 // unless cfg.Force, and wipes it. The first scenario that needs workers
 // builds timerworker unless cfg.WorkerBin names one.
 func Open(ctx context.Context, cfg Config) (_ *Env, err error) {
-	if cfg.Namespace == "" {
-		cfg.Namespace = "bench"
-	}
-	if err := queue.ValidateNamespace(cfg.Namespace); err != nil {
-		return nil, fmt.Errorf("bench: --namespace: %w", err)
-	}
-	if cfg.Workers == 0 {
-		cfg.Workers = 4
-	}
-	if cfg.Workers < 0 {
-		return nil, fmt.Errorf("bench: --workers %d is negative; use 1 or more", cfg.Workers)
-	}
-	if cfg.BatchSize == 0 {
-		cfg.BatchSize = 256
-	}
-	if cfg.BatchSize < 1 || cfg.BatchSize > queue.MaxBatch {
-		return nil, fmt.Errorf("bench: --batch-size %d is outside 1..%d", cfg.BatchSize, queue.MaxBatch)
-	}
-	if cfg.Log == nil {
-		cfg.Log = io.Discard
+	if cfg, err = cfg.withDefaults(); err != nil {
+		return nil, err
 	}
 	e := &Env{cfg: cfg, url: cfg.RedisURL}
 	defer func() {

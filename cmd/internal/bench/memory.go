@@ -3,6 +3,7 @@ package bench
 // The memory and scale scenarios: what pending timers cost.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -34,17 +35,22 @@ type MemoryResult struct {
 	MemoryRatio float64 `json:"memory_ratio"`
 }
 
+// withDefaults fills in the zero fields of cfg.
+func (cfg MemoryConfig) withDefaults() MemoryConfig {
+	cfg.Timers = cmp.Or(cfg.Timers, 1_000_000)
+	return cfg
+}
+
 // Memory measures INFO used_memory per pending timer, then per member of a
 // bare sorted set of the same IDs and scores.
 func (e *Env) Memory(ctx context.Context, cfg MemoryConfig) (*MemoryResult, error) {
-	if cfg.Timers == 0 {
-		cfg.Timers = 1_000_000
-	}
-	q, err := e.queue(e.rdb)
+	cfg = cfg.withDefaults()
+	st, err := e.prepare(ctx, setup{name: "memory"})
 	if err != nil {
 		return nil, err
 	}
-	defer q.Close()
+	defer st.close()
+	q := st.q
 	run := rand.Uint32()
 	base := e.serverNow().Add(365 * 24 * time.Hour)
 	dueOf := func(i int) time.Time { return base.Add(time.Duration(i) * time.Millisecond) }
@@ -52,9 +58,6 @@ func (e *Env) Memory(ctx context.Context, cfg MemoryConfig) (*MemoryResult, erro
 	used := func() (float64, error) {
 		time.Sleep(200 * time.Millisecond) // let client buffers drain
 		return e.info(ctx, "memory", "used_memory")
-	}
-	if err := e.wipe(ctx); err != nil {
-		return nil, err
 	}
 	// Load the script so its cache does not count.
 	if _, err := q.Engine().Claim(ctx, 1); err != nil {
@@ -140,26 +143,28 @@ type ScaleResult struct {
 	Checks
 }
 
-// Scale fills the queue with far-future timers up to each level in turn
-// and at each claims cfg.Due pre-due timers from one connection.
-func (e *Env) Scale(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) {
+// withDefaults fills in the zero fields of cfg.
+func (cfg ScaleConfig) withDefaults() ScaleConfig {
 	if len(cfg.Pending) == 0 {
 		cfg.Pending = []int{10_000, 1_000_000, 10_000_000}
 	}
+	cfg.Due = cmp.Or(cfg.Due, 100_000)
+	return cfg
+}
+
+// Scale fills the queue with far-future timers up to each level in turn
+// and at each claims cfg.Due pre-due timers from one connection.
+func (e *Env) Scale(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) {
+	cfg = cfg.withDefaults()
 	if !slices.IsSorted(cfg.Pending) {
 		return nil, fmt.Errorf("bench: scale: --pending %v must be ascending", cfg.Pending)
 	}
-	if cfg.Due == 0 {
-		cfg.Due = 100_000
-	}
-	if err := e.wipe(ctx); err != nil {
-		return nil, err
-	}
-	q, closeQ, err := e.ownQueue("timerbench-scale", 1)
+	st, err := e.prepare(ctx, setup{name: "scale", client: "timerbench-scale", pool: 1})
 	if err != nil {
 		return nil, err
 	}
-	defer closeQ()
+	defer st.close()
+	q := st.q
 	fq, err := e.queue(e.rdb)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -54,33 +55,27 @@ type RecurringResult struct {
 	Checks
 }
 
+// withDefaults fills in the zero fields of cfg.
+func (cfg RecurringConfig) withDefaults() RecurringConfig {
+	cfg.Schedules = cmp.Or(cfg.Schedules, 10_000)
+	cfg.Every = cmp.Or(cfg.Every, time.Second)
+	cfg.Warmup = cmp.Or(cfg.Warmup, 5*time.Second)
+	cfg.Duration = cmp.Or(cfg.Duration, 20*time.Second)
+	return cfg
+}
+
 // Recurring creates cfg.Schedules interval schedules, their anchors spread
 // evenly over one interval, lets the workers fire them, and measures a
 // window of the fire stream.
 func (e *Env) Recurring(ctx context.Context, cfg RecurringConfig) (*RecurringResult, error) {
-	if cfg.Schedules == 0 {
-		cfg.Schedules = 10_000
-	}
-	if cfg.Every == 0 {
-		cfg.Every = time.Second
-	}
-	if cfg.Warmup == 0 {
-		cfg.Warmup = 5 * time.Second
-	}
-	if cfg.Duration == 0 {
-		cfg.Duration = 20 * time.Second
-	}
-	if e.cfg.Workers < 1 {
-		return nil, fmt.Errorf("bench: recurring needs --workers 1 or more")
-	}
-	if err := e.wipe(ctx); err != nil {
-		return nil, err
-	}
-	q, err := e.queue(e.rdb)
+	cfg = cfg.withDefaults()
+	// The workers start once the schedules are made and measured.
+	st, err := e.prepare(ctx, setup{name: "recurring", needWorkers: true})
 	if err != nil {
 		return nil, err
 	}
-	defer q.Close()
+	defer st.close()
+	q := st.q
 	mem0, err := e.info(ctx, "memory", "used_memory")
 	if err != nil {
 		return nil, err

@@ -2,7 +2,10 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/timerq/timerq/queue"
 )
 
 // Common are the fields every result carries, to say what bounds it.
@@ -43,4 +46,72 @@ func (w window) end(ctx context.Context, name string) Common {
 		RedisCPUS: round3(w.e.redisCPU(ctx) - w.redis),
 		BenchCPUS: round3(selfCPU() - w.cpu),
 	}
+}
+
+// setup is what a scenario asks of prepare.
+type setup struct {
+	name string // the scenario, for errors
+	// needWorkers refuses --workers 0, with why (if set) in the error;
+	// startWorkers also starts them. A scenario that measures something
+	// before the workers run starts them itself.
+	needWorkers, startWorkers bool
+	why                       string
+	// client, if set, puts the queue on a Redis client of its own so
+	// named, with pool connections (0: go-redis's default); else it is on
+	// the bench's client.
+	client string
+	pool   int
+	// shards, above 1, creates the namespace with that many shards.
+	shards int
+}
+
+// stage is what prepare readied: a queue of the bench's namespace in the
+// wiped database and, if asked for, the running timerworkers.
+type stage struct {
+	q     *queue.Queue
+	ws    *workers
+	close func() // stops the workers, then closes the queue
+}
+
+// prepare readies the database for a scenario, in the same steps for
+// every one: it checks --workers, wipes the database, creates a sharded
+// namespace, opens the queue and starts the workers. The caller defers
+// st.close.
+func (e *Env) prepare(ctx context.Context, s setup) (*stage, error) {
+	if (s.needWorkers || s.startWorkers) && e.cfg.Workers < 1 {
+		return nil, fmt.Errorf("bench: %s needs --workers 1 or more%s", s.name, s.why)
+	}
+	if err := e.wipe(ctx); err != nil {
+		return nil, err
+	}
+	if s.shards > 1 {
+		if _, err := queue.CreateNamespace(ctx, e.rdb, e.cfg.Namespace, s.shards); err != nil {
+			return nil, fmt.Errorf("bench: %s: %w", s.name, err)
+		}
+	}
+	st := &stage{}
+	var err error
+	if s.client != "" {
+		st.q, st.close, err = e.ownQueue(s.client, s.pool)
+	} else if st.q, err = e.queue(e.rdb); err == nil {
+		st.close = func() { st.q.Close() }
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !s.startWorkers {
+		return st, nil
+	}
+	if s.shards > 1 {
+		st.ws, err = e.startShardWorkers(ctx, st.q)
+	} else {
+		st.ws, err = e.startWorkers(ctx)
+	}
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	closeQ := st.close
+	st.close = func() { st.ws.stop(); closeQ() }
+	return st, nil
 }

@@ -3,6 +3,7 @@ package bench
 // The steady scenario: a constant rate of timers coming due.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -57,46 +58,34 @@ type SteadyResult struct {
 	SpansExported int64 `json:"spans_exported"`
 }
 
+// withDefaults fills in the zero fields of cfg.
+func (cfg SteadyConfig) withDefaults() SteadyConfig {
+	cfg.Rate = cmp.Or(cfg.Rate, 10_000)
+	cfg.Duration = cmp.Or(cfg.Duration, 20*time.Second)
+	cfg.Lead = cmp.Or(cfg.Lead, 3*time.Second)
+	cfg.WakeEvery = cmp.Or(cfg.WakeEvery, 20)
+	return cfg
+}
+
 // Steady schedules cfg.Rate timers per second, each cfg.Lead before it is
 // due, for cfg.Duration, and measures lateness from the fire stream and
 // wake latency from a sample of Wait-ers in this process.
 func (e *Env) Steady(ctx context.Context, cfg SteadyConfig) (*SteadyResult, error) {
-	if cfg.Rate == 0 {
-		cfg.Rate = 10_000
-	}
-	if cfg.Duration == 0 {
-		cfg.Duration = 20 * time.Second
-	}
-	if cfg.Lead == 0 {
-		cfg.Lead = 3 * time.Second
-	}
-	if cfg.WakeEvery == 0 {
-		cfg.WakeEvery = 20
-	}
-	if e.cfg.Workers < 1 {
-		return nil, fmt.Errorf("bench: steady needs --workers 1 or more")
-	}
+	cfg = cfg.withDefaults()
 	if cfg.Rate < 1 || cfg.Duration < 0 || cfg.WakeEvery < 1 {
 		return nil, fmt.Errorf("bench: steady: --rate, --duration and --wake-every must be positive")
 	}
-	if err := e.wipe(ctx); err != nil {
-		return nil, err
-	}
-	q, err := e.queue(e.rdb)
+	st, err := e.prepare(ctx, setup{name: "steady", startWorkers: true})
 	if err != nil {
 		return nil, err
 	}
-	defer q.Close()
+	defer st.close()
+	q, ws := st.q, st.ws
 	wq, closeQ, err := e.ownQueue("timerbench-waiters", 0)
 	if err != nil {
 		return nil, err
 	}
 	defer closeQ()
-	ws, err := e.startWorkers(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer ws.stop()
 
 	run := rand.Uint32()
 	total := int(float64(cfg.Rate) * cfg.Duration.Seconds())

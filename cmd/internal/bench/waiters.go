@@ -3,6 +3,7 @@ package bench
 // The waiters scenario: many concurrent Wait calls in one process.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -47,40 +48,30 @@ type WaitersResult struct {
 	Checks
 }
 
+// withDefaults fills in the zero fields of cfg.
+func (cfg WaitersConfig) withDefaults() WaitersConfig {
+	cfg.Waiters = cmp.Or(cfg.Waiters, 100_000)
+	cfg.Lead = cmp.Or(cfg.Lead, 10*time.Second)
+	cfg.Spread = cmp.Or(cfg.Spread, 5*time.Second)
+	return cfg
+}
+
 // Waiters blocks cfg.Waiters goroutines in Queue.Wait on one client while
 // the workers fire their timers.
 func (e *Env) Waiters(ctx context.Context, cfg WaitersConfig) (*WaitersResult, error) {
-	if cfg.Waiters == 0 {
-		cfg.Waiters = 100_000
-	}
-	if cfg.Lead == 0 {
-		cfg.Lead = 10 * time.Second
-	}
-	if cfg.Spread == 0 {
-		cfg.Spread = 5 * time.Second
-	}
-	if e.cfg.Workers < 1 {
-		return nil, fmt.Errorf("bench: waiters needs --workers 1 or more")
-	}
-	if err := e.wipe(ctx); err != nil {
-		return nil, err
-	}
-	q, err := e.queue(e.rdb)
+	cfg = cfg.withDefaults()
+	st, err := e.prepare(ctx, setup{name: "waiters", startWorkers: true})
 	if err != nil {
 		return nil, err
 	}
-	defer q.Close()
+	defer st.close()
+	q, ws := st.q, st.ws
 	const name = "timerbench-waiters"
 	wq, closeQ, err := e.ownQueue(name, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer closeQ()
-	ws, err := e.startWorkers(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer ws.stop()
 
 	n := cfg.Waiters
 	run := rand.Uint32()
