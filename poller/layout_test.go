@@ -85,6 +85,7 @@ func TestPollerFollowsNamespaceCreatedLater(t *testing.T) {
 // worker's claims and the application's schedules are refused with
 // ErrNotReplicated. Before, both kept the setting they read at start.
 func TestPollerFollowsReplicasSetLater(t *testing.T) {
+	t.Parallel() // a server of its own; see docs/development.md, "Loops"
 	srv := redistest.Start(t, redistest.Config{})
 	rdb := srv.Client(t)
 	ctx := context.Background()

@@ -58,6 +58,7 @@ func (h *holders) count() int {
 // neither extend nor release) another takes over within the lock expiry.
 // Purging also runs: settled records past their retention disappear.
 func TestMaintenanceOneHolderAndTakeover(t *testing.T) {
+	t.Parallel() // a server of its own; see docs/development.md, "Loops"
 	srv := redistest.Start(t, redistest.Config{})
 	ns := redistest.Namespace(t)
 	// The holder extends every expiry/3 and loses the lock when it stalls

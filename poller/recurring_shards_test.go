@@ -157,6 +157,7 @@ func TestPollersFireRecurringOnShardedNamespace(t *testing.T) {
 // before arming the next. Two pollers, each owning half the shards, repair
 // the schedules of their own shards, and the schedules fire on.
 func TestPollersRepairShardedSchedulesAfterACrash(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newShardedQueue(t, b.Client, 4)

@@ -28,6 +28,7 @@ import (
 // An unsharded namespace's one shard has an owner too, and is taken over
 // the same way.
 func TestNonOwnerClaimsOverdueShard(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	for _, shards := range []int{16, 1} {
 		t.Run(fmt.Sprint("shards", shards), func(t *testing.T) { testNonOwnerClaimsOverdueShard(t, shards) })
 	}

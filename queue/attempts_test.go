@@ -16,6 +16,7 @@ import (
 // keeps the last AttemptLogLen entries, reads back field for field, and
 // expires with the namespace's retention.
 func TestDeliveryAttemptLog(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{Retention: time.Hour})

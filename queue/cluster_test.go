@@ -359,6 +359,7 @@ func TestListMergesShards(t *testing.T) {
 // fires, not only on its periodic pass: with Block at 20 s, an event fired
 // after the first pass is handled within seconds.
 func TestConsumeShardsWakeOnFires(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		ns := redistest.Namespace(t)

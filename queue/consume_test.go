@@ -79,6 +79,7 @@ func pendingIn(t *testing.T, b *redistest.Backend, q *queue.Queue, group string)
 }
 
 func TestConsumeDeliversEveryEventOnce(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		q := newQueue(t, b, queue.Options{})
 		const n = 300
@@ -126,6 +127,7 @@ func TestConsumeDeliversEveryEventOnce(t *testing.T) {
 // (its ctx cancelled, no ack); another consumer reclaims the event after
 // ClaimIdle, as delivery 2, and no event is lost.
 func TestConsumeRedeliversFromKilledConsumer(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		q := newQueue(t, b, queue.Options{})
 		o := queue.ConsumeOptions{ClaimIdle: 300 * time.Millisecond, Block: 50 * time.Millisecond}

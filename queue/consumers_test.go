@@ -16,6 +16,7 @@ import (
 // deliveries; Inactive is known exactly where the server
 // reports it (Redis 7.2+, miniredis). An unknown group has none.
 func TestConsumers(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	forEachLayout(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})

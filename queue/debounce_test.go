@@ -278,6 +278,7 @@ func TestDebounceBadInputWritesNothing(t *testing.T) {
 // exactly once, never before its last call's delay nor after its first
 // call's max wait, by the server's clock.
 func TestDebounceRace(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})

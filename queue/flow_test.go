@@ -166,6 +166,7 @@ func TestFlowBadPoliciesRefused(t *testing.T) {
 // run out: another consumer then gets the flow's fires, and never more at
 // once than the bound.
 func TestFlowCrashedConsumerFreesSlotsWithinLease(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		q := newQueue(t, b, queue.Options{})
 		putFlow(t, q, queue.FlowPolicy{Key: "k", Rate: 1000, Period: time.Second, MaxInFlight: 2})
@@ -212,6 +213,7 @@ func leaseFlow(t *testing.T, q *queue.Queue, consumer string, o queue.LeaseOptio
 // consumers: five consumers never run more than two handlers of one key
 // at once, and every event is handled once.
 func TestFlowConsumeHoldsInFlight(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		q := newQueue(t, b, queue.Options{})
 		putFlow(t, q, queue.FlowPolicy{Key: "k", Rate: 1000, Period: time.Second, MaxInFlight: 2})
@@ -374,6 +376,7 @@ func TestFlowDeliveryIDRoundTrip(t *testing.T) {
 // endpoint (and the timer's own URL) or without one, through the claim and, with replicas, through
 // hold and commit; the deliveries hash goes with the fire.
 func TestFlowKeyReachesTheFireEntry(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	check := func(t *testing.T, c redis.UniversalClient, q *queue.Queue) {
 		t.Helper()
 		ctx := context.Background()
@@ -492,6 +495,7 @@ func TestFlowKeyOfARecurringSchedule(t *testing.T) {
 // a policy put later: it switches to Lease within about a second, so a
 // key's in-flight bound holds across its consumers from then on.
 func TestFlowConsumeFollowsAPolicyPutLater(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		q := newQueue(t, b, queue.Options{})
 		var mu sync.Mutex

@@ -20,6 +20,7 @@ import (
 // one, and a queue that writes nothing reads the new layout within about a
 // second.
 func TestLayoutFollowsNamespaceCreatedLater(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		ns := redistest.Namespace(t)
@@ -110,6 +111,7 @@ func TestLayoutFollowsNamespaceCreatedLater(t *testing.T) {
 // created reads the 16 shard streams once it is created with 16 shards:
 // every fire reaches it.
 func TestConsumeFollowsNamespaceCreatedLater(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		ns := redistest.Namespace(t)

@@ -122,6 +122,7 @@ func TestLeaseThenAck(t *testing.T) {
 // again, as the next attempt; the first consumer can no longer release or
 // extend them, but its late Ack still counts.
 func TestLeaseExpiryRedelivers(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		freezeMini(b)
@@ -217,6 +218,7 @@ func TestLeaseScanCoversLongPendingLists(t *testing.T) {
 // caller, for the lease / 10 (at most 100 ms): so the leases that run out
 // meanwhile are reclaimed that much later, and then all of them.
 func TestLeaseScanQuietsLongPendingLists(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		freezeMini(b)
 		q := newQueue(t, b, queue.Options{})
@@ -263,6 +265,7 @@ func compareStreamIDs(a, b string) int {
 }
 
 func TestLeaseReleaseWithDelay(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		freezeMini(b)
@@ -312,6 +315,7 @@ func TestLeaseReleaseWithDelay(t *testing.T) {
 }
 
 func TestLeaseMaxAttemptsDeadLetters(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		freezeMini(b)
@@ -511,6 +515,7 @@ func TestLeaseAcrossReplicas(t *testing.T) {
 }
 
 func TestLeaseBlockWakesOnFire(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		q := newQueue(t, b, queue.Options{})
 		// The group exists and is drained before the wait starts.

@@ -12,6 +12,7 @@ import (
 // StreamMaxLen's special values are named: 0 is the default bound,
 // Unbounded turns trimming off, and any other negative value is refused.
 func TestStreamMaxLenUnboundedKeepsEveryFire(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	ctx := context.Background()
 	_, rdb := redistest.Mini(t)
 	const fires = 300

@@ -427,6 +427,7 @@ func TestNeverEarly(t *testing.T) {
 }
 
 func TestConcurrentClaimersFireEachTimerOnce(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		const claimers = 8
@@ -488,6 +489,7 @@ func TestConcurrentClaimersFireEachTimerOnce(t *testing.T) {
 }
 
 func TestRetentionLeavesOnlyFixedKeys(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		const retention = 400 * time.Millisecond

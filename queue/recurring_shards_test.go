@@ -70,6 +70,7 @@ func inShard(t *testing.T, b *redistest.Backend, q *queue.Queue, k int, info que
 // occurrences, and every operation finds it there: put, fire and arm,
 // pause, resume, update, delete, get and list.
 func TestRecurringOnShardedNamespace(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	forEachSharded(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
@@ -212,6 +213,7 @@ func TestRecurringOnShardedNamespace(t *testing.T) {
 // The repair pass of one shard arms the schedules of that shard whose
 // firing worker died before arming, and only those.
 func TestRecurringRepairOnShardedNamespace(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	forEachSharded(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})

@@ -133,6 +133,7 @@ func nominals(os []queue.Occurrence) []time.Time {
 }
 
 func TestRecurringFixedInterval(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
@@ -315,6 +316,7 @@ func TestRecurringTimeZoneAndDST(t *testing.T) {
 }
 
 func TestRecurringCatchUpPolicies(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	const every = 200 * time.Millisecond
 	for _, tc := range []struct {
 		policy queue.CatchUp
@@ -522,6 +524,7 @@ func TestRecurringEndAndMaxCount(t *testing.T) {
 }
 
 func TestRecurringRepairArmsAfterACrash(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})
@@ -680,6 +683,7 @@ func TestOccurrenceIDRoundTrip(t *testing.T) {
 // One unreadable schedule (a time zone this host lacks) does not stop the
 // others of the batch from being armed, and the error names it.
 func TestRecurringUnreadableScheduleDoesNotBlockOthers(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})

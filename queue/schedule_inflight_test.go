@@ -18,6 +18,7 @@ import (
 // the existing one. An ID repeated within a call and across calls is
 // created once, by its first occurrence, whose record every repeat gets.
 func TestScheduleBatchResultsMatchRecords(t *testing.T) {
+	t.Parallel() // its own namespace on each backend; see docs/development.md, "Loops"
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q := newQueue(t, b, queue.Options{})

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/timerq/timerq/internal/redistest"
@@ -52,10 +50,7 @@ func TestChaos(t *testing.T) {
 		t.Skip("chaos starts processes and takes ~30 s")
 	}
 	redistest.Require(t)
-	bin := filepath.Join(t.TempDir(), "timerworker")
-	if b, err := exec.Command("go", "build", "-o", bin, "github.com/timerq/timerq/cmd/timerworker").CombinedOutput(); err != nil {
-		t.Fatalf("go build timerworker: %v\n%s", err, b)
-	}
+	bin := workerBin(t)
 
 	r := runChaos(t, bin)
 	for _, f := range []string{"lost", "duplicates", "fired_early", "vanished", "mismatches", "wake_duplicates"} {
@@ -103,10 +98,7 @@ func TestChaosShardedWorkerKills(t *testing.T) {
 		t.Skip("chaos starts processes and takes ~10 s")
 	}
 	redistest.Require(t)
-	bin := filepath.Join(t.TempDir(), "timerworker")
-	if b, err := exec.Command("go", "build", "-o", bin, "github.com/timerq/timerq/cmd/timerworker").CombinedOutput(); err != nil {
-		t.Fatalf("go build timerworker: %v\n%s", err, b)
-	}
+	bin := workerBin(t)
 	r := runChaos(t, bin, "--shards", "16", "--workers", "4", "--kill-every", "500ms", "--redis-crashes", "0")
 	for _, f := range []string{"lost", "duplicates", "fired_early", "vanished", "mismatches", "wake_duplicates"} {
 		if r[f] != 0 {

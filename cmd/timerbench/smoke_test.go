@@ -106,7 +106,7 @@ func TestRefusesNonEmpty(t *testing.T) {
 func TestClusterSmoke(t *testing.T) {
 	redistest.Require(t)
 	var stdout, stderr bytes.Buffer
-	args := []string{"timerbench", "cluster", "--json", "--cluster", "1", "--shards", "4",
+	args := []string{"timerbench", "cluster", "--json", "--worker-bin", workerBin(t), "--cluster", "1", "--shards", "4",
 		"--timers", "500", "--lead", "2s", "--idle-shards", "2", "--idle-for", "2500ms"}
 	if err := newApp(&stdout, &stderr).RunContext(context.Background(), args); err != nil {
 		t.Fatalf("timerbench cluster: %v\n%s", err, stderr.String())

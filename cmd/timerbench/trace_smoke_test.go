@@ -16,7 +16,7 @@ import (
 func TestSteadyTraceSmoke(t *testing.T) {
 	srv := redistest.Start(t, redistest.Config{})
 	var stdout, stderr bytes.Buffer
-	args := []string{"timerbench", "steady", "--json", "--trace", "--redis", srv.URL(), "--workers", "2",
+	args := []string{"timerbench", "steady", "--json", "--trace", "--worker-bin", workerBin(t), "--redis", srv.URL(), "--workers", "2",
 		"--rate", "300", "--duration", "1s", "--steady-lead", "1s", "--wake-every", "10"}
 	if err := newApp(&stdout, &stderr).RunContext(context.Background(), args); err != nil {
 		t.Fatalf("timerbench steady --trace: %v\n%s", err, stderr.String())

@@ -94,6 +94,7 @@ func names(prefix string, n int) []string {
 // dead-letter at once, a fire that delivers nowhere is acknowledged, and
 // once the slow endpoint answers, its fires arrive too.
 func TestDispatcherDeliversAndSettles(t *testing.T) {
+	t.Parallel() // each arm its own namespace, receiver and dispatcher
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
 		if err != nil {
@@ -242,6 +243,7 @@ func TestDispatcherDeliversAndSettles(t *testing.T) {
 // waiting for their endpoint, so that another dispatcher of the group
 // delivers them at once rather than after their leases (a minute) run out.
 func TestDispatcherStopHandsFiresBack(t *testing.T) {
+	t.Parallel() // each arm its own namespace, receiver and dispatcher
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
 		if err != nil {
@@ -316,6 +318,7 @@ func TestDispatcherStopHandsFiresBack(t *testing.T) {
 // released as busy if the endpoint is still full; that half is
 // TestDispatcherLeasesPastAFullEndpoint's.
 func TestDispatcherLeasesWhatItsEndpointsTake(t *testing.T) {
+	t.Parallel() // each arm its own namespace, receiver and dispatcher
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
 		if err != nil {
@@ -391,6 +394,7 @@ func TestDispatcherLeasesWhatItsEndpointsTake(t *testing.T) {
 // released as busy, untried: each is later delivered once, as its first
 // attempt, though leased more than once.
 func TestDispatcherLeasesPastAFullEndpoint(t *testing.T) {
+	t.Parallel() // each arm its own namespace, receiver and dispatcher
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
 		if err != nil {

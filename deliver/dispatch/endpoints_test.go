@@ -24,6 +24,7 @@ func testSecret() queue.Secret { return queue.Secret(deliver.GenerateSecret()) }
 // arrive once it is enabled,
 // and a fire naming an endpoint deleted since is dead-lettered.
 func TestDispatcherDeliversToQueueEndpoints(t *testing.T) {
+	t.Parallel() // each arm its own namespace, receiver and dispatcher
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		ns := redistest.Namespace(t)
@@ -131,6 +132,7 @@ func TestDispatcherDeliversToQueueEndpoints(t *testing.T) {
 // and is released again, untried and using up no attempt, until the delay
 // has run.
 func TestDispatcherWaitsRetryDelaysLongerThanTheLease(t *testing.T) {
+	t.Parallel() // each arm its own namespace, receiver and dispatcher
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
@@ -196,6 +198,7 @@ func TestDispatcherWaitsRetryDelaysLongerThanTheLease(t *testing.T) {
 // every fire arrives, none is dead-lettered, and each timer's attempt log
 // shows the failed attempts, with their backoff, before the delivery.
 func TestDispatcherEndpointDownThenUp(t *testing.T) {
+	t.Parallel() // each arm its own namespace, receiver and dispatcher
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
@@ -281,6 +284,7 @@ func TestDispatcherEndpointDownThenUp(t *testing.T) {
 // dead letter says why and which flag admits it, and the dispatcher
 // reports it once, not once a fire or once a second.
 func TestDispatcherDeadLettersAnEndpointItsGuardRefuses(t *testing.T) {
+	t.Parallel() // each arm its own namespace, receiver and dispatcher
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})

@@ -18,6 +18,7 @@ import (
 // they are delivered again as a fresh first attempt with the same
 // webhook-id, and the other endpoint's dead letter stays.
 func TestRedriveAnEndpointsDeadLetters(t *testing.T) {
+	t.Parallel() // each arm its own namespace, receiver and dispatcher
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		ns := redistest.Namespace(t)

@@ -24,6 +24,7 @@ import (
 // address admitted at scheduling (127.0.0.0/8) but not by the dispatcher's
 // guard (127.0.0.1 only) is refused and dead-lettered.
 func TestDispatcherDeliversToTimerURLs(t *testing.T) {
+	t.Parallel() // each arm its own namespace, receiver and dispatcher
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		ns := redistest.Namespace(t)
