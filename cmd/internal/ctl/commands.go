@@ -14,6 +14,7 @@ import (
 
 	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/cmd/internal/cliconf"
+	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -122,29 +123,41 @@ func noArgs(c *cli.Context) error {
 	return nil
 }
 
-// parseTime parses the TIME of --flag (see parseInstant).
+// parseTime parses the TIME of --flag by timefmt.Parse's rules, the
+// dashboard's too: RFC 3339, or Unix time with its unit; a bare number is
+// refused rather than guessed.
 func parseTime(flag, s string) (time.Time, error) {
-	t, err := parseInstant(s)
-	if err != nil {
-		e := err.(*timeError)
-		return time.Time{}, usageErr(fmt.Sprintf("--%s %q %s", flag, s, e.problem), e.fix)
+	t, err := timefmt.Parse(s)
+	if e, ok := err.(*timefmt.Error); ok {
+		return t, usageErr(fmt.Sprintf("--%s %q %s", flag, s, e.Problem), e.Fix)
 	}
 	return t, nil
 }
 
-// parseIn parses the DURATION of --flag (see parseDelay).
-func parseIn(flag, s string) (time.Duration, error) {
-	d, err := parseDelay(s)
+// parseDelay parses a DURATION: Go's syntax, 0 or more.
+func parseDelay(s string) (time.Duration, *timefmt.Error) {
+	d, err := time.ParseDuration(s)
 	if err != nil {
-		e := err.(*timeError)
-		fix := e.fix
-		if d, perr := time.ParseDuration(s); perr == nil && d < 0 && flag != "in" {
-			// The --at advice fits a delay only.
-			fix = fmt.Sprintf("use a positive duration, e.g. --%s %s", flag, -d)
-		}
-		return 0, usageErr(fmt.Sprintf("--%s %q %s", flag, s, e.problem), fix)
+		return 0, &timefmt.Error{Problem: "is not a duration", Fix: "use Go's syntax, e.g. 90s, 5m or 1h30m"}
+	}
+	if d < 0 {
+		return 0, &timefmt.Error{Problem: "is negative", Fix: "use a duration of 0 or more, or --at for a time in the past"}
 	}
 	return d, nil
+}
+
+// parseIn parses the DURATION of --flag (see parseDelay).
+func parseIn(flag, s string) (time.Duration, error) {
+	d, e := parseDelay(s)
+	if e == nil {
+		return d, nil
+	}
+	fix := e.Fix
+	if d, perr := time.ParseDuration(s); perr == nil && d < 0 && flag != "in" {
+		// The --at advice fits a delay only.
+		fix = fmt.Sprintf("use a positive duration, e.g. --%s %s", flag, -d)
+	}
+	return 0, usageErr(fmt.Sprintf("--%s %q %s", flag, s, e.Problem), fix)
 }
 
 // due is a due time from the command line: an instant (--at), or a delay
@@ -540,7 +553,7 @@ func (r *runner) wait(c *cli.Context) error {
 		}
 	}
 	if t.State == queue.StateCancelled {
-		return s.redisErr(fmt.Errorf("%w: %q was cancelled at %s", queue.ErrCancelled, id, fmtJSONTime(t.CancelledAt)))
+		return s.redisErr(fmt.Errorf("%w: %q was cancelled at %s", queue.ErrCancelled, id, timefmt.Format(t.CancelledAt)))
 	}
 	return r.recordOut(s, t, nil)
 }

@@ -13,10 +13,6 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-// jsonTime is the one time layout of JSON output, the dashboard's too:
-// RFC 3339, milliseconds, UTC.
-const jsonTime = timefmt.Layout
-
 // The JSON shapes of timers, attempt logs and schedules are the HTTP
 // API's (api.TimerJSON and the rest), so that a client reads both alike;
 // docs/timerctl.md documents them.
@@ -43,14 +39,12 @@ func writeAttempts(tw io.Writer, log []queue.DeliveryAttempt, now time.Time) {
 	}
 }
 
-func fmtJSONTime(t time.Time) string { return timefmt.Format(t) }
-
 // optTime is nil, hence null, for the zero time.
 func optTime(t time.Time) *string {
 	if t.IsZero() {
 		return nil
 	}
-	s := fmtJSONTime(t)
+	s := timefmt.Format(t)
 	return &s
 }
 

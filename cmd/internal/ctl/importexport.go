@@ -37,7 +37,7 @@ const maxImportLine = 2 << 20
 type importLine struct {
 	ID          string          `json:"id"`
 	State       string          `json:"state,omitempty"`
-	DueAt       json.RawMessage `json:"due_at,omitempty"` // TIME string (see parseInstant)
+	DueAt       json.RawMessage `json:"due_at,omitempty"` // TIME string (see timefmt.Parse)
 	In          string          `json:"in,omitempty"`
 	CreatedAt   json.RawMessage `json:"created_at,omitempty"`
 	FiredAt     json.RawMessage `json:"fired_at,omitempty"`
@@ -85,19 +85,19 @@ func lineTime(name string, raw json.RawMessage) (time.Time, bool, error) {
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		if isDigits(string(raw)) {
-			e := bareNumberError(string(raw), `"%ss"`, `"%sms"`).(*timeError)
-			return time.Time{}, true, fmt.Errorf("%s %s %s: %s", name, raw, e.problem, e.fix)
+		if timefmt.IsBareNumber(string(raw)) {
+			e := timefmt.BareNumber(string(raw), `"%ss"`, `"%sms"`)
+			return time.Time{}, true, fmt.Errorf("%s %s %s: %s", name, raw, e.Problem, e.Fix)
 		}
-		return time.Time{}, true, fmt.Errorf("%s %s is not a time: %s, as a JSON string", name, raw, timeFix)
+		return time.Time{}, true, fmt.Errorf("%s %s is not a time: %s, as a JSON string", name, raw, timefmt.Fix)
 	}
-	t, err := parseInstant(s)
+	t, err := timefmt.Parse(s)
 	if err != nil {
-		e := err.(*timeError)
-		if isDigits(s) {
-			e = bareNumberError(s, `"%ss"`, `"%sms"`).(*timeError)
+		e := err.(*timefmt.Error)
+		if timefmt.IsBareNumber(s) {
+			e = timefmt.BareNumber(s, `"%ss"`, `"%sms"`)
 		}
-		return time.Time{}, true, fmt.Errorf("%s %q %s: %s", name, s, e.problem, e.fix)
+		return time.Time{}, true, fmt.Errorf("%s %q %s: %s", name, s, e.Problem, e.Fix)
 	}
 	return t, true, nil
 }
@@ -198,10 +198,9 @@ func scheduleItem(l importLine, dueAt time.Time, given [4]bool, payload []byte) 
 		return importItem{}, errors.New("both due_at and in are given; give one")
 	case given[0]:
 	case l.In != "":
-		d, err := parseDelay(l.In)
-		if err != nil {
-			e := err.(*timeError)
-			return importItem{}, fmt.Errorf("in %q %s: %s", l.In, e.problem, e.fix)
+		d, e := parseDelay(l.In)
+		if e != nil {
+			return importItem{}, fmt.Errorf("in %q %s: %s", l.In, e.Problem, e.Fix)
 		}
 		t = queue.NewTimerIn(l.ID, d, payload)
 	default:
@@ -758,7 +757,7 @@ func toExportLine(t queue.Timer) exportLine {
 	}
 	// The due time keeps its microseconds, which a scheduled timer may
 	// have: truncated to the ms, the restored timer would fire early.
-	return exportLine{ID: t.ID, State: string(t.State), DueAt: timefmt.FormatExact(t.Due), CreatedAt: fmtJSONTime(t.CreatedAt),
+	return exportLine{ID: t.ID, State: string(t.State), DueAt: timefmt.FormatExact(t.Due), CreatedAt: timefmt.Format(t.CreatedAt),
 		FiredAt: optTime(t.FiredAt), CancelledAt: optTime(t.CancelledAt), Payload: p}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -61,7 +62,7 @@ func parseQuarantineLine(b []byte) (queue.QuarantinedRecord, error) {
 	}
 	r := queue.QuarantinedRecord{ID: l.ID, Shard: l.Shard, Raw: l.Raw, Reason: l.Reason, DueScore: l.DueScore}
 	if l.QuarantinedAt != nil {
-		t, err := parseInstant(*l.QuarantinedAt)
+		t, err := timefmt.Parse(*l.QuarantinedAt)
 		if err != nil {
 			return queue.QuarantinedRecord{}, fmt.Errorf("quarantined_at %q is not a time", *l.QuarantinedAt)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/timerq/timerq/api"
+	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
 	"github.com/timerq/timerq/schedule"
 )
@@ -54,7 +55,7 @@ func perMinute(every time.Duration) int64 {
 // 10m, and asks; "" when it cannot tell.
 func unitHint(s string) string {
 	for _, u := range []struct{ short, long string }{{"ms", "m"}, {"us", "s"}, {"µs", "s"}, {"ns", "s"}} {
-		if n, ok := strings.CutSuffix(s, u.short); ok && isDigits(n) {
+		if n, ok := strings.CutSuffix(s, u.short); ok && timefmt.IsBareNumber(n) {
 			return fmt.Sprintf("did you mean --every %s%s? ", n, u.long)
 		}
 	}

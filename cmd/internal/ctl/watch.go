@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/timerq/timerq/api"
+	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -105,7 +106,7 @@ func (r *runner) printFire(asJSON bool, ev queue.Event) error {
 	late := fired.Sub(due)
 	if asJSON {
 		// One compact object per line, so the output is JSON Lines.
-		line, err := jsonLine(fireJSON{FireEventJSON: api.FireEventJSON{ID: ev.ID, DueAt: fmtJSONTime(due), FiredAt: fmtJSONTime(fired),
+		line, err := jsonLine(fireJSON{FireEventJSON: api.FireEventJSON{ID: ev.ID, DueAt: timefmt.Format(due), FiredAt: timefmt.Format(fired),
 			Payload: ev.Payload, Shard: ev.Shard, StreamID: ev.StreamID}, LatenessMS: late.Milliseconds()})
 		if err != nil {
 			return err
@@ -114,6 +115,6 @@ func (r *runner) printFire(asJSON bool, ev queue.Event) error {
 		return err
 	}
 	_, err := fmt.Fprintf(r.o.Stdout, "%-24s  due %s  fired %s  late %s\n",
-		ev.ID, due.Format(jsonTime), fired.Format(jsonTime), lateness(late))
+		ev.ID, due.Format(timefmt.Layout), fired.Format(timefmt.Layout), lateness(late))
 	return err
 }
