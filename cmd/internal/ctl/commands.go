@@ -100,20 +100,24 @@ Bad lines are reported with their line number and skipped; the exit code is then
 	}
 }
 
-// oneID returns the command's single ID argument.
-func oneID(c *cli.Context) (string, error) {
+// oneArg returns the command's single argument, what it names.
+func oneArg(c *cli.Context, what string) (string, error) {
 	switch c.NArg() {
 	case 0:
-		return "", usageErr("missing the timer ID", helpFix(c))
+		return "", usageErr("missing "+what, helpFix(c))
 	case 1:
-	default:
-		return "", usageErr(fmt.Sprintf("too many arguments: %q", c.Args().Slice()), helpFix(c))
+		return c.Args().First(), nil
 	}
-	id := c.Args().First()
-	if err := queue.ValidateID(id); err != nil {
-		return "", err
+	return "", usageErr(fmt.Sprintf("too many arguments: %q", c.Args().Slice()), helpFix(c))
+}
+
+// oneID returns the command's single ID argument.
+func oneID(c *cli.Context) (string, error) {
+	id, err := oneArg(c, "the timer ID")
+	if err == nil {
+		err = queue.ValidateID(id)
 	}
-	return id, nil
+	return id, err
 }
 
 func noArgs(c *cli.Context) error {
@@ -228,6 +232,20 @@ func (r *runner) payload(c *cli.Context) ([]byte, error) {
 	return b, nil
 }
 
+// payloadWithin reads the payload as payload does and refuses one over
+// the namespace's limit (timerctl uses queue's default) before connecting.
+func (r *runner) payloadWithin(c *cli.Context) ([]byte, error) {
+	p, err := r.payload(c)
+	if err != nil || len(p) <= queue.DefaultMaxPayloadBytes {
+		return p, err
+	}
+	what := "--payload"
+	if c.IsSet("payload-file") {
+		what = "--payload-file " + c.String("payload-file")
+	}
+	return nil, payloadTooLarge(int64(len(p)), what)
+}
+
 // payloadTooLarge is the usage error of a payload over the limit of the
 // namespace's queue (timerctl uses queue's default).
 func payloadTooLarge(size int64, what string) error {
@@ -266,16 +284,9 @@ func (r *runner) schedule(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := r.payload(c)
+	p, err := r.payloadWithin(c)
 	if err != nil {
 		return err
-	}
-	if len(p) > queue.DefaultMaxPayloadBytes {
-		what := "--payload"
-		if c.IsSet("payload-file") {
-			what = "--payload-file " + c.String("payload-file")
-		}
-		return payloadTooLarge(int64(len(p)), what)
 	}
 	if c.IsSet("deliver-url") && !c.IsSet("deliver") {
 		return usageErr("--deliver-url needs --deliver", "name the endpoint whose secrets and retry policy apply: --deliver NAME --deliver-url URL")
