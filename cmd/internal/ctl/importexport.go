@@ -268,7 +268,7 @@ func (r *runner) importCmd(c *cli.Context) error {
 	if err := im.flush(); err != nil {
 		return err
 	}
-	if err := restoreOrphans(c, s, im.occs, &im.res, im.say); err != nil {
+	if err := im.restoreOrphans(); err != nil {
 		return err
 	}
 	res := im.res
@@ -443,15 +443,10 @@ func (im *importer) addWindow(w queue.RestoredWindow) error {
 	return nil
 }
 
-// reject counts line as rejected and says why.
+// reject counts line as rejected and says why on stderr.
 func (im *importer) reject(line int, msg string) {
 	im.res.Rejected++
 	im.res.RejectedLines = append(im.res.RejectedLines, line)
-	im.say(line, msg)
-}
-
-// say tells on stderr why line was rejected.
-func (im *importer) say(line int, msg string) {
 	im.bar.clear()
 	fmt.Fprintf(im.r.o.Stderr, "timerctl: line %d: %s: fix the line and import again\n", line, msg)
 }
@@ -473,13 +468,7 @@ func (im *importer) flush() error {
 	if err != nil {
 		return im.s.redisErr(err)
 	}
-	for _, o := range out {
-		if o.Created {
-			im.res.Created++
-		} else {
-			im.res.Existing++
-		}
-	}
+	countResults(out, &im.res)
 	im.batch, im.restores = im.batch[:0], im.restores[:0]
 	im.bar.update(im.read, im.lineNo)
 	return nil
@@ -534,16 +523,20 @@ type pendingOcc struct {
 	timer queue.Timer
 }
 
+func timersOf(occs []pendingOcc) []queue.Timer {
+	timers := make([]queue.Timer, len(occs))
+	for i, o := range occs {
+		timers[i] = o.timer
+	}
+	return timers
+}
+
 // restoreSchedule restores one schedule line of an import, with the
 // occurrence lines of it read before.
 func restoreSchedule(c *cli.Context, s *session, info queue.RecurringInfo, occs []pendingOcc, res *importJSON) error {
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	timers := make([]queue.Timer, len(occs))
-	for i, o := range occs {
-		timers[i] = o.timer
-	}
-	created, out, err := s.q.Recurring().RestoreWith(ctx, info, timers)
+	created, out, err := s.q.Recurring().RestoreWith(ctx, info, timersOf(occs))
 	countResults(out, res)
 	if err != nil {
 		return err
@@ -570,33 +563,28 @@ func countResults(out []queue.ScheduleResult, res *importJSON) {
 // whose schedule had no line: Restore takes them if the namespace holds
 // the schedule (an import of a filtered export), and each is rejected
 // otherwise, by line.
-func restoreOrphans(c *cli.Context, s *session, occs map[string][]pendingOcc, res *importJSON, reject func(line int, msg string)) error {
+func (im *importer) restoreOrphans() error {
+	occs := im.occs
 	ids := slices.Collect(maps.Keys(occs))
 	slices.SortFunc(ids, func(a, b string) int { return occs[a][0].line - occs[b][0].line })
 	for _, sid := range ids {
 		group := occs[sid]
 		for start := 0; start < len(group); start += importBatch {
 			chunk := group[start:min(start+importBatch, len(group))]
-			timers := make([]queue.Timer, len(chunk))
-			for i, o := range chunk {
-				timers[i] = o.timer
-			}
-			ctx, cancel := s.ctx(c)
-			out, err := s.q.Restore(ctx, timers)
+			ctx, cancel := im.s.ctx(im.c)
+			out, err := im.s.q.Restore(ctx, timersOf(chunk))
 			cancel()
 			if errors.Is(err, queue.ErrOccurrenceID) {
 				for _, o := range chunk {
-					res.Rejected++
-					res.RejectedLines = append(res.RejectedLines, o.line)
-					reject(o.line, fmt.Sprintf("timer %q is an occurrence of schedule %q (its ID has the form <schedule ID>@<Unix ms>, which is reserved for occurrences), "+
+					im.reject(o.line, fmt.Sprintf("timer %q is an occurrence of schedule %q (its ID has the form <schedule ID>@<Unix ms>, which is reserved for occurrences), "+
 						"and neither this input nor the namespace holds that schedule; import it with the schedule's line (a full export writes both), or give a plain timer another ID", o.timer.ID, sid))
 				}
 				continue
 			}
 			if err != nil {
-				return s.redisErr(err)
+				return im.s.redisErr(err)
 			}
-			countResults(out, res)
+			countResults(out, &im.res)
 		}
 	}
 	return nil
