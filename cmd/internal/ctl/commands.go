@@ -471,11 +471,7 @@ func (r *runner) list(c *cli.Context) error {
 // printPage prints one page of list.
 func (r *runner) printPage(c *cli.Context, s *session, page queue.ListPage) error {
 	if s.g.json {
-		out := make([]api.TimerJSON, 0, len(page.Timers))
-		for _, t := range page.Timers {
-			out = append(out, api.ToTimerJSON(t))
-		}
-		if err := writeJSON(r.o.Stdout, out); err != nil {
+		if err := writeJSON(r.o.Stdout, jsonList(page.Timers, api.ToTimerJSON)); err != nil {
 			return err
 		}
 		// stdout stays one JSON array; the cursor goes beside it.

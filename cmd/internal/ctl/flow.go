@@ -95,13 +95,7 @@ func (r *runner) flowList(c *cli.Context) error {
 			return s.redisErr(err)
 		}
 		if s.g.json {
-			out := struct {
-				FlowPolicies []api.FlowPolicyJSON `json:"flow_policies"`
-			}{FlowPolicies: make([]api.FlowPolicyJSON, len(list))}
-			for i, p := range list {
-				out.FlowPolicies[i] = api.ToFlowPolicyJSON(p)
-			}
-			return writeJSON(r.o.Stdout, out)
+			return writeJSON(r.o.Stdout, map[string]any{"flow_policies": jsonList(list, api.ToFlowPolicyJSON)})
 		}
 		if len(list) == 0 {
 			fmt.Fprintf(r.o.Stdout, "no flow policies in namespace %s\n", s.q.Namespace())
@@ -166,14 +160,10 @@ func (r *runner) flowStats(c *cli.Context) error {
 			return s.redisErr(err)
 		}
 		if s.g.json {
-			out := struct {
+			return writeJSON(r.o.Stdout, struct {
 				Group string             `json:"group"`
 				Flows []api.FlowStatJSON `json:"flows"`
-			}{Group: group, Flows: make([]api.FlowStatJSON, len(st))}
-			for i, f := range st {
-				out.Flows[i] = api.ToFlowStatJSON(f)
-			}
-			return writeJSON(r.o.Stdout, out)
+			}{group, jsonList(st, api.ToFlowStatJSON)})
 		}
 		if len(st) == 0 {
 			fmt.Fprintf(r.o.Stdout, "no flow key of group %s has fires parked\n", group)

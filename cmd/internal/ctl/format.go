@@ -48,6 +48,16 @@ func optTime(t time.Time) *string {
 	return &s
 }
 
+// jsonList converts each of in for JSON output; an empty list is [], not
+// null.
+func jsonList[T, J any](in []T, to func(T) J) []J {
+	out := make([]J, len(in))
+	for i, v := range in {
+		out[i] = to(v)
+	}
+	return out
+}
+
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

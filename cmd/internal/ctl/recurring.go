@@ -324,14 +324,10 @@ func (r *runner) scheduleOut(s *session, in queue.RecurringInfo, note string) er
 
 func (r *runner) schedulesOut(s *session, page queue.RecurringPage) error {
 	if s.g.json {
-		out := struct {
+		return writeJSON(r.o.Stdout, struct {
 			Schedules  []scheduleJSON `json:"schedules"`
 			NextCursor string         `json:"next_cursor"`
-		}{Schedules: []scheduleJSON{}, NextCursor: page.NextCursor}
-		for _, in := range page.Schedules {
-			out.Schedules = append(out.Schedules, toScheduleJSON(in))
-		}
-		return writeJSON(r.o.Stdout, out)
+		}{jsonList(page.Schedules, toScheduleJSON), page.NextCursor})
 	}
 	now := r.o.Now()
 	w := newTable(r.o.Stdout)

@@ -110,12 +110,8 @@ func (r *runner) stats(c *cli.Context) error {
 			out.Shards = append(out.Shards, row)
 		}
 		if werr == nil {
-			w := &workersJSON{Serving: len(ws.Live), Live: []string{}, LastSeenAt: optTime(ws.LastSeen),
-				LastWorker: ws.LastWorker, LastLeft: ws.LastLeft}
-			for _, m := range ws.Live {
-				w.Live = append(w.Live, m.ID)
-			}
-			out.Workers = w
+			out.Workers = &workersJSON{Serving: len(ws.Live), Live: jsonList(ws.Live, func(m queue.Worker) string { return m.ID }),
+				LastSeenAt: optTime(ws.LastSeen), LastWorker: ws.LastWorker, LastLeft: ws.LastLeft}
 		}
 		if uerr == nil {
 			out.Quotas = api.ToQuotasUsageJSON(u)
