@@ -189,7 +189,7 @@ func Run(ctx context.Context, args []string, o Options) int {
 	if e.Problem != "" {
 		// The URL may come from the environment as well as from args.
 		secrets := append([]string{os.Getenv("TIMERQ_REDIS_URL"), os.Getenv("TIMERQ_REDIS")}, args...)
-		fmt.Fprintln(o.Stderr, "timerctl: "+oneLine(redactText(e.Error(), secrets)))
+		fmt.Fprintln(o.Stderr, "timerctl: "+cliconf.OneLine(redactText(e.Error(), secrets)))
 	}
 	return e.Code
 }

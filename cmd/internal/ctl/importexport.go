@@ -18,6 +18,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/cmd/internal/cliconf"
 	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/strictjson"
 	"github.com/timerq/timerq/internal/timefmt"
@@ -323,7 +324,7 @@ type importer struct {
 func (im *importer) add(line []byte, readErr error) error {
 	kind, err := readKind(line, readErr)
 	if err != nil {
-		im.reject(im.lineNo, oneLine(err.Error()))
+		im.reject(im.lineNo, cliconf.OneLine(err.Error()))
 		return nil
 	}
 	switch kind {
@@ -334,7 +335,7 @@ func (im *importer) add(line []byte, readErr error) error {
 	}
 	it, err := parseLine(line, im.maxPay)
 	if err != nil {
-		im.reject(im.lineNo, oneLine(err.Error()))
+		im.reject(im.lineNo, cliconf.OneLine(err.Error()))
 		return nil
 	}
 	return im.addTimer(it)
@@ -357,7 +358,7 @@ func readKind(line []byte, readErr error) (string, error) {
 func (im *importer) addQuarantined(line []byte) error {
 	qr, err := parseQuarantineLine(line)
 	if err != nil {
-		im.reject(im.lineNo, oneLine(err.Error()))
+		im.reject(im.lineNo, cliconf.OneLine(err.Error()))
 		return nil
 	}
 	ctx, cancel := im.s.ctx(im.c)
@@ -368,7 +369,7 @@ func (im *importer) addQuarantined(line []byte) error {
 	}
 	im.res.Quarantined += n
 	if err != nil {
-		im.reject(im.lineNo, oneLine(err.Error()))
+		im.reject(im.lineNo, cliconf.OneLine(err.Error()))
 	}
 	return nil
 }
@@ -389,7 +390,7 @@ func (im *importer) addSchedule(line []byte) error {
 	case err == nil:
 		delete(im.occs, info.ID)
 	case isBadInput(err):
-		im.reject(im.lineNo, oneLine(err.Error()))
+		im.reject(im.lineNo, cliconf.OneLine(err.Error()))
 	default:
 		return recurringErr(im.s, err)
 	}
@@ -436,7 +437,7 @@ func (im *importer) addWindow(w queue.RestoredWindow) error {
 	case err == nil:
 		countResults([]queue.ScheduleResult{res}, &im.res)
 	case isBadInput(err):
-		im.reject(im.lineNo, oneLine(err.Error()))
+		im.reject(im.lineNo, cliconf.OneLine(err.Error()))
 	default:
 		return im.s.redisErr(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/cmd/internal/cliconf"
 	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
 )
@@ -58,7 +59,7 @@ func parseQuarantineLine(b []byte) (queue.QuarantinedRecord, error) {
 		return queue.QuarantinedRecord{}, fmt.Errorf("not a quarantined record as export writes it: %v", err)
 	}
 	if err := queue.ValidateID(l.ID); err != nil {
-		return queue.QuarantinedRecord{}, errors.New(oneLine(err.Error()))
+		return queue.QuarantinedRecord{}, errors.New(cliconf.OneLine(err.Error()))
 	}
 	r := queue.QuarantinedRecord{ID: l.ID, Shard: l.Shard, Raw: l.Raw, Reason: l.Reason, DueScore: l.DueScore}
 	if l.QuarantinedAt != nil {

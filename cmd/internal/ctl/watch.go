@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/timerq/timerq/api"
+	"github.com/timerq/timerq/cmd/internal/cliconf"
 	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
 )
@@ -79,9 +80,9 @@ func (r *runner) watch(c *cli.Context) error {
 			case redis.HasErrorPrefix(err, "UNBLOCKED"):
 				// Not a lost connection: the server ended the blocked read.
 				fmt.Fprintf(r.o.Stderr, "timerctl: watch: Redis ended the read (%s), as REPLICAOF in a failover or CLIENT UNBLOCK does; reading again, resuming after stream position %s\n",
-					oneLine(err.Error()), from)
+					cliconf.OneLine(err.Error()), from)
 			default:
-				fmt.Fprintf(r.o.Stderr, "timerctl: watch: lost Redis (%s); reconnecting, resuming after stream position %s\n", oneLine(err.Error()), from)
+				fmt.Fprintf(r.o.Stderr, "timerctl: watch: lost Redis (%s); reconnecting, resuming after stream position %s\n", cliconf.OneLine(err.Error()), from)
 			}
 			continue
 		}
