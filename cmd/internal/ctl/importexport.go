@@ -3,7 +3,6 @@ package ctl
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -676,7 +675,7 @@ func (r *runner) export(c *cli.Context) error {
 			"(timerctl quarantine list)\n", len(bad))
 	}
 	if withSchedules {
-		if err := writeSchedules(s, func() (context.Context, context.CancelFunc) { return s.ctx(c) }, w); err != nil {
+		if err := writeSchedules(c, s, w); err != nil {
 			return err
 		}
 	}

@@ -98,11 +98,7 @@ func (r *runner) quarantineList(c *cli.Context) error {
 			return s.redisErr(err)
 		}
 		if s.g.json {
-			out := make([]quarantineLine, 0, len(recs))
-			for _, q := range recs {
-				out = append(out, toQuarantineLine(q))
-			}
-			return writeJSON(r.o.Stdout, out)
+			return writeJSON(r.o.Stdout, jsonList(recs, toQuarantineLine))
 		}
 		return writeQuarantine(r.o.Stdout, recs, r)
 	})

@@ -362,7 +362,7 @@ func (r *runner) exportSchedules(c *cli.Context, rest []string) error {
 		return err
 	}
 	defer s.close()
-	return writeSchedules(s, func() (context.Context, context.CancelFunc) { return s.ctx(c) }, r.o.Stdout)
+	return writeSchedules(c, s, r.o.Stdout)
 }
 
 // importSchedules restores the schedules exportSchedules wrote. Existing
