@@ -5,6 +5,7 @@ package ui
 // and the API's GET .../groups/{group}/flows read them).
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -58,10 +59,7 @@ type flowRow struct {
 // the largest backlog first, top N of them with a count of the rest.
 func (h *Handler) flows(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	group := q.Get("group")
-	if group == "" {
-		group = h.opts.DeliveryGroup
-	}
+	group := cmp.Or(q.Get("group"), h.opts.DeliveryGroup)
 	if err := queue.ValidateConsumerName("group", group); err != nil {
 		h.fail(w, r, http.StatusBadRequest, err)
 		return
