@@ -164,9 +164,3 @@ func writeList(w io.Writer, ts []queue.Timer, now time.Time) error {
 	}
 	return tw.Flush()
 }
-
-// jsonLine encodes v as one compact line.
-func jsonLine(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	return append(b, '\n'), err
-}

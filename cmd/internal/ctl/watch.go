@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -107,13 +108,8 @@ func (r *runner) printFire(asJSON bool, ev queue.Event) error {
 	late := fired.Sub(due)
 	if asJSON {
 		// One compact object per line, so the output is JSON Lines.
-		line, err := jsonLine(fireJSON{FireEventJSON: api.FireEventJSON{ID: ev.ID, DueAt: timefmt.Format(due), FiredAt: timefmt.Format(fired),
-			Payload: ev.Payload, Shard: ev.Shard, StreamID: ev.StreamID}, LatenessMS: late.Milliseconds()})
-		if err != nil {
-			return err
-		}
-		_, err = r.o.Stdout.Write(line)
-		return err
+		return json.NewEncoder(r.o.Stdout).Encode(fireJSON{FireEventJSON: api.FireEventJSON{ID: ev.ID, DueAt: timefmt.Format(due),
+			FiredAt: timefmt.Format(fired), Payload: ev.Payload, Shard: ev.Shard, StreamID: ev.StreamID}, LatenessMS: late.Milliseconds()})
 	}
 	_, err := fmt.Fprintf(r.o.Stdout, "%-24s  due %s  fired %s  late %s\n",
 		ev.ID, due.Format(timefmt.Layout), fired.Format(timefmt.Layout), lateness(late))
