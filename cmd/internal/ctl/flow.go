@@ -35,15 +35,9 @@ lists the flow keys of a consumer group with fires parked: backlog, in flight an
 			if c.NArg() != 1 {
 				return usageErr("flow takes one verb: put, list, delete or stats", "run 'timerctl flow --help'")
 			}
-			switch verb := c.Args().First(); verb {
-			case "put":
-				return r.flowPut(c)
-			case "list":
-				return r.flowList(c)
-			case "delete":
-				return r.flowDelete(c)
-			case "stats":
-				return r.flowStats(c)
+			verbs := map[string]func(*cli.Context) error{"put": r.flowPut, "list": r.flowList, "delete": r.flowDelete, "stats": r.flowStats}
+			if verb, ok := verbs[c.Args().First()]; ok {
+				return verb(c)
 			}
 			return usageErr(fmt.Sprintf("flow takes put, list, delete or stats, not %q", c.Args().First()), "run 'timerctl flow --help'")
 		},
