@@ -471,7 +471,7 @@ func (r *runner) list(c *cli.Context) error {
 // printPage prints one page of list.
 func (r *runner) printPage(c *cli.Context, s *session, page queue.ListPage) error {
 	if s.g.json {
-		if err := writeJSON(r.o.Stdout, jsonList(page.Timers, api.ToTimerJSON)); err != nil {
+		if err := writeJSON(r.o.Stdout, mapList(page.Timers, api.ToTimerJSON)); err != nil {
 			return err
 		}
 		// stdout stays one JSON array; the cursor goes beside it.

@@ -179,7 +179,7 @@ func (r *runner) endpointList(c *cli.Context) error {
 			return s.redisErr(err)
 		}
 		if s.g.json {
-			return writeJSON(r.o.Stdout, map[string]any{"endpoints": jsonList(list, api.ToEndpointJSON)})
+			return writeJSON(r.o.Stdout, map[string]any{"endpoints": mapList(list, api.ToEndpointJSON)})
 		}
 		if len(list) == 0 {
 			fmt.Fprintf(r.o.Stdout, "no endpoints in namespace %s\n", s.q.Namespace())

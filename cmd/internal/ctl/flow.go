@@ -89,7 +89,7 @@ func (r *runner) flowList(c *cli.Context) error {
 			return s.redisErr(err)
 		}
 		if s.g.json {
-			return writeJSON(r.o.Stdout, map[string]any{"flow_policies": jsonList(list, api.ToFlowPolicyJSON)})
+			return writeJSON(r.o.Stdout, map[string]any{"flow_policies": mapList(list, api.ToFlowPolicyJSON)})
 		}
 		if len(list) == 0 {
 			fmt.Fprintf(r.o.Stdout, "no flow policies in namespace %s\n", s.q.Namespace())
@@ -157,7 +157,7 @@ func (r *runner) flowStats(c *cli.Context) error {
 			return writeJSON(r.o.Stdout, struct {
 				Group string             `json:"group"`
 				Flows []api.FlowStatJSON `json:"flows"`
-			}{group, jsonList(st, api.ToFlowStatJSON)})
+			}{group, mapList(st, api.ToFlowStatJSON)})
 		}
 		if len(st) == 0 {
 			fmt.Fprintf(r.o.Stdout, "no flow key of group %s has fires parked\n", group)

@@ -48,9 +48,9 @@ func optTime(t time.Time) *string {
 	return &s
 }
 
-// jsonList converts each of in for JSON output; an empty list is [], not
-// null.
-func jsonList[T, J any](in []T, to func(T) J) []J {
+// mapList converts each of in; the result is never nil, so that JSON
+// output shows an empty list as [], not null.
+func mapList[T, J any](in []T, to func(T) J) []J {
 	out := make([]J, len(in))
 	for i, v := range in {
 		out[i] = to(v)

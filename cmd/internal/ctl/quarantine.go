@@ -98,7 +98,7 @@ func (r *runner) quarantineList(c *cli.Context) error {
 			return s.redisErr(err)
 		}
 		if s.g.json {
-			return writeJSON(r.o.Stdout, jsonList(recs, toQuarantineLine))
+			return writeJSON(r.o.Stdout, mapList(recs, toQuarantineLine))
 		}
 		return writeQuarantine(r.o.Stdout, recs, r)
 	})

@@ -296,26 +296,18 @@ func (r *runner) scheduleOut(s *session, in queue.RecurringInfo, note string) er
 	limits = append(limits, "overlap "+string(cmp.Or(in.Overlap, queue.OverlapAllow)))
 	row("policies", strings.Join(limits, ", "))
 	row("count", fmt.Sprintf("%d armed (fired and pending)", in.Count))
-	if len(in.Pending) == 0 {
-		row("pending", "-")
-	}
-	for i, o := range in.Pending {
-		k := ""
-		if i == 0 {
-			k = "pending"
+	// A list takes a row each, labelled on its first; an empty one a dash.
+	rows := func(k string, vs []string) {
+		if len(vs) == 0 {
+			vs = []string{"-"}
 		}
-		row(k, o.ID+"  due "+fmtTime(o.Due, now))
-	}
-	if len(in.Next) == 0 {
-		row("next", "-")
-	}
-	for i, t := range in.Next {
-		k := ""
-		if i == 0 {
-			k = "next"
+		for _, v := range vs {
+			row(k, v)
+			k = ""
 		}
-		row(k, fmtTime(t, now))
 	}
+	rows("pending", mapList(in.Pending, func(o queue.Occurrence) string { return o.ID + "  due " + fmtTime(o.Due, now) }))
+	rows("next", mapList(in.Next, func(t time.Time) string { return fmtTime(t, now) }))
 	if note != "" {
 		row("note", note)
 	}
@@ -327,7 +319,7 @@ func (r *runner) schedulesOut(s *session, page queue.RecurringPage) error {
 		return writeJSON(r.o.Stdout, struct {
 			Schedules  []scheduleJSON `json:"schedules"`
 			NextCursor string         `json:"next_cursor"`
-		}{jsonList(page.Schedules, toScheduleJSON), page.NextCursor})
+		}{mapList(page.Schedules, toScheduleJSON), page.NextCursor})
 	}
 	now := r.o.Now()
 	w := newTable(r.o.Stdout)

@@ -111,7 +111,7 @@ func (r *runner) stats(c *cli.Context) error {
 			out.Shards = append(out.Shards, row)
 		}
 		if werr == nil {
-			out.Workers = &workersJSON{Serving: len(ws.Live), Live: jsonList(ws.Live, func(m queue.Worker) string { return m.ID }),
+			out.Workers = &workersJSON{Serving: len(ws.Live), Live: mapList(ws.Live, func(m queue.Worker) string { return m.ID }),
 				LastSeenAt: optTime(ws.LastSeen), LastWorker: ws.LastWorker, LastLeft: ws.LastLeft}
 		}
 		if uerr == nil {
