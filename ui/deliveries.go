@@ -32,14 +32,6 @@ const (
 	maxErrorCell = 200
 )
 
-// deliveryGroup is the consumer group whose dead letters are deliveries.
-func (h *Handler) deliveryGroup() string {
-	if h.opts.DeliveryGroup != "" {
-		return h.opts.DeliveryGroup
-	}
-	return queue.DefaultDeliveryGroup
-}
-
 // ---- endpoints ----
 
 type endpointsData struct {
@@ -107,14 +99,12 @@ func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	eps, err := h.q.Endpoints().List(ctx)
-	if err != nil {
-		h.fail(w, r, statusOf(err), err)
+	if h.failed(w, r, err) {
 		return
 	}
-	d := endpointsData{Group: h.deliveryGroup()}
+	d := endpointsData{Group: h.opts.DeliveryGroup}
 	groups, err := h.q.Inspect().Groups(ctx)
-	if err != nil {
-		h.fail(w, r, statusOf(err), err)
+	if h.failed(w, r, err) {
 		return
 	}
 	for _, g := range groups {
@@ -123,8 +113,7 @@ func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	dead, err := h.q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: deadCountBudget})
-	if err != nil {
-		h.fail(w, r, statusOf(err), err)
+	if h.failed(w, r, err) {
 		return
 	}
 	d.DeadCounted, d.DeadMore = int64(len(dead.DeadLetters)), dead.NextCursor != ""
@@ -172,8 +161,7 @@ func (h *Handler) actEndpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	if _, err := h.q.Endpoints().SetEnabled(ctx, name, action == "enable"); err != nil {
-		h.fail(w, r, statusOf(err), err)
+	if _, err := h.q.Endpoints().SetEnabled(ctx, name, action == "enable"); h.failed(w, r, err) {
 		return
 	}
 	h.log.Info("timerq ui: endpoint "+action+"d", "endpoint", name, "namespace", h.q.Namespace())
@@ -257,7 +245,7 @@ type deadView struct {
 func (h *Handler) ctlPrefix() string { return "timerctl -n " + h.q.Namespace() + " redrive " }
 
 func (h *Handler) ctlGroup() string {
-	if g := h.deliveryGroup(); g != queue.DefaultDeliveryGroup {
+	if g := h.opts.DeliveryGroup; g != queue.DefaultDeliveryGroup {
 		return " --group " + g
 	}
 	return ""
@@ -265,7 +253,7 @@ func (h *Handler) ctlGroup() string {
 
 func (h *Handler) deliveries(w http.ResponseWriter, r *http.Request) {
 	qs := r.URL.Query()
-	d := deliveriesData{Now: time.Now().UTC(), Endpoint: qs.Get("endpoint"), Group: h.deliveryGroup()}
+	d := deliveriesData{Now: time.Now().UTC(), Endpoint: qs.Get("endpoint"), Group: h.opts.DeliveryGroup}
 	if d.Endpoint != "" {
 		if err := queue.ValidateEndpointName(d.Endpoint); err != nil {
 			h.fail(w, r, http.StatusBadRequest, err)
@@ -285,8 +273,7 @@ func (h *Handler) deliveries(w http.ResponseWriter, r *http.Request) {
 	cursor := after
 	for d.Scanned < deadBudget && len(d.Dead) < listPage {
 		page, err := h.q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: deadChunk, Cursor: cursor})
-		if err != nil {
-			h.fail(w, r, statusOf(err), err)
+		if h.failed(w, r, err) {
 			return
 		}
 		d.Scanned += len(page.DeadLetters)
@@ -322,7 +309,7 @@ func (h *Handler) confirmRedrive(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusOK, "confirm", "Confirm", confirmData{
 			Action: "redrive all", Endpoint: ep, Post: h.link("/deliveries/redrive"), Back: h.link("/deliveries", "endpoint", ep),
 			Question: "Redrive every dead-lettered delivery to endpoint " + ep + "? Each goes back to the dispatchers of group " +
-				h.deliveryGroup() + " as a new fire, with a fresh set of attempts and its old webhook-id.",
+				h.opts.DeliveryGroup + " as a new fire, with a fresh set of attempts and its old webhook-id.",
 		})
 		return
 	}
@@ -349,7 +336,7 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, http.StatusBadRequest, err)
 			return
 		}
-		done, err := h.q.Deliveries().Redrive(ctx, h.deliveryGroup(), &queue.RedriveOptions{Endpoint: ep})
+		done, err := h.q.Deliveries().Redrive(ctx, h.opts.DeliveryGroup, &queue.RedriveOptions{Endpoint: ep})
 		if err != nil {
 			h.fail(w, r, statusOf(err), fmt.Errorf("redrove %d dead-lettered deliveries to endpoint %q, then: %w; redrive again for the rest", len(done), ep, err))
 			return
@@ -363,8 +350,7 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
-	if _, err := h.q.Deliveries().Requeue(ctx, shard, id); err != nil {
-		h.fail(w, r, statusOf(err), err)
+	if _, err := h.q.Deliveries().Requeue(ctx, shard, id); h.failed(w, r, err) {
 		return
 	}
 	h.log.Info("timerq ui: delivery redriven", "id", id, "shard", shard, "namespace", h.q.Namespace())

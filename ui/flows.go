@@ -5,6 +5,7 @@ package ui
 // and the API's GET .../groups/{group}/flows read them).
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -58,10 +59,7 @@ type flowRow struct {
 // the largest backlog first, top N of them with a count of the rest.
 func (h *Handler) flows(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	group := q.Get("group")
-	if group == "" {
-		group = h.deliveryGroup()
-	}
+	group := cmp.Or(q.Get("group"), h.opts.DeliveryGroup)
 	if err := queue.ValidateConsumerName("group", group); err != nil {
 		h.fail(w, r, http.StatusBadRequest, err)
 		return
@@ -78,15 +76,13 @@ func (h *Handler) flows(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	groups, err := h.q.Inspect().Groups(ctx)
-	if err != nil {
-		h.fail(w, r, statusOf(err), err)
+	if h.failed(w, r, err) {
 		return
 	}
 	// All the keys queue.Flows.Stats sees, so that the rest can be counted and
 	// summed: it reads every key's backlog to sort them whatever the limit.
 	st, err := h.q.Flows().Stats(ctx, group, queue.MaxFlowStats)
-	if err != nil {
-		h.fail(w, r, statusOf(err), err)
+	if h.failed(w, r, err) {
 		return
 	}
 	d := flowsData{Group: group, Seen: len(st), Capped: len(st) >= queue.MaxFlowStats, Top: top, Max: queue.MaxFlowStats}

@@ -28,14 +28,12 @@ func (h *Handler) groups(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	d := groupsData{Now: time.Now().UTC()}
 	groups, err := h.q.Inspect().Groups(ctx)
-	if err != nil {
-		h.fail(w, r, statusOf(err), err)
+	if h.failed(w, r, err) {
 		return
 	}
 	for _, g := range groups {
 		cs, err := h.q.Inspect().Consumers(ctx, g.Name)
-		if err != nil {
-			h.fail(w, r, statusOf(err), err)
+		if h.failed(w, r, err) {
 			return
 		}
 		d.Groups = append(d.Groups, groupView{GroupInfo: g, Members: consumerViews(cs, d.Now)})
@@ -46,16 +44,14 @@ func (h *Handler) groups(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	dead, err := h.q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: listPage, Cursor: after})
-	if err != nil {
-		h.fail(w, r, statusOf(err), err)
+	if h.failed(w, r, err) {
 		return
 	}
 	d.Dead = dead.DeadLetters
 	if dead.NextCursor != "" {
 		d.Next = h.link("/groups", "after", dead.NextCursor)
 	}
-	if d.Count, err = h.q.Deliveries().DeadLetterCount(ctx); err != nil {
-		h.fail(w, r, statusOf(err), err)
+	if d.Count, err = h.q.Deliveries().DeadLetterCount(ctx); h.failed(w, r, err) {
 		return
 	}
 	shards, _ := h.q.Inspect().Shards(ctx) // read by the calls above
@@ -170,8 +166,7 @@ func (h *Handler) requeue(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	if _, err := h.q.Deliveries().Requeue(ctx, shard, id); err != nil {
-		h.fail(w, r, statusOf(err), err)
+	if _, err := h.q.Deliveries().Requeue(ctx, shard, id); h.failed(w, r, err) {
 		return
 	}
 	h.log.Info("timerq ui: dead letter requeued", "id", id, "shard", shard, "namespace", h.q.Namespace())

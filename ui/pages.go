@@ -87,6 +87,15 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, code int, err err
 	h.render(w, r, code, "error", http.StatusText(code), err.Error())
 }
 
+// failed renders err's error page, with its status by statusOf, if err is
+// not nil, and reports whether it did.
+func (h *Handler) failed(w http.ResponseWriter, r *http.Request, err error) bool {
+	if err != nil {
+		h.fail(w, r, statusOf(err), err)
+	}
+	return err != nil
+}
+
 // statusOf maps queue errors to HTTP statuses.
 func statusOf(err error) int {
 	switch {

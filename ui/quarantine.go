@@ -37,8 +37,7 @@ func (h *Handler) quarantine(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	recs, err := h.q.Quarantine().List(ctx)
-	if err != nil {
-		h.fail(w, r, statusOf(err), err)
+	if h.failed(w, r, err) {
 		return
 	}
 	d := quarantineData{Now: time.Now()}

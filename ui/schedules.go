@@ -207,8 +207,7 @@ func (h *Handler) schedule(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	in, err := h.q.Recurring().Get(ctx, id)
-	if err != nil {
-		h.fail(w, r, statusOf(err), err)
+	if h.failed(w, r, err) {
 		return
 	}
 	d := scheduleData{Info: in, Policies: policies(in.Recurring), Size: len(in.Payload)}
@@ -333,8 +332,7 @@ func (h *Handler) actSchedule(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, fmt.Errorf("no action %q: use pause, resume or delete", action))
 		return
 	}
-	if err != nil {
-		h.fail(w, r, statusOf(err), err)
+	if h.failed(w, r, err) {
 		return
 	}
 	h.log.Info("timerq ui: schedule action", "action", action, "id", id, "namespace", h.q.Namespace())

@@ -25,8 +25,7 @@ func (h *Handler) tail(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	evs, cursor, err := h.q.Inspect().RecentFires(ctx, 20)
-	if err != nil {
-		h.fail(w, r, statusOf(err), err)
+	if h.failed(w, r, err) {
 		return
 	}
 	h.render(w, r, http.StatusOK, "tail", "Live tail", tailData{Events: evs, After: cursor})

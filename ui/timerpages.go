@@ -62,8 +62,7 @@ func (h *Handler) timers(w http.ResponseWriter, r *http.Request) {
 	if d.Prefix == "" {
 		opts.Limit = listPage
 		page, err := h.q.List(ctx, opts)
-		if err != nil {
-			h.fail(w, r, statusOf(err), err)
+		if h.failed(w, r, err) {
 			return
 		}
 		d.Timers = page.Timers
@@ -84,8 +83,7 @@ func (h *Handler) timers(w http.ResponseWriter, r *http.Request) {
 	opts.Limit = prefixChunk
 	for d.Scanned < prefixBudget && len(d.Timers) < listPage {
 		page, err := h.q.List(ctx, opts)
-		if err != nil {
-			h.fail(w, r, statusOf(err), err)
+		if h.failed(w, r, err) {
 			return
 		}
 		d.Scanned += len(page.Timers)
@@ -130,8 +128,7 @@ func (h *Handler) timer(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	t, err := h.q.Get(ctx, id)
-	if err != nil {
-		h.fail(w, r, statusOf(err), err)
+	if h.failed(w, r, err) {
 		return
 	}
 	d := timerData{Timer: t, Now: time.Now().UTC(), Size: len(t.Payload), DueInput: formatTime(t.Due)}
@@ -142,8 +139,7 @@ func (h *Handler) timer(w http.ResponseWriter, r *http.Request) {
 	}
 	d.PayloadText, d.Binary = payloadText(t.Payload)
 	d.Schedule, _, _ = queue.ParseOccurrenceID(t.ID)
-	if d.Delivery, err = h.timerDelivery(r, t); err != nil {
-		h.fail(w, r, statusOf(err), err)
+	if d.Delivery, err = h.timerDelivery(r, t); h.failed(w, r, err) {
 		return
 	}
 	h.render(w, r, http.StatusOK, "timer", t.ID, d)
@@ -226,8 +222,7 @@ func (h *Handler) actTimer(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, fmt.Errorf("no action %q: use cancel, fire or reschedule", action))
 		return
 	}
-	if err != nil {
-		h.fail(w, r, statusOf(err), err)
+	if h.failed(w, r, err) {
 		return
 	}
 	h.log.Info("timerq ui: timer action", "action", action, "id", id, "namespace", h.q.Namespace())

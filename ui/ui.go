@@ -141,6 +141,7 @@ func New(q *queue.Queue, opts Options) (*Handler, error) {
 		return nil, fmt.Errorf("%w: MaxTails %d, MaxTailsPerClient %d and TailWriteTimeout %v must not be negative; use 0 for the defaults",
 			queue.ErrInvalidOptions, opts.MaxTails, opts.MaxTailsPerClient, opts.TailWriteTimeout)
 	}
+	opts.DeliveryGroup = cmp.Or(opts.DeliveryGroup, queue.DefaultDeliveryGroup)
 	opts.Timeout = cmp.Or(opts.Timeout, DefaultTimeout)
 	opts.MaxTails = cmp.Or(opts.MaxTails, DefaultMaxTails)
 	opts.MaxTailsPerClient = cmp.Or(opts.MaxTailsPerClient, DefaultMaxTailsPerClient)

@@ -62,16 +62,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// parse): usage errors.
 		e = cliconf.FlagValueError(err, flags(), helpFix)
 	}
-	fmt.Fprintln(stderr, "timerworker: "+oneLine(e.Error()))
+	fmt.Fprintln(stderr, "timerworker: "+cliconf.OneLine(e.Error()))
 	return e.ExitCode()
 }
 
 const helpFix = "run 'timerworker --help' for the flags and their TIMERQ_* variables"
-
-// oneLine puts a message on one line.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
-}
 
 const description = `Fires the due timers of one or more timerq namespaces. Run any number of
 replicas against one Redis: each timer fires exactly once.

@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -268,19 +269,10 @@ func (r *Recorder) Stop() Report {
 func (r *Recorder) Snapshot() Report {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rep := Report{Events: map[string][]Event{}, Wakeups: map[string]int{}, FirstWakeup: map[string]time.Time{},
-		PollErrors: map[string]int{}}
+	rep := Report{Events: map[string][]Event{}, Wakeups: maps.Clone(r.wakeups), FirstWakeup: maps.Clone(r.woke),
+		PollErrors: maps.Clone(r.errs)}
 	for k, v := range r.events {
 		rep.Events[k] = slices.Clone(v)
-	}
-	for k, v := range r.wakeups {
-		rep.Wakeups[k] = v
-	}
-	for k, v := range r.woke {
-		rep.FirstWakeup[k] = v
-	}
-	for k, v := range r.errs {
-		rep.PollErrors[k] = v
 	}
 	return rep
 }

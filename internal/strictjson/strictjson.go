@@ -72,21 +72,10 @@ func CheckText(data []byte) error {
 	return nil
 }
 
+// hex4 reads the four hex digits of a \u escape.
 func hex4(b []byte) (rune, bool) {
-	var r rune
-	for _, c := range b {
-		switch {
-		case '0' <= c && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case 'a' <= c && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case 'A' <= c && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
+	n, err := strconv.ParseUint(string(b), 16, 16)
+	return rune(n), err == nil
 }
 
 // KeyError is an object key CheckKeys refuses.

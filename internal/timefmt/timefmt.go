@@ -88,15 +88,15 @@ const Fix = "use RFC 3339 (2026-12-02T19:00:00Z) or Unix time with its unit (179
 func Parse(s string) (time.Time, error) {
 	var t time.Time
 	switch {
-	case isDigits(s):
+	case IsBareNumber(s):
 		return time.Time{}, BareNumber(s, "%ss", "%sms")
-	case strings.HasSuffix(s, "ms") && isDigits(s[:len(s)-2]):
+	case strings.HasSuffix(s, "ms") && IsBareNumber(s[:len(s)-2]):
 		ms, err := strconv.ParseInt(s[:len(s)-2], 10, 64)
 		if err != nil {
 			return time.Time{}, outOfRange()
 		}
 		t = time.UnixMilli(ms).UTC()
-	case strings.HasSuffix(s, "s") && isDigits(s[:len(s)-1]):
+	case strings.HasSuffix(s, "s") && IsBareNumber(s[:len(s)-1]):
 		sec, err := strconv.ParseInt(s[:len(s)-1], 10, 64)
 		if err != nil || sec > maxUnixSeconds {
 			return time.Time{}, outOfRange()
@@ -136,9 +136,7 @@ func BareNumber(s, secForm, msForm string) *Error {
 
 // IsBareNumber reports whether s is digits only: a number without a unit,
 // which Parse refuses.
-func IsBareNumber(s string) bool { return isDigits(s) }
-
-func isDigits(s string) bool {
+func IsBareNumber(s string) bool {
 	if s == "" {
 		return false
 	}

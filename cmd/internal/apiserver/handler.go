@@ -107,7 +107,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, set *apitoken.Set
 				"give timerworker --" + FlagTokensFile + " to reach it by another name"})
 		return s.routeOf(r)
 	}
-	return s.handle(w, r)
+	// ServeMux sets Pattern on the very request it is given, which is r.
+	s.inner.ServeHTTP(w, r)
+	return r.Pattern
 }
 
 // authKey keys the request's auth in its context.
@@ -173,13 +175,6 @@ func Authorize(w http.ResponseWriter, r *http.Request, need api.Need) bool {
 		return false
 	}
 	return true
-}
-
-// handle runs the handler and returns the pattern it matched. ServeMux
-// sets Pattern on the very request it is given, which is r.
-func (s *Server) handle(w http.ResponseWriter, r *http.Request) string {
-	s.inner.ServeHTTP(w, r)
-	return r.Pattern
 }
 
 // routeOf is the pattern r would match, for a request the handler never

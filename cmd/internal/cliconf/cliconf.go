@@ -6,6 +6,8 @@
 // hint that fits its cause.
 package cliconf
 
+import "strings"
+
 // Exit codes of both binaries, documented in their --help and in
 // docs/timerctl.md and docs/worker.md.
 const (
@@ -51,3 +53,7 @@ func (e *Error) ExitCode() int {
 func Usage(problem, fix string) *Error {
 	return &Error{Code: ExitUsage, Problem: problem, Fix: fix}
 }
+
+// OneLine puts a message on one line, its runs of white space (newlines
+// too) folded into single spaces.
+func OneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

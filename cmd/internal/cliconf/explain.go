@@ -51,11 +51,9 @@ func Explain(err error, t Target) *Error {
 		return out(ExitFailure, "interrupted", "run the command again to finish it")
 	case errors.Is(err, queue.ErrNotFound), errors.Is(err, queue.ErrEndpointNotFound), errors.Is(err, queue.ErrRecurringNotFound):
 		return out(ExitNotFound, problem, fix)
-	case errors.Is(err, queue.ErrInvalidEndpoint):
-		return out(ExitUsage, problem, fix)
 	case errors.Is(err, queue.ErrAlreadyFired), errors.Is(err, queue.ErrCancelled):
 		return out(ExitConflict, problem, fix)
-	case errors.Is(err, queue.ErrInvalidID), errors.Is(err, queue.ErrInvalidDue),
+	case errors.Is(err, queue.ErrInvalidID), errors.Is(err, queue.ErrInvalidDue), errors.Is(err, queue.ErrInvalidEndpoint),
 		errors.Is(err, queue.ErrPayloadTooLarge), errors.Is(err, queue.ErrInvalidOptions):
 		return out(ExitUsage, problem, fix)
 	case errors.Is(err, queue.ErrInvalidNamespace):

@@ -37,7 +37,7 @@ func RepeatedFlag(app *cli.App, args []string) error {
 			continue
 		}
 		name, _, inline := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		f := findFlag(flags, name)
+		f := FindFlag(flags, name)
 		if f == nil {
 			continue
 		}
@@ -68,7 +68,8 @@ func findCommand(cmds []*cli.Command, name string) *cli.Command {
 	return nil
 }
 
-func findFlag(flags []cli.Flag, name string) cli.Flag {
+// FindFlag returns the flag of flags that has name among its names, or nil.
+func FindFlag(flags []cli.Flag, name string) cli.Flag {
 	for _, f := range flags {
 		for _, n := range f.Names() {
 			if n == name {

@@ -30,14 +30,7 @@ func FlagValueError(err error, flags []cli.Flag, fix string) *Error {
 	} else {
 		return &Error{Code: ExitUsage, Problem: msg, Fix: fix, Err: err}
 	}
-	var f cli.Flag
-	for _, fl := range flags {
-		for _, n := range fl.Names() {
-			if n == name {
-				f = fl
-			}
-		}
-	}
+	f := FindFlag(flags, name)
 	if f != nil {
 		name = f.Names()[0]
 	}

@@ -48,24 +48,15 @@ func infoField(info, name string) string {
 // parseVersion reads redis_version from an INFO server reply (Valkey
 // reports the Redis version it is compatible with there). ok is false when
 // the server does not say (miniredis).
-func parseVersion(info string) (major, minor int, version string, ok bool, err error) {
-	for _, line := range strings.Split(info, "\n") {
-		v, found := strings.CutPrefix(strings.TrimSpace(line), "redis_version:")
-		if !found {
-			continue
-		}
-		parts := strings.SplitN(v, ".", 3)
-		if len(parts) < 2 {
-			return 0, 0, v, false, nil
-		}
-		ma, err1 := strconv.Atoi(parts[0])
-		mi, err2 := strconv.Atoi(parts[1])
-		if err1 != nil || err2 != nil {
-			return 0, 0, v, false, nil
-		}
-		return ma, mi, v, true, nil
+func parseVersion(info string) (major, minor int, version string, ok bool) {
+	v := infoField(info, "redis_version")
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return 0, 0, v, false
 	}
-	return 0, 0, "", false, nil
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(parts[1])
+	return ma, mi, v, err1 == nil && err2 == nil
 }
 
 // CheckServer refuses a Redis older than any of need with a usage-free
@@ -90,7 +81,7 @@ func CheckServer(ctx context.Context, rdb redis.UniversalClient, redacted string
 			Problem: fmt.Sprintf("Redis at %s is a Cluster node, and --redis treats it as a single server", redacted),
 			Fix:     "add ?cluster=1 to --redis, or list the nodes: redis://node1:6379?addr=node2:6379&addr=node3:6379"}
 	}
-	major, minor, v, ok, _ := parseVersion(info)
+	major, minor, v, ok := parseVersion(info)
 	if !ok {
 		return nil
 	}

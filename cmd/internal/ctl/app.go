@@ -189,7 +189,7 @@ func Run(ctx context.Context, args []string, o Options) int {
 	if e.Problem != "" {
 		// The URL may come from the environment as well as from args.
 		secrets := append([]string{os.Getenv("TIMERQ_REDIS_URL"), os.Getenv("TIMERQ_REDIS")}, args...)
-		fmt.Fprintln(o.Stderr, "timerctl: "+oneLine(redactText(e.Error(), secrets)))
+		fmt.Fprintln(o.Stderr, "timerctl: "+cliconf.OneLine(redactText(e.Error(), secrets)))
 	}
 	return e.Code
 }
@@ -257,32 +257,14 @@ func isFlag(a string) bool { return len(a) > 1 && a[0] == '-' }
 // hasFlag reports whether arg names one of flags.
 func hasFlag(flags []cli.Flag, arg string) bool {
 	name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
-	for _, f := range flags {
-		for _, n := range f.Names() {
-			if n == name {
-				return true
-			}
-		}
-	}
-	return false
+	return cliconf.FindFlag(flags, name) != nil
 }
 
 // takesValue reports whether arg is a flag of flags that takes its value
-// from the next argument.
+// from the next argument (not --name=value).
 func takesValue(flags []cli.Flag, arg string) bool {
-	name := strings.TrimLeft(arg, "-")
-	if strings.Contains(name, "=") {
-		return false
-	}
-	for _, f := range flags {
-		for _, n := range f.Names() {
-			if n == name {
-				d, ok := f.(cli.DocGenerationFlag)
-				return ok && d.TakesValue()
-			}
-		}
-	}
-	return false
+	d, ok := cliconf.FindFlag(flags, strings.TrimLeft(arg, "-")).(cli.DocGenerationFlag)
+	return ok && d.TakesValue()
 }
 
 // runner holds what every command needs.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/cmd/internal/cliconf"
+	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -99,20 +100,24 @@ Bad lines are reported with their line number and skipped; the exit code is then
 	}
 }
 
-// oneID returns the command's single ID argument.
-func oneID(c *cli.Context) (string, error) {
+// oneArg returns the command's single argument, what it names.
+func oneArg(c *cli.Context, what string) (string, error) {
 	switch c.NArg() {
 	case 0:
-		return "", usageErr("missing the timer ID", helpFix(c))
+		return "", usageErr("missing "+what, helpFix(c))
 	case 1:
-	default:
-		return "", usageErr(fmt.Sprintf("too many arguments: %q", c.Args().Slice()), helpFix(c))
+		return c.Args().First(), nil
 	}
-	id := c.Args().First()
-	if err := queue.ValidateID(id); err != nil {
-		return "", err
+	return "", usageErr(fmt.Sprintf("too many arguments: %q", c.Args().Slice()), helpFix(c))
+}
+
+// oneID returns the command's single ID argument.
+func oneID(c *cli.Context) (string, error) {
+	id, err := oneArg(c, "the timer ID")
+	if err == nil {
+		err = queue.ValidateID(id)
 	}
-	return id, nil
+	return id, err
 }
 
 func noArgs(c *cli.Context) error {
@@ -122,29 +127,41 @@ func noArgs(c *cli.Context) error {
 	return nil
 }
 
-// parseTime parses the TIME of --flag (see parseInstant).
+// parseTime parses the TIME of --flag by timefmt.Parse's rules, the
+// dashboard's too: RFC 3339, or Unix time with its unit; a bare number is
+// refused rather than guessed.
 func parseTime(flag, s string) (time.Time, error) {
-	t, err := parseInstant(s)
-	if err != nil {
-		e := err.(*timeError)
-		return time.Time{}, usageErr(fmt.Sprintf("--%s %q %s", flag, s, e.problem), e.fix)
+	t, err := timefmt.Parse(s)
+	if e, ok := err.(*timefmt.Error); ok {
+		return t, usageErr(fmt.Sprintf("--%s %q %s", flag, s, e.Problem), e.Fix)
 	}
 	return t, nil
 }
 
-// parseIn parses the DURATION of --flag (see parseDelay).
-func parseIn(flag, s string) (time.Duration, error) {
-	d, err := parseDelay(s)
+// parseDelay parses a DURATION: Go's syntax, 0 or more.
+func parseDelay(s string) (time.Duration, *timefmt.Error) {
+	d, err := time.ParseDuration(s)
 	if err != nil {
-		e := err.(*timeError)
-		fix := e.fix
-		if d, perr := time.ParseDuration(s); perr == nil && d < 0 && flag != "in" {
-			// The --at advice fits a delay only.
-			fix = fmt.Sprintf("use a positive duration, e.g. --%s %s", flag, -d)
-		}
-		return 0, usageErr(fmt.Sprintf("--%s %q %s", flag, s, e.problem), fix)
+		return 0, &timefmt.Error{Problem: "is not a duration", Fix: "use Go's syntax, e.g. 90s, 5m or 1h30m"}
+	}
+	if d < 0 {
+		return 0, &timefmt.Error{Problem: "is negative", Fix: "use a duration of 0 or more, or --at for a time in the past"}
 	}
 	return d, nil
+}
+
+// parseIn parses the DURATION of --flag (see parseDelay).
+func parseIn(flag, s string) (time.Duration, error) {
+	d, e := parseDelay(s)
+	if e == nil {
+		return d, nil
+	}
+	fix := e.Fix
+	if d, perr := time.ParseDuration(s); perr == nil && d < 0 && flag != "in" {
+		// The --at advice fits a delay only.
+		fix = fmt.Sprintf("use a positive duration, e.g. --%s %s", flag, -d)
+	}
+	return 0, usageErr(fmt.Sprintf("--%s %q %s", flag, s, e.Problem), fix)
 }
 
 // due is a due time from the command line: an instant (--at), or a delay
@@ -215,6 +232,20 @@ func (r *runner) payload(c *cli.Context) ([]byte, error) {
 	return b, nil
 }
 
+// payloadWithin reads the payload as payload does and refuses one over
+// the namespace's limit (timerctl uses queue's default) before connecting.
+func (r *runner) payloadWithin(c *cli.Context) ([]byte, error) {
+	p, err := r.payload(c)
+	if err != nil || len(p) <= queue.DefaultMaxPayloadBytes {
+		return p, err
+	}
+	what := "--payload"
+	if c.IsSet("payload-file") {
+		what = "--payload-file " + c.String("payload-file")
+	}
+	return nil, payloadTooLarge(int64(len(p)), what)
+}
+
 // payloadTooLarge is the usage error of a payload over the limit of the
 // namespace's queue (timerctl uses queue's default).
 func payloadTooLarge(size int64, what string) error {
@@ -253,16 +284,9 @@ func (r *runner) schedule(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := r.payload(c)
+	p, err := r.payloadWithin(c)
 	if err != nil {
 		return err
-	}
-	if len(p) > queue.DefaultMaxPayloadBytes {
-		what := "--payload"
-		if c.IsSet("payload-file") {
-			what = "--payload-file " + c.String("payload-file")
-		}
-		return payloadTooLarge(int64(len(p)), what)
 	}
 	if c.IsSet("deliver-url") && !c.IsSet("deliver") {
 		return usageErr("--deliver-url needs --deliver", "name the endpoint whose secrets and retry policy apply: --deliver NAME --deliver-url URL")
@@ -447,11 +471,7 @@ func (r *runner) list(c *cli.Context) error {
 // printPage prints one page of list.
 func (r *runner) printPage(c *cli.Context, s *session, page queue.ListPage) error {
 	if s.g.json {
-		out := make([]api.TimerJSON, 0, len(page.Timers))
-		for _, t := range page.Timers {
-			out = append(out, api.ToTimerJSON(t))
-		}
-		if err := writeJSON(r.o.Stdout, out); err != nil {
+		if err := writeJSON(r.o.Stdout, mapList(page.Timers, api.ToTimerJSON)); err != nil {
 			return err
 		}
 		// stdout stays one JSON array; the cursor goes beside it.
@@ -540,7 +560,7 @@ func (r *runner) wait(c *cli.Context) error {
 		}
 	}
 	if t.State == queue.StateCancelled {
-		return s.redisErr(fmt.Errorf("%w: %q was cancelled at %s", queue.ErrCancelled, id, fmtJSONTime(t.CancelledAt)))
+		return s.redisErr(fmt.Errorf("%w: %q was cancelled at %s", queue.ErrCancelled, id, timefmt.Format(t.CancelledAt)))
 	}
 	return r.recordOut(s, t, nil)
 }

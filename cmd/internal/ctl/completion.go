@@ -66,13 +66,8 @@ func (r *runner) completion(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usageErr("give the shell: bash or zsh", helpFix(c))
 	}
-	var script string
-	switch c.Args().First() {
-	case "bash":
-		script = bashCompletion
-	case "zsh":
-		script = zshCompletion
-	default:
+	script, ok := map[string]string{"bash": bashCompletion, "zsh": zshCompletion}[c.Args().First()]
+	if !ok {
 		return usageErr(fmt.Sprintf("no completion for shell %q", c.Args().First()), "use bash or zsh")
 	}
 	_, err := fmt.Fprint(r.o.Stdout, script)

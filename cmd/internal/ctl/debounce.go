@@ -29,14 +29,10 @@ func (r *runner) debounceCommand() *cli.Command {
 }
 
 func (r *runner) debounce(c *cli.Context) error {
-	if c.NArg() != 1 {
-		if c.NArg() == 0 {
-			return usageErr("missing the debounce key", helpFix(c))
-		}
-		return usageErr(fmt.Sprintf("too many arguments: %q", c.Args().Slice()), helpFix(c))
+	key, err := oneArg(c, "the debounce key")
+	if err != nil {
+		return err
 	}
-	key := c.Args().First()
-	var err error
 	var o queue.DebounceOptions
 	if !c.IsSet("delay") || !c.IsSet("max-wait") {
 		return usageErr("missing --delay or --max-wait", "give both, e.g. --delay 5s --max-wait 1m")
@@ -47,15 +43,8 @@ func (r *runner) debounce(c *cli.Context) error {
 	if o.MaxWait, err = parseIn("max-wait", c.String("max-wait")); err != nil {
 		return err
 	}
-	if o.Payload, err = r.payload(c); err != nil {
+	if o.Payload, err = r.payloadWithin(c); err != nil {
 		return err
-	}
-	if len(o.Payload) > queue.DefaultMaxPayloadBytes {
-		what := "--payload"
-		if c.IsSet("payload-file") {
-			what = "--payload-file " + c.String("payload-file")
-		}
-		return payloadTooLarge(int64(len(o.Payload)), what)
 	}
 	o.KeepFirst = c.Bool("keep-first")
 	if c.IsSet("deliver") {

@@ -179,13 +179,7 @@ func (r *runner) endpointList(c *cli.Context) error {
 			return s.redisErr(err)
 		}
 		if s.g.json {
-			out := struct {
-				Endpoints []api.EndpointJSON `json:"endpoints"`
-			}{Endpoints: make([]api.EndpointJSON, len(list))}
-			for i, e := range list {
-				out.Endpoints[i] = api.ToEndpointJSON(e)
-			}
-			return writeJSON(r.o.Stdout, out)
+			return writeJSON(r.o.Stdout, map[string]any{"endpoints": mapList(list, api.ToEndpointJSON)})
 		}
 		if len(list) == 0 {
 			fmt.Fprintf(r.o.Stdout, "no endpoints in namespace %s\n", s.q.Namespace())

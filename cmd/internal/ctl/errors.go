@@ -96,10 +96,6 @@ func classify(err error, t cliconf.Target) *Error {
 	return ex
 }
 
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
-}
-
 // redactText removes from s every password found in a URL among args: a
 // last line of defence for error texts that quote a URL we did not build.
 func redactText(s string, args []string) string {

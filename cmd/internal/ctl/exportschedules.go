@@ -2,10 +2,11 @@ package ctl
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/queue"
@@ -34,13 +35,13 @@ func toScheduleExportLine(in queue.RecurringInfo) scheduleExportLine {
 }
 
 // writeSchedules writes every schedule of the namespace as one JSON line
-// each; ctx makes one context per page.
-func writeSchedules(s *session, ctx func() (context.Context, context.CancelFunc), w io.Writer) error {
+// each, each page read within --timeout.
+func writeSchedules(c *cli.Context, s *session, w io.Writer) error {
 	enc := json.NewEncoder(w)
 	cursor := ""
 	for {
-		c, cancel := ctx()
-		page, err := s.q.Recurring().List(c, queue.RecurringListOptions{Cursor: cursor})
+		ctx, cancel := s.ctx(c)
+		page, err := s.q.Recurring().List(ctx, queue.RecurringListOptions{Cursor: cursor})
 		cancel()
 		if err != nil {
 			return recurringErr(s, err)

@@ -35,15 +35,9 @@ lists the flow keys of a consumer group with fires parked: backlog, in flight an
 			if c.NArg() != 1 {
 				return usageErr("flow takes one verb: put, list, delete or stats", "run 'timerctl flow --help'")
 			}
-			switch verb := c.Args().First(); verb {
-			case "put":
-				return r.flowPut(c)
-			case "list":
-				return r.flowList(c)
-			case "delete":
-				return r.flowDelete(c)
-			case "stats":
-				return r.flowStats(c)
+			verbs := map[string]func(*cli.Context) error{"put": r.flowPut, "list": r.flowList, "delete": r.flowDelete, "stats": r.flowStats}
+			if verb, ok := verbs[c.Args().First()]; ok {
+				return verb(c)
 			}
 			return usageErr(fmt.Sprintf("flow takes put, list, delete or stats, not %q", c.Args().First()), "run 'timerctl flow --help'")
 		},
@@ -95,13 +89,7 @@ func (r *runner) flowList(c *cli.Context) error {
 			return s.redisErr(err)
 		}
 		if s.g.json {
-			out := struct {
-				FlowPolicies []api.FlowPolicyJSON `json:"flow_policies"`
-			}{FlowPolicies: make([]api.FlowPolicyJSON, len(list))}
-			for i, p := range list {
-				out.FlowPolicies[i] = api.ToFlowPolicyJSON(p)
-			}
-			return writeJSON(r.o.Stdout, out)
+			return writeJSON(r.o.Stdout, map[string]any{"flow_policies": mapList(list, api.ToFlowPolicyJSON)})
 		}
 		if len(list) == 0 {
 			fmt.Fprintf(r.o.Stdout, "no flow policies in namespace %s\n", s.q.Namespace())
@@ -166,14 +154,10 @@ func (r *runner) flowStats(c *cli.Context) error {
 			return s.redisErr(err)
 		}
 		if s.g.json {
-			out := struct {
+			return writeJSON(r.o.Stdout, struct {
 				Group string             `json:"group"`
 				Flows []api.FlowStatJSON `json:"flows"`
-			}{Group: group, Flows: make([]api.FlowStatJSON, len(st))}
-			for i, f := range st {
-				out.Flows[i] = api.ToFlowStatJSON(f)
-			}
-			return writeJSON(r.o.Stdout, out)
+			}{group, mapList(st, api.ToFlowStatJSON)})
 		}
 		if len(st) == 0 {
 			fmt.Fprintf(r.o.Stdout, "no flow key of group %s has fires parked\n", group)

@@ -13,10 +13,6 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-// jsonTime is the one time layout of JSON output, the dashboard's too:
-// RFC 3339, milliseconds, UTC.
-const jsonTime = timefmt.Layout
-
 // The JSON shapes of timers, attempt logs and schedules are the HTTP
 // API's (api.TimerJSON and the rest), so that a client reads both alike;
 // docs/timerctl.md documents them.
@@ -43,15 +39,23 @@ func writeAttempts(tw io.Writer, log []queue.DeliveryAttempt, now time.Time) {
 	}
 }
 
-func fmtJSONTime(t time.Time) string { return timefmt.Format(t) }
-
 // optTime is nil, hence null, for the zero time.
 func optTime(t time.Time) *string {
 	if t.IsZero() {
 		return nil
 	}
-	s := fmtJSONTime(t)
+	s := timefmt.Format(t)
 	return &s
+}
+
+// mapList converts each of in; the result is never nil, so that JSON
+// output shows an empty list as [], not null.
+func mapList[T, J any](in []T, to func(T) J) []J {
+	out := make([]J, len(in))
+	for i, v := range in {
+		out[i] = to(v)
+	}
+	return out
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -159,10 +163,4 @@ func writeList(w io.Writer, ts []queue.Timer, now time.Time) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, t.State, fmtTime(t.Due, now), fmtPayload(t.Payload))
 	}
 	return tw.Flush()
-}
-
-// jsonLine encodes v as one compact line.
-func jsonLine(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	return append(b, '\n'), err
 }

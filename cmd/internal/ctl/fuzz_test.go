@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -26,26 +27,26 @@ func FuzzParseInstant(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		tm, err := parseInstant(s)
+		tm, err := timefmt.Parse(s)
 		if err != nil {
-			var e *timeError
-			if !errors.As(err, &e) || e.problem == "" || e.fix == "" {
+			var e *timefmt.Error
+			if !errors.As(err, &e) || e.Problem == "" || e.Fix == "" {
 				t.Fatalf("%q: refusal %v does not say what to write instead", s, err)
 			}
-			if isDigits(s) && !strings.Contains(e.fix, s+"s") || isDigits(s) && !strings.Contains(e.fix, s+"ms") {
+			if timefmt.IsBareNumber(s) && !strings.Contains(e.Fix, s+"s") || timefmt.IsBareNumber(s) && !strings.Contains(e.Fix, s+"ms") {
 				t.Fatalf("%q: refusal of a bare number does not show both forms: %v", s, err)
 			}
 			return
 		}
-		if isDigits(s) {
+		if timefmt.IsBareNumber(s) {
 			t.Fatalf("%q: a bare number was accepted as %v", s, tm)
 		}
 		if queue.ValidateDue(tm) != nil {
 			t.Fatalf("%q: accepted %v, outside the due range", s, tm)
 		}
 		ms := tm.Truncate(time.Millisecond)
-		for _, form := range []string{fmtJSONTime(tm), fmt.Sprintf("%dms", tm.UnixMilli()), tm.Format(time.RFC3339Nano)} {
-			back, err := parseInstant(form)
+		for _, form := range []string{timefmt.Format(tm), fmt.Sprintf("%dms", tm.UnixMilli()), tm.Format(time.RFC3339Nano)} {
+			back, err := timefmt.Parse(form)
 			want := ms
 			if form == tm.Format(time.RFC3339Nano) {
 				want = tm
@@ -55,7 +56,7 @@ func FuzzParseInstant(f *testing.F) {
 			}
 		}
 		if tm.Equal(tm.Truncate(time.Second)) {
-			if back, err := parseInstant(fmt.Sprintf("%ds", tm.Unix())); err != nil || !back.Equal(tm) {
+			if back, err := timefmt.Parse(fmt.Sprintf("%ds", tm.Unix())); err != nil || !back.Equal(tm) {
 				t.Fatalf("%q -> %v -> %ds -> %v, %v", s, tm, tm.Unix(), back, err)
 			}
 		}
@@ -71,11 +72,10 @@ func FuzzParseDelay(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		d, err := parseDelay(s)
-		if err != nil {
-			var e *timeError
-			if !errors.As(err, &e) || e.problem == "" || e.fix == "" {
-				t.Fatalf("%q: refusal %v does not say what to write instead", s, err)
+		d, e := parseDelay(s)
+		if e != nil {
+			if e.Problem == "" || e.Fix == "" {
+				t.Fatalf("%q: refusal %v does not say what to write instead", s, e)
 			}
 			return
 		}

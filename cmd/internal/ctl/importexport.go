@@ -3,7 +3,6 @@ package ctl
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/cmd/internal/cliconf"
 	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/strictjson"
 	"github.com/timerq/timerq/internal/timefmt"
@@ -37,7 +37,7 @@ const maxImportLine = 2 << 20
 type importLine struct {
 	ID          string          `json:"id"`
 	State       string          `json:"state,omitempty"`
-	DueAt       json.RawMessage `json:"due_at,omitempty"` // TIME string (see parseInstant)
+	DueAt       json.RawMessage `json:"due_at,omitempty"` // TIME string (see timefmt.Parse)
 	In          string          `json:"in,omitempty"`
 	CreatedAt   json.RawMessage `json:"created_at,omitempty"`
 	FiredAt     json.RawMessage `json:"fired_at,omitempty"`
@@ -85,19 +85,19 @@ func lineTime(name string, raw json.RawMessage) (time.Time, bool, error) {
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		if isDigits(string(raw)) {
-			e := bareNumberError(string(raw), `"%ss"`, `"%sms"`).(*timeError)
-			return time.Time{}, true, fmt.Errorf("%s %s %s: %s", name, raw, e.problem, e.fix)
+		if timefmt.IsBareNumber(string(raw)) {
+			e := timefmt.BareNumber(string(raw), `"%ss"`, `"%sms"`)
+			return time.Time{}, true, fmt.Errorf("%s %s %s: %s", name, raw, e.Problem, e.Fix)
 		}
-		return time.Time{}, true, fmt.Errorf("%s %s is not a time: %s, as a JSON string", name, raw, timeFix)
+		return time.Time{}, true, fmt.Errorf("%s %s is not a time: %s, as a JSON string", name, raw, timefmt.Fix)
 	}
-	t, err := parseInstant(s)
+	t, err := timefmt.Parse(s)
 	if err != nil {
-		e := err.(*timeError)
-		if isDigits(s) {
-			e = bareNumberError(s, `"%ss"`, `"%sms"`).(*timeError)
+		e := err.(*timefmt.Error)
+		if timefmt.IsBareNumber(s) {
+			e = timefmt.BareNumber(s, `"%ss"`, `"%sms"`)
 		}
-		return time.Time{}, true, fmt.Errorf("%s %q %s: %s", name, s, e.problem, e.fix)
+		return time.Time{}, true, fmt.Errorf("%s %q %s: %s", name, s, e.Problem, e.Fix)
 	}
 	return t, true, nil
 }
@@ -198,10 +198,9 @@ func scheduleItem(l importLine, dueAt time.Time, given [4]bool, payload []byte) 
 		return importItem{}, errors.New("both due_at and in are given; give one")
 	case given[0]:
 	case l.In != "":
-		d, err := parseDelay(l.In)
-		if err != nil {
-			e := err.(*timeError)
-			return importItem{}, fmt.Errorf("in %q %s: %s", l.In, e.problem, e.fix)
+		d, e := parseDelay(l.In)
+		if e != nil {
+			return importItem{}, fmt.Errorf("in %q %s: %s", l.In, e.Problem, e.Fix)
 		}
 		t = queue.NewTimerIn(l.ID, d, payload)
 	default:
@@ -269,7 +268,7 @@ func (r *runner) importCmd(c *cli.Context) error {
 	if err := im.flush(); err != nil {
 		return err
 	}
-	if err := restoreOrphans(c, s, im.occs, &im.res, im.say); err != nil {
+	if err := im.restoreOrphans(); err != nil {
 		return err
 	}
 	res := im.res
@@ -324,7 +323,7 @@ type importer struct {
 func (im *importer) add(line []byte, readErr error) error {
 	kind, err := readKind(line, readErr)
 	if err != nil {
-		im.reject(im.lineNo, oneLine(err.Error()))
+		im.reject(im.lineNo, cliconf.OneLine(err.Error()))
 		return nil
 	}
 	switch kind {
@@ -335,7 +334,7 @@ func (im *importer) add(line []byte, readErr error) error {
 	}
 	it, err := parseLine(line, im.maxPay)
 	if err != nil {
-		im.reject(im.lineNo, oneLine(err.Error()))
+		im.reject(im.lineNo, cliconf.OneLine(err.Error()))
 		return nil
 	}
 	return im.addTimer(it)
@@ -358,7 +357,7 @@ func readKind(line []byte, readErr error) (string, error) {
 func (im *importer) addQuarantined(line []byte) error {
 	qr, err := parseQuarantineLine(line)
 	if err != nil {
-		im.reject(im.lineNo, oneLine(err.Error()))
+		im.reject(im.lineNo, cliconf.OneLine(err.Error()))
 		return nil
 	}
 	ctx, cancel := im.s.ctx(im.c)
@@ -369,7 +368,7 @@ func (im *importer) addQuarantined(line []byte) error {
 	}
 	im.res.Quarantined += n
 	if err != nil {
-		im.reject(im.lineNo, oneLine(err.Error()))
+		im.reject(im.lineNo, cliconf.OneLine(err.Error()))
 	}
 	return nil
 }
@@ -390,7 +389,7 @@ func (im *importer) addSchedule(line []byte) error {
 	case err == nil:
 		delete(im.occs, info.ID)
 	case isBadInput(err):
-		im.reject(im.lineNo, oneLine(err.Error()))
+		im.reject(im.lineNo, cliconf.OneLine(err.Error()))
 	default:
 		return recurringErr(im.s, err)
 	}
@@ -437,22 +436,17 @@ func (im *importer) addWindow(w queue.RestoredWindow) error {
 	case err == nil:
 		countResults([]queue.ScheduleResult{res}, &im.res)
 	case isBadInput(err):
-		im.reject(im.lineNo, oneLine(err.Error()))
+		im.reject(im.lineNo, cliconf.OneLine(err.Error()))
 	default:
 		return im.s.redisErr(err)
 	}
 	return nil
 }
 
-// reject counts line as rejected and says why.
+// reject counts line as rejected and says why on stderr.
 func (im *importer) reject(line int, msg string) {
 	im.res.Rejected++
 	im.res.RejectedLines = append(im.res.RejectedLines, line)
-	im.say(line, msg)
-}
-
-// say tells on stderr why line was rejected.
-func (im *importer) say(line int, msg string) {
 	im.bar.clear()
 	fmt.Fprintf(im.r.o.Stderr, "timerctl: line %d: %s: fix the line and import again\n", line, msg)
 }
@@ -474,13 +468,7 @@ func (im *importer) flush() error {
 	if err != nil {
 		return im.s.redisErr(err)
 	}
-	for _, o := range out {
-		if o.Created {
-			im.res.Created++
-		} else {
-			im.res.Existing++
-		}
-	}
+	countResults(out, &im.res)
 	im.batch, im.restores = im.batch[:0], im.restores[:0]
 	im.bar.update(im.read, im.lineNo)
 	return nil
@@ -535,16 +523,20 @@ type pendingOcc struct {
 	timer queue.Timer
 }
 
+func timersOf(occs []pendingOcc) []queue.Timer {
+	timers := make([]queue.Timer, len(occs))
+	for i, o := range occs {
+		timers[i] = o.timer
+	}
+	return timers
+}
+
 // restoreSchedule restores one schedule line of an import, with the
 // occurrence lines of it read before.
 func restoreSchedule(c *cli.Context, s *session, info queue.RecurringInfo, occs []pendingOcc, res *importJSON) error {
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	timers := make([]queue.Timer, len(occs))
-	for i, o := range occs {
-		timers[i] = o.timer
-	}
-	created, out, err := s.q.Recurring().RestoreWith(ctx, info, timers)
+	created, out, err := s.q.Recurring().RestoreWith(ctx, info, timersOf(occs))
 	countResults(out, res)
 	if err != nil {
 		return err
@@ -571,33 +563,28 @@ func countResults(out []queue.ScheduleResult, res *importJSON) {
 // whose schedule had no line: Restore takes them if the namespace holds
 // the schedule (an import of a filtered export), and each is rejected
 // otherwise, by line.
-func restoreOrphans(c *cli.Context, s *session, occs map[string][]pendingOcc, res *importJSON, reject func(line int, msg string)) error {
+func (im *importer) restoreOrphans() error {
+	occs := im.occs
 	ids := slices.Collect(maps.Keys(occs))
 	slices.SortFunc(ids, func(a, b string) int { return occs[a][0].line - occs[b][0].line })
 	for _, sid := range ids {
 		group := occs[sid]
 		for start := 0; start < len(group); start += importBatch {
 			chunk := group[start:min(start+importBatch, len(group))]
-			timers := make([]queue.Timer, len(chunk))
-			for i, o := range chunk {
-				timers[i] = o.timer
-			}
-			ctx, cancel := s.ctx(c)
-			out, err := s.q.Restore(ctx, timers)
+			ctx, cancel := im.s.ctx(im.c)
+			out, err := im.s.q.Restore(ctx, timersOf(chunk))
 			cancel()
 			if errors.Is(err, queue.ErrOccurrenceID) {
 				for _, o := range chunk {
-					res.Rejected++
-					res.RejectedLines = append(res.RejectedLines, o.line)
-					reject(o.line, fmt.Sprintf("timer %q is an occurrence of schedule %q (its ID has the form <schedule ID>@<Unix ms>, which is reserved for occurrences), "+
+					im.reject(o.line, fmt.Sprintf("timer %q is an occurrence of schedule %q (its ID has the form <schedule ID>@<Unix ms>, which is reserved for occurrences), "+
 						"and neither this input nor the namespace holds that schedule; import it with the schedule's line (a full export writes both), or give a plain timer another ID", o.timer.ID, sid))
 				}
 				continue
 			}
 			if err != nil {
-				return s.redisErr(err)
+				return im.s.redisErr(err)
 			}
-			countResults(out, res)
+			countResults(out, &im.res)
 		}
 	}
 	return nil
@@ -688,7 +675,7 @@ func (r *runner) export(c *cli.Context) error {
 			"(timerctl quarantine list)\n", len(bad))
 	}
 	if withSchedules {
-		if err := writeSchedules(s, func() (context.Context, context.CancelFunc) { return s.ctx(c) }, w); err != nil {
+		if err := writeSchedules(c, s, w); err != nil {
 			return err
 		}
 	}
@@ -758,7 +745,7 @@ func toExportLine(t queue.Timer) exportLine {
 	}
 	// The due time keeps its microseconds, which a scheduled timer may
 	// have: truncated to the ms, the restored timer would fire early.
-	return exportLine{ID: t.ID, State: string(t.State), DueAt: timefmt.FormatExact(t.Due), CreatedAt: fmtJSONTime(t.CreatedAt),
+	return exportLine{ID: t.ID, State: string(t.State), DueAt: timefmt.FormatExact(t.Due), CreatedAt: timefmt.Format(t.CreatedAt),
 		FiredAt: optTime(t.FiredAt), CancelledAt: optTime(t.CancelledAt), Payload: p}
 }
 

@@ -29,13 +29,9 @@ func (r *runner) namespaceCommand() *cli.Command {
 			&cli.BoolFlag{Name: "force", Usage: "create: set --replicas even though a Redis master has N replicas in sync or fewer (each needs N+1, so that a failover leaves N); without it, timerctl refuses and names the masters"},
 		},
 		Action: func(c *cli.Context) error {
-			switch c.Args().First() {
-			case "create":
-				return r.namespaceCreate(c)
-			case "show":
-				return r.namespaceShow(c)
-			case "quotas":
-				return r.namespaceQuotas(c)
+			verbs := map[string]func(*cli.Context) error{"create": r.namespaceCreate, "show": r.namespaceShow, "quotas": r.namespaceQuotas}
+			if verb, ok := verbs[c.Args().First()]; ok {
+				return verb(c)
 			}
 			return usageErr(fmt.Sprintf("namespace takes create, show or quotas, not %q", c.Args().First()),
 				"run 'timerctl namespace create NS --shards N', 'timerctl namespace show' or 'timerctl namespace quotas'")

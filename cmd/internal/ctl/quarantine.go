@@ -10,6 +10,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/cmd/internal/cliconf"
+	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -57,11 +59,11 @@ func parseQuarantineLine(b []byte) (queue.QuarantinedRecord, error) {
 		return queue.QuarantinedRecord{}, fmt.Errorf("not a quarantined record as export writes it: %v", err)
 	}
 	if err := queue.ValidateID(l.ID); err != nil {
-		return queue.QuarantinedRecord{}, errors.New(oneLine(err.Error()))
+		return queue.QuarantinedRecord{}, errors.New(cliconf.OneLine(err.Error()))
 	}
 	r := queue.QuarantinedRecord{ID: l.ID, Shard: l.Shard, Raw: l.Raw, Reason: l.Reason, DueScore: l.DueScore}
 	if l.QuarantinedAt != nil {
-		t, err := parseInstant(*l.QuarantinedAt)
+		t, err := timefmt.Parse(*l.QuarantinedAt)
 		if err != nil {
 			return queue.QuarantinedRecord{}, fmt.Errorf("quarantined_at %q is not a time", *l.QuarantinedAt)
 		}
@@ -96,11 +98,7 @@ func (r *runner) quarantineList(c *cli.Context) error {
 			return s.redisErr(err)
 		}
 		if s.g.json {
-			out := make([]quarantineLine, 0, len(recs))
-			for _, q := range recs {
-				out = append(out, toQuarantineLine(q))
-			}
-			return writeJSON(r.o.Stdout, out)
+			return writeJSON(r.o.Stdout, mapList(recs, toQuarantineLine))
 		}
 		return writeQuarantine(r.o.Stdout, recs, r)
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/timerq/timerq/api"
+	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
 	"github.com/timerq/timerq/schedule"
 )
@@ -54,7 +55,7 @@ func perMinute(every time.Duration) int64 {
 // 10m, and asks; "" when it cannot tell.
 func unitHint(s string) string {
 	for _, u := range []struct{ short, long string }{{"ms", "m"}, {"us", "s"}, {"µs", "s"}, {"ns", "s"}} {
-		if n, ok := strings.CutSuffix(s, u.short); ok && isDigits(n) {
+		if n, ok := strings.CutSuffix(s, u.short); ok && timefmt.IsBareNumber(n) {
 			return fmt.Sprintf("did you mean --every %s%s? ", n, u.long)
 		}
 	}
@@ -295,26 +296,18 @@ func (r *runner) scheduleOut(s *session, in queue.RecurringInfo, note string) er
 	limits = append(limits, "overlap "+string(cmp.Or(in.Overlap, queue.OverlapAllow)))
 	row("policies", strings.Join(limits, ", "))
 	row("count", fmt.Sprintf("%d armed (fired and pending)", in.Count))
-	if len(in.Pending) == 0 {
-		row("pending", "-")
-	}
-	for i, o := range in.Pending {
-		k := ""
-		if i == 0 {
-			k = "pending"
+	// A list takes a row each, labelled on its first; an empty one a dash.
+	rows := func(k string, vs []string) {
+		if len(vs) == 0 {
+			vs = []string{"-"}
 		}
-		row(k, o.ID+"  due "+fmtTime(o.Due, now))
-	}
-	if len(in.Next) == 0 {
-		row("next", "-")
-	}
-	for i, t := range in.Next {
-		k := ""
-		if i == 0 {
-			k = "next"
+		for _, v := range vs {
+			row(k, v)
+			k = ""
 		}
-		row(k, fmtTime(t, now))
 	}
+	rows("pending", mapList(in.Pending, func(o queue.Occurrence) string { return o.ID + "  due " + fmtTime(o.Due, now) }))
+	rows("next", mapList(in.Next, func(t time.Time) string { return fmtTime(t, now) }))
 	if note != "" {
 		row("note", note)
 	}
@@ -323,14 +316,10 @@ func (r *runner) scheduleOut(s *session, in queue.RecurringInfo, note string) er
 
 func (r *runner) schedulesOut(s *session, page queue.RecurringPage) error {
 	if s.g.json {
-		out := struct {
+		return writeJSON(r.o.Stdout, struct {
 			Schedules  []scheduleJSON `json:"schedules"`
 			NextCursor string         `json:"next_cursor"`
-		}{Schedules: []scheduleJSON{}, NextCursor: page.NextCursor}
-		for _, in := range page.Schedules {
-			out.Schedules = append(out.Schedules, toScheduleJSON(in))
-		}
-		return writeJSON(r.o.Stdout, out)
+		}{mapList(page.Schedules, toScheduleJSON), page.NextCursor})
 	}
 	now := r.o.Now()
 	w := newTable(r.o.Stdout)
@@ -365,7 +354,7 @@ func (r *runner) exportSchedules(c *cli.Context, rest []string) error {
 		return err
 	}
 	defer s.close()
-	return writeSchedules(s, func() (context.Context, context.CancelFunc) { return s.ctx(c) }, r.o.Stdout)
+	return writeSchedules(c, s, r.o.Stdout)
 }
 
 // importSchedules restores the schedules exportSchedules wrote. Existing

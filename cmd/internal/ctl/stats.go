@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/timerq/timerq/api"
+	"github.com/timerq/timerq/cmd/internal/cliconf"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -110,12 +111,8 @@ func (r *runner) stats(c *cli.Context) error {
 			out.Shards = append(out.Shards, row)
 		}
 		if werr == nil {
-			w := &workersJSON{Serving: len(ws.Live), Live: []string{}, LastSeenAt: optTime(ws.LastSeen),
-				LastWorker: ws.LastWorker, LastLeft: ws.LastLeft}
-			for _, m := range ws.Live {
-				w.Live = append(w.Live, m.ID)
-			}
-			out.Workers = w
+			out.Workers = &workersJSON{Serving: len(ws.Live), Live: mapList(ws.Live, func(m queue.Worker) string { return m.ID }),
+				LastSeenAt: optTime(ws.LastSeen), LastWorker: ws.LastWorker, LastLeft: ws.LastLeft}
 		}
 		if uerr == nil {
 			out.Quotas = api.ToQuotasUsageJSON(u)
@@ -245,7 +242,7 @@ func writeStats(r *runner, st queue.Stats, counts []int64, ws queue.WorkerStatus
 	}
 	if partial != nil {
 		for _, k := range slices.Sorted(maps.Keys(partial.Failed)) {
-			fmt.Fprintf(tw, "shard %d\tFAILED, left out of these figures: %s\n", k, oneLine(strings.TrimPrefix(partial.Failed[k].Error(), "timerq: ")))
+			fmt.Fprintf(tw, "shard %d\tFAILED, left out of these figures: %s\n", k, cliconf.OneLine(strings.TrimPrefix(partial.Failed[k].Error(), "timerq: ")))
 		}
 	}
 	fmt.Fprintf(tw, "earliest due\t%s\n", fmtTime(st.EarliestDue, now))
@@ -255,12 +252,12 @@ func writeStats(r *runner, st queue.Stats, counts []int64, ws queue.WorkerStatus
 		fmt.Fprintf(tw, "overdue\t0\n")
 	}
 	if werr != nil {
-		fmt.Fprintf(tw, "workers\tunknown: %s\n", oneLine(strings.TrimPrefix(werr.Error(), "timerq: ")))
+		fmt.Fprintf(tw, "workers\tunknown: %s\n", cliconf.OneLine(strings.TrimPrefix(werr.Error(), "timerq: ")))
 	} else {
 		fmt.Fprintf(tw, "workers\t%s\n", workersLine(ws))
 	}
 	if uerr != nil {
-		fmt.Fprintf(tw, "quotas\tunknown: %s\n", oneLine(strings.TrimPrefix(uerr.Error(), "timerq: ")))
+		fmt.Fprintf(tw, "quotas\tunknown: %s\n", cliconf.OneLine(strings.TrimPrefix(uerr.Error(), "timerq: ")))
 	} else {
 		fmt.Fprintf(tw, "quotas\tpending %s, endpoints %s, schedules %s\n", ofQuota(u.Pending, u.Quotas.Pending),
 			ofQuota(u.Endpoints, u.Quotas.Endpoints), ofQuota(u.Schedules, u.Quotas.Schedules))

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -9,6 +10,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/timerq/timerq/api"
+	"github.com/timerq/timerq/cmd/internal/cliconf"
+	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -78,9 +81,9 @@ func (r *runner) watch(c *cli.Context) error {
 			case redis.HasErrorPrefix(err, "UNBLOCKED"):
 				// Not a lost connection: the server ended the blocked read.
 				fmt.Fprintf(r.o.Stderr, "timerctl: watch: Redis ended the read (%s), as REPLICAOF in a failover or CLIENT UNBLOCK does; reading again, resuming after stream position %s\n",
-					oneLine(err.Error()), from)
+					cliconf.OneLine(err.Error()), from)
 			default:
-				fmt.Fprintf(r.o.Stderr, "timerctl: watch: lost Redis (%s); reconnecting, resuming after stream position %s\n", oneLine(err.Error()), from)
+				fmt.Fprintf(r.o.Stderr, "timerctl: watch: lost Redis (%s); reconnecting, resuming after stream position %s\n", cliconf.OneLine(err.Error()), from)
 			}
 			continue
 		}
@@ -105,15 +108,10 @@ func (r *runner) printFire(asJSON bool, ev queue.Event) error {
 	late := fired.Sub(due)
 	if asJSON {
 		// One compact object per line, so the output is JSON Lines.
-		line, err := jsonLine(fireJSON{FireEventJSON: api.FireEventJSON{ID: ev.ID, DueAt: fmtJSONTime(due), FiredAt: fmtJSONTime(fired),
-			Payload: ev.Payload, Shard: ev.Shard, StreamID: ev.StreamID}, LatenessMS: late.Milliseconds()})
-		if err != nil {
-			return err
-		}
-		_, err = r.o.Stdout.Write(line)
-		return err
+		return json.NewEncoder(r.o.Stdout).Encode(fireJSON{FireEventJSON: api.FireEventJSON{ID: ev.ID, DueAt: timefmt.Format(due),
+			FiredAt: timefmt.Format(fired), Payload: ev.Payload, Shard: ev.Shard, StreamID: ev.StreamID}, LatenessMS: late.Milliseconds()})
 	}
 	_, err := fmt.Fprintf(r.o.Stdout, "%-24s  due %s  fired %s  late %s\n",
-		ev.ID, due.Format(jsonTime), fired.Format(jsonTime), lateness(late))
+		ev.ID, due.Format(timefmt.Layout), fired.Format(timefmt.Layout), lateness(late))
 	return err
 }

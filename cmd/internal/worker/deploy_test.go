@@ -58,7 +58,11 @@ func exportedMetrics(t *testing.T) (names []string, perProcess map[string]bool) 
 		dms = append(dms, dm)
 	}
 	reg := prometheus.NewRegistry()
-	if err := registerAll(reg, rdb, qs, ms, dms, "test"); err != nil {
+	all := make([]served, len(qs))
+	for i, q := range qs {
+		all[i] = served{q: q, m: ms[i], dm: dms[i]}
+	}
+	if err := registerAll(reg, rdb, all, "test"); err != nil {
 		t.Fatal(err)
 	}
 	mfs, err := reg.Gather()

@@ -321,15 +321,13 @@ func (w *runner) serveMetrics() error {
 		return nil
 	}
 	w.reg = prometheus.NewRegistry()
-	qs, ms, dms := make([]*queue.Queue, len(w.all)), make([]*poller.Metrics, len(w.all)), make([]*dispatch.Metrics, len(w.all))
 	var pollers []namedPoller
-	for i, s := range w.all {
-		qs[i], ms[i], dms[i] = s.q, s.m, s.dm
+	for _, s := range w.all {
 		if s.p != nil {
 			pollers = append(pollers, namedPoller{s.q.Namespace(), s.p})
 		}
 	}
-	if err := registerAll(w.reg, w.rdb, qs, ms, dms, w.cfg.Version); err != nil {
+	if err := registerAll(w.reg, w.rdb, w.all, w.cfg.Version); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -406,7 +404,9 @@ func (w *runner) serve(ctx context.Context) error {
 	for {
 		select {
 		case <-w.hup:
-			w.reload()
+			// SIGHUP rereads the API's tokens file and TLS files; Reload
+			// logs what failed, and keeps the old.
+			_ = w.api.Reload()
 		case <-rctx.Done():
 			run.Wait()
 			w.log.Info("timerq: worker stopped")
@@ -466,11 +466,6 @@ func (w *runner) runAPI(rctx context.Context, run *sync.WaitGroup) {
 	if w.cfg.APIListening != nil {
 		w.cfg.APIListening(w.api.URL())
 	}
-}
-
-// reload rereads the API's tokens file and TLS files, on SIGHUP.
-func (w *runner) reload() {
-	_ = w.api.Reload() // it logs what failed, and keeps the old
 }
 
 // failure is the error Run returns once everything stopped: the API
@@ -753,46 +748,33 @@ func notReady(ctx context.Context, rdb redis.UniversalClient, pollers []namedPol
 	return strings.Join(why, "; ")
 }
 
-// registerAll registers the process's metrics: the Redis pool once, and
-// each namespace's (queues[i] with its poller's metrics[i] and, with
-// --deliver, its dispatcher's delivery[i]).
-func registerAll(reg prometheus.Registerer, rdb redis.UniversalClient, queues []*queue.Queue, metrics []*poller.Metrics,
-	delivery []*dispatch.Metrics, version string) error {
+// registerAll registers the process's metrics: the Redis pool once,
+// without a namespace label (the namespaces share it), and each served
+// namespace's with a namespace label, so that one Prometheus can scrape the
+// workers of many namespaces: the poller's counters, the namespace's
+// counters recorded by claim.lua, the build info, the backlog gauges that
+// every worker reads at scrape time (so alerts on them survive the loss of
+// the maintenance holder) and, with --deliver, its dispatcher's metrics.
+func registerAll(reg prometheus.Registerer, rdb redis.UniversalClient, all []served, version string) error {
 	if err := reg.Register(poller.NewPoolCollector(rdb)); err != nil {
 		return err
 	}
-	for i, q := range queues {
-		if err := registerMetrics(reg, q, metrics[i], version); err != nil {
+	version = cmp.Or(version, "unknown")
+	for _, s := range all {
+		ns := prometheus.WrapRegistererWith(prometheus.Labels{"namespace": s.q.Namespace()}, reg)
+		if err := s.m.Register(ns); err != nil {
 			return err
 		}
-		if i < len(delivery) && delivery[i] != nil {
-			if err := delivery[i].Register(prometheus.WrapRegistererWith(prometheus.Labels{"namespace": q.Namespace()}, reg)); err != nil {
+		for _, c := range []prometheus.Collector{poller.NewBacklogCollector(s.q, 0),
+			poller.NewCountersCollector(s.q), poller.NewBuildInfo(version)} {
+			if err := ns.Register(c); err != nil {
 				return err
 			}
 		}
-	}
-	return nil
-}
-
-// registerMetrics registers timerq's collectors with a namespace label, so
-// one Prometheus can scrape the workers of many namespaces: the poller's
-// counters, the namespace's counters recorded by claim.lua, the build info
-// and the backlog gauges that every worker reads at scrape time (so alerts
-// on them survive the loss of the maintenance holder). The Redis pool is
-// the process's, shared by its namespaces: Run registers it once, without a
-// namespace label (registerAll), or every namespace would repeat it.
-func registerMetrics(reg prometheus.Registerer, q *queue.Queue, m *poller.Metrics, version string) error {
-	ns := prometheus.WrapRegistererWith(prometheus.Labels{"namespace": q.Namespace()}, reg)
-	if err := m.Register(ns); err != nil {
-		return err
-	}
-	if version == "" {
-		version = "unknown"
-	}
-	for _, c := range []prometheus.Collector{poller.NewBacklogCollector(q, 0),
-		poller.NewCountersCollector(q), poller.NewBuildInfo(version)} {
-		if err := ns.Register(c); err != nil {
-			return err
+		if s.dm != nil {
+			if err := s.dm.Register(ns); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
