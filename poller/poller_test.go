@@ -21,7 +21,14 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(redistest.Shared(m)) }
+// TestMain runs up to 6 parallel tests at once unless -parallel says
+// otherwise: the parallel ones (Sentinel and Cluster failovers, replicas,
+// servers of their own) mostly wait, and 2 at once on 2 cores left the
+// package's last minute to five of them in turn.
+func TestMain(m *testing.M) {
+	redistest.DefaultParallel(6)
+	goleak.VerifyTestMain(redistest.Shared(m))
+}
 
 // logBuf is a goroutine-safe log sink.
 type logBuf struct {

@@ -22,7 +22,11 @@ import (
 
 // TestMain stops the shared server and Cluster before looking for leaked
 // goroutines: their reapers belong to the binary, not to a test.
+// TestMain runs up to 6 parallel tests at once unless -parallel says
+// otherwise: most of the parallel ones wait on leases, blocks and replicas
+// rather than compute.
 func TestMain(m *testing.M) {
+	redistest.DefaultParallel(6)
 	code := redistest.Shared(m).Run()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {

@@ -61,6 +61,8 @@ type APIResult struct {
 	CreateP99    float64 `json:"create_p99_ms"`
 	// APICPUUs is the API replica's CPU per HTTP create; GoCPUUs this
 	// process's CPU per queue.Schedule; their difference is what HTTP adds.
+	// These and the two below are 0 when no create of their phase finished
+	// within Duration (create_per_s or create_go_per_s is then 0 too).
 	APICPUUs float64 `json:"api_cpu_us_per_create"`
 	GoCPUUs  float64 `json:"go_cpu_us_per_create"`
 	// RedisCPUUs is Redis CPU per HTTP create, RedisGoCPUUs per Go create.
@@ -184,8 +186,8 @@ func (e *Env) API(ctx context.Context, cfg APIConfig) (*APIResult, error) {
 		return nil, err
 	}
 	res.CreatePerS = round1(float64(n) / cfg.Duration.Seconds())
-	res.APICPUUs = round1((procCPU(api) - a0) * 1e6 / float64(n))
-	res.RedisCPUUs = round1((e.redisCPU(ctx) - r0) * 1e6 / float64(n))
+	res.APICPUUs = perOpUs(procCPU(api)-a0, n)
+	res.RedisCPUUs = perOpUs(e.redisCPU(ctx)-r0, n)
 	slices.Sort(lat)
 	res.CreateP50, res.CreateP99 = round3(pct(lat, 0.5)), round3(pct(lat, 0.99))
 
@@ -204,8 +206,8 @@ func (e *Env) API(ctx context.Context, cfg APIConfig) (*APIResult, error) {
 		return nil, err
 	}
 	res.CreateGoPerS = round1(float64(n) / cfg.Duration.Seconds())
-	res.GoCPUUs = round1((selfCPU() - b0) * 1e6 / float64(n))
-	res.RedisGoCPUUs = round1((e.redisCPU(ctx) - r0) * 1e6 / float64(n))
+	res.GoCPUUs = perOpUs(selfCPU()-b0, n)
+	res.RedisGoCPUUs = perOpUs(e.redisCPU(ctx)-r0, n)
 
 	e.logf("api: batch creates of 1000, %d at a time, over HTTP and through package queue", cfg.BatchConns)
 	n, err = hammer(ctx, cfg.BatchConns, cfg.Duration, func(ctx context.Context, g, i int) error {

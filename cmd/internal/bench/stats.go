@@ -86,6 +86,17 @@ func pct[T int64 | float64](s []T, q float64) T {
 	return s[max(0, min(i, len(s)-1))]
 }
 
+// perOpUs is cpu seconds spread over n operations, in microseconds each,
+// rounded to 0.1; 0 when n is 0. A timed phase counts only the operations
+// done by its end, so on a loaded machine it can end with none done though
+// CPU was spent, and cpu/0 is +Inf, which JSON cannot encode.
+func perOpUs(cpu float64, n int) float64 {
+	if n <= 0 {
+		return 0
+	}
+	return round1(cpu * 1e6 / float64(n))
+}
+
 func round1(f float64) float64 { return math.Round(f*10) / 10 }
 
 func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
