@@ -40,7 +40,7 @@ func (d *dropClaimReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		args := cmd.Args()
-		if err == nil && cmd.Name() == "evalsha" && len(args) > 1 && slices.Contains(d.shas, fmt.Sprint(args[1])) && d.claims.Add(1)%2 == 0 {
+		if err == nil && (cmd.Name() == "evalsha" || cmd.Name() == "fcall") && len(args) > 1 && slices.Contains(d.shas, fmt.Sprint(args[1])) && d.claims.Add(1)%2 == 0 {
 			d.dropped.Add(1)
 			err = errors.New("test: claim reply lost (i/o timeout)")
 			cmd.SetErr(err)
@@ -56,7 +56,7 @@ func TestNamespaceCountersCountLostReplies(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		classic, sharded := sha1.Sum([]byte(lua.Claim.Source)), sha1.Sum([]byte(lua.Claim.ShardedSource))
-		drop := &dropClaimReplies{shas: []string{hex.EncodeToString(classic[:]), hex.EncodeToString(sharded[:])}}
+		drop := &dropClaimReplies{shas: []string{hex.EncodeToString(classic[:]), hex.EncodeToString(sharded[:]), lua.Claim.Function, lua.Claim.ShardedFunction}}
 		var rdb *redis.Client
 		if b.Mini != nil {
 			rdb = redis.NewClient(&redis.Options{Addr: b.Mini.Addr()})

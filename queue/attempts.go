@@ -257,9 +257,10 @@ func (q *Queue) releaseLogged(ctx context.Context, l *layout, group, id string, 
 	opts LeaseOptions, log DeliveryAttempt) ([]string, error) {
 	args := []any{group, ref.StreamID, ref.Attempt, op, d.Milliseconds(), opts.Lease.Milliseconds(), opts.MaxAttempts, cause, q.opts.streamMaxLen()}
 	var ev *redis.Cmd
+	fn := q.functions()
 	cmds, _ := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		q.logAttempt(ctx, p, l, ref.Shard, log)
-		ev = l.script(lua.Release).EvalSha(ctx, p, l.keysOf(lua.Release, ref.Shard), args...)
+		ev = q.scriptCmd(ctx, p, l.script(lua.Release), fn, l.keysOf(lua.Release, ref.Shard), args...)
 		return nil
 	})
 	var logErr error
@@ -271,7 +272,7 @@ func (q *Queue) releaseLogged(ctx context.Context, l *layout, group, id string, 
 	}
 	reply, err := ev.Result()
 	if err != nil {
-		if !hasRedisCode(err, "NOSCRIPT") && !migrating(err) {
+		if q.retryable(err, fn) == retryNone && !migrating(err) {
 			return nil, errorf("%s %s: %w", op, id, shardErr(l, ref.Shard, q.redisError(err)))
 		}
 		r, err := q.settle(ctx, l, group, id, op, d, cause, opts)

@@ -163,11 +163,14 @@ func firesPerMaster(t *testing.T, c *redistest.Cluster) map[string]int64 {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Claims run as Redis functions (FCALL) or scripts (EVALSHA).
 		for _, line := range strings.Split(info, "\n") {
-			if strings.HasPrefix(line, "cmdstat_evalsha:calls=") {
-				var calls int64
-				fmt.Sscanf(strings.TrimPrefix(line, "cmdstat_evalsha:calls="), "%d", &calls)
-				out[s.Addr()] = calls
+			for _, prefix := range []string{"cmdstat_evalsha:calls=", "cmdstat_fcall:calls="} {
+				if strings.HasPrefix(line, prefix) {
+					var calls int64
+					fmt.Sscanf(strings.TrimPrefix(line, prefix), "%d", &calls)
+					out[s.Addr()] += calls
+				}
 			}
 		}
 	}

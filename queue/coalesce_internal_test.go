@@ -42,12 +42,12 @@ func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 func (g *gate) hold(c redis.Cmder) {
-	if name := strings.ToLower(c.Name()); name != "evalsha" && name != "eval" {
+	if name := strings.ToLower(c.Name()); name != "evalsha" && name != "eval" && name != "fcall" {
 		return
 	}
 	g.calls.Add(1)
-	// EVALSHA sha numkeys KEYS... wake traceparent quota (id due payload
-	// endpoint)...
+	// EVALSHA sha numkeys KEYS... (FCALL function numkeys KEYS...) wake
+	// traceparent quota (id due payload endpoint)...
 	args := c.Args()
 	if len(args) > 3 {
 		if nk, ok := args[2].(int); ok {

@@ -145,7 +145,7 @@ func (d Deliveries) Requeue(ctx context.Context, shard int, deadID string) (stri
 		return "", fmt.Errorf("%w: shard %d is outside 0..%d of namespace %q", ErrInvalidOptions, shard, len(l.spaces)-1, q.opts.Namespace)
 	}
 	sp := l.spaces[shard]
-	reply, err := classic(lua.Requeue).Run(ctx, q.rdb, lua.Requeue.Keys(sp, ""), deadID).Result()
+	reply, err := q.runScript(ctx, q.rdb, classic(lua.Requeue), lua.Requeue.Keys(sp, ""), deadID).Result()
 	if err != nil {
 		if strings.Contains(err.Error(), "Invalid stream ID") {
 			return "", fmt.Errorf("%w: %q is not a stream entry ID such as 1700000000000-0", ErrInvalidOptions, deadID)

@@ -492,7 +492,7 @@ func (eps Endpoints) Put(ctx context.Context, e Endpoint, opts *PutEndpointOptio
 		return false, err
 	}
 	keys := lua.EndpointPut.Keys(l.spaces[0], "")
-	n, err := classic(lua.EndpointPut).Run(ctx, q.rdb, keys, e.Name, v, quotas.Endpoints).Int64()
+	n, err := q.runScript(ctx, q.rdb, classic(lua.EndpointPut), keys, e.Name, v, quotas.Endpoints).Int64()
 	if err != nil {
 		return false, errorf("put endpoint %q: %w", e.Name, q.redisError(err))
 	}

@@ -20,7 +20,7 @@ func (en Engine) Heartbeat(ctx context.Context, worker string, ttl time.Duration
 		flag = "1"
 	}
 	keys := lua.Heartbeat.Keys(keyspace.Shard(q.opts.Namespace, 0, 1), "")
-	res, err := classic(lua.Heartbeat).Run(ctx, q.rdb, keys, worker, ttl.Milliseconds(), flag).StringSlice()
+	res, err := q.runScript(ctx, q.rdb, classic(lua.Heartbeat), keys, worker, ttl.Milliseconds(), flag).StringSlice()
 	if err != nil {
 		return nil, errorf("heartbeat: %w", q.redisError(err))
 	}
@@ -64,7 +64,7 @@ type WorkerStatus struct {
 func (in Inspector) Workers(ctx context.Context) (WorkerStatus, error) {
 	q := in.q
 	keys := lua.Workers.Keys(keyspace.Shard(q.opts.Namespace, 0, 1), "")
-	r, err := classic(lua.Workers).Run(ctx, q.rdb, keys).StringSlice()
+	r, err := q.runScript(ctx, q.rdb, classic(lua.Workers), keys).StringSlice()
 	if err != nil {
 		return WorkerStatus{}, errorf("workers: %w", q.redisError(err))
 	}

@@ -397,11 +397,12 @@ func (scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next 
 func (h scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		// A NOSCRIPT reply to EVALSHA is followed by an EVAL: count one.
+		// A NOSCRIPT reply to EVALSHA is followed by an EVAL, and a
+		// missing function's FCALL by another: count the one that ran.
 		args := cmd.Args()
-		if n := cmd.Name(); (n == "evalsha" || n == "eval") && err == nil && len(args) > 1 {
+		if n := cmd.Name(); (n == "evalsha" || n == "eval" || n == "fcall") && err == nil && len(args) > 1 {
 			src := h.script.Source
-			if a := fmt.Sprint(args[1]); a == fmt.Sprintf("%x", sha1.Sum([]byte(src))) || a == src {
+			if a := fmt.Sprint(args[1]); a == fmt.Sprintf("%x", sha1.Sum([]byte(src))) || a == src || a == h.script.Function {
 				h.hit()
 			}
 		}

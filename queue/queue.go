@@ -44,6 +44,10 @@ type Queue struct {
 
 	quota quotaCache // the namespace's quotas, read at most once a second (quotas.go)
 
+	// noFunctions is set once the server or the user cannot run Redis
+	// functions: scripts then run by EVALSHA (scripting.go).
+	noFunctions atomic.Bool
+
 	// validated, when a test sets it, is called by each validateTimer:
 	// the test counts that a timer is validated once per call.
 	validated func(NewTimer)
@@ -621,7 +625,7 @@ func (q *Queue) runTries(ctx context.Context, l *layout, s *lua.Script, shard, t
 func (q *Queue) runKeysTries(ctx context.Context, l *layout, s *lua.Script, shard int, keys []string, tries int, args ...any) (any, error) {
 	rs := l.script(s)
 	for attempt := 1; ; attempt++ {
-		v, err := rs.Run(ctx, q.rdb, keys, args...).Result()
+		v, err := q.runScript(ctx, q.rdb, rs, keys, args...).Result()
 		if err == nil {
 			return v, nil
 		}
@@ -743,25 +747,28 @@ func (q *Queue) runEach(ctx context.Context, l *layout, s *lua.Script, calls []c
 	for i := range todo {
 		todo[i] = i
 	}
-	loaded := false
+	rs, loaded, fn := l.script(s), false, q.functions()
 	for attempt := 1; ; attempt++ {
 		cmds := make([]*redis.Cmd, len(todo))
 		_, _ = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for j, i := range todo {
-				cmds[j] = l.script(s).EvalSha(ctx, p, calls[i].keysFor(l, s), calls[i].args...)
+				cmds[j] = q.scriptCmd(ctx, p, rs, fn, calls[i].keysFor(l, s), calls[i].args...)
 			}
 			return nil
 		})
 		var again []int
-		noScript, moving := false, false
+		noScript, moving, eval := false, false, false
 		for j, i := range todo {
 			err := cmds[j].Err()
+			retry := q.retryable(err, fn)
 			switch {
 			case err == nil:
 				out[i] = cmds[j].Val()
 				continue
-			case hasRedisCode(err, "NOSCRIPT") && !loaded:
+			case retry == retryLoad && !loaded:
 				noScript = true
+			case retry == retryEval:
+				eval = true
 			case migrating(err) && attempt < migrationAttempts:
 				moving = true
 			default:
@@ -773,11 +780,15 @@ func (q *Queue) runEach(ctx context.Context, l *layout, s *lua.Script, calls []c
 		if len(again) == 0 {
 			return out, errs, nil
 		}
+		if eval {
+			// The function did not run; the same calls run as scripts.
+			fn = false
+		}
 		if noScript {
-			if err := l.script(s).Load(ctx, q.rdb).Err(); err != nil {
+			if err := q.loadScript(ctx, q.rdb, rs); err != nil {
 				return nil, nil, q.redisError(err)
 			}
-			loaded = true
+			loaded, fn = true, fn && q.functions()
 		}
 		if moving && !sleep.For(ctx, migrationBackoff(attempt)) {
 			return nil, nil, shardErr(l, calls[again[0]].shard, ctx.Err())

@@ -120,7 +120,14 @@ func aclUsers(prefix string) []aclUser {
 		name: "nozremrangebyrank", rules: allBut("-zremrangebyrank"), want: "may not run ZREMRANGEBYRANK",
 		fails: setOf("claim", "purge"),
 	}, {
-		name: "noevalsha", rules: allBut("-evalsha", "-eval"), want: "+eval", fails: setOf(allOps...),
+		// Scripts run as Redis functions where the user may (FCALL and
+		// FUNCTION LOAD), else by EVALSHA and EVAL, which a user needs at
+		// least.
+		name: "noevalsha", rules: allBut("-evalsha", "-eval", "-fcall"), want: "+eval", fails: setOf(allOps...),
+	}, {
+		name: "nofcall", rules: allBut("-fcall"), fails: setOf(),
+	}, {
+		name: "nofunctionload", rules: allBut("-function|load"), fails: setOf(),
 	}, {
 		// Only Wait and pollers subscribe: CheckPermissions catches it.
 		name: "nosubscribe", rules: allBut("-subscribe"), want: "+subscribe", fails: setOf(), pubsub: queue.PubSubClassic,

@@ -387,8 +387,7 @@ func (q *Queue) runWait(ctx context.Context, l *layout, s *lua.Script, k int, ar
 
 // runWaitKeys is runWait with the keys given.
 func (q *Queue) runWaitKeys(ctx context.Context, l *layout, s *lua.Script, k int, keys []string, args ...any) (any, int, error) {
-	rs := l.script(s)
-	loaded := false
+	rs, loaded, fn := l.script(s), false, q.functions()
 	for attempt := 1; ; attempt++ {
 		conn, err := q.shardConn(ctx, l, k)
 		if err != nil {
@@ -397,12 +396,13 @@ func (q *Queue) runWaitKeys(ctx context.Context, l *layout, s *lua.Script, k int
 		var ev *redis.Cmd
 		var wait *redis.IntCmd
 		_, _ = conn.Pipelined(ctx, func(p redis.Pipeliner) error {
-			ev = rs.EvalSha(ctx, p, keys, args...)
+			ev = q.scriptCmd(ctx, p, rs, fn, keys, args...)
 			wait = redis.NewIntCmd(ctx, "wait", l.replicas, q.opts.ReplicaTimeout.Milliseconds())
 			_ = p.Process(ctx, wait)
 			return nil
 		})
 		err = ev.Err()
+		retry := q.retryable(err, fn)
 		switch {
 		case err == nil:
 			if werr := wait.Err(); werr != nil {
@@ -411,11 +411,14 @@ func (q *Queue) runWaitKeys(ctx context.Context, l *layout, s *lua.Script, k int
 				return ev.Val(), 0, nil
 			}
 			return ev.Val(), int(wait.Val()), nil
-		case hasRedisCode(err, "NOSCRIPT") && !loaded:
-			if err := rs.Load(ctx, conn).Err(); err != nil {
+		case retry == retryLoad && !loaded:
+			if err := q.loadScript(ctx, conn, rs); err != nil {
 				return nil, 0, shardErr(l, k, q.redisError(err))
 			}
-			loaded = true
+			loaded, fn = true, fn && q.functions()
+			continue
+		case retry == retryEval:
+			fn = false // the function did not run; the script may
 			continue
 		case migrating(err) && attempt < migrationAttempts:
 			if c, ok := q.rdb.(*redis.ClusterClient); ok {

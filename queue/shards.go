@@ -57,20 +57,6 @@ const (
 	PubSubSharded
 )
 
-// redisScripts holds each script of the table (scripts/lua) in both pub/sub
-// flavours: [0] classic, [1] sharded.
-var redisScripts = func() map[*lua.Script][2]*redis.Script {
-	m := make(map[*lua.Script][2]*redis.Script, len(lua.All))
-	for _, s := range lua.All {
-		m[s] = [2]*redis.Script{redis.NewScript(s.Source), redis.NewScript(s.ShardedSource)}
-	}
-	return m
-}()
-
-// classic returns script s in its classic flavour, for the scripts that
-// run outside a layout; they publish nothing, so it is their only one.
-func classic(s *lua.Script) *redis.Script { return redisScripts[s][0] }
-
 // layout is what a Queue learns from Redis on first use: the shard count
 // and the pub/sub flavour.
 type layout struct {
@@ -112,7 +98,7 @@ func newLayout(ns string, shards int, sharded bool) *layout {
 }
 
 // script returns script s in the layout's pub/sub flavour.
-func (l *layout) script(s *lua.Script) *redis.Script {
+func (l *layout) script(s *lua.Script) *script {
 	if l.sharded {
 		return redisScripts[s][1]
 	}

@@ -83,8 +83,10 @@ func TestWorkersOnClusterExactlyOnceThroughKill(t *testing.T) {
 func evalCalls(t *testing.T, c *redistest.Cluster) map[string]int64 {
 	t.Helper()
 	m := c.CommandCalls(t, "evalsha")
-	for addr, n := range c.CommandCalls(t, "eval") {
-		m[addr] += n
+	for _, cmd := range []string{"eval", "fcall"} {
+		for addr, n := range c.CommandCalls(t, cmd) {
+			m[addr] += n
+		}
 	}
 	return m
 }

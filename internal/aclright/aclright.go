@@ -20,19 +20,23 @@ var (
 	commandRe = regexp.MustCompile(`(?i)permissions? to run the '([^']+)' command`)
 	// Redis 7.0 names the script and line of a command it refused
 	// inside a script, not the command.
-	preludeRe    = regexp.MustCompile(`the Redis user may not run ([A-Z]+) \(`)
-	scriptLineRe = regexp.MustCompile(`script: ([0-9a-f]{40}), on @user_script:(\d+)`)
+	preludeRe = regexp.MustCompile(`the Redis user may not run ([A-Z]+) \(`)
+	// A script run by EVALSHA is named by its SHA1, a Redis function
+	// (FCALL) by its name.
+	scriptLineRe = regexp.MustCompile(`script: ([0-9a-f]{40}|timerq_\w+), on @user_(?:script|function):(\d+)`)
 	callRe       = regexp.MustCompile(`redis\.p?call\(\s*'([A-Za-z]+)'`)
 )
 
 // scriptSources maps the SHA1 of each script of the table (lua.All), in
-// both pub/sub flavours, to its source.
+// both pub/sub flavours, to its source, and the name of each of its Redis
+// functions to its library.
 var scriptSources = func() map[string]string {
 	m := map[string]string{}
 	for _, s := range lua.All {
 		for _, src := range []string{s.Source, s.ShardedSource} {
 			m[fmt.Sprintf("%x", sha1.Sum([]byte(src)))] = src
 		}
+		m[s.Function], m[s.ShardedFunction] = s.Library, s.ShardedLibrary
 	}
 	return m
 }()

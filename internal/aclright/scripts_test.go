@@ -412,8 +412,9 @@ func snapshot(t *testing.T, c *redis.Client, ns string) string {
 }
 
 // TestEveryScriptNamesEveryRefusedRight runs every script of the table
-// (lua.All) as Redis users that each lack one right the table says it
-// needs: a command it runs, EVALSHA, the namespace's keys, or (for a script
+// (lua.All), in both of its forms (an EVAL script and a Redis function),
+// as Redis users that each lack one right the table says it
+// needs: a command it runs, EVALSHA (FCALL), the namespace's keys, or (for a script
 // that publishes) its channels and PUBLISH or SPUBLISH. Each refusal must
 // change nothing, and aclright.Missing must name the right from the error
 // Redis (or the script) gave. A user granted exactly the table's rights
@@ -431,100 +432,121 @@ func TestEveryScriptNamesEveryRefusedRight(t *testing.T) {
 	}
 	n := 0
 	for _, s := range lua.All {
-		for _, sharded := range []bool{false, true} {
-			if sharded && !s.Publishes {
-				continue
-			}
-			flavour, src, pub := "classic", s.Source, "publish"
-			if sharded {
-				flavour, src, pub = "sharded", s.ShardedSource, "spublish"
-			}
-			script := redis.NewScript(src)
-			t.Run(s.Name+"/"+flavour, func(t *testing.T) {
-				// Each right a user may lack, and the name Missing must give.
-				type right struct{ name, want string }
-				var rights []right
-				if !sharded {
-					for _, c := range s.Commands {
-						rights = append(rights, right{c, "+" + c})
+		for _, form := range []string{"eval", "function"} {
+			for _, sharded := range []bool{false, true} {
+				if sharded && !s.Publishes {
+					continue
+				}
+				flavour, src, pub := "classic", s.Source, "publish"
+				function, library := s.Function, s.Library
+				if sharded {
+					flavour, src, pub = "sharded", s.ShardedSource, "spublish"
+					function, library = s.ShardedFunction, s.ShardedLibrary
+				}
+				script := redis.NewScript(src)
+				// The rights to call the script at all: EVALSHA (with EVAL, as
+				// go-redis's Run falls back to it) or FCALL.
+				call, callRights := "evalsha", []any{"+evalsha", "+eval"}
+				invoke := func(uc *redis.Client, keys []string, args ...any) error {
+					return script.Run(ctx, uc, keys, args...).Err()
+				}
+				if form == "function" {
+					if err := admin.FunctionLoadReplace(ctx, library).Err(); err != nil {
+						t.Fatal(err)
 					}
-					rights = append(rights, right{"evalsha", "+evalsha"}, right{"keys", "~timerq:{NS}:*"})
+					call, callRights = "fcall", []any{"+fcall"}
+					invoke = func(uc *redis.Client, keys []string, args ...any) error {
+						return uc.FCall(ctx, function, keys, args...).Err()
+					}
 				}
-				if s.Publishes {
-					rights = append(rights, right{pub, "+" + pub}, right{"channels", "&timerq:{NS}:*"})
-				}
-				// exactly grants what the table lists; lacking one right,
-				// everything but that right.
-				grant := func(prefix string, lacking string) []any {
-					r := []any{"reset", "on", ">pw"}
-					if lacking == "" {
-						r = append(r, "+evalsha", "+eval")
+				t.Run(s.Name+"/"+form+"/"+flavour, func(t *testing.T) {
+					// Each right a user may lack, and the name Missing must give.
+					type right struct{ name, want string }
+					var rights []right
+					if !sharded {
 						for _, c := range s.Commands {
-							r = append(r, "+"+c)
+							rights = append(rights, right{c, "+" + c})
 						}
-						if s.Publishes {
-							r = append(r, "+"+pub)
-						}
-					} else {
-						r = append(r, "+@all")
+						rights = append(rights, right{call, "+" + call}, right{"keys", "~timerq:{NS}:*"})
 					}
-					if lacking != "keys" {
-						r = append(r, "~"+prefix+"*")
+					if s.Publishes {
+						rights = append(rights, right{pub, "+" + pub}, right{"channels", "&timerq:{NS}:*"})
 					}
-					if lacking != "channels" {
-						r = append(r, "&"+prefix+"*")
-					}
-					switch lacking {
-					case "", "keys", "channels":
-					case "evalsha":
-						r = append(r, "-evalsha", "-eval")
-					default:
-						r = append(r, "-"+lacking)
-					}
-					return r
-				}
-				for _, rt := range append([]right{{name: ""}}, rights...) {
-					refused := 0
-					for _, run := range runs[s.Name] {
-						n++
-						ns := fmt.Sprintf("acl%d", n)
-						prefix := "timerq:{" + ns + "}:"
-						sp := keyspace.Shard(ns, 0, 1)
-						user := "u" + ns
-						if err := admin.Do(ctx, append([]any{"ACL", "SETUSER", user}, grant(prefix, rt.name)...)...).Err(); err != nil {
-							t.Fatal(err)
-						}
-						uc := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: user, Password: "pw", MaxRetries: -1})
-						run.setup(t, admin, sp)
-						before := snapshot(t, admin, ns)
-						err := script.Run(ctx, uc, s.Keys(sp, "g"), run.args(sp)...).Err()
-						uc.Close()
-						if rt.name == "" {
-							if err != nil && err != redis.Nil {
-								t.Errorf("%s: a user with exactly the table's rights: %v", run.name, err)
+					// exactly grants what the table lists; lacking one right,
+					// everything but that right.
+					grant := func(prefix string, lacking string) []any {
+						r := []any{"reset", "on", ">pw"}
+						if lacking == "" {
+							r = append(r, callRights...)
+							for _, c := range s.Commands {
+								r = append(r, "+"+c)
 							}
-							continue
+							if s.Publishes {
+								r = append(r, "+"+pub)
+							}
+						} else {
+							r = append(r, "+@all")
 						}
-						if err == nil || err == redis.Nil {
-							continue // this scenario does not need the right
+						if lacking != "keys" {
+							r = append(r, "~"+prefix+"*")
 						}
-						refused++
-						want := strings.ReplaceAll(rt.want, "NS", ns)
-						// Valkey 8 names the subcommand a container command
-						// was refused for ("+xgroup|create"), which the rule
-						// "+xgroup" grants too.
-						if got := aclright.Missing(err.Error(), ns); got != want && !strings.HasPrefix(got, want+"|") {
-							t.Errorf("without %s, %s: Missing = %q, want %q; Redis said: %v", rt.name, run.name, got, want, err)
+						if lacking != "channels" {
+							r = append(r, "&"+prefix+"*")
 						}
-						if after := snapshot(t, admin, ns); after != before {
-							t.Errorf("without %s, %s: the refused script wrote:\nbefore:\n%s\nafter:\n%s", rt.name, run.name, before, after)
+						switch lacking {
+						case "", "keys", "channels":
+						case "evalsha":
+							r = append(r, "-evalsha", "-eval")
+						case "fcall":
+							r = append(r, "-fcall")
+						default:
+							r = append(r, "-"+lacking)
+						}
+						return r
+					}
+					for _, rt := range append([]right{{name: ""}}, rights...) {
+						refused := 0
+						for _, run := range runs[s.Name] {
+							n++
+							ns := fmt.Sprintf("acl%d", n)
+							prefix := "timerq:{" + ns + "}:"
+							sp := keyspace.Shard(ns, 0, 1)
+							user := "u" + ns
+							if err := admin.Do(ctx, append([]any{"ACL", "SETUSER", user}, grant(prefix, rt.name)...)...).Err(); err != nil {
+								t.Fatal(err)
+							}
+							uc := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: user, Password: "pw", MaxRetries: -1})
+							run.setup(t, admin, sp)
+							before := snapshot(t, admin, ns)
+							err := invoke(uc, s.Keys(sp, "g"), run.args(sp)...)
+							uc.Close()
+							if rt.name == "" {
+								if err != nil && err != redis.Nil {
+									t.Errorf("%s: a user with exactly the table's rights: %v", run.name, err)
+								}
+								continue
+							}
+							if err == nil || err == redis.Nil {
+								continue // this scenario does not need the right
+							}
+							refused++
+							want := strings.ReplaceAll(rt.want, "NS", ns)
+							// Valkey 8 names the subcommand a container command
+							// was refused for ("+xgroup|create"), which the rule
+							// "+xgroup" grants too.
+							if got := aclright.Missing(err.Error(), ns); got != want && !strings.HasPrefix(got, want+"|") {
+								t.Errorf("without %s, %s: Missing = %q, want %q; Redis said: %v", rt.name, run.name, got, want, err)
+							}
+							if after := snapshot(t, admin, ns); after != before {
+								t.Errorf("without %s, %s: the refused script wrote:\nbefore:\n%s\nafter:\n%s", rt.name, run.name, before, after)
+							}
+						}
+						if rt.name != "" && refused == 0 {
+							t.Errorf("no scenario was refused without %s: the script does not need it, or the scenarios miss the path that does", rt.name)
 						}
 					}
-					if rt.name != "" && refused == 0 {
-						t.Errorf("no scenario was refused without %s: the script does not need it, or the scenarios miss the path that does", rt.name)
-					}
-				}
-			})
+				})
+			}
 		}
 	}
 }

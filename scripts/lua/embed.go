@@ -9,7 +9,9 @@
 package lua
 
 import (
+	"crypto/sha1"
 	"embed"
+	"encoding/hex"
 	"regexp"
 	"strings"
 )
@@ -88,4 +90,28 @@ func Sharded(src string) string {
 	// and the command name its refusal reports (so the ACL hint says
 	// +spublish).
 	return strings.ReplaceAll(src, "'PUBLISH'", "'SPUBLISH'")
+}
+
+// library returns the function library of a script, and the name of the
+// one function it registers: includes run once, when Redis loads the
+// library, and the script's file becomes the body of a function that the
+// registered function calls. KEYS and ARGV, which a script and its
+// includes read as globals under EVAL, are locals of the library that
+// each call sets before it runs the body: a function gets its keys and
+// arguments as parameters, and a library may not define globals.
+func library(name, includes, body string) (function, code string) {
+	sum := sha1.Sum([]byte(includes + "\x00" + body))
+	function = "timerq_" + name + "_" + hex.EncodeToString(sum[:6])
+	var b strings.Builder
+	b.WriteString("#!lua name=" + function + "\n")
+	b.WriteString("local KEYS, ARGV\n")
+	b.WriteString(includes)
+	b.WriteString("local function main()\n")
+	b.WriteString(body)
+	b.WriteString("\nend\n")
+	b.WriteString("redis.register_function('" + function + "', function(keys, args)\n")
+	b.WriteString("  KEYS, ARGV = keys, args\n")
+	b.WriteString("  return main()\n")
+	b.WriteString("end)\n")
+	return function, b.String()
 }

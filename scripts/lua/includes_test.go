@@ -144,3 +144,45 @@ func TestScriptsIncludeWhatTheyUse(t *testing.T) {
 		}
 	}
 }
+
+// TestIncludesKeepNoStateAcrossCalls: as a Redis function (Library) a
+// script's includes are defined once, when Redis loads the library, so a
+// variable an include declares outside its functions outlives each call.
+// Each such variable is a constant (upper case, set where it is declared)
+// or is listed here with what resets it on every call; a value left over
+// from an earlier call would be a stale clock (an early due time) or
+// another call's keys.
+func TestIncludesKeepNoStateAcrossCalls(t *testing.T) {
+	perCall := map[string]string{
+		"relative_base": "resolve_due reads TIME again when ARGV is another call's",
+		"relative_for":  "resolve_due: the ARGV its relative_base was read for",
+		"wake_at":       "wake_start, which scripts call before the other wake functions",
+		"wake_moved":    "wake_start",
+		"SCHED_KEY":     "recur_keys, which each recurring-schedule script calls first",
+		"SDUE_KEY":      "recur_keys", "DELIVER_KEY": "recur_keys", "ENDPOINTS_KEY": "recur_keys",
+	}
+	constant := regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
+	topLocal := regexp.MustCompile(`(?m)^local ((?:\w+\s*,\s*)*\w+)(\s*=)?`)
+	names, err := fs.Glob(files, "includes/*.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range names {
+		b, err := fs.ReadFile(files, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range topLocal.FindAllStringSubmatch(code(string(b)), -1) {
+			if strings.HasPrefix(m[1], "function") {
+				continue
+			}
+			for _, name := range strings.Split(m[1], ",") {
+				name = strings.TrimSpace(name)
+				if perCall[name] != "" || (constant.MatchString(name) && m[2] != "") {
+					continue
+				}
+				t.Errorf("%s: top-level local %s outlives a call in a Redis function library: make it a constant, or reset it on every call and list it here", f, name)
+			}
+		}
+	}
+}

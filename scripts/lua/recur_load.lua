@@ -17,6 +17,7 @@
 --        "<nominal_ms>=<due_ms>" for armed occurrences still scheduled.
 -- Complexity: O(k * (1 + a) * log N) for k schedules with a armed each.
 
+recur_keys()
 local err = check_recur_types()
 if err then return err end
 

@@ -44,6 +44,7 @@
 -- write, then the PUBLISHes and the writes), so a refused command (ACL,
 -- OOM) leaves everything as it was.
 
+recur_keys()
 local err = check_recur_types()
 if err then return err end
 

@@ -38,6 +38,14 @@ type Script struct {
 	// runs a script's whole text on every call, so a script includes
 	// what it calls and nothing else (TestScriptsIncludeWhatTheyUse).
 	Includes []string
+	// Function is the name of the Redis function that runs the script
+	// (FCALL, Redis 7.0+), and Library the function library that defines
+	// it (FUNCTION LOAD): the same includes and file as Source, with the
+	// includes defined once, when the library loads, rather than on every
+	// call. Both names carry the library's SHA-1, so that binaries of
+	// different versions, and the two pub/sub flavours, each call their
+	// own. ShardedFunction and ShardedLibrary are the SPUBLISH flavour.
+	Function, Library, ShardedFunction, ShardedLibrary string
 	// Early are the includes that the script's early part uses: the text
 	// above its line IncludesHere, which runs after the Early includes and
 	// before the others are defined. A script whose common call needs few
@@ -65,10 +73,14 @@ func add(s *Script) *Script {
 	if !split {
 		head, body = "", head
 	}
-	s.Source = early + head + assemble(s.Includes, done) + body
+	includes := assemble(s.Includes, done)
+	s.Source = early + head + includes + body
 	s.ShardedSource = s.Source
+	s.Function, s.Library = library(s.Name, early+includes, head+body)
+	s.ShardedFunction, s.ShardedLibrary = s.Function, s.Library
 	if s.Publishes {
 		s.ShardedSource = Sharded(s.Source)
+		s.ShardedFunction, s.ShardedLibrary = library(s.Name, Sharded(early+includes), Sharded(head+body))
 	}
 	All = append(All, s)
 	return s

@@ -21,5 +21,15 @@
 -- overlap.lua shares. An occurrence is an ordinary timer with ID
 -- "<schedule id>@<nominal ms>".
 
-local SCHED_KEY, SDUE_KEY = KEYS[#KEYS - 1], KEYS[#KEYS]
-local DELIVER_KEY, ENDPOINTS_KEY = KEYS[#KEYS - 3], KEYS[#KEYS - 2]
+--
+-- recur_keys names them from the call's KEYS, and each of those scripts
+-- calls it first: a function, not a top-level assignment, because a
+-- function library (scripts.go: Library) runs its includes once, at load,
+-- when there are no KEYS.
+
+local SCHED_KEY, SDUE_KEY, DELIVER_KEY, ENDPOINTS_KEY
+
+local function recur_keys()
+  SCHED_KEY, SDUE_KEY = KEYS[#KEYS - 1], KEYS[#KEYS]
+  DELIVER_KEY, ENDPOINTS_KEY = KEYS[#KEYS - 3], KEYS[#KEYS - 2]
+end

@@ -9,7 +9,11 @@
 -- to the microsecond, so it is never early; the parts are added separately
 -- so that each stays an exact integer in a double.
 -- Every relative due time of one call counts from the same TIME, read once.
-local relative_base
+-- relative_base is that TIME and relative_for the call it was read for
+-- (its ARGV table, new on every call): as a Redis function the include
+-- outlives the call (scripts.go: Library), and a TIME kept from an earlier
+-- call would make a later call's due times early.
+local relative_base, relative_for
 local function resolve_due(arg)
   -- Absolute due times, the common case, pay one byte comparison.
   if string.byte(arg, 1) ~= 43 then -- not '+'
@@ -18,7 +22,7 @@ local function resolve_due(arg)
   end
   local ms, us = string.match(arg, '^%+(%d+)%.(%d%d%d)$')
   if not ms then return arg end
-  relative_base = relative_base or redis.call('TIME')
+  if relative_for ~= ARGV then relative_base, relative_for = redis.call('TIME'), ARGV end
   local t = relative_base
   local sec, usec = tonumber(t[1]), tonumber(t[2])
   local sub = usec % 1000 + tonumber(us)

@@ -8,7 +8,9 @@
 -- wake_start reads the earliest due time before any change; wake_consider
 -- is called with each due time the script adds; wake_publish sends the
 -- message, if the earliest moved, in phase 3 before the writes, and returns
--- an error reply if Redis refused it.
+-- an error reply if Redis refused it. wake_start, which every script
+-- using the others calls first, resets wake_at and wake_moved, which as a
+-- Redis function outlive the call.
 local wake_at, wake_moved
 local function wake_start()
   local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
