@@ -16,7 +16,7 @@ const (
 	below   floor = iota // what the library needs: internal/, scripts/lua, schedule, deliver
 	library              // queue
 	adapter              // built on queue: poller, api, api/apitoken, ui, deliver/dispatch, timerqtest
-	app                  // cmd/..., examples/...
+	app                  // cmd/..., examples/..., clients
 )
 
 func (f floor) String() string {
@@ -42,6 +42,7 @@ var floors = map[string]floor{
 	"deliver/dispatch": adapter,
 	"cmd":              app,
 	"examples":         app,
+	"clients":          app,
 }
 
 // kits are the test kits in internal/: only tests import them, and they
@@ -52,6 +53,7 @@ var kits = map[string]bool{
 	"internal/uitest":       true,
 	"internal/consistency":  true,
 	"internal/firerecorder": true,
+	"internal/workertest":   true,
 }
 
 const module = "github.com/timerq/timerq"
