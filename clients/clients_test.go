@@ -252,6 +252,61 @@ func TestTypeScriptGeneratedIsCurrent(t *testing.T) {
 	}
 }
 
+// TestTypeScriptPackageInstalls packs the package as npm publishes it
+// (npm pack: package.json's files and exports), installs the tarball into
+// an empty project as a user would, type-checks a user's file against the
+// installed types (the generated ones among them, with neither Node's
+// types nor skipLibCheck), and runs a user's import of it with node.
+func TestTypeScriptPackageInstalls(t *testing.T) {
+	npm := buildTypeScript(t)
+	node := workertest.RequireTool(t, "node")
+	dir := t.TempDir()
+	out := workertest.Run(t, 2*time.Minute, tsDir, os.Environ(), npm, "pack", "--ignore-scripts", "--pack-destination", dir)
+	lines := strings.Fields(out)
+	tgz := filepath.Join(dir, lines[len(lines)-1])
+	if !strings.HasSuffix(tgz, ".tgz") {
+		t.Fatalf("npm pack printed %q, not the tarball's name", out)
+	}
+	files := map[string]string{
+		"package.json": `{"name": "a-user", "private": true, "type": "module"}`,
+		"tsconfig.json": `{"compilerOptions": {"target": "ES2022", "lib": ["ES2022", "DOM"], "types": [], "module": "NodeNext",
+			"moduleResolution": "NodeNext", "strict": true, "noEmit": true}, "files": ["user.ts"]}`,
+		"user.ts": `import { Timerq, TimerqError, verifyWebhook, type Timer, type components } from "@timerq/client";
+const tq = new Timerq({ baseUrl: "http://127.0.0.1:1", namespace: "orders" });
+export const schedule = (): Promise<Timer> => tq.schedule({ id: "order-42", in: "15m", payload_text: "x" });
+export const raw = () => tq.raw.GET("/v1/namespaces/{ns}/timers/{id}", { params: { path: { ns: "orders", id: "order-42" } } });
+export type Fire = components["schemas"]["FireEvent"];
+export const isProblem = (e: unknown): string | undefined => (e instanceof TimerqError ? e.type : undefined);
+export const verify = (h: Headers, body: Uint8Array): string => verifyWebhook("whsec_AAAA", h, body).id;
+`,
+		"user.mjs": `import { createHmac } from "node:crypto";
+import { Timerq, verifyWebhook, version } from "@timerq/client";
+const key = Buffer.alloc(32, 7);
+const ts = String(Math.floor(Date.now() / 1000));
+const sig = "v1," + createHmac("sha256", key).update("msg_1." + ts + ".{}").digest("base64");
+const { id } = verifyWebhook("whsec_" + key.toString("base64"), { "webhook-id": "msg_1", "webhook-timestamp": ts, "webhook-signature": sig }, "{}");
+new Timerq({ baseUrl: "http://127.0.0.1:1", namespace: "orders" });
+console.log("installed", version, id);
+`,
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The package's dependencies are in npm's cache once npm ci ran in
+	// clients/typescript.
+	workertest.Run(t, 2*time.Minute, dir, os.Environ(), npm, "install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error", tgz)
+	tsc, err := filepath.Abs(filepath.Join(tsDir, "node_modules", ".bin", "tsc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	workertest.Run(t, 2*time.Minute, dir, os.Environ(), tsc, "-p", ".")
+	if got := workertest.Run(t, time.Minute, dir, os.Environ(), node, "user.mjs"); !strings.HasPrefix(got, "installed ") || !strings.Contains(got, " msg_1") {
+		t.Fatalf("a user's import of the installed package printed %q", got)
+	}
+}
+
 // TestTypeScriptClientCoversEveryRoute: every operation of api/openapi.json
 // is called through the package's raw client in typescript/test, so a
 // route added to the contract is not done until the TypeScript tests

@@ -7,7 +7,9 @@
 //     generated from api/openapi.json with openapi-typescript (committed
 //     as gen/timerq.d.ts; TestTypeScriptGeneratedIsCurrent fails when the
 //     contract changed and it was not regenerated), a small client and
-//     verifyWebhook; its tests run with node --test;
+//     verifyWebhook; its tests run with node --test, and
+//     TestTypeScriptPackageInstalls installs its npm pack tarball into an
+//     empty project, type-checks a user's file and imports it;
 //   - python/: the Python package timerq-client, the standard library
 //     only, typed with dataclasses, with verify_webhook; its tests run
 //     with python3 -m unittest.
