@@ -4,7 +4,8 @@
 //
 // It sits above package api, whose rights it grants, on the floor of
 // the adapters (docs/development.md, "Floors"): timerworker's API server
-// and timerctl use it, and so do the tests of examples/http, which is why
+// and timerctl use it, and so does internal/workertest (the tests of
+// examples/http and clients), which is why
 // it is not under cmd/internal.
 //
 // The file holds one token a line, and of each token only its SHA-256

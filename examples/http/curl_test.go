@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/internal/workertest"
 )
 
 // curlStep is one command of docs/api-curl.md's session and the lines it
@@ -98,8 +99,8 @@ func linePattern(line string) *regexp.Regexp {
 // against a real timerworker serving namespace orders (on a redis-server
 // of its own), and checks that each command prints the lines shown.
 func TestCurlWalkthrough(t *testing.T) {
-	bash := requireTool(t, "bash")
-	requireTool(t, "curl")
+	bash := workertest.RequireTool(t, "bash")
+	workertest.RequireTool(t, "curl")
 	steps := readCurlSession(t, "../../docs/api-curl.md")
 	all := ""
 	for _, s := range steps {
@@ -113,11 +114,11 @@ func TestCurlWalkthrough(t *testing.T) {
 
 	redistest.Require(t)
 	s := redistest.Start(t, redistest.Config{})
-	b := backend{name: "standalone", url: s.URL(), ns: "orders", shards: 1}
-	a := startWorker(t, b)
-	env := append(os.Environ(), "API="+a.url+"/v1/namespaces/orders", "TOKEN="+a.token)
+	b := workertest.Backend{Name: "standalone", URL: s.URL(), NS: "orders", Shards: 1}
+	a := workertest.StartWorker(t, b)
+	env := append(os.Environ(), "API="+a.URL+"/v1/namespaces/orders", "TOKEN="+a.Token)
 	for _, st := range steps {
-		out := strings.TrimSuffix(run(t, time.Minute, ".", env, bash, "-c", st.cmd), "\n")
+		out := strings.TrimSuffix(workertest.Run(t, time.Minute, ".", env, bash, "-c", st.cmd), "\n")
 		got := strings.Split(out, "\n")
 		ok := len(got) == len(st.want)
 		for i := 0; ok && i < len(got); i++ {

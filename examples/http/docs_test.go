@@ -15,6 +15,7 @@ import (
 
 	"github.com/timerq/timerq/api/apitoken"
 	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/internal/workertest"
 )
 
 // docExample is one curl command of a doc's code block, and the status
@@ -108,7 +109,7 @@ func runBlock(t *testing.T, bash string, b docBlock, url string, env []string, r
 	}
 	dir := t.TempDir()
 	env = append(env, "DOCS_OUT="+dir)
-	out, err := runErr(2*time.Minute, ".", env, bash, "-c", curlWrapper+text)
+	out, err := workertest.RunErr(2*time.Minute, ".", env, bash, "-c", curlWrapper+text)
 	if err != nil {
 		t.Fatalf("%s: the block\n%s\nfailed: %v", b.file, b.text, err)
 	}
@@ -144,34 +145,34 @@ var routeMention = regexp.MustCompile("`(GET|HEAD|POST|PUT|DELETE|PATCH) ((?:/v1
 // a loopback server without tokens, as the doc starts it; security.md's
 // examples on one with the tokens file, holding the token the doc mints.
 func TestDocsHTTPExamples(t *testing.T) {
-	bash := requireTool(t, "bash")
-	requireTool(t, "curl")
+	bash := workertest.RequireTool(t, "bash")
+	workertest.RequireTool(t, "curl")
 	redistest.Require(t)
 	s := redistest.Start(t, redistest.Config{})
 
 	t.Run("api.md", func(t *testing.T) {
-		b := backend{name: "standalone", url: s.URL(), ns: "orders", shards: 16}
-		createNamespace(t, s.Client(t), b)
-		a := serve(t, b)
+		b := workertest.Backend{Name: "standalone", URL: s.URL(), NS: "orders", Shards: 16}
+		workertest.CreateNamespace(t, s.Client(t), b)
+		a := workertest.Serve(t, b)
 		blocks := readCurlBlocks(t, "../../docs/api.md")
 		if len(blocks) < 2 {
 			t.Fatalf("docs/api.md has %d blocks that run curl, want the tour and the endpoint's", len(blocks))
 		}
-		env := append(os.Environ(), "API="+a.url+"/v1/namespaces/orders")
+		env := append(os.Environ(), "API="+a.URL+"/v1/namespaces/orders")
 		for _, blk := range blocks {
-			runBlock(t, bash, blk, a.url, env, nil)
+			runBlock(t, bash, blk, a.URL, env, nil)
 		}
 	})
 
 	t.Run("security.md", func(t *testing.T) {
-		b := backend{name: "standalone", url: s.URL(), ns: "billing", shards: 1}
-		createNamespace(t, s.Client(t), b)
+		b := workertest.Backend{Name: "standalone", URL: s.URL(), NS: "billing", Shards: 1}
+		workertest.CreateNamespace(t, s.Client(t), b)
 		// The token security.md mints, with the rights it gives.
 		token, line, err := apitoken.Mint("billing-svc", []string{"billing", "billing-*"}, []apitoken.Right{apitoken.Read, apitoken.Write})
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := serve(t, b, line.Line())
+		a := workertest.Serve(t, b, line.Line())
 		blocks := readCurlBlocks(t, "../../docs/security.md")
 		if len(blocks) == 0 {
 			t.Fatal("docs/security.md has no block that runs curl")
@@ -182,14 +183,14 @@ func TestDocsHTTPExamples(t *testing.T) {
 			t.Fatal("docs/security.md mints no token (tq_ and 43 characters)")
 		}
 		for _, blk := range blocks {
-			runBlock(t, bash, blk, a.url, os.Environ(), map[string]string{minted: token})
+			runBlock(t, bash, blk, a.URL, os.Environ(), map[string]string{minted: token})
 		}
 	})
 
 	t.Run("routes", func(t *testing.T) {
-		b := backend{name: "standalone", url: s.URL(), ns: "docs-routes", shards: 1}
-		createNamespace(t, s.Client(t), b)
-		a := serve(t, b)
+		b := workertest.Backend{Name: "standalone", URL: s.URL(), NS: "docs-routes", Shards: 1}
+		workertest.CreateNamespace(t, s.Client(t), b)
+		a := workertest.Serve(t, b)
 		files, _ := filepath.Glob("../../docs/*.md")
 		files = append(files, "../../README.md")
 		seen := map[string]bool{}
@@ -214,12 +215,12 @@ func TestDocsHTTPExamples(t *testing.T) {
 				for i, seg := range segs {
 					switch {
 					case seg == "{ns}" || seg == "NS":
-						segs[i] = b.ns
+						segs[i] = b.NS
 					case strings.HasPrefix(seg, "{") || seg != "" && strings.ToUpper(seg) == seg && strings.Trim(seg, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_") == "":
 						segs[i] = "x"
 					}
 				}
-				url := a.url + strings.Join(segs, "/")
+				url := a.URL + strings.Join(segs, "/")
 				if query != "" {
 					url += "?" + query
 				}

@@ -1,32 +1,22 @@
-// A client generated from timerq's OpenAPI document drives a real
-// timerworker. The types in gen/timerq.d.ts come from openapi-typescript
-// (npm run generate) and openapi-fetch checks every call against them, so
-// a route or field renamed in api/openapi.json fails tsc before this runs.
-//
-// examples/http's Go test starts Redis and timerworker and sets:
+// Every route of timerq's HTTP API, through the package's `raw` client:
+// openapi-fetch typed by gen/timerq.d.ts, which openapi-typescript
+// generated from api/openapi.json (npm run generate), so a route or field
+// renamed in the contract fails tsc before this runs. The Go test
+// clients/clients_test.go (go test ./clients/) starts Redis and a real
+// timerworker and sets:
 //   TIMERQ_API    the worker's base URL, e.g. http://127.0.0.1:41234
 //   TIMERQ_TOKEN  a bearer token with read, write and admin on TIMERQ_NS
 //   TIMERQ_NS     a namespace of this run's own
 //   TIMERQ_SHARDS the namespace's shard count (16 on the Cluster arm)
+// Without TIMERQ_API every test here skips (the Go test fails on a skip).
 import assert from "node:assert/strict";
-import { test } from "node:test";
-import createClient from "openapi-fetch";
-import type { components, paths } from "../gen/timerq.js";
+import { Timerq, type components } from "@timerq/client";
+import { liveTest as test, live } from "./live.js";
 
 type FireEvent = components["schemas"]["FireEvent"];
 
-function env(name: string): string {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set: run this test through examples/http's Go test (go test ./examples/http/)`);
-  return v;
-}
-
-const base = env("TIMERQ_API");
-const token = env("TIMERQ_TOKEN");
-const ns = env("TIMERQ_NS");
-const shards = Number(env("TIMERQ_SHARDS"));
-
-const client = createClient<paths>({ baseUrl: base, headers: { Authorization: `Bearer ${token}` } });
+const { base, token, ns, shards } = live;
+const client = new Timerq({ baseUrl: base, token, namespace: ns }).raw;
 const ns_ = { path: { ns } };
 
 /** text decodes a timer's base64 payload. */
@@ -451,7 +441,7 @@ test("pull-consume: lease, extend, ack, nack (release) with a retry, a dead lett
 });
 
 test("a token is needed; the document is public", async () => {
-  const anon = createClient<paths>({ baseUrl: base });
+  const anon = new Timerq({ baseUrl: base, namespace: ns }).raw;
   const denied = await anon.GET("/v1/namespaces/{ns}/timers/{id}", { params: { path: { ns, id: "soon" } } });
   assert.equal(denied.response.status, 401);
   const doc = await anon.GET("/v1/openapi.json");
