@@ -29,16 +29,17 @@ type NamespaceJSON struct {
 
 // StatsJSON is a snapshot of a namespace or of one of its shards.
 type StatsJSON struct {
-	Now                string  `json:"now"`
-	Scheduled          int64   `json:"scheduled"`
-	Fired              int64   `json:"fired"`
-	Cancelled          int64   `json:"cancelled"`
-	Overdue            int64   `json:"overdue"`
-	EarliestDue        *string `json:"earliest_due"`
-	OldestOverdueAgeMs int64   `json:"oldest_overdue_age_ms"`
+	Now                string      `json:"now"`
+	Scheduled          int64       `json:"scheduled"`
+	Fired              int64       `json:"fired"`
+	Cancelled          int64       `json:"cancelled"`
+	Overdue            int64       `json:"overdue"`
+	EarliestDue        *string     `json:"earliest_due"`
+	OldestOverdueAgeMs int64       `json:"oldest_overdue_age_ms"`
+	Shards             []StatsJSON `json:"shards,omitempty"`
+
 	// DueWithin is the namespace's due horizon, at the top level only.
 	DueWithin []DueWithinJSON `json:"due_within,omitempty"`
-	Shards    []StatsJSON     `json:"shards,omitempty"`
 }
 
 // DueWithinJSON is one bound of a namespace's due horizon
