@@ -20,7 +20,7 @@ import (
 // in pipelines.
 type evalCounter struct{ n atomic.Int64 }
 
-func (c *evalCounter) count(cmds ...redis.Cmder) {
+func (c *evalCounter) countScripts(cmds ...redis.Cmder) {
 	for _, cmd := range cmds {
 		if n := cmd.Name(); n == "evalsha" || n == "eval" {
 			c.n.Add(1)
@@ -30,10 +30,10 @@ func (c *evalCounter) count(cmds ...redis.Cmder) {
 
 func (c *evalCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (c *evalCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { c.count(cmd); return next(ctx, cmd) }
+	return func(ctx context.Context, cmd redis.Cmder) error { c.countScripts(cmd); return next(ctx, cmd) }
 }
 func (c *evalCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { c.count(cmds...); return next(ctx, cmds) }
+	return func(ctx context.Context, cmds []redis.Cmder) error { c.countScripts(cmds...); return next(ctx, cmds) }
 }
 
 // horizonSeries is what the gauge exports at one scrape: the counts by
