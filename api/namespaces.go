@@ -37,6 +37,28 @@ type StatsJSON struct {
 	EarliestDue        *string     `json:"earliest_due"`
 	OldestOverdueAgeMs int64       `json:"oldest_overdue_age_ms"`
 	Shards             []StatsJSON `json:"shards,omitempty"`
+
+	// DueWithin is the namespace's due horizon, at the top level only.
+	DueWithin []DueWithinJSON `json:"due_within,omitempty"`
+}
+
+// DueWithinJSON is one bound of a namespace's due horizon
+// (queue.Inspector.DueHorizon): the scheduled timers due at or before the
+// Redis server's now + Within, cumulative, so "overdue" (now) is in every
+// count. Within is queue.HorizonName's: overdue, 1m, 1h, 1d, 1w.
+type DueWithinJSON struct {
+	Within string `json:"within"`
+	Count  int64  `json:"count"`
+}
+
+// ToDueWithinJSON is h as the API and `timerctl stats -o json` show it,
+// one entry per bound in h's order.
+func ToDueWithinJSON(h queue.DueHorizon) []DueWithinJSON {
+	out := make([]DueWithinJSON, len(h.Within))
+	for i, w := range h.Within {
+		out[i] = DueWithinJSON{Within: queue.HorizonName(w), Count: h.Due[i]}
+	}
+	return out
 }
 
 // ToStatsJSON is s as the API and `timerctl stats -o json` show it.
@@ -85,9 +107,14 @@ func (h *Handler) createNamespace(ctx context.Context, q *queue.Queue, req *name
 	return createdReply(created, NamespaceJSON{Namespace: ns, Shards: req.shards, Created: created}), nil
 }
 
-// getNamespace answers the namespace's shard count and stats.
+// getNamespace answers the namespace's shard count and stats, with its
+// due horizon.
 func getNamespace(ctx context.Context, q *queue.Queue, _ *none) (any, error) {
 	st, err := q.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	due, err := q.Inspect().DueHorizon(ctx, queue.DueHorizonBounds)
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +131,7 @@ func getNamespace(ctx context.Context, q *queue.Queue, _ *none) (any, error) {
 		return nil, err
 	}
 	sj := ToStatsJSON(st)
+	sj.DueWithin = ToDueWithinJSON(due)
 	return NamespaceJSON{Namespace: q.Namespace(), Shards: shards, Created: created, Stats: &sj,
 		Quotas: ToQuotasUsageJSON(u)}, nil
 }

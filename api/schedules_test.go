@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -101,7 +102,8 @@ func TestScheduleLifecycle(t *testing.T) {
 
 // TestNamespaceCreateAndStats: PUT fixes a namespace's shard count (201,
 // then 200 for the same count, 409 for another), and the timers created
-// through the API land on its shards, where GET counts them.
+// through the API land on its shards, where GET counts them, with their due
+// horizon.
 func TestNamespaceCreateAndStats(t *testing.T) {
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		e := newEnv(t, b, api.Options{})
@@ -145,6 +147,12 @@ func TestNamespaceCreateAndStats(t *testing.T) {
 		}
 		if used < 2 {
 			t.Fatalf("the timers are on %d shard(s), want them spread over the 4: %s", used, r.Body)
+		}
+		// The due horizon, summed over the shards: the 12 are due within
+		// the hour, none sooner.
+		want := []api.DueWithinJSON{{Within: "overdue"}, {Within: "1m"}, {Within: "1h", Count: 12}, {Within: "1d", Count: 12}, {Within: "1w", Count: 12}}
+		if !slices.Equal(n.Stats.DueWithin, want) {
+			t.Errorf("due_within = %+v, want %+v", n.Stats.DueWithin, want)
 		}
 		// An empty body creates one shard.
 		if r := e.doRaw(ctx, "PUT", nsURL+"-one", "application/json", ""); r.Status != http.StatusCreated {

@@ -125,6 +125,10 @@ func scenarios() map[string][]scenario {
 			args: func(keyspace.Space) []any { return []any{10} },
 		}},
 		"stats": {{setup: nothing, args: func(keyspace.Space) []any { return nil }}},
+		"horizon": {{
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) { scheduled(t, c, sp, "a", "1000") },
+			args:  func(keyspace.Space) []any { return []any{0, 3600000} },
+		}},
 		"list": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				scheduled(t, c, sp, "a", "1000")

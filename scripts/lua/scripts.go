@@ -172,6 +172,11 @@ var (
 	// Stats reports counts and the overdue backlog (stats.lua).
 	Stats = add(&Script{Name: "stats", Includes: []string{"check_types", "clock_due"}, Keys: timerKeys, Worker: true,
 		Commands: []string{"type", "time", "zrange", "zcard", "zcount"}})
+	// Horizon counts the timers due within each of a few offsets from
+	// the server clock (horizon.lua): the due-horizon gauge's one read.
+	Horizon = add(&Script{Name: "horizon", Includes: []string{"check_type", "clock_due"}, Worker: true,
+		Keys:     func(sp keyspace.Space, _ string) []string { return []string{sp.Due()} },
+		Commands: []string{"type", "time", "zcount"}})
 	// List pages through timers in due order (list.lua).
 	List = add(&Script{Name: "list", Includes: []string{"check_types", "fmt", "fmt_due", "full_or_bad"}, Keys: timerKeys,
 		Commands: []string{"type", "zscore", "zrank", "zrange", "zrangebyscore", "hmget"}})

@@ -121,7 +121,7 @@ func TestErrorCodesHaveOnePrefix(t *testing.T) {
 // millisecond before its due time (includes/clock_due.lua).
 func TestDueComparisonsReadTimeOnce(t *testing.T) {
 	reads := regexp.MustCompile(`redis\.call\('TIME'\)|now_\w+\(\)`)
-	for _, name := range []string{"claim", "hold", "stats"} {
+	for _, name := range []string{"claim", "hold", "stats", "horizon"} {
 		if n := len(reads.FindAllString(file(name), -1)); n != 1 {
 			t.Errorf("%s.lua reads TIME %d times, want once", name, n)
 		}

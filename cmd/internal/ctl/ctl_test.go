@@ -536,6 +536,10 @@ func TestStats(t *testing.T) {
 				Bucket string `json:"bucket"`
 				Count  int64  `json:"count"`
 			} `json:"due_histogram"`
+			DueWithin []struct {
+				Within string `json:"within"`
+				Count  int64  `json:"count"`
+			} `json:"due_within"`
 			Shards []struct {
 				Shard            int     `json:"shard"`
 				Now              string  `json:"now"`
@@ -577,6 +581,13 @@ func TestStats(t *testing.T) {
 		}
 		if got := strings.Join(hist, " "); got != "overdue=1 next minute=1 next hour=2 next day=0 next week=0 later=1" {
 			t.Fatalf("histogram: %s", got)
+		}
+		var within []string
+		for _, w := range st.DueWithin {
+			within = append(within, fmt.Sprintf("%s=%d", w.Within, w.Count))
+		}
+		if got := strings.Join(within, " "); got != "overdue=1 1m=2 1h=4 1d=4 1w=4" {
+			t.Fatalf("due within (cumulative): %s", got)
 		}
 		out := c.ok("stats").stdout
 		if !strings.Contains(out, "oldest due 3h ago") || !strings.Contains(out, "█") {

@@ -86,18 +86,28 @@ func (r *runner) stats(c *cli.Context) error {
 		if partial == nil && hpartial != nil {
 			partial = hpartial
 		}
+		// The due horizon: cumulative, by each shard's server clock, the
+		// counts timerworker exports as timerq_namespace_due_timers.
+		due, err := s.q.Inspect().DueHorizon(ctx, queue.DueHorizonBounds)
+		if err != nil && !errors.As(err, &hpartial) {
+			return s.redisErr(err)
+		}
+		if partial == nil && hpartial != nil {
+			partial = hpartial
+		}
 		ws, werr := s.q.Inspect().Workers(ctx)
 		r.warnWorkers(ctx, s, st, ws, werr, partial != nil)
 		// Like the workers, unknown rather than a failure: a user whose
 		// ACL line predates quotas may lack +hlen.
 		u, uerr := s.q.Inspect().Usage(ctx)
 		if !s.g.json {
-			if err := writeStats(r, st, counts, ws, werr, u, uerr, partial); err != nil {
+			if err := writeStats(r, st, counts, due, ws, werr, u, uerr, partial); err != nil {
 				return err
 			}
 			return shardFailure(s, partial)
 		}
 		out := statsJSON{StatsJSON: api.ToStatsJSON(st)}
+		out.DueWithin = api.ToDueWithinJSON(due)
 		shards := out.StatsJSON.Shards
 		out.StatsJSON.Shards = nil // listed by out.Shards
 		for i, n := range counts {
@@ -220,7 +230,7 @@ func (r *runner) warnIfNothing(ctx context.Context, s *session, ws *queue.Worker
 	fmt.Fprintf(r.o.Stderr, "timerctl: warning: namespace %s holds nothing; check -n/TIMERQ_NAMESPACE\n", s.q.Namespace())
 }
 
-func writeStats(r *runner, st queue.Stats, counts []int64, ws queue.WorkerStatus, werr error, u queue.Usage, uerr error,
+func writeStats(r *runner, st queue.Stats, counts []int64, due queue.DueHorizon, ws queue.WorkerStatus, werr error, u queue.Usage, uerr error,
 	partial *queue.ShardError) error {
 	now := r.o.Now()
 	tw := newTable(r.o.Stdout)
@@ -251,6 +261,11 @@ func writeStats(r *runner, st queue.Stats, counts []int64, ws queue.WorkerStatus
 	} else {
 		fmt.Fprintf(tw, "overdue\t0\n")
 	}
+	within := make([]string, len(due.Within))
+	for i, w := range due.Within {
+		within[i] = fmt.Sprintf("%s %d", queue.HorizonName(w), due.Due[i])
+	}
+	fmt.Fprintf(tw, "due within\t%s (cumulative)\n", strings.Join(within, ", "))
 	if werr != nil {
 		fmt.Fprintf(tw, "workers\tunknown: %s\n", cliconf.OneLine(strings.TrimPrefix(werr.Error(), "timerq: ")))
 	} else {

@@ -65,6 +65,12 @@ func exportedMetrics(t *testing.T) (names []string, perProcess map[string]bool) 
 	if err := registerAll(reg, rdb, all, "test"); err != nil {
 		t.Fatal(err)
 	}
+	// One read of the due horizon, which serve would run.
+	for _, s := range all {
+		if err := s.horizon.Refresh(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -177,6 +177,9 @@ type served struct {
 	m  *poller.Metrics
 	d  *dispatch.Dispatcher // nil without --deliver
 	dm *dispatch.Metrics
+	// horizon is the due-horizon gauge, which serve refreshes; nil
+	// without --metrics-addr.
+	horizon *poller.HorizonGauge
 }
 
 // onRelease adds f to what release runs.
@@ -399,6 +402,7 @@ func (w *runner) serve(ctx context.Context) error {
 	w.stopAll = stopAll
 	var run sync.WaitGroup
 	w.runPollers(rctx, &run)
+	w.runHorizons(rctx, &run)
 	w.runDelivery(rctx, &run)
 	w.runAPI(rctx, &run)
 	for {
@@ -427,6 +431,17 @@ func (w *runner) runPollers(rctx context.Context, run *sync.WaitGroup) {
 				w.stopAll()
 			}
 		})
+	}
+}
+
+// runHorizons refreshes every namespace's due-horizon gauge, with
+// --metrics-addr: one read per shard per poller.DefaultHorizonInterval,
+// whatever the scrapes.
+func (w *runner) runHorizons(rctx context.Context, run *sync.WaitGroup) {
+	for _, s := range w.all {
+		if s.horizon != nil {
+			run.Go(func() { s.horizon.Run(rctx) })
+		}
 	}
 }
 
@@ -754,19 +769,22 @@ func notReady(ctx context.Context, rdb redis.UniversalClient, pollers []namedPol
 // workers of many namespaces: the poller's counters, the namespace's
 // counters recorded by claim.lua, the build info, the backlog gauges that
 // every worker reads at scrape time (so alerts on them survive the loss of
-// the maintenance holder) and, with --deliver, its dispatcher's metrics.
+// the maintenance holder), the due-horizon gauge (all[i].horizon, which
+// serve refreshes) and, with --deliver, its dispatcher's metrics.
 func registerAll(reg prometheus.Registerer, rdb redis.UniversalClient, all []served, version string) error {
 	if err := reg.Register(poller.NewPoolCollector(rdb)); err != nil {
 		return err
 	}
 	version = cmp.Or(version, "unknown")
-	for _, s := range all {
+	for i := range all {
+		s := &all[i]
 		ns := prometheus.WrapRegistererWith(prometheus.Labels{"namespace": s.q.Namespace()}, reg)
 		if err := s.m.Register(ns); err != nil {
 			return err
 		}
+		s.horizon = poller.NewHorizonGauge(s.q, 0)
 		for _, c := range []prometheus.Collector{poller.NewBacklogCollector(s.q, 0),
-			poller.NewCountersCollector(s.q), poller.NewBuildInfo(version)} {
+			poller.NewCountersCollector(s.q), poller.NewBuildInfo(version), s.horizon} {
 			if err := ns.Register(c); err != nil {
 				return err
 			}
