@@ -888,8 +888,19 @@ export interface components {
             earliest_due: string | null;
             /** @description How long ago the earliest overdue timer came due, in milliseconds; 0 when none. */
             oldest_overdue_age_ms: number;
+            /** @description The namespace's due horizon, by the Redis server's clock: for each bound, the scheduled timers due at or before now + within. Cumulative (overdue is in every count), in the order overdue, 1m, 1h, 1d, 1w; the same counts as timerworker's gauge timerq_namespace_due_timers. Only at the top level, not in each shard's entry. */
+            due_within?: components["schemas"]["DueWithin"][];
             /** @description Each shard's own figures. */
             shards?: components["schemas"]["Stats"][];
+        };
+        DueWithin: {
+            /**
+             * @description The bound: overdue is now; 1m, 1h, 1d, 1w are now plus a minute, an hour, a day, a week.
+             * @enum {string}
+             */
+            within: "overdue" | "1m" | "1h" | "1d" | "1w";
+            /** @description Scheduled timers due at or before the bound. */
+            count: number;
         };
         /** @description One fire, the data of an SSE event of type fire. */
         FireEvent: {
