@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -43,5 +44,21 @@ func TestLaunchRedisRefusesAForeignServer(t *testing.T) {
 	case <-e.exited:
 	default:
 		t.Fatal("launchRedis left its own process running")
+	}
+}
+
+// TestRecurringRefusesAWindowThatMeasuresNothing: the recurring scenario
+// measures the occurrences due in its window but the last settleWindow;
+// a window no longer than that measured nothing and divided by it, which
+// printed a fire rate of +Inf or NaN. It is refused before anything runs,
+// naming the flag.
+func TestRecurringRefusesAWindowThatMeasuresNothing(t *testing.T) {
+	t.Parallel()
+	e := &Env{cfg: Config{Log: io.Discard}}
+	for _, d := range []time.Duration{time.Second, settleWindow} {
+		_, err := e.Recurring(context.Background(), RecurringConfig{Duration: d})
+		if err == nil || !strings.Contains(err.Error(), "--recurring-duration") {
+			t.Errorf("Recurring with a %v window = %v, want a refusal naming --recurring-duration", d, err)
+		}
 	}
 }

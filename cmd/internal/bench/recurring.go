@@ -55,6 +55,10 @@ type RecurringResult struct {
 	Checks
 }
 
+// settleWindow is the end of the recurring scenario's window that it does
+// not measure: the occurrences due in it may not have fired yet.
+const settleWindow = 2 * time.Second
+
 // withDefaults fills in the zero fields of cfg.
 func (cfg RecurringConfig) withDefaults() RecurringConfig {
 	cfg.Schedules = cmp.Or(cfg.Schedules, 10_000)
@@ -69,6 +73,12 @@ func (cfg RecurringConfig) withDefaults() RecurringConfig {
 // window of the fire stream.
 func (e *Env) Recurring(ctx context.Context, cfg RecurringConfig) (*RecurringResult, error) {
 	cfg = cfg.withDefaults()
+	// The measured occurrences are those due in the window but its last
+	// settleWindow, which they get to fire in; a shorter window measures
+	// nothing and would divide by it.
+	if cfg.Duration <= settleWindow {
+		return nil, fmt.Errorf("bench: recurring: a %v window measures nothing: its last %v are left for the occurrences due in it to fire; give --recurring-duration more than %v", cfg.Duration, settleWindow, settleWindow)
+	}
 	// The workers start once the schedules are made and measured.
 	st, err := e.prepare(ctx, setup{name: "recurring", needWorkers: true})
 	if err != nil {
@@ -136,9 +146,9 @@ func (e *Env) Recurring(ctx context.Context, cfg RecurringConfig) (*RecurringRes
 	}
 	r.WorkerCPUS = round3(cpu)
 
-	// The window: occurrences nominally due in [from, to - 2 s), so the
-	// last ones have had time to fire.
-	lo, hi := from.UnixMilli(), to.Add(-2*time.Second).UnixMilli()
+	// The window: occurrences nominally due in [from, to - settleWindow),
+	// so the last ones have had time to fire.
+	lo, hi := from.UnixMilli(), to.Add(-settleWindow).UnixMilli()
 	perSchedule := map[string][]int64{}
 	seen := map[string]bool{}
 	var lateness []int64
