@@ -460,7 +460,8 @@ func decodeCancelJob(m map[string]string) CancelJob {
 // at most 100.
 func (c CancelJobs) List(ctx context.Context) ([]CancelJob, error) {
 	q := c.q
-	ids, err := q.rdb.ZRevRange(ctx, q.ns().CancelJobs(), 0, cancelListMax-1).Result()
+	// ZRANGE … REV rather than ZREVRANGE, which the ACL lines do not grant.
+	ids, err := q.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: q.ns().CancelJobs(), Start: 0, Stop: cancelListMax - 1, Rev: true}).Result()
 	if err != nil {
 		return nil, errorf("bulk cancel jobs: %w", q.redisError(err))
 	}

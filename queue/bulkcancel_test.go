@@ -223,6 +223,7 @@ func TestCancelJobResumesAfterRunnerDies(t *testing.T) {
 		// The first runner dies after one step.
 		steps := 0
 		restore := queue.SetCancelStepHook(func(string, int) bool { steps++; return false })
+		defer restore()
 		if _, err := q.Engine().RunCancelJobs(ctx, 300*time.Millisecond); err == nil {
 			t.Fatal("the killed runner returned no error")
 		}
