@@ -112,8 +112,9 @@ type CancelJob struct {
 
 const (
 	// CancelInCall is how many selected timers CancelMatching handles in
-	// the call: a job that selects more (or runs longer than
-	// cancelInCallTime) is handed to the workers.
+	// the call: once its steps have selected that many (or it has run
+	// for cancelInCallTime, 5 s), it hands the rest of the job to the
+	// workers.
 	CancelInCall = 10000
 	// cancelInCallTime bounds the time CancelMatching spends on a job
 	// before it hands it to the workers: scanning a large namespace for a
@@ -147,8 +148,8 @@ var errRunnerKilled = errors.New("timerq: runner stopped by a test")
 // script, and counts a timer that fired (or was cancelled) before as
 // such. A timer scheduled while the job runs may or may not be selected.
 //
-// A job that selects at most CancelInCall timers (and ends within a few
-// seconds) is done when CancelMatching returns (State CancelJobDone, the
+// A job that selects fewer than CancelInCall timers (and ends within 5 s)
+// is done when CancelMatching returns (State CancelJobDone, the
 // final counts). A larger one is handed to the workers: CancelMatching
 // returns it running, with the counts so far, and a timerworker finishes
 // it (Engine.RunCancelJobs); follow it with CancelJobs().Get. Jobs are
@@ -235,7 +236,7 @@ func (q *Queue) runCancelJob(ctx context.Context, l *layout, job *CancelJob, ls 
 			if err := ctx.Err(); err != nil {
 				return false, err
 			}
-			if (limit > 0 && seen.Matched() > limit) || (!deadline.IsZero() && time.Now().After(deadline)) {
+			if (limit > 0 && seen.Matched() >= limit) || (!deadline.IsZero() && time.Now().After(deadline)) {
 				return false, nil
 			}
 			if !ls.keep(ctx) {
