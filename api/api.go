@@ -307,6 +307,9 @@ func (h *Handler) routes() {
 	h.route("POST /v1/namespaces/{ns}/timers", RightWrite, exec(h, createTimer))
 	h.route("GET /v1/namespaces/{ns}/timers", RightRead, exec(h, listTimers))
 	h.route("POST /v1/namespaces/{ns}/timers/batch", RightWrite, exec(h, createTimers))
+	h.route("POST /v1/namespaces/{ns}/timers/cancel", RightWrite, exec(h, cancelMatching)) // canceljobs.go
+	h.route("GET /v1/namespaces/{ns}/cancel-jobs", RightRead, exec(h, listCancelJobs))
+	h.route("GET /v1/namespaces/{ns}/cancel-jobs/{id}", RightRead, exec(h, getCancelJob))
 	h.route("GET /v1/namespaces/{ns}/timers/{id}", RightRead, exec(h, getTimer))
 	h.route("POST /v1/namespaces/{ns}/timers/{id}/cancel", RightWrite, exec(h, timerCall((*queue.Queue).Cancel)))
 	h.route("POST /v1/namespaces/{ns}/timers/{id}/reschedule", RightWrite, exec(h, rescheduleTimer))

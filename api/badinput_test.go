@@ -209,6 +209,8 @@ func TestRequestKeysAreExact(t *testing.T) {
 			{"POST /v1/namespaces/{ns}/timers/batch", e.url("/timers/batch"), `{"timers": [{"id": "a", "in": "1h"}, {"id": "b", "in": "1h", "in": "2h"}]}`, false, "/timers/1/in", `key "in" is given twice in /timers/1`},
 			{"POST /v1/namespaces/{ns}/timers/batch", e.url("/timers/batch"), `{"timers": [{"id": "a", "in": "1h"}, {"Id": "b", "in": "1h"}]}`, true, "/timers/1/Id", `write it "id"`},
 			{"POST /v1/namespaces/{ns}/timers/batch", e.url("/timers/batch"), `{"timers": [{"id": "a", "in": "1h"}], "Timers": []}`, true, "/Timers", `write it "timers"`},
+			{"POST /v1/namespaces/{ns}/timers/cancel", e.url("/timers/cancel"), `{"id_prefix": "a", "id_prefix": "b"}`, false, "/id_prefix", "given twice"},
+			{"POST /v1/namespaces/{ns}/timers/cancel", e.url("/timers/cancel"), `{"ID_Prefix": "a"}`, true, "/ID_Prefix", `write it "id_prefix"`},
 			{"POST /v1/namespaces/{ns}/timers/{id}/reschedule", e.url("/timers/a/reschedule"), `{"in": "1h", "In": "2h"}`, true, "/In", `write it "in"`},
 			{"POST /v1/namespaces/{ns}/debounce/{key}", e.url("/debounce/k"), `{"delay": "1s", "max_wait": "1m", "delay": "2s"}`, false, "/delay", "given twice"},
 			{"POST /v1/namespaces/{ns}/debounce/{key}", e.url("/debounce/k"), `{"delay": "1s", "Max_Wait": "1m"}`, true, "/Max_Wait", `write it "max_wait"`},

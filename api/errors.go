@@ -29,14 +29,14 @@ const (
 	SlugOccurrenceID         = "occurrence-id"          // 422: queue.ErrOccurrenceID
 	SlugInvalidDue           = "invalid-due"            // 422: queue.ErrInvalidDue, and a time the API cannot read
 	SlugPayloadTooLarge      = "payload-too-large"      // 422: queue.ErrPayloadTooLarge
-	SlugInvalidArgument      = "invalid-argument"       // 422: queue.ErrInvalidOptions
+	SlugInvalidArgument      = "invalid-argument"       // 422: queue.ErrInvalidOptions, queue.ErrInvalidFilter
 	SlugInvalidSchedule      = "invalid-schedule"       // 422: schedule.ErrInvalidSchedule
 	SlugInvalidEndpoint      = "invalid-endpoint"       // 422: queue.ErrInvalidEndpoint (a bad URL, address, header or secret)
 	SlugUnknownEndpoint      = "unknown-endpoint"       // 422: a timer delivers to an endpoint the namespace does not have
 	SlugTimerURLsOff         = "timer-urls-off"         // 422: queue.ErrTimerURLsOff: a timer URL, and the delivery policy does not allow them
 	SlugQuotaExceeded        = "quota-exceeded"         // 403: queue.ErrQuotaExceeded: the namespace's quota refused the request, nothing written
 	SlugEndpointNotFound     = "endpoint-not-found"     // 404: queue.ErrEndpointNotFound
-	SlugNotFound             = "not-found"              // 404: queue.ErrNotFound, and an unknown route
+	SlugNotFound             = "not-found"              // 404: queue.ErrNotFound, queue.ErrCancelJobNotFound, and an unknown route
 	SlugMethodNotAllowed     = "method-not-allowed"     // 405: a route that takes other methods
 	SlugScheduleNotFound     = "schedule-not-found"     // 404: queue.ErrRecurringNotFound
 	SlugDeadLetterNotFound   = "dead-letter-not-found"  // 404: queue.ErrDeadLetterNotFound
@@ -180,6 +180,8 @@ var problemRules = []problemRule{
 		return cause(msg) + "; check the ID, or list the schedules with GET /v1/namespaces/" + ns + "/schedules"
 	}},
 	{isAny(queue.ErrDeadLetterNotFound), http.StatusNotFound, SlugDeadLetterNotFound, nil},
+	{isAny(queue.ErrCancelJobNotFound), http.StatusNotFound, SlugNotFound, plus("; list the jobs with GET .../cancel-jobs")},
+	{isAny(queue.ErrInvalidFilter), http.StatusUnprocessableEntity, SlugInvalidArgument, nil},
 	{isAny(queue.ErrAlreadyFired), http.StatusConflict, SlugAlreadyFired, plus("; a fired timer cannot change: create a timer with another ID")},
 	{isAny(queue.ErrCancelled), http.StatusConflict, SlugCancelled, plus("; a cancelled timer cannot change: create a timer with another ID")},
 	{isAny(queue.ErrShardMismatch), http.StatusConflict, SlugShardMismatch, nil},

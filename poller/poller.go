@@ -157,6 +157,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	p.arms = make(chan []queue.Fired, 16)
 	wg.Go(func() { p.repairRecurring(ctx) })
 	wg.Go(func() { p.watchReplicas(ctx) })
+	wg.Go(func() { p.runCancelJobs(ctx) })
 	// The arm loop outlives the claim loops, which hand it what their
 	// last claims fired: ending it with ctx lost those arms on every stop.
 	claimsDone := make(chan struct{})

@@ -98,6 +98,12 @@ var (
 	// ErrDeadLetterNotFound means Deliveries.Requeue was given the ID of a dead letter
 	// that is not (or no longer) in the dead-letter stream.
 	ErrDeadLetterNotFound = errors.New("timerq: dead letter not found")
+	// ErrInvalidFilter means a bulk cancel's filter (CancelFilter) selects
+	// nothing it could name: an empty or invalid ID prefix.
+	ErrInvalidFilter = errors.New("timerq: invalid bulk cancel filter")
+	// ErrCancelJobNotFound means no bulk cancel job has that ID: it never
+	// existed, or it ended longer than the retention ago.
+	ErrCancelJobNotFound = errors.New("timerq: bulk cancel job not found")
 	// ErrClosed means the Queue was closed.
 	ErrClosed = errors.New("timerq: queue closed")
 )

@@ -110,6 +110,21 @@ func scenarios() map[string][]scenario {
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) { scheduled(t, c, sp, "c", ms(time.Hour)) },
 			args:  func(sp keyspace.Space) []any { return []any{"c", 60000, sp.TimerChannel("c")} },
 		}},
+		"cancel_batch": {{
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				scheduled(t, c, sp, "j1", ms(time.Hour))
+				scheduled(t, c, sp, "x1", ms(time.Hour))
+				do(t, c, "HSET", sp.Timers(), "j2", "f:1000:1000:2000:x")
+			},
+			args: func(sp keyspace.Space) []any { return []any{"j*", 100, 60000, sp.TimerChannelPrefix()} },
+		}, {
+			// Nothing to cancel: the progress hash's HSET is the one write.
+			name: "nothing scheduled",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "HSET", sp.Timers(), "j2", "f:1000:1000:2000:x")
+			},
+			args: func(sp keyspace.Space) []any { return []any{"j*", 100, 0, sp.TimerChannelPrefix()} },
+		}},
 		"reschedule": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) { scheduled(t, c, sp, "r", ms(time.Hour)) },
 			args:  func(sp keyspace.Space) []any { return []any{"r", "+1000.000", sp.Wake()} },

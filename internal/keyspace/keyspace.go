@@ -72,16 +72,7 @@ func (ns Namespace) DeliveryPolicy() string { return ns.key("delivery-policy") }
 // Pattern matches every key and channel of the namespace, of every shard.
 // It is a KEYS/SCAN pattern; glob characters in NS are escaped.
 func (ns Namespace) Pattern() string {
-	esc := make([]byte, 0, len(ns)+2)
-	for i := 0; i < len(ns); i++ {
-		switch c := ns[i]; c {
-		case '*', '?', '[', ']', '\\':
-			esc = append(esc, '\\', c)
-		default:
-			esc = append(esc, c)
-		}
-	}
-	return Prefix + "{" + string(esc) + "[}:]*"
+	return Prefix + "{" + GlobEscape(string(ns)) + "[}:]*"
 }
 
 // Space is one shard of a namespace: the keys and channels that live in one

@@ -141,6 +141,13 @@ var (
 	// Cancel cancels a scheduled timer (cancel.lua).
 	Cancel = add(&Script{Name: "cancel", Includes: []string{"cancel_timer", "check_types", "decode", "due_of", "malformed", "now_ms", "probe_all"}, Keys: timerKeys, Publishes: true,
 		Commands: []string{"type", "hget", "zscore", "time", "zadd", "hset", "zrem"}})
+	// CancelBatch is one step of a bulk cancel on one shard (cancel_batch.lua);
+	// group is the bulk cancel job's ID, whose progress on the shard it keeps.
+	CancelBatch = add(&Script{Name: "cancel_batch", Includes: []string{"cancel_timer", "check_type", "check_types", "decode", "due_of", "now_ms", "probe_all"}, Publishes: true,
+		Keys: func(sp keyspace.Space, job string) []string {
+			return append(sp.Keys(), sp.CancelProgress(job))
+		},
+		Commands: []string{"type", "hmget", "hscan", "zscore", "time", "zadd", "hset", "zrem"}})
 	// Reschedule moves a scheduled timer (reschedule.lua).
 	Reschedule = add(&Script{Name: "reschedule", Includes: []string{"check_types", "decode", "is_due", "malformed", "probe", "resolve_due", "wake"}, Keys: timerKeys, Publishes: true,
 		Commands: []string{"type", "hget", "time", "zrange", "zadd"}})

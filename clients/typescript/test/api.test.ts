@@ -111,6 +111,30 @@ test("batch: one result per timer, in order; one bad item writes nothing and is 
   assert.equal(d.response.status, 404, "a refused batch wrote its good item");
 });
 
+test("bulk cancel: every timer of a prefix, and the job read back", async () => {
+  const made = await client.POST("/v1/namespaces/{ns}/timers/batch", {
+    params: ns_,
+    body: { timers: [{ id: "bulk/1", in: "1h" }, { id: "bulk/2", in: "1h" }, { id: "bulky", in: "1h" }] },
+  });
+  assert.equal(made.response.status, 200, JSON.stringify(made.error));
+  const job = await client.POST("/v1/namespaces/{ns}/timers/cancel", { params: ns_, body: { id_prefix: "bulk/" } });
+  assert.equal(job.response.status, 200, JSON.stringify(job.error));
+  assert.equal(job.data?.state, "done");
+  assert.deepEqual(job.data?.counts, { cancelled: 2, fired: 0, already_cancelled: 0, skipped: 0 });
+  const id = job.data?.id ?? "";
+  const got = await client.GET("/v1/namespaces/{ns}/cancel-jobs/{id}", { params: { path: { ns, id } } });
+  assert.equal(got.response.status, 200, JSON.stringify(got.error));
+  assert.deepEqual(got.data, job.data);
+  const list = await client.GET("/v1/namespaces/{ns}/cancel-jobs", { params: ns_ });
+  assert.equal(list.response.status, 200, JSON.stringify(list.error));
+  assert.ok(list.data?.cancel_jobs.some((j) => j.id === id), "the job is listed");
+  const left = await client.GET("/v1/namespaces/{ns}/timers/{id}", { params: { path: { ns, id: "bulky" } } });
+  assert.equal(left.data?.state, "scheduled", "a timer outside the prefix was cancelled");
+  const empty = await client.POST("/v1/namespaces/{ns}/timers/cancel", { params: ns_, body: { id_prefix: "" } });
+  assert.equal(empty.response.status, 422);
+  assert.equal(empty.error?.type, "urn:timerq:problem:invalid-argument");
+});
+
 test("list pages through every shard with the cursor", async () => {
   const ids = Array.from({ length: 7 }, (_, i) => `page-${i}`);
   const made = await client.POST("/v1/namespaces/{ns}/timers/batch", {

@@ -40,6 +40,9 @@ var wantRights = map[string]string{
 	"POST /v1/namespaces/{ns}/timers":                 "write",
 	"GET /v1/namespaces/{ns}/timers":                  "read",
 	"POST /v1/namespaces/{ns}/timers/batch":           "write",
+	"POST /v1/namespaces/{ns}/timers/cancel":          "write",
+	"GET /v1/namespaces/{ns}/cancel-jobs":             "read",
+	"GET /v1/namespaces/{ns}/cancel-jobs/{id}":        "read",
 	"GET /v1/namespaces/{ns}/timers/{id}":             "read",
 	"POST /v1/namespaces/{ns}/timers/{id}/cancel":     "write",
 	"POST /v1/namespaces/{ns}/timers/{id}/reschedule": "write",
@@ -90,6 +93,7 @@ const (
 var opBodies = map[string]string{
 	"PUT /v1/namespaces/{ns}":                  `{"shards":1}`,
 	"POST /v1/namespaces/{ns}/timers":          `{"id":"new","in":"1h"}`,
+	"POST /v1/namespaces/{ns}/timers/cancel":   `{"id_prefix":"new"}`,
 	"PUT /v1/namespaces/{ns}/endpoints/{name}": endpointBody,
 	"PUT /v1/namespaces/{ns}/delivery-policy":  policyBody,
 	"PUT /v1/namespaces/{ns}/quotas":           `{"pending":5}`,

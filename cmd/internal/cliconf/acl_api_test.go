@@ -114,6 +114,9 @@ func apiOnlyServesEveryRoute(t *testing.T, ctx context.Context, redisURL, ns str
 	call("POST", tp+"/{id}/reschedule", nsp+"/timers/t1/reschedule", map[string]any{"in": "2h"}, 200)
 	call("POST", tp+"/{id}/cancel", nsp+"/timers/b1/cancel", nil, 200)
 	call("POST", tp+"/{id}/fire", nsp+"/timers/b2/fire", nil, 200)
+	job := call("POST", tp+"/cancel", nsp+"/timers/cancel", map[string]any{"id_prefix": "b"}, 200)
+	call("GET", "/v1/namespaces/{ns}/cancel-jobs", nsp+"/cancel-jobs", nil, 200)
+	call("GET", "/v1/namespaces/{ns}/cancel-jobs/{id}", nsp+"/cancel-jobs/"+str(job, "id"), nil, 200)
 	call("GET", tp+"/{id}/wait", nsp+"/timers/t1/wait?timeout=100ms", nil, 200) // nothing claims: the timeout passes
 	call("POST", "/v1/namespaces/{ns}/debounce/{key}", nsp+"/debounce/k1", map[string]any{"delay": "1h", "max_wait": "2h"}, 201)
 

@@ -49,12 +49,13 @@ func Explain(err error, t Target) *Error {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return out(ExitFailure, "interrupted", "run the command again to finish it")
-	case errors.Is(err, queue.ErrNotFound), errors.Is(err, queue.ErrEndpointNotFound), errors.Is(err, queue.ErrRecurringNotFound):
+	case errors.Is(err, queue.ErrNotFound), errors.Is(err, queue.ErrEndpointNotFound), errors.Is(err, queue.ErrRecurringNotFound),
+		errors.Is(err, queue.ErrCancelJobNotFound):
 		return out(ExitNotFound, problem, fix)
 	case errors.Is(err, queue.ErrAlreadyFired), errors.Is(err, queue.ErrCancelled):
 		return out(ExitConflict, problem, fix)
 	case errors.Is(err, queue.ErrInvalidID), errors.Is(err, queue.ErrInvalidDue), errors.Is(err, queue.ErrInvalidEndpoint),
-		errors.Is(err, queue.ErrPayloadTooLarge), errors.Is(err, queue.ErrInvalidOptions):
+		errors.Is(err, queue.ErrPayloadTooLarge), errors.Is(err, queue.ErrInvalidOptions), errors.Is(err, queue.ErrInvalidFilter):
 		return out(ExitUsage, problem, fix)
 	case errors.Is(err, queue.ErrInvalidNamespace):
 		return out(ExitUsage, problem, "fix --namespace (TIMERQ_NAMESPACE): "+fix)

@@ -53,7 +53,8 @@ func (r *runner) commands() []*cli.Command {
 			},
 			Action: r.list,
 		},
-		{Name: "cancel", Usage: "cancel a scheduled timer (a cancelled one is left as it is)", ArgsUsage: "ID", Action: r.cancel},
+		r.cancelCommand(),
+		r.cancelJobsCommand(),
 		{
 			Name: "reschedule", Usage: "move a scheduled timer to another due time",
 			ArgsUsage: "ID (--at TIME | --in DURATION)", Flags: when(), Action: r.reschedule,
@@ -384,10 +385,6 @@ func (r *runner) get(c *cli.Context) error {
 		}
 		return writeRecord(r.o.Stdout, t, r.o.Now(), "", log...)
 	})
-}
-
-func (r *runner) cancel(c *cli.Context) error {
-	return r.byID(c, func(ctx context.Context, q *queue.Queue, id string) (queue.Timer, error) { return q.Cancel(ctx, id) })
 }
 
 func (r *runner) fire(c *cli.Context) error {

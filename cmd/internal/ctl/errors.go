@@ -67,6 +67,8 @@ func classify(err error, t cliconf.Target) *Error {
 		ex.Fix = "check the name and --namespace; 'timerctl endpoints list' shows the endpoints, 'timerctl endpoints create NAME --url URL --secret-file PATH' makes one"
 	case errors.Is(err, queue.ErrRecurringNotFound):
 		ex.Fix = "check the ID and --namespace; 'timerctl schedules list' shows the schedules"
+	case errors.Is(err, queue.ErrCancelJobNotFound):
+		ex.Fix = "check the job ID and --namespace; 'timerctl cancel-jobs list' shows the jobs kept"
 	case errors.Is(err, queue.ErrTimerURLsOff):
 		ex.Fix = "drop --deliver-url to deliver to the endpoint's URL, or let timers give URLs: 'timerctl delivery-policy --allow-timer-urls=true' (an admin's decision: a timer URL chooses where its payload goes)"
 	case errors.Is(err, queue.ErrPrivateAddress):

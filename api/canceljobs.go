@@ -1,0 +1,96 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/timerq/timerq/queue"
+)
+
+// CancelFilterJSON is a bulk cancel's filter (queue.CancelFilter): the
+// body of POST .../timers/cancel, and the filter of a job.
+type CancelFilterJSON struct {
+	IDPrefix string `json:"id_prefix"`
+}
+
+// CancelCountsJSON are a bulk cancel's counts (queue.CancelCounts).
+type CancelCountsJSON struct {
+	Cancelled        int64 `json:"cancelled"`
+	Fired            int64 `json:"fired"`
+	AlreadyCancelled int64 `json:"already_cancelled"`
+	Skipped          int64 `json:"skipped"`
+}
+
+// CancelJobJSON is a bulk cancel job (queue.CancelJob), as the API and
+// `timerctl -o json` answer it.
+type CancelJobJSON struct {
+	ID         string           `json:"id"`
+	Filter     CancelFilterJSON `json:"filter"`
+	State      string           `json:"state"`
+	CreatedAt  string           `json:"created_at"`
+	FinishedAt *string          `json:"finished_at"`
+	Error      string           `json:"error,omitempty"`
+	Counts     CancelCountsJSON `json:"counts"`
+	Shards     int              `json:"shards"`
+	ShardsDone int              `json:"shards_done"`
+}
+
+// ToCancelJobJSON is j as the API answers it.
+func ToCancelJobJSON(j queue.CancelJob) CancelJobJSON {
+	c := j.Counts
+	return CancelJobJSON{
+		ID: j.ID, Filter: CancelFilterJSON{IDPrefix: j.Filter.IDPrefix}, State: string(j.State),
+		CreatedAt: *optTime(j.Created), FinishedAt: optTime(j.Finished), Error: j.Error,
+		Counts: CancelCountsJSON{Cancelled: c.Cancelled, Fired: c.Fired, AlreadyCancelled: c.AlreadyCancelled, Skipped: c.Skipped},
+		Shards: j.Shards, ShardsDone: j.ShardsDone,
+	}
+}
+
+type cancelJobListJSON struct {
+	CancelJobs []CancelJobJSON `json:"cancel_jobs"`
+}
+
+// cancelFilterRequest is the body of POST .../timers/cancel.
+type cancelFilterRequest struct{ f queue.CancelFilter }
+
+func (req *cancelFilterRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
+	var j CancelFilterJSON
+	if err := h.decode(w, r, &j, false); err != nil {
+		return err
+	}
+	req.f = queue.CancelFilter{IDPrefix: j.IDPrefix}
+	return nil
+}
+
+// cancelMatching answers the job: 200 when it ended in the call, 202 when
+// the workers finish it.
+func cancelMatching(ctx context.Context, q *queue.Queue, req *cancelFilterRequest) (any, error) {
+	j, err := q.CancelMatching(ctx, req.f)
+	if err != nil {
+		return nil, err
+	}
+	if j.State == queue.CancelJobRunning {
+		return reply{http.StatusAccepted, ToCancelJobJSON(j)}, nil
+	}
+	return ToCancelJobJSON(j), nil
+}
+
+func getCancelJob(ctx context.Context, q *queue.Queue, req *pathID) (any, error) {
+	j, err := q.CancelJobs().Get(ctx, req.id)
+	if err != nil {
+		return nil, err
+	}
+	return ToCancelJobJSON(j), nil
+}
+
+func listCancelJobs(ctx context.Context, q *queue.Queue, _ *noQuery) (any, error) {
+	list, err := q.CancelJobs().List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := cancelJobListJSON{CancelJobs: make([]CancelJobJSON, len(list))}
+	for i, j := range list {
+		out.CancelJobs[i] = ToCancelJobJSON(j)
+	}
+	return out, nil
+}

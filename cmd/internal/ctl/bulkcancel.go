@@ -1,0 +1,134 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/timerq/timerq/api"
+	"github.com/timerq/timerq/queue"
+)
+
+// cancelCommand is "timerctl cancel": one timer by ID, or, with --prefix,
+// every timer whose ID starts with it (queue.CancelMatching).
+func (r *runner) cancelCommand() *cli.Command {
+	return &cli.Command{
+		Name: "cancel", Usage: "cancel a scheduled timer (a cancelled one is left as it is), or every timer of an ID prefix",
+		ArgsUsage: "ID | --prefix P",
+		Description: `With --prefix P, cancels every scheduled timer whose ID starts with P (byte for byte:
+glob characters are not special), on every shard, and prints the bulk cancel job: how many
+it cancelled, and how many had fired or been cancelled before it reached them. Each timer
+ends cancelled or fired, never both. Up to 10,000 selected timers the job ends in the call;
+a larger one is finished by the workers (timerworker): follow it with
+'timerctl cancel-jobs get JOB'. An empty prefix is refused: there is no cancel of every timer.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "prefix", Usage: "cancel every timer whose ID starts with `P`"},
+		},
+		Action: r.cancel,
+	}
+}
+
+func (r *runner) cancel(c *cli.Context) error {
+	if !c.IsSet("prefix") {
+		return r.byID(c, func(ctx context.Context, q *queue.Queue, id string) (queue.Timer, error) { return q.Cancel(ctx, id) })
+	}
+	if c.NArg() > 0 {
+		return usageErr(fmt.Sprintf("cancel takes an ID or --prefix, not both: %q", c.Args().Slice()), helpFix(c))
+	}
+	f := queue.CancelFilter{IDPrefix: c.String("prefix")}
+	if err := f.Validate(); err != nil {
+		return usageErr("--prefix: "+err.Error(), helpFix(c))
+	}
+	return r.once(c, func(ctx context.Context, s *session) error {
+		j, err := s.q.CancelMatching(ctx, f)
+		if err != nil {
+			return s.redisErr(err)
+		}
+		return r.cancelJobOut(s, j)
+	})
+}
+
+// cancelJobsCommand is "timerctl cancel-jobs": the bulk cancel jobs.
+func (r *runner) cancelJobsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "cancel-jobs",
+		Usage: "the bulk cancel jobs (timerctl cancel --prefix), kept for the retention after they end",
+		Subcommands: []*cli.Command{
+			{Name: "list", Usage: "list the jobs, newest first (at most 100)", ArgsUsage: " ", Action: r.cancelJobsList},
+			{Name: "get", Usage: "print one job, with its progress while it runs", ArgsUsage: "JOB", Action: r.cancelJobsGet},
+		},
+	}
+}
+
+func (r *runner) cancelJobsList(c *cli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	return r.once(c, func(ctx context.Context, s *session) error {
+		jobs, err := s.q.CancelJobs().List(ctx)
+		if err != nil {
+			return s.redisErr(err)
+		}
+		if s.g.json {
+			return writeJSON(r.o.Stdout, mapList(jobs, api.ToCancelJobJSON))
+		}
+		return r.writeCancelJobs(r.o.Stdout, jobs)
+	})
+}
+
+func (r *runner) cancelJobsGet(c *cli.Context) error {
+	id, err := oneArg(c, "the job ID")
+	if err != nil {
+		return err
+	}
+	return r.once(c, func(ctx context.Context, s *session) error {
+		j, err := s.q.CancelJobs().Get(ctx, id)
+		if err != nil {
+			return s.redisErr(err)
+		}
+		return r.cancelJobOut(s, j)
+	})
+}
+
+// cancelJobOut prints one job: JSON as the API answers it, or a table.
+func (r *runner) cancelJobOut(s *session, j queue.CancelJob) error {
+	if s.g.json {
+		return writeJSON(r.o.Stdout, api.ToCancelJobJSON(j))
+	}
+	now := r.o.Now()
+	tw := newTable(r.o.Stdout)
+	fmt.Fprintf(tw, "job\t%s\n", j.ID)
+	fmt.Fprintf(tw, "prefix\t%s\n", strconv.Quote(j.Filter.IDPrefix))
+	fmt.Fprintf(tw, "state\t%s\n", j.State)
+	if j.Error != "" {
+		fmt.Fprintf(tw, "error\t%s\n", j.Error)
+	}
+	fmt.Fprintf(tw, "created\t%s\n", fmtTime(j.Created, now))
+	fmt.Fprintf(tw, "finished\t%s\n", fmtTime(j.Finished, now))
+	fmt.Fprintf(tw, "cancelled\t%d\n", j.Counts.Cancelled)
+	fmt.Fprintf(tw, "fired before\t%d\n", j.Counts.Fired)
+	fmt.Fprintf(tw, "cancelled before\t%d\n", j.Counts.AlreadyCancelled)
+	if j.Counts.Skipped > 0 {
+		fmt.Fprintf(tw, "skipped (malformed)\t%d\n", j.Counts.Skipped)
+	}
+	fmt.Fprintf(tw, "shards done\t%d of %d\n", j.ShardsDone, j.Shards)
+	return tw.Flush()
+}
+
+func (r *runner) writeCancelJobs(w io.Writer, jobs []queue.CancelJob) error {
+	if len(jobs) == 0 {
+		_, err := fmt.Fprintln(w, "no bulk cancel jobs")
+		return err
+	}
+	now := r.o.Now()
+	tw := newTable(w)
+	fmt.Fprintln(tw, "JOB\tSTATE\tPREFIX\tCANCELLED\tFIRED BEFORE\tCANCELLED BEFORE\tSHARDS DONE\tCREATED")
+	for _, j := range jobs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d/%d\t%s\n", j.ID, j.State, strconv.Quote(j.Filter.IDPrefix),
+			j.Counts.Cancelled, j.Counts.Fired, j.Counts.AlreadyCancelled, j.ShardsDone, j.Shards, fmtTime(j.Created, now))
+	}
+	return tw.Flush()
+}
