@@ -101,6 +101,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/namespaces/{ns}/timers/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The namespace: 1-64 characters of [A-Za-z0-9_.-]. */
+                ns: components["parameters"]["ns"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel every timer matching a filter
+         * @description Bulk cancel: cancels every scheduled timer whose ID starts with id_prefix (taken literally), on every shard. Each selected timer ends cancelled or fired, never both; one that fired (or was cancelled) before the cancel reached it is counted as such and left alone. Up to 10,000 selected timers are cancelled in the call (200, the job done); a larger job is handed to the workers (202, the job running), to follow with GET .../cancel-jobs/{id}. A timer created while the job runs may or may not be selected.
+         */
+        post: operations["cancelTimers"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/namespaces/{ns}/timers/{id}": {
         parameters: {
             query?: never;
@@ -218,6 +241,54 @@ export interface paths {
          * @description A long poll: answers when the timer fires or is cancelled, at once if it already has, or when the timeout passes, with the timer as it then is. A state of scheduled means the timeout passed: ask again.
          */
         get: operations["waitTimer"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/namespaces/{ns}/cancel-jobs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The namespace: 1-64 characters of [A-Za-z0-9_.-]. */
+                ns: components["parameters"]["ns"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List the bulk cancel jobs
+         * @description The namespace's bulk cancel jobs still kept (for the namespace's retention after they end, 7 days by default), newest first, at most 100.
+         */
+        get: operations["listCancelJobs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/namespaces/{ns}/cancel-jobs/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The namespace: 1-64 characters of [A-Za-z0-9_.-]. */
+                ns: components["parameters"]["ns"];
+                /** @description The job's ID, as POST .../timers/cancel answered it. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a bulk cancel job
+         * @description The job, with its progress while it runs.
+         */
+        get: operations["getCancelJob"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1329,6 +1400,53 @@ export interface components {
             endpoints: components["schemas"]["QuotaUsage"];
             schedules: components["schemas"]["QuotaUsage"];
         };
+        /** @description Which timers a bulk cancel selects: a timer is selected when it matches every field given. */
+        CancelFilter: {
+            /** @description The timers whose ID starts with it, byte for byte: glob characters are not special. Required: there is no cancel of every timer. */
+            id_prefix: string;
+        };
+        /** @description A bulk cancel job: its filter, where it stands and what it found. */
+        CancelJob: {
+            /** @description The job's ID. */
+            id: string;
+            filter: components["schemas"]["CancelFilter"];
+            /**
+             * @description running: shards are left to scan, a worker runs it; done: the counts are final; failed: Redis refused a step, error says why (the timers cancelled stay cancelled; cancel again to finish).
+             * @enum {string}
+             */
+            state: "running" | "done" | "failed";
+            /**
+             * Format: date-time
+             * @description When the job started, by the Redis server's clock.
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When it ended; null while it runs.
+             */
+            finished_at: string | null;
+            /** @description Why a failed job stopped. */
+            error?: string;
+            /** @description What the job found among the timers it selected, so far while it runs. */
+            counts: {
+                /** @description Scheduled timers the job cancelled. */
+                cancelled: number;
+                /** @description Timers that had fired before the job reached them. */
+                fired: number;
+                /** @description Timers cancelled before the job reached them. */
+                already_cancelled: number;
+                /** @description Records timerq did not write, left alone. */
+                skipped: number;
+            };
+            /** @description The namespace's shard count. */
+            shards: number;
+            /** @description The shards the job has scanned to the end. */
+            shards_done: number;
+        };
+        /** @description Bulk cancel jobs, newest first. */
+        CancelJobList: {
+            cancel_jobs: components["schemas"]["CancelJob"][];
+        };
     };
     responses: {
         /** @description The request is malformed: bad JSON, a body not UTF-8 or with a lone surrogate escape, an unknown field, a key given twice or in another case than its field's, a wrong type, a bad parameter (type urn:timerq:problem:invalid-request and others). */
@@ -1689,6 +1807,53 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    cancelTimers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The namespace: 1-64 characters of [A-Za-z0-9_.-]. */
+                ns: components["parameters"]["ns"];
+            };
+            cookie?: never;
+        };
+        /** @description The filter. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CancelFilter"];
+            };
+        };
+        responses: {
+            /** @description The job, done: every selected timer was cancelled, or counted as fired or cancelled before. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CancelJob"];
+                };
+            };
+            /** @description The job, running: too large for the call, the workers finish it. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CancelJob"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     getTimer: {
         parameters: {
             query?: never;
@@ -1856,6 +2021,69 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Timer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listCancelJobs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The namespace: 1-64 characters of [A-Za-z0-9_.-]. */
+                ns: components["parameters"]["ns"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The jobs. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CancelJobList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getCancelJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The namespace: 1-64 characters of [A-Za-z0-9_.-]. */
+                ns: components["parameters"]["ns"];
+                /** @description The job's ID, as POST .../timers/cancel answered it. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The job. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CancelJob"];
                 };
             };
             400: components["responses"]["BadRequest"];
