@@ -16,13 +16,13 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-// evalCounter counts the scripts a client sends (EVALSHA, EVAL), alone or
+// evalCounter counts the scripts a client sends (EVALSHA, EVAL, FCALL), alone or
 // in pipelines.
 type evalCounter struct{ n atomic.Int64 }
 
 func (c *evalCounter) countScripts(cmds ...redis.Cmder) {
 	for _, cmd := range cmds {
-		if n := cmd.Name(); n == "evalsha" || n == "eval" {
+		if n := cmd.Name(); n == "evalsha" || n == "eval" || n == "fcall" {
 			c.n.Add(1)
 		}
 	}
