@@ -128,7 +128,11 @@ func TestLeaseExpiryRedelivers(t *testing.T) {
 		freezeMini(b)
 		q := newQueue(t, b, queue.Options{})
 		fireN(t, q, "e", 5)
-		o := queue.LeaseOptions{Lease: 300 * time.Millisecond}
+		// The lease is also how long a lease must have been idle to be
+		// taken over, so the five Lease calls below must end within it, or
+		// the first ones' leases are taken over again: with 300 ms, five
+		// calls over 16 shards on a loaded machine did not.
+		o := queue.LeaseOptions{Lease: 1500 * time.Millisecond}
 		first := lease(t, q, "g", "dies", o)
 		if len(first) != 5 {
 			t.Fatalf("leased %d, want 5", len(first))
