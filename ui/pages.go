@@ -13,7 +13,7 @@ import (
 )
 
 // pages are the templates, each rendered inside layout.html.
-var pageNames = []string{"overview", "timers", "timer", "confirm", "tail", "groups", "schedules", "schedule", "quarantine", "endpoints", "deliveries", "flows", "error"}
+var pageNames = []string{"overview", "timers", "timer", "confirm", "tail", "groups", "schedules", "schedule", "quarantine", "endpoints", "deliveries", "flows", "canceljobs", "canceljob", "error"}
 
 func (h *Handler) parseTemplates() error {
 	funcs := template.FuncMap{
@@ -66,17 +66,18 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, code int, name,
 // notices are the confirmations shown after an action redirects; the
 // query names one, so no text from the URL reaches the page.
 var notices = map[string]string{
-	"cancelled":    "Timer cancelled.",
-	"fired":        "Timer made due now: the next claim fires it.",
-	"rescheduled":  "Timer rescheduled.",
-	"requeued":     "Dead letter requeued to its group.",
-	"enabled":      "Endpoint enabled: the dispatchers deliver to it again.",
-	"disabled":     "Endpoint disabled: its fires wait until it is enabled again.",
-	"redriven":     "Delivery redriven: the dispatchers deliver it again.",
-	"redriven-all": "The endpoint's dead-lettered deliveries are redriven: the dispatchers deliver them again.",
-	"paused":       "Schedule paused: its pending occurrences are cancelled.",
-	"resumed":      "Schedule resumed: its next occurrences are armed.",
-	"deleted":      "Schedule deleted.",
+	"cancelled":      "Timer cancelled.",
+	"fired":          "Timer made due now: the next claim fires it.",
+	"rescheduled":    "Timer rescheduled.",
+	"requeued":       "Dead letter requeued to its group.",
+	"enabled":        "Endpoint enabled: the dispatchers deliver to it again.",
+	"disabled":       "Endpoint disabled: its fires wait until it is enabled again.",
+	"redriven":       "Delivery redriven: the dispatchers deliver it again.",
+	"redriven-all":   "The endpoint's dead-lettered deliveries are redriven: the dispatchers deliver them again.",
+	"paused":         "Schedule paused: its pending occurrences are cancelled.",
+	"resumed":        "Schedule resumed: its next occurrences are armed.",
+	"deleted":        "Schedule deleted.",
+	"bulk-cancelled": "Bulk cancel started: the job below is done, or, when it was too large for one request, running in the workers.",
 }
 
 // fail renders an error page; Redis errors are logged as well.
@@ -100,12 +101,12 @@ func (h *Handler) failed(w http.ResponseWriter, r *http.Request, err error) bool
 func statusOf(err error) int {
 	switch {
 	case errors.Is(err, queue.ErrNotFound), errors.Is(err, queue.ErrDeadLetterNotFound), errors.Is(err, queue.ErrRecurringNotFound),
-		errors.Is(err, queue.ErrEndpointNotFound):
+		errors.Is(err, queue.ErrEndpointNotFound), errors.Is(err, queue.ErrCancelJobNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, queue.ErrAlreadyFired), errors.Is(err, queue.ErrCancelled):
 		return http.StatusConflict
 	case errors.Is(err, queue.ErrInvalidID), errors.Is(err, queue.ErrInvalidDue), errors.Is(err, queue.ErrInvalidOptions),
-		errors.Is(err, schedule.ErrInvalidSchedule), errors.Is(err, queue.ErrInvalidEndpoint):
+		errors.Is(err, schedule.ErrInvalidSchedule), errors.Is(err, queue.ErrInvalidEndpoint), errors.Is(err, queue.ErrInvalidFilter):
 		return http.StatusBadRequest
 	}
 	return http.StatusBadGateway

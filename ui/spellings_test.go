@@ -27,8 +27,9 @@ func TestActionsWhateverThePathSpelling(t *testing.T) {
 		const prefix = "/ops/timerq"
 		actions := []string{"/timer/cancel", "/timer/fire", "/timer/reschedule", "/dead/requeue",
 			"/endpoints/disable", "/endpoints/enable", "/deliveries/redrive",
-			"/schedule/pause", "/schedule/resume", "/schedule/delete"}
-		confirms := []string{"/timer/confirm", "/dead/confirm", "/endpoints/confirm", "/deliveries/confirm", "/schedule/confirm"}
+			"/schedule/pause", "/schedule/resume", "/schedule/delete", "/cancel-jobs/start"}
+		confirms := []string{"/timer/confirm", "/dead/confirm", "/endpoints/confirm", "/deliveries/confirm", "/schedule/confirm",
+			"/cancel-jobs/confirm"}
 		for _, writable := range []bool{false, true} {
 			e := newEnv(t, b, ui.Options{Prefix: prefix, AllowWrites: writable})
 			ctx := context.Background()
@@ -73,7 +74,7 @@ func TestActionsWhateverThePathSpelling(t *testing.T) {
 			before := redistest.Digest(t, b.Client, e.q.Namespace())
 			n := 0
 			for _, a := range actions {
-				form := url.Values{"id": {"t1"}, "due": {"1s"}, "endpoint": {"e1"}, "csrf": {strings.Repeat("0", 64)}}
+				form := url.Values{"id": {"t1"}, "due": {"1s"}, "endpoint": {"e1"}, "prefix": {"t"}, "csrf": {strings.Repeat("0", 64)}}
 				for _, p := range append([]string{prefix + a}, uitest.Spellings(prefix+a)...) {
 					n++
 					if code := send("POST", p, form); code/100 == 2 || code == http.StatusSeeOther {
@@ -85,7 +86,7 @@ func TestActionsWhateverThePathSpelling(t *testing.T) {
 				for _, c := range confirms {
 					for _, p := range append([]string{prefix + c}, uitest.Spellings(prefix+c)...) {
 						n++
-						if code := send("GET", p+"?id=t1&action=cancel&endpoint=e1", nil); code/100 == 2 {
+						if code := send("GET", p+"?id=t1&action=cancel&endpoint=e1&prefix=t", nil); code/100 == 2 {
 							t.Errorf("read-only dashboard: GET %s: %d, want it refused", p, code)
 						}
 					}

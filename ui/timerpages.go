@@ -163,6 +163,7 @@ type confirmData struct {
 	ID       string
 	Shard    string // a dead letter's shard
 	Endpoint string // the endpoint whose dead-lettered deliveries are redriven
+	Prefix   string // the ID prefix of a bulk cancel
 	Due      time.Time
 	DueMS    string // the due time as Unix ms with its unit ("1796238000000ms")
 	Back     string

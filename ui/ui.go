@@ -4,8 +4,9 @@
 // and recent occurrences, a live tail of the fire stream, the consumer
 // groups and the dead-letter stream, the endpoints fires are delivered to
 // with each delivering timer's attempt log and the dead-lettered
-// deliveries, and, when writes are allowed, cancels, reschedules and fires
-// timers, pauses, resumes and deletes schedules, requeues dead letters and
+// deliveries, and the bulk cancel jobs, and, when writes are allowed,
+// cancels, reschedules and fires timers, cancels timers by ID prefix,
+// pauses, resumes and deletes schedules, requeues dead letters and
 // redrives dead-lettered deliveries.
 //
 // Mount it in an application's own mux under a prefix:
@@ -69,9 +70,10 @@ type Options struct {
 	// handler for Prefix+"/". Empty means the root.
 	Prefix string
 
-	// AllowWrites shows and accepts cancel, reschedule, fire-now, requeue,
-	// redrive of dead-lettered deliveries, enable and disable of endpoints,
-	// and pause, resume and delete of schedules. False (the default) hides
+	// AllowWrites shows and accepts cancel, bulk cancel by ID prefix,
+	// reschedule, fire-now, requeue, redrive of dead-lettered deliveries,
+	// enable and disable of endpoints, and pause, resume and delete of
+	// schedules. False (the default) hides
 	// them and refuses every POST with 403, whatever the request carries.
 	AllowWrites bool
 
@@ -189,6 +191,10 @@ func New(q *queue.Queue, opts Options) (*Handler, error) {
 	mux.HandleFunc("GET "+p+"/schedules", h.schedules)
 	mux.HandleFunc("GET "+p+"/quarantine", h.quarantine)
 	mux.HandleFunc("GET "+p+"/flows", h.flows)
+	mux.HandleFunc("GET "+p+"/cancel-jobs", h.cancelJobs)
+	mux.HandleFunc("GET "+p+"/cancel-job", h.cancelJob)
+	mux.HandleFunc("GET "+p+"/cancel-jobs/confirm", h.writeOnly(h.confirmCancelJob))
+	mux.HandleFunc("POST "+p+"/cancel-jobs/start", h.post(h.startCancelJob))
 	mux.HandleFunc("GET "+p+"/schedule", h.schedule)
 	mux.HandleFunc("GET "+p+"/schedule/confirm", h.writeOnly(h.confirmSchedule))
 	mux.HandleFunc("POST "+p+"/schedule/{action}", h.post(h.actSchedule))

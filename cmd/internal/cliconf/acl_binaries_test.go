@@ -235,7 +235,7 @@ func TestACLLinesRunTheBinaries(t *testing.T) {
 			}
 			d := timerctlUI(t, url, mine, args...)
 			for _, p := range []string{"/", "/timers", "/timers?prefix=t", "/timer?id=t1", "/tail", "/groups", "/schedules", "/schedule?id=s1",
-				"/endpoints", "/deliveries", "/flows"} {
+				"/endpoints", "/deliveries", "/flows", "/cancel-jobs"} {
 				resp, body := d.Get(t, p)
 				if resp.StatusCode != 200 || strings.Contains(body, `class="problem"`) {
 					t.Errorf("GET %s under the documented %s line = %d, want 200 with no problem:\n%s", p, role, resp.StatusCode, body)
@@ -247,7 +247,8 @@ func TestACLLinesRunTheBinaries(t *testing.T) {
 			}
 			for _, p := range []string{"/timer/confirm?id=t1&action=cancel", "/timer/confirm?id=t2&action=fire",
 				"/timer/confirm?id=t3&action=reschedule&due=2031-05-06T07:08:09Z", "/schedule/confirm?id=s1&action=pause",
-				"/schedule/confirm?id=s1&action=resume", "/schedule/confirm?id=s2&action=delete", "/dead/confirm?id=" + deadID} {
+				"/schedule/confirm?id=s1&action=resume", "/schedule/confirm?id=s2&action=delete", "/dead/confirm?id=" + deadID,
+				"/cancel-jobs/confirm?prefix=t"} {
 				if resp, body := d.Act(t, p); resp.StatusCode != 303 {
 					t.Errorf("%s under the documented ui line = %d, want 303:\n%s", p, resp.StatusCode, body)
 				}

@@ -379,15 +379,21 @@ func TestACLRoles(t *testing.T) {
 	// The dashboard roles: every page of a namespace with timers, fires, a
 	// consumer group, a dead letter and schedules; with actions, each
 	// action; and on another namespace, refusals that name the right.
+	seedJob := map[string]string{} // a bulk cancel job of each seed, by prefix, for its page
 	seedDashboard := func(t *testing.T, prefix string) (deadID string) {
 		q := adminQ(mine)
-		for _, id := range []string{"t1", "t2", "t3"} {
+		for _, id := range []string{"t1", "t2", "t3", "b1"} {
 			if _, err := q.Schedule(ctx, prefix+id, time.Now().Add(time.Hour), []byte("p")); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if _, err := q.Schedule(ctx, prefix+"f", time.Now().Add(-time.Second), nil); err != nil {
 			t.Fatal(err)
+		}
+		if j, err := q.CancelMatching(ctx, queue.CancelFilter{IDPrefix: prefix + "b"}); err != nil || j.Counts.Cancelled != 1 {
+			t.Fatalf("bulk cancel of %sb = %+v, %v", prefix, j, err)
+		} else {
+			seedJob[prefix] = j.ID
 		}
 		if _, err := q.Engine().Claim(ctx, 100); err != nil {
 			t.Fatal(err)
@@ -457,7 +463,8 @@ func TestACLRoles(t *testing.T) {
 	}
 	pages := func(prefix string) []string {
 		return []string{"/", "/timers", "/timers?prefix=" + prefix, "/timer?id=" + prefix + "t1", "/tail", "/groups",
-			"/schedules", "/schedule?id=" + prefix + "s1", "/endpoints", "/timer?id=" + prefix + "d", "/deliveries", "/deliveries?endpoint=hooks", "/flows"}
+			"/schedules", "/schedule?id=" + prefix + "s1", "/endpoints", "/timer?id=" + prefix + "d", "/deliveries", "/deliveries?endpoint=hooks", "/flows",
+			"/cancel-jobs", "/cancel-job?id=" + seedJob[prefix]}
 	}
 	t.Run("ui-readonly", func(t *testing.T) {
 		rdb, _ := createUser(t, srv, admin, lines["ui-readonly"], mine)
@@ -494,7 +501,7 @@ func TestACLRoles(t *testing.T) {
 		for _, p := range []string{"/timer/confirm?id=rw-t1&action=cancel", "/timer/confirm?id=rw-t2&action=fire",
 			"/timer/confirm?id=rw-t3&action=reschedule&due=2031-05-06T07:08:09Z", "/schedule/confirm?id=rw-s1&action=pause",
 			"/schedule/confirm?id=rw-s1&action=resume", "/schedule/confirm?id=rw-s2&action=delete", "/dead/confirm?id=" + deadID,
-			"/deliveries/confirm?endpoint=hooks", "/endpoints/confirm?name=hooks&action=disable"} {
+			"/deliveries/confirm?endpoint=hooks", "/endpoints/confirm?name=hooks&action=disable", "/cancel-jobs/confirm?prefix=rw-t"} {
 			if code, body := d.act(p); code != 303 {
 				t.Errorf("%s under the ui role = %d, want 303:\n%s", p, code, body)
 			}
@@ -502,6 +509,9 @@ func TestACLRoles(t *testing.T) {
 		q := adminQ(mine)
 		if tm, _ := q.Get(ctx, "rw-t1"); tm.State != queue.StateCancelled {
 			t.Errorf("rw-t1 is %v after cancel", tm.State)
+		}
+		if tm, _ := q.Get(ctx, "rw-t3"); tm.State != queue.StateCancelled {
+			t.Errorf("rw-t3 is %v after the bulk cancel of rw-t", tm.State)
 		}
 		if n, _ := q.Deliveries().DeadLetterCount(ctx); n != 1 {
 			t.Errorf("%d dead letters after requeueing one of two and redriving the delivery, want 1", n)
