@@ -184,7 +184,7 @@ func (q *Queue) CancelMatching(ctx context.Context, f CancelFilter) (CancelJob, 
 	}
 	ls := q.newCancelLease(job.ID, DefaultCancelLease)
 	ns := q.ns()
-	_, err = q.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	cmds, err := q.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Set(ctx, ls.key, ls.token, ls.ttl)
 		p.HSet(ctx, ns.CancelJob(job.ID), "id", job.ID, "prefix", f.IDPrefix, "created", created,
 			"state", string(CancelJobRunning), "shards", job.Shards)
@@ -193,7 +193,7 @@ func (q *Queue) CancelMatching(ctx context.Context, f CancelFilter) (CancelJob, 
 		return nil
 	})
 	if err != nil {
-		return CancelJob{}, errorf("bulk cancel: record the job: %w", q.redisError(err))
+		return CancelJob{}, errorf("bulk cancel: record the job: %w", q.redisError(txCause(cmds, err)))
 	}
 	done, err := q.runCancelJob(ctx, l, &job, ls, cancelInCall, time.Now().Add(cancelInCallTime))
 	if err == nil && done {
@@ -642,4 +642,17 @@ func (ls *cancelLease) release(ctx context.Context) {
 	if ls.held(rctx) {
 		ls.q.rdb.Del(rctx, ls.key)
 	}
+}
+
+// txCause returns the error that made a MULTI/EXEC transaction fail: the
+// refusal of the command Redis would not queue (a NOPERM naming the
+// right, an OOM), which Redis answers at EXEC only with EXECABORT, and err
+// itself when no command carries another.
+func txCause(cmds []redis.Cmder, err error) error {
+	for _, c := range cmds {
+		if e := c.Err(); e != nil && !redis.HasErrorPrefix(e, "EXECABORT") {
+			return e
+		}
+	}
+	return err
 }

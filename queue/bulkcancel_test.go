@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
@@ -271,4 +274,29 @@ func TestCancelJobResumesAfterRunnerDies(t *testing.T) {
 			t.Fatalf("RunCancelJobs after the end = %d, %v", done, err)
 		}
 	})
+}
+
+// TestCancelMatchingNamesTheRefusedRight: a user who may not write the
+// job's lease (SET) gets ErrPermission naming +set, not the EXECABORT
+// with which Redis ends the transaction that records the job.
+func TestCancelMatchingNamesTheRefusedRight(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Config{})
+	admin := srv.Client(t)
+	ctx := context.Background()
+	if err := admin.Do(ctx, "ACL", "SETUSER", "noset", "on", ">pw", "~*", "&*", "+@all", "-set").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "noset", Password: "pw"})
+	defer rdb.Close()
+	q, err := queue.New(rdb, queue.Options{Namespace: redistest.Namespace(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	schedule(t, q, "wf/1", time.Now().Add(time.Hour))
+	_, err = q.CancelMatching(ctx, queue.CancelFilter{IDPrefix: "wf/"})
+	if !errors.Is(err, queue.ErrPermission) || !strings.Contains(err.Error(), "+set") {
+		t.Fatalf("CancelMatching without +set = %v, want ErrPermission naming +set", err)
+	}
 }
