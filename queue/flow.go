@@ -356,7 +356,7 @@ const blockGrain = 100 * time.Millisecond
 // a sleep, so that the wait ends on time. It reports whether ctx is live.
 func (q *Queue) awaitParked(ctx context.Context, l *layout, last []string, d time.Duration) bool {
 	if d > blockGrain+leasePoll/10 && last != nil {
-		if _, err := q.awaitFires(ctx, l, last, min(d-blockGrain, leasePoll)); err != nil {
+		if err := q.awaitFires(ctx, l, last, min(d-blockGrain, leasePoll)); err != nil {
 			return ctx.Err() == nil // a failed wait: the next round reports it
 		}
 		return ctx.Err() == nil

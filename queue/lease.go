@@ -346,7 +346,6 @@ func (q *Queue) Lease(ctx context.Context, group, consumer string, opts LeaseOpt
 		if err != nil || len(out) > 0 {
 			return out, err
 		}
-		round := time.Now()
 		wait := time.Until(deadline)
 		if wait <= 0 {
 			return nil, nil
@@ -358,84 +357,13 @@ func (q *Queue) Lease(ctx context.Context, group, consumer string, opts LeaseOpt
 			}
 			continue
 		}
-		for {
-			woken, err := q.awaitFires(ctx, l, last, min(wait, leasePoll-time.Since(round)))
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil, nil
-				}
-				return nil, errorf("lease %s/%s: %w", group, consumer, q.redisError(err))
+		if err := q.awaitFires(ctx, l, last, min(wait, leasePoll)); err != nil {
+			if ctx.Err() != nil {
+				return nil, nil
 			}
-			if wait = time.Until(deadline); wait <= 0 || time.Since(round) >= leasePoll ||
-				!q.takenAlready(ctx, l, group, last, woken) {
-				break
-			}
+			return nil, errorf("lease %s/%s: %w", group, consumer, q.redisError(err))
 		}
 	}
-}
-
-// takenAlready reports whether the entries that woke a blocking Lease
-// (woken, awaitFires's reply) were handed to the group already, by
-// another of its consumers, and if so moves last on to the group's last
-// delivered entry of each woken shard, after which the wait goes on. A new
-// fire wakes every consumer blocked on its stream; without this, each ran
-// a lease round (lease.lua) to find nothing, so that with four
-// dispatchers a delivered fire cost Redis five rounds instead of two (issue
-// 38). One XINFO GROUPS per woken shard, in one round trip; on any doubt
-// (an error, a user without +xinfo|groups, no group yet, an entry not yet
-// handed out) it reports false and the round runs as before. It never
-// delays a scan for expired leases: Lease runs a round at least every
-// leasePoll while it waits.
-func (q *Queue) takenAlready(ctx context.Context, l *layout, group string, last []string, woken []redis.XStream) bool {
-	if len(woken) == 0 || q.noGroupInfo.Load() {
-		return false
-	}
-	shard := make(map[string]int, len(l.spaces))
-	for k, sp := range l.spaces {
-		shard[sp.Fires()] = k
-	}
-	ks := make([]int, len(woken))
-	for i, st := range woken {
-		k, ok := shard[st.Stream]
-		if !ok || len(st.Messages) == 0 {
-			return false
-		}
-		ks[i] = k
-	}
-	cmds := make([]*redis.Cmd, len(woken))
-	_ = q.each(ctx, len(woken), func(c redis.Cmdable, i int) redis.Cmder {
-		cmds[i] = c.(interface {
-			Do(context.Context, ...any) *redis.Cmd
-		}).Do(ctx, "XINFO", "GROUPS", woken[i].Stream)
-		return cmds[i]
-	}) // each command's error is looked at below
-	next := make([]string, len(woken))
-	for i, c := range cmds {
-		v, err := c.Result()
-		if err != nil {
-			if errors.Is(q.redisError(err), ErrPermission) {
-				q.noGroupInfo.Store(true) // an ACL line without +xinfo|groups: never ask again
-			}
-			return false
-		}
-		gs, err := parseXInfoGroups(v)
-		if err != nil {
-			return false
-		}
-		for _, g := range gs {
-			if g.Name == group {
-				next[i] = g.LastDeliveredID
-			}
-		}
-		newest := woken[i].Messages[len(woken[i].Messages)-1].ID
-		if next[i] == "" || compareEntryIDs(Event{StreamID: next[i]}, Event{StreamID: newest}) < 0 {
-			return false // not handed out yet: a round takes it
-		}
-	}
-	for i, k := range ks {
-		last[k] = next[i]
-	}
-	return true
 }
 
 // leasePoll bounds each wait of a blocking Lease, so that expired leases
@@ -614,16 +542,14 @@ func (q *Queue) leaseOverlap(ctx context.Context, l *layout, group string, ds []
 
 // awaitFires waits up to d for an entry after last[k] in any shard's fire
 // stream: one blocking XREAD over them all, or on a Cluster with several
-// shards, whose slots one XREAD cannot span, a pause of fireReadPoll. It
-// returns the first entry after last of each stream that has one (none
-// after a timeout or a pause).
-func (q *Queue) awaitFires(ctx context.Context, l *layout, last []string, d time.Duration) ([]redis.XStream, error) {
+// shards, whose slots one XREAD cannot span, a pause of fireReadPoll.
+func (q *Queue) awaitFires(ctx context.Context, l *layout, last []string, d time.Duration) error {
 	if last == nil {
-		return nil, nil // something happened: look again at once
+		return nil // something happened: look again at once
 	}
 	if _, cluster := q.rdb.(*redis.ClusterClient); cluster && len(l.spaces) > 1 {
 		sleep.For(ctx, min(d, fireReadPoll))
-		return nil, nil
+		return nil
 	}
 	if d < time.Millisecond {
 		d = time.Millisecond // BLOCK 0 would wait forever
@@ -633,11 +559,11 @@ func (q *Queue) awaitFires(ctx context.Context, l *layout, last []string, d time
 		args.Streams = append(args.Streams, sp.Fires())
 	}
 	args.Streams = append(args.Streams, last...)
-	woken, err := q.rdb.XRead(ctx, args).Result()
+	err := q.rdb.XRead(ctx, args).Err()
 	if errors.Is(err, redis.Nil) {
-		return nil, nil
+		return nil
 	}
-	return woken, err
+	return err
 }
 
 // Ack acknowledges deliveries of group by their delivery IDs, in one round

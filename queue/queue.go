@@ -48,10 +48,6 @@ type Queue struct {
 	// functions: scripts then run by EVALSHA (scripting.go).
 	noFunctions atomic.Bool
 
-	// noGroupInfo is set once the user may not run XINFO GROUPS: a blocking
-	// Lease then looks at every wake-up with a round (takenAlready).
-	noGroupInfo atomic.Bool
-
 	// validated, when a test sets it, is called by each validateTimer:
 	// the test counts that a timer is validated once per call.
 	validated func(NewTimer)
