@@ -88,8 +88,10 @@ if endpoint ~= '' and redis.call('HEXISTS', KEYS[12], ep_name) == 0 then
   return redis.error_reply('TIMERQ_NOENDPOINT ' .. ep_name)
 end
 
--- One TIME for now_ms and the due time (resolve_due reads relative_base).
-relative_base = redis.call('TIME')
+-- One TIME for now_ms and the due time: resolve_due counts from
+-- relative_base while relative_for is this call's ARGV (else it reads TIME
+-- again, a later clock than now_ms).
+relative_base, relative_for = redis.call('TIME'), ARGV
 local now = clock_ms(relative_base)
 local due = tonumber(resolve_due('+' .. delay_s .. '.000'))
 

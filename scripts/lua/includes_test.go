@@ -186,3 +186,26 @@ func TestIncludesKeepNoStateAcrossCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestRelativeBaseIsSeededWithItsCall: a script that seeds resolve_due's
+// clock sets relative_for with it; without it resolve_due reads TIME
+// again, and a debounce window's due time no longer counts from the now
+// it reports (seen: 1h0m0.001s after the call, want 1h).
+func TestRelativeBaseIsSeededWithItsCall(t *testing.T) {
+	seed := regexp.MustCompile(`(?m)^\s*relative_base\b.*=`)
+	both := regexp.MustCompile(`(?m)^\s*relative_base,\s*relative_for\s*=\s*.+,\s*ARGV\s*$`)
+	names, err := fs.Glob(files, "*.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range names {
+		b, err := fs.ReadFile(files, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := code(string(b))
+		if n, m := len(seed.FindAllString(src, -1)), len(both.FindAllString(src, -1)); n != m {
+			t.Errorf("%s seeds relative_base %d times, %d of them with relative_for = ARGV", f, n, m)
+		}
+	}
+}

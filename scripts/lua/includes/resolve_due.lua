@@ -12,7 +12,9 @@
 -- relative_base is that TIME and relative_for the call it was read for
 -- (its ARGV table, new on every call): as a Redis function the include
 -- outlives the call (scripts.go: Library), and a TIME kept from an earlier
--- call would make a later call's due times early.
+-- call would make a later call's due times early. A script that read TIME
+-- itself may seed both (relative_base, relative_for = t, ARGV), as
+-- debounce.lua does, so that its now and its due times share one clock.
 local relative_base, relative_for
 local function resolve_due(arg)
   -- Absolute due times, the common case, pay one byte comparison.
