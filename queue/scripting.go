@@ -13,8 +13,9 @@ import (
 // in both of the forms Redis runs: a Redis function (FCALL, Redis 7.0 and
 // later), whose includes Redis defines once, when it loads the library,
 // and the EVAL script (the embedded *redis.Script), whose includes Redis
-// defines again on every call. A one-timer claim costs Redis about 12%
-// fewer instructions as a function (BENCHMARKS.md, "Redis functions").
+// defines again on every call. A claim that fires, or a schedule, costs
+// Redis 3-5% fewer instructions as a function (BENCHMARKS.md, "Redis
+// functions").
 // The runner (Queue.runScript, Queue.scriptCmd) calls the function while
 // the server and the user allow it and the script otherwise; both run the
 // same text, so they answer and refuse alike.
