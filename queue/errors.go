@@ -53,6 +53,13 @@ var (
 	// ErrWrongType means one of the namespace's keys holds a value of another
 	// type: something else writes there.
 	ErrWrongType = errors.New("timerq: a namespace key holds the wrong type")
+	// ErrLayout means a key of the namespace holds the marker a newer
+	// timerq leaves when it upgrades the namespace's layout
+	// (docs/redis-layout.md, "Layout versions"): this build does not know
+	// that layout, changed nothing, and must be upgraded. It wraps
+	// ErrWrongType, since the key holds a string where this build keeps
+	// another type; its message says not to delete the key.
+	ErrLayout = fmt.Errorf("%w: the namespace uses a newer layout than this build of timerq", ErrWrongType)
 	// ErrPermission means Redis refused a command for lack of an ACL right
 	// (NOPERM): a key, a channel or a command the user may not use. The
 	// operation changed nothing, and the error names the missing right.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/timerq/timerq/internal/aclright"
+	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/sleep"
 	"github.com/timerq/timerq/scripts/lua"
 	"go.opentelemetry.io/otel/trace"
@@ -803,8 +804,10 @@ func (q *Queue) runEach(ctx context.Context, l *layout, s *lua.Script, calls []c
 // message whether the command ran alone or inside a script.
 func (q *Queue) redisError(err error) error {
 	switch {
+	case hasRedisCode(err, "TIMERQ_LAYOUT"):
+		return q.layoutError(err)
 	case hasRedisCode(err, "WRONGTYPE"):
-		return fmt.Errorf("%w: %w; another program writes under timerq:{%s}:*: use another namespace, or remove those keys",
+		return fmt.Errorf("%w: %w; another program writes under timerq:{%s}:*: use another namespace, or remove those keys (but not one holding a string that starts \"timerq-layout\": a newer timerq left it when it upgraded the namespace, and this binary must be upgraded instead)",
 			ErrWrongType, err, q.opts.Namespace)
 	case hasRedisCode(err, "NOPERM") || isScriptACLError(err):
 		return fmt.Errorf("%w: %w%s", ErrPermission, err, q.permissionHint(err.Error()))
@@ -833,6 +836,19 @@ func (q *Queue) redisError(err error) error {
 			ErrOccurrenceID, strings.TrimPrefix(err.Error(), "TIMERQ_OCCURRENCE "))
 	}
 	return err
+}
+
+// layoutError is the error for a script's TIMERQ_LAYOUT reply
+// ("TIMERQ_LAYOUT <layout> <key>"): a newer timerq upgraded the shard's
+// layout and left its marker in key (keyspace.LayoutMarker).
+func (q *Queue) layoutError(err error) error {
+	msg := err.Error()
+	if _, rest, ok := strings.Cut(msg, "TIMERQ_LAYOUT "); ok {
+		msg = rest
+	}
+	layout, key, _ := strings.Cut(msg, " ")
+	return fmt.Errorf("%w: %s holds the marker of layout %s, which a newer timerq wrote when it upgraded namespace %q; this binary knows layout %d and changed nothing: upgrade it to a timerq that knows layout %s (every process that uses the namespace), and do not delete the marker",
+		ErrLayout, key, layout, q.opts.Namespace, keyspace.Layout, layout)
 }
 
 // permissionHint says which ACL rule grants what Redis refused. The

@@ -758,6 +758,50 @@ func TestWrongTypeKeyIsReportedAndNothingWritten(t *testing.T) {
 	})
 }
 
+// A key a later layout retired holds its marker (docs/redis-layout.md,
+// "Layout versions"): this build refuses every call that meets it with
+// ErrLayout, whose fix is to upgrade the binary (never to delete the key),
+// and writes nothing, on every backend.
+func TestRetiredLayoutStopsThisBuild(t *testing.T) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		due := shardKeys(t, q, "x")[0]
+		marker := keyspace.LayoutMarker(keyspace.Layout + 1)
+		if err := b.Client.Set(ctx, due, marker, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		check := func(what string, err error) {
+			t.Helper()
+			if !errors.Is(err, queue.ErrLayout) || !errors.Is(err, queue.ErrWrongType) {
+				t.Fatalf("%s over a retired due set: %v, want ErrLayout", what, err)
+			}
+			for _, want := range []string{due, "layout 2", "upgrade it", "do not delete"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("%s: %v, want it to say %q", what, err, want)
+				}
+			}
+			if strings.Contains(err.Error(), "remove those keys") {
+				t.Errorf("%s: %v tells the user to remove the marker", what, err)
+			}
+		}
+		_, err := q.Schedule(ctx, "x", time.Now(), nil)
+		check("Schedule", err)
+		_, err = q.Engine().Claim(ctx, 10)
+		check("Claim", err)
+		_, err = q.Cancel(ctx, "x")
+		check("Cancel", err)
+		_, err = q.Get(ctx, "x")
+		check("Get", err)
+		if keys := nsKeys(t, b, q); len(keys) != 1 {
+			t.Fatalf("keys = %v, want only the marker", keys)
+		}
+		if v, err := b.Client.Get(ctx, due).Result(); err != nil || v != marker {
+			t.Fatalf("the marker is now %q (%v)", v, err)
+		}
+	})
+}
+
 func TestNewRejectsBadOptions(t *testing.T) {
 	_, c := redistest.Mini(t)
 	if _, err := queue.New(nil, queue.Options{}); !errors.Is(err, queue.ErrNilClient) {

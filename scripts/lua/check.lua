@@ -29,7 +29,12 @@ for _, r in ipairs({
 }) do reads[#reads + 1] = r end
 for _, r in ipairs(reads) do
   local res = redis.pcall(unpack(r))
-  if type(res) == 'table' and res.err then return refusal(res.err, r[1], r[2] or '', 'read') end
+  if type(res) == 'table' and res.err then
+    -- A key of another type (a later layout's marker, say): check_types
+    -- names it.
+    if string.find(res.err, 'WRONGTYPE', 1, true) then return check_types() or redis.error_reply(res.err) end
+    return refusal(res.err, r[1], r[2] or '', 'read')
+  end
 end
 
 local err = check_types()

@@ -100,7 +100,7 @@ local opened, deadline
 if win then
   local o, d = string.match(win, '^(%d+):(%d+)$')
   if not o or not is_ms(o) or not is_ms(d) then
-    return redis.error_reply('TIMERQ_MALFORMED debounce window ' .. KEYS[9] .. ' holds "' ..
+    return layout_marker(KEYS[9], 'string') or redis.error_reply('TIMERQ_MALFORMED debounce window ' .. KEYS[9] .. ' holds "' ..
       string.gsub(win, '%c', '?') .. '", not "<opened_ms>:<deadline_ms>", so timerq changed nothing;' ..
       ' something other than timerq wrote it: inspect it (GET), then remove it (DEL)')
   end

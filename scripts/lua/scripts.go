@@ -154,7 +154,7 @@ var (
 	// Debounce creates a debounce key's window timer or pushes it back,
 	// within the window's maximum wait (debounce.lua); group is the
 	// debounce key.
-	Debounce = add(&Script{Name: "debounce", Includes: []string{"check_type", "check_types", "clock_ms", "decode", "due_of", "encode", "fmt", "fmt_due", "is_ms", "malformed", "over_quota", "probe_all", "resolve_due", "wake"}, Publishes: true,
+	Debounce = add(&Script{Name: "debounce", Includes: []string{"check_type", "check_types", "clock_ms", "decode", "due_of", "encode", "fmt", "fmt_due", "is_ms", "layout_marker", "malformed", "over_quota", "probe_all", "resolve_due", "wake"}, Publishes: true,
 		Keys: func(sp keyspace.Space, key string) []string {
 			keys := append(sp.Keys(), sp.Schedules(), sp.Debounce(key), sp.Traces(), sp.Deliveries(), sp.EndpointNames())
 			if sp.Count() == 1 {
