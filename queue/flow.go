@@ -354,9 +354,9 @@ const blockGrain = 100 * time.Millisecond
 // awaitParked waits d, until a parked fire may be handed out: with a
 // blocking read for new fires for all but the last blockGrain of it, then
 // a sleep, so that the wait ends on time. It reports whether ctx is live.
-func (q *Queue) awaitParked(ctx context.Context, l *layout, last []string, d time.Duration) bool {
+func (q *Queue) awaitParked(ctx context.Context, l *layout, group string, last []string, count int, d time.Duration) bool {
 	if d > blockGrain+leasePoll/10 && last != nil {
-		if err := q.awaitFires(ctx, l, last, min(d-blockGrain, leasePoll)); err != nil {
+		if err := q.awaitFires(ctx, l, group, last, count, min(d-blockGrain, leasePoll)); err != nil {
 			return ctx.Err() == nil // a failed wait: the next round reports it
 		}
 		return ctx.Err() == nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/sleep"
 )
 
@@ -516,6 +517,9 @@ func (in Inspector) Groups(ctx context.Context) ([]GroupInfo, error) {
 			return nil, errorf("groups: %w", err)
 		}
 		for _, g := range gs {
+			if strings.HasPrefix(g.Name, keyspace.WakeGroupPrefix) {
+				continue // where blocked Lease calls wait (awaitFires), not a group of the user's
+			}
 			sum, ok := byName[g.Name]
 			if !ok {
 				byName[g.Name] = &GroupInfo{Name: g.Name, Consumers: g.Consumers, Pending: g.Pending, LastDeliveredID: g.LastDeliveredID, Lag: g.Lag}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/sleep"
 	"github.com/timerq/timerq/scripts/lua"
 )
@@ -352,12 +353,12 @@ func (q *Queue) Lease(ctx context.Context, group, consumer string, opts LeaseOpt
 		}
 		if parkedWait > 0 && parkedWait < wait {
 			// A parked fire may be handed out then (flow.go).
-			if !q.awaitParked(ctx, l, last, parkedWait) {
+			if !q.awaitParked(ctx, l, group, last, opts.Count, parkedWait) {
 				return nil, nil
 			}
 			continue
 		}
-		if err := q.awaitFires(ctx, l, last, min(wait, leasePoll)); err != nil {
+		if err := q.awaitFires(ctx, l, group, last, opts.Count, min(wait, leasePoll)); err != nil {
 			if ctx.Err() != nil {
 				return nil, nil
 			}
@@ -541,9 +542,25 @@ func (q *Queue) leaseOverlap(ctx context.Context, l *layout, group string, ds []
 }
 
 // awaitFires waits up to d for an entry after last[k] in any shard's fire
-// stream: one blocking XREAD over them all, or on a Cluster with several
-// shards, whose slots one XREAD cannot span, a pause of fireReadPoll.
-func (q *Queue) awaitFires(ctx context.Context, l *layout, last []string, d time.Duration) error {
+// stream: one blocking XREADGROUP over them all, in group's wake group
+// (keyspace.WakeGroup), or on a Cluster with several shards, whose slots
+// one read cannot span, a pause of fireReadPoll. count is how many fires
+// the waiter will lease when woken.
+//
+// The wake group is what keeps blocked Lease calls from waking as a herd.
+// A plain XREAD wakes every caller blocked on a stream for each new entry,
+// and each then ran a lease round that all but one found empty: with four
+// dispatchers, three empty rounds per delivered fire, more Redis work than
+// the fire (BENCHMARKS.md, "Delivery at a fire's cost"). In a group, Redis
+// hands each new entry to one blocked reader, up to its COUNT, so k new
+// fires wake about k/count waiters, and NOACK keeps the group's pending
+// list empty. An entry added after the lease round that found nothing
+// and before this read is still undelivered in the wake group, so it wakes
+// this read at once: no fire waits for the poll. A wake group that fell
+// behind while its waiters were busy hands out entries at or before
+// last[k], which the lease round already saw: those are read past without
+// another round.
+func (q *Queue) awaitFires(ctx context.Context, l *layout, group string, last []string, count int, d time.Duration) error {
 	if last == nil {
 		return nil // something happened: look again at once
 	}
@@ -551,19 +568,67 @@ func (q *Queue) awaitFires(ctx context.Context, l *layout, last []string, d time
 		sleep.For(ctx, min(d, fireReadPoll))
 		return nil
 	}
-	if d < time.Millisecond {
-		d = time.Millisecond // BLOCK 0 would wait forever
-	}
-	args := &redis.XReadArgs{Count: 1, Block: d}
+	deadline := time.Now().Add(d)
+	args := &redis.XReadGroupArgs{Group: keyspace.WakeGroup(group), Consumer: keyspace.WakeConsumer,
+		Count: int64(max(count, 1)), NoAck: true}
 	for _, sp := range l.spaces {
 		args.Streams = append(args.Streams, sp.Fires())
 	}
-	args.Streams = append(args.Streams, last...)
-	err := q.rdb.XRead(ctx, args).Err()
-	if errors.Is(err, redis.Nil) {
-		return nil
+	for range l.spaces {
+		args.Streams = append(args.Streams, ">")
 	}
-	return err
+	for {
+		// BLOCK 0 would wait forever.
+		args.Block = max(time.Until(deadline), time.Millisecond)
+		got, err := q.rdb.XReadGroup(ctx, args).Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			return nil
+		case err != nil && hasRedisCode(err, "NOGROUP"):
+			// The first wait of group (or a stream deleted since): create
+			// the wake group at the streams' ends. The caller's next lease
+			// round sees any fire added meanwhile.
+			return q.createWakeGroups(ctx, l, args.Group)
+		case err != nil:
+			return err
+		}
+		if !staleWakes(got, l, last) || time.Until(deadline) < time.Millisecond {
+			return nil
+		}
+	}
+}
+
+// staleWakes reports whether every entry of a wake read is at or before
+// the last entry the lease round saw in its stream.
+func staleWakes(got []redis.XStream, l *layout, last []string) bool {
+	for _, s := range got {
+		k := slices.IndexFunc(l.spaces, func(sp keyspace.Space) bool { return sp.Fires() == s.Stream })
+		if k < 0 || len(s.Messages) == 0 {
+			return false
+		}
+		newest := Event{StreamID: s.Messages[len(s.Messages)-1].ID}
+		if compareEntryIDs(newest, Event{StreamID: last[k]}) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// createWakeGroups creates the wake group named wake on every shard's fire
+// stream that lacks it, at the stream's end (creating an empty stream
+// where there is none, as lease.lua does for a group).
+func (q *Queue) createWakeGroups(ctx context.Context, l *layout, wake string) error {
+	cmds := make([]*redis.StatusCmd, len(l.spaces))
+	_ = q.each(ctx, len(l.spaces), func(c redis.Cmdable, k int) redis.Cmder {
+		cmds[k] = c.XGroupCreateMkStream(ctx, l.spaces[k].Fires(), wake, "$")
+		return cmds[k]
+	}) // each command's error is looked at below
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && !hasRedisCode(err, "BUSYGROUP") {
+			return err
+		}
+	}
+	return nil
 }
 
 // Ack acknowledges deliveries of group by their delivery IDs, in one round

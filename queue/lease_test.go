@@ -8,7 +8,9 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -859,4 +861,87 @@ func TestLeaseGroupStart(t *testing.T) {
 			t.Fatalf("Lease with start latest = %v, want ErrInvalidOptions naming now", err)
 		}
 	})
+}
+
+// wakeCounter counts the blocking reads for new fires that returned
+// entries: the waiters a new fire woke.
+type wakeCounter struct{ n atomic.Int64 }
+
+func (c *wakeCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *wakeCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if name := cmd.Name(); (name == "xread" || name == "xreadgroup") && err == nil {
+			c.n.Add(1)
+		}
+		return err
+	}
+}
+func (c *wakeCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestOneFireWakesOneBlockedLease: of four Lease calls blocked on a group,
+// one new fire wakes one, which gets it; the others wait on, never having
+// run a lease round for it. (A plain XREAD woke all four, and three ran an
+// empty round: BENCHMARKS.md, "Delivery at a fire's cost".) A second fire
+// then wakes one of the three.
+func TestOneFireWakesOneBlockedLease(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Config{})
+	admin := srv.Client(t)
+	blocked := func() int {
+		info, err := admin.Info(context.Background(), "clients").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, _ := strings.Cut(info, "blocked_clients:")
+		n, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\r\n", 2)[0]))
+		return n
+	}
+	for _, shards := range []int{1, 16} {
+		t.Run(fmt.Sprint(shards), func(t *testing.T) {
+			b := &redistest.Backend{Name: "real", Client: srv.Client(t), Real: srv, Shards: shards}
+			q := newQueue(t, b, queue.Options{})
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 8})
+			t.Cleanup(func() { c.Close() })
+			wakes := &wakeCounter{}
+			c.AddHook(wakes)
+			qc, err := queue.New(c, queue.Options{Namespace: q.Namespace()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer qc.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			got := make(chan []queue.Delivery, 4)
+			var wg sync.WaitGroup
+			for i := range 4 {
+				wg.Go(func() {
+					ds, err := qc.Lease(ctx, "herd", fmt.Sprint("c", i), queue.LeaseOptions{Count: 1, Block: time.Minute})
+					if err != nil && ctx.Err() == nil {
+						t.Error(err)
+					}
+					got <- ds
+				})
+			}
+			defer func() { cancel(); wg.Wait() }()
+			waitUntil(t, 10*time.Second, "four blocked Lease calls", func() bool { return blocked() == 4 })
+			for round, want := range []int{3, 2} {
+				before := wakes.n.Load()
+				fireN(t, q, fmt.Sprint("h", round, "-"), 1)
+				select {
+				case ds := <-got:
+					if len(ds) != 1 {
+						t.Fatalf("a woken Lease returned %d deliveries, want 1", len(ds))
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("no blocked Lease returned the new fire")
+				}
+				waitUntil(t, 10*time.Second, "the others blocked again", func() bool { return blocked() == want })
+				if n := wakes.n.Load() - before; n != 1 {
+					t.Errorf("one new fire woke %d of %d blocked Lease calls, want 1", n, want+1)
+				}
+			}
+		})
+	}
 }

@@ -51,3 +51,18 @@ func (s Space) FlowHint(group string) string { return s.tag + "flow-hint:" + gro
 // FlowParked is the set of the shard's fires of group parked by flow
 // control, ordered by flow, then by stream entry.
 func (s Space) FlowParked(group string) string { return s.tag + "flow-parked:" + group }
+
+// WakeGroup is the consumer group of the fire streams in which blocked
+// Lease calls of group wait for new fires (queue's awaitFires): reading
+// with NOACK, it hands each new entry to one waiter, where a plain XREAD
+// would wake them all. A user's group name cannot hold '/', so no user
+// group is named so; listings of the namespace's groups leave these out.
+func WakeGroup(group string) string { return WakeGroupPrefix + group }
+
+// WakeGroupPrefix starts the name of every WakeGroup.
+const WakeGroupPrefix = "wake/"
+
+// WakeConsumer is the one consumer name every waiter of a WakeGroup
+// reads as: with NOACK nothing is pending for it, and one name keeps the
+// group from collecting a consumer per caller.
+const WakeConsumer = "w"
