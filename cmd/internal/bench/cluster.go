@@ -99,7 +99,6 @@ type benchCluster struct {
 	addrs []string
 	cmds  []*exec.Cmd
 	done  []chan struct{}
-	dir   string
 	// nodes are clients of each master, for INFO, made on first use so
 	// that a reading at the due instant does not wait for a dial.
 	nodes []*redis.Client
@@ -118,11 +117,6 @@ func Cluster(ctx context.Context, cfg ClusterConfig) (_ *ClusterResult, err erro
 		return nil, fmt.Errorf("bench: temporary directory: %w", err)
 	}
 	defer os.RemoveAll(e.tmpDir)
-	if e.workers == "" {
-		if err := e.buildWorker(ctx); err != nil {
-			return nil, err
-		}
-	}
 	bc, err := startBenchCluster(ctx, cfg, e.tmpDir)
 	if bc != nil {
 		defer bc.stop()
@@ -262,12 +256,9 @@ type burstFires struct {
 func readBurstFires(ctx context.Context, bc *benchCluster, rdb *redis.ClusterClient, streams []string, timers int, r *ClusterResult) (*burstFires, error) {
 	// Which master serves each shard, and what each shard fired.
 	nodeOf := map[string]int{}
-	for i, a := range bc.addrs {
-		nodeOf[a] = i
-	}
 	r.Nodes = make([]ClusterNode, len(bc.addrs))
 	for i, a := range bc.addrs {
-		r.Nodes[i].Addr = a
+		nodeOf[a], r.Nodes[i].Addr = i, a
 	}
 	f := &burstFires{seen: make(map[string]int, timers)}
 	for _, stream := range streams {
@@ -427,7 +418,7 @@ func startBenchCluster(ctx context.Context, cfg ClusterConfig, tmp string) (*ben
 	if _, err := exec.LookPath("redis-cli"); err != nil && cfg.Masters >= 3 {
 		return nil, fmt.Errorf("bench: %w; install redis-tools", err)
 	}
-	bc := &benchCluster{dir: tmp}
+	bc := &benchCluster{}
 	for i := range cfg.Masters {
 		dir := filepath.Join(tmp, fmt.Sprint("node", i))
 		port, args, err := serverArgs(dir)
