@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,26 +23,17 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-// APIConfig sizes the api scenario. Every zero field takes its default.
+// APIConfig sizes the api scenario.
 type APIConfig struct {
-	// Duration is the length of each throughput phase. Default 10 s.
-	Duration time.Duration
-	// Conns is the HTTP connections (and Go API goroutines) of the single
-	// create phase. Default 64.
-	Conns int
-	// BatchConns is the concurrent batch requests (and Go ScheduleBatch
-	// calls) of the batch phase, each of 1000 timers. Default 4.
-	BatchConns int
-	// WaitRate is the timers due per second in the long-poll phase, and
-	// WaitEvery says one in how many gets an HTTP long poll. Defaults
-	// 2000 and 20.
-	WaitRate, WaitEvery int
-	// Waiters is the concurrent long polls held open on the API replica.
-	// Default 10,000.
-	Waiters int
+	Duration   time.Duration `flag:"api-duration" default:"10s" usage:"api: each throughput phase's length"`
+	Conns      int           `flag:"api-conns" default:"64" usage:"api: HTTP connections (and Go goroutines) for single creates"`
+	BatchConns int           `flag:"api-batch-conns" default:"4" usage:"api: concurrent batch creates of 1000"`
+	WaitRate   int           `flag:"api-wait-rate" default:"2000" usage:"api: timers due per second in the long-poll phase (one in 20 waited)"`
+	WaitEvery  int           `default:"20"`
+	Waiters    int           `flag:"api-waiters" default:"10_000" usage:"api: concurrent long polls held open on the API replica"`
 	// ConsumeEvents is the fire events one HTTP consumer leases and
-	// acknowledges in batches of 100. Default 50,000.
-	ConsumeEvents int
+	// acknowledges in batches of 100.
+	ConsumeEvents int `flag:"api-consume-events" default:"50_000" usage:"api: fire events pull-consumed over HTTP, 100 a lease"`
 }
 
 // APIResult is what the api scenario measured. HTTP figures are for one
@@ -90,18 +80,6 @@ type APIResult struct {
 	Checks
 }
 
-// withDefaults fills in the zero fields of cfg.
-func (cfg APIConfig) withDefaults() APIConfig {
-	cfg.Duration = cmp.Or(cfg.Duration, 10*time.Second)
-	cfg.Conns = cmp.Or(cfg.Conns, 64)
-	cfg.BatchConns = cmp.Or(cfg.BatchConns, 4)
-	cfg.WaitRate = cmp.Or(cfg.WaitRate, 2000)
-	cfg.WaitEvery = cmp.Or(cfg.WaitEvery, 20)
-	cfg.Waiters = cmp.Or(cfg.Waiters, 10_000)
-	cfg.ConsumeEvents = cmp.Or(cfg.ConsumeEvents, 50_000)
-	return cfg
-}
-
 // apiClient is the load generator's side of one API replica.
 type apiClient struct {
 	base string // http://127.0.0.1:port/v1/namespaces/<ns>
@@ -140,7 +118,7 @@ func (c *apiClient) do(ctx context.Context, method, path string, body []byte, ou
 // open long polls, and pull consumption, each beside the Go API's figure
 // where there is one. cfg.Workers claim; one more process serves the API.
 func (e *Env) API(ctx context.Context, cfg APIConfig) (*APIResult, error) {
-	cfg = cfg.withDefaults()
+	withDefaults(&cfg)
 	st, err := e.prepare(ctx, setup{name: "api", startWorkers: true, why: ", to fire the timers it waits on"})
 	if err != nil {
 		return nil, err
@@ -163,13 +141,31 @@ func (e *Env) API(ctx context.Context, cfg APIConfig) (*APIResult, error) {
 		return nil, err
 	}
 
-	e.logf("api: single creates over HTTP, %d connections, %s", cfg.Conns, cfg.Duration)
-	r0, a0 := e.redisCPU(ctx), procCPU(api)
+	gq, closeG, err := e.ownQueue("timerbench-go", cfg.Conns)
+	if err != nil {
+		return nil, err
+	}
+	defer closeG()
+	// phase runs f, which creates size timers, from g goroutines for
+	// cfg.Duration and returns the timers created a second, and the CPU
+	// seconds of proc and Redis per call; after a phase failed, none runs.
+	var perr error
+	phase := func(what string, g, size int, proc func() float64, f func(ctx context.Context, g, i int) error) (perS, procUs, redisUs float64) {
+		if perr != nil {
+			return 0, 0, 0
+		}
+		e.logf("api: %s, %d at a time, %s", what, g, cfg.Duration)
+		r0, p0 := e.redisCPU(ctx), proc()
+		n, err := hammer(ctx, g, cfg.Duration, f)
+		perr = err
+		return round1(float64(n*size) / cfg.Duration.Seconds()), perOpUs(proc()-p0, n), perOpUs(e.redisCPU(ctx)-r0, n)
+	}
+	apiCPU := func() float64 { return procCPU(api) }
 	var (
 		latMu sync.Mutex
 		lat   []float64
 	)
-	n, err := hammer(ctx, cfg.Conns, cfg.Duration, func(ctx context.Context, g, i int) error {
+	res.CreatePerS, res.APICPUUs, res.RedisCPUUs = phase("single creates over HTTP", cfg.Conns, 1, apiCPU, func(ctx context.Context, g, i int) error {
 		t := time.Now()
 		body := fmt.Appendf(nil, `{"id":"h-%x-%d-%d","in":"1h","payload_text":"0123456789abcdef"}`, run, g, i)
 		if err := c.do(ctx, "POST", "/timers", body, nil); err != nil {
@@ -182,35 +178,13 @@ func (e *Env) API(ctx context.Context, cfg APIConfig) (*APIResult, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	res.CreatePerS = round1(float64(n) / cfg.Duration.Seconds())
-	res.APICPUUs = perOpUs(procCPU(api)-a0, n)
-	res.RedisCPUUs = perOpUs(e.redisCPU(ctx)-r0, n)
 	slices.Sort(lat)
 	res.CreateP50, res.CreateP99 = round3(pct(lat, 0.5)), round3(pct(lat, 0.99))
-
-	e.logf("api: single creates through package queue, %d goroutines, %s", cfg.Conns, cfg.Duration)
-	gq, closeG, err := e.ownQueue("timerbench-go", cfg.Conns)
-	if err != nil {
-		return nil, err
-	}
-	defer closeG()
-	r0, b0 := e.redisCPU(ctx), selfCPU()
-	n, err = hammer(ctx, cfg.Conns, cfg.Duration, func(ctx context.Context, g, i int) error {
+	res.CreateGoPerS, res.GoCPUUs, res.RedisGoCPUUs = phase("single creates through package queue", cfg.Conns, 1, selfCPU, func(ctx context.Context, g, i int) error {
 		_, err := gq.ScheduleIn(ctx, fmt.Sprintf("g-%x-%d-%d", run, g, i), time.Hour, payload16)
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	res.CreateGoPerS = round1(float64(n) / cfg.Duration.Seconds())
-	res.GoCPUUs = perOpUs(selfCPU()-b0, n)
-	res.RedisGoCPUUs = perOpUs(e.redisCPU(ctx)-r0, n)
-
-	e.logf("api: batch creates of 1000, %d at a time, over HTTP and through package queue", cfg.BatchConns)
-	n, err = hammer(ctx, cfg.BatchConns, cfg.Duration, func(ctx context.Context, g, i int) error {
+	res.BatchPerS, _, _ = phase("batch creates of 1000 over HTTP", cfg.BatchConns, 1000, apiCPU, func(ctx context.Context, g, i int) error {
 		var sb strings.Builder
 		sb.WriteString(`{"timers":[`)
 		for j := range 1000 {
@@ -222,11 +196,7 @@ func (e *Env) API(ctx context.Context, cfg APIConfig) (*APIResult, error) {
 		sb.WriteString(`]}`)
 		return c.do(ctx, "POST", "/timers/batch", []byte(sb.String()), nil)
 	})
-	if err != nil {
-		return nil, err
-	}
-	res.BatchPerS = round1(float64(n*1000) / cfg.Duration.Seconds())
-	n, err = hammer(ctx, cfg.BatchConns, cfg.Duration, func(ctx context.Context, g, i int) error {
+	res.BatchGoPerS, _, _ = phase("batch creates of 1000 through package queue", cfg.BatchConns, 1000, selfCPU, func(ctx context.Context, g, i int) error {
 		ts := make([]queue.NewTimer, 1000)
 		for j := range ts {
 			ts[j] = queue.NewTimerIn(fmt.Sprintf("gb-%x-%d-%d-%d", run, g, i, j), time.Hour, payload16)
@@ -234,11 +204,9 @@ func (e *Env) API(ctx context.Context, cfg APIConfig) (*APIResult, error) {
 		_, err := gq.ScheduleBatch(ctx, ts)
 		return err
 	})
-	if err != nil {
-		return nil, err
+	if perr != nil {
+		return nil, perr
 	}
-	res.BatchGoPerS = round1(float64(n*1000) / cfg.Duration.Seconds())
-
 	if err := e.apiWaits(ctx, q, c, cfg, run, res); err != nil {
 		return nil, err
 	}
@@ -263,26 +231,16 @@ func (e *Env) apiWaits(ctx context.Context, q *queue.Queue, c *apiClient, cfg AP
 		errs []error
 		wg   sync.WaitGroup
 	)
-	const chunk = 100 // timers per ScheduleBatch, every chunk*step
-	for i := 0; i < total; i += chunk {
-		// Schedule each chunk about a second before its first is due.
-		if d := time.Until(t0.Add(time.Duration(i)*step - time.Second - e.offset)); d > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(d):
-			}
-		}
-		ts := make([]queue.NewTimer, 0, chunk)
-		for j := i; j < min(i+chunk, total); j++ {
-			ts = append(ts, queue.NewTimer{ID: fmt.Sprintf("w-%x-%d", run, j), Due: t0.Add(time.Duration(j) * step), Payload: payload16})
+	// Each timer is scheduled about a second before it is due.
+	err := e.pace(ctx, t0.Add(-time.Second), step, total, 100, 5*time.Millisecond, func(ts []queue.NewTimer, from int) error {
+		for j := range ts {
+			ts[j] = queue.NewTimer{ID: fmt.Sprintf("w-%x-%d", run, from+j), Due: t0.Add(time.Duration(from+j) * step), Payload: payload16}
 		}
 		if _, err := q.ScheduleBatch(ctx, ts); err != nil {
 			return fmt.Errorf("bench: api waits: %w", err)
 		}
-		for _, t := range ts {
-			j, _ := strconv.Atoi(t.ID[strings.LastIndexByte(t.ID, '-')+1:])
-			if j%cfg.WaitEvery != 0 {
+		for j, t := range ts {
+			if (from+j)%cfg.WaitEvery != 0 {
 				continue
 			}
 			wg.Go(func() {
@@ -303,6 +261,11 @@ func (e *Env) apiWaits(ctx context.Context, q *queue.Queue, c *apiClient, cfg AP
 				}
 			})
 		}
+		return nil
+	})
+	if err != nil {
+		wg.Wait()
+		return err
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -462,12 +425,11 @@ func (c *apiClient) from(ip net.IP, conns int) *apiClient {
 // startAPIReplica starts an API-only timerworker on a free loopback port
 // and returns it with a client whose pool holds conns connections.
 func (e *Env) startAPIReplica(ctx context.Context, conns int) (*workerProc, *apiClient, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freePort()
 	if err != nil {
-		return nil, nil, fmt.Errorf("bench: a free port for the API: %w", err)
+		return nil, nil, fmt.Errorf("bench: the API's port: %w", err)
 	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	p, err := e.spawnWorker("--claim=false", "--api-addr", addr)
 	if err != nil {
 		return nil, nil, err
@@ -548,26 +510,27 @@ func procRSSKiB(p *workerProc) int64 {
 	return 0
 }
 
-// openConns counts a process's established TCP connections (its open
-// sockets in /proc/PID/fd), which for the API replica is its HTTP clients
-// plus its few Redis connections.
-func openConns(p *workerProc) int {
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	n := 0
+// sockets returns the inodes of a process's open sockets (/proc/PID/fd).
+func sockets(p *workerProc) map[string]bool {
+	dir := fmt.Sprintf("/proc/%d/fd", p.cmd.Process.Pid)
+	ents, _ := os.ReadDir(dir)
+	inodes := map[string]bool{}
 	for _, ent := range ents {
-		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", p.cmd.Process.Pid, ent.Name())); err == nil && strings.HasPrefix(l, "socket:") {
-			n++
+		if l, err := os.Readlink(dir + "/" + ent.Name()); err == nil {
+			if ino, ok := strings.CutPrefix(l, "socket:["); ok {
+				inodes[strings.TrimSuffix(ino, "]")] = true
+			}
 		}
 	}
-	return n
+	return inodes
 }
 
+// openConns counts a process's open sockets, which for the API replica is
+// its HTTP clients plus its few Redis connections.
+func openConns(p *workerProc) int { return len(sockets(p)) }
+
 // redisConns counts a process's TCP connections to the Redis server at
-// redisURL: its sockets (/proc/PID/fd) whose entry in /proc/net/tcp has
-// that remote port.
+// redisURL: its sockets whose entry in /proc/net/tcp has that remote port.
 func redisConns(p *workerProc, redisURL string) (int, error) {
 	opts, err := redis.ParseURL(redisURL)
 	if err != nil {
@@ -578,26 +541,9 @@ func redisConns(p *workerProc, redisURL string) (int, error) {
 		return 0, fmt.Errorf("bench: %w", err)
 	}
 	pn, _ := strconv.Atoi(port)
-	want := fmt.Sprintf(":%04X", pn)
-	inodes := map[string]bool{}
-	dir := fmt.Sprintf("/proc/%d/fd", p.cmd.Process.Pid)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return 0, fmt.Errorf("bench: %w", err)
-	}
-	for _, ent := range ents {
-		if l, err := os.Readlink(dir + "/" + ent.Name()); err == nil {
-			if ino, ok := strings.CutPrefix(l, "socket:["); ok {
-				inodes[strings.TrimSuffix(ino, "]")] = true
-			}
-		}
-	}
-	n := 0
+	want, inodes, n := fmt.Sprintf(":%04X", pn), sockets(p), 0
 	for _, table := range []string{"tcp", "tcp6"} {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", p.cmd.Process.Pid, table))
-		if err != nil {
-			continue
-		}
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", p.cmd.Process.Pid, table))
 		for line := range strings.Lines(string(b)) {
 			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
 			f := strings.Fields(line)

@@ -3,7 +3,6 @@ package bench
 // The ceiling and burst scenarios: many timers due at once.
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -15,10 +14,8 @@ import (
 
 // CeilingConfig sizes the ceiling scenario.
 type CeilingConfig struct {
-	// Timers is how many pre-due timers are claimed. Default 100,000.
-	Timers int
-	// Limit is each Claim's limit. Default queue.MaxBatch.
-	Limit int
+	Timers int `flag:"ceiling-timers" default:"100_000" usage:"ceiling: pre-due timers claimed"`
+	Limit  int `flag:"limit" default:"1000" usage:"ceiling: Claim limit"`
 }
 
 // CeilingResult is the physical limit of the layout: claim.lua back to back
@@ -34,17 +31,10 @@ type CeilingResult struct {
 	Checks
 }
 
-// withDefaults fills in the zero fields of cfg.
-func (cfg CeilingConfig) withDefaults() CeilingConfig {
-	cfg.Timers = cmp.Or(cfg.Timers, 100_000)
-	cfg.Limit = cmp.Or(cfg.Limit, queue.MaxBatch)
-	return cfg
-}
-
 // Ceiling schedules cfg.Timers timers already due and claims them with
 // queue.Engine.Claim in a loop from one connection.
 func (e *Env) Ceiling(ctx context.Context, cfg CeilingConfig) (*CeilingResult, error) {
-	cfg = cfg.withDefaults()
+	withDefaults(&cfg)
 	st, err := e.prepare(ctx, setup{name: "ceiling", client: "timerbench-ceiling", pool: 1})
 	if err != nil {
 		return nil, err
@@ -56,14 +46,10 @@ func (e *Env) Ceiling(ctx context.Context, cfg CeilingConfig) (*CeilingResult, e
 	}
 	run := rand.Uint32()
 	due := e.serverNow().Add(-time.Second)
-	expected := make(map[string]bool, cfg.Timers)
 	if _, err := scheduleAll(ctx, q, cfg.Timers, 1, func(i int) queue.NewTimer {
 		return queue.NewTimer{ID: timerID(run, i), Due: due, Payload: payload16}
 	}); err != nil {
 		return nil, err
-	}
-	for i := range cfg.Timers {
-		expected[timerID(run, i)] = true
 	}
 	e.logf("ceiling: claiming %d timers, limit %d, one connection", cfg.Timers, cfg.Limit)
 	w := e.startWindow(ctx)
@@ -76,21 +62,20 @@ func (e *Env) Ceiling(ctx context.Context, cfg CeilingConfig) (*CeilingResult, e
 	r.FirePerS = round1(float64(cfg.Timers) / el.Seconds())
 	slices.Sort(lat)
 	r.ClaimP50, r.ClaimP99 = round3(pct(lat, 0.5)), round3(pct(lat, 0.99))
-	fc, err := checkFires(ctx, e.rdb, q.Keys().Stream(0), expected)
+	fc, err := checkFires(ctx, e.rdb, q.Keys().Stream(0), runIDs(run, cfg.Timers))
 	if err != nil {
 		return nil, err
 	}
-	r.Checks = Checks{FiredEarly: fc.early, Duplicates: fc.dups, Lost: fc.lost}
+	r.Checks = fc.Checks
 	return r, nil
 }
 
 // BurstConfig sizes the burst scenario.
 type BurstConfig struct {
-	// Timers all come due at one instant. Default 100,000.
-	Timers int
+	Timers int `flag:"timers" default:"100_000" usage:"burst: timers due at one instant"`
 	// Lead is how far ahead of the start the instant is; scheduling must
-	// finish before it. Default 5 s.
-	Lead time.Duration
+	// finish before it.
+	Lead time.Duration `flag:"lead" default:"5s" usage:"burst: how far ahead the instant is"`
 }
 
 // BurstResult is many timers due at one instant, fired by the workers.
@@ -112,30 +97,19 @@ type BurstResult struct {
 	CeilingRatio    float64 `json:"ceiling_ratio"`
 }
 
-// withDefaults fills in the zero fields of cfg.
-func (cfg BurstConfig) withDefaults() BurstConfig {
-	cfg.Timers = cmp.Or(cfg.Timers, 100_000)
-	cfg.Lead = cmp.Or(cfg.Lead, 5*time.Second)
-	return cfg
-}
-
 // Burst schedules cfg.Timers timers due at one instant a few seconds ahead
 // from one client, lets the workers fire them, and then measures the
 // ceiling with as many timers for ceiling_ratio.
 func (e *Env) Burst(ctx context.Context, cfg BurstConfig) (*BurstResult, error) {
-	cfg = cfg.withDefaults()
+	withDefaults(&cfg)
 	st, err := e.prepare(ctx, setup{name: "burst", startWorkers: true})
 	if err != nil {
 		return nil, err
 	}
 	defer st.close()
-	q, ws := st.q, st.ws
+	q := st.q
 	run := rand.Uint32()
 	due := e.serverNow().Add(cfg.Lead).Truncate(time.Millisecond)
-	expected := make(map[string]bool, cfg.Timers)
-	for i := range cfg.Timers {
-		expected[timerID(run, i)] = true
-	}
 	e.logf("burst: scheduling %d timers due in %v", cfg.Timers, cfg.Lead)
 	w := e.startWindow(ctx)
 	el, err := scheduleAll(ctx, q, cfg.Timers, 1, func(i int) queue.NewTimer {
@@ -151,29 +125,18 @@ func (e *Env) Burst(ctx context.Context, cfg BurstConfig) (*BurstResult, error) 
 	// server was the bottleneck (1.0 is one core, all Redis can use).
 	time.Sleep(time.Until(due.Add(-e.offset)))
 	fireStart, fireCPU := time.Now(), e.redisCPU(ctx)
-	limit := cfg.Lead + 30*time.Second + time.Duration(cfg.Timers/5000)*time.Second
-	err = waitUntil(ctx, limit, 20*time.Millisecond, func() (bool, error) {
-		n, err := e.rdb.XLen(ctx, q.Keys().Stream(0)).Result()
-		return n >= int64(cfg.Timers), err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("bench: waiting for the workers to fire %d timers: %w", cfg.Timers, err)
+	if err := st.awaitFires(ctx, cfg.Timers, cfg.Lead+30*time.Second+time.Duration(cfg.Timers/5000)*time.Second); err != nil {
+		return nil, err
 	}
 	fireWall, fireCPU := time.Since(fireStart).Seconds(), e.redisCPU(ctx)-fireCPU
 	time.Sleep(100 * time.Millisecond) // a late duplicate would land now
-	r := &BurstResult{Common: w.end(ctx, "burst"), Timers: cfg.Timers, Workers: e.cfg.Workers, BatchSize: e.cfg.BatchSize}
-	r.FireRedisCPU = round3(fireCPU / fireWall)
-	cpu, errs := ws.stop()
-	if errs != "" {
-		return nil, fmt.Errorf("bench: timerworker failed: %s", errs)
-	}
-	r.WorkerCPUS = round3(cpu)
-	r.SchedulePerS = round1(float64(cfg.Timers) / el.Seconds())
-	fc, err := checkFires(ctx, e.rdb, q.Keys().Stream(0), expected)
+	common, fc, err := st.finish(ctx, w, runIDs(run, cfg.Timers))
 	if err != nil {
 		return nil, err
 	}
-	r.Checks = Checks{FiredEarly: fc.early, Duplicates: fc.dups, Lost: fc.lost}
+	r := &BurstResult{Common: common, Timers: cfg.Timers, Workers: e.cfg.Workers, BatchSize: e.cfg.BatchSize, Checks: fc.Checks}
+	r.FireRedisCPU = round3(fireCPU / fireWall)
+	r.SchedulePerS = round1(float64(cfg.Timers) / el.Seconds())
 	r.LatenessP50, r.LatenessP99, r.LatenessMax = pct(fc.lateness, 0.5), pct(fc.lateness, 0.99), pct(fc.lateness, 1)
 	span := max(fc.lastFire-due.UnixMilli(), 1)
 	r.FirePerS = round1(float64(len(fc.lateness)) / (float64(span) / 1000))

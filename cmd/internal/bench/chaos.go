@@ -1,14 +1,12 @@
 package bench
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,29 +19,17 @@ import (
 
 // ChaosConfig sizes the chaos scenario.
 type ChaosConfig struct {
-	// Timers is how many timers come due, evenly over Window. Default 20,000.
-	Timers int
-	// Window is the span the due times cover. Default 10 s.
-	Window time.Duration
-	// Lead is how long before its due time each timer is scheduled, so
-	// that scheduling runs through the crashes too. Default 1 s.
-	Lead time.Duration
-	// KillEvery is how often a random timerworker is killed with SIGKILL
-	// and started again; 0 kills none. Default 500 ms.
-	KillEvery time.Duration
-	// RedisCrashes is how many times redis-server is killed with SIGKILL
-	// and started again (same port and data directory, AOF replayed),
-	// spread evenly over Window.
-	RedisCrashes int
-	// RedisDown is how long Redis stays down at each crash. Default 500 ms.
-	RedisDown time.Duration
-	// Settle bounds the wait, after the last due time, for the remaining
-	// timers to fire; those that have not are counted lost. Default 30 s.
-	Settle time.Duration
-	// Shards is the namespace's shard count; 0 or 1 is unsharded. With
-	// more, the workers share the shards by membership, so a killed
-	// worker's shards wait for the others to take them over.
-	Shards int
+	Timers int           `flag:"timers" default:"20_000" usage:"chaos: timers due over --window"`
+	Window time.Duration `flag:"window" default:"10s" usage:"chaos: the span the due times cover"`
+	// Lead lets scheduling run through the crashes too.
+	Lead         time.Duration `flag:"lead" default:"1s" usage:"chaos: how long before its due time each timer is scheduled"`
+	KillEvery    time.Duration `flag:"kill-every" cli:"500ms" usage:"chaos: SIGKILL a random timerworker this often, and start another (0: never)"`
+	RedisCrashes int           `flag:"redis-crashes" usage:"chaos: SIGKILL redis-server this many times in the window, and restart it from its AOF"`
+	RedisDown    time.Duration `flag:"redis-down" default:"500ms" usage:"chaos: how long Redis stays down at each crash"`
+	Settle       time.Duration `flag:"settle" default:"30s" usage:"chaos: how long to wait after the window for the last timers before counting them lost"`
+	// Shards above 1 share the namespace's shards among the workers by
+	// membership, so a killed worker's shards wait for the others.
+	Shards int `flag:"shards" default:"1" usage:"chaos: the namespace's shards, shared by the workers by membership (1: unsharded)"`
 }
 
 // ChaosResult is what the fire stream says after workers and Redis were
@@ -91,12 +77,6 @@ type ChaosResult struct {
 	LatenessMax     int64 `json:"lateness_max_ms"`
 }
 
-// fireEvent is one fire stream entry.
-type fireEvent struct {
-	id, payload string
-	due, fired  int64
-}
-
 // Chaos schedules cfg.Timers timers coming due over cfg.Window, each
 // cfg.Lead ahead, while a random timerworker is SIGKILLed and restarted
 // every cfg.KillEvery and the private redis-server (AOF, appendfsync
@@ -110,7 +90,7 @@ type fireEvent struct {
 // union of what it saw and what the stream holds at the end, by stream
 // entry ID.
 func (e *Env) Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) {
-	cfg = cfg.withDefaults()
+	withDefaults(&cfg)
 	if err := e.checkChaos(cfg); err != nil {
 		return nil, err
 	}
@@ -120,17 +100,15 @@ func (e *Env) Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) 
 		return nil, err
 	}
 	defer st.close()
-	q := st.q
 	c, err := e.newChaosRun(ctx, st, cfg, shards)
 	if err != nil {
 		return nil, err
 	}
 
 	octx, stopObservers := context.WithCancel(ctx)
-	defer stopObservers()
 	var obs sync.WaitGroup
-	obs.Go(func() { e.tailFires(octx, c.streams, c.live) })
-	obs.Go(func() { e.countWakes(octx, q, c.wakes) })
+	obs.Go(func() { c.tailFires(octx) })
+	obs.Go(func() { c.countWakes(octx) })
 	defer obs.Wait()
 	defer stopObservers()
 
@@ -159,22 +137,10 @@ func (e *Env) Chaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) 
 	return c.r, nil
 }
 
-// withDefaults fills in the zero fields of cfg.
-func (cfg ChaosConfig) withDefaults() ChaosConfig {
-	cfg.Timers = cmp.Or(cfg.Timers, 20_000)
-	cfg.Window = cmp.Or(cfg.Window, 10*time.Second)
-	cfg.Lead = cmp.Or(cfg.Lead, time.Second)
-	cfg.RedisDown = cmp.Or(cfg.RedisDown, 500*time.Millisecond)
-	cfg.Settle = cmp.Or(cfg.Settle, 30*time.Second)
-	return cfg
-}
-
 // checkChaos refuses a configuration the scenario cannot run, and warns of
 // one whose crashes may lose acknowledged writes.
 func (e *Env) checkChaos(cfg ChaosConfig) error {
 	switch {
-	case e.cfg.Workers < 1:
-		return fmt.Errorf("bench: chaos needs --workers 1 or more")
 	case cfg.Shards < 0 || cfg.Shards > queue.MaxShards:
 		return fmt.Errorf("bench: chaos: --shards %d is outside 0..%d", cfg.Shards, queue.MaxShards)
 	case cfg.Timers < 1 || cfg.Window <= 0 || cfg.Lead <= 0 || cfg.KillEvery < 0 || cfg.RedisCrashes < 0 || cfg.RedisDown < 0:
@@ -201,8 +167,9 @@ type chaosRun struct {
 	step          time.Duration
 	acked         []bool // written by the scheduler until it returns
 
-	live  *liveTail
-	wakes *wakeCount
+	mu    sync.Mutex           // guards live and wakes, which the observers write
+	live  map[string]fireEvent // fire entries the live reader saw, by stream and ID
+	wakes map[string]int       // "fired" messages per timer channel
 
 	workerCPU, redisCPU float64 // of workers and servers already gone
 
@@ -229,8 +196,7 @@ func (e *Env) newChaosRun(ctx context.Context, st *stage, cfg ChaosConfig, shard
 	}
 	c := &chaosRun{e: e, cfg: cfg, q: q, ws: st.ws,
 		streams: make([]string, shards), dues: make([]string, shards),
-		live:  &liveTail{seen: make(map[string]fireEvent)},
-		wakes: &wakeCount{n: make(map[string]int)},
+		live: make(map[string]fireEvent), wakes: make(map[string]int),
 		acked: make([]bool, cfg.Timers),
 	}
 	for k := range shards {
@@ -265,9 +231,7 @@ func (c *chaosRun) scheduleAndKill(ctx context.Context) error {
 	c.schedDone = make(chan error, 1)
 	sctx, stopSched := context.WithCancel(ctx)
 	c.scheduling = true
-	go func() {
-		c.schedDone <- e.chaosSchedule(sctx, c.q, cfg, c.start, c.dueOf, c.payloadOf, c.run, c.acked, &c.r.ScheduleRetries)
-	}()
+	go func() { c.schedDone <- c.schedule(sctx) }()
 	defer func() { // on an early return, the scheduler stops with us
 		stopSched()
 		if c.scheduling {
@@ -425,11 +389,9 @@ func (c *chaosRun) settle(ctx context.Context) int64 {
 func (c *chaosRun) verify(ctx context.Context) error {
 	final := make(map[string]fireEvent)
 	for _, stream := range c.streams {
-		f, err := readFires(ctx, c.e.rdb, stream)
-		if err != nil {
+		if err := eachFire(ctx, c.e.rdb, stream, func(sid string, ev fireEvent) { final[stream+" "+sid] = ev }); err != nil {
 			return err
 		}
-		maps.Copy(final, f)
 	}
 	expected := make(map[string]int, c.cfg.Timers)
 	for i := range c.cfg.Timers {
@@ -456,7 +418,11 @@ func (c *chaosRun) verify(ctx context.Context) error {
 	}
 	slices.Sort(lateness)
 	r.LatenessP50, r.LatenessP99, r.LatenessMax = pct(lateness, 0.5), pct(lateness, 0.99), pct(lateness, 1)
-	r.WakeDuplicates = c.wakes.dups()
+	for _, n := range c.wakes {
+		if n > 1 {
+			r.WakeDuplicates++
+		}
+	}
 	return nil
 }
 
@@ -466,7 +432,7 @@ func (c *chaosRun) verify(ctx context.Context) error {
 func (c *chaosRun) countEvents(final map[string]fireEvent, expected map[string]int) {
 	r := c.r
 	events := make(map[string]fireEvent, len(final))
-	for sid, ev := range c.live.all() {
+	for sid, ev := range c.live { // the observers have stopped
 		events[sid] = ev
 		if _, ok := final[sid]; !ok {
 			r.Vanished++
@@ -492,132 +458,81 @@ func (c *chaosRun) countEvents(final map[string]fireEvent, expected map[string]i
 	}
 }
 
-// chaosSchedule schedules the timers in due order, each lead ahead, and
-// marks each acknowledged one; a batch that fails is retried (Schedule is
+// schedule schedules the timers in due order, each Lead ahead, and marks
+// each acknowledged one; a batch that fails is retried (Schedule is
 // idempotent by ID, so a batch that ran but whose reply was lost is
 // harmless to send again).
-func (e *Env) chaosSchedule(ctx context.Context, q *queue.Queue, cfg ChaosConfig, start time.Time,
-	dueOf func(int) time.Time, payloadOf func(int) []byte, run uint32, acked []bool, retries *int) error {
-	step := cfg.Window / time.Duration(cfg.Timers)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	batch := make([]queue.NewTimer, 0, 1000)
-	for next := 0; next < cfg.Timers; {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
+func (c *chaosRun) schedule(ctx context.Context) error {
+	return c.e.pace(ctx, c.start, c.step, c.cfg.Timers, 1000, 5*time.Millisecond, func(batch []queue.NewTimer, from int) error {
+		for i := range batch {
+			batch[i] = queue.NewTimer{ID: timerID(c.run, from+i), Due: c.dueOf(from + i), Payload: c.payloadOf(from + i)}
 		}
-		upto := min(cfg.Timers, int(e.serverNow().Sub(start)/step)+1)
-		for next < upto {
-			batch = batch[:0]
-			end := min(upto, next+cap(batch))
-			for i := next; i < end; i++ {
-				batch = append(batch, queue.NewTimer{ID: timerID(run, i), Due: dueOf(i), Payload: payloadOf(i)})
+		giveUp := time.Now().Add(c.cfg.Settle)
+		for {
+			_, err := c.q.ScheduleBatch(ctx, batch)
+			if err == nil {
+				break
 			}
-			giveUp := time.Now().Add(cfg.Settle)
-			for {
-				_, err := q.ScheduleBatch(ctx, batch)
-				if err == nil {
-					break
-				}
-				if errors.Is(err, queue.ErrInvalidID) || errors.Is(err, queue.ErrInvalidDue) || ctx.Err() != nil || time.Now().After(giveUp) {
-					return fmt.Errorf("bench: chaos: ScheduleBatch: %w", err)
-				}
-				*retries++
-				time.Sleep(20 * time.Millisecond)
+			if errors.Is(err, queue.ErrInvalidID) || errors.Is(err, queue.ErrInvalidDue) || ctx.Err() != nil || time.Now().After(giveUp) {
+				return fmt.Errorf("bench: chaos: ScheduleBatch: %w", err)
 			}
-			for i := next; i < end; i++ {
-				acked[i] = true
-			}
-			next = end
+			c.r.ScheduleRetries++
+			time.Sleep(20 * time.Millisecond)
 		}
-	}
-	return nil
-}
-
-// liveTail is what the live reader of the fire stream saw.
-type liveTail struct {
-	mu   sync.Mutex
-	seen map[string]fireEvent // by stream entry ID
-}
-
-func (l *liveTail) all() map[string]fireEvent {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.seen
+		for i := range batch {
+			c.acked[from+i] = true
+		}
+		return nil
+	})
 }
 
 // tailFires reads the fire streams (one per shard) with XREAD as entries
 // arrive, through Redis restarts, until ctx ends. It keys what it saw by
-// stream and entry ID, as readFires does.
-func (e *Env) tailFires(ctx context.Context, streams []string, l *liveTail) {
-	c, err := e.client("timerbench-chaos-tail", 1)
+// stream and entry ID, as verify does.
+func (c *chaosRun) tailFires(ctx context.Context) {
+	rdb, err := c.e.client("timerbench-chaos-tail", 1)
 	if err != nil {
 		return
 	}
-	defer c.Close()
-	last := make(map[string]string, len(streams))
-	for _, s := range streams {
-		last[s] = "0"
+	defer rdb.Close()
+	last := make([]string, len(c.streams))
+	for i := range last {
+		last[i] = "0"
 	}
 	for ctx.Err() == nil {
-		args := append([]string(nil), streams...)
-		for _, s := range streams {
-			args = append(args, last[s])
-		}
-		res, err := c.XRead(ctx, &redis.XReadArgs{Streams: args, Count: 1000, Block: 200 * time.Millisecond}).Result()
+		res, err := rdb.XRead(ctx, &redis.XReadArgs{Streams: append(slices.Clone(c.streams), last...), Count: 1000, Block: 200 * time.Millisecond}).Result()
 		if err != nil {
 			if !errors.Is(err, redis.Nil) {
 				time.Sleep(20 * time.Millisecond) // Redis down or loading
 			}
 			continue
 		}
-		l.mu.Lock()
+		c.mu.Lock()
 		for _, s := range res {
 			for _, m := range s.Messages {
 				if ev, err := parseFire(m); err == nil {
-					l.seen[s.Stream+" "+m.ID] = ev
+					c.live[s.Stream+" "+m.ID] = ev
 				}
-				last[s.Stream] = m.ID
+				last[slices.Index(c.streams, s.Stream)] = m.ID
 			}
 		}
-		l.mu.Unlock()
+		c.mu.Unlock()
 	}
 }
 
-// wakeCount counts "fired" messages per timer channel.
-type wakeCount struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (w *wakeCount) dups() int64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var d int64
-	for _, n := range w.n {
-		if n > 1 {
-			d++
-		}
-	}
-	return d
-}
-
-// countWakes subscribes to every timer channel of q until ctx ends;
-// go-redis resubscribes after a Redis restart.
-func (e *Env) countWakes(ctx context.Context, q *queue.Queue, w *wakeCount) {
-	c, err := e.client("timerbench-chaos-wakes", 1)
+// countWakes counts the "fired" messages on every timer channel until ctx
+// ends; go-redis resubscribes after a Redis restart.
+func (c *chaosRun) countWakes(ctx context.Context) {
+	rdb, err := c.e.client("timerbench-chaos-wakes", 1)
 	if err != nil {
 		return
 	}
-	defer c.Close()
-	shards, _ := q.Inspect().Shards(ctx) // read by Chaos already
+	defer rdb.Close()
 	var patterns []string
-	for k := range max(shards, 1) {
-		patterns = append(patterns, keyspace.Shard(q.Namespace(), k, max(shards, 1)).TimerChannel("*"))
+	for k := range c.streams {
+		patterns = append(patterns, keyspace.Shard(c.q.Namespace(), k, len(c.streams)).TimerChannel("*"))
 	}
-	ps := c.PSubscribe(ctx, patterns...)
+	ps := rdb.PSubscribe(ctx, patterns...)
 	defer ps.Close()
 	ch := ps.Channel(redis.WithChannelSize(10_000))
 	for {
@@ -629,47 +544,12 @@ func (e *Env) countWakes(ctx context.Context, q *queue.Queue, w *wakeCount) {
 				return
 			}
 			if m.Payload == "fired" {
-				w.mu.Lock()
-				w.n[m.Channel]++
-				w.mu.Unlock()
+				c.mu.Lock()
+				c.wakes[m.Channel]++
+				c.mu.Unlock()
 			}
 		}
 	}
-}
-
-// readFires reads the whole fire stream, keyed by the stream's name and
-// the entry ID.
-func readFires(ctx context.Context, rdb *redis.Client, stream string) (map[string]fireEvent, error) {
-	out := make(map[string]fireEvent)
-	start := "-"
-	for {
-		msgs, err := rdb.XRangeN(ctx, stream, start, "+", 10000).Result()
-		if err != nil {
-			return nil, fmt.Errorf("bench: XRANGE %s: %w", stream, err)
-		}
-		for _, m := range msgs {
-			ev, err := parseFire(m)
-			if err != nil {
-				return nil, err
-			}
-			out[stream+" "+m.ID] = ev
-		}
-		if len(msgs) < 10000 {
-			return out, nil
-		}
-		start = "(" + msgs[len(msgs)-1].ID
-	}
-}
-
-func parseFire(m redis.XMessage) (fireEvent, error) {
-	id, _ := m.Values["id"].(string)
-	payload, _ := m.Values["payload"].(string)
-	due, err1 := strconv.ParseInt(fmt.Sprint(m.Values["due"]), 10, 64)
-	fired, err2 := strconv.ParseInt(fmt.Sprint(m.Values["fired"]), 10, 64)
-	if id == "" || err1 != nil || err2 != nil {
-		return fireEvent{}, fmt.Errorf("bench: fire stream entry %s is malformed: %v", m.ID, m.Values)
-	}
-	return fireEvent{id: id, payload: payload, due: due, fired: fired}, nil
 }
 
 // lastLine is the last non-empty line of s, for a short log message.

@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,25 +24,18 @@ import (
 // Cluster: a burst over a sharded namespace, then the idle cost of a worker
 // as the shard count grows.
 type ClusterConfig struct {
-	// Masters is the Cluster's master count, 1 or 3 (or more). Default 3.
-	Masters int
-	// Shards is the burst namespace's shard count. Default 16.
-	Shards int
-	// Timers is how many timers come due at one instant. Default 100,000.
-	Timers int
-	// Lead is how far ahead of scheduling that instant is. Default 5 s.
-	Lead time.Duration
-	// Workers is how many timerworker processes fire. Default 2.
-	Workers int
-	// BatchSize is the workers' --batch-size. Default 256.
-	BatchSize int
+	Masters   int           `flag:"cluster" default:"3" usage:"masters of the Cluster to start"`
+	Shards    int           `flag:"shards" default:"16" usage:"shards of the burst namespace"`
+	Timers    int           `flag:"timers" default:"100_000" usage:"timers due at one instant"`
+	Lead      time.Duration `flag:"lead" default:"5s" usage:"how far ahead the instant is"`
+	Workers   int           `flag:"workers" default:"2" usage:"timerworker processes"`
+	BatchSize int           `flag:"batch-size" default:"256" usage:"the workers' --batch-size"`
 	// IdleShards lists the shard counts whose idle cost is measured, with
-	// one worker and nothing scheduled. Empty skips that part.
-	IdleShards []int
-	// IdleFor is how long each idle measurement lasts. Default 5 s.
-	IdleFor time.Duration
-	// RedisServer and WorkerBin are as in Config.
-	RedisServer, WorkerBin string
+	// one worker and with two and nothing scheduled. Empty skips that part.
+	IdleShards  []int         `flag:"idle-shards" cli:"1,4,16,64" usage:"shard counts whose idle cost is measured (empty: none)"`
+	IdleFor     time.Duration `flag:"idle-for" default:"5s" usage:"how long each idle measurement lasts"`
+	RedisServer string        `flag:"redis-server" default:"redis-server" usage:"redis-server binary"`
+	WorkerBin   string        `flag:"worker-bin" usage:"timerworker binary (empty: go build one into a temporary directory)"`
 	// Log receives progress lines. Default io.Discard.
 	Log io.Writer
 }
@@ -108,28 +99,15 @@ type benchCluster struct {
 	addrs []string
 	cmds  []*exec.Cmd
 	done  []chan struct{}
-	dir   string
 	// nodes are clients of each master, for INFO, made on first use so
 	// that a reading at the due instant does not wait for a dial.
 	nodes []*redis.Client
 }
 
-// withDefaults fills in the zero fields of cfg.
-func (cfg ClusterConfig) withDefaults() ClusterConfig {
-	cfg.Masters = cmp.Or(cfg.Masters, 3)
-	cfg.Shards = cmp.Or(cfg.Shards, 16)
-	cfg.Timers = cmp.Or(cfg.Timers, 100_000)
-	cfg.Lead = cmp.Or(cfg.Lead, 5*time.Second)
-	cfg.Workers = cmp.Or(cfg.Workers, 2)
-	cfg.BatchSize = cmp.Or(cfg.BatchSize, 256)
-	cfg.IdleFor = cmp.Or(cfg.IdleFor, 5*time.Second)
-	cfg.Log = cmp.Or(cfg.Log, io.Discard)
-	return cfg
-}
-
 // Cluster runs the cluster scenario.
 func Cluster(ctx context.Context, cfg ClusterConfig) (_ *ClusterResult, err error) {
-	cfg = cfg.withDefaults()
+	withDefaults(&cfg)
+	cfg.Log = cmp.Or(cfg.Log, io.Discard)
 	if cfg.Masters < 1 || cfg.Masters > 16 || cfg.Shards < 1 || cfg.Shards > queue.MaxShards {
 		return nil, fmt.Errorf("bench: --cluster %d (1..16) or --shards %d (1..%d) out of range", cfg.Masters, cfg.Shards, queue.MaxShards)
 	}
@@ -139,11 +117,6 @@ func Cluster(ctx context.Context, cfg ClusterConfig) (_ *ClusterResult, err erro
 		return nil, fmt.Errorf("bench: temporary directory: %w", err)
 	}
 	defer os.RemoveAll(e.tmpDir)
-	if e.workers == "" {
-		if err := e.buildWorker(ctx); err != nil {
-			return nil, err
-		}
-	}
 	bc, err := startBenchCluster(ctx, cfg, e.tmpDir)
 	if bc != nil {
 		defer bc.stop()
@@ -152,6 +125,10 @@ func Cluster(ctx context.Context, cfg ClusterConfig) (_ *ClusterResult, err erro
 		return nil, err
 	}
 	e.logf("cluster: %d masters at %v", cfg.Masters, bc.addrs)
+	e.url = "redis://" + bc.addrs[0] + "?cluster=1"
+	for _, a := range bc.addrs[1:] {
+		e.url += "&addr=" + a
+	}
 	// Built as an application should (queue.ReloadOnFailover), like the
 	// timerworkers' clients (cliconf.NewClient).
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: bc.addrs, ReadTimeout: time.Minute,
@@ -186,7 +163,7 @@ func clusterBurst(ctx context.Context, e *Env, cfg ClusterConfig, bc *benchClust
 		return err
 	}
 	defer q.Close()
-	ws, err := startClusterWorkers(ctx, e, bc, ns, cfg.Shards, cfg.Workers)
+	ws, err := startClusterWorkers(ctx, e, rdb, ns, cfg.Shards, cfg.Workers)
 	if err != nil {
 		return err
 	}
@@ -222,15 +199,10 @@ func scheduleBurst(ctx context.Context, e *Env, cfg ClusterConfig, q *queue.Queu
 	}
 	due = now.Add(cfg.Lead).Truncate(time.Millisecond)
 	e.logf("cluster: scheduling %d timers over %d shards, due in %v", cfg.Timers, cfg.Shards, cfg.Lead)
-	const chunk = 10_000
-	for start := 0; start < cfg.Timers; start += chunk {
-		batch := make([]queue.NewTimer, 0, chunk)
-		for i := start; i < min(start+chunk, cfg.Timers); i++ {
-			batch = append(batch, queue.NewTimer{ID: fmt.Sprintf("b-%08d", i), Due: due, Payload: payload16})
-		}
-		if _, err := q.ScheduleBatch(ctx, batch); err != nil {
-			return due, open, err
-		}
+	if _, err := scheduleAll(ctx, q, cfg.Timers, 1, func(i int) queue.NewTimer {
+		return queue.NewTimer{ID: fmt.Sprintf("b-%08d", i), Due: due, Payload: payload16}
+	}); err != nil {
+		return due, open, err
 	}
 	now, _ = rdb.Time(ctx).Result()
 	if now.After(due) {
@@ -284,12 +256,9 @@ type burstFires struct {
 func readBurstFires(ctx context.Context, bc *benchCluster, rdb *redis.ClusterClient, streams []string, timers int, r *ClusterResult) (*burstFires, error) {
 	// Which master serves each shard, and what each shard fired.
 	nodeOf := map[string]int{}
-	for i, a := range bc.addrs {
-		nodeOf[a] = i
-	}
 	r.Nodes = make([]ClusterNode, len(bc.addrs))
 	for i, a := range bc.addrs {
-		r.Nodes[i].Addr = a
+		nodeOf[a], r.Nodes[i].Addr = i, a
 	}
 	f := &burstFires{seen: make(map[string]int, timers)}
 	for _, stream := range streams {
@@ -307,36 +276,21 @@ func readBurstFires(ctx context.Context, bc *benchCluster, rdb *redis.ClusterCli
 	return f, nil
 }
 
-// readStream reads one fire stream, 10,000 entries a call, counting its
-// fires on n.
+// readStream reads one fire stream, counting its fires on n.
 func (f *burstFires) readStream(ctx context.Context, rdb *redis.ClusterClient, stream string, n *ClusterNode, r *ClusterResult) error {
-	start := "-"
-	for {
-		msgs, err := rdb.XRangeN(ctx, stream, start, "+", 10000).Result()
-		if err != nil {
-			return err
+	return eachFire(ctx, rdb, stream, func(_ string, ev fireEvent) {
+		f.seen[ev.id]++
+		if f.seen[ev.id] > 1 {
+			r.Duplicates++
+			return
 		}
-		for _, m := range msgs {
-			d, _ := strconv.ParseInt(fmt.Sprint(m.Values["due"]), 10, 64)
-			fired, _ := strconv.ParseInt(fmt.Sprint(m.Values["fired"]), 10, 64)
-			id := fmt.Sprint(m.Values["id"])
-			f.seen[id]++
-			if f.seen[id] > 1 {
-				r.Duplicates++
-				continue
-			}
-			if fired < d {
-				r.Early++
-			}
-			f.lat = append(f.lat, fired-d)
-			f.lastFire = max(f.lastFire, fired)
-			n.Fires++
+		if ev.fired < ev.due {
+			r.Early++
 		}
-		if len(msgs) < 10000 {
-			return nil
-		}
-		start = "(" + msgs[len(msgs)-1].ID
-	}
+		f.lat = append(f.lat, ev.fired-ev.due)
+		f.lastFire = max(f.lastFire, ev.fired)
+		n.Fires++
+	})
 }
 
 // burstSummary fills in r's rates, lateness and each master's CPU and
@@ -398,7 +352,7 @@ func clusterIdle(ctx context.Context, e *Env, cfg ClusterConfig, bc *benchCluste
 	if _, err := queue.CreateNamespace(ctx, rdb, ns, shards); err != nil {
 		return nil, err
 	}
-	ws, err := startClusterWorkers(ctx, e, bc, ns, shards, workers)
+	ws, err := startClusterWorkers(ctx, e, rdb, ns, shards, workers)
 	if err != nil {
 		return nil, err
 	}
@@ -437,90 +391,42 @@ func clusterIdle(ctx context.Context, e *Env, cfg ClusterConfig, bc *benchCluste
 	return m, nil
 }
 
-func startClusterWorkers(ctx context.Context, e *Env, bc *benchCluster, ns string, shards, n int) (*workers, error) {
-	url := "redis://" + bc.addrs[0]
-	for i, a := range bc.addrs[1:] {
-		sep := "&"
-		if i == 0 {
-			sep = "?"
-		}
-		url += sep + "addr=" + a
-	}
-	if len(bc.addrs) == 1 {
-		url += "?cluster=1"
-	}
-	ws := &workers{}
-	for range n {
-		cmd := exec.Command(e.workers, "--redis", url, "--namespace", ns,
-			"--batch-size", strconv.Itoa(e.cfg.BatchSize), "--log-level", "warn")
-		p := &workerProc{cmd: cmd, done: make(chan struct{}), stderr: &syncBuffer{}}
-		cmd.Stderr = p.stderr
-		if err := cmd.Start(); err != nil {
-			ws.stop()
-			return nil, fmt.Errorf("bench: starting %s: %w", e.workers, err)
-		}
-		go func() { _ = cmd.Wait(); close(p.done) }()
-		ws.procs = append(ws.procs, p)
-	}
-	members := keyspace.Namespace(ns).Workers()
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: bc.addrs})
-	defer rdb.Close()
-	err := waitUntil(ctx, 20*time.Second, 20*time.Millisecond, func() (bool, error) {
-		for _, p := range ws.procs {
-			select {
-			case <-p.done:
-				return false, fmt.Errorf("bench: timerworker exited at start: %s", p.stderr.String())
-			default:
-			}
-		}
+// startClusterWorkers starts n workers on the namespace ns of shards
+// shards and returns once each is a member of it, or (unsharded, without
+// membership) subscribed to its wake channel.
+func startClusterWorkers(ctx context.Context, e *Env, rdb *redis.ClusterClient, ns string, shards, n int) (*workers, error) {
+	e.cfg.Namespace = ns
+	ws, err := e.startWorkers(ctx, n, func(n int) (bool, error) {
 		if shards == 1 {
-			// No membership: every worker claims the one shard. Wait for
-			// their wake subscriptions instead.
-			wake := keyspace.Shard(ns, 0, 1).Wake()
-			c, err := rdb.PubSubShardNumSub(ctx, wake).Result()
-			if err != nil {
-				return false, err
-			}
-			return c[wake] >= int64(len(ws.procs)), nil
+			s, err := subscribers(ctx, rdb, keyspace.Shard(ns, 0, 1).Wake())
+			return s >= n, err
 		}
-		n, err := rdb.ZCard(ctx, members).Result()
-		return n >= int64(len(ws.procs)), err
+		m, err := rdb.ZCard(ctx, keyspace.Namespace(ns).Workers()).Result()
+		return m >= int64(n), err
 	})
-	if err != nil {
-		ws.stop()
-		return nil, err
+	if err == nil {
+		time.Sleep(time.Second) // one more heartbeat: everyone sees everyone
 	}
-	time.Sleep(time.Second) // one more heartbeat: everyone sees everyone
-	return ws, nil
+	return ws, err
 }
 
 func startBenchCluster(ctx context.Context, cfg ClusterConfig, tmp string) (*benchCluster, error) {
-	bin := cfg.RedisServer
-	if bin == "" {
-		bin = "redis-server"
-	}
-	path, err := exec.LookPath(bin)
+	path, err := exec.LookPath(cfg.RedisServer)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w; install redis-server or pass --redis-server", err)
 	}
 	if _, err := exec.LookPath("redis-cli"); err != nil && cfg.Masters >= 3 {
 		return nil, fmt.Errorf("bench: %w; install redis-tools", err)
 	}
-	bc := &benchCluster{dir: tmp}
+	bc := &benchCluster{}
 	for i := range cfg.Masters {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		dir := filepath.Join(tmp, fmt.Sprint("node", i))
+		port, args, err := serverArgs(dir)
 		if err != nil {
 			return bc, err
 		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		dir := filepath.Join(tmp, fmt.Sprint("node", i))
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			return bc, err
-		}
-		cmd := exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-			"--save", "", "--appendonly", "no", "--logfile", filepath.Join(dir, "redis.log"),
-			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"))
+		cmd := exec.Command(path, append(args, "--appendonly", "no",
+			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"))...)
 		if err := cmd.Start(); err != nil {
 			return bc, err
 		}
@@ -590,7 +496,9 @@ func (bc *benchCluster) cpu(ctx context.Context) ([]float64, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[i] = infoField(s, "used_cpu_user") + infoField(s, "used_cpu_sys")
+		u, _ := infoField(s, "used_cpu_user")
+		sys, _ := infoField(s, "used_cpu_sys")
+		out[i] = u + sys
 	}
 	return out, nil
 }
@@ -615,28 +523,12 @@ func (bc *benchCluster) callsBy(ctx context.Context) (map[string]int64, error) {
 	return out, nil
 }
 
-func infoField(s, field string) float64 {
-	for line := range strings.SplitSeq(s, "\n") {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && k == field {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return 0
-}
-
 func (bc *benchCluster) stop() {
 	for _, c := range bc.nodes {
 		c.Close()
 	}
 	for i, c := range bc.cmds {
-		_ = c.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-bc.done[i]:
-		case <-time.After(5 * time.Second):
-			_ = c.Process.Kill()
-			<-bc.done[i]
-		}
+		terminate(c.Process, bc.done[i], 5*time.Second)
 	}
 }
 

@@ -35,36 +35,27 @@ var ErrNotEmpty = errors.New("bench: the Redis database is not empty")
 
 // Config is what every scenario shares.
 type Config struct {
-	// RedisURL is a redis:// URL of a database the bench may wipe. Empty
-	// starts a private redis-server (RedisServer) on a free port.
-	RedisURL string
-	// RedisServer is the redis-server binary used when RedisURL is empty.
-	// Default "redis-server" from PATH.
-	RedisServer string
-	// Force lets the bench wipe a database that holds keys.
-	Force bool
-	// Namespace is the timerq namespace the scenarios use. Default "bench".
-	Namespace string
-	// WorkerBin is the timerworker binary. Empty builds one with go build
-	// into a temporary directory (the working directory must be inside the
-	// timerq module).
-	WorkerBin string
-	// Workers is how many timerworker processes fire timers. Default 4.
-	Workers int
-	// BatchSize is the workers' --batch-size. Default 256, timerworker's own.
-	BatchSize int
+	RedisURL    string `flag:"redis" usage:"URL of a Redis database the bench may wipe (empty: start a private redis-server on a free port)"`
+	RedisServer string `flag:"redis-server" default:"redis-server" usage:"redis-server binary used when --redis is empty"`
+	Force       bool   `flag:"force" usage:"wipe the --redis database even if it holds keys"`
+	Namespace   string `flag:"namespace" default:"bench" usage:"timerq namespace"`
+	// WorkerBin empty builds timerworker with go build into a temporary
+	// directory (the working directory must be inside the timerq module).
+	WorkerBin string `flag:"worker-bin" usage:"timerworker binary (empty: go build one into a temporary directory)"`
+	Workers   int    `flag:"workers" default:"4" usage:"timerworker processes"`
+	BatchSize int    `flag:"batch-size" default:"256" usage:"the workers' --batch-size"`
+	// Trace turns OpenTelemetry tracing on in the bench's queues (every
+	// schedule sampled, so every timer carries a trace) and in the
+	// timerworkers (OTEL_* in their environment), all exporting OTLP/HTTP to
+	// a sink in this process that counts and drops the spans. Off, the
+	// workers get OTEL_TRACES_EXPORTER=none.
+	Trace bool `flag:"trace" usage:"OpenTelemetry tracing on in the bench and the workers, every timer traced, spans sent to an OTLP sink in timerbench that drops them"`
 	// Log receives progress lines. Default io.Discard.
 	Log io.Writer
 	// AppendFsync, when set, turns on the private redis-server's AOF with
 	// this appendfsync policy ("always", "everysec" or "no"); "off" or
 	// empty leaves persistence off. The chaos scenario needs "always".
 	AppendFsync string
-	// Trace turns OpenTelemetry tracing on in the bench's queues (every
-	// schedule sampled, so every timer carries a trace) and in the
-	// timerworkers (OTEL_* in their environment), all exporting OTLP/HTTP to
-	// a sink in this process that counts and drops the spans. Off, the
-	// workers get OTEL_TRACES_EXPORTER=none.
-	Trace bool
 }
 
 // Env is an open bench environment: a Redis it owns and the worker binary.
@@ -85,11 +76,9 @@ type Env struct {
 	tracing    *tracing // nil unless Config.Trace
 }
 
-// withDefaults fills in the zero fields of cfg and refuses a bad one.
-func (cfg Config) withDefaults() (Config, error) {
-	cfg.Namespace = cmp.Or(cfg.Namespace, "bench")
-	cfg.Workers = cmp.Or(cfg.Workers, 4)
-	cfg.BatchSize = cmp.Or(cfg.BatchSize, 256)
+// checked fills in the zero fields of cfg and refuses a bad one.
+func (cfg Config) checked() (Config, error) {
+	withDefaults(&cfg)
 	cfg.Log = cmp.Or(cfg.Log, io.Discard)
 	if err := queue.ValidateNamespace(cfg.Namespace); err != nil {
 		return cfg, fmt.Errorf("bench: --namespace: %w", err)
@@ -107,7 +96,7 @@ func (cfg Config) withDefaults() (Config, error) {
 // unless cfg.Force, and wipes it. The first scenario that needs workers
 // builds timerworker unless cfg.WorkerBin names one.
 func Open(ctx context.Context, cfg Config) (_ *Env, err error) {
-	if cfg, err = cfg.withDefaults(); err != nil {
+	if cfg, err = cfg.checked(); err != nil {
 		return nil, err
 	}
 	e := &Env{cfg: cfg, url: cfg.RedisURL}
@@ -156,12 +145,6 @@ func Open(ctx context.Context, cfg Config) (_ *Env, err error) {
 	return e, nil
 }
 
-// URL is the Redis URL the bench runs against.
-func (e *Env) URL() string { return e.url }
-
-// Client is the bench's own Redis client.
-func (e *Env) Client() *redis.Client { return e.rdb }
-
 // Close stops the redis-server the bench started, if any, and removes its
 // temporary files.
 func (e *Env) Close() {
@@ -170,13 +153,7 @@ func (e *Env) Close() {
 		_ = e.rdb.Close()
 	}
 	if e.server != nil && e.server.Process != nil {
-		_ = e.server.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-e.exited:
-		case <-time.After(5 * time.Second):
-			_ = e.server.Process.Kill()
-			<-e.exited
-		}
+		terminate(e.server.Process, e.exited, 5*time.Second)
 	}
 	if e.tmpDir != "" {
 		_ = os.RemoveAll(e.tmpDir)
@@ -190,23 +167,13 @@ func (e *Env) logf(format string, args ...any) {
 // startRedis starts a private redis-server without persistence on a free
 // port; Close stops it by pid.
 func (e *Env) startRedis(ctx context.Context) error {
-	bin := e.cfg.RedisServer
-	if bin == "" {
-		bin = "redis-server"
-	}
-	path, err := exec.LookPath(bin)
+	path, err := exec.LookPath(e.cfg.RedisServer)
 	if err != nil {
 		return fmt.Errorf("bench: %w; install redis-server, pass --redis-server PATH, or pass --redis URL", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, args, err := serverArgs(filepath.Join(e.tmpDir, "redis"))
 	if err != nil {
-		return fmt.Errorf("bench: no free port: %w", err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	dir := filepath.Join(e.tmpDir, "redis")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return fmt.Errorf("bench: %w", err)
+		return err
 	}
 	persist := []string{"--appendonly", "no"}
 	switch f := e.cfg.AppendFsync; f {
@@ -217,10 +184,34 @@ func (e *Env) startRedis(ctx context.Context) error {
 		return fmt.Errorf("bench: --appendfsync %q is not a policy; use always, everysec, no or off", f)
 	}
 	e.serverPath = path
-	e.serverArgs = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-		"--save", "", "--logfile", filepath.Join(dir, "redis.log")}, persist...)
+	e.serverArgs = append(args, persist...)
 	e.url = fmt.Sprintf("redis://127.0.0.1:%d/0", port)
 	return e.launchRedis(ctx)
+}
+
+// serverArgs makes the data directory dir and returns a free loopback
+// port and the redis-server arguments to serve it from dir, logging to
+// dir/redis.log, without RDB snapshots.
+func serverArgs(dir string) (int, []string, error) {
+	port, err := freePort()
+	if err == nil {
+		err = os.Mkdir(dir, 0o700)
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("bench: %w", err)
+	}
+	return port, []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+		"--save", "", "--logfile", filepath.Join(dir, "redis.log")}, nil
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("no free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // launchRedis starts the private redis-server with e.serverArgs and waits
@@ -398,17 +389,22 @@ func (e *Env) info(ctx context.Context, section, field string) (float64, error) 
 	if err != nil {
 		return 0, fmt.Errorf("bench: INFO %s: %w", section, err)
 	}
+	f, ok := infoField(s, field)
+	if !ok {
+		return 0, fmt.Errorf("bench: INFO %s has no number %s", section, field)
+	}
+	return f, nil
+}
+
+// infoField returns the numeric field of an INFO answer s.
+func infoField(s, field string) (float64, bool) {
 	for line := range strings.SplitSeq(s, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok && k == field {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && k == field {
 			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return 0, fmt.Errorf("bench: INFO %s %s = %q: %w", section, field, v, err)
-			}
-			return f, nil
+			return f, err == nil
 		}
 	}
-	return 0, fmt.Errorf("bench: INFO %s has no %s", section, field)
+	return 0, false
 }
 
 // redisCPU returns the server's user+system CPU seconds so far.

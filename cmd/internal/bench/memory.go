@@ -18,8 +18,7 @@ import (
 
 // MemoryConfig sizes the memory scenario.
 type MemoryConfig struct {
-	// Timers pending. Default 1,000,000.
-	Timers int
+	Timers int `flag:"memory-timers" default:"1_000_000" usage:"memory: pending timers"`
 }
 
 // MemoryResult is what a pending timer costs in Redis memory.
@@ -35,16 +34,10 @@ type MemoryResult struct {
 	MemoryRatio float64 `json:"memory_ratio"`
 }
 
-// withDefaults fills in the zero fields of cfg.
-func (cfg MemoryConfig) withDefaults() MemoryConfig {
-	cfg.Timers = cmp.Or(cfg.Timers, 1_000_000)
-	return cfg
-}
-
 // Memory measures INFO used_memory per pending timer, then per member of a
 // bare sorted set of the same IDs and scores.
 func (e *Env) Memory(ctx context.Context, cfg MemoryConfig) (*MemoryResult, error) {
-	cfg = cfg.withDefaults()
+	withDefaults(&cfg)
 	st, err := e.prepare(ctx, setup{name: "memory"})
 	if err != nil {
 		return nil, err
@@ -55,35 +48,29 @@ func (e *Env) Memory(ctx context.Context, cfg MemoryConfig) (*MemoryResult, erro
 	base := e.serverNow().Add(365 * 24 * time.Hour)
 	dueOf := func(i int) time.Time { return base.Add(time.Duration(i) * time.Millisecond) }
 	w := e.startWindow(ctx)
-	used := func() (float64, error) {
+	var uerr error // the first error of used
+	used := func() float64 {
 		time.Sleep(200 * time.Millisecond) // let client buffers drain
-		return e.info(ctx, "memory", "used_memory")
+		m, err := e.info(ctx, "memory", "used_memory")
+		uerr = cmp.Or(uerr, err)
+		return m
 	}
 	// Load the script so its cache does not count.
 	if _, err := q.Engine().Claim(ctx, 1); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	m0, err := used()
-	if err != nil {
-		return nil, err
-	}
+	m0 := used()
 	e.logf("memory: scheduling %d timers", cfg.Timers)
 	if _, err := scheduleAll(ctx, q, cfg.Timers, 1, func(i int) queue.NewTimer {
 		return queue.NewTimer{ID: timerID(run, i), Due: dueOf(i), Payload: payload16}
 	}); err != nil {
 		return nil, err
 	}
-	m1, err := used()
-	if err != nil {
-		return nil, err
-	}
+	m1 := used()
 	if err := e.wipe(ctx); err != nil {
 		return nil, err
 	}
-	m2, err := used()
-	if err != nil {
-		return nil, err
-	}
+	m2 := used()
 	key := "timerbench:bare-zset"
 	for c := 0; c < cfg.Timers; c += scheduleChunk {
 		p := e.rdb.Pipeline()
@@ -98,11 +85,8 @@ func (e *Env) Memory(ctx context.Context, cfg MemoryConfig) (*MemoryResult, erro
 			return nil, fmt.Errorf("bench: ZADD: %w", err)
 		}
 	}
-	m3, err := used()
-	if err != nil {
-		return nil, err
-	}
-	if err := e.wipe(ctx); err != nil {
+	m3 := used()
+	if err := cmp.Or(uerr, e.wipe(ctx)); err != nil {
 		return nil, err
 	}
 	r := &MemoryResult{Common: w.end(ctx, "memory"), Timers: cfg.Timers}
@@ -116,11 +100,8 @@ func (e *Env) Memory(ctx context.Context, cfg MemoryConfig) (*MemoryResult, erro
 
 // ScaleConfig sizes the scale scenario.
 type ScaleConfig struct {
-	// Pending are the far-future pending counts to measure at, ascending.
-	// Default 10,000, 1,000,000 and 10,000,000.
-	Pending []int
-	// Due is how many due timers are claimed at each level. Default 100,000.
-	Due int
+	Pending []int `flag:"pending" default:"10000,1000000,10000000" usage:"scale: comma-separated pending counts, ascending"`
+	Due     int   `flag:"due" default:"100_000" usage:"scale: due timers claimed at each level"`
 }
 
 // ScaleLevel is claim throughput at one pending count.
@@ -143,21 +124,12 @@ type ScaleResult struct {
 	Checks
 }
 
-// withDefaults fills in the zero fields of cfg.
-func (cfg ScaleConfig) withDefaults() ScaleConfig {
-	if len(cfg.Pending) == 0 {
-		cfg.Pending = []int{10_000, 1_000_000, 10_000_000}
-	}
-	cfg.Due = cmp.Or(cfg.Due, 100_000)
-	return cfg
-}
-
 // Scale fills the queue with far-future timers up to each level in turn
 // and at each claims cfg.Due pre-due timers from one connection.
 func (e *Env) Scale(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) {
-	cfg = cfg.withDefaults()
-	if !slices.IsSorted(cfg.Pending) {
-		return nil, fmt.Errorf("bench: scale: --pending %v must be ascending", cfg.Pending)
+	withDefaults(&cfg)
+	if len(cfg.Pending) == 0 || !slices.IsSorted(cfg.Pending) {
+		return nil, fmt.Errorf("bench: scale: --pending %v must be one or more counts, ascending", cfg.Pending)
 	}
 	st, err := e.prepare(ctx, setup{name: "scale", client: "timerbench-scale", pool: 1})
 	if err != nil {

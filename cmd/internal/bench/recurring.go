@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -16,13 +15,11 @@ import (
 
 // RecurringConfig sizes the recurring scenario.
 type RecurringConfig struct {
-	// Schedules is how many schedules fire every Every. Default 10,000.
-	Schedules int
-	// Every is each schedule's interval. Default 1 s.
-	Every time.Duration
-	// Warmup runs before the measured window; Duration is the window.
-	// Defaults 5 s and 20 s.
-	Warmup, Duration time.Duration
+	Schedules int           `flag:"schedules" default:"10_000" usage:"recurring: schedules, each every --every"`
+	Every     time.Duration `flag:"every" default:"1s" usage:"recurring: each schedule's interval"`
+	// Warmup runs before the measured window, Duration.
+	Warmup   time.Duration `default:"5s"`
+	Duration time.Duration `flag:"recurring-duration" default:"20s" usage:"recurring: the measured window"`
 }
 
 // RecurringResult is many interval schedules fired by timerworkers: the
@@ -59,20 +56,11 @@ type RecurringResult struct {
 // not measure: the occurrences due in it may not have fired yet.
 const settleWindow = 2 * time.Second
 
-// withDefaults fills in the zero fields of cfg.
-func (cfg RecurringConfig) withDefaults() RecurringConfig {
-	cfg.Schedules = cmp.Or(cfg.Schedules, 10_000)
-	cfg.Every = cmp.Or(cfg.Every, time.Second)
-	cfg.Warmup = cmp.Or(cfg.Warmup, 5*time.Second)
-	cfg.Duration = cmp.Or(cfg.Duration, 20*time.Second)
-	return cfg
-}
-
 // Recurring creates cfg.Schedules interval schedules, their anchors spread
 // evenly over one interval, lets the workers fire them, and measures a
 // window of the fire stream.
 func (e *Env) Recurring(ctx context.Context, cfg RecurringConfig) (*RecurringResult, error) {
-	cfg = cfg.withDefaults()
+	withDefaults(&cfg)
 	// The measured occurrences are those due in the window but its last
 	// settleWindow, which they get to fire in; a shorter window measures
 	// nothing and would divide by it.
@@ -125,26 +113,23 @@ func (e *Env) Recurring(ctx context.Context, cfg RecurringConfig) (*RecurringRes
 	if err != nil {
 		return nil, err
 	}
-	ws, err := e.startWorkers(ctx)
-	if err != nil {
+	if err := st.runWorkers(ctx); err != nil {
 		return nil, err
 	}
-	defer ws.stop()
 	// The window starts Warmup after the first occurrence is due.
 	time.Sleep(max(base.Sub(e.serverNow()), 0) + cfg.Warmup)
 	from := e.serverNow()
 	w := e.startWindow(ctx)
 	time.Sleep(cfg.Duration)
 	to := e.serverNow()
-	r := &RecurringResult{Common: w.end(ctx, "recurring"), Schedules: cfg.Schedules, EveryMs: cfg.Every.Milliseconds(),
+	common, _, err := st.finish(ctx, w, nil)
+	if err != nil {
+		return nil, err
+	}
+	r := &RecurringResult{Common: common, Schedules: cfg.Schedules, EveryMs: cfg.Every.Milliseconds(),
 		Workers: e.cfg.Workers, BatchSize: e.cfg.BatchSize, PutPerS: round1(float64(cfg.Schedules) / put.Seconds()),
 		BytesPerSchedule: round1((mem1 - mem0) / float64(cfg.Schedules)),
 		Target:           round1(float64(cfg.Schedules) / cfg.Every.Seconds())}
-	cpu, werrs := ws.stop()
-	if werrs != "" {
-		return nil, fmt.Errorf("bench: timerworker failed: %s", werrs)
-	}
-	r.WorkerCPUS = round3(cpu)
 
 	// The window: occurrences nominally due in [from, to - settleWindow),
 	// so the last ones have had time to fire.
@@ -152,35 +137,23 @@ func (e *Env) Recurring(ctx context.Context, cfg RecurringConfig) (*RecurringRes
 	perSchedule := map[string][]int64{}
 	seen := map[string]bool{}
 	var lateness []int64
-	start := "-"
-	for {
-		msgs, err := e.rdb.XRangeN(ctx, q.Keys().Stream(0), start, "+", 10000).Result()
-		if err != nil {
-			return nil, err
+	err = eachFire(ctx, e.rdb, q.Keys().Stream(0), func(_ string, ev fireEvent) {
+		if seen[ev.id] {
+			r.Duplicates++
+			return
 		}
-		for _, m := range msgs {
-			id, _ := m.Values["id"].(string)
-			due, _ := strconv.ParseInt(fmt.Sprint(m.Values["due"]), 10, 64)
-			fired, _ := strconv.ParseInt(fmt.Sprint(m.Values["fired"]), 10, 64)
-			if seen[id] {
-				r.Duplicates++
-				continue
-			}
-			seen[id] = true
-			if fired < due {
-				r.FiredEarly++
-			}
-			if due < lo || due >= hi {
-				continue
-			}
-			sid, _, _ := queue.ParseOccurrenceID(id)
-			perSchedule[sid] = append(perSchedule[sid], due)
-			lateness = append(lateness, fired-due)
+		seen[ev.id] = true
+		if ev.fired < ev.due {
+			r.FiredEarly++
 		}
-		if len(msgs) < 10000 {
-			break
+		if ev.due >= lo && ev.due < hi {
+			sid, _, _ := queue.ParseOccurrenceID(ev.id)
+			perSchedule[sid] = append(perSchedule[sid], ev.due)
+			lateness = append(lateness, ev.fired-ev.due)
 		}
-		start = "(" + msgs[len(msgs)-1].ID
+	})
+	if err != nil {
+		return nil, err
 	}
 	step := cfg.Every.Milliseconds()
 	expected := int64(0)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -50,10 +51,10 @@ func (w window) end(ctx context.Context, name string) Common {
 
 // setup is what a scenario asks of prepare.
 type setup struct {
-	name string // the scenario, for errors
+	name string // the scenario, for errors and its result
 	// needWorkers refuses --workers 0, with why (if set) in the error;
 	// startWorkers also starts them. A scenario that measures something
-	// before the workers run starts them itself.
+	// before the workers run starts them itself (stage.runWorkers).
 	needWorkers, startWorkers bool
 	why                       string
 	// client, if set, puts the queue on a Redis client of its own so
@@ -68,6 +69,8 @@ type setup struct {
 // stage is what prepare readied: a queue of the bench's namespace in the
 // wiped database and, if asked for, the running timerworkers.
 type stage struct {
+	setup
+	e     *Env
 	q     *queue.Queue
 	ws    *workers
 	close func() // stops the workers, then closes the queue
@@ -89,7 +92,7 @@ func (e *Env) prepare(ctx context.Context, s setup) (*stage, error) {
 			return nil, fmt.Errorf("bench: %s: %w", s.name, err)
 		}
 	}
-	st := &stage{}
+	st := &stage{setup: s, e: e}
 	var err error
 	if s.client != "" {
 		st.q, st.close, err = e.ownQueue(s.client, s.pool)
@@ -99,19 +102,64 @@ func (e *Env) prepare(ctx context.Context, s setup) (*stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !s.startWorkers {
-		return st, nil
+	if s.startWorkers {
+		if err := st.runWorkers(ctx); err != nil {
+			st.close()
+			return nil, err
+		}
 	}
-	if s.shards > 1 {
-		st.ws, err = e.startShardWorkers(ctx, st.q)
-	} else {
-		st.ws, err = e.startWorkers(ctx)
-	}
-	if err != nil {
-		st.close()
-		return nil, err
-	}
-	closeQ := st.close
-	st.close = func() { st.ws.stop(); closeQ() }
 	return st, nil
+}
+
+// runWorkers starts the workers, which close stops.
+func (st *stage) runWorkers(ctx context.Context) error {
+	e := st.e
+	// A worker subscribes to the wake channels of its own shards only, so
+	// on a sharded namespace the sign of a started one is its membership.
+	ready := func(n int) (bool, error) {
+		live, err := st.q.Inspect().Workers(ctx)
+		return err == nil && len(live.Live) >= n, err
+	}
+	if st.shards <= 1 {
+		ready = func(n int) (bool, error) {
+			s, err := subscribers(ctx, e.rdb, keyspace.Shard(e.cfg.Namespace, 0, 1).Wake())
+			return s >= n, err
+		}
+	}
+	ws, err := e.startWorkers(ctx, e.cfg.Workers, ready)
+	if err != nil {
+		return err
+	}
+	st.ws = ws
+	closeQ := st.close
+	st.close = func() { ws.stop(); closeQ() }
+	return nil
+}
+
+// awaitFires waits up to d for the fire stream to hold n entries.
+func (st *stage) awaitFires(ctx context.Context, n int, d time.Duration) error {
+	err := waitUntil(ctx, d, 20*time.Millisecond, func() (bool, error) {
+		l, err := st.e.rdb.XLen(ctx, st.q.Keys().Stream(0)).Result()
+		return l >= int64(n), err
+	})
+	if err != nil {
+		return fmt.Errorf("bench: waiting for the workers to fire %d timers: %w", n, err)
+	}
+	return nil
+}
+
+// finish ends the window w, stops the workers, refusing a failed one, and,
+// unless expected is nil, checks the fire stream against it.
+func (st *stage) finish(ctx context.Context, w window, expected map[string]bool) (Common, *fireCheck, error) {
+	c := w.end(ctx, st.name)
+	cpu, errs := st.ws.stop()
+	if errs != "" {
+		return c, nil, fmt.Errorf("bench: timerworker failed: %s", errs)
+	}
+	c.WorkerCPUS = round3(cpu)
+	if expected == nil {
+		return c, nil, nil
+	}
+	fc, err := checkFires(ctx, st.e.rdb, st.q.Keys().Stream(0), expected)
+	return c, fc, err
 }

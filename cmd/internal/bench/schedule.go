@@ -83,3 +83,29 @@ func claimAll(ctx context.Context, q *queue.Queue, want, limit int, d time.Durat
 	}
 	return fired, lat, time.Since(start), nil
 }
+
+// pace sends the timers 0..n-1 as their time to be scheduled comes, timer
+// i at start + i*step by the server's clock: every tick it calls send with
+// a batch of at most size timers (to be filled in) and the index of the
+// batch's first, until all n are sent.
+func (e *Env) pace(ctx context.Context, start time.Time, step time.Duration, n, size int, tick time.Duration,
+	send func(batch []queue.NewTimer, from int) error) error {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	batch := make([]queue.NewTimer, size)
+	for next := 0; next < n; {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		for upto := min(n, int(e.serverNow().Sub(start)/step)+1); next < upto; {
+			end := min(upto, next+size)
+			if err := send(batch[:end-next], next); err != nil {
+				return err
+			}
+			next = end
+		}
+	}
+	return nil
+}

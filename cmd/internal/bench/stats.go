@@ -21,60 +21,83 @@ var payload16 = []byte("0123456789abcdef")
 
 // fireCheck is what the fire stream says about a set of expected timers.
 type fireCheck struct {
-	// lateness of each expected timer's first fire, fired - due, server ms.
+	Checks
+	// lateness of each expected timer's first fire, fired - due, server
+	// ms, sorted.
 	lateness []int64
-	firstDue int64 // smallest due among expected, server ms
 	lastFire int64 // largest fired among expected, server ms
 	fired    map[string]int64
-	early    int64
-	dups     int64
-	lost     int64
-	foreign  int64 // entries for IDs not expected
+}
+
+// runIDs is the set of the first n timer IDs of a run.
+func runIDs(run uint32, n int) map[string]bool {
+	ids := make(map[string]bool, n)
+	for i := range n {
+		ids[timerID(run, i)] = true
+	}
+	return ids
 }
 
 // checkFires reads the whole fire stream and compares it with the expected
 // IDs: every expected timer must appear exactly once, never before its due.
-func checkFires(ctx context.Context, rdb *redis.Client, stream string, expected map[string]bool) (*fireCheck, error) {
-	fc := &fireCheck{fired: make(map[string]int64, len(expected)), firstDue: math.MaxInt64, lastFire: math.MinInt64}
-	seen := make(map[string]int, len(expected))
-	start := "-"
-	for {
+func checkFires(ctx context.Context, rdb redis.Cmdable, stream string, expected map[string]bool) (*fireCheck, error) {
+	fc := &fireCheck{fired: make(map[string]int64, len(expected)), lastFire: math.MinInt64}
+	err := eachFire(ctx, rdb, stream, func(_ string, ev fireEvent) {
+		switch _, seen := fc.fired[ev.id]; {
+		case !expected[ev.id]:
+		case seen:
+			fc.Duplicates++
+		default:
+			if ev.fired < ev.due {
+				fc.FiredEarly++
+			}
+			fc.fired[ev.id] = ev.fired
+			fc.lateness = append(fc.lateness, ev.fired-ev.due)
+			fc.lastFire = max(fc.lastFire, ev.fired)
+		}
+	})
+	fc.Lost = int64(len(expected) - len(fc.fired))
+	slices.Sort(fc.lateness)
+	return fc, err
+}
+
+// fireEvent is one fire stream entry.
+type fireEvent struct {
+	id, payload string
+	due, fired  int64
+}
+
+// eachFire calls f with each entry of the fire stream and its entry ID, in
+// order, reading 10,000 entries a call.
+func eachFire(ctx context.Context, rdb redis.Cmdable, stream string, f func(sid string, ev fireEvent)) error {
+	for start := "-"; ; {
 		msgs, err := rdb.XRangeN(ctx, stream, start, "+", 10000).Result()
 		if err != nil {
-			return nil, fmt.Errorf("bench: XRANGE %s: %w", stream, err)
+			return fmt.Errorf("bench: XRANGE %s: %w", stream, err)
 		}
 		for _, m := range msgs {
-			id, _ := m.Values["id"].(string)
-			due, err1 := strconv.ParseInt(fmt.Sprint(m.Values["due"]), 10, 64)
-			fired, err2 := strconv.ParseInt(fmt.Sprint(m.Values["fired"]), 10, 64)
-			if id == "" || err1 != nil || err2 != nil {
-				return nil, fmt.Errorf("bench: fire stream entry %s is malformed: %v", m.ID, m.Values)
+			ev, err := parseFire(m)
+			if err != nil {
+				return err
 			}
-			if !expected[id] {
-				fc.foreign++
-				continue
-			}
-			seen[id]++
-			if seen[id] > 1 {
-				fc.dups++
-				continue
-			}
-			if fired < due {
-				fc.early++
-			}
-			fc.fired[id] = fired
-			fc.lateness = append(fc.lateness, fired-due)
-			fc.firstDue = min(fc.firstDue, due)
-			fc.lastFire = max(fc.lastFire, fired)
+			f(m.ID, ev)
 		}
 		if len(msgs) < 10000 {
-			break
+			return nil
 		}
 		start = "(" + msgs[len(msgs)-1].ID
 	}
-	fc.lost = int64(len(expected) - len(seen))
-	slices.Sort(fc.lateness)
-	return fc, nil
+}
+
+func parseFire(m redis.XMessage) (fireEvent, error) {
+	id, _ := m.Values["id"].(string)
+	payload, _ := m.Values["payload"].(string)
+	due, err1 := strconv.ParseInt(fmt.Sprint(m.Values["due"]), 10, 64)
+	fired, err2 := strconv.ParseInt(fmt.Sprint(m.Values["fired"]), 10, 64)
+	if id == "" || err1 != nil || err2 != nil {
+		return fireEvent{}, fmt.Errorf("bench: fire stream entry %s is malformed: %v", m.ID, m.Values)
+	}
+	return fireEvent{id: id, payload: payload, due: due, fired: fired}, nil
 }
 
 // pct returns the q-quantile (0..1) of sorted s by the nearest-rank method.

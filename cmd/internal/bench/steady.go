@@ -3,7 +3,6 @@ package bench
 // The steady scenario: a constant rate of timers coming due.
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -16,17 +15,11 @@ import (
 
 // SteadyConfig sizes the steady scenario.
 type SteadyConfig struct {
-	// Rate is timers due per second. Default 10,000.
-	Rate int
-	// Duration is how long timers keep coming due. Default 20 s.
-	Duration time.Duration
-	// Lead is how long before its due time each timer is scheduled.
-	// Default 3 s.
-	Lead time.Duration
-	// WakeEvery samples one timer in WakeEvery for a Wait-er. Default 20.
-	WakeEvery int
-	// PlotPath, if set, receives a lateness CDF plot (.png or .svg).
-	PlotPath string
+	Rate      int           `flag:"rate" default:"10_000" usage:"steady: timers due per second"`
+	Duration  time.Duration `flag:"duration" default:"20s" usage:"steady: how long"`
+	Lead      time.Duration `flag:"steady-lead" default:"3s" usage:"steady: how long before due each timer is scheduled"`
+	WakeEvery int           `flag:"wake-every" default:"20" usage:"steady: one timer in this many gets a Wait-er"`
+	PlotPath  string        `flag:"plot" usage:"steady: write the lateness CDF here (.png or .svg)"`
 }
 
 // SteadyResult is a constant rate of timers coming due.
@@ -58,20 +51,11 @@ type SteadyResult struct {
 	SpansExported int64 `json:"spans_exported"`
 }
 
-// withDefaults fills in the zero fields of cfg.
-func (cfg SteadyConfig) withDefaults() SteadyConfig {
-	cfg.Rate = cmp.Or(cfg.Rate, 10_000)
-	cfg.Duration = cmp.Or(cfg.Duration, 20*time.Second)
-	cfg.Lead = cmp.Or(cfg.Lead, 3*time.Second)
-	cfg.WakeEvery = cmp.Or(cfg.WakeEvery, 20)
-	return cfg
-}
-
 // Steady schedules cfg.Rate timers per second, each cfg.Lead before it is
 // due, for cfg.Duration, and measures lateness from the fire stream and
 // wake latency from a sample of Wait-ers in this process.
 func (e *Env) Steady(ctx context.Context, cfg SteadyConfig) (*SteadyResult, error) {
-	cfg = cfg.withDefaults()
+	withDefaults(&cfg)
 	if cfg.Rate < 1 || cfg.Duration < 0 || cfg.WakeEvery < 1 {
 		return nil, fmt.Errorf("bench: steady: --rate, --duration and --wake-every must be positive")
 	}
@@ -80,7 +64,7 @@ func (e *Env) Steady(ctx context.Context, cfg SteadyConfig) (*SteadyResult, erro
 		return nil, err
 	}
 	defer st.close()
-	q, ws := st.q, st.ws
+	q := st.q
 	wq, closeQ, err := e.ownQueue("timerbench-waiters", 0)
 	if err != nil {
 		return nil, err
@@ -93,12 +77,6 @@ func (e *Env) Steady(ctx context.Context, cfg SteadyConfig) (*SteadyResult, erro
 	t0 := start.Add(cfg.Lead)
 	step := time.Second / time.Duration(cfg.Rate)
 	dueOf := func(i int) time.Time { return t0.Add(time.Duration(i) * step) }
-	expected := make(map[string]bool, total)
-	dueMs := make([]int64, total)
-	for i := range total {
-		expected[timerID(run, i)] = true
-		dueMs[i] = dueOf(i).UnixMilli()
-	}
 	samples := (total + cfg.WakeEvery - 1) / cfg.WakeEvery
 	wakes := make([]time.Time, samples)
 	wakeErr := make([]error, samples)
@@ -110,65 +88,44 @@ func (e *Env) Steady(ctx context.Context, cfg SteadyConfig) (*SteadyResult, erro
 
 	e.logf("steady: %d timers/s for %v, each scheduled %v ahead, 1 in %d waited", cfg.Rate, cfg.Duration, cfg.Lead, cfg.WakeEvery)
 	w := e.startWindow(ctx)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
 	late := 0
-	batch := make([]queue.NewTimer, 0, 5000)
-	for next := 0; next < total; {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-tick.C:
+	// Timer i is scheduled once the server clock reaches its due - lead.
+	err = e.pace(ctx, start, step, total, 5000, 2*time.Millisecond, func(batch []queue.NewTimer, from int) error {
+		for i := range batch {
+			batch[i] = queue.NewTimer{ID: timerID(run, from+i), Due: dueOf(from + i), Payload: payload16}
 		}
-		// Timer i is scheduled once the server clock reaches its due - lead.
-		upto := min(total, int(e.serverNow().Sub(start)/step)+1)
-		for next < upto {
-			batch = batch[:0]
-			end := min(upto, next+cap(batch))
-			for i := next; i < end; i++ {
-				batch = append(batch, queue.NewTimer{ID: timerID(run, i), Due: dueOf(i), Payload: payload16})
-			}
-			if _, err := q.ScheduleBatch(ctx, batch); err != nil {
-				return nil, fmt.Errorf("bench: ScheduleBatch: %w", err)
-			}
-			now := e.serverNow().UnixMilli()
-			for i := next; i < end; i++ {
-				if dueMs[i] <= now {
-					late++
-				}
-				if i%cfg.WakeEvery == 0 {
-					k, id := i/cfg.WakeEvery, timerID(run, i)
-					wg.Go(func() {
-						wakeErr[k] = wq.Wait(wctx, id)
-						wakes[k] = time.Now()
-					})
-				}
-			}
-			next = end
+		if _, err := q.ScheduleBatch(ctx, batch); err != nil {
+			return fmt.Errorf("bench: ScheduleBatch: %w", err)
 		}
-	}
-	err = waitUntil(ctx, cfg.Lead+30*time.Second, 20*time.Millisecond, func() (bool, error) {
-		n, err := e.rdb.XLen(ctx, q.Keys().Stream(0)).Result()
-		return n >= int64(total), err
+		now := e.serverNow().UnixMilli()
+		for _, t := range batch {
+			if t.Due.UnixMilli() <= now {
+				late++
+			}
+		}
+		for i := (from + cfg.WakeEvery - 1) / cfg.WakeEvery * cfg.WakeEvery; i < from+len(batch); i += cfg.WakeEvery {
+			wg.Go(func() {
+				wakeErr[i/cfg.WakeEvery] = wq.Wait(wctx, timerID(run, i))
+				wakes[i/cfg.WakeEvery] = time.Now()
+			})
+		}
+		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("bench: waiting for the workers to fire %d timers: %w", total, err)
-	}
-	time.Sleep(100 * time.Millisecond)
-	r := &SteadyResult{Common: w.end(ctx, "steady"), Rate: cfg.Rate, DurationS: cfg.Duration.Seconds(),
-		Timers: total, Workers: e.cfg.Workers, BatchSize: e.cfg.BatchSize, ScheduledLate: late}
-	wg.Wait()
-	cpu, errs := ws.stop()
-	if errs != "" {
-		return nil, fmt.Errorf("bench: timerworker failed: %s", errs)
-	}
-	r.WorkerCPUS = round3(cpu)
-	r.Traced, r.SpansExported = e.tracing != nil, e.tracing.received(ctx)
-	fc, err := checkFires(ctx, e.rdb, q.Keys().Stream(0), expected)
 	if err != nil {
 		return nil, err
 	}
-	r.Checks = Checks{FiredEarly: fc.early, Duplicates: fc.dups, Lost: fc.lost}
+	if err := st.awaitFires(ctx, total, cfg.Lead+30*time.Second); err != nil {
+		return nil, err
+	}
+	time.Sleep(100 * time.Millisecond)
+	wg.Wait()
+	common, fc, err := st.finish(ctx, w, runIDs(run, total))
+	if err != nil {
+		return nil, err
+	}
+	r := &SteadyResult{Common: common, Rate: cfg.Rate, DurationS: cfg.Duration.Seconds(),
+		Timers: total, Workers: e.cfg.Workers, BatchSize: e.cfg.BatchSize, ScheduledLate: late, Checks: fc.Checks}
+	r.Traced, r.SpansExported = e.tracing != nil, e.tracing.received(ctx)
 	r.LatenessP50, r.LatenessP99 = pct(fc.lateness, 0.5), pct(fc.lateness, 0.99)
 	r.LatenessP999, r.LatenessMax = pct(fc.lateness, 0.999), pct(fc.lateness, 1)
 	var wake []float64

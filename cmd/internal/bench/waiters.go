@@ -3,7 +3,6 @@ package bench
 // The waiters scenario: many concurrent Wait calls in one process.
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -18,14 +17,11 @@ import (
 
 // WaitersConfig sizes the waiters scenario.
 type WaitersConfig struct {
-	// Waiters is how many concurrent Wait calls, one timer each. Default
-	// 100,000.
-	Waiters int
+	Waiters int `flag:"waiters" default:"100_000" usage:"waiters: concurrent Wait calls"`
 	// Lead is how long after the start the first timer is due: all waiters
-	// must be subscribed by then. Default 10 s.
-	Lead time.Duration
-	// Spread spreads the due times evenly over this long. Default 5 s.
-	Spread time.Duration
+	// must be subscribed by then.
+	Lead   time.Duration `flag:"waiters-lead" default:"10s" usage:"waiters: time to subscribe before the first is due"`
+	Spread time.Duration `flag:"spread" default:"5s" usage:"waiters: due times spread over this long"`
 }
 
 // WaitersResult is the cost of many concurrent Wait calls in one process.
@@ -48,24 +44,16 @@ type WaitersResult struct {
 	Checks
 }
 
-// withDefaults fills in the zero fields of cfg.
-func (cfg WaitersConfig) withDefaults() WaitersConfig {
-	cfg.Waiters = cmp.Or(cfg.Waiters, 100_000)
-	cfg.Lead = cmp.Or(cfg.Lead, 10*time.Second)
-	cfg.Spread = cmp.Or(cfg.Spread, 5*time.Second)
-	return cfg
-}
-
 // Waiters blocks cfg.Waiters goroutines in Queue.Wait on one client while
 // the workers fire their timers.
 func (e *Env) Waiters(ctx context.Context, cfg WaitersConfig) (*WaitersResult, error) {
-	cfg = cfg.withDefaults()
+	withDefaults(&cfg)
 	st, err := e.prepare(ctx, setup{name: "waiters", startWorkers: true})
 	if err != nil {
 		return nil, err
 	}
 	defer st.close()
-	q, ws := st.q, st.ws
+	q := st.q
 	const name = "timerbench-waiters"
 	wq, closeQ, err := e.ownQueue(name, 0)
 	if err != nil {
@@ -78,10 +66,8 @@ func (e *Env) Waiters(ctx context.Context, cfg WaitersConfig) (*WaitersResult, e
 	t0 := e.serverNow().Add(cfg.Lead)
 	step := cfg.Spread / time.Duration(n)
 	ids := make([]string, n)
-	expected := make(map[string]bool, n)
 	for i := range ids {
 		ids[i] = timerID(run, i)
-		expected[ids[i]] = true
 	}
 	w := e.startWindow(ctx)
 	if _, err := scheduleAll(ctx, q, n, 1, func(i int) queue.NewTimer {
@@ -159,24 +145,14 @@ func (e *Env) Waiters(ctx context.Context, cfg WaitersConfig) (*WaitersResult, e
 	if c, err := countConns(); err == nil {
 		r.RedisConnections = max(r.RedisConnections, c)
 	}
-	err = waitUntil(ctx, 30*time.Second, 20*time.Millisecond, func() (bool, error) {
-		l, err := e.rdb.XLen(ctx, q.Keys().Stream(0)).Result()
-		return l >= int64(n), err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("bench: waiting for the workers to fire %d timers: %w", n, err)
+	if err := st.awaitFires(ctx, n, 30*time.Second); err != nil {
+		return nil, err
 	}
-	r.Common = w.end(ctx, "waiters")
-	cpu, werrs := ws.stop()
-	if werrs != "" {
-		return nil, fmt.Errorf("bench: timerworker failed: %s", werrs)
-	}
-	r.WorkerCPUS = round3(cpu)
-	fc, err := checkFires(ctx, e.rdb, q.Keys().Stream(0), expected)
+	common, fc, err := st.finish(ctx, w, runIDs(run, n))
 	if err != nil {
 		return nil, err
 	}
-	r.Checks = Checks{FiredEarly: fc.early, Duplicates: fc.dups, Lost: fc.lost}
+	r.Common, r.Checks = common, fc.Checks
 	var lat []float64
 	for i, id := range ids {
 		f, ok := fc.fired[id]

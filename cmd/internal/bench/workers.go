@@ -12,8 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/timerq/timerq/internal/keyspace"
-	"github.com/timerq/timerq/queue"
+	"github.com/redis/go-redis/v9"
 )
 
 // workers is a set of running timerworker processes.
@@ -49,65 +48,17 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// startWorkers starts cfg.Workers timerworker processes against the bench's
-// Redis and namespace, and returns once each has subscribed to the wake
-// channel (so that none misses the first schedule's wake message).
-func (e *Env) startWorkers(ctx context.Context) (*workers, error) {
+// startWorkers starts n timerworker processes against the bench's Redis
+// and namespace, and returns once ready(n) says they all run (so that none
+// misses the first schedule's wake message).
+func (e *Env) startWorkers(ctx context.Context, n int, ready func(n int) (bool, error)) (*workers, error) {
 	if e.workers == "" {
 		if err := e.buildWorker(ctx); err != nil {
 			return nil, err
 		}
 	}
 	ws := &workers{}
-	for range e.cfg.Workers {
-		p, err := e.spawnWorker()
-		if err != nil {
-			ws.stop()
-			return nil, err
-		}
-		ws.procs = append(ws.procs, p)
-	}
-	wake := keyspace.Shard(e.cfg.Namespace, 0, 1).Wake()
-	err := waitUntil(ctx, 20*time.Second, 20*time.Millisecond, func() (bool, error) {
-		for _, p := range ws.procs {
-			select {
-			case <-p.done:
-				return false, fmt.Errorf("bench: timerworker exited at start: %s", p.stderr.String())
-			default:
-			}
-		}
-		// Workers use sharded pub/sub on Redis 7.0+ (SSUBSCRIBE), classic
-		// pub/sub before: count both.
-		n, err := e.rdb.PubSubNumSub(ctx, wake).Result()
-		if err != nil {
-			return false, fmt.Errorf("bench: PUBSUB NUMSUB: %w", err)
-		}
-		sn, err := e.rdb.PubSubShardNumSub(ctx, wake).Result()
-		if err != nil && !strings.Contains(err.Error(), "unknown") {
-			return false, fmt.Errorf("bench: PUBSUB SHARDNUMSUB: %w", err)
-		}
-		return n[wake]+sn[wake] >= int64(len(ws.procs)), nil
-	})
-	if err != nil {
-		ws.stop()
-		return nil, fmt.Errorf("bench: waiting for %d timerworkers to subscribe: %w", len(ws.procs), err)
-	}
-	e.logf("%d timerworker processes running (batch size %d)", len(ws.procs), e.cfg.BatchSize)
-	return ws, nil
-}
-
-// startShardWorkers starts e.cfg.Workers timerworker processes on the
-// sharded namespace of q and waits until every one is a live member of it
-// (a worker subscribes only to the wake channels of its own shards, so
-// startWorkers' count of subscribers does not apply).
-func (e *Env) startShardWorkers(ctx context.Context, q *queue.Queue) (*workers, error) {
-	if e.workers == "" {
-		if err := e.buildWorker(ctx); err != nil {
-			return nil, err
-		}
-	}
-	ws := &workers{}
-	for range e.cfg.Workers {
+	for range n {
 		p, err := e.spawnWorker()
 		if err != nil {
 			ws.stop()
@@ -121,18 +72,28 @@ func (e *Env) startShardWorkers(ctx context.Context, q *queue.Queue) (*workers, 
 				return false, fmt.Errorf("bench: timerworker exited at start: %s", p.stderr.String())
 			}
 		}
-		st, err := q.Inspect().Workers(ctx)
-		if err != nil {
-			return false, fmt.Errorf("bench: reading the namespace's workers: %w", err)
-		}
-		return len(st.Live) >= len(ws.procs), nil
+		return ready(n)
 	})
 	if err != nil {
 		ws.stop()
-		return nil, fmt.Errorf("bench: waiting for %d timerworkers to join the namespace: %w", len(ws.procs), err)
+		return nil, fmt.Errorf("bench: waiting for %d timerworkers to start: %w", n, err)
 	}
-	e.logf("%d timerworker processes running (batch size %d)", len(ws.procs), e.cfg.BatchSize)
+	e.logf("%d timerworker processes running (batch size %d)", n, e.cfg.BatchSize)
 	return ws, nil
+}
+
+// subscribers counts the subscribers of channel: workers use sharded
+// pub/sub on Redis 7.0+ (SSUBSCRIBE), classic pub/sub before, so both.
+func subscribers(ctx context.Context, rdb redis.UniversalClient, channel string) (int, error) {
+	n, err := rdb.PubSubNumSub(ctx, channel).Result()
+	if err != nil {
+		return 0, fmt.Errorf("bench: PUBSUB NUMSUB: %w", err)
+	}
+	sn, err := rdb.PubSubShardNumSub(ctx, channel).Result()
+	if err != nil && !strings.Contains(err.Error(), "unknown") {
+		return 0, fmt.Errorf("bench: PUBSUB SHARDNUMSUB: %w", err)
+	}
+	return int(n[channel] + sn[channel]), nil
 }
 
 // spawnWorker starts one timerworker process against the bench's Redis
@@ -154,13 +115,17 @@ func (e *Env) spawnWorker(extra ...string) (*workerProc, error) {
 }
 
 // stop stops one process with SIGTERM, SIGKILL after 10 s.
-func (p *workerProc) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+func (p *workerProc) stop() { terminate(p.cmd.Process, p.done, 10*time.Second) }
+
+// terminate sends p SIGTERM and, if done is not closed within grace,
+// SIGKILL, and waits for done.
+func terminate(p *os.Process, done <-chan struct{}, grace time.Duration) {
+	_ = p.Signal(syscall.SIGTERM)
 	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
+	case <-done:
+	case <-time.After(grace):
+		_ = p.Kill()
+		<-done
 	}
 }
 
@@ -178,15 +143,10 @@ func (p *workerProc) exited() bool {
 // their total CPU seconds and the stderr of any that failed.
 func (ws *workers) stop() (cpu float64, errs string) {
 	for _, p := range ws.procs {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		_ = p.cmd.Process.Signal(syscall.SIGTERM) // all at once, then wait for each
 	}
 	for _, p := range ws.procs {
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
+		p.stop()
 		if st := p.cmd.ProcessState; st != nil {
 			cpu += (st.UserTime() + st.SystemTime()).Seconds()
 			if !st.Success() {
