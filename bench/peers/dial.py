@@ -85,8 +85,8 @@ def svg(sums, path):
         out.append(f'<line x1="{L}" y1="{Y(us):.1f}" x2="{W - R}" y2="{Y(us):.1f}" stroke="#ddd"/>')
         out.append(f'<text x="{L - 6}" y="{Y(us) + 4:.1f}" text-anchor="end">{us}</text>')
     out.append(f'<rect x="{L}" y="{T}" width="{W - L - R}" height="{H - T - B}" fill="none" stroke="#444"/>')
-    out.append(f'<text x="{(L + W - R) / 2}" y="{H - 12}" text-anchor="middle">lateness p99, ms (log; '
-               f'{xlo} = 1 ms or less)</text>')
+    out.append(f'<text x="{(L + W - R) / 2}" y="{H - 12}" text-anchor="middle">'
+               f'lateness p99, ms (log scale; due → fired, or the handler\'s start for a peer)</text>')
     out.append(f'<text x="16" y="{(T + H - B) / 2}" text-anchor="middle" '
                f'transform="rotate(-90 16 {(T + H - B) / 2})">Redis CPU per timer, µs</text>')
     tq = [s for s in sums if s['timerq']]
@@ -94,17 +94,21 @@ def svg(sums, path):
     out.append(f'<polyline points="{pts}" fill="none" stroke="#1f77b4" stroke-width="1.5"/>')
     colors = ['#d62728', '#ff7f0e', '#9467bd', '#2ca02c', '#8c564b']
     k = 0
+    tq_xy = [(X(statistics.median(s['p99'])), Y(statistics.median(s['cpu']))) for s in tq]
     for s in sums:
         x, y = X(statistics.median(s['p99'])), Y(statistics.median(s['cpu']))
         out.append(f'<line x1="{x:.1f}" y1="{Y(min(s["cpu"])):.1f}" x2="{x:.1f}" y2="{Y(max(s["cpu"])):.1f}" '
                    f'stroke="{"#1f77b4" if s["timerq"] else colors[k % len(colors)]}"/>')
         if s['timerq']:
             out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="#1f77b4"/>')
-            out.append(f'<text x="{x + 5:.1f}" y="{y - 6:.1f}" fill="#1f77b4">{s["label"][len("timerq-"):]}</text>')
+            # Of two points close on top of each other, the lower one's label goes below it.
+            below = any(abs(x - px) < 10 and 0 < y - py < 15 for px, py in tq_xy)
+            out.append(f'<text x="{x + 5:.1f}" y="{y + 14 if below else y - 6:.1f}" fill="#1f77b4">'
+                       f'{s["label"][len("timerq-"):]}</text>')
         else:
             c = colors[k % len(colors)]
             out.append(f'<rect x="{x - 4:.1f}" y="{y - 4:.1f}" width="8" height="8" fill="{c}"/>')
-            ly = T + 40 + 18 * k
+            ly = T + 60 + 18 * k
             out.append(f'<rect x="{W - R + 14}" y="{ly - 8}" width="8" height="8" fill="{c}"/>')
             out.append(f'<text x="{W - R + 28}" y="{ly}">{s["label"].removesuffix("-steady")}</text>')
             k += 1
