@@ -23,7 +23,7 @@ usage: dial.sh [options]
       --rate N          timers due per second (default 2000)
       --duration S      seconds during which timers come due (default 10)
 Needs TIMERBENCH and TIMERWORKER (paths of built binaries, e.g.
-go build -o /tmp/tb ./cmd/timerbench), and what run.sh needs.
+go build -o "$T/timerbench" ./cmd/timerbench), and what run.sh needs.
 EOF
 }
 
