@@ -275,24 +275,21 @@ func (r *runner) importCmd(c *cli.Context) error {
 	slices.Sort(res.RejectedLines)
 	im.bar.update(im.read, im.lineNo)
 	im.bar.done()
-	if s.g.json {
-		if err := writeJSON(r.o.Stdout, res); err != nil {
-			return err
-		}
-	} else {
-		fmt.Fprintf(r.o.Stdout, "created %d, existing %d, rejected %d", res.Created, res.Existing, res.Rejected)
+	err = r.emit(s.g, res, func(w io.Writer) error {
+		fmt.Fprintf(w, "created %d, existing %d, rejected %d", res.Created, res.Existing, res.Rejected)
 		if res.SchedulesCreated+res.SchedulesExisting > 0 {
-			fmt.Fprintf(r.o.Stdout, "; schedules: %d created, %d existing", res.SchedulesCreated, res.SchedulesExisting)
+			fmt.Fprintf(w, "; schedules: %d created, %d existing", res.SchedulesCreated, res.SchedulesExisting)
 		}
 		if res.Quarantined > 0 {
-			fmt.Fprintf(r.o.Stdout, "; %d records put in the quarantine (timerctl quarantine list)", res.Quarantined)
+			fmt.Fprintf(w, "; %d records put in the quarantine (timerctl quarantine list)", res.Quarantined)
 		}
-		fmt.Fprintln(r.o.Stdout)
-	}
-	if res.Rejected > 0 {
+		_, err := fmt.Fprintln(w)
+		return err
+	})
+	if err == nil && res.Rejected > 0 {
 		return errRejected
 	}
-	return nil
+	return err
 }
 
 // importer is one run of timerctl import. Lines go to Redis in batches of
@@ -391,7 +388,7 @@ func (im *importer) addSchedule(line []byte) error {
 	case isBadInput(err):
 		im.reject(im.lineNo, cliconf.OneLine(err.Error()))
 	default:
-		return recurringErr(im.s, err)
+		return im.s.redisErr(err)
 	}
 	return nil
 }
