@@ -128,7 +128,9 @@ func (r *runner) flowStats(c *cli.Context, _ []string) error {
 	if err := queue.ValidateConsumerName("group", group); err != nil {
 		return err
 	}
-	return show(r, c, func(ctx context.Context, s *session) ([]queue.FlowStat, error) { return s.q.Flows().Stats(ctx, group, limit) },
+	return show(r, c, func(ctx context.Context, s *session) ([]queue.FlowStat, error) {
+		return s.q.Flows().Stats(ctx, group, limit)
+	},
 		func(s *session, st []queue.FlowStat) error {
 			return r.emit(s.g, struct {
 				Group string             `json:"group"`

@@ -92,7 +92,9 @@ func (r *runner) quarantineList(c *cli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
-	return show(r, c, func(ctx context.Context, s *session) ([]queue.QuarantinedRecord, error) { return s.q.Quarantine().List(ctx) },
+	return show(r, c, func(ctx context.Context, s *session) ([]queue.QuarantinedRecord, error) {
+		return s.q.Quarantine().List(ctx)
+	},
 		func(s *session, recs []queue.QuarantinedRecord) error {
 			return r.emit(s.g, mapList(recs, toQuarantineLine), func(w io.Writer) error {
 				return writeRows(w, "no quarantined records", "ID\tSHARD\tQUARANTINED\tDUE SCORE\tREASON\tRECORD", recs, func(q queue.QuarantinedRecord) string {
