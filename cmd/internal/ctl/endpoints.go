@@ -174,7 +174,7 @@ func writeEndpoint(w io.Writer, e queue.Endpoint, note string) error {
 	row("name", name)
 	row("url", e.URL)
 	row("state", enabledText(j.Enabled))
-	for _, k := range sortedKeys(j.Headers) {
+	for _, k := range slices.Sorted(maps.Keys(j.Headers)) {
 		row("header", k+": "+j.Headers[k])
 	}
 	def := func(s, d string) string {
@@ -205,5 +205,3 @@ func writeEndpoint(w io.Writer, e queue.Endpoint, note string) error {
 	row("updated", timefmt.Format(e.UpdatedAt))
 	return tw.Flush()
 }
-
-func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }

@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -79,24 +80,10 @@ func (r *runner) flowList(c *cli.Context, _ []string) error {
 		func(s *session, list []queue.FlowPolicy) error {
 			return r.emit(s.g, map[string]any{"flow_policies": mapList(list, api.ToFlowPolicyJSON)}, func(w io.Writer) error {
 				return writeRows(w, "no flow policies in namespace "+s.q.Namespace(), "ENDPOINT\tKEY\tRATE\tMAX IN FLIGHT", list, func(p queue.FlowPolicy) string {
-					return fmt.Sprintf("%s\t%s\t%d/%v\t%s", orDash(p.Endpoint), orDefault(p.Key), p.Rate, p.Period, inFlightText(p.MaxInFlight))
+					return fmt.Sprintf("%s\t%s\t%d/%v\t%s", cmp.Or(p.Endpoint, "-"), cmp.Or(p.Key, "(default)"), p.Rate, p.Period, inFlightText(p.MaxInFlight))
 				})
 			})
 		})
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-func orDefault(s string) string {
-	if s == "" {
-		return "(default)"
-	}
-	return s
 }
 
 func inFlightText(n int) string {
@@ -141,7 +128,7 @@ func (r *runner) flowStats(c *cli.Context, _ []string) error {
 					if f.Policy.Rate > 0 {
 						rate = policyText(f.Policy)
 					}
-					return fmt.Sprintf("%s\t%s\t%d\t%d\t%s", orDash(f.Endpoint), f.Key, f.Backlog, f.InFlight, rate)
+					return fmt.Sprintf("%s\t%s\t%d\t%d\t%s", cmp.Or(f.Endpoint, "-"), f.Key, f.Backlog, f.InFlight, rate)
 				})
 			})
 		})

@@ -1,13 +1,11 @@
 package ctl
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -299,63 +297,12 @@ func (r *runner) exportSchedules(c *cli.Context, _ []string) error {
 	return writeSchedules(c, s, r.o.Stdout)
 }
 
-// importSchedules restores the schedules exportSchedules wrote. Existing
-// IDs are left as they are. A bad line is reported and skipped; the exit
-// code is then 2, as for import.
-func (r *runner) importSchedules(c *cli.Context, rest []string) error {
-	in := r.o.Stdin
-	if len(rest) == 1 && rest[0] != "-" {
-		f, err := os.Open(rest[0])
-		if err != nil {
-			return usageErr(fmt.Sprintf("cannot open %q: %v", rest[0], err), "check the path, or use - to read stdin")
-		}
-		defer f.Close()
-		in = f
-	}
-	s, err := r.open(c)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64*1024), 4*queue.MaxPayloadLimit)
-	created, existing, rejected := 0, 0, 0
-	for n := 1; sc.Scan(); n++ {
-		if strings.TrimSpace(sc.Text()) == "" {
-			continue
-		}
-		info, err := parseScheduleLine(sc.Bytes())
-		if err == nil {
-			ctx, cancel := s.ctx(c)
-			var ok bool
-			ok, err = s.q.Recurring().Restore(ctx, info)
-			cancel()
-			if err == nil && ok {
-				created++
-				continue
-			}
-			if err == nil {
-				existing++
-				continue
-			}
-			if !isBadInput(err) {
-				return s.redisErr(err)
-			}
-		}
-		rejected++
-		fmt.Fprintf(r.o.Stderr, "timerctl: line %d: %v\n", n, err)
-	}
-	if err := sc.Err(); err != nil {
-		return &Error{Code: ExitFailure, Problem: fmt.Sprintf("reading the schedules: %v", err), Fix: "check the input", Err: err}
-	}
-	err = r.emit(s.g, map[string]int{"created": created, "existing": existing, "rejected": rejected}, func(w io.Writer) error {
-		_, err := fmt.Fprintf(w, "schedules: %d created, %d already existed, %d rejected\n", created, existing, rejected)
-		return err
-	})
-	if err == nil && rejected > 0 {
-		return errRejected
-	}
-	return err
+// importSchedules restores the schedules exportSchedules wrote, as import
+// restores schedule lines, reading every line as one (older versions
+// wrote them without a kind). Existing IDs are left as they are. A bad
+// line is reported and skipped; the exit code is then 2, as for import.
+func (r *runner) importSchedules(c *cli.Context, args []string) error {
+	return r.importFile(c, strings.Join(args, ""), kindSchedule)
 }
 
 // scheduleInfo is the schedule an exported line describes, for
