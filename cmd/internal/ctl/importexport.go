@@ -398,10 +398,12 @@ func (im *importer) addSchedule(line []byte) error {
 		return err
 	}
 	info, err := parseScheduleLine(line)
-	if err == nil {
-		err = restoreSchedule(im.c, im.s, info, im.occs[info.ID], &im.res)
+	if err != nil {
+		// A line that does not parse is rejected, as a timer line is.
+		im.reject(im.lineNo, cliconf.OneLine(err.Error()))
+		return nil
 	}
-	switch {
+	switch err := restoreSchedule(im.c, im.s, info, im.occs[info.ID], &im.res); {
 	case err == nil:
 		delete(im.occs, info.ID)
 	case isBadInput(err):
