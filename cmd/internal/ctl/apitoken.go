@@ -3,6 +3,7 @@ package ctl
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -24,7 +25,7 @@ type apiTokenJSON struct {
 // verb is the first argument, so that flags may follow the arguments. It
 // touches no Redis: the tokens file is the worker's.
 func (r *runner) apiTokenCommand() *cli.Command {
-	return &cli.Command{
+	return verbCommand(&cli.Command{
 		Name:      "api-token",
 		Usage:     "mint a bearer token for timerworker's HTTP API (create NAME --namespace PATTERN --rights RIGHTS)",
 		ArgsUsage: "create NAME --namespace PATTERN[,PATTERN] --rights read[,write][,admin] [--rps N]",
@@ -39,23 +40,14 @@ docs/security.md.`,
 			&cli.StringFlag{Name: "rights", Usage: "what it may do there: `RIGHTS` among read (GET), write (other methods), admin (create and delete namespaces), e.g. read,write"},
 			&cli.Float64Flag{Name: "rps", Usage: "limit it to `N` requests per second (0: unlimited; unset: timerworker's --api-rate-limit)"},
 		},
-		Action: func(c *cli.Context) error {
-			if c.Args().First() != "create" {
-				return usageErr(fmt.Sprintf("api-token takes create, not %q", c.Args().First()),
-					"run 'timerctl api-token create NAME --namespace PATTERN --rights read,write'")
-			}
-			return r.apiTokenCreate(c)
-		},
-	}
+	}, verb{name: "create", arg: "token name", run: r.apiTokenCreate,
+		fix: "run 'timerctl api-token create NAME --namespace PATTERN --rights read,write', naming the token after its user"})
 }
 
-func (r *runner) apiTokenCreate(c *cli.Context) error {
+func (r *runner) apiTokenCreate(c *cli.Context, args []string) error {
 	g, err := r.globals()
 	if err != nil {
 		return err
-	}
-	if c.NArg() != 2 {
-		return usageErr("api-token create takes one token name", "run 'timerctl api-token create NAME --namespace PATTERN --rights read,write', naming the token after its user")
 	}
 	var namespaces []string
 	for _, v := range c.StringSlice("namespace") {
@@ -71,7 +63,7 @@ func (r *runner) apiTokenCreate(c *cli.Context) error {
 	for _, s := range strings.Split(c.String("rights"), ",") {
 		rights = append(rights, apitoken.Right(strings.TrimSpace(s)))
 	}
-	token, t, err := apitoken.Mint(c.Args().Get(1), namespaces, rights)
+	token, t, err := apitoken.Mint(args[0], namespaces, rights)
 	var e *apitoken.Error
 	if errors.As(err, &e) {
 		return usageErr(e.Problem, e.Fix)
@@ -84,10 +76,9 @@ func (r *runner) apiTokenCreate(c *cli.Context) error {
 			return usageErr(fmt.Sprintf("--rps %v is negative", t.RPS), "give requests per second, or 0 for unlimited")
 		}
 	}
-	if g.json {
-		return writeJSON(r.o.Stdout, apiTokenJSON{Name: t.Name, Token: token, Line: t.Line()})
-	}
-	fmt.Fprintf(r.o.Stdout, "Token (shown only now; the tokens file keeps only its hash):\n  %s\n", token)
-	fmt.Fprintf(r.o.Stdout, "Line for timerworker's --api-tokens-file (add it, then send the workers SIGHUP):\n  %s\n", t.Line())
-	return nil
+	return r.emit(g, apiTokenJSON{Name: t.Name, Token: token, Line: t.Line()}, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "Token (shown only now; the tokens file keeps only its hash):\n  %s\n"+
+			"Line for timerworker's --api-tokens-file (add it, then send the workers SIGHUP):\n  %s\n", token, t.Line())
+		return err
+	})
 }

@@ -360,10 +360,9 @@ func (s *session) ctx(c *cli.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(c.Context, s.g.timeout)
 }
 
-// redisErr explains a failed Redis call, by its cause.
+// redisErr explains a failed Redis call, by its cause; nil stays nil.
 func (s *session) redisErr(err error) error {
-	var e *Error
-	if errors.As(err, &e) {
+	if e := (*Error)(nil); err == nil || errors.As(err, &e) {
 		return err
 	}
 	return classify(err, s.target())

@@ -42,13 +42,7 @@ func (r *runner) cancel(c *cli.Context) error {
 	if err := f.Validate(); err != nil {
 		return usageErr("--prefix: "+err.Error(), helpFix(c))
 	}
-	return r.once(c, func(ctx context.Context, s *session) error {
-		j, err := s.q.CancelMatching(ctx, f)
-		if err != nil {
-			return s.redisErr(err)
-		}
-		return r.cancelJobOut(s, j)
-	})
+	return show(r, c, func(ctx context.Context, s *session) (queue.CancelJob, error) { return s.q.CancelMatching(ctx, f) }, r.cancelJobOut)
 }
 
 // cancelJobsCommand is "timerctl cancel-jobs": the bulk cancel jobs.
@@ -67,16 +61,15 @@ func (r *runner) cancelJobsList(c *cli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
-	return r.once(c, func(ctx context.Context, s *session) error {
-		jobs, err := s.q.CancelJobs().List(ctx)
-		if err != nil {
-			return s.redisErr(err)
-		}
-		if s.g.json {
-			return writeJSON(r.o.Stdout, mapList(jobs, api.ToCancelJobJSON))
-		}
-		return r.writeCancelJobs(r.o.Stdout, jobs)
-	})
+	return show(r, c, func(ctx context.Context, s *session) ([]queue.CancelJob, error) { return s.q.CancelJobs().List(ctx) },
+		func(s *session, jobs []queue.CancelJob) error {
+			return r.emit(s.g, mapList(jobs, api.ToCancelJobJSON), func(w io.Writer) error {
+				return writeRows(w, "no bulk cancel jobs", "JOB\tSTATE\tPREFIX\tCANCELLED\tFIRED BEFORE\tCANCELLED BEFORE\tSHARDS DONE\tCREATED", jobs, func(j queue.CancelJob) string {
+					return fmt.Sprintf("%s\t%s\t%s\t%d\t%d\t%d\t%d/%d\t%s", j.ID, j.State, strconv.Quote(j.Filter.IDPrefix),
+						j.Counts.Cancelled, j.Counts.Fired, j.Counts.AlreadyCancelled, j.ShardsDone, j.Shards, fmtTime(j.Created, r.o.Now()))
+				})
+			})
+		})
 }
 
 func (r *runner) cancelJobsGet(c *cli.Context) error {
@@ -84,51 +77,29 @@ func (r *runner) cancelJobsGet(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return r.once(c, func(ctx context.Context, s *session) error {
-		j, err := s.q.CancelJobs().Get(ctx, id)
-		if err != nil {
-			return s.redisErr(err)
-		}
-		return r.cancelJobOut(s, j)
-	})
+	return show(r, c, func(ctx context.Context, s *session) (queue.CancelJob, error) { return s.q.CancelJobs().Get(ctx, id) }, r.cancelJobOut)
 }
 
 // cancelJobOut prints one job: JSON as the API answers it, or a table.
 func (r *runner) cancelJobOut(s *session, j queue.CancelJob) error {
-	if s.g.json {
-		return writeJSON(r.o.Stdout, api.ToCancelJobJSON(j))
-	}
-	now := r.o.Now()
-	tw := newTable(r.o.Stdout)
-	fmt.Fprintf(tw, "job\t%s\n", j.ID)
-	fmt.Fprintf(tw, "prefix\t%s\n", strconv.Quote(j.Filter.IDPrefix))
-	fmt.Fprintf(tw, "state\t%s\n", j.State)
-	if j.Error != "" {
-		fmt.Fprintf(tw, "error\t%s\n", j.Error)
-	}
-	fmt.Fprintf(tw, "created\t%s\n", fmtTime(j.Created, now))
-	fmt.Fprintf(tw, "finished\t%s\n", fmtTime(j.Finished, now))
-	fmt.Fprintf(tw, "cancelled\t%d\n", j.Counts.Cancelled)
-	fmt.Fprintf(tw, "fired before\t%d\n", j.Counts.Fired)
-	fmt.Fprintf(tw, "cancelled before\t%d\n", j.Counts.AlreadyCancelled)
-	if j.Counts.Skipped > 0 {
-		fmt.Fprintf(tw, "skipped (malformed)\t%d\n", j.Counts.Skipped)
-	}
-	fmt.Fprintf(tw, "shards done\t%d of %d\n", j.ShardsDone, j.Shards)
-	return tw.Flush()
-}
-
-func (r *runner) writeCancelJobs(w io.Writer, jobs []queue.CancelJob) error {
-	if len(jobs) == 0 {
-		_, err := fmt.Fprintln(w, "no bulk cancel jobs")
-		return err
-	}
-	now := r.o.Now()
-	tw := newTable(w)
-	fmt.Fprintln(tw, "JOB\tSTATE\tPREFIX\tCANCELLED\tFIRED BEFORE\tCANCELLED BEFORE\tSHARDS DONE\tCREATED")
-	for _, j := range jobs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d/%d\t%s\n", j.ID, j.State, strconv.Quote(j.Filter.IDPrefix),
-			j.Counts.Cancelled, j.Counts.Fired, j.Counts.AlreadyCancelled, j.ShardsDone, j.Shards, fmtTime(j.Created, now))
-	}
-	return tw.Flush()
+	return r.emit(s.g, api.ToCancelJobJSON(j), func(w io.Writer) error {
+		now := r.o.Now()
+		tw := newTable(w)
+		fmt.Fprintf(tw, "job\t%s\n", j.ID)
+		fmt.Fprintf(tw, "prefix\t%s\n", strconv.Quote(j.Filter.IDPrefix))
+		fmt.Fprintf(tw, "state\t%s\n", j.State)
+		if j.Error != "" {
+			fmt.Fprintf(tw, "error\t%s\n", j.Error)
+		}
+		fmt.Fprintf(tw, "created\t%s\n", fmtTime(j.Created, now))
+		fmt.Fprintf(tw, "finished\t%s\n", fmtTime(j.Finished, now))
+		fmt.Fprintf(tw, "cancelled\t%d\n", j.Counts.Cancelled)
+		fmt.Fprintf(tw, "fired before\t%d\n", j.Counts.Fired)
+		fmt.Fprintf(tw, "cancelled before\t%d\n", j.Counts.AlreadyCancelled)
+		if j.Counts.Skipped > 0 {
+			fmt.Fprintf(tw, "skipped (malformed)\t%d\n", j.Counts.Skipped)
+		}
+		fmt.Fprintf(tw, "shards done\t%d of %d\n", j.ShardsDone, j.Shards)
+		return tw.Flush()
+	})
 }

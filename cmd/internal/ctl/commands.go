@@ -256,21 +256,16 @@ func payloadTooLarge(size int64, what string) error {
 		Err:     queue.ErrPayloadTooLarge}
 }
 
-// recordOut prints one timer in the chosen format.
+// recordOut prints one timer in the chosen format, with, if created is
+// not nil, whether schedule created it.
 func (r *runner) recordOut(s *session, t queue.Timer, created *bool) error {
-	if s.g.json {
-		j := api.ToTimerJSON(t)
-		j.Created = created
-		return writeJSON(r.o.Stdout, j)
-	}
+	j := api.ToTimerJSON(t)
+	j.Created = created
 	note := ""
 	if created != nil {
-		note = "created"
-		if !*created {
-			note = "already existed, left unchanged"
-		}
+		note = map[bool]string{true: "created", false: "already existed, left unchanged"}[*created]
 	}
-	return writeRecord(r.o.Stdout, t, r.o.Now(), note)
+	return r.emit(s.g, j, func(w io.Writer) error { return writeRecord(w, t, r.o.Now(), note) })
 }
 
 func (r *runner) schedule(c *cli.Context) error {
@@ -292,47 +287,39 @@ func (r *runner) schedule(c *cli.Context) error {
 	if c.IsSet("deliver-url") && !c.IsSet("deliver") {
 		return usageErr("--deliver-url needs --deliver", "name the endpoint whose secrets and retry policy apply: --deliver NAME --deliver-url URL")
 	}
-	if ep := c.String("deliver"); c.IsSet("deliver") || c.IsSet("flow-key") {
-		if c.IsSet("deliver") {
-			if err := queue.ValidateEndpointName(ep); err != nil {
-				return err
-			}
+	ep, key := c.String("deliver"), c.String("flow-key")
+	if c.IsSet("deliver") {
+		if err := queue.ValidateEndpointName(ep); err != nil {
+			return err
 		}
-		key := c.String("flow-key")
-		if c.IsSet("flow-key") {
-			if err := queue.ValidateFlowKey(key); err != nil {
-				return err
-			}
-		}
-		t := queue.NewTimer{ID: id, Due: due.at, Payload: p, Endpoint: ep, URL: c.String("deliver-url"), FlowKey: key}
-		if due.relative {
-			t = queue.NewTimerIn(id, due.in, p)
-			t.Endpoint, t.URL, t.FlowKey = ep, c.String("deliver-url"), key
-		}
-		return r.once(c, func(ctx context.Context, s *session) error {
-			res, err := s.q.ScheduleBatch(ctx, []queue.NewTimer{t})
-			if err != nil {
-				return s.redisErr(err)
-			}
-			return r.recordOut(s, res[0].Timer, &res[0].Created)
-		})
 	}
+	if c.IsSet("flow-key") {
+		if err := queue.ValidateFlowKey(key); err != nil {
+			return err
+		}
+	}
+	t := queue.NewTimer{ID: id, Due: due.at, Payload: p}
+	if due.relative {
+		t = queue.NewTimerIn(id, due.in, p)
+	}
+	t.Endpoint, t.URL, t.FlowKey = ep, c.String("deliver-url"), key
 	return r.once(c, func(ctx context.Context, s *session) error {
-		var res queue.ScheduleResult
-		if due.relative {
-			res, err = s.q.ScheduleIn(ctx, id, due.in, p)
+		res := []queue.ScheduleResult{{}}
+		if ep == "" && key == "" && !due.relative {
+			// Schedule's errors speak of a timer, ScheduleBatch's of a batch item.
+			res[0], err = s.q.Schedule(ctx, id, due.at, p)
 		} else {
-			res, err = s.q.Schedule(ctx, id, due.at, p)
+			res, err = s.q.ScheduleBatch(ctx, []queue.NewTimer{t})
 		}
 		if err != nil {
-			return s.redisErr(err)
+			return err
 		}
-		return r.recordOut(s, res.Timer, &res.Created)
+		return r.recordOut(s, res[0].Timer, &res[0].Created)
 	})
 }
 
-// once opens a session, runs fn with a context bounded by --timeout, and
-// closes the session.
+// once opens a session, runs fn with a context bounded by --timeout,
+// explains its error by its cause (redisErr), and closes the session.
 func (r *runner) once(c *cli.Context, fn func(context.Context, *session) error) error {
 	s, err := r.open(c)
 	if err != nil {
@@ -341,7 +328,18 @@ func (r *runner) once(c *cli.Context, fn func(context.Context, *session) error) 
 	defer s.close()
 	ctx, cancel := s.ctx(c)
 	defer cancel()
-	return fn(ctx, s)
+	return s.redisErr(fn(ctx, s))
+}
+
+// show runs get in a session (once) and prints what it returns with print.
+func show[T any](r *runner, c *cli.Context, get func(context.Context, *session) (T, error), print func(*session, T) error) error {
+	return r.once(c, func(ctx context.Context, s *session) error {
+		v, err := get(ctx, s)
+		if err != nil {
+			return err
+		}
+		return print(s, v)
+	})
 }
 
 // byID runs one of the queue's single-timer operations and prints the
@@ -351,13 +349,8 @@ func (r *runner) byID(c *cli.Context, op func(context.Context, *queue.Queue, str
 	if err != nil {
 		return err
 	}
-	return r.once(c, func(ctx context.Context, s *session) error {
-		t, err := op(ctx, s.q, id)
-		if err != nil {
-			return s.redisErr(err)
-		}
-		return r.recordOut(s, t, nil)
-	})
+	return show(r, c, func(ctx context.Context, s *session) (queue.Timer, error) { return op(ctx, s.q, id) },
+		func(s *session, t queue.Timer) error { return r.recordOut(s, t, nil) })
 }
 
 // get prints a timer, and for a fired one whose fires were delivered to
@@ -370,20 +363,17 @@ func (r *runner) get(c *cli.Context) error {
 	return r.once(c, func(ctx context.Context, s *session) error {
 		t, err := s.q.Get(ctx, id)
 		if err != nil {
-			return s.redisErr(err)
+			return err
 		}
 		var log []queue.DeliveryAttempt
 		if t.State == queue.StateFired {
 			if log, err = s.q.Deliveries().Attempts(ctx, id); err != nil {
-				return s.redisErr(err)
+				return err
 			}
 		}
-		if s.g.json {
-			j := api.ToTimerJSON(t)
-			j.Delivery = api.ToDeliveryLogJSON(log)
-			return writeJSON(r.o.Stdout, j)
-		}
-		return writeRecord(r.o.Stdout, t, r.o.Now(), "", log...)
+		j := api.ToTimerJSON(t)
+		j.Delivery = api.ToDeliveryLogJSON(log)
+		return r.emit(s.g, j, func(w io.Writer) error { return writeRecord(w, t, r.o.Now(), "", log...) })
 	})
 }
 
@@ -467,23 +457,17 @@ func (r *runner) list(c *cli.Context) error {
 
 // printPage prints one page of list.
 func (r *runner) printPage(c *cli.Context, s *session, page queue.ListPage) error {
-	if s.g.json {
-		if err := writeJSON(r.o.Stdout, mapList(page.Timers, api.ToTimerJSON)); err != nil {
-			return err
-		}
+	if s.g.json && page.NextCursor != "" {
 		// stdout stays one JSON array; the cursor goes beside it.
-		if page.NextCursor != "" {
-			fmt.Fprintf(r.o.Stderr, "next cursor: %s\n", page.NextCursor)
+		defer fmt.Fprintf(r.o.Stderr, "next cursor: %s\n", page.NextCursor)
+	}
+	return r.emit(s.g, mapList(page.Timers, api.ToTimerJSON), func(w io.Writer) error {
+		err := writeList(w, page.Timers, r.o.Now())
+		if err == nil && page.NextCursor != "" {
+			_, err = fmt.Fprintf(w, "\nmore: %s\n", nextPageCommand(c, s.g.namespace, page.NextCursor))
 		}
-		return nil
-	}
-	if err := writeList(r.o.Stdout, page.Timers, r.o.Now()); err != nil {
 		return err
-	}
-	if page.NextCursor != "" {
-		fmt.Fprintf(r.o.Stdout, "\nmore: %s\n", nextPageCommand(c, s.g.namespace, page.NextCursor))
-	}
-	return nil
+	})
 }
 
 // nextPageCommand is the list command that prints the next page of the
@@ -570,11 +554,10 @@ func (r *runner) version(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if g.json {
-		return writeJSON(r.o.Stdout, versionJSON{Version: r.o.Version, Go: runtime.Version()})
-	}
-	_, err = fmt.Fprintln(r.o.Stdout, cliconf.VersionLine("timerctl", r.o.Version))
-	return err
+	return r.emit(g, versionJSON{Version: r.o.Version, Go: runtime.Version()}, func(w io.Writer) error {
+		_, err := fmt.Fprintln(w, cliconf.VersionLine("timerctl", r.o.Version))
+		return err
+	})
 }
 
 // versionJSON is `timerctl version -o json`.

@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/urfave/cli/v2"
 
@@ -56,13 +57,11 @@ func (r *runner) debounce(c *cli.Context) error {
 	return r.once(c, func(ctx context.Context, s *session) error {
 		res, err := s.q.Debounce(ctx, key, o)
 		if err != nil {
-			return s.redisErr(err)
-		}
-		if s.g.json {
-			// The HTTP API's answer.
-			return writeJSON(r.o.Stdout, api.ToDebounceResultJSON(res))
+			return err
 		}
 		now := r.o.Now()
-		return writeRecord(r.o.Stdout, res.Timer, now, fmt.Sprintf("%s; the window's deadline is %s", res.Outcome, fmtTime(res.Deadline, now)))
+		return r.emit(s.g, api.ToDebounceResultJSON(res), func(w io.Writer) error { // the HTTP API's answer
+			return writeRecord(w, res.Timer, now, fmt.Sprintf("%s; the window's deadline is %s", res.Outcome, fmtTime(res.Deadline, now)))
+		})
 	})
 }

@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/urfave/cli/v2"
 
@@ -31,18 +32,17 @@ dead-letter the fires of timers that already have one (redrive them once it is o
 			return r.once(c, func(ctx context.Context, s *session) error {
 				if c.IsSet("allow-timer-urls") {
 					if err := s.q.Deliveries().SetPolicy(ctx, queue.DeliveryPolicy{AllowTimerURLs: c.Bool("allow-timer-urls")}); err != nil {
-						return s.redisErr(err)
+						return err
 					}
 				}
 				p, err := s.q.Deliveries().Policy(ctx)
 				if err != nil {
-					return s.redisErr(err)
+					return err
 				}
-				if s.g.json {
-					return writeJSON(r.o.Stdout, p)
-				}
-				_, err = fmt.Fprintf(r.o.Stdout, "allow-timer-urls  %v\n", p.AllowTimerURLs)
-				return err
+				return r.emit(s.g, p, func(w io.Writer) error {
+					_, err := fmt.Fprintf(w, "allow-timer-urls  %v\n", p.AllowTimerURLs)
+					return err
+				})
 			})
 		},
 	}

@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net/netip"
 	"os"
@@ -17,10 +18,9 @@ import (
 )
 
 // endpointsCommand is `timerctl endpoints create|get|list|delete|enable|
-// disable`: one command with the verb as its first argument, as
-// `timerctl namespace`, so that flags may follow the arguments.
+// disable`.
 func (r *runner) endpointsCommand() *cli.Command {
-	return &cli.Command{
+	return verbCommand(&cli.Command{
 		Name:      "endpoints",
 		Usage:     "manage the HTTP endpoints fires are delivered to (create NAME --url URL --secret-file PATH | get NAME | list | delete NAME | enable NAME | disable NAME)",
 		ArgsUsage: "create NAME --url URL --secret-file PATH [flags] | get NAME | list | delete NAME | enable NAME | disable NAME",
@@ -43,32 +43,15 @@ header value shows as a fingerprint, "…(" and 8 hex digits of its SHA-256.`,
 			&cli.BoolFlag{Name: "disabled", Usage: "create: store the endpoint disabled"},
 			&cli.StringSliceFlag{Name: "allow", Usage: "create: admit a URL whose host is an address in `CIDR` though private or loopback (repeat for more)"},
 		},
-		Action: func(c *cli.Context) error {
-			switch verb := c.Args().First(); verb {
-			case "create":
-				return r.endpointCreate(c)
-			case "list":
-				if c.NArg() != 1 {
-					return usageErr("endpoints list takes no argument", "run 'timerctl endpoints list'")
-				}
-				return r.endpointList(c)
-			case "get", "delete", "enable", "disable":
-				if c.NArg() != 2 {
-					return usageErr(fmt.Sprintf("endpoints %s takes one endpoint name", verb), fmt.Sprintf("run 'timerctl endpoints %s NAME'", verb))
-				}
-				return r.endpointByName(c, verb, c.Args().Get(1))
-			}
-			return usageErr(fmt.Sprintf("endpoints takes create, get, list, delete, enable or disable, not %q", c.Args().First()),
-				"run 'timerctl endpoints --help'")
-		},
-	}
+	},
+		verb{name: "create", arg: "endpoint name", fix: "run 'timerctl endpoints create NAME --url URL --secret-file PATH'", run: r.endpointCreate},
+		verb{name: "get", arg: "endpoint name", fix: "run 'timerctl endpoints get NAME'", run: r.endpointByName},
+		verb{name: "list", fix: "run 'timerctl endpoints list'", run: r.endpointList},
+		verb{name: "delete", arg: "endpoint name", fix: "run 'timerctl endpoints delete NAME'", run: r.endpointByName}, verb{name: "enable", arg: "endpoint name", fix: "run 'timerctl endpoints enable NAME'", run: r.endpointByName}, verb{name: "disable", arg: "endpoint name", fix: "run 'timerctl endpoints disable NAME'", run: r.endpointByName})
 }
 
-func (r *runner) endpointCreate(c *cli.Context) error {
-	if c.NArg() != 2 {
-		return usageErr("endpoints create takes one endpoint name", "run 'timerctl endpoints create NAME --url URL --secret-file PATH'")
-	}
-	e := queue.Endpoint{Name: c.Args().Get(1), URL: c.String("url"), Timeout: c.Duration("request-timeout"),
+func (r *runner) endpointCreate(c *cli.Context, args []string) error {
+	e := queue.Endpoint{Name: args[0], URL: c.String("url"), Timeout: c.Duration("request-timeout"),
 		Retry: queue.RetryPolicy{MaxAttempts: c.Int("max-attempts"), MaxAge: c.Duration("max-age"),
 			Base: c.Duration("backoff-base"), Cap: c.Duration("backoff-cap"), RetryClientErrors: c.Bool("retry-client-errors")},
 		MaxInFlight: c.Int("max-in-flight"), Disabled: c.Bool("disabled")}
@@ -117,82 +100,59 @@ func (r *runner) endpointCreate(c *cli.Context) error {
 	return r.once(c, func(ctx context.Context, s *session) error {
 		created, err := s.q.Endpoints().Put(ctx, e, &opts)
 		if err != nil {
-			return s.redisErr(err)
+			return err
 		}
 		stored, err := s.q.Endpoints().Get(ctx, e.Name)
-		if err != nil {
-			return s.redisErr(err)
-		}
-		if s.g.json {
-			j := api.ToEndpointJSON(stored)
-			j.Created = &created
-			return writeJSON(r.o.Stdout, j)
-		}
-		note := "created"
-		if !created {
-			note = "replaced"
-		}
-		return writeEndpoint(r, stored, note)
+		return r.endpointOut(s, stored, &created, map[bool]string{true: "created", false: "replaced"}[created], err)
 	})
 }
 
-func (r *runner) endpointByName(c *cli.Context, verb, name string) error {
+// endpointByName runs get, delete, enable or disable.
+func (r *runner) endpointByName(c *cli.Context, args []string) error {
+	verb, name := c.Args().First(), args[0]
 	if err := queue.ValidateEndpointName(name); err != nil {
 		return err
 	}
 	return r.once(c, func(ctx context.Context, s *session) error {
-		var e queue.Endpoint
-		var err error
 		switch verb {
 		case "get":
-			e, err = s.q.Endpoints().Get(ctx, name)
-		case "enable", "disable":
-			e, err = s.q.Endpoints().SetEnabled(ctx, name, verb == "enable")
+			e, err := s.q.Endpoints().Get(ctx, name)
+			return r.endpointOut(s, e, nil, "", err)
 		case "delete":
 			if err := s.q.Endpoints().Delete(ctx, name); err != nil {
-				return s.redisErr(err)
+				return err
 			}
-			if s.g.json {
-				return writeJSON(r.o.Stdout, map[string]any{"name": name, "deleted": true})
-			}
-			fmt.Fprintf(r.o.Stdout, "deleted endpoint %s\n", name)
-			return nil
+			return r.emit(s.g, map[string]any{"name": name, "deleted": true}, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "deleted endpoint %s\n", name)
+				return err
+			})
 		}
-		if err != nil {
-			return s.redisErr(err)
-		}
-		if s.g.json {
-			return writeJSON(r.o.Stdout, api.ToEndpointJSON(e))
-		}
-		note := ""
-		if verb != "get" {
-			note = verb + "d"
-		}
-		return writeEndpoint(r, e, note)
+		e, err := s.q.Endpoints().SetEnabled(ctx, name, verb == "enable")
+		return r.endpointOut(s, e, nil, verb+"d", err)
 	})
 }
 
-func (r *runner) endpointList(c *cli.Context) error {
-	return r.once(c, func(ctx context.Context, s *session) error {
-		list, err := s.q.Endpoints().List(ctx)
-		if err != nil {
-			return s.redisErr(err)
-		}
-		if s.g.json {
-			return writeJSON(r.o.Stdout, map[string]any{"endpoints": mapList(list, api.ToEndpointJSON)})
-		}
-		if len(list) == 0 {
-			fmt.Fprintf(r.o.Stdout, "no endpoints in namespace %s\n", s.q.Namespace())
-			return nil
-		}
-		tw := newTable(r.o.Stdout)
-		fmt.Fprintln(tw, "NAME\tSTATE\tURL\tSECRETS")
-		for _, e := range list {
-			j := api.ToEndpointJSON(e)
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Name, enabledText(j.Enabled), e.URL, strings.Join(j.Secrets, " "))
-		}
-		return tw.Flush()
-	})
+// endpointOut prints e, unless err, with created in JSON and note beside
+// its name in the table.
+func (r *runner) endpointOut(s *session, e queue.Endpoint, created *bool, note string, err error) error {
+	if err != nil {
+		return err
+	}
+	j := api.ToEndpointJSON(e)
+	j.Created = created
+	return r.emit(s.g, j, func(w io.Writer) error { return writeEndpoint(w, e, note) })
+}
+
+func (r *runner) endpointList(c *cli.Context, _ []string) error {
+	return show(r, c, func(ctx context.Context, s *session) ([]queue.Endpoint, error) { return s.q.Endpoints().List(ctx) },
+		func(s *session, list []queue.Endpoint) error {
+			return r.emit(s.g, map[string]any{"endpoints": mapList(list, api.ToEndpointJSON)}, func(w io.Writer) error {
+				return writeRows(w, "no endpoints in namespace "+s.q.Namespace(), "NAME\tSTATE\tURL\tSECRETS", list, func(e queue.Endpoint) string {
+					j := api.ToEndpointJSON(e)
+					return fmt.Sprintf("%s\t%s\t%s\t%s", e.Name, enabledText(j.Enabled), e.URL, strings.Join(j.Secrets, " "))
+				})
+			})
+		})
 }
 
 func enabledText(on bool) string {
@@ -203,9 +163,9 @@ func enabledText(on bool) string {
 }
 
 // writeEndpoint prints one endpoint as label: value lines.
-func writeEndpoint(r *runner, e queue.Endpoint, note string) error {
+func writeEndpoint(w io.Writer, e queue.Endpoint, note string) error {
 	j := api.ToEndpointJSON(e)
-	tw := newTable(r.o.Stdout)
+	tw := newTable(w)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 	name := e.Name
 	if note != "" {
@@ -214,7 +174,7 @@ func writeEndpoint(r *runner, e queue.Endpoint, note string) error {
 	row("name", name)
 	row("url", e.URL)
 	row("state", enabledText(j.Enabled))
-	for _, k := range sortedKeys(j.Headers) {
+	for _, k := range slices.Sorted(maps.Keys(j.Headers)) {
 		row("header", k+": "+j.Headers[k])
 	}
 	def := func(s, d string) string {
@@ -245,5 +205,3 @@ func writeEndpoint(r *runner, e queue.Endpoint, note string) error {
 	row("updated", timefmt.Format(e.UpdatedAt))
 	return tw.Flush()
 }
-
-func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }

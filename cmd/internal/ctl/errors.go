@@ -9,6 +9,7 @@ import (
 
 	"github.com/timerq/timerq/cmd/internal/cliconf"
 	"github.com/timerq/timerq/queue"
+	"github.com/timerq/timerq/schedule"
 )
 
 // Exit codes of timerctl, as documented in `timerctl --help` and
@@ -45,6 +46,14 @@ func classify(err error, t cliconf.Target) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
+	}
+	if errors.Is(err, schedule.ErrInvalidSchedule) {
+		// A bad spec keeps queue's own "; <what to do>" as the fix.
+		msg := strings.TrimPrefix(err.Error(), "timerq: ")
+		if i := strings.LastIndex(msg, "; "); i >= 0 {
+			return &Error{Code: ExitUsage, Problem: msg[:i], Fix: msg[i+2:], Err: err}
+		}
+		return &Error{Code: ExitUsage, Problem: msg, Fix: "see 'timerctl schedule --help'", Err: err}
 	}
 	ex := cliconf.Explain(err, t)
 	var few *queue.TooFewReplicasError

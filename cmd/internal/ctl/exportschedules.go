@@ -44,7 +44,7 @@ func writeSchedules(c *cli.Context, s *session, w io.Writer) error {
 		page, err := s.q.Recurring().List(ctx, queue.RecurringListOptions{Cursor: cursor})
 		cancel()
 		if err != nil {
-			return recurringErr(s, err)
+			return s.redisErr(err)
 		}
 		for _, in := range page.Schedules {
 			if err := enc.Encode(toScheduleExportLine(in)); err != nil {

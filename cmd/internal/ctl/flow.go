@@ -1,8 +1,10 @@
 package ctl
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -14,7 +16,7 @@ import (
 // flowCommand is `timerctl flow put|list|delete|stats`: per-key flow
 // control of delivery (docs/delivery.md#flow-control).
 func (r *runner) flowCommand() *cli.Command {
-	return &cli.Command{
+	return verbCommand(&cli.Command{
 		Name:      "flow",
 		Usage:     "manage per-key flow control of delivery (put --rate N --per D [--key K] [--endpoint E] [--max-in-flight M] | list | delete [--key K] [--endpoint E] | stats [--group G])",
 		ArgsUsage: "put --rate N --per D [flags] | list | delete [flags] | stats [--group G]",
@@ -31,20 +33,12 @@ lists the flow keys of a consumer group with fires parked: backlog, in flight an
 			&cli.StringFlag{Name: "group", Usage: "stats: the consumer `GROUP`", Value: "timerq-deliver"},
 			&cli.IntFlag{Name: "limit", Usage: "stats: most keys to list, the largest backlog first, `N`", Value: 20},
 		},
-		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return usageErr("flow takes one verb: put, list, delete or stats", "run 'timerctl flow --help'")
-			}
-			verbs := map[string]func(*cli.Context) error{"put": r.flowPut, "list": r.flowList, "delete": r.flowDelete, "stats": r.flowStats}
-			if verb, ok := verbs[c.Args().First()]; ok {
-				return verb(c)
-			}
-			return usageErr(fmt.Sprintf("flow takes put, list, delete or stats, not %q", c.Args().First()), "run 'timerctl flow --help'")
-		},
-	}
+	},
+		verb{name: "put", fix: "run 'timerctl flow --help'", run: r.flowPut}, verb{name: "list", fix: "run 'timerctl flow --help'", run: r.flowList},
+		verb{name: "delete", fix: "run 'timerctl flow --help'", run: r.flowDelete}, verb{name: "stats", fix: "run 'timerctl flow --help'", run: r.flowStats})
 }
 
-func (r *runner) flowPut(c *cli.Context) error {
+func (r *runner) flowPut(c *cli.Context, _ []string) error {
 	p := queue.FlowPolicy{Endpoint: c.String("endpoint"), Key: c.String("key"), Rate: c.Int("rate"), Period: c.Duration("per"),
 		MaxInFlight: c.Int("max-in-flight")}
 	// Refused before connecting: nothing is written.
@@ -53,13 +47,12 @@ func (r *runner) flowPut(c *cli.Context) error {
 	}
 	return r.once(c, func(ctx context.Context, s *session) error {
 		if err := s.q.Flows().PutPolicy(ctx, p); err != nil {
-			return s.redisErr(err)
+			return err
 		}
-		if s.g.json {
-			return writeJSON(r.o.Stdout, api.ToFlowPolicyJSON(p))
-		}
-		fmt.Fprintf(r.o.Stdout, "flow policy %s: %s\n", policyName(p.Endpoint, p.Key), policyText(p))
-		return nil
+		return r.emit(s.g, api.ToFlowPolicyJSON(p), func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "flow policy %s: %s\n", policyName(p.Endpoint, p.Key), policyText(p))
+			return err
+		})
 	})
 }
 
@@ -82,40 +75,15 @@ func policyText(p queue.FlowPolicy) string {
 	return s
 }
 
-func (r *runner) flowList(c *cli.Context) error {
-	return r.once(c, func(ctx context.Context, s *session) error {
-		list, err := s.q.Flows().Policies(ctx)
-		if err != nil {
-			return s.redisErr(err)
-		}
-		if s.g.json {
-			return writeJSON(r.o.Stdout, map[string]any{"flow_policies": mapList(list, api.ToFlowPolicyJSON)})
-		}
-		if len(list) == 0 {
-			fmt.Fprintf(r.o.Stdout, "no flow policies in namespace %s\n", s.q.Namespace())
-			return nil
-		}
-		tw := newTable(r.o.Stdout)
-		fmt.Fprintln(tw, "ENDPOINT\tKEY\tRATE\tMAX IN FLIGHT")
-		for _, p := range list {
-			fmt.Fprintf(tw, "%s\t%s\t%d/%v\t%s\n", orDash(p.Endpoint), orDefault(p.Key), p.Rate, p.Period, inFlightText(p.MaxInFlight))
-		}
-		return tw.Flush()
-	})
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-func orDefault(s string) string {
-	if s == "" {
-		return "(default)"
-	}
-	return s
+func (r *runner) flowList(c *cli.Context, _ []string) error {
+	return show(r, c, func(ctx context.Context, s *session) ([]queue.FlowPolicy, error) { return s.q.Flows().Policies(ctx) },
+		func(s *session, list []queue.FlowPolicy) error {
+			return r.emit(s.g, map[string]any{"flow_policies": mapList(list, api.ToFlowPolicyJSON)}, func(w io.Writer) error {
+				return writeRows(w, "no flow policies in namespace "+s.q.Namespace(), "ENDPOINT\tKEY\tRATE\tMAX IN FLIGHT", list, func(p queue.FlowPolicy) string {
+					return fmt.Sprintf("%s\t%s\t%d/%v\t%s", cmp.Or(p.Endpoint, "-"), cmp.Or(p.Key, "(default)"), p.Rate, p.Period, inFlightText(p.MaxInFlight))
+				})
+			})
+		})
 }
 
 func inFlightText(n int) string {
@@ -125,53 +93,43 @@ func inFlightText(n int) string {
 	return fmt.Sprint(n)
 }
 
-func (r *runner) flowDelete(c *cli.Context) error {
+func (r *runner) flowDelete(c *cli.Context, _ []string) error {
 	endpoint, key := c.String("endpoint"), c.String("key")
 	return r.once(c, func(ctx context.Context, s *session) error {
 		found, err := s.q.Flows().DeletePolicy(ctx, endpoint, key)
 		if err != nil {
-			return s.redisErr(err)
+			return err
 		}
 		if !found {
 			return &Error{Code: ExitNotFound, Problem: fmt.Sprintf("no flow policy for %s", policyName(endpoint, key)), Fix: "list them with 'timerctl flow list'"}
 		}
-		if s.g.json {
-			return writeJSON(r.o.Stdout, map[string]any{"endpoint": endpoint, "key": key, "deleted": true})
-		}
-		fmt.Fprintf(r.o.Stdout, "deleted flow policy %s\n", policyName(endpoint, key))
-		return nil
+		return r.emit(s.g, map[string]any{"endpoint": endpoint, "key": key, "deleted": true}, func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "deleted flow policy %s\n", policyName(endpoint, key))
+			return err
+		})
 	})
 }
 
-func (r *runner) flowStats(c *cli.Context) error {
+func (r *runner) flowStats(c *cli.Context, _ []string) error {
 	group, limit := c.String("group"), c.Int("limit")
 	if err := queue.ValidateConsumerName("group", group); err != nil {
 		return err
 	}
-	return r.once(c, func(ctx context.Context, s *session) error {
-		st, err := s.q.Flows().Stats(ctx, group, limit)
-		if err != nil {
-			return s.redisErr(err)
-		}
-		if s.g.json {
-			return writeJSON(r.o.Stdout, struct {
+	return show(r, c, func(ctx context.Context, s *session) ([]queue.FlowStat, error) {
+		return s.q.Flows().Stats(ctx, group, limit)
+	},
+		func(s *session, st []queue.FlowStat) error {
+			return r.emit(s.g, struct {
 				Group string             `json:"group"`
 				Flows []api.FlowStatJSON `json:"flows"`
-			}{group, mapList(st, api.ToFlowStatJSON)})
-		}
-		if len(st) == 0 {
-			fmt.Fprintf(r.o.Stdout, "no flow key of group %s has fires parked\n", group)
-			return nil
-		}
-		tw := newTable(r.o.Stdout)
-		fmt.Fprintln(tw, "ENDPOINT\tKEY\tBACKLOG\tIN FLIGHT\tRATE")
-		for _, f := range st {
-			rate := "-"
-			if f.Policy.Rate > 0 {
-				rate = policyText(f.Policy)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", orDash(f.Endpoint), f.Key, f.Backlog, f.InFlight, rate)
-		}
-		return tw.Flush()
-	})
+			}{group, mapList(st, api.ToFlowStatJSON)}, func(w io.Writer) error {
+				return writeRows(w, "no flow key of group "+group+" has fires parked", "ENDPOINT\tKEY\tBACKLOG\tIN FLIGHT\tRATE", st, func(f queue.FlowStat) string {
+					rate := "-"
+					if f.Policy.Rate > 0 {
+						rate = policyText(f.Policy)
+					}
+					return fmt.Sprintf("%s\t%s\t%d\t%d\t%s", cmp.Or(f.Endpoint, "-"), f.Key, f.Backlog, f.InFlight, rate)
+				})
+			})
+		})
 }

@@ -58,6 +58,29 @@ func mapList[T, J any](in []T, to func(T) J) []J {
 	return out
 }
 
+// emit prints v as JSON under -o json, and otherwise runs text.
+func (r *runner) emit(g global, v any, text func(w io.Writer) error) error {
+	if g.json {
+		return writeJSON(r.o.Stdout, v)
+	}
+	return text(r.o.Stdout)
+}
+
+// writeRows prints items as a table under header, a row each; none, if
+// not "", is printed instead of an empty table.
+func writeRows[T any](w io.Writer, none, header string, items []T, row func(T) string) error {
+	if len(items) == 0 && none != "" {
+		_, err := fmt.Fprintln(w, none)
+		return err
+	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, header)
+	for _, it := range items {
+		fmt.Fprintln(tw, row(it))
+	}
+	return tw.Flush()
+}
+
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

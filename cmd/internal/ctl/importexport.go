@@ -213,7 +213,12 @@ func (r *runner) importCmd(c *cli.Context) error {
 	if c.NArg() > 1 {
 		return usageErr(fmt.Sprintf("too many arguments: %q", c.Args().Slice()), helpFix(c))
 	}
-	path := c.Args().First()
+	return r.importFile(c, c.Args().First(), "")
+}
+
+// importFile imports path, or stdin for "" and "-". only, if not "", is
+// the kind every line is read as (schedules import: kindSchedule).
+func (r *runner) importFile(c *cli.Context, path, only string) error {
 	in, size := r.o.Stdin, int64(0)
 	if path != "" && path != "-" {
 		f, err := os.Open(path)
@@ -235,7 +240,7 @@ func (r *runner) importCmd(c *cli.Context) error {
 	}
 	defer s.close()
 
-	im := &importer{r: r, c: c, s: s, bar: r.progress(size), maxPay: s.q.Options().MaxPayloadBytes,
+	im := &importer{r: r, c: c, s: s, only: only, bar: r.progress(size), maxPay: s.q.Options().MaxPayloadBytes,
 		occs: map[string][]pendingOcc{}}
 	im.res.RejectedLines = []int{}
 	defer im.bar.done() // on every early return; done twice is done once
@@ -275,34 +280,44 @@ func (r *runner) importCmd(c *cli.Context) error {
 	slices.Sort(res.RejectedLines)
 	im.bar.update(im.read, im.lineNo)
 	im.bar.done()
-	if s.g.json {
-		if err := writeJSON(r.o.Stdout, res); err != nil {
+	if only == kindSchedule {
+		err = r.emit(s.g, map[string]int{"created": res.SchedulesCreated, "existing": res.SchedulesExisting, "rejected": res.Rejected}, func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "schedules: %d created, %d already existed, %d rejected\n", res.SchedulesCreated, res.SchedulesExisting, res.Rejected)
 			return err
-		}
+		})
 	} else {
-		fmt.Fprintf(r.o.Stdout, "created %d, existing %d, rejected %d", res.Created, res.Existing, res.Rejected)
-		if res.SchedulesCreated+res.SchedulesExisting > 0 {
-			fmt.Fprintf(r.o.Stdout, "; schedules: %d created, %d existing", res.SchedulesCreated, res.SchedulesExisting)
-		}
-		if res.Quarantined > 0 {
-			fmt.Fprintf(r.o.Stdout, "; %d records put in the quarantine (timerctl quarantine list)", res.Quarantined)
-		}
-		fmt.Fprintln(r.o.Stdout)
+		err = r.emitImport(s.g, res)
 	}
-	if res.Rejected > 0 {
+	if err == nil && res.Rejected > 0 {
 		return errRejected
 	}
-	return nil
+	return err
+}
+
+// emitImport prints import's counts.
+func (r *runner) emitImport(g global, res importJSON) error {
+	return r.emit(g, res, func(w io.Writer) error {
+		fmt.Fprintf(w, "created %d, existing %d, rejected %d", res.Created, res.Existing, res.Rejected)
+		if res.SchedulesCreated+res.SchedulesExisting > 0 {
+			fmt.Fprintf(w, "; schedules: %d created, %d existing", res.SchedulesCreated, res.SchedulesExisting)
+		}
+		if res.Quarantined > 0 {
+			fmt.Fprintf(w, "; %d records put in the quarantine (timerctl quarantine list)", res.Quarantined)
+		}
+		_, err := fmt.Fprintln(w)
+		return err
+	})
 }
 
 // importer is one run of timerctl import. Lines go to Redis in batches of
 // one kind, in the order they came, so that the first line of an ID wins,
 // as it would one line at a time.
 type importer struct {
-	r   *runner
-	c   *cli.Context
-	s   *session
-	bar *progressBar
+	r    *runner
+	c    *cli.Context
+	s    *session
+	bar  *progressBar
+	only string // the kind of every line, if not ""
 
 	maxPay   int
 	res      importJSON
@@ -321,7 +336,7 @@ type importer struct {
 // errLineTooLong). A bad line is rejected and counted; the error returned
 // is one that stops the import (Redis refused or failed).
 func (im *importer) add(line []byte, readErr error) error {
-	kind, err := readKind(line, readErr)
+	kind, err := readKind(line, readErr, im.only)
 	if err != nil {
 		im.reject(im.lineNo, cliconf.OneLine(err.Error()))
 		return nil
@@ -340,15 +355,16 @@ func (im *importer) add(line []byte, readErr error) error {
 	return im.addTimer(it)
 }
 
-// readKind returns the kind of a line read with readErr, or why the line
-// cannot be read: too long, not UTF-8, or of an unknown kind.
-func readKind(line []byte, readErr error) (string, error) {
+// readKind returns the kind of a line read with readErr (only, if not
+// ""), or why the line cannot be read: too long, not UTF-8, or of an
+// unknown kind.
+func readKind(line []byte, readErr error, only string) (string, error) {
 	if readErr != nil && readErr != io.EOF {
 		return "", readErr
 	}
 	// Schedule lines too: their IDs would be changed the same way.
-	if err := strictUTF8(line); err != nil {
-		return "", err
+	if err := strictUTF8(line); err != nil || only != "" {
+		return only, err
 	}
 	return lineKind(line)
 }
@@ -382,16 +398,18 @@ func (im *importer) addSchedule(line []byte) error {
 		return err
 	}
 	info, err := parseScheduleLine(line)
-	if err == nil {
-		err = restoreSchedule(im.c, im.s, info, im.occs[info.ID], &im.res)
+	if err != nil {
+		// A line that does not parse is rejected, as a timer line is.
+		im.reject(im.lineNo, cliconf.OneLine(err.Error()))
+		return nil
 	}
-	switch {
+	switch err := restoreSchedule(im.c, im.s, info, im.occs[info.ID], &im.res); {
 	case err == nil:
 		delete(im.occs, info.ID)
 	case isBadInput(err):
 		im.reject(im.lineNo, cliconf.OneLine(err.Error()))
 	default:
-		return recurringErr(im.s, err)
+		return im.s.redisErr(err)
 	}
 	return nil
 }
@@ -524,11 +542,7 @@ type pendingOcc struct {
 }
 
 func timersOf(occs []pendingOcc) []queue.Timer {
-	timers := make([]queue.Timer, len(occs))
-	for i, o := range occs {
-		timers[i] = o.timer
-	}
-	return timers
+	return mapList(occs, func(o pendingOcc) queue.Timer { return o.timer })
 }
 
 // restoreSchedule restores one schedule line of an import, with the

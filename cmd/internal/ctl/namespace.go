@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -11,12 +12,9 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-// namespaceCommand is `timerctl namespace create NS --shards N` and
-// `timerctl namespace show`. It is one command with the verb as its first
-// argument, not subcommands, so that flags may follow the arguments as in
-// every other timerctl command.
+// namespaceCommand is `timerctl namespace create|show|quotas`.
 func (r *runner) namespaceCommand() *cli.Command {
-	return &cli.Command{
+	return verbCommand(&cli.Command{
 		Name:      "namespace",
 		Usage:     "create a namespace with a shard count (create NS --shards N), show the --namespace's (show), or show or set its quotas (quotas)",
 		ArgsUsage: "create NS --shards N [--replicas N [--force]] | show | quotas [--pending N] [--endpoints N] [--schedules N]",
@@ -28,22 +26,14 @@ func (r *runner) namespaceCommand() *cli.Command {
 			&cli.IntFlag{Name: "replicas", Usage: fmt.Sprintf("create: fire and acknowledge schedules only once `N` replicas have them (0-%d, 0 = off; docs/guarantees.md); may be changed later, then restart workers and applications", queue.MaxReplicas)},
 			&cli.BoolFlag{Name: "force", Usage: "create: set --replicas even though a Redis master has N replicas in sync or fewer (each needs N+1, so that a failover leaves N); without it, timerctl refuses and names the masters"},
 		},
-		Action: func(c *cli.Context) error {
-			verbs := map[string]func(*cli.Context) error{"create": r.namespaceCreate, "show": r.namespaceShow, "quotas": r.namespaceQuotas}
-			if verb, ok := verbs[c.Args().First()]; ok {
-				return verb(c)
-			}
-			return usageErr(fmt.Sprintf("namespace takes create, show or quotas, not %q", c.Args().First()),
-				"run 'timerctl namespace create NS --shards N', 'timerctl namespace show' or 'timerctl namespace quotas'")
-		},
-	}
+	},
+		verb{name: "create", arg: "namespace name", fix: "run 'timerctl namespace create NS --shards N'", run: r.namespaceCreate},
+		verb{name: "show", fix: "pass the namespace with --namespace (TIMERQ_NAMESPACE)", run: r.namespaceShow},
+		verb{name: "quotas", fix: "pass the namespace with --namespace (TIMERQ_NAMESPACE)", run: r.namespaceQuotas})
 }
 
-func (r *runner) namespaceCreate(c *cli.Context) error {
-	if c.NArg() != 2 {
-		return usageErr("namespace create takes one namespace name", "run 'timerctl namespace create NS --shards N'")
-	}
-	ns := c.Args().Get(1)
+func (r *runner) namespaceCreate(c *cli.Context, args []string) error {
+	ns := args[0]
 	if err := queue.ValidateNamespace(ns); err != nil {
 		return err
 	}
@@ -59,76 +49,69 @@ func (r *runner) namespaceCreate(c *cli.Context) error {
 		// namespace behind to be created again with other flags.
 		if setReplicas {
 			if err := queue.CheckReplicas(ctx, s.rdb, ns, shards, replicas, opts); err != nil {
-				return s.redisErr(err)
+				return err
 			}
 		}
 		created, err := queue.CreateNamespace(ctx, s.rdb, ns, shards)
 		if err != nil {
-			return s.redisErr(err)
+			return err
 		}
 		if setReplicas {
 			if err := queue.SetReplicas(ctx, s.rdb, ns, replicas, opts); err != nil {
-				return s.redisErr(err)
+				return err
 			}
 		}
-		if s.g.json {
-			rep := max(replicas, 0)
-			return writeJSON(r.o.Stdout, api.NamespaceJSON{Namespace: ns, Shards: shards, Replicas: &rep, Created: created})
-		}
-		if setReplicas {
-			fmt.Fprintf(r.o.Stdout, "namespace %s: replicas set to %d\n", ns, replicas)
-		}
-		if created {
-			fmt.Fprintf(r.o.Stdout, "created namespace %s with %s\n", ns, plural(shards, "shard"))
-		} else {
-			fmt.Fprintf(r.o.Stdout, "namespace %s already has %s\n", ns, plural(shards, "shard"))
-		}
-		return nil
+		rep := max(replicas, 0)
+		return r.emit(s.g, api.NamespaceJSON{Namespace: ns, Shards: shards, Replicas: &rep, Created: created}, func(w io.Writer) error {
+			if setReplicas {
+				fmt.Fprintf(w, "namespace %s: replicas set to %d\n", ns, replicas)
+			}
+			if created {
+				fmt.Fprintf(w, "created namespace %s with %s\n", ns, plural(shards, "shard"))
+			} else {
+				fmt.Fprintf(w, "namespace %s already has %s\n", ns, plural(shards, "shard"))
+			}
+			return nil
+		})
 	})
 }
 
-func (r *runner) namespaceShow(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return usageErr("namespace show takes no namespace name", "pass it with --namespace (TIMERQ_NAMESPACE)")
-	}
+func (r *runner) namespaceShow(c *cli.Context, _ []string) error {
 	return r.once(c, func(ctx context.Context, s *session) error {
 		n, err := s.q.Inspect().Shards(ctx)
 		if err != nil {
-			return s.redisErr(err)
+			return err
 		}
 		rep, err := s.q.Inspect().Replicas(ctx)
 		if err != nil {
-			return s.redisErr(err)
+			return err
 		}
-		if s.g.json {
-			return writeJSON(r.o.Stdout, api.NamespaceJSON{Namespace: s.q.Namespace(), Shards: n, Replicas: &rep})
-		}
-		fmt.Fprintf(r.o.Stdout, "namespace %s has %s", s.q.Namespace(), plural(n, "shard"))
-		if rep > 0 {
-			fmt.Fprintf(r.o.Stdout, "; a fire or schedule waits for %s", plural(rep, "replica"))
-		}
-		fmt.Fprintln(r.o.Stdout)
-		return nil
+		return r.emit(s.g, api.NamespaceJSON{Namespace: s.q.Namespace(), Shards: n, Replicas: &rep}, func(w io.Writer) error {
+			fmt.Fprintf(w, "namespace %s has %s", s.q.Namespace(), plural(n, "shard"))
+			if rep > 0 {
+				fmt.Fprintf(w, "; a fire or schedule waits for %s", plural(rep, "replica"))
+			}
+			_, err := fmt.Fprintln(w)
+			return err
+		})
 	})
 }
 
 // namespaceQuotas prints the --namespace's quotas, after setting those
 // given as flags (the others keep their values).
-func (r *runner) namespaceQuotas(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return usageErr("namespace quotas takes no namespace name", "pass it with --namespace (TIMERQ_NAMESPACE)")
-	}
+func (r *runner) namespaceQuotas(c *cli.Context, _ []string) error {
 	return r.once(c, func(ctx context.Context, s *session) error {
 		ns := s.q.Namespace()
 		q, err := queue.NamespaceQuotas(ctx, s.rdb, ns)
 		if err != nil {
-			return s.redisErr(err)
+			return err
 		}
-		set := false
-		for _, f := range []struct {
+		quotas := []struct {
 			name string
 			v    *int64
-		}{{queue.QuotaPending, &q.Pending}, {queue.QuotaEndpoints, &q.Endpoints}, {queue.QuotaSchedules, &q.Schedules}} {
+		}{{queue.QuotaPending, &q.Pending}, {queue.QuotaEndpoints, &q.Endpoints}, {queue.QuotaSchedules, &q.Schedules}}
+		set := false
+		for _, f := range quotas {
 			if c.IsSet(f.name) {
 				*f.v, set = c.Int64(f.name), true
 			}
@@ -138,24 +121,20 @@ func (r *runner) namespaceQuotas(c *cli.Context) error {
 				return usageErr(strings.TrimPrefix(err.Error(), "timerq: invalid options: "), "give a count, or 0 for unlimited")
 			}
 			if err := queue.SetQuotas(ctx, s.rdb, ns, q); err != nil {
-				return s.redisErr(err)
+				return err
 			}
 		}
-		if s.g.json {
-			return writeJSON(r.o.Stdout, q)
-		}
-		tw := newTable(r.o.Stdout)
-		for _, f := range []struct {
-			name string
-			v    int64
-		}{{queue.QuotaPending, q.Pending}, {queue.QuotaEndpoints, q.Endpoints}, {queue.QuotaSchedules, q.Schedules}} {
-			if f.v == 0 {
-				fmt.Fprintf(tw, "%s\tunlimited\n", f.name)
-			} else {
-				fmt.Fprintf(tw, "%s\t%d\n", f.name, f.v)
+		return r.emit(s.g, q, func(w io.Writer) error {
+			tw := newTable(w)
+			for _, f := range quotas {
+				if *f.v == 0 {
+					fmt.Fprintf(tw, "%s\tunlimited\n", f.name)
+				} else {
+					fmt.Fprintf(tw, "%s\t%d\n", f.name, *f.v)
+				}
 			}
-		}
-		return tw.Flush()
+			return tw.Flush()
+		})
 	})
 }
 

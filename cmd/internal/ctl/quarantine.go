@@ -92,35 +92,22 @@ func (r *runner) quarantineList(c *cli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
-	return r.once(c, func(ctx context.Context, s *session) error {
-		recs, err := s.q.Quarantine().List(ctx)
-		if err != nil {
-			return s.redisErr(err)
-		}
-		if s.g.json {
-			return writeJSON(r.o.Stdout, mapList(recs, toQuarantineLine))
-		}
-		return writeQuarantine(r.o.Stdout, recs, r)
-	})
-}
-
-func writeQuarantine(w io.Writer, recs []queue.QuarantinedRecord, r *runner) error {
-	if len(recs) == 0 {
-		_, err := fmt.Fprintln(w, "no quarantined records")
-		return err
-	}
-	tw := newTable(w)
-	fmt.Fprintln(tw, "ID\tSHARD\tQUARANTINED\tDUE SCORE\tREASON\tRECORD")
-	for _, q := range recs {
-		at := "-"
-		if !q.QuarantinedAt.IsZero() {
-			at = fmtTime(q.QuarantinedAt, r.o.Now())
-		}
-		// %q: the record may hold any bytes, and a terminal must not
-		// interpret them.
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", strconv.Quote(q.ID), q.Shard, at, q.DueScore, q.Reason, quoteRaw(q.Raw))
-	}
-	return tw.Flush()
+	return show(r, c, func(ctx context.Context, s *session) ([]queue.QuarantinedRecord, error) {
+		return s.q.Quarantine().List(ctx)
+	},
+		func(s *session, recs []queue.QuarantinedRecord) error {
+			return r.emit(s.g, mapList(recs, toQuarantineLine), func(w io.Writer) error {
+				return writeRows(w, "no quarantined records", "ID\tSHARD\tQUARANTINED\tDUE SCORE\tREASON\tRECORD", recs, func(q queue.QuarantinedRecord) string {
+					at := "-"
+					if !q.QuarantinedAt.IsZero() {
+						at = fmtTime(q.QuarantinedAt, r.o.Now())
+					}
+					// %q: the record may hold any bytes, and a terminal must
+					// not interpret them.
+					return fmt.Sprintf("%s\t%d\t%s\t%s\t%s\t%s", strconv.Quote(q.ID), q.Shard, at, q.DueScore, q.Reason, quoteRaw(q.Raw))
+				})
+			})
+		})
 }
 
 // quoteRaw shows a raw record as a Go-quoted string, cut at 60 bytes.
@@ -140,7 +127,7 @@ func (r *runner) quarantineDrop(c *cli.Context) error {
 	return r.once(c, func(ctx context.Context, s *session) error {
 		ok, err := s.q.Quarantine().Drop(ctx, id)
 		if err != nil {
-			return s.redisErr(err)
+			return err
 		}
 		if !ok {
 			return &Error{Code: ExitNotFound, Problem: fmt.Sprintf("no quarantined record %q in namespace %q", id, s.g.namespace),

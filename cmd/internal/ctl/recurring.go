@@ -1,12 +1,11 @@
 package ctl
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"io"
 	"strings"
 	"time"
 
@@ -131,13 +130,13 @@ func (r *runner) scheduleRecurring(c *cli.Context) error {
 		if c.Bool("update") {
 			info, err := s.q.Recurring().Update(ctx, rec)
 			if err != nil {
-				return recurringErr(s, err)
+				return s.redisErr(err)
 			}
 			return r.scheduleOut(s, info, "updated")
 		}
 		info, created, err := s.q.Recurring().Put(ctx, rec)
 		if err != nil {
-			return recurringErr(s, err)
+			return s.redisErr(err)
 		}
 		note := "created"
 		if !created {
@@ -147,99 +146,50 @@ func (r *runner) scheduleRecurring(c *cli.Context) error {
 	})
 }
 
-// recurringErr maps the recurring API's errors to exit codes. A bad spec
-// keeps queue's own "; <what to do>" as the fix when it has one; the rest,
-// ErrRecurringNotFound among them, get timerctl's fixes (classify).
-func recurringErr(s *session, err error) error {
-	if !errors.Is(err, schedule.ErrInvalidSchedule) {
-		return s.redisErr(err)
-	}
-	msg := strings.TrimPrefix(err.Error(), "timerq: ")
-	if i := strings.LastIndex(msg, "; "); i >= 0 {
-		return &Error{Code: ExitUsage, Problem: msg[:i], Fix: msg[i+2:], Err: err}
-	}
-	return &Error{Code: ExitUsage, Problem: msg, Fix: "see 'timerctl schedule --help'", Err: err}
-}
-
-// schedulesCommand is `timerctl schedules list|get|pause|resume|delete`.
-// The verb is an argument rather than a subcommand, so that global flags
-// after it (`schedules get ID -o json`) work as they do for every command.
+// schedulesCommand is `timerctl schedules list|get|pause|resume|delete|
+// export|import`.
 func (r *runner) schedulesCommand() *cli.Command {
-	return &cli.Command{
+	byID := func(name string) verb {
+		return verb{name: name, arg: "schedule ID", fix: "e.g. timerctl schedules " + name + " nightly-report", run: r.scheduleByID}
+	}
+	return verbCommand(&cli.Command{
 		Name: "schedules", Usage: "list, show, pause, resume or delete recurring schedules",
 		ArgsUsage: "list | get ID | pause ID | resume ID | delete ID | export | import [FILE|-]",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "limit", Value: 100, Usage: "list: page size, 1-1000"},
 			&cli.StringFlag{Name: "cursor", Usage: "list: continue from the cursor `C` a previous page printed"},
 		},
-		Action: r.schedules,
-		// Its actions are arguments, not subcommands, so urfave/cli's own
-		// completion offered only "help".
-		BashComplete: func(c *cli.Context) {
-			if c.NArg() > 0 {
-				return // an ID or a file follows: the shell completes files
-			}
-			for _, verb := range scheduleVerbs {
-				fmt.Fprintln(c.App.Writer, verb)
-			}
-		},
-	}
+	}, verb{name: "list", fix: "schedules list takes no ID", run: r.schedulesList},
+		byID("get"), byID("pause"), byID("resume"), byID("delete"),
+		verb{name: "export", fix: "schedules export takes none; it writes to stdout", run: r.exportSchedules},
+		verb{name: "import", arg: "FILE", optional: true, fix: "give one FILE, or - for stdin", run: r.importSchedules})
 }
 
-// scheduleVerbs are the actions of `timerctl schedules`.
-var scheduleVerbs = []string{"list", "get", "pause", "resume", "delete", "export", "import"}
+func (r *runner) schedulesList(c *cli.Context, _ []string) error {
+	return show(r, c, func(ctx context.Context, s *session) (queue.RecurringPage, error) {
+		return s.q.Recurring().List(ctx, queue.RecurringListOptions{Limit: c.Int("limit"), Cursor: c.String("cursor")})
+	}, r.schedulesOut)
+}
 
-func (r *runner) schedules(c *cli.Context) error {
-	args := c.Args().Slice()
-	if len(args) == 0 {
-		return usageErr("missing the action", "use one of: list, get ID, pause ID, resume ID, delete ID, export, import [FILE|-]")
-	}
-	verb, rest := args[0], args[1:]
-	switch verb {
-	case "export":
-		return r.exportSchedules(c, rest)
-	case "import":
-		return r.importSchedules(c, rest)
-	}
-	if verb == "list" {
-		if len(rest) > 0 {
-			return usageErr(fmt.Sprintf("unexpected arguments: %q", rest), "schedules list takes no ID")
-		}
-		return r.once(c, func(ctx context.Context, s *session) error {
-			page, err := s.q.Recurring().List(ctx, queue.RecurringListOptions{Limit: c.Int("limit"), Cursor: c.String("cursor")})
-			if err != nil {
-				return recurringErr(s, err)
-			}
-			return r.schedulesOut(s, page)
-		})
-	}
+// scheduleByID runs get, pause, resume or delete.
+func (r *runner) scheduleByID(c *cli.Context, args []string) error {
+	verb, id := c.Args().First(), args[0]
 	ops := map[string]func(queue.RecurringTimers, context.Context, string) (queue.RecurringInfo, error){
-		"get":    queue.RecurringTimers.Get,
-		"pause":  queue.RecurringTimers.Pause,
-		"resume": queue.RecurringTimers.Resume,
+		"get": queue.RecurringTimers.Get, "pause": queue.RecurringTimers.Pause, "resume": queue.RecurringTimers.Resume,
 	}
-	op, ok := ops[verb]
-	if !ok && verb != "delete" {
-		return usageErr(fmt.Sprintf("unknown action %q", verb), "use one of: list, get ID, pause ID, resume ID, delete ID, export, import [FILE|-]")
-	}
-	if len(rest) != 1 {
-		return usageErr(fmt.Sprintf("schedules %s takes one ID, got %d arguments", verb, len(rest)), "e.g. timerctl schedules "+verb+" nightly-report")
-	}
-	id := rest[0]
 	return r.once(c, func(ctx context.Context, s *session) error {
 		if verb == "delete" {
 			if err := s.q.Recurring().Delete(ctx, id); err != nil {
-				return recurringErr(s, err)
+				return err
 			}
-			if s.g.json {
-				return writeJSON(r.o.Stdout, map[string]any{"id": id, "deleted": true})
-			}
-			_, err := fmt.Fprintf(r.o.Stdout, "deleted schedule %s; its pending occurrences are cancelled\n", id)
-			return err
+			return r.emit(s.g, map[string]any{"id": id, "deleted": true}, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "deleted schedule %s; its pending occurrences are cancelled\n", id)
+				return err
+			})
 		}
-		info, err := op(s.q.Recurring(), ctx, id)
+		info, err := ops[verb](s.q.Recurring(), ctx, id)
 		if err != nil {
-			return recurringErr(s, err)
+			return err
 		}
 		return r.scheduleOut(s, info, "")
 	})
@@ -268,13 +218,14 @@ func specText(in queue.RecurringInfo) string {
 }
 
 func (r *runner) scheduleOut(s *session, in queue.RecurringInfo, note string) error {
-	if s.g.json {
-		j := toScheduleJSON(in)
-		j.Note = note
-		return writeJSON(r.o.Stdout, j)
-	}
-	now := r.o.Now()
-	w := newTable(r.o.Stdout)
+	j := toScheduleJSON(in)
+	j.Note = note
+	return r.emit(s.g, j, func(w io.Writer) error { return writeSchedule(w, in, note, r.o.Now()) })
+}
+
+// writeSchedule prints a schedule as a two-column table.
+func writeSchedule(out io.Writer, in queue.RecurringInfo, note string, now time.Time) error {
+	w := newTable(out)
 	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
 	row("id", in.ID)
 	row("spec", specText(in))
@@ -315,40 +266,29 @@ func (r *runner) scheduleOut(s *session, in queue.RecurringInfo, note string) er
 }
 
 func (r *runner) schedulesOut(s *session, page queue.RecurringPage) error {
-	if s.g.json {
-		return writeJSON(r.o.Stdout, struct {
-			Schedules  []scheduleJSON `json:"schedules"`
-			NextCursor string         `json:"next_cursor"`
-		}{mapList(page.Schedules, toScheduleJSON), page.NextCursor})
-	}
-	now := r.o.Now()
-	w := newTable(r.o.Stdout)
-	fmt.Fprintln(w, "ID\tSTATE\tSPEC\tNEXT\tCOUNT")
-	for _, in := range page.Schedules {
-		next := "-"
-		if len(in.Next) > 0 {
-			next = fmtTime(in.Next[0], now)
+	return r.emit(s.g, struct {
+		Schedules  []scheduleJSON `json:"schedules"`
+		NextCursor string         `json:"next_cursor"`
+	}{mapList(page.Schedules, toScheduleJSON), page.NextCursor}, func(w io.Writer) error {
+		err := writeRows(w, "", "ID\tSTATE\tSPEC\tNEXT\tCOUNT", page.Schedules, func(in queue.RecurringInfo) string {
+			next := "-"
+			if len(in.Next) > 0 {
+				next = fmtTime(in.Next[0], r.o.Now())
+			}
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%d", in.ID, in.State, specText(in), next, in.Count)
+		})
+		if err == nil && page.NextCursor != "" {
+			_, err = fmt.Fprintf(w, "more: timerctl schedules list --cursor %s\n", page.NextCursor)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\n", in.ID, in.State, specText(in), next, in.Count)
-	}
-	if err := w.Flush(); err != nil {
 		return err
-	}
-	if page.NextCursor != "" {
-		_, err := fmt.Fprintf(r.o.Stdout, "more: timerctl schedules list --cursor %s\n", page.NextCursor)
-		return err
-	}
-	return nil
+	})
 }
 
 // exportSchedules prints every schedule as one JSON line, the schedule
 // lines of `timerctl export` ({"kind":"schedule",...}), which
 // importSchedules and import restore: spec, zone, policies, payload, state,
 // count, last armed time, creation time, pending occurrences.
-func (r *runner) exportSchedules(c *cli.Context, rest []string) error {
-	if len(rest) > 0 {
-		return usageErr(fmt.Sprintf("unexpected arguments: %q", rest), "schedules export takes none; it writes to stdout")
-	}
+func (r *runner) exportSchedules(c *cli.Context, _ []string) error {
 	s, err := r.open(c)
 	if err != nil {
 		return err
@@ -357,67 +297,12 @@ func (r *runner) exportSchedules(c *cli.Context, rest []string) error {
 	return writeSchedules(c, s, r.o.Stdout)
 }
 
-// importSchedules restores the schedules exportSchedules wrote. Existing
-// IDs are left as they are. A bad line is reported and skipped; the exit
-// code is then 2, as for import.
-func (r *runner) importSchedules(c *cli.Context, rest []string) error {
-	if len(rest) > 1 {
-		return usageErr(fmt.Sprintf("unexpected arguments: %q", rest), "give one FILE, or - for stdin")
-	}
-	in := r.o.Stdin
-	if len(rest) == 1 && rest[0] != "-" {
-		f, err := os.Open(rest[0])
-		if err != nil {
-			return usageErr(fmt.Sprintf("cannot open %q: %v", rest[0], err), "check the path, or use - to read stdin")
-		}
-		defer f.Close()
-		in = f
-	}
-	s, err := r.open(c)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64*1024), 4*queue.MaxPayloadLimit)
-	created, existing, rejected := 0, 0, 0
-	for n := 1; sc.Scan(); n++ {
-		if strings.TrimSpace(sc.Text()) == "" {
-			continue
-		}
-		info, err := parseScheduleLine(sc.Bytes())
-		if err == nil {
-			ctx, cancel := s.ctx(c)
-			var ok bool
-			ok, err = s.q.Recurring().Restore(ctx, info)
-			cancel()
-			if err == nil && ok {
-				created++
-				continue
-			}
-			if err == nil {
-				existing++
-				continue
-			}
-			if !isBadInput(err) {
-				return recurringErr(s, err)
-			}
-		}
-		rejected++
-		fmt.Fprintf(r.o.Stderr, "timerctl: line %d: %v\n", n, err)
-	}
-	if err := sc.Err(); err != nil {
-		return &Error{Code: ExitFailure, Problem: fmt.Sprintf("reading the schedules: %v", err), Fix: "check the input", Err: err}
-	}
-	if s.g.json {
-		err = writeJSON(r.o.Stdout, map[string]int{"created": created, "existing": existing, "rejected": rejected})
-	} else {
-		_, err = fmt.Fprintf(r.o.Stdout, "schedules: %d created, %d already existed, %d rejected\n", created, existing, rejected)
-	}
-	if err == nil && rejected > 0 {
-		return errRejected
-	}
-	return err
+// importSchedules restores the schedules exportSchedules wrote, as import
+// restores schedule lines, reading every line as one (older versions
+// wrote them without a kind). Existing IDs are left as they are. A bad
+// line is reported and skipped; the exit code is then 2, as for import.
+func (r *runner) importSchedules(c *cli.Context, args []string) error {
+	return r.importFile(c, strings.Join(args, ""), kindSchedule)
 }
 
 // scheduleInfo is the schedule an exported line describes, for

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -74,38 +75,25 @@ func (r *runner) stats(c *cli.Context) error {
 		// printed with the failed shard marked; the exit code says it.
 		var partial *queue.ShardError
 		st, err := s.q.Stats(ctx)
-		if err != nil && !errors.As(err, &partial) {
-			return s.redisErr(err)
+		if err := keepPartial(err, &partial); err != nil {
+			return err
 		}
 		// Buckets by the server clock, as Stats counts overdue.
 		counts, err := s.q.Inspect().DueHistogram(ctx, st.Now, histogramEdges)
-		var hpartial *queue.ShardError
-		if err != nil && !errors.As(err, &hpartial) {
-			return s.redisErr(err)
-		}
-		if partial == nil && hpartial != nil {
-			partial = hpartial
+		if err := keepPartial(err, &partial); err != nil {
+			return err
 		}
 		// The due horizon: cumulative, by each shard's server clock, the
 		// counts timerworker exports as timerq_namespace_due_timers.
 		due, err := s.q.Inspect().DueHorizon(ctx, queue.DueHorizonBounds)
-		if err != nil && !errors.As(err, &hpartial) {
-			return s.redisErr(err)
-		}
-		if partial == nil && hpartial != nil {
-			partial = hpartial
+		if err := keepPartial(err, &partial); err != nil {
+			return err
 		}
 		ws, werr := s.q.Inspect().Workers(ctx)
 		r.warnWorkers(ctx, s, st, ws, werr, partial != nil)
 		// Like the workers, unknown rather than a failure: a user whose
 		// ACL line predates quotas may lack +hlen.
 		u, uerr := s.q.Inspect().Usage(ctx)
-		if !s.g.json {
-			if err := writeStats(r, st, counts, due, ws, werr, u, uerr, partial); err != nil {
-				return err
-			}
-			return shardFailure(s, partial)
-		}
 		out := statsJSON{StatsJSON: api.ToStatsJSON(st)}
 		out.DueWithin = api.ToDueWithinJSON(due)
 		shards := out.StatsJSON.Shards
@@ -127,11 +115,25 @@ func (r *runner) stats(c *cli.Context) error {
 		if uerr == nil {
 			out.Quotas = api.ToQuotasUsageJSON(u)
 		}
-		if err := writeJSON(r.o.Stdout, out); err != nil {
+		err = r.emit(s.g, out, func(w io.Writer) error { return writeStats(w, r.o.Now(), st, counts, due, ws, werr, u, uerr, partial) })
+		if err != nil {
 			return err
 		}
 		return shardFailure(s, partial)
 	})
+}
+
+// keepPartial returns err unless it is a *queue.ShardError (some shards
+// read), which it keeps in *partial if that holds none yet.
+func keepPartial(err error, partial **queue.ShardError) error {
+	var p *queue.ShardError
+	if err == nil || !errors.As(err, &p) {
+		return err
+	}
+	if *partial == nil {
+		*partial = p
+	}
+	return nil
 }
 
 // shardFailure is stats' error when some shards could not be read: their
@@ -230,10 +232,9 @@ func (r *runner) warnIfNothing(ctx context.Context, s *session, ws *queue.Worker
 	fmt.Fprintf(r.o.Stderr, "timerctl: warning: namespace %s holds nothing; check -n/TIMERQ_NAMESPACE\n", s.q.Namespace())
 }
 
-func writeStats(r *runner, st queue.Stats, counts []int64, due queue.DueHorizon, ws queue.WorkerStatus, werr error, u queue.Usage, uerr error,
-	partial *queue.ShardError) error {
-	now := r.o.Now()
-	tw := newTable(r.o.Stdout)
+func writeStats(w io.Writer, now time.Time, st queue.Stats, counts []int64, due queue.DueHorizon, ws queue.WorkerStatus, werr error,
+	u queue.Usage, uerr error, partial *queue.ShardError) error {
+	tw := newTable(w)
 	fmt.Fprintf(tw, "scheduled\t%d\n", st.Scheduled)
 	fmt.Fprintf(tw, "fired\t%d\n", st.Fired)
 	fmt.Fprintf(tw, "cancelled\t%d\n", st.Cancelled)
@@ -280,8 +281,8 @@ func writeStats(r *runner, st queue.Stats, counts []int64, due queue.DueHorizon,
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(r.o.Stdout)
-	tw = newTable(r.o.Stdout)
+	fmt.Fprintln(w)
+	tw = newTable(w)
 	fmt.Fprintf(tw, "DUE\tTIMERS\n")
 	var most int64
 	for _, n := range counts {
