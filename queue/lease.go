@@ -308,8 +308,10 @@ func (q *Queue) parseDeliveryIDIn(l *layout, id string) (DeliveryRef, error) {
 // least the shard count. A batch holding occurrences of recurring
 // schedules costs one more (the overlap check), and a malformed entry,
 // dead-lettered at once, one more. With Block, a
-// call that finds nothing waits with one blocking XREAD over every shard's
-// stream, woken by a new event and at most every second to look for
+// call that finds nothing waits with one blocking XREADGROUP over every
+// shard's stream, in the group's wake group (NOACK, keyspace.WakeGroup),
+// so that a new event wakes one waiting call, not all of them; woken by a
+// new event and at most every second to look for
 // expired leases and released events that became due; on a Cluster, where
 // one XREAD cannot span a sharded namespace's slots, it looks every 200 ms.
 //
