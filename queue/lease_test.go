@@ -3,6 +3,7 @@ package queue_test
 import (
 	"cmp"
 	"context"
+	"crypto/sha1"
 	"errors"
 	"fmt"
 	"os"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
+	lua "github.com/timerq/timerq/scripts/lua"
 )
 
 // lease calls Lease and fails the test on an error.
@@ -943,5 +945,78 @@ func TestOneFireWakesOneBlockedLease(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// roundCounter counts lease rounds: pipelines (or commands) that run
+// lease.lua, as a Redis function or by its SHA.
+type roundCounter struct{ n atomic.Int64 }
+
+func (c *roundCounter) count(cmds ...redis.Cmder) {
+	sha := fmt.Sprintf("%x", sha1.Sum([]byte(lua.Lease.Source)))
+	for _, cmd := range cmds {
+		if args := cmd.Args(); len(args) > 1 {
+			if s := fmt.Sprint(args[1]); s == lua.Lease.Function || s == sha {
+				c.n.Add(1)
+				return
+			}
+		}
+	}
+}
+func (c *roundCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *roundCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { c.count(cmd); return next(ctx, cmd) }
+}
+func (c *roundCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { c.count(cmds...); return next(ctx, cmds) }
+}
+
+// TestLeaseWaitReadsPastStaleWakes: fires handed out while no Lease waited
+// leave the wake group behind; a Lease that then blocks reads past those
+// entries, which its round already saw, instead of running a lease round
+// for each, and still wakes for the next new fire.
+func TestLeaseWaitReadsPastStaleWakes(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Config{})
+	ctx := context.Background()
+	b := &redistest.Backend{Name: "real", Client: srv.Client(t), Real: srv}
+	q := newQueue(t, b, queue.Options{})
+	// The first blocking Lease creates the wake group.
+	if ds, err := q.Lease(ctx, "stale", "c", queue.LeaseOptions{Count: 1, Block: 50 * time.Millisecond}); err != nil || len(ds) != 0 {
+		t.Fatalf("first Lease: %v, %v", ds, err)
+	}
+	fireN(t, q, "s", 40)
+	if ds := lease(t, q, "stale", "c", queue.LeaseOptions{Count: 100}); len(ds) != 40 {
+		t.Fatalf("leased %d, want 40", len(ds))
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { c.Close() })
+	rounds := &roundCounter{}
+	c.AddHook(rounds)
+	qc, err := queue.New(c, queue.Options{Namespace: q.Namespace()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qc.Close()
+	got := make(chan []queue.Delivery, 1)
+	go func() {
+		ds, err := qc.Lease(ctx, "stale", "c", queue.LeaseOptions{Count: 1, Block: 10 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- ds
+	}()
+	time.Sleep(300 * time.Millisecond) // under the one-second poll
+	if n := rounds.n.Load(); n != 1 {
+		t.Errorf("a Lease waiting behind 40 stale wakes ran %d lease rounds, want 1 (its first)", n)
+	}
+	fireN(t, q, "new", 1)
+	select {
+	case ds := <-got:
+		if len(ds) != 1 || ds[0].Event.ID != "new0" {
+			t.Fatalf("the waiting Lease got %v, want new0", timerIDs(ds))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting Lease did not wake for a new fire")
 	}
 }
