@@ -338,6 +338,11 @@ func TestFlowUnderDocumentedACLs(t *testing.T) {
 			if len(next) != 1 {
 				t.Fatalf("after one ack leased %v, want one", timerIDs(next))
 			}
+			// A blocking Lease that finds nothing waits in the group's wake
+			// group, which it creates: both need only the role's rights.
+			if ds, err := q.Lease(ctx, "waits", "c", queue.LeaseOptions{Count: 1, Block: 300 * time.Millisecond, Start: queue.StartNow}); err != nil || len(ds) != 0 {
+				t.Fatalf("a blocking Lease with nothing to hand out = %d, %v; want none and no error", len(ds), err)
+			}
 		})
 	}
 }

@@ -439,15 +439,8 @@ func TestLeaseBlockSkipsRequeuesForOtherGroups(t *testing.T) {
 		} else if _, err := q.Ack(ctx, "other", own[0].DeliveryID); err != nil {
 			t.Fatal(err)
 		}
-		c := redis.NewClient(&redis.Options{Addr: b.Client.(*redis.Client).Options().Addr})
-		t.Cleanup(func() { c.Close() })
 		trips := &tripCounter{}
-		c.AddHook(trips)
-		qc, err := queue.New(c, queue.Options{Namespace: q.Namespace()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer qc.Close()
+		qc := hookedQueue(t, b.Client.(*redis.Client).Options().Addr, q.Namespace(), trips)
 		got := make(chan []queue.Delivery, 1)
 		go func() {
 			o := o
@@ -741,6 +734,21 @@ func TestLeaseAppliesOverlapSkip(t *testing.T) {
 	})
 }
 
+// hookedQueue is a Queue of namespace ns on its own client of the server
+// at addr, which hook watches; both close with the test.
+func hookedQueue(t *testing.T, addr, ns string, hook redis.Hook) *queue.Queue {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 8})
+	t.Cleanup(func() { c.Close() })
+	c.AddHook(hook)
+	q, err := queue.New(c, queue.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
+}
+
 // tripCounter counts round trips: each command sent alone, and each
 // pipeline.
 type tripCounter struct{ n atomic.Int64 }
@@ -763,15 +771,8 @@ func TestLeaseRoundTrips(t *testing.T) {
 			ctx := context.Background()
 			b := &redistest.Backend{Name: "real", Client: srv.Client(t), Real: srv, Shards: shards}
 			q := newQueue(t, b, queue.Options{})
-			c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-			t.Cleanup(func() { c.Close() })
 			trips := &tripCounter{}
-			c.AddHook(trips)
-			qc, err := queue.New(c, queue.Options{Namespace: q.Namespace()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer qc.Close()
+			qc := hookedQueue(t, srv.Addr(), q.Namespace(), trips)
 			o := queue.LeaseOptions{Count: 100}
 			// Warm up: read the layout, load the scripts, open the pipeline
 			// connection (whose handshake the hook sees).
@@ -905,15 +906,8 @@ func TestOneFireWakesOneBlockedLease(t *testing.T) {
 		t.Run(fmt.Sprint(shards), func(t *testing.T) {
 			b := &redistest.Backend{Name: "real", Client: srv.Client(t), Real: srv, Shards: shards}
 			q := newQueue(t, b, queue.Options{})
-			c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 8})
-			t.Cleanup(func() { c.Close() })
 			wakes := &wakeCounter{}
-			c.AddHook(wakes)
-			qc, err := queue.New(c, queue.Options{Namespace: q.Namespace()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer qc.Close()
+			qc := hookedQueue(t, srv.Addr(), q.Namespace(), wakes)
 			ctx, cancel := context.WithCancel(context.Background())
 			got := make(chan []queue.Delivery, 4)
 			var wg sync.WaitGroup
@@ -989,15 +983,8 @@ func TestLeaseWaitReadsPastStaleWakes(t *testing.T) {
 	if ds := lease(t, q, "stale", "c", queue.LeaseOptions{Count: 100}); len(ds) != 40 {
 		t.Fatalf("leased %d, want 40", len(ds))
 	}
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { c.Close() })
 	rounds := &roundCounter{}
-	c.AddHook(rounds)
-	qc, err := queue.New(c, queue.Options{Namespace: q.Namespace()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer qc.Close()
+	qc := hookedQueue(t, srv.Addr(), q.Namespace(), rounds)
 	got := make(chan []queue.Delivery, 1)
 	go func() {
 		ds, err := qc.Lease(ctx, "stale", "c", queue.LeaseOptions{Count: 1, Block: 10 * time.Second})
