@@ -158,6 +158,13 @@ func Start(t testing.TB, cfg Config) *Server {
 		}
 		s.args = append(s.args, "--bind", s.bind, "--dir", s.dir,
 			"--save", "", "--appendonly", "no", "--logfile", filepath.Join(s.dir, "redis.log"))
+		if !cfg.Sentinel {
+			// A replica's full sync starts at once: by default a master
+			// waits 5 s for more replicas to share a diskless transfer,
+			// which was most of the time of every test that attaches a
+			// replica (issue 36). cfg.Args may set it again.
+			s.args = append(s.args, "--repl-diskless-sync-delay", "0")
+		}
 		if cfg.ClusterBus {
 			s.bus = freePort(t, s.bind)
 			s.args = append(s.args, "--cluster-port", fmt.Sprint(s.bus))
