@@ -20,10 +20,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/timerq/timerq/cmd/internal/ctl"
 	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/internal/testbin"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -42,32 +42,7 @@ func binary(t testing.TB) string {
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if testing.Short() {
-		goleak.VerifyTestMain(m)
-		return
-	}
-	dir, err := os.MkdirTemp("", "timerworker-test")
-	if err != nil {
-		panic(err)
-	}
-	bin = filepath.Join(dir, "timerworker")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	goleak.VerifyTestMain(cleanupM{m, dir})
-}
-
-// cleanupM removes the build directory once the tests ran, before goleak
-// checks and exits.
-type cleanupM struct {
-	m   *testing.M
-	dir string
-}
-
-func (c cleanupM) Run() int {
-	defer os.RemoveAll(c.dir)
-	return c.m.Run()
+	testbin.Main(m, false, func(dir string) { bin = filepath.Join(dir, "timerworker") }, ".")
 }
 
 // proc is one timerworker process.
