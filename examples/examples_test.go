@@ -10,8 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -23,9 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/internal/testbin"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -44,41 +41,13 @@ func binary(t testing.TB, name string) string {
 }
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		goleak.VerifyTestMain(m)
-		return
-	}
-	dir, err := os.MkdirTemp("", "timerq-examples")
-	if err != nil {
-		panic(err)
-	}
-	binDir = dir
-	args := []string{"build", "-o", dir + string(os.PathSeparator)}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
+	pkgs := []string{"../cmd/timerworker"}
 	for _, ex := range examples {
-		args = append(args, "./"+ex.name)
+		pkgs = append(pkgs, "./"+ex.name)
 	}
-	args = append(args, "../cmd/timerworker")
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go %s: %v\n%s", strings.Join(args, " "), err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	goleak.VerifyTestMain(cleanupM{m, dir})
-}
-
-// cleanupM removes the binaries once the tests ran, before goleak checks.
-type cleanupM struct {
-	m   *testing.M
-	dir string
-}
-
-func (c cleanupM) Run() int {
-	defer os.RemoveAll(c.dir)
-	return c.m.Run()
+	// With -race when the test has it: the examples run under the race
+	// detector too.
+	testbin.Main(m, testbin.Race, func(dir string) { binDir = dir }, pkgs...)
 }
 
 // example is one example program. Its namespace is its name.

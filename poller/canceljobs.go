@@ -19,32 +19,17 @@ const CancelJobsInterval = time.Second
 // job runs under a lease, so a job whose runner died is resumed by a
 // poller about queue.DefaultCancelLease later, where its last step ended.
 func (p *Poller) runCancelJobs(ctx context.Context) {
-	t := time.NewTimer(jittered(CancelJobsInterval))
-	defer t.Stop()
-	failures := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	p.every(ctx, CancelJobsInterval, func(ctx context.Context) error {
 		n, err := p.q.Engine().RunCancelJobs(ctx, queue.DefaultCancelLease)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			failures++
-			if failures == 1 {
-				lvl := "retrying with backoff"
-				if errors.Is(err, queue.ErrPermission) {
-					lvl = "grant the right named; retrying with backoff"
-				}
-				p.log.Warn("timerq: bulk cancel job failed; "+lvl, "err", err)
-			}
-		case err == nil:
-			failures = 0
-			if n > 0 {
-				p.log.Info("timerq: bulk cancel jobs finished", "jobs", n)
-			}
+		if err == nil && n > 0 {
+			p.log.Info("timerq: bulk cancel jobs finished", "jobs", n)
 		}
-		t.Reset(jittered(CancelJobsInterval) + p.backoffOrZero(failures))
-	}
+		return err
+	}, func(err error) {
+		lvl := "retrying with backoff"
+		if errors.Is(err, queue.ErrPermission) {
+			lvl = "grant the right named; retrying with backoff"
+		}
+		p.log.Warn("timerq: bulk cancel job failed; "+lvl, "err", err)
+	})
 }

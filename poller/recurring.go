@@ -2,7 +2,6 @@ package poller
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 
 	"github.com/timerq/timerq/queue"
@@ -91,43 +90,32 @@ func (p *Poller) armNow(fired []queue.Fired) {
 // namespace) repairs its schedules, and a shard handed to another worker
 // is repaired by that one.
 func (p *Poller) repairRecurring(ctx context.Context) {
-	t := time.NewTimer(jittered(RecurringRepairInterval))
-	defer t.Stop()
-	failures := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		owned := p.OwnedShards()
-		var firstErr error
-		if len(owned) > 1 {
-			// Only the shards holding active schedules: on a sharded
-			// namespace with few schedules, an idle pass is one pipeline.
-			cctx, cancel := context.WithTimeout(ctx, p.opts.ClaimTimeout)
-			owned, firstErr = p.q.Engine().ScheduleShards(cctx, owned)
-			cancel()
-		}
-		for _, k := range owned {
-			if err := p.repairShard(ctx, k); err != nil && firstErr == nil {
-				firstErr = err
-			}
-			if ctx.Err() != nil {
-				return
-			}
-		}
-		if firstErr != nil {
-			failures++
-			if failures == 1 {
-				p.log.Warn("timerq: recurring repair failed; retrying with backoff", "err", firstErr)
-			}
-		} else {
-			failures = 0
-		}
-		// Back off like claims do, so an outage logs once, not every second.
-		t.Reset(jittered(RecurringRepairInterval) + p.backoffOrZero(failures))
+	p.every(ctx, RecurringRepairInterval, p.repairOwned, func(err error) {
+		p.log.Warn("timerq: recurring repair failed; retrying with backoff", "err", err)
+	})
+}
+
+// repairOwned runs one repair pass over the shards the poller owns and
+// returns the first error.
+func (p *Poller) repairOwned(ctx context.Context) error {
+	owned := p.OwnedShards()
+	var firstErr error
+	if len(owned) > 1 {
+		// Only the shards holding active schedules: on a sharded
+		// namespace with few schedules, an idle pass is one pipeline.
+		cctx, cancel := context.WithTimeout(ctx, p.opts.ClaimTimeout)
+		owned, firstErr = p.q.Engine().ScheduleShards(cctx, owned)
+		cancel()
 	}
+	for _, k := range owned {
+		if err := p.repairShard(ctx, k); err != nil && firstErr == nil {
+			firstErr = err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return firstErr
 }
 
 // repairShard runs one repair pass over shard k's schedules.
@@ -147,15 +135,4 @@ func (p *Poller) repairShard(ctx context.Context, k int) error {
 		}
 	}
 	return nil
-}
-
-func jittered(d time.Duration) time.Duration {
-	return d*4/5 + rand.N(d*2/5)
-}
-
-func (p *Poller) backoffOrZero(failures int) time.Duration {
-	if failures == 0 {
-		return 0
-	}
-	return p.backoff(failures)
 }

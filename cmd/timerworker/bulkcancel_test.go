@@ -15,6 +15,7 @@ import (
 // SIGKILLed mid-way, and another, once the dead one's lease lapsed,
 // finishes it with exact counts.
 func TestWorkerBulkCancelSurvivesKill(t *testing.T) {
+	t.Parallel() // servers of its own; see docs/development.md, "Loops"
 	srv := redistest.Start(t, redistest.Config{})
 	rdb := srv.Client(t)
 	ctx := context.Background()

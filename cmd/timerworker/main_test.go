@@ -20,10 +20,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/timerq/timerq/cmd/internal/ctl"
 	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/internal/testbin"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -42,32 +42,11 @@ func binary(t testing.TB) string {
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if testing.Short() {
-		goleak.VerifyTestMain(m)
-		return
-	}
-	dir, err := os.MkdirTemp("", "timerworker-test")
-	if err != nil {
-		panic(err)
-	}
-	bin = filepath.Join(dir, "timerworker")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	goleak.VerifyTestMain(cleanupM{m, dir})
-}
-
-// cleanupM removes the build directory once the tests ran, before goleak
-// checks and exits.
-type cleanupM struct {
-	m   *testing.M
-	dir string
-}
-
-func (c cleanupM) Run() int {
-	defer os.RemoveAll(c.dir)
-	return c.m.Run()
+	// The parallel tests wait on kills, restarts and timers far more than
+	// they compute: the 60 s recurring chaos and the rest run side by
+	// side rather than two at a time (issue 36).
+	redistest.DefaultParallel(6)
+	testbin.Main(m, false, func(dir string) { bin = filepath.Join(dir, "timerworker") }, ".")
 }
 
 // proc is one timerworker process.
@@ -231,6 +210,7 @@ func countStream(t *testing.T, rdb redis.UniversalClient, stream string, counts 
 // random replica SIGKILLed and restarted each time another 5-15% of them
 // fired. Every timer fires exactly once and none early.
 func TestWorkerExactlyOnceUnderKills(t *testing.T) {
+	t.Parallel() // servers of its own; see docs/development.md, "Loops"
 	srv := redistest.Start(t, redistest.Config{})
 	rdb := srv.Client(t)
 	ns := redistest.Namespace(t)
@@ -301,6 +281,7 @@ func TestWorkerExactlyOnceUnderKills(t *testing.T) {
 // and restarts on the same data; the worker stays up, /readyz follows the
 // outage, and the timers that came due meanwhile fire afterwards.
 func TestWorkerSurvivesRedisOutage(t *testing.T) {
+	t.Parallel() // servers of its own; see docs/development.md, "Loops"
 	srv := redistest.Start(t, redistest.Config{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
 	rdb := srv.Client(t)
 	ns := redistest.Namespace(t)
@@ -687,6 +668,7 @@ func fakeOldRedis(c net.Conn) {
 // Cluster node without ?cluster=1 stops at start with that hint, instead
 // of retrying MOVED forever.
 func TestWorkerRefusesAClusterNodeAsASingleServer(t *testing.T) {
+	t.Parallel() // servers of its own; see docs/development.md, "Loops"
 	cl := redistest.StartCluster(t, 3, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()

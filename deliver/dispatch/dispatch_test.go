@@ -23,7 +23,13 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(redistest.Shared(m)) }
+// TestMain runs up to 6 parallel tests at once unless -parallel says
+// otherwise: they wait on receivers, backoffs and leases rather than
+// compute, and two at a time took half the package's time (issue 36).
+func TestMain(m *testing.M) {
+	redistest.DefaultParallel(6)
+	goleak.VerifyTestMain(redistest.Shared(m))
+}
 
 var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 

@@ -158,6 +158,16 @@ func Start(t testing.TB, cfg Config) *Server {
 		}
 		s.args = append(s.args, "--bind", s.bind, "--dir", s.dir,
 			"--save", "", "--appendonly", "no", "--logfile", filepath.Join(s.dir, "redis.log"))
+		if !cfg.Sentinel {
+			// A replica's full sync starts at once: a diskless sync (the
+			// default) waits 5 s for more replicas to share the
+			// transfer, which was most of the time of every test that
+			// attaches a replica (issue 36). Not a diskless sync with no
+			// delay: a write right after such a sync often timed out in
+			// WAIT (queue's TestReplicas*, under load). cfg.Args may set
+			// it again.
+			s.args = append(s.args, "--repl-diskless-sync", "no")
+		}
 		if cfg.ClusterBus {
 			s.bus = freePort(t, s.bind)
 			s.args = append(s.args, "--cluster-port", fmt.Sprint(s.bus))

@@ -17,7 +17,6 @@ package workertest
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -30,10 +29,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/timerq/timerq/api/apitoken"
 	"github.com/timerq/timerq/internal/redistest"
+	"github.com/timerq/timerq/internal/testbin"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -49,36 +48,8 @@ var workerBin string
 // tests through redistest.Shared, removes the build and checks for leaked
 // goroutines. Call it from TestMain.
 func Main(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		// The fast loop builds no binaries: every test that runs a
-		// worker or a client tool skips (RequireTool).
-		goleak.VerifyTestMain(m)
-		return
-	}
-	dir, err := os.MkdirTemp("", "timerq-workertest")
-	if err != nil {
-		panic(err)
-	}
-	workerBin = filepath.Join(dir, "timerworker")
-	if out, err := exec.Command("go", "build", "-o", workerBin, "github.com/timerq/timerq/cmd/timerworker").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build github.com/timerq/timerq/cmd/timerworker: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	goleak.VerifyTestMain(cleanupM{m, dir})
-}
-
-// cleanupM runs the tests through redistest.Shared, which stops the shared
-// servers, and removes the build directory, before goleak checks.
-type cleanupM struct {
-	m   *testing.M
-	dir string
-}
-
-func (c cleanupM) Run() int {
-	defer os.RemoveAll(c.dir)
-	return redistest.Shared(c.m).Run()
+	testbin.Main(redistest.Shared(m), false, func(dir string) { workerBin = filepath.Join(dir, "timerworker") },
+		"github.com/timerq/timerq/cmd/timerworker")
 }
 
 // RequireTool returns the path of a client tool, skipping the test

@@ -1,5 +1,0 @@
-//go:build !race
-
-package examples_test
-
-const raceEnabled = false
