@@ -399,11 +399,16 @@ func (g *Guard) Client() *http.Client {
 	return &http.Client{Transport: g.Transport(), CheckRedirect: g.checkRedirect}
 }
 
-func (g *Guard) checkRedirect(req *http.Request, via []*http.Request) error {
-	limit := 0
-	if g != nil {
-		limit = min(max(g.MaxRedirects, 0), MaxRedirects)
+// redirectLimit is how many redirects the guard's Client follows.
+func (g *Guard) redirectLimit() int {
+	if g == nil {
+		return 0
 	}
+	return min(max(g.MaxRedirects, 0), MaxRedirects)
+}
+
+func (g *Guard) checkRedirect(req *http.Request, via []*http.Request) error {
+	limit := g.redirectLimit()
 	if limit == 0 {
 		return http.ErrUseLastResponse
 	}

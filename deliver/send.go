@@ -3,6 +3,7 @@ package deliver
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -243,48 +244,77 @@ func (s *Sender) Send(ctx context.Context, ep Endpoint, f Fire) Attempt {
 		a.Error = excerpt(err.Error())
 		return finish(Result{Err: err, Refused: true})
 	}
-	h := req.Header
+	// One map of the right size, and the values set here in one slice
+	// and one string: a request's headers cost a few allocations, not
+	// two or three per header.
+	h := make(http.Header, len(ep.Headers)+10)
+	req.Header = h
+	vals := make([]string, 0, 10)
+	one := func(v string) []string { vals = append(vals, v); return vals[len(vals)-1 : len(vals) : len(vals)] }
 	for k, v := range ep.Headers {
 		h.Set(k, v)
 	}
 	if h.Get("Content-Type") == "" {
 		if json.Valid(f.Payload) {
-			h.Set("Content-Type", "application/json")
+			h["Content-Type"] = one("application/json")
 		} else {
-			h.Set("Content-Type", "application/octet-stream")
+			h["Content-Type"] = one("application/octet-stream")
 		}
 	}
 	ua := s.UserAgent
 	if ua == "" {
 		ua = "timerq-deliver/1"
 	}
-	h.Set("User-Agent", ua)
-	id := MessageID(f.Namespace, f.TimerID, f.Due)
+	h["User-Agent"] = one(ua)
+	bp := headerBufs.Get().(*[]byte)
+	b := appendMessageID((*bp)[:0], f.Namespace, f.TimerID, f.Due)
+	idEnd := len(b)
+	b = strconv.AppendInt(b, a.At.Unix(), 10)
+	tsEnd := len(b)
+	if len(ep.Secrets) > 0 {
+		b = appendSignature(b, b[:idEnd], a.At.Unix(), f.Payload, ep.Secrets)
+	}
+	sigEnd := len(b)
+	b = append(b, url.PathEscape(f.TimerID)...)
+	timerEnd := len(b)
+	b = f.Due.UTC().AppendFormat(b, timeFormat)
+	dueEnd := len(b)
+	if !f.FiredAt.IsZero() {
+		b = f.FiredAt.UTC().AppendFormat(b, timeFormat)
+	}
+	firedEnd := len(b)
+	b = strconv.AppendInt(b, int64(max(f.Attempt, 1)), 10)
+	v := string(b)
+	if cap(b) <= 4<<10 {
+		*bp = b
+		headerBufs.Put(bp)
+	}
 	// Lower-case names, as Standard Webhooks writes them (HTTP/1.1 names
 	// are case-insensitive; HTTP/2 lower-cases them anyway).
-	setRaw(h, HeaderID, id)
-	setRaw(h, HeaderTimestamp, strconv.FormatInt(a.At.Unix(), 10))
+	setRaw(h, HeaderID, canonID, one(v[:idEnd]))
+	setRaw(h, HeaderTimestamp, canonTimestamp, one(v[idEnd:tsEnd]))
 	if len(ep.Secrets) > 0 {
-		setRaw(h, HeaderSignature, Sign(id, a.At, f.Payload, ep.Secrets...))
+		setRaw(h, HeaderSignature, canonSignature, one(v[tsEnd:sigEnd]))
 	}
-	setRaw(h, HeaderTimerID, url.PathEscape(f.TimerID))
-	setRaw(h, HeaderDueAt, f.Due.UTC().Format(timeFormat))
+	setRaw(h, HeaderTimerID, canonTimerID, one(v[sigEnd:timerEnd]))
+	setRaw(h, HeaderDueAt, canonDueAt, one(v[timerEnd:dueEnd]))
 	if !f.FiredAt.IsZero() {
-		setRaw(h, HeaderFiredAt, f.FiredAt.UTC().Format(timeFormat))
+		setRaw(h, HeaderFiredAt, canonFiredAt, one(v[dueEnd:firedEnd]))
 	}
-	setRaw(h, HeaderAttempt, strconv.Itoa(max(f.Attempt, 1)))
+	setRaw(h, HeaderAttempt, canonAttempt, one(v[firedEnd:]))
 	if f.TraceParent != "" {
-		setRaw(h, HeaderTrace, f.TraceParent)
+		setRaw(h, HeaderTrace, canonTrace, one(f.TraceParent))
 	}
 
-	resp, err := s.httpClient().Do(req)
+	resp, err := s.do(req)
 	if err != nil {
 		a.Error = excerpt(err.Error())
 		return finish(Result{Err: err, Refused: errors.Is(err, ErrRefused), Timeout: ctx.Err() != nil || isTimeout(err)})
 	}
 	a.Status = resp.StatusCode
-	head := make([]byte, 0, MaxErrorExcerpt)
-	n, rerr := readCapped(resp.Body, maxBody, &head)
+	var headBuf [MaxErrorExcerpt]byte // on the stack: most answers have no body to keep
+	n, kept, rerr := readCapped(resp.Body, maxBody, headBuf[:])
+	head := headBuf[:kept]
 	resp.Body.Close()
 	a.BodyBytes, a.Truncated = min(n, maxBody), n > maxBody
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -309,6 +339,41 @@ func (s *Sender) Send(ctx context.Context, ep Endpoint, f Fire) Attempt {
 	return finish(r)
 }
 
+// do sends req as s.httpClient().Do(req) does. The guard's own client
+// when it follows no redirects (Guard.MaxRedirects 0, the default) sends
+// through its Transport directly: http.Client copies every request's
+// headers for the redirects it might follow, about a fifth of Send's own
+// allocations. It keeps what the Client adds for such a request: its
+// errors wrapped in a *url.Error, ErrSchemeMismatch for an https request
+// answered in plain HTTP, and, for a redirect (returned, not followed),
+// an error when its Location cannot be parsed.
+func (s *Sender) do(req *http.Request) (*http.Response, error) {
+	c := s.httpClient()
+	if s.Client != nil || s.Guard.redirectLimit() > 0 {
+		return c.Do(req)
+	}
+	wrap := func(err error) error {
+		return &url.Error{Op: req.Method[:1] + strings.ToLower(req.Method[1:]), URL: req.URL.String(), Err: err}
+	}
+	resp, err := c.Transport.RoundTrip(req)
+	if err != nil {
+		if tlsErr, ok := err.(tls.RecordHeaderError); ok && string(tlsErr.RecordHeader[:]) == "HTTP/" {
+			err = http.ErrSchemeMismatch
+		}
+		return nil, wrap(err)
+	}
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		if loc := resp.Header.Get("Location"); loc != "" {
+			if _, perr := req.URL.Parse(loc); perr != nil {
+				resp.Body.Close()
+				return nil, wrap(fmt.Errorf("failed to parse Location header %q: %v", loc, perr))
+			}
+		}
+	}
+	return resp, nil
+}
+
 // notFollowed says why the redirect resp was the answer (Guard.Client),
 // then where it pointed (last, so that a long URL is what the excerpt
 // cuts).
@@ -327,37 +392,51 @@ func notFollowed(resp *http.Response) string {
 // timeFormat is RFC 3339 in UTC with milliseconds.
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
-// setRaw sets a header under its lower-case name as given.
-func setRaw(h http.Header, k, v string) {
-	delete(h, textproto.CanonicalMIMEHeaderKey(k))
-	h[k] = []string{v}
+// setRaw sets a header under its lower-case name k as given, after
+// deleting it under its canonical name canon (a configured header of
+// Send's caller may hold it).
+func setRaw(h http.Header, k, canon string, v []string) {
+	delete(h, canon)
+	h[k] = v
 }
+
+// The canonical forms of the headers setRaw sets, worked out once.
+var (
+	canonID        = textproto.CanonicalMIMEHeaderKey(HeaderID)
+	canonTimestamp = textproto.CanonicalMIMEHeaderKey(HeaderTimestamp)
+	canonSignature = textproto.CanonicalMIMEHeaderKey(HeaderSignature)
+	canonTimerID   = textproto.CanonicalMIMEHeaderKey(HeaderTimerID)
+	canonDueAt     = textproto.CanonicalMIMEHeaderKey(HeaderDueAt)
+	canonFiredAt   = textproto.CanonicalMIMEHeaderKey(HeaderFiredAt)
+	canonAttempt   = textproto.CanonicalMIMEHeaderKey(HeaderAttempt)
+	canonTrace     = textproto.CanonicalMIMEHeaderKey(HeaderTrace)
+)
+
+// headerBufs holds the buffers Send builds its header values in.
+var headerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // bodyBufs holds the buffers answers' bodies are read into.
 var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
 
-// readCapped reads r until EOF or past limit, keeping the first
-// MaxErrorExcerpt bytes in head, and returns how many bytes it read: at
-// most limit+1, so a body longer than limit is never read whole.
-func readCapped(r io.Reader, limit int64, head *[]byte) (int64, error) {
+// readCapped reads r until EOF or past limit, copying the first bytes into
+// head (kept of them), and returns how many bytes it read: at most
+// limit+1, so a body longer than limit is never read whole.
+func readCapped(r io.Reader, limit int64, head []byte) (n int64, kept int, err error) {
 	bp := bodyBufs.Get().(*[]byte)
 	defer bodyBufs.Put(bp)
 	buf := *bp
-	var n int64
 	for n <= limit {
 		m, err := r.Read(buf[:min(int64(len(buf)), limit+1-n)])
-		if room := MaxErrorExcerpt - len(*head); room > 0 {
-			*head = append(*head, buf[:min(m, room)]...)
-		}
+		kept += copy(head[kept:], buf[:m])
 		n += int64(m)
 		if err == io.EOF {
-			return n, nil
+			return n, kept, nil
 		}
 		if err != nil {
-			return n, err
+			return n, kept, err
 		}
 	}
-	return n, nil
+	return n, kept, nil
 }
 
 // excerpt bounds s to MaxErrorExcerpt bytes of valid UTF-8 on one line.

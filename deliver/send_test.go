@@ -204,3 +204,56 @@ func TestSendBadURLIsADeadLetter(t *testing.T) {
 		}
 	}
 }
+
+// The default Sender sends through its guard's Transport, not an
+// http.Client, when it follows no redirects: every answer must come out
+// as the Client would have made it (a Sender given the guard's Client
+// goes through http.Client.Do), errors and redirects included.
+func TestSendWithoutTheClientAsWithIt(t *testing.T) {
+	answers := map[string]http.HandlerFunc{
+		"204": func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) },
+		"500": func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "boom\nline two", http.StatusInternalServerError)
+		},
+		"429": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", "7")
+			w.WriteHeader(http.StatusTooManyRequests)
+		},
+		"307": func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+		},
+		"302 without Location": func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusFound) },
+		"301 with a bad Location": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Location", "http://[::1/%zz")
+			w.WriteHeader(http.StatusMovedPermanently)
+		},
+		"hang up": func(w http.ResponseWriter, r *http.Request) {
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				c.Close()
+			}
+		},
+	}
+	g := &deliver.Guard{Allow: loopback}
+	direct := newSender(t, g)
+	viaClient := &deliver.Sender{Client: g.Client()}
+	defer viaClient.CloseIdleConnections()
+	same := func(what string, ep deliver.Endpoint) {
+		t.Helper()
+		a, b := direct.Send(context.Background(), ep, fire("t1")), viaClient.Send(context.Background(), ep, fire("t1"))
+		a.At, a.Latency, b.At, b.Latency = time.Time{}, 0, time.Time{}, 0
+		a.Delay, b.Delay = 0, 0 // jittered backoff
+		if a != b {
+			t.Errorf("%s: without the Client %+v, with it %+v", what, a, b)
+		}
+	}
+	for name, h := range answers {
+		s := newSink(t, h)
+		same(name, deliver.Endpoint{URL: s.URL})
+	}
+	gone := newSink(t, nil)
+	gone.Close()
+	same("closed port", deliver.Endpoint{URL: gone.URL})
+	plain := newSink(t, nil)
+	same("https to a plain HTTP server", deliver.Endpoint{URL: strings.Replace(plain.URL, "http:", "https:", 1)})
+}

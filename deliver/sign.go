@@ -7,9 +7,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"hash"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -90,6 +92,7 @@ var ErrInvalidSecret = errors.New("timerq: deliver: invalid signing secret")
 type Secret struct {
 	key  []byte
 	text string
+	macs *sync.Pool // of *mac under key; nil in a zero Secret
 }
 
 // ParseSecret reads a secret in its text form, "whsec_<base64 key>". A key
@@ -109,7 +112,7 @@ func ParseSecret(s string) (Secret, error) {
 	if len(key) < MinSecretBytes || len(key) > MaxSecretBytes {
 		return Secret{}, fmt.Errorf("%w: its key is %d bytes; %s", ErrInvalidSecret, len(key), want)
 	}
-	return Secret{key: key, text: s}, nil
+	return Secret{key: key, text: s, macs: &sync.Pool{New: func() any { return &mac{h: hmac.New(sha256.New, key)} }}}, nil
 }
 
 // GenerateSecret returns a new random secret in its text form, with a key
@@ -147,19 +150,55 @@ func RedactSecret(s string) string {
 // "v1,<base64 HMAC-SHA256>" per secret, space separated, in the order
 // given. With no secrets it returns "".
 func Sign(id string, ts time.Time, body []byte, secrets ...Secret) string {
-	prefix := id + "." + strconv.FormatInt(ts.Unix(), 10) + "."
-	var b strings.Builder
-	for i, s := range secrets {
-		m := hmac.New(sha256.New, s.key)
-		m.Write([]byte(prefix))
-		m.Write(body)
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString("v1,")
-		b.WriteString(base64.StdEncoding.EncodeToString(m.Sum(nil)))
+	if len(secrets) == 0 {
+		return ""
 	}
-	return b.String()
+	return string(appendSignature(nil, []byte(id), ts.Unix(), body, secrets))
+}
+
+// appendSignature appends Sign's value to dst. id may alias dst: it is
+// read before dst grows.
+func appendSignature(dst, id []byte, ts int64, body []byte, secrets []Secret) []byte {
+	for i, s := range secrets {
+		m := s.getMAC()
+		m.buf = append(append(append(append(m.buf[:0], id...), '.'), strconv.AppendInt(m.num[:0], ts, 10)...), '.')
+		m.h.Write(m.buf)
+		m.h.Write(body)
+		sum := m.h.Sum(m.sum[:0])
+		if i > 0 {
+			dst = append(dst, ' ')
+		}
+		dst = append(dst, "v1,"...)
+		dst = base64.StdEncoding.AppendEncode(dst, sum)
+		s.putMAC(m)
+	}
+	return dst
+}
+
+// mac is an HMAC-SHA256 under one secret's key with its scratch space.
+// Each Secret that ParseSecret made keeps a pool of them: a request's
+// signature then costs no allocation and no hashing of the key's pads
+// (an HMAC that was used once resets to its keyed state from a copy).
+type mac struct {
+	h   hash.Hash
+	sum [sha256.Size]byte
+	num [20]byte
+	buf []byte
+}
+
+func (s Secret) getMAC() *mac {
+	if s.macs == nil {
+		return &mac{h: hmac.New(sha256.New, s.key)}
+	}
+	m := s.macs.Get().(*mac)
+	m.h.Reset()
+	return m
+}
+
+func (s Secret) putMAC(m *mac) {
+	if s.macs != nil && cap(m.buf) <= 1<<10 {
+		s.macs.Put(m)
+	}
 }
 
 // MessageID is the webhook-id of one fire: "msg_" and 32 characters of
@@ -170,11 +209,16 @@ func Sign(id string, ts time.Time, body []byte, secrets ...Secret) string {
 // another due time, the next occurrence of a schedule) has another ID. It
 // holds no '.', as Standard Webhooks requires, whatever the timer ID holds.
 func MessageID(namespace, timerID string, due time.Time) string {
-	h := sha256.New()
-	h.Write([]byte(namespace))
-	h.Write([]byte{0})
-	h.Write([]byte(timerID))
-	h.Write([]byte{0})
-	h.Write([]byte(strconv.FormatInt(due.UnixMilli(), 10)))
-	return "msg_" + base64.RawURLEncoding.EncodeToString(h.Sum(nil))[:32]
+	return string(appendMessageID(nil, namespace, timerID, due))
+}
+
+// appendMessageID appends MessageID's value to dst, using dst's spare
+// room for the hash's input.
+func appendMessageID(dst []byte, namespace, timerID string, due time.Time) []byte {
+	start := len(dst)
+	in := append(append(append(append(dst, namespace...), 0), timerID...), 0)
+	in = strconv.AppendInt(in, due.UnixMilli(), 10)
+	sum := sha256.Sum256(in[start:])
+	dst = append(in[:start], "msg_"...)
+	return base64.RawURLEncoding.AppendEncode(dst, sum[:])[:start+len("msg_")+32]
 }

@@ -1,6 +1,8 @@
 package deliver_test
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -139,5 +141,41 @@ func TestVerify(t *testing.T) {
 		if !errors.Is(err, deliver.ErrBadSignature) {
 			t.Errorf("%s: %v, want ErrBadSignature", what, err)
 		}
+	}
+}
+
+// Sign and MessageID reuse per-secret HMACs and buffers: every signature
+// of a secret used many times, interleaved with another, must still be
+// the HMAC of its own input alone, and the webhook-id must stay the hash
+// MessageID documents (receivers deduplicate across versions by it).
+func TestSignAndMessageIDAgainstPlainHashes(t *testing.T) {
+	want := func(key []byte, msg string) string {
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte(msg))
+		return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
+	}
+	keyA, keyB := []byte("0123456789abcdef01234567"), []byte("another key of 32 bytes, exactly")
+	a, err := deliver.ParseSecret("whsec_" + base64.StdEncoding.EncodeToString(keyA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := deliver.ParseSecret("whsec_" + base64.StdEncoding.EncodeToString(keyB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := time.Unix(1700000000, 0)
+	for i := range 5 {
+		id, body := fmt.Sprintf("msg_%d%s", i, strings.Repeat("x", i*300)), strings.Repeat("b", i*100)
+		msg := id + ".1700000000." + body
+		if got, w := deliver.Sign(id, ts, []byte(body), a, b), want(keyA, msg)+" "+want(keyB, msg); got != w {
+			t.Fatalf("use %d: Sign = %q, want %q", i, got, w)
+		}
+		if got, w := deliver.Sign(id, ts, []byte(body), b), want(keyB, msg); got != w {
+			t.Fatalf("use %d: Sign(b) = %q, want %q", i, got, w)
+		}
+	}
+	// sha256("billing\x00order/42 é\x001614265330123"), base64url, 32 characters.
+	if got, w := deliver.MessageID("billing", "order/42 é", time.UnixMilli(1614265330123)), "msg_Nj01cdgAmZJFOXNlR-SfnUu3GShDOeYj"; got != w {
+		t.Fatalf("MessageID = %q, want %q", got, w)
 	}
 }

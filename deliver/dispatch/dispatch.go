@@ -157,7 +157,35 @@ type Dispatcher struct {
 type endpointState struct {
 	limit   int // MaxInFlight, as last looked up
 	running int
-	backlog []pending
+	backlog fifo
+}
+
+// fifo is the backlog of an endpoint: a queue that reuses its array, so
+// that a backlog refilled as fast as it drains allocates nothing (a slice
+// popped from its front loses its capacity and each push copies it).
+type fifo struct {
+	items []pending
+	head  int // items[head:] are queued
+}
+
+func (q *fifo) len() int { return len(q.items) - q.head }
+
+func (q *fifo) push(p pending) {
+	if q.head > 0 && len(q.items) == cap(q.items) {
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items, q.head = q.items[:n], 0
+	}
+	q.items = append(q.items, p)
+}
+
+func (q *fifo) pop() pending {
+	p := q.items[q.head]
+	q.items[q.head] = pending{} // let the fire's payload go
+	if q.head++; q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+	}
+	return p
 }
 
 type pending struct {
@@ -320,7 +348,7 @@ func (d *Dispatcher) room() (room, size int) {
 	defer d.mu.Unlock()
 	for _, st := range d.endpoints {
 		c := st.limit * (1 + d.Backlog)
-		room += max(c-st.running-len(st.backlog), 0)
+		room += max(c-st.running-st.backlog.len(), 0)
 		size += c
 	}
 	return room, size
@@ -397,8 +425,8 @@ func (d *Dispatcher) dispatch(ctx context.Context, dl queue.Delivery) {
 		d.mu.Unlock()
 		d.wg.Add(1)
 		go d.work(ctx, name, pending{dl, ep})
-	case len(st.backlog) < limit*d.Backlog:
-		st.backlog = append(st.backlog, pending{dl, ep})
+	case st.backlog.len() < limit*d.Backlog:
+		st.backlog.push(pending{dl, ep})
 		d.outstanding++
 		d.mu.Unlock()
 	default:
@@ -420,7 +448,7 @@ func (d *Dispatcher) work(ctx context.Context, name string, p pending) {
 		d.mu.Lock()
 		st := d.endpoints[name]
 		d.outstanding--
-		if len(st.backlog) == 0 {
+		if st.backlog.len() == 0 {
 			st.running--
 			if st.running == 0 {
 				delete(d.endpoints, name)
@@ -432,8 +460,7 @@ func (d *Dispatcher) work(ctx context.Context, name string, p pending) {
 			}
 			return
 		}
-		p = st.backlog[0]
-		st.backlog = st.backlog[1:]
+		p = st.backlog.pop()
 		d.mu.Unlock()
 		select {
 		case d.freed <- struct{}{}:
