@@ -212,16 +212,12 @@ func TestSendBadURLIsADeadLetter(t *testing.T) {
 func TestSendWithoutTheClientAsWithIt(t *testing.T) {
 	answers := map[string]http.HandlerFunc{
 		"204": func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) },
-		"500": func(w http.ResponseWriter, r *http.Request) {
-			http.Error(w, "boom\nline two", http.StatusInternalServerError)
-		},
+		"500": func(w http.ResponseWriter, r *http.Request) { http.Error(w, "boom\nline two", http.StatusInternalServerError) },
 		"429": func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "7")
 			w.WriteHeader(http.StatusTooManyRequests)
 		},
-		"307": func(w http.ResponseWriter, r *http.Request) {
-			http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
-		},
+		"307": func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect) },
 		"302 without Location": func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusFound) },
 		"301 with a bad Location": func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Location", "http://[::1/%zz")
