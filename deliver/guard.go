@@ -399,16 +399,11 @@ func (g *Guard) Client() *http.Client {
 	return &http.Client{Transport: g.Transport(), CheckRedirect: g.checkRedirect}
 }
 
-// redirectLimit is how many redirects the guard's Client follows.
-func (g *Guard) redirectLimit() int {
-	if g == nil {
-		return 0
-	}
-	return min(max(g.MaxRedirects, 0), MaxRedirects)
-}
-
 func (g *Guard) checkRedirect(req *http.Request, via []*http.Request) error {
-	limit := g.redirectLimit()
+	limit := 0
+	if g != nil {
+		limit = min(max(g.MaxRedirects, 0), MaxRedirects)
+	}
 	if limit == 0 {
 		return http.ErrUseLastResponse
 	}

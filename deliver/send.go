@@ -3,7 +3,6 @@ package deliver
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -306,7 +305,7 @@ func (s *Sender) Send(ctx context.Context, ep Endpoint, f Fire) Attempt {
 		setRaw(h, HeaderTrace, canonTrace, one(f.TraceParent))
 	}
 
-	resp, err := s.do(req)
+	resp, err := s.httpClient().Do(req)
 	if err != nil {
 		a.Error = excerpt(err.Error())
 		return finish(Result{Err: err, Refused: errors.Is(err, ErrRefused), Timeout: ctx.Err() != nil || isTimeout(err)})
@@ -337,41 +336,6 @@ func (s *Sender) Send(ctx context.Context, ep Endpoint, f Fire) Attempt {
 		a.Error = excerpt(a.Error + "; reading the body: " + rerr.Error())
 	}
 	return finish(r)
-}
-
-// do sends req as s.httpClient().Do(req) does. The guard's own client
-// when it follows no redirects (Guard.MaxRedirects 0, the default) sends
-// through its Transport directly: http.Client copies every request's
-// headers for the redirects it might follow, about a fifth of Send's own
-// allocations. It keeps what the Client adds for such a request: its
-// errors wrapped in a *url.Error, ErrSchemeMismatch for an https request
-// answered in plain HTTP, and, for a redirect (returned, not followed),
-// an error when its Location cannot be parsed.
-func (s *Sender) do(req *http.Request) (*http.Response, error) {
-	c := s.httpClient()
-	if s.Client != nil || s.Guard.redirectLimit() > 0 {
-		return c.Do(req)
-	}
-	wrap := func(err error) error {
-		return &url.Error{Op: req.Method[:1] + strings.ToLower(req.Method[1:]), URL: req.URL.String(), Err: err}
-	}
-	resp, err := c.Transport.RoundTrip(req)
-	if err != nil {
-		if tlsErr, ok := err.(tls.RecordHeaderError); ok && string(tlsErr.RecordHeader[:]) == "HTTP/" {
-			err = http.ErrSchemeMismatch
-		}
-		return nil, wrap(err)
-	}
-	switch resp.StatusCode {
-	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
-		if loc := resp.Header.Get("Location"); loc != "" {
-			if _, perr := req.URL.Parse(loc); perr != nil {
-				resp.Body.Close()
-				return nil, wrap(fmt.Errorf("failed to parse Location header %q: %v", loc, perr))
-			}
-		}
-	}
-	return resp, nil
 }
 
 // notFollowed says why the redirect resp was the answer (Guard.Client),
