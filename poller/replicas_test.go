@@ -64,10 +64,10 @@ func startSentinelSet(t *testing.T) *sentinelSet {
 	}
 	for _, sn := range s.sentinels {
 		sc := sn.Client(t)
-		redistest.Eventually(t, 30*time.Second, "each Sentinel to see the replica and the other two", func() bool {
-			reps, err := sc.Do(ctx, "SENTINEL", "REPLICAS", "m").Slice()
-			others, err2 := sc.Do(ctx, "SENTINEL", "SENTINELS", "m").Slice()
-			return err == nil && err2 == nil && len(reps) == 1 && len(others) == 2
+		redistest.AwaitPromotableReplicas(t, sc, "m", 1, 30*time.Second)
+		redistest.Eventually(t, 30*time.Second, "each Sentinel to see the other two", func() bool {
+			others, err := sc.Do(ctx, "SENTINEL", "SENTINELS", "m").Slice()
+			return err == nil && len(others) == 2
 		})
 	}
 	return s

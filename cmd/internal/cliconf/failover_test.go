@@ -63,10 +63,7 @@ func TestPlannedFailoverProcedureLosesNothing(t *testing.T) {
 	}
 	mc, rc := master.Client(t), replica.Client(t)
 	waitUntil(t, 30*time.Second, "the replica to sync", func() bool { return replField(t, rc, "master_link_status") == "up" })
-	waitUntil(t, 30*time.Second, "Sentinel to see the replica", func() bool {
-		reps, err := sc.Do(ctx, "SENTINEL", "REPLICAS", "m").Slice()
-		return err == nil && len(reps) == 1
-	})
+	redistest.AwaitPromotableReplicas(t, sc, "m", 1, 30*time.Second)
 
 	// The application and the worker, both through the Sentinel URL.
 	conn := cliconf.Conn{RedisURL: "redis://" + sentinel.Addr() + "/0?master_name=m"}
