@@ -205,11 +205,13 @@ func TestDispatchFlowRateAndInFlight(t *testing.T) {
 		// longer than the next ones (it opens a connection) lets those
 		// granted in the next moment into its second. On a loaded CI
 		// machine the first arrival came up to ~100 ms after its grant
-		// (132-134 here), so 200 ms of grants at 100/s, 20, are allowed
-		// for it. Without the limiter all 250 arrive in the first second;
-		// a doubled burst would give 152 or more.
-		if first > 100+26+20 {
-			t.Errorf("%d deliveries of key rate in its first second, above 100, a burst of 26 and 20 of arrival jitter", first)
+		// (132-134 here), and at load 15 once 147 arrived in the first
+		// second of a run whose rate held: 250 ms of grants at 100/s, 25,
+		// are allowed for it. Without the limiter all 250 arrive in the
+		// first second; a doubled burst gives 152 or more, which this
+		// still fails.
+		if first > 100+26+25 {
+			t.Errorf("%d deliveries of key rate in its first second, above 100, a burst of 26 and 25 of arrival jitter", first)
 		}
 		// The upper bound is GCRA's own: in any stretch of time, at most
 		// the rate times its length plus the tolerance (26, which the idle
