@@ -60,11 +60,18 @@ type proc struct {
 
 func startWorker(t *testing.T, args ...string) *proc {
 	t.Helper()
+	return startProc(t, binary(t), args...)
+}
+
+// startProc starts the timerworker binary bin (this build's, or another's)
+// with args, logging to a file of the test's.
+func startProc(t *testing.T, bin string, args ...string) *proc {
+	t.Helper()
 	logf, err := os.CreateTemp(t.TempDir(), "worker-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{t: t, cmd: exec.Command(binary(t), args...), done: make(chan struct{}), log: logf.Name()}
+	p := &proc{t: t, cmd: exec.Command(bin, args...), done: make(chan struct{}), log: logf.Name()}
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
