@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/timerq/timerq/internal/firerecorder"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
@@ -67,16 +69,29 @@ func buildAt(t *testing.T, commit string) (worker, ctl string) {
 // each firing timers the other build scheduled, and an old worker dies by
 // SIGKILL mid-flight. A live fire recorder (every fire any client could
 // read, every 20 ms) must see every acknowledged timer fire exactly once,
-// never early, and the counters that both builds write must add up.
+// never early, and the counters that both builds write must add up. It
+// runs on a standalone server and on a 3-master Cluster, 16 shards each.
 func TestRollingUpgradeSideBySide(t *testing.T) {
 	t.Parallel()
 	oldWorker, oldCtl := buildAt(t, upgradeFrom)
-	srv := redistest.Start(t, redistest.Config{})
-	rdb := srv.Client(t)
+	t.Run("standalone", func(t *testing.T) {
+		t.Parallel()
+		srv := redistest.Start(t, redistest.Config{})
+		rollingUpgrade(t, oldWorker, oldCtl, srv.URL(), srv.Client(t), []string{srv.Addr()}, 16)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		c := redistest.StartCluster(t, 3, nil)
+		rollingUpgrade(t, oldWorker, oldCtl, c.URL(), c.Client(t), c.Addrs(), 16)
+	})
+}
+
+// rollingUpgrade is TestRollingUpgradeSideBySide on one Redis: url and rdb
+// reach it, nodes are every node a client could read (for the recorder).
+func rollingUpgrade(t *testing.T, oldWorker, oldCtl, url string, rdb redis.UniversalClient, nodes []string, shards int) {
 	ns := redistest.Namespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	const shards = 4
 	if _, err := queue.CreateNamespace(ctx, rdb, ns, shards); err != nil {
 		t.Fatal(err)
 	}
@@ -85,11 +100,11 @@ func TestRollingUpgradeSideBySide(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	rec, err := firerecorder.Start(ctx, firerecorder.Options{Nodes: []string{srv.Addr()}, Namespace: ns, Shards: shards})
+	rec, err := firerecorder.Start(ctx, firerecorder.Options{Nodes: nodes, Namespace: ns, Shards: shards})
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--redis", srv.URL(), "--namespace", ns}
+	args := []string{"--redis", url, "--namespace", ns}
 	old := []*proc{startProc(t, oldWorker, args...), startProc(t, oldWorker, args...)}
 
 	var mu sync.Mutex
@@ -144,6 +159,13 @@ func TestRollingUpgradeSideBySide(t *testing.T) {
 	for _, w := range append(upgraded, old...) {
 		waitFor(t, 10*time.Second, "the workers to start", func() bool { return strings.Contains(w.logText(), "worker started") })
 	}
+	// Side by side: the new workers own some shards, the old ones the
+	// rest (each shard goes to one of the four by hashing, so with 16
+	// shards the new two own none with a chance of 2^-16).
+	owning := regexp.MustCompile(`claiming shards".*shards="?\[[0-9]`)
+	waitFor(t, 20*time.Second, "a new worker to own shards beside the old ones", func() bool {
+		return owning.MatchString(upgraded[0].logText()) || owning.MatchString(upgraded[1].logText())
+	})
 	at := count()
 	waitFor(t, 20*time.Second, "500 more timers with both builds' workers", func() bool { return count() >= at+500 })
 	if code, took := old[0].term(); code != 0 {
@@ -164,13 +186,6 @@ func TestRollingUpgradeSideBySide(t *testing.T) {
 	// The recorder polls every 20 ms: give it a few rounds past the last fire.
 	time.Sleep(100 * time.Millisecond)
 	rep := rec.Stop()
-	// Side by side: each new worker took shards while an old one held the rest.
-	owning := regexp.MustCompile(`claiming shards".*shards=\[[0-9]`)
-	for _, w := range upgraded {
-		if !owning.MatchString(w.logText()) {
-			t.Errorf("a new worker never claimed a shard, so the builds did not run side by side; log:\n%s", w.logText())
-		}
-	}
 	for _, w := range upgraded {
 		if code, took := w.term(); code != 0 {
 			t.Errorf("new worker: exit %d after %v on SIGTERM, want 0; log:\n%s", code, took, w.logText())
