@@ -135,7 +135,9 @@ type Dispatcher struct {
 	// DefaultMaxOutstanding.
 	MaxOutstanding int
 	// Backlog is how many fires per slot of MaxInFlight an endpoint may
-	// have waiting in this dispatcher; 0 means DefaultBacklog.
+	// have waiting in this dispatcher, as leases are sized (one more per
+	// slot for fires leased beyond that room, see above); 0 means
+	// DefaultBacklog.
 	Backlog int
 	// OnAttempt, if set, is called after each attempt.
 	OnAttempt func(Report)
