@@ -36,8 +36,8 @@ const (
 	// DefaultBacklog is Dispatcher.Backlog when it is 0.
 	DefaultBacklog = 4
 	// BusyDelay is how long a fire waits, released, when its endpoint's
-	// backlog in this dispatcher is full, or its endpoint could not be
-	// looked up.
+	// backlog in this dispatcher is full even of the fires leased beyond
+	// its room (Dispatcher), or its endpoint could not be looked up.
 	BusyDelay = time.Second
 	// DisabledDelay is how long a fire of a disabled endpoint waits,
 	// released, before it is looked at again (at most the lease): it is
@@ -88,10 +88,15 @@ type Report struct {
 //
 // One slow endpoint does not delay the others: each endpoint has at most
 // MaxInFlight attempts under way in this dispatcher and a backlog of
-// Backlog·MaxInFlight leased fires waiting for a slot; its fires beyond
-// that are released for BusyDelay, and the dispatcher goes on leasing
-// fires for the other endpoints. It leases about as many fires as its
-// endpoints have room for (leaseCount), so that this stays rare.
+// Backlog·MaxInFlight leased fires waiting for a slot, and the dispatcher
+// goes on leasing fires for the other endpoints. It leases about as many
+// fires as its endpoints have room for (leaseCount); a fire leased beyond
+// its endpoint's room (leaseCount's one fire past a full endpoint, or an
+// endpoint's share of a lease sized by the others' room) waits in the
+// backlog too, up to MaxInFlight more, and is sent as soon as a slot
+// frees. Only fires beyond that are released for BusyDelay: an endpoint
+// saturated for longer than it takes the dispatcher to lease past it
+// MaxInFlight more times than it finished attempts meanwhile.
 //
 // Each attempt is appended to the timer's attempt log
 // (queue.Deliveries.Attempts) in the round trip that settles it (delivered
@@ -130,7 +135,9 @@ type Dispatcher struct {
 	// DefaultMaxOutstanding.
 	MaxOutstanding int
 	// Backlog is how many fires per slot of MaxInFlight an endpoint may
-	// have waiting in this dispatcher; 0 means DefaultBacklog.
+	// have waiting in this dispatcher, as leases are sized (one more per
+	// slot for fires leased beyond that room, see above); 0 means
+	// DefaultBacklog.
 	Backlog int
 	// OnAttempt, if set, is called after each attempt.
 	OnAttempt func(Report)
@@ -310,10 +317,13 @@ const (
 // is and at least one: fires of other endpoints, in the stream behind the
 // busy one's, are still leased. That one fire, if it is the full
 // endpoint's and no slot freed meanwhile, is the only one leased beyond
-// room: it is released as busy, untried (no attempt used up, nothing
-// sent), and comes back BusyDelay later as its next delivery. Room only
-// grows while a Lease is under way (only Run adds fires), so a lease of
-// room never overflows. A dispatcher that holds nothing leases
+// room: it waits in the endpoint's backlog past its room (dispatch) and
+// is sent as soon as a slot frees. Released as busy instead, it came back
+// only BusyDelay later, a second late at the end of a burst; and with a
+// shorter delay the released fires came back before these leases got
+// past them in the stream, starving the fires behind. Room only grows
+// while a Lease is under way (only Run adds fires), so a lease of room
+// never overflows. A dispatcher that holds nothing leases
 // firstLeaseBatch, then more as it learns its endpoints' room.
 func (d *Dispatcher) leaseCount(ctx context.Context, n int) int {
 	room, size := d.room()
@@ -425,7 +435,13 @@ func (d *Dispatcher) dispatch(ctx context.Context, dl queue.Delivery) {
 		d.mu.Unlock()
 		d.wg.Add(1)
 		go d.work(ctx, name, pending{dl, ep})
-	case st.backlog.len() < limit*d.Backlog:
+	case st.backlog.len() < limit*(d.Backlog+1):
+		// Past the Backlog·limit that leases are sized for (room), a fire
+		// leased beyond room waits too, up to limit more (Dispatcher,
+		// leaseCount): leases past a full endpoint take one fire a
+		// busyPause at most, and each attempt finished takes one from
+		// the backlog, so that an endpoint briefly full (a burst, a
+		// stall of a few milliseconds) has none of its fires released.
 		st.backlog.push(pending{dl, ep})
 		d.outstanding++
 		d.mu.Unlock()

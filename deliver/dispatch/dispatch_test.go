@@ -396,9 +396,10 @@ func TestDispatcherLeasesWhatItsEndpointsTake(t *testing.T) {
 // A dispatcher whose one endpoint is full and makes no progress still
 // leases, one fire at a time after its short wait for room, so that a
 // fire of another endpoint behind the full one's in the stream is
-// delivered at once. The full endpoint's fires it leases meanwhile are
-// released as busy, untried: each is later delivered once, as its first
-// attempt, though leased more than once.
+// delivered at once. The full endpoint's fires it leases meanwhile, past
+// what its backlog holds even beyond room (TestDispatcherHoldsAFireLeasedPastAFullEndpoint),
+// are released as busy, untried: each is later delivered once, as its
+// first attempt, though leased more than once.
 func TestDispatcherLeasesPastAFullEndpoint(t *testing.T) {
 	t.Parallel() // each arm its own namespace, receiver and dispatcher
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
@@ -494,9 +495,97 @@ func TestDispatcherLeasesPastAFullEndpoint(t *testing.T) {
 				releasedBusy++
 			}
 		}
-		// The first lease takes 32, of which the endpoint holds 5.
-		if releasedBusy < 32-5 {
-			t.Errorf("%d fires delivered after a busy release, want at least 27", releasedBusy)
+		// The first lease takes 32, of which the endpoint holds 6: 5
+		// within its room and one past it.
+		if releasedBusy < 32-6 {
+			t.Errorf("%d fires delivered after a busy release, want at least 26", releasedBusy)
+		}
+	})
+}
+
+// A fire leased while its endpoint is full (the one fire a dispatcher
+// leases past a full endpoint) waits in the dispatcher and is sent as soon
+// as a slot frees, not released as busy to come back BusyDelay later: it
+// is leased once, and delivered as its first delivery to the group.
+func TestDispatcherHoldsAFireLeasedPastAFullEndpoint(t *testing.T) {
+	t.Parallel() // each arm its own namespace, receiver and dispatcher
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		unblock := make(chan struct{})
+		var once sync.Once
+		release := func() { once.Do(func() { close(unblock) }) }
+		defer release()
+		s := newSink(t, func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body) // the server notices a closed connection only once the body is read
+			select {
+			case <-unblock:
+				w.WriteHeader(http.StatusNoContent)
+			case <-r.Context().Done():
+			}
+		})
+		var mu sync.Mutex
+		reports := map[string][]dispatch.Report{}
+		d := &dispatch.Dispatcher{
+			Queue: q, Consumer: "d", Sender: newSender(t, &deliver.Guard{Allow: loopback}),
+			Route: func(queue.Event) string { return "e" },
+			Lookup: func(context.Context, string) (deliver.Endpoint, error) {
+				// One in flight and a backlog of 4: room for 5 fires.
+				return deliver.Endpoint{URL: s.URL, MaxInFlight: 1, Timeout: time.Minute}, nil
+			},
+			OnAttempt: func(r dispatch.Report) {
+				mu.Lock()
+				defer mu.Unlock()
+				reports[r.Event.ID] = append(reports[r.Event.ID], r)
+			},
+			OnError: func(err error) { t.Errorf("dispatcher: %v", err) },
+		}
+		ids := names("t", 6)
+		fireAll(t, q, ids[:5])
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan error, 1)
+		go func() { stopped <- d.Run(ctx) }()
+		stop := func() {
+			if cancel != nil {
+				cancel()
+				cancel = nil
+				if err := <-stopped; err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			}
+		}
+		defer stop()
+		redistest.Eventually(t, 30*time.Second, "the endpoint full: one attempt under way, four fires waiting", func() bool {
+			return s.hits.Load() == 1 && d.Held() == 5
+		})
+		// With no room, the dispatcher leases one fire at a time: this one.
+		fireAll(t, q, ids[5:])
+		redistest.Eventually(t, 30*time.Second, "the sixth fire, leased past the full endpoint, held rather than released as busy", func() bool {
+			return d.Held() == 6
+		})
+		release()
+		redistest.Eventually(t, 60*time.Second, "every fire delivered", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(reports) == len(ids)
+		})
+		stop()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range ids {
+			rs := reports[id]
+			if len(rs) != 1 || rs[0].Attempt.Outcome != deliver.Delivered || rs[0].Number != 1 || rs[0].Event.Attempt != 1 {
+				var got []string
+				for _, r := range rs {
+					got = append(got, fmt.Sprintf("delivery %d, attempt %d, %v", r.Event.Attempt, r.Number, r.Attempt.Outcome))
+				}
+				t.Errorf("%s: %v; want one attempt, delivered, on its first delivery (never released as busy)", id, got)
+			}
+		}
+		if h := s.hits.Load(); h != int64(len(ids)) {
+			t.Errorf("the endpoint got %d requests for %d fires", h, len(ids))
 		}
 	})
 }
