@@ -51,7 +51,9 @@
 -- when some timer is traced or delivers), so it checks the types of those
 -- alone, and the two reads it needs anyway (the due set's head, the
 -- records) check KEYS[1] and KEYS[2]: a TYPE runs only to word the error
--- when one is refused. The first write, HSET of KEYS[2], needs no probe.
+-- when one is refused. The first write, HSET of KEYS[2], needs no probe:
+-- Redis refuses it, if at all, before it changes anything, and the writes
+-- after it need only the ACL's yes (acl_probe).
 
 -- read runs a read that doubles as the type check of key, which timerq
 -- keeps as a want: it returns the reply, or nil and an error reply.
@@ -175,12 +177,14 @@ if trace then
   if terr then return terr end
 end
 
--- Phase 2: probes of every write but the first (HSET of KEYS[2]); the ZADD
--- probe comes first, so that Redis refuses a schedule under OOM.
-local probes = {{'ZADD', KEYS[1]}}
-if trace then probes[#probes + 1] = {'HSET', KEYS[8]} end
-if #delivers > 0 then probes[#probes + 1] = {'HSET', KEYS[9]} end
-err = probe_all(probes)
+-- Phase 2: the ACL's rights for every write but the first (HSET of
+-- KEYS[2]), whose keys' types phase 1 checked. No write runs before the
+-- HSET, so it is the script's first write: Redis applies OOM (HSET may
+-- grow memory), READONLY and MISCONF to it, and a refused HSET changes
+-- nothing. Only the wake message may have gone out before, which readers
+-- treat as a hint (includes/probe.lua).
+err = acl_probe('ZADD', KEYS[1]) or (trace and acl_probe('HSET', KEYS[8])) or
+  (#delivers > 0 and acl_probe('HSET', KEYS[9])) or nil
 if err then return err end
 
 -- Phase 3: publish, then write.
