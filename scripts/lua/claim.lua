@@ -16,7 +16,8 @@
 -- Complexity: O(log N + k) for k claimed timers in a set of N, plus one
 --        PUBLISH and one XADD per claimed timer (the last one trimming the
 --        stream), and a few HINCRBYs (the counters) per claim; when some
---        timer was traced, one HMGET and one HDEL of k fields more.
+--        timer was traced or delivers, one HMGET of k fields and one HDEL
+--        more per hash.
 --
 -- A traced timer's traceparent (KEYS[8], written by schedule.lua) moves
 -- into its fire stream entry, as the field traceparent, so that a consumer
@@ -76,10 +77,11 @@ end
 -- each key per call: most claims find nothing due and then only read the
 -- due set, whose type ZRANGEBYSCORE checks. A claim that fires checks the
 -- type of every key it writes before its first write: the timers hash by
--- HMGET, the fired and expire sets by their probes, the stream and the
--- counters by TYPE, as their probes fail on arguments before looking at
--- the key. typed turns a WRONGTYPE from any of them into check_types'
--- reply, which names the key.
+-- HMGET, the fired and expire sets by their probes, the traces and
+-- deliveries by one EXISTS of both and, when one exists, their HMGETs
+-- (fire_read), the stream and the counters by TYPE, as their probes fail
+-- on arguments before looking at the key. typed turns a WRONGTYPE from
+-- any of them into check_types' reply, which names the key.
 -- err is a pcall's error table, and cmd and key say what it ran; without
 -- them, err is an error reply already made (by probe_all).
 local function typed(err, cmd, key)

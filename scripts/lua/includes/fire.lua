@@ -1,7 +1,7 @@
 -- fire (include): the fire writer of claim.lua and commit.lua: a batch of
 -- scheduled timers written as fired, with their checks, probes, messages
 -- and writes.
--- includes: acl_probe encode fmt late_field probe publish take_values
+-- includes: acl_probe any_exists encode fmt late_field probe publish take_values
 --
 -- A batch (fire_batch) collects the timers firing at one time now_ms:
 -- fire_add queues one, fire_read moves their traceparents (KEYS[8]) and
@@ -47,12 +47,18 @@ local function fire_add(f, id, due_s, created, payload)
 end
 
 -- fire_read reads the traceparents and endpoints of the batch, checking
--- both hashes' types; it returns an error reply or nil.
+-- both hashes' types; it returns an error reply or nil. Most namespaces
+-- trace and deliver no timer, and then neither hash exists: one EXISTS of
+-- both (any_exists) answers for the two.
 local function fire_read(f)
+  f.traced, f.delivering = {}, {}
+  if #f.events == 0 then return nil end
+  local some = any_exists(KEYS[8], f.deliveries)
+  if some == 0 then return nil end
   local err
-  f.traced, err = take_values(KEYS[8], f.events, 4)
+  f.traced, err = take_values(KEYS[8], f.events, 4, some)
   if err then return err end
-  f.delivering, err = take_values(f.deliveries, f.events, 5)
+  f.delivering, err = take_values(f.deliveries, f.events, 5, some)
   return err
 end
 
@@ -68,7 +74,7 @@ end
 -- fire_probes probes every write of the batch but the counters'. The
 -- fired and expire sets get probes, which check their types too; the other
 -- keys' types are checked before (the records by the caller's HMGET, the
--- stream by the caller's TYPE, the traces and deliveries by take_values),
+-- stream by the caller's TYPE, the traces and deliveries by fire_read),
 -- so their writes only need the ACL's yes (acl_probe).
 local function fire_probes(f)
   if #f.events == 0 then return nil end
