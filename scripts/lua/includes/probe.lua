@@ -13,9 +13,12 @@
 --   2. probes (probe below): each write command it will run, on each key it
 --      will write, in a form that changes nothing, so that Redis applies
 --      every refusal before anything changed. The first probe decides the
---      OOM policy: schedule, cancel and reschedule start with ZADD, which
---      Redis refuses under OOM; claim and purge start with ZREMRANGEBYRANK,
---      which it does not, so timers keep firing and purges free memory;
+--      OOM policy: cancel and reschedule start with ZADD, which Redis
+--      refuses under OOM; claim and purge start with ZREMRANGEBYRANK,
+--      which it does not, so timers keep firing and purges free memory.
+--      (schedule.lua probes nothing: its first write, an HSET, is run
+--      under pcall and Redis refuses it, under OOM too, before it changes
+--      anything; the writes after it only ask the ACL, acl_probe);
 --   3. the PUBLISHes (a PUBLISH cannot be probed without sending a message),
 --      then the writes, none of which Redis can refuse any more.
 -- A refusal in phases 1-3 leaves every key untouched. At worst some of the
