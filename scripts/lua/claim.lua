@@ -115,8 +115,7 @@ if n > 0 then
       -- A fired timer's due time is its score's millisecond (ms_of), as
       -- its fire time is TIME's: due_ms <= now_ms follows from the score
       -- being at or below now_due.
-      local due_s = score_ms(score)
-      if due_s then due_s = ms_of(due_s) end
+      local due_s = score_ms_of(score)
       local why = quarantine_why(state, due_s)
       if why then
         quarantined[#quarantined + 1] = {id, score, why, rec}
