@@ -50,9 +50,11 @@ local function bucket(id, B)
 end
 `
 
-// v1: layout 1 as built (the claim's commands after the counters/EXISTS
-// cuts): due, timers, fired, expire, fires, counters. A fired record is
-// rewritten in place.
+// v1: layout 1's keys (due, timers, fired, expire, fires, counters) and
+// a claim's commands, with one EXISTS of the traces and deliveries hashes
+// and the counters read and written once (HMGET + HSET; the real scripts
+// keep TYPE + HINCRBY each, which their Lua makes cheaper there). A fired
+// record is rewritten in place.
 const claimV1 = `
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
