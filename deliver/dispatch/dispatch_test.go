@@ -40,6 +40,25 @@ type sink struct {
 	hits atomic.Int64
 }
 
+// newBlockedSink is a sink whose requests wait until release is called
+// (or the client gives up), then succeed; release may be called more than
+// once.
+func newBlockedSink(t *testing.T) (s *sink, release func()) {
+	t.Helper()
+	unblock := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(unblock) }) }
+	s = newSink(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // the server notices a closed connection only once the body is read
+		select {
+		case <-unblock:
+			w.WriteHeader(http.StatusNoContent)
+		case <-r.Context().Done():
+		}
+	})
+	return s, release
+}
+
 func newSink(t *testing.T, h http.HandlerFunc) *sink {
 	t.Helper()
 	s := &sink{}
@@ -407,18 +426,8 @@ func TestDispatcherLeasesPastAFullEndpoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		unblock := make(chan struct{})
-		var once sync.Once
-		release := func() { once.Do(func() { close(unblock) }) }
+		full, release := newBlockedSink(t)
 		defer release()
-		full := newSink(t, func(w http.ResponseWriter, r *http.Request) {
-			io.Copy(io.Discard, r.Body) // the server notices a closed connection only once the body is read
-			select {
-			case <-unblock:
-				w.WriteHeader(http.StatusNoContent)
-			case <-r.Context().Done():
-			}
-		})
 		other := newSink(t, nil)
 		var mu sync.Mutex
 		reports := map[string][]dispatch.Report{}
@@ -514,18 +523,8 @@ func TestDispatcherHoldsAFireLeasedPastAFullEndpoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		unblock := make(chan struct{})
-		var once sync.Once
-		release := func() { once.Do(func() { close(unblock) }) }
+		s, release := newBlockedSink(t)
 		defer release()
-		s := newSink(t, func(w http.ResponseWriter, r *http.Request) {
-			io.Copy(io.Discard, r.Body) // the server notices a closed connection only once the body is read
-			select {
-			case <-unblock:
-				w.WriteHeader(http.StatusNoContent)
-			case <-r.Context().Done():
-			}
-		})
 		var mu sync.Mutex
 		reports := map[string][]dispatch.Report{}
 		d := &dispatch.Dispatcher{
