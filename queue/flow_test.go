@@ -561,3 +561,59 @@ func TestFlowConsumeFollowsAPolicyPutLater(t *testing.T) {
 		}
 	})
 }
+
+// An idle flow at 100 a second starts with a burst of tau/T + 1 = 26
+// deliveries (flow_take.lua: T = 10 ms, tau = 250 ms) and is then paced:
+// on a clock that stands still (miniredis), exactly 26 are granted, and
+// 100 ms later exactly 10 more, however many Lease calls ask. The dispatcher's timing test
+// (deliver/dispatch's TestDispatchFlowRateAndInFlight) can only bound a
+// burst by arrival times, which a loaded machine smears; this holds the
+// burst itself to its number.
+func TestFlowRateBurstIsTauOverTPlusOne(t *testing.T) {
+	t.Parallel() // its own server; see docs/development.md, "Loops"
+	// Only miniredis: it needs a clock that stands still (SetTime).
+	mini, c := redistest.Mini(t)
+	ctx := context.Background()
+	q, err := queue.New(c, queue.Options{Namespace: redistest.Namespace(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	at := time.Now().Truncate(time.Millisecond)
+	mini.SetTime(at)
+	putFlow(t, q, queue.FlowPolicy{Key: "rate", Rate: 100, Period: time.Second})
+	batch := make([]queue.NewTimer, 60)
+	for i := range batch {
+		batch[i] = queue.NewTimer{ID: fmt.Sprint("r", i), Due: at.Add(-time.Minute), FlowKey: "rate"}
+	}
+	if _, err := q.ScheduleBatch(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := q.Engine().Claim(ctx, 100); err != nil || len(res.Fired) != len(batch) {
+		t.Fatalf("claim: %d fired, %v", len(res.Fired), err)
+	}
+	granted := 0
+	for _, step := range []struct {
+		after time.Duration
+		want  int
+	}{{0, 26}, {100 * time.Millisecond, 10}} {
+		mini.SetTime(at.Add(step.after))
+		// Lease until a call grants nothing: a flow's parked fires come
+		// back a few a call.
+		n := 0
+		for range 60 {
+			ds, err := q.Lease(ctx, "g", "c", queue.LeaseOptions{Count: 60})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ds) == 0 {
+				break
+			}
+			n += len(ds)
+		}
+		if n != step.want {
+			t.Fatalf("%v after an idle flow at 100/s: %d granted, want %d (%d before)", step.after, n, step.want, granted)
+		}
+		granted += n
+	}
+}

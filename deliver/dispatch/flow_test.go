@@ -201,17 +201,16 @@ func TestDispatchFlowRateAndInFlight(t *testing.T) {
 		}
 		t.Logf("rate: %d deliveries at %.1f/s (want 100/s), %d in the first second; conc: at most %d at once",
 			len(at), got, first, sink.maxOver["conc"])
-		// Arrivals, not grants, are counted: a first request that took
-		// longer than the next ones (it opens a connection) lets those
-		// granted in the next moment into its second. On a loaded CI
-		// machine the first arrival came up to ~100 ms after its grant
-		// (132-134 here), and at load 15 once 147 arrived in the first
-		// second of a run whose rate held: 250 ms of grants at 100/s, 25,
-		// are allowed for it. Without the limiter all 250 arrive in the
-		// first second; a doubled burst gives 152 or more, which this
-		// still fails.
-		if first > 100+26+25 {
-			t.Errorf("%d deliveries of key rate in its first second, above 100, a burst of 26 and 25 of arrival jitter", first)
+		// Arrivals, not grants, are counted, and a first request that took
+		// longer than the next ones (it opens a connection; on a loaded CI
+		// machine hundreds of milliseconds) lets those granted after it
+		// into its second: 161 arrived in the first second of a run whose
+		// rate held, with four jobs beside it. So arrivals bound only a
+		// missing limiter here (all 250 in the first second); the burst
+		// itself, 26, is held to its number by queue's
+		// TestFlowRateBurstIsTauOverTPlusOne on a clock that stands still.
+		if first > 200 {
+			t.Errorf("%d deliveries of key rate in its first second: no limiter, or one that lets most of them through at once", first)
 		}
 		// The upper bound is GCRA's own: in any stretch of time, at most
 		// the rate times its length plus the tolerance (26, which the idle
