@@ -28,3 +28,7 @@ func inspectWait(q *Queue, id string, more func(h *hub, ch string) bool) bool {
 	e := h.entries[ch]
 	return e != nil && e.confirmed && len(e.waiters) > 0 && more(h, ch)
 }
+
+// LeasePoll is leasePoll: how long a blocking Lease waits before it runs
+// a round anyway.
+const LeasePoll = leasePoll
