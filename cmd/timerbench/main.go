@@ -56,7 +56,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	common := append(bench.Flags(&bench.Config{}), output...)
 	scenarios := []scenario{
 		newScenario("burst", "N timers due at one instant, fired by --workers timerworkers; also runs ceiling for ceiling_ratio", (*bench.Env).Burst),
-		newScenario("steady", "a constant rate of timers coming due: lateness and wake percentiles", (*bench.Env).Steady),
+		newScenario("steady", "a constant rate of timers coming due: lateness and wake percentiles; with --deliver each also delivered to a webhook sink", (*bench.Env).Steady),
 		newScenario("ceiling", "claim.lua back to back from one connection, no worker logic", (*bench.Env).Ceiling),
 		newScenario("memory", "Redis bytes per pending timer, and per member of a bare sorted set", (*bench.Env).Memory),
 		newScenario("scale", "claim throughput with 10k, 1M and 10M timers pending", (*bench.Env).Scale),

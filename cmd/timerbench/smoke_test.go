@@ -125,3 +125,29 @@ func TestClusterSmoke(t *testing.T) {
 		t.Fatalf("idle %+v", r.Idle)
 	}
 }
+
+// TestDeliverSmoke runs steady --deliver with tiny sizes: every timer
+// reaches the bench's webhook sink through the workers' dispatchers, and
+// the JSON has the delivery fields. Duplicates are allowed (delivery is at
+// least once); speed is not checked.
+func TestDeliverSmoke(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	var stdout, stderr bytes.Buffer
+	args := []string{"timerbench", "steady", "--json", "--redis", srv.URL(), "--worker-bin", workerBin(t), "--workers", "2",
+		"--rate", "200", "--duration", "1s", "--steady-lead", "1s", "--deliver"}
+	if err := newApp(&stdout, &stderr).RunContext(context.Background(), args); err != nil {
+		t.Fatalf("timerbench steady --deliver: %v\n%s", err, stderr.String())
+	}
+	var r map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("output %q is not a JSON object: %v", stdout.String(), err)
+	}
+	for _, f := range []string{"deliveries", "delivery_lateness_p50_ms", "delivery_lateness_p99_ms", "delivery_duplicates", "delivery_lost", "redis_cpu_s"} {
+		if _, ok := r[f]; !ok {
+			t.Errorf("no field %q in %s", f, stdout.String())
+		}
+	}
+	if r["deliveries"] != r["timers"] || r["timers"] != float64(200) || r["delivery_lost"] != float64(0) || r["lost"] != float64(0) {
+		t.Errorf("deliveries %v, delivery_lost %v, lost %v of %v timers, want all 200 delivered", r["deliveries"], r["delivery_lost"], r["lost"], r["timers"])
+	}
+}

@@ -30,6 +30,9 @@ func Write(w io.Writer, result any, asJSON bool) error {
 // flattening embedded structs and listing slices of structs row by row.
 func writeFields(w io.Writer, prefix string, v reflect.Value) {
 	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return // an optional part of a result, absent (as JSON omits it)
+		}
 		v = v.Elem()
 	}
 	t := v.Type()

@@ -64,6 +64,8 @@ type setup struct {
 	pool   int
 	// shards, above 1, creates the namespace with that many shards.
 	shards int
+	// workerArgs are extra timerworker flags (steady --deliver's).
+	workerArgs []string
 }
 
 // stage is what prepare readied: a queue of the bench's namespace in the
@@ -126,7 +128,7 @@ func (st *stage) runWorkers(ctx context.Context) error {
 			return s >= n, err
 		}
 	}
-	ws, err := e.startWorkers(ctx, e.cfg.Workers, ready)
+	ws, err := e.startWorkers(ctx, e.cfg.Workers, ready, st.workerArgs...)
 	if err != nil {
 		return err
 	}

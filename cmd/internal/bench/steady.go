@@ -20,6 +20,10 @@ type SteadyConfig struct {
 	Lead      time.Duration `flag:"steady-lead" default:"3s" usage:"steady: how long before due each timer is scheduled"`
 	WakeEvery int           `flag:"wake-every" default:"20" usage:"steady: one timer in this many gets a Wait-er"`
 	PlotPath  string        `flag:"plot" usage:"steady: write the lateness CDF here (.png or .svg)"`
+	// Deliver makes every timer name an endpoint that points at a sink in
+	// this process, and runs the workers with --deliver, so that the run
+	// costs what push delivery does (one dispatcher per worker).
+	Deliver bool `flag:"deliver" usage:"steady: every timer is delivered to a webhook sink in timerbench by the workers' dispatchers (--deliver); reports deliveries, delivery lateness, duplicates and lost"`
 }
 
 // SteadyResult is a constant rate of timers coming due.
@@ -49,22 +53,44 @@ type SteadyResult struct {
 	// OTLP sink received from the bench and the workers (0 untraced).
 	Traced        bool  `json:"traced"`
 	SpansExported int64 `json:"spans_exported"`
+	// Delivered is what the sink received, with Deliver (nil, and no
+	// fields in the output, without).
+	*Delivered
 }
 
 // Steady schedules cfg.Rate timers per second, each cfg.Lead before it is
 // due, for cfg.Duration, and measures lateness from the fire stream and
-// wake latency from a sample of Wait-ers in this process.
+// wake latency from a sample of Wait-ers in this process. With cfg.Deliver
+// every timer is also delivered to a webhook sink in this process, and
+// the measured window lasts until the sink has them all (or 30 s more).
 func (e *Env) Steady(ctx context.Context, cfg SteadyConfig) (*SteadyResult, error) {
 	withDefaults(&cfg)
 	if cfg.Rate < 1 || cfg.Duration < 0 || cfg.WakeEvery < 1 {
 		return nil, fmt.Errorf("bench: steady: --rate, --duration and --wake-every must be positive")
 	}
-	st, err := e.prepare(ctx, setup{name: "steady", startWorkers: true})
+	s := setup{name: "steady", startWorkers: true}
+	var sk *sink
+	if cfg.Deliver {
+		var err error
+		if sk, err = startSink(); err != nil {
+			return nil, err
+		}
+		defer sk.close() // after st.close, which stops the workers
+		s.workerArgs = []string{"--deliver", "--deliver-allow", sinkAllow}
+	}
+	st, err := e.prepare(ctx, s)
 	if err != nil {
 		return nil, err
 	}
 	defer st.close()
 	q := st.q
+	endpoint := ""
+	if sk != nil {
+		if err := sk.putEndpoint(ctx, q); err != nil {
+			return nil, err
+		}
+		endpoint = sinkEndpoint
+	}
 	wq, closeQ, err := e.ownQueue("timerbench-waiters", 0)
 	if err != nil {
 		return nil, err
@@ -92,7 +118,7 @@ func (e *Env) Steady(ctx context.Context, cfg SteadyConfig) (*SteadyResult, erro
 	// Timer i is scheduled once the server clock reaches its due - lead.
 	err = e.pace(ctx, start, step, total, 5000, 2*time.Millisecond, func(batch []queue.NewTimer, from int) error {
 		for i := range batch {
-			batch[i] = queue.NewTimer{ID: timerID(run, from+i), Due: dueOf(from + i), Payload: payload16}
+			batch[i] = queue.NewTimer{ID: timerID(run, from+i), Due: dueOf(from + i), Payload: payload16, Endpoint: endpoint}
 		}
 		if _, err := q.ScheduleBatch(ctx, batch); err != nil {
 			return fmt.Errorf("bench: ScheduleBatch: %w", err)
@@ -117,6 +143,11 @@ func (e *Env) Steady(ctx context.Context, cfg SteadyConfig) (*SteadyResult, erro
 	if err := st.awaitFires(ctx, total, cfg.Lead+30*time.Second); err != nil {
 		return nil, err
 	}
+	if sk != nil {
+		if err := sk.await(ctx, total, 30*time.Second); err != nil {
+			return nil, err
+		}
+	}
 	time.Sleep(100 * time.Millisecond)
 	wg.Wait()
 	common, fc, err := st.finish(ctx, w, runIDs(run, total))
@@ -126,6 +157,9 @@ func (e *Env) Steady(ctx context.Context, cfg SteadyConfig) (*SteadyResult, erro
 	r := &SteadyResult{Common: common, Rate: cfg.Rate, DurationS: cfg.Duration.Seconds(),
 		Timers: total, Workers: e.cfg.Workers, BatchSize: e.cfg.BatchSize, ScheduledLate: late, Checks: fc.Checks}
 	r.Traced, r.SpansExported = e.tracing != nil, e.tracing.received(ctx)
+	if sk != nil {
+		r.Delivered = sk.result(run, total, dueOf, e.toServerMs)
+	}
 	r.LatenessP50, r.LatenessP99 = pct(fc.lateness, 0.5), pct(fc.lateness, 0.99)
 	r.LatenessP999, r.LatenessMax = pct(fc.lateness, 0.999), pct(fc.lateness, 1)
 	var wake []float64

@@ -49,9 +49,10 @@ func (s *syncBuffer) String() string {
 }
 
 // startWorkers starts n timerworker processes against the bench's Redis
-// and namespace, and returns once ready(n) says they all run (so that none
-// misses the first schedule's wake message).
-func (e *Env) startWorkers(ctx context.Context, n int, ready func(n int) (bool, error)) (*workers, error) {
+// and namespace, with extra flags after the bench's own, and returns once
+// ready(n) says they all run (so that none misses the first schedule's
+// wake message).
+func (e *Env) startWorkers(ctx context.Context, n int, ready func(n int) (bool, error), extra ...string) (*workers, error) {
 	if e.workers == "" {
 		if err := e.buildWorker(ctx); err != nil {
 			return nil, err
@@ -59,7 +60,7 @@ func (e *Env) startWorkers(ctx context.Context, n int, ready func(n int) (bool, 
 	}
 	ws := &workers{}
 	for range n {
-		p, err := e.spawnWorker()
+		p, err := e.spawnWorker(extra...)
 		if err != nil {
 			ws.stop()
 			return nil, err
