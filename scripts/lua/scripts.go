@@ -123,7 +123,7 @@ var (
 		},
 		Commands: []string{"type", "time", "zrange", "hmget", "zscore", "hexists", "zcount", "zadd", "hset", "hget"}})
 	// Claim fires due timers exactly once (claim.lua).
-	Claim = add(&Script{Name: "claim", Early: []string{"clock_due", "clock_ms"}, Includes: []string{"check_type", "check_types", "counters", "decode", "fire", "fmt", "probe", "quarantine", "refusal", "score_ms_of"}, Publishes: true, Worker: true,
+	Claim = add(&Script{Name: "claim", Early: []string{"clock_due"}, Includes: []string{"check_type", "check_types", "counters", "decode", "fire", "fmt", "probe", "quarantine", "refusal", "score_ms_of"}, Publishes: true, Worker: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
 			return append(sp.Keys(), sp.Traces(), sp.Quarantine(), sp.Deliveries())
 		},
