@@ -111,7 +111,7 @@ func workerKeys(sp keyspace.Space, _ string) []string {
 // The table.
 var (
 	// Schedule creates timers that do not exist yet (schedule.lua).
-	Schedule = add(&Script{Name: "schedule", Includes: []string{"acl_probe", "check_traces", "check_type", "decode", "due_of", "encode", "fmt", "full", "is_due", "malformed", "now_ms", "over_quota", "publish", "refusal", "resolve_due"}, Publishes: true,
+	Schedule = add(&Script{Name: "schedule", Includes: []string{"acl_probe", "check_traces", "check_type", "clock_now", "decode", "due_of", "encode", "fmt", "full", "is_due", "malformed", "over_quota", "publish", "refusal", "resolve_due"}, Publishes: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
 			keys := append(sp.Keys(), sp.Traces(), sp.Deliveries(), sp.EndpointNames())
 			if sp.Count() == 1 {
