@@ -96,9 +96,11 @@ if err then return err end
 local match, number = string.match, tonumber
 local flags, nextra = {}, 0
 local reply = {now, ''}
-local hset, zadd, nw = {}, {}, 0
+-- The write lists start with the slots of one timer, which the first
+-- created timer fills: a list grown from empty is resized twice for it.
+local hset, zadd, nw = {false, false}, {false, false}, 0
 local trace = ARGV[2] ~= ''
-local traced = trace and {} or nil
+local traced = trace and {false, false} or nil
 local delivers = nil      -- id, endpoint value, ...
 local created = n > 1 and {} or nil -- id -> index of the timer that created it
 local resolved = nil      -- index -> due_ms, for relative due times only
@@ -168,7 +170,7 @@ for k = 1, n do
     end
   end
 end
-reply[2] = table.concat(flags)
+reply[2] = n == 1 and flags[1] or table.concat(flags)
 if nw == 0 then return reply end
 -- The quota, before any write: ZCOUNT of the whole set is ZCARD, in
 -- O(log N), with a right every role that schedules already has.
