@@ -49,11 +49,10 @@
 -- most <ms> (late_le_inf above the last; the bounds are
 -- includes/late_field.lua, which queue.LatenessBuckets mirrors).
 
--- now_ms, with TIME's microseconds kept for the comparison with the due
--- scores (clock_due) and for the reply's clock.
-local clock = redis.call('TIME')
-local now = clock_ms(clock)
-local now_due = clock_due(clock)
+-- The clock as a due score, with TIME's microseconds, for the comparison
+-- with the due scores (clock_due) and for the reply; now_ms follows below,
+-- when something is due.
+local now_due = clock_due(redis.call('TIME'))
 
 -- Arguments go to Redis as strings where the script has them: Redis 7.0
 -- formats each number argument of a call with snprintf, which costs about
@@ -92,22 +91,32 @@ local function typed(err, cmd, key)
 end
 
 if due.err then return typed(due, 'ZRANGEBYSCORE', KEYS[1]) end
+-- now_ms, floored: now_due without its '.' and last three digits (the
+-- microseconds below the millisecond), as a string and a number.
+local now_s = string.sub(now_due, 1, -5)
+local now = tonumber(now_s)
 local n_s = fmt(n)
 local head = redis.call('ZRANGE', KEYS[1], n_s, n_s, 'WITHSCORES')
 if head[2] then reply[2] = head[2] end
 if n > 0 then
   -- Phase 1: read and check every record.
-  local ids = {}
-  for i = 1, n do ids[i] = due[2 * i - 1] end
-  local recs = redis.pcall('HMGET', KEYS[2], unpack(ids))
+  -- (one timer, the common claim, without a table of its ID)
+  local recs
+  if n == 1 then
+    recs = redis.pcall('HMGET', KEYS[2], due[1])
+  else
+    local ids = {}
+    for i = 1, n do ids[i] = due[2 * i - 1] end
+    recs = redis.pcall('HMGET', KEYS[2], unpack(ids))
+  end
   if recs.err then return typed(recs, 'HMGET', KEYS[2]) end
   local err = check_type(KEYS[7], 'hash') or check_type(KEYS[6], 'stream')
   if err then return err end
   local counts = counters_batch()
-  local f = fire_batch(now, tonumber(ARGV[2]), KEYS[10], counts)
-  local quarantined = {} -- {id, score, reason, rec}
+  local f = fire_batch(now, tonumber(ARGV[2]), KEYS[10], counts, now_s)
+  local quarantined = nil -- {{id, score, reason, rec}, ...} once there is one
   for i = 1, n do
-    local id, rec, score = ids[i], recs[i], due[2 * i]
+    local id, rec, score = due[2 * i - 1], recs[i], due[2 * i]
     -- A due member without a record, or with a settled one, is not a
     -- timer to fire: the claim only drops it from the due set.
     if rec then
@@ -118,20 +127,21 @@ if n > 0 then
       local due_s = score_ms_of(score)
       local why = quarantine_why(state, due_s)
       if why then
+        quarantined = quarantined or {}
         quarantined[#quarantined + 1] = {id, score, why, rec}
       elseif state == 's' then
         fire_add(f, id, due_s, created, payload)
       end
     end
   end
-  err = quarantine_check(quarantined, counts) or fire_read(f)
+  err = (quarantined and quarantine_check(quarantined, counts)) or fire_read(f)
   if err then return err end
-  quarantine_reply(quarantined, reply, 3)
+  if quarantined then quarantine_reply(quarantined, reply, 3) end
   fire_reply(f, reply)
 
   -- Phase 2: probes. ZREMRANGEBYRANK goes first: Redis does not refuse it
   -- under OOM, and no write after it, so a full Redis still fires timers.
-  err = probe('ZREMRANGEBYRANK', KEYS[1]) or fire_probes(f) or quarantine_probes(quarantined) or
+  err = probe('ZREMRANGEBYRANK', KEYS[1]) or fire_probes(f) or (quarantined and quarantine_probes(quarantined)) or
     counters_probes(counts)
   if err then return typed(err) end
 
@@ -145,16 +155,18 @@ if n > 0 then
   -- per claim rather than per entry (1.6 us a timer in BENCHMARKS.md),
   -- and no XTRIM of its own; the script is atomic, so no reader sees the
   -- stream past its bound.
-  local last = #f.events
+  local events = f.events
+  local last = #events
   if tonumber(ARGV[3]) <= 0 then last = 0 end
-  fire_write(f, function(i, _, entry)
+  for i = 1, #events do
     if i == last then
-      redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[3], '*', unpack(entry))
+      redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[3], '*', fire_fields(f, events[i]))
     else
-      redis.call('XADD', KEYS[6], '*', unpack(entry))
+      redis.call('XADD', KEYS[6], '*', fire_fields(f, events[i]))
     end
-  end)
-  quarantine_write(quarantined, f.now_s)
+  end
+  fire_write_rest(f)
+  if quarantined then quarantine_write(quarantined, f.now_s) end
   counters_write(counts)
 end
 

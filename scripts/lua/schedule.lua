@@ -68,7 +68,7 @@ local function read(want, cmd, key, ...)
   return r, nil
 end
 
-local now = fmt(now_ms())
+local now = clock_now()
 if #ARGV < 4 then return {now, ''} end
 if KEYS[11] then
   local shards = redis.call('HGET', KEYS[11], 'shards')
@@ -76,7 +76,7 @@ if KEYS[11] then
 end
 
 -- Phase 1: read the due set's head and every record, check every argument.
-local head, err = read('zset', 'ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local head, err = read('zset', 'ZRANGE', KEYS[1], '0', '0', 'WITHSCORES')
 if err then return err end
 local wake_head = tonumber(head[2])
 local ids, n = {}, 0
@@ -89,15 +89,22 @@ recs, err = read('hash', 'HMGET', KEYS[2], unpack(ids))
 if err then return err end
 
 -- The loop below runs once per timer: it keeps counts rather than using
--- the length operator, and string.match and tonumber as locals.
+-- the length operator, and string.match and tonumber as locals. The
+-- extras go straight into the reply, after its two strings; the tables
+-- that only some calls fill are made when first needed (a table costs
+-- about as much as a short string.format).
 local match, number = string.match, tonumber
-local flags, extra, nextra = {}, {}, 0
-local hset, zadd, nw = {}, {}, 0
-local traced, delivers = {}, {}
-local created = {}        -- id -> index of the timer that created it
-local resolved = {}       -- index -> due_ms, for relative due times only
-local endpoints = {}      -- name -> true once checked
+local flags, nextra = {}, 0
+local reply = {now, ''}
+-- The write lists start with the slots of one timer, which the first
+-- created timer fills: a list grown from empty is resized twice for it.
+local hset, zadd, nw = {false, false}, {false, false}, 0
 local trace = ARGV[2] ~= ''
+local traced = trace and {false, false} or nil
+local delivers = nil      -- id, endpoint value, ...
+local created = n > 1 and {} or nil -- id -> index of the timer that created it
+local resolved = nil      -- index -> due_ms, for relative due times only
+local endpoints = nil     -- name -> true once checked
 local value = 's::' .. now .. '::' -- a new record, but for its payload
 local earliest = wake_head
 for k = 1, n do
@@ -110,13 +117,13 @@ for k = 1, n do
     end
     flags[k] = '0'
     nextra = nextra + 1
-    extra[nextra] = full(id, rec)
-  elseif created[id] then
+    reply[nextra + 2] = full(id, rec)
+  elseif created and created[id] then
     -- A repeated ID within the call: created once, by its first occurrence.
     local first = created[id]
     flags[k] = '0'
     nextra = nextra + 1
-    extra[nextra] = encode('s', resolved[first] or ARGV[4 * first + 1], now, '', ARGV[4 * first + 2])
+    reply[nextra + 2] = encode('s', resolved and resolved[first] or ARGV[4 * first + 1], now, '', ARGV[4 * first + 2])
   else
     local arg, endpoint = ARGV[4 * k + 1], ARGV[4 * k + 3]
     local due = resolve_due(arg)
@@ -131,10 +138,11 @@ for k = 1, n do
       traced[nw - 1], traced[nw] = id, ARGV[2]
     end
     if endpoint ~= '' then
-      if next(endpoints) == nil then
+      if not endpoints then
         err = check_type(KEYS[9], 'hash') or check_type(KEYS[10], 'hash')
         if err then return err end
-        endpoints[''] = true -- a flow key without an endpoint names none
+        endpoints = {[''] = true} -- a flow key without an endpoint names none
+        delivers = {}
       end
       -- The endpoint's name, before the timer's own URL (after a space) or
       -- its flow key (after a \0) if it has one.
@@ -145,25 +153,24 @@ for k = 1, n do
         end
         endpoints[name] = true
       end
-      endpoints[''] = true
       delivers[#delivers + 1] = id
       delivers[#delivers + 1] = endpoint
     end
     local d = number(due)
     if earliest == nil or d < earliest then earliest = d end
-    created[id] = k
+    if created then created[id] = k end
     if due == arg then
       flags[k] = '1'
     else
       flags[k] = '2'
+      resolved = resolved or {}
       resolved[k] = due
       nextra = nextra + 1
-      extra[nextra] = due
+      reply[nextra + 2] = due
     end
   end
 end
-local reply = {now, table.concat(flags)}
-for i = 1, nextra do reply[i + 2] = extra[i] end
+reply[2] = n == 1 and flags[1] or table.concat(flags)
 if nw == 0 then return reply end
 -- The quota, before any write: ZCOUNT of the whole set is ZCARD, in
 -- O(log N), with a right every role that schedules already has.
@@ -184,7 +191,7 @@ end
 -- nothing. Only the wake message may have gone out before, which readers
 -- treat as a hint (includes/probe.lua).
 err = acl_probe('ZADD', KEYS[1]) or (trace and acl_probe('HSET', KEYS[8])) or
-  (#delivers > 0 and acl_probe('HSET', KEYS[9])) or nil
+  (delivers and acl_probe('HSET', KEYS[9])) or nil
 if err then return err end
 
 -- Phase 3: publish, then write.
@@ -196,5 +203,5 @@ local r = redis.pcall('HSET', KEYS[2], unpack(hset)) -- the first write
 if type(r) == 'table' and r.err then return refusal(r.err, 'HSET', KEYS[2]) end
 redis.call('ZADD', KEYS[1], unpack(zadd))
 if trace then redis.call('HSET', KEYS[8], unpack(traced)) end
-if #delivers > 0 then redis.call('HSET', KEYS[9], unpack(delivers)) end
+if delivers then redis.call('HSET', KEYS[9], unpack(delivers)) end
 return reply

@@ -111,7 +111,7 @@ func workerKeys(sp keyspace.Space, _ string) []string {
 // The table.
 var (
 	// Schedule creates timers that do not exist yet (schedule.lua).
-	Schedule = add(&Script{Name: "schedule", Includes: []string{"acl_probe", "check_traces", "check_type", "decode", "due_of", "encode", "fmt", "full", "is_due", "malformed", "now_ms", "over_quota", "publish", "refusal", "resolve_due"}, Publishes: true,
+	Schedule = add(&Script{Name: "schedule", Includes: []string{"acl_probe", "check_traces", "check_type", "clock_now", "decode", "due_of", "encode", "fmt", "full", "is_due", "malformed", "over_quota", "publish", "refusal", "resolve_due"}, Publishes: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
 			keys := append(sp.Keys(), sp.Traces(), sp.Deliveries(), sp.EndpointNames())
 			if sp.Count() == 1 {
@@ -123,7 +123,7 @@ var (
 		},
 		Commands: []string{"type", "time", "zrange", "hmget", "zscore", "hexists", "zcount", "zadd", "hset", "hget"}})
 	// Claim fires due timers exactly once (claim.lua).
-	Claim = add(&Script{Name: "claim", Early: []string{"clock_due", "clock_ms"}, Includes: []string{"check_type", "check_types", "counters", "decode", "fire", "fmt", "probe", "quarantine", "refusal", "score_ms_of"}, Publishes: true, Worker: true,
+	Claim = add(&Script{Name: "claim", Early: []string{"clock_due"}, Includes: []string{"check_type", "check_types", "counters", "decode", "fire", "fmt", "probe", "quarantine", "refusal", "score_ms_of"}, Publishes: true, Worker: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
 			return append(sp.Keys(), sp.Traces(), sp.Quarantine(), sp.Deliveries())
 		},

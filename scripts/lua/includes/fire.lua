@@ -9,34 +9,42 @@
 -- fire_reply appends them to a reply, fire_probes probes every write,
 -- fire_publish sends each timer's wakeup, and
 -- fire_write writes: one fire stream entry each (KEYS[6], through the
--- caller's xadd, which picks the entry IDs and the trim), the record
--- rewritten as fired (KEYS[2]), the traces and deliveries dropped, the
--- fired set (KEYS[3]) and the expire set (KEYS[5], when retention > 0).
+-- caller's xadd, which picks the entry IDs and the trim), then the rest
+-- (fire_write_rest): the record rewritten as fired (KEYS[2]), the traces
+-- and deliveries dropped, the fired set (KEYS[3]) and the expire set
+-- (KEYS[5], when retention > 0). A caller may instead run its own XADDs,
+-- with fire_fields, and then fire_write_rest.
 -- fire_add counts each timer in the caller's counters batch (a table
 -- field -> increment, includes/counters.lua): fired, late_sum_ms and
 -- late_field's bucket, which the caller probes and writes with its other
 -- counts. An event is
--- {id, due_ms, payload, traceparent or nil, deliveries value or nil}.
+-- {id, due_ms, payload, traceparent or nil, deliveries value or nil,
+-- the caller's or nil, the fired record}.
 -- Removing the timers from the due set (KEYS[1]) is the caller's.
+--
+-- A claim runs all of this for every timer it fires, and the Lua between
+-- its commands costs about as much as the commands (BENCHMARKS.md, "Less
+-- Lua a claim"): the writes' argument lists are built from the events
+-- when they run, and not at all for one timer, an event without a
+-- traceparent or endpoint goes to XADD without a table (fire_fields), and
+-- the loops are numeric (ipairs calls a C function each step).
 
-local function fire_batch(now, retention, deliveries, counts)
-  return {now = now, now_s = fmt(now), retention = retention, purge_at = fmt(now + retention),
-    deliveries = deliveries, counts = counts, events = {}, hset = {}, fired = {}, expire = {}}
+-- fire_batch starts a batch firing at now (ms, a number); now_s is now
+-- formatted (fmt) if the caller has it, else nil.
+local function fire_batch(now, retention, deliveries, counts, now_s)
+  return {now = now, now_s = now_s or fmt(now), retention = retention,
+    purge_at = retention > 0 and fmt(now + retention) or nil, deliveries = deliveries, counts = counts,
+    events = {}}
 end
 
 -- fire_add queues the scheduled timer id, due at due_s (whole ms), and
 -- returns its event.
 local function fire_add(f, id, due_s, created, payload)
-  local hset, fired, expire = f.hset, f.fired, f.expire
-  hset[#hset + 1] = id
-  hset[#hset + 1] = encode('f', due_s, created, f.now_s, payload)
-  fired[#fired + 1] = due_s
-  fired[#fired + 1] = id
-  expire[#expire + 1] = f.purge_at
-  expire[#expire + 1] = id
-  local e = {id, due_s, payload}
-  f.events[#f.events + 1] = e
-  local late = math.max(f.now - tonumber(due_s), 0)
+  local e = {id, due_s, payload, nil, nil, nil, encode('f', due_s, created, f.now_s, payload)}
+  local events = f.events
+  events[#events + 1] = e
+  local late = f.now - tonumber(due_s)
+  if late < 0 then late = 0 end
   -- counters_add, inline: three calls a timer cost a claim more than
   -- the counting.
   local c, b = f.counts, late_field(late)
@@ -51,7 +59,8 @@ end
 -- trace and deliver no timer, and then neither hash exists: one EXISTS of
 -- both (any_exists) answers for the two.
 local function fire_read(f)
-  f.traced, f.delivering = {}, {}
+  local none = {} -- never written to: both may share it
+  f.traced, f.delivering = none, none
   if #f.events == 0 then return nil end
   local some = any_exists(KEYS[8], f.deliveries)
   if some == 0 then return nil end
@@ -63,11 +72,14 @@ local function fire_read(f)
 end
 
 local function fire_reply(f, reply)
-  for _, e in ipairs(f.events) do
-    reply[#reply + 1] = e[1]
-    reply[#reply + 1] = e[2]
-    reply[#reply + 1] = e[3]
-    reply[#reply + 1] = e[4] or ''
+  local events, r = f.events, #reply
+  for i = 1, #events do
+    local e = events[i]
+    reply[r + 1] = e[1]
+    reply[r + 2] = e[2]
+    reply[r + 3] = e[3]
+    reply[r + 4] = e[4] or ''
+    r = r + 4
   end
 end
 
@@ -85,8 +97,9 @@ end
 
 -- fire_publish tells each timer's channel, prefix .. id, 'fired'.
 local function fire_publish(f, prefix)
-  for _, e in ipairs(f.events) do
-    local err = publish(prefix .. e[1], 'fired')
+  local events = f.events
+  for i = 1, #events do
+    local err = publish(prefix .. events[i][1], 'fired')
     if err then return err end
   end
   return nil
@@ -123,14 +136,58 @@ local function fire_entry(f, e)
   return entry
 end
 
+-- fire_fields returns the fields of event e's stream entry (fire_entry),
+-- as values to end a call's arguments: without a table for an event that
+-- has neither traceparent nor endpoint, the common one.
+local function fire_fields(f, e)
+  if not e[4] and not e[5] then return 'id', e[1], 'due', e[2], 'fired', f.now_s, 'payload', e[3] end
+  return unpack(fire_entry(f, e))
+end
+
+-- fire_write_rest writes the batch but its stream entries: the records,
+-- the traces and deliveries dropped, the fired and expire sets.
+local function fire_write_rest(f)
+  local events = f.events
+  local n = #events
+  if n == 0 then return end
+  local hset, fired, expire
+  if n == 1 then
+    local e = events[1]
+    redis.call('HSET', KEYS[2], e[1], e[7])
+  else
+    local purge_at = f.purge_at
+    hset, fired, expire = {}, {}, {}
+    for i = 1, n do
+      local e = events[i]
+      local id = e[1]
+      hset[2 * i - 1] = id
+      hset[2 * i] = e[7]
+      fired[2 * i - 1] = e[2]
+      fired[2 * i] = id
+      expire[2 * i - 1] = purge_at
+      expire[2 * i] = id
+    end
+    redis.call('HSET', KEYS[2], unpack(hset))
+  end
+  if #f.traced > 0 then redis.call('HDEL', KEYS[8], unpack(f.traced)) end
+  if #f.delivering > 0 then redis.call('HDEL', f.deliveries, unpack(f.delivering)) end
+  if n == 1 then
+    local e = events[1]
+    redis.call('ZADD', KEYS[3], e[2], e[1])
+    if f.retention > 0 then redis.call('ZADD', KEYS[5], f.purge_at, e[1]) end
+  else
+    redis.call('ZADD', KEYS[3], unpack(fired))
+    if f.retention > 0 then redis.call('ZADD', KEYS[5], unpack(expire)) end
+  end
+end
+
 -- fire_write writes the batch; xadd(i, e, entry) appends the i-th event's
 -- entry to KEYS[6].
 local function fire_write(f, xadd)
-  if #f.events == 0 then return end
-  for i, e in ipairs(f.events) do xadd(i, e, fire_entry(f, e)) end
-  redis.call('HSET', KEYS[2], unpack(f.hset))
-  if #f.traced > 0 then redis.call('HDEL', KEYS[8], unpack(f.traced)) end
-  if #f.delivering > 0 then redis.call('HDEL', f.deliveries, unpack(f.delivering)) end
-  redis.call('ZADD', KEYS[3], unpack(f.fired))
-  if f.retention > 0 then redis.call('ZADD', KEYS[5], unpack(f.expire)) end
+  local events = f.events
+  for i = 1, #events do
+    local e = events[i]
+    xadd(i, e, fire_entry(f, e))
+  end
+  fire_write_rest(f)
 end

@@ -9,5 +9,7 @@
 -- instructions per number rather than a few thousand (BENCHMARKS.md,
 -- "Where a claim's instructions go"). Only integers are formatted.
 local function fmt(n)
+  -- The counts of a small claim, without a C call.
+  if n == 1 then return '1' elseif n == 0 then return '0' end
   return string.format('%d', n)
 end
