@@ -24,7 +24,7 @@ import (
 // Move it forward when a main lands; before a change of layout
 // (docs/layout-v2.md), point it at the commit before that change, so the
 // test runs the old layout's binaries beside the new one.
-const upgradeFrom = "e9a3087e8909eb5c99a995ab4fcf07851284a49b"
+const upgradeFrom = "52565e247f5422401b13c249bbab72ce87971437"
 
 // buildAt builds timerworker and timerctl as they were at commit, from
 // this clone's history, into a temporary directory.
