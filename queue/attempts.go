@@ -260,7 +260,7 @@ func (q *Queue) releaseLogged(ctx context.Context, l *layout, group, id string, 
 	fn := q.functions()
 	cmds, _ := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		q.logAttempt(ctx, p, l, ref.Shard, log)
-		ev = q.scriptCmd(ctx, p, l.script(lua.Release), fn, l.keysOf(lua.Release, ref.Shard), args...)
+		ev = q.scriptCmd(ctx, p, l.script(lua.Release, ref.Shard), fn, l.keysOf(lua.Release, ref.Shard), args...)
 		return nil
 	})
 	var logErr error

@@ -235,7 +235,6 @@ func (q *Queue) runCancelJob(ctx context.Context, l *layout, job *CancelJob, ls 
 		if doneShards[k] {
 			continue
 		}
-		keys := lua.CancelBatch.Keys(l.spaces[k], job.ID)
 		for {
 			if err := ctx.Err(); err != nil {
 				return false, err
@@ -246,7 +245,7 @@ func (q *Queue) runCancelJob(ctx context.Context, l *layout, job *CancelJob, ls 
 			if !ls.keep(ctx) {
 				return false, nil
 			}
-			reply, err := q.runKeysTries(ctx, l, lua.CancelBatch, k, keys, migrationAttempts,
+			reply, err := q.runKeysTries(ctx, l, lua.CancelBatch, k, job.ID, migrationAttempts,
 				job.Filter.match(), cancelScanCount, q.opts.retentionMillis(), l.spaces[k].TimerChannelPrefix())
 			if err != nil {
 				return false, err

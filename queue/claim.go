@@ -188,7 +188,7 @@ func (en Engine) Purge(ctx context.Context, limit int) (removed int, more bool, 
 		if removed == limit {
 			return removed, true, nil
 		}
-		reply, err := q.run(ctx, l, lua.Purge, k, limit-removed)
+		reply, err := q.run(ctx, l, lua.Purge, k, limit-removed, q.opts.retentionMillis())
 		if err != nil {
 			return removed, false, errorf("purge: %w", err)
 		}

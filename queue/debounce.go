@@ -194,7 +194,6 @@ func (q *Queue) debounceRun(ctx context.Context, key string, delay, wait int64, 
 		return nil, err
 	}
 	k := l.scheduleShard(key)
-	keys := lua.Debounce.Keys(l.spaces[k], key)
 	quotas, err := q.quotas(ctx)
 	if err != nil {
 		return nil, err
@@ -204,13 +203,13 @@ func (q *Queue) debounceRun(ctx context.Context, key string, delay, wait int64, 
 	var reply any
 	if l.replicas > 0 {
 		var acks int
-		reply, acks, err = q.runWaitKeys(ctx, l, lua.Debounce, k, keys, args...)
+		reply, acks, err = q.runWaitKeys(ctx, l, lua.Debounce, k, key, args...)
 		if err == nil && acks < l.replicas {
 			err = shardErr(l, k, fmt.Errorf("%w; debounce again, which at worst pushes the window once more",
 				q.notReplicated(l, "the debounced timer", acks)))
 		}
 	} else {
-		reply, err = q.runKeysTries(ctx, l, lua.Debounce, k, keys, migrationAttempts, args...)
+		reply, err = q.runKeysTries(ctx, l, lua.Debounce, k, key, migrationAttempts, args...)
 	}
 	return reply, err
 }

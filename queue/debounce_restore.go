@@ -116,7 +116,7 @@ func (q *Queue) RestoreDebounce(ctx context.Context, w RestoredWindow) (Schedule
 	case StateCancelled:
 		settled = strconv.FormatInt(millis(t.CancelledAt), 10)
 	}
-	reply, err := q.runKeysTries(ctx, l, lua.DebounceRestore, k, lua.DebounceRestore.Keys(l.spaces[k], key), migrationAttempts,
+	reply, err := q.runKeysTries(ctx, l, lua.DebounceRestore, k, key, migrationAttempts,
 		q.opts.retentionMillis(), l.spaces[k].Wake(), key, deadline,
 		t.ID, t.State.code(), restoreDueArg(t), millis(t.CreatedAt), settled, t.Payload)
 	if err != nil {

@@ -32,9 +32,10 @@ func (in Inspector) DueHistogram(ctx context.Context, now time.Time, edges []tim
 	n := millis(now)
 	per := len(edges) + 2
 	cmds := make([]*redis.IntCmd, 0, per*len(l.spaces))
+	q.learnLayouts(ctx, l)
 	_, err = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, sp := range l.spaces {
-			due := sp.Due()
+		for k := range l.spaces {
+			due := l.space(k).Due()
 			lo := "-inf"
 			hi := fmt.Sprint(n)
 			cmds = append(cmds, p.ZCount(ctx, due, lo, hi))
@@ -42,7 +43,7 @@ func (in Inspector) DueHistogram(ctx context.Context, now time.Time, edges []tim
 				lo, hi = "("+hi, fmt.Sprint(n+e.Milliseconds())
 				cmds = append(cmds, p.ZCount(ctx, due, lo, hi))
 			}
-			cmds = append(cmds, p.ZCount(ctx, due, "("+hi, "+inf"))
+			cmds = append(cmds, p.ZCount(ctx, due, "("+hi, pendingEnd))
 		}
 		return nil
 	})

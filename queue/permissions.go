@@ -28,8 +28,9 @@ func (q *Queue) CheckPermissions(ctx context.Context) error {
 	}
 	// The last shard: with several shards its keys and channels carry
 	// {NS:k}, the pattern an ACL rule for the namespace must also grant.
-	sp := l.spaces[len(l.spaces)-1]
-	checkScript, keys := l.script(lua.Check), lua.Check.Keys(sp, "")
+	last := len(l.spaces) - 1
+	sp := l.space(last)
+	checkScript, keys := l.script(lua.Check, last), lua.Check.Keys(sp, "")
 	args := []any{sp.TimerChannel(""), sp.Wake()}
 	fail := func(how string, err error) error {
 		return errorf("permission check (%s): %w", how, q.redisError(err))

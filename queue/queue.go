@@ -619,16 +619,21 @@ func (q *Queue) run(ctx context.Context, l *layout, s *lua.Script, shard int, ar
 
 // runTries is run with at most tries attempts.
 func (q *Queue) runTries(ctx context.Context, l *layout, s *lua.Script, shard, tries int, args ...any) (any, error) {
-	return q.runKeysTries(ctx, l, s, shard, l.keysOf(s, shard), tries, args...)
+	return q.runKeysTries(ctx, l, s, shard, "", tries, args...)
 }
 
-// runKeysTries is runTries with the keys given.
-func (q *Queue) runKeysTries(ctx context.Context, l *layout, s *lua.Script, shard int, keys []string, tries int, args ...any) (any, error) {
-	rs := l.script(s)
+// runKeysTries is runTries with the keys the table gives for group (see
+// layout.keysFor). A shard found upgraded to layout 2 runs again at once,
+// as layout 2 (layout.upgraded).
+func (q *Queue) runKeysTries(ctx context.Context, l *layout, s *lua.Script, shard int, group string, tries int, args ...any) (any, error) {
 	for attempt := 1; ; attempt++ {
-		v, err := q.runScript(ctx, q.rdb, rs, keys, args...).Result()
+		sent := l.layoutOf(shard)
+		v, err := q.runScript(ctx, q.rdb, l.script(s, shard), l.keysFor(s, shard, group), args...).Result()
 		if err == nil {
 			return v, nil
+		}
+		if l.upgraded(shard, sent, err) {
+			continue
 		}
 		if !migrating(err) || attempt >= tries || !sleep.For(ctx, migrationBackoff(attempt)) {
 			return nil, shardErr(l, shard, q.redisError(err))
@@ -741,19 +746,22 @@ func (q *Queue) runInFlight(ctx context.Context, l *layout, s *lua.Script, calls
 func (q *Queue) runEach(ctx context.Context, l *layout, s *lua.Script, calls []call) (out []any, errs []error, err error) {
 	out, errs = make([]any, len(calls)), make([]error, len(calls))
 	if len(calls) == 1 {
-		out[0], errs[0] = q.runKeysTries(ctx, l, s, calls[0].shard, calls[0].keysFor(l, s), migrationAttempts, calls[0].args...)
-		return out, errs, nil
+		if calls[0].keys == nil {
+			out[0], errs[0] = q.runKeysTries(ctx, l, s, calls[0].shard, "", migrationAttempts, calls[0].args...)
+			return out, errs, nil
+		}
 	}
 	todo := make([]int, len(calls))
 	for i := range todo {
 		todo[i] = i
 	}
-	rs, loaded, fn := l.script(s), false, q.functions()
+	loaded, fn := false, q.functions()
 	for attempt := 1; ; attempt++ {
-		cmds := make([]*redis.Cmd, len(todo))
+		cmds, sent := make([]*redis.Cmd, len(todo)), make([]int, len(todo))
 		_, _ = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for j, i := range todo {
-				cmds[j] = q.scriptCmd(ctx, p, rs, fn, calls[i].keysFor(l, s), calls[i].args...)
+				sent[j] = l.layoutOf(calls[i].shard)
+				cmds[j] = q.scriptCmd(ctx, p, l.script(s, calls[i].shard), fn, calls[i].keysFor(l, s), calls[i].args...)
 			}
 			return nil
 		})
@@ -766,6 +774,8 @@ func (q *Queue) runEach(ctx context.Context, l *layout, s *lua.Script, calls []c
 			case err == nil:
 				out[i] = cmds[j].Val()
 				continue
+			case l.upgraded(calls[i].shard, sent[j], err):
+				// Runs again, as layout 2.
 			case retry == retryLoad && !loaded:
 				noScript = true
 			case retry == retryEval:
@@ -786,8 +796,10 @@ func (q *Queue) runEach(ctx context.Context, l *layout, s *lua.Script, calls []c
 			fn = false
 		}
 		if noScript {
-			if err := q.loadScript(ctx, q.rdb, rs); err != nil {
-				return nil, nil, q.redisError(err)
+			for _, built := range s.Layouts() {
+				if err := q.loadScript(ctx, q.rdb, l.scriptAt(built, 1)); err != nil {
+					return nil, nil, q.redisError(err)
+				}
 			}
 			loaded, fn = true, fn && q.functions()
 		}

@@ -284,9 +284,10 @@ func (in Inspector) Usage(ctx context.Context) (Usage, error) {
 	due := make([]*redis.IntCmd, len(l.spaces))
 	sched := make([]*redis.IntCmd, len(l.spaces))
 	var eps *redis.IntCmd
+	q.learnLayouts(ctx, l)
 	_, err = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for k, sp := range l.spaces {
-			due[k] = p.ZCard(ctx, sp.Due())
+			due[k] = p.ZCount(ctx, l.space(k).Due(), "-inf", pendingEnd)
 			sched[k] = p.HLen(ctx, sp.Schedules())
 		}
 		eps = p.HLen(ctx, keyspace.Namespace(q.opts.Namespace).Endpoints())

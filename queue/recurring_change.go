@@ -62,7 +62,7 @@ func (q *Queue) put(ctx context.Context, a putArgs) (string, time.Time, string, 
 	for _, o := range a.arms {
 		args = append(args, o.Nominal.UnixMilli(), o.Due.UnixMilli())
 	}
-	v, err := q.runKeysTries(ctx, l, lua.RecurPut, k, lua.RecurPut.Keys(l.spaces[k], a.id), migrationAttempts, args...)
+	v, err := q.runKeysTries(ctx, l, lua.RecurPut, k, a.id, migrationAttempts, args...)
 	if err != nil {
 		return "", time.Time{}, "", err
 	}

@@ -382,13 +382,16 @@ func (q *Queue) shardConn(ctx context.Context, l *layout, k int) (*redis.Client,
 // script refused because the shard's slot moved is retried, for a few
 // seconds, with the slot map reloaded.
 func (q *Queue) runWait(ctx context.Context, l *layout, s *lua.Script, k int, args ...any) (any, int, error) {
-	return q.runWaitKeys(ctx, l, s, k, l.keysOf(s, k), args...)
+	return q.runWaitKeys(ctx, l, s, k, "", args...)
 }
 
-// runWaitKeys is runWait with the keys given.
-func (q *Queue) runWaitKeys(ctx context.Context, l *layout, s *lua.Script, k int, keys []string, args ...any) (any, int, error) {
-	rs, loaded, fn := l.script(s), false, q.functions()
+// runWaitKeys is runWait with the keys the table gives for group (see
+// layout.keysFor).
+func (q *Queue) runWaitKeys(ctx context.Context, l *layout, s *lua.Script, k int, group string, args ...any) (any, int, error) {
+	loaded, fn := false, q.functions()
 	for attempt := 1; ; attempt++ {
+		sent := l.layoutOf(k)
+		rs, keys := l.script(s, k), l.keysFor(s, k, group)
 		conn, err := q.shardConn(ctx, l, k)
 		if err != nil {
 			return nil, 0, shardErr(l, k, q.redisError(err))
@@ -411,6 +414,9 @@ func (q *Queue) runWaitKeys(ctx context.Context, l *layout, s *lua.Script, k int
 				return ev.Val(), 0, nil
 			}
 			return ev.Val(), int(wait.Val()), nil
+		case l.upgraded(k, sent, err):
+			loaded = false // the layout-2 build may need loading
+			continue
 		case retry == retryLoad && !loaded:
 			if err := q.loadScript(ctx, conn, rs); err != nil {
 				return nil, 0, shardErr(l, k, q.redisError(err))

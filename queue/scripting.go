@@ -28,10 +28,12 @@ type script struct {
 // [0] classic, [1] sharded.
 var redisScripts = func() map[*lua.Script][2]*script {
 	m := make(map[*lua.Script][2]*script, len(lua.All))
-	for _, s := range lua.All {
-		m[s] = [2]*script{
-			{redis.NewScript(s.Source), s.Function, s.Library},
-			{redis.NewScript(s.ShardedSource), s.ShardedFunction, s.ShardedLibrary},
+	for _, entry := range lua.All {
+		for _, s := range entry.Layouts() {
+			m[s] = [2]*script{
+				{redis.NewScript(s.Source), s.Function, s.Library},
+				{redis.NewScript(s.ShardedSource), s.ShardedFunction, s.ShardedLibrary},
+			}
 		}
 	}
 	return m

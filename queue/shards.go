@@ -68,6 +68,12 @@ type layout struct {
 	// read is when the meta key was last read (or confirmed by a
 	// heartbeat), as time since layoutEpoch; 0 asks for a re-read.
 	read atomic.Int64
+	// at is each shard's key layout as far as this Queue knows: 2 once
+	// a script found the shard upgraded (upgraded), else 0, layout 1. A
+	// shard only ever moves from 1 to 2 (upgrade.lua), so a shard known
+	// as 2 stays 2, and a shard taken for 1 that is 2 refuses the call
+	// with TIMERQ_LAYOUT before writing anything.
+	at []atomic.Int32
 }
 
 // layoutTTL is how long a Queue trusts the meta key it read: the first
@@ -89,32 +95,104 @@ func (l *layout) fresh() bool {
 }
 
 type scriptShard struct {
-	s *lua.Script
-	k int
+	s      *lua.Script
+	k      int
+	layout int
 }
 
 func newLayout(ns string, shards int, sharded bool) *layout {
-	return &layout{spaces: keyspace.Shards(ns, shards), sharded: sharded}
+	return &layout{spaces: keyspace.Shards(ns, shards), sharded: sharded, at: make([]atomic.Int32, shards)}
 }
 
-// script returns script s in the layout's pub/sub flavour.
-func (l *layout) script(s *lua.Script) *script {
+// layoutOf is shard k's key layout as far as l knows: 1 or 2.
+func (l *layout) layoutOf(k int) int {
+	if l.at[k].Load() == 2 {
+		return 2
+	}
+	return 1
+}
+
+// space is shard k, naming its keys as its layout does.
+func (l *layout) space(k int) keyspace.Space { return l.spaces[k].AtLayout(l.layoutOf(k)) }
+
+// upgraded reports whether err is the refusal of a script sent to shard k
+// as layout sent because the shard was upgraded to layout 2
+// (TIMERQ_LAYOUT 2, before any write), and then records the shard as
+// layout 2, so that the call can run again, as layout 2.
+func (l *layout) upgraded(k, sent int, err error) bool {
+	if err == nil || sent == 2 || !hasRedisCode(err, "TIMERQ_LAYOUT") {
+		return false
+	}
+	_, rest, _ := strings.Cut(err.Error(), "TIMERQ_LAYOUT ")
+	if !strings.HasPrefix(rest, "2 ") {
+		return false
+	}
+	l.at[k].Store(2)
+	return true
+}
+
+// script returns script s, as built for shard k's layout, in the
+// layout's pub/sub flavour.
+func (l *layout) script(s *lua.Script, k int) *script { return l.scriptAt(s, l.layoutOf(k)) }
+
+// scriptAt returns script s, as built for layout layout, in the layout's
+// pub/sub flavour.
+func (l *layout) scriptAt(s *lua.Script, layout int) *script {
+	s = s.At(layout)
 	if l.sharded {
 		return redisScripts[s][1]
 	}
 	return redisScripts[s][0]
 }
 
+// pendingEnd is the exclusive score bound above every due time and below
+// the bands where layout 2 keeps settled timers in the same set
+// (scripts/lua/includes/pending_end.lua): a count of due times up to it
+// counts scheduled timers in either layout.
+const pendingEnd = "(1125899906842624"
+
+// learnLayouts finds which of l's shards taken for layout 1 are layout 2,
+// for the calls that read a shard's keys with plain commands rather than
+// a script, which would learn it from the script's refusal: the legacy
+// due set of an upgraded shard holds its marker, a string, where layout
+// 1 keeps a sorted set. A shard whose TYPE cannot be read stays as it was.
+func (q *Queue) learnLayouts(ctx context.Context, l *layout) {
+	types := make([]*redis.StatusCmd, len(l.spaces))
+	_, _ = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, sp := range l.spaces {
+			if l.layoutOf(k) == 1 {
+				types[k] = p.Type(ctx, sp.LegacyDue())
+			}
+		}
+		return nil
+	})
+	for k, t := range types {
+		if t != nil && t.Val() == "string" {
+			l.at[k].Store(2)
+		}
+	}
+}
+
 // keysOf returns the keys script s takes on shard k, as the table gives
 // them (lua.Script.Keys), built once per layout.
 func (l *layout) keysOf(s *lua.Script, k int) []string {
-	key := scriptShard{s, k}
+	key := scriptShard{s, k, l.layoutOf(k)}
 	if v, ok := l.keys.Load(key); ok {
 		return v.([]string)
 	}
-	keys := s.Keys(l.spaces[k], "")
+	keys := s.Keys(l.space(k), "")
 	l.keys.Store(key, keys)
 	return keys
+}
+
+// keysFor returns the keys script s takes on shard k for group (the
+// table's second argument: a consumer group, a debounce key, a schedule
+// ID; "" for most scripts).
+func (l *layout) keysFor(s *lua.Script, k int, group string) []string {
+	if group == "" {
+		return l.keysOf(s, k)
+	}
+	return s.Keys(l.space(k), group)
 }
 
 func (l *layout) shardOf(id string) int { return keyspace.ShardOf(id, len(l.spaces)) }

@@ -82,7 +82,19 @@ type Space struct {
 	shard  int
 	shards int
 	tag    string // "timerq:{NS}:" or "timerq:{NS:k}:"
+	layout int    // 0 or 1: layout 1; 2: layout 2 (AtLayout)
 }
+
+// AtLayout returns the shard's keys as layout layout names them (1 or 2;
+// docs/redis-layout.md): in layout 2 the scheduled and the settled timers
+// share the sched set, so Due and the settled sets of Keys name it.
+func (s Space) AtLayout(layout int) Space {
+	s.layout = layout
+	return s
+}
+
+// Layout is the layout the Space names keys for: 1 or 2.
+func (s Space) Layout() int { return max(s.layout, 1) }
 
 // Shard returns shard k of a namespace of shards shards. With shards == 1 it
 // is the unsharded layout, {NS}.
@@ -116,8 +128,25 @@ func (s Space) Count() int { return s.shards }
 // HashTag is the shard's hash tag, with braces: {NS} or {NS:k}.
 func (s Space) HashTag() string { return s.tag[len(Prefix) : len(s.tag)-1] }
 
-// Due is the sorted set of scheduled timers (score = due ms).
-func (s Space) Due() string { return s.tag + "due" }
+// Due is the sorted set of scheduled timers (score = due ms): in layout 2
+// the sched set (Sched), which holds the settled timers too, in bands
+// above every due time.
+func (s Space) Due() string {
+	if s.layout == 2 {
+		return s.Sched()
+	}
+	return s.LegacyDue()
+}
+
+// LegacyDue is layout 1's due set. In layout 2 it holds the marker that
+// stops an older build (LayoutMarker): upgrade.lua renames the set to
+// Sched and leaves the marker in its place.
+func (s Space) LegacyDue() string { return s.tag + "due" }
+
+// Sched is layout 2's set of timers: scheduled ones at their due time,
+// settled ones in the bands above every due time
+// (scripts/lua/includes/layout.lua).
+func (s Space) Sched() string { return s.tag + "sched" }
 
 // Timers is the hash of records.
 func (s Space) Timers() string { return s.tag + "timers" }
@@ -163,8 +192,13 @@ func (s Space) Hold() string { return s.tag + "hold" }
 
 // Keys are the seven keys every script takes, in the order of
 // scripts/lua/includes/check_types.lua: due, timers, fired, cancelled, expire, fires,
-// counters.
+// counters. In layout 2 the sched set stands for due, fired, cancelled and
+// expire (the scripts' layout-2 builds read it so; includes/layout.lua).
 func (s Space) Keys() []string {
+	if s.layout == 2 {
+		sched := s.Sched()
+		return []string{sched, s.Timers(), sched, sched, sched, s.Fires(), s.Counters()}
+	}
 	return []string{s.Due(), s.Timers(), s.Fired(), s.Cancelled(), s.Expire(), s.Fires(), s.Counters()}
 }
 

@@ -2,9 +2,11 @@ package keyspace
 
 import "strconv"
 
-// Layout is the layout of a shard's keys that this build reads and writes:
-// the key names, types and record format docs/redis-layout.md describes.
-const Layout = 1
+// Layout is the newest layout of a shard's keys that this build reads and
+// writes: the key names, types and record format docs/redis-layout.md
+// describes. It runs every shard of layout 1 or 2, each as it finds it,
+// and upgrade.lua moves a shard from 1 to 2.
+const Layout = 2
 
 // LayoutMarker is the value a later layout leaves in place of a key it
 // retires: a string starting "timerq-layout <n>", n being that layout

@@ -81,7 +81,12 @@ local events = f.events
 -- The earliest due time left: the first of the n+1 lowest members that
 -- does not fire now.
 local reply = {f.now_s, '', 'ok'}
-local lowest = redis.call('ZRANGE', KEYS[1], 0, #events, 'WITHSCORES')
+local lowest
+if LAYOUT == 1 then
+  lowest = redis.call('ZRANGE', KEYS[1], 0, #events, 'WITHSCORES')
+else
+  lowest = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', PENDING_END, 'WITHSCORES', 'LIMIT', 0, #events + 1)
+end
 for i = 1, #lowest, 2 do
   if not is_fired[lowest[i]] then
     reply[2] = lowest[i + 1]

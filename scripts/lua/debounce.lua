@@ -171,7 +171,7 @@ while redis.call('HEXISTS', KEYS[2], id) == 1 do
 end
 local quota = tonumber(ARGV[9] or '0') or 0
 if quota > 0 then
-  err = over_quota('pending', quota, redis.call('ZCOUNT', KEYS[1], '-inf', '+inf'), 1)
+  err = over_quota('pending', quota, redis.call('ZCOUNT', KEYS[1], '-inf', PENDING_END), 1)
   if err then return err end
 end
 deadline = now + wait

@@ -64,7 +64,7 @@ if state == 's' and deadline ~= '' and tonumber(deadline) > now_ms() then
 end
 wake_start()
 local probes = {{'ZADD', sets[state]}, {'HSET', KEYS[2]}}
-if state ~= 's' and retention > 0 then probes[#probes + 1] = {'ZADD', KEYS[5]} end
+if LAYOUT == 1 and state ~= 's' and retention > 0 then probes[#probes + 1] = {'ZADD', KEYS[5]} end
 if reopen then probes[#probes + 1] = {'SET', KEYS[9]} end
 if state == 's' then wake_consider(due) end
 
@@ -79,9 +79,9 @@ if state == 's' then
   redis.call('HSET', KEYS[2], id, encode('s', '', created, '', payload))
 else
   redis.call('HSET', KEYS[2], id, encode(state, due, created, settled, payload))
-  if retention > 0 then redis.call('ZADD', KEYS[5], fmt(tonumber(settled) + retention), id) end
+  if LAYOUT == 1 and retention > 0 then redis.call('ZADD', KEYS[5], fmt(tonumber(settled) + retention), id) end
 end
-redis.call('ZADD', sets[state], due, id)
+redis.call('ZADD', sets[state], state == 's' and due or settled_score(state, due, settled), id)
 if reopen then
   redis.call('SET', KEYS[9], opened .. ':' .. deadline, 'PXAT', deadline)
 end

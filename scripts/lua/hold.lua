@@ -62,7 +62,7 @@ local due
 if not held.err and not held[1] then
   due = redis.pcall('ZRANGEBYSCORE', KEYS[1], '-inf', clock_due(clock), 'WITHSCORES', 'LIMIT', 0, limit)
   if not due.err and #due == 0 then
-    local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+    local head = pending_at('0')
     return {now_s, head[2] or '', 'none', '0'}
   end
 end
@@ -99,7 +99,7 @@ if not due or due.err then
 end
 local n = #due / 2
 if n == 0 then
-  local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  local head = pending_at('0')
   return {now_s, head[2] or '', 'none', '0'}
 end
 
@@ -143,7 +143,7 @@ end
 -- ranked just after them is the earliest due time left, read before the
 -- writes.
 local head = {}
-if #good == 0 then head = redis.call('ZRANGE', KEYS[1], n, n, 'WITHSCORES') end
+if #good == 0 then head = pending_at(fmt(n)) end
 
 err = ((#dropped > 0 or #quarantined > 0) and probe('ZREM', KEYS[1])) or
   (#good > 0 and probe('HSET', KEYS[10])) or quarantine_probes(quarantined) or counters_probes(counts)

@@ -15,15 +15,33 @@
 --        list only reads, so it cannot quarantine them itself.
 -- Complexity: O(log N + limit) per source set, plus the ties at the cursor's
 --        due time when the cursor's timer has left that set.
+--
+-- In layout 2 a settled timer's score is its band's base plus its settle
+-- time (includes/layout.lua): a page of fired or cancelled timers runs in
+-- settle order, min and max bound the settle time, and its cursor score is
+-- the band's, which only this script reads back.
 
 local err = check_types()
 if err then return err end
 
-local sources = {s = {KEYS[1]}, f = {KEYS[3]}, c = {KEYS[4]}}
-sources[''] = {KEYS[1], KEYS[3], KEYS[4]}
-local keys = sources[ARGV[1]]
 local min, max, limit = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local cursor_due, cursor_id = tonumber(ARGV[5]), ARGV[6]
+-- Each source is {key, lowest score, highest score}. In layout 2 the
+-- three are ranges of KEYS[1]: the due times, and the fired and cancelled
+-- bands, where min and max bound the settle time (includes/layout.lua).
+local sources
+if LAYOUT == 1 then
+  sources = {s = {{KEYS[1], min, max}}, f = {{KEYS[3], min, max}}, c = {{KEYS[4], min, max}}}
+else
+  local function band(lo, top)
+    return {KEYS[1], math.max(lo + min, lo), math.min(lo + max, top)}
+  end
+  sources = {s = {band(0, BAND_FIRED - 1)}, f = {band(BAND_FIRED, BAND_CANCELLED - 1)},
+    c = {band(BAND_CANCELLED, 2 * BAND_CANCELLED)}}
+  sources.s[1][2] = min
+end
+sources[''] = {sources.s[1], sources.f[1], sources.c[1]}
+local keys = sources[ARGV[1]]
 
 -- Byte order, as sorted sets order members: Lua's '<' uses strcoll, which
 -- follows the server's locale.
@@ -40,27 +58,30 @@ local function less(a, b)
   return bytes_less(a[1], b[1])
 end
 
--- page returns up to n members of key after the cursor, within [min, max].
-local function page(key, n)
+-- page returns up to n members of the source's key after the cursor,
+-- within the source's scores [lo, hi].
+local function page(source, n)
+  local key, lo, hi = source[1], source[2], source[3]
   local out = {}
-  if cursor_id ~= '' then
+  if cursor_id ~= '' and cursor_due >= lo then
     local score = redis.call('ZSCORE', key, cursor_id)
     if score and tonumber(score) == cursor_due then
       local rank = redis.call('ZRANK', key, cursor_id)
       local r = redis.call('ZRANGE', key, rank + 1, rank + n, 'WITHSCORES')
       for i = 1, #r, 2 do
         local s = tonumber(r[i + 1])
-        if s > max then break end
+        if s > hi then break end
         out[#out + 1] = {r[i], s}
       end
       return out
     end
   end
-  local from = min
+  if lo > hi then return out end
+  local from = lo
   if cursor_due and cursor_due > from then from = cursor_due end
   local offset = 0
   while #out < n do
-    local r = redis.call('ZRANGEBYSCORE', key, from, max, 'WITHSCORES', 'LIMIT', offset, n)
+    local r = redis.call('ZRANGEBYSCORE', key, from, hi, 'WITHSCORES', 'LIMIT', offset, n)
     if #r == 0 then break end
     for i = 1, #r, 2 do
       local item = {r[i], tonumber(r[i + 1])}
@@ -75,8 +96,8 @@ local function page(key, n)
 end
 
 local all = {}
-for _, key in ipairs(keys) do
-  for _, item in ipairs(page(key, limit + 1)) do all[#all + 1] = item end
+for _, source in ipairs(keys) do
+  for _, item in ipairs(page(source, limit + 1)) do all[#all + 1] = item end
 end
 table.sort(all, less)
 

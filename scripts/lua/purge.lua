@@ -3,6 +3,9 @@
 -- KEYS: the namespace's seven keys, then its traces hash (see includes/check_types.lua),
 --       then KEYS[9] its deliveries hash (id -> endpoint name, schedule.lua).
 -- ARGV[1] limit: most records to remove in this call
+-- ARGV[2] retention_ms: in layout 2, how long after it settled a timer is
+--         removed (0: never); layout 1 keeps each timer's purge time in
+--         the expire set, written when it settled
 -- Reply: {removed, remaining_expired}: remaining_expired > 0 means call again.
 -- Complexity: O(k log N) for k removed records.
 --
@@ -19,14 +22,33 @@ local delivers, derr = check_hash(KEYS[9])
 if derr then return derr end
 
 local now = now_ms()
-local ids = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
+local limit = tonumber(ARGV[1])
+local ids, expired
+if LAYOUT == 1 then
+  ids = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, limit)
+  -- Counted before the writes, so that nothing runs after them.
+  expired = redis.call('ZCOUNT', KEYS[5], '-inf', now)
+else
+  -- The timers of each band settled at or before now - retention.
+  local retention = tonumber(ARGV[2])
+  if retention <= 0 then return {0, 0} end
+  ids, expired = {}, 0
+  for _, band in ipairs({BAND_FIRED, BAND_CANCELLED}) do
+    local from, to = fmt(band), fmt(band + now - retention)
+    if #ids < limit then
+      for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], from, to, 'LIMIT', 0, limit - #ids)) do
+        ids[#ids + 1] = id
+      end
+    end
+    expired = expired + redis.call('ZCOUNT', KEYS[1], from, to)
+  end
+end
 local n = #ids
--- Counted before the writes, so that nothing runs after them.
-local expired = redis.call('ZCOUNT', KEYS[5], '-inf', now)
 if n > 0 then
   -- Probes, ZREMRANGEBYRANK first: none of purge's writes can be refused
   -- under OOM, which is when purging matters most; only ACLs can refuse.
   local probes = {{'ZREMRANGEBYRANK', KEYS[5]}, {'HDEL', KEYS[2]}, {'ZREM', KEYS[3]}, {'ZREM', KEYS[4]}}
+  if LAYOUT == 2 then probes = {{'ZREM', KEYS[1]}, {'HDEL', KEYS[2]}} end
   if traces then probes[#probes + 1] = {'HDEL', KEYS[8]} end
   if delivers then probes[#probes + 1] = {'HDEL', KEYS[9]} end
   err = probe_all(probes)
@@ -37,8 +59,12 @@ if n > 0 then
   -- So does a cancelled delivering timer's endpoint name.
   if delivers then redis.call('HDEL', KEYS[9], unpack(ids)) end
   redis.call('HDEL', KEYS[2], unpack(ids))
-  redis.call('ZREM', KEYS[3], unpack(ids))
-  redis.call('ZREM', KEYS[4], unpack(ids))
-  redis.call('ZREMRANGEBYRANK', KEYS[5], 0, n - 1)
+  if LAYOUT == 2 then
+    redis.call('ZREM', KEYS[1], unpack(ids))
+  else
+    redis.call('ZREM', KEYS[3], unpack(ids))
+    redis.call('ZREM', KEYS[4], unpack(ids))
+    redis.call('ZREMRANGEBYRANK', KEYS[5], 0, n - 1)
+  end
 end
 return {n, expired - n}

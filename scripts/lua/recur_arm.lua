@@ -46,7 +46,8 @@ while i <= #ARGV do
       local keep, min_due, create = {}, nil, {}
       for _, n in ipairs(split(armed)) do
         local due = redis.call('ZSCORE', KEYS[1], occ_id(sid, n))
-        if due then
+        -- (in layout 2 a settled occurrence sorts in a band of KEYS[1])
+        if due and tonumber(due) < BAND_FIRED then
           keep[#keep + 1] = n
           due = tonumber(due)
           if min_due == nil or due < min_due then min_due = due end
@@ -55,7 +56,8 @@ while i <= #ARGV do
       for j = 0, k - 1 do
         local n, due = ARGV[pairs_at + 2 * j], ARGV[pairs_at + 2 * j + 1]
         local oid = occ_id(sid, n)
-        if redis.call('ZSCORE', KEYS[1], oid) then
+        local score = redis.call('ZSCORE', KEYS[1], oid)
+        if score and tonumber(score) < BAND_FIRED then
           local seen = false
           for _, m in ipairs(keep) do if m == n then seen = true end end
           if not seen then keep[#keep + 1] = n end

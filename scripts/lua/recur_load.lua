@@ -40,7 +40,8 @@ for _, sid in ipairs(ids) do
     for _, n in ipairs(split(armed)) do
       narmed = narmed + 1
       local due = redis.call('ZSCORE', KEYS[1], occ_id(sid, n))
-      if due then pending[#pending + 1] = n .. '=' .. fmt_due(tonumber(due)) end
+      -- (in layout 2 a settled occurrence sorts in a band of KEYS[1])
+      if due and tonumber(due) < BAND_FIRED then pending[#pending + 1] = n .. '=' .. fmt_due(tonumber(due)) end
     end
   end
   if repair and narmed > 0 and #pending == narmed then

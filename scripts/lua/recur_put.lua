@@ -97,7 +97,8 @@ local pending = {}
 for _, n in ipairs(split(armed)) do
   local oid = occ_id(sid, n)
   local due = redis.call('ZSCORE', KEYS[1], oid)
-  if due then pending[n] = {oid = oid, due = fmt_due(tonumber(due)), rec = redis.call('HGET', KEYS[2], oid)} end
+  -- (in layout 2 a settled occurrence sorts in a band of KEYS[1])
+  if due and tonumber(due) < BAND_FIRED then pending[n] = {oid = oid, due = fmt_due(tonumber(due)), rec = redis.call('HGET', KEYS[2], oid)} end
 end
 
 wake_start()

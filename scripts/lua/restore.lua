@@ -81,13 +81,13 @@ for i = 5, #ARGV, 6 do
     else
       hset[#hset + 1] = id
       hset[#hset + 1] = encode(state, due, created, settled, payload)
-      if retention > 0 then
+      if LAYOUT == 1 and retention > 0 then
         expire[#expire + 1] = fmt(tonumber(settled) + retention)
         expire[#expire + 1] = id
       end
     end
     local z = zadd[state]
-    z[#z + 1] = due
+    z[#z + 1] = state == 's' and due or settled_score(state, due, settled)
     z[#z + 1] = id
     rec = encode(state, due, created, settled, payload)
     seen[id] = rec
@@ -99,7 +99,7 @@ end
 if #hset == 0 then return reply end
 local quota = tonumber(ARGV[4])
 if quota > 0 and #zadd.s > 0 then
-  err = over_quota('pending', quota, redis.call('ZCOUNT', KEYS[1], '-inf', '+inf'), #zadd.s / 2)
+  err = over_quota('pending', quota, redis.call('ZCOUNT', KEYS[1], '-inf', PENDING_END), #zadd.s / 2)
   if err then return err end
 end
 

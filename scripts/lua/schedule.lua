@@ -76,7 +76,7 @@ if KEYS[11] then
 end
 
 -- Phase 1: read the due set's head and every record, check every argument.
-local head, err = read('zset', 'ZRANGE', KEYS[1], '0', '0', 'WITHSCORES')
+local head, err = read('zset', 'ZRANGEBYSCORE', KEYS[1], '-inf', PENDING_END, 'WITHSCORES', 'LIMIT', '0', '1')
 if err then return err end
 local wake_head = tonumber(head[2])
 local ids, n = {}, 0
@@ -172,11 +172,12 @@ for k = 1, n do
 end
 reply[2] = n == 1 and flags[1] or table.concat(flags)
 if nw == 0 then return reply end
--- The quota, before any write: ZCOUNT of the whole set is ZCARD, in
--- O(log N), with a right every role that schedules already has.
+-- The quota, before any write: ZCOUNT of the due times counts the
+-- scheduled timers in O(log N) (ZCARD would count layout 2's settled ones
+-- too), with a right every role that schedules already has.
 local quota = tonumber(ARGV[3])
 if quota > 0 then
-  err = over_quota('pending', quota, redis.call('ZCOUNT', KEYS[1], '-inf', '+inf'), nw / 2)
+  err = over_quota('pending', quota, redis.call('ZCOUNT', KEYS[1], '-inf', PENDING_END), nw / 2)
   if err then return err end
 end
 if trace then

@@ -54,6 +54,31 @@ type Script struct {
 	// command (BENCHMARKS.md, "Where a claim's instructions go"). Empty for
 	// a script without the line.
 	Early []string
+	// L2 is the script assembled for a shard of layout 2: its includes
+	// and file with the include layout's LAYOUT = 2 (includes/layout.lua),
+	// under functions and libraries of its own. nil for a script that
+	// does not include layout: it runs alike on both layouts.
+	L2 *Script
+}
+
+// layoutLine is the line of includes/layout.lua that the layout-2 build of
+// a script replaces.
+const layoutLine = "local LAYOUT = 1\n"
+
+// Layouts returns the builds of s: s itself, and s.L2 when it has one.
+func (s *Script) Layouts() []*Script {
+	if s.L2 == nil {
+		return []*Script{s}
+	}
+	return []*Script{s, s.L2}
+}
+
+// At returns the build of s for a shard of layout layout.
+func (s *Script) At(layout int) *Script {
+	if layout == 2 && s.L2 != nil {
+		return s.L2
+	}
+	return s
 }
 
 // IncludesHere is the line of a script file below which its Includes are
@@ -74,6 +99,19 @@ func add(s *Script) *Script {
 		head, body = "", head
 	}
 	includes := assemble(s.Includes, done)
+	s.build(early, head, includes, body)
+	if strings.Contains(early+includes, layoutLine) {
+		l2 := *s
+		l2.build(strings.Replace(early, layoutLine, "local LAYOUT = 2\n", 1), head,
+			strings.Replace(includes, layoutLine, "local LAYOUT = 2\n", 1), body)
+		s.L2 = &l2
+	}
+	All = append(All, s)
+	return s
+}
+
+// build sets the sources, functions and libraries of s from its parts.
+func (s *Script) build(early, head, includes, body string) {
 	s.Source = early + head + includes + body
 	s.ShardedSource = s.Source
 	s.Function, s.Library = library(s.Name, early+includes, head+body)
@@ -82,8 +120,6 @@ func add(s *Script) *Script {
 		s.ShardedSource = Sharded(s.Source)
 		s.ShardedFunction, s.ShardedLibrary = library(s.Name, Sharded(early+includes), Sharded(head+body))
 	}
-	All = append(All, s)
-	return s
 }
 
 // Key sets the entries take.
@@ -111,7 +147,7 @@ func workerKeys(sp keyspace.Space, _ string) []string {
 // The table.
 var (
 	// Schedule creates timers that do not exist yet (schedule.lua).
-	Schedule = add(&Script{Name: "schedule", Includes: []string{"acl_probe", "check_traces", "check_type", "clock_now", "decode", "due_of", "encode", "fmt", "full", "is_due", "malformed", "over_quota", "publish", "refusal", "resolve_due"}, Publishes: true,
+	Schedule = add(&Script{Name: "schedule", Includes: []string{"acl_probe", "check_traces", "check_type", "clock_now", "decode", "due_of", "encode", "fmt", "full", "is_due", "malformed", "over_quota", "pending_end", "publish", "refusal", "resolve_due"}, Publishes: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
 			keys := append(sp.Keys(), sp.Traces(), sp.Deliveries(), sp.EndpointNames())
 			if sp.Count() == 1 {
@@ -121,9 +157,9 @@ var (
 			}
 			return keys
 		},
-		Commands: []string{"type", "time", "zrange", "hmget", "zscore", "hexists", "zcount", "zadd", "hset", "hget"}})
+		Commands: []string{"type", "time", "hmget", "zscore", "hexists", "zcount", "zadd", "hset", "hget", "zrangebyscore"}})
 	// Claim fires due timers exactly once (claim.lua).
-	Claim = add(&Script{Name: "claim", Early: []string{"clock_due"}, Includes: []string{"check_type", "check_types", "counters", "decode", "fire", "fmt", "probe", "quarantine", "refusal", "score_ms_of"}, Publishes: true, Worker: true,
+	Claim = add(&Script{Name: "claim", Early: []string{"clock_due", "pending_at"}, Includes: []string{"check_type", "check_types", "counters", "decode", "fire", "fmt", "layout", "probe", "quarantine", "refusal", "score_ms_of"}, Publishes: true, Worker: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
 			return append(sp.Keys(), sp.Traces(), sp.Quarantine(), sp.Deliveries())
 		},
@@ -131,11 +167,11 @@ var (
 			"xadd", "hincrby", "hdel"}})
 	// Hold decides a claim in a namespace with replicas, firing nothing
 	// until Commit (hold.lua).
-	Hold = add(&Script{Name: "hold", Early: []string{"clock_due", "clock_ms", "fmt"}, Includes: []string{"check_type", "check_types", "counters", "decode", "fmt", "probe", "probe_all", "quarantine", "refusal", "score_ms"}, Worker: true, Keys: holdKeys,
+	Hold = add(&Script{Name: "hold", Early: []string{"clock_due", "clock_ms", "fmt", "pending_at"}, Includes: []string{"check_type", "check_types", "counters", "decode", "fmt", "probe", "probe_all", "quarantine", "refusal", "score_ms"}, Worker: true, Keys: holdKeys,
 		Commands: []string{"type", "time", "hmget", "hset", "zrangebyscore", "zrange", "zrem", "hdel", "hincrby"}})
 	// Commit fires what Hold decided, once WAIT saw replicas have it
 	// (commit.lua).
-	Commit = add(&Script{Name: "commit", Includes: []string{"check_type", "check_types", "counters", "decode", "due_of", "fire", "fmt", "ms_of", "probe"}, Publishes: true, Worker: true, Keys: holdKeys,
+	Commit = add(&Script{Name: "commit", Includes: []string{"check_type", "check_types", "counters", "decode", "due_of", "fire", "fmt", "layout", "ms_of", "pending_end", "probe"}, Publishes: true, Worker: true, Keys: holdKeys,
 		Commands: []string{"type", "hmget", "zscore", "zrange", "hdel", "zrem", "hset", "zadd", "xadd", "xtrim",
 			"hincrby"}})
 	// Cancel cancels a scheduled timer (cancel.lua).
@@ -150,11 +186,11 @@ var (
 		Commands: []string{"type", "hmget", "hscan", "zscore", "time", "zadd", "hset", "zrem"}})
 	// Reschedule moves a scheduled timer (reschedule.lua).
 	Reschedule = add(&Script{Name: "reschedule", Includes: []string{"check_types", "decode", "is_due", "malformed", "probe", "resolve_due", "wake"}, Keys: timerKeys, Publishes: true,
-		Commands: []string{"type", "hget", "time", "zrange", "zadd"}})
+		Commands: []string{"type", "hget", "time", "zadd", "zrangebyscore"}})
 	// Debounce creates a debounce key's window timer or pushes it back,
 	// within the window's maximum wait (debounce.lua); group is the
 	// debounce key.
-	Debounce = add(&Script{Name: "debounce", Includes: []string{"check_type", "check_types", "clock_ms", "decode", "due_of", "encode", "fmt", "fmt_due", "is_ms", "layout_marker", "malformed", "over_quota", "probe_all", "resolve_due", "wake"}, Publishes: true,
+	Debounce = add(&Script{Name: "debounce", Includes: []string{"check_type", "check_types", "clock_ms", "decode", "due_of", "encode", "fmt", "fmt_due", "is_ms", "layout_marker", "malformed", "over_quota", "pending_end", "probe_all", "resolve_due", "wake"}, Publishes: true,
 		Keys: func(sp keyspace.Space, key string) []string {
 			keys := append(sp.Keys(), sp.Schedules(), sp.Debounce(key), sp.Traces(), sp.Deliveries(), sp.EndpointNames())
 			if sp.Count() == 1 {
@@ -162,22 +198,22 @@ var (
 			}
 			return keys
 		},
-		Commands: []string{"type", "time", "get", "hget", "zscore", "zrange", "hexists", "zcount", "zadd", "hset", "set", "hdel"}})
+		Commands: []string{"type", "time", "get", "hget", "zscore", "hexists", "zcount", "zadd", "hset", "set", "hdel", "zrangebyscore"}})
 	// DebounceRestore writes an exported debounce window's timer and
 	// reopens its window (debounce_restore.lua); group is the debounce key.
-	DebounceRestore = add(&Script{Name: "debounce_restore", Includes: []string{"check_type", "check_types", "encode", "fmt", "full", "is_due", "now_ms", "probe_all", "wake"}, Publishes: true,
+	DebounceRestore = add(&Script{Name: "debounce_restore", Includes: []string{"check_type", "check_types", "encode", "fmt", "full", "is_due", "layout", "now_ms", "probe_all", "settled_score", "wake"}, Publishes: true,
 		Keys: func(sp keyspace.Space, key string) []string {
 			return append(sp.Keys(), sp.Schedules(), sp.Debounce(key))
 		},
-		Commands: []string{"type", "hget", "zscore", "time", "get", "zrange", "zadd", "hset", "set"}})
+		Commands: []string{"type", "hget", "zscore", "time", "get", "zadd", "hset", "set", "zrangebyscore"}})
 	// Purge removes settled timers past their retention (purge.lua).
-	Purge = add(&Script{Name: "purge", Includes: []string{"check_hash", "check_traces", "check_types", "now_ms", "probe_all"}, Worker: true,
+	Purge = add(&Script{Name: "purge", Includes: []string{"check_hash", "check_traces", "check_types", "fmt", "layout", "now_ms", "pending_end", "probe_all"}, Worker: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
 			return append(sp.Keys(), sp.Traces(), sp.Deliveries())
 		},
 		Commands: []string{"type", "time", "zrangebyscore", "zcount", "zremrangebyrank", "hdel", "zrem"}})
 	// Stats reports counts and the overdue backlog (stats.lua).
-	Stats = add(&Script{Name: "stats", Includes: []string{"check_types", "clock_due"}, Keys: timerKeys, Worker: true,
+	Stats = add(&Script{Name: "stats", Includes: []string{"check_types", "clock_due", "fmt", "layout", "pending_at", "pending_end"}, Keys: timerKeys, Worker: true,
 		Commands: []string{"type", "time", "zrange", "zcard", "zcount"}})
 	// Horizon counts the timers due within each of a few offsets from
 	// the server clock (horizon.lua): the due-horizon gauge's one read.
@@ -185,7 +221,7 @@ var (
 		Keys:     func(sp keyspace.Space, _ string) []string { return []string{sp.Due()} },
 		Commands: []string{"type", "time", "zcount"}})
 	// List pages through timers in due order (list.lua).
-	List = add(&Script{Name: "list", Includes: []string{"check_types", "fmt", "fmt_due", "full_or_bad"}, Keys: timerKeys,
+	List = add(&Script{Name: "list", Includes: []string{"check_types", "fmt", "fmt_due", "full_or_bad", "layout", "pending_end"}, Keys: timerKeys,
 		Commands: []string{"type", "zscore", "zrank", "zrange", "zrangebyscore", "hmget"}})
 	// Get reads one timer (get.lua).
 	Get = add(&Script{Name: "get", Includes: []string{"check_types", "full_or_bad", "malformed"}, Keys: timerKeys, Commands: []string{"type", "hget", "zscore"}})
@@ -196,9 +232,9 @@ var (
 			"zremrangebyrank", "zremrangebyscore", "zadd", "zrem", "hset", "hdel", "xadd", "xtrim", "hincrby"}})
 	// Restore writes exported timers with their states and times
 	// (restore.lua); it reads the shard's schedules.
-	Restore = add(&Script{Name: "restore", Includes: []string{"check_type", "check_types", "encode", "fmt", "full", "is_due", "over_quota", "probe_all", "wake"}, Publishes: true,
+	Restore = add(&Script{Name: "restore", Includes: []string{"check_type", "check_types", "encode", "fmt", "full", "is_due", "layout", "over_quota", "pending_end", "probe_all", "settled_score", "wake"}, Publishes: true,
 		Keys:     func(sp keyspace.Space, _ string) []string { return append(sp.Keys(), sp.Schedules()) },
-		Commands: []string{"type", "zrange", "hget", "zscore", "zcount", "zadd", "hset"}})
+		Commands: []string{"type", "hget", "zscore", "zcount", "zadd", "hset", "zrangebyscore"}})
 	// Requeue moves a dead letter back onto the fire stream (requeue.lua).
 	Requeue = add(&Script{Name: "requeue", Includes: []string{"check_type", "probe_all"},
 		Keys:     func(sp keyspace.Space, _ string) []string { return []string{sp.Fires(), sp.DeadLetter()} },
@@ -221,19 +257,19 @@ var (
 		},
 		Commands: []string{"type", "hget", "xpending", "xack", "hincrby", "hset", "hdel"}})
 	// RecurLoad reads schedules and their pending occurrences (recur_load.lua).
-	RecurLoad = add(&Script{Name: "recur_load", Includes: []string{"check_recur_types", "fmt", "fmt_due", "now_ms", "occ_id", "probe", "recur_keys", "sdecode", "split"}, Keys: recurKeys, Worker: true,
+	RecurLoad = add(&Script{Name: "recur_load", Includes: []string{"check_recur_types", "fmt", "fmt_due", "now_ms", "occ_id", "pending_end", "probe", "recur_keys", "sdecode", "split"}, Keys: recurKeys, Worker: true,
 		Commands: []string{"type", "time", "zrangebyscore", "hget", "zscore", "zadd"}})
 	// RecurArm tops up active schedules with new occurrences (recur_arm.lua).
-	RecurArm = add(&Script{Name: "recur_arm", Includes: []string{"check_recur_types", "check_type", "encode", "fmt", "now_ms", "occ_id", "probe_all", "recur_keys", "sdecode", "sencode", "split", "wake"}, Keys: recurKeys, Publishes: true, Worker: true,
-		Commands: []string{"type", "time", "zrange", "hget", "zscore", "hset", "zadd", "zrem"}})
+	RecurArm = add(&Script{Name: "recur_arm", Includes: []string{"check_recur_types", "check_type", "encode", "fmt", "now_ms", "occ_id", "pending_end", "probe_all", "recur_keys", "sdecode", "sencode", "split", "wake"}, Keys: recurKeys, Publishes: true, Worker: true,
+		Commands: []string{"type", "time", "hget", "zscore", "hset", "zadd", "zrem", "zrangebyscore"}})
 	// RecurPut creates, updates, pauses, resumes or deletes a schedule
 	// (recur_put.lua).
 	// group is the schedule's ID, whose debounce window it reads.
-	RecurPut = add(&Script{Name: "recur_put", Includes: []string{"cancel_timer", "check_hash", "check_recur_types", "check_type", "decode", "encode", "fmt", "fmt_due", "now_ms", "occ_id", "over_quota", "probe_all", "recur_keys", "sdecode", "sencode", "split", "wake"}, Publishes: true,
+	RecurPut = add(&Script{Name: "recur_put", Includes: []string{"cancel_timer", "check_hash", "check_recur_types", "check_type", "decode", "encode", "fmt", "fmt_due", "now_ms", "occ_id", "over_quota", "pending_end", "probe_all", "recur_keys", "sdecode", "sencode", "split", "wake"}, Publishes: true,
 		Keys: func(sp keyspace.Space, id string) []string {
 			return append(append(sp.Keys(), sp.Debounce(id)), recurKeys(sp, "")[7:]...)
 		},
-		Commands: []string{"type", "time", "hget", "zscore", "hexists", "hlen", "zrange", "hset", "zrem", "zadd", "hdel", "get"}})
+		Commands: []string{"type", "time", "hget", "zscore", "hexists", "hlen", "hset", "zrem", "zadd", "hdel", "get", "zrangebyscore"}})
 	// Lease hands one consumer of a group a batch of one shard's fire
 	// events under leases: reclaims expired ones, dead-letters what
 	// exceeded its attempts, reads new entries (lease.lua).
@@ -271,6 +307,13 @@ var (
 		Keys:     func(sp keyspace.Space, _ string) []string { return []string{sp.Namespace().Endpoints()} },
 		Commands: []string{"type", "hexists", "hlen", "hset"}})
 	// Create writes a namespace's meta key unless it exists (create.lua).
+	// Upgrade moves a shard from layout 1 to layout 2, a step at a time
+	// (upgrade.lua).
+	Upgrade = add(&Script{Name: "upgrade", Includes: []string{"acl_probe", "decode", "fmt", "now_ms", "pending_end", "probe", "refusal"},
+		Keys: func(sp keyspace.Space, _ string) []string {
+			return []string{sp.LegacyDue(), sp.Sched(), sp.Timers(), sp.Fired(), sp.Cancelled(), sp.Expire()}
+		},
+		Commands: []string{"type", "exists", "get", "zrange", "hmget", "zcard", "time", "set", "rename", "zadd", "zrem", "del"}})
 	Create = add(&Script{Name: "create", Includes: []string{"fmt", "now_ms"},
 		Keys: func(sp keyspace.Space, _ string) []string {
 			ns := sp.Namespace()

@@ -1,7 +1,7 @@
 -- fire (include): the fire writer of claim.lua and commit.lua: a batch of
 -- scheduled timers written as fired, with their checks, probes, messages
 -- and writes.
--- includes: acl_probe any_exists encode fmt late_field probe publish take_values
+-- includes: acl_probe any_exists encode fmt late_field layout pending_end probe publish take_values
 --
 -- A batch (fire_batch) collects the timers firing at one time now_ms:
 -- fire_add queues one, fire_read moves their traceparents (KEYS[8]) and
@@ -20,7 +20,11 @@
 -- counts. An event is
 -- {id, due_ms, payload, traceparent or nil, deliveries value or nil,
 -- the caller's or nil, the fired record}.
--- Removing the timers from the due set (KEYS[1]) is the caller's.
+-- Removing the timers from the due set (KEYS[1]) is the caller's in
+-- layout 1. In layout 2 the fired band replaces the fired and expire sets:
+-- fire_write_rest moves each timer from its due time to BAND_FIRED +
+-- now_ms in KEYS[1], one ZADD that is also its removal from the pending
+-- timers, so a caller removes only the members that did not fire.
 --
 -- A claim runs all of this for every timer it fires, and the Lua between
 -- its commands costs about as much as the commands (BENCHMARKS.md, "Less
@@ -90,7 +94,7 @@ end
 -- so their writes only need the ACL's yes (acl_probe).
 local function fire_probes(f)
   if #f.events == 0 then return nil end
-  return probe('ZADD', KEYS[3]) or (f.retention > 0 and probe('ZADD', KEYS[5])) or
+  return probe('ZADD', KEYS[3]) or (LAYOUT == 1 and f.retention > 0 and probe('ZADD', KEYS[5])) or
     acl_probe('HSET', KEYS[2]) or acl_probe('XADD', KEYS[6]) or
     (#f.traced > 0 and acl_probe('HDEL', KEYS[8])) or (#f.delivering > 0 and acl_probe('HDEL', f.deliveries)) or nil
 end
@@ -150,39 +154,52 @@ local function fire_write_rest(f)
   local events = f.events
   local n = #events
   if n == 0 then return end
-  local hset, fired, expire
   if n == 1 then
     local e = events[1]
     redis.call('HSET', KEYS[2], e[1], e[7])
   else
-    local purge_at = f.purge_at
-    hset, fired, expire = {}, {}, {}
+    local hset = {}
     for i = 1, n do
       local e = events[i]
-      local id = e[1]
-      hset[2 * i - 1] = id
+      hset[2 * i - 1] = e[1]
       hset[2 * i] = e[7]
-      fired[2 * i - 1] = e[2]
-      fired[2 * i] = id
-      expire[2 * i - 1] = purge_at
-      expire[2 * i] = id
     end
     redis.call('HSET', KEYS[2], unpack(hset))
   end
   if #f.traced > 0 then redis.call('HDEL', KEYS[8], unpack(f.traced)) end
   if #f.delivering > 0 then redis.call('HDEL', f.deliveries, unpack(f.delivering)) end
+  if LAYOUT == 2 then
+    local band = fmt(BAND_FIRED + f.now)
+    if n == 1 then
+      redis.call('ZADD', KEYS[1], band, events[1][1])
+      return
+    end
+    local zadd = {}
+    for i = 1, n do
+      zadd[2 * i - 1] = band
+      zadd[2 * i] = events[i][1]
+    end
+    redis.call('ZADD', KEYS[1], unpack(zadd))
+    return
+  end
   if n == 1 then
     local e = events[1]
     redis.call('ZADD', KEYS[3], e[2], e[1])
     if f.retention > 0 then redis.call('ZADD', KEYS[5], f.purge_at, e[1]) end
-  else
-    redis.call('ZADD', KEYS[3], unpack(fired))
-    if f.retention > 0 then redis.call('ZADD', KEYS[5], unpack(expire)) end
+    return
   end
+  local fired, expire, purge_at = {}, {}, f.purge_at
+  for i = 1, n do
+    local e = events[i]
+    fired[2 * i - 1] = e[2]
+    fired[2 * i] = e[1]
+    expire[2 * i - 1] = purge_at
+    expire[2 * i] = e[1]
+  end
+  redis.call('ZADD', KEYS[3], unpack(fired))
+  if f.retention > 0 then redis.call('ZADD', KEYS[5], unpack(expire)) end
 end
 
--- fire_write writes the batch; xadd(i, e, entry) appends the i-th event's
--- entry to KEYS[6].
 local function fire_write(f, xadd)
   local events = f.events
   for i = 1, #events do

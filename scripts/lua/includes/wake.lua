@@ -1,6 +1,6 @@
 -- wake (include): tell the shard's pollers of an earlier due time (reads
 -- KEYS[1]).
--- includes: fmt_due publish
+-- includes: fmt_due pending_end publish
 --
 -- Wake if earlier: a script that adds timers to the due set (KEYS[1])
 -- tells the shard's pollers, on the wake channel, the new earliest due time
@@ -13,7 +13,7 @@
 -- Redis function outlive the call.
 local wake_at, wake_moved
 local function wake_start()
-  local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  local head = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', PENDING_END, 'WITHSCORES', 'LIMIT', 0, 1)
   wake_at, wake_moved = tonumber(head[2]), false
 end
 

@@ -1,0 +1,19 @@
+-- layout (include): the layout of the shard's keys that the script runs on
+-- (docs/redis-layout.md, "Layout 2").
+--
+-- The table (scripts.go) assembles every script that includes this twice:
+-- as written, for layout 1, and with LAYOUT = 2, for a shard upgraded to
+-- layout 2 (upgrade.lua). The Go side picks one per shard. Layout 1 keeps
+-- settled timers in the fired and cancelled sets (KEYS[3], KEYS[4]) and
+-- their purge times in expire (KEYS[5]). Layout 2 keeps them in KEYS[1],
+-- the sched set, beside the pending ones but above every due time: a fired
+-- timer at BAND_FIRED + its fire time in ms, a cancelled one at
+-- BAND_CANCELLED + its cancel time, so that a fire or a cancel moves one
+-- member of one key instead of writing three, and purge reads the settle
+-- times in order. Every due time is below BAND_FIRED (MAX_MS is the year
+-- 9999; 2^50 ms is the year 35,000), so a due range that stops at
+-- PENDING_END (includes/pending_end.lua) never sees a settled timer, in
+-- either layout, and the bands stay exact in a double (below 2^53).
+-- For layout 2 the table passes KEYS[1] in place of KEYS[3..5]. The bands
+-- are includes/pending_end.lua's.
+local LAYOUT = 1
