@@ -13,8 +13,12 @@ type Keys struct{ q *Queue }
 func (q *Queue) Keys() Keys { return Keys{q} }
 
 // Shard returns shard k's keys in the order the scripts take them: due,
-// timers, fired, cancelled, expire, fires, counters.
-func (ks Keys) Shard(k int) []string { return ks.q.known().spaces[k].Keys() }
+// timers, fired, cancelled, expire, fires, counters. A shard of layout 2
+// keeps its scheduled and settled timers in one set, the sched set, which
+// stands in all four set positions (docs/redis-layout.md); the queue
+// knows a shard's layout from its first call, and from the first script
+// on the shard after an upgrade.
+func (ks Keys) Shard(k int) []string { return ks.q.known().space(k).Keys() }
 
 // Recurring returns the two keys that hold shard k's recurring schedules:
 // the schedules hash and the sched-due sorted set. Their occurrences are

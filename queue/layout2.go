@@ -51,6 +51,12 @@ func (en Engine) UpgradeLayout(ctx context.Context, limit int) (LayoutStatus, er
 	if err != nil {
 		return LayoutStatus{}, err
 	}
+	return en.upgradeStep(ctx, l, limit)
+}
+
+// upgradeStep is UpgradeLayout on the layout l.
+func (en Engine) upgradeStep(ctx context.Context, l *layout, limit int) (LayoutStatus, error) {
+	q := en.q
 	calls := make([]call, len(l.spaces))
 	for k := range calls {
 		calls[k] = call{shard: k, args: []any{limit, keyspace.LayoutMarker(2)}}

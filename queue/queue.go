@@ -626,9 +626,19 @@ func (q *Queue) runTries(ctx context.Context, l *layout, s *lua.Script, shard, t
 // layout.keysFor). A shard found upgraded to layout 2 runs again at once,
 // as layout 2 (layout.upgraded).
 func (q *Queue) runKeysTries(ctx context.Context, l *layout, s *lua.Script, shard int, group string, tries int, args ...any) (any, error) {
+	return q.runCallTries(ctx, l, s, call{shard: shard, args: args}, group, tries)
+}
+
+// runCallTries runs c, with its own keys if it has them, else the keys
+// the table gives for group.
+func (q *Queue) runCallTries(ctx context.Context, l *layout, s *lua.Script, c call, group string, tries int) (any, error) {
+	shard, args := c.shard, c.args
 	for attempt := 1; ; attempt++ {
-		sent := l.layoutOf(shard)
-		v, err := q.runScript(ctx, q.rdb, l.script(s, shard), l.keysFor(s, shard, group), args...).Result()
+		sent, keys := l.layoutOf(shard), c.keys
+		if keys == nil {
+			keys = l.keysFor(s, shard, group)
+		}
+		v, err := q.runScript(ctx, q.rdb, l.script(s, shard), keys, args...).Result()
 		if err == nil {
 			return v, nil
 		}
@@ -746,10 +756,8 @@ func (q *Queue) runInFlight(ctx context.Context, l *layout, s *lua.Script, calls
 func (q *Queue) runEach(ctx context.Context, l *layout, s *lua.Script, calls []call) (out []any, errs []error, err error) {
 	out, errs = make([]any, len(calls)), make([]error, len(calls))
 	if len(calls) == 1 {
-		if calls[0].keys == nil {
-			out[0], errs[0] = q.runKeysTries(ctx, l, s, calls[0].shard, "", migrationAttempts, calls[0].args...)
-			return out, errs, nil
-		}
+		out[0], errs[0] = q.runCallTries(ctx, l, s, calls[0], "", migrationAttempts)
+		return out, errs, nil
 	}
 	todo := make([]int, len(calls))
 	for i := range todo {

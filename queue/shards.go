@@ -151,23 +151,28 @@ func (l *layout) scriptAt(s *lua.Script, layout int) *script {
 // counts scheduled timers in either layout.
 const pendingEnd = "(1125899906842624"
 
-// learnLayouts finds which of l's shards taken for layout 1 are layout 2,
-// for the calls that read a shard's keys with plain commands rather than
-// a script, which would learn it from the script's refusal: the legacy
-// due set of an upgraded shard holds its marker, a string, where layout
-// 1 keeps a sorted set. A shard whose TYPE cannot be read stays as it was.
+// learnLayouts finds which of l's shards taken for layout 1 are layout 2:
+// the legacy due set of an upgraded shard holds its marker
+// (keyspace.LayoutMarker), where layout 1 keeps a sorted set. A Queue
+// learns so when it first reads the namespace, one pipelined GETRANGE a
+// shard, and of a shard upgraded later from the refusal of its first
+// layout-1 script (layout.upgraded); the calls that read keys with plain
+// commands ask again first. A shard whose marker cannot be read stays as
+// it was.
 func (q *Queue) learnLayouts(ctx context.Context, l *layout) {
-	types := make([]*redis.StatusCmd, len(l.spaces))
+	marker := keyspace.LayoutMarker(2)[:len("timerq-layout 2")]
+	heads := make([]*redis.StringCmd, len(l.spaces))
 	_, _ = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for k, sp := range l.spaces {
 			if l.layoutOf(k) == 1 {
-				types[k] = p.Type(ctx, sp.LegacyDue())
+				// WRONGTYPE on layout 1's sorted set, "" when missing.
+				heads[k] = p.GetRange(ctx, sp.LegacyDue(), 0, int64(len(marker)-1))
 			}
 		}
 		return nil
 	})
-	for k, t := range types {
-		if t != nil && t.Val() == "string" {
+	for k, h := range heads {
+		if h != nil && h.Err() == nil && h.Val() == marker {
 			l.at[k].Store(2)
 		}
 	}
@@ -252,8 +257,23 @@ func (q *Queue) layout(ctx context.Context) (*layout, error) {
 			return nil, errorf("probe for sharded pub/sub: %w", q.redisError(err))
 		}
 	}
-	return q.adopt(shards, replicas, created, sharded)
+	adopted, err := q.adopt(shards, replicas, created, sharded)
+	if err != nil {
+		return nil, err
+	}
+	if upgradeOnFirstUse {
+		if _, err := q.Engine().upgradeStep(ctx, adopted, MaxBatch); err != nil && !errors.Is(err, ErrPermission) {
+			return nil, err
+		}
+	}
+	q.learnLayouts(ctx, adopted)
+	return adopted, nil
 }
+
+// upgradeOnFirstUse makes a Queue upgrade its namespace to layout 2 when
+// it first reads the namespace's layout: the tests set it to run the whole
+// behavioural suite on layout 2 (TIMERQ_TEST_LAYOUT=2, export_test.go).
+var upgradeOnFirstUse = false
 
 // reread reads the meta key again for the layout l, read layoutTTL ago or
 // more, and adopts what changed. A failed read keeps l for another
@@ -269,7 +289,11 @@ func (q *Queue) reread(ctx context.Context, l *layout) (*layout, error) {
 	if err := q.checkShards(shards, created); err != nil {
 		return nil, err
 	}
-	return q.adopt(shards, replicas, created, l.sharded)
+	adopted, err := q.adopt(shards, replicas, created, l.sharded)
+	if err == nil {
+		q.learnLayouts(ctx, adopted)
+	}
+	return adopted, err
 }
 
 // adopt stores and returns the layout of shards shards.

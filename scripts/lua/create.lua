@@ -5,7 +5,7 @@
 --
 -- KEYS[1] meta: HASH shards, created (keyspace.Namespace.Meta)
 -- KEYS[2..] the keys of the one-shard layout that hold timers or schedules
---         (all but counters, which outlive the timers)
+--         (all but counters, which outlive the timers), of layouts 1 and 2
 -- ARGV[1] shards
 -- Reply: {shards_now, created 0|1}, or an error TIMERQ_INUSE naming a key that
 --        holds data when a sharded count was asked for.
@@ -15,7 +15,10 @@ local cur = redis.call('HGET', KEYS[1], 'shards')
 if cur then return {tonumber(cur), 0} end
 if ARGV[1] ~= '1' then
   for i = 2, #KEYS do
-    if redis.call('EXISTS', KEYS[i]) == 1 then
+    local t = redis.call('TYPE', KEYS[i])
+    if type(t) == 'table' then t = t['ok'] end
+    -- A layout marker (upgrade.lua) holds no timer.
+    if t ~= 'none' and not layout_marker(KEYS[i], t) then
       return redis.error_reply('TIMERQ_INUSE ' .. KEYS[i])
     end
   end

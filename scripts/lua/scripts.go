@@ -309,17 +309,17 @@ var (
 	// Create writes a namespace's meta key unless it exists (create.lua).
 	// Upgrade moves a shard from layout 1 to layout 2, a step at a time
 	// (upgrade.lua).
-	Upgrade = add(&Script{Name: "upgrade", Includes: []string{"acl_probe", "decode", "fmt", "now_ms", "pending_end", "probe", "refusal"},
+	Upgrade = add(&Script{Name: "upgrade", Includes: []string{"decode", "fmt", "now_ms", "pending_end", "probe", "refusal"},
 		Keys: func(sp keyspace.Space, _ string) []string {
 			return []string{sp.LegacyDue(), sp.Sched(), sp.Timers(), sp.Fired(), sp.Cancelled(), sp.Expire()}
 		},
-		Commands: []string{"type", "exists", "get", "zrange", "hmget", "zcard", "time", "set", "rename", "zadd", "zrem", "del"}})
-	Create = add(&Script{Name: "create", Includes: []string{"fmt", "now_ms"},
+		Commands: []string{"type", "exists", "get", "zrange", "hmget", "zcard", "time", "set", "rename", "zadd", "zrem", "zremrangebyrank"}})
+	Create = add(&Script{Name: "create", Includes: []string{"fmt", "layout_marker", "now_ms"},
 		Keys: func(sp keyspace.Space, _ string) []string {
 			ns := sp.Namespace()
 			s := keyspace.Shard(string(ns), 0, 1)
-			return []string{ns.Meta(), s.Due(), s.Timers(), s.Fired(), s.Cancelled(), s.Expire(), s.Fires(),
+			return []string{ns.Meta(), s.LegacyDue(), s.Sched(), s.Timers(), s.Fired(), s.Cancelled(), s.Expire(), s.Fires(),
 				s.Schedules(), s.SchedDue()}
 		},
-		Commands: []string{"hget", "exists", "time", "hset"}})
+		Commands: []string{"hget", "type", "get", "time", "hset"}})
 )

@@ -21,9 +21,10 @@
 -- (includes/layout.lua); layout 2 applies the retention at purge time, so
 -- expire goes. A member without a record was purged already and only
 -- leaves its set; one whose record is malformed keeps it and settles now,
--- so that purge removes it after the retention. When the sets are empty
--- each gets the marker too, so that a layout-1 build that skipped due
--- still stops. While the drain runs, layout-2 List and Stats do not yet
+-- so that purge removes it after the retention. The drain empties fired
+-- and cancelled, and deletes expire once they are empty. Only due keeps a
+-- marker: every layout-1 script that writes checks it first. While the
+-- drain runs, layout-2 List and Stats do not yet
 -- see the settled timers left in the old sets; Get, Cancel and Schedule
 -- read the record and see every timer.
 
@@ -49,8 +50,7 @@ elseif due_type ~= 'string' or not string.find(redis.call('GET', KEYS[1]), '^tim
 end
 for i, want in ipairs({'zset', 'hash', 'zset', 'zset', 'zset'}) do
   local got = typed(KEYS[i + 1], want)
-  -- A drained set holds the marker.
-  if got and not (i >= 3 and got == 'string') then
+  if got then
     return redis.error_reply('WRONGTYPE key ' .. KEYS[i + 1] .. ' holds a ' .. got .. ' where timerq keeps a ' .. want)
   end
 end
@@ -60,7 +60,7 @@ local now = now_ms()
 local moves, drop, left = {}, {}, 0
 for _, set in ipairs({{KEYS[4], 'f'}, {KEYS[5], 'c'}}) do
   local key, state = set[1], set[2]
-  if typed(key, 'zset') == nil then
+  do
     local ids = {}
     if limit > 0 then ids = redis.call('ZRANGE', key, 0, limit - 1) end
     if #ids > 0 then
@@ -80,11 +80,11 @@ for _, set in ipairs({{KEYS[4], 'f'}, {KEYS[5], 'c'}}) do
   end
 end
 
--- Phase 2: probes. RENAME, ZREM and DEL are not refused under OOM; SET
--- and ZADD are, so a full Redis upgrades nothing rather than half.
-local err = (cut == 1 and (acl_probe('SET', KEYS[1]) or probe('SET', KEYS[1]))) or
+-- Phase 2: probes. SET first: Redis refuses it under OOM, so a full
+-- Redis upgrades nothing rather than half.
+local err = (cut == 1 and probe('SET', KEYS[1])) or (left == 0 and probe('ZREMRANGEBYRANK', KEYS[6])) or
   (#moves > 0 and probe('ZADD', KEYS[2])) or (#drop > 0 and probe('ZREM', KEYS[4])) or
-  (#drop > 0 and probe('ZREM', KEYS[5])) or (left == 0 and probe('SET', KEYS[6])) or nil
+  (#drop > 0 and probe('ZREM', KEYS[5])) or nil
 if err then return err end
 if cut == 1 and redis.call('EXISTS', KEYS[1]) == 1 then
   -- RENAME of a key to itself changes nothing, after the ACL check.
@@ -99,12 +99,5 @@ if cut == 1 then
 end
 if #moves > 0 then redis.call('ZADD', KEYS[2], unpack(moves)) end
 for _, d in ipairs(drop) do redis.call('ZREM', d[1], unpack(d[2])) end
-if left == 0 then
-  for i = 4, 6 do
-    if typed(KEYS[i], 'zset') == nil then
-      redis.call('DEL', KEYS[i])
-      redis.call('SET', KEYS[i], ARGV[2])
-    end
-  end
-end
+if left == 0 then redis.call('ZREMRANGEBYRANK', KEYS[6], 0, -1) end
 return {cut, left}
