@@ -17,7 +17,9 @@ import (
 type ListOptions struct {
 	// State limits the listing to one state; empty lists all.
 	State State
-	// DueFrom and DueTo bound the due times, inclusive; zero means unbounded.
+	// DueFrom and DueTo bound the due times, inclusive; zero means
+	// unbounded. On a shard of layout 2 they bound a settled timer's fire
+	// or cancel time instead (docs/redis-layout.md, "Layout 2").
 	DueFrom, DueTo time.Time
 	// Limit is the page size, 1..MaxBatch; 0 means DefaultListLimit (100).
 	Limit int
@@ -27,7 +29,9 @@ type ListOptions struct {
 
 // ListPage is one page of a listing.
 type ListPage struct {
-	// Timers are ordered by due time, then ID.
+	// Timers are ordered by due time, then ID. On a shard of layout 2 the
+	// scheduled timers come first, by due time, then the fired ones and
+	// then the cancelled ones, each by the time they settled.
 	Timers []Timer
 	// Malformed are the records of the page that are not records timerq
 	// writes, skipped rather than failing the listing; nil when there are
@@ -35,6 +39,29 @@ type ListPage struct {
 	Malformed []MalformedRecord
 	// NextCursor fetches the next page; empty on the last page.
 	NextCursor string
+	// order is each of Timers' place in the listing's order, in µs: the
+	// score the list script orders it by (listOrder).
+	order []int64
+}
+
+// Where layout 2 keeps settled timers in the set of due times, in ms
+// (scripts/lua/includes/pending_end.lua).
+const (
+	bandFired     = int64(1) << 50
+	bandCancelled = int64(1) << 51
+)
+
+// listOrder is t's place in the order of a listing of a shard of layout
+// layout, in µs: its due time, or on layout 2 a settled timer's band plus
+// the time it settled, as the list script orders them.
+func listOrder(t Timer, layout int) int64 {
+	switch {
+	case layout == 2 && t.State == StateFired:
+		return (bandFired + t.FiredAt.UnixMilli()) * 1000
+	case layout == 2 && t.State == StateCancelled:
+		return (bandCancelled + t.CancelledAt.UnixMilli()) * 1000
+	}
+	return t.Due.UnixMicro()
 }
 
 // List returns one page of timers ordered by due time. Paging is stable
@@ -64,7 +91,7 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 	page := ListPage{}
 	more := false
 	for k, reply := range replies {
-		shardMore, err := page.addReply(k, reply)
+		shardMore, err := page.addReply(k, l.layoutOf(k), reply)
 		if err != nil {
 			return ListPage{}, err
 		}
@@ -106,9 +133,9 @@ func listArgs(o *ListOptions) ([]any, error) {
 	return []any{state, from, to, o.Limit, curDue, curID}, nil
 }
 
-// addReply adds shard k's list reply to page, and says whether that shard
-// has more.
-func (page *ListPage) addReply(k int, reply any) (bool, error) {
+// addReply adds shard k's list reply to page, the shard being of layout
+// layout, and says whether that shard has more.
+func (page *ListPage) addReply(k, layout int, reply any) (bool, error) {
 	r, err := replyStrings(reply)
 	if err != nil || len(r) < 3 {
 		return false, errorf("list: unexpected reply %v", reply)
@@ -129,6 +156,7 @@ func (page *ListPage) addReply(k int, reply any) (bool, error) {
 			return false, err
 		}
 		page.Timers = append(page.Timers, t)
+		page.order = append(page.order, listOrder(t, layout))
 	}
 	return more, nil
 }
@@ -145,8 +173,8 @@ func (page *ListPage) first(limit int, more bool) ListPage {
 		t   Timer
 	}
 	all := make([]entry, 0, len(page.Timers)+len(page.Malformed))
-	for _, t := range page.Timers {
-		all = append(all, entry{due: t.Due.UnixMicro(), id: t.ID, t: t})
+	for i, t := range page.Timers {
+		all = append(all, entry{due: page.order[i], id: t.ID, t: t})
 	}
 	for i, b := range page.Malformed {
 		all = append(all, entry{due: b.pos, id: b.ID, bad: i + 1})
@@ -182,6 +210,18 @@ func (page *ListPage) first(limit int, more bool) ListPage {
 	return out
 }
 
+// isBandScore reports whether s is the score of a settled timer of
+// layout 2 as List's cursor carries it: whole or fractional ms in the
+// fired or cancelled band.
+func isBandScore(s string) bool {
+	ms, frac, ok := strings.Cut(s, ".")
+	if ok && (len(frac) != 3 || !isDigits(frac)) || len(ms) != 16 || !isDigits(ms) {
+		return false
+	}
+	n, err := strconv.ParseInt(ms, 10, 64)
+	return err == nil && n >= bandFired && n < 2*bandCancelled
+}
+
 // parseCursor splits "<due>:<id>", the form List hands out, due a due
 // score string ("<ms>" or "<ms>.<us>").
 func parseCursor(c string) (string, string, error) {
@@ -199,7 +239,7 @@ func cutCursor(c string) (string, string, bool) {
 	for i := 0; i < len(c); i++ {
 		if c[i] == ':' {
 			due, id := c[:i], c[i+1:]
-			if !isDueScore(due) || ValidateID(id) != nil {
+			if !isDueScore(due) && !isBandScore(due) || ValidateID(id) != nil {
 				return "", "", false
 			}
 			return due, id, true
