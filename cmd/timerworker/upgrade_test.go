@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -69,8 +70,11 @@ func buildAt(t *testing.T, commit string) (worker, ctl string) {
 // each firing timers the other build scheduled, and an old worker dies by
 // SIGKILL mid-flight. A live fire recorder (every fire any client could
 // read, every 20 ms) must see every acknowledged timer fire exactly once,
-// never early, and the counters that both builds write must add up. It
-// runs on a standalone server and on a 3-master Cluster, 16 shards each.
+// never early, and the counters that both builds write must add up. Midway,
+// with an old worker still running, the namespace moves to layout 2 of its
+// keys: the old timerctl is then refused, naming the fix, and writes
+// nothing, and the old worker fires nothing more. It runs on a standalone
+// server and on a 3-master Cluster, 16 shards each.
 func TestRollingUpgradeSideBySide(t *testing.T) {
 	t.Parallel()
 	oldWorker, oldCtl := buildAt(t, upgradeFrom)
@@ -108,7 +112,7 @@ func rollingUpgrade(t *testing.T, oldWorker, oldCtl, url string, rdb redis.Unive
 	old := []*proc{startProc(t, oldWorker, args...), startProc(t, oldWorker, args...)}
 
 	var mu sync.Mutex
-	var acked []string
+	var acked, refused []string
 	ack := func(ids ...string) {
 		mu.Lock()
 		acked = append(acked, ids...)
@@ -133,16 +137,24 @@ func rollingUpgrade(t *testing.T, oldWorker, oldCtl, url string, rdb redis.Unive
 			time.Sleep(10 * time.Millisecond) // the workload's pace, not a wait for an event
 		}
 	})
-	// The old build's timerctl, one timer a call.
+	// The old build's timerctl, one timer a call, until the namespace is
+	// upgraded to layout 2: then it must be refused, naming the fix.
 	producers.Go(func() {
 		for i := 0; pctx.Err() == nil; i++ {
 			id := fmt.Sprintf("old-%04d", i)
 			out, err := exec.Command(oldCtl, append(args, "schedule", id, "--in", "200ms", "--payload", "p")...).CombinedOutput()
-			if err != nil {
+			switch {
+			case err == nil:
+				ack(id)
+			case strings.Contains(string(out), "layout 2") && strings.Contains(string(out), "upgrade it"):
+				mu.Lock()
+				refused = append(refused, id)
+				mu.Unlock()
+				time.Sleep(20 * time.Millisecond) // the workload's pace
+			default:
 				t.Errorf("old timerctl schedule %s: %v\n%s", id, err, out)
 				return
 			}
-			ack(id)
 		}
 	})
 
@@ -173,6 +185,25 @@ func rollingUpgrade(t *testing.T, oldWorker, oldCtl, url string, rdb redis.Unive
 	}
 	at = count()
 	waitFor(t, 20*time.Second, "500 more timers", func() bool { return count() >= at+500 })
+	// Layout 2, shard by shard, a few settled timers a step, while both
+	// builds' clients schedule and both builds' workers claim.
+	for steps := 0; ; steps++ {
+		st, err := q.Engine().UpgradeLayout(ctx, 50)
+		if err != nil {
+			t.Fatalf("UpgradeLayout: %v", err)
+		}
+		if st.Done() {
+			t.Logf("upgraded %d shards to layout 2 in %d steps", st.Shards, steps+1)
+			break
+		}
+	}
+	waitFor(t, 20*time.Second, "the old timerctl to be refused on layout 2", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(refused) > 0
+	})
+	at = count()
+	waitFor(t, 20*time.Second, "500 more timers on layout 2", func() bool { return count() >= at+500 })
 	old[1].kill()
 	at = count()
 	waitFor(t, 20*time.Second, "500 more timers with new workers only", func() bool { return count() >= at+500 })
@@ -209,6 +240,12 @@ func rollingUpgrade(t *testing.T, oldWorker, oldCtl, url string, rdb redis.Unive
 	}
 	if c.Fired != int64(len(acked)) {
 		t.Errorf("the counters say %d fired, want %d: the two builds' counter writes do not add up", c.Fired, len(acked))
+	}
+	t.Logf("%d schedules by the old timerctl refused on layout 2", len(refused))
+	for _, id := range refused {
+		if tm, err := q.Get(ctx, id); !errors.Is(err, queue.ErrNotFound) {
+			t.Errorf("the old timerctl's refused %s: Get = %+v, %v; want nothing written", id, tm, err)
+		}
 	}
 }
 

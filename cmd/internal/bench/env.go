@@ -44,6 +44,9 @@ type Config struct {
 	WorkerBin string `flag:"worker-bin" usage:"timerworker binary (empty: go build one into a temporary directory)"`
 	Workers   int    `flag:"workers" default:"4" usage:"timerworker processes"`
 	BatchSize int    `flag:"batch-size" default:"256" usage:"the workers' --batch-size"`
+	// Layout 2 upgrades the scenario's namespace to layout 2 of its keys
+	// (queue.Engine.UpgradeLayout) before the scenario starts.
+	Layout int `flag:"layout" default:"1" usage:"the namespace's key layout: 1, or 2 (upgraded before the scenario starts)"`
 	// Trace turns OpenTelemetry tracing on in the bench's queues (every
 	// schedule sampled, so every timer carries a trace) and in the
 	// timerworkers (OTEL_* in their environment), all exporting OTLP/HTTP to

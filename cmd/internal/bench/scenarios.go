@@ -104,6 +104,10 @@ func (e *Env) prepare(ctx context.Context, s setup) (*stage, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := e.upgrade(ctx, st.q); err != nil {
+		st.close()
+		return nil, err
+	}
 	if s.startWorkers {
 		if err := st.runWorkers(ctx); err != nil {
 			st.close()
@@ -111,6 +115,22 @@ func (e *Env) prepare(ctx context.Context, s setup) (*stage, error) {
 		}
 	}
 	return st, nil
+}
+
+// upgrade moves q's namespace to the layout --layout asks for.
+func (e *Env) upgrade(ctx context.Context, q *queue.Queue) error {
+	switch e.cfg.Layout {
+	case 0, 1:
+		return nil
+	case 2:
+		for {
+			st, err := q.Engine().UpgradeLayout(ctx, queue.MaxBatch)
+			if err != nil || st.Done() {
+				return err
+			}
+		}
+	}
+	return fmt.Errorf("bench: --layout %d: want 1 or 2", e.cfg.Layout)
 }
 
 // runWorkers starts the workers, which close stops.
