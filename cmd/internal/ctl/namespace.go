@@ -12,12 +12,12 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-// namespaceCommand is `timerctl namespace create|show|quotas`.
+// namespaceCommand is `timerctl namespace create|show|quotas|upgrade`.
 func (r *runner) namespaceCommand() *cli.Command {
 	return verbCommand(&cli.Command{
 		Name:      "namespace",
-		Usage:     "create a namespace with a shard count (create NS --shards N), show the --namespace's (show), or show or set its quotas (quotas)",
-		ArgsUsage: "create NS --shards N [--replicas N [--force]] | show | quotas [--pending N] [--endpoints N] [--schedules N]",
+		Usage:     "create a namespace with a shard count (create NS --shards N), show the --namespace's (show), show or set its quotas (quotas), or move it to layout 2 of its keys once every process runs this release or later (upgrade)",
+		ArgsUsage: "create NS --shards N [--replicas N [--force]] | show | quotas [--pending N] [--endpoints N] [--schedules N] | upgrade",
 		Flags: []cli.Flag{
 			&cli.Int64Flag{Name: queue.QuotaPending, Usage: "quotas: the most pending (scheduled) timers, `N` (0 = unlimited)"},
 			&cli.Int64Flag{Name: queue.QuotaEndpoints, Usage: "quotas: the most delivery endpoints, `N` (0 = unlimited)"},
@@ -29,7 +29,29 @@ func (r *runner) namespaceCommand() *cli.Command {
 	},
 		verb{name: "create", arg: "namespace name", fix: "run 'timerctl namespace create NS --shards N'", run: r.namespaceCreate},
 		verb{name: "show", fix: "pass the namespace with --namespace (TIMERQ_NAMESPACE)", run: r.namespaceShow},
-		verb{name: "quotas", fix: "pass the namespace with --namespace (TIMERQ_NAMESPACE)", run: r.namespaceQuotas})
+		verb{name: "quotas", fix: "pass the namespace with --namespace (TIMERQ_NAMESPACE)", run: r.namespaceQuotas},
+		verb{name: "upgrade", fix: "pass the namespace with --namespace (TIMERQ_NAMESPACE)", run: r.namespaceUpgrade})
+}
+
+// namespaceUpgrade moves the --namespace to layout 2 of its keys
+// (queue.Engine.UpgradeLayout), step by step, and prints where it stands.
+func (r *runner) namespaceUpgrade(c *cli.Context, _ []string) error {
+	return r.once(c, func(ctx context.Context, s *session) error {
+		var st queue.LayoutStatus
+		for {
+			var err error
+			if st, err = s.q.Engine().UpgradeLayout(ctx, queue.MaxBatch); err != nil {
+				return err
+			}
+			if st.Done() {
+				break
+			}
+		}
+		return r.emit(s.g, st, func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "namespace %s: %s at layout 2\n", s.q.Namespace(), plural(st.Shards, "shard"))
+			return err
+		})
+	})
 }
 
 func (r *runner) namespaceCreate(c *cli.Context, args []string) error {
