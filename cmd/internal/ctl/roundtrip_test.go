@@ -259,3 +259,51 @@ func TestExportImportKeepsMicroseconds(t *testing.T) {
 		}
 	})
 }
+
+// An export of a namespace of layout 1 imports into one of layout 2, and
+// back, with every timer as it was: the same lines, which layout 2 writes
+// in its own order (settled timers by the time they settled).
+func TestExportImportAcrossLayouts(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		src := newCLI(t, b)
+		src.ok("schedule", "fired", "--at", "2020-01-02T03:04:05.678Z", "--payload", "f")
+		src.ok("schedule", "cancelled", "--in", "1h", "--payload", "c")
+		src.ok("schedule", "scheduled", "--in", "2h", "--payload", "s")
+		src.ok("schedule", "micro", "--at", "2030-01-02T03:04:05.678901Z")
+		if f := src.claim(); len(f) != 1 || f[0].ID != "fired" {
+			t.Fatalf("claim fired %+v", f)
+		}
+		src.ok("cancel", "cancelled")
+		exp := src.ok("export").stdout
+		lines := func(s string) []string { return slices.Sorted(slices.Values(strings.Split(strings.TrimSpace(s), "\n"))) }
+
+		upgraded := newCLI(t, b)
+		if st, err := upgraded.q.Engine().UpgradeLayout(ctx, 100); err != nil || !st.Done() {
+			t.Fatalf("UpgradeLayout = %+v, %v", st, err)
+		}
+		if r := upgraded.runCtx(ctx, exp, "import"); r.code != 0 || !strings.Contains(r.stdout, "created 4, existing 0, rejected 0") {
+			t.Fatalf("import into layout 2: exit %d %q %q", r.code, r.stdout, r.stderr)
+		}
+		if f := upgraded.claim(); len(f) != 0 {
+			t.Fatalf("claim after the import into layout 2 fired %+v", f)
+		}
+		exp2 := upgraded.ok("export").stdout
+		if !slices.Equal(lines(exp2), lines(exp)) {
+			t.Errorf("layout 2 exports\n%s\nwas, from layout 1,\n%s", exp2, exp)
+		}
+		back := newCLI(t, b)
+		if r := back.runCtx(ctx, exp2, "import"); r.code != 0 || !strings.Contains(r.stdout, "created 4") {
+			t.Fatalf("import back into layout 1: exit %d %q %q", r.code, r.stdout, r.stderr)
+		}
+		if again := back.ok("export").stdout; again != exp {
+			t.Errorf("back in layout 1, the export is\n%s\nwas\n%s", again, exp)
+		}
+		for _, id := range []string{"fired", "cancelled", "scheduled", "micro"} {
+			x := src.ok("-o", "json", "get", id).stdout
+			if y := upgraded.ok("-o", "json", "get", id).stdout; x != y {
+				t.Errorf("%s in layout 1:\n%s in layout 2:\n%s", id, x, y)
+			}
+		}
+	})
+}
