@@ -28,15 +28,17 @@ var (
 )
 
 // scriptSources maps the SHA1 of each script of the table (lua.All), in
-// both pub/sub flavours, to its source, and the name of each of its Redis
-// functions to its library.
+// both pub/sub flavours and for both key layouts, to its source, and the
+// name of each of its Redis functions to its library.
 var scriptSources = func() map[string]string {
 	m := map[string]string{}
-	for _, s := range lua.All {
-		for _, src := range []string{s.Source, s.ShardedSource} {
-			m[fmt.Sprintf("%x", sha1.Sum([]byte(src)))] = src
+	for _, entry := range lua.All {
+		for _, s := range entry.Layouts() {
+			for _, src := range []string{s.Source, s.ShardedSource} {
+				m[fmt.Sprintf("%x", sha1.Sum([]byte(src)))] = src
+			}
+			m[s.Function], m[s.ShardedFunction] = s.Library, s.ShardedLibrary
 		}
-		m[s.Function], m[s.ShardedFunction] = s.Library, s.ShardedLibrary
 	}
 	return m
 }()

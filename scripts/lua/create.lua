@@ -17,8 +17,15 @@ if ARGV[1] ~= '1' then
   for i = 2, #KEYS do
     local t = redis.call('TYPE', KEYS[i])
     if type(t) == 'table' then t = t['ok'] end
-    -- A layout marker (upgrade.lua) holds no timer.
-    if t ~= 'none' and not layout_marker(KEYS[i], t) then
+    if t == 'string' then
+      -- Layout 2's marker (upgrade.lua) holds no timer; a later layout's
+      -- stops this build.
+      local v = redis.pcall('GET', KEYS[i])
+      if type(v) == 'table' and v.err then return refusal(v.err, 'GET', KEYS[i], 'read') end
+      if not string.find(v, '^timerq%-layout 2') then
+        return layout_marker(KEYS[i], t) or redis.error_reply('TIMERQ_INUSE ' .. KEYS[i])
+      end
+    elseif t ~= 'none' then
       return redis.error_reply('TIMERQ_INUSE ' .. KEYS[i])
     end
   end

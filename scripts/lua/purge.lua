@@ -30,7 +30,7 @@ if LAYOUT == 1 then
   expired = redis.call('ZCOUNT', KEYS[5], '-inf', now)
 else
   -- The timers of each band settled at or before now - retention.
-  local retention = tonumber(ARGV[2])
+  local retention = tonumber(ARGV[2]) or 0
   if retention <= 0 then return {0, 0} end
   ids, expired = {}, 0
   for _, band in ipairs({BAND_FIRED, BAND_CANCELLED}) do

@@ -172,7 +172,7 @@ var (
 	// Commit fires what Hold decided, once WAIT saw replicas have it
 	// (commit.lua).
 	Commit = add(&Script{Name: "commit", Includes: []string{"check_type", "check_types", "counters", "decode", "due_of", "fire", "fmt", "layout", "ms_of", "pending_end", "probe"}, Publishes: true, Worker: true, Keys: holdKeys,
-		Commands: []string{"type", "hmget", "zscore", "zrange", "hdel", "zrem", "hset", "zadd", "xadd", "xtrim",
+		Commands: []string{"type", "hmget", "zscore", "zrange", "zrangebyscore", "hdel", "zrem", "hset", "zadd", "xadd", "xtrim",
 			"hincrby"}})
 	// Cancel cancels a scheduled timer (cancel.lua).
 	Cancel = add(&Script{Name: "cancel", Includes: []string{"cancel_timer", "check_types", "decode", "due_of", "malformed", "now_ms", "probe_all"}, Keys: timerKeys, Publishes: true,
@@ -214,7 +214,7 @@ var (
 		Commands: []string{"type", "time", "zrangebyscore", "zcount", "zremrangebyrank", "hdel", "zrem"}})
 	// Stats reports counts and the overdue backlog (stats.lua).
 	Stats = add(&Script{Name: "stats", Includes: []string{"check_types", "clock_due", "fmt", "layout", "pending_at", "pending_end"}, Keys: timerKeys, Worker: true,
-		Commands: []string{"type", "time", "zrange", "zcard", "zcount"}})
+		Commands: []string{"type", "time", "zrange", "zrangebyscore", "zcard", "zcount"}})
 	// Horizon counts the timers due within each of a few offsets from
 	// the server clock (horizon.lua): the due-horizon gauge's one read.
 	Horizon = add(&Script{Name: "horizon", Includes: []string{"check_type", "clock_due"}, Worker: true,
@@ -309,12 +309,12 @@ var (
 	// Create writes a namespace's meta key unless it exists (create.lua).
 	// Upgrade moves a shard from layout 1 to layout 2, a step at a time
 	// (upgrade.lua).
-	Upgrade = add(&Script{Name: "upgrade", Includes: []string{"decode", "fmt", "now_ms", "pending_end", "probe", "refusal"},
+	Upgrade = add(&Script{Name: "upgrade", Includes: []string{"decode", "fmt", "layout_marker", "now_ms", "pending_end", "probe", "refusal"},
 		Keys: func(sp keyspace.Space, _ string) []string {
 			return []string{sp.LegacyDue(), sp.Sched(), sp.Timers(), sp.Fired(), sp.Cancelled(), sp.Expire()}
 		},
 		Commands: []string{"type", "exists", "get", "zrange", "hmget", "zcard", "time", "set", "rename", "zadd", "zrem", "zremrangebyrank"}})
-	Create = add(&Script{Name: "create", Includes: []string{"fmt", "layout_marker", "now_ms"},
+	Create = add(&Script{Name: "create", Includes: []string{"fmt", "layout_marker", "now_ms", "refusal"},
 		Keys: func(sp keyspace.Space, _ string) []string {
 			ns := sp.Namespace()
 			s := keyspace.Shard(string(ns), 0, 1)

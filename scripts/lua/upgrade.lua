@@ -28,6 +28,14 @@
 -- see the settled timers left in the old sets; Get, Cancel and Schedule
 -- read the record and see every timer.
 
+-- layout2 reports whether key, which holds a string, holds layout 2's
+-- marker, or returns the error reply of a refused GET.
+local function layout2(key)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' and v.err then return false, refusal(v.err, 'GET', key, 'read') end
+  return string.find(v, '^timerq%-layout 2') ~= nil, nil
+end
+
 local function typed(key, want)
   local t = redis.call('TYPE', key)
   if type(t) == 'table' then t = t['ok'] end
@@ -41,17 +49,27 @@ local cut = 0
 if due_type == nil then
   cut = 1
   if redis.call('EXISTS', KEYS[2]) == 1 then
-    return redis.error_reply('WRONGTYPE key ' .. KEYS[2] .. ' exists beside the layout-1 set ' .. KEYS[1] ..
-      ': another program writes there; the shard was not changed')
+    local t = redis.call('TYPE', KEYS[2])
+    if type(t) == 'table' then t = t['ok'] end
+    return layout_marker(KEYS[2], t) or redis.error_reply('WRONGTYPE key ' .. KEYS[2] ..
+      ' exists beside the layout-1 set ' .. KEYS[1] .. ': another program writes there; the shard was not changed')
   end
-elseif due_type ~= 'string' or not string.find(redis.call('GET', KEYS[1]), '^timerq%-layout 2') then
-  return redis.error_reply('WRONGTYPE key ' .. KEYS[1] .. ' holds a ' .. due_type ..
-    ' that is neither the due set nor the layout-2 marker; the shard was not changed')
+else
+  -- Layout 2's marker: cut over already. A later layout's stops this
+  -- build (layout_marker).
+  local is2, gerr = false, nil
+  if due_type == 'string' then is2, gerr = layout2(KEYS[1]) end
+  if gerr then return gerr end
+  if not is2 then
+    return layout_marker(KEYS[1], due_type) or redis.error_reply('WRONGTYPE key ' .. KEYS[1] .. ' holds a ' ..
+      due_type .. ' that is neither the due set nor the layout-2 marker; the shard was not changed')
+  end
 end
 for i, want in ipairs({'zset', 'hash', 'zset', 'zset', 'zset'}) do
   local got = typed(KEYS[i + 1], want)
   if got then
-    return redis.error_reply('WRONGTYPE key ' .. KEYS[i + 1] .. ' holds a ' .. got .. ' where timerq keeps a ' .. want)
+    return layout_marker(KEYS[i + 1], got) or
+      redis.error_reply('WRONGTYPE key ' .. KEYS[i + 1] .. ' holds a ' .. got .. ' where timerq keeps a ' .. want)
   end
 end
 

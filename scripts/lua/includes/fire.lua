@@ -94,8 +94,15 @@ end
 -- so their writes only need the ACL's yes (acl_probe).
 local function fire_probes(f)
   if #f.events == 0 then return nil end
-  return probe('ZADD', KEYS[3]) or (LAYOUT == 1 and f.retention > 0 and probe('ZADD', KEYS[5])) or
-    acl_probe('HSET', KEYS[2]) or acl_probe('XADD', KEYS[6]) or
+  local err
+  if LAYOUT == 1 then
+    err = probe('ZADD', KEYS[3]) or (f.retention > 0 and probe('ZADD', KEYS[5]))
+  else
+    -- KEYS[3] is KEYS[1], whose type the caller's read of the due times
+    -- checked: only the ACL is left to ask.
+    err = acl_probe('ZADD', KEYS[1])
+  end
+  return err or acl_probe('HSET', KEYS[2]) or acl_probe('XADD', KEYS[6]) or
     (#f.traced > 0 and acl_probe('HDEL', KEYS[8])) or (#f.delivering > 0 and acl_probe('HDEL', f.deliveries)) or nil
 end
 
