@@ -29,22 +29,40 @@ import (
 // itself there), and create.lua, which refuses any existing key of the
 // namespace (TIMERQ_INUSE), is exempt. lease.lua and release.lua take the
 // shard's keys for its stream and dead letters and never read the due set.
+// Each script with a layout-2 build runs again as that build, on layout 2's
+// keys, where sched stands for the due set.
 func TestEveryScriptRefusesARetiredKey(t *testing.T) {
 	withoutDue := map[string]bool{"lease": true, "release": true}
 	srv := redistest.Start(t, redistest.Config{})
 	admin := srv.Client(t)
-	ctx := context.Background()
 	marker := keyspace.LayoutMarker(keyspace.Layout + 1)
 	runs := scenarios()
 	n := 0
-	for _, s := range lua.All {
+	for _, entry := range lua.All {
+		for layout, s := range entry.Layouts() {
+			layout++ // Layouts lists layout 1's build, then layout 2's
+			name := s.Name
+			if layout == 2 {
+				name += "/layout2"
+			}
+			refusesRetiredKeys(t, admin, runs[s.Name], s, layout, name, marker, withoutDue[s.Name], &n)
+		}
+	}
+}
+
+// refusesRetiredKeys is TestEveryScriptRefusesARetiredKey for s, the build
+// of a script for shards of layout layout.
+func refusesRetiredKeys(t *testing.T, admin *redis.Client, runs []scenario, s *lua.Script, layout int, name, marker string,
+	withoutDue bool, n *int) {
+	ctx := context.Background()
+	{
 		script := redis.NewScript(s.Source)
-		t.Run(s.Name, func(t *testing.T) {
-			for _, run := range runs[s.Name] {
-				for i, key := range s.Keys(keyspace.Shard("x", 0, 1), "g") {
-					n++
-					ns := fmt.Sprintf("layout%d", n)
-					sp := keyspace.Shard(ns, 0, 1)
+		t.Run(name, func(t *testing.T) {
+			for _, run := range runs {
+				for i, key := range s.Keys(keyspace.Shard("x", 0, 1).AtLayout(layout), "g") {
+					*n++
+					ns := fmt.Sprintf("layout%d", *n)
+					sp := keyspace.Shard(ns, 0, 1).AtLayout(layout)
 					keys := s.Keys(sp, "g")
 					retired := keys[i]
 					if retired == sp.Namespace().Meta() {
@@ -62,7 +80,7 @@ func TestEveryScriptRefusesARetiredKey(t *testing.T) {
 						t.Errorf("%s: the marker was overwritten with %q", what, v)
 					}
 					if err == nil || err == redis.Nil {
-						if isDue && !withoutDue[s.Name] {
+						if isDue && !withoutDue {
 							t.Errorf("%s: ran without the due set, and wrote:\nbefore:\n%s\nafter:\n%s", what, before, after)
 						}
 						continue
