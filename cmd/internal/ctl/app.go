@@ -56,24 +56,15 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Stdin == nil {
-		o.Stdin = os.Stdin
-	}
-	if o.Stdout == nil {
-		o.Stdout = os.Stdout
-	}
-	if o.Stderr == nil {
-		o.Stderr = os.Stderr
-	}
+	o.Stdin = cmp.Or[io.Reader](o.Stdin, os.Stdin)
+	o.Stdout, o.Stderr = cmp.Or[io.Writer](o.Stdout, os.Stdout), cmp.Or[io.Writer](o.Stderr, os.Stderr)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.IsTerminal == nil {
 		o.IsTerminal = isCharDevice
 	}
-	if o.Version == "" {
-		o.Version = cliconf.BuildVersion("")
-	}
+	o.Version = cmp.Or(o.Version, cliconf.BuildVersion(""))
 	return o
 }
 

@@ -554,10 +554,7 @@ func (r *runner) version(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return r.emit(g, versionJSON{Version: r.o.Version, Go: runtime.Version()}, func(w io.Writer) error {
-		_, err := fmt.Fprintln(w, cliconf.VersionLine("timerctl", r.o.Version))
-		return err
-	})
+	return r.emitf(g, versionJSON{Version: r.o.Version, Go: runtime.Version()}, "%s\n", cliconf.VersionLine("timerctl", r.o.Version))
 }
 
 // versionJSON is `timerctl version -o json`.

@@ -281,10 +281,7 @@ func (r *runner) importFile(c *cli.Context, path, only string) error {
 	im.bar.update(im.read, im.lineNo)
 	im.bar.done()
 	if only == kindSchedule {
-		err = r.emit(s.g, map[string]int{"created": res.SchedulesCreated, "existing": res.SchedulesExisting, "rejected": res.Rejected}, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "schedules: %d created, %d already existed, %d rejected\n", res.SchedulesCreated, res.SchedulesExisting, res.Rejected)
-			return err
-		})
+		err = r.emitf(s.g, map[string]int{"created": res.SchedulesCreated, "existing": res.SchedulesExisting, "rejected": res.Rejected}, "schedules: %d created, %d already existed, %d rejected\n", res.SchedulesCreated, res.SchedulesExisting, res.Rejected)
 	} else {
 		err = r.emitImport(s.g, res)
 	}
