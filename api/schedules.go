@@ -178,14 +178,11 @@ type OccurrenceJSON struct {
 // show it, without Created; the export lines of timerctl are this shape
 // less its derived fields.
 func ToScheduleJSON(in queue.RecurringInfo) ScheduleJSON {
-	j := ScheduleJSON{ID: in.ID, Cron: in.Spec, State: string(in.State), Version: in.Version, Payload: in.Payload,
+	j := ScheduleJSON{ID: in.ID, Cron: in.Spec, State: string(in.State), Version: in.Version, Payload: WireBytes(in.Payload),
 		CatchUp: string(cmp.Or(in.CatchUp, queue.CatchUpOnce)), CatchUpLimit: in.CatchUpLimit, Jitter: in.Jitter.String(),
 		End: optTime(in.End), MaxCount: in.MaxCount, Ahead: in.Ahead, Overlap: string(cmp.Or(in.Overlap, queue.OverlapAllow)),
 		Count: in.Count, Pending: []OccurrenceJSON{}, Next: []string{}, FlowKey: in.FlowKey,
 		CreatedAt: timefmt.Format(in.CreatedAt), UpdatedAt: timefmt.Format(in.UpdatedAt), Last: optTime(in.Last)}
-	if j.Payload == nil {
-		j.Payload = []byte{}
-	}
 	if in.Spec != "" && in.Location != nil {
 		j.TZ = in.Location.String()
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/cmd/internal/cliconf"
 	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/strictjson"
@@ -750,14 +751,10 @@ func windowOf(c *cli.Context, s *session, schedules map[string]bool, t queue.Tim
 }
 
 func toExportLine(t queue.Timer) exportLine {
-	p := t.Payload
-	if p == nil {
-		p = []byte{}
-	}
 	// The due time keeps its microseconds, which a scheduled timer may
 	// have: truncated to the ms, the restored timer would fire early.
 	return exportLine{ID: t.ID, State: string(t.State), DueAt: timefmt.FormatExact(t.Due), CreatedAt: timefmt.Format(t.CreatedAt),
-		FiredAt: optTime(t.FiredAt), CancelledAt: optTime(t.CancelledAt), Payload: p}
+		FiredAt: optTime(t.FiredAt), CancelledAt: optTime(t.CancelledAt), Payload: api.WireBytes(t.Payload)}
 }
 
 // progressBar draws import's progress on stderr when it is a terminal and

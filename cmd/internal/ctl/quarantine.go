@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/cmd/internal/cliconf"
 	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
@@ -36,20 +37,12 @@ type quarantineLine struct {
 }
 
 func toQuarantineLine(r queue.QuarantinedRecord) quarantineLine {
-	raw := r.Raw
-	if raw == nil {
-		raw = []byte{}
-	}
 	return quarantineLine{ID: r.ID, Shard: r.Shard, Reason: r.Reason, DueScore: r.DueScore,
-		QuarantinedAt: optTime(r.QuarantinedAt), Raw: raw}
+		QuarantinedAt: optTime(r.QuarantinedAt), Raw: api.WireBytes(r.Raw)}
 }
 
 func malformedLine(m queue.MalformedRecord) quarantineLine {
-	raw := m.Raw
-	if raw == nil {
-		raw = []byte{}
-	}
-	return quarantineLine{Kind: kindQuarantined, ID: m.ID, Shard: m.Shard, Reason: m.Reason, Raw: raw}
+	return quarantineLine{Kind: kindQuarantined, ID: m.ID, Shard: m.Shard, Reason: m.Reason, Raw: api.WireBytes(m.Raw)}
 }
 
 // parseQuarantineLine reads an import line of kind quarantined.
