@@ -26,6 +26,7 @@ package ui
 
 import (
 	"cmp"
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -172,37 +173,50 @@ func New(q *queue.Queue, opts Options) (*Handler, error) {
 	p := opts.Prefix
 	mux := http.NewServeMux()
 	mux.Handle("GET "+p+"/static/", http.StripPrefix(p+"/static/", h.files(static)))
-	mux.HandleFunc("GET "+p+"/{$}", h.overview)
-	mux.HandleFunc("GET "+p+"/timers", h.timers)
-	mux.HandleFunc("GET "+p+"/timer", h.timer)
+	mux.HandleFunc("GET "+p+"/{$}", h.timed(h.overview))
+	mux.HandleFunc("GET "+p+"/timers", h.timed(h.timers))
+	mux.HandleFunc("GET "+p+"/timer", h.timed(h.timer))
 	mux.HandleFunc("GET "+p+"/timer/confirm", h.writeOnly(h.confirmTimer))
-	mux.HandleFunc("POST "+p+"/timer/{action}", h.post(h.actTimer))
-	mux.HandleFunc("GET "+p+"/tail", h.tail)
+	mux.HandleFunc("POST "+p+"/timer/{action}", h.post(h.timed(h.actTimer)))
+	mux.HandleFunc("GET "+p+"/tail", h.timed(h.tail))
 	mux.HandleFunc("GET "+p+"/tail/events", h.tailEvents)
-	mux.HandleFunc("GET "+p+"/groups", h.groups)
+	mux.HandleFunc("GET "+p+"/groups", h.timed(h.groups))
 	mux.HandleFunc("GET "+p+"/dead/confirm", h.writeOnly(h.confirmRequeue))
-	mux.HandleFunc("POST "+p+"/dead/requeue", h.post(h.requeue))
-	mux.HandleFunc("GET "+p+"/endpoints", h.endpoints)
+	mux.HandleFunc("POST "+p+"/dead/requeue", h.post(h.timed(h.requeue)))
+	mux.HandleFunc("GET "+p+"/endpoints", h.timed(h.endpoints))
 	mux.HandleFunc("GET "+p+"/endpoints/confirm", h.writeOnly(h.confirmEndpoint))
-	mux.HandleFunc("POST "+p+"/endpoints/{action}", h.post(h.actEndpoint))
-	mux.HandleFunc("GET "+p+"/deliveries", h.deliveries)
+	mux.HandleFunc("POST "+p+"/endpoints/{action}", h.post(h.timed(h.actEndpoint)))
+	mux.HandleFunc("GET "+p+"/deliveries", h.timed(h.deliveries))
 	mux.HandleFunc("GET "+p+"/deliveries/confirm", h.writeOnly(h.confirmRedrive))
-	mux.HandleFunc("POST "+p+"/deliveries/redrive", h.post(h.redrive))
-	mux.HandleFunc("GET "+p+"/schedules", h.schedules)
-	mux.HandleFunc("GET "+p+"/quarantine", h.quarantine)
-	mux.HandleFunc("GET "+p+"/flows", h.flows)
-	mux.HandleFunc("GET "+p+"/cancel-jobs", h.cancelJobs)
-	mux.HandleFunc("GET "+p+"/cancel-job", h.cancelJob)
+	mux.HandleFunc("POST "+p+"/deliveries/redrive", h.post(h.timed(h.redrive)))
+	mux.HandleFunc("GET "+p+"/schedules", h.timed(h.schedules))
+	mux.HandleFunc("GET "+p+"/quarantine", h.timed(h.quarantine))
+	mux.HandleFunc("GET "+p+"/flows", h.timed(h.flows))
+	mux.HandleFunc("GET "+p+"/cancel-jobs", h.timed(h.cancelJobs))
+	mux.HandleFunc("GET "+p+"/cancel-job", h.timed(h.cancelJob))
 	mux.HandleFunc("GET "+p+"/cancel-jobs/confirm", h.writeOnly(h.confirmCancelJob))
-	mux.HandleFunc("POST "+p+"/cancel-jobs/start", h.post(h.startCancelJob))
-	mux.HandleFunc("GET "+p+"/schedule", h.schedule)
+	mux.HandleFunc("POST "+p+"/cancel-jobs/start", h.post(h.timed(h.startCancelJob)))
+	mux.HandleFunc("GET "+p+"/schedule", h.timed(h.schedule))
 	mux.HandleFunc("GET "+p+"/schedule/confirm", h.writeOnly(h.confirmSchedule))
-	mux.HandleFunc("POST "+p+"/schedule/{action}", h.post(h.actSchedule))
+	mux.HandleFunc("POST "+p+"/schedule/{action}", h.post(h.timed(h.actSchedule)))
 	if p != "" {
 		mux.Handle("GET "+p, http.RedirectHandler(p+"/", http.StatusMovedPermanently))
 	}
 	h.mux = mux
 	return h, nil
+}
+
+// page is a dashboard handler whose Redis calls share ctx: the request's
+// context bounded by Options.Timeout (Handler.timed).
+type page func(ctx context.Context, w http.ResponseWriter, r *http.Request)
+
+// timed serves p, under the deadline of its Redis calls.
+func (h *Handler) timed(p page) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := h.ctx(r)
+		defer cancel()
+		p(ctx, w, r)
+	}
 }
 
 // ServeHTTP serves the dashboard, setting the security headers on every
