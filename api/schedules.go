@@ -298,9 +298,5 @@ func listSchedules(ctx context.Context, q *queue.Queue, req *pageRequest) (any, 
 	if err != nil {
 		return nil, err
 	}
-	out := schedulePageJSON{Schedules: make([]ScheduleJSON, len(page.Schedules)), NextCursor: page.NextCursor}
-	for i, s := range page.Schedules {
-		out.Schedules[i] = ToScheduleJSON(s)
-	}
-	return out, nil
+	return schedulePageJSON{Schedules: mapList(page.Schedules, ToScheduleJSON), NextCursor: page.NextCursor}, nil
 }

@@ -76,6 +76,16 @@ func ToDeliveryLogJSON(log []queue.DeliveryAttempt) *DeliveryLogJSON {
 	return out
 }
 
+// mapList converts each of in; the result is never nil, so that a list
+// answers [] when empty, not null.
+func mapList[T, J any](in []T, to func(T) J) []J {
+	out := make([]J, len(in))
+	for i, v := range in {
+		out[i] = to(v)
+	}
+	return out
+}
+
 func optTime(t time.Time) *string {
 	if t.IsZero() {
 		return nil
