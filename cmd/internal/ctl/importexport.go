@@ -603,9 +603,6 @@ func (im *importer) restoreOrphans() error {
 }
 
 func (r *runner) export(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
 	// A filtered export is of timers only; a full one carries the
 	// schedules too, after the timers (so that import restores their
 	// occurrences first, with their own created times).

@@ -75,16 +75,13 @@ byte, so that it does not stop the timers beside it. It never fires. Inspect it,
 wrote it, then drop it. export carries quarantined records, and import restores them into
 the quarantine.`,
 		Subcommands: []*cli.Command{
-			{Name: "list", Usage: "list the quarantined records", ArgsUsage: " ", Action: r.quarantineList},
+			{Name: "list", Usage: "list the quarantined records", ArgsUsage: " ", Action: noArgs(r.quarantineList)},
 			{Name: "drop", Usage: "delete a quarantined record for good", ArgsUsage: "ID", Action: r.quarantineDrop},
 		},
 	}
 }
 
 func (r *runner) quarantineList(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
 	return show(r, c, func(ctx context.Context, s *session) ([]queue.QuarantinedRecord, error) {
 		return s.q.Quarantine().List(ctx)
 	},

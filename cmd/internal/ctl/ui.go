@@ -63,7 +63,7 @@ with any user name and the token as the password. See docs/ui.md.`,
 			&cli.IntFlag{Name: "max-tails-per-client", Value: ui.DefaultMaxTailsPerClient, EnvVars: []string{"TIMERQ_UI_MAX_TAILS_PER_CLIENT"},
 				Usage: "refuse a live tail with 503 while `N` are open from one IP address (behind a proxy, from the proxy)"},
 		},
-		Action: r.ui,
+		Action: noArgs(r.ui),
 	}
 }
 
@@ -146,9 +146,6 @@ func uiAuthFrom(c *cli.Context) (uiAuth, error) {
 }
 
 func (r *runner) ui(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
 	listen := c.String("listen")
 	loop, err := cliconf.IsLoopback(listen)
 	if err != nil {
