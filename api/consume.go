@@ -291,9 +291,7 @@ func (req *releaseRequest) read(h *Handler, w http.ResponseWriter, r *http.Reque
 		}
 		req.ro.Error = *j.Error
 	}
-	if j.DeadLetter != nil {
-		req.ro.DeadLetter = *j.DeadLetter
-	}
+	setGiven(&req.ro.DeadLetter, j.DeadLetter)
 	req.delivery = r.PathValue("delivery")
 	return nil
 }

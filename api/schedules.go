@@ -38,6 +38,14 @@ type newScheduleJSON struct {
 
 func given(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
 
+// setGiven sets *dst to the value of a field the body gave (v not nil),
+// and leaves it as it is otherwise.
+func setGiven[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
 // readSpec reads j's timing, a cron spec or an interval, into rec.
 func readSpec(j scheduleSpecJSON, rec *queue.Recurring) error {
 	switch {
@@ -111,9 +119,7 @@ func toRecurring(id string, j scheduleSpecJSON) (queue.Recurring, error) {
 			return rec, badRequest("/overlap", "overlap %q is not allow or skip", *j.Overlap)
 		}
 	}
-	if j.CatchUpLimit != nil {
-		rec.CatchUpLimit = *j.CatchUpLimit
-	}
+	setGiven(&rec.CatchUpLimit, j.CatchUpLimit)
 	if j.Jitter != nil {
 		if rec.Jitter, err = readDelay(*j.Jitter, "/jitter"); err != nil {
 			return rec, err
@@ -124,12 +130,8 @@ func toRecurring(id string, j scheduleSpecJSON) (queue.Recurring, error) {
 			return rec, err
 		}
 	}
-	if j.MaxCount != nil {
-		rec.MaxCount = *j.MaxCount
-	}
-	if j.Ahead != nil {
-		rec.Ahead = *j.Ahead
-	}
+	setGiven(&rec.MaxCount, j.MaxCount)
+	setGiven(&rec.Ahead, j.Ahead)
 	if rec.Endpoint, rec.URL, err = readDeliver(j.Deliver, ""); err != nil {
 		return rec, err
 	}
