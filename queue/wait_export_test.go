@@ -32,3 +32,6 @@ func inspectWait(q *Queue, id string, more func(h *hub, ch string) bool) bool {
 // LeasePoll is leasePoll: how long a blocking Lease waits before it runs
 // a round anyway.
 const LeasePoll = leasePoll
+
+// LeaseCursors is shard k's lease cursors hash (lease.lua's KEYS[9]).
+func LeaseCursors(q *Queue, k int) string { return q.known().spaces[k].LeaseCursors() }

@@ -57,9 +57,18 @@
 -- refuses XACK for memory, so once it ran the script is past the OOM check
 -- and a shard at maxmemory keeps handing out, reclaiming and
 -- dead-lettering (small, and it empties the pending list); then the writes.
+--
+-- Types are checked where a command would meet them, on its error path,
+-- not with a TYPE of each key on every call (three TYPEs a call, which
+-- the calls that find nothing wrong paid for nothing): the fire stream by the XPENDING
+-- summary, which answers WRONGTYPE for any other type; the cursors hash
+-- by its HGET, which runs whenever the HSET may (pending > 0), both
+-- before any write; the dead-letter stream by a TYPE only when the scan
+-- finds a delivery that will be dead-lettered, before its XCLAIM, the
+-- first write of a call that scans (the group exists, so no XGROUP CREATE
+-- ran). A key that a command does not touch is not checked.
 
-local err = check_type(KEYS[6], 'stream') or check_type(KEYS[8], 'stream') or check_type(KEYS[9], 'hash')
-if err then return err end
+local err
 
 local group, consumer = ARGV[1], ARGV[2]
 local lease, max_attempts = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -69,8 +78,13 @@ local now = now_ms()
 -- XPENDING's summary answers NOGROUP when the group (or the stream) does
 -- not exist, and otherwise says how many entries are pending.
 local exists, pending = true, 0
+-- Any other type answers WRONGTYPE, whose message check_type writes (or
+-- layout_marker's, for a key a later layout retired).
 local summary = redis.pcall('XPENDING', KEYS[6], group)
 if type(summary) == 'table' and summary.err then
+  if string.find(summary.err, 'WRONGTYPE', 1, true) then
+    return check_type(KEYS[6], 'stream') or redis.error_reply(summary.err)
+  end
   if not string.find(summary.err, 'NOGROUP', 1, true) then return refusal(summary.err, 'XPENDING', KEYS[6], 'read') end
   exists = false
 else
@@ -78,15 +92,26 @@ else
 end
 local QUIET_PENDING, QUIET_MAX_MS = 128, 100
 local quiet_field = group .. '#quiet'
-local quiet = pending > 0 and tonumber(redis.call('HGET', KEYS[9], quiet_field) or '0') or 0
+local quiet = 0
+if pending > 0 then
+  local q = redis.pcall('HGET', KEYS[9], quiet_field)
+  if type(q) == 'table' and q.err then
+    if string.find(q.err, 'WRONGTYPE', 1, true) then
+      return check_type(KEYS[9], 'hash') or redis.error_reply(q.err)
+    end
+    return refusal(q.err, 'HGET', KEYS[9], 'read')
+  end
+  quiet = tonumber(q or '0')
+end
 
 -- Phase 2: probes.
 local r = redis.pcall('XACK', KEYS[6], group, '0-0')
 if type(r) == 'table' and r.err and not string.find(r.err, 'NOGROUP', 1, true) then
   return refusal(r.err, 'XACK', KEYS[6])
 end
--- The dead-letter stream and the cursors hash had their types checked
--- above, so only the ACL can refuse their writes (acl_probe).
+-- The dead-letter stream's type is checked before the first dead letter,
+-- and the cursors hash's by the HGET above before its HSET, so only the
+-- ACL can refuse their writes (acl_probe).
 err = acl_probe('XADD', KEYS[8]) or acl_probe('HSET', KEYS[9])
 if err then return err end
 -- XREADGROUP and XREVRANGE run after the first write (the group's creation,
@@ -139,12 +164,19 @@ if pending > 0 and now >= quiet then
   local expired = redis.call('XPENDING', KEYS[6], group, 'IDLE', lease, '-', '+', count)
   if #expired > 0 then
     local ids, attempts = {}, {}
+    local dies = false
     for i, p in ipairs(expired) do
       ids[i] = p[1]
       attempts[p[1]] = tonumber(p[4]) + 1 -- XCLAIM counts a delivery
+      dies = dies or attempts[p[1]] > max_attempts
       -- The consumer whose lease ran out, which a dead letter names: the
       -- XCLAIM below makes the caller the owner.
       owners[p[1]] = p[2]
+    end
+    -- Nothing was written yet (the group exists: no XGROUP CREATE).
+    if dies then
+      err = check_type(KEYS[8], 'stream')
+      if err then return err end
     end
     -- A deleted entry is left out of the reply, and out of the pending
     -- list (Redis 7.0; before, it was listed as nil).
