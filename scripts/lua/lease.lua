@@ -25,9 +25,10 @@
 --        field_1, value_1, ...}: first the reclaimed deliveries whose lease
 --        expired (attempt = Redis's delivery count), then new entries
 --        (attempt 1). now_ms is the server clock when they were delivered:
---        each lease ends at now_ms + lease_ms. last is '' unless the call
---        found nothing to do at all; then it is the stream's last entry ID
---        ('0-0' if empty), after which new entries may be awaited (XREAD).
+--        each lease ends at now_ms + lease_ms. last, when not '', is the
+--        stream's last entry ID ('0-0' if empty), after which new entries
+--        may be awaited (XREAD): the group has nothing more to hand out
+--        (see "Drained" below). '' means it may have more: ask again.
 -- Complexity: O(P + c log P) for the scan, which walks the pending entry
 --        list (about 0.1 us an entry: it reads no stream entry) and
 --        reclaims at most c, plus O(c) for the new entries, for c = count
@@ -52,6 +53,15 @@
 -- scan pauses for lease / 10, at most QUIET_MAX_MS, for every caller: an
 -- expired lease, or the end of a release's delay, is then seen up to that
 -- much later. A short pending list is scanned at every call.
+--
+-- Drained: a call whose scan took fewer expired leases than count (or
+-- did not scan) and whose XREADGROUP read fewer new entries than it asked
+-- for has left the group nothing to hand out; it returns as last the ID of
+-- the last entry it read, the stream's last, at no cost. A call that did
+-- nothing at all reads it (XREVRANGE). A caller that got entries and a
+-- last may then wait for new entries without another call first
+-- (queue.Leaser): with 4 dispatchers, that empty call was about a third
+-- of the lease calls per delivered fire (BENCHMARKS.md).
 --
 -- Phases (includes/probe.lua): reads and checks; probes, XACK first: Redis never
 -- refuses XACK for memory, so once it ran the script is past the OOM check
@@ -160,8 +170,10 @@ local function route(id, fields, attempt)
   end
 end
 
+local scan_full = false -- the scan took count: more may have expired
 if pending > 0 and now >= quiet then
   local expired = redis.call('XPENDING', KEYS[6], group, 'IDLE', lease, '-', '+', count)
+  scan_full = #expired >= count
   if #expired > 0 then
     local ids, attempts = {}, {}
     local dies = false
@@ -191,10 +203,13 @@ if pending > 0 and now >= quiet then
 end
 
 local want = count - #out
+local read_last = '' -- the last new entry read, when fewer than want (Drained)
 if want > 0 then
   local res = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', want, 'STREAMS', KEYS[6], '>')
   if res then
-    for _, e in ipairs(res[1][2]) do route(e[1], e[2], 1) end
+    local entries = res[1][2]
+    for _, e in ipairs(entries) do route(e[1], e[2], 1) end
+    if #entries > 0 and #entries < want and not scan_full then read_last = entries[#entries][1] end
   end
 end
 
@@ -210,8 +225,9 @@ end
 if #acks > 0 then redis.call('XACK', KEYS[6], group, unpack(acks)) end
 
 -- Nothing handed out, reclaimed or skipped: the stream's last entry ID, after
--- which a caller may wait for new entries with a blocking XREAD.
-local last = ''
+-- which a caller may wait for new entries with a blocking XREAD; or that of
+-- the last new entry read, when the call drained the group (Drained).
+local last = read_last
 if #out == 0 and #acks == 0 then
   local tail = redis.call('XREVRANGE', KEYS[6], '+', '-', 'COUNT', 1)
   last = tail[1] and tail[1][1] or '0-0'
