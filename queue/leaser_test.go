@@ -107,3 +107,23 @@ func TestLeaserWaitsAfterADrainingCall(t *testing.T) {
 		t.Errorf("a call past leaserFresh sent %v, want a lease round first", ops)
 	}
 }
+
+// TestLeaserRoundFirstOnAShardedCluster: on a Cluster with several shards
+// a wait for new fires is a pause that no fire ends (awaitFires), so a
+// Leaser keeps nothing from a call that drained the streams and its next
+// call runs its round first; elsewhere the next call waits first.
+func TestLeaserRoundFirstOnAShardedCluster(t *testing.T) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
+		q := newQueue(t, b, queue.Options{})
+		fireN(t, q, "d", 3)
+		lr := &queue.Leaser{Queue: q, Group: "g", Consumer: "c"}
+		ds, err := lr.Lease(context.Background(), queue.LeaseOptions{Count: 100})
+		if err != nil || len(ds) != 3 {
+			t.Fatalf("Lease = %v, %v; want 3 fires", timerIDs(ds), err)
+		}
+		sharded := b.Cluster != nil && b.Shards > 1
+		if got := queue.LeaserWaitsFirst(lr); got == sharded {
+			t.Errorf("after a call that drained the streams, LeaserWaitsFirst = %v on %s, want %v", got, b.Name, !sharded)
+		}
+	})
+}

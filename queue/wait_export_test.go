@@ -42,3 +42,7 @@ func LeaseCursors(q *Queue, k int) string { return q.known().spaces[k].LeaseCurs
 // next call of lr skips its first round (leaserFresh), so that a test does
 // not depend on the machine's speed between two calls.
 func SetLeaserFresh(lr *Leaser, d time.Duration) { lr.fresh = d }
+
+// LeaserWaitsFirst reports whether lr's next call with a Block waits for a
+// new fire before its first round.
+func LeaserWaitsFirst(lr *Leaser) bool { return lr.last != nil }

@@ -60,8 +60,9 @@
 -- the last entry it read, the stream's last, at no cost. A call that did
 -- nothing at all reads it (XREVRANGE). A caller that got entries and a
 -- last may then wait for new entries without another call first
--- (queue.Leaser): with 4 dispatchers, that empty call was about a third
--- of the lease calls per delivered fire (BENCHMARKS.md).
+-- (queue.Leaser): with 4 dispatchers, such empty calls were most of the
+-- lease calls (BENCHMARKS.md, "Delivery at 2,000/s: one lease call fewer
+-- a batch").
 --
 -- Phases (includes/probe.lua): reads and checks; probes, XACK first: Redis never
 -- refuses XACK for memory, so once it ran the script is past the OOM check
