@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -192,52 +193,34 @@ func (o Options) withDefaults() (Options, error) {
 	case o.MaxBatch < 0 || o.MaxBatch > MaxBatchLimit:
 		return bad("MaxBatch %d is outside 1..%d; use 0 for the default of %d", o.MaxBatch, MaxBatchLimit, DefaultMaxBatch)
 	}
-	durs := []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"MaxWait", &o.MaxWait, DefaultMaxWait},
-		{"Timeout", &o.Timeout, DefaultTimeout},
-		{"StreamWriteTimeout", &o.StreamWriteTimeout, DefaultStreamWriteTimeout},
-		{"StreamPoll", &o.StreamPoll, DefaultStreamPoll},
-		{"RetryAfter", &o.RetryAfter, DefaultRetryAfter},
-	}
-	for _, d := range durs {
-		switch {
-		case *d.v == 0:
-			*d.v = d.def
-		case *d.v < 0:
-			return bad("%s %v is negative; use 0 for the default of %v", d.name, *d.v, d.def)
+	for _, err := range []error{
+		defaulted("MaxWait", &o.MaxWait, DefaultMaxWait),
+		defaulted("Timeout", &o.Timeout, DefaultTimeout),
+		defaulted("StreamWriteTimeout", &o.StreamWriteTimeout, DefaultStreamWriteTimeout),
+		defaulted("StreamPoll", &o.StreamPoll, DefaultStreamPoll),
+		defaulted("RetryAfter", &o.RetryAfter, DefaultRetryAfter),
+		defaulted("MaxHeld", &o.MaxHeld, DefaultMaxHeld),
+		defaulted("MaxHeldPerClient", &o.MaxHeldPerClient, DefaultMaxHeldPerClient),
+		defaulted("MaxNamespaces", &o.MaxNamespaces, DefaultMaxNamespaces),
+	} {
+		if err != nil {
+			return bad("%v", err)
 		}
 	}
-	ints := []struct {
-		name string
-		v    *int
-		def  int
-	}{
-		{"MaxHeld", &o.MaxHeld, DefaultMaxHeld},
-		{"MaxHeldPerClient", &o.MaxHeldPerClient, DefaultMaxHeldPerClient},
-		{"MaxNamespaces", &o.MaxNamespaces, DefaultMaxNamespaces},
-	}
-	for _, n := range ints {
-		switch {
-		case *n.v == 0:
-			*n.v = n.def
-		case *n.v < 0:
-			return bad("%s %d is negative; use 0 for the default of %d", n.name, *n.v, n.def)
-		}
-	}
-	if o.MaxHeldSetting == "" {
-		o.MaxHeldSetting = "api.Options.MaxHeld"
-	}
-	if o.MaxHeldPerClientSetting == "" {
-		o.MaxHeldPerClientSetting = "api.Options.MaxHeldPerClient"
-	}
-	if o.EndpointAllowSetting == "" {
-		o.EndpointAllowSetting = "api.Options.EndpointAllow"
-	}
+	o.MaxHeldSetting = cmp.Or(o.MaxHeldSetting, "api.Options.MaxHeld")
+	o.MaxHeldPerClientSetting = cmp.Or(o.MaxHeldPerClientSetting, "api.Options.MaxHeldPerClient")
+	o.EndpointAllowSetting = cmp.Or(o.EndpointAllowSetting, "api.Options.EndpointAllow")
 	return o, nil
+}
+
+// defaulted sets the option name at v to def when it is 0, and refuses it
+// negative.
+func defaulted[T int | time.Duration](name string, v *T, def T) error {
+	if *v < 0 {
+		return fmt.Errorf("%s %v is negative; use 0 for the default of %v", name, *v, def)
+	}
+	*v = cmp.Or(*v, def)
+	return nil
 }
 
 // Handler serves the HTTP API. It implements http.Handler, so it can be

@@ -88,9 +88,5 @@ func listCancelJobs(ctx context.Context, q *queue.Queue, _ *noQuery) (any, error
 	if err != nil {
 		return nil, err
 	}
-	out := cancelJobListJSON{CancelJobs: make([]CancelJobJSON, len(list))}
-	for i, j := range list {
-		out.CancelJobs[i] = ToCancelJobJSON(j)
-	}
-	return out, nil
+	return cancelJobListJSON{CancelJobs: mapList(list, ToCancelJobJSON)}, nil
 }

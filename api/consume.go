@@ -202,12 +202,8 @@ func (h *Handler) leaseEvents(ctx context.Context, q *queue.Queue, req *leaseReq
 	}
 	out := leaseResultJSON{Deliveries: make([]DeliveryJSON, len(ds))}
 	for i, d := range ds {
-		p := d.Event.Payload
-		if p == nil {
-			p = []byte{}
-		}
 		out.Deliveries[i] = DeliveryJSON{DeliveryID: d.DeliveryID, ID: d.Event.ID, DueAt: timefmt.Format(d.Event.Due),
-			FiredAt: timefmt.Format(d.Event.FiredAt), Payload: p, Attempt: d.Event.Attempt, Shard: d.Event.Shard,
+			FiredAt: timefmt.Format(d.Event.FiredAt), Payload: WireBytes(d.Event.Payload), Attempt: d.Event.Attempt, Shard: d.Event.Shard,
 			StreamID: d.Event.StreamID, LeaseExpiresAt: timefmt.Format(d.LeaseExpires)}
 	}
 	return out, nil
@@ -295,9 +291,7 @@ func (req *releaseRequest) read(h *Handler, w http.ResponseWriter, r *http.Reque
 		}
 		req.ro.Error = *j.Error
 	}
-	if j.DeadLetter != nil {
-		req.ro.DeadLetter = *j.DeadLetter
-	}
+	setGiven(&req.ro.DeadLetter, j.DeadLetter)
 	req.delivery = r.PathValue("delivery")
 	return nil
 }
@@ -435,12 +429,8 @@ func listDeadLetters(ctx context.Context, q *queue.Queue, req *deadLettersReques
 		if d.Group != req.group {
 			continue
 		}
-		p := d.Event.Payload
-		if p == nil {
-			p = []byte{}
-		}
 		out.DeadLetters = append(out.DeadLetters, DeadLetterJSON{DeadLetterID: deadLetterID(d.Event.Shard, d.Event.StreamID),
-			ID: d.Event.ID, DueAt: timefmt.Format(d.Event.Due), FiredAt: timefmt.Format(d.Event.FiredAt), Payload: p,
+			ID: d.Event.ID, DueAt: timefmt.Format(d.Event.Due), FiredAt: timefmt.Format(d.Event.FiredAt), Payload: WireBytes(d.Event.Payload),
 			Error: d.Error, Attempts: d.Attempts, Consumer: d.Consumer, Shard: d.Event.Shard, FireStreamID: d.FireStreamID})
 	}
 	return out, nil

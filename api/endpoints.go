@@ -80,15 +80,11 @@ func durString(d time.Duration) string {
 // it, its secrets and header values redacted.
 func ToEndpointJSON(e queue.Endpoint) EndpointJSON {
 	dl := !e.Retry.RetryClientErrors
-	j := EndpointJSON{Name: e.Name, URL: e.URL, Headers: e.RedactedHeaders(), Timeout: durString(e.Timeout),
+	return EndpointJSON{Name: e.Name, URL: e.URL, Headers: e.RedactedHeaders(), Timeout: durString(e.Timeout),
 		Retry: RetryJSON{MaxAttempts: e.Retry.MaxAttempts, MaxAge: durString(e.Retry.MaxAge),
 			BackoffBase: durString(e.Retry.Base), BackoffCap: durString(e.Retry.Cap), DeadLetterClientErrors: &dl},
-		MaxInFlight: e.MaxInFlight, Secrets: make([]string, len(e.Secrets)), Enabled: !e.Disabled,
+		MaxInFlight: e.MaxInFlight, Secrets: mapList(e.Secrets, queue.Secret.Redacted), Enabled: !e.Disabled,
 		UpdatedAt: timefmt.Format(e.UpdatedAt)}
-	for i, s := range e.Secrets {
-		j.Secrets[i] = s.Redacted()
-	}
-	return j
 }
 
 // toEndpoint checks the wire form's own syntax; queue.ValidateEndpoint
@@ -220,11 +216,7 @@ func listEndpoints(ctx context.Context, q *queue.Queue, _ *noQuery) (any, error)
 	if err != nil {
 		return nil, err
 	}
-	out := endpointListJSON{Endpoints: make([]EndpointJSON, len(list))}
-	for i, e := range list {
-		out.Endpoints[i] = ToEndpointJSON(e)
-	}
-	return out, nil
+	return endpointListJSON{Endpoints: mapList(list, ToEndpointJSON)}, nil
 }
 
 // readDeliver reads a timer's deliver object: the endpoint's name, and

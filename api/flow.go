@@ -62,11 +62,7 @@ func listFlowPolicies(ctx context.Context, q *queue.Queue, _ *noQuery) (any, err
 	if err != nil {
 		return nil, err
 	}
-	out := flowPolicyListJSON{FlowPolicies: make([]FlowPolicyJSON, len(list))}
-	for i, p := range list {
-		out.FlowPolicies[i] = ToFlowPolicyJSON(p)
-	}
-	return out, nil
+	return flowPolicyListJSON{FlowPolicies: mapList(list, ToFlowPolicyJSON)}, nil
 }
 
 // flowPolicyRequest is the body of PUT .../flow-policies.
@@ -132,9 +128,5 @@ func groupFlows(ctx context.Context, q *queue.Queue, req *groupFlowsRequest) (an
 	if err != nil {
 		return nil, err
 	}
-	out := flowStatListJSON{Flows: make([]FlowStatJSON, len(st))}
-	for i, s := range st {
-		out.Flows[i] = ToFlowStatJSON(s)
-	}
-	return out, nil
+	return flowStatListJSON{Flows: mapList(st, ToFlowStatJSON)}, nil
 }

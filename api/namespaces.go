@@ -83,11 +83,9 @@ func (req *namespaceRequest) read(h *Handler, w http.ResponseWriter, r *http.Req
 		return err
 	}
 	req.shards = 1
-	if j.Shards != nil {
-		req.shards = *j.Shards
-		if req.shards < 1 || req.shards > queue.MaxShards {
-			return invalid(SlugInvalidArgument, "/shards", "shards %d is outside 1..%d", req.shards, queue.MaxShards)
-		}
+	setGiven(&req.shards, j.Shards)
+	if req.shards < 1 || req.shards > queue.MaxShards {
+		return invalid(SlugInvalidArgument, "/shards", "shards %d is outside 1..%d", req.shards, queue.MaxShards)
 	}
 	return nil
 }

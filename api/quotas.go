@@ -64,11 +64,9 @@ func (req *quotasRequest) read(h *Handler, w http.ResponseWriter, r *http.Reques
 		return err
 	}
 	req.v = queue.DefaultQuotas
-	for _, f := range []struct{ in, out *int64 }{{j.Pending, &req.v.Pending}, {j.Endpoints, &req.v.Endpoints}, {j.Schedules, &req.v.Schedules}} {
-		if f.in != nil {
-			*f.out = *f.in
-		}
-	}
+	setGiven(&req.v.Pending, j.Pending)
+	setGiven(&req.v.Endpoints, j.Endpoints)
+	setGiven(&req.v.Schedules, j.Schedules)
 	return nil
 }
 

@@ -38,6 +38,14 @@ type newScheduleJSON struct {
 
 func given(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
 
+// setGiven sets *dst to the value of a field the body gave (v not nil),
+// and leaves it as it is otherwise.
+func setGiven[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
 // readSpec reads j's timing, a cron spec or an interval, into rec.
 func readSpec(j scheduleSpecJSON, rec *queue.Recurring) error {
 	switch {
@@ -111,9 +119,7 @@ func toRecurring(id string, j scheduleSpecJSON) (queue.Recurring, error) {
 			return rec, badRequest("/overlap", "overlap %q is not allow or skip", *j.Overlap)
 		}
 	}
-	if j.CatchUpLimit != nil {
-		rec.CatchUpLimit = *j.CatchUpLimit
-	}
+	setGiven(&rec.CatchUpLimit, j.CatchUpLimit)
 	if j.Jitter != nil {
 		if rec.Jitter, err = readDelay(*j.Jitter, "/jitter"); err != nil {
 			return rec, err
@@ -124,12 +130,8 @@ func toRecurring(id string, j scheduleSpecJSON) (queue.Recurring, error) {
 			return rec, err
 		}
 	}
-	if j.MaxCount != nil {
-		rec.MaxCount = *j.MaxCount
-	}
-	if j.Ahead != nil {
-		rec.Ahead = *j.Ahead
-	}
+	setGiven(&rec.MaxCount, j.MaxCount)
+	setGiven(&rec.Ahead, j.Ahead)
 	if rec.Endpoint, rec.URL, err = readDeliver(j.Deliver, ""); err != nil {
 		return rec, err
 	}
@@ -178,14 +180,11 @@ type OccurrenceJSON struct {
 // show it, without Created; the export lines of timerctl are this shape
 // less its derived fields.
 func ToScheduleJSON(in queue.RecurringInfo) ScheduleJSON {
-	j := ScheduleJSON{ID: in.ID, Cron: in.Spec, State: string(in.State), Version: in.Version, Payload: in.Payload,
+	j := ScheduleJSON{ID: in.ID, Cron: in.Spec, State: string(in.State), Version: in.Version, Payload: WireBytes(in.Payload),
 		CatchUp: string(cmp.Or(in.CatchUp, queue.CatchUpOnce)), CatchUpLimit: in.CatchUpLimit, Jitter: in.Jitter.String(),
 		End: optTime(in.End), MaxCount: in.MaxCount, Ahead: in.Ahead, Overlap: string(cmp.Or(in.Overlap, queue.OverlapAllow)),
 		Count: in.Count, Pending: []OccurrenceJSON{}, Next: []string{}, FlowKey: in.FlowKey,
 		CreatedAt: timefmt.Format(in.CreatedAt), UpdatedAt: timefmt.Format(in.UpdatedAt), Last: optTime(in.Last)}
-	if j.Payload == nil {
-		j.Payload = []byte{}
-	}
 	if in.Spec != "" && in.Location != nil {
 		j.TZ = in.Location.String()
 	}
@@ -301,9 +300,5 @@ func listSchedules(ctx context.Context, q *queue.Queue, req *pageRequest) (any, 
 	if err != nil {
 		return nil, err
 	}
-	out := schedulePageJSON{Schedules: make([]ScheduleJSON, len(page.Schedules)), NextCursor: page.NextCursor}
-	for i, s := range page.Schedules {
-		out.Schedules[i] = ToScheduleJSON(s)
-	}
-	return out, nil
+	return schedulePageJSON{Schedules: mapList(page.Schedules, ToScheduleJSON), NextCursor: page.NextCursor}, nil
 }

@@ -133,12 +133,8 @@ func writeEvents(buf *bytes.Buffer, evs []queue.Event, after, next string) {
 		} else if i == len(evs)-1 {
 			fmt.Fprintf(buf, "id: %s\n", next)
 		}
-		p := ev.Payload
-		if p == nil {
-			p = []byte{}
-		}
 		data, _ := json.Marshal(FireEventJSON{ID: ev.ID, DueAt: timefmt.Format(ev.Due), FiredAt: timefmt.Format(ev.FiredAt),
-			Payload: p, Shard: ev.Shard, StreamID: ev.StreamID})
+			Payload: WireBytes(ev.Payload), Shard: ev.Shard, StreamID: ev.StreamID})
 		fmt.Fprintf(buf, "event: fire\ndata: %s\n\n", data)
 	}
 }

@@ -92,11 +92,7 @@ func createTimers(ctx context.Context, q *queue.Queue, req *batchRequest) (any, 
 	if err != nil {
 		return nil, timerError(err, req.timers, req.f)
 	}
-	out := batchResultJSON{Timers: make([]TimerJSON, len(res))}
-	for i, r := range res {
-		out.Timers[i] = created(r)
-	}
-	return out, nil
+	return batchResultJSON{Timers: mapList(res, created)}, nil
 }
 
 // itemError finds the item of a batch that failed to decode, so that the
@@ -267,10 +263,7 @@ func listTimers(ctx context.Context, q *queue.Queue, req *listTimersRequest) (an
 	if err != nil {
 		return nil, err
 	}
-	out := timerPageJSON{Timers: make([]TimerJSON, len(page.Timers)), NextCursor: page.NextCursor}
-	for i, t := range page.Timers {
-		out.Timers[i] = ToTimerJSON(t)
-	}
+	out := timerPageJSON{Timers: mapList(page.Timers, ToTimerJSON), NextCursor: page.NextCursor}
 	for _, m := range page.Malformed {
 		out.Malformed = append(out.Malformed, malformedJSON{ID: m.ID, Shard: m.Shard, Reason: m.Reason})
 	}

@@ -76,6 +76,16 @@ func ToDeliveryLogJSON(log []queue.DeliveryAttempt) *DeliveryLogJSON {
 	return out
 }
 
+// mapList converts each of in; the result is never nil, so that a list
+// answers [] when empty, not null.
+func mapList[T, J any](in []T, to func(T) J) []J {
+	out := make([]J, len(in))
+	for i, v := range in {
+		out[i] = to(v)
+	}
+	return out
+}
+
 func optTime(t time.Time) *string {
 	if t.IsZero() {
 		return nil
@@ -88,15 +98,20 @@ func optTime(t time.Time) *string {
 // show it, without the fields that only some answers set (Created,
 // Delivery).
 func ToTimerJSON(t queue.Timer) TimerJSON {
-	p := t.Payload
-	if p == nil {
-		p = []byte{} // "" rather than null
-	}
 	return TimerJSON{
 		ID: t.ID, State: string(t.State), DueAt: timefmt.Format(t.Due),
 		CreatedAt: optTime(t.CreatedAt), FiredAt: optTime(t.FiredAt), CancelledAt: optTime(t.CancelledAt),
-		Payload: p,
+		Payload: WireBytes(t.Payload),
 	}
+}
+
+// WireBytes is p as a JSON field that is always present: an empty
+// payload or record reads "", never null.
+func WireBytes(p []byte) []byte {
+	if p == nil {
+		return []byte{}
+	}
+	return p
 }
 
 func created(r queue.ScheduleResult) TimerJSON {
@@ -324,10 +339,7 @@ func where(ptr string) string {
 func jsonError(err error, prefix string) error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
-	what := "the body"
-	if prefix != "" {
-		what = prefix
-	}
+	what := where(prefix)
 	switch {
 	case errors.As(err, &syn):
 		return badRequest(prefix, "%s is not valid JSON at byte %d: %v", what, syn.Offset, err)

@@ -1,5 +1,7 @@
 package queue
 
+import "time"
+
 // WaitSubscribed reports whether the waiters on id have a confirmed
 // subscription: Redis has processed the SUBSCRIBE, so a message published
 // on id's channel from now on reaches them. Tests await it instead of
@@ -32,3 +34,15 @@ func inspectWait(q *Queue, id string, more func(h *hub, ch string) bool) bool {
 // LeasePoll is leasePoll: how long a blocking Lease waits before it runs
 // a round anyway.
 const LeasePoll = leasePoll
+
+// LeaseCursors is shard k's lease cursors hash (lease.lua's KEYS[9]).
+func LeaseCursors(q *Queue, k int) string { return q.known().spaces[k].LeaseCursors() }
+
+// SetLeaserFresh sets how long after a call that drained the streams the
+// next call of lr skips its first round (leaserFresh), so that a test does
+// not depend on the machine's speed between two calls.
+func SetLeaserFresh(lr *Leaser, d time.Duration) { lr.fresh = d }
+
+// LeaserWaitsFirst reports whether lr's next call with a Block waits for a
+// new fire before its first round.
+func LeaserWaitsFirst(lr *Leaser) bool { return lr.last != nil }

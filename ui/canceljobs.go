@@ -4,6 +4,7 @@ package ui
 // by ID prefix through a confirmation.
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -18,9 +19,7 @@ type cancelJobsData struct {
 // cancelJobs lists the namespace's bulk cancel jobs still kept, newest
 // first (queue.CancelJobs.List: at most 100), and, when writes are
 // allowed, offers the form that starts one.
-func (h *Handler) cancelJobs(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.ctx(r)
-	defer cancel()
+func (h *Handler) cancelJobs(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	jobs, err := h.q.CancelJobs().List(ctx)
 	if h.failed(w, r, err) {
 		return
@@ -35,9 +34,7 @@ type cancelJobData struct {
 
 // cancelJob shows one bulk cancel job (queue.CancelJobs.Get), with its
 // progress while it runs.
-func (h *Handler) cancelJob(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.ctx(r)
-	defer cancel()
+func (h *Handler) cancelJob(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	j, err := h.q.CancelJobs().Get(ctx, r.URL.Query().Get("id"))
 	if h.failed(w, r, err) {
 		return
@@ -61,9 +58,7 @@ func (h *Handler) confirmCancelJob(w http.ResponseWriter, r *http.Request) {
 
 // startCancelJob runs queue.CancelMatching and shows the job it ran: done,
 // or running in the workers when it was too large for the request.
-func (h *Handler) startCancelJob(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.ctx(r)
-	defer cancel()
+func (h *Handler) startCancelJob(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	j, err := h.q.CancelMatching(ctx, queue.CancelFilter{IDPrefix: r.PostForm.Get("prefix")})
 	if h.failed(w, r, err) {
 		return

@@ -4,6 +4,7 @@ package ui
 // attempt log), and the dead-lettered deliveries with their redrive.
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"net/http"
@@ -95,9 +96,7 @@ func toEndpointView(e queue.Endpoint) endpointView {
 	return v
 }
 
-func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.ctx(r)
-	defer cancel()
+func (h *Handler) endpoints(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	eps, err := h.q.Endpoints().List(ctx)
 	if h.failed(w, r, err) {
 		return
@@ -153,14 +152,12 @@ func (h *Handler) confirmEndpoint(w http.ResponseWriter, r *http.Request) {
 }
 
 // actEndpoint enables or disables an endpoint (queue.Endpoints.SetEnabled).
-func (h *Handler) actEndpoint(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) actEndpoint(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	name, action := r.PostForm.Get("id"), r.PathValue("action")
 	if action != "enable" && action != "disable" {
 		h.fail(w, r, http.StatusNotFound, fmt.Errorf("no action %q: use enable or disable", action))
 		return
 	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
 	if _, err := h.q.Endpoints().SetEnabled(ctx, name, action == "enable"); h.failed(w, r, err) {
 		return
 	}
@@ -186,9 +183,7 @@ type attemptView struct {
 
 // timerDelivery reads the target of timer t and, for a fired one, its
 // attempt log: two or three O(1) reads.
-func (h *Handler) timerDelivery(r *http.Request, t queue.Timer) (timerDelivery, error) {
-	ctx, cancel := h.ctx(r)
-	defer cancel()
+func (h *Handler) timerDelivery(ctx context.Context, t queue.Timer) (timerDelivery, error) {
 	var d timerDelivery
 	var err error
 	if d.Endpoint, err = h.q.Deliveries().Target(ctx, t.ID); err != nil {
@@ -251,7 +246,7 @@ func (h *Handler) ctlGroup() string {
 	return ""
 }
 
-func (h *Handler) deliveries(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) deliveries(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	qs := r.URL.Query()
 	d := deliveriesData{Now: time.Now().UTC(), Endpoint: qs.Get("endpoint"), Group: h.opts.DeliveryGroup}
 	if d.Endpoint != "" {
@@ -268,8 +263,6 @@ func (h *Handler) deliveries(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, fmt.Errorf("after %q is not a dead-letter cursor", after))
 		return
 	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
 	cursor := after
 	for d.Scanned < deadBudget && len(d.Dead) < listPage {
 		page, err := h.q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: deadChunk, Cursor: cursor})
@@ -328,9 +321,7 @@ func (h *Handler) confirmRedrive(w http.ResponseWriter, r *http.Request) {
 // redrive redrives one dead-lettered delivery (queue.Deliveries.Requeue)
 // or every one to an endpoint (queue.Deliveries.Redrive, which pages
 // through the dead letters).
-func (h *Handler) redrive(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.ctx(r)
-	defer cancel()
+func (h *Handler) redrive(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	if ep := r.PostForm.Get("endpoint"); ep != "" {
 		if err := queue.ValidateEndpointName(ep); err != nil {
 			h.fail(w, r, http.StatusBadRequest, err)

@@ -6,6 +6,7 @@ package ui
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -57,7 +58,7 @@ type flowRow struct {
 
 // flows lists the flow keys of a consumer group that have fires parked,
 // the largest backlog first, top N of them with a count of the rest.
-func (h *Handler) flows(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) flows(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	group := cmp.Or(q.Get("group"), h.opts.DeliveryGroup)
 	if err := queue.ValidateConsumerName("group", group); err != nil {
@@ -73,8 +74,6 @@ func (h *Handler) flows(w http.ResponseWriter, r *http.Request) {
 		}
 		top = n
 	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
 	groups, err := h.q.Inspect().Groups(ctx)
 	if h.failed(w, r, err) {
 		return

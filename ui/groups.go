@@ -3,6 +3,7 @@ package ui
 // The consumer groups page and dead-letter requeue.
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -23,9 +24,7 @@ type groupsData struct {
 	Sharded bool
 }
 
-func (h *Handler) groups(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.ctx(r)
-	defer cancel()
+func (h *Handler) groups(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	d := groupsData{Now: time.Now().UTC()}
 	groups, err := h.q.Inspect().Groups(ctx)
 	if h.failed(w, r, err) {
@@ -158,14 +157,12 @@ func (h *Handler) confirmRequeue(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (h *Handler) requeue(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) requeue(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	shard, id, err := deadLetterRef(r.PostForm)
 	if err != nil {
 		h.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
 	if _, err := h.q.Deliveries().Requeue(ctx, shard, id); h.failed(w, r, err) {
 		return
 	}

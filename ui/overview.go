@@ -3,6 +3,7 @@ package ui
 // The overview page: counts per shard, the due-time histogram and the fire rate.
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"slices"
@@ -98,9 +99,7 @@ func quotaRows(u queue.Usage) []quotaRow {
 	return rows
 }
 
-func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.ctx(r)
-	defer cancel()
+func (h *Handler) overview(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	// One failing shard (a slot move) leaves the others' figures, shown
 	// with the failed shard marked.
 	st, err := h.q.Stats(ctx)

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -33,9 +34,7 @@ const maxRawPreview = 120
 // quarantine lists the records claims moved aside because timerq cannot
 // fire them (queue.Quarantine.List). It only reads; `timerctl quarantine
 // drop` deletes one.
-func (h *Handler) quarantine(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.ctx(r)
-	defer cancel()
+func (h *Handler) quarantine(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	recs, err := h.q.Quarantine().List(ctx)
 	if h.failed(w, r, err) {
 		return

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -151,9 +152,7 @@ type schedulesData struct {
 	Problem   string
 }
 
-func (h *Handler) schedules(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.ctx(r)
-	defer cancel()
+func (h *Handler) schedules(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	d := schedulesData{Now: time.Now().UTC()}
 	page, err := h.q.Recurring().List(ctx, queue.RecurringListOptions{Limit: listPage, Cursor: r.URL.Query().Get("cursor")})
 	if err != nil {
@@ -202,10 +201,8 @@ type scheduleData struct {
 	Examined    int
 }
 
-func (h *Handler) schedule(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) schedule(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("id")
-	ctx, cancel := h.ctx(r)
-	defer cancel()
 	in, err := h.q.Recurring().Get(ctx, id)
 	if h.failed(w, r, err) {
 		return
@@ -316,10 +313,8 @@ func (h *Handler) confirmSchedule(w http.ResponseWriter, r *http.Request) {
 		Question: q, Post: h.link("/schedule/" + action), Back: h.link("/schedule", "id", id)})
 }
 
-func (h *Handler) actSchedule(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) actSchedule(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	id, action := r.PostForm.Get("id"), r.PathValue("action")
-	ctx, cancel := h.ctx(r)
-	defer cancel()
 	var err error
 	switch action {
 	case "pause":

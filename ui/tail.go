@@ -21,9 +21,7 @@ type tailData struct {
 	After  string
 }
 
-func (h *Handler) tail(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.ctx(r)
-	defer cancel()
+func (h *Handler) tail(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	evs, cursor, err := h.q.Inspect().RecentFires(ctx, 20)
 	if h.failed(w, r, err) {
 		return

@@ -3,6 +3,7 @@ package ui
 // The timers pages: the listing, one timer, and its confirmed actions.
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -36,7 +37,7 @@ type timersData struct {
 	Error                   string
 }
 
-func (h *Handler) timers(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) timers(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	qs := r.URL.Query()
 	d := timersData{State: qs.Get("state"), From: qs.Get("from"), To: qs.Get("to"), Prefix: qs.Get("prefix"),
 		States: []string{"", "scheduled", "fired", "cancelled"}, Now: time.Now().UTC()}
@@ -57,8 +58,6 @@ func (h *Handler) timers(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusBadRequest, "timers", "Timers", d)
 		return
 	}
-	ctx, cancel := h.ctx(r)
-	defer cancel()
 	if d.Prefix == "" {
 		opts.Limit = listPage
 		page, err := h.q.List(ctx, opts)
@@ -123,10 +122,8 @@ type timerData struct {
 	Delivery timerDelivery
 }
 
-func (h *Handler) timer(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) timer(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("id")
-	ctx, cancel := h.ctx(r)
-	defer cancel()
 	t, err := h.q.Get(ctx, id)
 	if h.failed(w, r, err) {
 		return
@@ -139,7 +136,7 @@ func (h *Handler) timer(w http.ResponseWriter, r *http.Request) {
 	}
 	d.PayloadText, d.Binary = payloadText(t.Payload)
 	d.Schedule, _, _ = queue.ParseOccurrenceID(t.ID)
-	if d.Delivery, err = h.timerDelivery(r, t); h.failed(w, r, err) {
+	if d.Delivery, err = h.timerDelivery(ctx, t); h.failed(w, r, err) {
 		return
 	}
 	h.render(w, r, http.StatusOK, "timer", t.ID, d)
@@ -200,10 +197,8 @@ func (h *Handler) confirmTimer(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "confirm", "Confirm", d)
 }
 
-func (h *Handler) actTimer(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) actTimer(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	id, action := r.PostForm.Get("id"), r.PathValue("action")
-	ctx, cancel := h.ctx(r)
-	defer cancel()
 	var err error
 	done := ""
 	switch action {

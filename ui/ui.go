@@ -26,6 +26,7 @@ package ui
 
 import (
 	"cmp"
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -172,37 +173,50 @@ func New(q *queue.Queue, opts Options) (*Handler, error) {
 	p := opts.Prefix
 	mux := http.NewServeMux()
 	mux.Handle("GET "+p+"/static/", http.StripPrefix(p+"/static/", h.files(static)))
-	mux.HandleFunc("GET "+p+"/{$}", h.overview)
-	mux.HandleFunc("GET "+p+"/timers", h.timers)
-	mux.HandleFunc("GET "+p+"/timer", h.timer)
+	mux.HandleFunc("GET "+p+"/{$}", h.timed(h.overview))
+	mux.HandleFunc("GET "+p+"/timers", h.timed(h.timers))
+	mux.HandleFunc("GET "+p+"/timer", h.timed(h.timer))
 	mux.HandleFunc("GET "+p+"/timer/confirm", h.writeOnly(h.confirmTimer))
-	mux.HandleFunc("POST "+p+"/timer/{action}", h.post(h.actTimer))
-	mux.HandleFunc("GET "+p+"/tail", h.tail)
+	mux.HandleFunc("POST "+p+"/timer/{action}", h.post(h.timed(h.actTimer)))
+	mux.HandleFunc("GET "+p+"/tail", h.timed(h.tail))
 	mux.HandleFunc("GET "+p+"/tail/events", h.tailEvents)
-	mux.HandleFunc("GET "+p+"/groups", h.groups)
+	mux.HandleFunc("GET "+p+"/groups", h.timed(h.groups))
 	mux.HandleFunc("GET "+p+"/dead/confirm", h.writeOnly(h.confirmRequeue))
-	mux.HandleFunc("POST "+p+"/dead/requeue", h.post(h.requeue))
-	mux.HandleFunc("GET "+p+"/endpoints", h.endpoints)
+	mux.HandleFunc("POST "+p+"/dead/requeue", h.post(h.timed(h.requeue)))
+	mux.HandleFunc("GET "+p+"/endpoints", h.timed(h.endpoints))
 	mux.HandleFunc("GET "+p+"/endpoints/confirm", h.writeOnly(h.confirmEndpoint))
-	mux.HandleFunc("POST "+p+"/endpoints/{action}", h.post(h.actEndpoint))
-	mux.HandleFunc("GET "+p+"/deliveries", h.deliveries)
+	mux.HandleFunc("POST "+p+"/endpoints/{action}", h.post(h.timed(h.actEndpoint)))
+	mux.HandleFunc("GET "+p+"/deliveries", h.timed(h.deliveries))
 	mux.HandleFunc("GET "+p+"/deliveries/confirm", h.writeOnly(h.confirmRedrive))
-	mux.HandleFunc("POST "+p+"/deliveries/redrive", h.post(h.redrive))
-	mux.HandleFunc("GET "+p+"/schedules", h.schedules)
-	mux.HandleFunc("GET "+p+"/quarantine", h.quarantine)
-	mux.HandleFunc("GET "+p+"/flows", h.flows)
-	mux.HandleFunc("GET "+p+"/cancel-jobs", h.cancelJobs)
-	mux.HandleFunc("GET "+p+"/cancel-job", h.cancelJob)
+	mux.HandleFunc("POST "+p+"/deliveries/redrive", h.post(h.timed(h.redrive)))
+	mux.HandleFunc("GET "+p+"/schedules", h.timed(h.schedules))
+	mux.HandleFunc("GET "+p+"/quarantine", h.timed(h.quarantine))
+	mux.HandleFunc("GET "+p+"/flows", h.timed(h.flows))
+	mux.HandleFunc("GET "+p+"/cancel-jobs", h.timed(h.cancelJobs))
+	mux.HandleFunc("GET "+p+"/cancel-job", h.timed(h.cancelJob))
 	mux.HandleFunc("GET "+p+"/cancel-jobs/confirm", h.writeOnly(h.confirmCancelJob))
-	mux.HandleFunc("POST "+p+"/cancel-jobs/start", h.post(h.startCancelJob))
-	mux.HandleFunc("GET "+p+"/schedule", h.schedule)
+	mux.HandleFunc("POST "+p+"/cancel-jobs/start", h.post(h.timed(h.startCancelJob)))
+	mux.HandleFunc("GET "+p+"/schedule", h.timed(h.schedule))
 	mux.HandleFunc("GET "+p+"/schedule/confirm", h.writeOnly(h.confirmSchedule))
-	mux.HandleFunc("POST "+p+"/schedule/{action}", h.post(h.actSchedule))
+	mux.HandleFunc("POST "+p+"/schedule/{action}", h.post(h.timed(h.actSchedule)))
 	if p != "" {
 		mux.Handle("GET "+p, http.RedirectHandler(p+"/", http.StatusMovedPermanently))
 	}
 	h.mux = mux
 	return h, nil
+}
+
+// page is a dashboard handler whose Redis calls share ctx: the request's
+// context bounded by Options.Timeout (Handler.timed).
+type page func(ctx context.Context, w http.ResponseWriter, r *http.Request)
+
+// timed serves p, under the deadline of its Redis calls.
+func (h *Handler) timed(p page) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := h.ctx(r)
+		defer cancel()
+		p(ctx, w, r)
+	}
 }
 
 // ServeHTTP serves the dashboard, setting the security headers on every
@@ -266,58 +280,53 @@ func (h *Handler) sign(nonce string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// errForbidden explains a refused POST.
-var errForbidden = errors.New("forbidden")
+// The kinds of refused POST, which begin the error page's text.
+var (
+	errForbidden  = errors.New("forbidden")
+	errBadRequest = errors.New("bad request")       // the form cannot be read
+	errTooLarge   = errors.New("request too large") // the body exceeds maxForm
+)
 
-// errBadRequest explains a POST whose form cannot be read.
-var errBadRequest = errors.New("bad request")
+// errReadOnly refuses an action of a read-only dashboard.
+var errReadOnly = fmt.Errorf("%w: this dashboard is read-only: actions are disabled", errForbidden)
 
 // checkPost refuses a POST in read-only mode, from another origin, or
-// without a valid CSRF token.
-func (h *Handler) checkPost(r *http.Request) (int, string) {
+// without a valid CSRF token, with the status to answer.
+func (h *Handler) checkPost(r *http.Request) (int, error) {
+	forbidden := func(why string) (int, error) { return http.StatusForbidden, fmt.Errorf("%w: %s", errForbidden, why) }
 	if !h.opts.AllowWrites {
-		return http.StatusForbidden, "this dashboard is read-only: actions are disabled"
+		return http.StatusForbidden, errReadOnly
 	}
 	if err := h.xorig.Check(r); err != nil {
-		return http.StatusForbidden, "cross-origin request refused"
+		return forbidden("cross-origin request refused")
 	}
 	if err := r.ParseForm(); err != nil {
 		if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
-			return http.StatusRequestEntityTooLarge, fmt.Sprintf("the form is larger than %d KiB, more than any of the dashboard's forms sends", tooBig.Limit>>10)
+			return http.StatusRequestEntityTooLarge, fmt.Errorf("%w: the form is larger than %d KiB, more than any of the dashboard's forms sends", errTooLarge, tooBig.Limit>>10)
 		}
-		return http.StatusBadRequest, "unreadable form: " + err.Error()
+		return http.StatusBadRequest, fmt.Errorf("%w: unreadable form: %v", errBadRequest, err)
 	}
 	c, err := r.Cookie(csrfCookie)
 	if err != nil {
-		return http.StatusForbidden, "missing CSRF cookie: reload the page and try again"
+		return forbidden("missing CSRF cookie: reload the page and try again")
 	}
 	want := h.sign(c.Value)
 	if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(want)) != 1 {
-		return http.StatusForbidden, "invalid CSRF token: reload the page and try again"
+		return forbidden("invalid CSRF token: reload the page and try again")
 	}
-	return 0, ""
+	return 0, nil
 }
 
 // maxForm bounds a POST's body: the largest form, a reschedule, is a few
 // hundred bytes.
 const maxForm = 64 << 10
 
-// errTooLarge explains a refused POST whose body exceeds maxForm.
-var errTooLarge = errors.New("request too large")
-
 // post wraps a POST handler with checkPost.
 func (h *Handler) post(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-		if code, why := h.checkPost(r); code != 0 {
-			kind := errForbidden
-			switch code {
-			case http.StatusRequestEntityTooLarge:
-				kind = errTooLarge
-			case http.StatusBadRequest:
-				kind = errBadRequest
-			}
-			h.fail(w, r, code, fmt.Errorf("%w: %s", kind, why))
+		if code, err := h.checkPost(r); err != nil {
+			h.fail(w, r, code, err)
 			return
 		}
 		next(w, r)
@@ -328,7 +337,7 @@ func (h *Handler) post(next http.HandlerFunc) http.HandlerFunc {
 func (h *Handler) writeOnly(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !h.opts.AllowWrites {
-			h.fail(w, r, http.StatusForbidden, fmt.Errorf("%w: this dashboard is read-only: actions are disabled", errForbidden))
+			h.fail(w, r, http.StatusForbidden, errReadOnly)
 			return
 		}
 		next(w, r)

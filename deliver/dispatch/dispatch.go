@@ -258,6 +258,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		<-d.ackDone
 	}()
 	fails := 0
+	leaser := &queue.Leaser{Queue: d.Queue, Group: d.Group, Consumer: d.Consumer}
 	for ctx.Err() == nil {
 		d.mu.Lock()
 		free := d.MaxOutstanding - d.outstanding
@@ -271,7 +272,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 		o := d.opts
 		o.Count, o.Block = d.leaseCount(ctx, min(free, queue.MaxBatch, maxLeaseBatch)), time.Second
-		ds, err := d.Queue.Lease(ctx, d.Group, d.Consumer, o)
+		ds, err := leaser.Lease(ctx, o)
 		if err != nil {
 			if ctx.Err() != nil {
 				break

@@ -25,9 +25,10 @@
 --        field_1, value_1, ...}: first the reclaimed deliveries whose lease
 --        expired (attempt = Redis's delivery count), then new entries
 --        (attempt 1). now_ms is the server clock when they were delivered:
---        each lease ends at now_ms + lease_ms. last is '' unless the call
---        found nothing to do at all; then it is the stream's last entry ID
---        ('0-0' if empty), after which new entries may be awaited (XREAD).
+--        each lease ends at now_ms + lease_ms. last, when not '', is the
+--        stream's last entry ID ('0-0' if empty), after which new entries
+--        may be awaited (XREAD): the group has nothing more to hand out
+--        (see "Drained" below). '' means it may have more: ask again.
 -- Complexity: O(P + c log P) for the scan, which walks the pending entry
 --        list (about 0.1 us an entry: it reads no stream entry) and
 --        reclaims at most c, plus O(c) for the new entries, for c = count
@@ -53,13 +54,32 @@
 -- expired lease, or the end of a release's delay, is then seen up to that
 -- much later. A short pending list is scanned at every call.
 --
+-- Drained: a call whose scan took fewer expired leases than count (or
+-- did not scan) and whose XREADGROUP read fewer new entries than it asked
+-- for has left the group nothing to hand out; it returns as last the ID of
+-- the last entry it read, the stream's last, at no cost. A call that did
+-- nothing at all reads it (XREVRANGE). A caller that got entries and a
+-- last may then wait for new entries without another call first
+-- (queue.Leaser): with 4 dispatchers, such empty calls were most of the
+-- lease calls (BENCHMARKS.md, "Delivery at 2,000/s: one lease call fewer
+-- a batch").
+--
 -- Phases (includes/probe.lua): reads and checks; probes, XACK first: Redis never
 -- refuses XACK for memory, so once it ran the script is past the OOM check
 -- and a shard at maxmemory keeps handing out, reclaiming and
 -- dead-lettering (small, and it empties the pending list); then the writes.
+--
+-- Types are checked where a command would meet them, on its error path,
+-- not with a TYPE of each key on every call (three TYPEs a call, which
+-- the calls that find nothing wrong paid for nothing): the fire stream by the XPENDING
+-- summary, which answers WRONGTYPE for any other type; the cursors hash
+-- by its HGET, which runs whenever the HSET may (pending > 0), both
+-- before any write; the dead-letter stream by a TYPE only when the scan
+-- finds a delivery that will be dead-lettered, before its XCLAIM, the
+-- first write of a call that scans (the group exists, so no XGROUP CREATE
+-- ran). A key that a command does not touch is not checked.
 
-local err = check_type(KEYS[6], 'stream') or check_type(KEYS[8], 'stream') or check_type(KEYS[9], 'hash')
-if err then return err end
+local err
 
 local group, consumer = ARGV[1], ARGV[2]
 local lease, max_attempts = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -69,8 +89,13 @@ local now = now_ms()
 -- XPENDING's summary answers NOGROUP when the group (or the stream) does
 -- not exist, and otherwise says how many entries are pending.
 local exists, pending = true, 0
+-- Any other type answers WRONGTYPE, whose message check_type writes (or
+-- layout_marker's, for a key a later layout retired).
 local summary = redis.pcall('XPENDING', KEYS[6], group)
 if type(summary) == 'table' and summary.err then
+  if string.find(summary.err, 'WRONGTYPE', 1, true) then
+    return check_type(KEYS[6], 'stream') or redis.error_reply(summary.err)
+  end
   if not string.find(summary.err, 'NOGROUP', 1, true) then return refusal(summary.err, 'XPENDING', KEYS[6], 'read') end
   exists = false
 else
@@ -78,15 +103,26 @@ else
 end
 local QUIET_PENDING, QUIET_MAX_MS = 128, 100
 local quiet_field = group .. '#quiet'
-local quiet = pending > 0 and tonumber(redis.call('HGET', KEYS[9], quiet_field) or '0') or 0
+local quiet = 0
+if pending > 0 then
+  local q = redis.pcall('HGET', KEYS[9], quiet_field)
+  if type(q) == 'table' and q.err then
+    if string.find(q.err, 'WRONGTYPE', 1, true) then
+      return check_type(KEYS[9], 'hash') or redis.error_reply(q.err)
+    end
+    return refusal(q.err, 'HGET', KEYS[9], 'read')
+  end
+  quiet = tonumber(q or '0')
+end
 
 -- Phase 2: probes.
 local r = redis.pcall('XACK', KEYS[6], group, '0-0')
 if type(r) == 'table' and r.err and not string.find(r.err, 'NOGROUP', 1, true) then
   return refusal(r.err, 'XACK', KEYS[6])
 end
--- The dead-letter stream and the cursors hash had their types checked
--- above, so only the ACL can refuse their writes (acl_probe).
+-- The dead-letter stream's type is checked before the first dead letter,
+-- and the cursors hash's by the HGET above before its HSET, so only the
+-- ACL can refuse their writes (acl_probe).
 err = acl_probe('XADD', KEYS[8]) or acl_probe('HSET', KEYS[9])
 if err then return err end
 -- XREADGROUP and XREVRANGE run after the first write (the group's creation,
@@ -135,16 +171,25 @@ local function route(id, fields, attempt)
   end
 end
 
+local scan_full = false -- the scan took count: more may have expired
 if pending > 0 and now >= quiet then
   local expired = redis.call('XPENDING', KEYS[6], group, 'IDLE', lease, '-', '+', count)
+  scan_full = #expired >= count
   if #expired > 0 then
     local ids, attempts = {}, {}
+    local dies = false
     for i, p in ipairs(expired) do
       ids[i] = p[1]
       attempts[p[1]] = tonumber(p[4]) + 1 -- XCLAIM counts a delivery
+      dies = dies or attempts[p[1]] > max_attempts
       -- The consumer whose lease ran out, which a dead letter names: the
       -- XCLAIM below makes the caller the owner.
       owners[p[1]] = p[2]
+    end
+    -- Nothing was written yet (the group exists: no XGROUP CREATE).
+    if dies then
+      err = check_type(KEYS[8], 'stream')
+      if err then return err end
     end
     -- A deleted entry is left out of the reply, and out of the pending
     -- list (Redis 7.0; before, it was listed as nil).
@@ -159,10 +204,13 @@ if pending > 0 and now >= quiet then
 end
 
 local want = count - #out
+local read_last = '' -- the last new entry read, when fewer than want (Drained)
 if want > 0 then
   local res = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', want, 'STREAMS', KEYS[6], '>')
   if res then
-    for _, e in ipairs(res[1][2]) do route(e[1], e[2], 1) end
+    local entries = res[1][2]
+    for _, e in ipairs(entries) do route(e[1], e[2], 1) end
+    if #entries > 0 and #entries < want and not scan_full then read_last = entries[#entries][1] end
   end
 end
 
@@ -178,8 +226,9 @@ end
 if #acks > 0 then redis.call('XACK', KEYS[6], group, unpack(acks)) end
 
 -- Nothing handed out, reclaimed or skipped: the stream's last entry ID, after
--- which a caller may wait for new entries with a blocking XREAD.
-local last = ''
+-- which a caller may wait for new entries with a blocking XREAD; or that of
+-- the last new entry read, when the call drained the group (Drained).
+local last = read_last
 if #out == 0 and #acks == 0 then
   local tail = redis.call('XREVRANGE', KEYS[6], '+', '-', 'COUNT', 1)
   last = tail[1] and tail[1][1] or '0-0'

@@ -91,6 +91,14 @@ func DefaultLimits() Limits {
 		Idle: 120 * time.Second, MaxHeaderBytes: defaultMaxHeaders, Shutdown: defaultShutdown}
 }
 
+// HTTPServer is a server of h bounded by l, which logs its own errors (a
+// handshake a client broke off) to log as warnings. Shutdown is the
+// caller's to apply.
+func (l Limits) HTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: l.ReadHeader, ReadTimeout: l.Read, WriteTimeout: l.Write, IdleTimeout: l.Idle,
+		MaxHeaderBytes: l.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+}
+
 // Config configures a Server; one field per timerworker --api-* flag,
 // plus what the worker hands over.
 type Config struct {
@@ -199,11 +207,7 @@ func Listen(cfg Config, h http.Handler, log *slog.Logger) (*Server, error) {
 		log.Warn("timerq: the API serves bearer tokens over plain HTTP on "+cfg.Addr+", beyond loopback: anyone on the network path can read and reuse them",
 			"fix", "give --"+FlagTLSCertFile+" and --"+FlagTLSKeyFile+", or listen on 127.0.0.1 behind a TLS-terminating proxy on the same host (docs/security.md, \"The API over TLS\")")
 	}
-	lim := cfg.Limits
-	s.srv = &http.Server{Handler: s,
-		ReadHeaderTimeout: lim.ReadHeader, ReadTimeout: lim.Read, WriteTimeout: lim.Write, IdleTimeout: lim.Idle,
-		MaxHeaderBytes: lim.MaxHeaderBytes,
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	s.srv = cfg.Limits.HTTPServer(s, log)
 	if s.tls {
 		// Each handshake takes the config Reload stored last, so a renewed
 		// certificate is served from the next connection on.

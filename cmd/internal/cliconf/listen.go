@@ -12,14 +12,7 @@ import (
 // credentials are configured, so this is the one place that decides it.
 func IsLoopback(addr string) (bool, error) {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false, err
-	}
-	if host == "localhost" {
-		return true, nil
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback(), nil
+	return err == nil && IsLoopbackHost(host), err
 }
 
 // IsLoopbackHost reports whether a request's Host header (host or

@@ -15,7 +15,8 @@ import (
 // two flags. Arguments after "--" are not flags. It leaves unknown flags
 // to the parser, which reports them.
 func RepeatedFlag(app *cli.App, args []string) error {
-	flags, cmds := app.Flags, app.Commands
+	// command finds a command of the level: the app's, then a command's.
+	flags, command := app.Flags, app.Command
 	seen := map[cli.Flag]bool{}
 	positional := false
 	for i := 1; i < len(args); i++ {
@@ -25,11 +26,11 @@ func RepeatedFlag(app *cli.App, args []string) error {
 		}
 		if len(a) < 2 || a[0] != '-' {
 			if !positional {
-				if cmd := findCommand(cmds, a); cmd != nil {
+				if cmd := command(a); cmd != nil {
 					if cmd.SkipFlagParsing {
 						return nil
 					}
-					flags, cmds, seen = cmd.Flags, cmd.Subcommands, map[cli.Flag]bool{}
+					flags, command, seen = cmd.Flags, cmd.Command, map[cli.Flag]bool{}
 					continue
 				}
 			}
@@ -54,15 +55,6 @@ func RepeatedFlag(app *cli.App, args []string) error {
 		seen[f] = true
 		if d, ok := f.(cli.DocGenerationFlag); ok && d.TakesValue() && !inline {
 			i++ // its value, which may look like anything
-		}
-	}
-	return nil
-}
-
-func findCommand(cmds []*cli.Command, name string) *cli.Command {
-	for _, c := range cmds {
-		if c.HasName(name) {
-			return c
 		}
 	}
 	return nil

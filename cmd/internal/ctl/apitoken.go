@@ -3,7 +3,6 @@ package ctl
 import (
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -76,9 +75,6 @@ func (r *runner) apiTokenCreate(c *cli.Context, args []string) error {
 			return usageErr(fmt.Sprintf("--rps %v is negative", t.RPS), "give requests per second, or 0 for unlimited")
 		}
 	}
-	return r.emit(g, apiTokenJSON{Name: t.Name, Token: token, Line: t.Line()}, func(w io.Writer) error {
-		_, err := fmt.Fprintf(w, "Token (shown only now; the tokens file keeps only its hash):\n  %s\n"+
-			"Line for timerworker's --api-tokens-file (add it, then send the workers SIGHUP):\n  %s\n", token, t.Line())
-		return err
-	})
+	return r.emitf(g, apiTokenJSON{Name: t.Name, Token: token, Line: t.Line()}, "Token (shown only now; the tokens file keeps only its hash):\n  %s\n"+
+		"Line for timerworker's --api-tokens-file (add it, then send the workers SIGHUP):\n  %s\n", token, t.Line())
 }

@@ -56,24 +56,15 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Stdin == nil {
-		o.Stdin = os.Stdin
-	}
-	if o.Stdout == nil {
-		o.Stdout = os.Stdout
-	}
-	if o.Stderr == nil {
-		o.Stderr = os.Stderr
-	}
+	o.Stdin = cmp.Or[io.Reader](o.Stdin, os.Stdin)
+	o.Stdout, o.Stderr = cmp.Or[io.Writer](o.Stdout, os.Stdout), cmp.Or[io.Writer](o.Stderr, os.Stderr)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.IsTerminal == nil {
 		o.IsTerminal = isCharDevice
 	}
-	if o.Version == "" {
-		o.Version = cliconf.BuildVersion("")
-	}
+	o.Version = cmp.Or(o.Version, cliconf.BuildVersion(""))
 	return o
 }
 
@@ -327,14 +318,9 @@ func (r *runner) open(c *cli.Context) (*session, error) {
 	opts.ContextTimeoutEnabled = true
 	// Off unless OTEL_* asks for it (docs/tracing.md): then timerctl
 	// schedule's timers carry its trace to their fire.
-	tr, err := otelenv.Setup(c.Context, "timerctl", r.o.Version, r.o.Stderr)
+	tr, err := otelenv.SetupBinary(c.Context, "timerctl", r.o.Version, r.o.Stderr)
 	if err != nil {
-		var uerr *otelenv.UsageError
-		if errors.As(err, &uerr) {
-			return nil, usageErr(uerr.Problem, uerr.Fix+" (docs/tracing.md)")
-		}
-		return nil, &Error{Problem: "cannot start OpenTelemetry tracing: " + err.Error(),
-			Fix: "fix the OTEL_* environment variables, or unset OTEL_TRACES_EXPORTER to run without tracing (docs/tracing.md)", Err: err}
+		return nil, err
 	}
 	// Standalone, Sentinel or Cluster, as the URL says (as timerworker).
 	rdb := cliconf.NewClient(opts)

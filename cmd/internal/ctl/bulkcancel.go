@@ -51,16 +51,13 @@ func (r *runner) cancelJobsCommand() *cli.Command {
 		Name:  "cancel-jobs",
 		Usage: "the bulk cancel jobs (timerctl cancel --prefix), kept for the retention after they end",
 		Subcommands: []*cli.Command{
-			{Name: "list", Usage: "list the jobs, newest first (at most 100)", ArgsUsage: " ", Action: r.cancelJobsList},
+			{Name: "list", Usage: "list the jobs, newest first (at most 100)", ArgsUsage: " ", Action: noArgs(r.cancelJobsList)},
 			{Name: "get", Usage: "print one job, with its progress while it runs", ArgsUsage: "JOB", Action: r.cancelJobsGet},
 		},
 	}
 }
 
 func (r *runner) cancelJobsList(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
 	return show(r, c, func(ctx context.Context, s *session) ([]queue.CancelJob, error) { return s.q.CancelJobs().List(ctx) },
 		func(s *session, jobs []queue.CancelJob) error {
 			return r.emit(s.g, mapList(jobs, api.ToCancelJobJSON), func(w io.Writer) error {

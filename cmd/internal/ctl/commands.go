@@ -51,7 +51,7 @@ func (r *runner) commands() []*cli.Command {
 				&cli.IntFlag{Name: "limit", Value: 100, Usage: "page size, 1-1000"},
 				&cli.StringFlag{Name: "cursor", Usage: "continue from the cursor `C` a previous page printed"},
 			},
-			Action: r.list,
+			Action: noArgs(r.list),
 		},
 		r.cancelCommand(),
 		r.cancelJobsCommand(),
@@ -69,7 +69,7 @@ func (r *runner) commands() []*cli.Command {
 		},
 		r.redriveCommand(),
 		r.deliveryPolicyCommand(),
-		{Name: "stats", Usage: "counts per state, the overdue backlog and a histogram of due times", ArgsUsage: " ", Action: r.stats},
+		{Name: "stats", Usage: "counts per state, the overdue backlog and a histogram of due times", ArgsUsage: " ", Action: noArgs(r.stats)},
 		{
 			Name: "import", Usage: "schedule new timers and restore exported ones from JSON Lines", ArgsUsage: "[FILE|-]",
 			Description: `Each line is a timer as export writes it, restored with its state and times:
@@ -85,11 +85,11 @@ Bad lines are reported with their line number and skipped; the exit code is then
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "state", Usage: "only `STATE`: scheduled, fired or cancelled"},
 			},
-			Action: r.export,
+			Action: noArgs(r.export),
 		},
-		{Name: "watch", Usage: "follow fire events live until Ctrl-C", ArgsUsage: " ", Action: r.watch},
+		{Name: "watch", Usage: "follow fire events live until Ctrl-C", ArgsUsage: " ", Action: noArgs(r.watch)},
 		quarantineCommand(r),
-		{Name: "version", Usage: "print the version", ArgsUsage: " ", Action: r.version},
+		{Name: "version", Usage: "print the version", ArgsUsage: " ", Action: noArgs(r.version)},
 		{
 			Name: "completion", Usage: "print a shell completion script", ArgsUsage: "bash|zsh",
 			Description: "bash: source <(timerctl completion bash)\n   zsh:  source <(timerctl completion zsh)",
@@ -121,11 +121,15 @@ func oneID(c *cli.Context) (string, error) {
 	return id, err
 }
 
-func noArgs(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usageErr(fmt.Sprintf("unexpected arguments: %q", c.Args().Slice()), helpFix(c))
+// noArgs is the action of a command that takes no arguments (ArgsUsage
+// " "): it refuses any, then runs action.
+func noArgs(action cli.ActionFunc) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if c.NArg() > 0 {
+			return usageErr(fmt.Sprintf("unexpected arguments: %q", c.Args().Slice()), helpFix(c))
+		}
+		return action(c)
 	}
-	return nil
 }
 
 // parseTime parses the TIME of --flag by timefmt.Parse's rules, the
@@ -427,9 +431,6 @@ func listOptions(c *cli.Context) (queue.ListOptions, error) {
 }
 
 func (r *runner) list(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
 	o, err := listOptions(c)
 	if err != nil {
 		return err
@@ -547,17 +548,11 @@ func (r *runner) wait(c *cli.Context) error {
 }
 
 func (r *runner) version(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
 	g, err := r.globals()
 	if err != nil {
 		return err
 	}
-	return r.emit(g, versionJSON{Version: r.o.Version, Go: runtime.Version()}, func(w io.Writer) error {
-		_, err := fmt.Fprintln(w, cliconf.VersionLine("timerctl", r.o.Version))
-		return err
-	})
+	return r.emitf(g, versionJSON{Version: r.o.Version, Go: runtime.Version()}, "%s\n", cliconf.VersionLine("timerctl", r.o.Version))
 }
 
 // versionJSON is `timerctl version -o json`.

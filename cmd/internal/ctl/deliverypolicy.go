@@ -3,7 +3,6 @@ package ctl
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/urfave/cli/v2"
 
@@ -39,10 +38,7 @@ dead-letter the fires of timers that already have one (redrive them once it is o
 				if err != nil {
 					return err
 				}
-				return r.emit(s.g, p, func(w io.Writer) error {
-					_, err := fmt.Fprintf(w, "allow-timer-urls  %v\n", p.AllowTimerURLs)
-					return err
-				})
+				return r.emitf(s.g, p, "allow-timer-urls  %v\n", p.AllowTimerURLs)
 			})
 		},
 	}

@@ -122,10 +122,7 @@ func (r *runner) endpointByName(c *cli.Context, args []string) error {
 			if err := s.q.Endpoints().Delete(ctx, name); err != nil {
 				return err
 			}
-			return r.emit(s.g, map[string]any{"name": name, "deleted": true}, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "deleted endpoint %s\n", name)
-				return err
-			})
+			return r.emitf(s.g, map[string]any{"name": name, "deleted": true}, "deleted endpoint %s\n", name)
 		}
 		e, err := s.q.Endpoints().SetEnabled(ctx, name, verb == "enable")
 		return r.endpointOut(s, e, nil, verb+"d", err)

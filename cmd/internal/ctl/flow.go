@@ -49,10 +49,7 @@ func (r *runner) flowPut(c *cli.Context, _ []string) error {
 		if err := s.q.Flows().PutPolicy(ctx, p); err != nil {
 			return err
 		}
-		return r.emit(s.g, api.ToFlowPolicyJSON(p), func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "flow policy %s: %s\n", policyName(p.Endpoint, p.Key), policyText(p))
-			return err
-		})
+		return r.emitf(s.g, api.ToFlowPolicyJSON(p), "flow policy %s: %s\n", policyName(p.Endpoint, p.Key), policyText(p))
 	})
 }
 
@@ -103,10 +100,7 @@ func (r *runner) flowDelete(c *cli.Context, _ []string) error {
 		if !found {
 			return &Error{Code: ExitNotFound, Problem: fmt.Sprintf("no flow policy for %s", policyName(endpoint, key)), Fix: "list them with 'timerctl flow list'"}
 		}
-		return r.emit(s.g, map[string]any{"endpoint": endpoint, "key": key, "deleted": true}, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "deleted flow policy %s\n", policyName(endpoint, key))
-			return err
-		})
+		return r.emitf(s.g, map[string]any{"endpoint": endpoint, "key": key, "deleted": true}, "deleted flow policy %s\n", policyName(endpoint, key))
 	})
 }
 

@@ -66,6 +66,14 @@ func (r *runner) emit(g global, v any, text func(w io.Writer) error) error {
 	return text(r.o.Stdout)
 }
 
+// emitf is emit whose text is one format: most commands' one-line answer.
+func (r *runner) emitf(g global, v any, format string, args ...any) error {
+	return r.emit(g, v, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, format, args...)
+		return err
+	})
+}
+
 // writeRows prints items as a table under header, a row each; none, if
 // not "", is printed instead of an empty table.
 func writeRows[T any](w io.Writer, none, header string, items []T, row func(T) string) error {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/cmd/internal/cliconf"
 	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/strictjson"
@@ -281,10 +282,7 @@ func (r *runner) importFile(c *cli.Context, path, only string) error {
 	im.bar.update(im.read, im.lineNo)
 	im.bar.done()
 	if only == kindSchedule {
-		err = r.emit(s.g, map[string]int{"created": res.SchedulesCreated, "existing": res.SchedulesExisting, "rejected": res.Rejected}, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "schedules: %d created, %d already existed, %d rejected\n", res.SchedulesCreated, res.SchedulesExisting, res.Rejected)
-			return err
-		})
+		err = r.emitf(s.g, map[string]int{"created": res.SchedulesCreated, "existing": res.SchedulesExisting, "rejected": res.Rejected}, "schedules: %d created, %d already existed, %d rejected\n", res.SchedulesCreated, res.SchedulesExisting, res.Rejected)
 	} else {
 		err = r.emitImport(s.g, res)
 	}
@@ -605,9 +603,6 @@ func (im *importer) restoreOrphans() error {
 }
 
 func (r *runner) export(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
 	// A filtered export is of timers only; a full one carries the
 	// schedules too, after the timers (so that import restores their
 	// occurrences first, with their own created times).
@@ -753,14 +748,10 @@ func windowOf(c *cli.Context, s *session, schedules map[string]bool, t queue.Tim
 }
 
 func toExportLine(t queue.Timer) exportLine {
-	p := t.Payload
-	if p == nil {
-		p = []byte{}
-	}
 	// The due time keeps its microseconds, which a scheduled timer may
 	// have: truncated to the ms, the restored timer would fire early.
 	return exportLine{ID: t.ID, State: string(t.State), DueAt: timefmt.FormatExact(t.Due), CreatedAt: timefmt.Format(t.CreatedAt),
-		FiredAt: optTime(t.FiredAt), CancelledAt: optTime(t.CancelledAt), Payload: p}
+		FiredAt: optTime(t.FiredAt), CancelledAt: optTime(t.CancelledAt), Payload: api.WireBytes(t.Payload)}
 }
 
 // progressBar draws import's progress on stderr when it is a terminal and

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/cmd/internal/cliconf"
 	"github.com/timerq/timerq/internal/timefmt"
 	"github.com/timerq/timerq/queue"
@@ -36,20 +37,12 @@ type quarantineLine struct {
 }
 
 func toQuarantineLine(r queue.QuarantinedRecord) quarantineLine {
-	raw := r.Raw
-	if raw == nil {
-		raw = []byte{}
-	}
 	return quarantineLine{ID: r.ID, Shard: r.Shard, Reason: r.Reason, DueScore: r.DueScore,
-		QuarantinedAt: optTime(r.QuarantinedAt), Raw: raw}
+		QuarantinedAt: optTime(r.QuarantinedAt), Raw: api.WireBytes(r.Raw)}
 }
 
 func malformedLine(m queue.MalformedRecord) quarantineLine {
-	raw := m.Raw
-	if raw == nil {
-		raw = []byte{}
-	}
-	return quarantineLine{Kind: kindQuarantined, ID: m.ID, Shard: m.Shard, Reason: m.Reason, Raw: raw}
+	return quarantineLine{Kind: kindQuarantined, ID: m.ID, Shard: m.Shard, Reason: m.Reason, Raw: api.WireBytes(m.Raw)}
 }
 
 // parseQuarantineLine reads an import line of kind quarantined.
@@ -82,16 +75,13 @@ byte, so that it does not stop the timers beside it. It never fires. Inspect it,
 wrote it, then drop it. export carries quarantined records, and import restores them into
 the quarantine.`,
 		Subcommands: []*cli.Command{
-			{Name: "list", Usage: "list the quarantined records", ArgsUsage: " ", Action: r.quarantineList},
+			{Name: "list", Usage: "list the quarantined records", ArgsUsage: " ", Action: noArgs(r.quarantineList)},
 			{Name: "drop", Usage: "delete a quarantined record for good", ArgsUsage: "ID", Action: r.quarantineDrop},
 		},
 	}
 }
 
 func (r *runner) quarantineList(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
 	return show(r, c, func(ctx context.Context, s *session) ([]queue.QuarantinedRecord, error) {
 		return s.q.Quarantine().List(ctx)
 	},

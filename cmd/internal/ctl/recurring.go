@@ -182,10 +182,7 @@ func (r *runner) scheduleByID(c *cli.Context, args []string) error {
 			if err := s.q.Recurring().Delete(ctx, id); err != nil {
 				return err
 			}
-			return r.emit(s.g, map[string]any{"id": id, "deleted": true}, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "deleted schedule %s; its pending occurrences are cancelled\n", id)
-				return err
-			})
+			return r.emitf(s.g, map[string]any{"id": id, "deleted": true}, "deleted schedule %s; its pending occurrences are cancelled\n", id)
 		}
 		info, err := ops[verb](s.q.Recurring(), ctx, id)
 		if err != nil {

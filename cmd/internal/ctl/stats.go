@@ -67,9 +67,6 @@ type shardStatsJSON struct {
 }
 
 func (r *runner) stats(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
 	return r.once(c, func(ctx context.Context, s *session) error {
 		// One failing shard (a slot move) leaves the others' figures,
 		// printed with the failed shard marked; the exit code says it.

@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -16,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/timerq/timerq/api/apitoken"
+	"github.com/timerq/timerq/cmd/internal/apiserver"
 	"github.com/timerq/timerq/cmd/internal/cliconf"
 	"github.com/timerq/timerq/deliver/dispatch"
 	"github.com/timerq/timerq/queue"
@@ -61,22 +63,16 @@ with any user name and the token as the password. See docs/ui.md.`,
 			&cli.IntFlag{Name: "max-tails-per-client", Value: ui.DefaultMaxTailsPerClient, EnvVars: []string{"TIMERQ_UI_MAX_TAILS_PER_CLIENT"},
 				Usage: "refuse a live tail with 503 while `N` are open from one IP address (behind a proxy, from the proxy)"},
 		},
-		Action: r.ui,
+		Action: noArgs(r.ui),
 	}
 }
 
 // UIServerLimits bound how long `timerctl ui` waits on a client, so slow or
-// idle clients cannot hold its connections. A live tail clears its read
-// deadline and sets a write deadline of Write before each of its writes,
-// so it lives as long as its client reads.
-type UIServerLimits struct {
-	// ReadHeader bounds reading a request's headers (slowloris), Read the
-	// whole request with its body, Write a response from the end of its
-	// headers, and Idle a keep-alive connection between requests.
-	ReadHeader, Read, Write, Idle time.Duration
-	// MaxHeaderBytes caps a request's headers.
-	MaxHeaderBytes int
-}
+// idle clients cannot hold its connections: the API server's limits. A
+// live tail clears its read deadline and sets a write deadline of Write
+// before each of its writes, so it lives as long as its client reads.
+// Shutdown is how long live tails get to end at Ctrl-C (0: one second).
+type UIServerLimits = apiserver.Limits
 
 // DefaultUIServerLimits are the limits of a dashboard whose Redis calls
 // take at most timeout each (--timeout): a page makes several, within one
@@ -84,7 +80,7 @@ type UIServerLimits struct {
 func DefaultUIServerLimits(timeout time.Duration) UIServerLimits {
 	return UIServerLimits{
 		ReadHeader: 5 * time.Second, Read: 15 * time.Second, Write: max(30*time.Second, timeout+10*time.Second),
-		Idle: 60 * time.Second, MaxHeaderBytes: 32 << 10,
+		Idle: 60 * time.Second, MaxHeaderBytes: 32 << 10, Shutdown: time.Second,
 	}
 }
 
@@ -150,9 +146,6 @@ func uiAuthFrom(c *cli.Context) (uiAuth, error) {
 }
 
 func (r *runner) ui(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
 	listen := c.String("listen")
 	loop, err := cliconf.IsLoopback(listen)
 	if err != nil {
@@ -200,10 +193,7 @@ func (r *runner) ui(c *cli.Context) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(c.String("prefix")+"/", h)
-	srv := &http.Server{Handler: authMiddleware(auth, mux),
-		ReadHeaderTimeout: lim.ReadHeader, ReadTimeout: lim.Read, WriteTimeout: lim.Write, IdleTimeout: lim.Idle,
-		MaxHeaderBytes: lim.MaxHeaderBytes,
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := lim.HTTPServer(authMiddleware(auth, mux), log)
 	mode := "read-write"
 	if c.Bool("read-only") {
 		mode = "read-only"
@@ -218,7 +208,7 @@ func (r *runner) ui(c *cli.Context) error {
 	case <-c.Context.Done():
 	}
 	// Live tails hold their requests open: give them a moment, then cut.
-	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), cmp.Or(lim.Shutdown, time.Second))
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		_ = srv.Close()

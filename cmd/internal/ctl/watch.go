@@ -36,9 +36,6 @@ type fireJSON struct {
 // queue.ReadFires: it joins no consumer group, so workers see no
 // difference, and on a sharded namespace it follows every shard's stream.
 func (r *runner) watch(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
 	s, err := r.open(c)
 	if err != nil {
 		return err

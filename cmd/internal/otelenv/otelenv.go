@@ -31,6 +31,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/timerq/timerq/cmd/internal/cliconf"
 )
 
 // Provider is the tracing a binary set up from the environment.
@@ -105,6 +107,22 @@ func Setup(ctx context.Context, service, version string, console io.Writer) (*Pr
 	}
 	sdk := sdktrace.NewTracerProvider(append(opts, sdktrace.WithResource(res))...)
 	return &Provider{TracerProvider: sdk, Exporters: names, sdk: sdk}, nil
+}
+
+// SetupBinary is Setup for timerctl and timerworker, whose errors are
+// *cliconf.Error: a bad OTEL_* value a usage error, and either pointing at
+// docs/tracing.md.
+func SetupBinary(ctx context.Context, service, version string, console io.Writer) (*Provider, error) {
+	p, err := Setup(ctx, service, version, console)
+	var uerr *UsageError
+	switch {
+	case errors.As(err, &uerr):
+		return nil, &cliconf.Error{Code: cliconf.ExitUsage, Problem: uerr.Problem, Fix: uerr.Fix + " (docs/tracing.md)", Err: err}
+	case err != nil:
+		return nil, &cliconf.Error{Problem: "cannot start OpenTelemetry tracing: " + err.Error(),
+			Fix: "fix the OTEL_* environment variables, or unset OTEL_TRACES_EXPORTER to run without tracing (docs/tracing.md)", Err: err}
+	}
+	return p, nil
 }
 
 // exporters returns the trace exporters the environment asks for; none

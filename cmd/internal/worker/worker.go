@@ -584,14 +584,9 @@ func closeHandler(h http.Handler) {
 // environment variables ask for it (cmd/internal/otelenv), and sends the SDK's
 // own errors (a collector that cannot be reached) to the log.
 func setupTracing(ctx context.Context, version string, log *slog.Logger) (*otelenv.Provider, error) {
-	p, err := otelenv.Setup(ctx, "timerworker", version, os.Stderr)
-	var uerr *otelenv.UsageError
-	switch {
-	case errors.As(err, &uerr):
-		return nil, &Error{Code: cliconf.ExitUsage, Problem: uerr.Problem, Fix: uerr.Fix + " (docs/tracing.md)", Err: err}
-	case err != nil:
-		return nil, &Error{Problem: "cannot start OpenTelemetry tracing: " + err.Error(),
-			Fix: "fix the OTEL_* environment variables, or unset OTEL_TRACES_EXPORTER to run without tracing (docs/tracing.md)", Err: err}
+	p, err := otelenv.SetupBinary(ctx, "timerworker", version, os.Stderr)
+	if err != nil {
+		return nil, err
 	}
 	if p.TracerProvider != nil {
 		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
