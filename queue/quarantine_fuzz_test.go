@@ -7,7 +7,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
 )
 
@@ -66,7 +65,14 @@ func FuzzQuarantineMatchesDecoder(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { q.Close() })
-	sp := keyspace.Shard(q.Namespace(), 0, 1)
+	// The shard's keys as its layout names them, once the queue read it
+	// (and, under TIMERQ_TEST_LAYOUT=2, upgraded it): in layout 2 the due
+	// set is the sched set, and the marker in the legacy due key stays.
+	l, err := q.layout(ctx)
+	if err != nil {
+		f.Fatal(err)
+	}
+	sp := l.space(0)
 	keys := append(sp.Keys(), sp.Traces(), sp.Quarantine())
 	const id = "fz"
 	// Claims take only what is due by the server clock: keep scores

@@ -17,28 +17,36 @@ import (
 
 // plant writes a record by hand into the shard of id, as something other
 // than timerq might: raw into the timers hash and, when set is not "", a
-// member of that set (due, fired or cancelled) with the given score.
+// member of that set (due, fired or cancelled) with the given score; in a
+// shard of layout 2, a member of the sched set, score above the band of
+// the state (bandOf) for a settled one.
 func plant(t *testing.T, rdb redis.UniversalClient, q *queue.Queue, id, raw, set string, score float64) {
 	t.Helper()
 	ctx := context.Background()
-	k, err := q.Inspect().ShardOf(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := q.Inspect().Shards(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp := keyspace.Shard(q.Namespace(), k, n)
+	sp := idSpace(t, rdb, q, id)
 	if err := rdb.HSet(ctx, sp.Timers(), id, raw).Err(); err != nil {
 		t.Fatal(err)
 	}
 	key := map[string]string{"due": sp.Due(), "fired": sp.Fired(), "cancelled": sp.Cancelled()}[set]
+	if sp.Layout() == 2 && set != "" && set != "due" {
+		key = sp.Sched()
+		score += bandOf(set[0])
+	}
 	if key != "" {
 		if err := rdb.ZAdd(ctx, key, redis.Z{Score: score, Member: id}).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// idSpace is the shard that holds id, as spaceAt names it.
+func idSpace(t *testing.T, rdb redis.UniversalClient, q *queue.Queue, id string) keyspace.Space {
+	t.Helper()
+	k, err := q.Inspect().ShardOf(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spaceAt(t, rdb, q, k)
 }
 
 func firedIDs(fs []queue.Fired) []string {
@@ -88,9 +96,7 @@ func TestMalformedRecordIsQuarantined(t *testing.T) {
 
 		// Moved: the record is out of the timers hash and the due set, and
 		// in the quarantine with its exact bytes.
-		k, _ := q.Inspect().ShardOf(ctx, "bad")
-		n, _ := q.Inspect().Shards(ctx)
-		sp := keyspace.Shard(q.Namespace(), k, n)
+		sp := idSpace(t, b.Client, q, "bad")
 		if ok, _ := b.Client.HExists(ctx, sp.Timers(), "bad").Result(); ok {
 			t.Error("the malformed record is still in the timers hash")
 		}
