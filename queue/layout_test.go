@@ -70,9 +70,23 @@ func TestLayoutFollowsNamespaceCreatedLater(t *testing.T) {
 			t.Fatalf("Debounce right after the creation: %v", err)
 		}
 		ids = append(ids, "dk")
+		// The one-shard layout holds no timer in either layout: under
+		// TIMERQ_TEST_LAYOUT=2 the queues' first read upgraded it, so its
+		// legacy due key holds the marker, which is no data.
 		old := keyspace.Shard(ns, 0, 1)
-		if n, err := b.Client.Exists(ctx, old.Due(), old.Timers()).Result(); err != nil || n != 0 {
-			t.Fatalf("the one-shard layout holds %d keys (%v); want none", n, err)
+		oneShardKeys := func() int64 {
+			t.Helper()
+			n, err := b.Client.Exists(ctx, old.LegacyDue(), old.Sched(), old.Timers()).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if isMarker(t, b.Client, old.LegacyDue()) {
+				n--
+			}
+			return n
+		}
+		if n := oneShardKeys(); n != 0 {
+			t.Fatalf("the one-shard layout holds %d keys; want none", n)
 		}
 		fresh, err := queue.New(b.Client, queue.Options{Namespace: ns})
 		if err != nil {
@@ -101,7 +115,7 @@ func TestLayoutFollowsNamespaceCreatedLater(t *testing.T) {
 			_, err := pinned.Schedule(ctx, "pinned", time.Now(), nil)
 			return errors.Is(err, queue.ErrShardMismatch)
 		})
-		if n, _ := b.Client.Exists(ctx, old.Due(), old.Timers()).Result(); n != 0 {
+		if n := oneShardKeys(); n != 0 {
 			t.Fatalf("the pinned queue wrote %d one-shard keys", n)
 		}
 	})
