@@ -220,10 +220,10 @@ func TestReplicasRecommitIsTheSameFire(t *testing.T) {
 	if _, err := q.Schedule(ctx, "c", time.Now().Add(-time.Minute), []byte("p")); err != nil {
 		t.Fatal(err)
 	}
-	sp := keyspace.Shard(ns, 0, 1)
+	sp := spaceAt(t, mc, q, 0)
 	keys := lua.Hold.Keys(sp, "")
 	// The decision, on the master, until the replica has it.
-	r, err := redis.NewScript(lua.Hold.Source).Run(ctx, mc, keys, 10, 1200, "tok1", "").StringSlice()
+	r, err := redis.NewScript(lua.Hold.At(sp.Layout()).Source).Run(ctx, mc, keys, 10, 1200, "tok1", "").StringSlice()
 	if err != nil || r[2] != "held" {
 		t.Fatalf("hold: %v, %v", r, err)
 	}
@@ -235,7 +235,7 @@ func TestReplicasRecommitIsTheSameFire(t *testing.T) {
 	if err := rc.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := redis.NewScript(lua.Commit.Source).Run(ctx, mc, keys, "tok1", 60000, 1000,
+	if _, err := redis.NewScript(lua.Commit.At(sp.Layout()).Source).Run(ctx, mc, keys, "tok1", 60000, 1000,
 		sp.TimerChannelPrefix()).StringSlice(); err != nil {
 		t.Fatal(err)
 	}
@@ -359,15 +359,16 @@ func TestReplicasDebounce(t *testing.T) {
 // microseconds included, and skips it (fired at the held time it could be
 // early by the new due time).
 func TestReplicasCommitSkipsARescheduleWithinTheMillisecond(t *testing.T) {
-	q, c, ns := privateQueue(t)
+	q, c := privateQueue(t)
 	ctx := context.Background()
 	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond).Add(200 * time.Microsecond)
 	if _, err := q.Schedule(ctx, "c", due, []byte("p")); err != nil {
 		t.Fatal(err)
 	}
-	sp := keyspace.Shard(ns, 0, 1)
+	sp := spaceAt(t, c, q, 0)
 	keys := lua.Hold.Keys(sp, "")
-	r, err := redis.NewScript(lua.Hold.Source).Run(ctx, c, keys, 10, 60000, "tok1", "").StringSlice()
+	hold, commitScript := redis.NewScript(lua.Hold.At(sp.Layout()).Source), redis.NewScript(lua.Commit.At(sp.Layout()).Source)
+	r, err := hold.Run(ctx, c, keys, 10, 60000, "tok1", "").StringSlice()
 	if err != nil || r[2] != "held" {
 		t.Fatalf("hold: %v, %v", r, err)
 	}
@@ -378,7 +379,7 @@ func TestReplicasCommitSkipsARescheduleWithinTheMillisecond(t *testing.T) {
 		t.Fatal(err)
 	}
 	commit := func(token string) []string {
-		r, err := redis.NewScript(lua.Commit.Source).Run(ctx, c, keys, token, 60000, 1000,
+		r, err := commitScript.Run(ctx, c, keys, token, 60000, 1000,
 			sp.TimerChannelPrefix()).StringSlice()
 		if err != nil {
 			t.Fatal(err)
@@ -392,7 +393,7 @@ func TestReplicasCommitSkipsARescheduleWithinTheMillisecond(t *testing.T) {
 		t.Fatalf("c after the commit: %+v, %v; want scheduled at its new due time", tm, err)
 	}
 	// Held again at its new due score, it fires, due its millisecond.
-	r, err = redis.NewScript(lua.Hold.Source).Run(ctx, c, keys, 10, 60000, "tok2", "").StringSlice()
+	r, err = hold.Run(ctx, c, keys, 10, 60000, "tok2", "").StringSlice()
 	if err != nil || r[2] != "held" {
 		t.Fatalf("hold: %v, %v", r, err)
 	}
@@ -497,13 +498,14 @@ func TestSetReplicasNeedsASpareReplica(t *testing.T) {
 // another claimer is told busy until the lease ends, not none (the hold's
 // early answer is only for a shard with no decision held).
 func TestReplicasHoldSeesADecisionWhoseTimersAreGone(t *testing.T) {
-	q, c, ns := privateQueue(t)
+	q, c := privateQueue(t)
 	ctx := context.Background()
 	if _, err := q.Schedule(ctx, "c", time.Now().Add(-time.Minute), []byte("p")); err != nil {
 		t.Fatal(err)
 	}
-	keys := lua.Hold.Keys(keyspace.Shard(ns, 0, 1), "")
-	hold := redis.NewScript(lua.Hold.Source)
+	sp := spaceAt(t, c, q, 0)
+	keys := lua.Hold.Keys(sp, "")
+	hold := redis.NewScript(lua.Hold.At(sp.Layout()).Source)
 	if r, err := hold.Run(ctx, c, keys, 10, 60000, "tok1", "").StringSlice(); err != nil || r[2] != "held" {
 		t.Fatalf("hold: %v, %v", r, err)
 	}
@@ -517,8 +519,8 @@ func TestReplicasHoldSeesADecisionWhoseTimersAreGone(t *testing.T) {
 }
 
 // privateQueue starts a redis-server of the test's own, and returns a
-// queue of a namespace of the test's on it, with its client and namespace.
-func privateQueue(t *testing.T) (*queue.Queue, *redis.Client, string) {
+// queue of a namespace of the test's on it, with its client.
+func privateQueue(t *testing.T) (*queue.Queue, *redis.Client) {
 	t.Helper()
 	c := redistest.Start(t, redistest.Config{}).Client(t)
 	ns := redistest.Namespace(t)
@@ -527,5 +529,5 @@ func privateQueue(t *testing.T) (*queue.Queue, *redis.Client, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { q.Close() })
-	return q, c, ns
+	return q, c
 }
