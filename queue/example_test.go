@@ -3,6 +3,8 @@ package queue_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -147,6 +149,9 @@ func ExampleQueue_Restore() {
 
 	page, _ := src.List(ctx, queue.ListOptions{})
 	res, _ := dst.Restore(ctx, page.Timers)
+	// A listing's order depends on the layout of the shard's keys
+	// (queue.ListPage): print the copies by ID.
+	slices.SortFunc(res, func(a, b queue.ScheduleResult) int { return strings.Compare(a.Timer.ID, b.Timer.ID) })
 	for _, r := range res {
 		fmt.Println(r.Timer.ID, r.Timer.State, r.Created)
 	}
