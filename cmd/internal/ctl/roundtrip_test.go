@@ -276,7 +276,9 @@ func TestExportImportAcrossLayouts(t *testing.T) {
 		}
 		src.ok("cancel", "cancelled")
 		exp := src.ok("export").stdout
-		lines := func(s string) []string { return slices.Sorted(slices.Values(strings.Split(strings.TrimSpace(s), "\n"))) }
+		lines := func(s string) []string {
+			return slices.Sorted(slices.Values(strings.Split(strings.TrimSpace(s), "\n")))
+		}
 
 		upgraded := newCLI(t, b)
 		if st, err := upgraded.q.Engine().UpgradeLayout(ctx, 100); err != nil || !st.Done() {
