@@ -440,7 +440,7 @@ func TestLeaseBlockSkipsRequeuesForOtherGroups(t *testing.T) {
 			t.Fatal(err)
 		}
 		trips := &tripCounter{}
-		qc := hookedQueue(t, b.Client.(*redis.Client).Options().Addr, q.Namespace(), trips)
+		qc := hookedQueue(t, b.Client.(*redis.Client).Options().Addr, q.Namespace(), trips.hook())
 		got := make(chan []queue.Delivery, 1)
 		go func() {
 			o := o
@@ -749,17 +749,23 @@ func hookedQueue(t *testing.T, addr, ns string, hook redis.Hook) *queue.Queue {
 	return q
 }
 
-// tripCounter counts round trips: each command sent alone, and each
-// pipeline.
+// cmdHook is a redis.Hook that shows a command sent alone, or a
+// pipeline's commands together, to the function before they run.
+type cmdHook func(cmds ...redis.Cmder)
+
+func (h cmdHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h cmdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h(cmd); return next(ctx, cmd) }
+}
+func (h cmdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h(cmds...); return next(ctx, cmds) }
+}
+
+// tripCounter counts round trips (its hook): each command sent alone, and
+// each pipeline.
 type tripCounter struct{ n atomic.Int64 }
 
-func (c *tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
-}
-func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(1); return next(ctx, cmds) }
-}
+func (c *tripCounter) hook() redis.Hook { return cmdHook(func(...redis.Cmder) { c.n.Add(1) }) }
 
 // TestLeaseRoundTrips: Lease, Ack and Release cost one round trip each,
 // however many shards and events: no per-event round trip.
@@ -772,7 +778,7 @@ func TestLeaseRoundTrips(t *testing.T) {
 			b := &redistest.Backend{Name: "real", Client: srv.Client(t), Real: srv, Shards: shards}
 			q := newQueue(t, b, queue.Options{})
 			trips := &tripCounter{}
-			qc := hookedQueue(t, srv.Addr(), q.Namespace(), trips)
+			qc := hookedQueue(t, srv.Addr(), q.Namespace(), trips.hook())
 			o := queue.LeaseOptions{Count: 100}
 			// Warm up: read the layout, load the scripts, open the pipeline
 			// connection (whose handshake the hook sees).
@@ -964,13 +970,6 @@ func (c *roundCounter) count(cmds ...redis.Cmder) {
 		}
 	}
 }
-func (c *roundCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *roundCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { c.count(cmd); return next(ctx, cmd) }
-}
-func (c *roundCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { c.count(cmds...); return next(ctx, cmds) }
-}
 
 // TestLeaseWaitReadsPastStaleWakes: fires handed out while no Lease waited
 // leave the wake group behind; a Lease that then blocks reads past those
@@ -991,7 +990,7 @@ func TestLeaseWaitReadsPastStaleWakes(t *testing.T) {
 		t.Fatalf("leased %d, want 40", len(ds))
 	}
 	rounds := &roundCounter{}
-	qc := hookedQueue(t, srv.Addr(), q.Namespace(), rounds)
+	qc := hookedQueue(t, srv.Addr(), q.Namespace(), cmdHook(rounds.count))
 	got := make(chan []queue.Delivery, 1)
 	go func() {
 		ds, err := qc.Lease(ctx, "stale", "c", queue.LeaseOptions{Count: 1, Block: 10 * time.Second})

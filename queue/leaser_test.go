@@ -53,14 +53,6 @@ func (r *opRecorder) take() []string {
 	return ops
 }
 
-func (r *opRecorder) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (r *opRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { r.record(cmd); return next(ctx, cmd) }
-}
-func (r *opRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { r.record(cmds...); return next(ctx, cmds) }
-}
-
 // TestLeaserWaitsAfterADrainingCall: a Leaser call that handed out fewer
 // fires than it asked for, leaving the streams drained, makes the next
 // call wait for a new fire first instead of running a lease round that
@@ -73,7 +65,7 @@ func TestLeaserWaitsAfterADrainingCall(t *testing.T) {
 	b := &redistest.Backend{Name: "real", Client: srv.Client(t), Real: srv}
 	q := newQueue(t, b, queue.Options{})
 	rec := &opRecorder{}
-	qc := hookedQueue(t, srv.Addr(), q.Namespace(), rec)
+	qc := hookedQueue(t, srv.Addr(), q.Namespace(), cmdHook(rec.record))
 	lr := &queue.Leaser{Queue: qc, Group: "g", Consumer: "c"}
 	queue.SetLeaserFresh(lr, time.Hour) // however slow the machine is between two calls
 	leaseN := func(count int, block time.Duration, want int) {
