@@ -34,11 +34,13 @@
 -- the loops are numeric (ipairs calls a C function each step).
 
 -- fire_batch starts a batch firing at now (ms, a number); now_s is now
--- formatted (fmt) if the caller has it, else nil.
+-- formatted (fmt) if the caller has it, else nil. The purge time is
+-- layout 1's (the expire set): layout 2 purges by the fired band's fire
+-- times, and formatting it cost its claims a string.format each.
 local function fire_batch(now, retention, deliveries, counts, now_s)
   return {now = now, now_s = now_s or fmt(now), retention = retention,
-    purge_at = retention > 0 and fmt(now + retention) or nil, deliveries = deliveries, counts = counts,
-    events = {}}
+    purge_at = LAYOUT == 1 and retention > 0 and fmt(now + retention) or nil, deliveries = deliveries,
+    counts = counts, events = {}}
 end
 
 -- fire_add queues the scheduled timer id, due at due_s (whole ms), and
