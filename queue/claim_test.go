@@ -14,8 +14,10 @@ import (
 
 // A claim that would fire a timer refuses a foreign type in any key it
 // writes, naming the key, before its first write, whether the fire stream
-// is trimmed (its probe checks the type) or not (a TYPE does). A claim that
-// finds nothing due reads only the due set, and checks nothing else.
+// is trimmed or not (the first XADD, the claim's first write, finds its
+// type; a TYPE the counters'): the timer is still scheduled, in either
+// layout. A claim that finds nothing due reads only the due set, and
+// checks nothing else.
 // (In layout 2 the fired and expire sets are the due set, the sched set,
 // whose foreign type TestWrongTypeKeyIsReportedAndNothingWritten covers.)
 func TestClaimRefusesForeignTypes(t *testing.T) {
@@ -45,6 +47,10 @@ func TestClaimRefusesForeignTypes(t *testing.T) {
 				}
 				if n, err := b.Client.ZCard(ctx, q.Keys().Shard(0)[0]).Result(); err != nil || n != 1 {
 					t.Fatalf("StreamMaxLen %d: the claim refused over %s left %d due timers (%v), want 1 untouched", maxlen, key, n, err)
+				}
+				// (its record, read raw: Get checks every key's type)
+				if rec, err := b.Client.HGet(ctx, q.Keys().Shard(0)[1], "due").Result(); k != 1 && (err != nil || !strings.HasPrefix(rec, "s:")) {
+					t.Fatalf("StreamMaxLen %d: after the claim refused over %s the record is %q (%v), want it scheduled", maxlen, key, rec, err)
 				}
 			}
 		}
@@ -130,6 +136,38 @@ func TestClaimLimitsAndNextDue(t *testing.T) {
 					t.Fatalf("limit %d, %d fired: NextDue %v, want %v", limit, fired, res.NextDue, next)
 				}
 			}
+		}
+	})
+}
+
+// In layout 2 the fired timers stay in the due set's key, in a band above
+// every due time, and the claim finds its next due time by rank: a fired
+// timer there is no next due time, whether the claim fired something or
+// found nothing due.
+func TestClaimNextDueLeavesFiredBand(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		upgradeAll(t, q, 100)
+		for _, id := range []string{"a", "b"} {
+			if _, err := q.Schedule(ctx, id, time.Now().Add(-time.Second), nil); err != nil {
+				t.Fatal(err)
+			}
+			res, err := q.Engine().Claim(ctx, 10)
+			if err != nil || len(res.Fired) != 1 || !res.NextDue.IsZero() {
+				t.Fatalf("claim of %s beside the fired band = %+v, %v; want it fired and no NextDue", id, res, err)
+			}
+		}
+		res, err := q.Engine().Claim(ctx, 10)
+		if err != nil || len(res.Fired) != 0 || !res.NextDue.IsZero() {
+			t.Fatalf("empty claim beside the fired band = %+v, %v; want nothing fired and no NextDue", res, err)
+		}
+		later := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+		if _, err := q.Schedule(ctx, "later", later, nil); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := q.Engine().Claim(ctx, 10); err != nil || !res.NextDue.Equal(later) {
+			t.Fatalf("empty claim with a pending timer = %+v, %v; want NextDue %v", res, err, later)
 		}
 	})
 }

@@ -78,16 +78,21 @@ end
 -- type of every key it writes before its first write: the timers hash by
 -- HMGET, the fired and expire sets by their probes, the traces and
 -- deliveries by one EXISTS of both and, when one exists, their HMGETs
--- (fire_read), the stream and the counters by TYPE, as their probes fail
--- on arguments before looking at the key. typed turns a WRONGTYPE from
--- any of them into check_types' reply, which names the key.
+-- (fire_read), the counters by TYPE, as their probes fail on arguments
+-- before looking at the key, and the stream by its first XADD, which is
+-- the claim's first write: run under pcall after every probe and PUBLISH,
+-- a refusal of it leaves every key as it was (a TYPE more cost a firing
+-- claim about 5,000 instructions; BENCHMARKS.md, "Layout 2's claim,
+-- leaner"). typed turns a WRONGTYPE from any of them into check_types'
+-- reply, which names the key.
 -- err is a pcall's error table, and cmd and key say what it ran; without
 -- them, err is an error reply already made (by probe_all).
-local function typed(err, cmd, key)
+-- access is what cmd does to key, 'read' unless said.
+local function typed(err, cmd, key, access)
   local msg = string.gsub(err.err, '^%-', '')
   if string.sub(msg, 1, 9) == 'WRONGTYPE' then return check_types() or redis.error_reply(msg) end
   if not cmd then return err end
-  return refusal(msg, cmd, key, 'read')
+  return refusal(msg, cmd, key, access or 'read')
 end
 
 if due.err then return typed(due, 'ZRANGEBYSCORE', KEYS[1]) end
@@ -110,7 +115,7 @@ if n > 0 then
     recs = redis.pcall('HMGET', KEYS[2], unpack(ids))
   end
   if recs.err then return typed(recs, 'HMGET', KEYS[2]) end
-  local err = check_type(KEYS[7], 'hash') or check_type(KEYS[6], 'stream')
+  local err = check_type(KEYS[7], 'hash')
   if err then return err end
   local counts = counters_batch()
   local f = fire_batch(now, tonumber(ARGV[2]), KEYS[10], counts, now_s)
@@ -120,7 +125,15 @@ if n > 0 then
     -- A due member without a record, or with a settled one, is not a
     -- timer to fire: the claim only drops it from the due set.
     if rec then
-      local state, _, created, _, payload = decode(rec)
+      -- A scheduled record with a created time of at most 14 digits
+      -- (always at most MAX_MS), the one a claim fires, by one match that
+      -- also takes its payload; every other record by decode, which
+      -- decides the same for this one.
+      local state, created, payload = 's', string.match(rec, '^s::(%d+)::(.*)$')
+      if not created or #created > 14 then
+        local _
+        state, _, created, _, payload = decode(rec)
+      end
       -- A fired timer's due time is its score's millisecond (ms_of), as
       -- its fire time is TIME's: due_ms <= now_ms follows from the score
       -- being at or below now_due.
@@ -141,19 +154,16 @@ if n > 0 then
 
   -- Phase 2: probes. ZREMRANGEBYRANK goes first: Redis does not refuse it
   -- under OOM, and no write after it, so a full Redis still fires timers.
-  err = probe('ZREMRANGEBYRANK', KEYS[1]) or fire_probes(f) or (quarantined and quarantine_probes(quarantined)) or
+  err = probe('ZREMRANGEBYRANK', KEYS[1]) or fire_probes(f, true) or (quarantined and quarantine_probes(quarantined)) or
     counters_probes(counts)
   if err then return typed(err) end
 
   -- Phase 3: publish, then write.
   err = fire_publish(f, ARGV[4])
   if err then return err end
-  -- The due members are exactly the lowest ranks, so removing by rank is
-  -- O(log N + n) instead of n separate ZREMs. In layout 2 the fired ones
-  -- leave the due times when fire_write_rest moves them to the fired band,
-  -- so only a claim with members that do not fire removes (all n, before
-  -- the fired ones go to the band).
-  if LAYOUT == 1 or #f.events < n then redis.call('ZREMRANGEBYRANK', KEYS[1], '0', fmt(n - 1)) end
+  -- The stream entries first: the first XADD is the stream's type check
+  -- (above) and its probe, of the ACL too (fire_probes left it out), so it
+  -- runs under pcall before any other write.
   -- The last entry trims the stream (approximately, MAXLEN ~): one trim
   -- per claim rather than per entry (1.6 us a timer in BENCHMARKS.md),
   -- and no XTRIM of its own; the script is atomic, so no reader sees the
@@ -162,12 +172,25 @@ if n > 0 then
   local last = #events
   if tonumber(ARGV[3]) <= 0 then last = 0 end
   for i = 1, #events do
+    local r
     if i == last then
-      redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[3], '*', fire_fields(f, events[i]))
+      r = redis.pcall('XADD', KEYS[6], 'MAXLEN', '~', ARGV[3], '*', fire_fields(f, events[i]))
     else
-      redis.call('XADD', KEYS[6], '*', fire_fields(f, events[i]))
+      r = redis.pcall('XADD', KEYS[6], '*', fire_fields(f, events[i]))
+    end
+    if type(r) == 'table' and r.err then
+      -- Only the first can be refused: it found the stream's type, and
+      -- nothing in Redis refuses a write after a script's first.
+      if i == 1 then return typed(r, 'XADD', KEYS[6], 'write') end
+      return redis.error_reply(r.err)
     end
   end
+  -- The due members are exactly the lowest ranks, so removing by rank is
+  -- O(log N + n) instead of n separate ZREMs. In layout 2 the fired ones
+  -- leave the due times when fire_write_rest moves them to the fired band,
+  -- so only a claim with members that do not fire removes (all n, before
+  -- the fired ones go to the band).
+  if LAYOUT == 1 or #events < n then redis.call('ZREMRANGEBYRANK', KEYS[1], '0', fmt(n - 1)) end
   fire_write_rest(f)
   if quarantined then quarantine_write(quarantined, f.now_s) end
   counters_write(counts)

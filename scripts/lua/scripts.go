@@ -214,7 +214,7 @@ var (
 		Commands: []string{"type", "time", "zrangebyscore", "zcount", "zremrangebyrank", "hdel", "zrem"}})
 	// Stats reports counts and the overdue backlog (stats.lua).
 	Stats = add(&Script{Name: "stats", Includes: []string{"check_types", "clock_due", "fmt", "layout", "pending_at", "pending_end"}, Keys: timerKeys, Worker: true,
-		Commands: []string{"type", "time", "zrange", "zrangebyscore", "zcard", "zcount"}})
+		Commands: []string{"type", "time", "zrange", "zcard", "zcount"}})
 	// Horizon counts the timers due within each of a few offsets from
 	// the server clock (horizon.lua): the due-horizon gauge's one read.
 	Horizon = add(&Script{Name: "horizon", Includes: []string{"check_type", "clock_due"}, Worker: true,

@@ -32,11 +32,14 @@ local function counters_add(c, field, n)
 end
 
 local function counters_probes(c)
-  local any = false
-  for _, n in pairs(c) do
-    if n then
-      any = true
-      break
+  -- (a claim that fired or quarantined counts those: no pairs loop)
+  local any = c.fired or c.quarantined or false
+  if not any then
+    for _, n in pairs(c) do
+      if n then
+        any = true
+        break
+      end
     end
   end
   if not any then return nil end
