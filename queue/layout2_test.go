@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
@@ -170,3 +172,41 @@ func TestUpgradeLayoutKeepsEveryTimer(t *testing.T) {
 // layout2 reports whether the tests run with every namespace upgraded to
 // layout 2 on first use (TIMERQ_TEST_LAYOUT=2, layout2_export_test.go).
 func layout2() bool { return os.Getenv("TIMERQ_TEST_LAYOUT") == "2" }
+
+// A Queue learns an upgraded shard's layout with a GET of its legacy due
+// key, a right every role of docs/security.md has, so the reads that use
+// plain commands (Usage, DueHistogram) name the sched set on layout 2 for
+// a user without any other string command.
+func TestPlainReadsFollowLayout2WithGetOnly(t *testing.T) {
+	redistest.Require(t)
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Config{})
+	admin := srv.Client(t)
+	ns := redistest.Namespace(t)
+	q := newQueue(t, &redistest.Backend{Name: "real", Client: admin, Real: srv}, queue.Options{Namespace: ns})
+	for _, id := range []string{"a", "b"} {
+		if _, err := q.Schedule(ctx, id, time.Now().Add(time.Hour), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upgradeAll(t, q, 100)
+	if err := admin.Do(ctx, "ACL", "SETUSER", "getonly", "on", ">pw", "~timerq:*", "&*", "+@all",
+		"-getrange", "-substr", "-getex", "-strlen").Err(); err != nil {
+		t.Fatal(err)
+	}
+	uc := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "getonly", Password: "pw"})
+	t.Cleanup(func() { uc.Close() })
+	uq, err := queue.New(uc, queue.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { uq.Close() })
+	u, err := uq.Inspect().Usage(ctx)
+	if err != nil || u.Pending != 2 {
+		t.Errorf("Usage on layout 2 = %+v, %v; want 2 pending", u, err)
+	}
+	h, err := uq.Inspect().DueHistogram(ctx, time.Now(), []time.Duration{2 * time.Hour})
+	if err != nil || h[1] != 2 {
+		t.Errorf("DueHistogram on layout 2 = %v, %v; want the 2 timers within 2h", h, err)
+	}
+}

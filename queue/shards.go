@@ -154,25 +154,26 @@ const pendingEnd = "(1125899906842624"
 // learnLayouts finds which of l's shards taken for layout 1 are layout 2:
 // the legacy due set of an upgraded shard holds its marker
 // (keyspace.LayoutMarker), where layout 1 keeps a sorted set. A Queue
-// learns so when it first reads the namespace, one pipelined GETRANGE a
+// learns so when it first reads the namespace, one pipelined GET a
 // shard, and of a shard upgraded later from the refusal of its first
 // layout-1 script (layout.upgraded); the calls that read keys with plain
 // commands ask again first. A shard whose marker cannot be read stays as
 // it was.
 func (q *Queue) learnLayouts(ctx context.Context, l *layout) {
-	marker := keyspace.LayoutMarker(2)[:len("timerq-layout 2")]
-	heads := make([]*redis.StringCmd, len(l.spaces))
+	marker := keyspace.LayoutMarker(2)
+	values := make([]*redis.StringCmd, len(l.spaces))
 	_, _ = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for k, sp := range l.spaces {
 			if l.layoutOf(k) == 1 {
-				// WRONGTYPE on layout 1's sorted set, "" when missing.
-				heads[k] = p.GetRange(ctx, sp.LegacyDue(), 0, int64(len(marker)-1))
+				// GET, which every role's ACL line grants: WRONGTYPE on
+				// layout 1's sorted set, redis.Nil when it is missing.
+				values[k] = p.Get(ctx, sp.LegacyDue())
 			}
 		}
 		return nil
 	})
-	for k, h := range heads {
-		if h != nil && h.Err() == nil && h.Val() == marker {
+	for k, v := range values {
+		if v != nil && v.Err() == nil && v.Val() == marker {
 			l.at[k].Store(2)
 		}
 	}
