@@ -43,7 +43,7 @@ func (in Inspector) DueHistogram(ctx context.Context, now time.Time, edges []tim
 				lo, hi = "("+hi, fmt.Sprint(n+e.Milliseconds())
 				cmds = append(cmds, p.ZCount(ctx, due, lo, hi))
 			}
-			cmds = append(cmds, p.ZCount(ctx, due, "("+hi, pendingEnd))
+			cmds = append(cmds, p.ZCount(ctx, due, "("+hi, PendingEnd))
 		}
 		return nil
 	})

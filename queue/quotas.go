@@ -287,7 +287,7 @@ func (in Inspector) Usage(ctx context.Context) (Usage, error) {
 	q.learnLayouts(ctx, l)
 	_, err = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for k, sp := range l.spaces {
-			due[k] = p.ZCount(ctx, l.space(k).Due(), "-inf", pendingEnd)
+			due[k] = p.ZCount(ctx, l.space(k).Due(), "-inf", PendingEnd)
 			sched[k] = p.HLen(ctx, sp.Schedules())
 		}
 		eps = p.HLen(ctx, keyspace.Namespace(q.opts.Namespace).Endpoints())

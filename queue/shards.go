@@ -145,11 +145,12 @@ func (l *layout) scriptAt(s *lua.Script, layout int) *script {
 	return redisScripts[s][0]
 }
 
-// pendingEnd is the exclusive score bound above every due time and below
+// PendingEnd is the exclusive score bound above every due time and below
 // the bands where layout 2 keeps settled timers in the same set
-// (scripts/lua/includes/pending_end.lua): a count of due times up to it
-// counts scheduled timers in either layout.
-const pendingEnd = "(1125899906842624"
+// (scripts/lua/includes/pending_end.lua), as ZRANGEBYSCORE and ZCOUNT take
+// it: a range of due times up to it reads scheduled timers only, in either
+// layout of a shard's keys (Keys.Shard's first key).
+const PendingEnd = "(1125899906842624"
 
 // learnLayouts finds which of l's shards taken for layout 1 are layout 2:
 // the legacy due set of an upgraded shard holds its marker
