@@ -299,6 +299,8 @@ func (h *Handler) routes() {
 	h.route("POST /v1/namespaces/{ns}/timers/{id}/fire", RightWrite, exec(h, timerCall((*queue.Queue).FireNow)))
 	h.route("GET /v1/namespaces/{ns}/timers/{id}/wait", RightRead, exec(h, h.waitTimer))
 	h.route("POST /v1/namespaces/{ns}/debounce/{key}", RightWrite, exec(h, debounceKey))
+	h.route("GET /v1/namespaces/{ns}/owners/{owner}", RightRead, exec(h, getOwner)) // owners.go
+	h.route("POST /v1/namespaces/{ns}/owners/{owner}/epoch", RightWrite, exec(h, bumpEpoch))
 
 	h.route("GET /v1/namespaces/{ns}/fires", RightRead, h.streamFires)
 

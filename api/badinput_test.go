@@ -227,6 +227,11 @@ func TestRequestKeysAreExact(t *testing.T) {
 			{"PUT /v1/namespaces/{ns}/flow-policies", e.url("/flow-policies"), `{"rate": 1, "Rate": 2}`, true, "/Rate", `write it "rate"`},
 			{"PUT /v1/namespaces/{ns}/quotas", e.url("/quotas"), `{"pending": 5, "pending": 6}`, false, "/pending", "given twice"},
 			{"PUT /v1/namespaces/{ns}/quotas", e.url("/quotas"), `{"Pending": 5}`, true, "/Pending", `write it "pending"`},
+			{"POST /v1/namespaces/{ns}/owners/{owner}/epoch", e.url("/owners/wf/epoch"), `{"cancel_older": true, "cancel_older": false}`, false, "/cancel_older", "given twice"},
+			{"POST /v1/namespaces/{ns}/owners/{owner}/epoch", e.url("/owners/wf/epoch"), `{"Cancel_Older": true}`, true, "/Cancel_Older", `write it "cancel_older"`},
+			{"POST /v1/namespaces/{ns}/timers", e.url("/timers"), `{"id": "a", "in": "1h", "labels": {"k": "v", "k": "w"}}`, false, "/labels/k", "given twice in /labels"},
+			{"POST /v1/namespaces/{ns}/timers", e.url("/timers"), `{"id": "a", "in": "1h", "Owner": "wf"}`, true, "/Owner", `write it "owner"`},
+			{"POST /v1/namespaces/{ns}/timers/cancel", e.url("/timers/cancel"), `{"owner": "a", "labels": {"k": "v", "k": "v"}}`, false, "/labels/k", "given twice in /labels"},
 		}
 		covered := map[string]bool{}
 		for _, c := range cases {

@@ -8,9 +8,29 @@ import (
 )
 
 // CancelFilterJSON is a bulk cancel's filter (queue.CancelFilter): the
-// body of POST .../timers/cancel, and the filter of a job.
+// body of POST .../timers/cancel, and the filter of a job. A field left
+// out selects every timer; at least one of id_prefix, owner and labels is
+// needed, and epoch_below needs owner (a job of POST .../owners/{owner}/
+// epoch with cancel_older has both).
 type CancelFilterJSON struct {
-	IDPrefix string `json:"id_prefix"`
+	IDPrefix   string            `json:"id_prefix,omitempty"`
+	Owner      string            `json:"owner,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	EpochBelow uint64            `json:"epoch_below,omitempty"`
+}
+
+// ToCancelFilterJSON is f as the API shows it.
+func ToCancelFilterJSON(f queue.CancelFilter) CancelFilterJSON {
+	j := CancelFilterJSON{IDPrefix: f.IDPrefix, Owner: f.Owner, EpochBelow: f.EpochBelow}
+	if len(f.Labels) > 0 {
+		j.Labels = f.Labels
+	}
+	return j
+}
+
+// filter is j as the queue takes it, which checks it.
+func (j CancelFilterJSON) filter() queue.CancelFilter {
+	return queue.CancelFilter{IDPrefix: j.IDPrefix, Owner: j.Owner, Labels: j.Labels, EpochBelow: j.EpochBelow}
 }
 
 // CancelCountsJSON are a bulk cancel's counts (queue.CancelCounts).
@@ -39,7 +59,7 @@ type CancelJobJSON struct {
 func ToCancelJobJSON(j queue.CancelJob) CancelJobJSON {
 	c := j.Counts
 	return CancelJobJSON{
-		ID: j.ID, Filter: CancelFilterJSON{IDPrefix: j.Filter.IDPrefix}, State: string(j.State),
+		ID: j.ID, Filter: ToCancelFilterJSON(j.Filter), State: string(j.State),
 		CreatedAt: *optTime(j.Created), FinishedAt: optTime(j.Finished), Error: j.Error,
 		Counts: CancelCountsJSON{Cancelled: c.Cancelled, Fired: c.Fired, AlreadyCancelled: c.AlreadyCancelled, Skipped: c.Skipped},
 		Shards: j.Shards, ShardsDone: j.ShardsDone,
@@ -58,7 +78,7 @@ func (req *cancelFilterRequest) read(h *Handler, w http.ResponseWriter, r *http.
 	if err := h.decode(w, r, &j, false); err != nil {
 		return err
 	}
-	req.f = queue.CancelFilter{IDPrefix: j.IDPrefix}
+	req.f = j.filter()
 	return nil
 }
 

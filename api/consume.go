@@ -137,6 +137,9 @@ type DeliveryJSON struct {
 	Shard          int    `json:"shard"`
 	StreamID       string `json:"stream_id"`
 	LeaseExpiresAt string `json:"lease_expires_at"`
+	// MetaJSON is the timer's owner and the epoch it was scheduled under,
+	// its labels and its deadline, as the fire carries them.
+	MetaJSON
 }
 
 type leaseResultJSON struct {
@@ -204,7 +207,8 @@ func (h *Handler) leaseEvents(ctx context.Context, q *queue.Queue, req *leaseReq
 	for i, d := range ds {
 		out.Deliveries[i] = DeliveryJSON{DeliveryID: d.DeliveryID, ID: d.Event.ID, DueAt: timefmt.Format(d.Event.Due),
 			FiredAt: timefmt.Format(d.Event.FiredAt), Payload: WireBytes(d.Event.Payload), Attempt: d.Event.Attempt, Shard: d.Event.Shard,
-			StreamID: d.Event.StreamID, LeaseExpiresAt: timefmt.Format(d.LeaseExpires)}
+			StreamID: d.Event.StreamID, LeaseExpiresAt: timefmt.Format(d.LeaseExpires),
+			MetaJSON: ToMetaJSON(d.Event.Owner, d.Event.Epoch, d.Event.Labels, d.Event.Deadline)}
 	}
 	return out, nil
 }
@@ -390,6 +394,9 @@ type DeadLetterJSON struct {
 	Consumer     string `json:"consumer"`
 	Shard        int    `json:"shard"`
 	FireStreamID string `json:"fire_stream_id"`
+	// MetaJSON is the timer's owner and the epoch it was scheduled under,
+	// its labels and its deadline, as the fire carried them.
+	MetaJSON
 }
 
 type deadLetterPageJSON struct {
@@ -431,7 +438,8 @@ func listDeadLetters(ctx context.Context, q *queue.Queue, req *deadLettersReques
 		}
 		out.DeadLetters = append(out.DeadLetters, DeadLetterJSON{DeadLetterID: deadLetterID(d.Event.Shard, d.Event.StreamID),
 			ID: d.Event.ID, DueAt: timefmt.Format(d.Event.Due), FiredAt: timefmt.Format(d.Event.FiredAt), Payload: WireBytes(d.Event.Payload),
-			Error: d.Error, Attempts: d.Attempts, Consumer: d.Consumer, Shard: d.Event.Shard, FireStreamID: d.FireStreamID})
+			Error: d.Error, Attempts: d.Attempts, Consumer: d.Consumer, Shard: d.Event.Shard, FireStreamID: d.FireStreamID,
+			MetaJSON: ToMetaJSON(d.Event.Owner, d.Event.Epoch, d.Event.Labels, d.Event.Deadline)})
 	}
 	return out, nil
 }

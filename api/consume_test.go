@@ -145,6 +145,40 @@ func TestConsumeOverHTTP(t *testing.T) {
 		if len(back) != 1 || back[0].ID != "c1" || back[0].Attempt != 1 {
 			t.Fatalf("after requeue leased %+v, want c1 as attempt 1", back)
 		}
+		wantMeta(t, "dead letter of a plain timer", dl.MetaJSON, "", 0, nil, "")
+
+		// A dead letter carries the timer's owner, epoch, labels and
+		// deadline, as its delivery did (epoch 1: not the zero value).
+		if _, err := e.q.BumpEpoch(ctx, "wf", queue.BumpOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		labels := map[string]string{"tenant": "acme"}
+		due := time.Now().Add(-time.Second).UTC().Truncate(time.Millisecond)
+		deadline := due.Add(time.Hour).Format("2006-01-02T15:04:05.000Z07:00")
+		if _, err := e.q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "m", Due: due, Owner: "wf", Labels: labels, FireWithin: time.Hour}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.claimAll(); fmt.Sprint(got) != "[m]" {
+			t.Fatalf("claimed %v", got)
+		}
+		m := e.lease(map[string]any{"consumer": "w4"})
+		if len(m) != 1 || m[0].ID != "m" {
+			t.Fatalf("leased %+v, want m", m)
+		}
+		wantMeta(t, "delivery", m[0].MetaJSON, "wf", 1, labels, deadline)
+		r = e.do(ctx, "POST", e.url("/groups/g/deliveries/"+m[0].DeliveryID+"/release"), map[string]any{"error": "never", "dead_letter": true})
+		if r.Status != 200 || !strings.Contains(string(r.Body), "dead_letter_id") {
+			t.Fatalf("release to a dead letter: %d %s", r.Status, r.Body)
+		}
+		r = e.do(ctx, "GET", e.url("/groups/g/dead-letters"), nil)
+		page = decodeAs[struct {
+			DeadLetters []api.DeadLetterJSON `json:"dead_letters"`
+			NextCursor  string               `json:"next_cursor"`
+		}](t, r)
+		if r.Status != 200 || len(page.DeadLetters) != 1 || page.DeadLetters[0].ID != "m" {
+			t.Fatalf("dead letters: %d %s, want m alone", r.Status, r.Body)
+		}
+		wantMeta(t, "dead letter", page.DeadLetters[0].MetaJSON, "wf", 1, labels, deadline)
 	})
 }
 

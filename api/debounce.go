@@ -17,6 +17,10 @@ type debounceJSON struct {
 	PayloadText *string         `json:"payload_text"`
 	KeepFirst   bool            `json:"keep_first"`
 	Deliver     *DeliverJSON    `json:"deliver"`
+	// Owner and Labels are the window's timer's, set by the call that
+	// opens the window (queue.DebounceOptions.Owner, Labels).
+	Owner  *string           `json:"owner"`
+	Labels map[string]string `json:"labels"`
 }
 
 // DebounceResultJSON is the answer to a debounce call (queue.DebounceResult).
@@ -66,6 +70,8 @@ func (req *debounceRequest) read(h *Handler, w http.ResponseWriter, r *http.Requ
 	if url != "" {
 		return badRequest("/deliver/url", "a debounce window delivers to its endpoint's own URL; drop deliver.url, or register an endpoint with that URL")
 	}
+	setGiven(&req.o.Owner, j.Owner)
+	req.o.Labels = j.Labels
 	req.key, req.o.KeepFirst = r.PathValue("key"), j.KeepFirst
 	req.f = fields{text: []bool{j.PayloadText != nil}}
 	return nil

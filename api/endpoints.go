@@ -257,6 +257,16 @@ func timerError(err error, timers []queue.NewTimer, f fields) error {
 			}
 		}
 		return err
+	case errors.Is(err, queue.ErrStaleEpoch):
+		// The item that gave an epoch its owner is not at; the message
+		// names the owner and its epoch.
+		for i, t := range timers {
+			if t.Epoch != 0 && strings.Contains(err.Error(), fmt.Sprintf("owner %q ", t.Owner)) &&
+				!strings.Contains(err.Error(), fmt.Sprintf("owner %q is at epoch %d,", t.Owner, t.Epoch)) {
+				return &fieldError{f.pointer(i, "Epoch"), err}
+			}
+		}
+		return err
 	case !errors.Is(err, queue.ErrEndpointNotFound):
 		return err
 	}

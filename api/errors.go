@@ -43,6 +43,7 @@ const (
 	SlugAlreadyFired         = "already-fired"          // 409: queue.ErrAlreadyFired
 	SlugCancelled            = "cancelled"              // 409: queue.ErrCancelled
 	SlugShardMismatch        = "shard-mismatch"         // 409: queue.ErrShardMismatch
+	SlugStaleEpoch           = "stale-epoch"            // 409: queue.ErrStaleEpoch: a timer's epoch is no longer its owner's
 	SlugPermissionDenied     = "permission-denied"      // 502: queue.ErrPermission (Redis ACL)
 	SlugOutOfMemory          = "out-of-memory"          // 503: queue.ErrOutOfMemory
 	SlugSlotMigrating        = "slot-migrating"         // 503: queue.ErrSlotMigrating
@@ -120,6 +121,7 @@ var titles = map[string]string{
 	SlugAlreadyFired:         "Timer already fired",
 	SlugCancelled:            "Timer cancelled",
 	SlugShardMismatch:        "Shard count mismatch",
+	SlugStaleEpoch:           "Stale owner epoch",
 	SlugPermissionDenied:     "Redis refused a right",
 	SlugOutOfMemory:          "Redis out of memory",
 	SlugSlotMigrating:        "Cluster slot migrating",
@@ -185,6 +187,11 @@ var problemRules = []problemRule{
 	{isAny(queue.ErrAlreadyFired), http.StatusConflict, SlugAlreadyFired, plus("; a fired timer cannot change: create a timer with another ID")},
 	{isAny(queue.ErrCancelled), http.StatusConflict, SlugCancelled, plus("; a cancelled timer cannot change: create a timer with another ID")},
 	{isAny(queue.ErrShardMismatch), http.StatusConflict, SlugShardMismatch, nil},
+	// The queue's hint says to stop, or to read the owner again: the API
+	// names the route that reads it.
+	{isAny(queue.ErrStaleEpoch), http.StatusConflict, SlugStaleEpoch, func(_ *Handler, msg, ns string) string {
+		return msg + "; GET /v1/namespaces/" + ns + "/owners/{owner} reads the owner's epoch"
+	}},
 	{isAny(queue.ErrDebounceKeyIsSchedule, queue.ErrScheduleIDIsDebounceKey), http.StatusUnprocessableEntity, SlugInvalidID, nil},
 	{isAny(queue.ErrOccurrenceID), http.StatusUnprocessableEntity, SlugOccurrenceID, nil},
 	{isAny(queue.ErrInvalidID), http.StatusUnprocessableEntity, SlugInvalidID, plus("; an ID is 1-256 bytes of UTF-8 without control characters")},

@@ -121,6 +121,7 @@ func (p *pathName) read(_ *Handler, _ http.ResponseWriter, r *http.Request) erro
 var jsonFields = map[string]string{
 	"ID": "/id", "Due": "/due_at", "In": "/in", "Payload": "/payload",
 	"Endpoint": "/deliver/endpoint", "URL": "/deliver/url", "FlowKey": "/flow_key",
+	"Owner": "/owner", "Labels": "/labels", "Epoch": "/epoch", "FireWithin": "/fire_within_ms", "FireBy": "/fire_by",
 	"Spec": "/cron", "Location": "/tz", "Every": "/every", "Anchor": "/anchor",
 	"CatchUp": "/catch_up", "CatchUpLimit": "/catch_up_limit", "Jitter": "/jitter",
 	"End": "/end", "MaxCount": "/max_count", "Ahead": "/ahead", "Overlap": "/overlap",

@@ -2,9 +2,11 @@ package api_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/internal/redistest"
@@ -35,6 +37,12 @@ func TestQueueRefusalsNameTheJSONField(t *testing.T) {
 			return d
 		}
 		sched := func(k string, v any) map[string]any { return map[string]any{"id": "s", "every": "1h", k: v} }
+		due := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		beforeDue := time.Now().Add(time.Minute).UTC().Format(time.RFC3339)
+		manyLabels := map[string]any{}
+		for i := range queue.MaxLabels + 1 {
+			manyLabels[fmt.Sprint("k", i)] = "v"
+		}
 		cases := []struct {
 			name, method, path string
 			body               map[string]any
@@ -103,6 +111,29 @@ func TestQueueRefusalsNameTheJSONField(t *testing.T) {
 				422, api.SlugInvalidID, "/id", "at most 240"},
 			{"schedule ID of the path", "PUT", "/schedules/" + strings.Repeat("s", 241), map[string]any{"every": "1h"}, false,
 				422, api.SlugInvalidID, "", "at most 240"},
+			// Owners, labels, epochs and deadlines.
+			{"timer owner", "POST", "/timers", map[string]any{"id": "a", "in": "1h", "owner": "bad\u0001owner"}, false,
+				422, api.SlugInvalidArgument, "/owner", "control character"},
+			{"empty owner", "POST", "/timers", map[string]any{"id": "a", "in": "1h", "owner": ""}, true,
+				422, api.SlugInvalidArgument, "/owner", "owner is empty"},
+			{"batch item labels", "POST", "/timers/batch", map[string]any{"timers": []any{okItem, map[string]any{"id": "b", "in": "1h", "labels": map[string]any{"k": "v\u0001"}}}}, false,
+				422, api.SlugInvalidArgument, "/timers/1/labels", "control character"},
+			{"label key", "POST", "/timers", map[string]any{"id": "a", "in": "1h", "labels": map[string]any{"bad key": "v"}}, true,
+				422, api.SlugInvalidArgument, "/labels", `label key "bad key"`},
+			{"too many labels", "POST", "/timers", map[string]any{"id": "a", "in": "1h", "labels": manyLabels}, true,
+				422, api.SlugInvalidArgument, "/labels", "17 labels"},
+			{"epoch without owner", "POST", "/timers", map[string]any{"id": "a", "in": "1h", "epoch": 3}, false,
+				422, api.SlugInvalidArgument, "/epoch", "an epoch is an owner's"},
+			{"deadline before due", "POST", "/timers", map[string]any{"id": "a", "due_at": due, "fire_by": beforeDue}, false,
+				422, api.SlugInvalidArgument, "/fire_by", "before the due time"},
+			{"batch item deadline", "POST", "/timers/batch", map[string]any{"timers": []any{okItem, okItem, map[string]any{"id": "c", "due_at": due, "fire_by": beforeDue}}}, false,
+				422, api.SlugInvalidArgument, "/timers/2/fire_by", "before the due time"},
+			{"deadline not a time", "POST", "/timers", map[string]any{"id": "a", "in": "1h", "fire_by": "tomorrow"}, false,
+				422, api.SlugInvalidDue, "/fire_by", `fire_by "tomorrow"`},
+			{"zero fire_within_ms", "POST", "/timers", map[string]any{"id": "a", "in": "1h", "fire_within_ms": 0}, true,
+				422, api.SlugInvalidArgument, "/fire_within_ms", "outside 1.."},
+			{"both deadlines", "POST", "/timers", map[string]any{"id": "a", "in": "1h", "fire_within_ms": 1000, "fire_by": due}, false,
+				400, api.SlugInvalidRequest, "/fire_by", "both fire_within_ms and fire_by"},
 			// Debounce's delays.
 			{"debounce delay", "POST", "/debounce/k", map[string]any{"delay": "0s", "max_wait": "1m"}, false,
 				422, api.SlugInvalidArgument, "/delay", "use a positive delay"},

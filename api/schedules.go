@@ -29,6 +29,11 @@ type scheduleSpecJSON struct {
 	Overlap      *string         `json:"overlap"`
 	Deliver      *DeliverJSON    `json:"deliver"`
 	FlowKey      *string         `json:"flow_key"`
+	// Owner and Labels are each occurrence's (queue.Recurring.Owner,
+	// Labels). A PUT replaces the schedule, so it gives the owner again:
+	// an owner cannot change.
+	Owner  *string           `json:"owner"`
+	Labels map[string]string `json:"labels"`
 }
 
 type newScheduleJSON struct {
@@ -135,36 +140,42 @@ func toRecurring(id string, j scheduleSpecJSON) (queue.Recurring, error) {
 	if rec.Endpoint, rec.URL, err = readDeliver(j.Deliver, ""); err != nil {
 		return rec, err
 	}
-	rec.FlowKey, err = readFlowKey(j.FlowKey, "")
-	return rec, err
+	if rec.FlowKey, err = readFlowKey(j.FlowKey, ""); err != nil {
+		return rec, err
+	}
+	setGiven(&rec.Owner, j.Owner)
+	rec.Labels = j.Labels
+	return rec, nil
 }
 
 // ScheduleJSON is a recurring schedule as the API returns it: the shape of
 // `timerctl schedules get -o json`.
 type ScheduleJSON struct {
-	ID           string           `json:"id"`
-	Cron         string           `json:"cron,omitempty"`
-	TZ           string           `json:"tz,omitempty"`
-	Every        string           `json:"every,omitempty"`
-	Anchor       *string          `json:"anchor,omitempty"`
-	State        string           `json:"state"`
-	Version      int64            `json:"version"`
-	Payload      []byte           `json:"payload"`
-	CatchUp      string           `json:"catch_up"`
-	CatchUpLimit int              `json:"catch_up_limit"`
-	Jitter       string           `json:"jitter"`
-	End          *string          `json:"end"`
-	MaxCount     int64            `json:"max_count"`
-	Ahead        int              `json:"ahead"`
-	Overlap      string           `json:"overlap"`
-	Deliver      *DeliverJSON     `json:"deliver,omitempty"`
-	FlowKey      string           `json:"flow_key,omitempty"`
-	Count        int64            `json:"count"`
-	Last         *string          `json:"last"`
-	Pending      []OccurrenceJSON `json:"pending"`
-	Next         []string         `json:"next"`
-	CreatedAt    string           `json:"created_at"`
-	UpdatedAt    string           `json:"updated_at"`
+	ID           string            `json:"id"`
+	Cron         string            `json:"cron,omitempty"`
+	TZ           string            `json:"tz,omitempty"`
+	Every        string            `json:"every,omitempty"`
+	Anchor       *string           `json:"anchor,omitempty"`
+	State        string            `json:"state"`
+	Version      int64             `json:"version"`
+	Payload      []byte            `json:"payload"`
+	CatchUp      string            `json:"catch_up"`
+	CatchUpLimit int               `json:"catch_up_limit"`
+	Jitter       string            `json:"jitter"`
+	End          *string           `json:"end"`
+	MaxCount     int64             `json:"max_count"`
+	Ahead        int               `json:"ahead"`
+	Overlap      string            `json:"overlap"`
+	Deliver      *DeliverJSON      `json:"deliver,omitempty"`
+	FlowKey      string            `json:"flow_key,omitempty"`
+	Owner        string            `json:"owner,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	Count        int64             `json:"count"`
+	Last         *string           `json:"last"`
+	Pending      []OccurrenceJSON  `json:"pending"`
+	Next         []string          `json:"next"`
+	CreatedAt    string            `json:"created_at"`
+	UpdatedAt    string            `json:"updated_at"`
 	// Created is set only in answers to creates.
 	Created *bool `json:"created,omitempty"`
 }
@@ -183,7 +194,7 @@ func ToScheduleJSON(in queue.RecurringInfo) ScheduleJSON {
 	j := ScheduleJSON{ID: in.ID, Cron: in.Spec, State: string(in.State), Version: in.Version, Payload: WireBytes(in.Payload),
 		CatchUp: string(cmp.Or(in.CatchUp, queue.CatchUpOnce)), CatchUpLimit: in.CatchUpLimit, Jitter: in.Jitter.String(),
 		End: optTime(in.End), MaxCount: in.MaxCount, Ahead: in.Ahead, Overlap: string(cmp.Or(in.Overlap, queue.OverlapAllow)),
-		Count: in.Count, Pending: []OccurrenceJSON{}, Next: []string{}, FlowKey: in.FlowKey,
+		Count: in.Count, Pending: []OccurrenceJSON{}, Next: []string{}, FlowKey: in.FlowKey, Owner: in.Owner, Labels: in.Labels,
 		CreatedAt: timefmt.Format(in.CreatedAt), UpdatedAt: timefmt.Format(in.UpdatedAt), Last: optTime(in.Last)}
 	if in.Spec != "" && in.Location != nil {
 		j.TZ = in.Location.String()

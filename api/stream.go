@@ -24,6 +24,18 @@ type FireEventJSON struct {
 	Payload  []byte `json:"payload"`
 	Shard    int    `json:"shard"`
 	StreamID string `json:"stream_id"`
+	// MetaJSON is the timer's owner and the epoch it was scheduled under
+	// (a fencing token: an executor that bumped the owner's epoch since
+	// refuses the fire), its labels and its deadline.
+	MetaJSON
+}
+
+// ToFireEventJSON is ev as the fire stream, and `timerctl watch -o json`,
+// show it.
+func ToFireEventJSON(ev queue.Event) FireEventJSON {
+	return FireEventJSON{ID: ev.ID, DueAt: timefmt.Format(ev.Due), FiredAt: timefmt.Format(ev.FiredAt),
+		Payload: WireBytes(ev.Payload), Shard: ev.Shard, StreamID: ev.StreamID,
+		MetaJSON: ToMetaJSON(ev.Owner, ev.Epoch, ev.Labels, ev.Deadline)}
 }
 
 // streamCursor matches a position in the fire streams: one stream entry
@@ -133,8 +145,7 @@ func writeEvents(buf *bytes.Buffer, evs []queue.Event, after, next string) {
 		} else if i == len(evs)-1 {
 			fmt.Fprintf(buf, "id: %s\n", next)
 		}
-		data, _ := json.Marshal(FireEventJSON{ID: ev.ID, DueAt: timefmt.Format(ev.Due), FiredAt: timefmt.Format(ev.FiredAt),
-			Payload: WireBytes(ev.Payload), Shard: ev.Shard, StreamID: ev.StreamID})
+		data, _ := json.Marshal(ToFireEventJSON(ev))
 		fmt.Fprintf(buf, "event: fire\ndata: %s\n\n", data)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/timerq/timerq/internal/timefmt"
@@ -174,7 +175,12 @@ func rescheduleTimer(ctx context.Context, q *queue.Queue, req *rescheduleRequest
 	})(ctx, q, &pathID{req.id})
 }
 
-// query checks that r's query names only known parameters, each once.
+// repeatable are the query parameters that may be given more than once,
+// each a value of its own (label=tenant=acme&label=kind=sla).
+var repeatable = map[string]bool{"label": true}
+
+// query checks that r's query names only known parameters, each once but
+// the repeatable ones.
 func query(r *http.Request, known ...string) (url.Values, error) {
 	v, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
@@ -184,7 +190,7 @@ outer:
 	for k, vals := range v {
 		for _, name := range known {
 			if k == name {
-				if len(vals) > 1 {
+				if len(vals) > 1 && !repeatable[k] {
 					return nil, badRequest("", "query parameter %q is given %d times; give it once", k, len(vals))
 				}
 				continue outer
@@ -222,6 +228,26 @@ func queryTime(v url.Values, name string) (time.Time, error) {
 	return t, nil
 }
 
+// queryLabels reads the label parameters, each KEY=VALUE (split at its
+// first '='), which the queue checks; nil when none is given.
+func queryLabels(v url.Values) (map[string]string, error) {
+	var out map[string]string
+	for _, kv := range v["label"] {
+		k, val, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, badRequest("", "label %q is not KEY=VALUE; give one label a parameter, such as label=tenant=acme", kv)
+		}
+		if old, dup := out[k]; dup && old != val {
+			return nil, badRequest("", "label %q is given twice, as %q and %q; a timer has one value a key", k, old, val)
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = val
+	}
+	return out, nil
+}
+
 type malformedJSON struct {
 	ID     string `json:"id"`
 	Shard  int    `json:"shard"`
@@ -238,8 +264,12 @@ type timerPageJSON struct {
 type listTimersRequest struct{ o queue.ListOptions }
 
 func (req *listTimersRequest) read(_ *Handler, _ http.ResponseWriter, r *http.Request) error {
-	v, err := query(r, "state", "due_from", "due_to", "limit", "cursor")
+	v, err := query(r, "state", "due_from", "due_to", "limit", "cursor", "owner", "label")
 	if err != nil {
+		return err
+	}
+	req.o.Owner = v.Get("owner")
+	if req.o.Labels, err = queryLabels(v); err != nil {
 		return err
 	}
 	if s := v.Get("state"); s != "" {

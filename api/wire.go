@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -37,6 +38,31 @@ type TimerJSON struct {
 	// Delivery is set only in answers to GET of a timer whose fires were
 	// delivered to an endpoint: its attempt log.
 	Delivery *DeliveryLogJSON `json:"delivery,omitempty"`
+	MetaJSON
+}
+
+// MetaJSON is a timer's owner, the fencing epoch it was scheduled under,
+// its labels and its fire deadline (queue.Timer, queue.Event), as timers,
+// fire events and deliveries carry them. Each is left out when the timer
+// has none; the epoch is there whenever the owner is, 0 included.
+type MetaJSON struct {
+	Owner    string            `json:"owner,omitempty"`
+	Epoch    *uint64           `json:"epoch,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Deadline *string           `json:"deadline,omitempty"`
+}
+
+// ToMetaJSON is a timer's or a fire's owner, epoch, labels and deadline
+// as the API shows them.
+func ToMetaJSON(owner string, epoch uint64, labels map[string]string, deadline time.Time) MetaJSON {
+	m := MetaJSON{Owner: owner, Deadline: optTime(deadline)}
+	if owner != "" {
+		m.Epoch = &epoch
+	}
+	if len(labels) > 0 {
+		m.Labels = labels
+	}
+	return m
 }
 
 // DeliveryLogJSON is a delivering timer's attempt log
@@ -101,7 +127,8 @@ func ToTimerJSON(t queue.Timer) TimerJSON {
 	return TimerJSON{
 		ID: t.ID, State: string(t.State), DueAt: timefmt.Format(t.Due),
 		CreatedAt: optTime(t.CreatedAt), FiredAt: optTime(t.FiredAt), CancelledAt: optTime(t.CancelledAt),
-		Payload: WireBytes(t.Payload),
+		Payload:  WireBytes(t.Payload),
+		MetaJSON: ToMetaJSON(t.Owner, t.Epoch, t.Labels, t.Deadline),
 	}
 }
 
@@ -131,6 +158,52 @@ type newTimerJSON struct {
 	PayloadText *string         `json:"payload_text"`
 	Deliver     *DeliverJSON    `json:"deliver"`
 	FlowKey     *string         `json:"flow_key"`
+	newMetaJSON
+}
+
+// newMetaJSON is the owner, labels, expected epoch and fire deadline of a
+// timer to create (queue.NewTimer's), which the queue checks.
+type newMetaJSON struct {
+	Owner  *string           `json:"owner"`
+	Labels map[string]string `json:"labels"`
+	// Epoch is the owner epoch the caller acts under: the create fails
+	// with 409 stale-epoch unless it is the owner's current one.
+	Epoch        *uint64         `json:"epoch"`
+	FireWithinMS *int64          `json:"fire_within_ms"`
+	FireBy       json.RawMessage `json:"fire_by"`
+}
+
+// read sets t's owner, labels, epoch and deadline from j; prefix is the
+// JSON pointer of j's timer. The queue checks the values (timerError
+// names the field it refuses); what it would take for none (an empty
+// owner, a deadline of 0 ms) is refused here.
+func (j newMetaJSON) read(t *queue.NewTimer, prefix string) error {
+	if j.Owner != nil {
+		if *j.Owner == "" {
+			return invalid(SlugInvalidArgument, prefix+"/owner", "owner is empty; give 1-%d bytes of UTF-8 without control characters, or leave owner out for none", queue.MaxOwnerBytes)
+		}
+		t.Owner = *j.Owner
+	}
+	t.Labels = j.Labels
+	if j.Epoch != nil {
+		t.Epoch = *j.Epoch
+	}
+	fireBy := len(j.FireBy) > 0 && string(j.FireBy) != "null"
+	switch {
+	case j.FireWithinMS != nil && fireBy:
+		return badRequest(prefix+"/fire_by", "both fire_within_ms and fire_by are given; give one")
+	case j.FireWithinMS != nil:
+		const most = int64(math.MaxInt64 / int64(time.Millisecond))
+		if ms := *j.FireWithinMS; ms <= 0 || ms > most {
+			return invalid(SlugInvalidArgument, prefix+"/fire_within_ms", "fire_within_ms %d is outside 1..%d; give how many milliseconds after its due time the fire may still be delivered, or leave it out for no deadline", ms, most)
+		}
+		t.FireWithin = time.Duration(*j.FireWithinMS) * time.Millisecond
+	case fireBy:
+		var err error
+		t.FireBy, err = readTime(j.FireBy, prefix+"/fire_by")
+		return err
+	}
+	return nil
 }
 
 // readNewTimer reads j into a queue.NewTimer, which the queue checks
@@ -157,12 +230,12 @@ func readNewTimer(j newTimerJSON, prefix string) (queue.NewTimer, error) {
 	if err != nil {
 		return queue.NewTimer{}, err
 	}
+	t := queue.NewTimer{ID: id, Due: due, Payload: payload}
 	if rel != nil {
-		t := queue.NewTimerIn(id, *rel, payload)
-		t.Endpoint, t.URL, t.FlowKey = endpoint, url, flowKey
-		return t, nil
+		t = queue.NewTimerIn(id, *rel, payload)
 	}
-	return queue.NewTimer{ID: id, Due: due, Payload: payload, Endpoint: endpoint, URL: url, FlowKey: flowKey}, nil
+	t.Endpoint, t.URL, t.FlowKey = endpoint, url, flowKey
+	return t, j.newMetaJSON.read(&t, prefix)
 }
 
 // readFlowKey reads a flow key, which the queue checks; given empty, which

@@ -271,12 +271,14 @@ func TestTypeScriptPackageInstalls(t *testing.T) {
 		"package.json": `{"name": "a-user", "private": true, "type": "module"}`,
 		"tsconfig.json": `{"compilerOptions": {"target": "ES2022", "lib": ["ES2022", "DOM"], "types": [], "module": "NodeNext",
 			"moduleResolution": "NodeNext", "strict": true, "noEmit": true}, "files": ["user.ts"]}`,
-		"user.ts": `import { Timerq, TimerqError, verifyWebhook, type Timer, type components } from "@timerq/client";
+		"user.ts": `import { StaleEpochError, Timerq, TimerqError, verifyWebhook, type OwnerState, type Timer, type components } from "@timerq/client";
 const tq = new Timerq({ baseUrl: "http://127.0.0.1:1", namespace: "orders" });
 export const schedule = (): Promise<Timer> => tq.schedule({ id: "order-42", in: "15m", payload_text: "x" });
 export const raw = () => tq.raw.GET("/v1/namespaces/{ns}/timers/{id}", { params: { path: { ns: "orders", id: "order-42" } } });
 export type Fire = components["schemas"]["FireEvent"];
 export const isProblem = (e: unknown): string | undefined => (e instanceof TimerqError ? e.type : undefined);
+export const owner = (): Promise<OwnerState> => tq.getOwner("wf/7");
+export const isStale = (e: unknown): boolean => e instanceof StaleEpochError;
 export const verify = (h: Headers, body: Uint8Array): string => verifyWebhook("whsec_AAAA", h, body).id;
 `,
 		"user.mjs": `import { createHmac } from "node:crypto";

@@ -20,6 +20,8 @@
 //	timerq-fired-at    when it fired, by the Redis server's clock, same form
 //	timerq-attempt     the attempt number, from 1
 //	traceparent        the W3C trace context of the span that scheduled the timer, when traced
+//	timerq-owner       the timer's owner, percent-encoded as a URL path segment, when it has one
+//	timerq-epoch       with timerq-owner: the owner's fencing epoch the timer was scheduled under
 //
 // Signatures follow Standard Webhooks (https://www.standardwebhooks.com/),
 // so any of its reference libraries verifies them; deliver's tests check

@@ -434,7 +434,7 @@ func (g *Guard) checkRedirect(req *http.Request, via []*http.Request) error {
 // signature (valid for the endpoint's origin too, within its tolerance),
 // only what describes the fire and its body.
 var crossOrigin = []string{"Content-Type", "User-Agent", HeaderID, HeaderTimestamp, HeaderTimerID, HeaderDueAt,
-	HeaderFiredAt, HeaderAttempt, HeaderTrace}
+	HeaderFiredAt, HeaderAttempt, HeaderTrace, HeaderOwner, HeaderEpoch}
 
 // sameOrigin reports whether a and b have the same scheme, host and port.
 func sameOrigin(a, b *url.URL) bool {

@@ -124,6 +124,10 @@ const (
 	ReasonRedirect    Reason = "redirect"     // 3xx not followed
 	ReasonExhausted   Reason = "exhausted"    // the policy's last attempt failed
 	ReasonExpired     Reason = "expired"      // the next try would be past MaxAge
+	// ReasonDeadline: the fire's own deadline (queue.Event.Deadline) had
+	// passed, or would have before the attempt or its retry could begin;
+	// a dispatcher decides it, not Decide.
+	ReasonDeadline Reason = "deadline"
 )
 
 // Result is what one request produced, the input of Decide besides the

@@ -29,11 +29,13 @@ const (
 	HeaderFiredAt   = "timerq-fired-at"   // when it fired, by the Redis server's clock, same form
 	HeaderAttempt   = "timerq-attempt"    // this attempt's number, from 1
 	HeaderTrace     = "traceparent"       // W3C trace context of the timer's schedule span, if traced
+	HeaderOwner     = "timerq-owner"      // the timer's owner, percent-encoded (RFC 3986 path segment), if it has one
+	HeaderEpoch     = "timerq-epoch"      // the owner's fencing epoch the timer was scheduled under, with timerq-owner
 )
 
 // reserved are the headers an endpoint's configured headers may not set.
 var reserved = []string{HeaderID, HeaderTimestamp, HeaderSignature, HeaderTimerID, HeaderDueAt,
-	HeaderFiredAt, HeaderAttempt, HeaderTrace, "Host", "Content-Length", "Transfer-Encoding", "Connection"}
+	HeaderFiredAt, HeaderAttempt, HeaderTrace, HeaderOwner, HeaderEpoch, "Host", "Content-Length", "Transfer-Encoding", "Connection"}
 
 // Defaults and limits of Endpoint and Sender.
 const (
@@ -146,6 +148,12 @@ type Fire struct {
 	Attempt int
 	// TraceParent is the W3C traceparent to send, or "".
 	TraceParent string
+	// Owner is the timer's owner, "" for none, and Epoch the owner's
+	// fencing epoch the timer was scheduled under: sent as timerq-owner
+	// and timerq-epoch when Owner is set, so that a receiver that took the
+	// owner over at a later epoch refuses the fire.
+	Owner string
+	Epoch uint64
 }
 
 // Attempt is what one attempt did: the entry of a delivery's attempt log.
@@ -246,9 +254,13 @@ func (s *Sender) Send(ctx context.Context, ep Endpoint, f Fire) Attempt {
 	// One map of the right size, and the values set here in one slice
 	// and one string: a request's headers cost a few allocations, not
 	// two or three per header.
-	h := make(http.Header, len(ep.Headers)+10)
+	extra := 10
+	if f.Owner != "" {
+		extra += 2 // timerq-owner, timerq-epoch
+	}
+	h := make(http.Header, len(ep.Headers)+extra)
 	req.Header = h
-	vals := make([]string, 0, 10)
+	vals := make([]string, 0, extra)
 	one := func(v string) []string { vals = append(vals, v); return vals[len(vals)-1 : len(vals) : len(vals)] }
 	for k, v := range ep.Headers {
 		h.Set(k, v)
@@ -283,6 +295,14 @@ func (s *Sender) Send(ctx context.Context, ep Endpoint, f Fire) Attempt {
 	}
 	firedEnd := len(b)
 	b = strconv.AppendInt(b, int64(max(f.Attempt, 1)), 10)
+	attemptEnd := len(b)
+	if f.Owner != "" {
+		b = append(b, url.PathEscape(f.Owner)...)
+	}
+	ownerEnd := len(b)
+	if f.Owner != "" {
+		b = strconv.AppendUint(b, f.Epoch, 10)
+	}
 	v := string(b)
 	if cap(b) <= 4<<10 {
 		*bp = b
@@ -300,9 +320,13 @@ func (s *Sender) Send(ctx context.Context, ep Endpoint, f Fire) Attempt {
 	if !f.FiredAt.IsZero() {
 		setRaw(h, HeaderFiredAt, canonFiredAt, one(v[dueEnd:firedEnd]))
 	}
-	setRaw(h, HeaderAttempt, canonAttempt, one(v[firedEnd:]))
+	setRaw(h, HeaderAttempt, canonAttempt, one(v[firedEnd:attemptEnd]))
 	if f.TraceParent != "" {
 		setRaw(h, HeaderTrace, canonTrace, one(f.TraceParent))
+	}
+	if f.Owner != "" {
+		setRaw(h, HeaderOwner, canonOwner, one(v[attemptEnd:ownerEnd]))
+		setRaw(h, HeaderEpoch, canonEpoch, one(v[ownerEnd:]))
 	}
 
 	resp, err := s.httpClient().Do(req)
@@ -374,6 +398,8 @@ var (
 	canonFiredAt   = textproto.CanonicalMIMEHeaderKey(HeaderFiredAt)
 	canonAttempt   = textproto.CanonicalMIMEHeaderKey(HeaderAttempt)
 	canonTrace     = textproto.CanonicalMIMEHeaderKey(HeaderTrace)
+	canonOwner     = textproto.CanonicalMIMEHeaderKey(HeaderOwner)
+	canonEpoch     = textproto.CanonicalMIMEHeaderKey(HeaderEpoch)
 )
 
 // headerBufs holds the buffers Send builds its header values in.

@@ -21,7 +21,8 @@ func TestSendHeadersAndSignature(t *testing.T) {
 	snd := &deliver.Sender{Guard: &deliver.Guard{Allow: loopback}, Now: func() time.Time { return now }}
 	t.Cleanup(snd.CloseIdleConnections)
 	f := deliver.Fire{Namespace: "ns", TimerID: "order/42 é", Due: now.Add(-5 * time.Second), FiredAt: now.Add(-4990 * time.Millisecond),
-		Payload: []byte(`{"order":42}`), Attempt: 3, TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+		Payload: []byte(`{"order":42}`), Attempt: 3, TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		Owner: "wf/7 é", Epoch: 12}
 	ep := deliver.Endpoint{Name: "billing", URL: s.URL + "/hooks?x=1", Headers: map[string]string{"Authorization": "Bearer t0k"}, Secrets: []deliver.Secret{sec}}
 	a := snd.Send(context.Background(), ep, f)
 	if a.Outcome != deliver.Delivered {
@@ -38,6 +39,8 @@ func TestSendHeadersAndSignature(t *testing.T) {
 		"timerq-fired-at":   "2026-12-04T21:00:00.010Z",
 		"timerq-attempt":    "3",
 		"traceparent":       f.TraceParent,
+		"timerq-owner":      url.PathEscape("wf/7 é"),
+		"timerq-epoch":      "12",
 		"Authorization":     "Bearer t0k",
 		"Content-Type":      "application/json",
 		"User-Agent":        "timerq-deliver/1",
@@ -51,9 +54,10 @@ func TestSendHeadersAndSignature(t *testing.T) {
 	}
 
 	// A non-JSON payload is sent as octet-stream, a configured
-	// Content-Type wins, and no secret means no signature.
+	// Content-Type wins, no secret means no signature, and a timer
+	// without an owner has neither owner nor epoch.
 	s2 := newSink(t, nil)
-	f.Payload = []byte{0xff, 0x00}
+	f.Payload, f.Owner = []byte{0xff, 0x00}, ""
 	snd.Send(context.Background(), deliver.Endpoint{URL: s2.URL}, f)
 	ep.URL, ep.Headers = s2.URL, map[string]string{"Content-Type": "text/plain"}
 	snd.Send(context.Background(), ep, f)
@@ -64,6 +68,11 @@ func TestSendHeadersAndSignature(t *testing.T) {
 	// Values (unlike indexing the map) looks up.
 	if sig := s2.reqs[0].Header.Values(deliver.HeaderSignature); len(sig) > 0 {
 		t.Errorf("a request without secrets is signed: %q", sig)
+	}
+	for _, k := range []string{deliver.HeaderOwner, deliver.HeaderEpoch} {
+		if v := s2.reqs[0].Header.Values(k); len(v) > 0 {
+			t.Errorf("a fire without an owner sends %s %q", k, v)
+		}
 	}
 	if got := s2.reqs[1].Header.Get("Content-Type"); got != "text/plain" {
 		t.Errorf("configured Content-Type lost: %q", got)

@@ -169,7 +169,9 @@ const CountersTimeout = time.Second
 // timerq_namespace_overlap_skipped_total (occurrences consumers skipped
 // under their schedule's overlap policy, queue.OverlapSkip), and
 // timerq_namespace_records_quarantined_total (records claims moved to the
-// quarantine, queue.Quarantine.List: alert on any increase). Every replica
+// quarantine, queue.Quarantine.List: alert on any increase), and
+// timerq_namespace_deadline_dead_letters_total (fires dead-lettered for
+// their deadline, queue.ReasonDeadline, never delivered late). Every replica
 // exports the same namespace-wide values, so aggregate across replicas with
 // max(), never sum(). While Redis does not answer within CountersTimeout
 // the scrape leaves them out, rather than failing every other metric.
@@ -184,12 +186,14 @@ func NewCountersCollector(q *queue.Queue) prometheus.Collector {
 			"Occurrences of recurring schedules that consumer groups acknowledged without handling because the group had the schedule's previous occurrence pending (overlap policy skip), all groups, as Redis recorded them. The same on every replica: aggregate with max(), not sum().", nil, nil),
 		quarantined: prometheus.NewDesc("timerq_namespace_records_quarantined_total",
 			"Records that claims moved to the quarantine instead of firing them, because something other than timerq wrote them in a form timerq cannot fire (list them with timerctl quarantine list), as Redis recorded them. The same on every replica: aggregate with max(), not sum().", nil, nil),
+		deadline: prometheus.NewDesc("timerq_namespace_deadline_dead_letters_total",
+			"Fires dead-lettered with the reason deadline because their deadline (FireWithin, FireBy) had passed, or would have before their next delivery, instead of being delivered late: by consumer groups' leases and releases and by dispatchers, all groups, as Redis recorded them. The same on every replica: aggregate with max(), not sum().", nil, nil),
 	}
 }
 
 type countersCollector struct {
-	q                                     *queue.Queue
-	fired, lateness, skipped, quarantined *prometheus.Desc
+	q                                               *queue.Queue
+	fired, lateness, skipped, quarantined, deadline *prometheus.Desc
 }
 
 func (c *countersCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -197,6 +201,7 @@ func (c *countersCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.lateness
 	ch <- c.skipped
 	ch <- c.quarantined
+	ch <- c.deadline
 }
 
 func (c *countersCollector) Collect(ch chan<- prometheus.Metric) {
@@ -214,6 +219,7 @@ func (c *countersCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstHistogram(c.lateness, uint64(n.Fired), n.LatenessSum.Seconds(), buckets)
 	ch <- prometheus.MustNewConstMetric(c.skipped, prometheus.CounterValue, float64(n.OverlapSkipped))
 	ch <- prometheus.MustNewConstMetric(c.quarantined, prometheus.CounterValue, float64(n.Quarantined))
+	ch <- prometheus.MustNewConstMetric(c.deadline, prometheus.CounterValue, float64(n.DeadlineDeadLetters))
 }
 
 // PoolStatser is what NewPoolCollector reads: every go-redis client.

@@ -148,6 +148,43 @@ func (d Deliveries) LastAttempt(ctx context.Context, id string) (DeliveryAttempt
 	return a, err == nil, err
 }
 
+// LogAttempts appends each attempt to the attempt log of its timer
+// (a.TimerID), settling nothing: for what a dispatcher did not attempt
+// because Lease dead-lettered the fire first (LeaseOptions.OnDeadLetter).
+// One round trip (one pipeline, split by node on a Cluster), however many
+// there are. An error wraps ErrAttemptLog and names the first attempt
+// that was not written.
+func (d Deliveries) LogAttempts(ctx context.Context, attempts []DeliveryAttempt) error {
+	q := d.q
+	if len(attempts) == 0 {
+		return nil
+	}
+	for _, a := range attempts {
+		if err := ValidateID(a.TimerID); err != nil {
+			return err
+		}
+	}
+	l, err := q.layout(ctx)
+	if err != nil {
+		return err
+	}
+	var cmds [][]redis.Cmder // per attempt
+	_, _ = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, a := range attempts {
+			cmds = append(cmds, q.logAttempt(ctx, p, l, l.shardOf(a.TimerID), a))
+		}
+		return nil
+	})
+	for i, cs := range cmds {
+		for _, c := range cs {
+			if err := c.Err(); err != nil {
+				return errorf("%w: timer %s: %w", ErrAttemptLog, attempts[i].TimerID, q.redisError(err))
+			}
+		}
+	}
+	return nil
+}
+
 // AckAttempt acknowledges delivery id of group, as Ack does, and appends
 // a to the attempt log of timer a.TimerID, in one round trip (one
 // pipeline). acked is false if the delivery was not pending. A failed log
@@ -255,7 +292,8 @@ func (d Deliveries) AckAttempts(ctx context.Context, group string, acks []Attemp
 // (the log is written already).
 func (q *Queue) releaseLogged(ctx context.Context, l *layout, group, id string, ref DeliveryRef, op string, d time.Duration, cause string,
 	opts LeaseOptions, log DeliveryAttempt) ([]string, error) {
-	args := []any{group, ref.StreamID, ref.Attempt, op, d.Milliseconds(), opts.Lease.Milliseconds(), opts.MaxAttempts, cause, q.opts.streamMaxLen()}
+	args := []any{group, ref.StreamID, ref.Attempt, op, d.Milliseconds(), opts.Lease.Milliseconds(), opts.MaxAttempts, cause, q.opts.streamMaxLen(),
+		ref.deadlineArg()}
 	var ev *redis.Cmd
 	fn := q.functions()
 	cmds, _ := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -24,29 +25,69 @@ import (
 // worker resumes it where the last step left it.
 
 // CancelFilter selects the timers of a bulk cancel: a timer is selected
-// when it matches every field given. Only IDPrefix exists so far; an owner
-// and labels will join it as fields.
+// when it matches every field given. At least one of IDPrefix, Owner and
+// Labels is required: a bulk cancel of every timer is not offered.
 type CancelFilter struct {
 	// IDPrefix selects the timers whose ID starts with it, byte for byte
-	// (glob characters are not special). It is required: a bulk cancel of
-	// every timer is not offered.
+	// (glob characters are not special).
 	IDPrefix string
+	// Owner selects the owner's timers (NewTimer.Owner), through the
+	// owner index: a step reads only that owner's timers.
+	Owner string
+	// Labels selects the timers that carry every label given, key and
+	// value. Without an Owner, a job visits every timer that has an owner,
+	// labels or a deadline.
+	Labels map[string]string
+	// EpochBelow, when not 0, selects only timers scheduled under an
+	// epoch of their owner below it (BumpOptions.CancelOlder). It needs
+	// Owner.
+	EpochBelow uint64
 }
 
 // Validate reports whether f selects some timers by a valid field. The
 // error wraps ErrInvalidFilter.
 func (f CancelFilter) Validate() error {
-	if f.IDPrefix == "" {
-		return fmt.Errorf("%w: the ID prefix is empty; give the prefix the timers to cancel share (timerq does not cancel every timer at once)", ErrInvalidFilter)
+	if f.IDPrefix == "" && f.Owner == "" && len(f.Labels) == 0 {
+		return fmt.Errorf("%w: the filter is empty; give an ID prefix, an owner or labels that the timers to cancel share (timerq does not cancel every timer at once)", ErrInvalidFilter)
 	}
-	if err := ValidateID(f.IDPrefix); err != nil {
-		return fmt.Errorf("%w: the ID prefix: %w", ErrInvalidFilter, err)
+	if f.IDPrefix != "" {
+		if err := ValidateID(f.IDPrefix); err != nil {
+			return fmt.Errorf("%w: the ID prefix: %w", ErrInvalidFilter, err)
+		}
+	}
+	if f.Owner != "" {
+		if err := ValidateOwner(f.Owner); err != nil {
+			return fmt.Errorf("%w: the owner: %w", ErrInvalidFilter, err)
+		}
+	} else if f.EpochBelow != 0 {
+		// A scan by ID prefix reads records, which hold no epoch: the
+		// bound would select every timer of the prefix.
+		return fmt.Errorf("%w: an epoch bound selects an owner's timers by the epoch they were scheduled under: give the owner too", ErrInvalidFilter)
+	}
+	if err := ValidateLabels(f.Labels); err != nil {
+		return fmt.Errorf("%w: the labels: %w", ErrInvalidFilter, err)
 	}
 	return nil
 }
 
 // match is the HSCAN MATCH pattern of the timers f selects.
 func (f CancelFilter) match() string { return keyspace.GlobEscape(f.IDPrefix) + "*" }
+
+// labelsArg is f's labels as cancel_batch.lua takes them: "\x1f<key>=<value>"
+// each, in key order.
+func (f CancelFilter) labelsArg() string {
+	var b strings.Builder
+	writeLabels(&b, f.Labels)
+	return b.String()
+}
+
+// epochArg is f.EpochBelow as cancel_batch.lua takes it: "" for none.
+func (f CancelFilter) epochArg() string {
+	if f.EpochBelow == 0 {
+		return ""
+	}
+	return strconv.FormatUint(f.EpochBelow, 10)
+}
 
 // CancelCounts are what a bulk cancel found among the timers it selected.
 type CancelCounts struct {
@@ -186,7 +227,8 @@ func (q *Queue) CancelMatching(ctx context.Context, f CancelFilter) (CancelJob, 
 	ns := q.ns()
 	cmds, err := q.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Set(ctx, ls.key, ls.token, ls.ttl)
-		p.HSet(ctx, ns.CancelJob(job.ID), "id", job.ID, "prefix", f.IDPrefix, "created", created,
+		p.HSet(ctx, ns.CancelJob(job.ID), "id", job.ID, "prefix", f.IDPrefix, "owner", f.Owner,
+			"labels", f.labelsArg(), "epoch_below", f.epochArg(), "created", created,
 			"state", string(CancelJobRunning), "shards", job.Shards)
 		p.ZAdd(ctx, ns.CancelJobs(), redis.Z{Score: float64(created), Member: job.ID})
 		p.ZAdd(ctx, ns.CancelRunning(), redis.Z{Score: float64(created), Member: job.ID})
@@ -246,7 +288,8 @@ func (q *Queue) runCancelJob(ctx context.Context, l *layout, job *CancelJob, ls 
 				return false, nil
 			}
 			reply, err := q.runKeysTries(ctx, l, lua.CancelBatch, k, job.ID, migrationAttempts,
-				job.Filter.match(), cancelScanCount, q.opts.retentionMillis(), l.spaces[k].TimerChannelPrefix())
+				job.Filter.match(), cancelScanCount, q.opts.retentionMillis(), l.spaces[k].TimerChannelPrefix(),
+				job.Filter.Owner, job.Filter.labelsArg(), job.Filter.epochArg(), job.Filter.IDPrefix)
 			if err != nil {
 				return false, err
 			}
@@ -445,7 +488,7 @@ func decodeCancelJob(m map[string]string) CancelJob {
 	}
 	job := CancelJob{
 		ID:       m["id"],
-		Filter:   CancelFilter{IDPrefix: m["prefix"]},
+		Filter:   decodeCancelFilter(m),
 		State:    CancelJobState(m["state"]),
 		Created:  ms("created"),
 		Finished: ms("finished"),
@@ -654,4 +697,19 @@ func txCause(cmds []redis.Cmder, err error) error {
 		}
 	}
 	return err
+}
+
+// decodeCancelFilter reads a job record's filter back.
+func decodeCancelFilter(m map[string]string) CancelFilter {
+	f := CancelFilter{IDPrefix: m["prefix"], Owner: m["owner"]}
+	f.EpochBelow, _ = strconv.ParseUint(m["epoch_below"], 10, 64)
+	for _, kv := range strings.Split(m["labels"], metaSep)[1:] {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			if f.Labels == nil {
+				f.Labels = map[string]string{}
+			}
+			f.Labels[k] = v
+		}
+	}
+	return f
 }

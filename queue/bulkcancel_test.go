@@ -131,78 +131,104 @@ func TestCancelMatchingPrefix(t *testing.T) {
 // which.
 func TestCancelMatchingRacesClaims(t *testing.T) {
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		q := newQueue(t, b, queue.Options{})
-		n, span := 200, 2000 // miniredis runs Lua about a hundred times slower
-		if b.Mini == nil {
-			n, span = 3000, 300
-		}
-		// Due from 100 ms ago to span ahead: some due before the cancel,
-		// some while it runs, some after.
-		ids := seq("race/", n)
-		batch := make([]queue.NewTimer, n)
-		now := time.Now()
-		for i, id := range ids {
-			batch[i] = queue.NewTimer{ID: id, Due: now.Add(time.Duration(i*(span+100)/n-100) * time.Millisecond)}
-		}
-		if _, err := q.ScheduleBatch(ctx, batch); err != nil {
-			t.Fatal(err)
-		}
-		fired := map[string]int{}
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			for {
-				res, err := q.Engine().Claim(ctx, 50)
-				if err != nil {
-					t.Errorf("Claim: %v", err)
-					return
-				}
-				for _, f := range res.Fired {
-					fired[f.ID]++
-				}
-				select {
-				case <-stop:
-					return
-				default:
-				}
-			}
-		})
-		time.Sleep(150 * time.Millisecond) // wall time is the race: let the claimer fire some first
-		job, err := q.CancelMatching(ctx, queue.CancelFilter{IDPrefix: "race/"})
-		close(stop)
-		wg.Wait()
-		if err != nil {
-			t.Fatalf("CancelMatching: %v", err)
-		}
-		for _, f := range claimAll(t, q) {
-			fired[f.ID]++
-		}
-		st := states(t, q, ids)
-		cancelled := st[queue.StateCancelled]
-		for id, k := range fired {
-			if k != 1 {
-				t.Errorf("%s fired %d times", id, k)
-			}
-			if tm, _ := q.Get(ctx, id); tm.State != queue.StateFired {
-				t.Errorf("%s fired, but its record is %s", id, tm.State)
-			}
-		}
-		if cancelled+len(fired) != n || st[queue.StateFired] != len(fired) {
-			t.Fatalf("%d cancelled + %d fired (records: %v), want %d in all", cancelled, len(fired), st, n)
-		}
-		if job.Counts != (queue.CancelCounts{Cancelled: int64(cancelled), Fired: int64(n - cancelled)}) {
-			t.Fatalf("job counts %+v, want %d cancelled and %d fired before it came", job.Counts, cancelled, n-cancelled)
-		}
-		if b.Shards <= 1 {
-			// No record both cancelled and in the fire stream, nothing half-written.
-			mustBeConsistent(t, b.Client, q, "a bulk cancel racing claims")
-		}
-		t.Logf("%d cancelled, %d fired", cancelled, len(fired))
-		if cancelled == 0 || cancelled == n {
-			t.Logf("no race happened: all %d ended one way", n)
+		for name, f := range selectors("race/") {
+			t.Run(name, func(t *testing.T) { raceCancelWithClaims(t, b, f) })
 		}
 	})
+}
+
+// selectors are a bulk cancel's three ways to select the timers that
+// ownedBatch makes: by ID prefix (the records' scan), by owner (the owner
+// index) and by label (the meta hash's scan).
+func selectors(prefix string) map[string]queue.CancelFilter {
+	return map[string]queue.CancelFilter{
+		"prefix": {IDPrefix: prefix},
+		"owner":  {Owner: "wf"},
+		"label":  {Labels: map[string]string{"batch": "b1"}},
+	}
+}
+
+// owned makes the timers of ids owned by "wf", labelled batch=b1, as the
+// selectors select them.
+func owned(batch []queue.NewTimer) []queue.NewTimer {
+	for i := range batch {
+		batch[i].Owner, batch[i].Labels = "wf", map[string]string{"batch": "b1"}
+	}
+	return batch
+}
+
+func raceCancelWithClaims(t *testing.T, b *redistest.Backend, f queue.CancelFilter) {
+	ctx := context.Background()
+	q := newQueue(t, b, queue.Options{})
+	n, span := 200, 2000 // miniredis runs Lua about a hundred times slower
+	if b.Mini == nil {
+		n, span = 3000, 300
+	}
+	// Due from 100 ms ago to span ahead: some due before the cancel,
+	// some while it runs, some after.
+	ids := seq("race/", n)
+	batch := make([]queue.NewTimer, n)
+	now := time.Now()
+	for i, id := range ids {
+		batch[i] = queue.NewTimer{ID: id, Due: now.Add(time.Duration(i*(span+100)/n-100) * time.Millisecond)}
+	}
+	if _, err := q.ScheduleBatch(ctx, owned(batch)); err != nil {
+		t.Fatal(err)
+	}
+	fired := map[string]int{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			res, err := q.Engine().Claim(ctx, 50)
+			if err != nil {
+				t.Errorf("Claim: %v", err)
+				return
+			}
+			for _, f := range res.Fired {
+				fired[f.ID]++
+			}
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	})
+	time.Sleep(150 * time.Millisecond) // wall time is the race: let the claimer fire some first
+	job, err := q.CancelMatching(ctx, f)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("CancelMatching: %v", err)
+	}
+	for _, f := range claimAll(t, q) {
+		fired[f.ID]++
+	}
+	st := states(t, q, ids)
+	cancelled := st[queue.StateCancelled]
+	for id, k := range fired {
+		if k != 1 {
+			t.Errorf("%s fired %d times", id, k)
+		}
+		if tm, _ := q.Get(ctx, id); tm.State != queue.StateFired {
+			t.Errorf("%s fired, but its record is %s", id, tm.State)
+		}
+	}
+	if cancelled+len(fired) != n || st[queue.StateFired] != len(fired) {
+		t.Fatalf("%d cancelled + %d fired (records: %v), want %d in all", cancelled, len(fired), st, n)
+	}
+	if job.Counts != (queue.CancelCounts{Cancelled: int64(cancelled), Fired: int64(n - cancelled)}) {
+		t.Fatalf("job counts %+v, want %d cancelled and %d fired before it came", job.Counts, cancelled, n-cancelled)
+	}
+	if b.Shards <= 1 {
+		// No record both cancelled and in the fire stream, nothing half-written.
+		mustBeConsistent(t, b.Client, q, "a bulk cancel racing claims")
+	}
+	t.Logf("%d cancelled, %d fired", cancelled, len(fired))
+	if cancelled == 0 || cancelled == n {
+		t.Logf("no race happened: all %d ended one way", n)
+	}
 }
 
 // TestCancelJobResumesAfterRunnerDies: a bulk cancel too large for the
@@ -210,70 +236,83 @@ func TestCancelMatchingRacesClaims(t *testing.T) {
 // expire, and the next resumes where it stopped, with exact totals.
 func TestCancelJobResumesAfterRunnerDies(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
 		b.Shards = 4 // so that miniredis, whose HSCAN takes a shard in one step, has steps to resume
-		q := newQueue(t, b, queue.Options{})
-		n := 100
-		if b.Mini == nil {
-			n = 4000
+		for name, f := range selectors("big/") {
+			t.Run(name, func(t *testing.T) { resumeCancelJob(t, b, f) })
 		}
-		ids := seq("big/", n)
-		scheduleIDs(t, q, time.Now().Add(time.Hour), ids...)
-		scheduleIDs(t, q, time.Now().Add(time.Hour), seq("small/", 10)...)
-		defer queue.SetCancelInCall(5)()
+	})
+}
 
-		job, err := q.CancelMatching(ctx, queue.CancelFilter{IDPrefix: "big/"})
+func resumeCancelJob(t *testing.T, b *redistest.Backend, f queue.CancelFilter) {
+	ctx := context.Background()
+	q := newQueue(t, b, queue.Options{})
+	n := 100
+	if b.Mini == nil {
+		n = 4000
+	}
+	ids := seq("big/", n)
+	due := time.Now().Add(time.Hour)
+	batch := make([]queue.NewTimer, n)
+	for i, id := range ids {
+		batch[i] = queue.NewTimer{ID: id, Due: due, Payload: []byte("p")}
+	}
+	if _, err := q.ScheduleBatch(ctx, owned(batch)); err != nil {
+		t.Fatal(err)
+	}
+	scheduleIDs(t, q, time.Now().Add(time.Hour), seq("small/", 10)...)
+	defer queue.SetCancelInCall(5)()
+
+	job, err := q.CancelMatching(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.State != queue.CancelJobRunning || job.ShardsDone == job.Shards {
+		t.Fatalf("job = %+v, want it handed to the runners", job)
+	}
+	inCall := job.Counts.Cancelled
+
+	// The first runner dies after one step.
+	steps := 0
+	restore := queue.SetCancelStepHook(func(string, int) bool { steps++; return false })
+	defer restore()
+	if _, err := q.Engine().RunCancelJobs(ctx, 300*time.Millisecond); err == nil {
+		t.Fatal("the killed runner returned no error")
+	}
+	restore()
+	mid, err := q.CancelJobs().Get(ctx, job.ID)
+	if err != nil || mid.State != queue.CancelJobRunning || steps != 1 || mid.Counts.Cancelled <= inCall {
+		t.Fatalf("after one step: %+v, %v (%d steps); want running, past the %d cancelled in the call", mid, err, steps, inCall)
+	}
+	// Its lease holds the job until it expires.
+	if done, err := q.Engine().RunCancelJobs(ctx, time.Second); err != nil || done != 0 {
+		t.Fatalf("RunCancelJobs under the dead runner's lease = %d, %v; want 0, nil", done, err)
+	}
+	if again, _ := q.CancelJobs().Get(ctx, job.ID); again.Counts != mid.Counts {
+		t.Fatalf("a runner worked under another's lease: %+v, then %+v", mid.Counts, again.Counts)
+	}
+	redistest.Eventually(t, 5*time.Second, "another runner finishes the job", func() bool {
+		if b.Mini != nil {
+			b.Mini.FastForward(100 * time.Millisecond) // miniredis expires keys on its own clock
+		}
+		done, err := q.Engine().RunCancelJobs(ctx, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if job.State != queue.CancelJobRunning || job.ShardsDone == job.Shards {
-			t.Fatalf("job = %+v, want it handed to the runners", job)
-		}
-		inCall := job.Counts.Cancelled
-
-		// The first runner dies after one step.
-		steps := 0
-		restore := queue.SetCancelStepHook(func(string, int) bool { steps++; return false })
-		defer restore()
-		if _, err := q.Engine().RunCancelJobs(ctx, 300*time.Millisecond); err == nil {
-			t.Fatal("the killed runner returned no error")
-		}
-		restore()
-		mid, err := q.CancelJobs().Get(ctx, job.ID)
-		if err != nil || mid.State != queue.CancelJobRunning || steps != 1 || mid.Counts.Cancelled <= inCall {
-			t.Fatalf("after one step: %+v, %v (%d steps); want running, past the %d cancelled in the call", mid, err, steps, inCall)
-		}
-		// Its lease holds the job until it expires.
-		if done, err := q.Engine().RunCancelJobs(ctx, time.Second); err != nil || done != 0 {
-			t.Fatalf("RunCancelJobs under the dead runner's lease = %d, %v; want 0, nil", done, err)
-		}
-		if again, _ := q.CancelJobs().Get(ctx, job.ID); again.Counts != mid.Counts {
-			t.Fatalf("a runner worked under another's lease: %+v, then %+v", mid.Counts, again.Counts)
-		}
-		redistest.Eventually(t, 5*time.Second, "another runner finishes the job", func() bool {
-			if b.Mini != nil {
-				b.Mini.FastForward(100 * time.Millisecond) // miniredis expires keys on its own clock
-			}
-			done, err := q.Engine().RunCancelJobs(ctx, time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return done == 1
-		})
-		end, err := q.CancelJobs().Get(ctx, job.ID)
-		if err != nil || end.State != queue.CancelJobDone || end.Counts != (queue.CancelCounts{Cancelled: int64(n)}) || end.ShardsDone != 4 {
-			t.Fatalf("resumed job = %+v, %v; want done with %d cancelled, nothing else", end, err, n)
-		}
-		if got := states(t, q, ids); got[queue.StateCancelled] != n {
-			t.Fatalf("states %v, want all %d cancelled", got, n)
-		}
-		if got := states(t, q, seq("small/", 10)); got[queue.StateScheduled] != 10 {
-			t.Fatalf("others: %v", got)
-		}
-		if done, err := q.Engine().RunCancelJobs(ctx, time.Second); err != nil || done != 0 {
-			t.Fatalf("RunCancelJobs after the end = %d, %v", done, err)
-		}
+		return done == 1
 	})
+	end, err := q.CancelJobs().Get(ctx, job.ID)
+	if err != nil || end.State != queue.CancelJobDone || end.Counts != (queue.CancelCounts{Cancelled: int64(n)}) || end.ShardsDone != 4 {
+		t.Fatalf("resumed job = %+v, %v; want done with %d cancelled, nothing else", end, err, n)
+	}
+	if got := states(t, q, ids); got[queue.StateCancelled] != n {
+		t.Fatalf("states %v, want all %d cancelled", got, n)
+	}
+	if got := states(t, q, seq("small/", 10)); got[queue.StateScheduled] != 10 {
+		t.Fatalf("others: %v", got)
+	}
+	if done, err := q.Engine().RunCancelJobs(ctx, time.Second); err != nil || done != 0 {
+		t.Fatalf("RunCancelJobs after the end = %d, %v", done, err)
+	}
 }
 
 // TestCancelMatchingNamesTheRefusedRight: a user who may not write the

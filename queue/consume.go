@@ -8,10 +8,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/timerq/timerq/internal/batch"
 	"github.com/timerq/timerq/internal/sleep"
 )
 
@@ -64,6 +66,17 @@ type Event struct {
 	TraceParent string
 	// FlowKey is the timer's flow key (NewTimer.FlowKey), "" for none.
 	FlowKey string
+	// Owner is the timer's owner (NewTimer.Owner), "" for none, and Epoch
+	// the owner's fencing epoch when the timer was scheduled: an executor
+	// that took the owner over at a later epoch (BumpEpoch) refuses the
+	// fire as stale.
+	Owner string
+	Epoch uint64
+	// Labels are the timer's labels, nil for none.
+	Labels map[string]string
+	// Deadline is the latest time the fire may be delivered (zero for
+	// none); a delivery past it is dead-lettered with reason "deadline".
+	Deadline time.Time
 }
 
 // ConsumeOptions configures Consume. The zero value selects every default:
@@ -195,6 +208,10 @@ func ValidateConsumerName(kind, name string) error {
 // been unacknowledged for ConsumeOptions.ClaimIdle. Handlers must therefore
 // be idempotent: deduplicate side effects by Event.ID. A consumer restarted
 // under the same name takes back what it left pending at once.
+// Acknowledgements go in the background, those of the events handled
+// while one round trip is under way together in the next, and all of a
+// lease's before the next Lease call and before Consume returns: fast
+// handlers cost about two round trips a lease, not one an event.
 //
 // A handler error makes Consume release the event for a retry after
 // RetryDelay (doubling per attempt, at most ClaimIdle/2), to whichever
@@ -249,6 +266,9 @@ type consumerRun struct {
 }
 
 func (c *consumerRun) run(ctx context.Context) {
+	acks := c.startAcks(ctx)
+	defer acks.close()
+	leaser := &Leaser{Queue: c.q, Group: c.group, Consumer: c.name}
 	failures := 0
 	fail := func(err error) bool {
 		if c.opts.OnError != nil {
@@ -267,10 +287,11 @@ func (c *consumerRun) run(ctx context.Context) {
 			}
 			c.resumed = true
 		}
+		acks.flush()
 		lo := c.lease
 		lo.Block = c.block()
 		start := time.Now()
-		ds, err := c.q.Lease(ctx, c.group, c.name, lo)
+		ds, err := leaser.Lease(ctx, lo)
 		if err != nil {
 			if ctx.Err() != nil || !fail(err) {
 				return
@@ -285,7 +306,7 @@ func (c *consumerRun) run(ctx context.Context) {
 				// ClaimIdle, another consumer.
 				return
 			}
-			c.handle(ctx, d)
+			c.handle(ctx, d, acks)
 		}
 	}
 }
@@ -304,18 +325,16 @@ func (c *consumerRun) block() time.Duration {
 // handle runs the handler on one delivery, then acknowledges or releases
 // it; Release dead-letters the last attempt. A delivery whose handler ran
 // into the end of ctx is left pending, as a crash would leave it.
-func (c *consumerRun) handle(ctx context.Context, d Delivery) {
+func (c *consumerRun) handle(ctx context.Context, d Delivery, acks *consumeAcks) {
 	err := c.q.runHandler(ctx, c.group, c.name, c.handler, d.Event) // in a timerq.consume span (tracing.go)
 	if err != nil && ctx.Err() != nil {
 		return
 	}
-	settle := context.WithoutCancel(ctx) // the handler's verdict is recorded even when stopping
 	if err == nil {
-		if _, err := c.q.Ack(settle, c.group, d.DeliveryID); err != nil {
-			c.report(err)
-		}
+		acks.add(d.DeliveryID)
 		return
 	}
+	settle := context.WithoutCancel(ctx) // the handler's verdict is recorded even when stopping
 	delay := min(c.opts.RetryDelay<<min(d.Event.Attempt-1, 20), c.opts.ClaimIdle/2)
 	r, err := c.q.Release(settle, c.group, d.DeliveryID, ReleaseOptions{Delay: delay, Error: err.Error()}, c.lease)
 	switch {
@@ -325,6 +344,71 @@ func (c *consumerRun) handle(ctx context.Context, d Delivery) {
 	case err != nil && !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrDeliveryNotFound):
 		c.report(err)
 	}
+}
+
+// consumeAcks acknowledges the events whose handlers returned nil, in the
+// background and in batches: the first alone, those handled while its
+// round trip was under way together in the next, so a batch of Count fast
+// handlers costs about two XACK round trips rather than Count (no round
+// trip per event), and an event stays unacknowledged after its handler
+// returned for about one round trip, as before. The consumer flushes
+// them before each Lease: an acknowledgement still in flight would let
+// that Lease see its event pending (and skip the next occurrence of an
+// OverlapSkip schedule for it). Errors are reported by flush and close,
+// on the consumer's goroutine, so OnError is never called concurrently.
+type consumeAcks struct {
+	c       *consumerRun
+	ids     chan string
+	pending sync.WaitGroup // added, not yet through Ack
+	done    chan struct{}  // closed when loop returns
+
+	mu   sync.Mutex
+	errs []error
+}
+
+func (c *consumerRun) startAcks(ctx context.Context) *consumeAcks {
+	a := &consumeAcks{c: c, ids: make(chan string, MaxBatch), done: make(chan struct{})}
+	go a.loop(context.WithoutCancel(ctx)) // the handlers' verdicts are recorded even when stopping
+	return a
+}
+
+// add queues the acknowledgement of delivery id. At most Count are
+// queued between flushes, so it does not block.
+func (a *consumeAcks) add(id string) {
+	a.pending.Add(1)
+	a.ids <- id
+}
+
+// flush waits until every queued acknowledgement went through Ack and
+// reports the errors.
+func (a *consumeAcks) flush() {
+	a.pending.Wait()
+	a.mu.Lock()
+	errs := a.errs
+	a.errs = nil
+	a.mu.Unlock()
+	for _, err := range errs {
+		a.c.report(err)
+	}
+}
+
+// close flushes, then stops the loop.
+func (a *consumeAcks) close() {
+	a.flush()
+	close(a.ids)
+	<-a.done
+}
+
+func (a *consumeAcks) loop(ctx context.Context) {
+	defer close(a.done)
+	batch.Drain(a.ids, MaxBatch, func(ids []string) {
+		if _, err := a.c.q.Ack(ctx, a.c.group, ids...); err != nil {
+			a.mu.Lock()
+			a.errs = append(a.errs, err)
+			a.mu.Unlock()
+		}
+		a.pending.Add(-len(ids))
+	})
 }
 
 func (c *consumerRun) report(err error) {
@@ -394,5 +478,10 @@ func parseEvent(m redis.XMessage, attempt int) (Event, error) {
 		return ev, fmt.Errorf("malformed fire event %s: due %q or fired %q is not a millisecond timestamp", m.ID, str("due"), str("fired"))
 	}
 	ev.Due, ev.FiredAt = fromMillis(due), fromMillis(fired)
+	meta, err := parseMeta(ev.ID, str("meta"))
+	if err != nil {
+		return ev, fmt.Errorf("malformed fire event %s: %w", m.ID, err)
+	}
+	ev.Owner, ev.Epoch, ev.Labels, ev.Deadline = meta.owner, meta.epoch, meta.labels, meta.deadline
 	return ev, nil
 }

@@ -453,3 +453,68 @@ func TestConsumeGroupStart(t *testing.T) {
 		}
 	})
 }
+
+// TestConsumeAcknowledgesInBatches: Consume makes no round trip per event
+// to acknowledge it. Fast handlers' acknowledgements go together, those
+// handled while one round trip is under way in the next, so 256 events in
+// leases of 16 take far fewer round trips with XACKs than events (about
+// two a lease); every event is still acknowledged, and before Consume
+// returns. Counted by a hook on the client.
+func TestConsumeAcknowledgesInBatches(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Config{})
+	rdb := srv.Client(t)
+	acks := &ackTrips{}
+	rdb.AddHook(acks)
+	b := &redistest.Backend{Name: "real", Client: rdb, Real: srv}
+	q := newQueue(t, b, queue.Options{})
+	const n = 256
+	fireN(t, q, "e", n)
+	var handled atomic.Int64
+	all := make(chan struct{})
+	stop := consumeAsync(t, q, "g", "c", func(context.Context, queue.Event) error {
+		if handled.Add(1) == n {
+			close(all)
+		}
+		return nil
+	}, queue.ConsumeOptions{Count: 16, Block: 50 * time.Millisecond})
+	select {
+	case <-all:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("handled %d of %d events in 30 s", handled.Load(), n)
+	}
+	stop() // returns once the acknowledgements went through
+	if p := pendingIn(t, b, q, "g"); p != 0 {
+		t.Fatalf("%d events pending after Consume returned: every handler returned nil", p)
+	}
+	// One per event would be 256; batched, about 2 per lease of 16 (32).
+	if trips := acks.trips.Load(); trips > n/4 {
+		t.Errorf("%d round trips acknowledged %d events: about one per event, not batches", trips, n)
+	} else {
+		t.Logf("%d round trips acknowledged %d events", trips, n)
+	}
+}
+
+// ackTrips counts the round trips (commands or pipelines) that send an
+// XACK of the client's own, not a script's.
+type ackTrips struct{ trips atomic.Int64 }
+
+func (*ackTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (a *ackTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "xack" {
+			a.trips.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (a *ackTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return c.Name() == "xack" }) {
+			a.trips.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}

@@ -40,6 +40,12 @@ type Counters struct {
 	// Quarantined counts the records claims moved to the quarantine
 	// (Quarantine.List), dropped ones included.
 	Quarantined int64
+	// DeadlineDeadLetters counts the fires dead-lettered because their
+	// deadline (NewTimer.FireWithin, FireBy) had passed, or would have
+	// before their next delivery, over all groups (ReasonDeadline): by
+	// Lease, which does not hand them out, by Release, and by dispatchers,
+	// which do not send them.
+	DeadlineDeadLetters int64
 }
 
 // Counters reads the namespace's counters, summed over its shards, in one
@@ -73,8 +79,9 @@ func (in Inspector) Counters(ctx context.Context) (Counters, error) {
 		LatenessSum: time.Duration(num("late_sum_ms")) * time.Millisecond,
 		Lateness:    make([]int64, len(LatenessBuckets)),
 
-		OverlapSkipped: num("overlap_skipped"),
-		Quarantined:    num("quarantined"),
+		OverlapSkipped:      num("overlap_skipped"),
+		Quarantined:         num("quarantined"),
+		DeadlineDeadLetters: num("dead_deadline"),
 	}
 	var sum int64
 	for i, b := range LatenessBuckets {

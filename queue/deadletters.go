@@ -15,7 +15,8 @@ import (
 type DeadLetter struct {
 	// Event is the fire event whose handler gave up; its StreamID is the
 	// dead letter's own entry ID and its Shard the shard whose dead-letter
-	// stream holds it, which Deliveries.Requeue takes.
+	// stream holds it, which Deliveries.Requeue takes. Its Owner, Epoch,
+	// Labels and Deadline are the fire's, as Lease handed them out.
 	Event Event
 	// Error is the handler's last error.
 	Error string

@@ -77,6 +77,11 @@ type DebounceOptions struct {
 	// no endpoint of is refused with ErrEndpointNotFound, and nothing is
 	// written.
 	Endpoint string
+	// Owner and Labels are the window's timer's, as NewTimer.Owner and
+	// Labels are a timer's: the call that opens a window sets them (with
+	// its owner's epoch then), later calls into it leave them.
+	Owner  string
+	Labels map[string]string
 }
 
 // DebounceResult is the outcome of a Debounce call.
@@ -168,6 +173,9 @@ func (q *Queue) debounce(ctx context.Context, key string, opts DebounceOptions, 
 			return DebounceResult{}, refuse("Endpoint", err)
 		}
 	}
+	if err := (NewTimer{Owner: opts.Owner, Labels: opts.Labels}).validateMeta(refuse); err != nil {
+		return DebounceResult{}, err
+	}
 	keep := "0"
 	if opts.KeepFirst {
 		keep = "1"
@@ -199,7 +207,7 @@ func (q *Queue) debounceRun(ctx context.Context, key string, delay, wait int64, 
 		return nil, err
 	}
 	args := []any{key, delay, wait, opts.Payload, keep, l.spaces[k].Wake(), tp, opts.Endpoint,
-		shardQuota(quotas.Pending, len(l.spaces))}
+		shardQuota(quotas.Pending, len(l.spaces)), NewTimer{Owner: opts.Owner, Labels: opts.Labels}.metaArg()}
 	var reply any
 	if l.replicas > 0 {
 		var acks int
@@ -217,7 +225,7 @@ func (q *Queue) debounceRun(ctx context.Context, key string, delay, wait int64, 
 // debounceResult decodes debounce.lua's reply for key.
 func (q *Queue) debounceResult(key string, reply any) (DebounceResult, error) {
 	r, err := replyStrings(reply)
-	if err != nil || len(r) != 5 {
+	if err != nil || len(r) < 5 || len(r) > 6 {
 		return DebounceResult{}, errorf("debounce %q: unexpected reply %v", key, reply)
 	}
 	if r[0] == "schedule" {
@@ -227,6 +235,9 @@ func (q *Queue) debounceResult(key string, reply any) (DebounceResult, error) {
 	switch o := DebounceOutcome(r[0]); o {
 	case DebounceCreated, DebouncePushed, DebounceCapped:
 		t, err := decodeRecord(r[1], r[2])
+		if err == nil && len(r) == 6 {
+			t, err = t.withMeta(r[5])
+		}
 		if err != nil {
 			return DebounceResult{}, err
 		}

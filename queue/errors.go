@@ -111,6 +111,10 @@ var (
 	// ErrCancelJobNotFound means no bulk cancel job has that ID: it never
 	// existed, or it ended longer than the retention ago.
 	ErrCancelJobNotFound = errors.New("timerq: bulk cancel job not found")
+	// ErrStaleEpoch means a timer was scheduled under an owner epoch
+	// (NewTimer.Epoch) that is no longer the owner's current one: another
+	// executor bumped it (BumpEpoch). Nothing was written.
+	ErrStaleEpoch = errors.New("timerq: stale owner epoch")
 	// ErrClosed means the Queue was closed.
 	ErrClosed = errors.New("timerq: queue closed")
 )

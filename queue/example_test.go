@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -161,4 +162,101 @@ func ExampleQueue_Restore() {
 	// done fired true
 	// later scheduled true
 	// fired again: 0
+}
+
+// Executors fence each other with an owner's epoch: each bumps it when it
+// takes a workflow over, schedules under it, and refuses fires from before
+// its takeover. The executor that lost the workflow can no longer schedule
+// for it.
+func ExampleQueue_BumpEpoch() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	q, _ := queue.New(rdb, queue.Options{Namespace: "workflows"})
+	defer q.Close()
+	past := time.Now().Add(-time.Second)
+
+	// Executor A runs the workflow at epoch 1.
+	a, _ := q.BumpEpoch(ctx, "wf-9", queue.BumpOptions{})
+	q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "wf-9/step-1", Due: past, Owner: "wf-9", Epoch: a.Epoch}})
+
+	// Executor B takes it over at epoch 2; A is fenced off.
+	b, _ := q.BumpEpoch(ctx, "wf-9", queue.BumpOptions{})
+	q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "wf-9/step-2", Due: past, Owner: "wf-9", Epoch: b.Epoch}})
+	_, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "wf-9/zombie", Due: past, Owner: "wf-9", Epoch: a.Epoch}})
+	fmt.Println("A schedules:", errors.Is(err, queue.ErrStaleEpoch))
+
+	q.Engine().Claim(ctx, 100) // what timerworker does
+	for _, id := range []string{"wf-9/step-1", "wf-9/step-2"} {
+		t, _ := q.WaitFired(ctx, id)
+		fmt.Println(id, "epoch", t.Epoch, "stale for B:", t.Epoch < b.Epoch)
+	}
+	// Output:
+	// A schedules: true
+	// wf-9/step-1 epoch 1 stale for B: true
+	// wf-9/step-2 epoch 2 stale for B: false
+}
+
+// Cancel every timer a workflow owns, and read when it would next wake.
+func ExampleQueue_CancelMatching() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	q, _ := queue.New(rdb, queue.Options{Namespace: "workflows"})
+	defer q.Close()
+
+	due := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	q.ScheduleBatch(ctx, []queue.NewTimer{
+		{ID: "a/1", Due: due, Owner: "wf-a", Labels: map[string]string{"tenant": "acme"}},
+		{ID: "a/2", Due: due.Add(time.Hour), Owner: "wf-a"},
+		{ID: "b/1", Due: due, Owner: "wf-b"},
+	})
+	w, _ := q.NextWake(ctx, "wf-a")
+	fmt.Println("wf-a:", w.Scheduled, "scheduled, next", w.Next.Format(time.RFC3339))
+
+	job, _ := q.CancelMatching(ctx, queue.CancelFilter{Owner: "wf-a"})
+	fmt.Println(job.State, job.Counts.Cancelled, "cancelled")
+	w, _ = q.NextWake(ctx, "wf-a")
+	fmt.Println("wf-a:", w.Scheduled, "scheduled")
+	// Output:
+	// wf-a: 2 scheduled, next 2030-01-01T00:00:00Z
+	// done 2 cancelled
+	// wf-a: 0 scheduled
+}
+
+// A pull consumer leases fires, handles them and acknowledges them. A fire
+// past its deadline is never handed out: Lease dead-letters it and says so.
+func ExampleQueue_Lease() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	q, _ := queue.New(rdb, queue.Options{Namespace: "orders"})
+	defer q.Close()
+
+	due := time.Now().Add(-time.Minute)
+	q.ScheduleBatch(ctx, []queue.NewTimer{
+		{ID: "order-1/expire", Due: due, Payload: []byte("expire order 1")},
+		{ID: "order-2/remind", Due: due, Payload: []byte("remind"), FireWithin: time.Second}, // a minute late: too late
+	})
+	q.Engine().Claim(ctx, 100) // what timerworker does
+
+	opts := queue.LeaseOptions{Lease: 30 * time.Second, OnDeadLetter: func(d queue.LeaseDeadLetter) {
+		fmt.Println("dead-lettered:", d.Event.ID, "past its deadline:", d.PastDeadline)
+	}}
+	ds, _ := q.Lease(ctx, "billing", "worker-1", opts)
+	for _, d := range ds {
+		fmt.Println("handle:", string(d.Event.Payload))
+	}
+	acked, _ := q.Ack(ctx, "billing", ds[0].DeliveryID)
+	fmt.Println("acked:", acked)
+	// Output:
+	// dead-lettered: order-2/remind past its deadline: true
+	// handle: expire order 1
+	// acked: [true]
 }

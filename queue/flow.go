@@ -374,6 +374,7 @@ func (q *Queue) flowPop(ctx context.Context, l *layout, group, consumer string, 
 	for k := range calls {
 		calls[k] = call{shard: k, keys: lua.FlowPop.Keys(l.spaces[k], group), args: []any{group, consumer, quota}}
 	}
+	asked := time.Now()
 	replies, err := q.runMany(ctx, l, lua.FlowPop, calls)
 	if err != nil {
 		return nil, 0, fmt.Errorf("taking back parked fires: %w", err)
@@ -381,7 +382,7 @@ func (q *Queue) flowPop(ctx context.Context, l *layout, group, consumer string, 
 	var out []Delivery
 	wait := time.Duration(0)
 	for k, reply := range replies {
-		got, next, err := q.leaseReply(ctx, l, group, k, reply, opts)
+		got, next, err := q.leaseReply(ctx, l, group, k, reply, opts, asked)
 		if err != nil {
 			return nil, 0, fmt.Errorf("taking back parked fires: %w", err)
 		}

@@ -230,7 +230,21 @@ func TestFlowConsumeHoldsInFlight(t *testing.T) {
 			most = max(most, now)
 			seen[ev.ID]++
 			mu.Unlock()
-			// Wall time is the thing under test: handlers that overlap.
+			// Wall time is the thing under test: handlers that overlap. A
+			// handler waits up to 250 ms for a second one to start, so
+			// that a loaded machine, whose consumers lease slowly (CI's
+			// miniredis arm once never overlapped two 10 ms handlers),
+			// still loads the bound; a limiter that lets more through
+			// then overlaps more than two.
+			for start := time.Now(); time.Since(start) < 250*time.Millisecond; {
+				mu.Lock()
+				two := now >= 2
+				mu.Unlock()
+				if two {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
 			time.Sleep(10 * time.Millisecond)
 			mu.Lock()
 			now--
@@ -565,7 +579,10 @@ func TestFlowConsumeFollowsAPolicyPutLater(t *testing.T) {
 // An idle flow at 100 a second starts with a burst of tau/T + 1 = 26
 // deliveries (flow_take.lua: T = 10 ms, tau = 250 ms) and is then paced:
 // on a clock that stands still (miniredis), exactly 26 are granted, and
-// 100 ms later exactly 10 more, however many Lease calls ask. The dispatcher's timing test
+// 100 ms later exactly 10 more, and 150 ms after that 15, however many
+// Lease calls ask: a limiter that throttles too hard (one that counted
+// each grant twice gives half) or too little fails here on its numbers.
+// The dispatcher's timing test
 // (deliver/dispatch's TestDispatchFlowRateAndInFlight) can only bound a
 // burst by arrival times, which a loaded machine smears; this holds the
 // burst itself to its number.
@@ -596,7 +613,7 @@ func TestFlowRateBurstIsTauOverTPlusOne(t *testing.T) {
 	for _, step := range []struct {
 		after time.Duration
 		want  int
-	}{{0, 26}, {100 * time.Millisecond, 10}} {
+	}{{0, 26}, {100 * time.Millisecond, 10}, {250 * time.Millisecond, 15}} {
 		mini.SetTime(at.Add(step.after))
 		// Lease until a call grants nothing: a flow's parked fires come
 		// back a few a call.

@@ -88,9 +88,38 @@ type LeaseOptions struct {
 	// group that exists.
 	Start GroupStart
 
+	// OnDeadLetter, if set, is told of each fire the call dead-lettered
+	// instead of handing it out: past its deadline (Event.Deadline), or
+	// reclaimed from a consumer whose lease ran out on its last attempt
+	// (MaxAttempts). It is called before Lease returns, on the goroutine
+	// that called it. A Dispatcher logs them as the attempts it did not
+	// make, so that a timer's attempt log shows why its fire went to the
+	// dead letters. Lease only.
+	OnDeadLetter func(LeaseDeadLetter)
+
 	// onSkip, if set, is told of each occurrence skipped under its
 	// schedule's overlap policy (leaseOverlap): Consume's OnSkip.
 	onSkip func(Skip)
+}
+
+// LeaseDeadLetter is a fire that a Lease call dead-lettered instead of
+// handing it out (LeaseOptions.OnDeadLetter).
+type LeaseDeadLetter struct {
+	// Event is the fire. Its Attempt is the attempt it would have been,
+	// as a Delivery's; DeliveryID is the delivery it would have been.
+	Event      Event
+	DeliveryID string
+	// DeadLetterID is the dead letter's entry ID in its shard's
+	// dead-letter stream (DeadLetter.Event.StreamID).
+	DeadLetterID string
+	// PastDeadline says the fire's deadline had passed (the cause starts
+	// with ReasonDeadline). Otherwise its attempts ran out, or its entry
+	// could not be read.
+	PastDeadline bool
+	// Cause is the dead letter's error.
+	Cause string
+	// At is when, by the Redis server's clock.
+	At time.Time
 }
 
 func (o LeaseOptions) withDefaults() (LeaseOptions, error) {
@@ -181,6 +210,50 @@ type Delivery struct {
 	LeaseExpires time.Time
 
 	requeued bool // a dead letter requeued by Deliveries.Requeue (for_group)
+	// served is the server's clock when the delivery was handed out (the
+	// script's TIME), and asked the local clock, with its monotonic
+	// reading, when the request that got it was sent: before that TIME.
+	served, asked time.Time
+}
+
+// ServerNow estimates the Redis server's clock now, never behind it: the
+// server's time when it handed the delivery out (a millisecond floored,
+// so plus one) plus the time this process counted (its monotonic clock)
+// since it sent the request that got it, which began before the server
+// read its clock. It runs ahead by up to that millisecond and the
+// request's trip to the server, and apart from the two clocks' rates
+// (parts per million) is never behind. A Delivery that Lease did not make
+// gives the local clock.
+func (d Delivery) ServerNow() time.Time {
+	if d.asked.IsZero() {
+		return time.Now()
+	}
+	return d.served.Add(time.Millisecond + time.Since(d.asked))
+}
+
+// PastDeadline reports whether an attempt that began after wait from now,
+// by ServerNow, would begin past the fire's deadline (Event.Deadline):
+// the delivery must then not begin, and is dead-lettered with the reason
+// deadline instead (ReleaseOptions.PastDeadline). A fire without a
+// deadline never is. A dispatcher asks before each attempt, with the wait
+// of a retry.
+func (d Delivery) PastDeadline(wait time.Duration) bool {
+	return !d.Event.Deadline.IsZero() && d.ServerNow().Add(wait).After(d.Event.Deadline)
+}
+
+// ReasonDeadline is the reason of a delivery that its fire's deadline
+// (NewTimer.FireWithin, FireBy) ruled out: the error of its dead letter
+// starts with it ("deadline: ..." or, from a dispatcher, "deadline after
+// server_error: ..."), and so does its entry in the attempt log
+// (DeliveryAttempt.Reason), as deliver.ReasonDeadline.
+const ReasonDeadline = "deadline"
+
+// deadlineCause is the error of a dead letter its deadline ruled out, as
+// includes/deadline.lua's deadline_cause writes it: what would have been
+// late, and when it would have begun (at, by the server's clock).
+func deadlineCause(deadline time.Time, what string, at time.Time) string {
+	return fmt.Sprintf("%s: %s at %d ms by the server clock, past the fire deadline %d ms (NewTimer.FireWithin or FireBy): dead-lettered, never delivered late",
+		ReasonDeadline, what, at.UnixMilli(), deadline.UnixMilli())
 }
 
 // DeliveryRef is what a delivery ID says.
@@ -193,14 +266,23 @@ type DeliveryRef struct {
 	// Flow is the flow whose in-flight slot the delivery holds under a
 	// flow policy (flow.go), "" for none: settling the delivery frees it.
 	Flow string
+	// Deadline is the fire's deadline (Event.Deadline), to the
+	// millisecond; zero for none. Release checks a retry's delay against
+	// it without reading the entry. It decides nothing else: Lease checks
+	// the entry's own deadline whenever it hands the event out.
+	Deadline time.Time
 }
 
 // String is the delivery ID: "<shard>-<stream entry ID>-<attempt>", as in
-// "0-1700000000000-0-1", followed for a delivery under a flow policy by
-// "." and its flow in unpadded URL-safe base64; only unreserved URL
-// characters.
+// "0-1700000000000-0-1", followed for a fire with a deadline by "_" and
+// the deadline in Unix milliseconds, and for a delivery under a flow
+// policy by "." and its flow in unpadded URL-safe base64; only unreserved
+// URL characters.
 func (r DeliveryRef) String() string {
 	s := strconv.Itoa(r.Shard) + "-" + r.StreamID + "-" + strconv.Itoa(r.Attempt)
+	if !r.Deadline.IsZero() {
+		s += "_" + strconv.FormatInt(r.Deadline.UnixMilli(), 10)
+	}
 	if r.Flow != "" {
 		s += "." + base64.RawURLEncoding.EncodeToString([]byte(r.Flow))
 	}
@@ -227,6 +309,15 @@ func ParseDeliveryID(id string) (DeliveryRef, error) {
 		}
 		flowID = string(b)
 	}
+	base, deadline, hasDeadline := strings.Cut(base, "_")
+	var at time.Time
+	if hasDeadline {
+		ms, err := strconv.ParseUint(deadline, 10, 63)
+		if err != nil || ms == 0 || ms > maxDeadlineMillis {
+			return bad()
+		}
+		at = fromMillis(int64(ms))
+	}
 	parts := strings.Split(base, "-")
 	if len(parts) != 4 {
 		return bad()
@@ -243,11 +334,23 @@ func ParseDeliveryID(id string) (DeliveryRef, error) {
 		return bad()
 	}
 	r := DeliveryRef{Shard: int(n[0]), StreamID: strconv.FormatUint(n[1], 10) + "-" + strconv.FormatUint(n[2], 10), Attempt: int(n[3]),
-		Flow: flowID}
+		Flow: flowID, Deadline: at}
 	if r.String() != id { // leading zeros, a sign: not one Lease wrote
 		return bad()
 	}
 	return r, nil
+}
+
+// maxDeadlineMillis bounds a delivery ID's deadline: 2^53 ms, which every
+// script holds exactly.
+const maxDeadlineMillis = 1 << 53
+
+// deadlineArg is r's deadline as release.lua takes it: ms, or "" for none.
+func (r DeliveryRef) deadlineArg() string {
+	if r.Deadline.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(r.Deadline.UnixMilli(), 10)
 }
 
 // parseDeliveryIDIn is ParseDeliveryID checking the shard against the
@@ -474,6 +577,7 @@ func (q *Queue) leaseOnce(ctx context.Context, l *layout, group, consumer string
 			calls = append(calls, call{shard: k,
 				args: []any{group, consumer, opts.Lease.Milliseconds(), opts.MaxAttempts, quota, q.opts.streamMaxLen(), opts.Start.streamID()}})
 		}
+		asked := time.Now()
 		replies, err := q.runMany(ctx, l, lua.Lease, calls)
 		if err != nil {
 			return nil, nil, errorf("lease %s/%s: %w", group, consumer, err)
@@ -483,7 +587,7 @@ func (q *Queue) leaseOnce(ctx context.Context, l *layout, group, consumer string
 			c := calls[i]
 			k, quota := c.shard, c.args[4].(int)
 			visited[k] = true
-			got, tail, err := q.leaseReply(ctx, l, group, k, reply, opts)
+			got, tail, err := q.leaseReply(ctx, l, group, k, reply, opts, asked)
 			if err != nil {
 				return nil, nil, errorf("lease %s/%s: %w", group, consumer, err)
 			}
@@ -510,40 +614,82 @@ func (q *Queue) leaseOnce(ctx context.Context, l *layout, group, consumer string
 	return out, last, nil
 }
 
-// leaseReply reads one shard's lease.lua reply. It dead-letters the
-// malformed entries at once (retrying cannot fix them) and returns the
-// others, and the reply's last.
-func (q *Queue) leaseReply(ctx context.Context, l *layout, group string, k int, reply any, opts LeaseOptions) ([]Delivery, string, error) {
+// leaseReply reads one shard's lease.lua (or flow_pop.lua) reply to the
+// request sent at asked. It dead-letters the malformed entries at once
+// (retrying cannot fix them), and those past their deadline by the
+// reply's server clock, which lease.lua leaves out already but
+// flow_pop.lua hands out (a round trip each, to release.lua), and returns
+// the others, and the reply's last. It tells opts.OnDeadLetter of both,
+// and of those the script dead-lettered.
+func (q *Queue) leaseReply(ctx context.Context, l *layout, group string, k int, reply any, opts LeaseOptions, asked time.Time) ([]Delivery, string, error) {
 	arr, ok := reply.([]any)
-	if !ok || len(arr) < 2 {
+	if !ok || len(arr) < 3 {
 		return nil, "", fmt.Errorf("unexpected reply %v from shard %d", reply, k)
 	}
 	nowMs, err := strconv.ParseInt(fmt.Sprint(arr[0]), 10, 64)
-	if err != nil {
+	died, ok := arr[2].([]any)
+	if err != nil || !ok {
 		return nil, "", fmt.Errorf("unexpected reply %v from shard %d", reply, k)
 	}
 	tail := fmt.Sprint(arr[1])
-	expires := fromMillis(nowMs).Add(opts.Lease)
-	var out []Delivery
-	for _, e := range arr[2:] {
+	served := fromMillis(nowMs)
+	expires := served.Add(opts.Lease)
+	// entry reads one entry {stream_id, attempt, head..., field_1,
+	// value_1, ...}, with head strings before the fields.
+	entry := func(e any, head int) (m redis.XMessage, attempt int, hd []string, err error) {
 		f, err := replyStrings(e)
-		if err != nil || len(f) < 2 || len(f)%2 != 0 {
-			return nil, "", fmt.Errorf("unexpected entry %v from shard %d", e, k)
+		if err != nil || len(f) < 2+head || (len(f)-head)%2 != 0 {
+			return m, 0, nil, fmt.Errorf("unexpected entry %v from shard %d", e, k)
 		}
-		attempt, _ := strconv.Atoi(f[1])
-		m := redis.XMessage{ID: f[0], Values: make(map[string]any, len(f)/2-1)}
-		for i := 2; i < len(f); i += 2 {
+		attempt, _ = strconv.Atoi(f[1])
+		m = redis.XMessage{ID: f[0], Values: make(map[string]any, (len(f)-head)/2-1)}
+		for i := 2 + head; i < len(f); i += 2 {
 			m.Values[f[i]] = f[i+1]
+		}
+		return m, attempt, f[2 : 2+head], nil
+	}
+	// report tells OnDeadLetter of a fire dead-lettered, here or by the
+	// script.
+	report := func(ev Event, deliveryID, deadID string, pastDeadline bool, cause string) {
+		if opts.OnDeadLetter != nil {
+			opts.OnDeadLetter(LeaseDeadLetter{Event: ev, DeliveryID: deliveryID, DeadLetterID: deadID, PastDeadline: pastDeadline,
+				Cause: cause, At: served})
+		}
+	}
+	for _, e := range died {
+		m, attempt, head, err := entry(e, 3)
+		if err != nil {
+			return nil, "", err
+		}
+		ev, _ := parseEvent(m, attempt)
+		ev.Shard = k
+		report(ev, DeliveryRef{Shard: k, StreamID: m.ID, Attempt: attempt, Deadline: ev.Deadline}.String(), head[0], head[1] == "deadline", head[2])
+	}
+	var out []Delivery
+	for _, e := range arr[3:] {
+		m, attempt, _, err := entry(e, 0)
+		if err != nil {
+			return nil, "", err
 		}
 		ev, perr := parseEvent(m, attempt)
 		ev.Shard = k
 		_, requeued := m.Values["for_group"]
-		d := Delivery{Event: ev, LeaseExpires: expires, requeued: requeued,
-			DeliveryID: DeliveryRef{Shard: k, StreamID: m.ID, Attempt: attempt}.String()}
-		if perr != nil {
-			_, err := q.settle(ctx, l, group, d.DeliveryID, "dead", 0, perr.Error(), opts)
+		d := Delivery{Event: ev, LeaseExpires: expires, requeued: requeued, served: served, asked: asked,
+			DeliveryID: DeliveryRef{Shard: k, StreamID: m.ID, Attempt: attempt, Deadline: ev.Deadline}.String()}
+		op, cause := "dead", ""
+		switch {
+		case perr != nil:
+			cause = perr.Error()
+		case !ev.Deadline.IsZero() && served.After(ev.Deadline):
+			op, cause = "deadline", deadlineCause(ev.Deadline, "not handed out", served)
+		}
+		if cause != "" {
+			r, err := q.settle(ctx, l, group, d.DeliveryID, op, 0, cause, opts)
 			if err != nil && !errors.Is(err, ErrDeliveryNotFound) && !errors.Is(err, ErrLeaseLost) {
 				return nil, "", err
+			}
+			if err == nil && (r[0] == "dead" || r[0] == "deadline") {
+				report(ev, d.DeliveryID, r[1], r[0] == "deadline", cause)
 			}
 			tail = "" // something happened
 			continue
@@ -772,6 +918,11 @@ type ReleaseOptions struct {
 	// DeadLetter dead-letters the event now, whatever its attempt: for an
 	// event the consumer knows it can never handle.
 	DeadLetter bool
+	// PastDeadline dead-letters the event now because its deadline
+	// (Event.Deadline) has passed, or would before its next attempt could
+	// begin (Delivery.PastDeadline): as DeadLetter, and counted in
+	// Counters.DeadlineDeadLetters. Start Error with ReasonDeadline.
+	PastDeadline bool
 	// Log, if set, is appended to the attempt log of timer Log.TimerID
 	// (Deliveries.Attempts) in the same round trip. A failed log write, after
 	// a good release, gives the Released and an error wrapping
@@ -788,14 +939,22 @@ type Released struct {
 	// RedeliverAt is when the event may be delivered again, by the Redis
 	// server's clock; zero if it was dead-lettered.
 	RedeliverAt time.Time
+	// PastDeadline says the event was dead-lettered for its deadline
+	// (ReasonDeadline): ReleaseOptions.PastDeadline, or a release whose
+	// delay would have brought the redelivery past it.
+	PastDeadline bool
 }
 
 // Release hands the delivery id of group back, as a failed attempt: the
 // event is delivered again ro.Delay from now, as its next attempt, as
 // Consume retries an event whose handler failed. A delivery that was the
 // event's last attempt (opts.MaxAttempts) is dead-lettered instead, with
-// ro.Error, as Consume does; so is any delivery with ro.DeadLetter. opts
-// are the group's LeaseOptions; Release uses Lease and MaxAttempts.
+// ro.Error, as Consume does; so is any delivery with ro.DeadLetter. So is
+// a delivery whose redelivery, ro.Delay from now by the server's clock,
+// would come past its fire's deadline (Event.Deadline, which id carries):
+// with the reason ReasonDeadline, ro.Error after it, and
+// Released.PastDeadline set. opts are the group's LeaseOptions; Release
+// uses Lease and MaxAttempts.
 //
 // The delay is kept in the group's pending entry list: the entry's last
 // delivery time is set so that its lease runs out ro.Delay from now, after
@@ -822,7 +981,10 @@ func (q *Queue) Release(ctx context.Context, group, id string, ro ReleaseOptions
 		return Released{}, err
 	}
 	op, cause := "release", ro.Error
-	if ro.DeadLetter {
+	switch {
+	case ro.PastDeadline:
+		op = "deadline"
+	case ro.DeadLetter:
 		op = "dead"
 	}
 	if cause == "" {
@@ -851,8 +1013,8 @@ func (q *Queue) Release(ctx context.Context, group, id string, ro ReleaseOptions
 			logErr = err
 		}
 	}
-	if r[0] == "dead" {
-		return Released{DeadLetterID: r[1]}, logErr
+	if r[0] == "dead" || r[0] == "deadline" {
+		return Released{DeadLetterID: r[1], PastDeadline: r[0] == "deadline"}, logErr
 	}
 	at, _ := strconv.ParseInt(r[1], 10, 64)
 	return Released{RedeliverAt: fromMillis(at)}, logErr
@@ -907,7 +1069,8 @@ func (q *Queue) settle(ctx context.Context, l *layout, group, id, op string, d t
 		return nil, err
 	}
 	reply, err := q.run(ctx, l, lua.Release, ref.Shard,
-		group, ref.StreamID, ref.Attempt, op, d.Milliseconds(), opts.Lease.Milliseconds(), opts.MaxAttempts, cause, q.opts.streamMaxLen())
+		group, ref.StreamID, ref.Attempt, op, d.Milliseconds(), opts.Lease.Milliseconds(), opts.MaxAttempts, cause, q.opts.streamMaxLen(),
+		ref.deadlineArg())
 	if err != nil {
 		return nil, errorf("%s %s: %w", op, id, err)
 	}

@@ -194,14 +194,19 @@ func TestLeaseScanCoversLongPendingLists(t *testing.T) {
 		freezeMini(b)
 		q := newQueue(t, b, queue.Options{})
 		fireN(t, q, "s", 30)
-		o := queue.LeaseOptions{Lease: 500 * time.Millisecond, Count: 30}
+		// Leases of 3 s, the 25 extended 1 s before they end: on real
+		// Redis the 25 extensions and then the 10 leases below run in
+		// wall time, and a loaded machine (a helper's run at load 20)
+		// took longer than the 200 and 300 ms margins a 500 ms lease left,
+		// so that more leases expired than the 5.
+		o := queue.LeaseOptions{Lease: 3 * time.Second, Count: 30}
 		all := lease(t, q, "g", "a", o)
 		if len(all) != 30 {
 			t.Fatalf("leased %d, want 30", len(all))
 		}
 		slices.SortFunc(all, func(x, y queue.Delivery) int { return compareStreamIDs(x.Event.StreamID, y.Event.StreamID) })
 		// The 25 oldest stay leased; the 5 newest expire.
-		passTo(t, b, all[0].LeaseExpires.Add(-200*time.Millisecond))
+		passTo(t, b, all[0].LeaseExpires.Add(-time.Second))
 		for _, d := range all[:25] {
 			if _, err := q.ExtendLease(ctx, "g", d.DeliveryID, 0, o); err != nil {
 				t.Fatalf("ExtendLease: %v", err)
@@ -355,7 +360,9 @@ func TestLeaseMaxAttemptsDeadLetters(t *testing.T) {
 			t.Fatalf("last Release = %+v, %v; want a dead letter", r, err)
 		}
 		passTo(t, b, byID["d1"].LeaseExpires)
-		if ds := lease(t, q, "g", "c2", o); len(ds) != 0 {
+		o3 := o
+		told := tellDeadLetters(&o3)
+		if ds := lease(t, q, "g", "c2", o3); len(ds) != 0 {
 			t.Fatalf("third round handed out %+v; both should be dead letters", ds)
 		}
 		if n := pendingIn(t, b, q, "g"); n != 0 {
@@ -383,6 +390,9 @@ func TestLeaseMaxAttemptsDeadLetters(t *testing.T) {
 				if !strings.Contains(dl.Error, "delivered 3 times without an acknowledgement") || dl.Consumer != "c" || dl.Attempts != 3 {
 					t.Errorf("expired dead letter: error %q consumer %q attempts %d", dl.Error, dl.Consumer, dl.Attempts)
 				}
+				// The lease that dead-lettered it says so; d0's release
+				// was no Lease call's.
+				checkTold(t, *told, "d1", dl, false, 3)
 			}
 		}
 		// The dead letter's fields are Consume's, in Consume's order.
@@ -595,8 +605,18 @@ func TestParseDeliveryID(t *testing.T) {
 	if got, err := queue.ParseDeliveryID(ref.String()); err != nil || got != ref {
 		t.Fatalf("round trip = %+v, %v", got, err)
 	}
+	// A fire's deadline rides along, before the flow.
+	dl := queue.DeliveryRef{Shard: 1, StreamID: "1700000000000-0", Attempt: 2, Flow: ":k", Deadline: time.UnixMilli(1700000005000)}
+	if want := "1-1700000000000-0-2_1700000005000.Oms"; dl.String() != want {
+		t.Fatalf("String = %q, want %q", dl.String(), want)
+	}
+	if got, err := queue.ParseDeliveryID(dl.String()); err != nil || !got.Deadline.Equal(dl.Deadline) || got.Flow != dl.Flow ||
+		got.StreamID != dl.StreamID || got.Attempt != 2 || got.Shard != 1 {
+		t.Fatalf("round trip = %+v, %v; want %+v", got, err, dl)
+	}
 	for _, bad := range []string{"", "0-1-2", "0-1-0-0", "00-1-0-1", "0-01-0-1", "+0-1-0-1", "a-b-c-d", "0-1-0-1-1",
-		"0-1--0-1", "999999-1-0-1", "0-1-0-99999999999", "0 -1-0-1", "0-1-0-1\n", strings.Repeat("9", 200)} {
+		"0-1--0-1", "999999-1-0-1", "0-1-0-99999999999", "0 -1-0-1", "0-1-0-1\n", strings.Repeat("9", 200),
+		"0-1-0-1_", "0-1-0-1_0", "0-1-0-1_01", "0-1-0-1_-5", "0-1-0-1_1_2", "0-1-0-1_99999999999999999", "0-1-0_5-1"} {
 		if _, err := queue.ParseDeliveryID(bad); !errors.Is(err, queue.ErrInvalidDeliveryID) {
 			t.Errorf("ParseDeliveryID(%q) = %v, want ErrInvalidDeliveryID", bad, err)
 		}
@@ -647,37 +667,9 @@ func TestLeaseValidatesArguments(t *testing.T) {
 // TestLeaseUnderApplicationACL: pull consumption needs no right beyond the
 // application line of docs/security.md.
 func TestLeaseUnderApplicationACL(t *testing.T) {
-	redistest.Require(t)
-	doc, err := os.ReadFile("../docs/security.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var line []string
-	for _, l := range strings.Split(string(doc), "\n") {
-		if strings.HasPrefix(l, "ACL SETUSER timerq-app-NS ") {
-			line = strings.Fields(l)
-		}
-	}
-	if line == nil {
-		t.Fatal("docs/security.md has no timerq-app-NS line")
-	}
-	srv := redistest.Start(t, redistest.Config{})
-	admin := srv.Client(t)
+	srv, admin, app, ns := appUser(t)
 	ctx := context.Background()
-	ns := redistest.Namespace(t)
-	var args []any
-	for _, w := range line {
-		if strings.HasPrefix(w, ">") {
-			w = ">pw"
-		}
-		args = append(args, strings.ReplaceAll(w, "NS", ns))
-	}
-	if err := admin.Do(ctx, args...).Err(); err != nil {
-		t.Fatalf("ACL SETUSER: %v", err)
-	}
 	fireN(t, newQueue(t, &redistest.Backend{Name: "real", Client: admin, Real: srv}, queue.Options{Namespace: ns}), "acl", 3)
-	app := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "timerq-app-" + ns, Password: "pw"})
-	t.Cleanup(func() { app.Close() })
 	q, err := queue.New(app, queue.Options{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
@@ -999,16 +991,21 @@ func TestLeaseWaitReadsPastStaleWakes(t *testing.T) {
 		}
 		got <- ds
 	}()
-	time.Sleep(300 * time.Millisecond) // under the one-second poll
+	// The waiting Lease's first round (a loaded machine can take longer
+	// than the sleep below to start it: a helper's run at load 20 once
+	// saw none in 300 ms), then 300 ms more, under the one-second poll.
+	redistest.Eventually(t, 10*time.Second, "the waiting Lease's first lease round", func() bool {
+		rounds.mu.Lock()
+		defer rounds.mu.Unlock()
+		return len(rounds.at) > 0
+	})
+	time.Sleep(300 * time.Millisecond)
 	// A round for a stale wake follows the first within milliseconds;
 	// the one-second poll's round (which a loaded machine can reach
 	// before this goroutine wakes from its sleep) is no stale wake.
 	rounds.mu.Lock()
 	at := slices.Clone(rounds.at)
 	rounds.mu.Unlock()
-	if len(at) == 0 {
-		t.Errorf("the waiting Lease ran no lease round")
-	}
 	for i := 1; i < len(at); i++ {
 		if gap := at[i].Sub(at[i-1]); gap < queue.LeasePoll/2 {
 			t.Errorf("a Lease waiting behind 40 stale wakes ran %d lease rounds, round %d %v after the one before, want 1 per poll (%v)", len(at), i+1, gap, queue.LeasePoll)
@@ -1024,4 +1021,44 @@ func TestLeaseWaitReadsPastStaleWakes(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiting Lease did not wake for a new fire")
 	}
+}
+
+// appUser starts a redis-server of its own with a user made from
+// docs/security.md's application line, verbatim but for NS, the password
+// and the rights in drop, and returns the server's admin client, the
+// namespace and a client logged in as that user.
+func appUser(t *testing.T, drop ...string) (srv *redistest.Server, admin, app *redis.Client, ns string) {
+	t.Helper()
+	redistest.Require(t)
+	doc, err := os.ReadFile("../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line []string
+	for _, l := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(l, "ACL SETUSER timerq-app-NS ") {
+			line = strings.Fields(l)
+		}
+	}
+	if line == nil {
+		t.Fatal("docs/security.md has no timerq-app-NS line")
+	}
+	srv = redistest.Start(t, redistest.Config{})
+	admin = srv.Client(t)
+	ns = redistest.Namespace(t)
+	var args []any
+	for _, w := range line {
+		if strings.HasPrefix(w, ">") {
+			w = ">pw"
+		}
+		if !slices.Contains(drop, w) {
+			args = append(args, strings.ReplaceAll(w, "NS", ns))
+		}
+	}
+	if err := admin.Do(context.Background(), args...).Err(); err != nil {
+		t.Fatalf("ACL SETUSER: %v", err)
+	}
+	app = redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "timerq-app-" + ns, Password: "pw"})
+	t.Cleanup(func() { app.Close() })
+	return srv, admin, app, ns
 }

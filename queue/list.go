@@ -25,6 +25,14 @@ type ListOptions struct {
 	Limit int
 	// Cursor continues from a previous page's NextCursor; empty starts over.
 	Cursor string
+	// Owner, when set, lists only the owner's timers, and Labels only the
+	// timers that carry every label given (key and value). A filtered
+	// page may hold fewer than Limit timers, even none, and still have a
+	// NextCursor: page on until it is empty. To list one owner's timers
+	// quickly, read NextWake, or cancel them with CancelMatching, which
+	// use the owner index.
+	Owner  string
+	Labels map[string]string
 }
 
 // ListPage is one page of a listing.
@@ -97,7 +105,12 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (ListPage, error) {
 		}
 		more = more || shardMore
 	}
-	return page.first(o.Limit, more), nil
+	out := page.first(o.Limit, more)
+	if o.Owner != "" || len(o.Labels) > 0 {
+		f := metaFilter{owner: o.Owner, labels: o.Labels}
+		out.Timers = slices.DeleteFunc(out.Timers, func(t Timer) bool { return !f.selects(t.meta()) })
+	}
+	return out, nil
 }
 
 // listArgs checks o, filling in its default Limit, and returns the list
@@ -126,6 +139,14 @@ func listArgs(o *ListOptions) ([]any, error) {
 	if !o.DueTo.IsZero() {
 		to = formatMicros(o.DueTo.UnixMicro())
 	}
+	if o.Owner != "" {
+		if err := ValidateOwner(o.Owner); err != nil {
+			return nil, err
+		}
+	}
+	if err := ValidateLabels(o.Labels); err != nil {
+		return nil, err
+	}
 	curDue, curID, err := parseCursor(o.Cursor)
 	if err != nil {
 		return nil, err
@@ -141,7 +162,7 @@ func (page *ListPage) addReply(k, layout int, reply any) (bool, error) {
 		return false, errorf("list: unexpected reply %v", reply)
 	}
 	nb := int(atoi(r[2]))
-	if nb < 0 || len(r) < 3+4*nb || (len(r)-3-4*nb)%2 != 0 {
+	if nb < 0 || len(r) < 3+4*nb || (len(r)-3-4*nb)%3 != 0 {
 		return false, errorf("list: unexpected reply %v", reply)
 	}
 	for i := range nb {
@@ -149,9 +170,12 @@ func (page *ListPage) addReply(k, layout int, reply any) (bool, error) {
 		page.Malformed = append(page.Malformed, MalformedRecord{ID: b[0], Shard: k, Raw: []byte(b[1]), Reason: b[2], pos: parseScore(b[3]).UnixMicro()})
 	}
 	more := r[1] != ""
-	r = r[4*nb+1:] // the good pairs start at r[2]
-	for i := 2; i < len(r); i += 2 {
+	r = r[4*nb+1:] // the good triples start at r[2]
+	for i := 2; i < len(r); i += 3 {
 		t, err := decodeRecord(r[i], r[i+1])
+		if err == nil {
+			t, err = t.withMeta(r[i+2])
+		}
 		if err != nil {
 			return false, err
 		}

@@ -238,11 +238,11 @@ func (q *Queue) scheduleLayout(ctx context.Context, timers []NewTimer, tp string
 	for k, idx := range byShard {
 		for start := 0; start < len(idx); start += size {
 			chunk := idx[start:min(start+size, len(idx))]
-			args := make([]any, 0, 3+4*len(chunk))
+			args := make([]any, 0, 3+5*len(chunk))
 			args = append(args, l.spaces[k].Wake(), tp, pending)
 			for _, i := range chunk {
 				t := timers[i]
-				args = append(args, t.ID, t.dueArg(), t.Payload, t.deliveryArg())
+				args = append(args, t.ID, t.dueArg(), t.Payload, t.deliveryArg(), t.metaArg())
 			}
 			calls = append(calls, call{shard: k, args: args})
 			order = append(order, chunk)
@@ -324,10 +324,15 @@ func decodeScheduleReply(reply any, timers []NewTimer, idx []int, out []Schedule
 	}
 	for j, i := range idx {
 		t := timers[i]
-		switch r[1][j] {
+		flag := r[1][j]
+		withMeta := flag >= 'a'
+		if withMeta {
+			flag = '0' + flag - 'a'
+		}
+		switch flag {
 		case '1', '2':
 			due := parseScore(dueScore(t.Due))
-			if r[1][j] == '2' {
+			if flag == '2' {
 				e, ok := next()
 				if !ok || !isDueScore(e) {
 					return errorf("schedule: unexpected reply %v", reply)
@@ -348,6 +353,17 @@ func decodeScheduleReply(reply any, timers []NewTimer, idx []int, out []Schedule
 			out[i] = ScheduleResult{Timer: rec}
 		default:
 			return errorf("schedule: unexpected reply %v", reply)
+		}
+		if withMeta {
+			e, ok := next()
+			if !ok {
+				return errorf("schedule: unexpected reply %v", reply)
+			}
+			tm, err := out[i].Timer.withMeta(e)
+			if err != nil {
+				return err
+			}
+			out[i].Timer = tm
 		}
 	}
 	if len(extra) != 0 {
@@ -431,7 +447,7 @@ func (q *Queue) restore(ctx context.Context, timers []Timer, allowed string) ([]
 		if len(idx) == 0 {
 			continue
 		}
-		args := make([]any, 0, 4+6*len(idx))
+		args := make([]any, 0, 4+7*len(idx))
 		args = append(args, q.opts.retentionMillis(), l.spaces[k].Wake(), allowed, pending)
 		for _, i := range idx {
 			t := timers[i]
@@ -442,7 +458,7 @@ func (q *Queue) restore(ctx context.Context, timers []Timer, allowed string) ([]
 			case StateCancelled:
 				settled = strconv.FormatInt(millis(t.CancelledAt), 10)
 			}
-			args = append(args, t.ID, t.State.code(), restoreDueArg(t), millis(t.CreatedAt), settled, t.Payload)
+			args = append(args, t.ID, t.State.code(), restoreDueArg(t), millis(t.CreatedAt), settled, t.Payload, t.meta().stored())
 		}
 		calls = append(calls, call{shard: k, args: args})
 		order = append(order, idx)
@@ -462,8 +478,15 @@ func (q *Queue) restore(ctx context.Context, timers []Timer, allowed string) ([]
 			if err != nil {
 				return nil, err
 			}
+			if r[2*j] == "1" {
+				in := timers[i]
+				t.Owner, t.Epoch, t.Labels, t.Deadline = in.Owner, in.Epoch, in.Labels, in.Deadline
+			}
 			out[i] = ScheduleResult{Timer: t, Created: r[2*j] == "1"}
 		}
+	}
+	if err := q.raiseEpochs(ctx, l, timers); err != nil {
+		return out, err
 	}
 	return out, nil
 }
@@ -484,8 +507,16 @@ func (q *Queue) Get(ctx context.Context, id string) (Timer, error) {
 	if err != nil {
 		return Timer{}, errorf("get %q: %w", id, err)
 	}
-	rec, _ := reply.(string)
-	return decodeRecord(id, rec)
+	rec, meta := reply, ""
+	if pair, ok := reply.([]any); ok && len(pair) == 2 {
+		rec, meta = pair[0], fmt.Sprint(pair[1])
+	}
+	s, _ := rec.(string)
+	t, err := decodeRecord(id, s)
+	if err != nil {
+		return t, err
+	}
+	return t.withMeta(meta)
 }
 
 // Cancel cancels the scheduled timer id and wakes its waiters with
@@ -844,6 +875,8 @@ func (q *Queue) redisError(err error) error {
 			ErrOutOfMemory, err)
 	case hasRedisCode(err, "TIMERQ_MALFORMED"):
 		return fmt.Errorf("%w: %w", ErrMalformedRecord, err)
+	case hasRedisCode(err, "TIMERQ_EPOCH"):
+		return staleEpoch(strings.TrimPrefix(err.Error(), "TIMERQ_EPOCH "))
 	case hasRedisCode(err, "TIMERQ_NOENDPOINT"):
 		return q.noEndpoint(strings.TrimPrefix(err.Error(), "TIMERQ_NOENDPOINT "))
 	case hasRedisCode(err, "TIMERQ_RELAYOUT"):

@@ -108,6 +108,12 @@ type Recurring struct {
 	// instead of the endpoint's, as NewTimer.URL does for a timer; the
 	// namespace's delivery policy must allow timer URLs.
 	URL string
+	// Owner and Labels are each occurrence's, as NewTimer.Owner and
+	// Labels are a timer's: an occurrence records its owner's epoch when
+	// it is armed, and a bulk cancel by owner or labels selects it (the
+	// schedule goes on arming new ones: pause or delete it to stop them).
+	Owner  string
+	Labels map[string]string
 }
 
 // RecurringState is where a schedule is in its life.
@@ -209,12 +215,14 @@ type body struct {
 	// Overlap is read, never written: a record written before the
 	// overlap field of the record (decodeSchedule) kept the skip policy
 	// here, where the scripts' sdecode still finds it.
-	Overlap   string `json:"overlap,omitempty"`
-	Endpoint  string `json:"endpoint,omitempty"`
-	FlowKey   string `json:"flow_key,omitempty"`
-	URL       string `json:"url,omitempty"`
-	CreatedMs int64  `json:"created_ms"`
-	UpdatedMs int64  `json:"updated_ms"`
+	Overlap   string            `json:"overlap,omitempty"`
+	Endpoint  string            `json:"endpoint,omitempty"`
+	FlowKey   string            `json:"flow_key,omitempty"`
+	URL       string            `json:"url,omitempty"`
+	Owner     string            `json:"owner,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	CreatedMs int64             `json:"created_ms"`
+	UpdatedMs int64             `json:"updated_ms"`
 }
 
 // validateRecurring checks r and fills in its defaults. Each refusal is
@@ -306,6 +314,9 @@ func (q *Queue) checkDelivery(r Recurring) error {
 	refuse := func(field string, err error) error {
 		return &FieldError{Field: field, Err: errorf("schedule %q: %w", r.ID, err)}
 	}
+	if err := (NewTimer{Owner: r.Owner, Labels: r.Labels}).validateMeta(refuse); err != nil {
+		return err
+	}
 	if r.Endpoint != "" {
 		if err := ValidateEndpointName(r.Endpoint); err != nil {
 			return refuse("Endpoint", err)
@@ -351,7 +362,8 @@ func (r *Recurring) fillLimits() error {
 func (r Recurring) body(created, updated int64) body {
 	b := body{Spec: r.Spec, EveryMs: r.Every.Milliseconds(), Payload: r.Payload,
 		CatchUp: string(r.CatchUp), CatchUpLimit: r.CatchUpLimit, JitterMs: r.Jitter.Milliseconds(),
-		MaxCount: r.MaxCount, Ahead: r.Ahead, Endpoint: r.Endpoint, URL: r.URL, FlowKey: r.FlowKey, CreatedMs: created, UpdatedMs: updated}
+		MaxCount: r.MaxCount, Ahead: r.Ahead, Endpoint: r.Endpoint, URL: r.URL, FlowKey: r.FlowKey, Owner: r.Owner, Labels: r.Labels,
+		CreatedMs: created, UpdatedMs: updated}
 	if r.Every%time.Millisecond != 0 {
 		b.EveryMs = 0 // refused by validate; keep ms resolution honest
 	}
@@ -370,7 +382,8 @@ func (r Recurring) body(created, updated int64) body {
 func (b body) recurring(id string) (Recurring, error) {
 	r := Recurring{ID: id, Spec: b.Spec, Every: time.Duration(b.EveryMs) * time.Millisecond, Payload: b.Payload,
 		CatchUp: CatchUp(b.CatchUp), CatchUpLimit: b.CatchUpLimit, Jitter: time.Duration(b.JitterMs) * time.Millisecond,
-		MaxCount: b.MaxCount, Ahead: b.Ahead, Overlap: OverlapAllow, Endpoint: b.Endpoint, URL: b.URL, FlowKey: b.FlowKey}
+		MaxCount: b.MaxCount, Ahead: b.Ahead, Overlap: OverlapAllow, Endpoint: b.Endpoint, URL: b.URL, FlowKey: b.FlowKey,
+		Owner: b.Owner, Labels: b.Labels}
 	if b.Overlap != "" {
 		r.Overlap = Overlap(b.Overlap)
 	}
@@ -397,3 +410,12 @@ func (r Recurring) Schedule() (schedule.Schedule, error) {
 	}
 	return schedule.Parse(r.Spec, r.Location)
 }
+
+// occurrenceMeta is the meta argument of r's occurrences (NewTimer.metaArg).
+func (r Recurring) occurrenceMeta() string {
+	return NewTimer{Owner: r.Owner, Labels: r.Labels}.metaArg()
+}
+
+// occurrenceMeta is the meta argument of the occurrences of a schedule
+// whose record holds b.
+func (b body) occurrenceMeta() string { return NewTimer{Owner: b.Owner, Labels: b.Labels}.metaArg() }

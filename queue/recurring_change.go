@@ -30,7 +30,9 @@ type putArgs struct {
 	// endpoint is what the occurrences it arms deliver to, "" for none
 	// (deliveryOf).
 	endpoint string
-	arms     []Occurrence
+	// meta is the occurrences' owner and labels (NewTimer.metaArg).
+	meta string
+	arms []Occurrence
 }
 
 // put runs recur_put.lua on the shard of the schedule a.id.
@@ -58,7 +60,7 @@ func (q *Queue) put(ctx context.Context, a putArgs) (string, time.Time, string, 
 	}
 	k := l.scheduleShard(a.id)
 	args := []any{a.op, a.id, a.expected, a.body, state, a.last, a.payload, l.spaces[k].Wake(), l.spaces[k].TimerChannelPrefix(),
-		q.opts.retentionMillis(), string(a.overlap), a.endpoint, quota}
+		q.opts.retentionMillis(), string(a.overlap), a.endpoint, quota, a.meta}
 	for _, o := range a.arms {
 		args = append(args, o.Nominal.UnixMilli(), o.Due.UnixMilli())
 	}
@@ -102,7 +104,7 @@ func (rt RecurringTimers) Put(ctx context.Context, r Recurring) (info RecurringI
 	}
 	b, _ := json.Marshal(r.body(now.UnixMilli(), now.UnixMilli()))
 	status, now, rec, err := q.put(ctx, putArgs{op: "create", id: r.ID, body: string(b), state: stateCode(p.ended), last: lastArg(p.last),
-		payload: r.Payload, overlap: r.Overlap, endpoint: deliveryOf(r.Endpoint, r.URL, r.FlowKey), arms: p.arms})
+		payload: r.Payload, overlap: r.Overlap, endpoint: deliveryOf(r.Endpoint, r.URL, r.FlowKey), meta: r.occurrenceMeta(), arms: p.arms})
 	if err != nil {
 		return RecurringInfo{}, false, errorf("put schedule %q: %w", r.ID, err)
 	}
@@ -235,13 +237,20 @@ func (q *Queue) modify(ctx context.Context, op, id string, overlap Overlap, fn f
 			return RecurringInfo{}, err
 		}
 		// The endpoint after the change: the new body's, or the kept one's.
-		a.endpoint = deliveryOf(s.r.Endpoint, s.r.URL, s.r.FlowKey)
+		a.endpoint, a.meta = deliveryOf(s.r.Endpoint, s.r.URL, s.r.FlowKey), s.r.occurrenceMeta()
 		if a.body != "" {
 			var nb body
 			if err := json.Unmarshal([]byte(a.body), &nb); err != nil {
 				return RecurringInfo{}, errorf("%s schedule %q: %w", op, id, err)
 			}
-			a.endpoint = deliveryOf(nb.Endpoint, nb.URL, nb.FlowKey)
+			if nb.Owner != s.r.Owner {
+				// The owner index keys an occurrence by its owner: a
+				// re-armed occurrence under another owner would leave
+				// the old owner's entry behind.
+				return RecurringInfo{}, &FieldError{Field: "Owner", Err: fmt.Errorf("%w: schedule %q is owned by %q; an owner cannot change: delete the schedule and create it under %q",
+					ErrInvalidOptions, id, s.r.Owner, nb.Owner)}
+			}
+			a.endpoint, a.meta = deliveryOf(nb.Endpoint, nb.URL, nb.FlowKey), nb.occurrenceMeta()
 		}
 		a.op, a.id, a.expected, a.overlap = op, id, strconv.FormatInt(s.version, 10), overlap
 		status, now, rec, err := q.put(ctx, a)

@@ -202,7 +202,8 @@ func (q *Queue) topUpCounted(ctx context.Context, l *layout, k int, loadArgs []a
 		if !p.last.IsZero() {
 			last = lastArg(p.last)
 		}
-		args = append(args, id, strconv.FormatInt(s.version, 10), s.last, last, stateCode(p.ended).arg(), s.r.Payload, deliveryOf(s.r.Endpoint, s.r.URL, s.r.FlowKey), len(p.arms))
+		args = append(args, id, strconv.FormatInt(s.version, 10), s.last, last, stateCode(p.ended).arg(), s.r.Payload,
+			deliveryOf(s.r.Endpoint, s.r.URL, s.r.FlowKey), s.r.occurrenceMeta(), len(p.arms))
 		for _, o := range p.arms {
 			args = append(args, o.Nominal.UnixMilli(), o.Due.UnixMilli())
 		}

@@ -75,7 +75,8 @@ func (rt RecurringTimers) RestoreWith(ctx context.Context, in RecurringInfo, occ
 	created0, updated0 := in.CreatedAt.UnixMilli(), in.UpdatedAt.UnixMilli()
 	b, _ := json.Marshal(r.body(created0, updated0))
 	status, _, _, err := q.put(ctx, putArgs{op: "create", id: r.ID, expected: strconv.FormatInt(base, 10), body: string(b), state: state,
-		last: lastArg(in.Last), payload: r.Payload, overlap: r.Overlap, endpoint: deliveryOf(r.Endpoint, r.URL, r.FlowKey), arms: arms})
+		last: lastArg(in.Last), payload: r.Payload, overlap: r.Overlap, endpoint: deliveryOf(r.Endpoint, r.URL, r.FlowKey),
+		meta: r.occurrenceMeta(), arms: arms})
 	if err != nil {
 		return false, results, errorf("restore schedule %q: %w", r.ID, err)
 	}

@@ -47,6 +47,16 @@ type Timer struct {
 	FiredAt time.Time
 	// CancelledAt is when Cancel cancelled it; zero unless State is StateCancelled.
 	CancelledAt time.Time
+	// Owner is the timer's owner (NewTimer.Owner), "" for none.
+	Owner string
+	// Epoch is the fencing epoch its owner had when the timer was
+	// scheduled (BumpEpoch); 0 for a timer without an owner.
+	Epoch uint64
+	// Labels are the timer's labels (NewTimer.Labels), nil for none.
+	Labels map[string]string
+	// Deadline is the latest time its fire may be delivered
+	// (NewTimer.FireWithin, FireBy); zero for none.
+	Deadline time.Time
 }
 
 // NewTimer is a timer to schedule. Give it a due time in one of two ways:
@@ -84,6 +94,28 @@ type NewTimer struct {
 	// checked with ValidateTimerURL (address literals in private ranges
 	// are refused), and stored with the timer beside the endpoint's name.
 	URL string
+	// Owner, when set, names who owns the timer (a workflow's ID, say):
+	// CancelMatching selects an owner's timers, NextWake finds the
+	// earliest, and the timer records its owner's fencing epoch
+	// (BumpEpoch), which its fire carries. See ValidateOwner.
+	Owner string
+	// Epoch, when not 0, is the owner epoch the caller acts under: the
+	// timer is scheduled only if it is the owner's current epoch, else the
+	// call fails with ErrStaleEpoch and writes nothing, so an executor
+	// that lost the owner to another cannot schedule for it. 0 takes the
+	// current epoch, unchecked: an executor that wants to be fenced takes
+	// its epoch from BumpEpoch when it starts. It needs Owner.
+	Epoch uint64
+	// Labels are a few key=value pairs (ValidateLabels) that List and
+	// CancelMatching select timers by.
+	Labels map[string]string
+	// FireWithin, when positive, is how long after its due time the fire
+	// may still be delivered: a delivery (to an endpoint or a consumer
+	// group) that cannot happen by then is dead-lettered with the reason
+	// "deadline", never delivered late. Rounded up to the millisecond.
+	FireWithin time.Duration
+	// FireBy is FireWithin as an instant; set at most one of them.
+	FireBy time.Time
 
 	// relative marks a timer built by NewTimerIn, whose In may be zero.
 	relative bool

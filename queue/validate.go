@@ -124,6 +124,9 @@ func (q *Queue) validateTimer(t NewTimer) error {
 			return refuse("URL", err)
 		}
 	}
+	if err := t.validateMeta(refuse); err != nil {
+		return err
+	}
 	if err := q.validatePayload(t.ID, t.Payload); err != nil {
 		return &FieldError{Field: "Payload", Err: err}
 	}
@@ -166,6 +169,21 @@ func (q *Queue) validateRestored(t Timer) error {
 	}
 	if _, err := ParseState(string(t.State)); err != nil {
 		return errorf("timer %q: %w", t.ID, err)
+	}
+	if t.Owner != "" {
+		if err := ValidateOwner(t.Owner); err != nil {
+			return errorf("timer %q: %w", t.ID, err)
+		}
+	} else if t.Epoch != 0 {
+		return fmt.Errorf("%w: timer %q has an epoch but no owner", ErrInvalidOptions, t.ID)
+	}
+	if err := ValidateLabels(t.Labels); err != nil {
+		return errorf("timer %q: %w", t.ID, err)
+	}
+	if !t.Deadline.IsZero() {
+		if err := ValidateDue(t.Deadline); err != nil {
+			return errorf("timer %q: deadline: %w", t.ID, err)
+		}
 	}
 	check := func(name string, tm time.Time, want bool) error {
 		switch {

@@ -49,6 +49,16 @@ func (q *Queue) Wait(ctx context.Context, id string) error {
 	}
 }
 
+// WaitFired is Wait returning the fired timer, read after it fired: its
+// Owner and Epoch let an executor that took the owner over (BumpEpoch)
+// refuse a fire scheduled under an older epoch. Its errors are Wait's.
+func (q *Queue) WaitFired(ctx context.Context, id string) (Timer, error) {
+	if err := q.Wait(ctx, id); err != nil {
+		return Timer{}, err
+	}
+	return q.Get(ctx, id)
+}
+
 // SleepUntil schedules the timer id (see Schedule) and waits for it (see
 // Wait). A replaying caller that passes the same ID returns at once when
 // the timer has already fired, whatever due and payload it passes.

@@ -5,7 +5,13 @@ package ui
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/timerq/timerq/queue"
@@ -42,28 +48,82 @@ func (h *Handler) cancelJob(ctx context.Context, w http.ResponseWriter, r *http.
 	h.render(w, r, http.StatusOK, "canceljob", "Cancel job "+j.ID, cancelJobData{Now: time.Now().UTC(), Job: j})
 }
 
+// cancelFilter reads a bulk cancel's filter from a form or a query: its
+// prefix, owner and labels (label=KEY=VALUE, repeatable; an empty one is
+// the form's label field left empty), checked by the library.
+func cancelFilter(v url.Values) (queue.CancelFilter, error) {
+	f := queue.CancelFilter{IDPrefix: v.Get("prefix"), Owner: v.Get("owner")}
+	for _, kv := range v["label"] {
+		if kv == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(kv, "=")
+		if !ok {
+			return f, fmt.Errorf("%w: label %q is not KEY=VALUE, such as tenant=acme", queue.ErrInvalidFilter, kv)
+		}
+		if f.Labels == nil {
+			f.Labels = map[string]string{}
+		}
+		f.Labels[k] = val
+	}
+	return f, f.Validate()
+}
+
+// labelList is labels as KEY=VALUE, in key order: the form's label values.
+func labelList(labels map[string]string) []string {
+	out := make([]string, 0, len(labels))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		out = append(out, k+"="+labels[k])
+	}
+	return out
+}
+
+// filterText describes a filter of more than an ID prefix in one line.
+func filterText(f queue.CancelFilter) string {
+	var parts []string
+	if f.IDPrefix != "" {
+		parts = append(parts, "ID prefix "+strconv.Quote(f.IDPrefix))
+	}
+	if f.Owner != "" {
+		parts = append(parts, "owner "+strconv.Quote(f.Owner))
+	}
+	if len(f.Labels) > 0 {
+		parts = append(parts, "labels "+formatLabels(f.Labels))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // confirmCancelJob asks before a bulk cancel; a filter the library
-// refuses (an empty prefix) is refused here with its error.
+// refuses (an empty one) is refused here with its error.
 func (h *Handler) confirmCancelJob(w http.ResponseWriter, r *http.Request) {
-	f := queue.CancelFilter{IDPrefix: r.URL.Query().Get("prefix")}
-	if h.failed(w, r, f.Validate()) {
+	f, err := cancelFilter(r.URL.Query())
+	if h.failed(w, r, err) {
 		return
 	}
-	h.render(w, r, http.StatusOK, "confirm", "Confirm", confirmData{
-		Action: "cancel them", Subject: "ID prefix", ID: f.IDPrefix, Prefix: f.IDPrefix,
+	d := confirmData{
+		Action: "cancel them", Subject: "ID prefix", ID: f.IDPrefix, Prefix: f.IDPrefix, Owner: f.Owner, Labels: labelList(f.Labels),
 		Question: "Cancel every scheduled timer whose ID starts with this prefix, on every shard? They never fire, and their waiters get ErrCancelled; timers that fired already stay fired.",
 		Post:     h.link("/cancel-jobs/start"), Back: h.link("/cancel-jobs"),
-	})
+	}
+	if f.Owner != "" || len(f.Labels) > 0 {
+		d.Subject, d.ID = "Filter", filterText(f)
+		d.Question = "Cancel every scheduled timer this filter selects, on every shard? They never fire, and their waiters get ErrCancelled; timers that fired already stay fired."
+	}
+	h.render(w, r, http.StatusOK, "confirm", "Confirm", d)
 }
 
 // startCancelJob runs queue.CancelMatching and shows the job it ran: done,
 // or running in the workers when it was too large for the request.
 func (h *Handler) startCancelJob(ctx context.Context, w http.ResponseWriter, r *http.Request) {
-	j, err := h.q.CancelMatching(ctx, queue.CancelFilter{IDPrefix: r.PostForm.Get("prefix")})
+	f, err := cancelFilter(r.PostForm)
 	if h.failed(w, r, err) {
 		return
 	}
-	h.log.Info("timerq ui: bulk cancel", "prefix", j.Filter.IDPrefix, "job", j.ID, "state", j.State,
-		"cancelled", j.Counts.Cancelled, "namespace", h.q.Namespace())
+	j, err := h.q.CancelMatching(ctx, f)
+	if h.failed(w, r, err) {
+		return
+	}
+	h.log.Info("timerq ui: bulk cancel", "prefix", j.Filter.IDPrefix, "owner", j.Filter.Owner, "labels", labelList(j.Filter.Labels),
+		"job", j.ID, "state", j.State, "cancelled", j.Counts.Cancelled, "namespace", h.q.Namespace())
 	http.Redirect(w, r, h.link("/cancel-job", "id", j.ID, "done", "bulk-cancelled"), http.StatusSeeOther)
 }

@@ -146,7 +146,7 @@ func TestBulkCancelAction(t *testing.T) {
 		// An empty prefix: refused on the confirmation, and on a POST
 		// sent anyway, with the library's words.
 		resp, body = e.Get(t, "/cancel-jobs/confirm?prefix=")
-		if resp.StatusCode != 400 || !strings.Contains(body, `id="error">timerq: invalid bulk cancel filter: the ID prefix is empty`) {
+		if resp.StatusCode != 400 || !strings.Contains(body, `id="error">timerq: invalid bulk cancel filter: the filter is empty`) {
 			t.Errorf("confirmation of an empty prefix = %d, want 400 with the library's error:\n%s", resp.StatusCode, body)
 		}
 		_, form := e.Get(t, "/cancel-jobs/confirm?prefix=ord-")
@@ -155,7 +155,7 @@ func TestBulkCancelAction(t *testing.T) {
 			t.Fatalf("the bulk cancel confirmation has no CSRF token:\n%s", form)
 		}
 		resp, body = e.Post(t, "/cancel-jobs/start", url.Values{"prefix": {""}, "csrf": {csrf[1]}}, nil)
-		if resp.StatusCode != 400 || !strings.Contains(body, "the ID prefix is empty") {
+		if resp.StatusCode != 400 || !strings.Contains(body, "the filter is empty") {
 			t.Errorf("POST of an empty prefix = %d, want 400 with the library's error:\n%s", resp.StatusCode, body)
 		}
 		if jobs, err := e.q.CancelJobs().List(ctx); err != nil || len(jobs) != 1 {

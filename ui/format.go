@@ -22,6 +22,15 @@ func formatTime(t time.Time) string {
 	return timefmt.Format(t)
 }
 
+// formatLabels shows a timer's labels as KEY=VALUE, in key order, comma
+// separated; a dash for none.
+func formatLabels(labels map[string]string) string {
+	if len(labels) == 0 {
+		return "—"
+	}
+	return strings.Join(labelList(labels), ", ")
+}
+
 // parseWhen reads a time from a form by timerctl's rules (timefmt.Parse):
 // RFC 3339, or Unix time with its unit (1796238000s, 1796238000000ms);
 // empty is none. A bare number is refused, not read as milliseconds.

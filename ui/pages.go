@@ -24,6 +24,7 @@ func (h *Handler) parseTemplates() error {
 		"num":     func(n int64) string { return groupDigits(n) },
 		"sid":     streamTime,
 		"payload": payloadCell,
+		"labels":  formatLabels,
 	}
 	h.pages = map[string]*template.Template{}
 	for _, name := range pageNames {

@@ -27,6 +27,7 @@ const (
 
 type timersData struct {
 	State, From, To, Prefix string
+	Owner                   string
 	States                  []string
 	Now                     time.Time
 	Exact                   *queue.Timer
@@ -39,9 +40,9 @@ type timersData struct {
 
 func (h *Handler) timers(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	qs := r.URL.Query()
-	d := timersData{State: qs.Get("state"), From: qs.Get("from"), To: qs.Get("to"), Prefix: qs.Get("prefix"),
+	d := timersData{State: qs.Get("state"), From: qs.Get("from"), To: qs.Get("to"), Prefix: qs.Get("prefix"), Owner: qs.Get("owner"),
 		States: []string{"", "scheduled", "fired", "cancelled"}, Now: time.Now().UTC()}
-	opts := queue.ListOptions{Cursor: qs.Get("cursor")}
+	opts := queue.ListOptions{Cursor: qs.Get("cursor"), Owner: d.Owner}
 	var err error
 	if d.State != "" {
 		if opts.State, err = queue.ParseState(d.State); err != nil {
@@ -66,7 +67,7 @@ func (h *Handler) timers(ctx context.Context, w http.ResponseWriter, r *http.Req
 		}
 		d.Timers = page.Timers
 		if page.NextCursor != "" {
-			d.Next = h.link("/timers", "state", d.State, "from", d.From, "to", d.To, "cursor", page.NextCursor)
+			d.Next = h.link("/timers", "state", d.State, "from", d.From, "to", d.To, "owner", d.Owner, "cursor", page.NextCursor)
 		}
 		h.render(w, r, http.StatusOK, "timers", "Timers", d)
 		return
@@ -74,7 +75,7 @@ func (h *Handler) timers(ctx context.Context, w http.ResponseWriter, r *http.Req
 	// The prefix may be a whole ID: one O(1) lookup finds it wherever it
 	// is due.
 	if opts.Cursor == "" && queue.ValidateID(d.Prefix) == nil {
-		if t, err := h.q.Get(ctx, d.Prefix); err == nil {
+		if t, err := h.q.Get(ctx, d.Prefix); err == nil && (d.Owner == "" || t.Owner == d.Owner) {
 			d.Exact = &t
 		}
 	}
@@ -97,7 +98,7 @@ func (h *Handler) timers(ctx context.Context, w http.ResponseWriter, r *http.Req
 		}
 	}
 	if opts.Cursor != "" {
-		d.Next = h.link("/timers", "state", d.State, "from", d.From, "to", d.To, "prefix", d.Prefix, "cursor", opts.Cursor)
+		d.Next = h.link("/timers", "state", d.State, "from", d.From, "to", d.To, "prefix", d.Prefix, "owner", d.Owner, "cursor", opts.Cursor)
 	}
 	h.render(w, r, http.StatusOK, "timers", "Timers", d)
 }
@@ -158,9 +159,11 @@ type confirmData struct {
 	Question string
 	Post     string
 	ID       string
-	Shard    string // a dead letter's shard
-	Endpoint string // the endpoint whose dead-lettered deliveries are redriven
-	Prefix   string // the ID prefix of a bulk cancel
+	Shard    string   // a dead letter's shard
+	Endpoint string   // the endpoint whose dead-lettered deliveries are redriven
+	Prefix   string   // the ID prefix of a bulk cancel
+	Owner    string   // the owner of a bulk cancel
+	Labels   []string // the labels of a bulk cancel, KEY=VALUE
 	Due      time.Time
 	DueMS    string // the due time as Unix ms with its unit ("1796238000000ms")
 	Back     string

@@ -108,8 +108,21 @@ func TestClusterSmoke(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	args := []string{"timerbench", "cluster", "--json", "--worker-bin", workerBin(t), "--cluster", "1", "--shards", "4",
 		"--timers", "500", "--lead", "2s", "--idle-shards", "2", "--idle-for", "2500ms"}
-	if err := newApp(&stdout, &stderr).RunContext(context.Background(), args); err != nil {
-		t.Fatalf("timerbench cluster: %v\n%s", err, stderr.String())
+	// The scenario refuses to measure when the machine wakes it too late
+	// for its CPU window (CI's suite under load saw that once); what is
+	// checked here is correctness, so a refusal runs it again, at most
+	// twice.
+	for try := 1; ; try++ {
+		stdout.Reset()
+		stderr.Reset()
+		err := newApp(&stdout, &stderr).RunContext(context.Background(), args)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, bench.ErrTooLoaded) || try == 3 {
+			t.Fatalf("timerbench cluster: %v\n%s", err, stderr.String())
+		}
+		t.Logf("run %d: %v; running it again", try, err)
 	}
 	var r bench.ClusterResult
 	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {

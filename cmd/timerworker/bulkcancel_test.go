@@ -10,7 +10,7 @@ import (
 	"github.com/timerq/timerq/queue"
 )
 
-// TestWorkerBulkCancelSurvivesKill: a 100,000-timer bulk cancel on a
+// TestWorkerBulkCancelSurvivesKill: a 100,000-timer bulk cancel by owner on a
 // sharded namespace goes to the workers; the worker running it is
 // SIGKILLed mid-way, and another, once the dead one's lease lapsed,
 // finishes it with exact counts.
@@ -31,15 +31,18 @@ func TestWorkerBulkCancelSurvivesKill(t *testing.T) {
 	const n = 100000
 	batch := make([]queue.NewTimer, n)
 	for i := range batch {
-		batch[i] = queue.NewTimer{ID: fmt.Sprint("wf/", i), Due: time.Now().Add(time.Hour)}
+		batch[i] = queue.NewTimer{ID: fmt.Sprint("wf/", i), Due: time.Now().Add(time.Hour), Owner: "wf"}
 	}
 	if _, err := q.ScheduleBatch(ctx, batch); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "other", Due: time.Now().Add(time.Hour)}}); err != nil {
+	// Another owner's timer, under the same ID prefix: the job selects by
+	// owner (the owner index), as a durable-execution engine cancels a
+	// workflow's timers.
+	if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "wf/other", Due: time.Now().Add(time.Hour), Owner: "wf2"}}); err != nil {
 		t.Fatal(err)
 	}
-	job, err := q.CancelMatching(ctx, queue.CancelFilter{IDPrefix: "wf/"})
+	job, err := q.CancelMatching(ctx, queue.CancelFilter{Owner: "wf"})
 	if err != nil {
 		t.Fatal(err)
 	}

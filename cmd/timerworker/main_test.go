@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -143,25 +144,34 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 func awaitMetrics(t *testing.T, d time.Duration, addr string, want ...string) string {
 	t.Helper()
 	var text string
-	waitFor(t, d, fmt.Sprintf("/metrics to hold %q", want), func() bool {
-		resp, err := http.Get("http://" + addr + "/metrics")
-		if err != nil {
-			return false
-		}
-		raw, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return false
-		}
-		text = string(raw)
-		for _, w := range want {
-			if !strings.Contains(text, w) {
-				return false
+	for end := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
+		if resp, err := http.Get("http://" + addr + "/metrics"); err == nil {
+			raw, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil {
+				text = string(raw)
 			}
 		}
-		return true
-	})
-	return text
+		missing := slices.DeleteFunc(slices.Clone(want), func(w string) bool { return strings.Contains(text, w) })
+		if len(missing) == 0 {
+			return text
+		}
+		if time.Now().After(end) {
+			// Say what the metrics held instead: the lines of each
+			// missing sample's metric.
+			var got []string
+			for _, w := range missing {
+				name, _, _ := strings.Cut(w, "{")
+				name, _, _ = strings.Cut(name, " ")
+				for _, line := range strings.Split(text, "\n") {
+					if strings.HasPrefix(line, name) {
+						got = append(got, line)
+					}
+				}
+			}
+			t.Fatalf("timed out after %v waiting for /metrics to hold %q; it holds %q", d, missing, got)
+		}
+	}
 }
 
 func httpStatus(url string) int {
@@ -341,7 +351,7 @@ func TestWorkerSurvivesRedisOutage(t *testing.T) {
 	nsl := `{namespace="` + ns + `"}`
 	// The worker counts the last claim once its reply arrives, after Stats
 	// saw the timers fire.
-	text := awaitMetrics(t, 10*time.Second, metrics, "timerq_timers_fired_total"+nsl+" 500")
+	text := awaitMetrics(t, 30*time.Second, metrics, "timerq_timers_fired_total"+nsl+" 500")
 	for _, want := range []string{"timerq_timers_fired_total" + nsl + " 500", "timerq_namespace_timers_fired_total" + nsl + " 500",
 		"timerq_namespace_fire_lateness_seconds_count" + nsl + " 500", "timerq_claim_errors_total", "timerq_fire_lateness_seconds_bucket",
 		"timerq_claim_batch_size_bucket", "timerq_redis_pool_conns ", "timerq_timers_scheduled" + nsl + " 0",

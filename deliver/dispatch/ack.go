@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/timerq/timerq/internal/batch"
 	"github.com/timerq/timerq/queue"
 )
 
@@ -27,23 +28,7 @@ type delivered struct {
 // delivered is acknowledged.
 func (d *Dispatcher) ackLoop(ctx context.Context) {
 	defer close(d.ackDone)
-	batch := make([]delivered, 0, maxAckBatch)
-	for first := range d.acks {
-		batch = append(batch[:0], first)
-	fill:
-		for len(batch) < maxAckBatch {
-			select {
-			case x, ok := <-d.acks:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, x)
-			default:
-				break fill
-			}
-		}
-		d.flushAcks(ctx, batch)
-	}
+	batch.Drain(d.acks, maxAckBatch, func(b []delivered) { d.flushAcks(ctx, b) })
 }
 
 // flushAcks acknowledges batch in one round trip and reports each

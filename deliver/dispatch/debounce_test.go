@@ -21,11 +21,7 @@ import (
 func TestDeliversDebouncedTimer(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer q.Close()
+		q := newQueue(t, b)
 		var mu sync.Mutex
 		var got []string
 		sink := newSink(t, func(w http.ResponseWriter, r *http.Request) {
@@ -65,15 +61,7 @@ func TestDeliversDebouncedTimer(t *testing.T) {
 		d := &dispatch.Dispatcher{Queue: q, Consumer: "d1", Sender: newSender(t, guard),
 			Route: dispatch.RouteByEndpoint, Lookup: dispatch.StoredEndpoints(q, guard),
 			OnError: func(err error) { t.Errorf("dispatcher: %v", err) }}
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- d.Run(rctx) }()
-		defer func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		}()
+		startDispatcher(t, d)
 		redistest.Eventually(t, 30*time.Second, "the window's fire delivered", func() bool {
 			mu.Lock()
 			defer mu.Unlock()

@@ -70,6 +70,13 @@ type Report struct {
 	// Stopped means the attempt was cut short by the dispatcher's stop and
 	// the fire handed back: no attempt of the endpoint's.
 	Stopped bool
+	// Unsent means no request was sent: the attempt (or the retry it
+	// waited for, or its hand-back untried) would have begun past the
+	// fire's deadline (queue.Event.Deadline), so the fire was
+	// dead-lettered instead (Attempt.Reason is deliver.ReasonDeadline) and
+	// the attempt it did not make logged. So was a fire that Lease
+	// dead-lettered for its deadline instead of handing it out.
+	Unsent bool
 	// SettleErr is the error, if any, of acknowledging, releasing or
 	// dead-lettering the delivery afterwards; the lease then runs out and
 	// the fire is delivered again.
@@ -97,6 +104,20 @@ type Report struct {
 // frees. Only fires beyond that are released for BusyDelay: an endpoint
 // saturated for longer than it takes the dispatcher to lease past it
 // MaxInFlight more times than it finished attempts meanwhile.
+//
+// A fire with a deadline (queue.NewTimer.FireWithin, FireBy) is never sent
+// past it: before each attempt, a retry's included, and before handing a
+// fire back untried, the dispatcher estimates the Redis server's clock
+// (queue.Delivery.ServerNow: the server's time at the lease plus the time
+// since the lease request was sent, never behind the server's) and, if the
+// attempt would begin past the deadline, dead-letters the fire with the
+// reason deadline unsent, logs the attempt it did not make (outcome
+// dead_letter, reason deadline) and reports it (Report.Unsent). A failed
+// attempt whose retry would begin past the deadline is dead-lettered with
+// the reason deadline (after what failed) instead of retried. A request
+// already sent is not cut off at the deadline. The lease itself never
+// hands out a fire past its deadline (queue.Lease): it dead-letters it,
+// and the dispatcher logs and reports the attempt not made alike.
 //
 // Each attempt is appended to the timer's attempt log
 // (queue.Deliveries.Attempts) in the round trip that settles it (delivered
@@ -259,6 +280,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}()
 	fails := 0
 	leaser := &queue.Leaser{Queue: d.Queue, Group: d.Group, Consumer: d.Consumer}
+	var died []queue.LeaseDeadLetter // what the last Lease dead-lettered instead of handing out
+	onDeadLetter := func(x queue.LeaseDeadLetter) { died = append(died, x) }
 	for ctx.Err() == nil {
 		d.mu.Lock()
 		free := d.MaxOutstanding - d.outstanding
@@ -272,7 +295,12 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 		o := d.opts
 		o.Count, o.Block = d.leaseCount(ctx, min(free, queue.MaxBatch, maxLeaseBatch)), time.Second
+		o.OnDeadLetter = onDeadLetter
+		died = died[:0]
 		ds, err := leaser.Lease(ctx, o)
+		if len(died) > 0 {
+			d.logDiedAtLease(context.WithoutCancel(ctx), died)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				break
@@ -398,10 +426,10 @@ func (d *Dispatcher) dispatch(ctx context.Context, dl queue.Delivery) {
 		return
 	case err != nil:
 		d.onError(fmt.Errorf("looking up endpoint %q: %w", name, err))
-		d.settle(dl, queue.ReleaseOptions{Delay: min(BusyDelay, d.Lease), Error: "endpoint lookup failed"})
+		d.handBack(ctx, dl, name, min(BusyDelay, d.Lease), "endpoint lookup failed")
 		return
 	case ep.Disabled:
-		d.settle(dl, queue.ReleaseOptions{Delay: min(DisabledDelay, d.Lease), Error: "endpoint disabled"})
+		d.handBack(ctx, dl, name, min(DisabledDelay, d.Lease), "endpoint disabled")
 		return
 	}
 	if dl.Event.URL != "" { // the timer's own URL (timerurl.go)
@@ -410,7 +438,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, dl queue.Delivery) {
 			return
 		} else if err != nil {
 			d.onError(err)
-			d.settle(dl, queue.ReleaseOptions{Delay: min(BusyDelay, d.Lease), Error: "delivery policy lookup failed"})
+			d.handBack(ctx, dl, name, min(BusyDelay, d.Lease), "delivery policy lookup failed")
 			return
 		}
 	}
@@ -448,7 +476,74 @@ func (d *Dispatcher) dispatch(ctx context.Context, dl queue.Delivery) {
 		d.mu.Unlock()
 	default:
 		d.mu.Unlock()
-		d.settle(dl, queue.ReleaseOptions{Delay: min(BusyDelay, d.Lease), Error: "endpoint busy"})
+		d.handBack(ctx, dl, name, min(BusyDelay, d.Lease), "endpoint busy")
+	}
+}
+
+// handBack releases dl untried, for why, to be leased again after delay;
+// or, when that would come past the fire's deadline, dead-letters it for
+// its deadline (missDeadline).
+func (d *Dispatcher) handBack(ctx context.Context, dl queue.Delivery, endpoint string, delay time.Duration, why string) {
+	if dl.PastDeadline(delay) {
+		n, _ := d.attemptNumber(ctx, dl.Event)
+		d.missDeadline(dl, endpoint, n, delay, "its next attempt, after "+why+",")
+		return
+	}
+	d.settle(dl, queue.ReleaseOptions{Delay: delay, Error: why})
+}
+
+// missDeadline dead-letters dl unsent, for its deadline: what (its
+// attempt number n, or what comes before it) would begin after wait,
+// past the deadline by the estimate of the server's clock
+// (queue.Delivery.ServerNow). It logs the attempt not made, with the
+// outcome dead_letter and the reason deadline, in the round trip that
+// dead-letters it, and reports it (Report.Unsent).
+func (d *Dispatcher) missDeadline(dl queue.Delivery, endpoint string, n int, wait time.Duration, what string) {
+	ev := dl.Event
+	at := dl.ServerNow().Add(wait)
+	a := deliver.Attempt{At: time.Now(), Decision: deliver.Decision{Outcome: deliver.DeadLetter, Reason: deliver.ReasonDeadline},
+		Error: fmt.Sprintf("not sent: %s would begin at %s by the server clock (estimated, never behind it), past the fire deadline %s",
+			what, at.UTC().Format(time.RFC3339Nano), ev.Deadline.UTC().Format(time.RFC3339Nano))}
+	log := &queue.DeliveryAttempt{TimerID: ev.ID, Attempt: n, Due: ev.Due, StreamID: ev.StreamID, At: a.At,
+		Outcome: a.Outcome.String(), Reason: string(a.Reason), Error: a.Error}
+	err := d.settle(dl, queue.ReleaseOptions{PastDeadline: true, Error: describe(a), Log: log})
+	if errors.Is(err, queue.ErrAttemptLog) {
+		err = nil // settled; onError has it
+	}
+	if d.OnAttempt != nil {
+		d.OnAttempt(Report{Event: ev, Endpoint: endpoint, Attempt: a, Number: n, Unsent: true, SettleErr: err})
+	}
+}
+
+// logDiedAtLease logs, and reports (Report.Unsent), the attempts not made
+// of fires that Lease dead-lettered for their deadline instead of handing
+// them out, so that the timer's attempt log ends with why. (The group's
+// attempts never run out at the lease, groupMaxAttempts; a malformed
+// entry has no timer to log.) Fires that deliver nowhere have no attempt
+// log. One round trip for the log, and a read of it per fire that had
+// attempts before (attemptNumber); such fires are rare.
+func (d *Dispatcher) logDiedAtLease(ctx context.Context, died []queue.LeaseDeadLetter) {
+	var logs []queue.DeliveryAttempt
+	var reports []Report
+	for _, x := range died {
+		endpoint := d.Route(x.Event)
+		if !x.PastDeadline || endpoint == "" {
+			continue
+		}
+		n, _ := d.attemptNumber(ctx, x.Event)
+		a := deliver.Attempt{At: x.At, Decision: deliver.Decision{Outcome: deliver.DeadLetter, Reason: deliver.ReasonDeadline},
+			Error: x.Cause}
+		logs = append(logs, queue.DeliveryAttempt{TimerID: x.Event.ID, Attempt: n, Due: x.Event.Due, StreamID: x.Event.StreamID,
+			At: a.At, Outcome: a.Outcome.String(), Reason: string(a.Reason), Error: a.Error})
+		reports = append(reports, Report{Event: x.Event, Endpoint: endpoint, Attempt: a, Number: n, Unsent: true})
+	}
+	if err := d.Queue.Deliveries().LogAttempts(ctx, logs); err != nil {
+		d.onError(err)
+	}
+	if d.OnAttempt != nil {
+		for _, r := range reports {
+			d.OnAttempt(r)
+		}
 	}
 }
 
@@ -504,6 +599,12 @@ func (d *Dispatcher) attempt(ctx context.Context, p pending) {
 	}
 	ev := p.d.Event
 	n, wait := d.attemptNumber(ctx, ev)
+	if p.d.PastDeadline(wait) {
+		// Checked last before the request, and with the wait of a retry
+		// whose backoff or Retry-After is longer than the lease.
+		d.missDeadline(p.d, p.ep.Name, n, wait, "attempt "+strconv.Itoa(n))
+		return
+	}
 	if wait > 0 {
 		// A retry whose backoff or Retry-After is longer than the lease:
 		// the release could delay it only by the lease, so it waits again,
@@ -512,7 +613,7 @@ func (d *Dispatcher) attempt(ctx context.Context, p pending) {
 		return
 	}
 	a := d.Sender.Send(ctx, p.ep, deliver.Fire{Namespace: d.Queue.Namespace(), TimerID: ev.ID, Due: ev.Due, FiredAt: ev.FiredAt,
-		Payload: ev.Payload, Attempt: n, TraceParent: ev.TraceParent})
+		Payload: ev.Payload, Attempt: n, TraceParent: ev.TraceParent, Owner: ev.Owner, Epoch: ev.Epoch})
 	if ctx.Err() != nil && a.Outcome != deliver.Delivered {
 		// Cut short by the stop, not the endpoint's doing: no attempt.
 		err := d.settle(p.d, queue.ReleaseOptions{Error: "dispatcher stopped"})
@@ -520,6 +621,10 @@ func (d *Dispatcher) attempt(ctx context.Context, p pending) {
 			d.OnAttempt(Report{Event: ev, Endpoint: p.ep.Name, Attempt: a, Number: n, Stopped: true, SettleErr: err})
 		}
 		return
+	}
+	if a.Outcome == deliver.Retry && p.d.PastDeadline(a.Delay) {
+		// Its retry would begin past the deadline: the deadline wins.
+		a.Decision = deliver.Decision{Outcome: deliver.DeadLetter, Reason: deliver.ReasonDeadline, Cause: a.Reason}
 	}
 	log := &queue.DeliveryAttempt{TimerID: ev.ID, Attempt: n, Due: ev.Due, StreamID: ev.StreamID, At: a.At, Latency: a.Latency, Status: a.Status,
 		Outcome: a.Outcome.String(), Error: a.Error}
@@ -536,7 +641,8 @@ func (d *Dispatcher) attempt(ctx context.Context, p pending) {
 		log.RetryIn = a.Delay
 		err = d.settle(p.d, queue.ReleaseOptions{Delay: min(a.Delay, d.Lease), Error: describe(a), Log: log})
 	default:
-		err = d.settle(p.d, queue.ReleaseOptions{DeadLetter: true, Error: describe(a), Log: log})
+		err = d.settle(p.d, queue.ReleaseOptions{DeadLetter: true, PastDeadline: a.Reason == deliver.ReasonDeadline,
+			Error: describe(a), Log: log})
 	}
 	if errors.Is(err, queue.ErrAttemptLog) {
 		err = nil // settled; onError has it

@@ -74,6 +74,45 @@ func newSink(t *testing.T, h http.HandlerFunc) *sink {
 	return s
 }
 
+// newQueue opens a queue on a namespace of the test's own, with b's
+// shards on a Cluster backend, closed when the test ends.
+func newQueue(t *testing.T, b *redistest.Backend) *queue.Queue {
+	t.Helper()
+	ns := redistest.Namespace(t)
+	if b.Shards > 0 {
+		if _, err := queue.CreateNamespace(context.Background(), b.Client, ns, b.Shards); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, err := queue.New(b.Client, queue.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
+}
+
+// startDispatcher runs d until the returned stop is called, or the test
+// ends: stop cancels Run, waits for it to return and checks it returned
+// nil. Stopping twice is stopping once.
+func startDispatcher(t *testing.T, d *dispatch.Dispatcher) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
 func newSender(t *testing.T, g *deliver.Guard) *deliver.Sender {
 	s := &deliver.Sender{Guard: g}
 	t.Cleanup(s.CloseIdleConnections)
@@ -121,10 +160,7 @@ func names(prefix string, n int) []string {
 func TestDispatcherDeliversAndSettles(t *testing.T) {
 	t.Parallel() // each arm its own namespace, receiver and dispatcher
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
-		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		q := newQueue(t, b)
 		fast := newSink(t, nil)
 		unblock := make(chan struct{})
 		slow := newSink(t, func(w http.ResponseWriter, r *http.Request) {
@@ -270,10 +306,7 @@ func TestDispatcherDeliversAndSettles(t *testing.T) {
 func TestDispatcherStopHandsFiresBack(t *testing.T) {
 	t.Parallel() // each arm its own namespace, receiver and dispatcher
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
-		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		q := newQueue(t, b)
 		stuck := newSink(t, func(w http.ResponseWriter, r *http.Request) {
 			io.Copy(io.Discard, r.Body) // the server notices a closed connection only once the body is read
 			<-r.Context().Done()
@@ -345,10 +378,7 @@ func TestDispatcherStopHandsFiresBack(t *testing.T) {
 func TestDispatcherLeasesWhatItsEndpointsTake(t *testing.T) {
 	t.Parallel() // each arm its own namespace, receiver and dispatcher
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
-		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		q := newQueue(t, b)
 		n := 300
 		if b.Mini != nil {
 			n = 100 // Lua in Go under -race
@@ -422,10 +452,7 @@ func TestDispatcherLeasesWhatItsEndpointsTake(t *testing.T) {
 func TestDispatcherLeasesPastAFullEndpoint(t *testing.T) {
 	t.Parallel() // each arm its own namespace, receiver and dispatcher
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
-		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		q := newQueue(t, b)
 		full, release := newBlockedSink(t)
 		defer release()
 		other := newSink(t, nil)
@@ -519,10 +546,7 @@ func TestDispatcherLeasesPastAFullEndpoint(t *testing.T) {
 func TestDispatcherHoldsAFireLeasedPastAFullEndpoint(t *testing.T) {
 	t.Parallel() // each arm its own namespace, receiver and dispatcher
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
-		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		q := newQueue(t, b)
 		s, release := newBlockedSink(t)
 		defer release()
 		var mu sync.Mutex

@@ -55,7 +55,7 @@ func TestDispatcherDeliversToQueueEndpoints(t *testing.T) {
 		}
 		past := time.Now().Add(-time.Second)
 		if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{
-			{ID: "a", Due: past, Endpoint: "on", Payload: []byte(`{}`)},
+			{ID: "a", Due: past, Endpoint: "on", Payload: []byte(`{}`), Owner: "wf/1 x"},
 			{ID: "b", Due: past, Endpoint: "off", Payload: []byte(`{}`)},
 			{ID: "c", Due: past, Endpoint: "doomed", Payload: []byte(`{}`)},
 		}); err != nil {
@@ -71,16 +71,8 @@ func TestDispatcherDeliversToQueueEndpoints(t *testing.T) {
 			}
 			fired += len(res.Fired)
 		}
-		runCtx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
 		d := &dispatch.Dispatcher{Queue: q, Consumer: "d1", Sender: newSender(t, &deliver.Guard{Allow: loopback}), Lease: 2 * time.Second}
-		go func() { done <- d.Run(runCtx) }()
-		defer func() {
-			stop()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		}()
+		startDispatcher(t, d)
 		received := func(id string) http.Header {
 			mu.Lock()
 			defer mu.Unlock()
@@ -91,6 +83,10 @@ func TestDispatcherDeliversToQueueEndpoints(t *testing.T) {
 		key, _ := deliver.ParseSecret(sec.Reveal())
 		if err := deliver.Verify(h, []byte(`{}`), time.Now(), key); err != nil {
 			t.Errorf("the stored secret's signature does not verify: %v", err)
+		}
+		// The fire's owner and epoch go along, for the receiver to fence by.
+		if o, e := h.Get(deliver.HeaderOwner), h.Get(deliver.HeaderEpoch); o != "wf%2F1%20x" || e != "0" {
+			t.Errorf("owned timer's delivery: %s %q, %s %q; want wf%%2F1%%20x and 0", deliver.HeaderOwner, o, deliver.HeaderEpoch, e)
 		}
 		// The deleted endpoint's fire is dead-lettered.
 		redistest.Eventually(t, 10*time.Second, "the deleted endpoint's fire is dead-lettered", func() bool {
@@ -117,6 +113,9 @@ func TestDispatcherDeliversToQueueEndpoints(t *testing.T) {
 		if n := received("b").Get(deliver.HeaderAttempt); n != "1" {
 			t.Errorf("the fire that waited arrived as attempt %s, want 1", n)
 		}
+		if o := received("b").Values(deliver.HeaderOwner); len(o) > 0 {
+			t.Errorf("a timer without an owner was delivered with %s %q", deliver.HeaderOwner, o)
+		}
 		redistest.Eventually(t, 10*time.Second, "the attempt is logged", func() bool {
 			log, err := q.Deliveries().Attempts(ctx, "b")
 			return err == nil && len(log) == 1 && log[0].Attempt == 1 && log[0].Outcome == "delivered" && log[0].Status == 204
@@ -135,10 +134,7 @@ func TestDispatcherWaitsRetryDelaysLongerThanTheLease(t *testing.T) {
 	t.Parallel() // each arm its own namespace, receiver and dispatcher
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		q := newQueue(t, b)
 		var mu sync.Mutex
 		var at []time.Time
 		var attempts []string
@@ -165,16 +161,8 @@ func TestDispatcherWaitsRetryDelaysLongerThanTheLease(t *testing.T) {
 		if res, err := q.Engine().Claim(ctx, 10); err != nil || len(res.Fired) != 1 {
 			t.Fatalf("claim: %+v %v", res, err)
 		}
-		runCtx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
 		d := &dispatch.Dispatcher{Queue: q, Consumer: "d1", Sender: newSender(t, &deliver.Guard{Allow: loopback}), Lease: 300 * time.Millisecond}
-		go func() { done <- d.Run(runCtx) }()
-		defer func() {
-			stop()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		}()
+		startDispatcher(t, d)
 		redistest.Eventually(t, 15*time.Second, "the retry arrives", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
@@ -201,10 +189,7 @@ func TestDispatcherEndpointDownThenUp(t *testing.T) {
 	t.Parallel() // each arm its own namespace, receiver and dispatcher
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		q := newQueue(t, b)
 		var up atomic.Bool
 		sink := newSink(t, func(w http.ResponseWriter, r *http.Request) {
 			if !up.Load() {
@@ -232,16 +217,8 @@ func TestDispatcherEndpointDownThenUp(t *testing.T) {
 		if res, err := q.Engine().Claim(ctx, 10); err != nil || len(res.Fired) != len(ids) {
 			t.Fatalf("claim: %+v %v", res, err)
 		}
-		runCtx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
 		d := &dispatch.Dispatcher{Queue: q, Consumer: "d1", Sender: newSender(t, &deliver.Guard{Allow: loopback}), Lease: 2 * time.Second}
-		go func() { done <- d.Run(runCtx) }()
-		defer func() {
-			stop()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		}()
+		startDispatcher(t, d)
 		// Down until every timer has failed three times.
 		redistest.Eventually(t, 20*time.Second, "three failed attempts of each", func() bool {
 			for _, id := range ids {
@@ -287,10 +264,7 @@ func TestDispatcherDeadLettersAnEndpointItsGuardRefuses(t *testing.T) {
 	t.Parallel() // each arm its own namespace, receiver and dispatcher
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		q := newQueue(t, b)
 		sink := newSink(t, nil)
 		if _, err := q.Endpoints().Put(ctx, queue.Endpoint{Name: "local", URL: sink.URL, Secrets: []queue.Secret{testSecret()}},
 			&queue.PutEndpointOptions{Allow: loopback}); err != nil {
@@ -309,20 +283,12 @@ func TestDispatcherDeadLettersAnEndpointItsGuardRefuses(t *testing.T) {
 		}
 		var mu sync.Mutex
 		var reported []string
-		runCtx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
 		d := &dispatch.Dispatcher{Queue: q, Consumer: "d1", Sender: newSender(t, nil), Lease: 2 * time.Second, OnError: func(err error) {
 			mu.Lock()
 			reported = append(reported, err.Error())
 			mu.Unlock()
 		}}
-		go func() { done <- d.Run(runCtx) }()
-		defer func() {
-			stop()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		}()
+		startDispatcher(t, d)
 		var dls []queue.DeadLetter
 		redistest.Eventually(t, 10*time.Second, "every fire of the refused endpoint is dead-lettered", func() bool {
 			page, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: 10})

@@ -19,8 +19,8 @@ import (
 )
 
 // flowSink is an endpoint that records, per flow key (the timer ID's part
-// before '/'), when each request came, its fire time and how many of the
-// key's requests overlapped at most.
+// before '/'), when each fire first came and its delay from its fire time,
+// and how many of the key's requests overlapped at most.
 type flowSink struct {
 	mu      sync.Mutex
 	at      map[string][]time.Time
@@ -28,25 +28,44 @@ type flowSink struct {
 	now     map[string]int
 	maxOver map[string]int
 	hold    map[string]time.Duration
+	seen    map[string]bool // timer IDs
 }
 
 func newFlowSink(t *testing.T, hold map[string]time.Duration) (*flowSink, string) {
 	f := &flowSink{at: map[string][]time.Time{}, delay: map[string][]time.Duration{}, now: map[string]int{},
-		maxOver: map[string]int{}, hold: hold}
+		maxOver: map[string]int{}, hold: hold, seen: map[string]bool{}}
 	s := newSink(t, func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(deliver.HeaderTimerID)
 		key, _, _ := strings.Cut(id, "%2F")
 		key, _, _ = strings.Cut(key, "/")
 		fired, _ := time.Parse(time.RFC3339Nano, r.Header.Get(deliver.HeaderFiredAt))
 		f.mu.Lock()
-		f.at[key] = append(f.at[key], time.Now())
-		f.delay[key] = append(f.delay[key], time.Since(fired))
+		// A fire counts once, at its first delivery: a lease that ran out
+		// on a loaded machine delivers it again.
+		if !f.seen[id] {
+			f.seen[id] = true
+			f.at[key] = append(f.at[key], time.Now())
+			f.delay[key] = append(f.delay[key], time.Since(fired))
+		}
 		f.now[key]++
 		f.maxOver[key] = max(f.maxOver[key], f.now[key])
 		d := f.hold[key]
 		f.mu.Unlock()
 		if d > 0 {
-			// Wall time is the thing under test: a request that takes d.
+			// Wall time is the thing under test: a request that takes d,
+			// after waiting up to 300 ms for a second of its key, so that
+			// a loaded machine, whose dispatchers lease slowly (CI's
+			// miniredis arm once never overlapped two 30 ms requests),
+			// still loads the key's bound; a limiter that lets more
+			// through then overlaps more.
+			for start := time.Now(); time.Since(start) < 300*time.Millisecond; time.Sleep(time.Millisecond) {
+				f.mu.Lock()
+				two := f.now[key] >= 2
+				f.mu.Unlock()
+				if two {
+					break
+				}
+			}
 			time.Sleep(d)
 		}
 		f.mu.Lock()
@@ -64,8 +83,8 @@ func (f *flowSink) count(key string) int {
 }
 
 // runDispatchers runs n dispatchers of one group on q, all delivering to
-// url, until the test ends.
-func runDispatchers(t *testing.T, q *queue.Queue, n int, url string) {
+// url, until stop is called or the test ends.
+func runDispatchers(t *testing.T, q *queue.Queue, n int, url string) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -87,10 +106,15 @@ func runDispatchers(t *testing.T, q *queue.Queue, n int, url string) {
 			_ = d.Run(ctx)
 		}()
 	}
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			wg.Wait()
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // fireKeys schedules, for each key, n timers "<key>/<i>" of flow key key,
@@ -128,23 +152,12 @@ func fireKeys(t *testing.T, q *queue.Queue, n map[string]int) {
 }
 
 // Four dispatchers share one key's rate and in-flight bound: the rate never
-// exceeds the policy beyond GCRA's tolerance, nor falls far below it, and
-// the key's overlapping requests never exceed its bound, as the receiver
-// counts them.
+// exceeds the policy beyond GCRA's tolerance, and the key's overlapping
+// requests never exceed its bound, as the receiver counts them.
 func TestDispatchFlowRateAndInFlight(t *testing.T) {
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		ns := redistest.Namespace(t)
-		if b.Shards > 0 {
-			if _, err := queue.CreateNamespace(ctx, b.Client, ns, b.Shards); err != nil {
-				t.Fatal(err)
-			}
-		}
-		q, err := queue.New(b.Client, queue.Options{Namespace: ns})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { q.Close() })
+		q := newQueue(t, b)
 		// rate: 100 a second, paced; conc: at most 3 at once, each
 		// request taking 30 ms.
 		nRate, nConc := 250, 40
@@ -164,6 +177,9 @@ func TestDispatchFlowRateAndInFlight(t *testing.T) {
 		}
 		sink, url := newFlowSink(t, map[string]time.Duration{"conc": 30 * time.Millisecond})
 		fireKeys(t, q, map[string]int{"rate": nRate, "conc": nConc})
+		// No grant of key rate comes before start: the dispatchers, the
+		// only ones to take its slots, start after it.
+		start := time.Now()
 		runDispatchers(t, q, 4, url)
 		// The bound only ends a failing run: the rate itself is checked
 		// below, from the arrival times (CI's miniredis arm once took
@@ -175,24 +191,10 @@ func TestDispatchFlowRateAndInFlight(t *testing.T) {
 		defer sink.mu.Unlock()
 		at := sink.at["rate"]
 		slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
-		// The steady rate: from the 10th percentile delivery to the last,
-		// past the burst an idle key may start with (flow_take.lua: at
-		// most 250 ms worth plus one).
+		// Logged only: the rate from the 10th percentile arrival to the
+		// last, past the burst an idle key may start with.
 		from := len(at) / 10
 		got := float64(len(at)-1-from) / at[len(at)-1].Sub(at[from]).Seconds()
-		if b.Mini != nil {
-			// miniredis runs Lua in a Go interpreter: under -race its
-			// deliveries come late and unevenly, and the tolerance of
-			// flow_take.lua's GCRA (250 ms worth, 25, which both the idle
-			// key's burst and the catch-up of late slots draw on) covers
-			// the 10th percentile, so 120 deliveries show no steady rate
-			// (112-127/s measured so). The bound over the whole run is
-			// checked instead: beyond the burst of 26, and 25 more for the
-			// arrivals' jitter (the sink counts arrivals, not grants, and
-			// the first request opens a connection), at most 100 a second
-			// from the first delivery on.
-			got = float64(len(at)-1-26-25) / at[len(at)-1].Sub(at[0]).Seconds()
-		}
 		first := 0
 		for _, a := range at {
 			if a.Sub(at[0]) < time.Second {
@@ -212,26 +214,32 @@ func TestDispatchFlowRateAndInFlight(t *testing.T) {
 		if first > 200 {
 			t.Errorf("%d deliveries of key rate in its first second: no limiter, or one that lets most of them through at once", first)
 		}
-		// The upper bound is GCRA's own: in any stretch of time, at most
-		// the rate times its length plus the tolerance (26, which the idle
-		// key's burst and the catch-up of late slots share), plus 25 of
-		// arrival jitter. Over the whole run, that holds however the
-		// deliveries bunch; the 10th-percentile figure above does not on a
-		// loaded machine with 16 shards (110.1/s over 2.5 s seen once).
-		span := at[len(at)-1].Sub(at[0]).Seconds()
-		bound := float64(len(at)-1-26-25) / span
-		switch {
-		case got > 110 && bound > 100:
-			t.Errorf("key rate delivered at %.1f/s (%.1f/s beyond the tolerance over the whole run), want 100/s within 10%%", got, bound)
-		case got < 60 && b.Mini == nil:
-			// The lower bound catches a limiter that throttles too hard (one
-			// that counted each grant twice would give 50/s), not a slow
-			// machine: keeping up with 100 a second is the dispatchers' speed,
-			// and CI's suite, with other packages beside it under -race, saw
-			// 78.8/s once. miniredis runs Lua in a Go interpreter, too slow
-			// to keep up at all: there only the upper bound is checked.
-			// BENCHMARKS.md's 60 s runs give 99.8-100.0/s.
-			t.Errorf("key rate delivered at %.1f/s, want 100/s, and no less than 60/s", got)
+		// The upper bound is GCRA's own, and it holds whatever the
+		// machine's load: every grant of the key came at or after start,
+		// and from start to any grant GCRA allows at most the rate times
+		// that time plus its tolerance (26, flow_take.lua: 250 ms worth
+		// plus one). So the last delivery arrives no sooner than
+		// (n-26)/100 s after start; a load that delays arrivals only
+		// moves it later. The arrival spans above are only logged: an
+		// arrival lags its grant, the first ones most (they open
+		// connections), which squeezed 250 arrivals into 1.97 s once in
+		// CI, a run whose grants kept their rate.
+		//
+		// Only the upper bound is checked here: a loaded machine slows the
+		// dispatchers, never speeds the limiter. A lower bound measured
+		// the machine (CI's suite, with other packages beside it under
+		// -race, saw 78.8/s once and 49.4/s once, against 102-104/s on a
+		// quiet one and 99.8-100.0/s in BENCHMARKS.md's 60 s runs). A
+		// limiter that throttles too hard is caught on a clock that
+		// stands still instead, where the steady grants are counted
+		// exactly (queue's TestFlowRateBurstIsTauOverTPlusOne).
+		//
+		// One grant of slack covers the millisecond of TIME's and the
+		// wall clock's rounding.
+		sinceStart := at[len(at)-1].Sub(start).Seconds()
+		if bound := float64(len(at)-26-1) / sinceStart; bound > 100 {
+			t.Errorf("key rate: %d deliveries, the last %.2f s after the dispatchers started: %.1f/s beyond GCRA's tolerance of 26, want at most 100/s",
+				len(at), sinceStart, bound)
 		}
 		if sink.maxOver["conc"] > 3 {
 			t.Errorf("key conc had %d requests at once, above its bound of 3", sink.maxOver["conc"])
@@ -248,18 +256,6 @@ func TestDispatchFlowRateAndInFlight(t *testing.T) {
 // drain time; BENCHMARKS.md has the measured figures.
 func TestDispatchFlowFairAcrossKeys(t *testing.T) {
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		ns := redistest.Namespace(t)
-		if b.Shards > 0 {
-			if _, err := queue.CreateNamespace(ctx, b.Client, ns, b.Shards); err != nil {
-				t.Fatal(err)
-			}
-		}
-		q, err := queue.New(b.Client, queue.Options{Namespace: ns})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { q.Close() })
 		nBig, nSmall, rate := 900, 100, 20
 		if b.Mini != nil {
 			nBig, nSmall = 180, 20
@@ -268,61 +264,107 @@ func TestDispatchFlowFairAcrossKeys(t *testing.T) {
 			// BENCHMARKS.md's long run: a burst of n, every key 2,000 a second.
 			nBig, nSmall, rate = n*9/10, n/10, 200
 		}
-		// Every key: 200 a second. The big key's backlog takes 4.5 s
-		// (0.9 s on miniredis) to drain.
-		if err := q.Flows().PutPolicy(ctx, queue.FlowPolicy{Rate: rate, Period: 100 * time.Millisecond}); err != nil {
-			t.Fatal(err)
-		}
-		sink, url := newFlowSink(t, nil)
-		counts := map[string]int{"big": nBig}
-		for i := range nSmall {
-			counts[fmt.Sprintf("s%03d", i%100)]++
-		}
-		// The big key's fires go into the stream first.
-		fireKeys(t, q, map[string]int{"big": nBig})
-		small := map[string]int{}
-		for k, n := range counts {
-			if k != "big" {
-				small[k] = n
+		// Every key: rate per 100 ms, 200 a second. The big key's backlog,
+		// past the burst an idle key starts with (26), takes 4.4 s (0.8 s
+		// on miniredis) to drain.
+		paced := time.Duration(nBig-26) * 100 * time.Millisecond / time.Duration(rate)
+		// Fairness holds only while the limiter holds the big key back. A
+		// machine that delivers slower than its rate (CI's miniredis arm,
+		// with a build beside its -race suite, drained it in 11.7 s: 14
+		// times its pace) never loads the limiter, and the stream's order
+		// is then the only order: such a try is run again, on a namespace
+		// of its own, and three of them fail the test as too loaded.
+		var drains []time.Duration
+		for range 3 {
+			before, big, p99, drain := fairTry(t, b, nBig, nSmall, rate)
+			if drain > 6*paced {
+				drains = append(drains, drain)
+				continue
 			}
-		}
-		fireKeys(t, q, small)
-		runDispatchers(t, q, 4, url)
-		total := func() int {
-			sink.mu.Lock()
-			defer sink.mu.Unlock()
-			n := 0
-			for _, at := range sink.at {
-				n += len(at)
+			// Fairness is an order, not a time: a loaded machine stretches
+			// the lease passes that park the big key's backlog, and with
+			// them the small keys' delay, as much as the drain (CI runs
+			// under -race saw the drain take 6.4 s on 16 shards with the
+			// p99 at 2.5 s, and 3.9 s on miniredis with the p99 at 2.5 s,
+			// against 4.4 s and 0.2-0.3 s on a quiet machine). So the
+			// bound counts the big key's deliveries that came first, which
+			// its rate paces whatever the load: at most two thirds of them
+			// (measured: 58-163 of 900, and 44-68 of 180 on miniredis,
+			// whose first burst alone is 51; all of them when the small
+			// keys queue behind the backlog).
+			if before > big*2/3 {
+				t.Errorf("small keys' p99 delivery came after %d of the big key's %d deliveries (delay %v, drain %v): they waited behind its backlog",
+					before, big, p99, drain)
 			}
-			return n
+			return
 		}
-		redistest.Eventually(t, 30*time.Second+time.Duration(nBig)*5*time.Millisecond, "every fire delivered", func() bool { return total() >= nBig+nSmall })
+		t.Fatalf("the big key drained in %v, over 6 times its pace of %v, in each of 3 tries: the machine is too loaded to load the limiter, so fairness was not tested",
+			drains, paced)
+	})
+}
+
+// fairTry is one try of TestDispatchFlowFairAcrossKeys on a namespace of
+// its own: one key holds 90% of a burst, the others one fire each (nSmall
+// over 100 keys), every key at rate per 100 ms; 4 dispatchers deliver it
+// all. It returns how many of the big key's deliveries came before the
+// small keys' p99 one, of how many, that p99 delay, and how long the big
+// key took to drain. Each fire counts once, at its first delivery: a lease
+// that ran out on a loaded machine delivers it again.
+func fairTry(t *testing.T, b *redistest.Backend, nBig, nSmall, rate int) (before, big int, p99, drain time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	q := newQueue(t, b)
+	if err := q.Flows().PutPolicy(ctx, queue.FlowPolicy{Rate: rate, Period: 100 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	sink, url := newFlowSink(t, nil)
+	counts := map[string]int{"big": nBig}
+	for i := range nSmall {
+		counts[fmt.Sprintf("s%03d", i%100)]++
+	}
+	// The big key's fires go into the stream first.
+	fireKeys(t, q, map[string]int{"big": nBig})
+	small := map[string]int{}
+	for k, n := range counts {
+		if k != "big" {
+			small[k] = n
+		}
+	}
+	fireKeys(t, q, small)
+	stop := runDispatchers(t, q, 4, url)
+	defer stop()
+	total := func() int {
 		sink.mu.Lock()
 		defer sink.mu.Unlock()
-		var delays []time.Duration
-		for k, d := range sink.delay {
-			if k != "big" {
-				delays = append(delays, d...)
-			}
+		n := 0
+		for _, at := range sink.at {
+			n += len(at)
 		}
-		slices.Sort(delays)
-		p99 := delays[(len(delays)*99+99)/100-1]
-		big := sink.at["big"]
-		slices.SortFunc(big, func(a, b time.Time) int { return a.Compare(b) })
-		drain := big[len(big)-1].Sub(big[0])
-		t.Logf("small keys: p99 delivery delay %v, max %v; big key drained in %v", p99, delays[len(delays)-1], drain)
-		// On miniredis (Lua in a Go interpreter, under -race) the big key
-		// is small enough to drain in a second or so, and one lease pass
-		// on a loaded machine is most of that (p99 398 and 846 ms against
-		// 1.1 and 1.5 s drains seen in CI's reruns), so the arm cannot
-		// tell fairness from load: fairness is checked on real Redis and
-		// the Cluster arms, and miniredis keeps the 2 s bound below.
-		if p99 > drain/3 && b.Mini == nil {
-			t.Errorf("small keys' p99 delivery delay %v is not far below the big key's drain time %v: they waited behind it", p99, drain)
+		return n
+	}
+	redistest.Eventually(t, 30*time.Second+time.Duration(nBig)*5*time.Millisecond, "every fire delivered", func() bool { return total() >= nBig+nSmall })
+	stop()
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	var delays []time.Duration
+	var arrived []time.Time
+	for k, d := range sink.delay {
+		if k != "big" {
+			delays = append(delays, d...)
+			arrived = append(arrived, sink.at[k]...)
 		}
-		if p99 > 2*time.Second {
-			t.Errorf("small keys' p99 delivery delay %v is above 2 s", p99)
-		}
-	})
+	}
+	slices.Sort(delays)
+	slices.SortFunc(arrived, func(a, b time.Time) int { return a.Compare(b) })
+	p99i := (len(delays)*99+99)/100 - 1
+	bigAt := sink.at["big"]
+	slices.SortFunc(bigAt, func(a, b time.Time) int { return a.Compare(b) })
+	drain = bigAt[len(bigAt)-1].Sub(bigAt[0])
+	// How many of the big key's deliveries came before 99% of the small
+	// keys' had arrived: all of them if the small keys queued behind its
+	// backlog.
+	before, _ = slices.BinarySearchFunc(bigAt, arrived[p99i], func(a, b time.Time) int { return a.Compare(b) })
+	t.Logf("small keys: p99 delivery delay %v, max %v, after %d of the big key's %d deliveries; big key drained in %v",
+		delays[p99i], delays[len(delays)-1], before, len(bigAt), drain)
+	return before, len(bigAt), delays[p99i], drain
 }

@@ -24,7 +24,8 @@ type Metrics struct {
 	// lateness of timerq_fire_lateness_seconds.
 	Lateness *prometheus.HistogramVec
 	// DeadLetters counts fires dead-lettered by endpoint and reason
-	// (timerq_delivery_dead_letters_total).
+	// (timerq_delivery_dead_letters_total), deadline included: a fire not
+	// sent, or not retried, because its deadline would have passed.
 	DeadLetters *prometheus.CounterVec
 	// Retries counts fires released for a retry, by endpoint
 	// (timerq_delivery_retries_total): their rate is the retry backlog's
@@ -62,7 +63,7 @@ func NewMetrics(inFlight func() int) *Metrics {
 			Buckets: buckets,
 		}, []string{"endpoint"}),
 		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "timerq_delivery_dead_letters_total", Help: "Fires dead-lettered by the dispatcher, by endpoint and reason (gone, client_error, exhausted, expired, ...).",
+			Name: "timerq_delivery_dead_letters_total", Help: "Fires dead-lettered by the dispatcher, by endpoint and reason (gone, client_error, exhausted, expired, deadline, ...).",
 		}, []string{"endpoint", "reason"}),
 		Retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "timerq_delivery_retries_total", Help: "Fires released to be tried again after a failed attempt, by endpoint.",
@@ -96,9 +97,15 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 }
 
 // Observe records one attempt: a Dispatcher's OnAttempt. An attempt cut
-// short by a stopping dispatcher is not counted.
+// short by a stopping dispatcher is not counted. One not sent for the
+// fire's deadline (Report.Unsent) counts only as a dead letter with the
+// reason deadline: it made no attempt.
 func (m *Metrics) Observe(r Report) {
 	if r.Stopped {
+		return
+	}
+	if r.Unsent {
+		m.DeadLetters.WithLabelValues(r.Endpoint, string(r.Attempt.Reason)).Inc()
 		return
 	}
 	outcome := r.Attempt.Outcome.String()

@@ -15,7 +15,8 @@ import (
 
 // Observe counts each attempt by endpoint and outcome, dead letters by
 // reason, the lateness of delivered fires only, and not an attempt cut
-// short by a stop; the in-flight gauge reads the function it was given.
+// short by a stop; a fire not sent for its deadline counts as a dead letter
+// only; the in-flight gauge reads the function it was given.
 func TestMetricsObserve(t *testing.T) {
 	held := 3
 	m := dispatch.NewMetrics(func() int { return held })
@@ -32,6 +33,8 @@ func TestMetricsObserve(t *testing.T) {
 	report("a", deliver.Delivered, deliver.ReasonOK, false)
 	report("b", deliver.DeadLetter, deliver.ReasonGone, false)
 	report("b", deliver.Retry, deliver.ReasonConnection, true) // stopped: not counted
+	m.Observe(dispatch.Report{Event: queue.Event{Due: due}, Endpoint: "c", Unsent: true, Number: 1,
+		Attempt: deliver.Attempt{At: due.Add(time.Second), Decision: deliver.Decision{Outcome: deliver.DeadLetter, Reason: deliver.ReasonDeadline}}})
 	for _, c := range []struct {
 		got  float64
 		want float64
@@ -43,6 +46,8 @@ func TestMetricsObserve(t *testing.T) {
 		{testutil.ToFloat64(m.Deliveries.WithLabelValues("b", "retry")), 0, "b stopped"},
 		{testutil.ToFloat64(m.DeadLetters.WithLabelValues("b", "gone")), 1, "b gone"},
 		{testutil.ToFloat64(m.Retries.WithLabelValues("a")), 1, "a retries"},
+		{testutil.ToFloat64(m.DeadLetters.WithLabelValues("c", "deadline")), 1, "c deadline"},
+		{testutil.ToFloat64(m.Deliveries.WithLabelValues("c", "dead_letter")), 0, "c unsent: no attempt"},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %v, want %v", c.what, c.got, c.want)
@@ -62,6 +67,12 @@ func TestMetricsObserve(t *testing.T) {
 		case "timerq_deliveries_in_flight":
 			if v := mf.GetMetric()[0].GetGauge().GetValue(); v != 3 {
 				t.Errorf("in flight %v, want 3", v)
+			}
+		case "timerq_delivery_attempt_seconds":
+			for _, mt := range mf.GetMetric() {
+				if mt.GetLabel()[0].GetValue() == "c" {
+					t.Errorf("an attempt not sent has a duration: %v", mt)
+				}
 			}
 		}
 	}

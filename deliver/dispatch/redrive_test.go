@@ -61,16 +61,8 @@ func TestRedriveAnEndpointsDeadLetters(t *testing.T) {
 			}
 			fired += len(res.Fired)
 		}
-		runCtx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
 		d := &dispatch.Dispatcher{Queue: q, Consumer: "d1", Sender: newSender(t, &deliver.Guard{Allow: loopback})}
-		go func() { done <- d.Run(runCtx) }()
-		defer func() {
-			stop()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		}()
+		startDispatcher(t, d)
 		redistest.Eventually(t, 10*time.Second, "both fires are dead-lettered (410)", func() bool {
 			page, err := q.Deliveries().DeadLetters(ctx, queue.DeadLetterListOptions{Limit: 10})
 			dls := page.DeadLetters

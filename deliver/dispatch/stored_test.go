@@ -24,11 +24,7 @@ import (
 func TestDeliversToStoredEndpoints(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		q, err := queue.New(b.Client, queue.Options{Namespace: redistest.Namespace(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer q.Close()
+		q := newQueue(t, b)
 		var mu sync.Mutex
 		secret := queue.Secret(queue.SecretPrefix + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 32))))
 		key, err := deliver.ParseSecret(secret.Reveal())
@@ -75,15 +71,7 @@ func TestDeliversToStoredEndpoints(t *testing.T) {
 		d := &dispatch.Dispatcher{Queue: q, Consumer: "d1", Sender: newSender(t, guard),
 			Route: dispatch.RouteByEndpoint, Lookup: dispatch.StoredEndpoints(q, guard),
 			OnError: func(err error) { t.Errorf("dispatcher: %v", err) }}
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- d.Run(rctx) }()
-		defer func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		}()
+		startDispatcher(t, d)
 		redistest.Eventually(t, 30*time.Second, "both billing fires delivered", func() bool {
 			mu.Lock()
 			defer mu.Unlock()

@@ -74,23 +74,26 @@ func scenarios() map[string][]scenario {
 		"schedule": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				scheduled(t, c, sp, "old", ms(time.Hour))
+				do(t, c, "HSET", sp.TimerMeta(), "old", "0\x1f\x1fwf")
 				do(t, c, "HSET", sp.EndpointNames(), "billing", "{}")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{sp.Wake(), tp, 1000, "old", ms(time.Hour), "p", "", "new", "+1000.000", "p", "billing"}
+				return []any{sp.Wake(), tp, 1000, "old", ms(time.Hour), "p", "", "",
+					"new", "+1000.000", "p", "billing", "\x1f+5000\x1fwf\x1fk=v"}
 			},
 		}, {
 			// Neither traced nor delivering: the records' HSET is the
 			// first write, which no probe precedes.
 			name:  "plain",
 			setup: nothing,
-			args:  func(sp keyspace.Space) []any { return []any{sp.Wake(), "", 0, "new", ms(time.Hour), "p", ""} },
+			args:  func(sp keyspace.Space) []any { return []any{sp.Wake(), "", 0, "new", ms(time.Hour), "p", "", ""} },
 		}},
 		"claim": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				scheduled(t, c, sp, "due", ms(-time.Second))
 				do(t, c, "HSET", sp.Traces(), "due", tp)
 				do(t, c, "HSET", sp.Deliveries(), "due", "billing")
+				do(t, c, "HSET", sp.TimerMeta(), "due", "3\x1f\x1fwf")
 				do(t, c, "HSET", sp.Timers(), "bad", "not a record")
 				do(t, c, "ZADD", sp.Due(), ms(-time.Second), "bad")
 			},
@@ -140,14 +143,37 @@ func scenarios() map[string][]scenario {
 				scheduled(t, c, sp, "x1", ms(time.Hour))
 				do(t, c, "HSET", sp.Timers(), "j2", "f:1000:1000:2000:x")
 			},
-			args: func(sp keyspace.Space) []any { return []any{"j*", 100, 60000, sp.TimerChannelPrefix()} },
+			args: func(sp keyspace.Space) []any {
+				return []any{"j*", 100, 60000, sp.TimerChannelPrefix(), "", "", "", "j"}
+			},
+		}, {
+			// By owner: the owner index, then the metas and records.
+			name: "owner",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				scheduled(t, c, sp, "j1", ms(time.Hour))
+				do(t, c, "HSET", sp.TimerMeta(), "j1", "1\x1f\x1fwf\x1fk=v")
+				do(t, c, "ZADD", sp.Owners(), "0", "wf\x00j1")
+			},
+			args: func(sp keyspace.Space) []any {
+				return []any{"*", 100, 60000, sp.TimerChannelPrefix(), "wf", "\x1fk=v", "2", ""}
+			},
+		}, {
+			// By labels alone: a scan of the meta hash.
+			name: "labels",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				scheduled(t, c, sp, "j1", ms(time.Hour))
+				do(t, c, "HSET", sp.TimerMeta(), "j1", "0\x1f\x1f\x1fk=v")
+			},
+			args: func(sp keyspace.Space) []any {
+				return []any{"*", 100, 60000, sp.TimerChannelPrefix(), "", "\x1fk=v", "", ""}
+			},
 		}, {
 			// Nothing to cancel: the progress hash's HSET is the one write.
 			name: "nothing scheduled",
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				do(t, c, "HSET", sp.Timers(), "j2", "f:1000:1000:2000:x")
 			},
-			args: func(sp keyspace.Space) []any { return []any{"j*", 100, 0, sp.TimerChannelPrefix()} },
+			args: func(sp keyspace.Space) []any { return []any{"j*", 100, 0, sp.TimerChannelPrefix(), "", "", "", "j"} },
 		}},
 		"reschedule": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) { scheduled(t, c, sp, "r", ms(time.Hour)) },
@@ -158,10 +184,20 @@ func scenarios() map[string][]scenario {
 				settled(t, c, sp, "p", "c", 1000, 2000, 3000)
 				do(t, c, "HSET", sp.Traces(), "p", tp)
 				do(t, c, "HSET", sp.Deliveries(), "p", "billing")
+				do(t, c, "HSET", sp.TimerMeta(), "p", "0\x1f\x1fwf")
+				do(t, c, "ZADD", sp.Owners(), "0", "wf\x00p")
 			},
 			args: func(keyspace.Space) []any { return []any{10, 1} },
 		}},
 		"stats": {{setup: nothing, args: func(keyspace.Space) []any { return nil }}},
+		"epoch": {{setup: nothing, args: func(keyspace.Space) []any { return []any{"wf", "+"} }}},
+		"owner_wake": {{
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				scheduled(t, c, sp, "w", ms(time.Hour))
+				do(t, c, "ZADD", sp.Owners(), "0", "wf\x00w")
+			},
+			args: func(keyspace.Space) []any { return []any{"wf"} },
+		}},
 		"horizon": {{
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) { scheduled(t, c, sp, "a", "1000") },
 			args:  func(keyspace.Space) []any { return []any{0, 3600000} },
@@ -174,8 +210,11 @@ func scenarios() map[string][]scenario {
 			args: func(keyspace.Space) []any { return []any{"", 0, ms(time.Hour), 10, 1000, "a"} },
 		}},
 		"get": {{
-			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) { scheduled(t, c, sp, "g", "1000") },
-			args:  func(keyspace.Space) []any { return []any{"g"} },
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				scheduled(t, c, sp, "g", "1000")
+				do(t, c, "HSET", sp.TimerMeta(), "g", "0\x1f\x1fwf")
+			},
+			args: func(keyspace.Space) []any { return []any{"g"} },
 		}},
 		"check": {{setup: nothing, args: func(sp keyspace.Space) []any { return []any{sp.TimerChannel(""), sp.Wake()} }}},
 		"restore": {{
@@ -185,9 +224,9 @@ func scenarios() map[string][]scenario {
 			},
 			args: func(sp keyspace.Space) []any {
 				return []any{60000, sp.Wake(), "", 1000,
-					"old", "s", ms(time.Hour), "1000", "", "p",
-					"new", "s", ms(time.Minute), "1000", "", "p",
-					"sch@5", "f", "5", "1000", "2000", "p"}
+					"old", "s", ms(time.Hour), "1000", "", "p", "",
+					"new", "s", ms(time.Minute), "1000", "", "p", "4\x1f\x1fwf\x1fk=v",
+					"sch@5", "f", "5", "1000", "2000", "p", ""}
 			},
 		}},
 		"debounce_restore": {{
@@ -276,7 +315,7 @@ func scenarios() map[string][]scenario {
 				do(t, c, "HSET", sp.EndpointNames(), "billing", "{}")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{"g", "1000", "60000", "p", "0", sp.Wake(), tp, "billing", 1000}
+				return []any{"g", "1000", "60000", "p", "0", sp.Wake(), tp, "billing", 1000, "\x1f+5000\x1fwf\x1fk=v"}
 			},
 		}, {
 			// An open window: its timer is pushed, earlier than the
@@ -334,6 +373,26 @@ func scenarios() map[string][]scenario {
 				do(t, c, "XREADGROUP", "GROUP", "g", "c", "COUNT", 2, "STREAMS", sp.Fires(), ">")
 			},
 			args: func(keyspace.Space) []any { return []any{"g", "c2", 0, 1, 1, 0, "0"} },
+		}, {
+			// A delivery whose lease ran out, past its deadline: reclaimed,
+			// dead-lettered and counted.
+			name: "reclaimed past its deadline",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "XADD", sp.Fires(), "1-1", "id", "x", "payload", "p", "meta", "0\x1f1000\x1f")
+				do(t, c, "XGROUP", "CREATE", sp.Fires(), "g", "0")
+				do(t, c, "XREADGROUP", "GROUP", "g", "c", "COUNT", 1, "STREAMS", sp.Fires(), ">")
+			},
+			args: func(keyspace.Space) []any { return []any{"g", "c2", 0, 5, 1, 0, "0"} },
+		}, {
+			// A new entry past its deadline, and one within it: the first
+			// dead-lettered and counted, the second handed out.
+			name: "new past its deadline",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "XADD", sp.Fires(), "1-1", "id", "x", "payload", "p", "meta", "0\x1f1000\x1fwf")
+				do(t, c, "XADD", sp.Fires(), "2-1", "id", "y", "payload", "p", "meta", "0\x1f"+ms(time.Hour)+"\x1f")
+				do(t, c, "XGROUP", "CREATE", sp.Fires(), "g", "0")
+			},
+			args: func(keyspace.Space) []any { return []any{"g", "c", 30000, 5, 10, 0, "0"} },
 		}},
 		"release": {{
 			name: "release",
@@ -351,6 +410,29 @@ func scenarios() map[string][]scenario {
 				do(t, c, "XREADGROUP", "GROUP", "g", "c", "COUNT", 1, "STREAMS", sp.Fires(), ">")
 			},
 			args: func(keyspace.Space) []any { return []any{"g", "1-1", 1, "dead", 0, 30000, 5, "gave up", 0} },
+		}, {
+			// A release whose redelivery would come past the fire's
+			// deadline (the delivery ID's): dead-lettered and counted.
+			name: "release past its deadline",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "XADD", sp.Fires(), "1-1", "id", "x", "payload", "p", "meta", "0\x1f"+ms(time.Second)+"\x1f")
+				do(t, c, "XGROUP", "CREATE", sp.Fires(), "g", "0")
+				do(t, c, "XREADGROUP", "GROUP", "g", "c", "COUNT", 1, "STREAMS", sp.Fires(), ">")
+			},
+			args: func(keyspace.Space) []any {
+				return []any{"g", "1-1", 1, "release", 10000, 30000, 5, "", 0, ms(time.Second)}
+			},
+		}, {
+			// A caller's own verdict: dead for its deadline, counted.
+			name: "deadline",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "XADD", sp.Fires(), "1-1", "id", "x", "payload", "p")
+				do(t, c, "XGROUP", "CREATE", sp.Fires(), "g", "0")
+				do(t, c, "XREADGROUP", "GROUP", "g", "c", "COUNT", 1, "STREAMS", sp.Fires(), ">")
+			},
+			args: func(keyspace.Space) []any {
+				return []any{"g", "1-1", 1, "deadline", 0, 30000, 5, "deadline: not sent", 0}
+			},
 		}},
 		"flow_take": {{
 			// Two deliveries of a flow with room for both but a rate of one
@@ -409,15 +491,15 @@ func scenarios() map[string][]scenario {
 				do(t, c, "ZADD", sp.SchedDue(), ms(time.Hour), "ra", ms(time.Hour), "rb")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{sp.Wake(), "ra", 1, 100, 200, "a", "p", "billing", 1, 200, ms(time.Minute),
-					"rb", 1, 100, 100, "e", "p", "", 0}
+				return []any{sp.Wake(), "ra", 1, 100, 200, "a", "p", "billing", "\x1f\x1fwf\x1fk=v", 1, 200, ms(time.Minute),
+					"rb", 1, 100, 100, "e", "p", "", "", 0}
 			},
 		}},
 		"recur_put": {{
 			// A create reads the debounce window of its ID (Keys takes "g").
 			name: "create", setup: nothing,
 			args: func(sp keyspace.Space) []any {
-				return []any{"create", "g", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", "", 1000, 300, ms(time.Minute)}
+				return []any{"create", "g", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", "", 1000, "\x1f\x1fwf", 300, ms(time.Minute)}
 			},
 		}, {
 			name: "update",
@@ -428,7 +510,7 @@ func scenarios() map[string][]scenario {
 				do(t, c, "HSET", sp.EndpointNames(), "billing", "{}")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{"update", "rp", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "skip", "billing", 0, 300, ms(time.Minute)}
+				return []any{"update", "rp", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "skip", "billing", 0, "", 300, ms(time.Minute)}
 			},
 		}, {
 			name: "update without endpoint",
@@ -439,7 +521,7 @@ func scenarios() map[string][]scenario {
 				do(t, c, "ZADD", sp.SchedDue(), ms(time.Hour), "rp")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{"update", "rp", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", "", 0, 100, ms(time.Minute)}
+				return []any{"update", "rp", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", "", 0, "", 100, ms(time.Minute)}
 			},
 		}, {
 			name: "delete",
@@ -448,7 +530,7 @@ func scenarios() map[string][]scenario {
 				do(t, c, "ZADD", sp.SchedDue(), ms(time.Hour), "rp")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{"delete", "rp", "", "", "a", "-", "", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", "", 0}
+				return []any{"delete", "rp", "", "", "a", "-", "", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", "", 0, ""}
 			},
 		}},
 	}

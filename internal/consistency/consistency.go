@@ -44,7 +44,11 @@ const (
 //     sets hold only the settled timers an upgrade has still to drain,
 //     each as layout 1 keeps it (the expire set goes with the last);
 //   - while the stream is not trimmed (trimmed false), the counters' fired
-//     total equals the stream's length.
+//     total equals the stream's length;
+//   - every entry of the timer meta hash has a record, every member of
+//     the owner index is "<owner>\x00<id>" of a timer whose meta names
+//     that owner, every owned timer has its index entry, and a fired
+//     timer's stream entry carries its meta as stored.
 func Check(ctx context.Context, rdb redis.UniversalClient, q *queue.Queue, trimmed bool) ([]string, error) {
 	sp, err := shard0(ctx, rdb, q)
 	if err != nil {
@@ -62,6 +66,11 @@ func Check(ctx context.Context, rdb redis.UniversalClient, q *queue.Queue, trimm
 		}
 	}
 	bad = append(bad, s.checkMembers()...)
+	metaBad, err := s.checkMeta(ctx, rdb, sp)
+	if err != nil {
+		return nil, err
+	}
+	bad = append(bad, metaBad...)
 	if sp.Layout() == 2 {
 		bad = append(bad, s.checkLegacy(ctx, rdb, sp)...)
 	}
@@ -108,10 +117,11 @@ type set struct {
 
 // shard is what Check reads of a shard's keys.
 type shard struct {
-	recs    map[string]string
-	sets    []set
-	events  map[string]int // stream entries per timer ID
-	entries int            // the stream's length
+	recs      map[string]string
+	sets      []set
+	events    map[string]int    // stream entries per timer ID
+	eventMeta map[string]string // the meta field of each timer's stream entry
+	entries   int               // the stream's length
 }
 
 // zset reads a sorted set's members and scores.
@@ -135,7 +145,7 @@ func readShard(ctx context.Context, rdb redis.UniversalClient, sp keyspace.Space
 	if err != nil {
 		return nil, err
 	}
-	s := &shard{recs: recs, events: map[string]int{}}
+	s := &shard{recs: recs, events: map[string]int{}, eventMeta: map[string]string{}}
 	atDue := func(due, _ int64) float64 { return float64(due) }
 	fired, err := zset(ctx, rdb, sp.Fired())
 	if err != nil {
@@ -186,6 +196,7 @@ func readShard(ctx context.Context, rdb redis.UniversalClient, sp keyspace.Space
 	for _, e := range entries {
 		id, _ := e.Values["id"].(string)
 		s.events[id]++
+		s.eventMeta[id], _ = e.Values["meta"].(string)
 	}
 	s.entries = len(entries)
 	return s, nil
@@ -337,4 +348,50 @@ func Snapshot(ctx context.Context, rdb redis.UniversalClient, q *queue.Queue) (s
 		b.WriteString("\n")
 	}
 	return b.String(), nil
+}
+
+// checkMeta returns a line for each broken invariant of the timer meta
+// hash and the owner index (keyspace TimerMeta, Owners).
+func (s *shard) checkMeta(ctx context.Context, rdb redis.UniversalClient, sp keyspace.Space) ([]string, error) {
+	metas, err := rdb.HGetAll(ctx, sp.TimerMeta()).Result()
+	if err != nil {
+		return nil, err
+	}
+	index, err := rdb.ZRange(ctx, sp.Owners(), 0, -1).Result()
+	if err != nil {
+		return nil, err
+	}
+	var bad []string
+	owners := map[string]string{} // id -> owner, from the meta
+	for id, m := range metas {
+		rec, ok := s.recs[id]
+		if !ok {
+			bad = append(bad, fmt.Sprintf("%q: meta %q without a record", id, m))
+			continue
+		}
+		if f := strings.Split(m, "\x1f"); len(f) >= 3 && f[2] != "" {
+			owners[id] = f[2]
+		}
+		if rec != "" && rec[0] == 'f' && s.events[id] > 0 && s.eventMeta[id] != m {
+			bad = append(bad, fmt.Sprintf("%q: fired with meta %q in its stream entry, %q stored", id, s.eventMeta[id], m))
+		}
+	}
+	indexed := map[string]bool{}
+	for _, member := range index {
+		owner, id, ok := strings.Cut(member, "\x00")
+		switch {
+		case !ok:
+			bad = append(bad, fmt.Sprintf("owner index member %q is not <owner>\\0<id>", member))
+		case owners[id] != owner:
+			bad = append(bad, fmt.Sprintf("%q: in the owner index under %q, but its meta names %q", id, owner, owners[id]))
+		default:
+			indexed[id] = true
+		}
+	}
+	for id, owner := range owners {
+		if !indexed[id] {
+			bad = append(bad, fmt.Sprintf("%q: owned by %q, but not in the owner index", id, owner))
+		}
+	}
+	return bad, nil
 }

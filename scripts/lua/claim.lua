@@ -2,7 +2,8 @@
 --
 -- KEYS: the namespace's seven keys, then its traces hash (see includes/check_types.lua),
 --       then KEYS[9] its quarantine hash (includes/quarantine.lua),
---       then KEYS[10] its deliveries hash: id -> endpoint name (schedule.lua)
+--       then KEYS[10] its deliveries hash: id -> endpoint name (schedule.lua),
+--       then KEYS[11] its timer meta hash (keyspace TimerMeta), read only
 -- ARGV[1] limit: most timers to claim (1..1000)
 -- ARGV[2] retention_ms: how long fired records are kept; 0 keeps them forever
 -- ARGV[3] stream_maxlen: approximate bound of the fire stream; 0 = unbounded
@@ -118,7 +119,7 @@ if n > 0 then
   local err = check_type(KEYS[7], 'hash')
   if err then return err end
   local counts = counters_batch()
-  local f = fire_batch(now, tonumber(ARGV[2]), KEYS[10], counts, now_s)
+  local f = fire_batch(now, tonumber(ARGV[2]), KEYS[10], counts, now_s, KEYS[11])
   local quarantined = nil -- {{id, score, reason, rec}, ...} once there is one
   for i = 1, n do
     local id, rec, score = due[2 * i - 1], recs[i], due[2 * i]

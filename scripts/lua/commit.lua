@@ -11,7 +11,8 @@
 -- KEYS: the namespace's seven keys, then its traces hash, KEYS[9] its
 --       quarantine hash (unused here), KEYS[10] the shard's hold hash (see
 --       hold.lua), KEYS[11] its deliveries hash (id -> endpoint name, as
---       claim.lua takes it: the name moves into the fire stream entry)
+--       claim.lua takes it: the name moves into the fire stream entry),
+--       KEYS[12] its timer meta hash (read only, as claim.lua's KEYS[11])
 -- ARGV[1] token: the hold's token, as hold.lua was given it
 -- ARGV[2] retention_ms: how long fired records are kept; 0 keeps them forever
 -- ARGV[3] stream_maxlen: approximate bound of the fire stream; 0 = unbounded
@@ -51,7 +52,7 @@ if nheld > 0 then
 end
 
 local counts = counters_batch()
-local f = fire_batch(tonumber(meta[2]), tonumber(ARGV[2]), KEYS[11], counts)
+local f = fire_batch(tonumber(meta[2]), tonumber(ARGV[2]), KEYS[11], counts, nil, KEYS[12])
 local maxlen = tonumber(ARGV[3])
 
 -- Phase 1: read and check each held timer; it fires if it is still

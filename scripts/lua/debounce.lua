@@ -12,7 +12,9 @@
 --   KEYS[10] traces    HASH   the shard's traces (includes/check_types.lua)
 --   KEYS[11] deliveries HASH  the shard's deliveries (id -> endpoint name)
 --   KEYS[12] endpoint names HASH (keyspace EndpointNames, as schedule.lua)
---   KEYS[13] meta       HASH   with one shard only: the namespace's meta
+--   KEYS[13..15] the shard's timer meta hash, owner index and owners'
+--                epochs (keyspace TimerMeta, Owners, Epochs; includes/meta.lua)
+--   KEYS[16] meta       HASH   with one shard only: the namespace's meta
 --                             key; once it says more shards the call is
 --                             refused, 'TIMERQ_RELAYOUT <shards>' and
 --                             nothing written (as schedule.lua)
@@ -34,12 +36,16 @@
 --         a call that opens a window when KEYS[1] holds that many timers
 --         is refused, 'TIMERQ_QUOTA pending <quota> <held> 1', nothing
 --         written; a push adds no timer, and is never refused.
+-- ARGV[10] the window timer's owner and labels, as includes/meta.lua
+--         takes them ('' for none): set by the call that opens the window
+--         (with its owner's epoch then); a push leaves them
 -- Reply: {outcome, id, record, now_ms, deadline_ms}. outcome is 'created'
 --        (a new window: its timer id, "K@<opened_ms>", was created), 'pushed'
 --        (the open window's timer is now due delay after now_ms) or
 --        'capped' (it is due at deadline_ms, sooner than that), with the
 --        timer's record; or 'schedule' (K is a recurring schedule's ID,
---        nothing written; id, record and deadline_ms are '').
+--        nothing written; id, record and deadline_ms are ''). A created
+--        window's timer with an owner or labels adds its stored meta.
 -- Complexity: O(log N) for a set of N (plus an HEXISTS of the endpoint
 --        names when ARGV[8] is set, and on a push that sets the payload an
 --        HGET of the deliveries).
@@ -63,8 +69,8 @@ if err then return err end
 err = check_type(KEYS[8], 'hash') or check_type(KEYS[9], 'string') or check_type(KEYS[10], 'hash') or
   check_type(KEYS[11], 'hash') or check_type(KEYS[12], 'hash')
 if err then return err end
-if KEYS[13] then
-  local shards = redis.call('HGET', KEYS[13], 'shards')
+if KEYS[16] then
+  local shards = redis.call('HGET', KEYS[16], 'shards')
   if shards and shards ~= '1' then return redis.error_reply('TIMERQ_RELAYOUT ' .. shards) end
 end
 
@@ -177,12 +183,19 @@ end
 deadline = now + wait
 if due > deadline then due = deadline end
 wake_consider(due)
+local metas = meta_batch(KEYS[13], KEYS[14], KEYS[15])
+if (ARGV[10] or '') ~= '' then
+  local _, merr = meta_add(metas, id, fmt_due(due), ARGV[10])
+  if merr then return merr end
+end
+err = meta_check(metas)
+if err then return err end
 
 -- Phase 2: probes; ZADD first, so that Redis refuses a debounce under OOM.
 local probes = {{'ZADD', KEYS[1]}, {'HSET', KEYS[2]}, {'SET', KEYS[9]}}
 if tp ~= '' then probes[#probes + 1] = {'HSET', KEYS[10]} end
 if endpoint ~= '' then probes[#probes + 1] = {'HSET', KEYS[11]} end
-err = probe_all(probes)
+err = probe_all(probes) or meta_probes(metas)
 if err then return err end
 
 -- Phase 3: publish, then write.
@@ -194,4 +207,7 @@ redis.call('ZADD', KEYS[1], fmt_due(due), id)
 redis.call('SET', KEYS[9], fmt(n) .. ':' .. fmt(deadline), 'PXAT', fmt(deadline))
 if tp ~= '' then redis.call('HSET', KEYS[10], id, tp) end
 if endpoint ~= '' then redis.call('HSET', KEYS[11], id, endpoint) end
-return {'created', id, encode('s', fmt_due(due), now_s, '', payload), now_s, fmt(deadline)}
+meta_write(metas)
+local reply = {'created', id, encode('s', fmt_due(due), now_s, '', payload), now_s, fmt(deadline)}
+if metas.hset then reply[6] = metas.hset[2] end
+return reply

@@ -13,9 +13,11 @@
 -- ARGV[1] group
 -- ARGV[2] consumer
 -- ARGV[3] count: most fires to hand over (1..1000)
--- Reply: {now_ms, next, e_1, ..., e_k}, each e = {stream_id, attempt,
+-- Reply: {now_ms, next, {}, e_1, ..., e_k}, each e = {stream_id, attempt,
 --        field_1, value_1, ...} as lease.lua's; next is the Redis time
 --        (ms) the earliest flow still parked may be tried, '' if none.
+--        The empty list stands where lease.lua lists what it dead-lettered
+--        (this script dead-letters nothing), so that one reader reads both.
 --        A parked fire whose entry left the stream (Options.StreamMaxLen)
 --        is dropped.
 -- Complexity: O(F log R + k (log Q + log P)) for F ready flows visited
@@ -33,7 +35,7 @@ local function next_ready()
 end
 
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, count)
-if #due == 0 then return {fmt(now), next_ready()} end
+if #due == 0 then return {fmt(now), next_ready(), {}} end
 local nflows = #due / 2
 local share = math.ceil(count / nflows)
 local names = {}
@@ -70,13 +72,13 @@ err = probe_all({{'ZREM', KEYS[3]}, {'ZADD', KEYS[2]}, {'ZREM', KEYS[2]}, {'HDEL
 if err then return err end
 
 -- Phase 3: writes.
-local reply = {fmt(now), ''}
+local reply = {fmt(now), '', {}}
 for _, t in ipairs(takes) do
   local c = redis.pcall('XCLAIM', KEYS[1], group, consumer, 0, t[1], 'RETRYCOUNT', t[2], 'FORCE')
   if type(c) == 'table' and c.err then
     -- The group is gone (XGROUP DESTROY): nothing was claimed yet, since
     -- every claim names the same group; leave the fires parked.
-    if string.find(c.err, 'NOGROUP', 1, true) then return {fmt(now), next_ready()} end
+    if string.find(c.err, 'NOGROUP', 1, true) then return {fmt(now), next_ready(), {}} end
     return redis.error_reply(c.err)
   end
   if c[1] and type(c[1]) == 'table' then

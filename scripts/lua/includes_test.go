@@ -160,6 +160,7 @@ func TestIncludesKeepNoStateAcrossCalls(t *testing.T) {
 		"wake_moved":    "wake_start",
 		"SCHED_KEY":     "recur_keys, which each recurring-schedule script calls first",
 		"SDUE_KEY":      "recur_keys", "DELIVER_KEY": "recur_keys", "ENDPOINTS_KEY": "recur_keys",
+		"META_KEY": "recur_keys", "OWNERS_KEY": "recur_keys", "EPOCHS_KEY": "recur_keys",
 	}
 	constant := regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
 	topLocal := regexp.MustCompile(`(?m)^local ((?:\w+\s*,\s*)*\w+)(\s*=)?`)

@@ -5,7 +5,8 @@
 -- stateless caller may run it for any consumer, one after the other.
 --
 -- KEYS[1..7] the shard's seven keys (includes/check_types.lua); only KEYS[6] fires, the
---            shard's fire stream, is read or written
+--            shard's fire stream, is read or written, and KEYS[7] counters
+--            gains dead_deadline (see "Deadlines" below)
 -- KEYS[8] dead     STREAM the shard's dead-letter stream
 -- KEYS[9] cursors  HASH   group..'#quiet' -> server time (ms) before which
 --                  the scan for expired leases is skipped (see "Quiet"
@@ -21,14 +22,21 @@
 -- ARGV[7] start: where the group starts if this call creates it, as
 --         XGROUP CREATE takes it: '0' (the oldest entry kept) or '$' (after
 --         the newest: queue.StartNow)
--- Reply: {now_ms, last, e_1, ..., e_k}, k <= count, each e = {stream_id, attempt,
+-- Reply: {now_ms, last, dead, e_1, ..., e_k}, k <= count, each e = {stream_id, attempt,
 --        field_1, value_1, ...}: first the reclaimed deliveries whose lease
 --        expired (attempt = Redis's delivery count), then new entries
---        (attempt 1). now_ms is the server clock when they were delivered:
---        each lease ends at now_ms + lease_ms. last, when not '', is the
+--        (attempt 1), none past its deadline at now_ms. now_ms is the server
+--        clock when they were delivered: each lease ends at now_ms +
+--        lease_ms. last, when not '', is the
 --        stream's last entry ID ('0-0' if empty), after which new entries
 --        may be awaited (XREAD): the group has nothing more to hand out
 --        (see "Drained" below). '' means it may have more: ask again.
+--        dead lists the entries this call dead-lettered instead of handing
+--        out, each {stream_id, attempt, dead_letter_id, reason, cause,
+--        field_1, value_1, ...}: reason 'deadline' (Deadlines below) or
+--        'attempts' (a reclaim past max_attempts), attempt the one it would
+--        have been, as in e; so that a dispatcher can log the attempt it
+--        did not make (queue.LeaseOptions.OnDeadLetter). Usually empty.
 -- Complexity: O(P + c log P) for the scan, which walks the pending entry
 --        list (about 0.1 us an entry: it reads no stream entry) and
 --        reclaims at most c, plus O(c) for the new entries, for c = count
@@ -40,6 +48,26 @@
 -- acknowledged; an entry requeued for another group (for_group, see
 -- requeue.lua) is acknowledged and skipped. The group is created on first
 -- use at ARGV[7].
+--
+-- Deadlines: an entry whose timer has a deadline (its field meta,
+-- includes/deadline.lua) that now_ms is past is not handed out, new or
+-- reclaimed, requeued or not: it is dead-lettered with the reason deadline
+-- (its attempts the deliveries it had: 0 for a new entry, whose consumer
+-- is ''), acknowledged and counted (counters_write: dead_deadline). An entry
+-- without meta costs the comparison of one more field name in the loop
+-- that looks for for_group, and nothing else. Only an entry's fields say
+-- its deadline, and they come with the writes that read it (XCLAIM,
+-- XREADGROUP), so the counters and the dead-letter stream are checked
+-- (deadline_keys: their types, and the rights to HINCRBY and HSET the counters;
+-- the right to XADD a dead letter is probed on every call) as follows. A
+-- call that reclaims checks them before its XCLAIM: a reclaimed entry may
+-- die of its attempts or of its deadline. A call that finds a new entry
+-- past its deadline checks them after its XREADGROUP (a TYPE, a check or
+-- a probe refused is a value there, never an error), and if one fails
+-- leaves such entries pending, neither handed out nor dead-lettered: their
+-- leases run out, and the call that reclaims them names the wrong key or
+-- the missing right before it writes anything. A call that does neither,
+-- the common one, checks nothing more than it did before deadlines.
 --
 -- The scan is XPENDING IDLE, which walks the pending entry list from the
 -- start and lists up to count entries whose lease ran out, then one XCLAIM
@@ -74,10 +102,12 @@
 -- the calls that find nothing wrong paid for nothing): the fire stream by the XPENDING
 -- summary, which answers WRONGTYPE for any other type; the cursors hash
 -- by its HGET, which runs whenever the HSET may (pending > 0), both
--- before any write; the dead-letter stream by a TYPE only when the scan
--- finds a delivery that will be dead-lettered, before its XCLAIM, the
--- first write of a call that scans (the group exists, so no XGROUP CREATE
--- ran). A key that a command does not touch is not checked.
+-- before any write; the dead-letter stream and the counters by a TYPE
+-- each only when the scan finds expired deliveries, which may be
+-- dead-lettered, before its XCLAIM, the first write of a call that scans
+-- (the group exists, so no XGROUP CREATE ran), or when a new entry turns
+-- out to be past its deadline (Deadlines above). A key that a command does
+-- not touch is not checked.
 
 local err
 
@@ -152,17 +182,29 @@ if not exists then
 end
 
 local out, dead, acks = {}, {}, {}
+local late -- the entries past their deadline, made by the first one
 local owners = {} -- stream ID -> the consumer that held it before this reclaim
+local checked = false -- deadline_keys passed
 
--- route sorts one delivery: handed over, dead-lettered or skipped.
+-- route sorts one delivery: handed over, dead-lettered (of its attempts or
+-- its deadline) or skipped.
 local function route(id, fields, attempt)
+  local deadline
   for i = 1, #fields, 2 do
-    if fields[i] == 'for_group' and fields[i + 1] ~= group then
-      acks[#acks + 1] = id
-      return
+    local k = fields[i]
+    if k == 'for_group' then
+      if fields[i + 1] ~= group then
+        acks[#acks + 1] = id
+        return
+      end
+    elseif k == 'meta' then
+      deadline = deadline_ms(fields[i + 1])
     end
   end
-  if attempt > max_attempts then
+  if deadline and now > deadline then
+    late = late or {}
+    late[#late + 1] = {id, fields, attempt, deadline}
+  elseif attempt > max_attempts then
     dead[#dead + 1] = {id, fields, attempt}
   else
     local e = {id, fmt(attempt)}
@@ -177,20 +219,19 @@ if pending > 0 and now >= quiet then
   scan_full = #expired >= count
   if #expired > 0 then
     local ids, attempts = {}, {}
-    local dies = false
     for i, p in ipairs(expired) do
       ids[i] = p[1]
       attempts[p[1]] = tonumber(p[4]) + 1 -- XCLAIM counts a delivery
-      dies = dies or attempts[p[1]] > max_attempts
       -- The consumer whose lease ran out, which a dead letter names: the
       -- XCLAIM below makes the caller the owner.
       owners[p[1]] = p[2]
     end
-    -- Nothing was written yet (the group exists: no XGROUP CREATE).
-    if dies then
-      err = check_type(KEYS[8], 'stream')
-      if err then return err end
-    end
+    -- Nothing was written yet (the group exists: no XGROUP CREATE). Any
+    -- reclaimed entry may die, of its attempts or of its deadline
+    -- (Deadlines above), which only the XCLAIM's reply says.
+    err = deadline_keys()
+    if err then return err end
+    checked = true
     -- A deleted entry is left out of the reply, and out of the pending
     -- list (Redis 7.0; before, it was listed as nil).
     local claimed = redis.call('XCLAIM', KEYS[6], group, consumer, lease, unpack(ids))
@@ -214,13 +255,36 @@ if want > 0 then
   end
 end
 
+-- New entries past their deadline found the keys unchecked: checked now,
+-- after the XREADGROUP, under pcall, so that a refusal is a value; they
+-- are left pending if a check fails (Deadlines above).
+if late and not checked then
+  local ok, e = pcall(deadline_keys)
+  if not ok or e then late = nil end
+end
+
 -- Dead letters, as release.lua writes them (includes/dead_letter.lua),
--- naming the consumer whose last lease ran out.
+-- naming the consumer whose last lease ran out ('' for a new entry).
+local died = {} -- the reply's dead
+local function report(id, attempts, dead_id, reason, cause, fields)
+  local e = {id, fmt(attempts), dead_id, reason, cause}
+  for i = 1, #fields do e[#e + 1] = fields[i] end
+  died[#died + 1] = e
+end
+if late then
+  for _, d in ipairs(late) do
+    local id, attempt = d[1], d[3]
+    local cause = deadline_cause(d[4], 'not handed out', now)
+    report(id, attempt, dead_letter(d[2], cause, attempt - 1, group, owners[id] or '', id, maxlen), 'deadline', cause, d[2])
+    acks[#acks + 1] = id
+  end
+  counters_write({dead_deadline = #late})
+end
 for _, d in ipairs(dead) do
   local id, attempt = d[1], d[3]
-  dead_letter(d[2], 'delivered ' .. fmt(attempt) ..
-    ' times without an acknowledgement (each lease expired: its consumer crashed, stopped or worked past the lease)',
-    attempt, group, owners[id], id, maxlen)
+  local cause = 'delivered ' .. fmt(attempt) ..
+    ' times without an acknowledgement (each lease expired: its consumer crashed, stopped or worked past the lease)'
+  report(id, attempt, dead_letter(d[2], cause, attempt, group, owners[id], id, maxlen), 'attempts', cause, d[2])
   acks[#acks + 1] = id
 end
 if #acks > 0 then redis.call('XACK', KEYS[6], group, unpack(acks)) end
@@ -233,6 +297,6 @@ if #out == 0 and #acks == 0 then
   local tail = redis.call('XREVRANGE', KEYS[6], '+', '-', 'COUNT', 1)
   last = tail[1] and tail[1][1] or '0-0'
 end
-local reply = {fmt(now), last}
+local reply = {fmt(now), last, died}
 for _, e in ipairs(out) do reply[#reply + 1] = e end
 return reply

@@ -1,7 +1,8 @@
 -- list.lua: one page of timers ordered by (due score, id), optionally one
 -- state (a due score may hold microseconds as a fraction: includes/clock_due.lua).
 --
--- KEYS: the namespace's seven keys (see includes/check_types.lua).
+-- KEYS: the namespace's seven keys (see includes/check_types.lua), then
+--       KEYS[8] the shard's timer meta hash (keyspace TimerMeta)
 -- ARGV[1] state: 's', 'f', 'c', or '' for every state
 -- ARGV[2] min due score, ARGV[3] max due score (inclusive)
 -- ARGV[4] limit (1..1000)
@@ -9,7 +10,8 @@
 --         them; both empty for the first page
 -- Reply: {next_due, next_id, b, bad_id_1, bad_record_1, bad_reason_1,
 --        bad_score_1, ...,
---        id_1, record_1, ...}; next_* are empty on the last page. The b
+--        id_1, record_1, meta_1, ...}; next_* are empty on the last page;
+--        meta is the timer's owner, labels and epoch ('' for none). The b
 --        records of the page that are malformed (full_or_bad) come apart,
 --        raw, so that a listing skips and reports them rather than fails:
 --        list only reads, so it cannot quarantine them itself.
@@ -21,7 +23,7 @@
 -- settle order, min and max bound the settle time, and its cursor score is
 -- the band's, which only this script reads back.
 
-local err = check_types()
+local err = check_types() or check_type(KEYS[8], 'hash')
 if err then return err end
 
 local min, max, limit = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -111,6 +113,7 @@ if n == 0 then return reply end
 local ids = {}
 for i = 1, n do ids[i] = all[i][1] end
 local recs = redis.call('HMGET', KEYS[2], unpack(ids))
+local metas = redis.call('HMGET', KEYS[8], unpack(ids))
 local good, bad = {}, 0
 for i = 1, n do
   if recs[i] then
@@ -118,6 +121,7 @@ for i = 1, n do
     if rec then
       good[#good + 1] = ids[i]
       good[#good + 1] = rec
+      good[#good + 1] = metas[i] or ''
     else
       bad = bad + 1
       reply[#reply + 1] = ids[i]

@@ -1,7 +1,10 @@
 -- purge.lua: remove settled (fired or cancelled) timers whose retention ended.
 --
 -- KEYS: the namespace's seven keys, then its traces hash (see includes/check_types.lua),
---       then KEYS[9] its deliveries hash (id -> endpoint name, schedule.lua).
+--       then KEYS[9] its deliveries hash (id -> endpoint name, schedule.lua),
+--       KEYS[10] its timer meta hash and KEYS[11] its owners index
+--       (keyspace TimerMeta, Owners): a purged timer's meta goes with its
+--       record, and its owner's index entry with it.
 -- ARGV[1] limit: most records to remove in this call
 -- ARGV[2] retention_ms: in layout 2, how long after it settled a timer is
 --         removed (0: never); layout 1 keeps each timer's purge time in
@@ -20,6 +23,13 @@ if terr then return terr end
 -- The deliveries hash exists only once a delivering timer was scheduled.
 local delivers, derr = check_hash(KEYS[9])
 if derr then return derr end
+-- So do the meta hash and the owners index, once a timer had meta.
+local metas, merr = check_hash(KEYS[10])
+if merr then return merr end
+if metas then
+  merr = check_type(KEYS[11], 'zset')
+  if merr then return merr end
+end
 
 local now = now_ms()
 local limit = tonumber(ARGV[1])
@@ -51,6 +61,21 @@ if n > 0 then
   if LAYOUT == 2 then probes = {{'ZREM', KEYS[1]}, {'HDEL', KEYS[2]}} end
   if traces then probes[#probes + 1] = {'HDEL', KEYS[8]} end
   if delivers then probes[#probes + 1] = {'HDEL', KEYS[9]} end
+  -- The owners' entries of the purged timers: "<owner>\0<id>" from the
+  -- meta of those that have an owner.
+  local owned = nil
+  if metas then
+    probes[#probes + 1] = {'HDEL', KEYS[10]}
+    local values = redis.call('HMGET', KEYS[10], unpack(ids))
+    for i = 1, n do
+      local owner = values[i] and string.match(values[i], '^%d*\31[^\31]*\31([^\31]+)')
+      if owner then
+        owned = owned or {}
+        owned[#owned + 1] = owner .. '\0' .. ids[i]
+      end
+    end
+    if owned then probes[#probes + 1] = {'ZREM', KEYS[11]} end
+  end
   err = probe_all(probes)
   if err then return err end
   -- A cancelled traced timer's traceparent goes with its record (a fired
@@ -58,6 +83,8 @@ if n > 0 then
   if traces then redis.call('HDEL', KEYS[8], unpack(ids)) end
   -- So does a cancelled delivering timer's endpoint name.
   if delivers then redis.call('HDEL', KEYS[9], unpack(ids)) end
+  if metas then redis.call('HDEL', KEYS[10], unpack(ids)) end
+  if owned then redis.call('ZREM', KEYS[11], unpack(owned)) end
   redis.call('HDEL', KEYS[2], unpack(ids))
   if LAYOUT == 2 then
     redis.call('ZREM', KEYS[1], unpack(ids))

@@ -8,8 +8,9 @@
 -- ARGV[1] wake channel, told the new earliest due_ms when it moves earlier
 -- ARGV[2..] per schedule: id, version, last_ms (both as read), new_last_ms,
 --         new state ('a', or 'e' when nothing follows), payload, endpoint
---         ('' for none: the occurrences' entries in DELIVER_KEY), k, then
---         k pairs nominal_ms, due_ms.
+--         ('' for none: the occurrences' entries in DELIVER_KEY), meta (the
+--         occurrences' owner and labels as includes/meta.lua takes them,
+--         '' for none), k, then k pairs nominal_ms, due_ms.
 -- Reply: {now_ms, status_1, status_2, ...}: 'ok', 'stale' (the record moved
 --        on: another worker armed it, or it was updated, paused or ended)
 --        or 'gone' (deleted).
@@ -28,12 +29,13 @@ wake_start()
 
 local reply = {fmt(now)}
 local plans = {}
+local metas = meta_batch(META_KEY, OWNERS_KEY, EPOCHS_KEY)
 local i = 2
 while i <= #ARGV do
   local sid, version, last, new_last, new_state, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
-  local endpoint = ARGV[i + 6]
-  local k = tonumber(ARGV[i + 7])
-  local pairs_at = i + 8
+  local endpoint, meta = ARGV[i + 6], ARGV[i + 7]
+  local k = tonumber(ARGV[i + 8])
+  local pairs_at = i + 9
   i = pairs_at + 2 * k
   local rec = redis.call('HGET', SCHED_KEY, sid)
   if not rec then
@@ -62,6 +64,10 @@ while i <= #ARGV do
           for _, m in ipairs(keep) do if m == n then seen = true end end
           if not seen then keep[#keep + 1] = n end
         elseif not redis.call('HGET', KEYS[2], oid) then
+          if meta ~= '' then
+            local _, merr = meta_add(metas, oid, due, meta)
+            if merr then return merr end
+          end
           create[#create + 1] = {oid, due}
           keep[#keep + 1] = n
           local d = tonumber(due)
@@ -93,10 +99,12 @@ if delivers then
   if err then return err end
   probes[#probes + 1] = {'HSET', DELIVER_KEY}
 end
+err = meta_check(metas)
+if err then return err end
 if actives then probes[#probes + 1] = {'ZADD', SDUE_KEY} end
 if #plans > 0 then probes[#probes + 1] = {'HSET', SCHED_KEY} end
 if ends then probes[#probes + 1] = {'ZREM', SDUE_KEY} end
-err = probe_all(probes)
+err = probe_all(probes) or meta_probes(metas)
 if err then return err end
 
 -- Phase 3: publish, then write.
@@ -116,4 +124,5 @@ for _, p in ipairs(plans) do
     redis.call('ZREM', SDUE_KEY, p.sid)
   end
 end
+meta_write(metas)
 return reply

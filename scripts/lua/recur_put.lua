@@ -28,7 +28,10 @@
 --          '0' for none): a create of a new schedule when SCHED_KEY holds
 --          that many is refused, 'TIMERQ_QUOTA schedules <quota> <held> 1',
 --          before any write; the other ops never add one
--- ARGV[14..] pairs nominal_ms, due_ms: occurrences to arm
+-- ARGV[14] the occurrences' owner and labels, as includes/meta.lua takes
+--          them ('' for none): each occurrence it creates or revives gets
+--          them, with its owner's current epoch
+-- ARGV[15..] pairs nominal_ms, due_ms: occurrences to arm
 -- Reply: {status, now_ms, record}: status 'created', 'exists' (create of an
 --        existing ID: record unchanged), 'debounce' (create of an ID that
 --        is a debounce key with an open window: nothing written), 'ok', 'notfound' or 'conflict'
@@ -104,7 +107,7 @@ end
 wake_start()
 local writes, keep, min_due = {}, {}, nil
 if op ~= 'pause' and op ~= 'delete' then
-  for i = 14, #ARGV, 2 do
+  for i = 15, #ARGV, 2 do
     local n, due = ARGV[i], ARGV[i + 1]
     local oid = occ_id(sid, n)
     local p = pending[n]
@@ -157,6 +160,17 @@ for _, p in pairs(pending) do
   cnt = cnt - 1
 end
 
+-- The occurrences it creates or revives take the schedule's meta.
+local metas = meta_batch(META_KEY, OWNERS_KEY, EPOCHS_KEY)
+if ARGV[14] ~= '' then
+  for _, w in ipairs(writes) do
+    local _, merr = meta_add(metas, w.oid, w.due, ARGV[14])
+    if merr then return merr end
+  end
+end
+err = meta_check(metas)
+if err then return err end
+
 -- Phase 2: probes of every write below, a ZADD first.
 local probes = {}
 if #cancels > 0 then cancel_probes(probes, retention) end
@@ -185,7 +199,7 @@ else
   probes[#probes + 1] = {'HSET', SCHED_KEY}
   probes[#probes + 1] = {new_state == 'a' and 'ZADD' or 'ZREM', SDUE_KEY}
 end
-err = probe_all(probes)
+err = probe_all(probes) or meta_probes(metas)
 if err then return err end
 
 -- Phase 3: publish, then write.
@@ -213,6 +227,8 @@ for _, w in ipairs(writes) do
     redis.call('HDEL', DELIVER_KEY, w.oid)
   end
 end
+
+meta_write(metas)
 
 if op == 'delete' then
   redis.call('HDEL', SCHED_KEY, sid)

@@ -2,7 +2,9 @@
 -- included; leave existing IDs alone.
 --
 -- KEYS: the shard's seven keys (see includes/check_types.lua), then KEYS[8] its
---       schedules hash (includes/recur_keys.lua), read only.
+--       schedules hash (includes/recur_keys.lua), read only, KEYS[9] its
+--       timer meta hash, KEYS[10] its owners index and KEYS[11] its
+--       owners' epochs (keyspace TimerMeta, Owners, Epochs).
 -- ARGV[1]        retention_ms: how long a settled record is kept after it
 --                settled; 0 = forever
 -- ARGV[2]        wake channel, told the new earliest due_ms when it moves earlier
@@ -12,9 +14,13 @@
 -- ARGV[4]        the shard's pending-timer quota (as schedule.lua): the most
 --                timers KEYS[1] may hold once the call restored its
 --                scheduled ones; '0' for none
--- ARGV[5+6i..]   sextuples: id, state (s, f or c), due (a due score,
+-- ARGV[5+7i..]   septuples: id, state (s, f or c), due (a due score,
 --                '<ms>' or '<ms>.<us>', when scheduled; whole ms when
---                settled), created_ms, settled_ms ('' when scheduled), payload
+--                settled), created_ms, settled_ms ('' when scheduled),
+--                payload, meta (as KEYS[9] keeps it, '' for none): a
+--                restored owned timer raises its owner's epoch on the
+--                shard to at least its own, so that later timers of the
+--                owner never record a lower one
 -- Reply: {created_1, record_1, created_2, record_2, ...}; created is 1 for a
 --        restored timer and 0 when the ID already existed in any state (or
 --        earlier in this call), whose record is returned unchanged.
@@ -41,7 +47,8 @@
 -- key of the wrong type, a missing right or a refused PUBLISH leaves the
 -- namespace untouched: all or nothing.
 
-local err = check_types() or check_type(KEYS[8], 'hash')
+local err = check_types() or check_type(KEYS[8], 'hash') or check_type(KEYS[9], 'hash') or
+  check_type(KEYS[10], 'zset') or check_type(KEYS[11], 'hash')
 if err then return err end
 
 local retention = tonumber(ARGV[1])
@@ -51,10 +58,15 @@ wake_start()
 local reply, seen = {}, {}
 local hset, zadd, expire = {}, {s = {}, f = {}, c = {}}, {}
 local allowed = ARGV[3]
-for i = 5, #ARGV, 6 do
-  local id, state, due, created, settled, payload =
-    ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
-  if not sets[state] or payload == nil or not (state == 's' and is_due(due) or string.match(due, '^%d+$')) or
+local metas, owned, epochs = {}, {}, {} -- HSET and ZADD lists; owner -> epoch to raise to
+for i = 5, #ARGV, 7 do
+  local id, state, due, created, settled, payload, meta =
+    ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
+  local epoch, owner = nil, nil
+  if meta and meta ~= '' then
+    epoch, owner = string.match(meta, '^(%d+)\31%d*\31([^\31]*)')
+  end
+  if not sets[state] or meta == nil or (meta ~= '' and not epoch) or not (state == 's' and is_due(due) or string.match(due, '^%d+$')) or
       not string.match(created, '^%d+$') or not string.match(settled, '^%d*$') or
       (state == 's') ~= (settled == '') then
     return redis.error_reply('ERR timerq restore: malformed arguments for timer ' .. id)
@@ -89,6 +101,16 @@ for i = 5, #ARGV, 6 do
     local z = zadd[state]
     z[#z + 1] = state == 's' and due or settled_score(state, due, settled)
     z[#z + 1] = id
+    if epoch then
+      metas[#metas + 1] = id
+      metas[#metas + 1] = meta
+      if owner ~= '' then
+        owned[#owned + 1] = '0'
+        owned[#owned + 1] = owner .. '\0' .. id
+        local have = epochs[owner] or tonumber(redis.call('HGET', KEYS[11], owner) or '0')
+        epochs[owner] = math.max(have, tonumber(epoch))
+      end
+    end
     rec = encode(state, due, created, settled, payload)
     seen[id] = rec
     reply[#reply + 1] = 1
@@ -110,6 +132,11 @@ for _, state in ipairs({'s', 'f', 'c'}) do
 end
 probes[#probes + 1] = {'HSET', KEYS[2]}
 if #expire > 0 then probes[#probes + 1] = {'ZADD', KEYS[5]} end
+if #metas > 0 then probes[#probes + 1] = {'HSET', KEYS[9]} end
+if #owned > 0 then
+  probes[#probes + 1] = {'ZADD', KEYS[10]}
+  probes[#probes + 1] = {'HSET', KEYS[11]}
+end
 err = probe_all(probes)
 if err then return err end
 
@@ -122,5 +149,15 @@ for state, z in pairs(zadd) do
 end
 if #expire > 0 then
   redis.call('ZADD', KEYS[5], unpack(expire))
+end
+if #metas > 0 then redis.call('HSET', KEYS[9], unpack(metas)) end
+if #owned > 0 then
+  redis.call('ZADD', KEYS[10], unpack(owned))
+  local raise = {}
+  for owner, epoch in pairs(epochs) do
+    raise[#raise + 1] = owner
+    raise[#raise + 1] = fmt(epoch)
+  end
+  redis.call('HSET', KEYS[11], unpack(raise))
 end
 return reply

@@ -3,15 +3,18 @@
 -- KEYS: the namespace's seven keys, then its traces hash (see includes/check_types.lua),
 --       then KEYS[9] the shard's deliveries hash (id -> endpoint name) and
 --       KEYS[10] the shard's endpoint names hash (keyspace EndpointNames:
---       with one shard, the namespace's endpoints hash itself), and with
---       one shard only, KEYS[11] the namespace's meta key (read only)
+--       with one shard, the namespace's endpoints hash itself),
+--       KEYS[11] the shard's timer meta hash (id -> meta, keyspace TimerMeta),
+--       KEYS[12] its owners index (ZSET, '<owner>\0<id>' at score 0),
+--       KEYS[13] its owners' epochs (HASH owner -> epoch, read only), and
+--       with one shard only, KEYS[14] the namespace's meta key (read only)
 -- ARGV[1]        wake channel, told the new earliest due_ms when it moves earlier
 -- ARGV[2]        traceparent of the scheduling span, kept in KEYS[8] for each
 --                timer created, so the fire continues its trace; '' for none
 -- ARGV[3]        the shard's pending-timer quota (queue.Quotas.Pending, per
 --                shard): the most timers KEYS[1] may hold once the call
 --                added its own; '0' for none
--- ARGV[4+4i..]   quadruples: id, due, payload, endpoint (validated by the
+-- ARGV[4+5i..]   quintuples: id, due, payload, endpoint, meta (validated by the
 --                client); due is a due score ('<ms>' or '<ms>.<us>', see
 --                includes/fmt_due.lua), or '+<ms>.<us>' for that long after
 --                the server's clock (see includes/resolve_due.lua);
@@ -20,7 +23,14 @@
 --                the timer's own delivery URL if it has one; with a flow key,
 --                "\0<flow key>" follows (and the endpoint may be ''). The
 --                value is kept whole in KEYS[9], only the name is checked;
---                claim.lua splits off the flow key into the field flow
+--                claim.lua splits off the flow key into the field flow;
+--                meta is '' for a timer without owner, labels or deadline,
+--                else '<expected epoch>\31<deadline>\31<owner>' and
+--                '\31<key>=<value>' per label: expected epoch '' takes the
+--                owner's current one (KEYS[13]), digits must equal it;
+--                deadline '' for none, '<ms>', or '+<ms>' after the due ms.
+--                The timer's meta is stored as '<epoch>\31<deadline ms>
+--                \31<owner>...' in KEYS[11], and an owner indexed in KEYS[12]
 -- Reply: {now_ms, flags, extra...}. flags holds one byte per timer, in
 --        order: '1' created with the due_ms it was given (the client knows
 --        the record: state s, that due, created now_ms, its payload); '2'
@@ -29,6 +39,11 @@
 --        earlier in this call), whose record (with its due time filled in,
 --        as full() does) is the next extra. Only existing and relative
 --        timers cost an extra, so a bulk of new timers replies two strings.
+--        A timer with meta (a new one given meta, an existing one that has
+--        it) has the flag 'a', 'b' or 'c' for '0', '1' or '2', and its
+--        stored meta is one more extra, after the others of the timer.
+--        A new owned timer whose expected epoch is not its owner's current
+--        one is refused: 'TIMERQ_EPOCH <current> <owner>', nothing written.
 --        A new delivering timer whose endpoint KEYS[10] does not name is
 --        refused: the error 'TIMERQ_NOENDPOINT <name>', and nothing written.
 --        A call in the one-shard layout of a namespace whose meta key now
@@ -70,8 +85,8 @@ end
 
 local now = clock_now()
 if #ARGV < 4 then return {now, ''} end
-if KEYS[11] then
-  local shards = redis.call('HGET', KEYS[11], 'shards')
+if KEYS[14] then
+  local shards = redis.call('HGET', KEYS[14], 'shards')
   if shards and shards ~= '1' then return redis.error_reply('TIMERQ_RELAYOUT ' .. shards) end
 end
 
@@ -80,7 +95,7 @@ local head, err = read('zset', 'ZRANGEBYSCORE', KEYS[1], '-inf', PENDING_END, 'W
 if err then return err end
 local wake_head = tonumber(head[2])
 local ids, n = {}, 0
-for i = 4, #ARGV, 4 do
+for i = 4, #ARGV, 5 do
   n = n + 1
   ids[n] = ARGV[i]
 end
@@ -105,6 +120,8 @@ local delivers = nil      -- id, endpoint value, ...
 local created = n > 1 and {} or nil -- id -> index of the timer that created it
 local resolved = nil      -- index -> due_ms, for relative due times only
 local endpoints = nil     -- name -> true once checked
+local metas = meta_batch(KEYS[11], KEYS[12], KEYS[13])
+local stored_meta = nil   -- index -> stored meta
 local value = 's::' .. now .. '::' -- a new record, but for its payload
 local earliest = wake_head
 for k = 1, n do
@@ -115,25 +132,44 @@ for k = 1, n do
     if state == 's' and not due_of(id) then
       return malformed(id, 'is scheduled but has no due time in ' .. KEYS[1])
     end
-    flags[k] = '0'
+    local m
+    m, err = read('hash', 'HGET', KEYS[11], id)
+    if err then return err end
+    flags[k] = m and 'a' or '0'
     nextra = nextra + 1
     reply[nextra + 2] = full(id, rec)
+    if m then
+      nextra = nextra + 1
+      reply[nextra + 2] = m
+    end
   elseif created and created[id] then
     -- A repeated ID within the call: created once, by its first occurrence.
     local first = created[id]
-    flags[k] = '0'
+    local m = stored_meta and stored_meta[first]
+    flags[k] = m and 'a' or '0'
     nextra = nextra + 1
-    reply[nextra + 2] = encode('s', resolved and resolved[first] or ARGV[4 * first + 1], now, '', ARGV[4 * first + 2])
+    reply[nextra + 2] = encode('s', resolved and resolved[first] or ARGV[5 * first], now, '', ARGV[5 * first + 1])
+    if m then
+      nextra = nextra + 1
+      reply[nextra + 2] = m
+    end
   else
-    local arg, endpoint = ARGV[4 * k + 1], ARGV[4 * k + 3]
+    local arg, endpoint, meta = ARGV[5 * k], ARGV[5 * k + 2], ARGV[5 * k + 3]
     local due = resolve_due(arg)
     if not is_due(due) then
       return redis.error_reply('ERR timerq: due time "' .. due .. '" of timer "' .. id ..
         '" is not a due time in milliseconds')
     end
     nw = nw + 2
-    hset[nw - 1], hset[nw] = id, value .. ARGV[4 * k + 2]
+    hset[nw - 1], hset[nw] = id, value .. ARGV[5 * k + 1]
     zadd[nw - 1], zadd[nw] = due, id
+    if meta ~= '' then
+      local m
+      m, err = meta_add(metas, id, due, meta)
+      if err then return err end
+      stored_meta = stored_meta or {}
+      stored_meta[k] = m
+    end
     if trace then
       traced[nw - 1], traced[nw] = id, ARGV[2]
     end
@@ -159,14 +195,19 @@ for k = 1, n do
     local d = number(due)
     if earliest == nil or d < earliest then earliest = d end
     if created then created[id] = k end
+    local m = stored_meta and stored_meta[k]
     if due == arg then
-      flags[k] = '1'
+      flags[k] = m and 'b' or '1'
     else
-      flags[k] = '2'
+      flags[k] = m and 'c' or '2'
       resolved = resolved or {}
       resolved[k] = due
       nextra = nextra + 1
       reply[nextra + 2] = due
+    end
+    if m then
+      nextra = nextra + 1
+      reply[nextra + 2] = m
     end
   end
 end
@@ -191,8 +232,8 @@ end
 -- grow memory), READONLY and MISCONF to it, and a refused HSET changes
 -- nothing. Only the wake message may have gone out before, which readers
 -- treat as a hint (includes/probe.lua).
-err = acl_probe('ZADD', KEYS[1]) or (trace and acl_probe('HSET', KEYS[8])) or
-  (delivers and acl_probe('HSET', KEYS[9])) or nil
+err = meta_check(metas) or acl_probe('ZADD', KEYS[1]) or (trace and acl_probe('HSET', KEYS[8])) or
+  (delivers and acl_probe('HSET', KEYS[9])) or meta_probes(metas) or nil
 if err then return err end
 
 -- Phase 3: publish, then write.
@@ -205,4 +246,5 @@ if type(r) == 'table' and r.err then return refusal(r.err, 'HSET', KEYS[2]) end
 redis.call('ZADD', KEYS[1], unpack(zadd))
 if trace then redis.call('HSET', KEYS[8], unpack(traced)) end
 if delivers then redis.call('HSET', KEYS[9], unpack(delivers)) end
+meta_write(metas)
 return reply

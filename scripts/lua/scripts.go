@@ -125,13 +125,16 @@ func (s *Script) build(early, head, includes, body string) {
 // Key sets the entries take.
 func timerKeys(sp keyspace.Space, _ string) []string { return sp.Keys() }
 
+// metaKeys are the seven keys and the shard's timer meta hash.
+func metaKeys(sp keyspace.Space, _ string) []string { return append(sp.Keys(), sp.TimerMeta()) }
+
 func recurKeys(sp keyspace.Space, _ string) []string {
-	return append(sp.Keys(), sp.Deliveries(), sp.EndpointNames(), sp.Schedules(), sp.SchedDue())
+	return append(sp.Keys(), sp.TimerMeta(), sp.Owners(), sp.Epochs(), sp.Deliveries(), sp.EndpointNames(), sp.Schedules(), sp.SchedDue())
 }
 
 // holdKeys are claim's keys and the shard's hold hash.
 func holdKeys(sp keyspace.Space, _ string) []string {
-	return append(sp.Keys(), sp.Traces(), sp.Quarantine(), sp.Hold(), sp.Deliveries())
+	return append(sp.Keys(), sp.Traces(), sp.Quarantine(), sp.Hold(), sp.Deliveries(), sp.TimerMeta())
 }
 
 // flowKeys are a shard's fire stream and its flow-control sets of group.
@@ -147,9 +150,9 @@ func workerKeys(sp keyspace.Space, _ string) []string {
 // The table.
 var (
 	// Schedule creates timers that do not exist yet (schedule.lua).
-	Schedule = add(&Script{Name: "schedule", Includes: []string{"acl_probe", "check_traces", "check_type", "clock_now", "decode", "due_of", "encode", "fmt", "full", "is_due", "malformed", "over_quota", "pending_end", "publish", "refusal", "resolve_due"}, Publishes: true,
+	Schedule = add(&Script{Name: "schedule", Includes: []string{"acl_probe", "check_traces", "check_type", "clock_now", "decode", "due_of", "encode", "fmt", "full", "is_due", "malformed", "meta", "over_quota", "pending_end", "publish", "refusal", "resolve_due"}, Publishes: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
-			keys := append(sp.Keys(), sp.Traces(), sp.Deliveries(), sp.EndpointNames())
+			keys := append(sp.Keys(), sp.Traces(), sp.Deliveries(), sp.EndpointNames(), sp.TimerMeta(), sp.Owners(), sp.Epochs())
 			if sp.Count() == 1 {
 				// A namespace created with more shards after the client
 				// read its layout refuses the one-shard write.
@@ -161,7 +164,7 @@ var (
 	// Claim fires due timers exactly once (claim.lua).
 	Claim = add(&Script{Name: "claim", Early: []string{"clock_due", "pending_at"}, Includes: []string{"check_type", "check_types", "counters", "decode", "fire", "fmt", "layout", "probe", "quarantine", "refusal", "score_ms_of"}, Publishes: true, Worker: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
-			return append(sp.Keys(), sp.Traces(), sp.Quarantine(), sp.Deliveries())
+			return append(sp.Keys(), sp.Traces(), sp.Quarantine(), sp.Deliveries(), sp.TimerMeta())
 		},
 		Commands: []string{"type", "time", "zrangebyscore", "hmget", "zrange", "zremrangebyrank", "hset", "zadd",
 			"xadd", "hincrby", "hdel"}})
@@ -181,18 +184,19 @@ var (
 	// group is the bulk cancel job's ID, whose progress on the shard it keeps.
 	CancelBatch = add(&Script{Name: "cancel_batch", Includes: []string{"cancel_timer", "check_type", "check_types", "decode", "due_of", "now_ms", "probe_all"}, Publishes: true,
 		Keys: func(sp keyspace.Space, job string) []string {
-			return append(sp.Keys(), sp.CancelProgress(job))
+			return append(sp.Keys(), sp.CancelProgress(job), sp.TimerMeta(), sp.Owners())
 		},
-		Commands: []string{"type", "hmget", "hscan", "zscore", "time", "zadd", "hset", "zrem"}})
+		Commands: []string{"type", "hmget", "hscan", "zrangebylex", "zscore", "time", "zadd", "hset", "zrem"}})
 	// Reschedule moves a scheduled timer (reschedule.lua).
 	Reschedule = add(&Script{Name: "reschedule", Includes: []string{"check_types", "decode", "is_due", "malformed", "probe", "resolve_due", "wake"}, Keys: timerKeys, Publishes: true,
 		Commands: []string{"type", "hget", "time", "zadd", "zrangebyscore"}})
 	// Debounce creates a debounce key's window timer or pushes it back,
 	// within the window's maximum wait (debounce.lua); group is the
 	// debounce key.
-	Debounce = add(&Script{Name: "debounce", Includes: []string{"check_type", "check_types", "clock_ms", "decode", "due_of", "encode", "fmt", "fmt_due", "is_ms", "layout_marker", "malformed", "over_quota", "pending_end", "probe_all", "resolve_due", "wake"}, Publishes: true,
+	Debounce = add(&Script{Name: "debounce", Includes: []string{"check_type", "check_types", "clock_ms", "decode", "due_of", "encode", "fmt", "fmt_due", "is_ms", "layout_marker", "malformed", "meta", "over_quota", "pending_end", "probe_all", "resolve_due", "wake"}, Publishes: true,
 		Keys: func(sp keyspace.Space, key string) []string {
-			keys := append(sp.Keys(), sp.Schedules(), sp.Debounce(key), sp.Traces(), sp.Deliveries(), sp.EndpointNames())
+			keys := append(sp.Keys(), sp.Schedules(), sp.Debounce(key), sp.Traces(), sp.Deliveries(), sp.EndpointNames(),
+				sp.TimerMeta(), sp.Owners(), sp.Epochs())
 			if sp.Count() == 1 {
 				keys = append(keys, sp.Namespace().Meta()) // as Schedule
 			}
@@ -207,11 +211,11 @@ var (
 		},
 		Commands: []string{"type", "hget", "zscore", "time", "get", "zadd", "hset", "set", "zrangebyscore"}})
 	// Purge removes settled timers past their retention (purge.lua).
-	Purge = add(&Script{Name: "purge", Includes: []string{"check_hash", "check_traces", "check_types", "fmt", "layout", "now_ms", "pending_end", "probe_all"}, Worker: true,
+	Purge = add(&Script{Name: "purge", Includes: []string{"check_hash", "check_traces", "check_type", "check_types", "fmt", "layout", "now_ms", "pending_end", "probe_all"}, Worker: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
-			return append(sp.Keys(), sp.Traces(), sp.Deliveries())
+			return append(sp.Keys(), sp.Traces(), sp.Deliveries(), sp.TimerMeta(), sp.Owners())
 		},
-		Commands: []string{"type", "time", "zrangebyscore", "zcount", "zremrangebyrank", "hdel", "zrem"}})
+		Commands: []string{"type", "time", "zrangebyscore", "zcount", "zremrangebyrank", "hdel", "hmget", "zrem"}})
 	// Stats reports counts and the overdue backlog (stats.lua).
 	Stats = add(&Script{Name: "stats", Includes: []string{"check_types", "clock_due", "fmt", "layout", "pending_at", "pending_end"}, Keys: timerKeys, Worker: true,
 		Commands: []string{"type", "time", "zrange", "zcard", "zcount"}})
@@ -220,11 +224,20 @@ var (
 	Horizon = add(&Script{Name: "horizon", Includes: []string{"check_type", "clock_due"}, Worker: true,
 		Keys:     func(sp keyspace.Space, _ string) []string { return []string{sp.Due()} },
 		Commands: []string{"type", "time", "zcount"}})
+	// Epoch reads or raises an owner's fencing epoch on a shard (epoch.lua).
+	Epoch = add(&Script{Name: "epoch", Includes: []string{"check_type", "fmt", "refusal"},
+		Keys:     func(sp keyspace.Space, _ string) []string { return []string{sp.Epochs()} },
+		Commands: []string{"type", "hget", "hset"}})
+	// OwnerWake counts an owner's scheduled timers on a shard and finds
+	// the earliest (owner_wake.lua).
+	OwnerWake = add(&Script{Name: "owner_wake", Includes: []string{"check_type", "fmt_due", "pending_end"},
+		Keys:     func(sp keyspace.Space, _ string) []string { return []string{sp.Owners(), sp.Due()} },
+		Commands: []string{"type", "zrangebylex", "zmscore"}})
 	// List pages through timers in due order (list.lua).
-	List = add(&Script{Name: "list", Includes: []string{"check_types", "fmt", "fmt_due", "full_or_bad", "layout", "pending_end"}, Keys: timerKeys,
+	List = add(&Script{Name: "list", Includes: []string{"check_type", "check_types", "fmt", "fmt_due", "full_or_bad", "layout", "pending_end"}, Keys: metaKeys,
 		Commands: []string{"type", "zscore", "zrank", "zrange", "zrangebyscore", "hmget"}})
 	// Get reads one timer (get.lua).
-	Get = add(&Script{Name: "get", Includes: []string{"check_types", "full_or_bad", "malformed"}, Keys: timerKeys, Commands: []string{"type", "hget", "zscore"}})
+	Get = add(&Script{Name: "get", Includes: []string{"check_type", "check_types", "full_or_bad", "malformed"}, Keys: metaKeys, Commands: []string{"type", "hget", "zscore"}})
 	// Check checks, changing nothing, that the Redis user may run what a
 	// worker's scripts run (check.lua).
 	Check = add(&Script{Name: "check", Includes: []string{"check_types", "probe_all", "publish", "refusal"}, Keys: timerKeys, Publishes: true,
@@ -233,7 +246,9 @@ var (
 	// Restore writes exported timers with their states and times
 	// (restore.lua); it reads the shard's schedules.
 	Restore = add(&Script{Name: "restore", Includes: []string{"check_type", "check_types", "encode", "fmt", "full", "is_due", "layout", "over_quota", "pending_end", "probe_all", "settled_score", "wake"}, Publishes: true,
-		Keys:     func(sp keyspace.Space, _ string) []string { return append(sp.Keys(), sp.Schedules()) },
+		Keys: func(sp keyspace.Space, _ string) []string {
+			return append(sp.Keys(), sp.Schedules(), sp.TimerMeta(), sp.Owners(), sp.Epochs())
+		},
 		Commands: []string{"type", "hget", "zscore", "zcount", "zadd", "hset", "zrangebyscore"}})
 	// Requeue moves a dead letter back onto the fire stream (requeue.lua).
 	Requeue = add(&Script{Name: "requeue", Includes: []string{"check_type", "probe_all"},
@@ -260,30 +275,32 @@ var (
 	RecurLoad = add(&Script{Name: "recur_load", Includes: []string{"check_recur_types", "fmt", "fmt_due", "now_ms", "occ_id", "pending_end", "probe", "recur_keys", "sdecode", "split"}, Keys: recurKeys, Worker: true,
 		Commands: []string{"type", "time", "zrangebyscore", "hget", "zscore", "zadd"}})
 	// RecurArm tops up active schedules with new occurrences (recur_arm.lua).
-	RecurArm = add(&Script{Name: "recur_arm", Includes: []string{"check_recur_types", "check_type", "encode", "fmt", "now_ms", "occ_id", "pending_end", "probe_all", "recur_keys", "sdecode", "sencode", "split", "wake"}, Keys: recurKeys, Publishes: true, Worker: true,
+	RecurArm = add(&Script{Name: "recur_arm", Includes: []string{"check_recur_types", "check_type", "encode", "fmt", "meta", "now_ms", "occ_id", "pending_end", "probe_all", "recur_keys", "sdecode", "sencode", "split", "wake"}, Keys: recurKeys, Publishes: true, Worker: true,
 		Commands: []string{"type", "time", "hget", "zscore", "hset", "zadd", "zrem", "zrangebyscore"}})
 	// RecurPut creates, updates, pauses, resumes or deletes a schedule
 	// (recur_put.lua).
 	// group is the schedule's ID, whose debounce window it reads.
-	RecurPut = add(&Script{Name: "recur_put", Includes: []string{"cancel_timer", "check_hash", "check_recur_types", "check_type", "decode", "encode", "fmt", "fmt_due", "now_ms", "occ_id", "over_quota", "pending_end", "probe_all", "recur_keys", "sdecode", "sencode", "split", "wake"}, Publishes: true,
+	RecurPut = add(&Script{Name: "recur_put", Includes: []string{"cancel_timer", "check_hash", "check_recur_types", "check_type", "decode", "encode", "fmt", "fmt_due", "meta", "now_ms", "occ_id", "over_quota", "pending_end", "probe_all", "recur_keys", "sdecode", "sencode", "split", "wake"}, Publishes: true,
 		Keys: func(sp keyspace.Space, id string) []string {
 			return append(append(sp.Keys(), sp.Debounce(id)), recurKeys(sp, "")[7:]...)
 		},
 		Commands: []string{"type", "time", "hget", "zscore", "hexists", "hlen", "hset", "zrem", "zadd", "hdel", "get", "zrangebyscore"}})
 	// Lease hands one consumer of a group a batch of one shard's fire
 	// events under leases: reclaims expired ones, dead-letters what
-	// exceeded its attempts, reads new entries (lease.lua).
-	Lease = add(&Script{Name: "lease", Includes: []string{"acl_probe", "check_type", "dead_letter", "fmt", "now_ms", "read_probe", "refusal"},
+	// exceeded its attempts or is past its deadline, reads new entries
+	// (lease.lua).
+	Lease = add(&Script{Name: "lease", Includes: []string{"acl_probe", "check_type", "counters", "dead_letter", "deadline", "fmt", "now_ms", "read_probe", "refusal"},
 		Keys: func(sp keyspace.Space, _ string) []string {
 			return append(sp.Keys(), sp.DeadLetter(), sp.LeaseCursors())
 		},
-		Commands: []string{"type", "time", "xpending", "hget", "xack", "xadd", "hset", "xgroup",
+		Commands: []string{"type", "time", "xpending", "hget", "xack", "xadd", "hset", "hincrby", "xgroup",
 			"xclaim", "xreadgroup", "xrevrange"}})
-	// Release hands a leased delivery back, dead-letters it or extends its
-	// lease (release.lua).
-	Release = add(&Script{Name: "release", Includes: []string{"check_type", "dead_letter", "fmt", "now_ms", "probe_all", "refusal"},
+	// Release hands a leased delivery back, dead-letters it (also when its
+	// redelivery would come past its deadline) or extends its lease
+	// (release.lua).
+	Release = add(&Script{Name: "release", Includes: []string{"check_type", "counters", "dead_letter", "deadline", "fmt", "now_ms", "probe_all", "refusal"},
 		Keys:     func(sp keyspace.Space, _ string) []string { return append(sp.Keys(), sp.DeadLetter()) },
-		Commands: []string{"type", "time", "xpending", "xclaim", "xrange", "xadd", "xack"}})
+		Commands: []string{"type", "time", "xpending", "xclaim", "xrange", "xadd", "xack", "hincrby", "hset"}})
 	// FlowTake grants deliveries of flows their rate and in-flight slots,
 	// in the flows' home shard (flow_take.lua). Its keys are the flows'
 	// states, which the caller gives; Keys names one, for one flow.

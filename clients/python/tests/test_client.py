@@ -7,7 +7,7 @@ import os
 import unittest
 from datetime import datetime, timezone
 
-from timerq_client import Client, NewTimer, TimerqError
+from timerq_client import Client, NewTimer, OwnerState, StaleEpochError, TimerqError
 
 API = os.environ.get("TIMERQ_API", "")
 
@@ -88,6 +88,73 @@ class Live(unittest.TestCase):
         self.assertEqual(ns["shards"], int(os.environ.get("TIMERQ_SHARDS", "1")))
         anon = Client(API, self.c.namespace, token="tq_wrong")
         self.assertEqual(self.refused(anon.get, "py/order 7").status, 401)
+
+    def test_owners_labels_epochs_and_cancel_by_owner(self):
+        owner = "py/wf 1"
+        self.assertEqual(self.c.get_owner(owner), OwnerState(owner, 0, 0, None))
+        made = self.c.schedule_batch([
+            NewTimer("py-own-a", due_at="2037-03-01T00:00:00Z", owner=owner, labels={"step": "pay", "tenant": "acme"}, fire_within_ms=30000),
+            NewTimer("py-own-b", due_at="2037-03-02T00:00:00Z", owner=owner, labels={"step": "ship", "tenant": "acme"}),
+        ])
+        self.assertEqual([(t.owner, t.epoch) for t in made], [(owner, 0), (owner, 0)])
+        self.assertEqual(made[0].labels, {"step": "pay", "tenant": "acme"})
+        self.assertEqual(made[0].deadline, datetime(2037, 3, 1, 0, 0, 30, tzinfo=timezone.utc))
+        self.assertEqual(made[0].extra, {}, "the API answered fields this package does not know")
+        self.c.schedule("py-own-other", due_at="2037-03-01T00:00:00Z", owner="py/wf 2", labels={"tenant": "acme"})
+
+        self.assertEqual([t.id for t in self.c.list(owner=owner, limit=1)], ["py-own-a", "py-own-b"], "list by owner")
+        self.assertEqual([t.id for t in self.c.list(labels={"tenant": "acme", "step": "ship"})], ["py-own-b"],
+                         "list by labels, all of which must match")
+        state = self.c.get_owner(owner)
+        self.assertEqual((state.scheduled, state.next_wake_at), (2, datetime(2037, 3, 1, tzinfo=timezone.utc)))
+
+        bumped = self.c.bump_epoch(owner)
+        self.assertEqual((bumped.owner, bumped.epoch, bumped.cancel_job), (owner, 1, None))
+        self.assertEqual(self.c.schedule("py-own-c", due_at="2037-03-03T00:00:00Z", owner=owner, epoch=bumped.epoch).epoch, 1)
+
+        job = self.c.cancel_matching(owner=owner, labels={"tenant": "acme"})
+        self.assertEqual((job.state, job.filter), ("done", {"owner": owner, "labels": {"tenant": "acme"}}))
+        self.assertEqual(job.counts, {"cancelled": 2, "fired": 0, "already_cancelled": 0, "skipped": 0})
+        self.assertEqual(self.c.cancel_job(job.id), job)
+        self.assertEqual(self.c.get("py-own-other").state, "scheduled", "another owner's timer was cancelled")
+        self.assertEqual(self.c.get("py-own-c").state, "scheduled", "a timer without the label was cancelled")
+        state = self.c.get_owner(owner)
+        self.assertEqual((state.scheduled, state.next_wake_at), (1, datetime(2037, 3, 3, tzinfo=timezone.utc)))
+
+        older = self.c.bump_epoch(owner, cancel_older=True)
+        self.assertEqual(older.epoch, 2)
+        self.assertIsNotNone(older.cancel_job)
+        self.assertEqual(older.cancel_job.filter, {"owner": owner, "epoch_below": 2})
+        self.assertEqual(older.cancel_job.counts["cancelled"], 1)
+        self.assertEqual(self.c.get_owner(owner), OwnerState(owner, 2, 0, None))
+
+        # The executor of epoch 1 was taken over: its schedule is refused, typed.
+        with self.assertRaises(StaleEpochError) as cm:
+            self.c.schedule("py-own-stale", in_="1h", owner=owner, epoch=bumped.epoch)
+        e = cm.exception
+        self.assertEqual((e.status, e.type, e.field), (409, "urn:timerq:problem:stale-epoch", "/epoch"))
+        missing = self.refused(self.c.get, "py-own-stale")
+        self.assertEqual(missing.status, 404, "a stale schedule wrote its timer")
+        self.assertNotIsInstance(missing, StaleEpochError)
+
+    def test_a_fire_carries_its_epoch(self):
+        owner = "py/wf fire"
+        with self.c.fires() as stream:
+            self.c.schedule("py-own-fire-0", in_="1h", owner=owner, payload_text="old")
+            epoch = self.c.bump_epoch(owner).epoch
+            self.c.schedule("py-own-fire-1", in_="1h", owner=owner, epoch=epoch, payload_text="new")
+            for id_ in ("py-own-fire-0", "py-own-fire-1"):
+                self.c.fire(id_)
+            old, cur = self.c.wait("py-own-fire-0", timeout="20s"), self.c.wait("py-own-fire-1", timeout="20s")
+            self.assertEqual((old.state, old.owner, old.epoch), ("fired", owner, 0), "the fire before the bump")
+            self.assertEqual((cur.state, cur.owner, cur.epoch), ("fired", owner, epoch), "the fire after the bump")
+            seen = {}
+            for ev in stream:
+                if ev.owner == owner:
+                    seen[ev.id] = ev.epoch
+                if len(seen) == 2:
+                    break
+            self.assertEqual(seen, {"py-own-fire-0": 0, "py-own-fire-1": epoch}, "the stream's fires carry their epochs")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import re
 import unittest
 
 import timerq_client
-from timerq_client import FireEvent, NewTimer, Timer, TimerPage
+from timerq_client import CancelJob, EpochBumped, FireEvent, NewTimer, OwnerState, Timer, TimerPage
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONTRACT = os.path.join(HERE, "..", "..", "..", "api", "openapi.json")
@@ -28,7 +28,8 @@ class Contract(unittest.TestCase):
         return {f.name.rstrip("_") for f in dataclasses.fields(cls)}
 
     def test_every_property_is_a_field(self):
-        for cls, schema in [(Timer, "Timer"), (FireEvent, "FireEvent"), (TimerPage, "TimerPage"), (NewTimer, "NewTimer")]:
+        for cls, schema in [(Timer, "Timer"), (FireEvent, "FireEvent"), (TimerPage, "TimerPage"), (NewTimer, "NewTimer"),
+                            (CancelJob, "CancelJob"), (OwnerState, "OwnerState"), (EpochBumped, "EpochBumped")]:
             with self.subTest(schema):
                 missing = set(self.schemas[schema]["properties"]) - self.fields(cls)
                 self.assertFalse(missing, f"api/openapi.json's {schema} has {sorted(missing)}, which {cls.__name__} lacks")

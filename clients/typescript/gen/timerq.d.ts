@@ -63,13 +63,13 @@ export interface paths {
         };
         /**
          * List timers
-         * @description A page of timers by due time, then ID, with the filters of timerctl list.
+         * @description A page of timers by due time, then ID, with the filters of timerctl list. With owner or label, a page holds the timers of the underlying page that match, so it may hold fewer than limit, even none, and still have a next_cursor: page on until it is empty. GET .../owners/{owner} counts an owner's scheduled timers at once.
          */
         get: operations["listTimers"];
         put?: never;
         /**
          * Create a timer
-         * @description Creates a timer, idempotently by ID: 201 with the new timer, or 200 with the existing one, in any state, left as it is.
+         * @description Creates a timer, idempotently by ID: 201 with the new timer, or 200 with the existing one, in any state, left as it is. With epoch, it is refused with 409 stale-epoch unless the epoch is its owner's current one.
          */
         post: operations["createTimer"];
         delete?: never;
@@ -115,7 +115,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel every timer matching a filter
-         * @description Bulk cancel: cancels every scheduled timer whose ID starts with id_prefix (taken literally), on every shard. Each selected timer ends cancelled or fired, never both; one that fired (or was cancelled) before the cancel reached it is counted as such and left alone. Up to 10,000 selected timers are cancelled in the call (200, the job done); a larger job is handed to the workers (202, the job running), to follow with GET .../cancel-jobs/{id}. A timer created while the job runs may or may not be selected.
+         * @description Bulk cancel: cancels every scheduled timer the filter selects (an ID prefix, taken literally; an owner, through the owner index; labels, each key and value), on every shard. Each selected timer ends cancelled or fired, never both; one that fired (or was cancelled) before the cancel reached it is counted as such and left alone. Up to 10,000 selected timers are cancelled in the call (200, the job done); a larger job is handed to the workers (202, the job running), to follow with GET .../cancel-jobs/{id}. A timer created while the job runs may or may not be selected.
          */
         post: operations["cancelTimers"];
         delete?: never;
@@ -291,6 +291,56 @@ export interface paths {
         get: operations["getCancelJob"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/namespaces/{ns}/owners/{owner}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The namespace: 1-64 characters of [A-Za-z0-9_.-]. */
+                ns: components["parameters"]["ns"];
+                /** @description The owner, percent-encoded as one segment (a '/' as %2F): 1-256 bytes of UTF-8 without control characters. */
+                owner: components["parameters"]["owner"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get an owner's epoch and next wake
+         * @description The owner's current fencing epoch, how many of its timers are scheduled and the earliest due time among them, read from the owner index on every shard.
+         */
+        get: operations["getOwner"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/namespaces/{ns}/owners/{owner}/epoch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The namespace: 1-64 characters of [A-Za-z0-9_.-]. */
+                ns: components["parameters"]["ns"];
+                /** @description The owner, percent-encoded as one segment (a '/' as %2F): 1-256 bytes of UTF-8 without control characters. */
+                owner: components["parameters"]["owner"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Bump an owner's fencing epoch
+         * @description Raises the owner's epoch by one and answers it: the executor that takes an owner (a workflow) over bumps its epoch, creates timers under it (a timer's epoch), and refuses a fire whose epoch is lower. Two bumps at once get different epochs. With cancel_older, every scheduled timer of the owner from an older epoch is cancelled too, as a bulk cancel. A bump that failed part way may be repeated: the epoch only grows.
+         */
+        post: operations["bumpEpoch"];
         delete?: never;
         options?: never;
         head?: never;
@@ -880,6 +930,15 @@ export interface components {
             /** @description Only in answers to creates: whether this request created the timer (false: it existed, and was left as it is). */
             created?: boolean;
             delivery?: components["schemas"]["DeliveryLog"];
+            owner?: components["schemas"]["Owner"];
+            /** @description The owner's fencing epoch when the timer was scheduled; present whenever owner is. An executor that bumped the owner's epoch since refuses the fire of a timer whose epoch is lower. */
+            epoch?: number;
+            labels?: components["schemas"]["Labels"];
+            /**
+             * Format: date-time
+             * @description The latest time the fire may be delivered (fire_within_ms, fire_by); RFC 3339 in UTC with milliseconds. Absent for none.
+             */
+            deadline?: string;
         };
         /**
          * @description Where a timer is in its life: scheduled, then fired or cancelled for good.
@@ -901,6 +960,14 @@ export interface components {
             deliver?: components["schemas"]["Deliver"];
             /** @description The timer's flow key (a tenant ID, say): its fire's delivery is held to the flow policy for the key, apart from other keys. The fire itself is never delayed. 1-128 bytes of UTF-8 without control characters. */
             flow_key?: string;
+            owner?: components["schemas"]["Owner"];
+            labels?: components["schemas"]["Labels"];
+            /** @description With owner: the owner epoch the caller acts under. The timer is created only if it is the owner's current epoch; otherwise nothing is written and the answer is 409 stale-epoch (another executor bumped the epoch). 0 or absent takes the current epoch, which the timer records. */
+            epoch?: number;
+            /** @description How many milliseconds after its due time the fire may still be delivered: a delivery (to an endpoint or a consumer group) that cannot happen by then is dead-lettered with the reason deadline, never delivered late. Give fire_within_ms or fire_by, not both. */
+            fire_within_ms?: number;
+            /** @description fire_within_ms as a point in time, as due_at takes it; not before the due time. */
+            fire_by?: string;
         };
         TimerBatch: {
             /** @description The timers, at most Options.MaxBatch (1000 by default). */
@@ -989,6 +1056,15 @@ export interface components {
             payload: string;
             shard: number;
             stream_id: string;
+            owner?: components["schemas"]["Owner"];
+            /** @description The owner's fencing epoch when the timer was scheduled; present whenever owner is. An executor that bumped the owner's epoch since refuses a fire whose epoch is lower. */
+            epoch?: number;
+            labels?: components["schemas"]["Labels"];
+            /**
+             * Format: date-time
+             * @description The latest time the fire may be delivered (fire_within_ms, fire_by); RFC 3339 in UTC with milliseconds. Absent for none.
+             */
+            deadline?: string;
         };
         /** @description A recurring schedule's spec, payload and policies, with timerctl's names. Give cron or every. */
         ScheduleSpec: {
@@ -1018,6 +1094,8 @@ export interface components {
             deliver?: components["schemas"]["Deliver"];
             /** @description Each occurrence's flow key: its delivery is held to the key's flow policy. 1-128 bytes of UTF-8 without control characters. */
             flow_key?: string;
+            owner?: components["schemas"]["Owner"];
+            labels?: components["schemas"]["Labels"];
         };
         /** @description A schedule to create. */
         NewSchedule: components["schemas"]["ScheduleSpec"] & {
@@ -1084,6 +1162,8 @@ export interface components {
             created?: boolean;
             /** @description Each occurrence's flow key; absent for none. */
             flow_key?: string;
+            owner?: components["schemas"]["Owner"];
+            labels?: components["schemas"]["Labels"];
         };
         SchedulePage: {
             schedules: components["schemas"]["Schedule"][];
@@ -1134,6 +1214,15 @@ export interface components {
              * @description When the lease ends: from then on another consumer may get the event. RFC 3339 in UTC with milliseconds, by the Redis server's clock.
              */
             lease_expires_at: string;
+            owner?: components["schemas"]["Owner"];
+            /** @description The owner's fencing epoch when the timer was scheduled; present whenever owner is. An executor that bumped the owner's epoch since refuses a delivery whose epoch is lower. */
+            epoch?: number;
+            labels?: components["schemas"]["Labels"];
+            /**
+             * Format: date-time
+             * @description The latest time the fire may be delivered (fire_within_ms, fire_by); RFC 3339 in UTC with milliseconds. Absent for none.
+             */
+            deadline?: string;
         };
         LeaseResult: {
             deliveries: components["schemas"]["Delivery"][];
@@ -1201,6 +1290,15 @@ export interface components {
             consumer: string;
             shard: number;
             fire_stream_id: string;
+            owner?: components["schemas"]["Owner"];
+            /** @description The owner's fencing epoch when the timer was scheduled, as the fire carried it; present whenever owner is. */
+            epoch?: number;
+            labels?: components["schemas"]["Labels"];
+            /**
+             * Format: date-time
+             * @description The latest time the fire could be delivered (fire_within_ms, fire_by); RFC 3339 in UTC with milliseconds. Absent for none.
+             */
+            deadline?: string;
         };
         DeadLetterPage: {
             dead_letters: components["schemas"]["DeadLetter"][];
@@ -1323,6 +1421,8 @@ export interface components {
             keep_first?: boolean;
             /** @description Deliver the window's fire to one of the namespace's endpoints. It goes with the payload: set by the call that opens the window and by each later call without keep_first (a call without deliver then stops the delivery). A name the namespace has no endpoint of is refused (422 unknown-endpoint) and nothing is written. */
             deliver?: components["schemas"]["Deliver"];
+            owner?: components["schemas"]["Owner"];
+            labels?: components["schemas"]["Labels"];
         };
         DebounceResult: {
             /**
@@ -1400,11 +1500,15 @@ export interface components {
             endpoints: components["schemas"]["QuotaUsage"];
             schedules: components["schemas"]["QuotaUsage"];
         };
-        /** @description Which timers a bulk cancel selects: a timer is selected when it matches every field given. */
+        /** @description Which timers a bulk cancel selects: a timer is selected when it matches every field given. At least one of id_prefix, owner and labels is required: there is no cancel of every timer. */
         CancelFilter: {
-            /** @description The timers whose ID starts with it, byte for byte: glob characters are not special. Required: there is no cancel of every timer. */
-            id_prefix: string;
-        };
+            /** @description The timers whose ID starts with it, byte for byte: glob characters are not special. */
+            id_prefix?: string;
+            owner?: components["schemas"]["Owner"];
+            labels?: components["schemas"]["Labels"];
+            /** @description With owner: only the owner's timers scheduled under an epoch below it (as a bump with cancel_older selects them). */
+            epoch_below?: number;
+        } | unknown | unknown | unknown;
         /** @description A bulk cancel job: its filter, where it stands and what it found. */
         CancelJob: {
             /** @description The job's ID. */
@@ -1446,6 +1550,38 @@ export interface components {
         /** @description Bulk cancel jobs, newest first. */
         CancelJobList: {
             cancel_jobs: components["schemas"]["CancelJob"][];
+        };
+        /** @description An owner of timers, such as a workflow's ID: 1-256 bytes of UTF-8 without control characters. Bulk cancel and list select an owner's timers; each timer records the owner's fencing epoch when it was scheduled, and its fire carries it. */
+        Owner: string;
+        /** @description At most 16 labels, key to value: a key is 1-63 characters of A-Z, a-z, 0-9, '_', '.', '-' and '/'; a value at most 128 bytes of UTF-8 without control characters (it may be empty). List and bulk cancel select timers by them. */
+        Labels: {
+            [key: string]: string;
+        };
+        /** @description An owner's fencing epoch: 0 until first bumped (POST .../owners/{owner}/epoch), one more at each bump. */
+        Epoch: number;
+        /** @description Where an owner stands. */
+        OwnerState: {
+            owner: components["schemas"]["Owner"];
+            epoch: components["schemas"]["Epoch"];
+            /** @description How many of the owner's timers are scheduled. */
+            scheduled: number;
+            /**
+             * Format: date-time
+             * @description The earliest due time among them: when the owner next wakes; null when none is scheduled.
+             */
+            next_wake_at: string | null;
+        };
+        /** @description How to bump an owner's epoch; an empty body bumps it alone. */
+        EpochBump: {
+            /** @description Also cancel every scheduled timer of the owner scheduled under an older epoch, as a bulk cancel (its job is in the answer). */
+            cancel_older?: boolean;
+        };
+        /** @description The owner's new epoch, and the bulk cancel of its older timers when cancel_older asked for one. */
+        EpochBumped: {
+            owner: components["schemas"]["Owner"];
+            /** @description The owner's new epoch: the caller's to act under (a timer's epoch) and to compare fires with. */
+            epoch: number;
+            cancel_job?: components["schemas"]["CancelJob"];
         };
     };
     responses: {
@@ -1575,6 +1711,8 @@ export interface components {
         endpointName: string;
         /** @description The debounce key, percent-encoded: 1-240 bytes of UTF-8 without control characters, not the ID of a recurring schedule of the namespace. */
         debounceKey: string;
+        /** @description The owner, percent-encoded as one segment (a '/' as %2F): 1-256 bytes of UTF-8 without control characters. */
+        owner: string;
     };
     requestBodies: never;
     headers: never;
@@ -1693,6 +1831,10 @@ export interface operations {
                 limit?: number;
                 /** @description The next_cursor of the previous page. */
                 cursor?: string;
+                /** @description Only the owner's timers. */
+                owner?: components["schemas"]["Owner"];
+                /** @description Only timers with this label, as KEY=VALUE (split at the first '='); repeat it for more labels, all of which must match. */
+                label?: string[];
             };
             header?: never;
             path: {
@@ -1760,6 +1902,15 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            /** @description The stale-epoch problem: an epoch given is no longer its owner's (another executor bumped it). Nothing was written. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
@@ -1798,6 +1949,15 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            /** @description The stale-epoch problem: an epoch given is no longer its owner's (another executor bumped it). Nothing was written. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unprocessable"];
@@ -2090,6 +2250,79 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getOwner: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The namespace: 1-64 characters of [A-Za-z0-9_.-]. */
+                ns: components["parameters"]["ns"];
+                /** @description The owner, percent-encoded as one segment (a '/' as %2F): 1-256 bytes of UTF-8 without control characters. */
+                owner: components["parameters"]["owner"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The owner's epoch and next wake; an owner nothing ever named has epoch 0 and nothing scheduled. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerState"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    bumpEpoch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The namespace: 1-64 characters of [A-Za-z0-9_.-]. */
+                ns: components["parameters"]["ns"];
+                /** @description The owner, percent-encoded as one segment (a '/' as %2F): 1-256 bytes of UTF-8 without control characters. */
+                owner: components["parameters"]["owner"];
+            };
+            cookie?: never;
+        };
+        /** @description Whether to cancel the older timers; an empty body does not. */
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["EpochBump"];
+            };
+        };
+        responses: {
+            /** @description Bumped; with cancel_older, the job is done or, when too large for the call, running in the workers (its state says which). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EpochBumped"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             502: components["responses"]["BadGateway"];

@@ -13,8 +13,19 @@ export type Reschedule = components["schemas"]["Reschedule"];
 export type TimerPage = components["schemas"]["TimerPage"];
 /** An RFC 9457 problem: the body of every error the API answers. */
 export type Problem = components["schemas"]["Problem"];
-/** The filters of a list: state, due_from, due_to, limit, cursor. */
+/** The filters of a list: state, due_from, due_to, owner, label (["KEY=VALUE", ...], all must match), limit, cursor. */
 export type ListQuery = NonNullable<paths["/v1/namespaces/{ns}/timers"]["get"]["parameters"]["query"]>;
+/** Which timers a bulk cancel selects: id_prefix, owner, labels (every one given must match), epoch_below (with owner). */
+export type CancelFilter = components["schemas"]["CancelFilter"];
+/** A bulk cancel job: its filter, state (running, done, failed) and counts. */
+export type CancelJob = components["schemas"]["CancelJob"];
+/** Where an owner stands: its fencing epoch, how many of its timers are scheduled, and the earliest due time among them. */
+export type OwnerState = components["schemas"]["OwnerState"];
+/** An owner's new epoch, and the bulk cancel of its older timers when cancelOlder asked for one. */
+export type EpochBumped = components["schemas"]["EpochBumped"];
+
+/** The problem type of a create under an owner epoch that is no longer the owner's current one. */
+export const STALE_EPOCH = "urn:timerq:problem:stale-epoch";
 
 /**
  * TimerqError is a call the API refused or failed: its status, and the
@@ -41,6 +52,19 @@ export class TimerqError extends Error {
   /** The refused request field, as a JSON pointer, if the problem names one. */
   get field(): string | undefined {
     return this.problem.field;
+  }
+}
+
+/**
+ * StaleEpochError is the TimerqError (409, urn:timerq:problem:stale-epoch)
+ * of a schedule whose `epoch` is no longer its owner's: another executor
+ * bumped the epoch and took the owner over. Nothing was written; stop
+ * acting for the owner (or bump again to take it back).
+ */
+export class StaleEpochError extends TimerqError {
+  constructor(status: number, problem: Problem) {
+    super(status, problem);
+    this.name = "StaleEpochError";
   }
 }
 
@@ -77,10 +101,11 @@ export interface WaitOptions {
  * returns `{ data, error, response }` and checks the path, parameters and
  * body against the contract when the caller compiles.
  *
- * Owners, labels, bulk cancel and the fencing epoch (issue 37) are not in
- * the API yet; when their routes are in api/openapi.json they appear on
- * `raw` with the next `npm run generate`, and the methods for them
- * (cancelByOwner, bumpEpoch, ...) go here, beside the ones below.
+ * Owners, labels and the fencing epoch are fields of NewTimer and Timer
+ * (`owner`, `labels`, `epoch`, and the fire deadline `fire_within_ms` or
+ * `fire_by`); list filters by `owner` and `label`, cancelMatching cancels
+ * by owner or labels, getOwner reads an owner and bumpEpoch fences it. A
+ * schedule under a stale epoch throws StaleEpochError.
  */
 export class Timerq {
   /** The openapi-fetch client of every route, typed from api/openapi.json. */
@@ -101,7 +126,9 @@ export class Timerq {
 
   /**
    * schedule creates a timer, or returns the one with its ID as it is:
-   * create is idempotent by ID, and `created` says which happened.
+   * create is idempotent by ID, and `created` says which happened. With
+   * `owner` and `epoch`, a stale epoch throws StaleEpochError and writes
+   * nothing.
    */
   async schedule(timer: NewTimer): Promise<Timer> {
     return unwrap(await this.raw.POST("/v1/namespaces/{ns}/timers", { params: { path: { ns: this.namespace } }, body: timer }));
@@ -172,6 +199,46 @@ export class Timerq {
     } while (cursor);
   }
 
+  /**
+   * cancelMatching cancels every scheduled timer the filter selects (an ID
+   * prefix, an owner, labels: each one given must match), on every shard.
+   * The job answered is `done` when it fitted in the call, or `running`
+   * in the workers: follow it with cancelJob(job.id).
+   */
+  async cancelMatching(filter: CancelFilter): Promise<CancelJob> {
+    return unwrap(await this.raw.POST("/v1/namespaces/{ns}/timers/cancel", { params: { path: { ns: this.namespace } }, body: filter }));
+  }
+
+  /** cancelJob reads a bulk cancel job by its ID: its state and counts so far. */
+  async cancelJob(id: string): Promise<CancelJob> {
+    return unwrap(await this.raw.GET("/v1/namespaces/{ns}/cancel-jobs/{id}", { params: this.timer(id) }));
+  }
+
+  /**
+   * getOwner reads an owner: its fencing epoch, how many of its timers are
+   * scheduled, and the earliest due time among them (`next_wake_at`, null
+   * when none is). An owner nothing named has epoch 0 and none scheduled.
+   */
+  async getOwner(owner: string): Promise<OwnerState> {
+    return unwrap(await this.raw.GET("/v1/namespaces/{ns}/owners/{owner}", { params: { path: { ns: this.namespace, owner } } }));
+  }
+
+  /**
+   * bumpEpoch raises an owner's fencing epoch by one and returns it: the
+   * executor taking the owner over schedules with `epoch` set to it, and
+   * ignores fires whose epoch is lower. With `cancelOlder` it also cancels
+   * the owner's scheduled timers of older epochs, as a bulk cancel
+   * (`cancel_job`).
+   */
+  async bumpEpoch(owner: string, options: { cancelOlder?: boolean } = {}): Promise<EpochBumped> {
+    return unwrap(
+      await this.raw.POST("/v1/namespaces/{ns}/owners/{owner}/epoch", {
+        params: { path: { ns: this.namespace, owner } },
+        body: options.cancelOlder ? { cancel_older: true } : {},
+      }),
+    );
+  }
+
   private timer(id: string): { path: { ns: string; id: string } } {
     return { path: { ns: this.namespace, id } };
   }
@@ -199,5 +266,5 @@ function unwrap<T>(r: { data?: T; error?: unknown; response: Response }): T {
           status: r.response.status,
           ...(typeof e === "string" && e ? { detail: e.slice(0, 512) } : {}),
         };
-  throw new TimerqError(r.response.status, problem);
+  throw problem.type === STALE_EPOCH ? new StaleEpochError(r.response.status, problem) : new TimerqError(r.response.status, problem);
 }

@@ -135,6 +135,51 @@ test("bulk cancel: every timer of a prefix, and the job read back", async () => 
   assert.equal(empty.error?.type, "urn:timerq:problem:invalid-argument");
 });
 
+test("owners: timers with an owner and labels, the owner's epoch and next wake, a bump, and a stale epoch refused", async () => {
+  const owner = "wf/7 ä";
+  const owner_ = { path: { ns, owner } };
+  const fresh = await client.GET("/v1/namespaces/{ns}/owners/{owner}", { params: owner_ });
+  assert.equal(fresh.response.status, 200, JSON.stringify(fresh.error));
+  assert.deepEqual(fresh.data, { owner, epoch: 0, scheduled: 0, next_wake_at: null });
+  const made = await client.POST("/v1/namespaces/{ns}/timers/batch", {
+    params: ns_,
+    body: {
+      timers: [
+        { id: "own/1", due_at: "2031-02-01T00:00:00Z", owner, labels: { tenant: "acme" }, fire_within_ms: 60000 },
+        { id: "own/2", due_at: "2031-02-02T00:00:00Z", owner, labels: { tenant: "other" }, fire_by: "2031-02-03T00:00:00Z" },
+      ],
+    },
+  });
+  assert.equal(made.response.status, 200, JSON.stringify(made.error));
+  const first = made.data!.timers[0]!;
+  assert.equal(first.owner, owner);
+  assert.equal(first.epoch, 0);
+  assert.deepEqual(first.labels, { tenant: "acme" });
+  assert.equal(first.deadline, "2031-02-01T00:01:00.000Z");
+  const byLabel = await client.GET("/v1/namespaces/{ns}/timers", { params: { path: { ns }, query: { owner, label: ["tenant=acme"] } } });
+  assert.equal(byLabel.response.status, 200, JSON.stringify(byLabel.error));
+  assert.deepEqual(byLabel.data?.timers.map((t) => t.id), ["own/1"]);
+  const wake = await client.GET("/v1/namespaces/{ns}/owners/{owner}", { params: owner_ });
+  assert.equal(wake.data?.scheduled, 2);
+  assert.equal(wake.data?.next_wake_at, "2031-02-01T00:00:00.000Z");
+
+  const bumped = await client.POST("/v1/namespaces/{ns}/owners/{owner}/epoch", { params: owner_, body: {} });
+  assert.equal(bumped.response.status, 200, JSON.stringify(bumped.error));
+  assert.equal(bumped.data?.epoch, 1);
+  const stale = await client.POST("/v1/namespaces/{ns}/timers", { params: ns_, body: { id: "own/3", in: "1h", owner, epoch: 7 } });
+  assert.equal(stale.response.status, 409);
+  assert.equal(stale.error?.type, "urn:timerq:problem:stale-epoch");
+  assert.equal(stale.error?.field, "/epoch");
+  const again = await client.POST("/v1/namespaces/{ns}/owners/{owner}/epoch", { params: owner_, body: { cancel_older: true } });
+  assert.equal(again.response.status, 200, JSON.stringify(again.error));
+  assert.equal(again.data?.epoch, 2);
+  assert.deepEqual(again.data?.cancel_job?.filter, { owner, epoch_below: 2 });
+  assert.equal(again.data?.cancel_job?.counts.cancelled, 2);
+  const byOwner = await client.POST("/v1/namespaces/{ns}/timers/cancel", { params: ns_, body: { owner, labels: { tenant: "acme" } } });
+  assert.equal(byOwner.response.status, 200, JSON.stringify(byOwner.error));
+  assert.deepEqual(byOwner.data?.counts, { cancelled: 0, fired: 0, already_cancelled: 1, skipped: 0 });
+});
+
 test("list pages through every shard with the cursor", async () => {
   const ids = Array.from({ length: 7 }, (_, i) => `page-${i}`);
   const made = await client.POST("/v1/namespaces/{ns}/timers/batch", {

@@ -1,9 +1,10 @@
 // The package's own surface (schedule, get, cancel, reschedule, fire,
-// wait, list, TimerqError) against a real timerworker; see live.ts.
+// wait, list, owners and epochs, bulk cancel, TimerqError) against a real
+// timerworker; see live.ts.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
-import { Timerq, TimerqError, payloadText, version, type Timer } from "@timerq/client";
+import { StaleEpochError, Timerq, TimerqError, payloadText, version, type Timer } from "@timerq/client";
 import { liveTest, live } from "./live.js";
 
 const tq = new Timerq({ baseUrl: live.base + "/", token: live.token, namespace: live.ns });
@@ -98,4 +99,76 @@ liveTest("a wrong token is a 401 TimerqError", async () => {
   const anon = new Timerq({ baseUrl: live.base, token: "tq_wrong", namespace: live.ns });
   const e = await refused(anon.get("c/anything"));
   assert.equal(e.status, 401);
+});
+
+liveTest("owners: labelled timers listed by owner and label, the owner read, a bump fences a stale schedule, cancel by owner", async () => {
+  const owner = "c/wf 1";
+  const fresh = await tq.getOwner(owner);
+  assert.deepEqual(fresh, { owner, epoch: 0, scheduled: 0, next_wake_at: null });
+  const made = await tq.scheduleBatch([
+    { id: "c/own-a", due_at: "2037-03-01T00:00:00Z", owner, labels: { step: "pay", tenant: "acme" }, fire_within_ms: 30000 },
+    { id: "c/own-b", due_at: "2037-03-02T00:00:00Z", owner, labels: { step: "ship", tenant: "acme" } },
+  ]);
+  assert.deepEqual(made.map((t) => [t.owner, t.epoch]), [[owner, 0], [owner, 0]]);
+  assert.deepEqual(made[0]!.labels, { step: "pay", tenant: "acme" });
+  assert.equal(made[0]!.deadline, "2037-03-01T00:00:30.000Z");
+  await tq.schedule({ id: "c/own-other", due_at: "2037-03-01T00:00:00Z", owner: "c/wf 2", labels: { tenant: "acme" } });
+
+  const mine: string[] = [];
+  for await (const t of tq.list({ owner, limit: 1 })) mine.push(t.id);
+  assert.deepEqual(mine, ["c/own-a", "c/own-b"], "list by owner");
+  const ship: string[] = [];
+  for await (const t of tq.list({ label: ["tenant=acme", "step=ship"] })) ship.push(t.id);
+  assert.deepEqual(ship, ["c/own-b"], "list by labels, all of which must match");
+
+  const state = await tq.getOwner(owner);
+  assert.equal(state.scheduled, 2);
+  assert.equal(state.next_wake_at, "2037-03-01T00:00:00.000Z");
+
+  const bumped = await tq.bumpEpoch(owner);
+  assert.equal(bumped.epoch, 1);
+  assert.equal(bumped.cancel_job, undefined, "a bump without cancelOlder cancelled");
+  const current = await tq.schedule({ id: "c/own-c", due_at: "2037-03-03T00:00:00Z", owner, epoch: bumped.epoch });
+  assert.equal(current.epoch, 1);
+  assert.equal((await tq.getOwner(owner)).epoch, 1);
+
+  const job = await tq.cancelMatching({ owner, labels: { tenant: "acme" } });
+  assert.equal(job.state, "done");
+  assert.deepEqual(job.filter, { owner, labels: { tenant: "acme" } });
+  assert.deepEqual(job.counts, { cancelled: 2, fired: 0, already_cancelled: 0, skipped: 0 });
+  assert.deepEqual(await tq.cancelJob(job.id), job);
+  assert.equal((await tq.get("c/own-other")).state, "scheduled", "another owner's timer was cancelled");
+  assert.equal((await tq.get("c/own-c")).state, "scheduled", "a timer without the label was cancelled");
+  const after = await tq.getOwner(owner);
+  assert.equal(after.scheduled, 1);
+  assert.equal(after.next_wake_at, "2037-03-03T00:00:00.000Z");
+
+  const older = await tq.bumpEpoch(owner, { cancelOlder: true });
+  assert.equal(older.epoch, 2);
+  assert.deepEqual(older.cancel_job?.filter, { owner, epoch_below: 2 });
+  assert.equal(older.cancel_job?.counts.cancelled, 1);
+  assert.deepEqual(await tq.getOwner(owner), { owner, epoch: 2, scheduled: 0, next_wake_at: null });
+
+  // The executor of epoch 1 was taken over: its schedule is refused, typed.
+  const stale = await refused(tq.schedule({ id: "c/own-stale", in: "1h", owner, epoch: bumped.epoch }));
+  assert.ok(stale instanceof StaleEpochError, `not a StaleEpochError: ${stale.name}`);
+  assert.equal(stale.status, 409);
+  assert.equal(stale.type, "urn:timerq:problem:stale-epoch");
+  assert.equal(stale.field, "/epoch");
+  const missing = await refused(tq.get("c/own-stale"));
+  assert.equal(missing.status, 404, "a stale schedule wrote its timer");
+  assert.ok(!(missing instanceof StaleEpochError), "a 404 is a StaleEpochError");
+});
+
+liveTest("a fire carries the epoch its timer was scheduled under", async () => {
+  const owner = "c/wf fire";
+  await tq.schedule({ id: "c/own-fire-0", in: "1h", owner, payload_text: "old" });
+  const { epoch } = await tq.bumpEpoch(owner);
+  await tq.schedule({ id: "c/own-fire-1", in: "1h", owner, epoch, payload_text: "new" });
+  for (const id of ["c/own-fire-0", "c/own-fire-1"]) await tq.fire(id);
+  const old = await tq.wait("c/own-fire-0", { timeout: "20s" });
+  const cur = await tq.wait("c/own-fire-1", { timeout: "20s" });
+  assert.deepEqual([old.state, old.owner, old.epoch], ["fired", owner, 0], "the fire before the bump");
+  assert.deepEqual([cur.state, cur.owner, cur.epoch], ["fired", owner, epoch], "the fire after the bump");
+  assert.ok(old.epoch! < epoch, "an executor at the bumped epoch could not tell the old fire apart");
 });

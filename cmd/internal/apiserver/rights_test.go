@@ -49,6 +49,8 @@ var wantRights = map[string]string{
 	"POST /v1/namespaces/{ns}/timers/{id}/fire":       "write",
 	"GET /v1/namespaces/{ns}/timers/{id}/wait":        "read",
 	"POST /v1/namespaces/{ns}/debounce/{key}":         "write",
+	"GET /v1/namespaces/{ns}/owners/{owner}":          "read",
+	"POST /v1/namespaces/{ns}/owners/{owner}/epoch":   "write",
 	"GET /v1/namespaces/{ns}/fires":                   "read",
 
 	"POST /v1/namespaces/{ns}/schedules":                                    "write",
@@ -167,7 +169,7 @@ func operations(t *testing.T) []operation {
 // path fills o's template with the test's values.
 func (o operation) path(ns string) string {
 	r := strings.NewReplacer("{ns}", ns, "{id}", "t1", "{key}", "k1", "{group}", "g1",
-		"{delivery}", "0-1700000000000-0", "{dead}", "0-1700000000000-1", "{name}", "e1")
+		"{delivery}", "0-1700000000000-0", "{dead}", "0-1700000000000-1", "{name}", "e1", "{owner}", "o1")
 	return r.Replace(o.template)
 }
 

@@ -47,7 +47,7 @@ func (e *Env) Ceiling(ctx context.Context, cfg CeilingConfig) (*CeilingResult, e
 	run := rand.Uint32()
 	due := e.serverNow().Add(-time.Second)
 	if _, err := scheduleAll(ctx, q, cfg.Timers, 1, func(i int) queue.NewTimer {
-		return queue.NewTimer{ID: timerID(run, i), Due: due, Payload: payload16}
+		return e.own(queue.NewTimer{ID: timerID(run, i), Due: due, Payload: payload16}, i)
 	}); err != nil {
 		return nil, err
 	}
@@ -113,7 +113,7 @@ func (e *Env) Burst(ctx context.Context, cfg BurstConfig) (*BurstResult, error) 
 	e.logf("burst: scheduling %d timers due in %v", cfg.Timers, cfg.Lead)
 	w := e.startWindow(ctx)
 	el, err := scheduleAll(ctx, q, cfg.Timers, 1, func(i int) queue.NewTimer {
-		return queue.NewTimer{ID: timerID(run, i), Due: due, Payload: payload16}
+		return e.own(queue.NewTimer{ID: timerID(run, i), Due: due, Payload: payload16}, i)
 	})
 	if err != nil {
 		return nil, err

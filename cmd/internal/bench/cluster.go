@@ -230,7 +230,10 @@ func burstCPU(ctx context.Context, bc *benchCluster, rdb *redis.ClusterClient, s
 		return nil, nil, err
 	}
 	if n, err := firedCount(ctx, rdb, streams); err != nil || n > 0 {
-		return nil, nil, fmt.Errorf("bench: %d timers had fired when the CPU window opened (%v); the machine is too loaded to measure", n, err)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bench: counting fires when the CPU window opened: %w", err)
+		}
+		return nil, nil, fmt.Errorf("bench: %d timers had fired when the CPU window opened: %w", n, ErrTooLoaded)
 	}
 	err = waitUntil(ctx, 60*time.Second+time.Duration(timers/2000)*time.Second, 20*time.Millisecond, func() (bool, error) {
 		n, err := firedCount(ctx, rdb, streams)

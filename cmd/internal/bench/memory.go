@@ -62,7 +62,7 @@ func (e *Env) Memory(ctx context.Context, cfg MemoryConfig) (*MemoryResult, erro
 	m0 := used()
 	e.logf("memory: scheduling %d timers", cfg.Timers)
 	if _, err := scheduleAll(ctx, q, cfg.Timers, 1, func(i int) queue.NewTimer {
-		return queue.NewTimer{ID: timerID(run, i), Due: dueOf(i), Payload: payload16}
+		return e.own(queue.NewTimer{ID: timerID(run, i), Due: dueOf(i), Payload: payload16}, i)
 	}); err != nil {
 		return nil, err
 	}

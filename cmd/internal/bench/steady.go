@@ -118,7 +118,7 @@ func (e *Env) Steady(ctx context.Context, cfg SteadyConfig) (*SteadyResult, erro
 	// Timer i is scheduled once the server clock reaches its due - lead.
 	err = e.pace(ctx, start, step, total, 5000, 2*time.Millisecond, func(batch []queue.NewTimer, from int) error {
 		for i := range batch {
-			batch[i] = queue.NewTimer{ID: timerID(run, from+i), Due: dueOf(from + i), Payload: payload16, Endpoint: endpoint}
+			batch[i] = e.own(queue.NewTimer{ID: timerID(run, from+i), Due: dueOf(from + i), Payload: payload16, Endpoint: endpoint}, from+i)
 		}
 		if _, err := q.ScheduleBatch(ctx, batch); err != nil {
 			return fmt.Errorf("bench: ScheduleBatch: %w", err)

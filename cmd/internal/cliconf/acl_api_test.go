@@ -117,6 +117,15 @@ func apiOnlyServesEveryRoute(t *testing.T, ctx context.Context, redisURL, ns str
 	job := call("POST", tp+"/cancel", nsp+"/timers/cancel", map[string]any{"id_prefix": "b"}, 200)
 	call("GET", "/v1/namespaces/{ns}/cancel-jobs", nsp+"/cancel-jobs", nil, 200)
 	call("GET", "/v1/namespaces/{ns}/cancel-jobs/{id}", nsp+"/cancel-jobs/"+str(job, "id"), nil, 200)
+	// An owner's timers, its epoch and next wake, a bump that cancels the
+	// older ones, and a bulk cancel by owner and label.
+	op := "/v1/namespaces/{ns}/owners/{owner}"
+	call("POST", tp, nsp+"/timers", map[string]any{"id": "w1", "in": "1h", "owner": "wf-1", "labels": map[string]string{"k": "v"}, "fire_within_ms": 1000}, 201)
+	call("GET", tp, nsp+"/timers?owner=wf-1&label=k=v", nil, 200)
+	call("GET", op, nsp+"/owners/wf-1", nil, 200)
+	call("POST", op+"/epoch", nsp+"/owners/wf-1/epoch", map[string]any{"cancel_older": true}, 200)
+	call("POST", tp, nsp+"/timers", map[string]any{"id": "w2", "in": "1h", "owner": "wf-1", "epoch": 1}, 201)
+	call("POST", tp+"/cancel", nsp+"/timers/cancel", map[string]any{"owner": "wf-1", "labels": map[string]string{"k": "v"}}, 200)
 	call("GET", tp+"/{id}/wait", nsp+"/timers/t1/wait?timeout=100ms", nil, 200) // nothing claims: the timeout passes
 	call("POST", "/v1/namespaces/{ns}/debounce/{key}", nsp+"/debounce/k1", map[string]any{"delay": "1h", "max_wait": "2h"}, 201)
 

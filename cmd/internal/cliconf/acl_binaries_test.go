@@ -148,7 +148,8 @@ func TestACLLinesRunTheBinaries(t *testing.T) {
 			code := ctl.Run(ctx, append([]string{"timerctl", "--redis", url, "-n", mine}, args...), ctl.Options{Stdout: &out, Stderr: &errOut})
 			return code, out.String(), errOut.String()
 		}
-		for _, args := range [][]string{{"get", "o1"}, {"list"}, {"-o", "json", "list"}, {"stats"}, {"-o", "json", "stats"}} {
+		for _, args := range [][]string{{"get", "o1"}, {"list"}, {"-o", "json", "list"}, {"stats"}, {"-o", "json", "stats"},
+			{"list", "--owner", "wf", "--label", "k=v"}, {"owner", "get", "wf"}} {
 			if code, out, stderr := timerctl(args...); code != 0 || stderr != "" {
 				t.Errorf("timerctl %s under the documented ops line: exit %d\n%s%s", strings.Join(args, " "), code, out, stderr)
 			}

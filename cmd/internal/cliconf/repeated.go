@@ -73,9 +73,42 @@ func FindFlag(flags []cli.Flag, name string) cli.Flag {
 }
 
 func isSliceFlag(f cli.Flag) bool {
-	switch f.(type) {
+	switch f := f.(type) {
 	case *cli.StringSliceFlag, *cli.IntSliceFlag, *cli.Int64SliceFlag, *cli.Float64SliceFlag, *cli.UintSliceFlag, *cli.Uint64SliceFlag:
 		return true
+	case *cli.GenericFlag:
+		_, ok := f.Value.(*Multi)
+		return ok
 	}
 	return false
+}
+
+// Multi is the value of a flag that may be given any number of times,
+// each value taken whole: cli.StringSliceFlag also splits a value at its
+// commas, which a label's value (--label note=a,b) or a header's may hold.
+type Multi []string
+
+// Set adds one value.
+func (m *Multi) Set(v string) error {
+	*m = append(*m, v)
+	return nil
+}
+
+// String is the values given, for help.
+func (m *Multi) String() string { return strings.Join(*m, " ") }
+
+// MultiFlag is a flag name that may be repeated, each value taken whole
+// (Multi); MultiValues reads what it was given.
+func MultiFlag(name, usage string) *cli.GenericFlag {
+	return &cli.GenericFlag{Name: name, Usage: usage, Value: &Multi{}}
+}
+
+// MultiValues returns the values given to c's MultiFlag name, in order;
+// nil when it was not given (or is no MultiFlag). Like every flag, a
+// MultiFlag keeps what it parsed: make a fresh one for each run.
+func MultiValues(c *cli.Context, name string) []string {
+	if m, ok := c.Generic(name).(*Multi); ok && m != nil && c.IsSet(name) {
+		return *m
+	}
+	return nil
 }

@@ -20,6 +20,7 @@ func TestRepeatedFlag(t *testing.T) {
 			&cli.DurationFlag{Name: "timeout"},
 			&cli.BoolFlag{Name: "dev"},
 			&cli.StringSliceFlag{Name: "tag"},
+			cliconf.MultiFlag("label", ""),
 		},
 		Commands: []*cli.Command{
 			{Name: "wait", Flags: []cli.Flag{&cli.DurationFlag{Name: "timeout"}}},
@@ -35,6 +36,7 @@ func TestRepeatedFlag(t *testing.T) {
 		{[]string{"--dev", "--dev"}, "--dev is given more than once"},
 		{[]string{"schedules", "list", "--limit", "1", "--limit", "2"}, "--limit is given more than once"},
 		{[]string{"--tag", "a", "--tag", "b"}, ""},
+		{[]string{"--label", "a=1", "--label=b=2"}, ""},
 		{[]string{"--timeout", "1s", "wait", "x", "--timeout", "2s"}, ""},
 		{[]string{"-n", "--namespace"}, ""}, // "--namespace" is the value of -n
 		{[]string{"wait", "--", "--timeout", "--timeout"}, ""},
@@ -50,5 +52,24 @@ func TestRepeatedFlag(t *testing.T) {
 				t.Errorf("%q: %v, want a usage error with %q", tc.args, err, tc.want)
 			}
 		}
+	}
+}
+
+// TestMultiFlag: a MultiFlag keeps each value given, in order and whole:
+// a comma is part of a value, as it is of a label's.
+func TestMultiFlag(t *testing.T) {
+	var got []string
+	app := &cli.App{
+		Commands: []*cli.Command{{Name: "list", Flags: []cli.Flag{cliconf.MultiFlag("label", "")},
+			Action: func(c *cli.Context) error { got = cliconf.MultiValues(c, "label"); return nil }}},
+	}
+	if err := app.Run([]string{"prog", "list", "--label", "note=a,b", "--label=tenant=acme", "--label", " spaced "}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, "|") != "note=a,b|tenant=acme| spaced " {
+		t.Fatalf("values %q, want each whole, in order", got)
+	}
+	if err := app.Run([]string{"prog", "list"}); err != nil || got != nil {
+		t.Fatalf("no --label: %q %v, want nil", got, err)
 	}
 }

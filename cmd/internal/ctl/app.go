@@ -87,7 +87,7 @@ const exitCodeHelp = `Exit codes:
    3  not found
    4  conflict (cancel or reschedule of a fired timer, reschedule of a
       cancelled timer, fire of a settled timer, wait on a timer that got
-      cancelled)
+      cancelled, schedule under an owner epoch that is not the current one)
    5  wait timed out
 
 TIME is RFC 3339 (2026-12-02T19:00:00Z) or Unix time with its unit
@@ -151,7 +151,8 @@ func NewApp(o Options) *cli.App {
 			return cli.ShowAppHelp(c)
 		},
 	}
-	app.Commands = append(r.commands(), r.uiCommand(), r.namespaceCommand(), r.apiTokenCommand(), r.endpointsCommand(), r.flowCommand())
+	app.Commands = append(r.commands(), r.uiCommand(), r.namespaceCommand(), r.apiTokenCommand(), r.endpointsCommand(), r.flowCommand(),
+		r.ownerCommand())
 	for _, cmd := range app.Commands {
 		cmd.OnUsageError = usage
 	}

@@ -29,13 +29,17 @@ func (r *runner) commands() []*cli.Command {
 	return []*cli.Command{
 		{
 			Name: "schedule", Usage: "create a timer, or a recurring schedule (idempotent: an existing ID is left as it is)",
-			ArgsUsage: "ID (--at TIME | --in DURATION | --every DURATION | --cron SPEC [--tz ZONE]) [--payload TEXT | --payload-file PATH|-]",
+			ArgsUsage: "ID (--at TIME | --in DURATION | --every DURATION | --cron SPEC [--tz ZONE]) [--payload TEXT | --payload-file PATH|-] [--owner OWNER [--epoch N]] [--label KEY=VALUE]...",
 			Flags: append(when(
 				&cli.StringFlag{Name: "payload", Aliases: []string{"p"}, Usage: "payload `TEXT`"},
 				&cli.StringFlag{Name: "payload-file", Usage: "read the payload from `PATH`, or stdin for -"},
 				&cli.StringFlag{Name: "deliver", Usage: "deliver the fire to the namespace's endpoint `NAME` (timerctl endpoints)"},
 				&cli.StringFlag{Name: "deliver-url", Usage: "with --deliver: POST to `URL` instead of the endpoint's, under its secrets and policy (timerctl delivery-policy must allow timer URLs)"},
 				&cli.StringFlag{Name: "flow-key", Usage: "the timer's (or each occurrence's) flow `KEY`: its delivery is held to the key's flow policy (timerctl flow)"},
+				ownerFlag("the timer's (or each occurrence's) owner `OWNER`, such as a workflow's ID: cancel --owner and list --owner select by it"),
+				labelFlag("a label `KEY=VALUE` of the timer (or of each occurrence); repeat for more"),
+				&cli.Uint64Flag{Name: "epoch", Usage: "with --owner: schedule only under the owner's epoch `N` ('timerctl owner bump' prints it); another is refused with exit code 4"},
+				&cli.StringFlag{Name: "fire-within", Usage: "deliver the fire at most `DURATION` after its due time; later it is dead-lettered (reason deadline)"},
 			), recurringFlags()...),
 			Action: r.schedule,
 		},
@@ -50,6 +54,8 @@ func (r *runner) commands() []*cli.Command {
 				&cli.StringFlag{Name: "due-to", Usage: "only due at or before `TIME`"},
 				&cli.IntFlag{Name: "limit", Value: 100, Usage: "page size, 1-1000"},
 				&cli.StringFlag{Name: "cursor", Usage: "continue from the cursor `C` a previous page printed"},
+				ownerFlag("only the timers of `OWNER` (a page may then hold fewer than --limit, even none, and still go on)"),
+				labelFlag("only timers with the label `KEY=VALUE`; repeat for more, all must match"),
 			},
 			Action: noArgs(r.list),
 		},
@@ -73,9 +79,11 @@ func (r *runner) commands() []*cli.Command {
 		{
 			Name: "import", Usage: "schedule new timers and restore exported ones from JSON Lines", ArgsUsage: "[FILE|-]",
 			Description: `Each line is a timer as export writes it, restored with its state and times:
-   {"id": ID, "state": STATE, "due_at": TIME, "created_at": TIME, ["fired_at" | "cancelled_at": TIME,] "payload": BASE64}
+   {"id": ID, "state": STATE, "due_at": TIME, "created_at": TIME, ["fired_at" | "cancelled_at": TIME,] "payload": BASE64
+    [, "owner": OWNER, "epoch": N, "labels": {KEY: VALUE}, "deadline": TIME]}
 or a new timer to schedule:
-   {"id": ID, "due_at": TIME | "in": DURATION, "payload": BASE64 | "payload_text": TEXT}
+   {"id": ID, "due_at": TIME | "in": DURATION, "payload": BASE64 | "payload_text": TEXT
+    [, "owner": OWNER, "epoch": N, "labels": {KEY: VALUE}, "fire_within_ms": MS | "fire_by": TIME]}
 TIME is a string: RFC 3339, "1796238000s" or "1796238000000ms". An existing ID is left as it is.
 Bad lines are reported with their line number and skipped; the exit code is then 2.`,
 			Action: r.importCmd,
@@ -307,9 +315,13 @@ func (r *runner) schedule(c *cli.Context) error {
 		t = queue.NewTimerIn(id, due.in, p)
 	}
 	t.Endpoint, t.URL, t.FlowKey = ep, c.String("deliver-url"), key
+	if err := newTimerMeta(c, &t); err != nil {
+		return err
+	}
+	plain := ep == "" && key == "" && !due.relative && t.Owner == "" && t.Labels == nil && t.FireWithin == 0
 	return r.once(c, func(ctx context.Context, s *session) error {
 		res := []queue.ScheduleResult{{}}
-		if ep == "" && key == "" && !due.relative {
+		if plain {
 			// Schedule's errors speak of a timer, ScheduleBatch's of a batch item.
 			res[0], err = s.q.Schedule(ctx, id, due.at, p)
 		} else {
@@ -427,7 +439,11 @@ func listOptions(c *cli.Context) (queue.ListOptions, error) {
 		return o, usageErr(fmt.Sprintf("--due-from %s is after --due-to %s", c.String("due-from"), c.String("due-to")),
 			"swap them: --due-from is the earlier end of the range")
 	}
-	return o, nil
+	if o.Owner, err = ownerOf(c); err != nil {
+		return o, err
+	}
+	o.Labels, err = labelsOf(c)
+	return o, err
 }
 
 func (r *runner) list(c *cli.Context) error {
@@ -477,10 +493,13 @@ func (r *runner) printPage(c *cli.Context, s *session, page queue.ListPage) erro
 // from TIMERQ_REDIS_URL or has to be added.
 func nextPageCommand(c *cli.Context, ns, cursor string) string {
 	cmd := "timerctl -n " + shellQuote(ns) + " list"
-	for _, f := range []string{"state", "due-from", "due-to"} {
+	for _, f := range []string{"state", "due-from", "due-to", "owner"} {
 		if c.IsSet(f) {
 			cmd += " --" + f + " " + shellQuote(c.String(f))
 		}
+	}
+	for _, l := range cliconf.MultiValues(c, "label") {
+		cmd += " --label " + shellQuote(l)
 	}
 	if c.IsSet("limit") {
 		cmd += fmt.Sprintf(" --limit %d", c.Int("limit"))

@@ -85,6 +85,11 @@ func classify(err error, t cliconf.Target) *Error {
 	case errors.Is(err, queue.ErrNamespaceInUse):
 		ex.Code = ExitConflict
 		ex.Fix = "create the shards in a new namespace ('timerctl namespace create NEW --shards N') and copy the timers and schedules into it: 'timerctl export | timerctl -n NEW import'"
+	case errors.Is(err, queue.ErrStaleEpoch):
+		// Nothing was written, and the same epoch is refused again: a
+		// conflict with the executor that bumped the epoch since.
+		ex.Code = ExitConflict
+		ex.Fix = "another executor bumped the owner's epoch: stop, or take the owner over with 'timerctl owner bump OWNER' and schedule under the epoch it prints ('timerctl owner get OWNER' shows the current one)"
 	case errors.Is(err, queue.ErrShardMismatch):
 		// The namespace exists with another shard count: a conflict.
 		ex.Code = ExitConflict

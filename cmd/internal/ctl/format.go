@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -178,6 +179,7 @@ func writeRecord(w io.Writer, t queue.Timer, now time.Time, note string, log ...
 	if !t.CancelledAt.IsZero() {
 		fmt.Fprintf(tw, "cancelled\t%s\n", fmtTime(t.CancelledAt, now))
 	}
+	writeTimerMeta(tw, t, now)
 	fmt.Fprintf(tw, "payload\t%s\n", fmtPayload(t.Payload))
 	writeAttempts(tw, log, now)
 	if note != "" {
@@ -186,12 +188,22 @@ func writeRecord(w io.Writer, t queue.Timer, now time.Time, note string, log ...
 	return tw.Flush()
 }
 
-// writeList prints timers as a table, one per row.
+// writeList prints timers as a table, one per row; with OWNER and EPOCH
+// columns when any of them has an owner.
 func writeList(w io.Writer, ts []queue.Timer, now time.Time) error {
+	owned := slices.ContainsFunc(ts, func(t queue.Timer) bool { return t.Owner != "" })
 	tw := newTable(w)
-	fmt.Fprintln(tw, "ID\tSTATE\tDUE\tPAYLOAD")
+	fmt.Fprint(tw, "ID\tSTATE\tDUE\t")
+	if owned {
+		fmt.Fprint(tw, ownerHeads)
+	}
+	fmt.Fprintln(tw, "PAYLOAD")
 	for _, t := range ts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, t.State, fmtTime(t.Due, now), fmtPayload(t.Payload))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t", t.ID, t.State, fmtTime(t.Due, now))
+		if owned {
+			fmt.Fprint(tw, ownerCells(t.Owner, t.Epoch))
+		}
+		fmt.Fprintf(tw, "%s\n", fmtPayload(t.Payload))
 	}
 	return tw.Flush()
 }

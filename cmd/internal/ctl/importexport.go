@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -45,6 +46,15 @@ type importLine struct {
 	CancelledAt json.RawMessage `json:"cancelled_at,omitempty"`
 	Payload     []byte          `json:"payload,omitempty"` // base64
 	PayloadText *string         `json:"payload_text,omitempty"`
+	// Owner, Labels and Epoch are a timer's (the epoch it was scheduled
+	// under; for a new timer, the one to schedule under); Deadline is a
+	// restored timer's, FireWithinMS and FireBy a new timer's.
+	Owner        *string           `json:"owner,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	Epoch        *uint64           `json:"epoch,omitempty"`
+	Deadline     json.RawMessage   `json:"deadline,omitempty"`
+	FireWithinMS *int64            `json:"fire_within_ms,omitempty"`
+	FireBy       json.RawMessage   `json:"fire_by,omitempty"`
 	// Debounce marks a debounce window's timer (export's debounceLine).
 	Debounce *struct {
 		DeadlineAt json.RawMessage `json:"deadline_at,omitempty"`
@@ -118,7 +128,7 @@ func parseLine(b []byte, maxPayload int) (importItem, error) {
 		if _, ok := errors.AsType[base64.CorruptInputError](err); ok {
 			return importItem{}, fmt.Errorf(`"payload" is not base64 (%v): "payload" takes the bytes in base64, as export writes them, and "payload_text" takes text as it is; rename the field, or encode the payload`, err)
 		}
-		return importItem{}, fmt.Errorf("not a JSON object of id, state, due_at or in, created_at, fired_at, cancelled_at, payload or payload_text: %v", err)
+		return importItem{}, fmt.Errorf("not a JSON object of id, state, due_at or in, created_at, fired_at, cancelled_at, payload or payload_text, owner, epoch, labels, deadline, fire_within_ms or fire_by: %v", err)
 	}
 	if dec.More() {
 		return importItem{}, errors.New("more than one JSON value on the line")
@@ -135,6 +145,10 @@ func parseLine(b []byte, maxPayload int) (importItem, error) {
 	}
 	if len(payload) > maxPayload {
 		return importItem{}, fmt.Errorf("the payload is %d bytes, over the limit of %d", len(payload), maxPayload)
+	}
+	owner, labels, err := lineOwner(l)
+	if err != nil {
+		return importItem{}, err
 	}
 	var times [4]time.Time
 	var given [4]bool
@@ -155,14 +169,30 @@ func parseLine(b []byte, maxPayload int) (importItem, error) {
 			return importItem{}, fmt.Errorf("id %q has the form <schedule ID>@<Unix ms>, which is reserved for occurrences of recurring schedules (this one of %q): give the timer another ID, e.g. %q",
 				l.ID, sid, sid+"-"+ms)
 		}
-		return scheduleItem(l, times[0], given, payload)
+		it, err := scheduleItem(l, times[0], given, payload)
+		if err == nil {
+			err = newTimerMetaOf(l, &it.sched, owner, labels)
+		}
+		return it, err
 	}
 	st, err := queue.ParseState(l.State)
 	if err != nil {
 		return importItem{}, fmt.Errorf("state %q is not scheduled, fired or cancelled", l.State)
 	}
 	t := queue.Timer{ID: l.ID, State: st, Due: times[0], CreatedAt: times[1], FiredAt: times[2],
-		CancelledAt: times[3], Payload: payload}
+		CancelledAt: times[3], Payload: payload, Owner: owner, Labels: labels}
+	if l.Epoch != nil {
+		t.Epoch = *l.Epoch
+	}
+	switch {
+	case l.FireWithinMS != nil || len(l.FireBy) > 0:
+		return importItem{}, errors.New(`fire_within_ms and fire_by set a new timer's deadline; a timer with a state has its "deadline", as export writes it`)
+	case t.Epoch != 0 && owner == "":
+		return importItem{}, errors.New("epoch is given without owner: an epoch is an owner's")
+	}
+	if t.Deadline, _, err = lineTime("deadline", l.Deadline); err != nil {
+		return importItem{}, err
+	}
 	switch {
 	case l.In != "":
 		return importItem{}, errors.New(`"in" is given with a state; a timer with a state is restored at its due_at, so drop "in"`)
@@ -185,6 +215,59 @@ func parseLine(b []byte, maxPayload int) (importItem, error) {
 		return importItem{restore: true, timer: t, window: &queue.RestoredWindow{Timer: t, Deadline: deadline}}, nil
 	}
 	return importItem{restore: true, timer: t, occurrenceOf: sid}, nil
+}
+
+// lineOwner reads and checks a line's owner and labels.
+func lineOwner(l importLine) (string, map[string]string, error) {
+	owner := ""
+	if l.Owner != nil {
+		owner = *l.Owner
+		if err := queue.ValidateOwner(owner); err != nil {
+			return "", nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "timerq: invalid options: "))
+		}
+	}
+	if err := queue.ValidateLabels(l.Labels); err != nil {
+		return "", nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "timerq: invalid options: "))
+	}
+	if len(l.Labels) == 0 {
+		return owner, nil, nil
+	}
+	return owner, l.Labels, nil
+}
+
+// newTimerMetaOf sets a new timer's owner, labels, expected epoch and
+// deadline from its line, checked as ScheduleBatch checks them (one bad
+// timer would refuse the whole batch).
+func newTimerMetaOf(l importLine, t *queue.NewTimer, owner string, labels map[string]string) error {
+	t.Owner, t.Labels = owner, labels
+	if l.Epoch != nil {
+		if owner == "" {
+			return errors.New("epoch is given without owner: an epoch is an owner's")
+		}
+		t.Epoch = *l.Epoch
+	}
+	if len(l.Deadline) > 0 {
+		return errors.New(`"deadline" is a restored timer's, with its state; a new timer takes fire_within_ms or fire_by`)
+	}
+	fireBy, given, err := lineTime("fire_by", l.FireBy)
+	switch {
+	case err != nil:
+		return err
+	case given && l.FireWithinMS != nil:
+		return errors.New("both fire_within_ms and fire_by are given; give one")
+	case l.FireWithinMS != nil:
+		const most = int64(math.MaxInt64 / int64(time.Millisecond))
+		if ms := *l.FireWithinMS; ms <= 0 || ms > most {
+			return fmt.Errorf("fire_within_ms %d is outside 1..%d: give how many milliseconds after its due time the fire may still be delivered, or leave it out", ms, most)
+		}
+		t.FireWithin = time.Duration(*l.FireWithinMS) * time.Millisecond
+	case given:
+		if l.In == "" && fireBy.Before(t.Due) {
+			return fmt.Errorf("fire_by %s is before due_at: the timer could never be delivered", timefmt.Format(fireBy))
+		}
+		t.FireBy = fireBy
+	}
+	return nil
 }
 
 // scheduleItem is a line without a state: a new timer, due at due_at or in
@@ -710,6 +793,9 @@ type exportLine struct {
 	FiredAt     *string `json:"fired_at,omitempty"`
 	CancelledAt *string `json:"cancelled_at,omitempty"`
 	Payload     []byte  `json:"payload"` // base64: any bytes survive
+	// MetaJSON is the timer's owner, the epoch it was scheduled under, its
+	// labels and its deadline, each only when it has them (the API's).
+	api.MetaJSON
 	// Debounce marks a debounce window's timer, which import restores with
 	// its window (queue.RestoreDebounce) although no schedule of its ID's
 	// "<key>@" exists.
@@ -751,7 +837,8 @@ func toExportLine(t queue.Timer) exportLine {
 	// The due time keeps its microseconds, which a scheduled timer may
 	// have: truncated to the ms, the restored timer would fire early.
 	return exportLine{ID: t.ID, State: string(t.State), DueAt: timefmt.FormatExact(t.Due), CreatedAt: timefmt.Format(t.CreatedAt),
-		FiredAt: optTime(t.FiredAt), CancelledAt: optTime(t.CancelledAt), Payload: api.WireBytes(t.Payload)}
+		FiredAt: optTime(t.FiredAt), CancelledAt: optTime(t.CancelledAt), Payload: api.WireBytes(t.Payload),
+		MetaJSON: api.ToMetaJSON(t.Owner, t.Epoch, t.Labels, t.Deadline)}
 }
 
 // progressBar draws import's progress on stderr when it is a terminal and

@@ -82,6 +82,16 @@ func (r *runner) scheduleRecurring(c *cli.Context) error {
 			return err
 		}
 	}
+	if c.IsSet("epoch") || c.IsSet("fire-within") {
+		return usageErr("--epoch and --fire-within are a one-shot timer's, not a recurring schedule's",
+			"drop them: each occurrence records its owner's epoch when it is armed")
+	}
+	if rec.Owner, err = ownerOf(c); err != nil {
+		return err
+	}
+	if rec.Labels, err = labelsOf(c); err != nil {
+		return err
+	}
 	if c.IsSet("every") && c.IsSet("cron") {
 		return usageErr("both --every and --cron are given", "give one of them")
 	}
@@ -308,7 +318,7 @@ func scheduleInfo(j api.ScheduleJSON) (queue.RecurringInfo, error) {
 	in := queue.RecurringInfo{State: queue.RecurringState(j.State), Count: j.Count}
 	in.Recurring = queue.Recurring{ID: j.ID, Spec: j.Cron, Payload: j.Payload, CatchUp: queue.CatchUp(j.CatchUp),
 		CatchUpLimit: j.CatchUpLimit, MaxCount: j.MaxCount, Ahead: j.Ahead, Overlap: queue.Overlap(j.Overlap),
-		FlowKey: j.FlowKey}
+		FlowKey: j.FlowKey, Owner: j.Owner, Labels: j.Labels}
 	if d := j.Deliver; d != nil {
 		in.Endpoint, in.URL = deref(d.Endpoint), deref(d.URL)
 	}

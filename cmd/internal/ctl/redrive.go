@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -73,10 +74,19 @@ func (r *runner) redrive(c *cli.Context) error {
 		if err != nil && len(done) == 0 {
 			return s.redisErr(err)
 		}
+		owned := slices.ContainsFunc(done, func(d queue.Redriven) bool { return d.Event.Owner != "" })
 		tw := newTable(r.o.Stdout)
-		fmt.Fprintln(tw, "DEAD LETTER\tTIMER\tENDPOINT\tERROR")
+		fmt.Fprint(tw, "DEAD LETTER\tTIMER\t")
+		if owned {
+			fmt.Fprint(tw, ownerHeads)
+		}
+		fmt.Fprintln(tw, "ENDPOINT\tERROR")
 		for _, d := range done {
-			fmt.Fprintf(tw, "%d/%s\t%s\t%s\t%s\n", d.Event.Shard, d.Event.StreamID, d.Event.ID, d.Event.Endpoint, d.Error)
+			fmt.Fprintf(tw, "%d/%s\t%s\t", d.Event.Shard, d.Event.StreamID, d.Event.ID)
+			if owned {
+				fmt.Fprint(tw, ownerCells(d.Event.Owner, d.Event.Epoch))
+			}
+			fmt.Fprintf(tw, "%s\t%s\n", d.Event.Endpoint, d.Error)
 		}
 		verb := "redriven"
 		if c.Bool("dry-run") {

@@ -31,7 +31,7 @@ func TestRedrive(t *testing.T) {
 			}
 		}
 		past := time.Now().Add(-time.Second)
-		if _, err := c.q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "b1", Due: past, Endpoint: "billing"}, {ID: "l1", Due: past, Endpoint: "ledger"}}); err != nil {
+		if _, err := c.q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "b1", Due: past, Endpoint: "billing", Owner: "wf-7"}, {ID: "l1", Due: past, Endpoint: "ledger"}}); err != nil {
 			t.Fatal(err)
 		}
 		if res, err := c.q.Engine().Claim(ctx, 10); err != nil || len(res.Fired) != 2 {
@@ -65,6 +65,15 @@ func TestRedrive(t *testing.T) {
 		}
 		if got := deadOf(); len(got) != 2 {
 			t.Fatalf("the dry run changed the dead letters: %v", got)
+		}
+		// The table names a dead letter's owner and epoch when any has one.
+		if out := c.ok("redrive", "--endpoint", "billing", "--dry-run").stdout; !regexp.MustCompile(`(?m)^DEAD LETTER\s+TIMER\s+OWNER\s+EPOCH\s+ENDPOINT\s+ERROR$`).MatchString(out) ||
+			!regexp.MustCompile(`(?m)^0/\S+\s+b1\s+wf-7\s+0\s+billing\s+gone: HTTP 410$`).MatchString(out) {
+			t.Errorf("dry run of an owned dead letter lacks its owner:\n%s", out)
+		}
+		if out := c.ok("redrive", "--endpoint", "ledger", "--dry-run").stdout; strings.Contains(out, "OWNER") ||
+			!regexp.MustCompile(`(?m)^0/\S+\s+l1\s+ledger\s+gone: HTTP 410$`).MatchString(out) {
+			t.Errorf("dry run without owners:\n%s", out)
 		}
 		if out := c.ok("redrive", "--endpoint", "billing").stdout; !strings.Contains(out, "b1") || !strings.Contains(out, "1 redriven") {
 			t.Errorf("redrive:\n%s", out)

@@ -105,8 +105,7 @@ func (r *runner) printFire(asJSON bool, ev queue.Event) error {
 	late := fired.Sub(due)
 	if asJSON {
 		// One compact object per line, so the output is JSON Lines.
-		return json.NewEncoder(r.o.Stdout).Encode(fireJSON{FireEventJSON: api.FireEventJSON{ID: ev.ID, DueAt: timefmt.Format(due),
-			FiredAt: timefmt.Format(fired), Payload: ev.Payload, Shard: ev.Shard, StreamID: ev.StreamID}, LatenessMS: late.Milliseconds()})
+		return json.NewEncoder(r.o.Stdout).Encode(fireJSON{FireEventJSON: api.ToFireEventJSON(ev), LatenessMS: late.Milliseconds()})
 	}
 	_, err := fmt.Fprintf(r.o.Stdout, "%-24s  due %s  fired %s  late %s\n",
 		ev.ID, due.Format(timefmt.Layout), fired.Format(timefmt.Layout), lateness(late))

@@ -109,8 +109,14 @@ func TestWatchFollowsAcrossReplicaofAndUnblock(t *testing.T) {
 	printed("before")
 
 	// The failover's switch, with watch blocked on the old master: the new
-	// master is promoted, then the old one made its replica.
+	// master is promoted, then the old one made its replica. As the planned
+	// failover of docs/security.md does, it first waits for the replica to
+	// have every write (WAIT 1): a claim of "before" not yet replicated
+	// would fire it again on the new master (seen once in CI, under load).
 	blockedXREAD()
+	if n, err := a.Do(ctx, "WAIT", 1, 10000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1 10000 on the old master = %d, %v: the replica did not catch up", n, err)
+	}
 	replicaOf(b, nil)
 	replicaOf(a, newMaster)
 	qb := queueOn(b)

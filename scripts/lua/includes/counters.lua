@@ -1,5 +1,6 @@
 -- counters (include): add to the counters hash (KEYS[7]) with nothing
--- half-done, for the scripts that count (claim.lua, commit.lua, hold.lua).
+-- half-done, for the scripts that count (claim.lua, commit.lua, hold.lua;
+-- lease.lua and release.lua count the deliveries their deadline ruled out).
 -- includes: acl_probe fmt
 --
 -- A script collects what it adds in a batch of counts (counters_batch,

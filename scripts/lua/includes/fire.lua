@@ -19,7 +19,10 @@
 -- late_field's bucket, which the caller probes and writes with its other
 -- counts. An event is
 -- {id, due_ms, payload, traceparent or nil, deliveries value or nil,
--- the caller's or nil, the fired record}.
+-- the caller's or nil, the fired record, timer meta or nil}. A timer's
+-- meta (owner, epoch, labels, deadline: keyspace TimerMeta, in the hash
+-- the batch names) is copied into its entry as the field meta, and stays
+-- with the record until purge.
 -- Removing the timers from the due set (KEYS[1]) is the caller's in
 -- layout 1. In layout 2 the fired band replaces the fired and expire sets:
 -- fire_write_rest moves each timer from its due time to BAND_FIRED +
@@ -37,10 +40,10 @@
 -- formatted (fmt) if the caller has it, else nil. The purge time is
 -- layout 1's (the expire set): layout 2 purges by the fired band's fire
 -- times, and formatting it cost its claims a string.format each.
-local function fire_batch(now, retention, deliveries, counts, now_s)
+local function fire_batch(now, retention, deliveries, counts, now_s, metas)
   return {now = now, now_s = now_s or fmt(now), retention = retention,
     purge_at = LAYOUT == 1 and retention > 0 and fmt(now + retention) or nil, deliveries = deliveries,
-    counts = counts, events = {}}
+    metas = metas, counts = counts, events = {}}
 end
 
 -- fire_add queues the scheduled timer id, due at due_s (whole ms), and
@@ -68,12 +71,16 @@ local function fire_read(f)
   local none = {} -- never written to: both may share it
   f.traced, f.delivering = none, none
   if #f.events == 0 then return nil end
-  local some = any_exists(KEYS[8], f.deliveries)
+  local some = any_exists(KEYS[8], f.deliveries, f.metas)
   if some == 0 then return nil end
   local err
   f.traced, err = take_values(KEYS[8], f.events, 4, some)
   if err then return err end
   f.delivering, err = take_values(f.deliveries, f.events, 5, some)
+  if err or not f.metas then return err end
+  -- The meta is read, not taken: it stays with the record.
+  local _
+  _, err = take_values(f.metas, f.events, 8, some)
   return err
 end
 
@@ -123,7 +130,7 @@ local function fire_publish(f, prefix)
 end
 
 -- fire_entry is the fire stream entry of event e: id, due, fired, payload,
--- then traceparent, endpoint and flow when the timer has them. The
+-- then traceparent, endpoint, flow and meta when the timer has them. The
 -- deliveries value is "<endpoint>" or, for a timer with a flow key,
 -- "<endpoint>\0<flow key>" (schedule.lua); an empty endpoint is left out.
 -- This is the one reader of that value.
@@ -150,6 +157,10 @@ local function fire_entry(f, e)
     entry[#entry + 1] = 'flow'
     entry[#entry + 1] = flow
   end
+  if e[8] then
+    entry[#entry + 1] = 'meta'
+    entry[#entry + 1] = e[8]
+  end
   return entry
 end
 
@@ -157,7 +168,7 @@ end
 -- as values to end a call's arguments: without a table for an event that
 -- has neither traceparent nor endpoint, the common one.
 local function fire_fields(f, e)
-  if not e[4] and not e[5] then return 'id', e[1], 'due', e[2], 'fired', f.now_s, 'payload', e[3] end
+  if not e[4] and not e[5] and not e[8] then return 'id', e[1], 'due', e[2], 'fired', f.now_s, 'payload', e[3] end
   return unpack(fire_entry(f, e))
 end
 

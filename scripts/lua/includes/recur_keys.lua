@@ -4,10 +4,13 @@
 -- The recurring-schedule scripts (recur_load, recur_arm, recur_put) take one
 -- shard's keys, in check_types' order, and four more last, with the same
 -- hash tag:
--- the shard's deliveries and endpoint names (keyspace Deliveries and
--- EndpointNames), then the schedules of that shard, whose occurrences live
--- in it too. They are addressed from the end, so that the timer keys may
--- grow:
+-- the shard's timer meta hash, owner index and owners' epochs (keyspace
+-- TimerMeta, Owners, Epochs: an occurrence of a schedule with an owner or
+-- labels has them, written by the meta include), its deliveries and
+-- endpoint names (keyspace Deliveries and EndpointNames), then the
+-- schedules of that shard, whose occurrences live in it too. They are
+-- addressed from the end, so that the timer keys may grow:
+--   META_KEY, OWNERS_KEY, EPOCHS_KEY = KEYS[#KEYS-6], KEYS[#KEYS-5], KEYS[#KEYS-4]
 --   DELIVER_KEY   = KEYS[#KEYS-3] deliver  HASH  occurrence id -> endpoint name,
 --                      for the occurrences of a schedule that delivers
 --   ENDPOINTS_KEY = KEYS[#KEYS-2] the endpoint names a schedule may deliver to
@@ -27,9 +30,10 @@
 -- function library (scripts.go: Library) runs its includes once, at load,
 -- when there are no KEYS.
 
-local SCHED_KEY, SDUE_KEY, DELIVER_KEY, ENDPOINTS_KEY
+local SCHED_KEY, SDUE_KEY, DELIVER_KEY, ENDPOINTS_KEY, META_KEY, OWNERS_KEY, EPOCHS_KEY
 
 local function recur_keys()
   SCHED_KEY, SDUE_KEY = KEYS[#KEYS - 1], KEYS[#KEYS]
   DELIVER_KEY, ENDPOINTS_KEY = KEYS[#KEYS - 3], KEYS[#KEYS - 2]
+  META_KEY, OWNERS_KEY, EPOCHS_KEY = KEYS[#KEYS - 6], KEYS[#KEYS - 5], KEYS[#KEYS - 4]
 end

@@ -3,17 +3,22 @@ timers in Redis), and verify_webhook for the Standard Webhooks deliveries
 timerq signs. The standard library only. README.md shows both."""
 
 from ._client import Client, FireStream, NewTimer, When
-from .types import FireEvent, Timer, TimerPage, TimerqError
+from .types import STALE_EPOCH, CancelJob, EpochBumped, FireEvent, OwnerState, StaleEpochError, Timer, TimerPage, TimerqError
 from .webhook import WEBHOOK_TOLERANCE_SECONDS, VerifiedWebhook, WebhookVerificationError, verify_webhook
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 """This package's version, as pyproject.toml has it."""
 
 __all__ = [
+    "CancelJob",
     "Client",
+    "EpochBumped",
     "FireEvent",
     "FireStream",
     "NewTimer",
+    "OwnerState",
+    "STALE_EPOCH",
+    "StaleEpochError",
     "Timer",
     "TimerPage",
     "TimerqError",

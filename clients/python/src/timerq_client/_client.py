@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Dict, Iterator, List, Optional, Union
 
-from .types import FireEvent, Timer, TimerPage, TimerqError
+from .types import STALE_EPOCH, CancelJob, EpochBumped, FireEvent, OwnerState, StaleEpochError, Timer, TimerPage, TimerqError
 
 When = Union[str, datetime]
 """A due time: a datetime (an aware one; a naive one is taken as UTC), or
@@ -41,8 +41,16 @@ class NewTimer:
     deliver: Optional[Dict[str, str]] = None
     """{"endpoint": name} (and "url" where the namespace allows it)."""
     flow_key: Optional[str] = None
-    # Owners, labels and the fencing epoch (issue 37) are not in the API
-    # yet: their fields go here when api/openapi.json has them.
+    owner: Optional[str] = None
+    """Who owns the timer (a workflow's ID, say)."""
+    labels: Optional[Dict[str, str]] = None
+    epoch: Optional[int] = None
+    """With owner: the owner epoch the caller acts under; a stale one is
+    refused with 409 stale-epoch."""
+    fire_within_ms: Optional[int] = None
+    """How long after its due time the fire may still be delivered."""
+    fire_by: Optional[When] = None
+    """fire_within_ms as a point in time; give one of them."""
 
     def to_json(self) -> Dict[str, Any]:
         body: Dict[str, Any] = {"id": self.id}
@@ -58,6 +66,16 @@ class NewTimer:
             body["deliver"] = self.deliver
         if self.flow_key is not None:
             body["flow_key"] = self.flow_key
+        if self.owner is not None:
+            body["owner"] = self.owner
+        if self.labels is not None:
+            body["labels"] = self.labels
+        if self.epoch is not None:
+            body["epoch"] = self.epoch
+        if self.fire_within_ms is not None:
+            body["fire_within_ms"] = self.fire_within_ms
+        if self.fire_by is not None:
+            body["fire_by"] = _when(self.fire_by)
         return body
 
 
@@ -69,9 +87,10 @@ class Client:
     the routes this class has no method for (schedules, endpoints, pull
     consumers, flow policies, quotas; docs/api.md).
 
-    Owners, labels, bulk cancel and the fencing epoch (issue 37) are not in
-    the API yet; their methods (cancel_by_owner, bump_epoch, ...) go here
-    when api/openapi.json has their routes.
+    Owners, labels and the fencing epoch are fields of NewTimer, Timer and
+    FireEvent; list filters by owner and labels, cancel_matching cancels by
+    owner or labels, get_owner reads an owner and bump_epoch fences it. A
+    schedule under a stale epoch raises StaleEpochError.
     """
 
     def __init__(self, base_url: str, namespace: str, token: Optional[str] = None, timeout: float = 30.0):
@@ -89,7 +108,8 @@ class Client:
         that are not None."""
         u = f"{self.base_url}/v1/namespaces/{urllib.parse.quote(self.namespace, safe='')}{path}"
         q = {k: v for k, v in query.items() if v is not None}
-        return u + ("?" + urllib.parse.urlencode(q) if q else "")
+        # doseq: a list is the parameter repeated (label=a=1&label=b=2).
+        return u + ("?" + urllib.parse.urlencode(q, doseq=True) if q else "")
 
     def _request(self, method: str, url: str, body: Any = None) -> urllib.request.Request:
         data = None if body is None else json.dumps(body).encode()
@@ -119,10 +139,15 @@ class Client:
 
     def schedule(self, id_: str, *, due_at: Optional[When] = None, in_: Optional[str] = None,
                  payload: Optional[bytes] = None, payload_text: Optional[str] = None,
-                 deliver: Optional[Dict[str, str]] = None, flow_key: Optional[str] = None) -> Timer:
+                 deliver: Optional[Dict[str, str]] = None, flow_key: Optional[str] = None,
+                 owner: Optional[str] = None, labels: Optional[Dict[str, str]] = None, epoch: Optional[int] = None,
+                 fire_within_ms: Optional[int] = None, fire_by: Optional[When] = None) -> Timer:
         """Creates a timer, or returns the one with its ID as it is: create
-        is idempotent by ID, and the result's created says which."""
-        t = NewTimer(id_, due_at=due_at, in_=in_, payload=payload, payload_text=payload_text, deliver=deliver, flow_key=flow_key)
+        is idempotent by ID, and the result's created says which. With
+        owner and epoch, a stale epoch raises StaleEpochError and writes
+        nothing (NewTimer describes the fields)."""
+        t = NewTimer(id_, due_at=due_at, in_=in_, payload=payload, payload_text=payload_text, deliver=deliver, flow_key=flow_key,
+                     owner=owner, labels=labels, epoch=epoch, fire_within_ms=fire_within_ms, fire_by=fire_by)
         return Timer.from_json(self.call("POST", "/timers", t.to_json()))
 
     def schedule_batch(self, timers: List[NewTimer]) -> List[Timer]:
@@ -159,23 +184,71 @@ class Client:
         return Timer.from_json(self.call("GET", self._timer(id_) + "/wait", read_timeout=self.timeout + _seconds(timeout), timeout=timeout))
 
     def list_page(self, *, state: Optional[str] = None, due_from: Optional[When] = None, due_to: Optional[When] = None,
+                  owner: Optional[str] = None, labels: Optional[Dict[str, str]] = None,
                   limit: Optional[int] = None, cursor: Optional[str] = None) -> TimerPage:
         """One page of timers in due order; pass its next_cursor as cursor
-        for the next."""
+        for the next. owner and labels (every one must match) filter the
+        page: it may then hold fewer than limit, even none, and still have
+        a next_cursor."""
         d = self.call("GET", "/timers", state=state, due_from=None if due_from is None else _when(due_from),
-                      due_to=None if due_to is None else _when(due_to), limit=limit, cursor=cursor)
+                      due_to=None if due_to is None else _when(due_to), owner=owner,
+                      label=[f"{k}={v}" for k, v in labels.items()] if labels else None, limit=limit, cursor=cursor)
         return TimerPage.from_json(d)
 
     def list(self, *, state: Optional[str] = None, due_from: Optional[When] = None, due_to: Optional[When] = None,
+             owner: Optional[str] = None, labels: Optional[Dict[str, str]] = None,
              limit: Optional[int] = None) -> Iterator[Timer]:
         """Every timer that matches, in due order, page by page."""
         cursor: Optional[str] = None
         while True:
-            page = self.list_page(state=state, due_from=due_from, due_to=due_to, limit=limit, cursor=cursor)
+            page = self.list_page(state=state, due_from=due_from, due_to=due_to, owner=owner, labels=labels,
+                                  limit=limit, cursor=cursor)
             yield from page.timers
             if not page.next_cursor:
                 return
             cursor = page.next_cursor
+
+    def cancel_matching(self, *, id_prefix: Optional[str] = None, owner: Optional[str] = None,
+                        labels: Optional[Dict[str, str]] = None, epoch_below: Optional[int] = None) -> CancelJob:
+        """Cancels every scheduled timer the filter selects (an ID prefix,
+        an owner, labels: each one given must match; epoch_below, with
+        owner, only its timers of older epochs), on every shard. The job
+        is done when it fitted in the call, or running in the workers:
+        follow it with cancel_job(job.id)."""
+        body: Dict[str, Any] = {}
+        if id_prefix is not None:
+            body["id_prefix"] = id_prefix
+        if owner is not None:
+            body["owner"] = owner
+        if labels is not None:
+            body["labels"] = labels
+        if epoch_below is not None:
+            body["epoch_below"] = epoch_below
+        return CancelJob.from_json(self.call("POST", "/timers/cancel", body))
+
+    def cancel_job(self, id_: str) -> CancelJob:
+        """A bulk cancel job by its ID: its state and counts so far."""
+        return CancelJob.from_json(self.call("GET", "/cancel-jobs/" + urllib.parse.quote(id_, safe="")))
+
+    @staticmethod
+    def _owner(owner: str) -> str:
+        # One path segment, like a timer ID.
+        return "/owners/" + urllib.parse.quote(owner, safe="")
+
+    def get_owner(self, owner: str) -> OwnerState:
+        """An owner's fencing epoch, how many of its timers are scheduled,
+        and the earliest due time among them (next_wake_at, None when none
+        is). An owner nothing named has epoch 0 and none scheduled."""
+        return OwnerState.from_json(self.call("GET", self._owner(owner)))
+
+    def bump_epoch(self, owner: str, *, cancel_older: bool = False) -> EpochBumped:
+        """Raises an owner's fencing epoch by one and returns it: the
+        executor taking the owner over schedules with epoch set to it, and
+        ignores fires whose epoch is lower. cancel_older also cancels the
+        owner's scheduled timers of older epochs, as a bulk cancel
+        (cancel_job)."""
+        body = {"cancel_older": True} if cancel_older else {}
+        return EpochBumped.from_json(self.call("POST", self._owner(owner) + "/epoch", body))
 
     def fires(self, last_event_id: Optional[str] = None, timeout: Optional[float] = None) -> "FireStream":
         """Opens the namespace's stream of fires (Server-Sent Events). It
@@ -231,7 +304,7 @@ def _problem(e: urllib.error.HTTPError) -> TimerqError:
     try:
         p = json.loads(raw)
         if isinstance(p, dict) and isinstance(p.get("type"), str):
-            return TimerqError(e.code, p)
+            return (StaleEpochError if p["type"] == STALE_EPOCH else TimerqError)(e.code, p)
     except ValueError:
         pass
     # Not a problem (a proxy's 502, say): one made up from the status.

@@ -1,0 +1,74 @@
+-- meta (include): new timers' owners, labels, epochs and deadlines
+-- (keyspace TimerMeta, Owners, Epochs): the one writer of the meta hash and
+-- the owner index for every script that creates timers.
+-- includes: acl_probe check_type fmt
+--
+-- A script that creates timers takes, per timer, a meta argument as
+-- queue's metaArg makes it: '' for none, else
+-- '<expected epoch>\31<deadline>\31<owner>' and '\31<key>=<value>' per
+-- label (expected epoch '' takes the owner's current one; deadline '' for
+-- none, '<ms>', or '+<ms>' after the due ms). meta_batch starts a batch
+-- for one call; meta_add reads what a timer needs (its owner's epoch, once
+-- per owner and call) and queues its writes, returning the stored meta,
+-- '<epoch>\31<deadline ms>\31<owner>...'; meta_check checks the types of
+-- the keys the batch writes and meta_probes asks the ACL for them, both
+-- before the script's first write; meta_write writes.
+local function meta_batch(metas, owners, epochs)
+  return {metas = metas, owners = owners, epochs_key = epochs, epochs = {}, hset = nil, zadd = nil}
+end
+
+-- meta_add queues the meta of the new timer id, due at due (a due score
+-- string), from its argument arg (not ''); it returns the stored meta, or
+-- nil and an error reply: 'TIMERQ_EPOCH <current> <owner>' when arg expects
+-- an epoch its owner is not at.
+local function meta_add(b, id, due, arg)
+  local expect, deadline, owner, labels = string.match(arg, '^(%d*)\31([+%d]*)\31([^\31]*)(.*)$')
+  if not expect then return nil, redis.error_reply('ERR timerq: malformed meta of timer "' .. id .. '"') end
+  local epoch = '0'
+  if owner ~= '' then
+    epoch = b.epochs[owner]
+    if not epoch then
+      local r = redis.pcall('HGET', b.epochs_key, owner)
+      if type(r) == 'table' and r.err then
+        return nil, check_type(b.epochs_key, 'hash') or redis.error_reply(r.err)
+      end
+      epoch = r or '0'
+      b.epochs[owner] = epoch
+    end
+    if expect ~= '' and expect ~= epoch then
+      return nil, redis.error_reply('TIMERQ_EPOCH ' .. epoch .. ' ' .. owner)
+    end
+    local z = b.zadd or {}
+    b.zadd = z
+    z[#z + 1] = '0'
+    z[#z + 1] = owner .. '\0' .. id
+  end
+  if string.byte(deadline, 1) == 43 then -- '+': after the due ms
+    deadline = fmt(tonumber(string.match(due, '^%d+')) + tonumber(string.sub(deadline, 2)))
+  end
+  local m = epoch .. '\31' .. deadline .. '\31' .. owner .. labels
+  local h = b.hset or {}
+  b.hset = h
+  h[#h + 1] = id
+  h[#h + 1] = m
+  return m, nil
+end
+
+-- meta_check checks the types of the keys the batch writes; an error
+-- reply or nil.
+local function meta_check(b)
+  if not b.hset then return nil end
+  return check_type(b.metas, 'hash') or (b.zadd and check_type(b.owners, 'zset')) or nil
+end
+
+-- meta_probes asks the ACL for the batch's writes (their types checked by
+-- meta_check); an error reply or nil.
+local function meta_probes(b)
+  if not b.hset then return nil end
+  return acl_probe('HSET', b.metas) or (b.zadd and acl_probe('ZADD', b.owners)) or nil
+end
+
+local function meta_write(b)
+  if b.hset then redis.call('HSET', b.metas, unpack(b.hset)) end
+  if b.zadd then redis.call('ZADD', b.owners, unpack(b.zadd)) end
+end
