@@ -257,7 +257,7 @@ func TestLeaseLeavesDeadlineDeathsPendingWhenItCannotWriteThem(t *testing.T) {
 		if n := pendingIn(t, b, q, "g"); n != 2 {
 			t.Fatalf("%d pending, want 2: late stays pending", n)
 		}
-		passTo(t, b, ds[0].LeaseExpires.Add(time.Millisecond))
+		passLease(t, b, ds[0].LeaseExpires.Add(time.Millisecond))
 		// The keys and the group's pending entries: who holds each, how
 		// often delivered.
 		state := func() string {

@@ -186,7 +186,7 @@ func TestFlowCrashedConsumerFreesSlotsWithinLease(t *testing.T) {
 		if got := leaseFlow(t, q, "alive", o); len(got) != 0 && serverNow(t, b).Before(expires) {
 			t.Fatalf("a second consumer got %v while the dead one's leases ran", timerIDs(got))
 		}
-		passTo(t, b, expires.Add(time.Millisecond))
+		passLease(t, b, expires.Add(time.Millisecond))
 		var got []queue.Delivery
 		redistest.Eventually(t, 5*time.Second, "the flow's fires to go to the live consumer", func() bool {
 			if b.Mini != nil {

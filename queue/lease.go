@@ -206,7 +206,10 @@ type Delivery struct {
 	DeliveryID string
 	// LeaseExpires is when the lease ends, by the Redis server's clock:
 	// from then on the next Lease call of the group may hand the event to
-	// another consumer.
+	// another consumer. It never ends earlier; it may end a little later
+	// (Redis 7.0 counts it from when it handed the event out, a moment
+	// after the clock reading that LeaseExpires is counted from), so a
+	// consumer that keeps to LeaseExpires always holds its lease.
 	LeaseExpires time.Time
 
 	requeued bool // a dead letter requeued by Deliveries.Requeue (for_group)

@@ -63,7 +63,7 @@ func TestLeaseRefusesForeignTypes(t *testing.T) {
 				t.Fatalf("leased %d, want 1", len(ds))
 			}
 			foreign(key(q))
-			passTo(t, b, ds[0].LeaseExpires.Add(time.Millisecond))
+			passLease(t, b, ds[0].LeaseExpires.Add(time.Millisecond))
 			_, err := q.Lease(ctx, "g", "c2", o) // would dead-letter it
 			refused(err, key(q))
 			p, err := b.Client.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: q.Keys().Stream(0), Group: "g", Start: "-", End: "+", Count: 10}).Result()

@@ -422,7 +422,7 @@ func TestDeadLettersCarryMeta(t *testing.T) {
 				t.Fatalf("Release(%s, DeadLetter) = %+v, %v; want a dead letter", d.Event.ID, r, err)
 			}
 		}
-		passTo(t, b, expires)
+		passLease(t, b, expires)
 		if again := lease(t, q, "g", "c2", o); len(again) != 0 {
 			t.Fatalf("leased %v; expired is past MaxAttempts", timerIDs(again))
 		}
