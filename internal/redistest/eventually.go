@@ -48,12 +48,13 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 // races the clock: a claim compares due times with TIME, so a claim
 // before the timer's due time finds nothing (the product's "never
 // early"); waiting to the millisecond covers the microseconds below it. It fails the
-// test if the server's clock has not got there within 5 s, as on a
-// miniredis whose clock a test froze with SetTime.
+// test if the server's clock has not got there within 5 s of when the
+// local clock gets there, as on a miniredis whose clock a test froze with
+// SetTime.
 func AwaitServerTime(t testing.TB, c redis.UniversalClient, at time.Time) {
 	t.Helper()
 	want := at.Add(time.Millisecond - time.Nanosecond).Truncate(time.Millisecond)
-	Eventually(t, 5*time.Second, fmt.Sprintf("the server clock to reach %s", want.UTC().Format(time.RFC3339Nano)), func() bool {
+	Eventually(t, max(time.Until(want), 0)+5*time.Second, fmt.Sprintf("the server clock to reach %s", want.UTC().Format(time.RFC3339Nano)), func() bool {
 		now, err := c.Time(context.Background()).Result()
 		if err != nil {
 			t.Fatalf("TIME: %v", err)
