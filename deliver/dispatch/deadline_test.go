@@ -71,13 +71,8 @@ func TestDispatcherNeverSendsPastTheDeadline(t *testing.T) {
 			Lookup: func(_ context.Context, name string) (deliver.Endpoint, error) {
 				return endpoints[name], nil
 			},
-			OnAttempt: func(r dispatch.Report) {
-				m.Observe(r)
-				mu.Lock()
-				reports[r.Event.ID] = append(reports[r.Event.ID], r)
-				mu.Unlock()
-			},
-			OnError: func(err error) { t.Errorf("dispatcher: %v", err) },
+			OnAttempt: recordReports(&mu, reports, m),
+			OnError:   func(err error) { t.Errorf("dispatcher: %v", err) },
 		}
 		now, err := b.Client.Time(ctx).Result()
 		if err != nil {
@@ -224,13 +219,8 @@ func TestDispatcherLogsFiresTheLeaseDeadLettered(t *testing.T) {
 			Lookup: func(context.Context, string) (deliver.Endpoint, error) {
 				return deliver.Endpoint{URL: sink.URL}, nil
 			},
-			OnAttempt: func(r dispatch.Report) {
-				m.Observe(r)
-				mu.Lock()
-				reports[r.Event.ID] = append(reports[r.Event.ID], r)
-				mu.Unlock()
-			},
-			OnError: func(err error) { t.Errorf("dispatcher: %v", err) },
+			OnAttempt: recordReports(&mu, reports, m),
+			OnError:   func(err error) { t.Errorf("dispatcher: %v", err) },
 		}
 		now, err := b.Client.Time(ctx).Result()
 		if err != nil {

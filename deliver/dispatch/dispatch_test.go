@@ -113,6 +113,20 @@ func startDispatcher(t *testing.T, d *dispatch.Dispatcher) (stop func()) {
 	return stop
 }
 
+// recordReports is an OnAttempt that appends each report to reports under
+// its timer's ID, holding mu, which the test holds to read them; and feeds
+// m, when not nil, as a worker's metrics would be fed.
+func recordReports(mu *sync.Mutex, reports map[string][]dispatch.Report, m *dispatch.Metrics) func(dispatch.Report) {
+	return func(r dispatch.Report) {
+		if m != nil {
+			m.Observe(r)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		reports[r.Event.ID] = append(reports[r.Event.ID], r)
+	}
+}
+
 func newSender(t *testing.T, g *deliver.Guard) *deliver.Sender {
 	s := &deliver.Sender{Guard: g}
 	t.Cleanup(s.CloseIdleConnections)
@@ -199,13 +213,9 @@ func TestDispatcherDeliversAndSettles(t *testing.T) {
 				}
 				return ep, nil
 			},
-			Backlog: 1,
-			OnAttempt: func(r dispatch.Report) {
-				mu.Lock()
-				reports[r.Event.ID] = append(reports[r.Event.ID], r)
-				mu.Unlock()
-			},
-			OnError: func(err error) { t.Errorf("dispatcher: %v", err) },
+			Backlog:   1,
+			OnAttempt: recordReports(&mu, reports, nil),
+			OnError:   func(err error) { t.Errorf("dispatcher: %v", err) },
 		}
 		// The slow endpoint's fires go first, so they hold its slots
 		// and backlog before the fast ones are leased.
@@ -468,12 +478,8 @@ func TestDispatcherLeasesPastAFullEndpoint(t *testing.T) {
 				}
 				return deliver.Endpoint{URL: other.URL, MaxInFlight: 1}, nil
 			},
-			OnAttempt: func(r dispatch.Report) {
-				mu.Lock()
-				defer mu.Unlock()
-				reports[r.Event.ID] = append(reports[r.Event.ID], r)
-			},
-			OnError: func(err error) { t.Errorf("dispatcher: %v", err) },
+			OnAttempt: recordReports(&mu, reports, nil),
+			OnError:   func(err error) { t.Errorf("dispatcher: %v", err) },
 		}
 		// More of the full endpoint's fires than a first lease takes (32),
 		// so that the other's fire is reached only by leasing past them.
@@ -558,12 +564,8 @@ func TestDispatcherHoldsAFireLeasedPastAFullEndpoint(t *testing.T) {
 				// One in flight and a backlog of 4: room for 5 fires.
 				return deliver.Endpoint{URL: s.URL, MaxInFlight: 1, Timeout: time.Minute}, nil
 			},
-			OnAttempt: func(r dispatch.Report) {
-				mu.Lock()
-				defer mu.Unlock()
-				reports[r.Event.ID] = append(reports[r.Event.ID], r)
-			},
-			OnError: func(err error) { t.Errorf("dispatcher: %v", err) },
+			OnAttempt: recordReports(&mu, reports, nil),
+			OnError:   func(err error) { t.Errorf("dispatcher: %v", err) },
 		}
 		ids := names("t", 6)
 		fireAll(t, q, ids[:5])
