@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -68,6 +70,30 @@ func (f CancelFilter) Validate() error {
 		return fmt.Errorf("%w: the labels: %w", ErrInvalidFilter, err)
 	}
 	return nil
+}
+
+// String shows f in one line, the fields given in order, such as
+// `ID prefix "order-", owner "wf-42", labels tenant="acme", epoch below 3`:
+// what timerctl and the dashboard show of a bulk cancel's filter.
+func (f CancelFilter) String() string {
+	var parts []string
+	if f.IDPrefix != "" {
+		parts = append(parts, "ID prefix "+strconv.Quote(f.IDPrefix))
+	}
+	if f.Owner != "" {
+		parts = append(parts, "owner "+strconv.Quote(f.Owner))
+	}
+	if len(f.Labels) > 0 {
+		labels := make([]string, 0, len(f.Labels))
+		for _, k := range slices.Sorted(maps.Keys(f.Labels)) {
+			labels = append(labels, k+"="+strconv.Quote(f.Labels[k]))
+		}
+		parts = append(parts, "labels "+strings.Join(labels, " "))
+	}
+	if f.EpochBelow != 0 {
+		parts = append(parts, "epoch below "+strconv.FormatUint(f.EpochBelow, 10))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // match is the HSCAN MATCH pattern of the timers f selects.

@@ -260,3 +260,11 @@ func ExampleQueue_Lease() {
 	// handle: expire order 1
 	// acked: [true]
 }
+
+// A bulk cancel's filter shows itself in one line, as timerctl and the
+// dashboard show it.
+func ExampleCancelFilter_String() {
+	f := queue.CancelFilter{Owner: "wf-42", Labels: map[string]string{"tenant": "acme", "kind": "sleep"}, EpochBelow: 3}
+	fmt.Println(f)
+	// Output: owner "wf-42", labels kind="sleep" tenant="acme", epoch below 3
+}

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -78,21 +77,6 @@ func labelList(labels map[string]string) []string {
 	return out
 }
 
-// filterText describes a filter of more than an ID prefix in one line.
-func filterText(f queue.CancelFilter) string {
-	var parts []string
-	if f.IDPrefix != "" {
-		parts = append(parts, "ID prefix "+strconv.Quote(f.IDPrefix))
-	}
-	if f.Owner != "" {
-		parts = append(parts, "owner "+strconv.Quote(f.Owner))
-	}
-	if len(f.Labels) > 0 {
-		parts = append(parts, "labels "+formatLabels(f.Labels))
-	}
-	return strings.Join(parts, ", ")
-}
-
 // confirmCancelJob asks before a bulk cancel; a filter the library
 // refuses (an empty one) is refused here with its error.
 func (h *Handler) confirmCancelJob(w http.ResponseWriter, r *http.Request) {
@@ -106,7 +90,7 @@ func (h *Handler) confirmCancelJob(w http.ResponseWriter, r *http.Request) {
 		Post:     h.link("/cancel-jobs/start"), Back: h.link("/cancel-jobs"),
 	}
 	if f.Owner != "" || len(f.Labels) > 0 {
-		d.Subject, d.ID = "Filter", filterText(f)
+		d.Subject, d.ID = "Filter", f.String()
 		d.Question = "Cancel every scheduled timer this filter selects, on every shard? They never fire, and their waiters get ErrCancelled; timers that fired already stay fired."
 	}
 	h.render(w, r, http.StatusOK, "confirm", "Confirm", d)

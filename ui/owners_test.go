@@ -100,7 +100,7 @@ func TestBulkCancelByOwnerAndLabelForm(t *testing.T) {
 		// The form's empty fields come along: an empty prefix is none.
 		confirm := "/cancel-jobs/confirm?prefix=&owner=wf%2F1&label=tenant%3Dacme"
 		_, body = e.Get(t, confirm)
-		for _, want := range []string{`Filter <code id="confirm-id">owner &#34;wf/1&#34;, labels tenant=acme</code>`,
+		for _, want := range []string{`Filter <code id="confirm-id">owner &#34;wf/1&#34;, labels tenant=&#34;acme&#34;</code>`,
 			`name="owner" value="wf/1"`, `name="label" value="tenant=acme"`} {
 			if !strings.Contains(body, want) {
 				t.Errorf("the confirmation lacks %q:\n%s", want, body)

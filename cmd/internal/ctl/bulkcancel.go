@@ -58,24 +58,6 @@ func (r *runner) cancel(c *cli.Context) error {
 	return show(r, c, func(ctx context.Context, s *session) (queue.CancelJob, error) { return s.q.CancelMatching(ctx, f) }, r.cancelJobOut)
 }
 
-// fmtFilter shows a bulk cancel's filter in one line: the fields given.
-func fmtFilter(f queue.CancelFilter) string {
-	var parts []string
-	if f.IDPrefix != "" {
-		parts = append(parts, "prefix "+strconv.Quote(f.IDPrefix))
-	}
-	if f.Owner != "" {
-		parts = append(parts, "owner "+strconv.Quote(f.Owner))
-	}
-	if len(f.Labels) > 0 {
-		parts = append(parts, "labels "+fmtLabels(f.Labels))
-	}
-	if f.EpochBelow != 0 {
-		parts = append(parts, fmt.Sprintf("epoch below %d", f.EpochBelow))
-	}
-	return strings.Join(parts, ", ")
-}
-
 // cancelJobsCommand is "timerctl cancel-jobs": the bulk cancel jobs.
 func (r *runner) cancelJobsCommand() *cli.Command {
 	return &cli.Command{
@@ -93,7 +75,7 @@ func (r *runner) cancelJobsList(c *cli.Context) error {
 		func(s *session, jobs []queue.CancelJob) error {
 			return r.emit(s.g, mapList(jobs, api.ToCancelJobJSON), func(w io.Writer) error {
 				return writeRows(w, "no bulk cancel jobs", "JOB\tSTATE\tFILTER\tCANCELLED\tFIRED BEFORE\tCANCELLED BEFORE\tSHARDS DONE\tCREATED", jobs, func(j queue.CancelJob) string {
-					return fmt.Sprintf("%s\t%s\t%s\t%d\t%d\t%d\t%d/%d\t%s", j.ID, j.State, fmtFilter(j.Filter),
+					return fmt.Sprintf("%s\t%s\t%s\t%d\t%d\t%d\t%d/%d\t%s", j.ID, j.State, j.Filter.String(),
 						j.Counts.Cancelled, j.Counts.Fired, j.Counts.AlreadyCancelled, j.ShardsDone, j.Shards, fmtTime(j.Created, r.o.Now()))
 				})
 			})
