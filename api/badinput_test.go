@@ -147,6 +147,19 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 				422, api.SlugInvalidSchedule, "/tz", "IANA"},
 			{"schedule with an unknown field", "POST", e.url("/schedules"), `{"id": "s", "every": "1h", "catchup": "all"}`, true,
 				400, api.SlugInvalidRequest, "/catchup", `unknown field "catchup"`},
+			// A filter field given empty would select more, not fewer: every
+			// owner's timers of the prefix ("kept" has no owner), every ID
+			// of the owner, every epoch.
+			{"bulk cancel with an empty owner", "POST", e.url("/timers/cancel"), `{"id_prefix": "k", "owner": ""}`, true,
+				422, api.SlugInvalidArgument, "/owner", "owner is empty"},
+			{"bulk cancel with an empty ID prefix", "POST", e.url("/timers/cancel"), `{"id_prefix": "", "labels": {}}`, true,
+				422, api.SlugInvalidArgument, "/id_prefix", "id_prefix is empty"},
+			{"bulk cancel below epoch 0", "POST", e.url("/timers/cancel"), `{"owner": "wf", "epoch_below": 0}`, true,
+				422, api.SlugInvalidArgument, "/epoch_below", "epoch_below is 0"},
+			{"schedule with an empty owner", "POST", e.url("/schedules"), `{"id": "s", "every": "1h", "owner": ""}`, true,
+				422, api.SlugInvalidArgument, "/owner", "owner is empty"},
+			{"debounce with an empty owner", "POST", e.url("/debounce/k"), `{"delay": "1s", "max_wait": "1m", "owner": ""}`, true,
+				422, api.SlugInvalidArgument, "/owner", "owner is empty"},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {

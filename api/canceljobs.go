@@ -28,9 +28,38 @@ func ToCancelFilterJSON(f queue.CancelFilter) CancelFilterJSON {
 	return j
 }
 
-// filter is j as the queue takes it, which checks it.
-func (j CancelFilterJSON) filter() queue.CancelFilter {
-	return queue.CancelFilter{IDPrefix: j.IDPrefix, Owner: j.Owner, Labels: j.Labels, EpochBelow: j.EpochBelow}
+// cancelFilterBody is CancelFilterJSON as a request sends it, which the
+// queue checks: an id_prefix or owner given empty, or an epoch_below of 0,
+// is refused, not read as left out, which would select more timers (every
+// ID of the owner, every owner's timers of the prefix) than the caller
+// named.
+type cancelFilterBody struct {
+	IDPrefix   *string           `json:"id_prefix"`
+	Owner      *string           `json:"owner"`
+	Labels     map[string]string `json:"labels"`
+	EpochBelow *uint64           `json:"epoch_below"`
+}
+
+// filter is j as the queue takes it.
+func (j cancelFilterBody) filter() (queue.CancelFilter, error) {
+	f := queue.CancelFilter{Labels: j.Labels}
+	var err error
+	if f.Owner, err = readOwner(j.Owner, ""); err != nil {
+		return f, err
+	}
+	if j.IDPrefix != nil {
+		if *j.IDPrefix == "" {
+			return f, invalid(SlugInvalidArgument, "/id_prefix", "id_prefix is empty; give the prefix the timers' IDs start with, or leave id_prefix out")
+		}
+		f.IDPrefix = *j.IDPrefix
+	}
+	if j.EpochBelow != nil {
+		if *j.EpochBelow == 0 {
+			return f, invalid(SlugInvalidArgument, "/epoch_below", "epoch_below is 0, which no epoch is below; give 1 or more, or leave epoch_below out")
+		}
+		f.EpochBelow = *j.EpochBelow
+	}
+	return f, nil
 }
 
 // CancelCountsJSON are a bulk cancel's counts (queue.CancelCounts).
@@ -74,12 +103,13 @@ type cancelJobListJSON struct {
 type cancelFilterRequest struct{ f queue.CancelFilter }
 
 func (req *cancelFilterRequest) read(h *Handler, w http.ResponseWriter, r *http.Request) error {
-	var j CancelFilterJSON
+	var j cancelFilterBody
 	if err := h.decode(w, r, &j, false); err != nil {
 		return err
 	}
-	req.f = j.filter()
-	return nil
+	var err error
+	req.f, err = j.filter()
+	return err
 }
 
 // cancelMatching answers the job: 200 when it ended in the call, 202 when

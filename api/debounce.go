@@ -70,7 +70,9 @@ func (req *debounceRequest) read(h *Handler, w http.ResponseWriter, r *http.Requ
 	if url != "" {
 		return badRequest("/deliver/url", "a debounce window delivers to its endpoint's own URL; drop deliver.url, or register an endpoint with that URL")
 	}
-	setGiven(&req.o.Owner, j.Owner)
+	if req.o.Owner, err = readOwner(j.Owner, ""); err != nil {
+		return err
+	}
 	req.o.Labels = j.Labels
 	req.key, req.o.KeepFirst = r.PathValue("key"), j.KeepFirst
 	req.f = fields{text: []bool{j.PayloadText != nil}}

@@ -143,7 +143,9 @@ func toRecurring(id string, j scheduleSpecJSON) (queue.Recurring, error) {
 	if rec.FlowKey, err = readFlowKey(j.FlowKey, ""); err != nil {
 		return rec, err
 	}
-	setGiven(&rec.Owner, j.Owner)
+	if rec.Owner, err = readOwner(j.Owner, ""); err != nil {
+		return rec, err
+	}
 	rec.Labels = j.Labels
 	return rec, nil
 }

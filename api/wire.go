@@ -178,11 +178,9 @@ type newMetaJSON struct {
 // names the field it refuses); what it would take for none (an empty
 // owner, a deadline of 0 ms) is refused here.
 func (j newMetaJSON) read(t *queue.NewTimer, prefix string) error {
-	if j.Owner != nil {
-		if *j.Owner == "" {
-			return invalid(SlugInvalidArgument, prefix+"/owner", "owner is empty; give 1-%d bytes of UTF-8 without control characters, or leave owner out for none", queue.MaxOwnerBytes)
-		}
-		t.Owner = *j.Owner
+	var err error
+	if t.Owner, err = readOwner(j.Owner, prefix); err != nil {
+		return err
 	}
 	t.Labels = j.Labels
 	if j.Epoch != nil {
@@ -236,6 +234,19 @@ func readNewTimer(j newTimerJSON, prefix string) (queue.NewTimer, error) {
 	}
 	t.Endpoint, t.URL, t.FlowKey = endpoint, url, flowKey
 	return t, j.newMetaJSON.read(&t, prefix)
+}
+
+// readOwner reads an owner, which the queue checks; given empty, which the
+// queue would take for none (and a bulk cancel for every owner's timers),
+// it is refused.
+func readOwner(owner *string, prefix string) (string, error) {
+	switch {
+	case owner == nil:
+		return "", nil
+	case *owner == "":
+		return "", invalid(SlugInvalidArgument, prefix+"/owner", "owner is empty; give 1-%d bytes of UTF-8 without control characters, or leave owner out", queue.MaxOwnerBytes)
+	}
+	return *owner, nil
 }
 
 // readFlowKey reads a flow key, which the queue checks; given empty, which

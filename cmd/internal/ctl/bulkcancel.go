@@ -45,6 +45,10 @@ func (r *runner) cancel(c *cli.Context) error {
 		return usageErr(fmt.Sprintf("cancel takes an ID or a filter (--prefix, --owner, --label), not both: %q", c.Args().Slice()), helpFix(c))
 	}
 	f := queue.CancelFilter{IDPrefix: c.String("prefix")}
+	if c.IsSet("prefix") && f.IDPrefix == "" {
+		// Beside --owner or --label it would select every ID.
+		return usageErr("--prefix is empty", "give the prefix the timers' IDs start with, or leave --prefix out")
+	}
 	var err error
 	if f.Owner, err = ownerOf(c); err != nil {
 		return err

@@ -178,6 +178,7 @@ func TestOwnerFlagsMisuse(t *testing.T) {
 			{[]string{"list", "--owner", ""}, "the owner is empty"},
 			{[]string{"list", "--label", "x"}, "not KEY=VALUE"},
 			{[]string{"cancel", "a", "--owner", "o"}, "an ID or a filter"},
+			{[]string{"cancel", "--prefix", "", "--owner", "o"}, "--prefix is empty"}, // not every ID of o
 			{[]string{"cancel", "--label", "k"}, "not KEY=VALUE"},
 			{[]string{"owner", "get"}, "takes one owner"},
 			{[]string{"owner", "get", "o", "--cancel-older"}, "--cancel-older is bump's"},
