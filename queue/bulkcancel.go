@@ -96,6 +96,16 @@ func (f CancelFilter) String() string {
 	return strings.Join(parts, ", ")
 }
 
+// running is the set of unfinished jobs that a job of f waits in: a
+// filter of more than an ID prefix in a set that workers which predate
+// owners do not read (keyspace CancelRunningFiltered).
+func (f CancelFilter) running(ns keyspace.Namespace) string {
+	if f.Owner != "" || len(f.Labels) > 0 {
+		return ns.CancelRunningFiltered()
+	}
+	return ns.CancelRunning()
+}
+
 // match is the HSCAN MATCH pattern of the timers f selects.
 func (f CancelFilter) match() string { return keyspace.GlobEscape(f.IDPrefix) + "*" }
 
@@ -257,7 +267,7 @@ func (q *Queue) CancelMatching(ctx context.Context, f CancelFilter) (CancelJob, 
 			"labels", f.labelsArg(), "epoch_below", f.epochArg(), "created", created,
 			"state", string(CancelJobRunning), "shards", job.Shards)
 		p.ZAdd(ctx, ns.CancelJobs(), redis.Z{Score: float64(created), Member: job.ID})
-		p.ZAdd(ctx, ns.CancelRunning(), redis.Z{Score: float64(created), Member: job.ID})
+		p.ZAdd(ctx, f.running(ns), redis.Z{Score: float64(created), Member: job.ID})
 		return nil
 	})
 	if err != nil {
@@ -401,7 +411,7 @@ func (q *Queue) finishCancelJob(ctx context.Context, l *layout, job *CancelJob) 
 		if ret != KeepForever {
 			p.PExpire(ctx, ns.CancelJob(job.ID), ret)
 		}
-		p.ZRem(ctx, ns.CancelRunning(), job.ID)
+		p.ZRem(ctx, job.Filter.running(ns), job.ID)
 		return nil
 	})
 	if err != nil {
@@ -442,7 +452,7 @@ func (q *Queue) failCancelJob(ctx context.Context, job *CancelJob, cause error) 
 		if q.opts.Retention != KeepForever {
 			p.PExpire(wctx, ns.CancelJob(job.ID), q.opts.Retention)
 		}
-		p.ZRem(wctx, ns.CancelRunning(), job.ID)
+		p.ZRem(wctx, job.Filter.running(ns), job.ID)
 		return nil
 	})
 	if err == nil && q.opts.Retention != KeepForever {
@@ -568,19 +578,27 @@ func (e Engine) RunCancelJobs(ctx context.Context, lease time.Duration) (int, er
 	if err := q.pruneCancelJobs(ctx); err != nil {
 		return 0, err
 	}
-	ids, err := q.rdb.ZRange(ctx, ns.CancelRunning(), 0, -1).Result()
-	if err != nil || len(ids) == 0 {
+	type running struct{ set, id string }
+	var jobs []running
+	for _, set := range []string{ns.CancelRunning(), ns.CancelRunningFiltered()} {
+		ids, err := q.rdb.ZRange(ctx, set, 0, -1).Result()
 		if err != nil {
-			err = errorf("bulk cancel jobs: %w", q.redisError(err))
+			return 0, errorf("bulk cancel jobs: %w", q.redisError(err))
 		}
-		return 0, err
+		for _, id := range ids {
+			jobs = append(jobs, running{set, id})
+		}
+	}
+	if len(jobs) == 0 {
+		return 0, nil
 	}
 	l, err := q.layout(ctx)
 	if err != nil {
 		return 0, err
 	}
 	finished := 0
-	for _, id := range ids {
+	for _, r := range jobs {
+		id := r.id
 		ls := q.newCancelLease(id, lease)
 		ok, err := q.rdb.SetNX(ctx, ls.key, ls.token, ls.ttl).Result()
 		if err != nil {
@@ -589,7 +607,7 @@ func (e Engine) RunCancelJobs(ctx context.Context, lease time.Duration) (int, er
 		if !ok {
 			continue // another runner has it
 		}
-		done, err := q.resumeCancelJob(ctx, l, id, ls)
+		done, err := q.resumeCancelJob(ctx, l, r.set, id, ls)
 		if errors.Is(err, errRunnerKilled) {
 			return finished, err // as a dead worker: no release
 		}
@@ -604,9 +622,9 @@ func (e Engine) RunCancelJobs(ctx context.Context, lease time.Duration) (int, er
 	return finished, nil
 }
 
-// resumeCancelJob runs job id to its end under ls, and reports whether
-// it ended.
-func (q *Queue) resumeCancelJob(ctx context.Context, l *layout, id string, ls *cancelLease) (bool, error) {
+// resumeCancelJob runs job id, found in the running set set, to its end
+// under ls, and reports whether it ended.
+func (q *Queue) resumeCancelJob(ctx context.Context, l *layout, set, id string, ls *cancelLease) (bool, error) {
 	ns := q.ns()
 	m, err := q.rdb.HGetAll(ctx, ns.CancelJob(id)).Result()
 	if err != nil {
@@ -615,7 +633,7 @@ func (q *Queue) resumeCancelJob(ctx context.Context, l *layout, id string, ls *c
 	job := decodeCancelJob(m)
 	if len(m) == 0 || job.State != CancelJobRunning {
 		// Ended (or gone): it has no business in the running set.
-		if err := q.rdb.ZRem(ctx, ns.CancelRunning(), id).Err(); err != nil {
+		if err := q.rdb.ZRem(ctx, set, id).Err(); err != nil {
 			return false, errorf("bulk cancel job %s: %w", id, q.redisError(err))
 		}
 		return false, nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
 )
@@ -270,6 +271,20 @@ func resumeCancelJob(t *testing.T, b *redistest.Backend, f queue.CancelFilter) {
 		t.Fatalf("job = %+v, want it handed to the runners", job)
 	}
 	inCall := job.Counts.Cancelled
+	// A job of more than an ID prefix waits where workers that predate
+	// owners never look: they read only the prefix, and would cancel every
+	// timer of it, or every timer.
+	ns := keyspace.Namespace(q.Namespace())
+	in, notIn := ns.CancelRunning(), ns.CancelRunningFiltered()
+	if f.Owner != "" || len(f.Labels) > 0 {
+		in, notIn = notIn, in
+	}
+	if _, err := b.Client.ZScore(ctx, in, job.ID).Result(); err != nil {
+		t.Fatalf("job %s not in %s: %v", job.ID, in, err)
+	}
+	if _, err := b.Client.ZScore(ctx, notIn, job.ID).Result(); err != redis.Nil {
+		t.Fatalf("job %s is in %s too (%v)", job.ID, notIn, err)
+	}
 
 	// The first runner dies after one step.
 	steps := 0

@@ -9,9 +9,17 @@ package keyspace
 // retained: member = job ID, score = the job's creation time in ms.
 func (ns Namespace) CancelJobs() string { return ns.key("cancel-jobs") }
 
-// CancelRunning is the sorted set of the bulk cancel jobs not yet
-// finished, which workers look for: member = job ID, score = creation ms.
+// CancelRunning is the sorted set of the bulk cancel jobs by ID prefix
+// alone not yet finished, which workers look for: member = job ID, score =
+// creation ms.
 func (ns Namespace) CancelRunning() string { return ns.key("cancel-running") }
+
+// CancelRunningFiltered is CancelRunning for the jobs whose filter has an
+// owner or labels. They are kept apart because a worker that predates
+// owners reads only a job's ID prefix: it would run such a job as a cancel
+// of every timer of its prefix, or of every timer when it has none. Only
+// workers that know the whole filter look here.
+func (ns Namespace) CancelRunningFiltered() string { return ns.key("cancel-running-filtered") }
 
 // CancelJob is the hash of bulk cancel job id: its filter, state and
 // times, and, once finished, its totals (queue.CancelJob).
