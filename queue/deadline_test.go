@@ -400,3 +400,22 @@ func checkTold(t *testing.T, told []queue.LeaseDeadLetter, id string, dl queue.D
 			d, id, dl.Event.StreamID, dl.FireStreamID, pastDeadline, dl.Error, attempt)
 	}
 }
+
+// TestLeaseReplyKeepsFlowPopsNext: flow_pop.lua's reply {now, next, {},
+// entries...} may hand back a parked fire already past its deadline,
+// which Go dead-letters. next, when the shard's other parked fires are
+// ready, must survive it: a Lease that lost it waited up to a second
+// (leasePoll) for fires that were ready long before.
+func TestLeaseReplyKeepsFlowPopsNext(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		now := serverNow(t, b).UnixMilli()
+		// A deadline of 1,000 ms after the epoch: long past.
+		entry := []any{"1-0", "1", "id", "x", "due", "1000", "fired", "1000", "meta", "0\x1f1000\x1f"}
+		n, next, settled, err := queue.LeaseReply(ctx, q, "g", []any{now, "12345", []any{}, entry})
+		if err != nil || n != 0 || !settled || next != "12345" {
+			t.Fatalf("leaseReply = %d handed out, next %q, settled %v, %v; want 0, 12345, true", n, next, settled, err)
+		}
+	})
+}

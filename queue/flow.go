@@ -382,7 +382,9 @@ func (q *Queue) flowPop(ctx context.Context, l *layout, group, consumer string, 
 	var out []Delivery
 	wait := time.Duration(0)
 	for k, reply := range replies {
-		got, next, err := q.leaseReply(ctx, l, group, k, reply, opts, asked)
+		// next is when the shard's earliest parked fire is ready, whether
+		// or not leaseReply dead-lettered some of those it took.
+		got, next, _, err := q.leaseReply(ctx, l, group, k, reply, opts, asked)
 		if err != nil {
 			return nil, 0, fmt.Errorf("taking back parked fires: %w", err)
 		}

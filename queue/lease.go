@@ -590,9 +590,12 @@ func (q *Queue) leaseOnce(ctx context.Context, l *layout, group, consumer string
 			c := calls[i]
 			k, quota := c.shard, c.args[4].(int)
 			visited[k] = true
-			got, tail, err := q.leaseReply(ctx, l, group, k, reply, opts, asked)
+			got, tail, settled, err := q.leaseReply(ctx, l, group, k, reply, opts, asked)
 			if err != nil {
 				return nil, nil, errorf("lease %s/%s: %w", group, consumer, err)
+			}
+			if settled {
+				tail = "" // something happened: the group may have more
 			}
 			round = append(round, got...)
 			last[k] = tail
@@ -622,17 +625,19 @@ func (q *Queue) leaseOnce(ctx context.Context, l *layout, group, consumer string
 // (retrying cannot fix them), and those past their deadline by the
 // reply's server clock, which lease.lua leaves out already but
 // flow_pop.lua hands out (a round trip each, to release.lua), and returns
-// the others, and the reply's last. It tells opts.OnDeadLetter of both,
-// and of those the script dead-lettered.
-func (q *Queue) leaseReply(ctx context.Context, l *layout, group string, k int, reply any, opts LeaseOptions, asked time.Time) ([]Delivery, string, error) {
+// the others, the reply's last (flow_pop.lua's next) as the script sent
+// it, and whether it settled some entry itself: a lease caller takes that
+// as "something happened", as it takes an empty last of lease.lua's. It tells
+// opts.OnDeadLetter of both, and of those the script dead-lettered.
+func (q *Queue) leaseReply(ctx context.Context, l *layout, group string, k int, reply any, opts LeaseOptions, asked time.Time) (_ []Delivery, last string, settled bool, _ error) {
 	arr, ok := reply.([]any)
 	if !ok || len(arr) < 3 {
-		return nil, "", fmt.Errorf("unexpected reply %v from shard %d", reply, k)
+		return nil, "", false, fmt.Errorf("unexpected reply %v from shard %d", reply, k)
 	}
 	nowMs, err := strconv.ParseInt(fmt.Sprint(arr[0]), 10, 64)
 	died, ok := arr[2].([]any)
 	if err != nil || !ok {
-		return nil, "", fmt.Errorf("unexpected reply %v from shard %d", reply, k)
+		return nil, "", false, fmt.Errorf("unexpected reply %v from shard %d", reply, k)
 	}
 	tail := fmt.Sprint(arr[1])
 	served := fromMillis(nowMs)
@@ -662,7 +667,7 @@ func (q *Queue) leaseReply(ctx context.Context, l *layout, group string, k int, 
 	for _, e := range died {
 		m, attempt, head, err := entry(e, 3)
 		if err != nil {
-			return nil, "", err
+			return nil, "", false, err
 		}
 		ev, _ := parseEvent(m, attempt)
 		ev.Shard = k
@@ -672,7 +677,7 @@ func (q *Queue) leaseReply(ctx context.Context, l *layout, group string, k int, 
 	for _, e := range arr[3:] {
 		m, attempt, _, err := entry(e, 0)
 		if err != nil {
-			return nil, "", err
+			return nil, "", false, err
 		}
 		ev, perr := parseEvent(m, attempt)
 		ev.Shard = k
@@ -689,17 +694,17 @@ func (q *Queue) leaseReply(ctx context.Context, l *layout, group string, k int, 
 		if cause != "" {
 			r, err := q.settle(ctx, l, group, d.DeliveryID, op, 0, cause, opts)
 			if err != nil && !errors.Is(err, ErrDeliveryNotFound) && !errors.Is(err, ErrLeaseLost) {
-				return nil, "", err
+				return nil, "", false, err
 			}
 			if err == nil && (r[0] == "dead" || r[0] == "deadline") {
 				report(ev, d.DeliveryID, r[1], r[0] == "deadline", cause)
 			}
-			tail = "" // something happened
+			settled = true
 			continue
 		}
 		out = append(out, d)
 	}
-	return out, tail, nil
+	return out, tail, settled, nil
 }
 
 // leaseOverlap applies the schedules' overlap policies to deliveries about
