@@ -419,3 +419,26 @@ func TestLeaseReplyKeepsFlowPopsNext(t *testing.T) {
 		}
 	})
 }
+
+// TestFireWithinPastTheLastTimeIsTheLastTime: a FireWithin that puts the
+// deadline past the end of 9999, the latest time a record holds, stores
+// that end instead; the timer reads back, and lists, like any other.
+// (A larger number was stored, which every later read refused as a
+// malformed record, List's whole page with it.)
+func TestFireWithinPastTheLastTimeIsTheLastTime(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		due := time.Date(9999, 12, 1, 0, 0, 0, 0, time.UTC)
+		if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "far", Due: due, FireWithin: 60 * 24 * time.Hour}}); err != nil {
+			t.Fatalf("ScheduleBatch: %v", err)
+		}
+		last := time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC)
+		if tm, err := q.Get(ctx, "far"); err != nil || !tm.Deadline.Equal(last) {
+			t.Fatalf("Get = deadline %v, %v; want %v", tm.Deadline, err, last)
+		}
+		if page, err := q.List(ctx, queue.ListOptions{}); err != nil || len(page.Timers) != 1 {
+			t.Fatalf("List = %+v, %v", page, err)
+		}
+	})
+}

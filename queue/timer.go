@@ -112,7 +112,8 @@ type NewTimer struct {
 	// FireWithin, when positive, is how long after its due time the fire
 	// may still be delivered: a delivery (to an endpoint or a consumer
 	// group) that cannot happen by then is dead-lettered with the reason
-	// "deadline", never delivered late. Rounded up to the millisecond.
+	// "deadline", never delivered late. Rounded up to the millisecond; a
+	// deadline past the end of 9999, the latest time timerq stores, is that end.
 	FireWithin time.Duration
 	// FireBy is FireWithin as an instant; set at most one of them.
 	FireBy time.Time

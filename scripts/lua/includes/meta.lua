@@ -44,7 +44,10 @@ local function meta_add(b, id, due, arg)
     z[#z + 1] = owner .. '\0' .. id
   end
   if string.byte(deadline, 1) == 43 then -- '+': after the due ms
-    deadline = fmt(tonumber(string.match(due, '^%d+')) + tonumber(string.sub(deadline, 2)))
+    -- At most the latest time a record holds (queue's maxMillis, the end
+    -- of 9999): a deadline past it is none in effect, and a larger number
+    -- would not read back as a time.
+    deadline = fmt(math.min(tonumber(string.match(due, '^%d+')) + tonumber(string.sub(deadline, 2)), 253402300799999))
   end
   local m = epoch .. '\31' .. deadline .. '\31' .. owner .. labels
   local h = b.hset or {}
