@@ -90,3 +90,101 @@ func TestStaleEpochIsNotAnUnknownOutcome(t *testing.T) {
 		}
 	})
 }
+
+// TestRecurringUpdateDropsOldLabels: an update without labels rewrites the
+// schedule's pending occurrences in place, and they shed the old labels
+// with it, so that a bulk cancel by those labels no longer selects them.
+// The script used to only ever add meta, so both occurrences kept
+// team=billing.
+func TestRecurringUpdateDropsOldLabels(t *testing.T) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		r := queue.Recurring{ID: "tick", Every: time.Hour, Labels: map[string]string{"team": "billing"}, Ahead: 2}
+		info, _, err := q.Recurring().Put(ctx, r)
+		if err != nil || len(info.Pending) != 2 {
+			t.Fatalf("Put: %+v %v, want 2 pending", info.Pending, err)
+		}
+		r.Labels = nil
+		after, err := q.Recurring().Update(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The update keeps the anchor, so it rewrites the same occurrences.
+		if len(after.Pending) != 2 || after.Pending[0].ID != info.Pending[0].ID || after.Pending[1].ID != info.Pending[1].ID {
+			t.Fatalf("pending after the update: %+v, want %+v rewritten", after.Pending, info.Pending)
+		}
+		for _, o := range after.Pending {
+			tm, err := q.Get(ctx, o.ID)
+			if err != nil || tm.State != queue.StateScheduled || tm.Labels != nil || tm.Owner != "" {
+				t.Errorf("%s after the update: %v labels %v owner %q, %v; want scheduled without labels", o.ID, tm.State, tm.Labels, tm.Owner, err)
+			}
+		}
+		job, err := q.CancelMatching(ctx, queue.CancelFilter{Labels: map[string]string{"team": "billing"}})
+		if err != nil || job.Counts.Cancelled != 0 {
+			t.Errorf("CancelMatching team=billing after the labels went: %+v %v, want nothing cancelled", job.Counts, err)
+		}
+	})
+}
+
+// TestRecurringRecreateUnderAnotherOwner: a schedule deleted and created
+// again with the same anchor revives its cancelled occurrences, same IDs,
+// and they leave the old owner entirely: its index no longer counts them
+// (NextWake), and a new schedule without an owner gives them none. The
+// script used to add the new owner's entry beside the old one's, which no
+// purge ever removed, and to leave an owner-less revival the old owner.
+func TestRecurringRecreateUnderAnotherOwner(t *testing.T) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		anchor := serverNow(t, b).Add(-time.Minute).Truncate(time.Millisecond)
+		put := func(owner string, labels map[string]string) []queue.Occurrence {
+			t.Helper()
+			info, created, err := q.Recurring().Put(ctx, queue.Recurring{ID: "tick", Every: time.Hour, Anchor: anchor, Owner: owner, Labels: labels, Ahead: 2})
+			if err != nil || !created || len(info.Pending) != 2 {
+				t.Fatalf("Put owner %q: %+v %v %v, want created with 2 pending", owner, info.Pending, created, err)
+			}
+			return info.Pending
+		}
+		wake := func(owner string) int64 {
+			t.Helper()
+			w, err := q.NextWake(ctx, owner)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return w.Scheduled
+		}
+		first := put("wf-a", map[string]string{"team": "billing"})
+		if n := wake("wf-a"); n != 2 {
+			t.Fatalf("NextWake(wf-a) after the put: %d scheduled, want 2", n)
+		}
+		for _, step := range []struct {
+			owner  string
+			labels map[string]string
+		}{{"wf-b", nil}, {"", nil}, {"wf-a", map[string]string{"team": "billing"}}} {
+			if err := q.Recurring().Delete(ctx, "tick"); err != nil {
+				t.Fatal(err)
+			}
+			revived := put(step.owner, step.labels)
+			if revived[0].ID != first[0].ID || revived[1].ID != first[1].ID {
+				t.Fatalf("owner %q: pending %+v, want %+v revived", step.owner, revived, first)
+			}
+			for _, o := range revived {
+				tm, err := q.Get(ctx, o.ID)
+				if err != nil || tm.State != queue.StateScheduled || tm.Owner != step.owner || len(tm.Labels) != len(step.labels) {
+					t.Errorf("owner %q: %s is %v owner %q labels %v, %v; want scheduled, owner %q labels %v",
+						step.owner, o.ID, tm.State, tm.Owner, tm.Labels, err, step.owner, step.labels)
+				}
+			}
+			for _, owner := range []string{"wf-a", "wf-b"} {
+				want := int64(0)
+				if owner == step.owner {
+					want = 2
+				}
+				if n := wake(owner); n != want {
+					t.Errorf("schedule owned by %q: NextWake(%s) = %d scheduled, want %d", step.owner, owner, n, want)
+				}
+			}
+		}
+	})
+}

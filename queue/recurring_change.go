@@ -244,9 +244,10 @@ func (q *Queue) modify(ctx context.Context, op, id string, overlap Overlap, fn f
 				return RecurringInfo{}, errorf("%s schedule %q: %w", op, id, err)
 			}
 			if nb.Owner != s.r.Owner {
-				// The owner index keys an occurrence by its owner: a
-				// re-armed occurrence under another owner would leave
-				// the old owner's entry behind.
+				// An owner does not change in place (guarantees.md,
+				// "Owners and fencing epochs"): delete the schedule and
+				// create it under the new owner, which moves the
+				// revived occurrences' index entries (recur_put.lua).
 				return RecurringInfo{}, &FieldError{Field: "Owner", Err: fmt.Errorf("%w: schedule %q is owned by %q; an owner cannot change: delete the schedule and create it under %q",
 					ErrInvalidOptions, id, s.r.Owner, nb.Owner)}
 			}

@@ -524,6 +524,20 @@ func scenarios() map[string][]scenario {
 				return []any{"update", "rp", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", "", 0, "", 100, ms(time.Minute)}
 			},
 		}, {
+			// Rewrites an occurrence of an owner with labels under a schedule
+			// without: its meta field and its owner's index entry go.
+			name: "update dropping meta",
+			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
+				do(t, c, "HSET", sp.Schedules(), "rp", "1:a:1:100:100:{}")
+				scheduled(t, c, sp, "rp@100", ms(time.Hour))
+				do(t, c, "HSET", sp.TimerMeta(), "rp@100", "0\x1f\x1fwf\x1fk=v")
+				do(t, c, "ZADD", sp.Owners(), 0, "wf\x00rp@100")
+				do(t, c, "ZADD", sp.SchedDue(), ms(time.Hour), "rp")
+			},
+			args: func(sp keyspace.Space) []any {
+				return []any{"update", "rp", "", "{}", "a", "300", "p", sp.Wake(), sp.TimerChannelPrefix(), 60000, "", "", 0, "", 100, ms(time.Minute)}
+			},
+		}, {
 			name: "delete",
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				do(t, c, "HSET", sp.Schedules(), "rp", "1:a:0:::{}")

@@ -77,8 +77,10 @@ else
   for i, id in ipairs(ids) do
     local m = metas[i]
     local ok = m and string.sub(id, 1, #prefix) == prefix
-    -- An index entry whose timer's meta names another owner (a schedule
-    -- whose owner changed re-armed it) is not the owner's.
+    -- An index entry whose timer's meta names another owner is not the
+    -- owner's: recur_put.lua once left one behind when it re-armed an
+    -- occurrence under a new owner (it now removes it), and such entries
+    -- stay in a namespace written before.
     if ok and owner ~= '' then ok = string.match(m, '^[^\31]*\31[^\31]*\31([^\31]*)') == owner end
     if ok and below then ok = (tonumber(string.match(m, '^%d+')) or 0) < below end
     if ok and labels ~= '' then

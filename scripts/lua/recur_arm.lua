@@ -3,8 +3,10 @@
 -- occurrence that exists in any state is never created again, and a plan
 -- made from a record that has changed since is refused.
 --
--- KEYS: one shard's keys (includes/check_types.lua), then its deliveries, endpoint names,
---       schedules and sched-due (includes/recur_keys.lua).
+-- KEYS: one shard's keys (includes/check_types.lua), then its timer meta
+--       hash, owner index and owners' epochs (the occurrences' meta,
+--       includes/meta.lua), deliveries, endpoint names, schedules and
+--       sched-due (includes/recur_keys.lua).
 -- ARGV[1] wake channel, told the new earliest due_ms when it moves earlier
 -- ARGV[2..] per schedule: id, version, last_ms (both as read), new_last_ms,
 --         new state ('a', or 'e' when nothing follows), payload, endpoint
@@ -64,6 +66,9 @@ while i <= #ARGV do
           for _, m in ipairs(keep) do if m == n then seen = true end end
           if not seen then keep[#keep + 1] = n end
         elseif not redis.call('HGET', KEYS[2], oid) then
+          -- An occurrence without a record has no meta to replace either
+          -- (purge.lua drops both together), unlike recur_put's rewrites
+          -- and revivals: meta_add's writes are all it needs.
           if meta ~= '' then
             local _, merr = meta_add(metas, oid, due, meta)
             if merr then return merr end

@@ -3,8 +3,9 @@
 --
 -- KEYS: one shard's keys (includes/check_types.lua), then KEYS[8] the debounce window
 --       of a debounce key named like the schedule (keyspace Space.Debounce,
---       read only), then its deliveries, endpoint names, schedules and
---       sched-due (includes/recur_keys.lua, which counts them from the end).
+--       read only), then its timer meta hash, owner index and owners'
+--       epochs, deliveries, endpoint names, schedules and sched-due
+--       (includes/recur_keys.lua, which counts them from the end).
 -- ARGV[1] op: 'create' | 'update' | 'pause' | 'resume' | 'delete'
 -- ARGV[2] schedule id
 -- ARGV[3] expected version, or '' for any; for create, the count to start
@@ -29,8 +30,10 @@
 --          that many is refused, 'TIMERQ_QUOTA schedules <quota> <held> 1',
 --          before any write; the other ops never add one
 -- ARGV[14] the occurrences' owner and labels, as includes/meta.lua takes
---          them ('' for none): each occurrence it creates or revives gets
---          them, with its owner's current epoch
+--          them ('' for none): each occurrence it creates, rewrites or
+--          revives gets them, with its owner's current epoch, in place of
+--          the meta it had (its old owner's index entry goes, and with ''
+--          its meta field)
 -- ARGV[15..] pairs nominal_ms, due_ms: occurrences to arm
 -- Reply: {status, now_ms, record}: status 'created', 'exists' (create of an
 --        existing ID: record unchanged), 'debounce' (create of an ID that
@@ -160,13 +163,20 @@ for _, p in pairs(pending) do
   cnt = cnt - 1
 end
 
--- The occurrences it creates or revives take the schedule's meta.
+-- The occurrences it creates, rewrites or revives take the schedule's
+-- meta, and shed what their old meta leaves: the field when the schedule
+-- has none now, the old owner's index entry when the owner changed
+-- (includes/meta.lua, meta_replace).
 local metas = meta_batch(META_KEY, OWNERS_KEY, EPOCHS_KEY)
-if ARGV[14] ~= '' then
-  for _, w in ipairs(writes) do
-    local _, merr = meta_add(metas, w.oid, w.due, ARGV[14])
+local had_meta, merr = check_hash(META_KEY)
+if merr then return merr end
+for _, w in ipairs(writes) do
+  local m = nil
+  if ARGV[14] ~= '' then
+    m, merr = meta_add(metas, w.oid, w.due, ARGV[14])
     if merr then return merr end
   end
+  if had_meta then meta_replace(metas, w.oid, redis.call('HGET', META_KEY, w.oid), m) end
 end
 err = meta_check(metas)
 if err then return err end

@@ -10,11 +10,14 @@
 -- none, '<ms>', or '+<ms>' after the due ms). meta_batch starts a batch
 -- for one call; meta_add reads what a timer needs (its owner's epoch, once
 -- per owner and call) and queues its writes, returning the stored meta,
--- '<epoch>\31<deadline ms>\31<owner>...'; meta_check checks the types of
--- the keys the batch writes and meta_probes asks the ACL for them, both
--- before the script's first write; meta_write writes.
+-- '<epoch>\31<deadline ms>\31<owner>...'; meta_replace queues the removal
+-- of what a timer's old meta leaves behind when the timer is written again
+-- (a recurring occurrence rewritten or revived); meta_check checks the
+-- types of the keys the batch writes and meta_probes asks the ACL for
+-- them, both before the script's first write; meta_write writes.
 local function meta_batch(metas, owners, epochs)
-  return {metas = metas, owners = owners, epochs_key = epochs, epochs = {}, hset = nil, zadd = nil}
+  return {metas = metas, owners = owners, epochs_key = epochs, epochs = {}, hset = nil, zadd = nil,
+    hdel = nil, zrem = nil}
 end
 
 -- meta_add queues the meta of the new timer id, due at due (a due score
@@ -57,21 +60,48 @@ local function meta_add(b, id, due, arg)
   return m, nil
 end
 
+-- meta_replace queues, for the timer id that already has the meta old
+-- (as the meta hash holds it; nil for none) and is written again with the
+-- meta new (meta_add's reply; nil for none), the removal of what new does
+-- not overwrite: the hash field when new is nil, and the index entry of
+-- the old owner when new names another owner or none. meta_add only adds,
+-- and purge.lua removes only the entry of the owner the meta names when
+-- it runs, so without this the old owner would keep counting (NextWake)
+-- and selecting (CancelMatching) the timer, and a timer without meta now
+-- would keep the old labels, until purge and, for the entry, for ever.
+local function meta_replace(b, id, old, new)
+  if not old or old == new then return end
+  if not new then
+    local h = b.hdel or {}
+    b.hdel = h
+    h[#h + 1] = id
+  end
+  local owner = string.match(old, '^[^\31]*\31[^\31]*\31([^\31]*)') or ''
+  local owner_now = new and string.match(new, '^[^\31]*\31[^\31]*\31([^\31]*)') or ''
+  if owner ~= '' and owner ~= owner_now then
+    local z = b.zrem or {}
+    b.zrem = z
+    z[#z + 1] = owner .. '\0' .. id
+  end
+end
+
 -- meta_check checks the types of the keys the batch writes; an error
 -- reply or nil.
 local function meta_check(b)
-  if not b.hset then return nil end
-  return check_type(b.metas, 'hash') or (b.zadd and check_type(b.owners, 'zset')) or nil
+  if not (b.hset or b.hdel or b.zrem) then return nil end
+  return check_type(b.metas, 'hash') or ((b.zadd or b.zrem) and check_type(b.owners, 'zset')) or nil
 end
 
 -- meta_probes asks the ACL for the batch's writes (their types checked by
 -- meta_check); an error reply or nil.
 local function meta_probes(b)
-  if not b.hset then return nil end
-  return acl_probe('HSET', b.metas) or (b.zadd and acl_probe('ZADD', b.owners)) or nil
+  return (b.hset and acl_probe('HSET', b.metas)) or (b.zadd and acl_probe('ZADD', b.owners)) or
+    (b.hdel and acl_probe('HDEL', b.metas)) or (b.zrem and acl_probe('ZREM', b.owners)) or nil
 end
 
 local function meta_write(b)
+  if b.hdel then redis.call('HDEL', b.metas, unpack(b.hdel)) end
+  if b.zrem then redis.call('ZREM', b.owners, unpack(b.zrem)) end
   if b.hset then redis.call('HSET', b.metas, unpack(b.hset)) end
   if b.zadd then redis.call('ZADD', b.owners, unpack(b.zadd)) end
 end
