@@ -2,8 +2,11 @@ package ui_test
 
 import (
 	"context"
+	"fmt"
+	"html"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -194,6 +197,71 @@ func TestDeadLettersShowOwner(t *testing.T) {
 					t.Errorf("plain-dead's dead letter shows an owner, or no owner cell:\n%s", plain)
 				}
 			})
+		}
+	})
+}
+
+// TestPrefixFilterWithOwnerIsBounded: with an owner as well as an ID
+// prefix, a page examines at most the budget of timers, the owner's and
+// others', and says how many; a rare owner's timer is reached by Next.
+// When the owner was passed to List, which drops other owners' timers
+// after reading its page, only the owner's counted: one request listed
+// all 12,001 timers and said "(1 examined here)".
+func TestPrefixFilterWithOwnerIsBounded(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		// What is under test is the budget, not speed: miniredis under
+		// -race may take longer than the default 5 s for a page (see
+		// TestPrefixFilterIsBounded).
+		e := newEnv(t, b, ui.Options{Timeout: time.Minute})
+		now := time.Now()
+		var batch []queue.NewTimer
+		for i := range 12000 {
+			batch = append(batch, queue.NewTimer{ID: fmt.Sprintf("p-%05d", i), Due: now.Add(time.Hour + time.Duration(i)*time.Second)})
+		}
+		later := now.Add(48 * time.Hour)
+		batch = append(batch,
+			queue.NewTimer{ID: "p-wf", Due: later, Owner: "wf"},
+			queue.NewTimer{ID: "p-other", Due: later, Owner: "wf2"})
+		if _, err := e.q.ScheduleBatch(context.Background(), batch); err != nil {
+			t.Fatal(err)
+		}
+		examined := regexp.MustCompile(`\((\d+) examined here\)`)
+		nextLink := regexp.MustCompile(`href="([^"]+)" id="next-page"`)
+		page := "/timers?prefix=p-&owner=wf"
+		total := 0
+		for n := 1; ; n++ {
+			resp, body := e.Get(t, page)
+			if resp.StatusCode != 200 {
+				t.Fatalf("GET %s = %d\n%s", page, resp.StatusCode, body)
+			}
+			m := examined.FindStringSubmatch(body)
+			if m == nil {
+				t.Fatalf("page %d does not say how many timers it examined:\n%s", n, body)
+			}
+			scanned, _ := strconv.Atoi(m[1])
+			total += scanned
+			next := nextLink.FindStringSubmatch(body)
+			if next == nil {
+				if scanned > 5000 || total != 12002 {
+					t.Errorf("last page %d examined %d (%d in all), want at most 5000 and 12002 in all", n, scanned, total)
+				}
+				list := section(t, body, "timers")
+				if !strings.Contains(list, ">p-wf<") || strings.Contains(list, ">p-other<") || strings.Contains(list, ">p-00000<") {
+					t.Errorf("last page should list p-wf alone:\n%s", list)
+				}
+				break
+			}
+			if scanned != 5000 || strings.Contains(body, ">p-wf<") || !strings.Contains(body, `id="no-timers"`) {
+				t.Fatalf("page %d should examine 5000 timers, find none of owner wf and offer Next (examined %s):\n%s", n, m[1], body)
+			}
+			if n == 3 {
+				t.Fatalf("a third page offers Next: pages examine fewer than the budget")
+			}
+			page = html.UnescapeString(next[1])
+		}
+		// An owner List refuses is refused with a prefix too.
+		if resp, body := e.Get(t, "/timers?prefix=p-&owner=%01"); resp.StatusCode != 400 {
+			t.Errorf("a control character as owner: %d, want 400\n%s", resp.StatusCode, body)
 		}
 	})
 }

@@ -81,6 +81,15 @@ func (h *Handler) timers(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	d.Budget = prefixBudget
 	opts.Limit = prefixChunk
+	// The owner is matched here rather than by List, which drops other
+	// owners' timers after reading its page: the budget counts the timers
+	// read, and counting only an owner's would let a sparse owner's search
+	// list the whole namespace in one request. An owner List would refuse
+	// is refused here as List refused it.
+	if d.Owner != "" && h.failed(w, r, queue.ValidateOwner(d.Owner)) {
+		return
+	}
+	opts.Owner = ""
 	for d.Scanned < prefixBudget && len(d.Timers) < listPage {
 		page, err := h.q.List(ctx, opts)
 		if h.failed(w, r, err) {
@@ -88,7 +97,7 @@ func (h *Handler) timers(ctx context.Context, w http.ResponseWriter, r *http.Req
 		}
 		d.Scanned += len(page.Timers)
 		for _, t := range page.Timers {
-			if strings.HasPrefix(t.ID, d.Prefix) && (d.Exact == nil || t.ID != d.Exact.ID) {
+			if strings.HasPrefix(t.ID, d.Prefix) && (d.Owner == "" || t.Owner == d.Owner) && (d.Exact == nil || t.ID != d.Exact.ID) {
 				d.Timers = append(d.Timers, t)
 			}
 		}
