@@ -255,6 +255,32 @@ func TestNextWake(t *testing.T) {
 	})
 }
 
+// TestNextWakeOfManyTimers: an owner with more timers on a shard than
+// Lua's unpack takes (about 8,000) still has its next wake. owner_wake.lua
+// passed them all to one ZMSCORE, and NextWake failed: "too many results
+// to unpack" on Redis, "registry overflow" on miniredis.
+func TestNextWakeOfManyTimers(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		first := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+		for j := range 9 {
+			batch := make([]queue.NewTimer, 0, 1000)
+			for i := range 1000 {
+				n := j*1000 + i
+				batch = append(batch, queue.NewTimer{ID: fmt.Sprintf("w-%d", n), Due: first.Add(time.Duration(n) * time.Second), Owner: "wf"})
+			}
+			if _, err := q.ScheduleBatch(ctx, batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w, err := q.NextWake(ctx, "wf")
+		if err != nil || w.Scheduled != 9000 || !w.Next.Equal(first) {
+			t.Fatalf("NextWake: %+v %v, want 9000 scheduled, next %v", w, err, first)
+		}
+	})
+}
+
 // TestCancelMatchingOwnerAndLabels: a bulk cancel by owner, by labels, and
 // by both with an ID prefix cancels exactly the timers selected.
 func TestCancelMatchingOwnerAndLabels(t *testing.T) {

@@ -16,14 +16,19 @@ if #members == 0 then return {0, ''} end
 local skip = #ARGV[1] + 2
 local ids = {}
 for i, m in ipairs(members) do ids[i] = string.sub(m, skip) end
-local scores = redis.call('ZMSCORE', KEYS[2], unpack(ids))
 local n, earliest = 0, nil
-for i = 1, #ids do
-  local s = tonumber(scores[i])
-  -- A settled timer of layout 2 sits in a band, at or above BAND_FIRED.
-  if s and s < BAND_FIRED then
-    n = n + 1
-    if not earliest or s < earliest then earliest = s end
+-- The scores are read 1,000 at a time: unpack refuses more than about
+-- 8,000 values (Lua's C stack), and an owner may have more timers.
+for from = 1, #ids, 1000 do
+  local to = math.min(from + 999, #ids)
+  local scores = redis.call('ZMSCORE', KEYS[2], unpack(ids, from, to))
+  for i = 1, to - from + 1 do
+    local s = tonumber(scores[i])
+    -- A settled timer of layout 2 sits in a band, at or above BAND_FIRED.
+    if s and s < BAND_FIRED then
+      n = n + 1
+      if not earliest or s < earliest then earliest = s end
+    end
   end
 end
 return {n, earliest and fmt_due(earliest) or ''}
