@@ -281,6 +281,50 @@ func TestNextWakeOfManyTimers(t *testing.T) {
 	})
 }
 
+// TestArmManyOwnedOccurrences: one arming of owned schedules that creates
+// more occurrences than Lua's unpack takes (about 8,000 values: two per
+// occurrence) arms them all. includes/meta.lua wrote every occurrence's
+// meta in one HSET through unpack, and recur_arm.lua batches the
+// occurrences of every schedule it tops up, so ArmFired (and the repair
+// pass) failed on every call and the schedules stopped.
+func TestArmManyOwnedOccurrences(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		const schedules, ahead = 45, 100
+		var fired []queue.Fired
+		for i := range schedules {
+			id := fmt.Sprintf("s-%d", i)
+			if _, _, err := q.Recurring().Put(ctx, queue.Recurring{ID: id, Every: time.Hour, Ahead: ahead, Owner: "wf"}); err != nil {
+				t.Fatal(err)
+			}
+			fired = append(fired, queue.Fired{ID: queue.OccurrenceID(id, time.UnixMilli(1))})
+		}
+		// With its occurrences cancelled, each schedule needs ahead new
+		// ones: one ArmFired arms them all in one script.
+		job, err := q.CancelMatching(ctx, queue.CancelFilter{Owner: "wf"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A slow machine may hand the job to the workers after 5 s: finish
+		// it here as a worker would.
+		if job.State != queue.CancelJobDone {
+			if _, err := q.Engine().RunCancelJobs(ctx, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if w, err := q.NextWake(ctx, "wf"); err != nil || w.Scheduled != 0 {
+			t.Fatalf("NextWake after the cancel: %+v %v, want none scheduled", w, err)
+		}
+		if n, err := q.Engine().ArmFired(ctx, fired); err != nil || n != schedules*ahead {
+			t.Fatalf("ArmFired = %d, %v; want %d armed", n, err, schedules*ahead)
+		}
+		if w, err := q.NextWake(ctx, "wf"); err != nil || w.Scheduled != schedules*ahead {
+			t.Fatalf("NextWake after ArmFired: %+v %v, want %d scheduled", w, err, schedules*ahead)
+		}
+	})
+}
+
 // TestCancelMatchingOwnerAndLabels: a bulk cancel by owner, by labels, and
 // by both with an ID prefix cancels exactly the timers selected.
 func TestCancelMatchingOwnerAndLabels(t *testing.T) {

@@ -99,9 +99,21 @@ local function meta_probes(b)
     (b.hdel and acl_probe('HDEL', b.metas)) or (b.zrem and acl_probe('ZREM', b.owners)) or nil
 end
 
+-- meta_write writes the batch, 1,000 values (500 timers, or 1,000 removals) a command:
+-- unpack refuses more than about 8,000 values, and recur_arm.lua batches
+-- the occurrences of every schedule it tops up, which may be more. The
+-- probes and checks above cover every slice: each is the same command on
+-- the same key.
+local function write_slices(cmd, key, vals)
+  if not vals then return end
+  for from = 1, #vals, 1000 do
+    redis.call(cmd, key, unpack(vals, from, math.min(from + 999, #vals)))
+  end
+end
+
 local function meta_write(b)
-  if b.hdel then redis.call('HDEL', b.metas, unpack(b.hdel)) end
-  if b.zrem then redis.call('ZREM', b.owners, unpack(b.zrem)) end
-  if b.hset then redis.call('HSET', b.metas, unpack(b.hset)) end
-  if b.zadd then redis.call('ZADD', b.owners, unpack(b.zadd)) end
+  write_slices('HDEL', b.metas, b.hdel)
+  write_slices('ZREM', b.owners, b.zrem)
+  write_slices('HSET', b.metas, b.hset)
+  write_slices('ZADD', b.owners, b.zadd)
 end
