@@ -88,7 +88,8 @@ type DebounceOptions struct {
 type DebounceResult struct {
 	// Outcome is what the call did: created, pushed or capped.
 	Outcome DebounceOutcome
-	// Timer is the window's timer as the call left it. Its ID is
+	// Timer is the window's timer as the call left it, with the owner
+	// and labels the call that opened the window gave it. Its ID is
 	// DebounceID(key, opened), opened being Timer.CreatedAt unless the
 	// ID of that millisecond was taken (see Debounce).
 	Timer Timer

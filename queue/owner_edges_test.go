@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -185,6 +186,56 @@ func TestRecurringRecreateUnderAnotherOwner(t *testing.T) {
 					t.Errorf("schedule owned by %q: NextWake(%s) = %d scheduled, want %d", step.owner, owner, n, want)
 				}
 			}
+		}
+	})
+}
+
+// TestRestoreResultsCarryTheStoredMeta: Restore's result for an ID that
+// exists (Created false) is the timer as it is, with the owner, labels,
+// epoch and deadline it has, not none and not the restored ones; so is
+// the result of an ID repeated within the call.
+func TestRestoreResultsCarryTheStoredMeta(t *testing.T) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		now := serverNow(t, b).Truncate(time.Millisecond)
+		due := now.Add(time.Hour)
+		if _, err := q.BumpEpoch(ctx, "wf", queue.BumpOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		labels := map[string]string{"tenant": "acme"}
+		if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{{ID: "x", Due: due, Owner: "wf", Labels: labels, FireWithin: time.Minute}}); err != nil {
+			t.Fatal(err)
+		}
+		other := map[string]string{"tenant": "other"}
+		res, err := q.Restore(ctx, []queue.Timer{
+			{ID: "x", State: queue.StateScheduled, Due: due, CreatedAt: now, Owner: "restorer", Labels: other},
+			{ID: "y", State: queue.StateScheduled, Due: due, CreatedAt: now, Owner: "wf2", Epoch: 4, Labels: labels, Deadline: due.Add(time.Hour)},
+			{ID: "y", State: queue.StateScheduled, Due: due, CreatedAt: now},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []struct {
+			created  bool
+			owner    string
+			epoch    uint64
+			deadline time.Time
+		}{
+			{false, "wf", 1, due.Add(time.Minute)},
+			{true, "wf2", 4, due.Add(time.Hour)},
+			{false, "wf2", 4, due.Add(time.Hour)},
+		} {
+			got := res[i]
+			if got.Created != want.created || got.Timer.Owner != want.owner || got.Timer.Epoch != want.epoch ||
+				!maps.Equal(got.Timer.Labels, labels) || !got.Timer.Deadline.Equal(want.deadline) {
+				t.Errorf("result %d (%s): created %v owner %q epoch %d labels %v deadline %v; want %v, %q, %d, %v, %v",
+					i, got.Timer.ID, got.Created, got.Timer.Owner, got.Timer.Epoch, got.Timer.Labels, got.Timer.Deadline,
+					want.created, want.owner, want.epoch, labels, want.deadline)
+			}
+		}
+		if tm, err := q.Get(ctx, "x"); err != nil || tm.Owner != "wf" || !maps.Equal(tm.Labels, labels) {
+			t.Fatalf("x after the restore: %+v %v, want it unchanged", tm, err)
 		}
 	})
 }

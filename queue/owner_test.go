@@ -430,7 +430,8 @@ func TestRecurringOccurrencesCarryOwner(t *testing.T) {
 }
 
 // TestDebounceWindowCarriesOwner: the call that opens a debounce window
-// gives its timer an owner and labels; a push leaves them.
+// gives its timer an owner and labels; a push leaves them, and its result
+// shows them.
 func TestDebounceWindowCarriesOwner(t *testing.T) {
 	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
@@ -441,8 +442,14 @@ func TestDebounceWindowCarriesOwner(t *testing.T) {
 		if err != nil || res.Outcome != queue.DebounceCreated || res.Timer.Owner != "wf" || !maps.Equal(res.Timer.Labels, labels) {
 			t.Fatalf("opening call: %+v %v", res, err)
 		}
-		if _, err := q.Debounce(ctx, "mail", queue.DebounceOptions{Delay: time.Hour, MaxWait: 2 * time.Hour}); err != nil {
-			t.Fatal(err)
+		// A push (with or without an owner of its own) answers with the
+		// window's timer as it is: the opening call's owner and labels.
+		for _, o := range []queue.DebounceOptions{opts, {Delay: time.Hour, MaxWait: 2 * time.Hour}} {
+			pushed, err := q.Debounce(ctx, "mail", o)
+			if err != nil || pushed.Outcome != queue.DebouncePushed || pushed.Timer.ID != res.Timer.ID ||
+				pushed.Timer.Owner != "wf" || !maps.Equal(pushed.Timer.Labels, labels) {
+				t.Fatalf("push (owner %q): %+v %v, want the window's timer with owner wf and labels %v", o.Owner, pushed, err, labels)
+			}
 		}
 		tm, err := q.Get(ctx, res.Timer.ID)
 		if err != nil || tm.Owner != "wf" || !maps.Equal(tm.Labels, labels) {

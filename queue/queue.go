@@ -397,7 +397,8 @@ func (q *Queue) ScheduleIn(ctx context.Context, id string, d time.Duration, payl
 // timer: it fired (or was cancelled) where it came from, and the consumers of
 // this namespace must not see it again. Like Schedule it is idempotent by ID:
 // an ID that exists in any state is left unchanged and its result has
-// Created false, as has a repeat of an ID within timers.
+// Created false, as has a repeat of an ID within timers; such a result is
+// the timer as it is, with the owner, labels, epoch and deadline it has.
 //
 // Each call is all or nothing per shard: at most MaxBatch timers, checked
 // before any write, in one script per shard (one pipeline). CreatedAt, FiredAt and CancelledAt are kept to the
@@ -469,20 +470,21 @@ func (q *Queue) restore(ctx context.Context, timers []Timer, allowed string) ([]
 	}
 	out := make([]ScheduleResult, len(timers))
 	for c, reply := range replies {
+		// Triples: created, record, meta (as stored; that of the
+		// existing timer when it was not created).
 		r, err := replyStrings(reply)
-		if err != nil || len(r) != 2*len(order[c]) {
+		if err != nil || len(r) != 3*len(order[c]) {
 			return nil, errorf("restore: unexpected reply %v", reply)
 		}
 		for j, i := range order[c] {
-			t, err := decodeRecord(timers[i].ID, r[2*j+1])
+			t, err := decodeRecord(timers[i].ID, r[3*j+1])
+			if err == nil {
+				t, err = t.withMeta(r[3*j+2])
+			}
 			if err != nil {
 				return nil, err
 			}
-			if r[2*j] == "1" {
-				in := timers[i]
-				t.Owner, t.Epoch, t.Labels, t.Deadline = in.Owner, in.Epoch, in.Labels, in.Deadline
-			}
-			out[i] = ScheduleResult{Timer: t, Created: r[2*j] == "1"}
+			out[i] = ScheduleResult{Timer: t, Created: r[3*j] == "1"}
 		}
 	}
 	if err := q.raiseEpochs(ctx, l, timers); err != nil {

@@ -44,8 +44,9 @@
 --        (the open window's timer is now due delay after now_ms) or
 --        'capped' (it is due at deadline_ms, sooner than that), with the
 --        timer's record; or 'schedule' (K is a recurring schedule's ID,
---        nothing written; id, record and deadline_ms are ''). A created
---        window's timer with an owner or labels adds its stored meta.
+--        nothing written; id, record and deadline_ms are ''). A window's
+--        timer with an owner or labels adds its stored meta (KEYS[13]), the
+--        opening call's: a push reads it, and leaves it.
 -- Complexity: O(log N) for a set of N (plus an HEXISTS of the endpoint
 --        names when ARGV[8] is set, and on a push that sets the payload an
 --        HGET of the deliveries).
@@ -138,6 +139,11 @@ if opened and now < deadline then
     if not keep and (redis.call('HGET', KEYS[11], id) or '') ~= endpoint then
       if endpoint == '' then ep_write = 'HDEL' else ep_write = 'HSET' end
     end
+    -- The window's owner, labels and epoch, which the opening call set
+    -- and a push leaves: the reply carries them, as a created window's.
+    err = check_type(KEYS[13], 'hash')
+    if err then return err end
+    local stored = redis.call('HGET', KEYS[13], id)
     -- Phase 2: probes; ZADD first, so that Redis refuses a push under OOM.
     local probes = {{'ZADD', KEYS[1]}}
     if body ~= first then probes[#probes + 1] = {'HSET', KEYS[2]} end
@@ -154,7 +160,9 @@ if opened and now < deadline then
     elseif ep_write == 'HDEL' then
       redis.call('HDEL', KEYS[11], id)
     end
-    return {outcome, id, encode('s', fmt_due(due), created, '', body), fmt(now), fmt(deadline)}
+    local reply = {outcome, id, encode('s', fmt_due(due), created, '', body), fmt(now), fmt(deadline)}
+    if stored then reply[6] = stored end
+    return reply
   end
 end
 

@@ -21,9 +21,11 @@
 --                restored owned timer raises its owner's epoch on the
 --                shard to at least its own, so that later timers of the
 --                owner never record a lower one
--- Reply: {created_1, record_1, created_2, record_2, ...}; created is 1 for a
---        restored timer and 0 when the ID already existed in any state (or
---        earlier in this call), whose record is returned unchanged.
+-- Reply: {created_1, record_1, meta_1, created_2, record_2, meta_2, ...};
+--        created is 1 for a restored timer and 0 when the ID already
+--        existed in any state (or earlier in this call), whose record and
+--        meta (as KEYS[9] keeps it, '' for none) are returned unchanged:
+--        the meta is the one the timer has, not the one this call gave it.
 --        A new timer whose ID has an occurrence's form, "<schedule>@<1-15
 --        digits>", while that schedule neither exists nor is ARGV[3], is an
 --        error TIMERQ_OCCURRENCE naming it, and nothing is written: a later
@@ -55,7 +57,7 @@ local retention = tonumber(ARGV[1])
 local sets = {s = KEYS[1], f = KEYS[3], c = KEYS[4]}
 wake_start()
 
-local reply, seen = {}, {}
+local reply, seen, seen_meta = {}, {}, {}
 local hset, zadd, expire = {}, {s = {}, f = {}, c = {}}, {}
 local allowed = ARGV[3]
 local metas, owned, epochs = {}, {}, {} -- HSET and ZADD lists; owner -> epoch to raise to
@@ -71,10 +73,15 @@ for i = 5, #ARGV, 7 do
       (state == 's') ~= (settled == '') then
     return redis.error_reply('ERR timerq restore: malformed arguments for timer ' .. id)
   end
-  local rec = seen[id]
+  local rec, stored = seen[id], seen_meta[id]
   if not rec then
     rec = redis.call('HGET', KEYS[2], id)
-    if rec then rec = full(id, rec) end
+    if rec then
+      rec = full(id, rec)
+      -- Its owner, labels, epoch and deadline, which a caller told the
+      -- timer exists would otherwise read as none.
+      stored = redis.call('HGET', KEYS[9], id) or ''
+    end
   end
   if rec then
     reply[#reply + 1] = 0
@@ -112,10 +119,12 @@ for i = 5, #ARGV, 7 do
       end
     end
     rec = encode(state, due, created, settled, payload)
-    seen[id] = rec
+    stored = epoch and meta or ''
+    seen[id], seen_meta[id] = rec, stored
     reply[#reply + 1] = 1
   end
   reply[#reply + 1] = rec
+  reply[#reply + 1] = stored
 end
 
 if #hset == 0 then return reply end
