@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/timerq/timerq/api"
 	"github.com/timerq/timerq/internal/redistest"
@@ -33,6 +34,8 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		before := e.snapshot()
 
 		long := strings.Repeat("x", 257)
+		// Before a due time "in" resolves by the server's clock.
+		soon := time.Now().Add(time.Minute).UTC().Format(time.RFC3339Nano)
 		big := base64.StdEncoding.EncodeToString(make([]byte, 2000))
 		cases := []struct {
 			name        string
@@ -97,6 +100,11 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 				400, api.SlugInvalidRequest, "/payload", "not base64"},
 			{"payload and payload_text", "POST", e.url("/timers"), `{"id": "a", "in": "1h", "payload": "", "payload_text": ""}`, false,
 				400, api.SlugInvalidRequest, "/payload", "give one"},
+			{"fire_by before a relative due time", "POST", e.url("/timers"), `{"id": "a", "in": "1h", "fire_by": "` + soon + `"}`, false,
+				422, api.SlugInvalidArgument, "/fire_by", "before the due time"},
+			{"batch item with fire_by before its relative due time", "POST", e.url("/timers/batch"),
+				`{"timers": [{"id": "b1", "in": "1h"}, {"id": "b2", "in": "1h", "owner": "wf", "fire_by": "` + soon + `"}]}`, false,
+				422, api.SlugInvalidArgument, "/timers/1/fire_by", "before the due time"},
 			{"not JSON media type", "POST", e.url("/timers"), nil, true,
 				415, api.SlugUnsupportedMediaType, "", "send JSON"},
 			{"batch with one bad item", "POST", e.url("/timers/batch"),

@@ -155,10 +155,12 @@ func (q *Queue) runCoalesced(ctx context.Context, batch []*coalesced) {
 	}
 	res, err := q.scheduleBatch(ctx, timers, "")
 	if err != nil && len(batch) > 1 && (errors.Is(err, ErrMalformedRecord) || errors.Is(err, ErrEndpointNotFound) ||
-		errors.Is(err, ErrQuotaExceeded)) {
+		errors.Is(err, ErrQuotaExceeded) || errors.As(err, new(*FieldError))) {
 		// One timer's record is damaged, or it names a missing endpoint,
-		// or the batch would pass the pending quota that some of its
-		// timers fit in: those callers alone get the error.
+		// or the script refused one of its fields (a FireBy before a
+		// relative due time), or the batch would pass the pending quota
+		// that some of its timers fit in: those callers alone get the
+		// error.
 		for _, w := range batch {
 			r, err := q.scheduleBatch(ctx, []NewTimer{w.t}, "")
 			if err == nil {

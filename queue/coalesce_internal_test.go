@@ -309,3 +309,39 @@ func TestCoalescedMissingEndpointFailsOnlyItsCaller(t *testing.T) {
 		}
 	})
 }
+
+// A coalesced timer due in a while with a FireBy before its due time,
+// which the script refuses, fails its caller alone, with the FieldError
+// of a lone call (item 0); the timers beside it are scheduled.
+func TestCoalescedFireByBeforeRelativeDueFailsOnlyItsCaller(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		q, g := coalescingQueue(t, b)
+		ctx := context.Background()
+		g.close()
+		var wg sync.WaitGroup
+		holdSlots(t, q, g, &wg)
+		bad := NewTimerIn("b", time.Hour, nil)
+		bad.FireBy = time.Now().Add(time.Minute)
+		timers := []NewTimer{NewTimerIn("a", time.Hour, nil), bad, NewTimerIn("c", time.Hour, nil)}
+		errs := make([]error, len(timers))
+		for i, tm := range timers {
+			wg.Go(func() { _, errs[i] = q.ScheduleBatch(ctx, []NewTimer{tm}) })
+		}
+		waitQueued(t, q, g, maxLeaders+len(timers))
+		if len(q.coalesce.waiting) != len(timers) {
+			t.Fatalf("%d callers queued, want %d", len(q.coalesce.waiting), len(timers))
+		}
+		g.release()
+		wg.Wait()
+		if errs[0] != nil || errs[2] != nil {
+			t.Fatalf("good timers beside one with a FireBy before its due time: %v, %v", errs[0], errs[2])
+		}
+		var fe *FieldError
+		if !errors.Is(errs[1], ErrInvalidOptions) || !errors.As(errs[1], &fe) || fe.Field != "FireBy" || fe.Item != 0 {
+			t.Fatalf("the caller with a FireBy before its due time: %v, want a FieldError of FireBy, item 0", errs[1])
+		}
+		if _, err := q.Get(ctx, "b"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("the refused timer: Get = %v", err)
+		}
+	})
+}

@@ -140,7 +140,7 @@ func isDialError(err error) bool {
 //
 // A script's own refusal is a reply too, though redisError gives it its
 // sentinel and words in place of the reply (TIMERQ_NOENDPOINT,
-// TIMERQ_RELAYOUT, TIMERQ_OCCURRENCE, TIMERQ_EPOCH): the script refused before its
+// TIMERQ_RELAYOUT, TIMERQ_OCCURRENCE, TIMERQ_EPOCH, TIMERQ_FIREBY): the script refused before its
 // first write, so a caller told "outcome unknown: retry" beside "nothing
 // was scheduled" would get two contradicting causes.
 func mayHaveRun(err error) bool {
@@ -149,7 +149,7 @@ func mayHaveRun(err error) bool {
 	}
 	// A script's refusal that the queue turned into its own error.
 	if errors.Is(err, ErrEndpointNotFound) || errors.Is(err, ErrShardMismatch) || errors.Is(err, ErrOccurrenceID) || errors.Is(err, ErrQuotaExceeded) ||
-		errors.Is(err, ErrStaleEpoch) {
+		errors.Is(err, ErrStaleEpoch) || errors.Is(err, ErrInvalidOptions) {
 		return false
 	}
 	var rerr redis.Error

@@ -251,6 +251,29 @@ func staleEpoch(msg string) error {
 		ErrStaleEpoch, owner, current, current)
 }
 
+// timerFieldError is a script's refusal of one field of the new timer
+// id; scheduleLayout turns it into the *FieldError naming the timer's
+// item in its batch.
+type timerFieldError struct {
+	id, field string
+	err       error
+}
+
+func (e *timerFieldError) Error() string { return e.err.Error() }
+func (e *timerFieldError) Unwrap() error { return e.err }
+
+// fireByRefused is the error for meta.lua's "TIMERQ_FIREBY <deadline ms>
+// <due> <id>": a timer due in a while (NewTimerIn), whose due time only
+// the server's clock resolves, with a FireBy before it. Its words are
+// validateMeta's for a timer with an absolute due time.
+func fireByRefused(msg string) error {
+	deadline, rest, _ := strings.Cut(msg, " ")
+	due, id, _ := strings.Cut(rest, " ")
+	return &timerFieldError{id: id, field: "FireBy", err: errorf("timer %q: %w", id,
+		fmt.Errorf("%w: FireBy (%s) is before the due time (%s, In after the server's clock): the timer could never be delivered",
+			ErrInvalidOptions, fromMillis(atoi(deadline)).Format(time.RFC3339Nano), parseScore(due).Format(time.RFC3339Nano)))}
+}
+
 // metaFilter selects timers by owner and labels; its zero value selects
 // every timer.
 type metaFilter struct {

@@ -239,3 +239,43 @@ func TestRestoreResultsCarryTheStoredMeta(t *testing.T) {
 		}
 	})
 }
+
+// TestRelativeTimerFireByBeforeItsDueIsRefused: a timer due in a while
+// (NewTimerIn), whose due time only the server's clock resolves, with a
+// FireBy before that due time could never be delivered: the script
+// refuses it before any write, with the error an absolute due time gets
+// from validation (ErrInvalidOptions, a FieldError naming FireBy and the
+// batch item), not an unknown outcome; a FireBy after the resolved due
+// time is taken.
+func TestRelativeTimerFireByBeforeItsDueIsRefused(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		q := newQueue(t, b, queue.Options{})
+		soon := serverNow(t, b).Add(time.Minute)
+		ok := queue.NewTimerIn("ok", time.Hour, nil)
+		bad := queue.NewTimerIn("bad", time.Hour, nil)
+		bad.FireBy, bad.Owner = soon, "wf"
+		for name, batch := range map[string][]queue.NewTimer{"alone": {bad}, "second of a batch": {ok, bad}} {
+			_, err := q.ScheduleBatch(ctx, batch)
+			var fe *queue.FieldError
+			if !errors.Is(err, queue.ErrInvalidOptions) || errors.Is(err, queue.ErrOutcomeUnknown) || !errors.As(err, &fe) ||
+				fe.Field != "FireBy" || fe.Item != len(batch)-1 {
+				t.Fatalf("%s: %v (%+v), want a FieldError of FireBy, item %d, wrapping ErrInvalidOptions", name, err, fe, len(batch)-1)
+			}
+			for _, id := range []string{"ok", "bad"} {
+				if tm, err := q.Get(ctx, id); !errors.Is(err, queue.ErrNotFound) {
+					t.Fatalf("%s: %s was written: %+v %v", name, id, tm, err)
+				}
+			}
+			if w, err := q.NextWake(ctx, "wf"); err != nil || w.Scheduled != 0 {
+				t.Fatalf("%s: the owner indexes a timer: %+v %v", name, w, err)
+			}
+		}
+		later := queue.NewTimerIn("later", time.Minute, nil)
+		later.FireBy = soon.Add(time.Hour)
+		res, err := q.ScheduleBatch(ctx, []queue.NewTimer{later})
+		if err != nil || !res[0].Created || !res[0].Timer.Deadline.Equal(later.FireBy.Truncate(time.Millisecond)) {
+			t.Fatalf("FireBy after the resolved due time: %+v %v", res, err)
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -268,6 +269,9 @@ func (q *Queue) scheduleLayout(ctx context.Context, timers []NewTimer, tp string
 		if mayHaveRun(err) || errors.Is(err, ErrNotReplicated) {
 			return nil, errorf("%w: schedule: %w", ErrOutcomeUnknown, err)
 		}
+		if fe := itemError(err, timers); fe != nil {
+			return nil, fe
+		}
 		return nil, errorf("schedule: %w", err)
 	}
 	out := make([]ScheduleResult, len(timers))
@@ -282,6 +286,24 @@ func (q *Queue) scheduleLayout(ctx context.Context, timers []NewTimer, tp string
 		out[r[0]] = ScheduleResult{Timer: t}
 	}
 	return out, nil
+}
+
+// itemError is the *FieldError for a script's refusal of one timer's
+// field (timerFieldError), naming the timer's item in timers as
+// ScheduleBatch's validation does; nil for any other error.
+func itemError(err error, timers []NewTimer) error {
+	var tf *timerFieldError
+	if !errors.As(err, &tf) {
+		return nil
+	}
+	// The first occurrence of the ID is the one the script created, and
+	// refused.
+	i := slices.IndexFunc(timers, func(t NewTimer) bool { return t.ID == tf.id })
+	fe := &FieldError{Item: max(i, 0), Field: tf.field, Err: tf.err}
+	if len(timers) == 1 {
+		return fe
+	}
+	return errorf("batch item %d: %w", fe.Item, fe)
 }
 
 // firstOccurrences returns the indexes idx of timers whose ID no earlier
@@ -879,6 +901,8 @@ func (q *Queue) redisError(err error) error {
 		return fmt.Errorf("%w: %w", ErrMalformedRecord, err)
 	case hasRedisCode(err, "TIMERQ_EPOCH"):
 		return staleEpoch(strings.TrimPrefix(err.Error(), "TIMERQ_EPOCH "))
+	case hasRedisCode(err, "TIMERQ_FIREBY"):
+		return fireByRefused(strings.TrimPrefix(err.Error(), "TIMERQ_FIREBY "))
 	case hasRedisCode(err, "TIMERQ_NOENDPOINT"):
 		return q.noEndpoint(strings.TrimPrefix(err.Error(), "TIMERQ_NOENDPOINT "))
 	case hasRedisCode(err, "TIMERQ_RELAYOUT"):

@@ -115,7 +115,11 @@ type NewTimer struct {
 	// "deadline", never delivered late. Rounded up to the millisecond; a
 	// deadline past the end of 9999, the latest time timerq stores, is that end.
 	FireWithin time.Duration
-	// FireBy is FireWithin as an instant; set at most one of them.
+	// FireBy is FireWithin as an instant; set at most one of them. It may
+	// not be before the due time: for a timer of NewTimerIn, whose due
+	// time the server's clock resolves, the schedule script refuses it
+	// with the error validation gives a Due (ErrInvalidOptions, a
+	// FieldError naming FireBy), and writes nothing.
 	FireBy time.Time
 
 	// relative marks a timer built by NewTimerIn, whose In may be zero.

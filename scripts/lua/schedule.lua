@@ -44,6 +44,9 @@
 --        stored meta is one more extra, after the others of the timer.
 --        A new owned timer whose expected epoch is not its owner's current
 --        one is refused: 'TIMERQ_EPOCH <current> <owner>', nothing written.
+--        A new timer whose absolute deadline is before its due millisecond
+--        (a relative due time, which only the server's clock resolves) is
+--        refused: 'TIMERQ_FIREBY <deadline ms> <due> <id>', nothing written.
 --        A new delivering timer whose endpoint KEYS[10] does not name is
 --        refused: the error 'TIMERQ_NOENDPOINT <name>', and nothing written.
 --        A call in the one-shard layout of a namespace whose meta key now

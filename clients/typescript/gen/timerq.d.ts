@@ -966,7 +966,7 @@ export interface components {
             epoch?: number;
             /** @description How many milliseconds after its due time the fire may still be delivered: a delivery (to an endpoint or a consumer group) that cannot happen by then is dead-lettered with the reason deadline, never delivered late. Give fire_within_ms or fire_by, not both. */
             fire_within_ms?: number;
-            /** @description fire_within_ms as a point in time, as due_at takes it; not before the due time. */
+            /** @description fire_within_ms as a point in time, as due_at takes it; not before the due time (with in, the server's clock plus the delay): 422 otherwise, with nothing written. */
             fire_by?: string;
         };
         TimerBatch: {

@@ -10,7 +10,8 @@
 -- none, '<ms>', or '+<ms>' after the due ms). meta_batch starts a batch
 -- for one call; meta_add reads what a timer needs (its owner's epoch, once
 -- per owner and call) and queues its writes, returning the stored meta,
--- '<epoch>\31<deadline ms>\31<owner>...'; meta_replace queues the removal
+-- '<epoch>\31<deadline ms>\31<owner>...', or refuses a timer due after
+-- its absolute deadline; meta_replace queues the removal
 -- of what a timer's old meta leaves behind when the timer is written again
 -- (a recurring occurrence rewritten or revived); meta_check checks the
 -- types of the keys the batch writes and meta_probes asks the ACL for
@@ -23,10 +24,20 @@ end
 -- meta_add queues the meta of the new timer id, due at due (a due score
 -- string), from its argument arg (not ''); it returns the stored meta, or
 -- nil and an error reply: 'TIMERQ_EPOCH <current> <owner>' when arg expects
--- an epoch its owner is not at.
+-- an epoch its owner is not at, 'TIMERQ_FIREBY <deadline ms> <due> <id>'
+-- when arg's absolute deadline is before due's millisecond. It writes
+-- nothing, so a caller runs it before its first write.
 local function meta_add(b, id, due, arg)
   local expect, deadline, owner, labels = string.match(arg, '^(%d*)\31([+%d]*)\31([^\31]*)(.*)$')
   if not expect then return nil, redis.error_reply('ERR timerq: malformed meta of timer "' .. id .. '"') end
+  -- The client checks an absolute due time against its deadline; a
+  -- relative one is known only here, resolved by the server's clock. A
+  -- deadline before the due millisecond could never be met: the fire
+  -- would only ever be dead-lettered.
+  if deadline ~= '' and string.byte(deadline, 1) ~= 43 and
+      tonumber(deadline) < tonumber(string.match(due, '^%d+')) then
+    return nil, redis.error_reply('TIMERQ_FIREBY ' .. deadline .. ' ' .. due .. ' ' .. id)
+  end
   local epoch = '0'
   if owner ~= '' then
     epoch = b.epochs[owner]
