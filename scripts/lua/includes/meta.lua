@@ -123,6 +123,7 @@ local function write_slices(cmd, key, vals)
 end
 
 local function meta_write(b)
+  if not (b.hset or b.hdel) then return end -- the common call: no meta (a zrem comes with one of them)
   write_slices('HDEL', b.metas, b.hdel)
   write_slices('ZREM', b.owners, b.zrem)
   write_slices('HSET', b.metas, b.hset)
