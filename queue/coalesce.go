@@ -128,7 +128,9 @@ func (c *coalescer) withdraw(w *coalesced) bool {
 	return false
 }
 
-// runCoalesced schedules batch in one call and sets each waiter's result.
+// runCoalesced schedules batch in one call and sets each waiter's result:
+// its own timer's outcome, not the call's (scheduleEach), so that a timer
+// refused in the call (refusedOne) fails only its own caller.
 // The call runs under the latest of the waiters' deadlines, not under the
 // leader's cancellation: the others must not fail because the leader's
 // caller went away.
@@ -153,30 +155,53 @@ func (q *Queue) runCoalesced(ctx context.Context, batch []*coalesced) {
 	for i, w := range batch {
 		timers[i] = w.t
 	}
-	res, err := q.scheduleBatch(ctx, timers, "")
-	if err != nil && len(batch) > 1 && (errors.Is(err, ErrMalformedRecord) || errors.Is(err, ErrEndpointNotFound) ||
-		errors.Is(err, ErrQuotaExceeded) || errors.As(err, new(*FieldError))) {
-		// One timer's record is damaged, or it names a missing endpoint,
-		// or the script refused one of its fields (a FireBy before a
-		// relative due time), or the batch would pass the pending quota
-		// that some of its timers fit in: those callers alone get the
-		// error.
-		for _, w := range batch {
-			r, err := q.scheduleBatch(ctx, []NewTimer{w.t}, "")
-			if err == nil {
-				w.res = r[0]
-			}
-			w.err = err
-			close(w.done)
-		}
-		return
-	}
+	res, errs, err := q.scheduleEach(ctx, timers, "")
+	var alone []*coalesced
 	for i, w := range batch {
-		if err != nil {
-			w.err = err
-		} else {
+		e := err
+		if errs != nil {
+			e = errs[i]
+		}
+		switch {
+		case e == nil:
 			w.res = res[i]
+		case len(batch) > 1 && refusedOne(e):
+			// The call that held w was refused, and wrote nothing, for
+			// one timer's sake, which need not be w's: w goes again
+			// alone, to get its own outcome.
+			alone = append(alone, w)
+			continue
+		default:
+			w.err = e
 		}
 		close(w.done)
 	}
+	for _, w := range alone {
+		r, err := q.scheduleBatch(ctx, []NewTimer{w.t}, "")
+		if err == nil {
+			w.res = r[0]
+		}
+		w.err = err
+		close(w.done)
+	}
+}
+
+// refusedOne reports whether err, a coalesced call's error for a timer,
+// is a refusal that one timer of the call may have caused alone, and
+// that wrote nothing: a damaged record (TIMERQ_MALFORMED), an
+// endpoint the namespace lacks (TIMERQ_NOENDPOINT, or the client's check
+// before the call), an owner epoch that is stale (TIMERQ_EPOCH), a field
+// the script refused (a FireBy before a relative due time,
+// TIMERQ_FIREBY), or the pending quota, which the call would pass but
+// some of its timers fit in (TIMERQ_QUOTA). Each is refused before the
+// script's first write, so the timers it held are scheduled again one at
+// a time. An existing timer whose record or meta does not read
+// (ErrMalformedRecord, after its call wrote the others) goes again too,
+// and gets the same error, having written nothing.
+func refusedOne(err error) bool {
+	if errors.Is(err, ErrOutcomeUnknown) {
+		return false
+	}
+	return errors.Is(err, ErrMalformedRecord) || errors.Is(err, ErrEndpointNotFound) ||
+		errors.Is(err, ErrStaleEpoch) || errors.Is(err, ErrQuotaExceeded) || errors.As(err, new(*FieldError))
 }

@@ -71,7 +71,8 @@ func (g *gate) release() {
 }
 
 // coalescingQueue is a queue with CoalesceSchedules over a client of its
-// own on b's server, with a gate on its script calls.
+// own on b's server, with a gate on its script calls; its namespace has
+// b.Shards shards, if set.
 func coalescingQueue(t *testing.T, b *redistest.Backend) (*Queue, *gate) {
 	t.Helper()
 	addr := ""
@@ -87,7 +88,13 @@ func coalescingQueue(t *testing.T, b *redistest.Backend) (*Queue, *gate) {
 	t.Cleanup(func() { rdb.Close() })
 	g := &gate{}
 	rdb.AddHook(g)
-	q, err := New(rdb, Options{Namespace: redistest.Namespace(t), CoalesceSchedules: true})
+	ns := redistest.Namespace(t)
+	if b.Shards > 0 {
+		if _, err := CreateNamespace(context.Background(), rdb, ns, b.Shards); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, err := New(rdb, Options{Namespace: ns, CoalesceSchedules: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,6 +349,155 @@ func TestCoalescedFireByBeforeRelativeDueFailsOnlyItsCaller(t *testing.T) {
 		}
 		if _, err := q.Get(ctx, "b"); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("the refused timer: Get = %v", err)
+		}
+	})
+}
+
+// A coalesced timer whose expected owner epoch is stale, which the script
+// refuses, fails its caller alone with ErrStaleEpoch; the timers beside
+// it, one of the same owner at its current epoch, are scheduled.
+func TestCoalescedStaleEpochFailsOnlyItsCaller(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		q, g := coalescingQueue(t, b)
+		ctx := context.Background()
+		bumped, err := q.BumpEpoch(ctx, "wf", BumpOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.calls.Store(0) // the bump is a script too
+		g.close()
+		var wg sync.WaitGroup
+		holdSlots(t, q, g, &wg)
+		timers := []NewTimer{
+			NewTimerIn("a", time.Hour, nil),
+			{ID: "b", In: time.Hour, Owner: "wf", Epoch: bumped.Epoch + 6},
+			{ID: "c", In: time.Hour, Owner: "wf", Epoch: bumped.Epoch},
+		}
+		res := make([][]ScheduleResult, len(timers))
+		errs := make([]error, len(timers))
+		for i, tm := range timers {
+			wg.Go(func() { res[i], errs[i] = q.ScheduleBatch(ctx, []NewTimer{tm}) })
+		}
+		waitQueued(t, q, g, maxLeaders+len(timers))
+		if len(q.coalesce.waiting) != len(timers) {
+			t.Fatalf("%d callers queued, want %d", len(q.coalesce.waiting), len(timers))
+		}
+		g.release()
+		wg.Wait()
+		if errs[0] != nil || errs[2] != nil {
+			t.Fatalf("good timers beside one under a stale epoch: %v, %v", errs[0], errs[2])
+		}
+		if !res[0][0].Created || !res[2][0].Created || res[2][0].Timer.Epoch != bumped.Epoch {
+			t.Fatalf("good timers beside one under a stale epoch: %+v, %+v", res[0][0], res[2][0])
+		}
+		if !errors.Is(errs[1], ErrStaleEpoch) || errors.Is(errs[1], ErrOutcomeUnknown) {
+			t.Fatalf("the caller under a stale epoch: %v, want ErrStaleEpoch", errs[1])
+		}
+		if _, err := q.Get(ctx, "b"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("the refused timer: Get = %v", err)
+		}
+	})
+}
+
+// otherShards returns n IDs of prefix that each hash to a shard of
+// shards other than id's.
+func otherShards(t *testing.T, id, prefix string, n, shards int) []string {
+	t.Helper()
+	var out []string
+	for i := 0; len(out) < n && i < 1000; i++ {
+		o := fmt.Sprintf("%s%d", prefix, i)
+		if keyspace.ShardOf(o, shards) != keyspace.ShardOf(id, shards) {
+			out = append(out, o)
+		}
+	}
+	if len(out) < n {
+		t.Fatalf("no %d IDs outside the shard of %q", n, id)
+	}
+	return out
+}
+
+// In a namespace of several shards a coalesced group is a call per
+// shard: when the call of a timer under a stale epoch is refused, the
+// timers of the other shards' calls were created, and their callers are
+// told so (Created), not that their timers already existed, as a retry
+// of every caller one at a time would find.
+func TestCoalescedRefusalKeepsOtherShardsResults(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		b.Shards = 4
+		q, g := coalescingQueue(t, b)
+		ctx := context.Background()
+		good := otherShards(t, "stale", "good-", 2, b.Shards)
+		g.close()
+		var wg sync.WaitGroup
+		holdSlots(t, q, g, &wg)
+		timers := []NewTimer{
+			NewTimerIn(good[0], time.Hour, nil),
+			{ID: "stale", In: time.Hour, Owner: "wf", Epoch: 3},
+			NewTimerIn(good[1], time.Hour, nil),
+		}
+		res := make([][]ScheduleResult, len(timers))
+		errs := make([]error, len(timers))
+		for i, tm := range timers {
+			wg.Go(func() { res[i], errs[i] = q.ScheduleBatch(ctx, []NewTimer{tm}) })
+		}
+		waitQueued(t, q, g, maxLeaders+len(timers))
+		if len(q.coalesce.waiting) != len(timers) {
+			t.Fatalf("%d callers queued, want %d", len(q.coalesce.waiting), len(timers))
+		}
+		g.release()
+		wg.Wait()
+		if errs[0] != nil || errs[2] != nil {
+			t.Fatalf("timers of other shards: %v, %v", errs[0], errs[2])
+		}
+		if !res[0][0].Created || !res[2][0].Created {
+			t.Fatalf("timers of other shards, created by the group's call: Created %v, %v, want true",
+				res[0][0].Created, res[2][0].Created)
+		}
+		if !errors.Is(errs[1], ErrStaleEpoch) {
+			t.Fatalf("the caller under a stale epoch: %v, want ErrStaleEpoch", errs[1])
+		}
+	})
+}
+
+// An existing timer whose meta does not read fails its caller alone, with
+// ErrMalformedRecord. Its call has created the new timers beside it, and
+// their callers are told so (Created), not that they already existed.
+func TestCoalescedMalformedMetaKeepsOthersResults(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		q, g := coalescingQueue(t, b)
+		ctx := context.Background()
+		if _, err := q.ScheduleIn(ctx, "bad", time.Hour, nil); err != nil {
+			t.Fatal(err)
+		}
+		n, err := q.Inspect().Shards(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Client().HSet(ctx, keyspace.Shard(q.Namespace(), 0, n).TimerMeta(), "bad", "junk").Err(); err != nil {
+			t.Fatal(err)
+		}
+		g.calls.Store(0) // the schedule of "bad" is a script call too
+		g.items.Store(0)
+		g.close()
+		var wg sync.WaitGroup
+		holdSlots(t, q, g, &wg)
+		ids := []string{"a", "bad", "c"}
+		res := make([]ScheduleResult, len(ids))
+		errs := make([]error, len(ids))
+		for i, id := range ids {
+			wg.Go(func() { res[i], errs[i] = q.ScheduleIn(ctx, id, time.Hour, nil) })
+		}
+		waitQueued(t, q, g, maxLeaders+len(ids))
+		if len(q.coalesce.waiting) != len(ids) {
+			t.Fatalf("%d callers queued, want %d", len(q.coalesce.waiting), len(ids))
+		}
+		g.release()
+		wg.Wait()
+		if errs[0] != nil || errs[2] != nil || !res[0].Created || !res[2].Created {
+			t.Fatalf("new timers beside one whose meta does not read: %+v %v, %+v %v", res[0], errs[0], res[2], errs[2])
+		}
+		if !errors.Is(errs[1], ErrMalformedRecord) {
+			t.Fatalf("the caller of the timer whose meta does not read: %v, want ErrMalformedRecord", errs[1])
 		}
 	})
 }

@@ -113,7 +113,10 @@ type Options struct {
 	// One script call costs Redis about as much for one timer as for a
 	// hundred, so under many concurrent callers this multiplies the
 	// schedules one Redis core can take, while a lone caller waits for
-	// nothing. Results and errors are each caller's own, as without it.
+	// nothing. Results and errors are each caller's own, as without it: a
+	// timer the script refuses (a stale Epoch, a missing endpoint, a FireBy
+	// before its due time, the pending quota) fails its own caller alone,
+	// and the others merged into its script call go again one at a time.
 	// Calls inside a sampled span are never merged, so each keeps its
 	// trace. The HTTP API turns it on.
 	CoalesceSchedules bool

@@ -174,23 +174,43 @@ func (q *Queue) scheduleValid(ctx context.Context, timers []NewTimer) (out []Sch
 // scheduleBatch is ScheduleBatch, storing the traceparent tp ("" for none)
 // with each timer it creates.
 func (q *Queue) scheduleBatch(ctx context.Context, timers []NewTimer, tp string) ([]ScheduleResult, error) {
-	out, err := q.scheduleLayout(ctx, timers, tp)
+	out, _, err := q.scheduleEach(ctx, timers, tp)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// scheduleEach is scheduleBatch with each timer's own outcome besides the
+// batch's error (scheduleLayout), for the coalescer, whose callers each
+// get their own timer's.
+func (q *Queue) scheduleEach(ctx context.Context, timers []NewTimer, tp string) ([]ScheduleResult, []error, error) {
+	out, errs, err := q.scheduleLayout(ctx, timers, tp)
 	if errors.Is(err, errRelayout) {
 		// Refused before any write: the namespace was created with more
 		// shards since the layout was read, and is read again now.
-		out, err = q.scheduleLayout(ctx, timers, tp)
+		out, errs, err = q.scheduleLayout(ctx, timers, tp)
 	}
-	return out, err
+	return out, errs, err
 }
 
-// scheduleLayout is scheduleBatch in the layout the queue knows.
-func (q *Queue) scheduleLayout(ctx context.Context, timers []NewTimer, tp string) ([]ScheduleResult, error) {
+// scheduleLayout is scheduleBatch in the layout the queue knows. err is
+// the batch's error, as ScheduleBatch returns it. When err is one of the
+// script calls' (a call refused, or its reply lost or unreadable) errs
+// holds each timer's own outcome: nil for a timer whose result out holds
+// (its call succeeded; in a batch with several shards another call may
+// have failed), else the error of its call, or the error of reading its
+// existing record. errs is nil when err fails every timer alike: the
+// layout, the endpoints or the quotas could not be read, or refused the
+// batch, before any call; or the calls could not be sent (a script that
+// cannot be loaded, ctx ending).
+func (q *Queue) scheduleLayout(ctx context.Context, timers []NewTimer, tp string) ([]ScheduleResult, []error, error) {
 	if len(timers) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	l, err := q.layout(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Group by shard, keeping the batch's order within each shard, so a
 	// repeated ID is created by its first occurrence. One script call per
@@ -202,19 +222,19 @@ func (q *Queue) scheduleLayout(ctx context.Context, timers []NewTimer, tp string
 		byShard[k] = append(byShard[k], i)
 	}
 	if err := q.checkEndpoints(ctx, l, byShard, timers); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for i, t := range timers {
 		if t.URL != "" {
 			if err := q.checkTimerURLs(ctx, fmt.Sprintf("timer %q", t.ID)); err != nil {
-				return nil, errorf("batch item %d: %w", i, err)
+				return nil, nil, errorf("batch item %d: %w", i, err)
 			}
 			break
 		}
 	}
 	quotas, err := q.quotas(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pending := shardQuota(quotas.Pending, len(l.spaces))
 	// A shard's part of a batch of up to MaxBatch timers is one script
@@ -250,42 +270,70 @@ func (q *Queue) scheduleLayout(ctx context.Context, timers []NewTimer, tp string
 		}
 	}
 	var replies []any
+	var callErrs []error // each call's own
 	if l.replicas > 0 {
-		replies, err = q.scheduleWait(ctx, l, calls)
+		replies, callErrs = q.scheduleWait(ctx, l, calls)
 	} else {
-		var errs []error
-		replies, errs, err = q.runInFlight(ctx, l, lua.Schedule, calls, func(i int) int { return len(order[i]) })
-		if err == nil {
-			// Any call whose reply was lost makes the batch's outcome
-			// unknown, even when an earlier call has a definite error.
-			for _, e := range errs {
-				if e != nil && (err == nil || mayHaveRun(e)) {
-					err = e
-				}
-			}
+		replies, callErrs, err = q.runInFlight(ctx, l, lua.Schedule, calls, func(i int) int { return len(order[i]) })
+		if err != nil {
+			return nil, nil, scheduleError(err, timers)
+		}
+	}
+	// Any call whose reply was lost makes the batch's outcome unknown,
+	// even when an earlier call has a definite error.
+	for _, e := range callErrs {
+		if e != nil && (err == nil || mayHaveRun(e)) {
+			err = e
 		}
 	}
 	if err != nil {
-		if mayHaveRun(err) || errors.Is(err, ErrNotReplicated) {
-			return nil, errorf("%w: schedule: %w", ErrOutcomeUnknown, err)
-		}
-		if fe := itemError(err, timers); fe != nil {
-			return nil, fe
-		}
-		return nil, errorf("schedule: %w", err)
+		err = scheduleError(err, timers)
 	}
 	out := make([]ScheduleResult, len(timers))
+	errs := make([]error, len(timers))
 	for c, reply := range replies {
-		if err := decodeScheduleReply(reply, timers, order[c], out); err != nil {
-			return nil, err
+		if e := callErrs[c]; e != nil {
+			e = scheduleError(e, timers)
+			for _, i := range order[c] {
+				errs[i] = e
+			}
+			continue
+		}
+		if e := decodeScheduleReply(reply, timers, order[c], out, errs); e != nil {
+			for _, i := range order[c] {
+				errs[i] = e
+			}
+		}
+		// Without a call's error, the batch's is the first timer's whose
+		// reply or record did not read.
+		for _, i := range order[c] {
+			if err == nil && errs[i] != nil {
+				err = errs[i]
+			}
 		}
 	}
 	for _, r := range repeats {
 		t := out[r[1]].Timer
 		t.Payload = append([]byte{}, t.Payload...)
 		out[r[0]] = ScheduleResult{Timer: t}
+		errs[r[0]] = errs[r[1]]
 	}
-	return out, nil
+	if err != nil {
+		return out, errs, err
+	}
+	return out, nil, nil
+}
+
+// scheduleError is the batch's error for the error err of a script call
+// of timers.
+func scheduleError(err error, timers []NewTimer) error {
+	if mayHaveRun(err) || errors.Is(err, ErrNotReplicated) {
+		return errorf("%w: schedule: %w", ErrOutcomeUnknown, err)
+	}
+	if fe := itemError(err, timers); fe != nil {
+		return fe
+	}
+	return errorf("schedule: %w", err)
 }
 
 // itemError is the *FieldError for a script's refusal of one timer's
@@ -328,8 +376,11 @@ func firstOccurrences(timers []NewTimer, idx []int, repeats [][2]int) ([]int, []
 // byte per timer ('1' created with the due time sent, '2' created with the
 // due time that is the next extra, '0' existing, with its record as the
 // next extra). A created timer's record is what the client sent, so the
-// script does not send it back.
-func decodeScheduleReply(reply any, timers []NewTimer, idx []int, out []ScheduleResult) error {
+// script does not send it back. An existing timer whose record or meta
+// does not read gets the error in errs[i], and the others their results:
+// the call has written them. It returns an error for a reply it cannot
+// read.
+func decodeScheduleReply(reply any, timers []NewTimer, idx []int, out []ScheduleResult, errs []error) error {
 	r, err := replyStrings(reply)
 	if err != nil || len(r) < 2 || len(r[1]) != len(idx) || !isMillis(r[0]) {
 		return errorf("schedule: unexpected reply %v", reply)
@@ -370,7 +421,7 @@ func decodeScheduleReply(reply any, timers []NewTimer, idx []int, out []Schedule
 			}
 			rec, err := decodeRecord(t.ID, e)
 			if err != nil {
-				return err
+				errs[i] = err
 			}
 			out[i] = ScheduleResult{Timer: rec}
 		default:
@@ -382,8 +433,8 @@ func decodeScheduleReply(reply any, timers []NewTimer, idx []int, out []Schedule
 				return errorf("schedule: unexpected reply %v", reply)
 			}
 			tm, err := out[i].Timer.withMeta(e)
-			if err != nil {
-				return err
+			if err != nil && errs[i] == nil {
+				errs[i] = err
 			}
 			out[i].Timer = tm
 		}

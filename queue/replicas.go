@@ -528,19 +528,24 @@ func (q *Queue) claimHeld(ctx context.Context, l *layout, k, limit int) (res Cla
 }
 
 // scheduleWait is the schedule step of scheduleBatch in a namespace with
-// replicas: each call, then WAIT, on the shard's master.
-func (q *Queue) scheduleWait(ctx context.Context, l *layout, calls []call) ([]any, error) {
-	out := make([]any, len(calls))
+// replicas: each call, then WAIT, on the shard's master. It stops at the
+// first call that fails: errs[i] is call i's error, and the calls after
+// it, which were not sent, have the same.
+func (q *Queue) scheduleWait(ctx context.Context, l *layout, calls []call) (out []any, errs []error) {
+	out, errs = make([]any, len(calls)), make([]error, len(calls))
 	for i, c := range calls {
 		reply, acks, err := q.runWait(ctx, l, lua.Schedule, c.shard, c.args...)
-		if err != nil {
-			return nil, err
-		}
-		if acks < l.replicas {
-			return nil, shardErr(l, c.shard, fmt.Errorf("%w; retry with the same IDs, which is safe",
+		if err == nil && acks < l.replicas {
+			err = shardErr(l, c.shard, fmt.Errorf("%w; retry with the same IDs, which is safe",
 				q.notReplicated(l, "the new timers", acks)))
+		}
+		if err != nil {
+			for j := i; j < len(calls); j++ {
+				errs[j] = err
+			}
+			return out, errs
 		}
 		out[i] = reply
 	}
-	return out, nil
+	return out, errs
 }
