@@ -79,12 +79,14 @@ type RestoredWindow struct {
 }
 
 // RestoreDebounce writes a debounce window's timer as Restore writes a
-// timer (state, times and payload; an existing ID is left unchanged and
-// its result has Created false), and reopens the key's window when the
-// timer is scheduled and Deadline is after the server's clock: later
-// Debounce calls of the key then push this timer, within the deadline, as
-// they would have where it came from. A key that has an open window here
-// already keeps it, and the restored timer fires as an ordinary timer.
+// timer (state, times, payload, and its owner, labels, epoch and deadline,
+// raising the owner's epoch to the timer's; an existing ID is left
+// unchanged and its result, with the meta it has, has Created false), and
+// reopens the key's window when the timer is scheduled and Deadline is
+// after the server's clock: later Debounce calls of the key then push
+// this timer, within the deadline, as they would have where it came from.
+// A key that has an open window here already keeps it, and the restored
+// timer fires as an ordinary timer.
 //
 // Restore refuses the timer, whose ID has a recurring occurrence's form,
 // unless its schedule exists; RestoreDebounce takes it because no
@@ -118,7 +120,7 @@ func (q *Queue) RestoreDebounce(ctx context.Context, w RestoredWindow) (Schedule
 	}
 	reply, err := q.runKeysTries(ctx, l, lua.DebounceRestore, k, key, migrationAttempts,
 		q.opts.retentionMillis(), l.spaces[k].Wake(), key, deadline,
-		t.ID, t.State.code(), restoreDueArg(t), millis(t.CreatedAt), settled, t.Payload)
+		t.ID, t.State.code(), restoreDueArg(t), millis(t.CreatedAt), settled, t.Payload, t.meta().stored())
 	if err != nil {
 		if mayHaveRun(err) {
 			return ScheduleResult{}, errorf("%w: restore debounce window %q: %w", ErrOutcomeUnknown, t.ID, err)
@@ -130,12 +132,24 @@ func (q *Queue) RestoreDebounce(ctx context.Context, w RestoredWindow) (Schedule
 		return ScheduleResult{}, fmt.Errorf("%w: %q is a recurring schedule of namespace %q, so %q would be its occurrence; restore the window under another namespace, or delete the schedule first",
 			ErrDebounceKeyIsSchedule, key, q.opts.Namespace, t.ID)
 	}
-	if err != nil || len(r) != 3 {
+	// {created, record, reopened, meta}: the meta is the one stored, that
+	// of the existing timer when it was not created.
+	if err != nil || len(r) != 4 {
 		return ScheduleResult{}, errorf("restore debounce window %q: unexpected reply %v", t.ID, reply)
 	}
 	got, err := decodeRecord(t.ID, r[1])
+	if err == nil {
+		got, err = got.withMeta(r[3])
+	}
 	if err != nil {
 		return ScheduleResult{}, err
 	}
-	return ScheduleResult{Timer: got, Created: r[0] == "1"}, nil
+	res := ScheduleResult{Timer: got, Created: r[0] == "1"}
+	// The script raised the owner's epoch on the window's shard only. By
+	// the stored meta, not t's: a repeated call, after this failed, raises
+	// it still, and an existing timer's restore raises no other owner.
+	if err := q.raiseEpochs(ctx, l, []Timer{got}); err != nil {
+		return res, err
+	}
+	return res, nil
 }

@@ -279,3 +279,90 @@ func TestRelativeTimerFireByBeforeItsDueIsRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestRestoreDebounceKeepsMeta: RestoreDebounce writes a debounce window's
+// timer with the owner, labels, epoch and deadline it had, as Restore
+// writes a timer's: Get, a push of the reopened window and NextWake see
+// them, the owner's epoch rises to the timer's (on every shard), a settled
+// window's timer keeps them too, and restoring an ID that exists leaves it
+// alone and answers with the meta it has. Before, the script took no meta:
+// the restored window's timer had no owner, labels, epoch or deadline.
+func TestRestoreDebounceKeepsMeta(t *testing.T) {
+	redistest.ForEachAll(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		src := newQueue(t, b, queue.Options{})
+		for range 3 {
+			if _, err := src.BumpEpoch(ctx, "wf", queue.BumpOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		labels := map[string]string{"kind": "digest", "tenant": "acme"}
+		open := debounce(t, src, "mail", queue.DebounceOptions{Delay: time.Hour, MaxWait: 2 * time.Hour, Owner: "wf", Labels: labels})
+		orig, err := src.Get(ctx, open.Timer.ID)
+		if err != nil || orig.Owner != "wf" || orig.Epoch != 3 || !maps.Equal(orig.Labels, labels) {
+			t.Fatalf("the window's timer: %+v, %v", orig, err)
+		}
+		// No DebounceOptions sets a deadline; an import line may carry one.
+		orig.Deadline = orig.Due.Add(time.Hour).Truncate(time.Millisecond)
+		same := func(what string, got queue.Timer) {
+			t.Helper()
+			if got.Owner != orig.Owner || got.Epoch != orig.Epoch || !maps.Equal(got.Labels, orig.Labels) || !got.Deadline.Equal(orig.Deadline) {
+				t.Errorf("%s: owner %q epoch %d labels %v deadline %v; want %q, %d, %v, %v", what,
+					got.Owner, got.Epoch, got.Labels, got.Deadline, orig.Owner, orig.Epoch, orig.Labels, orig.Deadline)
+			}
+		}
+
+		dst := newQueue(t, b, queue.Options{})
+		res, err := dst.RestoreDebounce(ctx, queue.RestoredWindow{Timer: orig, Deadline: open.Deadline})
+		if err != nil || !res.Created {
+			t.Fatalf("RestoreDebounce: %+v, %v", res, err)
+		}
+		same("the result", res.Timer)
+		got, err := dst.Get(ctx, orig.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same("Get after the restore", got)
+		if e, err := dst.Epoch(ctx, "wf"); err != nil || e != 3 {
+			t.Errorf("owner wf's epoch after the restore: %d, %v; want 3, the timer's", e, err)
+		}
+		if w, err := dst.NextWake(ctx, "wf"); err != nil || w.Scheduled != 1 {
+			t.Errorf("NextWake(wf) after the restore: %+v, %v; want the window's timer", w, err)
+		}
+		pushed := debounce(t, dst, "mail", queue.DebounceOptions{Delay: time.Hour, MaxWait: 2 * time.Hour})
+		if pushed.Outcome == queue.DebounceCreated || pushed.Timer.ID != orig.ID {
+			t.Fatalf("a push after the restore: %+v, want the restored window's timer", pushed)
+		}
+		same("the push's result", pushed.Timer)
+
+		// An existing ID is left as it is, and the result says what it has.
+		other := orig
+		other.Owner, other.Epoch, other.Labels, other.Deadline = "intruder", 9, map[string]string{"tenant": "other"}, time.Time{}
+		again, err := dst.RestoreDebounce(ctx, queue.RestoredWindow{Timer: other, Deadline: open.Deadline})
+		if err != nil || again.Created {
+			t.Fatalf("RestoreDebounce of an existing ID: %+v, %v", again, err)
+		}
+		same("the existing ID's result", again.Timer)
+		if got, err := dst.Get(ctx, orig.ID); err != nil {
+			t.Fatal(err)
+		} else {
+			same("Get after restoring the existing ID", got)
+		}
+		if e, err := dst.Epoch(ctx, "intruder"); err != nil || e != 0 {
+			t.Errorf("owner intruder's epoch: %d, %v; want 0, nothing written", e, err)
+		}
+
+		// A settled window's timer keeps its meta as well.
+		done := orig
+		done.ID, done.State, done.CancelledAt = queue.DebounceID("old", 1000), queue.StateCancelled, time.UnixMilli(2000)
+		done.Due, done.CreatedAt, done.Deadline = time.UnixMilli(1500), time.UnixMilli(1000), time.UnixMilli(3000)
+		if _, err := dst.RestoreDebounce(ctx, queue.RestoredWindow{Timer: done}); err != nil {
+			t.Fatal(err)
+		}
+		got, err = dst.Get(ctx, done.ID)
+		if err != nil || got.State != queue.StateCancelled || got.Owner != "wf" || got.Epoch != 3 ||
+			!maps.Equal(got.Labels, labels) || !got.Deadline.Equal(done.Deadline) {
+			t.Errorf("the cancelled window's timer: %+v, %v; want owner wf, epoch 3, labels %v, deadline %v", got, err, labels, done.Deadline)
+		}
+	})
+}

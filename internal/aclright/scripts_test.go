@@ -231,28 +231,30 @@ func scenarios() map[string][]scenario {
 		}},
 		"debounce_restore": {{
 			// An open window's timer: restored, earlier than the shard's
-			// head (a wakeup), and its window reopened (Keys takes "g").
+			// head (a wakeup), and its window reopened (Keys takes "g"),
+			// with its meta, raising its owner's epoch.
 			name: "open",
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				scheduled(t, c, sp, "later", ms(2*time.Hour))
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{60000, sp.Wake(), "g", ms(time.Hour), "g@1000", "s", ms(time.Minute), "1000", "", "p"}
+				return []any{60000, sp.Wake(), "g", ms(time.Hour), "g@1000", "s", ms(time.Minute), "1000", "", "p", "4\x1f\x1fwf\x1fk=v"}
 			},
 		}, {
 			// A closed window's fired timer, kept for the retention.
 			name: "fired", setup: nothing,
 			args: func(sp keyspace.Space) []any {
-				return []any{60000, sp.Wake(), "g", "", "g@1000", "f", "1500", "1000", "2000", "p"}
+				return []any{60000, sp.Wake(), "g", "", "g@1000", "f", "1500", "1000", "2000", "p", ""}
 			},
 		}, {
-			// The timer exists, scheduled: returned as it is.
+			// The timer exists, scheduled: returned as it is, with its meta.
 			name: "existing",
 			setup: func(t *testing.T, c *redis.Client, sp keyspace.Space) {
 				scheduled(t, c, sp, "g@1000", ms(time.Hour))
+				do(t, c, "HSET", sp.TimerMeta(), "g@1000", "1\x1f\x1fwf")
 			},
 			args: func(sp keyspace.Space) []any {
-				return []any{60000, sp.Wake(), "g", ms(time.Hour), "g@1000", "s", ms(time.Minute), "1000", "", "p"}
+				return []any{60000, sp.Wake(), "g", ms(time.Hour), "g@1000", "s", ms(time.Minute), "1000", "", "p", "4\x1f\x1fwf"}
 			},
 		}},
 		"requeue": {{

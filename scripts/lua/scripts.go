@@ -207,7 +207,7 @@ var (
 	// reopens its window (debounce_restore.lua); group is the debounce key.
 	DebounceRestore = add(&Script{Name: "debounce_restore", Includes: []string{"check_type", "check_types", "encode", "fmt", "full", "is_due", "layout", "now_ms", "probe_all", "settled_score", "wake"}, Publishes: true,
 		Keys: func(sp keyspace.Space, key string) []string {
-			return append(sp.Keys(), sp.Schedules(), sp.Debounce(key))
+			return append(sp.Keys(), sp.Schedules(), sp.Debounce(key), sp.TimerMeta(), sp.Owners(), sp.Epochs())
 		},
 		Commands: []string{"type", "hget", "zscore", "time", "get", "zadd", "hset", "set", "zrangebyscore"}})
 	// Purge removes settled timers past their retention (purge.lua).

@@ -136,6 +136,48 @@ func TestDebounceWindowRoundTrip(t *testing.T) {
 	})
 }
 
+// TestDebounceWindowRoundTripKeepsMeta: a debounce window opened with an
+// owner and labels (under the owner's epoch 2) is exported with them, and
+// import restores them: Get reports the same owner, labels, epoch and
+// deadline in the other namespace, whose owner is then at the timer's
+// epoch. Before, import restored the window's timer without them.
+func TestDebounceWindowRoundTripKeepsMeta(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		c := newCLI(t, b)
+		ctx := t.Context()
+		for range 2 {
+			if _, err := c.q.BumpEpoch(ctx, "wf", queue.BumpOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		labels := map[string]string{"kind": "digest"}
+		open, err := c.q.Debounce(ctx, "mail", queue.DebounceOptions{Delay: time.Hour, MaxWait: 2 * time.Hour, Owner: "wf", Labels: labels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, err := c.q.Get(ctx, open.Timer.ID)
+		if err != nil || before.Owner != "wf" || before.Epoch != 2 {
+			t.Fatalf("the window's timer: %+v, %v", before, err)
+		}
+		export := c.ok("export").stdout
+		if !strings.Contains(export, `"owner":"wf"`) || !strings.Contains(export, `"debounce":{"deadline_at":"`) {
+			t.Fatalf("export does not carry the window's owner:\n%s", export)
+		}
+		other := newCLI(t, b)
+		if r := other.runCtx(ctx, export, "-o", "json", "import", "-"); r.code != 0 {
+			t.Fatalf("import: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		after, err := other.q.Get(ctx, open.Timer.ID)
+		if err != nil || after.Owner != before.Owner || after.Epoch != before.Epoch || fmt.Sprint(after.Labels) != fmt.Sprint(before.Labels) ||
+			!after.Deadline.Equal(before.Deadline) {
+			t.Fatalf("after the round trip: %+v, %v; before: %+v", after, err, before)
+		}
+		if e, err := other.q.Epoch(ctx, "wf"); err != nil || e != 2 {
+			t.Fatalf("owner wf's epoch after the import: %d, %v; want 2", e, err)
+		}
+	})
+}
+
 // TestDebounceDeliver: --deliver names the endpoint the window's fire goes
 // to; a name the namespace has no endpoint of is refused, writing nothing.
 func TestDebounceDeliver(t *testing.T) {
