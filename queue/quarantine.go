@@ -27,7 +27,11 @@ type QuarantineNotice struct {
 // than timerq wrote it under the namespace, in a form timerq cannot fire,
 // and a claim moved it aside, byte for byte, so that the timers beside it
 // kept firing. It stays until dropped (Quarantine.Drop); timerq never
-// fires it, and its ID is free to be scheduled again.
+// fires it, and its ID is free to be scheduled again. The timer's owner,
+// labels, epoch and deadline are not kept: the claim deleted them, and its
+// owner index entry, with the record, so that neither the owner's
+// NextWake nor a bulk cancel finds a timer that is gone, and the ID
+// scheduled again starts without them.
 type QuarantinedRecord struct {
 	ID    string
 	Shard int

@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/timerq/timerq/internal/keyspace"
 	"github.com/timerq/timerq/internal/redistest"
 	"github.com/timerq/timerq/queue"
+	"github.com/timerq/timerq/scripts/lua"
 )
 
 // plant writes a record by hand into the shard of id, as something other
@@ -241,4 +243,86 @@ func TestQuarantineRefusedChangesNothing(t *testing.T) {
 	if err != nil || len(res.Fired) != 1 || res.Fired[0].ID != "ok-2" || len(res.Quarantined) != 1 {
 		t.Fatalf("admin claim: %+v, %v", res, err)
 	}
+}
+
+// TestQuarantineTakesTheTimersMeta: a timer with an owner or labels whose
+// record something else overwrote is quarantined by the claim, or by the
+// hold of a namespace with replicas, with its meta and its owner index
+// entry: the timer is gone, so neither may outlive it. Left behind, they
+// leaked for ever (nothing but purge, of settled timers, removes them),
+// and the ID, free to be scheduled again, came back with the old owner
+// and labels: its owner's NextWake counted it, a bulk cancel by that owner
+// would have cancelled it. In both layouts (layout2 below, and
+// TIMERQ_TEST_LAYOUT=2 for the first).
+func TestQuarantineTakesTheTimersMeta(t *testing.T) {
+	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
+		for _, layout := range []int{1, 2} {
+			t.Run(fmt.Sprint("layout", layout), func(t *testing.T) {
+				ctx := context.Background()
+				q := newQueue(t, b, queue.Options{})
+				if layout == 2 {
+					upgradeAll(t, q, 100)
+				}
+				past := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+				later := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+				labels := map[string]string{"team": "a"}
+				if _, err := q.ScheduleBatch(ctx, []queue.NewTimer{
+					{ID: "bad", Due: past, Owner: "wf", Labels: labels},
+					{ID: "badl", Due: past, Labels: labels},
+					{ID: "held", Due: past.Add(-time.Millisecond), Owner: "wf", Labels: labels},
+					{ID: "good", Due: past, Owner: "wf"},
+					{ID: "later", Due: later, Owner: "wf"},
+				}); err != nil {
+					t.Fatal(err)
+				}
+				sp := idSpace(t, b.Client, q, "bad")
+				for _, id := range []string{"bad", "badl", "held"} {
+					if err := b.Client.HSet(ctx, sp.Timers(), id, "garbage").Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// The hold first, as a claim in a namespace with replicas
+				// runs it, of the earliest due timer alone: held.
+				hold := redis.NewScript(lua.Hold.At(sp.Layout()).Source)
+				r, err := hold.Run(ctx, b.Client, lua.Hold.Keys(sp, ""), 1, 60000, "tok", "").StringSlice()
+				if err != nil || len(r) != 6 || r[2] != "none" || r[3] != "1" || r[4] != "held" {
+					t.Fatalf("hold of held = %q, %v; want it quarantined and nothing held", r, err)
+				}
+				if ok, err := b.Client.HExists(ctx, sp.TimerMeta(), "held").Result(); ok || err != nil {
+					t.Errorf("the hold left the quarantined held's meta in %s (%v)", sp.TimerMeta(), err)
+				}
+				if err := b.Client.ZScore(ctx, sp.Owners(), "wf\x00held").Err(); !errors.Is(err, redis.Nil) {
+					t.Errorf("the hold left the quarantined held's owner index entry (%v)", err)
+				}
+
+				res, err := q.Engine().Claim(ctx, queue.MaxBatch)
+				if err != nil {
+					t.Fatalf("Claim: %v", err)
+				}
+				if got := firedIDs(res.Fired); !slices.Equal(got, []string{"good"}) || len(res.Quarantined) != 2 {
+					t.Fatalf("claim fired %v and quarantined %+v; want good fired, bad and badl quarantined", got, res.Quarantined)
+				}
+				for _, id := range []string{"bad", "badl", "held"} {
+					if ok, err := b.Client.HExists(ctx, sp.TimerMeta(), id).Result(); ok || err != nil {
+						t.Errorf("the quarantined %s's meta stayed in %s (%v)", id, sp.TimerMeta(), err)
+					}
+				}
+				if n, err := b.Client.ZRange(ctx, sp.Owners(), 0, -1).Result(); err != nil || !slices.Equal(n, []string{"wf\x00good", "wf\x00later"}) {
+					t.Errorf("owner index holds %q (%v); want the entries of good and later only", n, err)
+				}
+
+				// The ID again, without meta: a timer of its own.
+				if _, err := q.Schedule(ctx, "bad", later.Add(time.Minute), nil); err != nil {
+					t.Fatal(err)
+				}
+				if tm, err := q.Get(ctx, "bad"); err != nil || tm.Owner != "" || tm.Labels != nil {
+					t.Errorf("bad scheduled again without meta: %+v, %v; want no owner and no labels", tm, err)
+				}
+				if w, err := q.NextWake(ctx, "wf"); err != nil || w.Scheduled != 1 || !w.Next.Equal(later) {
+					t.Errorf("NextWake(wf) = %+v, %v; want later alone", w, err)
+				}
+				mustBeConsistent(t, b.Client, q, "the quarantined ID scheduled again")
+			})
+		}
+	})
 }

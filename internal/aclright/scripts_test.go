@@ -96,6 +96,9 @@ func scenarios() map[string][]scenario {
 				do(t, c, "HSET", sp.TimerMeta(), "due", "3\x1f\x1fwf")
 				do(t, c, "HSET", sp.Timers(), "bad", "not a record")
 				do(t, c, "ZADD", sp.Due(), ms(-time.Second), "bad")
+				// A quarantined timer's meta and owner index entry go with it.
+				do(t, c, "HSET", sp.TimerMeta(), "bad", "0\x1f\x1fwf")
+				do(t, c, "ZADD", sp.Owners(), "0", "wf\x00bad")
 			},
 			args: func(sp keyspace.Space) []any { return []any{10, 60000, 1000, sp.TimerChannelPrefix()} },
 		}},
@@ -106,6 +109,8 @@ func scenarios() map[string][]scenario {
 				do(t, c, "HSET", sp.Timers(), "bad", "not a record", "done", "f:1000:1000:2000:x")
 				do(t, c, "ZADD", sp.Due(), ms(-time.Second), "bad", ms(-time.Second), "done", ms(-time.Second), "gone")
 				do(t, c, "HSET", sp.Hold(), "top", "5-1")
+				do(t, c, "HSET", sp.TimerMeta(), "bad", "0\x1f\x1fwf")
+				do(t, c, "ZADD", sp.Owners(), "0", "wf\x00bad")
 			},
 			args: func(keyspace.Space) []any { return []any{10, 3000, "tok", ""} },
 		}, {

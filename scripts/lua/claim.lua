@@ -4,6 +4,9 @@
 --       then KEYS[9] its quarantine hash (includes/quarantine.lua),
 --       then KEYS[10] its deliveries hash: id -> endpoint name (schedule.lua),
 --       then KEYS[11] its timer meta hash (keyspace TimerMeta), read only
+--       but for a quarantined timer's meta, which the claim deletes,
+--       then KEYS[12] its owner index (keyspace Owners), written only to
+--       delete a quarantined timer's entry
 -- ARGV[1] limit: most timers to claim (1..1000)
 -- ARGV[2] retention_ms: how long fired records are kept; 0 keeps them forever
 -- ARGV[3] stream_maxlen: approximate bound of the fire stream; 0 = unbounded
@@ -18,7 +21,9 @@
 --        PUBLISH and one XADD per claimed timer (the last one trimming the
 --        stream), and a few HINCRBYs (the counters) per claim; when some
 --        timer was traced or delivers, one HMGET of k fields and one HDEL
---        more per hash.
+--        more per hash; when q > 0 records are quarantined, one TYPE of
+--        the meta hash and, when it exists, one HMGET of q fields, and an
+--        HDEL and a ZREM for those with meta.
 --
 -- A traced timer's traceparent (KEYS[8], written by schedule.lua) moves
 -- into its fire stream entry, as the field traceparent, so that a consumer
@@ -40,7 +45,10 @@
 -- the same script: its record moves, byte for byte, from the timers hash to
 -- the quarantine hash (with the time, its due score and the reason), it
 -- leaves the due set with the rest of the batch, and the counters' field
--- quarantined counts it. The timers beside it fire as usual. Only decode
+-- quarantined counts it. Its meta (KEYS[11]) and owner index entry
+-- (KEYS[12]) are deleted with it, as the timer is gone (includes/quarantine.lua):
+-- one TYPE, an HMGET and their deletes more, only in a claim that
+-- quarantines. The timers beside it fire as usual. Only decode
 -- decides what is malformed, so a record timerq wrote is never moved.
 --
 -- The counters (KEYS[7]) record every fire in Redis, so that metrics count
@@ -148,7 +156,7 @@ if n > 0 then
       end
     end
   end
-  err = (quarantined and quarantine_check(quarantined, counts)) or fire_read(f)
+  err = (quarantined and quarantine_check(quarantined, counts, KEYS[11], KEYS[12])) or fire_read(f)
   if err then return err end
   if quarantined then quarantine_reply(quarantined, reply, 3) end
   fire_reply(f, reply)

@@ -12,7 +12,7 @@
 --       quarantine hash (unused here), KEYS[10] the shard's hold hash (see
 --       hold.lua), KEYS[11] its deliveries hash (id -> endpoint name, as
 --       claim.lua takes it: the name moves into the fire stream entry),
---       KEYS[12] its timer meta hash (read only, as claim.lua's KEYS[11])
+--       KEYS[12] its timer meta hash (read only, as claim.lua's KEYS[11] for the timers it fires)
 -- ARGV[1] token: the hold's token, as hold.lua was given it
 -- ARGV[2] retention_ms: how long fired records are kept; 0 keeps them forever
 -- ARGV[3] stream_maxlen: approximate bound of the fire stream; 0 = unbounded

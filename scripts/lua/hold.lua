@@ -23,6 +23,9 @@
 --         top    the last entry ID a commit added; it outlives the hold
 --                (the fields above exist only between a hold and its
 --                commit)
+--       KEYS[11] its deliveries hash (unused here), KEYS[12] its timer meta
+--       hash and KEYS[13] its owner index (keyspace TimerMeta, Owners),
+--       whose fields and entries of the timers it quarantines it deletes
 -- ARGV[1] limit: most timers to hold (1..1000)
 -- ARGV[2] lease_ms: how long the claim may commit before another claimer
 --         may take it over
@@ -36,7 +39,8 @@
 --        lease's end) or 'none' (nothing due; next_ms is the earliest due
 --        time, or empty); then the q records this call quarantined.
 -- Complexity: O(log N + k) for k held timers in a set of N, plus one HSET
---        of k+6 fields; a takeover is O(1).
+--        of k+6 fields, and for q quarantined records as claim.lua; a
+--        takeover is O(1).
 --
 -- Only one decision is held per shard at a time, so commits happen in the
 -- order of their holds and each hold can reserve its stream entry IDs
@@ -127,7 +131,7 @@ for i = 1, n do
   end
 end
 local counts = counters_batch()
-err = quarantine_check(quarantined, counts)
+err = quarantine_check(quarantined, counts, KEYS[12], KEYS[13])
 if err then return err end
 
 -- The entry IDs: above the last one a commit added (top), which nothing

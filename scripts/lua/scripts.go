@@ -164,13 +164,16 @@ var (
 	// Claim fires due timers exactly once (claim.lua).
 	Claim = add(&Script{Name: "claim", Early: []string{"clock_due", "pending_at"}, Includes: []string{"check_type", "check_types", "counters", "decode", "fire", "fmt", "layout", "probe", "quarantine", "refusal", "score_ms_of"}, Publishes: true, Worker: true,
 		Keys: func(sp keyspace.Space, _ string) []string {
-			return append(sp.Keys(), sp.Traces(), sp.Quarantine(), sp.Deliveries(), sp.TimerMeta())
+			return append(sp.Keys(), sp.Traces(), sp.Quarantine(), sp.Deliveries(), sp.TimerMeta(), sp.Owners())
 		},
 		Commands: []string{"type", "time", "zrangebyscore", "hmget", "zrange", "zremrangebyrank", "hset", "zadd",
-			"xadd", "hincrby", "hdel"}})
+			"xadd", "hincrby", "hdel", "zrem"}})
 	// Hold decides a claim in a namespace with replicas, firing nothing
 	// until Commit (hold.lua).
-	Hold = add(&Script{Name: "hold", Early: []string{"clock_due", "clock_ms", "fmt", "pending_at"}, Includes: []string{"check_type", "check_types", "counters", "decode", "fmt", "probe", "probe_all", "quarantine", "refusal", "score_ms"}, Worker: true, Keys: holdKeys,
+	Hold = add(&Script{Name: "hold", Early: []string{"clock_due", "clock_ms", "fmt", "pending_at"}, Includes: []string{"check_type", "check_types", "counters", "decode", "fmt", "probe", "probe_all", "quarantine", "refusal", "score_ms"}, Worker: true,
+		// The owner index after commit's keys: a quarantined timer's entry
+		// goes with it (includes/quarantine.lua).
+		Keys:     func(sp keyspace.Space, g string) []string { return append(holdKeys(sp, g), sp.Owners()) },
 		Commands: []string{"type", "time", "hmget", "hset", "zrangebyscore", "zrange", "zrem", "hdel", "hincrby"}})
 	// Commit fires what Hold decided, once WAIT saw replicas have it
 	// (commit.lua).
