@@ -280,6 +280,13 @@ func TestQuarantineTakesTheTimersMeta(t *testing.T) {
 					if err := b.Client.HSet(ctx, sp.Timers(), id, "garbage").Err(); err != nil {
 						t.Fatal(err)
 					}
+					// As a traced timer that delivers to an endpoint has them.
+					if err := b.Client.HSet(ctx, sp.Traces(), id, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").Err(); err != nil {
+						t.Fatal(err)
+					}
+					if err := b.Client.HSet(ctx, sp.Deliveries(), id, "old-endpoint").Err(); err != nil {
+						t.Fatal(err)
+					}
 				}
 				// The hold first, as a claim in a namespace with replicas
 				// runs it, of the earliest due timer alone: held.
@@ -305,6 +312,13 @@ func TestQuarantineTakesTheTimersMeta(t *testing.T) {
 				for _, id := range []string{"bad", "badl", "held"} {
 					if ok, err := b.Client.HExists(ctx, sp.TimerMeta(), id).Result(); ok || err != nil {
 						t.Errorf("the quarantined %s's meta stayed in %s (%v)", id, sp.TimerMeta(), err)
+					}
+				}
+				// Nor may the ID, scheduled again, fire into the old trace
+				// or be delivered to the old endpoint.
+				for _, key := range []string{sp.Traces(), sp.Deliveries()} {
+					if left, err := b.Client.HKeys(ctx, key).Result(); err != nil || len(left) != 0 {
+						t.Errorf("%s keeps the fields of %q after the quarantine (%v)", key, left, err)
 					}
 				}
 				if n, err := b.Client.ZRange(ctx, sp.Owners(), 0, -1).Result(); err != nil || !slices.Equal(n, []string{"wf\x00good", "wf\x00later"}) {

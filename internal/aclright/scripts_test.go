@@ -96,9 +96,12 @@ func scenarios() map[string][]scenario {
 				do(t, c, "HSET", sp.TimerMeta(), "due", "3\x1f\x1fwf")
 				do(t, c, "HSET", sp.Timers(), "bad", "not a record")
 				do(t, c, "ZADD", sp.Due(), ms(-time.Second), "bad")
-				// A quarantined timer's meta and owner index entry go with it.
+				// A quarantined timer's meta, owner index entry, trace and
+				// endpoint go with it.
 				do(t, c, "HSET", sp.TimerMeta(), "bad", "0\x1f\x1fwf")
 				do(t, c, "ZADD", sp.Owners(), "0", "wf\x00bad")
+				do(t, c, "HSET", sp.Traces(), "bad", tp)
+				do(t, c, "HSET", sp.Deliveries(), "bad", "billing")
 			},
 			args: func(sp keyspace.Space) []any { return []any{10, 60000, 1000, sp.TimerChannelPrefix()} },
 		}},
@@ -111,6 +114,8 @@ func scenarios() map[string][]scenario {
 				do(t, c, "HSET", sp.Hold(), "top", "5-1")
 				do(t, c, "HSET", sp.TimerMeta(), "bad", "0\x1f\x1fwf")
 				do(t, c, "ZADD", sp.Owners(), "0", "wf\x00bad")
+				do(t, c, "HSET", sp.Traces(), "bad", tp)
+				do(t, c, "HSET", sp.Deliveries(), "bad", "billing")
 			},
 			args: func(keyspace.Space) []any { return []any{10, 3000, "tok", ""} },
 		}, {

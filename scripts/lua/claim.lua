@@ -156,7 +156,7 @@ if n > 0 then
       end
     end
   end
-  err = (quarantined and quarantine_check(quarantined, counts, KEYS[11], KEYS[12])) or fire_read(f)
+  err = (quarantined and quarantine_check(quarantined, counts, KEYS[11], KEYS[12], KEYS[8], KEYS[10])) or fire_read(f)
   if err then return err end
   if quarantined then quarantine_reply(quarantined, reply, 3) end
   fire_reply(f, reply)

@@ -9,7 +9,7 @@
 -- fire time and entry IDs: a fire that was seen on a master that then
 -- failed is committed again identically, never as a second fire.
 --
--- KEYS: the namespace's seven keys, then its traces hash (unused here),
+-- KEYS: the namespace's seven keys, then its traces hash (only its fields of the timers it quarantines, deleted),
 --       KEYS[9] its quarantine hash (includes/quarantine.lua), KEYS[10] the shard's
 --       hold hash (keyspace.Space.Hold):
 --         token  the token of the claim that holds it now
@@ -23,7 +23,7 @@
 --         top    the last entry ID a commit added; it outlives the hold
 --                (the fields above exist only between a hold and its
 --                commit)
---       KEYS[11] its deliveries hash (unused here), KEYS[12] its timer meta
+--       KEYS[11] its deliveries hash (the same), KEYS[12] its timer meta
 --       hash and KEYS[13] its owner index (keyspace TimerMeta, Owners),
 --       whose fields and entries of the timers it quarantines it deletes
 -- ARGV[1] limit: most timers to hold (1..1000)
@@ -131,7 +131,7 @@ for i = 1, n do
   end
 end
 local counts = counters_batch()
-err = quarantine_check(quarantined, counts, KEYS[12], KEYS[13])
+err = quarantine_check(quarantined, counts, KEYS[12], KEYS[13], KEYS[8], KEYS[11])
 if err then return err end
 
 -- The entry IDs: above the last one a commit added (top), which nothing

@@ -14,7 +14,8 @@
 -- count and {id, reason} pairs to a reply, and quarantine_write moves each
 -- record, byte for byte, from the timers hash (KEYS[2]) to KEYS[9], and
 -- deletes its meta and its entry in the owner index owners (keyspace
--- Owners). Removing them from the due set (KEYS[1]) and writing the counts
+-- Owners), and their fields in the traces and deliveries hashes the caller
+-- names. Removing them from the due set (KEYS[1]) and writing the counts
 -- are the caller's.
 --
 -- The meta goes with the timer: the record leaves the timers hash, its ID
@@ -27,7 +28,11 @@
 -- a field more would change what every reader of the quarantine (older
 -- ones during an upgrade, export files) takes for the record. All of this
 -- runs only for a claim that quarantines something: a claim with nothing
--- to quarantine costs what it did.
+-- to quarantine costs what it did. The same holds for the timer's
+-- traceparent and endpoint (the traces and deliveries hashes, which the
+-- claim moves into a fire's stream entry): left behind, a plain timer
+-- scheduled again under the ID would have fired into the old timer's
+-- trace and been delivered to its endpoint.
 --
 -- KEYS[9] keeps "<quarantined_at_ms>:<due score>:<reason>:<raw record>":
 -- the score as Redis gave it (never holding ':'), the reason one of the
@@ -40,21 +45,32 @@ local function quarantine_why(state, due_s)
 end
 
 -- quarantine_check checks, counts and reads what q's writes need: the
--- quarantine's type, and the meta of q's timers in metas and, for those
--- with an owner, the owner index owners' type. It keeps their meta fields
--- in q.metas and their index entries in q.owned ('<owner>\0<id>'), for the
--- probes and writes, and q.metas_key and q.owners_key. An error reply or nil.
-local function quarantine_check(q, counts, metas, owners)
+-- quarantine's type; the traces and deliveries hashes' types, keeping in
+-- q.sides those that exist, whose fields of q's timers go; and the meta
+-- of q's timers in metas and, for those with an owner, the owner index
+-- owners' type. It keeps their meta fields in q.metas and their index
+-- entries in q.owned ('<owner>\0<id>'), for the probes and writes, and
+-- q.metas_key and q.owners_key. An error reply or nil.
+local function quarantine_check(q, counts, metas, owners, traces, deliveries)
   if #q == 0 then return nil end
   counters_add(counts, 'quarantined', #q)
   local err = check_type(KEYS[9], 'hash')
   if err then return err end
-  -- Most namespaces give no timer meta: one TYPE says so.
-  local exists
-  exists, err = check_hash(metas)
-  if err or not exists then return err end
   local ids = {}
   for i, b in ipairs(q) do ids[i] = b[1] end
+  q.ids = ids
+  local exists
+  for _, key in ipairs({traces, deliveries}) do
+    exists, err = check_hash(key)
+    if err then return err end
+    if exists then
+      q.sides = q.sides or {}
+      q.sides[#q.sides + 1] = key
+    end
+  end
+  -- Most namespaces give no timer meta: one TYPE says so.
+  exists, err = check_hash(metas)
+  if err or not exists then return err end
   local values = redis.pcall('HMGET', metas, unpack(ids))
   if values.err then return refusal(values.err, 'HMGET', metas, 'read') end
   for i = 1, #ids do
@@ -79,8 +95,14 @@ end
 -- meta's deletes only ask the ACL (their keys' types checked above).
 local function quarantine_probes(q)
   if #q == 0 then return nil end
-  return probe('HDEL', KEYS[2]) or probe('HSET', KEYS[9]) or (q.metas and acl_probe('HDEL', q.metas_key)) or
-    (q.owned and acl_probe('ZREM', q.owners_key)) or nil
+  local err = probe('HDEL', KEYS[2]) or probe('HSET', KEYS[9]) or (q.metas and acl_probe('HDEL', q.metas_key)) or
+    (q.owned and acl_probe('ZREM', q.owners_key))
+  if err then return err end
+  for _, key in ipairs(q.sides or {}) do
+    err = acl_probe('HDEL', key)
+    if err then return err end
+  end
+  return nil
 end
 
 local function quarantine_reply(q, reply, at)
@@ -103,4 +125,5 @@ local function quarantine_write(q, now_s)
   redis.call('HDEL', KEYS[2], unpack(qdel))
   if q.metas then redis.call('HDEL', q.metas_key, unpack(q.metas)) end
   if q.owned then redis.call('ZREM', q.owners_key, unpack(q.owned)) end
+  for _, key in ipairs(q.sides or {}) do redis.call('HDEL', key, unpack(q.ids)) end
 end
