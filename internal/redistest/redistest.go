@@ -226,7 +226,11 @@ func (s *Server) start() error {
 		default:
 		}
 		// LOADING while replaying the AOF fails PING: not yet started.
-		if c.Ping(context.Background()).Err() == nil {
+		// And the server that answers must be this one: another process
+		// may have taken the port between freePort and the bind, and then
+		// answers until this one, failing to bind, exits (a Cluster test
+		// once sent CLUSTER MYID to another test's plain server).
+		if c.Ping(context.Background()).Err() == nil && s.answersAsItself(c) {
 			return nil
 		}
 		// Polling with a deadline: redis-server signals readiness only
@@ -234,6 +238,22 @@ func (s *Server) start() error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return fmt.Errorf("no PING answer within 10s")
+}
+
+// answersAsItself reports whether the server c reaches is s's process,
+// by the process_id its INFO gives.
+func (s *Server) answersAsItself(c *redis.Client) bool {
+	info, err := c.Info(context.Background(), "server").Result()
+	if err != nil {
+		return false
+	}
+	want := fmt.Sprintf("process_id:%d", s.cmd.Process.Pid)
+	for _, line := range strings.Split(info, "\n") {
+		if strings.TrimSpace(line) == want {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) logTail() string {
