@@ -132,6 +132,34 @@ func holdSlots(t *testing.T, q *Queue, g *gate, wg *sync.WaitGroup) {
 	}
 }
 
+// coalesceOneEach schedules each of timers by a caller of its own, all
+// queued behind the two call slots held at the closed gate, so that they
+// go together in one call once the gate opens; it returns each caller's
+// result and error.
+func coalesceOneEach(t *testing.T, q *Queue, g *gate, timers []NewTimer) ([]ScheduleResult, []error) {
+	t.Helper()
+	g.close()
+	var wg sync.WaitGroup
+	holdSlots(t, q, g, &wg)
+	res := make([]ScheduleResult, len(timers))
+	errs := make([]error, len(timers))
+	for i, tm := range timers {
+		wg.Go(func() {
+			var r []ScheduleResult
+			if r, errs[i] = q.ScheduleBatch(context.Background(), []NewTimer{tm}); len(r) == 1 {
+				res[i] = r[0]
+			}
+		})
+	}
+	waitQueued(t, q, g, maxLeaders+len(timers))
+	if len(q.coalesce.waiting) != len(timers) {
+		t.Fatalf("%d callers queued, want %d", len(q.coalesce.waiting), len(timers))
+	}
+	g.release()
+	wg.Wait()
+	return res, errs
+}
+
 // Callers that arrive while two calls are in flight go together in the
 // next, and each gets its own timer's result.
 func TestCoalescedSchedulesShareCalls(t *testing.T) {
@@ -287,24 +315,12 @@ func TestCoalescedMissingEndpointFailsOnlyItsCaller(t *testing.T) {
 			t.Fatal(err)
 		}
 		g.calls.Store(0) // the put is a script too
-		g.close()
-		var wg sync.WaitGroup
-		holdSlots(t, q, g, &wg)
 		timers := []NewTimer{
 			NewTimerIn("a", time.Hour, nil),
 			{ID: "b", In: time.Hour, Endpoint: "nope"},
 			{ID: "c", In: time.Hour, Endpoint: "billing"},
 		}
-		errs := make([]error, len(timers))
-		for i, tm := range timers {
-			wg.Go(func() { _, errs[i] = q.ScheduleBatch(ctx, []NewTimer{tm}) })
-		}
-		waitQueued(t, q, g, maxLeaders+len(timers))
-		if len(q.coalesce.waiting) != len(timers) {
-			t.Fatalf("%d callers queued, want %d", len(q.coalesce.waiting), len(timers))
-		}
-		g.release()
-		wg.Wait()
+		_, errs := coalesceOneEach(t, q, g, timers)
 		if errs[0] != nil || errs[2] != nil {
 			t.Fatalf("good timers beside one naming a missing endpoint: %v, %v", errs[0], errs[2])
 		}
@@ -324,22 +340,10 @@ func TestCoalescedFireByBeforeRelativeDueFailsOnlyItsCaller(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		q, g := coalescingQueue(t, b)
 		ctx := context.Background()
-		g.close()
-		var wg sync.WaitGroup
-		holdSlots(t, q, g, &wg)
 		bad := NewTimerIn("b", time.Hour, nil)
 		bad.FireBy = time.Now().Add(time.Minute)
 		timers := []NewTimer{NewTimerIn("a", time.Hour, nil), bad, NewTimerIn("c", time.Hour, nil)}
-		errs := make([]error, len(timers))
-		for i, tm := range timers {
-			wg.Go(func() { _, errs[i] = q.ScheduleBatch(ctx, []NewTimer{tm}) })
-		}
-		waitQueued(t, q, g, maxLeaders+len(timers))
-		if len(q.coalesce.waiting) != len(timers) {
-			t.Fatalf("%d callers queued, want %d", len(q.coalesce.waiting), len(timers))
-		}
-		g.release()
-		wg.Wait()
+		_, errs := coalesceOneEach(t, q, g, timers)
 		if errs[0] != nil || errs[2] != nil {
 			t.Fatalf("good timers beside one with a FireBy before its due time: %v, %v", errs[0], errs[2])
 		}
@@ -365,30 +369,17 @@ func TestCoalescedStaleEpochFailsOnlyItsCaller(t *testing.T) {
 			t.Fatal(err)
 		}
 		g.calls.Store(0) // the bump is a script too
-		g.close()
-		var wg sync.WaitGroup
-		holdSlots(t, q, g, &wg)
 		timers := []NewTimer{
 			NewTimerIn("a", time.Hour, nil),
 			{ID: "b", In: time.Hour, Owner: "wf", Epoch: bumped.Epoch + 6},
 			{ID: "c", In: time.Hour, Owner: "wf", Epoch: bumped.Epoch},
 		}
-		res := make([][]ScheduleResult, len(timers))
-		errs := make([]error, len(timers))
-		for i, tm := range timers {
-			wg.Go(func() { res[i], errs[i] = q.ScheduleBatch(ctx, []NewTimer{tm}) })
-		}
-		waitQueued(t, q, g, maxLeaders+len(timers))
-		if len(q.coalesce.waiting) != len(timers) {
-			t.Fatalf("%d callers queued, want %d", len(q.coalesce.waiting), len(timers))
-		}
-		g.release()
-		wg.Wait()
+		res, errs := coalesceOneEach(t, q, g, timers)
 		if errs[0] != nil || errs[2] != nil {
 			t.Fatalf("good timers beside one under a stale epoch: %v, %v", errs[0], errs[2])
 		}
-		if !res[0][0].Created || !res[2][0].Created || res[2][0].Timer.Epoch != bumped.Epoch {
-			t.Fatalf("good timers beside one under a stale epoch: %+v, %+v", res[0][0], res[2][0])
+		if !res[0].Created || !res[2].Created || res[2].Timer.Epoch != bumped.Epoch {
+			t.Fatalf("good timers beside one under a stale epoch: %+v, %+v", res[0], res[2])
 		}
 		if !errors.Is(errs[1], ErrStaleEpoch) || errors.Is(errs[1], ErrOutcomeUnknown) {
 			t.Fatalf("the caller under a stale epoch: %v, want ErrStaleEpoch", errs[1])
@@ -425,33 +416,19 @@ func TestCoalescedRefusalKeepsOtherShardsResults(t *testing.T) {
 	redistest.ForEach(t, func(t *testing.T, b *redistest.Backend) {
 		b.Shards = 4
 		q, g := coalescingQueue(t, b)
-		ctx := context.Background()
 		good := otherShards(t, "stale", "good-", 2, b.Shards)
-		g.close()
-		var wg sync.WaitGroup
-		holdSlots(t, q, g, &wg)
 		timers := []NewTimer{
 			NewTimerIn(good[0], time.Hour, nil),
 			{ID: "stale", In: time.Hour, Owner: "wf", Epoch: 3},
 			NewTimerIn(good[1], time.Hour, nil),
 		}
-		res := make([][]ScheduleResult, len(timers))
-		errs := make([]error, len(timers))
-		for i, tm := range timers {
-			wg.Go(func() { res[i], errs[i] = q.ScheduleBatch(ctx, []NewTimer{tm}) })
-		}
-		waitQueued(t, q, g, maxLeaders+len(timers))
-		if len(q.coalesce.waiting) != len(timers) {
-			t.Fatalf("%d callers queued, want %d", len(q.coalesce.waiting), len(timers))
-		}
-		g.release()
-		wg.Wait()
+		res, errs := coalesceOneEach(t, q, g, timers)
 		if errs[0] != nil || errs[2] != nil {
 			t.Fatalf("timers of other shards: %v, %v", errs[0], errs[2])
 		}
-		if !res[0][0].Created || !res[2][0].Created {
+		if !res[0].Created || !res[2].Created {
 			t.Fatalf("timers of other shards, created by the group's call: Created %v, %v, want true",
-				res[0][0].Created, res[2][0].Created)
+				res[0].Created, res[2].Created)
 		}
 		if !errors.Is(errs[1], ErrStaleEpoch) {
 			t.Fatalf("the caller under a stale epoch: %v, want ErrStaleEpoch", errs[1])
@@ -478,21 +455,7 @@ func TestCoalescedMalformedMetaKeepsOthersResults(t *testing.T) {
 		}
 		g.calls.Store(0) // the schedule of "bad" is a script call too
 		g.items.Store(0)
-		g.close()
-		var wg sync.WaitGroup
-		holdSlots(t, q, g, &wg)
-		ids := []string{"a", "bad", "c"}
-		res := make([]ScheduleResult, len(ids))
-		errs := make([]error, len(ids))
-		for i, id := range ids {
-			wg.Go(func() { res[i], errs[i] = q.ScheduleIn(ctx, id, time.Hour, nil) })
-		}
-		waitQueued(t, q, g, maxLeaders+len(ids))
-		if len(q.coalesce.waiting) != len(ids) {
-			t.Fatalf("%d callers queued, want %d", len(q.coalesce.waiting), len(ids))
-		}
-		g.release()
-		wg.Wait()
+		res, errs := coalesceOneEach(t, q, g, []NewTimer{NewTimerIn("a", time.Hour, nil), NewTimerIn("bad", time.Hour, nil), NewTimerIn("c", time.Hour, nil)})
 		if errs[0] != nil || errs[2] != nil || !res[0].Created || !res[2].Created {
 			t.Fatalf("new timers beside one whose meta does not read: %+v %v, %+v %v", res[0], errs[0], res[2], errs[2])
 		}
